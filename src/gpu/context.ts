@@ -251,6 +251,8 @@ export class Recorder {
   private readonly temps: GPUBuffer[] = [];
   private readonly label: string;
   readonly kernels: string[] = [];
+  /** When set (benchmarks), dispatch k writes GPU timestamps at query indices 2k (begin) and 2k + 1 (end). */
+  timestamps: GPUQuerySet | null = null;
 
   constructor(
     readonly gpu: Gpu,
@@ -262,6 +264,7 @@ export class Recorder {
 
   dispatch(d: Dispatch): void {
     const gpu = this.gpu;
+    const k = this.kernels.length;
     this.kernels.push(d.kernel);
     this.checks.push(
       gpu.scoped(d.kernel, () => {
@@ -276,7 +279,8 @@ export class Recorder {
           entries.push({ binding: d.bindings.length, resource: { buffer: u } });
         }
         const bindGroup = gpu.device.createBindGroup({ label: d.kernel, layout: pipeline.getBindGroupLayout(0), entries });
-        const pass = this.encoder.beginComputePass({ label: d.kernel });
+        const timestampWrites = this.timestamps ? { querySet: this.timestamps, beginningOfPassWriteIndex: 2 * k, endOfPassWriteIndex: 2 * k + 1 } : undefined;
+        const pass = this.encoder.beginComputePass({ label: d.kernel, timestampWrites });
         pass.setPipeline(pipeline);
         pass.setBindGroup(0, bindGroup);
         const [x, y = 1, z = 1] = d.workgroups;
@@ -284,6 +288,13 @@ export class Recorder {
         pass.end();
       }),
     );
+  }
+
+  /** A storage buffer for intermediates (reduction partials) that is destroyed once this recorder's work is submitted. */
+  scratch(label: string, byteSize: number): GPUBuffer {
+    const buf = this.gpu.createBuffer(label, byteSize);
+    this.temps.push(buf);
+    return buf;
   }
 
   copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number): void {

@@ -1,0 +1,59 @@
+// `npm run bench [-- --quick] [--only SUITE,...] [--json FILE]`: runs every benchmark suite on the Node GPU
+// adapter, prints one table per suite and writes all rows as JSON (default bench/results.json). A suite is
+// a module exporting `run(gpu, opts): Promise<Row[]>`; add yours to SUITES.
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { nodeGpu } from '../src/gpu/node.ts';
+import type { Gpu } from '../src/gpu/context.ts';
+
+/** One result line; every suite chooses its columns. */
+export type Row = Record<string, string | number | null>;
+export interface BenchOptions {
+  /** Small sizes only (software adapters, CI smoke runs). */
+  quick: boolean;
+}
+type Suite = { run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> };
+
+const SUITES: Record<string, () => Promise<Suite>> = {
+  loss: () => import('./loss.ts'),
+};
+
+function table(rows: Row[]): string {
+  const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  const cell = (v: Row[string] | undefined) => (v === null || v === undefined ? '' : typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toPrecision(4)) : v);
+  const width = cols.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
+  const line = (vals: string[]) => vals.map((v, i) => v.padStart(width[i])).join('  ');
+  return [line(cols), line(width.map((w) => '-'.repeat(w))), ...rows.map((r) => line(cols.map((c) => cell(r[c]))))].join('\n');
+}
+
+async function main(argv: string[]): Promise<void> {
+  const quick = argv.includes('--quick');
+  const arg = (name: string) => {
+    const i = argv.indexOf(name);
+    return i >= 0 ? argv[i + 1] : undefined;
+  };
+  const only = arg('--only')?.split(',') ?? Object.keys(SUITES);
+  const unknown = only.filter((s) => !(s in SUITES));
+  if (unknown.length) throw new Error(`unknown suite(s) ${unknown.join(', ')}; have ${Object.keys(SUITES).join(', ')}`);
+  const out = arg('--json') ?? path.join(path.dirname(fileURLToPath(import.meta.url)), 'results.json');
+  const gpu = await nodeGpu();
+  console.log(`adapter: ${gpu.adapter.description || gpu.adapter.device} (${gpu.adapter.backend}); timestamps: ${gpu.hasTimestamps}; ${quick ? 'quick' : 'full'} sizes`);
+  const results: Record<string, Row[]> = {};
+  for (const name of only) {
+    const suite = await SUITES[name]();
+    const rows = await suite.run(gpu, { quick });
+    results[name] = rows;
+    console.log(`\n## ${name}\n${table(rows)}`);
+  }
+  writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), quick, adapter: gpu.adapter, results }, null, 1) + '\n');
+  console.log(`\nwrote ${out}`);
+}
+
+main(process.argv.slice(2)).then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,301 @@
+// Trains the studio's embedded default model, public/models/tiny-adder: a small Qwen2-architecture
+// causal LM with a cut-down Qwen3 tokenizer (scripts/make-default-tokenizer.ts), fine-tuned from random
+// weights on two-digit addition (src/grpo/default_task.ts) with this project's own GPU kernels: the
+// model's forward with saved activations, the log-prob gather (cross-entropy on completion tokens),
+// the model's backward, clip_grad_norm_ and AdamW. Everything is seeded (init, batch order).
+//
+// Training stops EARLY on purpose: as soon as the model's probability of producing the exact right
+// answer at temperature 1, averaged over held-out problems, reaches --target (default 0.5). A GRPO
+// group of 8 samples from such a model holds right and wrong answers, so the first step the studio
+// shows has non-zero advantages; a fully trained model would give every group the same reward.
+// Accuracies are computed exactly from teacher-forced log-probs: the sampled accuracy at temperature 1
+// is E[P(answer)] = mean exp(Σ_t logp_t); greedy decoding is right iff every answer token is the argmax
+// given the right prefix.
+//
+//   npm run train:default [-- --target 0.5 --max-steps 1500 --out DIR --seed 1234]
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { nodeGpu } from '../src/gpu/node.ts';
+import type { Gpu } from '../src/gpu/context.ts';
+import { assembleBatch, padBatch, type PaddedBatch } from '../src/grpo/batch.ts';
+import { DEFAULT_MODEL_PATH, additionAnswer, additionMessages, allProblems, isHeldOut, type AdditionProblem } from '../src/grpo/default_task.ts';
+import { writeSafeTensors, type TensorOut } from '../src/io/safetensors.ts';
+import { clipCoef, globalNorm, sumsq_forward } from '../src/kernels/grad_norm.ts';
+import { logprob_gather_backward, logprob_gather_forward } from '../src/kernels/logprob_gather.ts';
+import { adamw_step } from '../src/kernels/optimizer.ts';
+import { countParams, numel, paramSpecs, parseConfig } from '../src/model/config.ts';
+import { CausalLM } from '../src/model/model.ts';
+import { loadTokenizerDir } from '../src/tokenize/node.ts';
+import type { Tokenizer } from '../src/tokenize/tokenizer.ts';
+import { Rng } from '../tests/helpers/rng.ts';
+import { makeDefaultTokenizer } from './make-default-tokenizer.ts';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+const HP = {
+  seed: 1234,
+  hidden_size: 64,
+  num_hidden_layers: 3,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  intermediate_size: 192,
+  init_std: 0.02, // HF initializer_range
+  batch_size: 64,
+  lr: 3e-3,
+  warmup_steps: 50,
+  betas: [0.9, 0.999] as [number, number],
+  eps: 1e-8,
+  weight_decay: 0,
+  max_grad_norm: 1.0,
+  eval_every: 25,
+  eval_problems: 256, // held-out problems scored at each evaluation
+  target: 0.5, // stop once the held-out E[P(answer)] reaches this
+  max_steps: 1500,
+};
+
+function parseArgs(argv: string[]): { out: string } & typeof HP {
+  const o = { out: join(ROOT, 'public', DEFAULT_MODEL_PATH), ...HP };
+  for (let i = 0; i < argv.length; i += 2) {
+    const [k, v] = [argv[i], argv[i + 1]];
+    if (k === '--out') o.out = resolve(v);
+    else if (k === '--target') o.target = Number(v);
+    else if (k === '--max-steps') o.max_steps = Number(v);
+    else if (k === '--seed') o.seed = Number(v);
+    else throw new Error(`unknown argument ${k} (expected --out, --target, --max-steps, --seed)`);
+  }
+  return o;
+}
+
+function hfConfig(tok: Tokenizer, hp: typeof HP): Record<string, unknown> {
+  return {
+    architectures: ['Qwen2ForCausalLM'],
+    model_type: 'qwen2',
+    hidden_size: hp.hidden_size,
+    num_hidden_layers: hp.num_hidden_layers,
+    num_attention_heads: hp.num_attention_heads,
+    num_key_value_heads: hp.num_key_value_heads,
+    intermediate_size: hp.intermediate_size,
+    hidden_act: 'silu',
+    vocab_size: tok.vocab_size,
+    max_position_embeddings: 512,
+    rms_norm_eps: 1e-6,
+    rope_theta: 1000000.0,
+    tie_word_embeddings: true,
+    attention_dropout: 0.0,
+    use_sliding_window: false,
+    use_cache: true,
+    initializer_range: hp.init_std,
+    torch_dtype: 'float32',
+    // As Qwen3's config: bos = <|endoftext|>, eos = <|im_end|>; no pad_token_id (it would make HF zero
+    // that embedding row's gradient), the tokenizer and generation config carry the pad token.
+    bos_token_id: tok.pad_token_id,
+    eos_token_id: tok.eos_token_id,
+  };
+}
+
+/** HF-style init: N(0, init_std) matrices and embedding, norms at 1, biases at 0. */
+function initWeights(config: ReturnType<typeof parseConfig>, rng: Rng, std: number): Record<string, Float32Array> {
+  const out: Record<string, Float32Array> = {};
+  for (const p of paramSpecs(config)) {
+    const n = numel(p.shape);
+    if (p.name.endsWith('norm.weight')) out[p.name] = new Float32Array(n).fill(1);
+    else if (p.name.endsWith('.bias')) out[p.name] = new Float32Array(n);
+    else out[p.name] = rng.f32(n, std);
+  }
+  return out;
+}
+
+interface Example {
+  prompt: number[];
+  completion: number[]; // answer tokens + EOS
+}
+
+function encode(tok: Tokenizer, p: AdditionProblem): Example {
+  return { prompt: tok.renderChat(additionMessages(p)).ids, completion: [...tok.encode(additionAnswer(p)), tok.eos_token_id!] };
+}
+
+function toBatch(tok: Tokenizer, ex: Example[]): PaddedBatch {
+  return padBatch(
+    assembleBatch({
+      prompt_ids: ex.map((e) => e.prompt),
+      completion_ids: ex.map((e) => e.completion),
+      num_generations: 1,
+      pad_token_id: tok.pad_token_id!,
+      eos_token_ids: [tok.eos_token_id!],
+    }),
+  );
+}
+
+/** GPU buffers of one batch's completion tokens and of the per-token log-prob pass. */
+function tokenBuffers(gpu: Gpu, b: PaddedBatch) {
+  const N = b.B * b.C;
+  return {
+    ids: gpu.upload('completion_ids', b.completion_ids), // (B, C)
+    mask: gpu.upload('completion_mask', b.completion_mask), // (B, C)
+    logp: gpu.createBuffer('per_token_logps', N * 4), // (B, C)
+    lse: gpu.createBuffer('lse', N * 8), // (B, C, 2)
+    entropy: gpu.createBuffer('entropy', N * 4), // (B, C)
+  };
+}
+
+/** Teacher-forced scores of held-out problems: E[P(answer)] at temperature 1 and greedy accuracy. */
+async function evaluate(model: CausalLM, tok: Tokenizer, ex: Example[]): Promise<{ sampled: number; greedy: number; perProblem: number[] }> {
+  const gpu = model.gpu;
+  const b = toBatch(tok, ex);
+  const t = tokenBuffers(gpu, b);
+  const rec = gpu.recorder('eval');
+  const f = model.forward(rec, { B: b.B, T: b.L, input_ids: b.input_ids, attention_mask: b.attention_mask, position_ids: b.position_ids }, { logits_to_keep: b.C });
+  logprob_gather_forward(rec, { logits: f.logits, ids: t.ids, mask: t.mask, logp: t.logp, lse: t.lse, entropy: t.entropy, N: b.B * b.C, V: f.V, temperature: 1 });
+  await rec.finish();
+  const logp = await gpu.readF32(t.logp, b.B * b.C);
+  const logits = await gpu.readF32(f.logits, b.B * b.C * f.V);
+  Object.values(t).forEach((x) => x.destroy());
+  const perProblem: number[] = [];
+  let greedy = 0;
+  for (let r = 0; r < b.B; r++) {
+    let s = 0;
+    let argmaxOk = true;
+    for (let c = 0; c < b.C; c++) {
+      const i = r * b.C + c;
+      if (!b.completion_mask[i]) continue;
+      s += logp[i];
+      const row = logits.subarray(i * f.V, (i + 1) * f.V);
+      const target = row[b.completion_ids[i]];
+      for (let v = 0; v < f.V; v++) if (row[v] > target) argmaxOk = false;
+    }
+    perProblem.push(Math.exp(s));
+    if (argmaxOk) greedy++;
+  }
+  return { sampled: perProblem.reduce((a, x) => a + x, 0) / b.B, greedy: greedy / b.B, perProblem };
+}
+
+/** One SFT step: mean cross-entropy over completion tokens, backward, clip, AdamW. Returns loss and grad norm. */
+async function trainStep(
+  model: CausalLM,
+  tok: Tokenizer,
+  ex: Example[],
+  opt: { m: Map<string, GPUBuffer>; v: Map<string, GPUBuffer>; sumsq: GPUBuffer },
+  step: number,
+  lr: number,
+  hp: typeof HP,
+): Promise<{ loss: number; gradNorm: number }> {
+  const gpu = model.gpu;
+  const b = toBatch(tok, ex);
+  const N = b.B * b.C;
+  const t = tokenBuffers(gpu, b);
+  // loss = −Σ M·logp / ΣM, so dloss/dlogp = −M / ΣM.
+  let count = 0;
+  for (let i = 0; i < N; i++) count += b.completion_mask[i];
+  const dlogp = gpu.upload('dlogp', Float32Array.from(b.completion_mask, (m) => -m / count)); // (B, C)
+
+  const rec = gpu.recorder('sft.forward_backward');
+  const f = model.forward(rec, { B: b.B, T: b.L, input_ids: b.input_ids, attention_mask: b.attention_mask, position_ids: b.position_ids }, { logits_to_keep: b.C, save: true });
+  logprob_gather_forward(rec, { logits: f.logits, ids: t.ids, mask: t.mask, logp: t.logp, lse: t.lse, entropy: t.entropy, N, V: f.V, temperature: 1 });
+  logprob_gather_backward(rec, { logits: f.logits, ids: t.ids, mask: t.mask, lse: t.lse, dlogp, dlogits: 'in-place', N, V: f.V, temperature: 1 });
+  model.backward(rec, f.logits);
+  const names = [...model.params.keys()];
+  names.forEach((name, i) => sumsq_forward(rec, { inp: model.grads!.get(name)!, n: numel(model.params.get(name)!.shape), out: opt.sumsq, outIndex: i }));
+  await rec.finish();
+  const logp = await gpu.readF32(t.logp, N);
+  const gradNorm = globalNorm(await gpu.readF32(opt.sumsq, names.length));
+  let loss = 0;
+  for (let i = 0; i < N; i++) loss -= (b.completion_mask[i] * logp[i]) / count;
+
+  const gradScale = clipCoef(gradNorm, hp.max_grad_norm);
+  const up = gpu.recorder('sft.adamw');
+  for (const name of names) {
+    const n = numel(model.params.get(name)!.shape);
+    adamw_step(up, {
+      param: model.params.get(name)!.buffer,
+      grad: model.grads!.get(name)!,
+      m: opt.m.get(name)!,
+      v: opt.v.get(name)!,
+      n,
+      lr,
+      beta1: hp.betas[0],
+      beta2: hp.betas[1],
+      eps: hp.eps,
+      weightDecay: hp.weight_decay,
+      step,
+      gradScale,
+    });
+  }
+  await up.finish();
+  Object.values(t).forEach((x) => x.destroy());
+  dlogp.destroy();
+  return { loss, gradNorm };
+}
+
+function shuffle<T>(xs: T[], rng: Rng): T[] {
+  const a = [...xs];
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(rng.next() * (i + 1));
+    [a[i], a[j]] = [a[j], a[i]];
+  }
+  return a;
+}
+
+async function main(): Promise<void> {
+  const hp = parseArgs(process.argv.slice(2));
+  const t0 = performance.now();
+  console.log(await makeDefaultTokenizer(hp.out));
+  const tok = await loadTokenizerDir(hp.out);
+  const raw = hfConfig(tok, hp);
+  const config = parseConfig(raw);
+  const gpu = await nodeGpu();
+  const rng = new Rng(hp.seed);
+  const model = CausalLM.fromWeights(gpu, config, initWeights(config, rng, hp.init_std));
+  const opt = {
+    m: new Map([...model.params.values()].map((p) => [p.name, gpu.createBuffer(`exp_avg.${p.name}`, numel(p.shape) * 4)])),
+    v: new Map([...model.params.values()].map((p) => [p.name, gpu.createBuffer(`exp_avg_sq.${p.name}`, numel(p.shape) * 4)])),
+    sumsq: gpu.createBuffer('grad_sumsq', model.params.size * 4),
+  };
+  const problems = allProblems();
+  const train = problems.filter((p) => !isHeldOut(p)).map((p) => encode(tok, p));
+  const heldOut = shuffle(problems.filter(isHeldOut), new Rng(hp.seed + 1)).map((p) => encode(tok, p));
+  const evalSet = heldOut.slice(0, hp.eval_problems);
+  console.log(`${config.architecture}: ${countParams(config)} parameters, V = ${config.vocab_size}; ${train.length} training / ${heldOut.length} held-out problems; ${gpu.adapter.description}`);
+
+  let order = shuffle(train, rng);
+  let pos = 0;
+  let step = 0;
+  let last = { sampled: 0, greedy: 0 };
+  const log: string[] = [];
+  while (step < hp.max_steps) {
+    if (pos + hp.batch_size > order.length) [order, pos] = [shuffle(train, rng), 0];
+    const batch = order.slice(pos, pos + hp.batch_size);
+    pos += hp.batch_size;
+    step++;
+    const lr = hp.lr * Math.min(1, step / hp.warmup_steps);
+    const { loss, gradNorm } = await trainStep(model, tok, batch, opt, step, lr, hp);
+    if (step % hp.eval_every === 0) {
+      const e = await evaluate(model, tok, evalSet);
+      last = e;
+      const line = `step ${step}  loss ${loss.toFixed(4)}  grad_norm ${gradNorm.toFixed(3)}  held-out E[P(answer)] ${e.sampled.toFixed(3)}  greedy ${e.greedy.toFixed(3)}  ${((performance.now() - t0) / 1000).toFixed(0)} s`;
+      console.log(line);
+      log.push(line);
+      if (e.sampled >= hp.target) break;
+    }
+  }
+  const trainSeconds = (performance.now() - t0) / 1000;
+  const final = await evaluate(model, tok, heldOut);
+  console.log(`stopped at step ${step}: all ${heldOut.length} held-out problems: E[P(answer)] ${final.sampled.toFixed(3)}, greedy ${final.greedy.toFixed(3)}`);
+  void last;
+
+  // Hugging Face layout.
+  mkdirSync(hp.out, { recursive: true });
+  const tensors: Record<string, TensorOut> = {};
+  for (const [name, p] of model.params) tensors[name] = { dtype: 'F32', shape: p.shape, data: await model.readParam(name) };
+  writeFileSync(join(hp.out, 'model.safetensors'), writeSafeTensors(tensors, { format: 'pt' }));
+  writeFileSync(join(hp.out, 'config.json'), JSON.stringify(raw, null, 2) + '\n');
+  writeFileSync(
+    join(hp.out, 'generation_config.json'),
+    JSON.stringify({ bos_token_id: tok.pad_token_id, eos_token_id: [tok.eos_token_id, tok.pad_token_id], pad_token_id: tok.pad_token_id, do_sample: true, temperature: 1.0, top_k: 0, top_p: 1.0, max_new_tokens: 8 }, null, 2) + '\n',
+  );
+  writeFileSync(join(hp.out, 'training_log.txt'), log.join('\n') + '\n');
+  console.log(JSON.stringify({ step, trainSeconds, heldOut: { sampled: final.sampled, greedy: final.greedy } }));
+  process.exit(0);
+}
+
+await main();

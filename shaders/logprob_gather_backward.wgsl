@@ -1,0 +1,63 @@
+// Gradient of the gathered log-probs back to the raw logits, per row:
+//   dlogits[v] = dlogp·(onehot(v = id) − softmax(z)[v]) / temperature,  z = logits / temperature,
+// with softmax(z)[v] = exp((z[v] − max) − log Σ) from the forward's split log-sum-exp (a second read of
+// the logits, one write, no reductions). Rows with mask 0 are written as exact zeros. IN_PLACE reads the
+// logits from the dlogits binding and overwrites them (f32 only), so a step needs no second [N, V] buffer;
+// then the logits binding is an unused placeholder. Windows as in logprob_gather_forward.wgsl.
+
+override WG: u32 = 256;
+override F16: bool = false;
+override IN_PLACE: bool = false;
+
+struct Params {
+  row_start: u32,
+  rows: u32,
+  V: u32,
+  elem_base: u32,    // element index of row_start inside the logits window
+  dlogits_base: u32, // element index of row_start inside the dlogits window
+  temperature: f32,
+}
+
+@group(0) @binding(0) var<storage, read> logits: array<u32>;          // (rows, V) window, f32 or f16 pairs
+@group(0) @binding(1) var<storage, read> ids: array<i32>;             // (N)
+@group(0) @binding(2) var<storage, read> mask: array<i32>;            // (N)
+@group(0) @binding(3) var<storage, read> lse: array<vec2f>;           // (N, 2)
+@group(0) @binding(4) var<storage, read> dlogp: array<f32>;           // (N)
+@group(0) @binding(5) var<storage, read_write> dlogits: array<f32>;   // (rows, V) window
+@group(0) @binding(6) var<uniform> p: Params;
+
+fn is_neg_inf(x: f32) -> bool {
+  return bitcast<u32>(x) == 0xff800000u; // bit test: compilers may assume no infinities in arithmetic
+}
+
+fn logit(e: u32, o: u32) -> f32 {
+  if (IN_PLACE) {
+    return dlogits[o];
+  }
+  if (F16) {
+    let h = unpack2x16float(logits[e >> 1u]);
+    return select(h.x, h.y, (e & 1u) == 1u);
+  }
+  return bitcast<f32>(logits[e]);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let r = wid.x + wid.y * nwg.x;
+  if (r >= p.rows) { return; }
+  let n = p.row_start + r;
+  let base = p.elem_base + r * p.V;
+  let obase = p.dlogits_base + r * p.V;
+  if (mask[n] == 0) {
+    for (var i = lid; i < p.V; i += WG) { dlogits[obase + i] = 0.0; }
+    return;
+  }
+  let g = dlogp[n] / p.temperature;
+  let l = lse[n];
+  let id = u32(ids[n]);
+  for (var i = lid; i < p.V; i += WG) {
+    let x = logit(base + i, obase + i);
+    let prob = select(exp((x / p.temperature - l.x) - l.y), 0.0, is_neg_inf(x));
+    dlogits[obase + i] = g * (select(0.0, 1.0, i == id) - prob);
+  }
+}

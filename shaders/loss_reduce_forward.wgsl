@@ -1,0 +1,87 @@
+// Every masked aggregation of one per-token loss in ONE launch (one workgroup), so the studio can show
+// them side by side, plus the counts the backward's weights and the clip metrics need. Each thread owns
+// whole sequences b (serial sum over t, so the per-row sums S_b, n_b exist), then one tree reduction.
+// out (16): [0..7] grpo, bnpo, dr_grpo, dapo, token-mean, seq-mean-token-sum, seq-mean-token-mean,
+// seq-mean-token-sum-norm (src/ref/loss_reduce.ts AGGREGATIONS order); [8] N = Σ M; [9] #(n_b > 0);
+// [10] low-clipped, [11] high-clipped, [12] region (low or high), [13] δ binding. Counts are exact in
+// f32 up to 2^24 tokens.
+
+override WG: u32 = 256;
+
+struct Params {
+  B: u32,
+  T: u32,
+  max_completion_length: f32,
+  num_items_in_batch: f32, // dapo's normalizer; 0 = N
+}
+
+@group(0) @binding(0) var<storage, read> loss: array<f32>;        // (B, T)
+@group(0) @binding(1) var<storage, read> mask: array<i32>;        // (B, T)
+@group(0) @binding(2) var<storage, read> clip: array<u32>;        // (B, T)
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;   // (16)
+@group(0) @binding(4) var<uniform> p: Params;
+
+const K = 8u; // partial sums per thread
+// 0 Σ S_b, 1 Σ S_b / max(1, n_b), 2 Σ_{n_b>0} S_b / (n_b + 1e-8), 3 N, 4 #(n_b > 0), 5 low, 6 high, 7 δ binding
+var<workgroup> sh: array<array<f32, K>, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) lid: u32) {
+  var acc: array<f32, K>;
+  for (var b = lid; b < p.B; b += WG) {
+    var S = 0.0;
+    var nb = 0.0;
+    var low = 0.0;
+    var high = 0.0;
+    var dbind = 0.0;
+    for (var t = 0u; t < p.T; t++) {
+      let i = b * p.T + t;
+      if (mask[i] != 0) {
+        S += loss[i];
+        nb += 1.0;
+        let f = clip[i];
+        low += f32(f & 1u);
+        high += f32((f >> 1u) & 1u);
+        dbind += f32((f >> 2u) & 1u);
+      }
+    }
+    acc[0] += S;
+    acc[1] += S / max(1.0, nb);
+    if (nb > 0.0) {
+      acc[2] += S / (nb + 1e-8);
+      acc[4] += 1.0;
+    }
+    acc[3] += nb;
+    acc[5] += low;
+    acc[6] += high;
+    acc[7] += dbind;
+  }
+  sh[lid] = acc;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+    if (lid < stride) {
+      for (var k = 0u; k < K; k++) { sh[lid][k] += sh[lid + stride][k]; }
+    }
+    workgroupBarrier();
+  }
+  if (lid == 0u) {
+    let r = sh[0];
+    let N = r[3];
+    let nz = max(1.0, r[4]);
+    let items = select(max(1.0, N), p.num_items_in_batch, p.num_items_in_batch > 0.0);
+    out[0] = r[1] / f32(p.B);
+    out[1] = r[0] / max(1.0, N);
+    out[2] = r[0] / (f32(p.B) * p.max_completion_length);
+    out[3] = r[0] / items;
+    out[4] = r[0] / max(1.0, N);
+    out[5] = r[0] / nz;
+    out[6] = r[2] / nz;
+    out[7] = r[0] / p.max_completion_length;
+    out[8] = N;
+    out[9] = r[4];
+    out[10] = r[5];
+    out[11] = r[6];
+    out[12] = r[5] + r[6];
+    out[13] = r[7];
+  }
+}

@@ -1,0 +1,101 @@
+// Tiled GEMM  C = op(A) · op(B) (+ bias) (+ C),  with op(A): (M, K), op(B): (K, N), C: (M, N) row-major.
+// One shader serves every matmul of the model: the forward (B = Wᵀ for nn.Linear [out, in] weights,
+// B = W for GPT-2 Conv1D [in, out]) and both backward products (dinp = dout·W, dweight = doutᵀ·x),
+// which differ only in which operand is read transposed (TRANS_A / TRANS_B override constants).
+//
+// Each workgroup computes a TILE_M × TILE_N block of C, staging TILE_K-deep slices of A and B in
+// workgroup memory; each invocation keeps a 4 × 4 register block (one vec4 of C columns per row),
+// so every value loaded from workgroup memory feeds 4 FMAs. Tile loads are mapped so that consecutive
+// invocations read consecutive addresses of the operand's physical (row-major) layout.
+//
+// Operands bigger than maxStorageBufferBindingSize are bound as windows of whole physical rows; the
+// launcher passes, per operand, `base` (element index of the window's first row inside the binding)
+// and `off` (column offset inside a physical row), so element (r, c) of the block is
+// base + r·ld + off + c, r counted from the window's first row. A K split accumulates into C.
+
+override TILE_M: u32 = 64;
+override TILE_N: u32 = 64;
+override TILE_K: u32 = 16;
+override TRANS_A: bool = false; // A stored (K, M): physical rows are k
+override TRANS_B: bool = false; // B stored (N, K): physical rows are n
+
+const TM: u32 = 4u; // rows of C per invocation
+const TN: u32 = 4u; // columns of C per invocation (one vec4)
+
+struct Params {
+  M: u32, N: u32, K: u32, flags: u32, // flags: 1 = add C's previous value, 2 = add bias
+  a_base: u32, lda: u32, a_off: u32, b_base: u32,
+  ldb: u32, b_off: u32, c_base: u32, ldc: u32,
+  c_off: u32, bias_off: u32,
+}
+
+@group(0) @binding(0) var<storage, read> a: array<f32>;        // op(A) (M, K), window
+@group(0) @binding(1) var<storage, read> b: array<f32>;        // op(B) (K, N), window
+@group(0) @binding(2) var<storage, read> bias: array<f32>;     // (N) or a dummy
+@group(0) @binding(3) var<storage, read_write> c: array<f32>;  // (M, N), window
+@group(0) @binding(4) var<uniform> p: Params;
+
+var<workgroup> As: array<vec4f, TILE_K * TILE_M / 4u>; // [k][m]: vec4 = 4 consecutive rows m
+var<workgroup> Bs: array<vec4f, TILE_K * TILE_N / 4u>; // [k][n]: vec4 = 4 consecutive columns n
+
+fn load_a(m: u32, k: u32) -> f32 {
+  if (m >= p.M || k >= p.K) { return 0.0; }
+  if (TRANS_A) { return a[p.a_base + k * p.lda + p.a_off + m]; }
+  return a[p.a_base + m * p.lda + p.a_off + k];
+}
+
+fn load_b(k: u32, n: u32) -> f32 {
+  if (k >= p.K || n >= p.N) { return 0.0; }
+  if (TRANS_B) { return b[p.b_base + n * p.ldb + p.b_off + k]; }
+  return b[p.b_base + k * p.ldb + p.b_off + n];
+}
+
+@compute @workgroup_size(TILE_N / TN, TILE_M / TM)
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
+  let threads = (TILE_N / TN) * (TILE_M / TM);
+  let t = lid.y * (TILE_N / TN) + lid.x;
+  let m0 = wid.y * TILE_M;
+  let n0 = wid.x * TILE_N;
+  var acc: array<vec4f, TM>;
+
+  for (var k0 = 0u; k0 < p.K; k0 += TILE_K) {
+    for (var e = t; e < TILE_M * TILE_K; e += threads) {
+      var mm: u32;
+      var kk: u32;
+      if (TRANS_A) { kk = e / TILE_M; mm = e % TILE_M; } else { mm = e / TILE_K; kk = e % TILE_K; }
+      As[(kk * TILE_M + mm) / 4u][mm % 4u] = load_a(m0 + mm, k0 + kk);
+    }
+    for (var e = t; e < TILE_N * TILE_K; e += threads) {
+      var nn: u32;
+      var kk: u32;
+      if (TRANS_B) { nn = e / TILE_K; kk = e % TILE_K; } else { kk = e / TILE_N; nn = e % TILE_N; }
+      Bs[(kk * TILE_N + nn) / 4u][nn % 4u] = load_b(k0 + kk, n0 + nn);
+    }
+    workgroupBarrier();
+    for (var kk = 0u; kk < TILE_K; kk++) {
+      let av = As[kk * (TILE_M / 4u) + lid.y];
+      let bv = Bs[kk * (TILE_N / 4u) + lid.x];
+      acc[0] = fma(vec4f(av.x), bv, acc[0]);
+      acc[1] = fma(vec4f(av.y), bv, acc[1]);
+      acc[2] = fma(vec4f(av.z), bv, acc[2]);
+      acc[3] = fma(vec4f(av.w), bv, acc[3]);
+    }
+    workgroupBarrier();
+  }
+
+  let accumulate = (p.flags & 1u) != 0u;
+  let add_bias = (p.flags & 2u) != 0u;
+  for (var i = 0u; i < TM; i++) {
+    let m = m0 + lid.y * TM + i;
+    if (m >= p.M) { break; }
+    for (var j = 0u; j < TN; j++) {
+      let n = n0 + lid.x * TN + j;
+      if (n >= p.N) { break; }
+      let idx = p.c_base + m * p.ldc + p.c_off + n;
+      var v = acc[i][j];
+      if (add_bias) { v += bias[p.bias_off + n]; }
+      if (accumulate) { v += c[idx]; }
+      c[idx] = v;
+    }
+  }
+}

@@ -1,0 +1,68 @@
+// `grpo-studio doctor BATCH.json [--tokenizer DIR] [--json]`: check a grpo-batch/v1 batch and print the
+// findings grouped by severity. Exit 1 if any error, 0 otherwise; an unreadable file or tokenizer folder
+// is exit 2 with one line (BatchFormatError / CliError, mapped in main.ts).
+import { readFile } from 'node:fs/promises';
+import { CliError, flag, parseArgs } from './args.ts';
+import { parseBatch } from '../io/batch.ts';
+import { diagnose, type DoctorReport, type Finding, type Severity } from '../doctor/index.ts';
+import type { Tokenizer } from '../tokenize/tokenizer.ts';
+
+/** Human output shows this many findings per rule and severity; --json always has all of them. */
+const MAX_PER_RULE = 10;
+
+const TITLES: Record<Severity, string> = { error: 'ERRORS', warning: 'WARNINGS', info: 'INFO' };
+
+function formatFinding(f: Finding): string {
+  const where = f.span ? ` [${f.field ?? 'completion_ids'} ${f.span[0]}:${f.span[1]}]` : '';
+  return `  [${f.rule}]${where} ${f.message}\n      hint: ${f.hint}`;
+}
+
+export function formatReport(report: DoctorReport, source: string): string {
+  const lines: string[] = [];
+  for (const sev of ['error', 'warning', 'info'] as Severity[]) {
+    const fs = report.findings.filter((f) => f.severity === sev);
+    if (fs.length === 0) continue;
+    lines.push(`${TITLES[sev]} (${fs.length})`);
+    const shown = new Map<string, number>();
+    for (const f of fs) {
+      const n = (shown.get(f.rule) ?? 0) + 1;
+      shown.set(f.rule, n);
+      if (n <= MAX_PER_RULE) lines.push(formatFinding(f));
+    }
+    for (const [rule, n] of shown) if (n > MAX_PER_RULE) lines.push(`  [${rule}] … and ${n - MAX_PER_RULE} more (--json lists all)`);
+  }
+  if (report.skipped.length) {
+    lines.push('SKIPPED');
+    for (const s of report.skipped) lines.push(`  [${s.rule}] ${s.reason}`);
+  }
+  const { error, warning, info } = report.counts;
+  lines.push(`${source}: ${error} error(s), ${warning} warning(s), ${info} info`);
+  return lines.join('\n');
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, { values: ['tokenizer'], switches: ['json'] });
+  if (args.positional.length !== 1) throw new CliError('usage: grpo-studio doctor BATCH.json [--tokenizer DIR] [--json]');
+  const file = args.positional[0];
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    throw new CliError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  const batch = parseBatch(text, file);
+  let tokenizer: Tokenizer | undefined;
+  const dir = flag(args, 'tokenizer');
+  if (dir) {
+    const { loadTokenizerDir } = await import('../tokenize/node.ts');
+    try {
+      tokenizer = await loadTokenizerDir(dir);
+    } catch (e) {
+      throw new CliError(`--tokenizer ${dir}: ${(e as Error).message.split('\n')[0]}`);
+    }
+  }
+  const report = diagnose(batch, { tokenizer });
+  if (args.flags.has('json')) console.log(JSON.stringify({ findings: report.findings, skipped: report.skipped, counts: report.counts, groups: report.groups }, null, 1));
+  else console.log(formatReport(report, file));
+  return report.counts.error > 0 ? 1 : 0;
+}

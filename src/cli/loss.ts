@@ -1,0 +1,144 @@
+// `grpo-studio loss CASE.safetensors [--out RESULT.json]`: runs the GRPO loss kernels on the GPU for one
+// loss case (golden/README.md format: inputs + `config` metadata; expected tensors are ignored) and
+// writes per-token outputs [B][T], every aggregation and dlogits [B][T][V] as JSON. Masked rows are
+// scored too, so every position matches what TRL computes.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { CliError, flag, parseArgs } from './args.ts';
+import { parseSafeTensors, shapeOf, toF32, toI32, type SafeTensors } from '../io/safetensors.ts';
+import { grpo_loss, parseGrpoLossConfig, readGrpoLoss, GrpoLossError, type GrpoLossConfig, type GrpoLossInputs } from '../grpo/loss.ts';
+import type { Gpu } from '../gpu/context.ts';
+
+/** A loss case on the CPU. */
+export interface LossCase {
+  B: number;
+  T: number;
+  V: number;
+  logits: Float32Array; // (B, T, V)
+  completion_ids: Int32Array; // (B, T)
+  completion_mask: Int32Array; // (B, T)
+  advantages: Float32Array; // (B)
+  old_per_token_logps: Float32Array | null; // (B, T)
+  ref_per_token_logps: Float32Array | null; // (B, T)
+  config: GrpoLossConfig;
+}
+
+function expectShape(st: SafeTensors, name: string, shape: number[], source: string): void {
+  if (!st.tensors.has(name)) throw new CliError(`${source}: missing tensor "${name}"`);
+  const got = shapeOf(st, name);
+  if (got.length !== shape.length || got.some((d, i) => d !== shape[i])) {
+    throw new CliError(`${source}: tensor "${name}" has shape ${JSON.stringify(got)}, expected ${JSON.stringify(shape)}`);
+  }
+}
+
+/** Reads and checks a loss case; every problem is a CliError naming the tensor (and sample, position). */
+export function readLossCase(bytes: Uint8Array, source = 'loss case'): LossCase {
+  const st = parseSafeTensors(bytes, source);
+  if (!st.tensors.has('logits')) throw new CliError(`${source}: missing tensor "logits"`);
+  const ls = shapeOf(st, 'logits');
+  if (ls.length !== 3 || ls.some((d) => d < 1)) throw new CliError(`${source}: tensor "logits" has shape ${JSON.stringify(ls)}, expected [B, T, V]`);
+  const [B, T, V] = ls;
+  expectShape(st, 'completion_ids', [B, T], source);
+  expectShape(st, 'completion_mask', [B, T], source);
+  expectShape(st, 'advantages', [B], source);
+  const optional = (name: string): Float32Array | null => {
+    if (!st.tensors.has(name)) return null;
+    expectShape(st, name, [B, T], source);
+    return toF32(st, name);
+  };
+  let config: GrpoLossConfig;
+  try {
+    if (st.metadata.config === undefined) throw new CliError('no "config" in the metadata');
+    config = parseGrpoLossConfig(JSON.parse(st.metadata.config), 'config');
+  } catch (e) {
+    throw new CliError(`${source}: ${(e as Error).message}`);
+  }
+  const c: LossCase = {
+    B,
+    T,
+    V,
+    logits: toF32(st, 'logits'),
+    completion_ids: toI32(st, 'completion_ids'),
+    completion_mask: toI32(st, 'completion_mask'),
+    advantages: toF32(st, 'advantages'),
+    old_per_token_logps: optional('old_per_token_logps'),
+    ref_per_token_logps: optional('ref_per_token_logps'),
+    config,
+  };
+  for (let i = 0; i < B * T; i++) {
+    const at = `sample ${Math.floor(i / T)}, position ${i % T}`;
+    if (c.completion_ids[i] < 0 || c.completion_ids[i] >= V) throw new CliError(`${source}: completion_ids at ${at} is ${c.completion_ids[i]}, outside the vocabulary [0, ${V})`);
+    if (c.completion_mask[i] !== 0 && c.completion_mask[i] !== 1) throw new CliError(`${source}: completion_mask at ${at} is ${c.completion_mask[i]}, expected 0 or 1`);
+  }
+  if (config.beta !== 0 && !c.ref_per_token_logps) throw new CliError(`${source}: config.beta = ${config.beta} needs tensor "ref_per_token_logps"`);
+  return c;
+}
+
+/** GPU inputs for grpo_loss from a loss case. */
+export function uploadLossCase(gpu: Gpu, c: LossCase): GrpoLossInputs {
+  return {
+    B: c.B,
+    T: c.T,
+    V: c.V,
+    logits: gpu.upload('logits', c.logits),
+    completion_ids: gpu.upload('completion_ids', c.completion_ids),
+    completion_mask: gpu.upload('completion_mask', c.completion_mask),
+    advantages: gpu.upload('advantages', c.advantages),
+    old_per_token_logps: c.old_per_token_logps && gpu.upload('old_per_token_logps', c.old_per_token_logps),
+    ref_per_token_logps: c.ref_per_token_logps && gpu.upload('ref_per_token_logps', c.ref_per_token_logps),
+  };
+}
+
+type Nested = number | Nested[];
+
+/** A row-major array as nested plain arrays of the given shape. */
+function nest(a: ArrayLike<number>, shape: number[], offset = 0): Nested[] {
+  const [n, ...rest] = shape;
+  const stride = rest.reduce((x, y) => x * y, 1);
+  return Array.from({ length: n }, (_, i) => (rest.length ? nest(a, rest, offset + i * stride) : a[offset + i]));
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, { values: ['out'] });
+  if (args.positional.length !== 1) throw new CliError('usage: grpo-studio loss CASE.safetensors [--out RESULT.json]');
+  const path = args.positional[0];
+  let bytes: Uint8Array;
+  try {
+    bytes = new Uint8Array(readFileSync(path));
+  } catch (e) {
+    throw new CliError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  const c = readLossCase(bytes, path);
+  const { nodeGpu } = await import('../gpu/node.ts');
+  const gpu = await nodeGpu();
+  let res;
+  try {
+    res = await grpo_loss(gpu, uploadLossCase(gpu, c), c.config, { scoreMaskedRows: true });
+  } catch (e) {
+    if (e instanceof GrpoLossError) throw new CliError(`${path}: ${e.message}`);
+    throw e;
+  }
+  const r = await readGrpoLoss(gpu, res, { dlogits: true });
+  const { B, T, V } = c;
+  const bt = (a: ArrayLike<number> | null) => (a ? nest(a, [B, T]) : null);
+  const result = {
+    per_token_logps: bt(r.per_token_logps),
+    per_token_entropy: bt(r.per_token_entropy),
+    per_token_kl: bt(r.per_token_kl),
+    importance_ratio: bt(r.importance_ratio),
+    per_token_loss: bt(r.per_token_loss),
+    is_low_clipped: bt(r.is_low_clipped),
+    is_high_clipped: bt(r.is_high_clipped),
+    loss: r.loss,
+    loss_type: c.config.loss_type,
+    losses: r.losses,
+    clip_counts: r.clip_counts,
+    dlogits: nest(r.dlogits!, [B, T, V]),
+    adapter: gpu.adapter,
+  };
+  const json = JSON.stringify(result);
+  const out = flag(args, 'out');
+  if (out) writeFileSync(out, json + '\n');
+  else process.stdout.write(json + '\n');
+  res.destroy();
+  return 0;
+}

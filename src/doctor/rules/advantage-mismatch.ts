@@ -1,0 +1,63 @@
+// advantage-mismatch: the advantages in the batch are not what the rewards give under the configured
+// scale_rewards. Catches a wrong group layout (interleaved instead of consecutive rows), the wrong std
+// (population vs Bessel, batch vs group), missing normalisation, or rewards combined without weights.
+import { combineRewards, computeAdvantages, type AdvantageEstimator } from '../../grpo/advantages.ts';
+import type { ScaleRewards } from '../../io/batch.ts';
+import type { Rule } from '../types.ts';
+import { batchRewards, groupable } from '../rewards.ts';
+
+/** float32 advantages of float32 rewards: ~1e-7 relative, amplified by 1/(std + ε) for near-flat groups. */
+const ATOL = 1e-4;
+const RTOL = 1e-3;
+
+export const advantageMismatch: Rule = {
+  id: 'advantage-mismatch',
+  title: 'Advantages do not follow from the rewards',
+  severity: 'error',
+  description: 'Supplied advantages differ from (r − group mean) / (std + ε) recomputed from the rewards under the configured scale_rewards; or rewards differ from the weighted sum of rewards_per_func.',
+  seed: '002 (TRL advantage formula re-implemented by hand); 001 (advantages checked when the loss is 0)',
+  check(ctx) {
+    const { batch } = ctx;
+    const out = [];
+    if (batch.rewards && batch.rewards_per_func && batch.rewards_per_func.length === batch.rewards.length) {
+      const combined = combineRewards(batch.rewards_per_func, batch.reward_weights);
+      const i = batch.rewards.findIndex((r, k) => !(Math.abs(r - combined[k]) <= ATOL + RTOL * Math.abs(combined[k])));
+      if (i >= 0) out.push({
+        rule: this.id, severity: 'error' as const, sample: i, field: 'rewards',
+        message: `sample ${i}: rewards = ${batch.rewards[i]} but Σ rewards_per_func · reward_weights = ${combined[i]}`,
+        hint: 'TRL sums reward functions with reward_weights, skipping NaN (nansum). Check the weights and which functions returned None.',
+      });
+    }
+    const rewards = batchRewards(batch);
+    if (!batch.advantages) return out.length ? out : 'no advantages in the batch';
+    if (!groupable(rewards, ctx.B, ctx.G) || batch.advantages.length !== ctx.B) return out.length ? out : 'needs rewards (or rewards_per_func) and advantages, one per sample';
+    const estimator: AdvantageEstimator = batch.config?.advantage_estimator === 'verl' ? 'verl' : 'trl';
+    const A = batch.advantages;
+    const worst = (scale: ScaleRewards, est: AdvantageEstimator) => {
+      const ref = computeAdvantages(rewards!, { num_generations: ctx.G, scale_rewards: scale, estimator: est }).advantages;
+      let at = -1;
+      let excess = 0;
+      A.forEach((a, i) => {
+        const d = Math.abs(a - ref[i]) - (ATOL + RTOL * Math.abs(ref[i]));
+        if (!(d <= excess)) [excess, at] = [Number.isNaN(d) ? Infinity : d, i];
+      });
+      return { at, ref };
+    };
+    const { at, ref } = worst(ctx.scaleRewards, estimator);
+    if (at < 0) return out;
+    const alternatives: string[] = [];
+    for (const scale of ['group', 'batch', 'none'] as ScaleRewards[]) {
+      for (const est of ['trl', 'verl'] as AdvantageEstimator[]) {
+        if ((scale !== ctx.scaleRewards || est !== estimator) && worst(scale, est).at < 0) alternatives.push(`scale_rewards="${scale}"${est === 'verl' ? ' with verl ε = 1e-6' : ''}`);
+      }
+    }
+    out.push({
+      rule: this.id, severity: 'error' as const, sample: at, field: 'advantages',
+      message: `sample ${at}: advantage ${A[at]} but the rewards give ${ref[at]} (scale_rewards="${ctx.scaleRewards}", ${estimator === 'trl' ? 'ε = 1e-4' : 'verl ε = 1e-6'}, groups of ${ctx.G} consecutive rows)`,
+      hint: alternatives.length
+        ? `The advantages match ${alternatives.join(' / ')}: set config.scale_rewards accordingly or fix the trainer.`
+        : 'Check the group layout (G consecutive rows per prompt), the std (Bessel, per group), and that advantages were computed from these rewards.',
+    });
+    return out;
+  },
+};

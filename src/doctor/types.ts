@@ -1,0 +1,72 @@
+// The Doctor's vocabulary: a finding (one problem, located by sample and token span), a rule (one bug
+// class, with the real debugging report that motivated it), and the report the CLI and UI render.
+import type { GrpoBatch, ScaleRewards } from '../io/batch.ts';
+import type { GroupStats } from '../grpo/advantages.ts';
+import type { Tokenizer } from '../tokenize/tokenizer.ts';
+
+export type Severity = 'error' | 'warning' | 'info';
+
+export interface Finding {
+  rule: string;
+  severity: Severity;
+  /** Row of the batch (0-based). */
+  sample?: number;
+  /** Field the span refers to (completion_ids unless said otherwise). */
+  field?: string;
+  /** Token positions [start, end) in that field's row. */
+  span?: [number, number];
+  message: string;
+  hint: string;
+}
+
+export interface RuleInfo {
+  id: string;
+  title: string;
+  /** The most severe level the rule reports. */
+  severity: Severity;
+  /** The bug class, in one or two sentences. */
+  description: string;
+  /** The debugging report (shared/seeds/*.txt) or source that motivated it. */
+  seed: string;
+  needsTokenizer?: boolean;
+}
+
+export interface DoctorOptions {
+  /** Enables retokenization-mismatch and template-mismatch, names tokens in messages, checks id range. */
+  tokenizer?: Tokenizer;
+  /** HF model_type of the policy (overrides batch.config.model_type), for position-ids-shift. */
+  model_type?: string;
+  /** Position ids the scorer uses (overrides batch.config.position_ids). */
+  position_ids?: 'from_attention_mask' | 'arange';
+  /** logprob-mismatch fires when mean |Δ| exceeds this (default 0.05) or max |Δ| exceeds 20× it. */
+  logprob_threshold?: number;
+}
+
+/** What every rule sees: the batch plus facts derived once. */
+export interface DoctorContext {
+  batch: GrpoBatch;
+  B: number;
+  G: number;
+  pad: number;
+  eos: Set<number>;
+  padIsEos: boolean;
+  /** Per completion row: index of the first EOS or −1. */
+  firstEos: number[];
+  /** Per completion row: end (exclusive) of the real tokens: first EOS + 1, else before trailing pads. */
+  realEnd: number[];
+  scaleRewards: ScaleRewards;
+  options: DoctorOptions;
+}
+
+export interface Rule extends RuleInfo {
+  /** Returns findings, or a string saying why the rule could not run on this batch (reported as skipped). */
+  check(ctx: DoctorContext): Finding[] | string;
+}
+
+export interface DoctorReport {
+  findings: Finding[];
+  skipped: { rule: string; reason: string }[];
+  /** Reward statistics per group, when rewards are present. */
+  groups?: GroupStats[];
+  counts: Record<Severity, number>;
+}

@@ -1,0 +1,196 @@
+// Batch assembly, following TRL's GRPOTrainer: prompts left-padded with pad_token_id, completions
+// right-padded, completion_mask 1 up to and including the first EOS, attention_mask = prompt_mask ⧺
+// completion_mask, position_ids from the attention mask (what HF generate feeds) or plain arange (what a
+// forward without position_ids gets). The padded view is what the model, loss and UI consume: flat,
+// row-major typed arrays with their shapes in the comments.
+import { BatchFormatError, PER_TOKEN_FIELDS, type GrpoBatch, type PositionIdsMode } from '../io/batch.ts';
+
+/** A batch as the model sees it. B rows, P = prompt width, C = completion width, L = P + C. */
+export interface PaddedBatch {
+  B: number;
+  G: number;
+  P: number; // prompt_length: logits[:, P−1 : L−1] score input_ids[:, P:]
+  C: number;
+  L: number;
+  pad_token_id: number;
+  eos_token_ids: number[];
+  position_ids_mode: PositionIdsMode;
+  input_ids: Int32Array; // (B, L) prompt ⧺ completion
+  attention_mask: Int32Array; // (B, L) prompt_mask ⧺ completion_mask
+  position_ids: Int32Array; // (B, L)
+  prompt_mask: Int32Array; // (B, P) 0 on left padding
+  completion_ids: Int32Array; // (B, C) = input_ids[:, P:]
+  completion_mask: Int32Array; // (B, C) 0 on right padding and after the first EOS
+  tool_mask?: Int32Array; // (B, C)
+  prompt_lengths: Int32Array; // (B) real prompt tokens (Σ prompt_mask)
+  completion_lengths: Int32Array; // (B) tokens as given before right padding
+  advantages?: Float32Array; // (B)
+  old_per_token_logps?: Float32Array; // (B, C) 0 on padding
+  ref_per_token_logps?: Float32Array; // (B, C)
+  sampling_per_token_logps?: Float32Array; // (B, C)
+}
+
+/** TRL's completion mask: 1 up to and including the first EOS (any of eosIds), 0 after; all 1 if none. */
+export function completionMaskFromEos(ids: ArrayLike<number>, eosIds: readonly number[]): number[] {
+  const mask = new Array<number>(ids.length).fill(1);
+  const eos = firstEos(ids, eosIds);
+  for (let t = eos + 1; t < ids.length && eos >= 0; t++) mask[t] = 0;
+  return mask;
+}
+
+/** Index of the first EOS in a row, or −1. */
+export function firstEos(ids: ArrayLike<number>, eosIds: readonly number[]): number {
+  for (let t = 0; t < ids.length; t++) if (eosIds.includes(ids[t])) return t;
+  return -1;
+}
+
+/**
+ * position_ids for a (B, L) attention mask. "from_attention_mask": cumsum(mask) − 1 with every masked
+ * position set to 1 (HF generate's `masked_fill_(attention_mask == 0, 1)`), so a left-padded row starts
+ * at 0 on its first real token. "arange": 0..L−1 on every row, so left padding shifts absolute positions.
+ */
+export function positionIds(attentionMask: Int32Array, B: number, L: number, mode: PositionIdsMode): Int32Array {
+  const out = new Int32Array(B * L); // (B, L)
+  for (let b = 0; b < B; b++) {
+    let seen = 0;
+    for (let t = 0; t < L; t++) {
+      const m = attentionMask[b * L + t];
+      seen += m;
+      out[b * L + t] = mode === 'arange' ? t : m ? seen - 1 : 1;
+    }
+  }
+  return out;
+}
+
+/** Sampler output → grpo-batch/v1: one prompt per group, G completions per prompt, masks from EOS. */
+export interface AssembleInput {
+  /** One prompt per group (length B / G) or one per sample (length B). */
+  prompt_ids: number[][];
+  completion_ids: number[][]; // (B, C_i)
+  num_generations: number;
+  pad_token_id: number;
+  eos_token_ids: number[];
+  rewards?: number[];
+  rewards_per_func?: number[][];
+  reward_weights?: number[];
+  advantages?: number[];
+  tool_mask?: number[][];
+  old_per_token_logps?: number[][];
+  ref_per_token_logps?: number[][];
+  sampling_per_token_logps?: number[][];
+  messages?: GrpoBatch['messages'];
+  prompt_texts?: string[];
+  completion_texts?: string[];
+  config?: GrpoBatch['config'];
+}
+
+export function assembleBatch(input: AssembleInput): GrpoBatch {
+  const B = input.completion_ids.length;
+  const G = input.num_generations;
+  if (B % G !== 0) throw new BatchFormatError(`assembleBatch: ${B} completions is not a multiple of num_generations = ${G}`);
+  const perGroup = input.prompt_ids.length === B / G && input.prompt_ids.length !== B;
+  if (!perGroup && input.prompt_ids.length !== B) {
+    throw new BatchFormatError(`assembleBatch: prompt_ids has ${input.prompt_ids.length} rows, expected ${B / G} (one per group) or ${B} (one per sample)`);
+  }
+  const prompt_ids = Array.from({ length: B }, (_, i) => [...input.prompt_ids[perGroup ? Math.floor(i / G) : i]]);
+  const { prompt_ids: _p, completion_ids: _c, ...rest } = input;
+  return {
+    format: 'grpo-batch/v1',
+    ...rest,
+    prompt_ids,
+    completion_ids: input.completion_ids.map((r) => [...r]),
+    completion_mask: input.completion_ids.map((r) => completionMaskFromEos(r, input.eos_token_ids)),
+  };
+}
+
+function checkRowLengths(field: string, rows: unknown[][] | undefined, ref: number[][]): void {
+  if (!rows) return;
+  if (rows.length !== ref.length) throw new BatchFormatError(`${field} has ${rows.length} rows, completion_ids has ${ref.length}`);
+  rows.forEach((r, b) => {
+    if (r.length !== ref[b].length) throw new BatchFormatError(`${field} sample ${b} has length ${r.length}, completion_ids has ${ref[b].length}`);
+  });
+}
+
+/**
+ * The padded (B, L) view of a batch (ragged or already padded). Rows keep what they hold: a prompt row
+ * is left-padded to P, its prompt_mask (given, or all 1) left-padded with 0; a completion row is
+ * right-padded to C with pad_token_id and mask 0. Per-token arrays whose length differs from their
+ * completion row raise BatchFormatError naming field and sample — run the Doctor first for a full report.
+ */
+export function padBatch(batch: GrpoBatch, opts: { position_ids?: PositionIdsMode } = {}): PaddedBatch {
+  const mode = opts.position_ids ?? batch.config?.position_ids ?? 'from_attention_mask';
+  const B = batch.completion_ids.length;
+  const G = batch.num_generations;
+  if (batch.prompt_ids.length !== B) throw new BatchFormatError(`prompt_ids has ${batch.prompt_ids.length} rows, completion_ids has ${B}`);
+  for (const f of PER_TOKEN_FIELDS) checkRowLengths(f, batch[f], batch.completion_ids);
+  checkRowLengths('prompt_mask', batch.prompt_mask, batch.prompt_ids);
+  const P = Math.max(0, ...batch.prompt_ids.map((r) => r.length));
+  const C = Math.max(0, ...batch.completion_ids.map((r) => r.length));
+  const L = P + C;
+  const pad = batch.pad_token_id;
+
+  const input_ids = new Int32Array(B * L).fill(pad); // (B, L)
+  const attention_mask = new Int32Array(B * L); // (B, L)
+  const prompt_mask = new Int32Array(B * P); // (B, P)
+  const completion_ids = new Int32Array(B * C).fill(pad); // (B, C)
+  const completion_mask = new Int32Array(B * C); // (B, C)
+  const tool_mask = batch.tool_mask ? new Int32Array(B * C) : undefined; // (B, C)
+  const prompt_lengths = new Int32Array(B);
+  const completion_lengths = new Int32Array(B);
+  const perToken = (rows: number[][] | undefined) => {
+    if (!rows) return undefined;
+    const out = new Float32Array(B * C); // (B, C)
+    rows.forEach((r, b) => out.set(r, b * C));
+    return out;
+  };
+
+  for (let b = 0; b < B; b++) {
+    const prow = batch.prompt_ids[b];
+    const off = P - prow.length; // left padding
+    for (let t = 0; t < prow.length; t++) {
+      const m = batch.prompt_mask ? batch.prompt_mask[b][t] : 1;
+      input_ids[b * L + off + t] = prow[t];
+      prompt_mask[b * P + off + t] = m;
+      attention_mask[b * L + off + t] = m;
+      prompt_lengths[b] += m;
+    }
+    const crow = batch.completion_ids[b];
+    completion_lengths[b] = crow.length;
+    for (let t = 0; t < crow.length; t++) {
+      const m = batch.completion_mask[b][t];
+      input_ids[b * L + P + t] = crow[t];
+      completion_ids[b * C + t] = crow[t];
+      completion_mask[b * C + t] = m;
+      attention_mask[b * L + P + t] = m;
+      if (tool_mask) tool_mask[b * C + t] = batch.tool_mask![b][t];
+    }
+  }
+  return {
+    B, G, P, C, L,
+    pad_token_id: pad,
+    eos_token_ids: [...batch.eos_token_ids],
+    position_ids_mode: mode,
+    input_ids,
+    attention_mask,
+    position_ids: positionIds(attention_mask, B, L, mode),
+    prompt_mask,
+    completion_ids,
+    completion_mask,
+    tool_mask,
+    prompt_lengths,
+    completion_lengths,
+    advantages: batch.advantages ? Float32Array.from(batch.advantages) : undefined,
+    old_per_token_logps: perToken(batch.old_per_token_logps),
+    ref_per_token_logps: perToken(batch.ref_per_token_logps),
+    sampling_per_token_logps: perToken(batch.sampling_per_token_logps),
+  };
+}
+
+/**
+ * A (B, C) per-token tensor (log-probs, KL, loss) cut back to ragged rows of each sample's completion
+ * length — the form grpo-batch/v1 stores, so the studio can export what it computed (serializeBatch).
+ */
+export function raggedFromPadded(values: ArrayLike<number>, padded: Pick<PaddedBatch, 'B' | 'C' | 'completion_lengths'>): number[][] {
+  if (values.length !== padded.B * padded.C) throw new RangeError(`raggedFromPadded: ${values.length} values for a (${padded.B}, ${padded.C}) batch`);
+  return Array.from({ length: padded.B }, (_, b) => Array.from({ length: padded.completion_lengths[b] }, (_, t) => values[b * padded.C + t]));
+}

@@ -1,0 +1,217 @@
+// `grpo-batch/v1`: one GRPO batch as JSON, with TRL's field names, so a batch dumped from a Python trainer
+// (docs/trl-export.md) and the studio's own batch are the same thing. This file holds the types, the reader
+// and the writer. The reader only refuses what it cannot read at all (not JSON, wrong format tag, a required
+// field missing or of the wrong kind) with a BatchFormatError; everything else — lengths that disagree, masks
+// that are not 0/1, NaN — is left as read, for validateBatch (src/io/validate.ts) and the Doctor to report.
+// Nothing is ever padded, truncated or repaired here.
+
+export const BATCH_FORMAT = 'grpo-batch/v1';
+
+/** A structurally unreadable batch file. The CLI maps this class name to exit code 2. */
+export class BatchFormatError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'BatchFormatError';
+  }
+}
+
+/** One chat message as the chat template sees it (role/content plus any template-specific keys). */
+export interface ChatMessage {
+  role: string;
+  content: string;
+  [key: string]: unknown;
+}
+
+/** How advantages are scaled (TRL's `scale_rewards`; `true` = "group", `false` = "none" in older TRL). */
+export type ScaleRewards = 'group' | 'batch' | 'none';
+
+/** `cumsum(attention_mask) − 1` with pads set to 1 (HF generate), or plain `arange(L)` (a forward with no position_ids). */
+export type PositionIdsMode = 'from_attention_mask' | 'arange';
+
+/** Trainer settings carried with the batch. All optional; unknown keys are kept. */
+export interface BatchConfig {
+  loss_type?: string;
+  beta?: number;
+  epsilon?: number;
+  epsilon_high?: number;
+  delta?: number | null;
+  temperature?: number;
+  kl_estimator?: 'k1' | 'k2' | 'k3';
+  importance_sampling_level?: 'token' | 'sequence';
+  scale_rewards?: ScaleRewards | boolean;
+  /** "trl" (std + 1e-4) or "verl" (std + 1e-6). */
+  advantage_estimator?: 'trl' | 'verl';
+  max_completion_length?: number;
+  max_prompt_length?: number;
+  position_ids?: PositionIdsMode;
+  /** HF model_type of the policy (gpt2 has absolute positions; llama/qwen use RoPE). */
+  model_type?: string;
+  /** Chat-template keyword arguments used when rendering `messages` (e.g. enable_thinking). */
+  chat_template_kwargs?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+/**
+ * One GRPO batch. B = number of samples (rows), G = num_generations; rows of a group are consecutive
+ * (sample i belongs to group ⌊i / G⌋). Per-token fields are ragged `number[][]` (one row per sample): either
+ * unpadded, or padded to a common width, in which case prompt_mask / completion_mask say which positions are real.
+ */
+export interface GrpoBatch {
+  format: typeof BATCH_FORMAT;
+  num_generations: number;
+  pad_token_id: number;
+  eos_token_ids: number[];
+  prompt_ids: number[][]; // (B, P_i)
+  completion_ids: number[][]; // (B, C_i)
+  completion_mask: number[][]; // (B, C_i) 1 up to and including the first EOS
+  tool_mask?: number[][]; // (B, C_i) 0 on tool-output tokens
+  prompt_mask?: number[][]; // (B, P_i) 0 on (left) padding
+  rewards?: number[]; // (B)
+  rewards_per_func?: number[][]; // (B, F), NaN where a reward function does not apply
+  reward_weights?: number[]; // (F)
+  advantages?: number[]; // (B)
+  old_per_token_logps?: number[][]; // (B, C_i)
+  ref_per_token_logps?: number[][]; // (B, C_i)
+  sampling_per_token_logps?: number[][]; // (B, C_i) from the inference engine (vLLM)
+  /** Conversation per sample (length B) or per prompt (length B / G). */
+  messages?: ChatMessage[][];
+  prompt_texts?: string[];
+  completion_texts?: string[];
+  config?: BatchConfig;
+}
+
+/** The per-token (B, C_i) fields that must line up with completion_ids. */
+export const PER_TOKEN_FIELDS = ['completion_mask', 'tool_mask', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps'] as const;
+export type PerTokenField = (typeof PER_TOKEN_FIELDS)[number];
+
+/** The per-sample (B) fields. */
+export const PER_SAMPLE_FIELDS = ['rewards', 'advantages', 'rewards_per_func', 'prompt_texts', 'completion_texts'] as const;
+
+const RAGGED_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_mask', 'prompt_mask', 'rewards_per_func', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps'] as const;
+const VECTOR_FIELDS = ['eos_token_ids', 'rewards', 'reward_weights', 'advantages'] as const;
+const REQUIRED = ['num_generations', 'pad_token_id', 'eos_token_ids', 'prompt_ids', 'completion_ids', 'completion_mask'] as const;
+
+/**
+ * Python's json.dump writes NaN, Infinity and -Infinity as bare words; JSON.parse refuses them. Rewrite
+ * them (outside strings) into tagged strings and turn those back into numbers with a reviver.
+ */
+function parsePythonJson(text: string): unknown {
+  const NONFINITE: Record<string, number> = { NaN: NaN, Infinity: Infinity, '-Infinity': -Infinity };
+  let out = '';
+  let last = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i];
+    if (inString) {
+      if (ch === '\\') i++;
+      else if (ch === '"') inString = false;
+      continue;
+    }
+    if (ch === '"') {
+      inString = true;
+      continue;
+    }
+    for (const word of ['-Infinity', 'Infinity', 'NaN']) {
+      if (text.startsWith(word, i)) {
+        out += text.slice(last, i) + `"\\u0000${word}"`;
+        i += word.length - 1;
+        last = i + 1;
+        break;
+      }
+    }
+  }
+  out += text.slice(last);
+  return JSON.parse(out, (_k, v) => (typeof v === 'string' && v.startsWith('\u0000') && v.slice(1) in NONFINITE ? NONFINITE[v.slice(1)] : v));
+}
+
+/**
+ * Read a grpo-batch/v1 JSON text. Throws BatchFormatError (one line, naming the field) when the file is
+ * not JSON, has another format tag, or lacks a required field / has one of the wrong container kind.
+ * Element-level problems (a string inside an id row, a short mask) are NOT thrown: see validateBatch.
+ * A JSON `null` inside a numeric row reads as NaN (TRL writes None rewards as NaN).
+ */
+export function parseBatch(text: string, source = 'batch'): GrpoBatch {
+  let raw: unknown;
+  try {
+    raw = parsePythonJson(text);
+  } catch (e) {
+    throw new BatchFormatError(`${source}: not valid JSON (${(e as Error).message.split('\n')[0]})`);
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new BatchFormatError(`${source}: top level must be a JSON object`);
+  const obj = raw as Record<string, unknown>;
+  if (obj.format !== BATCH_FORMAT) {
+    throw new BatchFormatError(`${source}: field "format" is ${JSON.stringify(obj.format) ?? 'missing'}, expected "${BATCH_FORMAT}"`);
+  }
+  for (const f of REQUIRED) if (!(f in obj) || obj[f] === null) throw new BatchFormatError(`${source}: missing required field "${f}"`);
+  for (const f of ['num_generations', 'pad_token_id'] as const) {
+    if (typeof obj[f] !== 'number' || !Number.isInteger(obj[f])) throw new BatchFormatError(`${source}: field "${f}" must be an integer, got ${JSON.stringify(obj[f])}`);
+  }
+  if ((obj.num_generations as number) < 1) throw new BatchFormatError(`${source}: field "num_generations" must be ≥ 1, got ${obj.num_generations}`);
+  for (const f of VECTOR_FIELDS) {
+    if (f in obj && obj[f] !== null && !Array.isArray(obj[f])) throw new BatchFormatError(`${source}: field "${f}" must be an array`);
+  }
+  for (const f of RAGGED_FIELDS) {
+    if (!(f in obj) || obj[f] === null) continue;
+    const v = obj[f];
+    if (!Array.isArray(v)) throw new BatchFormatError(`${source}: field "${f}" must be an array of rows`);
+    const bad = v.findIndex((row) => !Array.isArray(row));
+    if (bad >= 0) throw new BatchFormatError(`${source}: field "${f}" sample ${bad} is not an array`);
+  }
+  for (const f of ['messages', 'prompt_texts', 'completion_texts'] as const) {
+    if (f in obj && obj[f] !== null && !Array.isArray(obj[f])) throw new BatchFormatError(`${source}: field "${f}" must be an array`);
+  }
+  if ('config' in obj && obj.config !== null && (typeof obj.config !== 'object' || Array.isArray(obj.config))) {
+    throw new BatchFormatError(`${source}: field "config" must be an object`);
+  }
+  // Optional fields given as null are treated as absent.
+  for (const k of Object.keys(obj)) if (obj[k] === null) delete obj[k];
+  nullsToNaN(obj);
+  return obj as unknown as GrpoBatch;
+}
+
+function nullsToNaN(obj: Record<string, unknown>): void {
+  const fix = (row: unknown[]) => {
+    for (let i = 0; i < row.length; i++) if (row[i] === null) row[i] = NaN;
+  };
+  for (const f of VECTOR_FIELDS) if (Array.isArray(obj[f])) fix(obj[f] as unknown[]);
+  for (const f of RAGGED_FIELDS) if (Array.isArray(obj[f])) for (const row of obj[f] as unknown[][]) fix(row);
+}
+
+/**
+ * Write a batch as grpo-batch/v1 JSON, one row per line so diffs stay readable. Non-finite numbers are
+ * written the way Python's json.dump does (NaN, Infinity), which parseBatch reads back.
+ */
+export function serializeBatch(batch: GrpoBatch): string {
+  const value = (v: unknown): string => {
+    if (typeof v === 'number') return Number.isFinite(v) ? JSON.stringify(v) : Number.isNaN(v) ? 'NaN' : v > 0 ? 'Infinity' : '-Infinity';
+    if (Array.isArray(v)) return `[${v.map(value).join(', ')}]`;
+    if (v !== null && typeof v === 'object') return `{${Object.entries(v).filter(([, x]) => x !== undefined).map(([k, x]) => `${JSON.stringify(k)}: ${value(x)}`).join(', ')}}`;
+    return JSON.stringify(v);
+  };
+  const lines = Object.entries(batch)
+    .filter(([, v]) => v !== undefined)
+    .map(([k, v]) => {
+      const isRows = Array.isArray(v) && v.length > 0 && v.every((r) => Array.isArray(r) || (r !== null && typeof r === 'object'));
+      const body = isRows ? `[\n  ${(v as unknown[]).map(value).join(',\n  ')}\n ]` : value(v);
+      return ` ${JSON.stringify(k)}: ${body}`;
+    });
+  return `{\n${lines.join(',\n')}\n}\n`;
+}
+
+/** Number of samples B (rows of completion_ids). */
+export function batchSize(batch: GrpoBatch): number {
+  return batch.completion_ids.length;
+}
+
+/** Group index of every sample: rows of a group are consecutive. */
+export function groupOf(sample: number, numGenerations: number): number {
+  return Math.floor(sample / numGenerations);
+}
+
+/** The configured scale_rewards as one of "group" | "batch" | "none" (TRL's older booleans mapped). */
+export function scaleRewardsOf(config: BatchConfig | undefined): ScaleRewards {
+  const s = config?.scale_rewards;
+  if (s === undefined || s === true) return 'group';
+  if (s === false) return 'none';
+  return s;
+}

@@ -1,0 +1,128 @@
+// Launchers for shaders/embedding_forward.wgsl (lookup, + GPT-2 learned positions) and the two-pass
+// deterministic scatter-add backward (embedding_backward_links.wgsl, embedding_backward.wgsl).
+// wte / dwte bigger than the binding limit are processed in row windows (one dispatch per window).
+//
+// Signature additions to the brief (optional): `P` (rows of wpe; default: wpe's byte size / (4·C))
+// and `bindingLimit` (tests only). Ids are clamped to [0, V) and positions to [0, P) on the GPU: the
+// caller validates them and reports the offending sample and position.
+import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
+import { bindingLimit, checkSize, rowsPerWindow, rowWindow } from './windows.ts';
+
+const WG = 256;
+
+function positionsRows(kernel: string, table: GPUBuffer | undefined, positionIds: GPUBuffer | undefined, C: number, P?: number): number {
+  if (!table) return 1;
+  if (!positionIds) throw new Error(`${kernel}: a position table (wpe) needs positionIds`);
+  const rows = P ?? Math.floor(table.size / (4 * C));
+  checkSize(kernel, 'wpe', table, rows * C);
+  return rows;
+}
+
+export function embedding_forward(
+  rec: Recorder,
+  args: {
+    out: GPUBuffer; // (N, C)
+    ids: GPUBuffer; // (N) i32
+    wte: GPUBuffer; // (V, C)
+    wpe?: GPUBuffer; // (P, C)
+    positionIds?: GPUBuffer; // (N) i32, needed with wpe
+    N: number;
+    C: number;
+    V: number;
+    P?: number;
+    bindingLimit?: number; // tests only
+  },
+): void {
+  const { N, C, V } = args;
+  const kernel = 'embedding_forward';
+  checkSize(kernel, 'out', args.out, N * C);
+  checkSize(kernel, 'ids', args.ids, N);
+  checkSize(kernel, 'wte', args.wte, V * C);
+  const P = positionsRows(kernel, args.wpe, args.positionIds, C, args.P);
+  const gpu = rec.gpu;
+  const rows = rowsPerWindow(gpu, bindingLimit(gpu, args.bindingLimit), V, C);
+  const dummy = gpu.zeros(16);
+  for (let row0 = 0; row0 < V; row0 += rows) {
+    const w = rowWindow(gpu, args.wte, row0, Math.min(rows, V - row0), C);
+    rec.dispatch({
+      kernel,
+      shader: 'embedding_forward',
+      constants: { WG },
+      bindings: [args.ids, w.binding, args.positionIds ?? dummy, args.wpe ?? dummy, args.out],
+      params: packParams([
+        ['u32', N], ['u32', C], ['u32', V], ['u32', P],
+        ['u32', row0], ['u32', Math.min(rows, V - row0)], ['u32', w.base], ['u32', args.wpe ? 1 : 0],
+      ]),
+      workgroups: Gpu.grid(Math.ceil((N * C) / WG)),
+    });
+  }
+}
+
+// The links scratch (N u32) is shared by every backward on a device: dispatches run in queue order,
+// and each backward writes its links before reading them.
+const linkScratch = new WeakMap<Gpu, GPUBuffer>();
+
+function links(gpu: Gpu, N: number): GPUBuffer {
+  let b = linkScratch.get(gpu);
+  if (!b || b.size < N * 4) {
+    b = gpu.createBuffer('embedding_backward:links', N * 4);
+    linkScratch.set(gpu, b);
+  }
+  return b;
+}
+
+/** dtable (rows, C) (+)= scatter of dout rows by ids. */
+function scatter(rec: Recorder, kernel: string, dtable: GPUBuffer, ids: GPUBuffer, dout: GPUBuffer, N: number, C: number, rows: number, accumulate: boolean, limit?: number): void {
+  const gpu = rec.gpu;
+  checkSize(kernel, 'ids', ids, N);
+  const lk = links(gpu, N);
+  if (!accumulate) rec.clear(dtable, 0, rows * C * 4);
+  rec.dispatch({
+    kernel: `${kernel}:links`,
+    shader: 'embedding_backward_links',
+    constants: { WG },
+    bindings: [ids, lk],
+    params: packParams([['u32', N], ['u32', rows]]),
+    workgroups: Gpu.grid(Math.ceil(N / WG)),
+  });
+  const per = rowsPerWindow(gpu, bindingLimit(gpu, limit), rows, C);
+  for (let row0 = 0; row0 < rows; row0 += per) {
+    const count = Math.min(per, rows - row0);
+    const w = rowWindow(gpu, dtable, row0, count, C);
+    rec.dispatch({
+      kernel,
+      shader: 'embedding_backward',
+      constants: { WG },
+      bindings: [ids, lk, dout, w.binding],
+      params: packParams([['u32', N], ['u32', C], ['u32', rows], ['u32', row0], ['u32', count], ['u32', w.base]]),
+      workgroups: Gpu.grid(Math.ceil((N * C) / WG)),
+    });
+  }
+}
+
+export function embedding_backward(
+  rec: Recorder,
+  args: {
+    dwte: GPUBuffer; // (V, C)
+    dwpe?: GPUBuffer; // (P, C)
+    dout: GPUBuffer; // (N, C)
+    ids: GPUBuffer; // (N) i32
+    positionIds?: GPUBuffer; // (N) i32, needed with dwpe
+    N: number;
+    C: number;
+    V: number;
+    P?: number;
+    accumulate: boolean; // dwte += ..., dwpe += ... (tied wte: lm_head's gradient is already in dwte)
+    bindingLimit?: number; // tests only
+  },
+): void {
+  const { N, C, V } = args;
+  const kernel = 'embedding_backward';
+  checkSize(kernel, 'dout', args.dout, N * C);
+  checkSize(kernel, 'dwte', args.dwte, V * C);
+  scatter(rec, `${kernel}:dwte`, args.dwte, args.ids, args.dout, N, C, V, args.accumulate, args.bindingLimit);
+  if (args.dwpe) {
+    const P = positionsRows(kernel, args.dwpe, args.positionIds, C, args.P);
+    scatter(rec, `${kernel}:dwpe`, args.dwpe, args.positionIds!, args.dout, N, C, P, args.accumulate, args.bindingLimit);
+  }
+}

@@ -1,0 +1,81 @@
+// Launchers for shaders/grpo_loss_{forward,backward}.wgsl: TRL's per-token GRPO loss, importance ratio and
+// clip flags, and dloss/dlogp for one aggregation. One workgroup per sequence (B workgroups).
+import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
+import type { KlEstimator } from '../ref/kl.ts';
+import type { PolicyLossParams } from '../ref/grpo_loss.ts';
+import { AGGREGATIONS, type LossType } from '../ref/loss_reduce.ts';
+
+const WG = 128;
+
+function policyWords(p: PolicyLossParams): Array<['u32' | 'f32', number]> {
+  return [
+    ['f32', p.beta],
+    ['f32', p.epsilon_low],
+    ['f32', p.epsilon_high],
+    ['f32', p.delta ?? 0],
+    ['u32', p.delta === null ? 0 : 1],
+  ];
+}
+
+export function grpo_loss_forward(
+  rec: Recorder,
+  args: {
+    logp: GPUBuffer; // (B, T)
+    oldLogp: GPUBuffer; // (B, T)
+    kl: GPUBuffer; // (B, T)
+    advantages: GPUBuffer; // (B)
+    mask: GPUBuffer; // (B, T) i32
+    loss: GPUBuffer; // (B, T) written: per_token_loss
+    ratio: GPUBuffer; // (B, T) written: r before the δ cap
+    clip: GPUBuffer; // (B, T) u32 written: CLIP_LOW | CLIP_HIGH | DELTA_BINDS
+    B: number;
+    T: number;
+    params: PolicyLossParams;
+  },
+): void {
+  rec.dispatch({
+    kernel: 'grpo_loss_forward',
+    shader: 'grpo_loss_forward',
+    constants: { WG, SEQUENCE_LEVEL: args.params.importance_sampling_level === 'sequence' },
+    bindings: [args.logp, args.oldLogp, args.kl, args.advantages, args.mask, args.loss, args.ratio, args.clip],
+    params: packParams([['u32', args.B], ['u32', args.T], ...policyWords(args.params)]),
+    workgroups: Gpu.grid(args.B),
+  });
+}
+
+export function grpo_loss_backward(
+  rec: Recorder,
+  args: {
+    logp: GPUBuffer; // (B, T)
+    refLogp: GPUBuffer; // (B, T)
+    advantages: GPUBuffer; // (B)
+    mask: GPUBuffer; // (B, T) i32
+    ratio: GPUBuffer; // (B, T) from the forward
+    stats: GPUBuffer; // (16) from loss_reduce_forward
+    dlogp: GPUBuffer; // (B, T) written
+    B: number;
+    T: number;
+    params: PolicyLossParams & { kl_estimator: KlEstimator; loss_type: LossType; max_completion_length: number; num_items_in_batch?: number };
+  },
+): void {
+  const p = args.params;
+  rec.dispatch({
+    kernel: 'grpo_loss_backward',
+    shader: 'grpo_loss_backward',
+    constants: {
+      WG,
+      SEQUENCE_LEVEL: p.importance_sampling_level === 'sequence',
+      LOSS_TYPE: AGGREGATIONS.indexOf(p.loss_type),
+      KL_ESTIMATOR: Number(p.kl_estimator.slice(1)),
+    },
+    bindings: [args.logp, args.refLogp, args.advantages, args.mask, args.ratio, args.stats, args.dlogp],
+    params: packParams([
+      ['u32', args.B],
+      ['u32', args.T],
+      ...policyWords(p),
+      ['f32', p.max_completion_length],
+      ['f32', p.num_items_in_batch ?? 0],
+    ]),
+    workgroups: Gpu.grid(args.B),
+  });
+}

@@ -1,0 +1,209 @@
+// Launchers for shaders/matmul_forward.wgsl (the tiled GEMM every matmul uses) and
+// shaders/matmul_backward.wgsl (bias gradient).
+//
+// weightLayout 'out_in' is HF nn.Linear [N = out, K = in] (y = x·Wᵀ + b), also the tied lm_head
+// (logits = h·wteᵀ, wte (V, C)); 'in_out' is GPT-2 Conv1D [K, N] (y = x·W + b).
+// Operands bigger than maxStorageBufferBindingSize are cut into blocks of rows (M), output columns
+// (N) and the inner dimension (K), each operand bound as a window of whole physical rows; the blocks
+// of a K split accumulate into the output. `bindingLimit` lowers the binding size (tests only).
+//
+// Signature additions to the brief (all optional): matmul_backward's `accumulateDinp` (dinp += ...,
+// for inputs feeding several projections, e.g. q/k/v) and `bindingLimit` on both launchers.
+import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
+import { bindingLimit, checkSize, rowsPerWindow, rowWindow } from './windows.ts';
+
+export type WeightLayout = 'out_in' | 'in_out';
+
+const TILE_N = 64;
+const TILE_K = 16;
+const MAX_WG = 65535;
+const BIAS_WG = 256;
+
+/** A row-major physical array [rows, ld]; `trans` says its rows index the second logical dimension. */
+interface Operand {
+  buf: GPUBuffer;
+  trans: boolean;
+  ld: number;
+}
+
+/**
+ * Rows of C per workgroup: 64, or the smallest of 8/16/32 that covers M, so that decode steps and other
+ * few-row products (M = batch rows) do not compute a 64-row tile for a handful of rows.
+ */
+function tileRows(M: number): number {
+  return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
+}
+
+function roundDown(n: number, total: number, tile: number): number {
+  return n >= total || n < tile ? n : n - (n % tile);
+}
+
+/** C (M, N) (+)= op(A) (M, K) · op(B) (K, N) (+ bias), cut into blocks that fit the binding limit. */
+function gemm(
+  rec: Recorder,
+  kernel: string,
+  g: { a: Operand; b: Operand; c: GPUBuffer; bias?: GPUBuffer; M: number; N: number; K: number; accumulate: boolean; limit?: number },
+): void {
+  const gpu = rec.gpu;
+  const { a, b, M, N, K } = g;
+  const limit = bindingLimit(gpu, g.limit);
+  const TILE_M = tileRows(M);
+  const aRows = a.trans ? K : M;
+  const bRows = b.trans ? N : K;
+  // Block sizes: each operand's window must fit; C's rows and A's (or B's) physical rows share a cut.
+  let mBlock = Math.min(rowsPerWindow(gpu, limit, M, N), MAX_WG * TILE_M);
+  let nBlock = Math.min(N, MAX_WG * TILE_N);
+  let kBlock = K;
+  if (a.trans) kBlock = Math.min(kBlock, rowsPerWindow(gpu, limit, aRows, a.ld));
+  else mBlock = Math.min(mBlock, rowsPerWindow(gpu, limit, aRows, a.ld));
+  if (b.trans) nBlock = Math.min(nBlock, rowsPerWindow(gpu, limit, bRows, b.ld));
+  else kBlock = Math.min(kBlock, rowsPerWindow(gpu, limit, bRows, b.ld));
+  mBlock = roundDown(mBlock, M, TILE_M);
+  nBlock = roundDown(nBlock, N, TILE_N);
+  kBlock = roundDown(kBlock, K, TILE_K);
+
+  const constants = { TILE_M, TILE_N, TILE_K, TRANS_A: a.trans, TRANS_B: b.trans };
+  const bias = g.bias ?? gpu.zeros(16);
+  for (let m0 = 0; m0 < M; m0 += mBlock) {
+    const mc = Math.min(mBlock, M - m0);
+    const cw = rowWindow(gpu, g.c, m0, mc, N);
+    for (let n0 = 0; n0 < N; n0 += nBlock) {
+      const nc = Math.min(nBlock, N - n0);
+      for (let k0 = 0; k0 < K; k0 += kBlock) {
+        const kc = Math.min(kBlock, K - k0);
+        // Each operand's window holds the rows of its physical row dimension; the other dimension's
+        // block start becomes a column offset inside those rows.
+        const aw = a.trans ? rowWindow(gpu, a.buf, k0, kc, a.ld) : rowWindow(gpu, a.buf, m0, mc, a.ld);
+        const bw = b.trans ? rowWindow(gpu, b.buf, n0, nc, b.ld) : rowWindow(gpu, b.buf, k0, kc, b.ld);
+        const flags = (g.accumulate || k0 > 0 ? 1 : 0) | (g.bias && k0 === 0 ? 2 : 0);
+        rec.dispatch({
+          kernel,
+          shader: 'matmul_forward',
+          constants,
+          bindings: [aw.binding, bw.binding, bias, cw.binding],
+          params: packParams([
+            ['u32', mc], ['u32', nc], ['u32', kc], ['u32', flags],
+            ['u32', aw.base], ['u32', a.ld], ['u32', a.trans ? m0 : k0], ['u32', bw.base],
+            ['u32', b.ld], ['u32', b.trans ? k0 : n0], ['u32', cw.base], ['u32', N],
+            ['u32', n0], ['u32', n0],
+          ]),
+          workgroups: [Math.ceil(nc / TILE_N), Math.ceil(mc / TILE_M)],
+        });
+      }
+    }
+  }
+}
+
+function checkDims(kernel: string, dims: Record<string, number>): void {
+  for (const [k, v] of Object.entries(dims)) {
+    if (!Number.isInteger(v) || v < 1) throw new Error(`${kernel}: ${k} must be a positive integer, got ${v}`);
+  }
+}
+
+export function matmul_forward(
+  rec: Recorder,
+  args: {
+    out: GPUBuffer; // (M, N)
+    inp: GPUBuffer; // (M, K)
+    weight: GPUBuffer; // (N, K) for 'out_in', (K, N) for 'in_out'
+    bias?: GPUBuffer; // (N)
+    M: number;
+    K: number;
+    N: number;
+    weightLayout: WeightLayout;
+    bindingLimit?: number; // tests only
+  },
+): void {
+  const { M, K, N } = args;
+  checkDims('matmul_forward', { M, K, N });
+  checkSize('matmul_forward', 'out', args.out, M * N);
+  checkSize('matmul_forward', 'inp', args.inp, M * K);
+  checkSize('matmul_forward', 'weight', args.weight, N * K);
+  if (args.bias) checkSize('matmul_forward', 'bias', args.bias, N);
+  const outIn = args.weightLayout === 'out_in';
+  gemm(rec, 'matmul_forward', {
+    a: { buf: args.inp, trans: false, ld: K },
+    b: { buf: args.weight, trans: outIn, ld: outIn ? K : N },
+    c: args.out,
+    bias: args.bias,
+    M,
+    N,
+    K,
+    accumulate: false,
+    limit: args.bindingLimit,
+  });
+}
+
+export function matmul_backward(
+  rec: Recorder,
+  args: {
+    dinp?: GPUBuffer; // (M, K)
+    dweight?: GPUBuffer; // same layout as weight
+    dbias?: GPUBuffer; // (N)
+    dout: GPUBuffer; // (M, N)
+    inp: GPUBuffer; // (M, K)
+    weight: GPUBuffer; // (N, K) for 'out_in', (K, N) for 'in_out'
+    M: number;
+    K: number;
+    N: number;
+    weightLayout: WeightLayout;
+    accumulate: boolean; // dweight += ..., dbias += ... (tied embeddings share one gradient)
+    accumulateDinp?: boolean; // dinp += ... (an input feeding several projections)
+    bindingLimit?: number; // tests only
+  },
+): void {
+  const { M, K, N } = args;
+  checkDims('matmul_backward', { M, K, N });
+  checkSize('matmul_backward', 'dout', args.dout, M * N);
+  const outIn = args.weightLayout === 'out_in';
+  const limit = args.bindingLimit;
+  if (args.dinp) {
+    // dinp (M, K) = dout (M, N) · W' (N, K), W' = W for [N, K] storage, Wᵀ for [K, N].
+    checkSize('matmul_backward', 'dinp', args.dinp, M * K);
+    checkSize('matmul_backward', 'weight', args.weight, N * K);
+    gemm(rec, 'matmul_backward:dinp', {
+      a: { buf: args.dout, trans: false, ld: N },
+      b: { buf: args.weight, trans: !outIn, ld: outIn ? K : N },
+      c: args.dinp,
+      M,
+      N: K,
+      K: N,
+      accumulate: args.accumulateDinp ?? false,
+      limit,
+    });
+  }
+  if (args.dweight) {
+    checkSize('matmul_backward', 'dweight', args.dweight, N * K);
+    checkSize('matmul_backward', 'inp', args.inp, M * K);
+    const dout: Operand = { buf: args.dout, trans: true, ld: N };
+    const inp: Operand = { buf: args.inp, trans: true, ld: K };
+    // 'out_in': dW (N, K) = doutᵀ · inp.  'in_out': dW (K, N) = inpᵀ · dout.
+    gemm(rec, 'matmul_backward:dweight', {
+      a: outIn ? dout : inp,
+      b: outIn ? { ...inp, trans: false } : { ...dout, trans: false },
+      c: args.dweight,
+      M: outIn ? N : K,
+      N: outIn ? K : N,
+      K: M,
+      accumulate: args.accumulate,
+      limit,
+    });
+  }
+  if (args.dbias) {
+    checkSize('matmul_backward', 'dbias', args.dbias, N);
+    const gpu = rec.gpu;
+    const rows = rowsPerWindow(gpu, bindingLimit(gpu, limit), M, N);
+    for (let m0 = 0; m0 < M; m0 += rows) {
+      const mc = Math.min(rows, M - m0);
+      const w = rowWindow(gpu, args.dout, m0, mc, N);
+      rec.dispatch({
+        kernel: 'matmul_backward:dbias',
+        shader: 'matmul_backward',
+        constants: { WG: BIAS_WG },
+        bindings: [w.binding, args.dbias],
+        params: packParams([['u32', mc], ['u32', N], ['u32', w.base], ['u32', args.accumulate || m0 > 0 ? 1 : 0]]),
+        workgroups: Gpu.grid(Math.ceil(N / BIAS_WG)),
+      });
+    }
+  }
+}

@@ -1,0 +1,71 @@
+// Launchers for shaders/rope_forward.wgsl: RoPE in place on (N, H, D) queries or keys, and its backward
+// (the same shader rotating by the opposite angle). The per-frequency fixed-point turn table the shader
+// needs (see its header) is computed here in float64 and cached per device, theta and head_dim.
+import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
+import { checkSize } from './windows.ts';
+
+const WG = 256;
+const tables = new WeakMap<Gpu, Map<string, GPUBuffer>>();
+
+/** inv_freq[i] / 2π = theta^(-2i/D) / 2π turns per position, as 64-bit fixed point (hi, lo) u32 pairs. */
+export function ropeTurnTable(D: number, theta: number): Uint32Array {
+  const out = new Uint32Array(D); // (D/2, 2)
+  for (let i = 0; i < D / 2; i++) {
+    const scaled = (Math.pow(theta, (-2 * i) / D) / (2 * Math.PI)) * 2 ** 32; // < 2³², exact scaling
+    const hi = Math.floor(scaled);
+    out[2 * i] = hi;
+    out[2 * i + 1] = Math.floor((scaled - hi) * 2 ** 32); // the 53-bit mantissa's remaining bits
+  }
+  return out;
+}
+
+function table(gpu: Gpu, D: number, theta: number): GPUBuffer {
+  let m = tables.get(gpu);
+  if (!m) tables.set(gpu, (m = new Map()));
+  const key = `${D}:${theta}`;
+  let b = m.get(key);
+  if (!b) m.set(key, (b = gpu.upload(`rope turns ${key}`, ropeTurnTable(D, theta))));
+  return b;
+}
+
+function rope(rec: Recorder, kernel: string, sign: 1 | -1, x: GPUBuffer, positionIds: GPUBuffer, N: number, H: number, D: number, theta: number): void {
+  if (D % 2 !== 0) throw new Error(`${kernel}: head_dim D must be even, got ${D}`);
+  checkSize(kernel, 'x', x, N * H * D);
+  checkSize(kernel, 'positionIds', positionIds, N);
+  rec.dispatch({
+    kernel,
+    shader: 'rope_forward',
+    constants: { WG, SIGN: sign },
+    bindings: [x, positionIds, table(rec.gpu, D, theta)],
+    params: packParams([['u32', N], ['u32', H], ['u32', D]]),
+    workgroups: Gpu.grid(Math.ceil((N * H * D) / 2 / WG)),
+  });
+}
+
+export function rope_forward(
+  rec: Recorder,
+  args: {
+    x: GPUBuffer; // (N, H, D), rotated in place
+    positionIds: GPUBuffer; // (N) i32
+    N: number;
+    H: number;
+    D: number;
+    theta: number;
+  },
+): void {
+  rope(rec, 'rope_forward', 1, args.x, args.positionIds, args.N, args.H, args.D, args.theta);
+}
+
+export function rope_backward(
+  rec: Recorder,
+  args: {
+    dx: GPUBuffer; // (N, H, D): d(rotated) in, d(input) out, in place
+    positionIds: GPUBuffer; // (N) i32
+    N: number;
+    H: number;
+    D: number;
+    theta: number;
+  },
+): void {
+  rope(rec, 'rope_backward', -1, args.dx, args.positionIds, args.N, args.H, args.D, args.theta);
+}

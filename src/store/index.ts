@@ -1,0 +1,49 @@
+// The studio's one zustand store: settings slices (persisted to local storage) + session slices.
+// `createStudioStore` takes the storage so tests can run the store in Node with an in-memory one.
+import { useStore } from 'zustand';
+import { createJSONStorage, persist, type StateStorage } from 'zustand/middleware';
+import { createStore } from 'zustand/vanilla';
+import { createSessionSlices, type SessionSlices } from './session.ts';
+import { createSettingsSlice, PERSISTED_KEYS, type SettingsSlice } from './settings.ts';
+
+export type StudioState = SettingsSlice & SessionSlices;
+
+export const STORAGE_KEY = 'grpo-studio/settings';
+
+export function createStudioStore(storage: StateStorage) {
+  return createStore<StudioState>()(
+    persist(
+      (...a) => ({ ...createSettingsSlice(...a), ...createSessionSlices(...a) }),
+      {
+        name: STORAGE_KEY,
+        version: 1,
+        storage: createJSONStorage(() => storage),
+        partialize: (s) => Object.fromEntries(PERSISTED_KEYS.map((k) => [k, s[k]])) as Pick<StudioState, (typeof PERSISTED_KEYS)[number]>,
+        // A stored value from an older shape keeps the current defaults for keys it lacks.
+        merge: (stored, current) => {
+          const s = (stored ?? {}) as Partial<StudioState>;
+          return {
+            ...current,
+            prompts: Array.isArray(s.prompts) ? s.prompts : current.prompts,
+            rewards: Array.isArray(s.rewards) ? s.rewards : current.rewards,
+            sampling: { ...current.sampling, ...s.sampling },
+            loss: { ...current.loss, ...s.loss },
+          };
+        },
+      },
+    ),
+  );
+}
+
+export type StudioStore = ReturnType<typeof createStudioStore>;
+
+/** The page's store (local storage). Created lazily so importing this module in Node does not touch it. */
+let store: StudioStore | null = null;
+export function studioStore(): StudioStore {
+  store ??= createStudioStore(globalThis.localStorage);
+  return store;
+}
+
+export function useStudio<T>(selector: (s: StudioState) => T): T {
+  return useStore(studioStore(), selector);
+}

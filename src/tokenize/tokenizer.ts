@@ -1,0 +1,227 @@
+// The studio's tokenizer: a Hugging Face tokenizer (through @huggingface/transformers, the only importer of
+// that package) plus what the studio needs on top: chat-template rendering with the model's own template,
+// and every token's character span in the rendered text (special tokens included, marked as such), so the
+// UI can show exactly where the prompt ends and the completion begins. Environment-neutral: no node:fs;
+// built from the two JSON objects (src/tokenize/node.ts reads them from a folder) or from a Hub id in the
+// browser. Loading is async; encode/decode/render are synchronous once loaded.
+import { AutoTokenizer, PreTrainedTokenizer } from '@huggingface/transformers';
+import type { ChatMessage } from '../io/batch.ts';
+
+/** One token of a rendered sequence: [start, end) in UTF-16 code units of `text`. */
+export interface TokenSpan {
+  id: number;
+  start: number;
+  end: number;
+  /** The token's vocabulary string (e.g. "Ġthe", "<|im_start|>"). */
+  token: string;
+  special: boolean;
+}
+
+export interface RenderOptions {
+  /** End with the assistant header (`<|im_start|>assistant\n`). Default true, as for a GRPO prompt. */
+  add_generation_prompt?: boolean;
+  /** Prepended as a system message when the conversation has none. */
+  system?: string;
+  /** Extra template variables, e.g. { enable_thinking: false }. */
+  template_kwargs?: Record<string, unknown>;
+  tools?: object[];
+  /** Override the tokenizer's own chat template. */
+  chat_template?: string;
+}
+
+export interface Rendered {
+  text: string;
+  ids: number[];
+  tokens: TokenSpan[];
+}
+
+/** GPT-2's byte ↔ printable-unicode table used by every ByteLevel tokenizer. */
+function byteLevelDecoder(): Map<string, number> {
+  const bs: number[] = [];
+  for (let b = 33; b <= 126; b++) bs.push(b);
+  for (let b = 161; b <= 172; b++) bs.push(b);
+  for (let b = 174; b <= 255; b++) bs.push(b);
+  const cs = [...bs];
+  let n = 0;
+  for (let b = 0; b < 256; b++) {
+    if (!bs.includes(b)) {
+      bs.push(b);
+      cs.push(256 + n++);
+    }
+  }
+  return new Map(bs.map((b, i) => [String.fromCodePoint(cs[i]), b]));
+}
+
+function usesByteLevel(decoder: unknown): boolean {
+  const d = decoder as { type?: string; decoders?: unknown[] } | null;
+  return !!d && (d.type === 'ByteLevel' || (d.type === 'Sequence' && (d.decoders ?? []).some(usesByteLevel)));
+}
+
+const utf8 = new TextEncoder();
+
+/**
+ * UTF-8 → text plus, for every byte offset, the UTF-16 offset of the character holding it (at[n] = text
+ * length). Invalid or truncated sequences become one U+FFFD per maximal subpart, as TextDecoder does, so a
+ * completion cut in the middle of an emoji still maps every token.
+ */
+export function decodeUtf8(bytes: Uint8Array): { text: string; at: Int32Array } {
+  const n = bytes.length;
+  const at = new Int32Array(n + 1);
+  let text = '';
+  let i = 0;
+  while (i < n) {
+    const b0 = bytes[i];
+    const len = b0 < 0x80 ? 1 : b0 >> 5 === 6 ? 2 : b0 >> 4 === 14 ? 3 : b0 >> 3 === 30 ? 4 : 0;
+    let k = 1;
+    while (len > 1 && k < len && i + k < n && (bytes[i + k] & 0xc0) === 0x80) k++;
+    let ch = '\uFFFD';
+    if (len === 1) ch = String.fromCharCode(b0);
+    else if (len > 1 && k === len) {
+      let cp = b0 & (0xff >> (len + 1));
+      for (let j = 1; j < len; j++) cp = (cp << 6) | (bytes[i + j] & 0x3f);
+      if (cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff)) ch = String.fromCodePoint(cp);
+    }
+    const step = len === 0 ? 1 : k;
+    for (let j = 0; j < step; j++) at[i + j] = text.length;
+    text += ch;
+    i += step;
+  }
+  at[n] = text.length;
+  return { text, at };
+}
+
+export class Tokenizer {
+  readonly hf: PreTrainedTokenizer;
+  private readonly vocab: Map<number, string>;
+  private readonly added: Map<number, { content: string; special: boolean }>;
+  private readonly byteLevel: Map<string, number> | null;
+
+  constructor(hf: PreTrainedTokenizer) {
+    this.hf = hf;
+    const json = hf._tokenizerJSON as { model?: { vocab?: Record<string, number> | [string, number][] }; added_tokens?: { id: number; content: string; special: boolean }[]; decoder?: unknown };
+    const v = json.model?.vocab ?? {};
+    // BPE/WordPiece store token → id; Unigram stores [token, score] pairs indexed by id.
+    this.vocab = Array.isArray(v) ? new Map(v.map(([tok], id) => [id, tok])) : new Map(Object.entries(v).map(([tok, id]) => [id, tok]));
+    this.added = new Map((json.added_tokens ?? []).map((t) => [t.id, { content: t.content, special: t.special }]));
+    this.byteLevel = usesByteLevel(json.decoder) ? byteLevelDecoder() : null;
+  }
+
+  /** From tokenizer.json and tokenizer_config.json contents. Never touches the network. */
+  static async fromJSON(tokenizerJSON: object, tokenizerConfig: object): Promise<Tokenizer> {
+    return new Tokenizer(new PreTrainedTokenizer(tokenizerJSON, tokenizerConfig));
+  }
+
+  /** From the Hugging Face Hub (browser / worker) or a model id transformers.js can resolve. */
+  static async fromPretrained(id: string): Promise<Tokenizer> {
+    return new Tokenizer(await AutoTokenizer.from_pretrained(id));
+  }
+
+  get pad_token_id(): number | undefined {
+    return this.hf.pad_token_id ?? undefined;
+  }
+  get eos_token_id(): number | undefined {
+    return this.hf.eos_token_id ?? undefined;
+  }
+  get bos_token_id(): number | undefined {
+    return this.hf.bos_token_id ?? undefined;
+  }
+  /** One past the largest id in the vocabulary or the added tokens. */
+  get vocab_size(): number {
+    let max = -1;
+    for (const id of this.vocab.keys()) if (id > max) max = id;
+    for (const id of this.added.keys()) if (id > max) max = id;
+    return max + 1;
+  }
+  get has_chat_template(): boolean {
+    return !!this.hf.chat_template;
+  }
+
+  /** Text → ids. Default add_special_tokens = false, as TRL tokenizes a rendered chat prompt. */
+  encode(text: string, opts: { add_special_tokens?: boolean } = {}): number[] {
+    return this.hf.encode(text, { add_special_tokens: opts.add_special_tokens ?? false });
+  }
+
+  /** Ids → text, special tokens kept and no clean-up, so encode(decode(ids)) can round-trip. */
+  decode(ids: readonly number[], opts: { skip_special_tokens?: boolean } = {}): string {
+    if (ids.length === 0) return '';
+    return this.hf.decode([...ids], { skip_special_tokens: opts.skip_special_tokens ?? false, clean_up_tokenization_spaces: false });
+  }
+
+  /** The vocabulary string of one id, or undefined if out of range. */
+  idToToken(id: number): string | undefined {
+    return this.added.get(id)?.content ?? this.vocab.get(id);
+  }
+
+  isSpecial(id: number): boolean {
+    return this.added.get(id)?.special ?? false;
+  }
+
+  /** Id of a single token string (e.g. "<|im_start|>"), or undefined. */
+  tokenToId(token: string): number | undefined {
+    for (const [id, t] of this.added) if (t.content === token) return id;
+    for (const [id, t] of this.vocab) if (t === token) return id;
+    return undefined;
+  }
+
+  /** Render a conversation with the chat template (text only). */
+  applyChatTemplate(messages: readonly ChatMessage[], opts: RenderOptions = {}): string {
+    const msgs = opts.system !== undefined && messages[0]?.role !== 'system' ? [{ role: 'system', content: opts.system }, ...messages] : [...messages];
+    const out = this.hf.apply_chat_template(msgs as { role: string; content: string }[], {
+      ...opts.template_kwargs,
+      tokenize: false,
+      add_generation_prompt: opts.add_generation_prompt ?? true,
+      tools: opts.tools ?? null,
+      chat_template: opts.chat_template ?? null,
+    });
+    return out as string;
+  }
+
+  /** Render, tokenize (no extra special tokens: the template already wrote them) and map tokens to spans. */
+  renderChat(messages: readonly ChatMessage[], opts: RenderOptions = {}): Rendered {
+    const text = this.applyChatTemplate(messages, opts);
+    const ids = this.encode(text);
+    return { ...this.spans(ids), ids };
+  }
+
+  /** Bytes one token contributes to the decoded text. */
+  private tokenBytes(id: number): Uint8Array {
+    const added = this.added.get(id);
+    const tok = this.vocab.get(id) ?? '';
+    if (added) return utf8.encode(added.content);
+    if (this.byteLevel) return Uint8Array.from([...tok].map((c) => this.byteLevel!.get(c) ?? 0));
+    // SentencePiece-style: "▁" is a space, "<0xNN>" a raw byte.
+    const m = /^<0x([0-9A-Fa-f]{2})>$/.exec(tok);
+    return m ? Uint8Array.of(parseInt(m[1], 16)) : utf8.encode(tok.replaceAll('\u2581', ' '));
+  }
+
+  /**
+   * Each token's span in the decoded text, from the bytes it contributes: a token that holds only part
+   * of a multibyte character (byte-level BPE splits emoji) shares that character's span with its neighbours.
+   */
+  spans(ids: readonly number[]): { text: string; tokens: TokenSpan[] } {
+    const parts = ids.map((id) => this.tokenBytes(id));
+    const total = parts.reduce((n, p) => n + p.length, 0);
+    const bytes = new Uint8Array(total);
+    const byteStart: number[] = [];
+    let o = 0;
+    for (const p of parts) {
+      byteStart.push(o);
+      bytes.set(p, o);
+      o += p.length;
+    }
+    byteStart.push(o);
+    const { text, at } = decodeUtf8(bytes);
+    // first character boundary at or after byte offset bo (a byte inside a character maps to its start)
+    const charEnd = (bo: number) => {
+      let e = bo;
+      while (e < total && e > 0 && at[e] === at[e - 1]) e++;
+      return at[e];
+    };
+    const tokens = ids.map((id, i) => {
+      const s = at[byteStart[i]];
+      const e = parts[i].length === 0 ? s : charEnd(byteStart[i + 1]);
+      return { id, start: s, end: Math.max(s, e), token: this.idToToken(id) ?? `<unk:${id}>`, special: this.isSpecial(id) };
+    });
+    return { text, tokens };
+  }
+}

@@ -1,0 +1,138 @@
+// Token inspector (the hovered or selected cell: id, visible text, position, position id, every mask bit,
+// log-probs, ratio, KL, loss and its weight under the chosen aggregation) and sample inspector (the
+// rendered text with the prompt | completion boundary, reward per function, advantage, group mean/std).
+import { useMemo } from 'react';
+import { computeAdvantages } from '../grpo/advantages.ts';
+import { scaleRewardsOf } from '../io/batch.ts';
+import { useHover } from '../store/hover.ts';
+import { useStudio } from '../store/index.ts';
+import type { RunResults } from '../store/session.ts';
+import { CLIP_DELTA, CLIP_HIGH, CLIP_LOW } from '../worker/protocol.ts';
+import { FLAG, FLAG_TEXT, REGION_NAMES, buildGrid, classifyCell, gridContext, visibleText } from './grid/cells.ts';
+import { heatAccessor } from './grid/heat.ts';
+import { fmt } from './fields.tsx';
+
+const bitText = (m: number | null) => (m === null ? 'none' : String(m));
+
+function useGrid() {
+  const batch = useStudio((s) => s.batch);
+  const special = useStudio((s) => s.model?.tokenizer.special_token_ids);
+  return useMemo(() => (batch ? gridContext(batch, special ?? []) : null), [batch, special]);
+}
+
+export function TokenInspector() {
+  const hovered = useHover((s) => s.cell);
+  const selected = useStudio((s) => s.selected);
+  const run = useStudio((s) => s.run);
+  const lossType = useStudio((s) => s.loss.loss_type);
+  const ctx = useGrid();
+  const cell = hovered ?? selected;
+  const grid = useMemo(() => (ctx ? buildGrid(ctx) : null), [ctx]);
+  if (!ctx || !cell || !grid || cell.sample >= grid.B) return <div className="inspector muted" data-testid="token-inspector">hover or click a token</div>;
+  const info = classifyCell(ctx, cell.sample, cell.col);
+  const b = cell.sample;
+  const j = info.side === 'completion' ? info.index : -1;
+  const texts = run.token_texts;
+  const text = info.id === null ? undefined : info.side === 'completion' ? texts?.completion[b]?.[j] : texts?.prompt[b]?.[info.index];
+  const at = (m: Parameters<typeof heatAccessor>[0]) => (j >= 0 ? heatAccessor(m, ctx.batch, run)?.(b, j) : undefined);
+  const clip = at('clip');
+  const flags = (Object.keys(FLAG) as (keyof typeof FLAG)[]).filter((f) => info.flags & FLAG[f]);
+  const rows: [string, string][] = [
+    ['sample / group', `${b} / ${Math.floor(b / ctx.batch.num_generations)}`],
+    ['region', REGION_NAMES[info.region]],
+    ['id', info.id === null ? '—' : String(info.id)],
+    ['text', text === undefined ? '(no tokenizer)' : JSON.stringify(visibleText(text))],
+    ['position', `${cell.col} (${info.side} [${info.index}])`],
+    ['position id', String(grid.position_ids[b * grid.W + cell.col])],
+    ['attention_mask', bitText(info.attention)],
+  ];
+  if (info.side === 'completion') {
+    rows.push(['completion_mask', bitText(info.completion)], ['tool_mask', ctx.batch.tool_mask ? bitText(info.tool) : '(none)']);
+    rows.push(
+      ['logp', fmt(at('logp'))],
+      ['ref logp', fmt(at('ref_logp'))],
+      ['old logp', fmt(at('old_logp'))],
+      ['sampling logp', fmt(at('sampling_logp'))],
+      ['entropy', fmt(at('entropy'))],
+      ['ratio', fmt(at('ratio'))],
+      ['KL', fmt(at('kl'))],
+      ['loss', fmt(at('loss'))],
+      [`weight (${lossType})`, fmt(at('weight'))],
+      ['loss contribution', fmt(mul(at('loss'), at('weight')))],
+      ['clip', clip === undefined ? '—' : [clip & CLIP_LOW ? 'low' : '', clip & CLIP_HIGH ? 'high' : '', clip & CLIP_DELTA ? 'δ' : ''].filter(Boolean).join(', ') || 'none'],
+      ['Δ logp after step', fmt(at('dlogp'))],
+    );
+  }
+  return (
+    <div className="inspector" data-testid="token-inspector">
+      <div className="kv">
+        {rows.map(([k, v]) => (
+          <Row key={k} k={k} v={v} />
+        ))}
+      </div>
+      {flags.map((f) => (
+        <div key={f} className="bad small">
+          ⚠ {FLAG_TEXT[f]}
+        </div>
+      ))}
+    </div>
+  );
+}
+
+const mul = (a?: number, b?: number) => (a === undefined || b === undefined ? undefined : a * b);
+
+function Row({ k, v }: { k: string; v: string }) {
+  return (
+    <>
+      <span>{k}</span>
+      <span className="mono">{v}</span>
+    </>
+  );
+}
+
+/** Reward names and per-function rewards of the batch on screen: the step's, else the batch's own. */
+function rewardColumns(run: RunResults, batch: { rewards_per_func?: number[][] }): { names: string[]; perFunc?: number[][] } {
+  const perFunc = run.rewards_per_func ?? batch.rewards_per_func;
+  const F = perFunc?.[0]?.length ?? 0;
+  return { names: run.reward_names ?? Array.from({ length: F }, (_, f) => `reward ${f}`), perFunc };
+}
+
+export function SampleInspector() {
+  const selected = useStudio((s) => s.selected);
+  const focus = useStudio((s) => s.focus);
+  const batch = useStudio((s) => s.batch);
+  const run = useStudio((s) => s.run);
+  const b = selected?.sample ?? focus?.sample ?? null;
+  const stats = useMemo(() => {
+    if (!batch) return null;
+    const rewards = run.rewards ?? batch.rewards;
+    if (run.groups) return run.groups;
+    if (!rewards || rewards.length % batch.num_generations !== 0) return null;
+    return computeAdvantages(rewards, { num_generations: batch.num_generations, scale_rewards: scaleRewardsOf(batch.config) }).groups;
+  }, [batch, run]);
+  if (!batch || b === null || b >= batch.completion_ids.length) return <div className="inspector muted" data-testid="sample-inspector">select a sample</div>;
+  const g = Math.floor(b / batch.num_generations);
+  const texts = run.token_texts;
+  const promptText = batch.prompt_texts?.[b] ?? run.prompt_texts?.[g] ?? texts?.prompt[b]?.join('') ?? null;
+  const completionText = batch.completion_texts?.[b] ?? run.completion_texts?.[b] ?? texts?.completion[b]?.join('') ?? null;
+  const { names, perFunc } = rewardColumns(run, batch);
+  const reward = (run.rewards ?? batch.rewards)?.[b];
+  const adv = (run.advantages ?? batch.advantages)?.[b];
+  const gs = stats?.[g];
+  return (
+    <div className="inspector" data-testid="sample-inspector">
+      <div className="sample-text mono">
+        {promptText !== null ? <span className="t-prompt">{promptText}</span> : <span className="t-prompt">[{batch.prompt_ids[b].join(', ')}]</span>}
+        <span className="t-boundary" title="prompt | completion boundary">▌</span>
+        {completionText !== null ? <span className="t-completion">{completionText}</span> : <span className="t-completion">[{batch.completion_ids[b].join(', ')}]</span>}
+      </div>
+      <div className="kv">
+        <Row k="sample / group" v={`${b} / ${g}`} />
+        {perFunc?.[b] && names.map((n, f) => <Row key={n} k={n} v={fmt(perFunc[b][f])} />)}
+        <Row k="reward" v={fmt(reward)} />
+        <Row k="advantage" v={fmt(adv)} />
+        <Row k="group mean / std" v={gs ? `${fmt(gs.mean)} / ${fmt(gs.std)}${gs.zero_std ? ' (zero std: no signal)' : ''}` : '—'} />
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,159 @@
+// The page's actions: start the worker, import / export batches, load a model and drive the stepper.
+// Components call these; they talk to the worker through the typed client and write results to the
+// store. Nothing here blocks the page: every heavy call is a worker request.
+import { scoreRewards, type RewardSample, type RewardTable } from '../grpo/rewards.ts';
+import { serializeBatch } from '../io/batch.ts';
+import { studioStore } from '../store/index.ts';
+import { StudioClient } from '../worker/client.ts';
+import { StudioFailure } from '../worker/errors.ts';
+import { runJsReward } from '../worker/reward_sandbox.ts';
+import { STAGES, type ModelChoice, type StepSettings } from '../worker/protocol.ts';
+
+let client: StudioClient | null = null;
+
+const store = () => studioStore().getState();
+
+function fail(e: unknown): void {
+  const f = e instanceof StudioFailure ? e : new StudioFailure('internal', e instanceof Error ? e.message : String(e));
+  store().pushError({ kind: f.kind, message: f.message, detail: f.detail });
+}
+
+function worker(): StudioClient {
+  if (!client) {
+    const w = new Worker(new URL('../worker/studio.worker.ts', import.meta.url), { type: 'module', name: 'studio' });
+    client = new StudioClient(w, {
+      onProgress: (p) => store().setLoadProgress(p),
+      onDeviceLost: (e) => {
+        store().setGpu('error');
+        store().pushError(e);
+      },
+    });
+  }
+  return client;
+}
+
+/** Probes WebGPU in the worker and shows the adapter. */
+export async function initGpu(): Promise<void> {
+  store().setGpu('busy');
+  try {
+    const { adapter } = await worker().request({ type: 'init' });
+    store().setGpu('ready', adapter);
+  } catch (e) {
+    store().setGpu('error', null);
+    fail(e);
+  }
+}
+
+/** Reads a grpo-batch/v1 file, checks it in the worker (schema + Doctor) and shows it. */
+export async function importBatchFile(file: File): Promise<void> {
+  try {
+    const text = await file.text();
+    const { batch, report } = await worker().request({ type: 'import-batch', text, name: file.name });
+    store().setImported(batch, file.name, report);
+  } catch (e) {
+    fail(e);
+  }
+}
+
+/** Downloads the batch on screen (with this step's results folded in) as grpo-batch/v1 JSON. */
+export function exportBatch(): void {
+  const { batch, run, batchName } = store();
+  if (!batch) return;
+  const out = { ...batch };
+  const rows = (a: { B: number; C: number; data: Float32Array } | undefined) =>
+    a && batch.completion_ids.map((ids, b) => Array.from(a.data.subarray(b * a.C, b * a.C + ids.length)));
+  if (run.rewards) out.rewards = run.rewards;
+  if (run.rewards_per_func) out.rewards_per_func = run.rewards_per_func;
+  if (run.advantages) out.advantages = run.advantages;
+  out.old_per_token_logps = rows(run.old_per_token_logps) ?? batch.old_per_token_logps;
+  out.ref_per_token_logps = rows(run.ref_per_token_logps) ?? batch.ref_per_token_logps;
+  const blob = new Blob([serializeBatch(out)], { type: 'application/json' });
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(blob);
+  a.download = (batchName || 'batch').replace(/\.json$/, '') + '.grpo-batch.json';
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+}
+
+export async function loadModel(source: ModelChoice): Promise<void> {
+  store().setModel('busy', null);
+  store().setLoadProgress({ label: 'starting', loaded: 0, total: 0 });
+  try {
+    const { model } = await worker().request({ type: 'load-model', source });
+    store().setModel('ready', model);
+    store().resetRun();
+  } catch (e) {
+    store().setModel('error', null);
+    fail(e);
+  } finally {
+    store().setLoadProgress(null);
+  }
+}
+
+function settings(): StepSettings {
+  const { prompts, sampling, rewards, loss } = store();
+  return { prompts, sampling, rewards, loss };
+}
+
+/** Runs the next stage; false when there is none or it failed. */
+export async function nextStage(): Promise<boolean> {
+  const s = store();
+  if (s.cursor >= STAGES.length) return false;
+  const stage = STAGES[s.cursor];
+  s.stageStarted(stage);
+  try {
+    const result = await worker().request({ type: 'run-stage', stage, settings: settings() });
+    store().stageDone(result);
+    return true;
+  } catch (e) {
+    store().stageFailed(stage);
+    fail(e);
+    return false;
+  }
+}
+
+export async function runToEnd(): Promise<void> {
+  store().setRunning(true);
+  try {
+    while (store().running && (await nextStage()));
+  } finally {
+    store().setRunning(false);
+  }
+}
+
+export async function resetStep(): Promise<void> {
+  store().resetRun();
+  try {
+    await worker().request({ type: 'reset' });
+  } catch (e) {
+    fail(e);
+  }
+}
+
+/**
+ * Scores the batch on screen with the reward settings (without a model): the batch's completion_texts,
+ * prompt_texts and each group's answer from the prompt set. JS rewards run in the sandbox worker.
+ */
+export async function scoreOnScreenBatch(): Promise<RewardTable | null> {
+  const { batch, run, rewards, prompts } = store();
+  const completions = run.completion_texts ?? batch?.completion_texts;
+  if (!batch || !completions) {
+    store().pushError({ kind: 'reward', message: 'rewards need completion texts: run the sample stage, or import a batch with completion_texts' });
+    return null;
+  }
+  const G = batch.num_generations;
+  const samples: RewardSample[] = completions.map((completion, i) => ({
+    index: i,
+    group: Math.floor(i / G),
+    prompt: batch.prompt_texts?.[i] ?? run.prompt_texts?.[Math.floor(i / G)] ?? '',
+    completion,
+    answer: prompts[Math.floor(i / G)]?.answer ?? '',
+    completion_ids: batch.completion_ids[i] ?? [],
+  }));
+  try {
+    return await scoreRewards(rewards, samples, (spec, s) => runJsReward(spec, s));
+  } catch (e) {
+    fail(e);
+    return null;
+  }
+}

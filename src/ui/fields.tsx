@@ -1,0 +1,99 @@
+// Small form controls shared by the settings panels: labelled number / text / select / checkbox inputs
+// that write straight to the store (numbers are committed only when they parse).
+import { useEffect, useState, type ReactNode } from 'react';
+
+export function Field({ label, title, children }: { label: string; title?: string; children: ReactNode }) {
+  return (
+    <label className="field" title={title}>
+      <span className="field-label">{label}</span>
+      {children}
+    </label>
+  );
+}
+
+/** A number input that keeps what is typed and commits finite numbers (or null where allowed). */
+export function NumberField(props: { label: string; value: number | null; onChange(v: number | null): void; step?: number; min?: number; max?: number; nullable?: boolean; title?: string; testId?: string }) {
+  const { label, value, onChange, step, min, max, nullable, title, testId } = props;
+  const [text, setText] = useState(value === null ? '' : String(value));
+  useEffect(() => {
+    if ((value === null ? '' : String(value)) !== text && Number(text) !== value) setText(value === null ? '' : String(value));
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [value]);
+  const bad = text.trim() === '' ? !nullable : !Number.isFinite(Number(text)) || (min !== undefined && Number(text) < min) || (max !== undefined && Number(text) > max);
+  return (
+    <Field label={label} title={title}>
+      <input
+        className={bad ? 'num bad' : 'num'}
+        data-testid={testId}
+        type="text"
+        inputMode="decimal"
+        value={text}
+        placeholder={nullable ? 'off' : undefined}
+        step={step}
+        onChange={(e) => {
+          const t = e.target.value;
+          setText(t);
+          if (t.trim() === '' && nullable) onChange(null);
+          else if (t.trim() !== '' && Number.isFinite(Number(t)) && (min === undefined || Number(t) >= min) && (max === undefined || Number(t) <= max)) onChange(Number(t));
+        }}
+      />
+    </Field>
+  );
+}
+
+export function SelectField<T extends string>(props: { label: string; value: T; options: readonly T[]; onChange(v: T): void; title?: string; labels?: Partial<Record<T, string>> }) {
+  return (
+    <Field label={props.label} title={props.title}>
+      <select value={props.value} onChange={(e) => props.onChange(e.target.value as T)}>
+        {props.options.map((o) => (
+          <option key={o} value={o}>
+            {props.labels?.[o] ?? o}
+          </option>
+        ))}
+      </select>
+    </Field>
+  );
+}
+
+export function CheckField({ label, value, onChange, title }: { label: string; value: boolean; onChange(v: boolean): void; title?: string }) {
+  return (
+    <label className="check" title={title}>
+      <input type="checkbox" checked={value} onChange={(e) => onChange(e.target.checked)} />
+      {label}
+    </label>
+  );
+}
+
+/** A collapsible panel section. */
+export function Section({ title, children, open = true, right }: { title: string; children: ReactNode; open?: boolean; right?: ReactNode }) {
+  return (
+    <details className="section" open={open}>
+      <summary>
+        <span>{title}</span>
+        {right}
+      </summary>
+      <div className="section-body">{children}</div>
+    </details>
+  );
+}
+
+export function formatBytes(n: number): string {
+  if (!Number.isFinite(n)) return String(n);
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return `${n.toFixed(i === 0 ? 0 : n < 10 ? 2 : 1)} ${units[i]}`;
+}
+
+/** A number for the dense readouts: 4 significant digits, exponent when tiny or huge, NaN/±inf spelled out. */
+export function fmt(v: number | undefined | null, digits = 4): string {
+  if (v === undefined || v === null) return '—';
+  if (Number.isNaN(v)) return 'NaN';
+  if (!Number.isFinite(v)) return v > 0 ? '+inf' : '-inf';
+  if (v === 0) return '0';
+  const a = Math.abs(v);
+  return a < 1e-3 || a >= 1e5 ? v.toExponential(digits - 1) : Number(v.toPrecision(digits)).toString();
+}

@@ -1,0 +1,256 @@
+// The batch grid's model: every (sample, column) cell classified as the trainer sees it. Columns are the
+// padded sequence prompt ⧺ completion: prompts right-aligned to the boundary column P (left padding),
+// completions starting at P (right padding). Unlike the trainer's padBatch, this view never refuses a
+// batch: ids and each mask are aligned on their own, so a mask one token longer than its ids shows as an
+// extra cell, and every cell where a mask disagrees with the region it covers is flagged.
+import type { GrpoBatch } from '../../io/batch.ts';
+
+/** What a cell holds. `absent`: no id here (the row is shorter than the grid). */
+export const REGION = { absent: 0, pad: 1, prompt: 2, special: 3, completion: 4, eos: 5, after_eos: 6 } as const;
+export type Region = (typeof REGION)[keyof typeof REGION];
+export const REGION_NAMES = ['absent', 'pad', 'prompt', 'special', 'completion', 'eos', 'after EOS'] as const;
+
+/** Disagreements between a mask and the ids / region it covers. */
+export const FLAG = {
+  mask_missing: 1, // an id with no mask entry (mask shorter than ids)
+  mask_extra: 2, // a mask entry with no id (mask longer than ids)
+  mask_on_pad: 4, // mask 1 on padding or after EOS: loss/attention on junk
+  mask_off_token: 8, // mask 0 on a real prompt/completion token (before or at EOS)
+  non_binary: 16, // a mask value other than 0/1
+  tool_length: 32, // tool_mask length differs from completion_ids
+} as const;
+
+export const FLAG_TEXT: Record<keyof typeof FLAG, string> = {
+  mask_missing: 'id has no mask entry (mask shorter than ids)',
+  mask_extra: 'mask entry with no id (mask longer than ids)',
+  mask_on_pad: 'mask is 1 on padding / after EOS',
+  mask_off_token: 'mask is 0 on a real token',
+  non_binary: 'mask value is not 0/1',
+  tool_length: 'tool_mask length differs from completion_ids',
+};
+
+/** A mask bit as shown: 0, 1, a non-binary value, or null where the mask has no entry / does not exist. */
+export type MaskBit = number | null;
+
+export interface CellInfo {
+  region: Region;
+  side: 'prompt' | 'completion';
+  /** Index into prompt_ids[b] / completion_ids[b]; negative or past the end when the cell holds no id. */
+  index: number;
+  id: number | null;
+  /** prompt_mask (prompt side) or completion_mask (completion side): the attention_mask bit. */
+  attention: MaskBit;
+  /** completion_mask (completion side only). */
+  completion: MaskBit;
+  tool: MaskBit;
+  flags: number;
+}
+
+/** Per-batch facts the classification needs, computed once. */
+export interface GridContext {
+  batch: GrpoBatch;
+  P: number; // boundary column
+  C: number; // completion columns
+  eos: Set<number>;
+  special: Set<number>;
+  /** Per sample: index of the first EOS in completion_ids (−1: none, truncated). */
+  firstEos: Int32Array;
+  /** Per sample: length of the leading run of pad_token_id in prompt_ids (left padding kept in the data). */
+  leadingPads: Int32Array;
+}
+
+export function gridContext(batch: GrpoBatch, specialIds: Iterable<number> = []): GridContext {
+  const B = batch.completion_ids.length;
+  const eos = new Set(batch.eos_token_ids);
+  const lens = (rows: number[][] | undefined, b: number) => rows?.[b]?.length ?? 0;
+  let P = 0;
+  let C = 0;
+  for (let b = 0; b < B; b++) {
+    P = Math.max(P, lens(batch.prompt_ids, b), lens(batch.prompt_mask, b));
+    C = Math.max(C, lens(batch.completion_ids, b), lens(batch.completion_mask, b), lens(batch.tool_mask, b));
+  }
+  const firstEos = new Int32Array(B).fill(-1);
+  const leadingPads = new Int32Array(B);
+  for (let b = 0; b < B; b++) {
+    const ids = batch.completion_ids[b];
+    for (let t = 0; t < ids.length; t++) {
+      if (eos.has(ids[t])) {
+        firstEos[b] = t;
+        break;
+      }
+    }
+    const p = batch.prompt_ids[b] ?? [];
+    let n = 0;
+    while (n < p.length && p[n] === batch.pad_token_id) n++;
+    leadingPads[b] = n;
+  }
+  return { batch, P, C, eos, special: new Set([...specialIds, ...batch.eos_token_ids]), firstEos, leadingPads };
+}
+
+function maskBit(row: number[] | undefined, i: number): MaskBit {
+  return row && i >= 0 && i < row.length ? row[i] : null;
+}
+
+/** Classifies column `col` of sample `b`. */
+export function classifyCell(ctx: GridContext, b: number, col: number): CellInfo {
+  const { batch, P } = ctx;
+  if (col < P) {
+    const ids = batch.prompt_ids[b] ?? [];
+    const index = col - (P - ids.length);
+    const pm = batch.prompt_mask?.[b];
+    // The prompt mask is right-aligned to the boundary on its own, like the ids.
+    const attention = pm ? maskBit(pm, col - (P - pm.length)) : index >= 0 ? (index < ctx.leadingPads[b] ? 0 : 1) : null;
+    let region: Region = REGION.absent;
+    let id: number | null = null;
+    if (index >= 0) {
+      id = ids[index];
+      const isPad = pm ? attention === 0 && id === batch.pad_token_id : index < ctx.leadingPads[b];
+      region = isPad ? REGION.pad : ctx.special.has(id) ? REGION.special : REGION.prompt;
+    }
+    let flags = 0;
+    if (pm) {
+      if (id !== null && attention === null) flags |= FLAG.mask_missing;
+      if (id === null && attention !== null) flags |= FLAG.mask_extra;
+      if (attention !== null && attention !== 0 && attention !== 1) flags |= FLAG.non_binary;
+      if (attention === 1 && region === REGION.pad) flags |= FLAG.mask_on_pad;
+      if (attention === 0 && (region === REGION.prompt || region === REGION.special)) flags |= FLAG.mask_off_token;
+    }
+    return { region, side: 'prompt', index, id, attention, completion: null, tool: null, flags };
+  }
+
+  const index = col - P;
+  const ids = batch.completion_ids[b] ?? [];
+  const cm = batch.completion_mask[b];
+  const tm = batch.tool_mask?.[b];
+  const completion = maskBit(cm, index);
+  const tool = maskBit(tm, index);
+  let region: Region = REGION.absent;
+  let id: number | null = null;
+  if (index < ids.length) {
+    id = ids[index];
+    const e = ctx.firstEos[b];
+    region = e >= 0 && index > e ? REGION.after_eos : index === e ? REGION.eos : ctx.special.has(id) ? REGION.special : REGION.completion;
+  }
+  let flags = 0;
+  if (id !== null && completion === null) flags |= FLAG.mask_missing;
+  if (id === null && completion !== null) flags |= FLAG.mask_extra;
+  if (completion !== null && completion !== 0 && completion !== 1) flags |= FLAG.non_binary;
+  if (completion === 1 && (region === REGION.after_eos || region === REGION.absent)) flags |= FLAG.mask_on_pad;
+  if (completion === 0 && region !== REGION.after_eos && region !== REGION.absent) flags |= FLAG.mask_off_token;
+  if (tm && (id === null) !== (tool === null)) flags |= FLAG.tool_length;
+  return { region, side: 'completion', index, id, attention: completion, completion, tool, flags };
+}
+
+/** Lengths of ids vs every mask / per-token field of one sample (the grid's per-row readout). */
+export interface RowReadout {
+  sample: number;
+  group: number;
+  prompt_ids: number;
+  prompt_mask: number | null;
+  completion_ids: number;
+  completion_mask: number;
+  tool_mask: number | null;
+  old_per_token_logps: number | null;
+  ref_per_token_logps: number | null;
+  first_eos: number; // −1: no EOS (truncated)
+  /** Real completion tokens the loss sees: Σ completion_mask. */
+  masked_tokens: number;
+  mismatch: boolean;
+}
+
+export function rowReadout(ctx: GridContext, b: number): RowReadout {
+  const bt = ctx.batch;
+  const len = (rows: number[][] | undefined) => (rows ? (rows[b]?.length ?? 0) : null);
+  const r: RowReadout = {
+    sample: b,
+    group: Math.floor(b / bt.num_generations),
+    prompt_ids: bt.prompt_ids[b]?.length ?? 0,
+    prompt_mask: len(bt.prompt_mask),
+    completion_ids: bt.completion_ids[b].length,
+    completion_mask: bt.completion_mask[b]?.length ?? 0,
+    tool_mask: len(bt.tool_mask),
+    old_per_token_logps: len(bt.old_per_token_logps),
+    ref_per_token_logps: len(bt.ref_per_token_logps),
+    first_eos: ctx.firstEos[b],
+    masked_tokens: (bt.completion_mask[b] ?? []).reduce((s, m) => s + (m === 1 ? 1 : 0), 0),
+    mismatch: false,
+  };
+  const c = r.completion_ids;
+  r.mismatch =
+    (r.prompt_mask !== null && r.prompt_mask !== r.prompt_ids) ||
+    [r.completion_mask, r.tool_mask, r.old_per_token_logps, r.ref_per_token_logps].some((n) => n !== null && n !== c);
+  return r;
+}
+
+/** The whole grid as flat (B, W) arrays for the canvas, W = P + C. */
+export interface GridModel {
+  B: number;
+  P: number;
+  C: number;
+  W: number;
+  region: Uint8Array; // (B, W)
+  ids: Int32Array; // (B, W) −1 where absent
+  attention: Int8Array; // (B, W) −1 none, 2 non-binary
+  completion: Int8Array; // (B, W)
+  tool: Int8Array; // (B, W)
+  flags: Uint8Array; // (B, W)
+  position_ids: Int32Array; // (B, W) from the attention bits (HF generate) or arange
+  rows: RowReadout[];
+}
+
+const bit = (m: MaskBit) => (m === null ? -1 : m === 0 || m === 1 ? m : 2);
+
+export function buildGrid(ctx: GridContext): GridModel {
+  const B = ctx.batch.completion_ids.length;
+  const W = ctx.P + ctx.C;
+  const g: GridModel = {
+    B,
+    P: ctx.P,
+    C: ctx.C,
+    W,
+    region: new Uint8Array(B * W),
+    ids: new Int32Array(B * W),
+    attention: new Int8Array(B * W),
+    completion: new Int8Array(B * W),
+    tool: new Int8Array(B * W),
+    flags: new Uint8Array(B * W),
+    position_ids: new Int32Array(B * W),
+    rows: [],
+  };
+  const arange = ctx.batch.config?.position_ids === 'arange';
+  for (let b = 0; b < B; b++) {
+    let seen = 0;
+    for (let c = 0; c < W; c++) {
+      const cell = classifyCell(ctx, b, c);
+      const k = b * W + c;
+      g.region[k] = cell.region;
+      g.ids[k] = cell.id ?? -1;
+      g.attention[k] = bit(cell.attention);
+      g.completion[k] = bit(cell.completion);
+      g.tool[k] = bit(cell.tool);
+      g.flags[k] = cell.flags;
+      const a = cell.attention === 1 ? 1 : 0;
+      seen += a;
+      g.position_ids[k] = arange ? c : a ? seen - 1 : 1;
+    }
+    g.rows.push(rowReadout(ctx, b));
+  }
+  return g;
+}
+
+/** Makes special tokens and whitespace visible in a token's text. */
+export function visibleText(text: string): string {
+  return text.replace(/ /g, '·').replace(/\n/g, '↵').replace(/\t/g, '→').replace(/\r/g, '␍');
+}
+
+/** Grid columns [start, end) of a finding's span (its field's positions), or null if it has none. */
+export function spanColumns(ctx: GridContext, f: { sample?: number; field?: string; span?: [number, number] }): [number, number] | null {
+  if (f.sample === undefined || !f.span) return null;
+  const field = f.field ?? 'completion_ids';
+  if (field === 'prompt_ids' || field === 'prompt_mask') {
+    const row = field === 'prompt_mask' ? ctx.batch.prompt_mask?.[f.sample] : ctx.batch.prompt_ids[f.sample];
+    const off = ctx.P - (row?.length ?? 0);
+    return [off + f.span[0], off + f.span[1]];
+  }
+  return [ctx.P + f.span[0], ctx.P + f.span[1]];
+}

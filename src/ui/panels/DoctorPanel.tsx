@@ -1,0 +1,64 @@
+// The Doctor's findings with their rule ids; a click selects the sample and highlights the token span in
+// the grid (the grid scrolls to it).
+import { useStudio } from '../../store/index.ts';
+import type { Finding } from '../../worker/protocol.ts';
+import { Section } from '../fields.tsx';
+
+export function DoctorPanel() {
+  const findings = useStudio((s) => s.findings);
+  const skipped = useStudio((s) => s.skipped);
+  const batch = useStudio((s) => s.batch);
+  const focus = useStudio((s) => s.focus);
+  const setFocus = useStudio((s) => s.setFocus);
+  const counts = { error: 0, warning: 0, info: 0 };
+  for (const f of findings) counts[f.severity]++;
+  const open = (f: Finding) => setFocus({ sample: f.sample ?? 0, field: f.field, span: f.span, rule: f.rule });
+  return (
+    <Section
+      title="Doctor"
+      right={
+        <span className="counts">
+          <span className="sev error">{counts.error}</span>
+          <span className="sev warning">{counts.warning}</span>
+          <span className="sev info">{counts.info}</span>
+        </span>
+      }
+    >
+      {!batch && <div className="muted">import a batch or run a step to check it</div>}
+      {batch && findings.length === 0 && <div className="ok">no findings</div>}
+      <ul className="findings" data-testid="findings">
+        {findings.map((f, k) => {
+          const active = focus?.rule === f.rule && focus.sample === (f.sample ?? 0) && focus.span?.[0] === f.span?.[0];
+          return (
+            <li key={k} className={`finding ${f.severity}${active ? ' active' : ''}`} data-rule={f.rule} onClick={() => open(f)}>
+              <div className="finding-head">
+                <span className={`sev ${f.severity}`}>{f.severity}</span>
+                <code className="rule">{f.rule}</code>
+                {f.sample !== undefined && (
+                  <span className="where">
+                    sample {f.sample}
+                    {f.span ? ` · ${f.field ?? 'completion_ids'}[${f.span[0]}:${f.span[1]}]` : ''}
+                  </span>
+                )}
+              </div>
+              <div className="finding-msg">{f.message}</div>
+              <div className="finding-hint">{f.hint}</div>
+            </li>
+          );
+        })}
+      </ul>
+      {skipped.length > 0 && (
+        <details>
+          <summary className="small muted">{skipped.length} rules skipped</summary>
+          <ul className="small muted">
+            {skipped.map((s) => (
+              <li key={s.rule}>
+                <code>{s.rule}</code>: {s.reason}
+              </li>
+            ))}
+          </ul>
+        </details>
+      )}
+    </Section>
+  );
+}

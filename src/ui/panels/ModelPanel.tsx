@@ -1,0 +1,172 @@
+// Model panel: pick the embedded default, a Hub id or a local folder; shows the GPU adapter and its
+// limits, load progress, the tokenizer, the chat template and the memory plan of the loaded model.
+import { useState } from 'react';
+import { DEFAULT_MODEL_NAME } from '../../grpo/default_task.ts';
+import { useStudio } from '../../store/index.ts';
+import { loadModel } from '../controller.ts';
+import { Section, formatBytes } from '../fields.tsx';
+
+export function AdapterInfo() {
+  const adapter = useStudio((s) => s.adapter);
+  const status = useStudio((s) => s.gpuStatus);
+  if (!adapter) return <div className="muted" data-testid="adapter">{status === 'busy' ? 'probing WebGPU…' : status === 'error' ? 'no WebGPU adapter' : '—'}</div>;
+  const name = [adapter.vendor, adapter.architecture, adapter.device, adapter.description].filter(Boolean).join(' · ') || 'unnamed adapter';
+  return (
+    <div data-testid="adapter">
+      <div className="kv">
+        <span>adapter</span>
+        <b data-testid="adapter-name">{name}</b>
+        <span>backend</span>
+        <span>{adapter.backend}{adapter.isFallback ? ' (fallback)' : ''}</span>
+        <span>features</span>
+        <span className="small">{adapter.features.join(', ') || '—'}</span>
+      </div>
+      <details>
+        <summary className="small">limits</summary>
+        <div className="kv small">
+          {Object.entries(adapter.limits).map(([k, v]) => (
+            <FragmentKV key={k} k={k} v={k.includes('Size') ? `${formatBytes(v)} (${v})` : String(v)} />
+          ))}
+        </div>
+      </details>
+    </div>
+  );
+}
+
+function FragmentKV({ k, v }: { k: string; v: string }) {
+  return (
+    <>
+      <span>{k}</span>
+      <span>{v}</span>
+    </>
+  );
+}
+
+/** Files of a dropped folder (recursively), with their relative paths. */
+async function droppedFiles(items: DataTransferItemList): Promise<File[]> {
+  const out: File[] = [];
+  const walk = async (entry: FileSystemEntry | null): Promise<void> => {
+    if (!entry) return;
+    if (entry.isFile) {
+      const f = await new Promise<File>((res, rej) => (entry as FileSystemFileEntry).file(res, rej));
+      Object.defineProperty(f, 'webkitRelativePath', { value: entry.fullPath.replace(/^\//, '') });
+      out.push(f);
+    } else {
+      const reader = (entry as FileSystemDirectoryEntry).createReader();
+      for (;;) {
+        const batch = await new Promise<FileSystemEntry[]>((res, rej) => reader.readEntries(res, rej));
+        if (batch.length === 0) break;
+        for (const e of batch) await walk(e);
+      }
+    }
+  };
+  for (const item of Array.from(items)) await walk(item.webkitGetAsEntry());
+  return out;
+}
+
+export function ModelPanel() {
+  const model = useStudio((s) => s.model);
+  const status = useStudio((s) => s.modelStatus);
+  const progress = useStudio((s) => s.loadProgress);
+  const hubId = useStudio((s) => s.hubId);
+  const setHubId = useStudio((s) => s.setHubId);
+  const [dragging, setDragging] = useState(false);
+  const busy = status === 'busy';
+  const loadFolder = (files: File[]) => {
+    if (files.length === 0) return;
+    const name = files[0].webkitRelativePath.split('/')[0] || 'local folder';
+    void loadModel({ kind: 'local', name, files });
+  };
+  return (
+    <Section title="Model">
+      <div className="row">
+        <button disabled={busy} onClick={() => void loadModel({ kind: 'embedded', name: DEFAULT_MODEL_NAME })} data-testid="load-default">
+          Load default ({DEFAULT_MODEL_NAME})
+        </button>
+      </div>
+      <div className="row">
+        <input className="grow" placeholder="Hub id, e.g. HuggingFaceTB/SmolLM2-135M-Instruct" value={hubId} onChange={(e) => setHubId(e.target.value)} />
+        <button disabled={busy || hubId.trim() === ''} onClick={() => void loadModel({ kind: 'hub', id: hubId.trim() })}>
+          Load
+        </button>
+      </div>
+      <div
+        className={dragging ? 'dropzone over' : 'dropzone'}
+        onDragOver={(e) => {
+          e.preventDefault();
+          setDragging(true);
+        }}
+        onDragLeave={() => setDragging(false)}
+        onDrop={(e) => {
+          e.preventDefault();
+          e.stopPropagation();
+          setDragging(false);
+          void droppedFiles(e.dataTransfer.items).then(loadFolder);
+        }}
+      >
+        drop a model folder (config.json, *.safetensors, tokenizer.json) or{' '}
+        <label className="link">
+          pick one
+          <input type="file" hidden {...({ webkitdirectory: '' } as object)} multiple onChange={(e) => loadFolder(Array.from(e.target.files ?? []))} />
+        </label>
+      </div>
+      {progress && (
+        <div className="progress" data-testid="load-progress">
+          <div className="bar" style={{ width: progress.total > 0 ? `${(100 * progress.loaded) / progress.total}%` : '100%' }} />
+          <span>
+            {progress.label} {progress.total > 0 ? `${formatBytes(progress.loaded)} / ${formatBytes(progress.total)}` : progress.loaded > 0 ? formatBytes(progress.loaded) : ''}
+          </span>
+        </div>
+      )}
+      {model && (
+        <div data-testid="model-info">
+          <div className="kv">
+            <span>model</span>
+            <b>{model.name}</b>
+            <span>type</span>
+            <span>
+              {model.model_type} ({model.architectures.join(', ')}), {model.dtype}
+            </span>
+            <span>params</span>
+            <span>{model.num_parameters.toLocaleString()}</span>
+            <span>vocab</span>
+            <span>{model.vocab_size}</span>
+            <span>tokenizer</span>
+            <span>
+              {model.tokenizer.kind}; bos {model.tokenizer.bos_token_id ?? '—'}, eos [{model.tokenizer.eos_token_ids.join(', ')}], pad {model.tokenizer.pad_token_id ?? '—'}
+            </span>
+          </div>
+          <details>
+            <summary className="small">chat template</summary>
+            <pre className="template">{model.chat_template ?? '(none: prompts are used as plain text)'}</pre>
+          </details>
+          <MemoryPlanView />
+        </div>
+      )}
+      <h4>GPU</h4>
+      <AdapterInfo />
+    </Section>
+  );
+}
+
+function MemoryPlanView() {
+  const plan = useStudio((s) => s.model?.memory_plan);
+  if (!plan) return null;
+  return (
+    <details open>
+      <summary className="small">
+        memory plan (B {plan.B} × T {plan.T}): train step {formatBytes(plan.totals.train)}, inference {formatBytes(plan.totals.inference)}
+      </summary>
+      <div className="kv small">
+        {Object.entries(plan.bytes).map(([k, v]) => (
+          <FragmentKV key={k} k={k} v={formatBytes(v)} />
+        ))}
+      </div>
+      {plan.violations.map((v) => (
+        <div key={v.name} className="warn small">
+          {v.name} is {formatBytes(v.bytes)} &gt; {v.limit} {formatBytes(v.value)}
+        </div>
+      ))}
+    </details>
+  );
+}

@@ -1,0 +1,37 @@
+// Maps any failure in the worker to the error categories the page shows (bad file, unsupported model,
+// out of GPU memory, device lost, no WebGPU …), by error class name so it works across module copies.
+import type { ErrorKind, WorkerErrorInfo } from './protocol.ts';
+
+/** A failure already in the page's categories. */
+export class StudioFailure extends Error {
+  constructor(
+    readonly kind: ErrorKind,
+    message: string,
+    readonly detail?: string,
+  ) {
+    super(message);
+    this.name = 'StudioFailure';
+  }
+}
+
+const BY_NAME: Record<string, ErrorKind> = {
+  BatchFormatError: 'bad-file',
+  SafeTensorsError: 'bad-file',
+  ModelLoadError: 'unsupported-model',
+  TokenizerLoadError: 'unsupported-model',
+  RewardDefinitionError: 'reward',
+  SamplingError: 'internal',
+};
+
+export function errorInfo(e: unknown): WorkerErrorInfo {
+  if (e instanceof StudioFailure) return { kind: e.kind, message: e.message, detail: e.detail };
+  if (e instanceof Error) {
+    if (e.name === 'GpuError') {
+      const kind = (e as Error & { kind: string }).kind;
+      const mapped: ErrorKind = kind === 'out-of-memory' ? 'out-of-memory' : kind === 'device-lost' ? 'device-lost' : kind === 'unsupported' ? 'no-webgpu' : 'gpu';
+      return { kind: mapped, message: e.message, detail: e.stack };
+    }
+    return { kind: BY_NAME[e.name] ?? 'internal', message: e.message, detail: e.stack };
+  }
+  return { kind: 'internal', message: String(e) };
+}

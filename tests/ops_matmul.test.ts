@@ -1,0 +1,174 @@
+// matmul_forward / matmul_backward (GPU) against their float64 twins: odd shapes that are not multiples
+// of the 64×64×16 tiles, both weight layouts, bias, accumulation, binding-window splits (forced by a
+// lowered binding limit, and once for real past lavapipe's 128 MiB); and the twin's backward against
+// central finite differences of the twin's forward.
+//
+// Tolerance: the inputs are exact f32 values and the twin is exact in float64, so the only error is the
+// GPU's f32 accumulation. Each of the K fused multiply-adds rounds by at most u = 2⁻²⁴ of the running
+// sum, itself bounded by S = Σ_k |x_k·w_k| (+ |b| + |previous value|); the roundings have random signs
+// and grow like √K, so an element passes within 4·u·√K·S (headroom ×4; the rigorous worst case is K·u·S).
+import { describe, expect, it } from 'vitest';
+import { testGpu } from './helpers/gpu.ts';
+import { Rng } from './helpers/rng.ts';
+import { expectClose } from './helpers/close.ts';
+import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../src/ref/matmul.ts';
+import { matmul_backward, matmul_forward } from '../src/kernels/matmul.ts';
+import type { Gpu } from '../src/gpu/context.ts';
+
+const U = 2 ** -24;
+const abs = (a: ArrayLike<number>) => Float64Array.from(a, Math.abs);
+
+/** Per-element tolerance from S (same shape as the result) and the length of the sums. */
+function tolFrom(S: Float64Array, K: number) {
+  return (i: number) => 4 * U * Math.sqrt(K) * S[i] + 1e-30;
+}
+
+async function forwardCase(gpu: Gpu, rng: Rng, M: number, K: number, N: number, layout: WeightLayout, withBias: boolean, bindingLimit?: number) {
+  const inp = rng.f32(M * K);
+  const weight = rng.f32(N * K, 0.5);
+  const bias = withBias ? rng.f32(N) : null;
+  // Extreme but finite rows: a row of large values and a row of zeros.
+  for (let k = 0; k < K; k++) {
+    inp[k] *= 1e3;
+    if (M > 2) inp[K + k] = 0;
+  }
+  const out = gpu.createBuffer('out', M * N * 4);
+  const rec = gpu.recorder('matmul test');
+  matmul_forward(rec, {
+    out,
+    inp: gpu.upload('inp', inp),
+    weight: gpu.upload('weight', weight),
+    bias: bias ? gpu.upload('bias', bias) : undefined,
+    M,
+    K,
+    N,
+    weightLayout: layout,
+    bindingLimit,
+  });
+  const dispatches = rec.kernels.length;
+  await rec.submit();
+  const got = await gpu.readF32(out, M * N);
+  const want = mmRef(inp, weight, bias, M, K, N, layout);
+  const S = mmRef(abs(inp), abs(weight), bias ? abs(bias) : null, M, K, N, layout);
+  const r = expectClose(got, want, { atol: 0, rtol: 0, atolAt: tolFrom(S, K), label: `forward ${M}x${K}x${N} ${layout}` });
+  return { worst: r.worst, dispatches };
+}
+
+describe('matmul_forward', () => {
+  const shapes: Array<[number, number, number]> = [[37, 53, 29], [130, 97, 201], [1, 67, 5], [65, 16, 64], [3, 200, 1]];
+  for (const layout of ['out_in', 'in_out'] as WeightLayout[]) {
+    it(`${layout}: odd shapes, with and without bias`, async () => {
+      const gpu = await testGpu();
+      const rng = new Rng(layout === 'out_in' ? 11 : 12);
+      let worst = 0;
+      for (const [M, K, N] of shapes) {
+        for (const withBias of [true, false]) worst = Math.max(worst, (await forwardCase(gpu, rng, M, K, N, layout, withBias)).worst);
+      }
+      console.log(`matmul_forward ${layout}: worst ${worst.toFixed(3)} of tolerance`);
+    });
+  }
+
+  it('splits operands past a (lowered) binding limit in M, N and K blocks', async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(13);
+    // 16 KiB windows: the weight (201×97 f32 = 78 KB) and the output (130×201 = 105 KB) need several.
+    for (const layout of ['out_in', 'in_out'] as WeightLayout[]) {
+      const { dispatches } = await forwardCase(gpu, rng, 130, 97, 201, layout, true, 16 * 1024);
+      expect(dispatches).toBeGreaterThan(4);
+    }
+  });
+
+  it('splits a weight bigger than the real 128 MiB binding limit (out_in, like a big-vocab lm_head)', async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(14);
+    const K = 32;
+    const N = Math.ceil((gpu.limits.maxStorageBufferBindingSize / (K * 4)) * 1.05); // weight just past the limit
+    const { dispatches } = await forwardCase(gpu, rng, 2, K, N, 'out_in', false);
+    expect(dispatches).toBeGreaterThan(1);
+  });
+});
+
+describe('matmul_backward', () => {
+  for (const layout of ['out_in', 'in_out'] as WeightLayout[]) {
+    for (const bindingLimit of [undefined, 8 * 1024]) {
+      it(`${layout}${bindingLimit ? ', split windows' : ''}: dinp, dweight, dbias (overwrite and accumulate)`, async () => {
+        const gpu = await testGpu();
+        const rng = new Rng(layout === 'out_in' ? 21 : 22);
+        let worst = 0;
+        for (const [M, K, N] of [[37, 53, 29], [130, 97, 201], [1, 19, 3]] as Array<[number, number, number]>) {
+          const inp = rng.f32(M * K);
+          const weight = rng.f32(N * K, 0.5);
+          const dout = rng.f32(M * N);
+          const want = mmBackRef(dout, inp, weight, M, K, N, layout);
+          const Sdinp = mmBackRef(abs(dout), abs(inp), abs(weight), M, K, N, layout);
+          for (const accumulate of [false, true]) {
+            const prevW = rng.f32(N * K);
+            const prevB = rng.f32(N);
+            const prevX = rng.f32(M * K);
+            const dinp = gpu.upload('dinp', prevX);
+            const dweight = gpu.upload('dweight', prevW);
+            const dbias = gpu.upload('dbias', prevB);
+            const rec = gpu.recorder('matmul backward test');
+            matmul_backward(rec, {
+              dinp,
+              dweight,
+              dbias,
+              dout: gpu.upload('dout', dout),
+              inp: gpu.upload('inp', inp),
+              weight: gpu.upload('weight', weight),
+              M,
+              K,
+              N,
+              weightLayout: layout,
+              accumulate,
+              accumulateDinp: accumulate,
+              bindingLimit,
+            });
+            await rec.submit();
+            const add = (x: Float64Array, prev: Float32Array) => (accumulate ? x.map((v, i) => v + prev[i]) : x);
+            const addAbs = (x: Float64Array, prev: Float32Array) => (accumulate ? x.map((v, i) => v + Math.abs(prev[i])) : x);
+            const label = `${M}x${K}x${N} ${layout} acc=${accumulate}`;
+            const checks: Array<[GPUBuffer, Float64Array, Float64Array, number, string]> = [
+              [dinp, add(want.dinp, prevX), addAbs(Sdinp.dinp, prevX), N, 'dinp'],
+              [dweight, add(want.dweight, prevW), addAbs(Sdinp.dweight, prevW), M, 'dweight'],
+              [dbias, add(want.dbias, prevB), addAbs(Sdinp.dbias, prevB), M, 'dbias'],
+            ];
+            for (const [buf, exp, S, len, name] of checks) {
+              const got = await gpu.readF32(buf, exp.length);
+              const r = expectClose(got, exp, { atol: 0, rtol: 0, atolAt: tolFrom(S, len + 1), label: `${name} ${label}` });
+              worst = Math.max(worst, r.worst);
+            }
+          }
+        }
+        console.log(`matmul_backward ${layout}${bindingLimit ? ' split' : ''}: worst ${worst.toFixed(3)} of tolerance`);
+      });
+    }
+  }
+
+  it('float64 twin: backward matches central finite differences of the forward', () => {
+    const rng = new Rng(23);
+    for (const layout of ['out_in', 'in_out'] as WeightLayout[]) {
+      const [M, K, N] = [5, 7, 3];
+      const inp = Float64Array.from(rng.f32(M * K));
+      const weight = Float64Array.from(rng.f32(N * K));
+      const bias = Float64Array.from(rng.f32(N));
+      const g = rng.f32(M * N); // L = Σ g ⊙ y
+      const L = () => mmRef(inp, weight, bias, M, K, N, layout).reduce((s, y, i) => s + g[i] * y, 0);
+      const grads = mmBackRef(g, inp, weight, M, K, N, layout);
+      const h = 1e-5;
+      for (const [x, dx] of [[inp, grads.dinp], [weight, grads.dweight], [bias, grads.dbias]] as Array<[Float64Array, Float64Array]>) {
+        const fd = Float64Array.from(x, (_, i) => {
+          const x0 = x[i];
+          x[i] = x0 + h;
+          const lp = L();
+          x[i] = x0 - h;
+          const lm = L();
+          x[i] = x0;
+          return (lp - lm) / (2 * h);
+        });
+        // L is linear in each input: central differences are exact up to float64 rounding (~1e-16/h).
+        expectClose(fd, dx, { atol: 1e-9, rtol: 1e-8, label: `fd ${layout}` });
+      }
+    }
+  });
+});
