@@ -17,6 +17,7 @@ type Suite = { run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> };
 
 const SUITES: Record<string, () => Promise<Suite>> = {
   loss: () => import('./loss.ts'),
+  model: () => import('./model.ts'),
 };
 
 function table(rows: Row[]): string {

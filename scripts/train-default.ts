@@ -14,8 +14,7 @@
 //
 //   npm run train:default [-- --target 0.5 --max-steps 1500 --out DIR --seed 1234]
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { nodeGpu } from '../src/gpu/node.ts';
 import type { Gpu } from '../src/gpu/context.ts';
 import { assembleBatch, padBatch, type PaddedBatch } from '../src/grpo/batch.ts';
@@ -31,7 +30,8 @@ import type { Tokenizer } from '../src/tokenize/tokenizer.ts';
 import { Rng } from '../tests/helpers/rng.ts';
 import { makeDefaultTokenizer } from './make-default-tokenizer.ts';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+// npm runs scripts from the package root.
+const ROOT = process.cwd();
 
 const HP = {
   seed: 1234,

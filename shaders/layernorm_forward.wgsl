@@ -2,8 +2,8 @@
 // one workgroup per row. mean and rstd are saved for the backward pass.
 // The variance uses the corrected two-pass algorithm (Chan, Golub & LeVeque): a first pass gives a
 // provisional mean m0, the second sums d = x - m0 and d^2 together; mean = m0 + sum(d)/C and
-// var = sum(d^2)/C - (sum(d)/C)^2. This removes most of m0's rounding error, which matters for rows
-// whose variance is tiny next to their mean (all-equal rows must give out == bias, not noise * 316).
+// var = sum(d^2)/C - (sum(d)/C)^2. This removes most of m0's rounding error (the tree sum's), which
+// matters for rows whose variance is tiny next to their mean: rstd multiplies the mean's error.
 
 override WG: u32 = 256; // threads per row, a power of two
 

@@ -9,24 +9,34 @@
 // invocations read consecutive addresses of the operand's physical (row-major) layout.
 //
 // Operands bigger than maxStorageBufferBindingSize are bound as windows of whole physical rows; the
-// launcher passes, per operand, `base` (element index of the window's first row inside the binding)
-// and `off` (column offset inside a physical row), so element (r, c) of the block is
-// base + r·ld + off + c, r counted from the window's first row. A K split accumulates into C.
+// launcher passes, per operand, `base` (element index of the block's first element inside the
+// binding: the window's misalignment plus the column offset of the block inside a physical row), so
+// element (r, c) of the block is base + r·ld + c. A K split accumulates into C.
+//
+// Batched use (attention: one product per (batch, head) pair, llm.c style): workgroup z indexes the
+// batch; z = zo·z_inner + zi moves each operand by zo·*_zo + zi·*_zi elements (B by (zi / b_div)·b_zi,
+// so grouped-query heads share their key/value head). CAUSAL lets attention skip work that multiplies
+// masked probabilities (query row m sees key n iff n <= m + causal_off):
+//   1: C holds scores (rows m = queries, columns n = keys): skip tiles entirely above the diagonal;
+//   2: the inner dimension is keys (P·V, g·K): stop at the last key the tile's queries can see;
+//   3: the inner dimension is queries (Pᵀ·dO, gᵀ·Q, rows m = keys): start at the first query that sees them.
 
 override TILE_M: u32 = 64;
 override TILE_N: u32 = 64;
 override TILE_K: u32 = 16;
 override TRANS_A: bool = false; // A stored (K, M): physical rows are k
 override TRANS_B: bool = false; // B stored (N, K): physical rows are n
+override CAUSAL: u32 = 0u;       // 0 none, 1/2/3: see the header
 
 const TM: u32 = 4u; // rows of C per invocation
 const TN: u32 = 4u; // columns of C per invocation (one vec4)
 
 struct Params {
   M: u32, N: u32, K: u32, flags: u32, // flags: 1 = add C's previous value, 2 = add bias
-  a_base: u32, lda: u32, a_off: u32, b_base: u32,
-  ldb: u32, b_off: u32, c_base: u32, ldc: u32,
-  c_off: u32, bias_off: u32,
+  a_base: u32, lda: u32, b_base: u32, ldb: u32,
+  c_base: u32, ldc: u32, bias_off: u32, z_inner: u32,
+  b_div: u32, a_zo: u32, a_zi: u32, b_zo: u32,
+  b_zi: u32, c_zo: u32, c_zi: u32, causal_off: u32,
 }
 
 @group(0) @binding(0) var<storage, read> a: array<f32>;        // op(A) (M, K), window
@@ -38,16 +48,16 @@ struct Params {
 var<workgroup> As: array<vec4f, TILE_K * TILE_M / 4u>; // [k][m]: vec4 = 4 consecutive rows m
 var<workgroup> Bs: array<vec4f, TILE_K * TILE_N / 4u>; // [k][n]: vec4 = 4 consecutive columns n
 
-fn load_a(m: u32, k: u32) -> f32 {
+fn load_a(a0: u32, m: u32, k: u32) -> f32 {
   if (m >= p.M || k >= p.K) { return 0.0; }
-  if (TRANS_A) { return a[p.a_base + k * p.lda + p.a_off + m]; }
-  return a[p.a_base + m * p.lda + p.a_off + k];
+  if (TRANS_A) { return a[a0 + k * p.lda + m]; }
+  return a[a0 + m * p.lda + k];
 }
 
-fn load_b(k: u32, n: u32) -> f32 {
+fn load_b(b0: u32, k: u32, n: u32) -> f32 {
   if (k >= p.K || n >= p.N) { return 0.0; }
-  if (TRANS_B) { return b[p.b_base + n * p.ldb + p.b_off + k]; }
-  return b[p.b_base + k * p.ldb + p.b_off + n];
+  if (TRANS_B) { return b[b0 + n * p.ldb + k]; }
+  return b[b0 + k * p.ldb + n];
 }
 
 @compute @workgroup_size(TILE_N / TN, TILE_M / TM)
@@ -56,20 +66,32 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let t = lid.y * (TILE_N / TN) + lid.x;
   let m0 = wid.y * TILE_M;
   let n0 = wid.x * TILE_N;
+  let zo = wid.z / p.z_inner;
+  let zi = wid.z % p.z_inner;
+  let a0 = p.a_base + zo * p.a_zo + zi * p.a_zi;
+  let b0 = p.b_base + zo * p.b_zo + (zi / p.b_div) * p.b_zi;
+  let c0 = p.c_base + zo * p.c_zo + zi * p.c_zi;
+  // Workgroup-uniform causal limits (keep the barriers below in uniform control flow).
+  let m_last = min(m0 + TILE_M, p.M) - 1u + p.causal_off;
+  if (CAUSAL == 1u && n0 > m_last) { return; }
+  var k_begin = 0u;
+  var k_end = p.K;
+  if (CAUSAL == 2u) { k_end = min(p.K, m_last + 1u); }
+  if (CAUSAL == 3u) { k_begin = (max(m0, p.causal_off) - p.causal_off) / TILE_K * TILE_K; }
   var acc: array<vec4f, TM>;
 
-  for (var k0 = 0u; k0 < p.K; k0 += TILE_K) {
+  for (var k0 = k_begin; k0 < k_end; k0 += TILE_K) {
     for (var e = t; e < TILE_M * TILE_K; e += threads) {
       var mm: u32;
       var kk: u32;
       if (TRANS_A) { kk = e / TILE_M; mm = e % TILE_M; } else { mm = e / TILE_K; kk = e % TILE_K; }
-      As[(kk * TILE_M + mm) / 4u][mm % 4u] = load_a(m0 + mm, k0 + kk);
+      As[(kk * TILE_M + mm) / 4u][mm % 4u] = load_a(a0, m0 + mm, k0 + kk);
     }
     for (var e = t; e < TILE_N * TILE_K; e += threads) {
       var nn: u32;
       var kk: u32;
       if (TRANS_B) { nn = e / TILE_K; kk = e % TILE_K; } else { kk = e / TILE_N; nn = e % TILE_N; }
-      Bs[(kk * TILE_N + nn) / 4u][nn % 4u] = load_b(k0 + kk, n0 + nn);
+      Bs[(kk * TILE_N + nn) / 4u][nn % 4u] = load_b(b0, k0 + kk, n0 + nn);
     }
     workgroupBarrier();
     for (var kk = 0u; kk < TILE_K; kk++) {
@@ -91,7 +113,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     for (var j = 0u; j < TN; j++) {
       let n = n0 + lid.x * TN + j;
       if (n >= p.N) { break; }
-      let idx = p.c_base + m * p.ldc + p.c_off + n;
+      let idx = c0 + m * p.ldc + n;
       var v = acc[i][j];
       if (add_bias) { v += bias[p.bias_off + n]; }
       if (accumulate) { v += c[idx]; }

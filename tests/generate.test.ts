@@ -26,15 +26,17 @@ class ToyDecoder implements Decoder {
   B = 0;
   P = 0;
   steps = 0;
+  maxLen = 0;
   constructor(readonly eosBias = 0) {}
   private out(): Float32Array {
     const o = new Float32Array(this.B * V);
     for (let b = 0; b < this.B; b++) o.set(toyLogits(this.last[b], this.pos[b], this.eosBias), b * V);
     return o;
   }
-  async prefill(ids: Int32Array, mask: Int32Array, pos: Int32Array, B: number, P: number) {
+  async prefill({ input_ids: ids, attention_mask: mask, position_ids: pos, B, T: P, max_len }: Parameters<Decoder['prefill']>[0]) {
     this.B = B;
     this.P = P;
+    this.maxLen = max_len;
     for (let b = 0; b < B; b++) {
       this.last.push(ids[b * P + P - 1]);
       this.pos.push(pos[b * P + P - 1]);
@@ -51,6 +53,7 @@ class ToyDecoder implements Decoder {
     this.steps++;
     const L = this.P + this.steps;
     expect(mask.length).toBe(this.B * L);
+    expect(L).toBeLessThanOrEqual(this.maxLen);
     for (let b = 0; b < this.B; b++) {
       expect(pos[b], `row ${b} step ${this.steps}`).toBe(this.pos[b] + 1);
       expect(mask[b * L + L - 1]).toBe(1);
@@ -177,5 +180,9 @@ describe('generate (toy decoder)', () => {
     await expect(generate(new ToyDecoder(), [[5], []], opts())).rejects.toThrow(/prompt 1 is empty/);
     await expect(generate(new ToyDecoder(), prompts, opts({ min_new_tokens: 9 }))).rejects.toThrow(/min_new_tokens/);
     await expect(generate(new ToyDecoder(), prompts, opts({ num_generations: 0 }))).rejects.toThrow(/num_generations/);
+    // Learned positions: the 5-token prompt + 8 new tokens feeds positions up to 11, so 12 fit and 11 do not.
+    const bounded = (n: number) => Object.assign(new ToyDecoder(), { max_positions: n });
+    await expect(generate(bounded(11), prompts, opts())).rejects.toThrow(/prompt 2 \(5 tokens\) \+ max_new_tokens 8 exceeds the model's 11 positions/);
+    await expect(generate(bounded(12), prompts, opts())).resolves.toBeDefined();
   });
 });

@@ -2,6 +2,7 @@
 // values are derived in the test from the definitions (HF / OpenAI semantics), never from the output.
 import { describe, expect, it } from 'vitest';
 import { expectClose } from './helpers/close.ts';
+import { Rng } from './helpers/rng.ts';
 import {
   DEFAULT_SAMPLING,
   SamplingError,
@@ -64,6 +65,37 @@ describe('process_logits', () => {
     // A tiny top_p still keeps one token (the most likely).
     const one = process_logits([0.2, 1.5, -3, 1.4], [row()], S({ top_p: 1e-9 })).probs;
     expect(Array.from(one)).toEqual([0, 1, 0, 0]);
+  });
+
+  it('top-k and top-p keep exactly the brute-force sets on large rows with many ties', () => {
+    // Brute force straight from the definitions: sort (value desc, id asc), keep the first k (plus
+    // ties with the k-th value) / the prefix whose preceding mass is < top_p.
+    const rng = new Rng(5);
+    const V = 3001;
+    for (let trial = 0; trial < 12; trial++) {
+      // Quantised logits (steps of 0.25) make ties common; a few −inf.
+      const x = Array.from({ length: V }, () => (rng.next() < 0.01 ? -Infinity : Math.round(rng.normal() * (2 + trial) * 4) / 4));
+      const order = x.map((_, i) => i).filter((i) => x[i] > -Infinity).sort((a, b) => x[b] - x[a] || a - b);
+      const k = 1 + rng.int(0, 60);
+      const kth = x[order[k - 1]];
+      const keptK = x.map((v) => v >= kth && v > -Infinity);
+      const pk = process_logits(x, [row()], S({ top_k: k })).probs;
+      expect(Array.from(pk, (q) => q > 0), `top_k ${k} trial ${trial}`).toEqual(keptK);
+
+      const topP = [0.3, 0.9, 0.99, 0.5][trial % 4];
+      const m = x[order[0]];
+      const w = x.map((v) => Math.exp(v - m));
+      const total = w.reduce((a, b) => a + b, 0);
+      const keptP = new Array<boolean>(V).fill(false);
+      let before = 0;
+      for (const i of order) {
+        if (before >= topP) break;
+        keptP[i] = true;
+        before += w[i] / total;
+      }
+      const pp = process_logits(x, [row()], S({ top_p: topP })).probs;
+      expect(Array.from(pp, (q) => q > 0), `top_p ${topP} trial ${trial}`).toEqual(keptP);
+    }
   });
 
   it('applies temperature, then top-k, then top-p (HF warper order)', () => {
@@ -139,6 +171,17 @@ describe('process_logits', () => {
     const d = sample_step(x, [row()], S({ do_sample: false, temperature: 0.7 }), 123, 0);
     expect(d.tokens[0]).toBe(1);
     expect(d.logps[0]).toBeCloseTo(3 - lse, 12);
+  });
+
+  it('a subset of rows with their row ids draws what those rows draw in the full batch', () => {
+    const rng = new Rng(3);
+    const x = rng.f32(5 * 17, 2); // (5, 17)
+    const states = [0, 1, 2, 3, 4].map((b) => row([b, 2 * b]));
+    const s = S({ temperature: 0.8, top_p: 0.9, presence_penalty: 0.4 });
+    const full = sample_step(x, states, s, 77, 4);
+    const sub = sample_step(new Float32Array([...x.subarray(17, 34), ...x.subarray(68, 85)]), [states[1], states[4]], s, 77, 4, [1, 4]);
+    expect(Array.from(sub.tokens)).toEqual([full.tokens[1], full.tokens[4]]);
+    expect(Array.from(sub.logps)).toEqual([full.logps[1], full.logps[4]]);
   });
 
   it('rejects bad input with a message naming the field, row and token', () => {

@@ -49,6 +49,8 @@ export class Gpu {
   /** Resolves (never rejects) when the device is lost; `lostReason` is set then. */
   readonly lost: Promise<GPUDeviceLostInfo>;
   lostReason: string | null = null;
+  /** The last WebGPU error raised outside an error scope, if any. */
+  uncaptured: string | null = null;
 
   private readonly sources: ShaderSources;
   private readonly modules = new Map<string, GPUShaderModule>();
@@ -62,6 +64,13 @@ export class Gpu {
     this.hasF16 = device.features.has('shader-f16');
     this.hasSubgroups = device.features.has('subgroups');
     this.hasTimestamps = device.features.has('timestamp-query');
+    // Errors outside any scope (e.g. a buffer allocation failing) must not vanish: keep the last one so
+    // the next scoped call can report it, and log it.
+    device.addEventListener('uncapturederror', (ev) => {
+      const msg = (ev as GPUUncapturedErrorEvent).error.message;
+      this.uncaptured = msg;
+      console.error(`[webgpu] uncaptured error: ${msg}`);
+    });
     this.lost = device.lost.then((info) => {
       this.lostReason = `${info.reason}: ${info.message}`;
       return info;
@@ -121,7 +130,30 @@ export class Gpu {
     if (size > this.device.limits.maxBufferSize) {
       throw new GpuError('out-of-memory', label, `buffer of ${size} bytes exceeds maxBufferSize ${this.device.limits.maxBufferSize}`);
     }
-    return this.device.createBuffer({ label, size, usage });
+    const buf = this.device.createBuffer({ label, size, usage });
+    this.track(buf, size);
+    return buf;
+  }
+
+  /** Bytes held by buffers from createBuffer that are not destroyed yet, and the most held since resetPeak(). */
+  allocatedBytes = 0;
+  peakBytes = 0;
+
+  resetPeak(): void {
+    this.peakBytes = this.allocatedBytes;
+  }
+
+  /** Counts a buffer's bytes until its (first) destroy(): the step pipeline reports memory per stage from this. */
+  private track(buf: GPUBuffer, size: number): void {
+    this.allocatedBytes += size;
+    this.peakBytes = Math.max(this.peakBytes, this.allocatedBytes);
+    const destroy = buf.destroy.bind(buf);
+    let live = true;
+    buf.destroy = () => {
+      if (live) this.allocatedBytes -= size;
+      live = false;
+      destroy();
+    };
   }
 
   /** Storage buffer initialised from a typed array (Float32Array, Int32Array, Uint32Array, Uint16Array). */
@@ -206,26 +238,35 @@ export class Gpu {
     return [Math.ceil(workgroups / y), y];
   }
 
-  /** Runs `fn` inside validation + out-of-memory + internal error scopes; a captured error becomes a GpuError. */
-  async scoped<T>(kernel: string, fn: () => T | Promise<T>): Promise<T> {
-    if (this.lostReason) throw new GpuError('device-lost', kernel, this.lostReason);
+  /**
+   * Runs the synchronous `fn` inside validation + out-of-memory + internal error scopes; a captured error
+   * becomes a GpuError naming `kernel`. The scopes are pushed and popped synchronously around `fn`:
+   * error scopes are a stack, so an await in between would let another dispatch's scopes interleave and
+   * misattribute its errors.
+   */
+  scoped<T>(kernel: string, fn: () => T): Promise<T> {
+    if (this.lostReason) return Promise.reject(new GpuError('device-lost', kernel, this.lostReason));
     const d = this.device;
     d.pushErrorScope('internal');
     d.pushErrorScope('out-of-memory');
     d.pushErrorScope('validation');
-    let result: T;
+    let result: T | undefined;
+    let thrown: unknown = null;
     try {
-      result = await fn();
-    } finally {
-      const [val, oom, internal] = await Promise.all([d.popErrorScope(), d.popErrorScope(), d.popErrorScope()]);
+      result = fn();
+    } catch (e) {
+      thrown = e;
+    }
+    const pops = [d.popErrorScope(), d.popErrorScope(), d.popErrorScope()];
+    return Promise.all(pops).then(([val, oom, internal]) => {
       const err = val ?? oom ?? internal;
       if (err) {
         const kind: GpuErrorKind = err === oom ? 'out-of-memory' : err === internal ? 'internal' : 'validation';
-        // eslint-disable-next-line no-unsafe-finally
         throw new GpuError(kind, kernel, err.message);
       }
-    }
-    return result;
+      if (thrown) throw thrown;
+      return result as T;
+    });
   }
 }
 

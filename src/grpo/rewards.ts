@@ -10,7 +10,7 @@ export interface RewardSample {
   index: number; // sample i (row of the batch)
   group: number; // ⌊i / G⌋
   prompt: string; // rendered prompt text (chat template applied)
-  completion: string; // decoded completion text (special tokens kept)
+  completion: string; // decoded completion text, special tokens skipped (TRL's skip_special_tokens=True)
   answer: string; // the prompt's reference answer ('' if none)
   completion_ids: number[];
 }

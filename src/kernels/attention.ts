@@ -1,21 +1,23 @@
-// Launchers for shaders/attention_forward.wgsl (causal + attention mask + GQA, saved probabilities)
-// and the two-pass backward (attention_backward_dq.wgsl, then attention_backward_dkv.wgsl).
+// Launchers for attention, llm.c style: batched GEMMs (matmul_forward.wgsl, one product per (b, head))
+// around a row kernel: shaders/attention_forward.wgsl (masked softmax) and attention_backward.wgsl
+// (softmax backward). Causal + attention mask + GQA (query head h reads kv head h / (Hq / Hkv)).
+// The GEMMs skip the tiles the causal mask zeroes (CAUSAL modes of matmul_forward.wgsl).
 // att (B, Hq, Tq, Tk) can pass the binding limit (B = 8, Hq = 16, T = 512 is 134 MB): every pass is
 // dispatched per window of whole batches. A query row with no visible key (a left-pad row) gets
 // out = 0, att row = 0 and lse = -inf.
 //
 // Signature additions to the brief (optional): `bindingLimit` (tests only). The backward's g scratch
-// (gradient of the scaled scores, shaped like att) is owned here and cached per device.
+// (dP, then the gradient of the raw scores, shaped like att) is owned here and cached per device.
 import { packParams, type Recorder, Gpu } from '../gpu/context.ts';
+import { gemmDispatch } from './matmul.ts';
 import { bindingLimit, checkSize, rowsPerWindow, rowWindow } from './windows.ts';
+
+const WG = 128;
 
 function checkHeads(kernel: string, Hq: number, Hkv: number, D: number): void {
   if (!(Hkv >= 1 && Hq % Hkv === 0)) throw new Error(`${kernel}: Hq (${Hq}) must be a multiple of Hkv (${Hkv})`);
   if (!(D >= 1)) throw new Error(`${kernel}: head_dim D must be positive, got ${D}`);
 }
-
-/** Workgroup width: the row loops are over keys and channels; 64 covers D <= 64 in one sweep. */
-const wgFor = (D: number) => (D <= 64 ? 64 : 128);
 
 export function attention_forward(
   rec: Recorder,
@@ -50,23 +52,50 @@ export function attention_forward(
   checkSize(kernel, 'att', args.att, B * Hq * Tq * Tk);
   if (args.lse) checkSize(kernel, 'lse', args.lse, B * Hq * Tq);
   const gpu = rec.gpu;
-  const WG = wgFor(D);
+  const group = Hq / Hkv;
   const perWindow = rowsPerWindow(gpu, bindingLimit(gpu, args.bindingLimit), B, Hq * Tq * Tk);
   for (let b0 = 0; b0 < B; b0 += perWindow) {
     const bc = Math.min(perWindow, B - b0);
     const w = rowWindow(gpu, args.att, b0, bc, Hq * Tq * Tk);
+    // Batch index z = (b − b0)·Hq + h for every product; operands move by (b − b0) and h (kv: h / group).
+    const qLike = { ld: Hq * D, base: b0 * Tq * Hq * D, zo: Tq * Hq * D, zi: D };
+    const kvLike = { ld: Hkv * D, base: b0 * TkvMax * Hkv * D, zo: TkvMax * Hkv * D, zi: D, div: group };
+    const attW = { binding: w.binding, ld: Tk, base: w.base, zo: Hq * Tq * Tk, zi: Tq * Tk };
+    const batch = { Z: bc * Hq, zInner: Hq };
+    gemmDispatch(rec, `${kernel}:scores`, {
+      a: { binding: args.q, ...qLike },
+      b: { binding: args.k, ...kvLike, trans: true },
+      c: attW,
+      M: Tq,
+      N: Tk,
+      K: D,
+      ...batch,
+      accumulate: false,
+      causal: { mode: 1, offset: Tk - Tq },
+    });
     const rows = bc * Hq * Tq;
     rec.dispatch({
-      kernel,
+      kernel: `${kernel}:softmax`,
       shader: 'attention_forward',
-      constants: { WG, D },
-      bindings: [args.q, args.k, args.v, args.attentionMask, args.out, w.binding, args.lse ?? gpu.zeros(16)],
+      constants: { WG },
+      bindings: [args.attentionMask, w.binding, args.lse ?? gpu.zeros(16)],
       params: packParams([
-        ['u32', Tq], ['u32', Tk], ['u32', TkvMax], ['u32', Hq],
-        ['u32', Hkv], ['f32', args.scale], ['u32', b0], ['u32', w.base],
-        ['u32', rows], ['u32', args.lse ? 1 : 0], ['f32', -Infinity],
+        ['u32', Tq], ['u32', Tk], ['u32', Hq], ['f32', args.scale],
+        ['u32', b0], ['u32', w.base], ['u32', rows], ['u32', args.lse ? 1 : 0],
+        ['f32', -Infinity],
       ]),
       workgroups: Gpu.grid(rows),
+    });
+    gemmDispatch(rec, `${kernel}:out`, {
+      a: attW,
+      b: { binding: args.v, ...kvLike },
+      c: { binding: args.out, ...qLike },
+      M: Tq,
+      N: D,
+      K: Tk,
+      ...batch,
+      accumulate: false,
+      causal: { mode: 2, offset: Tk - Tq },
     });
   }
 }
@@ -112,28 +141,67 @@ export function attention_backward(
   checkSize(kernel, 'attentionMask', args.attentionMask, B * T);
   const gpu = rec.gpu;
   const g = scratch(gpu, B * Hq * T * T);
+  const group = Hq / Hkv;
   const perWindow = rowsPerWindow(gpu, bindingLimit(gpu, args.bindingLimit), B, Hq * T * T);
   for (let b0 = 0; b0 < B; b0 += perWindow) {
     const bc = Math.min(perWindow, B - b0);
     const aw = rowWindow(gpu, args.att, b0, bc, Hq * T * T);
-    const gw = rowWindow(gpu, g, b0, bc, Hq * T * T); // same layout: same base as aw
+    const gw = rowWindow(gpu, g, b0, bc, Hq * T * T);
+    // Per (b, h) products, z = (b − b0)·Hq + h.
+    const qLike = { ld: Hq * D, base: b0 * T * Hq * D, zo: T * Hq * D, zi: D };
+    const kvLike = { ld: Hkv * D, base: b0 * T * Hkv * D, zo: T * Hkv * D, zi: D, div: group };
+    const scoreLike = { ld: T, zo: Hq * T * T, zi: T * T };
+    const perHead = { Z: bc * Hq, zInner: Hq };
+    gemmDispatch(rec, `${kernel}:dP`, {
+      a: { binding: args.dout, ...qLike },
+      b: { binding: args.v, ...kvLike, trans: true },
+      c: { binding: gw.binding, base: gw.base, ...scoreLike },
+      M: T,
+      N: T,
+      K: D,
+      ...perHead,
+      accumulate: false,
+      causal: { mode: 1, offset: 0 },
+    });
     const rows = bc * Hq * T;
     rec.dispatch({
-      kernel: `${kernel}:dq`,
-      shader: 'attention_backward_dq',
-      constants: { WG: wgFor(D), D },
-      bindings: [args.dout, args.k, args.v, aw.binding, gw.binding, args.dq],
-      params: packParams([['u32', T], ['u32', Hq], ['u32', Hkv], ['f32', args.scale], ['u32', b0], ['u32', aw.base], ['u32', rows]]),
+      kernel: `${kernel}:softmax`,
+      shader: 'attention_backward',
+      constants: { WG },
+      bindings: [aw.binding, gw.binding],
+      params: packParams([['u32', T], ['f32', args.scale], ['u32', aw.base], ['u32', rows]]),
       workgroups: Gpu.grid(rows),
     });
-    const kvRows = bc * T * Hkv;
-    rec.dispatch({
-      kernel: `${kernel}:dkv`,
-      shader: 'attention_backward_dkv',
-      constants: { WG: Math.min(64, D), D },
-      bindings: [args.dout, args.q, aw.binding, gw.binding, args.attentionMask, args.dk, args.dv],
-      params: packParams([['u32', T], ['u32', Hq], ['u32', Hkv], ['u32', b0], ['u32', aw.base], ['u32', kvRows]]),
-      workgroups: Gpu.grid(kvRows),
+    gemmDispatch(rec, `${kernel}:dq`, {
+      a: { binding: gw.binding, base: gw.base, ...scoreLike },
+      b: { binding: args.k, ...kvLike },
+      c: { binding: args.dq, ...qLike },
+      M: T,
+      N: D,
+      K: T,
+      ...perHead,
+      accumulate: false,
+      causal: { mode: 2, offset: 0 },
     });
+    // dk, dv per (b, kv head), z = (b − b0)·Hkv + kvh: the group's query heads r = h − kvh·group
+    // accumulate in order. Rows of these products are keys, the inner dimension is queries.
+    for (let r = 0; r < group; r++) {
+      const perKv = { Z: bc * Hkv, zInner: Hkv, M: T, N: D, K: T, accumulate: r > 0, causal: { mode: 3 as const, offset: 0 } };
+      const headOfGroup = { ld: Hq * D, base: b0 * T * Hq * D + r * D, zo: T * Hq * D, zi: group * D };
+      const scoresOfGroup = { ld: T, zo: Hq * T * T, zi: group * T * T, trans: true };
+      const kvOut = { ld: Hkv * D, base: b0 * T * Hkv * D, zo: T * Hkv * D, zi: D };
+      gemmDispatch(rec, `${kernel}:dk`, {
+        a: { binding: gw.binding, base: gw.base + r * T * T, ...scoresOfGroup },
+        b: { binding: args.q, ...headOfGroup },
+        c: { binding: args.dk, ...kvOut },
+        ...perKv,
+      });
+      gemmDispatch(rec, `${kernel}:dv`, {
+        a: { binding: aw.binding, base: aw.base + r * T * T, ...scoresOfGroup },
+        b: { binding: args.dout, ...headOfGroup },
+        c: { binding: args.dv, ...kvOut },
+        ...perKv,
+      });
+    }
   }
 }

@@ -9,7 +9,7 @@
 //
 // Signature additions to the brief (all optional): matmul_backward's `accumulateDinp` (dinp += ...,
 // for inputs feeding several projections, e.g. q/k/v) and `bindingLimit` on both launchers.
-import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
+import { Gpu, packParams, type Binding, type Recorder } from '../gpu/context.ts';
 import { bindingLimit, checkSize, rowsPerWindow, rowWindow } from './windows.ts';
 
 export type WeightLayout = 'out_in' | 'in_out';
@@ -18,13 +18,6 @@ const TILE_N = 64;
 const TILE_K = 16;
 const MAX_WG = 65535;
 const BIAS_WG = 256;
-
-/** A row-major physical array [rows, ld]; `trans` says its rows index the second logical dimension. */
-interface Operand {
-  buf: GPUBuffer;
-  trans: boolean;
-  ld: number;
-}
 
 /**
  * Rows of C per workgroup: 64, or the smallest of 8/16/32 that covers M, so that decode steps and other
@@ -36,6 +29,65 @@ function tileRows(M: number): number {
 
 function roundDown(n: number, total: number, tile: number): number {
   return n >= total || n < tile ? n : n - (n % tile);
+}
+
+/** A row-major physical array [rows, ld]; `trans` says its rows index the second logical dimension. */
+interface Operand {
+  buf: GPUBuffer;
+  trans: boolean;
+  ld: number;
+}
+
+/** One operand of one GEMM dispatch: where element (r, c) of its physical rows is, per batch index z. */
+export interface GemmOperand {
+  binding: Binding;
+  ld: number;
+  base?: number; // element offset inside the binding (window base + column offset)
+  zo?: number; // elements per outer batch index
+  zi?: number; // elements per inner batch index (B: per inner index / div)
+  trans?: boolean; // A stored (K, M) / B stored (N, K)
+}
+
+/**
+ * Records one dispatch of matmul_forward.wgsl without any splitting: Z = zOuter·zInner products
+ * C_z (M, N) (+)= op(A_z) · op(B_z), with the batch and causal options of the shader (see its header).
+ * Attention's batched products call this directly; `gemm` below plans binding windows for plain ones.
+ */
+export function gemmDispatch(
+  rec: Recorder,
+  kernel: string,
+  g: {
+    a: GemmOperand;
+    b: GemmOperand & { div?: number };
+    c: GemmOperand;
+    bias?: { binding: Binding; base: number };
+    M: number;
+    N: number;
+    K: number;
+    Z?: number;
+    zInner?: number;
+    accumulate: boolean;
+    causal?: { mode: 1 | 2 | 3; offset: number };
+  },
+): void {
+  const TILE_M = tileRows(g.M);
+  const Z = g.Z ?? 1;
+  if (Z > MAX_WG) throw new Error(`${kernel}: ${Z} batched products exceed the ${MAX_WG} workgroups of one grid dimension`);
+  const flags = (g.accumulate ? 1 : 0) | (g.bias ? 2 : 0);
+  rec.dispatch({
+    kernel,
+    shader: 'matmul_forward',
+    constants: { TILE_M, TILE_N, TILE_K, TRANS_A: g.a.trans ?? false, TRANS_B: g.b.trans ?? false, CAUSAL: g.causal?.mode ?? 0 },
+    bindings: [g.a.binding, g.b.binding, g.bias?.binding ?? rec.gpu.zeros(16), g.c.binding],
+    params: packParams([
+      ['u32', g.M], ['u32', g.N], ['u32', g.K], ['u32', flags],
+      ['u32', g.a.base ?? 0], ['u32', g.a.ld], ['u32', g.b.base ?? 0], ['u32', g.b.ld],
+      ['u32', g.c.base ?? 0], ['u32', g.c.ld], ['u32', g.bias?.base ?? 0], ['u32', g.zInner ?? 1],
+      ['u32', g.b.div ?? 1], ['u32', g.a.zo ?? 0], ['u32', g.a.zi ?? 0], ['u32', g.b.zo ?? 0],
+      ['u32', g.b.zi ?? 0], ['u32', g.c.zo ?? 0], ['u32', g.c.zi ?? 0], ['u32', g.causal?.offset ?? 0],
+    ]),
+    workgroups: [Math.ceil(g.N / TILE_N), Math.ceil(g.M / TILE_M), Z],
+  });
 }
 
 /** C (M, N) (+)= op(A) (M, K) · op(B) (K, N) (+ bias), cut into blocks that fit the binding limit. */
@@ -62,8 +114,6 @@ function gemm(
   nBlock = roundDown(nBlock, N, TILE_N);
   kBlock = roundDown(kBlock, K, TILE_K);
 
-  const constants = { TILE_M, TILE_N, TILE_K, TRANS_A: a.trans, TRANS_B: b.trans };
-  const bias = g.bias ?? gpu.zeros(16);
   for (let m0 = 0; m0 < M; m0 += mBlock) {
     const mc = Math.min(mBlock, M - m0);
     const cw = rowWindow(gpu, g.c, m0, mc, N);
@@ -75,19 +125,15 @@ function gemm(
         // block start becomes a column offset inside those rows.
         const aw = a.trans ? rowWindow(gpu, a.buf, k0, kc, a.ld) : rowWindow(gpu, a.buf, m0, mc, a.ld);
         const bw = b.trans ? rowWindow(gpu, b.buf, n0, nc, b.ld) : rowWindow(gpu, b.buf, k0, kc, b.ld);
-        const flags = (g.accumulate || k0 > 0 ? 1 : 0) | (g.bias && k0 === 0 ? 2 : 0);
-        rec.dispatch({
-          kernel,
-          shader: 'matmul_forward',
-          constants,
-          bindings: [aw.binding, bw.binding, bias, cw.binding],
-          params: packParams([
-            ['u32', mc], ['u32', nc], ['u32', kc], ['u32', flags],
-            ['u32', aw.base], ['u32', a.ld], ['u32', a.trans ? m0 : k0], ['u32', bw.base],
-            ['u32', b.ld], ['u32', b.trans ? k0 : n0], ['u32', cw.base], ['u32', N],
-            ['u32', n0], ['u32', n0],
-          ]),
-          workgroups: [Math.ceil(nc / TILE_N), Math.ceil(mc / TILE_M)],
+        gemmDispatch(rec, kernel, {
+          a: { binding: aw.binding, base: aw.base + (a.trans ? m0 : k0), ld: a.ld, trans: a.trans },
+          b: { binding: bw.binding, base: bw.base + (b.trans ? k0 : n0), ld: b.ld, trans: b.trans },
+          c: { binding: cw.binding, base: cw.base + n0, ld: N },
+          bias: g.bias && k0 === 0 ? { binding: g.bias, base: n0 } : undefined,
+          M: mc,
+          N: nc,
+          K: kc,
+          accumulate: g.accumulate || k0 > 0,
         });
       }
     }

@@ -5,16 +5,20 @@
 // records each sampled token's log-prob under the distribution it was drawn from
 // (sampling_per_token_logps), which the Doctor compares with the trainer's old_per_token_logps.
 import { positionIds } from '../grpo/batch.ts';
+import { KVCache } from './kv_cache.ts';
+import type { CausalLM, ForwardInputs } from './model.ts';
 import { DEFAULT_SAMPLING, SamplingError, sample_step, validateSampling, type RowState, type SamplingSettings } from './sampler.ts';
 
 /** The model as the decode loop sees it. Rows are fixed for the whole generation. */
 export interface Decoder {
   readonly vocab_size: number; // V
+  /** Positions the model can embed (learned absolute positions, GPT-2); undefined: unbounded (RoPE). */
+  readonly max_positions?: number;
   /**
    * Runs the left-padded prompts and returns the logits of their last position (B, V).
-   * input_ids, attention_mask, position_ids: (B, P).
+   * input_ids, attention_mask, position_ids: (B, P); max_len: P + the most tokens that will be stepped.
    */
-  prefill(input_ids: Int32Array, attention_mask: Int32Array, position_ids: Int32Array, B: number, P: number): Promise<Float32Array>;
+  prefill(x: ForwardInputs & { max_len: number }): Promise<Float32Array>;
   /**
    * Appends one token per row (B) at position_ids (B) and returns the logits of that position (B, V).
    * attention_mask (B, P + t + 1) covers everything so far, the new token included.
@@ -77,7 +81,7 @@ export function padPrompts(prompts: number[][], G: number, pad_token_id: number)
   return { B, P, input_ids, attention_mask, position_ids: positionIds(attention_mask, B, P, 'from_attention_mask') };
 }
 
-function validate(prompts: number[][], o: GenerateOptions, V: number): void {
+function validate(prompts: number[][], o: GenerateOptions, V: number, maxPositions = Infinity): void {
   validateSampling(o, V);
   const bad = (msg: string): never => {
     throw new SamplingError(msg);
@@ -94,6 +98,10 @@ function validate(prompts: number[][], o: GenerateOptions, V: number): void {
   if (o.min_new_tokens > o.max_new_tokens) bad(`generate: min_new_tokens ${o.min_new_tokens} exceeds max_new_tokens ${o.max_new_tokens}`);
   if (!Number.isInteger(o.pad_token_id) || o.pad_token_id < 0 || o.pad_token_id >= V) bad(`generate: pad_token_id ${o.pad_token_id} is not in the ${V}-token vocabulary`);
   if (!Number.isSafeInteger(o.seed) || o.seed < 0) bad(`generate: seed ${o.seed} must be a non-negative safe integer`);
+  // The last sampled token is never fed back, so the deepest position fed is len + max_new_tokens − 2.
+  prompts.forEach((p, n) => {
+    if (p.length + o.max_new_tokens - 1 > maxPositions) bad(`generate: prompt ${n} (${p.length} tokens) + max_new_tokens ${o.max_new_tokens} exceeds the model's ${maxPositions} positions`);
+  });
 }
 
 /**
@@ -102,7 +110,7 @@ function validate(prompts: number[][], o: GenerateOptions, V: number): void {
  */
 export async function generate(decoder: Decoder, prompts: number[][], o: GenerateOptions): Promise<GenerateOutput> {
   const V = decoder.vocab_size;
-  validate(prompts, o, V);
+  validate(prompts, o, V, decoder.max_positions);
   const G = o.num_generations;
   const { B, P, input_ids, attention_mask: promptMask, position_ids } = padPrompts(prompts, G, o.pad_token_id);
   const states: RowState[] = [];
@@ -118,7 +126,7 @@ export async function generate(decoder: Decoder, prompts: number[][], o: Generat
   }
 
   const t0 = performance.now();
-  let logits = await decoder.prefill(input_ids, promptMask, position_ids, B, P);
+  let logits = await decoder.prefill({ B, T: P, input_ids, attention_mask: promptMask, position_ids, max_len: P + o.max_new_tokens - 1 });
   const prefill_ms = performance.now() - t0;
   let sampler_ms = 0;
   let steps = 0;
@@ -126,20 +134,22 @@ export async function generate(decoder: Decoder, prompts: number[][], o: Generat
   for (let t = 0; t < o.max_new_tokens; t++) {
     o.on_step?.(t, logits);
     const ts = performance.now();
-    const s = sample_step(logits, states, o, o.seed, t);
+    // Only live rows are processed (finished rows are fed pad_token_id, as HF does).
+    const live: number[] = [];
+    for (let b = 0; b < B; b++) if (!finish[b]) live.push(b);
+    const liveLogits = new Float32Array(live.length * V); // (live, V)
+    live.forEach((b, i) => liveLogits.set(logits.subarray(b * V, (b + 1) * V), i * V));
+    const s = sample_step(liveLogits, live.map((b) => states[b]), o, o.seed, t, live);
     sampler_ms += performance.now() - ts;
     steps++;
-    for (let b = 0; b < B; b++) {
-      if (finish[b]) {
-        tokens[b] = o.pad_token_id;
-        continue;
-      }
-      tokens[b] = s.tokens[b];
-      completion_ids[b].push(s.tokens[b]);
-      logps[b].push(s.logps[b]);
-      if (o.eos_token_ids.includes(s.tokens[b])) finish[b] = 'eos';
+    tokens.fill(o.pad_token_id);
+    live.forEach((b, i) => {
+      tokens[b] = s.tokens[i];
+      completion_ids[b].push(s.tokens[i]);
+      logps[b].push(s.logps[i]);
+      if (o.eos_token_ids.includes(s.tokens[i])) finish[b] = 'eos';
       else if (completion_ids[b].length === o.max_new_tokens) finish[b] = 'length';
-    }
+    });
     if (finish.every((f) => f)) break;
     // The new column: every row attends to its new token (HF appends 1s for all rows, finished included).
     const L = P + t + 1;
@@ -168,6 +178,43 @@ export async function generate(decoder: Decoder, prompts: number[][], o: Generat
       tokens: ntok,
       ms_per_step: total / steps,
       ms_per_token: total / Math.max(1, ntok),
+    },
+  };
+}
+
+/**
+ * The KV-cache decoder over a CausalLM: the prefill writes the prompts' keys / values into a cache sized
+ * for the whole generation, then each step runs the model on one token per row. Reusable: every
+ * prefill starts a fresh cache; dispose() frees it.
+ */
+export function kvDecoder(model: CausalLM): Decoder {
+  const gpu = model.gpu;
+  let cache: KVCache | null = null;
+  const run = async (x: ForwardInputs, kvCache: KVCache): Promise<Float32Array> => {
+    const rec = gpu.recorder('generate');
+    const { logits, rows, V } = model.forward(rec, x, { kvCache });
+    await rec.submit();
+    return gpu.readF32(logits, rows * V); // (B, V)
+  };
+  return {
+    vocab_size: model.config.vocab_size,
+    max_positions: model.config.rope_theta === null ? model.config.max_position_embeddings : undefined,
+    async prefill({ max_len, ...x }) {
+      cache?.destroy();
+      cache = new KVCache(gpu, model.config, x.B, max_len);
+      return run(x, cache);
+    },
+    async step(tokens, position_ids, attention_mask) {
+      if (!cache) throw new Error('kvDecoder: step before prefill');
+      const B = tokens.length;
+      const L = attention_mask.length / B;
+      const mask = new Int32Array(B); // (B, 1) the new column
+      for (let b = 0; b < B; b++) mask[b] = attention_mask[b * L + L - 1];
+      return run({ B, T: 1, input_ids: tokens, attention_mask: mask, position_ids }, cache);
+    },
+    dispose() {
+      cache?.destroy();
+      cache = null;
     },
   };
 }

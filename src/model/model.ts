@@ -22,6 +22,7 @@ import { lmHeadName, numel, paramGroups, paramSpecs, type ModelConfig, type Para
 import { loadCheckpoint, type CheckpointInfo, type LoadOptions } from './loader.ts';
 import { backwardScratchSizes, layerActivationSizes, sharedActivationSizes } from './memory.ts';
 import type { ModelSource } from './source.ts';
+import type { KVCache } from './kv_cache.ts';
 
 export interface Param extends ParamSpec {
   buffer: GPUBuffer; // f32, HF layout
@@ -44,6 +45,12 @@ export interface ForwardOptions {
   logits_to_keep?: number;
   /** Keep every layer's activations for `backward` (default: one set reused by every layer). */
   save?: boolean;
+  /**
+   * Incremental decoding (src/model/kv_cache.ts): the T new tokens' keys / values are appended to the
+   * cache and attend over every cached position; attention_mask is the new tokens' (B, T) mask. The
+   * head scores only each row's last position (next-token logits, rows = B). No backward.
+   */
+  kvCache?: KVCache;
 }
 
 export interface ForwardResult {
@@ -273,8 +280,11 @@ export class CausalLM {
    */
   forward(rec: Recorder, x: ForwardInputs, opts: ForwardOptions = {}): ForwardResult {
     const cfg = this.config;
-    const keep = opts.logits_to_keep ?? 0;
-    checkInputs(cfg, x, keep);
+    const cache = opts.kvCache;
+    if (cache && (opts.save || opts.logits_to_keep !== undefined)) throw new RangeError('forward: kvCache cannot be combined with save or logits_to_keep');
+    if (cache && cache.B !== x.B) throw new RangeError(`forward: kvCache holds ${cache.B} rows, input has B = ${x.B}`);
+    const keep = cache ? 1 : (opts.logits_to_keep ?? 0);
+    checkInputs(cfg, x, cache ? 0 : keep);
     const { B, T } = x;
     const N = B * T;
     const { hidden_size: C, vocab_size: V } = cfg;
@@ -296,14 +306,17 @@ export class CausalLM {
       V,
       P: gpt2 ? cfg.max_position_embeddings : undefined,
     });
-    for (let l = 0; l < cfg.num_hidden_layers; l++) this.layerForward(rec, ws, l);
+    const kv = cache ? { cache, ...cache.append(x.attention_mask, T) } : undefined;
+    for (let l = 0; l < cfg.num_hidden_layers; l++) this.layerForward(rec, ws, l, kv);
 
     const last = ws.residOut(cfg.num_hidden_layers - 1);
     this.norm(rec, this.normName('final'), s.lnf, last, s.lnf_mean, s.lnf_rstd, N);
     let headIn = s.lnf;
     if (keep) {
       // Row b·keep + t of lnf_kept is hidden row b·T + (T − keep − 1 + t): one contiguous block per sample.
-      for (let b = 0; b < B; b++) rec.copy(s.lnf, (b * T + T - keep - 1) * C * 4, s.lnf_kept, b * keep * C * 4, keep * C * 4);
+      // With a KV cache the one kept row is the last position itself (it predicts the next token).
+      const first = cache ? T - 1 : T - keep - 1;
+      for (let b = 0; b < B; b++) rec.copy(s.lnf, (b * T + first) * C * 4, s.lnf_kept, b * keep * C * 4, keep * C * 4);
       headIn = s.lnf_kept;
     }
     const rows = ws.rows;
@@ -312,7 +325,7 @@ export class CausalLM {
     return { logits: s.logits, rows, V, B, T };
   }
 
-  private layerForward(rec: Recorder, ws: Workspace, l: number): void {
+  private layerForward(rec: Recorder, ws: Workspace, l: number, kv?: { cache: KVCache; t0: number; Tk: number }): void {
     const cfg = this.config;
     const { B, T } = ws;
     const N = B * T;
@@ -340,17 +353,26 @@ export class CausalLM {
       rope_forward(rec, { x: a.q, positionIds: s.pos, N, H: Hq, D, theta });
       rope_forward(rec, { x: a.k, positionIds: s.pos, N, H: Hkv, D, theta });
     }
+    if (kv) {
+      // Append the new k / v rows (B, T, Hkv, D) at column t0 of the cache (B, TkvMax, Hkv, D).
+      const row = Hkv * D * 4;
+      for (let b = 0; b < B; b++) {
+        rec.copy(a.k, b * T * row, kv.cache.k[l], (b * kv.cache.TkvMax + kv.t0) * row, T * row);
+        rec.copy(a.v, b * T * row, kv.cache.v[l], (b * kv.cache.TkvMax + kv.t0) * row, T * row);
+      }
+    }
+    const Tk = kv ? kv.Tk : T;
     attention_forward(rec, {
       out: a.atty,
       q: a.q,
-      k: a.k,
-      v: a.v,
-      attentionMask: s.mask,
-      att: a.att,
+      k: kv ? kv.cache.k[l] : a.k,
+      v: kv ? kv.cache.v[l] : a.v,
+      attentionMask: kv ? kv.cache.mask : s.mask,
+      att: kv ? kv.cache.att(B * Hq * T * Tk) : a.att,
       B,
       Tq: T,
-      Tk: T,
-      TkvMax: T,
+      Tk,
+      TkvMax: kv ? kv.cache.TkvMax : T,
       Hq,
       Hkv,
       D,

@@ -141,27 +141,67 @@ function applyPenalties(z: Float64Array, st: RowState, s: SamplingSettings, b: n
 
 /** HF TopKLogitsWarper: removes scores strictly below the k-th largest (ties with it survive). */
 function topK(z: Float64Array, k: number): void {
-  const sorted = Float64Array.from(z).sort(); // ascending, −inf first
-  const kth = sorted[z.length - k];
+  const kth = kthLargest(Float64Array.from(z), k);
   for (let v = 0; v < z.length; v++) if (z[v] < kth) z[v] = -Infinity;
+}
+
+/** The k-th largest value (1-based) by quickselect, average O(n): `a` is reordered. */
+function kthLargest(a: Float64Array, k: number): number {
+  const target = a.length - k; // index of the k-th largest in ascending order
+  let lo = 0;
+  let hi = a.length - 1;
+  while (lo < hi) {
+    const pivot = a[(lo + hi) >>> 1];
+    let i = lo;
+    let j = hi;
+    while (i <= j) {
+      while (a[i] < pivot) i++;
+      while (a[j] > pivot) j--;
+      if (i <= j) {
+        const t = a[i];
+        a[i++] = a[j];
+        a[j--] = t;
+      }
+    }
+    if (target <= j) hi = j;
+    else if (target >= i) lo = i;
+    else return a[target];
+  }
+  return a[target];
 }
 
 /**
  * HF TopPLogitsWarper: walking tokens from most to least likely (ties: lower id first), keep each token
  * while the probability mass before it is < top_p; the token that reaches top_p is kept, so at least
- * one token always survives.
+ * one token always survives. Only tokens with p ≥ (1 − top_p) / V are sorted: a token below that can
+ * never be reached, since everything at or below it holds less than 1 − top_p of the mass.
  */
 function topP(z: Float64Array, topP: number): void {
-  const idx: number[] = [];
-  for (let v = 0; v < z.length; v++) if (z[v] > -Infinity) idx.push(v);
-  idx.sort((a, c) => z[c] - z[a] || a - c);
-  const max = z[idx[0]];
+  const V = z.length;
+  let max = -Infinity;
+  for (let v = 0; v < V; v++) if (z[v] > max) max = z[v];
+  if (max === -Infinity) return; // nothing left to truncate (logSoftmaxInto reports it)
   let total = 0;
-  for (const v of idx) total += Math.exp(z[v] - max);
+  for (let v = 0; v < V; v++) total += Math.exp(z[v] - max);
+  const floor = max + Math.log(total) + Math.log((1 - topP) / V); // log of the smallest reachable weight
+  const cand: number[] = [];
+  for (let v = 0; v < V; v++) if (z[v] >= floor) cand.push(z[v]);
+  const sorted = Float64Array.from(cand).sort(); // ascending: walk from the end
   let before = 0;
-  let keep = 0;
-  while (keep < idx.length && before < topP) before += Math.exp(z[idx[keep++]] - max) / total;
-  for (let i = keep; i < idx.length; i++) z[idx[i]] = -Infinity;
+  let i = sorted.length - 1;
+  for (; i > 0; i--) {
+    before += Math.exp(sorted[i] - max) / total;
+    if (before >= topP) break;
+  }
+  // Keep everything above the last kept value, and as many tokens equal to it as the walk took (lowest ids).
+  const cut = sorted[i];
+  let ties = 0;
+  for (let j = i; j < sorted.length && sorted[j] === cut; j++) ties++;
+  for (let v = 0; v < V; v++) {
+    if (z[v] > cut) continue;
+    if (z[v] === cut && ties > 0) ties--;
+    else z[v] = -Infinity;
+  }
 }
 
 function logSoftmaxInto(z: Float64Array, out: Float64Array, b: number): void {
@@ -227,13 +267,18 @@ export function choose(p: Processed, b: number, V: number, greedy: boolean, u: n
   return last; // rounding left target ≥ the whole sum: the last token with mass
 }
 
-/** One decode step for all rows: the chosen tokens and their log-probs under the processed distribution. */
+/**
+ * One decode step: the chosen tokens and their log-probs under the processed distribution. `rows`
+ * gives each state's row id for the RNG (default 0…B−1), so a subset of live rows draws what it
+ * would have drawn in the full batch.
+ */
 export function sample_step(
   logits: ArrayLike<number>, // (B, V) last-position logits
   states: RowState[],
   s: SamplingSettings,
   seed: number,
   step: number,
+  rows?: ArrayLike<number>, // (B)
 ): { tokens: Int32Array; logps: Float64Array } {
   const B = states.length;
   const V = logits.length / B;
@@ -242,7 +287,7 @@ export function sample_step(
   const tokens = new Int32Array(B);
   const logps = new Float64Array(B);
   for (let b = 0; b < B; b++) {
-    tokens[b] = choose(p, b, V, greedy, greedy ? 0 : uniform(seed, b, step));
+    tokens[b] = choose(p, b, V, greedy, greedy ? 0 : uniform(seed, rows ? rows[b] : b, step));
     logps[b] = p.logprobs[b * V + tokens[b]];
   }
   return { tokens, logps };

@@ -12,19 +12,21 @@ export interface CompletionScores {
   lse: GPUBuffer; // (B, C, 2)
   completion_ids: GPUBuffer; // (B, C) i32
   completion_mask: GPUBuffer; // (B, C) i32
+  /** The forward's logits (B·C, V): the model's workspace buffer, valid until its next forward (not freed by destroy). */
+  logits: GPUBuffer;
   destroy(): void;
 }
 
 /**
  * Records the scoring of every completion position of `batch` (padding included, as TRL computes it:
- * consumers mask with completion_mask). Logits are divided by `temperature` first.
+ * consumers mask with completion_mask). Logits are divided by `temperature` first. `save` keeps the activations for a backward (the step pipeline).
  */
 export type ScoredBatch = Pick<PaddedBatch, 'B' | 'L' | 'C' | 'input_ids' | 'attention_mask' | 'position_ids' | 'completion_ids' | 'completion_mask'>;
 
-export function score_completions(rec: Recorder, model: CausalLM, batch: ScoredBatch, opts: { temperature?: number } = {}): CompletionScores {
+export function score_completions(rec: Recorder, model: CausalLM, batch: ScoredBatch, opts: { temperature?: number; save?: boolean } = {}): CompletionScores {
   const gpu = rec.gpu;
   const { B, L, C } = batch;
-  const { logits, V } = model.forward(rec, { B, T: L, input_ids: batch.input_ids, attention_mask: batch.attention_mask, position_ids: batch.position_ids }, { logits_to_keep: C });
+  const { logits, V } = model.forward(rec, { B, T: L, input_ids: batch.input_ids, attention_mask: batch.attention_mask, position_ids: batch.position_ids }, { logits_to_keep: C, save: opts.save });
   const out = {
     per_token_logps: gpu.createBuffer('per_token_logps', B * C * 4),
     per_token_entropy: gpu.createBuffer('per_token_entropy', B * C * 4),
@@ -44,5 +46,5 @@ export function score_completions(rec: Recorder, model: CausalLM, batch: ScoredB
     temperature: opts.temperature ?? 1,
     skipMasked: false,
   });
-  return { ...out, destroy: () => Object.values(out).forEach((b) => b.destroy()) };
+  return { ...out, logits, destroy: () => Object.values(out).forEach((b) => b.destroy()) };
 }

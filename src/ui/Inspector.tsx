@@ -8,27 +8,22 @@ import { useHover } from '../store/hover.ts';
 import { useStudio } from '../store/index.ts';
 import type { RunResults } from '../store/session.ts';
 import { CLIP_DELTA, CLIP_HIGH, CLIP_LOW } from '../worker/protocol.ts';
-import { FLAG, FLAG_TEXT, REGION_NAMES, buildGrid, classifyCell, gridContext, visibleText } from './grid/cells.ts';
+import { FLAG, FLAG_TEXT, REGION_NAMES, classifyCell, visibleText } from './grid/cells.ts';
+import { useGridModel } from './grid/useGrid.ts';
 import { heatAccessor } from './grid/heat.ts';
 import { fmt } from './fields.tsx';
 
 const bitText = (m: number | null) => (m === null ? 'none' : String(m));
-
-function useGrid() {
-  const batch = useStudio((s) => s.batch);
-  const special = useStudio((s) => s.model?.tokenizer.special_token_ids);
-  return useMemo(() => (batch ? gridContext(batch, special ?? []) : null), [batch, special]);
-}
 
 export function TokenInspector() {
   const hovered = useHover((s) => s.cell);
   const selected = useStudio((s) => s.selected);
   const run = useStudio((s) => s.run);
   const lossType = useStudio((s) => s.loss.loss_type);
-  const ctx = useGrid();
+  const model = useGridModel();
   const cell = hovered ?? selected;
-  const grid = useMemo(() => (ctx ? buildGrid(ctx) : null), [ctx]);
-  if (!ctx || !cell || !grid || cell.sample >= grid.B) return <div className="inspector muted" data-testid="token-inspector">hover or click a token</div>;
+  if (!model || !cell || cell.sample >= model.grid.B) return <div className="inspector muted" data-testid="token-inspector">hover or click a token</div>;
+  const { ctx, grid } = model;
   const info = classifyCell(ctx, cell.sample, cell.col);
   const b = cell.sample;
   const j = info.side === 'completion' ? info.index : -1;

@@ -1,12 +1,11 @@
 // The page's actions: start the worker, import / export batches, load a model and drive the stepper.
 // Components call these; they talk to the worker through the typed client and write results to the
 // store. Nothing here blocks the page: every heavy call is a worker request.
-import { scoreRewards, type RewardSample, type RewardTable } from '../grpo/rewards.ts';
+import type { RewardSample, RewardTable } from '../grpo/rewards.ts';
 import { serializeBatch } from '../io/batch.ts';
 import { studioStore } from '../store/index.ts';
 import { StudioClient } from '../worker/client.ts';
 import { StudioFailure } from '../worker/errors.ts';
-import { runJsReward } from '../worker/reward_sandbox.ts';
 import { STAGES, type ModelChoice, type StepSettings } from '../worker/protocol.ts';
 
 let client: StudioClient | null = null;
@@ -132,7 +131,8 @@ export async function resetStep(): Promise<void> {
 
 /**
  * Scores the batch on screen with the reward settings (without a model): the batch's completion_texts,
- * prompt_texts and each group's answer from the prompt set. JS rewards run in the sandbox worker.
+ * prompt_texts and each group's answer from the prompt set. Scored in the studio worker; JS rewards run
+ * in the sandbox worker it starts.
  */
 export async function scoreOnScreenBatch(): Promise<RewardTable | null> {
   const { batch, run, rewards, prompts } = store();
@@ -151,7 +151,7 @@ export async function scoreOnScreenBatch(): Promise<RewardTable | null> {
     completion_ids: batch.completion_ids[i] ?? [],
   }));
   try {
-    return await scoreRewards(rewards, samples, (spec, s) => runJsReward(spec, s));
+    return await worker().request({ type: 'score-rewards', rewards, samples });
   } catch (e) {
     fail(e);
     return null;

@@ -6,7 +6,8 @@
 import type { DoctorReport, Finding } from '../doctor/types.ts';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
-import type { RewardSpec } from '../grpo/rewards.ts';
+import type { Gpu } from '../gpu/context.ts';
+import type { JsRewardRunner, RewardSample, RewardSpec, RewardTable } from '../grpo/rewards.ts';
 import type { MemoryPlan } from '../model/memory.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
 
@@ -49,7 +50,7 @@ export const STAGE_LABELS: Record<StageId, string> = {
  * A local folder travels as its File objects (structured-cloneable; paths in webkitRelativePath).
  */
 export type ModelChoice =
-  | { kind: 'embedded'; name: string }
+  | { kind: 'embedded'; name: string; /** absolute URL of public/models/<name>/ as the page sees it */ url: string }
   | { kind: 'hub'; id: string; revision?: string }
   | { kind: 'local'; name: string; files: File[] };
 
@@ -223,6 +224,12 @@ export interface StepRunner {
   dispose(): void;
 }
 
+/**
+ * What src/grpo/step.ts exports for the worker. `runJsReward` runs user JS rewards in the sandbox worker
+ * (with its time limit); the reward stage must use it for `kind: 'js'` rewards (scoreRewards takes it).
+ */
+export type CreateStepRunner = (gpu: Gpu, deps: { runJsReward: JsRewardRunner }) => StepRunner;
+
 // ------------------------------------------------------------------------------------------ messages
 
 export type { Finding };
@@ -241,6 +248,7 @@ export type Request =
   | { type: 'import-batch'; text: string; name: string }
   | { type: 'load-model'; source: ModelChoice }
   | { type: 'run-stage'; stage: StageId; settings: StepSettings }
+  | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
   | { type: 'reset' };
 
 /** Response payloads by request type. */
@@ -250,6 +258,7 @@ export interface Responses {
   'import-batch': { batch: GrpoBatch; report: DoctorReport };
   'load-model': { model: ModelInfo };
   'run-stage': StageResult;
+  'score-rewards': RewardTable;
   reset: Record<string, never>;
 }
 

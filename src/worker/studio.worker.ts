@@ -3,13 +3,17 @@
 // requests of protocol.ts one message per request; typed arrays in results are transferred, not copied.
 import { diagnose } from '../doctor/index.ts';
 import { browserGpu } from '../gpu/browser.ts';
-import type { Gpu } from '../gpu/context.ts';
+import { scoreRewards, type JsRewardRunner } from '../grpo/rewards.ts';
 import { parseBatch } from '../io/batch.ts';
 import { errorInfo, StudioFailure } from './errors.ts';
-import type { Request, RequestEnvelope, Responses, StagePayloads, StepRunner, WorkerMessage } from './protocol.ts';
+import type { CreateStepRunner, Request, RequestEnvelope, Responses, StagePayloads, StepRunner, WorkerMessage } from './protocol.ts';
+import { runJsReward } from './reward_sandbox.ts';
 
 /** The step pipeline, if this build has it (src/grpo/step.ts exports createStepRunner). */
-const STEP_MODULES = import.meta.glob<{ createStepRunner(gpu: Gpu): StepRunner }>('../grpo/step.ts');
+const STEP_MODULES = import.meta.glob<{ createStepRunner: CreateStepRunner }>('../grpo/step.ts');
+
+/** User JS rewards run in a sandbox worker started from this one, so a hang never blocks a stage. */
+const runJs: JsRewardRunner = (spec, samples) => runJsReward(spec, samples);
 
 const post = (msg: WorkerMessage, transfer: Transferable[] = []) => (self as unknown as Worker).postMessage(msg, transfer);
 
@@ -20,7 +24,7 @@ async function stepRunner(): Promise<StepRunner> {
   const load = STEP_MODULES['../grpo/step.ts'];
   if (!load) throw new StudioFailure('unsupported-model', 'this build of the studio has no step pipeline yet: import a batch to inspect it');
   const mod = await load();
-  runner = mod.createStepRunner(await browserGpu());
+  runner = mod.createStepRunner(await browserGpu(), { runJsReward: runJs });
   return runner;
 }
 
@@ -59,6 +63,8 @@ async function handle(req: Request): Promise<Responses[Request['type']]> {
       }
       return result;
     }
+    case 'score-rewards':
+      return scoreRewards(req.rewards, req.samples, runJs);
     case 'reset':
       await runner?.reset();
       return {};

@@ -9,8 +9,9 @@ import { hoverStore } from '../../store/hover.ts';
 import { useStudio } from '../../store/index.ts';
 import type { Overlay } from '../../store/session.ts';
 import { fmt } from '../fields.tsx';
-import { REGION, buildGrid, gridContext, spanColumns, visibleText, type GridModel, type RowReadout } from './cells.ts';
-import { HEAT_LABELS, availableHeats, heatColor, heatSource } from './heat.ts';
+import { REGION, spanColumns, visibleText, type GridModel, type RowReadout } from './cells.ts';
+import { useGridModel } from './useGrid.ts';
+import { HEAT_LABELS, availableHeats, heatColor, heatSource, heatTextColor } from './heat.ts';
 
 export const ROW_H = 20;
 const GROUP_GAP = 6;
@@ -72,14 +73,14 @@ export function TokenGrid() {
   const heat = useStudio((s) => s.heat);
   const selected = useStudio((s) => s.selected);
   const focus = useStudio((s) => s.focus);
-  const special = useStudio((s) => s.model?.tokenizer.special_token_ids);
   const setOverlay = useStudio((s) => s.setOverlay);
   const setHeat = useStudio((s) => s.setHeat);
   const select = useStudio((s) => s.select);
   const [cellW, setCellW] = useState(34);
 
-  const ctx = useMemo(() => (batch ? gridContext(batch, special ?? []) : null), [batch, special]);
-  const grid = useMemo(() => (ctx ? buildGrid(ctx) : null), [ctx]);
+  const model = useGridModel();
+  const ctx = model?.ctx ?? null;
+  const grid = model?.grid ?? null;
   const heats = useMemo(() => availableHeats(batch, run), [batch, run]);
   const src = useMemo(() => heatSource(heat, batch, run), [heat, batch, run]);
   const focusCols = useMemo(() => (ctx && focus ? spanColumns(ctx, focus) : null), [ctx, focus]);
@@ -162,7 +163,7 @@ export function TokenGrid() {
         if (showText && region !== REGION.absent) {
           const t = texts ? (j >= 0 ? texts.completion[b]?.[j] : texts.prompt[b]?.[c - (grid.P - (texts.prompt[b]?.length ?? 0))]) : undefined;
           const label = t !== undefined ? visibleText(t) : String(grid.ids[k]);
-          g.fillStyle = region === REGION.pad || region === REGION.after_eos ? '#8b949e' : '#e6edf3';
+          g.fillStyle = v !== undefined ? heatTextColor(src!, v) : region === REGION.pad || region === REGION.after_eos ? '#8b949e' : '#e6edf3';
           g.fillText(label.length > maxChars ? label.slice(0, maxChars - 1) + '…' : label, x + 3, y + ROW_H / 2);
         }
         if (grid.flags[k]) {
@@ -205,13 +206,15 @@ export function TokenGrid() {
     return () => ro.disconnect();
   }, [draw]);
 
-  // A Doctor finding scrolls its span into view.
+  // A Doctor finding selects the first cell of its span and scrolls it into view.
   useEffect(() => {
     const el = scrollRef.current;
-    if (!el || !focusCols) return;
+    if (!el || !focusCols || !focus) return;
+    select({ sample: focus.sample, col: focusCols[0] });
     const x = focusCols[0] * cellW;
     if (x < el.scrollLeft || x > el.scrollLeft + el.clientWidth - cellW) el.scrollLeft = Math.max(0, x - el.clientWidth / 3);
-  }, [focusCols, cellW]);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [focusCols]);
 
   const cellAt = (e: React.MouseEvent) => {
     const el = scrollRef.current!;

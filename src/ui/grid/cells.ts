@@ -104,8 +104,7 @@ export function classifyCell(ctx: GridContext, b: number, col: number): CellInfo
     let id: number | null = null;
     if (index >= 0) {
       id = ids[index];
-      const isPad = pm ? attention === 0 && id === batch.pad_token_id : index < ctx.leadingPads[b];
-      region = isPad ? REGION.pad : ctx.special.has(id) ? REGION.special : REGION.prompt;
+      region = index < ctx.leadingPads[b] ? REGION.pad : ctx.special.has(id) ? REGION.special : REGION.prompt;
     }
     let flags = 0;
     if (pm) {

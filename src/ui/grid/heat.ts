@@ -123,3 +123,9 @@ export function heatColor(src: HeatSource, v: number): string {
   if (src.center === null) return mix(DARK, HOT, t);
   return t < 0.5 ? mix(BLUE, MID, t * 2) : mix(MID, RED, (t - 0.5) * 2);
 }
+
+/** Text colour readable on heatColor(src, v): dark on the bright end of the sequential scale. */
+export function heatTextColor(src: HeatSource, v: number): string {
+  if (src.center !== null || src.metric === 'clip' || !Number.isFinite(v)) return '#e6edf3';
+  return (v - src.lo) / (src.hi - src.lo || 1) > 0.55 ? '#0d1117' : '#e6edf3';
+}

@@ -63,6 +63,7 @@ function RewardEditor({ r, i }: { r: RewardSpec; i: number }) {
 function RewardResults({ table }: { table: RewardTable }) {
   return (
     <div className="reward-results" data-testid="reward-results">
+      <div className="small muted">answers: the prompt set's, by group (prompt #g for samples g·G … g·G + G − 1)</div>
       <table className="dense">
         <thead>
           <tr>

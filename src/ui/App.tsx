@@ -1,0 +1,109 @@
+// The studio page: header (adapter, import / export), settings on the left (model, prompts, sampling,
+// rewards, loss), the stepper and the token view in the middle, Doctor and charts on the right.
+// A grpo-batch/v1 JSON dropped anywhere on the page is imported.
+import { useEffect, useState } from 'react';
+import { useStudio } from '../store/index.ts';
+import { Charts } from './Charts.tsx';
+import { exportBatch, importBatchFile, initGpu } from './controller.ts';
+import { SampleInspector, TokenInspector } from './Inspector.tsx';
+import { DoctorPanel } from './panels/DoctorPanel.tsx';
+import { ErrorBanner } from './panels/ErrorBanner.tsx';
+import { LossPanel } from './panels/LossPanel.tsx';
+import { ModelPanel } from './panels/ModelPanel.tsx';
+import { PromptPanel, SamplingPanel } from './panels/PromptPanel.tsx';
+import { RewardsPanel } from './panels/RewardsPanel.tsx';
+import { Stepper } from './panels/Stepper.tsx';
+import { TokenGrid } from './grid/TokenGrid.tsx';
+
+function Header() {
+  const adapter = useStudio((s) => s.adapter);
+  const gpu = useStudio((s) => s.gpuStatus);
+  const batch = useStudio((s) => s.batch);
+  const resetSettings = useStudio((s) => s.resetSettings);
+  return (
+    <header className="top">
+      <h1>GRPO Studio</h1>
+      <span className={`gpu-badge ${gpu}`} data-testid="gpu-badge" title={adapter ? JSON.stringify(adapter.limits, null, 1) : ''}>
+        {adapter ? `WebGPU: ${[adapter.vendor, adapter.architecture, adapter.description].filter(Boolean).join(' · ') || 'adapter'}` : gpu === 'busy' ? 'WebGPU: probing…' : gpu === 'error' ? 'WebGPU: unavailable' : 'WebGPU: —'}
+      </span>
+      <span className="grow" />
+      <label className="button">
+        Import batch…
+        <input
+          type="file"
+          accept=".json,application/json"
+          hidden
+          data-testid="import-input"
+          onChange={(e) => {
+            const f = e.target.files?.[0];
+            if (f) void importBatchFile(f);
+            e.target.value = '';
+          }}
+        />
+      </label>
+      <button disabled={!batch} onClick={exportBatch} data-testid="export">
+        Export batch
+      </button>
+      <button title="restore default prompts, sampling, rewards and loss settings" onClick={() => confirm('Reset all settings to defaults?') && resetSettings()}>
+        Defaults
+      </button>
+    </header>
+  );
+}
+
+export function App() {
+  const [dropping, setDropping] = useState(false);
+  useEffect(() => {
+    void initGpu();
+  }, []);
+  return (
+    <div
+      className={dropping ? 'app dropping' : 'app'}
+      onDragOver={(e) => {
+        if (e.dataTransfer.types.includes('Files')) {
+          e.preventDefault();
+          setDropping(true);
+        }
+      }}
+      onDragLeave={(e) => {
+        if (e.currentTarget === e.target) setDropping(false);
+      }}
+      onDrop={(e) => {
+        e.preventDefault();
+        setDropping(false);
+        const f = e.dataTransfer.files[0];
+        if (f) void importBatchFile(f);
+      }}
+    >
+      <Header />
+      <ErrorBanner />
+      <div className="columns">
+        <aside className="left">
+          <ModelPanel />
+          <PromptPanel />
+          <SamplingPanel />
+          <RewardsPanel />
+          <LossPanel />
+        </aside>
+        <main className="center">
+          <Stepper />
+          <TokenGrid />
+          <div className="inspectors">
+            <div>
+              <h4>Token</h4>
+              <TokenInspector />
+            </div>
+            <div>
+              <h4>Sample</h4>
+              <SampleInspector />
+            </div>
+          </div>
+        </main>
+        <aside className="right">
+          <DoctorPanel />
+          <Charts />
+        </aside>
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,112 @@
+// The studio store (src/store): only the settings slices reach local storage and come back after a
+// "reload" (a new store on the same storage); stage results merge in order and move the cursor; an
+// assembled batch replaces the view until reset, an imported one stays.
+import { describe, expect, it } from 'vitest';
+import type { StateStorage } from 'zustand/middleware';
+import type { GrpoBatch } from '../src/io/batch.ts';
+import { STORAGE_KEY, createStudioStore } from '../src/store/index.ts';
+import { DEFAULT_LOSS, DEFAULT_PROMPTS } from '../src/store/settings.ts';
+import { STAGES, type StageResult } from '../src/worker/protocol.ts';
+
+function memoryStorage(): StateStorage & { data: Map<string, string> } {
+  const data = new Map<string, string>();
+  return { data, getItem: (k) => data.get(k) ?? null, setItem: (k, v) => void data.set(k, v), removeItem: (k) => void data.delete(k) };
+}
+
+const batch: GrpoBatch = { format: 'grpo-batch/v1', num_generations: 1, pad_token_id: 0, eos_token_ids: [1], prompt_ids: [[5]], completion_ids: [[1]], completion_mask: [[1]] };
+const report = { findings: [{ rule: 'x', severity: 'error' as const, message: 'm', hint: 'h' }], skipped: [], counts: { error: 1, warning: 0, info: 0 } };
+const mem = { bytes: 1, peak_bytes: 2 };
+
+describe('persistence', () => {
+  it('stores the settings slices only and restores them in a new store', () => {
+    const storage = memoryStorage();
+    const a = createStudioStore(storage);
+    a.getState().setPrompt(0, { user: 'What is 2 + 2?', answer: '4' });
+    a.getState().setSampling({ num_generations: 3, top_p: 0.9 });
+    a.getState().setLoss({ beta: 0, loss_type: 'dr_grpo' });
+    a.getState().addReward('js');
+    a.getState().setImported(batch, 'b.json', report);
+    a.getState().pushError({ kind: 'bad-file', message: 'nope' });
+
+    const saved = JSON.parse(storage.data.get(STORAGE_KEY)!);
+    expect(Object.keys(saved.state).sort()).toEqual(['loss', 'prompts', 'rewards', 'sampling']);
+
+    const b = createStudioStore(storage).getState();
+    expect(b.prompts[0]).toEqual({ system: '', user: 'What is 2 + 2?', answer: '4' });
+    expect(b.sampling.num_generations).toBe(3);
+    expect(b.sampling.top_p).toBe(0.9);
+    expect(b.loss.loss_type).toBe('dr_grpo');
+    expect(b.rewards.at(-1)?.kind).toBe('js');
+    expect(b.batch).toBeNull();
+    expect(b.errors).toEqual([]);
+  });
+
+  it('keeps current defaults for keys an older stored shape lacks', () => {
+    const storage = memoryStorage();
+    storage.setItem(STORAGE_KEY, JSON.stringify({ state: { loss: { beta: 0.5 }, prompts: 'garbage' }, version: 1 }));
+    const s = createStudioStore(storage).getState();
+    expect(s.loss).toEqual({ ...DEFAULT_LOSS, beta: 0.5 });
+    expect(s.prompts).toEqual(DEFAULT_PROMPTS);
+  });
+
+  it('resetSettings restores the defaults', () => {
+    const s = createStudioStore(memoryStorage());
+    s.getState().removePrompt(0);
+    s.getState().resetSettings();
+    expect(s.getState().prompts).toEqual(DEFAULT_PROMPTS);
+  });
+});
+
+describe('stepper state', () => {
+  it('merges stage results in order and advances the cursor', () => {
+    const s = createStudioStore(memoryStorage());
+    s.getState().setImported(batch, 'b.json', report);
+    expect(s.getState().findings).toHaveLength(1);
+    s.getState().stageStarted('render');
+    expect(s.getState().stages.render.status).toBe('running');
+    const render: StageResult<'render'> = { stage: 'render', ms: 3, memory: mem, payload: { prompt_texts: ['p'], messages: [[{ role: 'user', content: 'p' }]], prompt_ids: [[5]] } };
+    s.getState().stageDone(render);
+    expect(s.getState().cursor).toBe(1);
+    expect(s.getState().stages.render).toMatchObject({ status: 'done', ms: 3 });
+    expect(s.getState().run.prompt_texts).toEqual(['p']);
+
+    const stepBatch = { ...batch, completion_ids: [[7, 1]], completion_mask: [[1, 1]] };
+    const assemble: StageResult<'assemble'> = {
+      stage: 'assemble', ms: 1, memory: mem,
+      payload: { batch: stepBatch, P: 1, C: 2, position_ids: new Int32Array(3), token_texts: { prompt: [['a']], completion: [['b', 'c']] }, report: { ...report, findings: [] } },
+    };
+    s.getState().stageDone(assemble);
+    expect(s.getState().cursor).toBe(STAGES.indexOf('assemble') + 1);
+    expect(s.getState().batch).toBe(stepBatch);
+    expect(s.getState().batchOrigin).toBe('step');
+    expect(s.getState().findings).toEqual([]);
+    expect(s.getState().run.prompt_texts).toEqual(['p']); // earlier stages kept
+
+    s.getState().resetRun();
+    expect(s.getState().cursor).toBe(0);
+    expect(s.getState().run).toEqual({});
+    expect(s.getState().batch).toBeNull(); // a step's batch goes with its run
+  });
+
+  it('keeps an imported batch on reset and marks a failed stage', () => {
+    const s = createStudioStore(memoryStorage());
+    s.getState().setImported(batch, 'b.json', report);
+    s.getState().setRunning(true);
+    s.getState().stageFailed('render');
+    expect(s.getState().stages.render.status).toBe('error');
+    expect(s.getState().running).toBe(false);
+    s.getState().resetRun();
+    expect(s.getState().batch).toBe(batch);
+    expect(s.getState().stages.render.status).toBe('pending');
+  });
+
+  it('shows each distinct error once', () => {
+    const s = createStudioStore(memoryStorage());
+    s.getState().pushError({ kind: 'out-of-memory', message: 'logits do not fit' });
+    s.getState().pushError({ kind: 'out-of-memory', message: 'logits do not fit' });
+    s.getState().pushError({ kind: 'device-lost', message: 'lost' });
+    expect(s.getState().errors.map((e) => e.kind)).toEqual(['out-of-memory', 'device-lost']);
+    s.getState().dismissError(s.getState().errors[0].id);
+    expect(s.getState().errors.map((e) => e.kind)).toEqual(['device-lost']);
+  });
+});
