@@ -18,7 +18,7 @@ import { join, resolve } from 'node:path';
 import { nodeGpu } from '../src/gpu/node.ts';
 import type { Gpu } from '../src/gpu/context.ts';
 import { assembleBatch, padBatch, type PaddedBatch } from '../src/grpo/batch.ts';
-import { DEFAULT_MODEL_PATH, additionAnswer, additionMessages, allProblems, isHeldOut, type AdditionProblem } from '../src/grpo/default_task.ts';
+import { DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH, DEFAULT_PROBLEMS, additionAnswer, additionQuestion, additionMessages, allProblems, isHeldOut, type AdditionProblem } from '../src/grpo/default_task.ts';
 import { writeSafeTensors, type TensorOut } from '../src/io/safetensors.ts';
 import { clipCoef, globalNorm, sumsq_forward } from '../src/kernels/grad_norm.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../src/kernels/logprob_gather.ts';
@@ -260,7 +260,6 @@ async function main(): Promise<void> {
   let order = shuffle(train, rng);
   let pos = 0;
   let step = 0;
-  let last = { sampled: 0, greedy: 0 };
   const log: string[] = [];
   while (step < hp.max_steps) {
     if (pos + hp.batch_size > order.length) [order, pos] = [shuffle(train, rng), 0];
@@ -271,7 +270,6 @@ async function main(): Promise<void> {
     const { loss, gradNorm } = await trainStep(model, tok, batch, opt, step, lr, hp);
     if (step % hp.eval_every === 0) {
       const e = await evaluate(model, tok, evalSet);
-      last = e;
       const line = `step ${step}  loss ${loss.toFixed(4)}  grad_norm ${gradNorm.toFixed(3)}  held-out E[P(answer)] ${e.sampled.toFixed(3)}  greedy ${e.greedy.toFixed(3)}  ${((performance.now() - t0) / 1000).toFixed(0)} s`;
       console.log(line);
       log.push(line);
@@ -280,8 +278,17 @@ async function main(): Promise<void> {
   }
   const trainSeconds = (performance.now() - t0) / 1000;
   const final = await evaluate(model, tok, heldOut);
-  console.log(`stopped at step ${step}: all ${heldOut.length} held-out problems: E[P(answer)] ${final.sampled.toFixed(3)}, greedy ${final.greedy.toFixed(3)}`);
-  void last;
+  const perPrompt = (await evaluate(model, tok, DEFAULT_PROBLEMS.map((p) => encode(tok, p)))).perProblem;
+  const summary = {
+    steps: step,
+    train_seconds: Math.round(trainSeconds),
+    adapter: gpu.adapter.description,
+    held_out_problems: heldOut.length,
+    held_out_sampled_accuracy: final.sampled,
+    held_out_greedy_accuracy: final.greedy,
+    default_prompts: DEFAULT_PROBLEMS.map((p, i) => ({ prompt: additionQuestion(p), answer: additionAnswer(p), p_answer: perPrompt[i] })),
+  };
+  console.log(JSON.stringify(summary, null, 1));
 
   // Hugging Face layout.
   mkdirSync(hp.out, { recursive: true });
@@ -293,9 +300,66 @@ async function main(): Promise<void> {
     join(hp.out, 'generation_config.json'),
     JSON.stringify({ bos_token_id: tok.pad_token_id, eos_token_id: [tok.eos_token_id, tok.pad_token_id], pad_token_id: tok.pad_token_id, do_sample: true, temperature: 1.0, top_k: 0, top_p: 1.0, max_new_tokens: 8 }, null, 2) + '\n',
   );
-  writeFileSync(join(hp.out, 'training_log.txt'), log.join('\n') + '\n');
-  console.log(JSON.stringify({ step, trainSeconds, heldOut: { sampled: final.sampled, greedy: final.greedy } }));
+  writeFileSync(join(hp.out, 'README.md'), modelCard(config, hp, summary, log));
   process.exit(0);
+}
+
+function modelCard(config: ReturnType<typeof parseConfig>, hp: typeof HP, s: Record<string, unknown> & { default_prompts: { prompt: string; answer: string; p_answer: number }[] }, log: string[]): string {
+  const pct = (x: unknown) => `${(100 * (x as number)).toFixed(1)}%`;
+  return `---
+license: apache-2.0
+library_name: grpo-studio
+pipeline_tag: text-generation
+tags: [toy, addition, grpo]
+---
+
+# ${DEFAULT_MODEL_NAME}
+
+The GRPO Studio's embedded default model: a ${countParams(config).toLocaleString('en-US')}-parameter
+\`Qwen2ForCausalLM\` (hidden ${config.hidden_size}, ${config.num_hidden_layers} layers, ${config.num_attention_heads} query / ${config.num_key_value_heads} key-value heads of ${config.head_dim},
+SwiGLU MLP ${config.intermediate_size}, RoPE θ = ${config.rope_theta}, tied embeddings, float32) with a ${config.vocab_size}-token
+tokenizer cut down from Qwen3's (same byte-level BPE, digit-by-digit split, special tokens and ChatML chat
+template; built by \`scripts/make-default-tokenizer.ts\`).
+
+It was fine-tuned from random weights by this repository's own WebGPU kernels (\`npm run train:default\`,
+\`scripts/train-default.ts\`) on one task: two-digit addition in Qwen3's chat format,
+
+\`\`\`
+<|im_start|>user
+What is 37 + 45?<|im_end|>
+<|im_start|>assistant
+82<|im_end|>
+\`\`\`
+
+(a, b in 10..99; one problem in ten held out). Loss: mean cross-entropy over the completion tokens
+(answer and \`<|im_end|>\`); AdamW (lr ${hp.lr}, ${hp.warmup_steps}-step warmup, betas ${hp.betas.join(', ')}, weight decay ${hp.weight_decay}),
+clip_grad_norm ${hp.max_grad_norm}, batch ${hp.batch_size}, seed ${hp.seed}.
+
+**Training stopped early on purpose**, at step ${s.steps}, once the probability of sampling the exact answer at
+temperature 1 reached ${hp.target} on held-out problems: a group of G = 8 samples then holds right and wrong
+answers, so its rewards vary and the first GRPO step has something to learn. It is not a good adder.
+
+| held-out problems (${s.held_out_problems}) | accuracy |
+|---|---|
+| sampled, temperature 1 (E[P(answer)]) | ${pct(s.held_out_sampled_accuracy)} |
+| greedy | ${pct(s.held_out_greedy_accuracy)} |
+
+Both are exact, from teacher-forced log-probs (sampled: mean of exp Σ log p over the answer tokens; greedy:
+every answer token is the argmax given the right prefix). On the studio's default prompts:
+
+| prompt | answer | P(answer) at temperature 1 |
+|---|---|---|
+${s.default_prompts.map((d) => `| ${d.prompt} | ${d.answer} | ${pct(d.p_answer)} |`).join('\n')}
+
+Trained in ${s.train_seconds} s on ${s.adapter}.
+
+<details><summary>training log</summary>
+
+\`\`\`
+${log.join('\n')}
+\`\`\`
+</details>
+`;
 }
 
 await main();

@@ -10,7 +10,7 @@
 // (dP, then the gradient of the raw scores, shaped like att) is owned here and cached per device.
 import { packParams, type Recorder, Gpu } from '../gpu/context.ts';
 import { gemmDispatch } from './matmul.ts';
-import { bindingLimit, checkSize, rowsPerWindow, rowWindow } from './windows.ts';
+import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
 const WG = 128;
 
@@ -44,14 +44,14 @@ export function attention_forward(
   const kernel = 'attention_forward';
   checkHeads(kernel, Hq, Hkv, D);
   if (!(Tq >= 1 && Tq <= Tk && Tk <= TkvMax)) throw new Error(`${kernel}: needs 1 <= Tq (${Tq}) <= Tk (${Tk}) <= TkvMax (${TkvMax})`);
-  checkSize(kernel, 'out', args.out, B * Tq * Hq * D);
-  checkSize(kernel, 'q', args.q, B * Tq * Hq * D);
-  checkSize(kernel, 'k', args.k, B * TkvMax * Hkv * D);
-  checkSize(kernel, 'v', args.v, B * TkvMax * Hkv * D);
-  checkSize(kernel, 'attentionMask', args.attentionMask, B * Tk);
-  checkSize(kernel, 'att', args.att, B * Hq * Tq * Tk);
-  if (args.lse) checkSize(kernel, 'lse', args.lse, B * Hq * Tq);
   const gpu = rec.gpu;
+  const out = prefix(gpu, kernel, 'out', args.out, B * Tq * Hq * D);
+  const q = prefix(gpu, kernel, 'q', args.q, B * Tq * Hq * D);
+  const k = prefix(gpu, kernel, 'k', args.k, B * TkvMax * Hkv * D);
+  const v = prefix(gpu, kernel, 'v', args.v, B * TkvMax * Hkv * D);
+  const mask = prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * Tk);
+  const lse = args.lse ? prefix(gpu, kernel, 'lse', args.lse, B * Hq * Tq) : gpu.zeros(16);
+  checkSize(kernel, 'att', args.att, B * Hq * Tq * Tk);
   const group = Hq / Hkv;
   const perWindow = rowsPerWindow(gpu, bindingLimit(gpu, args.bindingLimit), B, Hq * Tq * Tk);
   for (let b0 = 0; b0 < B; b0 += perWindow) {
@@ -63,8 +63,8 @@ export function attention_forward(
     const attW = { binding: w.binding, ld: Tk, base: w.base, zo: Hq * Tq * Tk, zi: Tq * Tk };
     const batch = { Z: bc * Hq, zInner: Hq };
     gemmDispatch(rec, `${kernel}:scores`, {
-      a: { binding: args.q, ...qLike },
-      b: { binding: args.k, ...kvLike, trans: true },
+      a: { binding: q, ...qLike },
+      b: { binding: k, ...kvLike, trans: true },
       c: attW,
       M: Tq,
       N: Tk,
@@ -78,7 +78,7 @@ export function attention_forward(
       kernel: `${kernel}:softmax`,
       shader: 'attention_forward',
       constants: { WG },
-      bindings: [args.attentionMask, w.binding, args.lse ?? gpu.zeros(16)],
+      bindings: [mask, w.binding, lse],
       params: packParams([
         ['u32', Tq], ['u32', Tk], ['u32', Hq], ['f32', args.scale],
         ['u32', b0], ['u32', w.base], ['u32', rows], ['u32', args.lse ? 1 : 0],
@@ -88,8 +88,8 @@ export function attention_forward(
     });
     gemmDispatch(rec, `${kernel}:out`, {
       a: attW,
-      b: { binding: args.v, ...kvLike },
-      c: { binding: args.out, ...qLike },
+      b: { binding: v, ...kvLike },
+      c: { binding: out, ...qLike },
       M: Tq,
       N: D,
       K: Tk,
@@ -122,7 +122,7 @@ export function attention_backward(
     k: GPUBuffer; // (B, T, Hkv, D)
     v: GPUBuffer; // (B, T, Hkv, D)
     att: GPUBuffer; // (B, Hq, T, T) from attention_forward
-    attentionMask: GPUBuffer; // (B, T) i32
+    attentionMask?: GPUBuffer; // (B, T) i32: not needed (masked entries of att are 0), kept for the brief's signature
     B: number;
     T: number;
     Hq: number;
@@ -135,11 +135,10 @@ export function attention_backward(
   const { B, T, Hq, Hkv, D } = args;
   const kernel = 'attention_backward';
   checkHeads(kernel, Hq, Hkv, D);
-  for (const f of ['dq', 'dout', 'q'] as const) checkSize(kernel, f, args[f], B * T * Hq * D);
-  for (const f of ['dk', 'dv', 'k', 'v'] as const) checkSize(kernel, f, args[f], B * T * Hkv * D);
-  checkSize(kernel, 'att', args.att, B * Hq * T * T);
-  checkSize(kernel, 'attentionMask', args.attentionMask, B * T);
   const gpu = rec.gpu;
+  const [dq, dout, q] = (['dq', 'dout', 'q'] as const).map((f) => prefix(gpu, kernel, f, args[f], B * T * Hq * D));
+  const [dk, dv, k, v] = (['dk', 'dv', 'k', 'v'] as const).map((f) => prefix(gpu, kernel, f, args[f], B * T * Hkv * D));
+  checkSize(kernel, 'att', args.att, B * Hq * T * T);
   const g = scratch(gpu, B * Hq * T * T);
   const group = Hq / Hkv;
   const perWindow = rowsPerWindow(gpu, bindingLimit(gpu, args.bindingLimit), B, Hq * T * T);
@@ -153,8 +152,8 @@ export function attention_backward(
     const scoreLike = { ld: T, zo: Hq * T * T, zi: T * T };
     const perHead = { Z: bc * Hq, zInner: Hq };
     gemmDispatch(rec, `${kernel}:dP`, {
-      a: { binding: args.dout, ...qLike },
-      b: { binding: args.v, ...kvLike, trans: true },
+      a: { binding: dout, ...qLike },
+      b: { binding: v, ...kvLike, trans: true },
       c: { binding: gw.binding, base: gw.base, ...scoreLike },
       M: T,
       N: T,
@@ -174,8 +173,8 @@ export function attention_backward(
     });
     gemmDispatch(rec, `${kernel}:dq`, {
       a: { binding: gw.binding, base: gw.base, ...scoreLike },
-      b: { binding: args.k, ...kvLike },
-      c: { binding: args.dq, ...qLike },
+      b: { binding: k, ...kvLike },
+      c: { binding: dq, ...qLike },
       M: T,
       N: D,
       K: T,
@@ -192,14 +191,14 @@ export function attention_backward(
       const kvOut = { ld: Hkv * D, base: b0 * T * Hkv * D, zo: T * Hkv * D, zi: D };
       gemmDispatch(rec, `${kernel}:dk`, {
         a: { binding: gw.binding, base: gw.base + r * T * T, ...scoresOfGroup },
-        b: { binding: args.q, ...headOfGroup },
-        c: { binding: args.dk, ...kvOut },
+        b: { binding: q, ...headOfGroup },
+        c: { binding: dk, ...kvOut },
         ...perKv,
       });
       gemmDispatch(rec, `${kernel}:dv`, {
         a: { binding: aw.binding, base: aw.base + r * T * T, ...scoresOfGroup },
-        b: { binding: args.dout, ...headOfGroup },
-        c: { binding: args.dv, ...kvOut },
+        b: { binding: dout, ...headOfGroup },
+        c: { binding: dv, ...kvOut },
         ...perKv,
       });
     }

@@ -5,13 +5,13 @@
 // Signature additions to the brief (optional): `P` (rows of wpe; default: wpe's byte size / (4·C))
 // and `bindingLimit` (tests only). Ids are clamped to [0, V) and positions to [0, P) on the GPU: the
 // caller validates them and reports the offending sample and position.
-import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
-import { bindingLimit, checkSize, rowsPerWindow, rowWindow } from './windows.ts';
+import { Gpu, packParams, type Binding, type Recorder } from '../gpu/context.ts';
+import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
 const WG = 256;
 
-function positionsRows(kernel: string, table: GPUBuffer | undefined, positionIds: GPUBuffer | undefined, C: number, P?: number): number {
-  if (!table) return 1;
+/** Rows of a position table (wpe / dwpe): P, or what its buffer holds. */
+function positionsRows(kernel: string, table: GPUBuffer, positionIds: GPUBuffer | undefined, C: number, P?: number): number {
   if (!positionIds) throw new Error(`${kernel}: a position table (wpe) needs positionIds`);
   const rows = P ?? Math.floor(table.size / (4 * C));
   checkSize(kernel, 'wpe', table, rows * C);
@@ -35,20 +35,22 @@ export function embedding_forward(
 ): void {
   const { N, C, V } = args;
   const kernel = 'embedding_forward';
-  checkSize(kernel, 'out', args.out, N * C);
-  checkSize(kernel, 'ids', args.ids, N);
-  checkSize(kernel, 'wte', args.wte, V * C);
-  const P = positionsRows(kernel, args.wpe, args.positionIds, C, args.P);
   const gpu = rec.gpu;
-  const rows = rowsPerWindow(gpu, bindingLimit(gpu, args.bindingLimit), V, C);
+  checkSize(kernel, 'wte', args.wte, V * C);
+  const out = prefix(gpu, kernel, 'out', args.out, N * C);
+  const ids = prefix(gpu, kernel, 'ids', args.ids, N);
   const dummy = gpu.zeros(16);
+  const P = args.wpe ? positionsRows(kernel, args.wpe, args.positionIds, C, args.P) : 1;
+  const wpe = args.wpe ? prefix(gpu, kernel, 'wpe', args.wpe, P * C) : dummy;
+  const positionIds = args.wpe ? prefix(gpu, kernel, 'positionIds', args.positionIds!, N) : dummy;
+  const rows = rowsPerWindow(gpu, bindingLimit(gpu, args.bindingLimit), V, C);
   for (let row0 = 0; row0 < V; row0 += rows) {
     const w = rowWindow(gpu, args.wte, row0, Math.min(rows, V - row0), C);
     rec.dispatch({
       kernel,
       shader: 'embedding_forward',
       constants: { WG },
-      bindings: [args.ids, w.binding, args.positionIds ?? dummy, args.wpe ?? dummy, args.out],
+      bindings: [ids, w.binding, positionIds, wpe, out],
       params: packParams([
         ['u32', N], ['u32', C], ['u32', V], ['u32', P],
         ['u32', row0], ['u32', Math.min(rows, V - row0)], ['u32', w.base], ['u32', args.wpe ? 1 : 0],
@@ -72,10 +74,10 @@ function links(gpu: Gpu, N: number): GPUBuffer {
 }
 
 /** dtable (rows, C) (+)= scatter of dout rows by ids. */
-function scatter(rec: Recorder, kernel: string, dtable: GPUBuffer, ids: GPUBuffer, dout: GPUBuffer, N: number, C: number, rows: number, accumulate: boolean, limit?: number): void {
+function scatter(rec: Recorder, kernel: string, dtable: GPUBuffer, idsBuf: GPUBuffer, dout: Binding, N: number, C: number, rows: number, accumulate: boolean, limit?: number): void {
   const gpu = rec.gpu;
-  checkSize(kernel, 'ids', ids, N);
-  const lk = links(gpu, N);
+  const ids = prefix(gpu, kernel, 'ids', idsBuf, N);
+  const lk = prefix(gpu, kernel, 'links', links(gpu, N), N);
   if (!accumulate) rec.clear(dtable, 0, rows * C * 4);
   rec.dispatch({
     kernel: `${kernel}:links`,
@@ -118,11 +120,11 @@ export function embedding_backward(
 ): void {
   const { N, C, V } = args;
   const kernel = 'embedding_backward';
-  checkSize(kernel, 'dout', args.dout, N * C);
+  const dout = prefix(rec.gpu, kernel, 'dout', args.dout, N * C);
   checkSize(kernel, 'dwte', args.dwte, V * C);
-  scatter(rec, `${kernel}:dwte`, args.dwte, args.ids, args.dout, N, C, V, args.accumulate, args.bindingLimit);
+  scatter(rec, `${kernel}:dwte`, args.dwte, args.ids, dout, N, C, V, args.accumulate, args.bindingLimit);
   if (args.dwpe) {
     const P = positionsRows(kernel, args.dwpe, args.positionIds, C, args.P);
-    scatter(rec, `${kernel}:dwpe`, args.dwpe, args.positionIds!, args.dout, N, C, P, args.accumulate, args.bindingLimit);
+    scatter(rec, `${kernel}:dwpe`, args.dwpe, args.positionIds!, dout, N, C, P, args.accumulate, args.bindingLimit);
   }
 }

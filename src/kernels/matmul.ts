@@ -10,7 +10,7 @@
 // Signature additions to the brief (all optional): matmul_backward's `accumulateDinp` (dinp += ...,
 // for inputs feeding several projections, e.g. q/k/v) and `bindingLimit` on both launchers.
 import { Gpu, packParams, type Binding, type Recorder } from '../gpu/context.ts';
-import { bindingLimit, checkSize, rowsPerWindow, rowWindow } from './windows.ts';
+import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
 export type WeightLayout = 'out_in' | 'in_out';
 
@@ -94,7 +94,7 @@ export function gemmDispatch(
 function gemm(
   rec: Recorder,
   kernel: string,
-  g: { a: Operand; b: Operand; c: GPUBuffer; bias?: GPUBuffer; M: number; N: number; K: number; accumulate: boolean; limit?: number },
+  g: { a: Operand; b: Operand; c: GPUBuffer; bias?: Binding; M: number; N: number; K: number; accumulate: boolean; limit?: number },
 ): void {
   const gpu = rec.gpu;
   const { a, b, M, N, K } = g;
@@ -165,13 +165,12 @@ export function matmul_forward(
   checkSize('matmul_forward', 'out', args.out, M * N);
   checkSize('matmul_forward', 'inp', args.inp, M * K);
   checkSize('matmul_forward', 'weight', args.weight, N * K);
-  if (args.bias) checkSize('matmul_forward', 'bias', args.bias, N);
   const outIn = args.weightLayout === 'out_in';
   gemm(rec, 'matmul_forward', {
     a: { buf: args.inp, trans: false, ld: K },
     b: { buf: args.weight, trans: outIn, ld: outIn ? K : N },
     c: args.out,
-    bias: args.bias,
+    bias: args.bias ? prefix(rec.gpu, 'matmul_forward', 'bias', args.bias, N) : undefined,
     M,
     N,
     K,
@@ -236,8 +235,8 @@ export function matmul_backward(
     });
   }
   if (args.dbias) {
-    checkSize('matmul_backward', 'dbias', args.dbias, N);
     const gpu = rec.gpu;
+    const dbias = prefix(gpu, 'matmul_backward', 'dbias', args.dbias, N);
     const rows = rowsPerWindow(gpu, bindingLimit(gpu, limit), M, N);
     for (let m0 = 0; m0 < M; m0 += rows) {
       const mc = Math.min(rows, M - m0);
@@ -246,7 +245,7 @@ export function matmul_backward(
         kernel: 'matmul_backward:dbias',
         shader: 'matmul_backward',
         constants: { WG: BIAS_WG },
-        bindings: [w.binding, args.dbias],
+        bindings: [w.binding, dbias],
         params: packParams([['u32', mc], ['u32', N], ['u32', w.base], ['u32', args.accumulate || m0 > 0 ? 1 : 0]]),
         workgroups: Gpu.grid(Math.ceil(N / BIAS_WG)),
       });

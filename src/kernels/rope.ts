@@ -2,7 +2,7 @@
 // (the same shader rotating by the opposite angle). The per-frequency fixed-point turn table the shader
 // needs (see its header) is computed here in float64 and cached per device, theta and head_dim.
 import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
-import { checkSize } from './windows.ts';
+import { prefix } from './windows.ts';
 
 const WG = 256;
 const tables = new WeakMap<Gpu, Map<string, GPUBuffer>>();
@@ -30,13 +30,12 @@ function table(gpu: Gpu, D: number, theta: number): GPUBuffer {
 
 function rope(rec: Recorder, kernel: string, sign: 1 | -1, x: GPUBuffer, positionIds: GPUBuffer, N: number, H: number, D: number, theta: number): void {
   if (D % 2 !== 0) throw new Error(`${kernel}: head_dim D must be even, got ${D}`);
-  checkSize(kernel, 'x', x, N * H * D);
-  checkSize(kernel, 'positionIds', positionIds, N);
+  const gpu = rec.gpu;
   rec.dispatch({
     kernel,
     shader: 'rope_forward',
     constants: { WG, SIGN: sign },
-    bindings: [x, positionIds, table(rec.gpu, D, theta)],
+    bindings: [prefix(gpu, kernel, 'x', x, N * H * D), prefix(gpu, kernel, 'positionIds', positionIds, N), table(gpu, D, theta)],
     params: packParams([['u32', N], ['u32', H], ['u32', D]]),
     workgroups: Gpu.grid(Math.ceil((N * H * D) / 2 / WG)),
   });

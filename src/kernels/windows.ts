@@ -41,3 +41,15 @@ export function checkSize(kernel: string, field: string, buffer: GPUBuffer, elem
     throw new Error(`${kernel}: ${field} holds ${buffer.size} bytes, needs ${elems * 4} (${elems} elements)`);
   }
 }
+
+/**
+ * Binds the first `elems` 4-byte elements of `buffer` (not the whole buffer, which may be a bigger
+ * pooled allocation), after checking that they exist and fit one storage binding.
+ */
+export function prefix(gpu: Gpu, kernel: string, field: string, buffer: GPUBuffer, elems: number): Binding {
+  checkSize(kernel, field, buffer, elems);
+  const size = Math.max(4, elems * 4);
+  const limit = gpu.limits.maxStorageBufferBindingSize;
+  if (size > limit) throw new Error(`${kernel}: ${field} (${size} bytes) exceeds maxStorageBufferBindingSize ${limit}`);
+  return { buffer, offset: 0, size };
+}

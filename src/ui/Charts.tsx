@@ -74,7 +74,6 @@ function TokenCurves() {
       keys: acc.map(([m]) => m),
       rows: batch.completion_ids[sel].map((_, j) => Object.fromEntries([['t', j], ...acc.map(([m, a]) => [m, a!(sel, j)])])),
     };
-    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [batch, run, sel]);
   if (!data) return null;
   return (

@@ -12,12 +12,11 @@ export function Field({ label, title, children }: { label: string; title?: strin
 }
 
 /** A number input that keeps what is typed and commits finite numbers (or null where allowed). */
-export function NumberField(props: { label: string; value: number | null; onChange(v: number | null): void; step?: number; min?: number; max?: number; nullable?: boolean; title?: string; testId?: string }) {
-  const { label, value, onChange, step, min, max, nullable, title, testId } = props;
+export function NumberField(props: { label: string; value: number | null; onChange(v: number | null): void; min?: number; max?: number; nullable?: boolean; title?: string; testId?: string }) {
+  const { label, value, onChange, min, max, nullable, title, testId } = props;
   const [text, setText] = useState(value === null ? '' : String(value));
   useEffect(() => {
     if ((value === null ? '' : String(value)) !== text && Number(text) !== value) setText(value === null ? '' : String(value));
-    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [value]);
   const bad = text.trim() === '' ? !nullable : !Number.isFinite(Number(text)) || (min !== undefined && Number(text) < min) || (max !== undefined && Number(text) > max);
   return (
@@ -29,7 +28,6 @@ export function NumberField(props: { label: string; value: number | null; onChan
         inputMode="decimal"
         value={text}
         placeholder={nullable ? 'off' : undefined}
-        step={step}
         onChange={(e) => {
           const t = e.target.value;
           setText(t);

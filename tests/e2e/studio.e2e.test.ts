@@ -102,6 +102,10 @@ describe('studio in chromium', () => {
     // Clicking the finding selects its sample: the inspector shows its text with the boundary.
     expect(await page.getByTestId('sample-inspector').textContent()).toContain('sample / group5 / 1');
     expect(await page.getByTestId('chart-rewards').isVisible()).toBe(true);
+    // The token inspector shows the selected cell: the first mask entry past the ids.
+    const inspector = await page.getByTestId('token-inspector').textContent();
+    expect(inspector).toContain('mask entry with no id');
+    await page.getByTestId('overlay').selectOption('completion');
     await page.screenshot({ path: path.join(shots, 'studio-import.png') });
     fs.copyFileSync(path.join(shots, 'studio-import.png'), path.join(root, 'docs/studio-import.png'));
   });

@@ -213,7 +213,6 @@ export function TokenGrid() {
     select({ sample: focus.sample, col: focusCols[0] });
     const x = focusCols[0] * cellW;
     if (x < el.scrollLeft || x > el.scrollLeft + el.clientWidth - cellW) el.scrollLeft = Math.max(0, x - el.clientWidth / 3);
-    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [focusCols]);
 
   const cellAt = (e: React.MouseEvent) => {
