@@ -15,7 +15,7 @@ import type { BenchOptions, Row } from './run.ts';
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../../shared/golden/models');
 const TINY = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];
 
-function smolLM2(V: number): ModelConfig {
+export function smolLM2(V: number): ModelConfig {
   return parseConfig({
     architectures: ['LlamaForCausalLM'], vocab_size: V, hidden_size: 576, num_attention_heads: 9, num_key_value_heads: 3,
     num_hidden_layers: 30, intermediate_size: 1536, rms_norm_eps: 1e-5, rope_theta: 100000, max_position_embeddings: 8192, tie_word_embeddings: true,
@@ -23,7 +23,7 @@ function smolLM2(V: number): ModelConfig {
 }
 
 /** Deterministic pseudo-random weights (an LCG: generating 100M Gaussian values would dominate the run). */
-function weights(cfg: ModelConfig): Record<string, Float32Array> {
+export function weights(cfg: ModelConfig): Record<string, Float32Array> {
   const out: Record<string, Float32Array> = {};
   let s = 1;
   for (const { name, shape } of paramSpecs(cfg)) {

@@ -18,6 +18,7 @@ type Suite = { run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> };
 const SUITES: Record<string, () => Promise<Suite>> = {
   loss: () => import('./loss.ts'),
   model: () => import('./model.ts'),
+  step: () => import('./step.ts'),
 };
 
 function table(rows: Row[]): string {

@@ -15,7 +15,7 @@ struct Params {
   V: u32,
   elem_base: u32,    // element index of row_start inside the logits window
   dlogits_base: u32, // element index of row_start inside the dlogits window
-  temperature: f32,
+  inv_temperature: f32, // 1 / temperature: a multiply, not a (multi-instruction, full-precision) divide per element
 }
 
 @group(0) @binding(0) var<storage, read> logits: array<u32>;          // (rows, V) window, f32 or f16 pairs
@@ -52,12 +52,12 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     for (var i = lid; i < p.V; i += WG) { dlogits[obase + i] = 0.0; }
     return;
   }
-  let g = dlogp[n] / p.temperature;
+  let g = dlogp[n] * p.inv_temperature;
   let l = lse[n];
   let id = u32(ids[n]);
   for (var i = lid; i < p.V; i += WG) {
     let x = logit(base + i, obase + i);
-    let prob = select(exp((x / p.temperature - l.x) - l.y), 0.0, is_neg_inf(x));
+    let prob = select(exp((x * p.inv_temperature - l.x) - l.y), 0.0, is_neg_inf(x));
     dlogits[obase + i] = g * (select(0.0, 1.0, i == id) - prob);
   }
 }

@@ -15,7 +15,7 @@ struct Params {
   rows: u32,        // rows in this dispatch
   V: u32,
   elem_base: u32,   // element index of row_start inside the logits window
-  temperature: f32,
+  inv_temperature: f32, // 1 / temperature: a multiply, not a (multi-instruction, full-precision) divide per element
   skip_masked: u32, // 1: rows with mask 0 write zeros without reading the logits
 }
 
@@ -53,7 +53,7 @@ fn logit(e: u32) -> f32 {
 
 fn push(x: f32) {
   if (is_neg_inf(x)) { return; } // probability 0; (z − m)·0 would be NaN
-  let z = x / p.temperature;
+  let z = x * p.inv_temperature;
   if (z > m) {
     let d = m - z;
     let c = exp(d);
@@ -123,7 +123,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     let id = ids[n];
     var lp = bitcast<f32>(nan_bits);
     if (id >= 0 && u32(id) < p.V) {
-      lp = (logit(base + u32(id)) / p.temperature - mm) - ls;
+      lp = (logit(base + u32(id)) * p.inv_temperature - mm) - ls;
     }
     logp[n] = lp;
     lse[n] = vec2f(mm, ls);

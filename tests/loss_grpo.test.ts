@@ -153,6 +153,33 @@ describe('grpo_loss_forward + loss_reduce_forward + grpo_loss_backward', () => {
   }
 });
 
+describe('loss_reduce_forward', () => {
+  it('gives every aggregation for any number of lanes per sequence (1, 8, 256: one to 70 passes)', async () => {
+    const gpu = await testGpu();
+    const B = 70;
+    const T = 45;
+    const cfg: GrpoLossConfig = { ...BASE, max_completion_length: 50 };
+    const rng = new Rng(70);
+    const b = makeBatch(rng, B, T, 0.3);
+    const loss = rng.f32(B * T);
+    const clip = Uint32Array.from({ length: B * T }, () => rng.int(0, 7) & 7);
+    const want = refReduce.loss_reduce_forward(loss, b.mask, clip, B, T, cfg);
+    const absWant = refReduce.loss_reduce_forward(loss.map(Math.abs), b.mask, clip, B, T, cfg);
+    const [L, M, C] = [gpu.upload('loss', loss), gpu.upload('mask', b.mask), gpu.upload('clip', clip)];
+    for (const lanes of [1, 8, 256]) {
+      const out = gpu.createBuffer('stats', STATS.size * 4);
+      const rec = gpu.recorder('reduce lanes');
+      loss_reduce_forward(rec, { loss: L, mask: M, clip: C, out, B, T, ...cfg, lanes });
+      await rec.submit();
+      const got = await gpu.readF32(out, STATS.size);
+      // f32 sums of ≤ 45 tokens then a tree: ≤ ~50·2^-24 of the aggregation of |L|.
+      AGGREGATIONS.forEach((a, i) => expectClose([got[i]], [want.losses[a]], { rtol: 0, atol: 5e-6 * Math.abs(absWant.losses[a]), label: `lanes ${lanes} loss.${a}` }));
+      const cc = want.clip_counts;
+      expect(Array.from(got.subarray(STATS.tokens, STATS.delta_binding + 1)), `lanes ${lanes} counts`).toEqual([cc.tokens, want.sequences, cc.low, cc.high, cc.region, cc.delta_binding]);
+    }
+  });
+});
+
 describe('dlogits = grpo_loss_backward ∘ logprob_gather_backward vs finite differences', () => {
   const B = 3;
   const T = 5;

@@ -55,7 +55,8 @@ async function forwardCase(gpu: Gpu, rng: Rng, M: number, K: number, N: number, 
 }
 
 describe('matmul_forward', () => {
-  const shapes: Array<[number, number, number]> = [[37, 53, 29], [130, 97, 201], [1, 67, 5], [65, 16, 64], [3, 200, 1]];
+  // M picks the row tile (8, 16, 32 or 64 rows): every size is covered.
+  const shapes: Array<[number, number, number]> = [[37, 53, 29], [130, 97, 201], [1, 67, 5], [65, 16, 64], [3, 200, 1], [13, 29, 70], [30, 45, 131]];
   for (const layout of ['out_in', 'in_out'] as WeightLayout[]) {
     it(`${layout}: odd shapes, with and without bias`, async () => {
       const gpu = await testGpu();

@@ -53,7 +53,7 @@ export function logprob_gather_forward(
         ['u32', c.rowCount],
         ['u32', args.V],
         ['u32', c.elemBase],
-        ['f32', args.temperature],
+        ['f32', 1 / args.temperature],
         ['u32', args.skipMasked === false ? 0 : 1],
       ]),
       workgroups: Gpu.grid(c.rowCount),
@@ -105,7 +105,7 @@ export function logprob_gather_backward(
         ['u32', args.V],
         ['u32', w.elemBase],
         ['u32', c.elemBase],
-        ['f32', args.temperature],
+        ['f32', 1 / args.temperature],
       ]),
       workgroups: Gpu.grid(c.rowCount),
     });

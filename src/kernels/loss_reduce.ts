@@ -7,6 +7,13 @@ export const STATS = { tokens: 8, sequences: 9, low: 10, high: 11, region: 12, d
 
 const WG = 256;
 
+/** Threads per sequence: about 16 tokens each, a power of two in [1, WG]. */
+export function lanesFor(T: number): number {
+  let lanes = 1;
+  while (lanes < WG && lanes * 16 < T) lanes *= 2;
+  return lanes;
+}
+
 export function loss_reduce_forward(
   rec: Recorder,
   args: {
@@ -18,12 +25,13 @@ export function loss_reduce_forward(
     T: number;
     max_completion_length: number;
     num_items_in_batch?: number;
+    lanes?: number; // threads per sequence (tests force 1 and WG); default lanesFor(T)
   },
 ): void {
   rec.dispatch({
     kernel: 'loss_reduce_forward',
     shader: 'loss_reduce_forward',
-    constants: { WG },
+    constants: { WG, LANES: args.lanes ?? lanesFor(args.T) },
     bindings: [args.loss, args.mask, args.clip, args.out],
     params: packParams([
       ['u32', args.B],

@@ -1,0 +1,94 @@
+// Benchmark suite `step`: one full GRPO update through the step pipeline (src/grpo/step.ts) — policy
+// forward with saved activations, reference forward, loss with dlogits in place, backward, gradient
+// norms, clipped AdamW, re-evaluation — on every golden tiny model with its own batch and reference, and
+// on a SmolLM2-135M-shaped Llama with random weights (a second random model as reference) at batch
+// 8 × 256 (128 prompt + 128 completion tokens; --quick: 2 × 64 and a 2048-token vocabulary, for software
+// adapters). Per stage: wall ms of the second run (the first compiles pipelines) and the peak bytes our
+// GPU buffers held; per model: the peak against the plan of src/model/memory.ts (weights + grads + AdamW
+// state + saved activations + backward scratch + one logits buffer, dlogits being written over it) plus
+// the reference's weights and its inference workspace.
+import { join, resolve, dirname } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { Gpu } from '../src/gpu/context.ts';
+import { StepPipeline, stepConfigFromBatch } from '../src/grpo/step.ts';
+import { parseBatch, type GrpoBatch } from '../src/io/batch.ts';
+import { countParams, type ModelConfig } from '../src/model/config.ts';
+import { planMemory } from '../src/model/memory.ts';
+import { CausalLM } from '../src/model/model.ts';
+import { FolderSource } from '../src/model/source_node.ts';
+import { smolLM2, weights } from './model.ts';
+import type { BenchOptions, Row } from './run.ts';
+
+const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../../shared/golden/models');
+const TINY = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];
+const MiB = 2 ** 20;
+
+/** A synthetic batch: G = 2, every prompt P tokens and every completion C tokens (no EOS), TRL's default loss with β = 0.04. */
+function syntheticBatch(V: number, B: number, P: number, C: number): GrpoBatch {
+  const row = (b: number, n: number, salt: number) => Array.from({ length: n }, (_, t) => (7 * (b * 131 + t) + salt) % V);
+  return {
+    format: 'grpo-batch/v1',
+    num_generations: 2,
+    pad_token_id: 0,
+    eos_token_ids: [],
+    prompt_ids: Array.from({ length: B }, (_, b) => row(Math.floor(b / 2), P, 3)),
+    completion_ids: Array.from({ length: B }, (_, b) => row(b, C, 5)),
+    completion_mask: Array.from({ length: B }, () => new Array(C).fill(1)),
+    advantages: Array.from({ length: B }, (_, b) => (b % 2 ? -0.7 : 0.7)),
+    config: { loss_type: 'grpo', beta: 0.04, epsilon: 0.2, epsilon_high: 0.28, optimizer: { name: 'adamw', lr: 1e-6, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0 }, max_grad_norm: 1 },
+  };
+}
+
+async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: CausalLM, batch: GrpoBatch): Promise<Row[]> {
+  const C = Math.max(...batch.completion_ids.map((r) => r.length));
+  const P = Math.max(...batch.prompt_ids.map((r) => r.length));
+  const B = batch.completion_ids.length;
+  const pipe = new StepPipeline(gpu, { policy, reference, config: stepConfigFromBatch(batch.config, C), source: { kind: 'batch', batch } });
+  await pipe.runToEnd(); // warmup: pipeline creation, first touch of every buffer
+  await pipe.reset();
+  const results = await pipe.runToEnd();
+  pipe.destroy();
+
+  const cfg: ModelConfig = policy.config;
+  const plan = planMemory(cfg, { B, T: P + C, logits_to_keep: C });
+  const refPlan = planMemory(reference.config, { B, T: P + C, logits_to_keep: C });
+  const b = plan.bytes;
+  const planned = b.weights + b.grads + b.adamw + b.activations_saved + b.backward_scratch + b.logits;
+  const plannedRef = refPlan.totals.inference; // its weights, one layer's activations and its logits
+  const peak = Math.max(...results.map((r) => r.peakBytes));
+  const common = { model: name, params: countParams(cfg), B, P, C };
+  const rows: Row[] = results.filter((r) => !r.skipped).map((r) => ({ ...common, stage: r.id, ms: r.ms, 'peak MiB': r.peakBytes / MiB }));
+  const total = rows.reduce((s, r) => s + (r.ms as number), 0);
+  rows.push({
+    ...common,
+    stage: 'total',
+    ms: total,
+    'peak MiB': peak / MiB,
+    'plan MiB': planned / MiB,
+    'plan+ref MiB': (planned + plannedRef) / MiB,
+    'peak/plan+ref': peak / (planned + plannedRef),
+  });
+  return rows;
+}
+
+export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
+  const rows: Row[] = [];
+  for (const m of TINY) {
+    const dir = join(GOLDEN, m);
+    const policy = await CausalLM.from_pretrained(new FolderSource(dir), gpu);
+    const reference = await CausalLM.from_pretrained(new FolderSource(join(dir, 'ref')), gpu);
+    rows.push(...(await measure(gpu, m, policy, reference, parseBatch(readFileSync(join(dir, 'batch.json'), 'utf8')))));
+    policy.destroy();
+    reference.destroy();
+  }
+  const cfg = smolLM2(opts.quick ? 2048 : 49152);
+  const [B, P, C] = opts.quick ? [2, 32, 32] : [8, 128, 128];
+  const w = weights(cfg);
+  const policy = CausalLM.fromWeights(gpu, cfg, w);
+  const reference = CausalLM.fromWeights(gpu, cfg, w);
+  rows.push(...(await measure(gpu, `SmolLM2-135M-shaped (V ${cfg.vocab_size})`, policy, reference, syntheticBatch(cfg.vocab_size, B, P, C))));
+  policy.destroy();
+  reference.destroy();
+  return rows;
+}
