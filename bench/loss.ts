@@ -3,7 +3,9 @@
 // (N, V), on the same device in the same run. Reports bytes moved, GB/s, time relative to the read-only
 // pass (target on real GPUs: forward ≤ 1.15×), naive/fused, and the extra GPU memory each needs beyond
 // the logits, as a fraction of the logits' size (from the buffers each allocates: WebGPU cannot query
-// memory use).
+// memory use). The read-only pass has the fused kernel's access pattern (four loads in flight per
+// thread); the naive passes are plain one-element loops, as a straightforward port would write them, so
+// naive/fused mixes the 5× traffic with that per-pass difference (compare naive's GB/s to the roofline's).
 import { Gpu, GpuError, packParams, splitRows, type Recorder } from '../src/gpu/context.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../src/kernels/logprob_gather.ts';
 import { timeKernels } from './timing.ts';

@@ -2,7 +2,7 @@
 // forward with saved activations, reference forward, loss with dlogits in place, backward, gradient
 // norms, clipped AdamW, re-evaluation — on every golden tiny model with its own batch and reference, and
 // on a SmolLM2-135M-shaped Llama with random weights (a second random model as reference) at batch
-// 8 × 256 (128 prompt + 128 completion tokens; --quick: 2 × 64 and a 2048-token vocabulary, for software
+// 8 × 256 (128 prompt + 128 completion tokens; --quick: 2 × 32 and a 2048-token vocabulary, for software
 // adapters). Per stage: wall ms of the second run (the first compiles pipelines) and the peak bytes our
 // GPU buffers held; per model: the peak against the plan of src/model/memory.ts (weights + grads + AdamW
 // state + saved activations + backward scratch + one logits buffer, dlogits being written over it) plus
@@ -83,7 +83,7 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
     reference.destroy();
   }
   const cfg = smolLM2(opts.quick ? 2048 : 49152);
-  const [B, P, C] = opts.quick ? [2, 32, 32] : [8, 128, 128];
+  const [B, P, C] = opts.quick ? [2, 16, 16] : [8, 128, 128];
   const w = weights(cfg);
   const policy = CausalLM.fromWeights(gpu, cfg, w);
   const reference = CausalLM.fromWeights(gpu, cfg, w);

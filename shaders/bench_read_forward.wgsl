@@ -1,5 +1,5 @@
 // Benchmark only: the roofline for logprob_gather_forward. Reads every element of each (N, V) row once,
-// with the same workgroup-per-row layout and access pattern, and writes one sum per row (so the reads
+// with the same workgroup-per-row layout and access pattern (four loads in flight per thread), and writes one sum per row (so the reads
 // cannot be optimised away). Its time is the floor the fused forward is compared against.
 
 override WG: u32 = 256;
@@ -17,8 +17,14 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   let r = wid.x + wid.y * nwg.x;
   if (r >= p.rows) { return; }
   let base = p.elem_base + r * p.V;
+  // Four loads in flight per thread, the same pattern as logprob_gather_forward's f32 loop.
   var acc = 0.0;
-  for (var i = lid; i < p.V; i += WG) { acc += logits[base + i]; }
+  var i = lid;
+  for (; i + 3u * WG < p.V; i += 4u * WG) {
+    let e = base + i;
+    acc += (logits[e] + logits[e + WG]) + (logits[e + 2u * WG] + logits[e + 3u * WG]);
+  }
+  for (; i < p.V; i += WG) { acc += logits[base + i]; }
   sh[lid] = acc;
   workgroupBarrier();
   for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {

@@ -41,6 +41,12 @@ fn logit(e: u32, o: u32) -> f32 {
   return bitcast<f32>(logits[e]);
 }
 
+/** dlogp/T·(onehot − softmax) for element v of a row with split log-sum-exp l. */
+fn grad(x: f32, v: u32, id: u32, g: f32, l: vec2f) -> f32 {
+  let prob = select(exp((x * p.inv_temperature - l.x) - l.y), 0.0, is_neg_inf(x));
+  return g * (select(0.0, 1.0, v == id) - prob);
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32) {
   let r = wid.x + wid.y * nwg.x;
@@ -55,9 +61,19 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   let g = dlogp[n] * p.inv_temperature;
   let l = lse[n];
   let id = u32(ids[n]);
-  for (var i = lid; i < p.V; i += WG) {
-    let x = logit(base + i, obase + i);
-    let prob = select(exp((x * p.inv_temperature - l.x) - l.y), 0.0, is_neg_inf(x));
-    dlogits[obase + i] = g * (select(0.0, 1.0, i == id) - prob);
+  // Four loads issued before any use (memory-level parallelism), then the tail one at a time.
+  var i = lid;
+  for (; i + 3u * WG < p.V; i += 4u * WG) {
+    let x0 = logit(base + i, obase + i);
+    let x1 = logit(base + i + WG, obase + i + WG);
+    let x2 = logit(base + i + 2u * WG, obase + i + 2u * WG);
+    let x3 = logit(base + i + 3u * WG, obase + i + 3u * WG);
+    dlogits[obase + i] = grad(x0, i, id, g, l);
+    dlogits[obase + i + WG] = grad(x1, i + WG, id, g, l);
+    dlogits[obase + i + 2u * WG] = grad(x2, i + 2u * WG, id, g, l);
+    dlogits[obase + i + 3u * WG] = grad(x3, i + 3u * WG, id, g, l);
+  }
+  for (; i < p.V; i += WG) {
+    dlogits[obase + i] = grad(logit(base + i, obase + i), i, id, g, l);
   }
 }

@@ -3,6 +3,8 @@
 // the ulps of a large max), and the entropy −Σ softmax(z)·log_softmax(z). ONE pass over the row: each
 // thread keeps an online (max m, s = Σ e^{z−m}, t = Σ e^{z−m}·(z − m)) and rescales when m grows; the
 // entropy is then log s − t/s. Nothing of size V is written: the logits are read once (plus one element).
+// The f32 path takes four elements per iteration (at ~1.05× a plain read of the same bytes on an H200).
+// z is logits·(1/T), within an ulp of TRL's logits / T (the README's zmax-scaled atol covers it).
 // One workgroup per row (WG must be a power of two). Logits are f32 bits or packed f16 pairs (F16), read
 // through one array<u32> binding so either storage needs no copy. The binding is a row window of a bigger
 // buffer when [N, V] exceeds maxStorageBufferBindingSize (elem_base = offset of row_start in the window).
@@ -68,6 +70,26 @@ fn push(x: f32) {
   }
 }
 
+// Four elements at once (f32 path): one max test and at most one rescale per four, and four independent
+// loads in flight. -inf becomes a finite sentinel (−1e30/T, finite for T > 3e-9) so no infinity enters the
+// arithmetic: exp(sentinel − m) is exactly 0 once any real logit is seen (a stripe that is all -inf until
+// then is rescaled away; only a row that is -inf everywhere, which has no softmax, gives a wrong value).
+fn push4(x: vec4f) {
+  let z = select(x, vec4f(-1.0e30), bitcast<vec4u>(x) == vec4u(0xff800000u)) * p.inv_temperature;
+  let mx = max(max(z.x, z.y), max(z.z, z.w));
+  if (mx > m) {
+    let d = m - mx;
+    let c = exp(d);
+    t = c * (t + d * s);
+    s = c * s;
+    m = mx;
+  }
+  let d = z - vec4f(m);
+  let e = exp(d);
+  s += (e.x + e.y) + (e.z + e.w);
+  t += dot(d, e);
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32) {
   let r = wid.x + wid.y * nwg.x;
@@ -86,7 +108,12 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
       if (2u * w + 1u < base + len) { push(h.y); }
     }
   } else {
-    for (var i = lid; i < len; i += WG) {
+    var i = lid;
+    for (; i + 3u * WG < len; i += 4u * WG) {
+      let e = base + i;
+      push4(vec4f(bitcast<f32>(logits[e]), bitcast<f32>(logits[e + WG]), bitcast<f32>(logits[e + 2u * WG]), bitcast<f32>(logits[e + 3u * WG])));
+    }
+    for (; i < len; i += WG) {
       push(bitcast<f32>(logits[base + i]));
     }
   }

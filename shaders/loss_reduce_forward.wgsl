@@ -26,12 +26,12 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;   // (16)
 @group(0) @binding(4) var<uniform> p: Params;
 
-// Row sums per thread: 0 S, 1 n, 2 low, 3 high, 4 δ binding.
-const R = 5u;
+// Row sums per thread: 0 S, 1 n, 2 low, 3 high, 4 δ binding, 5 region (low or high).
+const R = 6u;
 var<workgroup> sh_row: array<array<f32, R>, WG>;
 // Batch partials per thread: 0 Σ S_b, 1 Σ S_b / max(1, n_b), 2 Σ_{n_b>0} S_b / (n_b + 1e-8), 3 N,
-// 4 #(n_b > 0), 5 low, 6 high, 7 δ binding.
-const K = 8u;
+// 4 #(n_b > 0), 5 low, 6 high, 7 δ binding, 8 region.
+const K = 9u;
 var<workgroup> sh: array<array<f32, K>, WG>;
 
 @compute @workgroup_size(WG)
@@ -40,7 +40,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
   var acc: array<f32, K>;
   for (var b0 = 0u; b0 < p.B; b0 += WG / LANES) {
     let b = b0 + lid / LANES;
-    var row: array<f32, R>;
+    var row = array<f32, R>(); // explicit zeros: some compilers hoist a loop-local var without an initializer
     if (b < p.B) {
       for (var t = lane; t < p.T; t += LANES) {
         let i = b * p.T + t;
@@ -51,6 +51,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
           row[2] += f32(f & 1u);
           row[3] += f32((f >> 1u) & 1u);
           row[4] += f32((f >> 2u) & 1u);
+          row[5] += select(0.0, 1.0, (f & 3u) != 0u);
         }
       }
     }
@@ -75,6 +76,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
       acc[5] += sh_row[lid][2];
       acc[6] += sh_row[lid][3];
       acc[7] += sh_row[lid][4];
+      acc[8] += sh_row[lid][5];
     }
     workgroupBarrier(); // sh_row is rewritten by the next pass
   }
@@ -103,7 +105,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     out[9] = r[4];
     out[10] = r[5];
     out[11] = r[6];
-    out[12] = r[5] + r[6];
+    out[12] = r[8];
     out[13] = r[7];
   }
 }

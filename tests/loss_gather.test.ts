@@ -28,7 +28,7 @@ interface Case {
   mask: Int32Array;
 }
 
-/** Random logits with the hard rows: ±1e4, -inf (one row with its target at -inf), a fully masked row. */
+/** Random logits with the hard rows: ±1e4, -inf (one row with its target at -inf, one -inf for its first half), a fully masked row. */
 function makeCase(rng: Rng, N: number, V: number, dtype: LogitsDtype): Case {
   const ids = Int32Array.from({ length: N }, () => rng.int(0, V - 1));
   const mask = Int32Array.from({ length: N }, (_, n) => (n % 5 === 3 ? 0 : 1));
@@ -40,6 +40,8 @@ function makeCase(rng: Rng, N: number, V: number, dtype: LogitsDtype): Case {
       if (N > 1) x[1 * V + v] = -Infinity; // row 1: -inf entries, target among them
     }
     if (N > 1) ids[1] = 0;
+    // row 2: its first half is -inf, so every thread's first elements are -inf before any real one
+    if (N > 2) x.fill(-Infinity, 2 * V, 2 * V + Math.floor(V / 2));
     stored = x;
   } else {
     // f16 bits: sign, exponent 2^-6..2^2, random mantissa; extremes ±1e4 (0x70E2 = 10000 exactly) and -inf.

@@ -19,7 +19,7 @@ import { BatchFormatError, scaleRewardsOf, type BatchConfig, type ChatMessage, t
 import { generate, type Decoder, type FinishReason, type GenerateOptions } from '../model/generate.ts';
 import type { CausalLM } from '../model/model.ts';
 import { score_completions, type CompletionScores } from '../model/score.ts';
-import type { ParamGroup } from '../model/config.ts';
+import { ModelLoadError, type ParamGroup } from '../model/config.ts';
 import { loss_weights } from '../ref/loss_reduce.ts';
 import type { RenderOptions, Tokenizer } from '../tokenize/tokenizer.ts';
 import { STAGES, type StageId } from '../worker/protocol.ts';
@@ -30,6 +30,8 @@ import { clipCoefFor, Optimizer, parseOptimizerConfig, type OptimizerConfig } fr
 import { scoreRewards, type JsRewardRunner, type RewardSpec, type RewardTable } from './rewards.ts';
 
 export { STAGES, type StageId };
+/** The studio worker loads this module for its StepRunner (src/worker/studio.worker.ts). */
+export { createStepRunner } from './runner.ts';
 
 // ------------------------------------------------------------------------------------------ config
 
@@ -181,7 +183,7 @@ export class StepPipeline {
     this.opts = opts;
     const { policy, reference } = opts;
     if (reference && reference.config.vocab_size !== policy.config.vocab_size) {
-      throw new RangeError(`reference vocabulary (${reference.config.vocab_size}) differs from the policy's (${policy.config.vocab_size})`);
+      throw new ModelLoadError(`the reference's vocabulary (${reference.config.vocab_size} tokens) differs from the policy's (${policy.config.vocab_size})`);
     }
   }
 
@@ -516,7 +518,7 @@ export class StepPipeline {
 
   private async step(): Promise<StageData['step']> {
     const policy = this.opts.policy;
-    if (this.opts.undo) {
+    if (this.opts.undo && !this.snapshot) {
       const rec = this.gpu.recorder('snapshot');
       this.snapshot = new Map();
       for (const [name, p] of policy.params) {
@@ -525,7 +527,7 @@ export class StepPipeline {
         this.snapshot.set(name, b);
       }
       await rec.submit();
-    } else {
+    } else if (!this.opts.undo) {
       this.stepped = true;
     }
     const clip_coef = clipCoefFor(this.need('backward'), this.config.max_grad_norm);

@@ -202,6 +202,8 @@ export interface StageResult<S extends StageId = StageId> {
   ms: number; // wall time of the stage in the worker (GPU work finished)
   gpu_ms?: number; // from timestamp queries, when available
   memory: MemoryReport;
+  /** Why the stage did not run (e.g. render / sample / reward for an imported batch); its payload is then empty. */
+  skipped?: string;
   payload: StagePayloads[S];
 }
 

@@ -1,0 +1,84 @@
+// The studio worker's StepRunner (src/grpo/runner.ts, the protocol of src/worker/protocol.ts) in Node: a
+// dropped folder (File objects) with a random tiny Qwen2 and the default task's tokenizer, every stage in
+// order with the studio's default settings, payload shapes, stage order enforcement, and reset() undoing
+// the step (a second run scores exactly as the first).
+import { readFileSync, readdirSync, copyFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createStepRunner } from '../src/grpo/step.ts';
+import { DEFAULT_SETTINGS } from '../src/store/settings.ts';
+import { STAGES, type PerTokenArray, type StagePayloads, type StepSettings } from '../src/worker/protocol.ts';
+import { parseConfig } from '../src/model/config.ts';
+import { randomWeights, tempDir, writeModelFolder } from './fixtures/models.ts';
+import { testGpu } from './helpers/gpu.ts';
+
+const TOKENIZER_DIR = resolve(__dirname, '../public/models/tiny-adder');
+
+/** A model folder as the page sends it: File objects named like a dropped directory. */
+function droppedFolder(): File[] {
+  const vocab = JSON.parse(readFileSync(join(TOKENIZER_DIR, 'tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> }; added_tokens: { id: number }[] };
+  const V = Math.max(...Object.values(vocab.model.vocab), ...vocab.added_tokens.map((t) => t.id)) + 1;
+  const hf = {
+    architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', vocab_size: V, hidden_size: 16, num_attention_heads: 2, num_key_value_heads: 1,
+    num_hidden_layers: 2, intermediate_size: 24, rms_norm_eps: 1e-6, rope_theta: 1e6, max_position_embeddings: 128, tie_word_embeddings: true,
+  };
+  const dir = writeModelFolder(join(tempDir('runner'), 'tiny'), hf, randomWeights(parseConfig(hf), 9));
+  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(TOKENIZER_DIR, f), join(dir, f));
+  return readdirSync(dir).map((f) => {
+    const file = new File([readFileSync(join(dir, f))], f);
+    Object.defineProperty(file, 'webkitRelativePath', { value: `tiny/${f}` });
+    return file;
+  });
+}
+
+describe('StepRunner', () => {
+  it('loads a dropped folder, runs every stage in order and undoes the step on reset', async () => {
+    const runner = createStepRunner(await testGpu());
+    const progress: string[] = [];
+    const info = await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, (p) => progress.push(p.label));
+    expect(info.model_type).toBe('qwen2');
+    expect(info.tokenizer.eos_token_ids).toHaveLength(1);
+    expect(info.memory_plan.totals.train).toBeGreaterThan(0);
+    expect(progress.some((l) => l.startsWith('policy weights'))).toBe(true);
+
+    const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
+    settings.sampling = { ...settings.sampling, num_generations: 3, max_new_tokens: 4 };
+    // A random model earns no task reward; a length reward makes the advantages (and so the gradient) non-zero.
+    settings.rewards = [...settings.rewards, { kind: 'length', name: 'length', weight: 1, enabled: true, target_tokens: 2 }];
+    await expect(runner.runStage('loss', settings)).rejects.toThrow(/the next stage is "render"/);
+
+    const run = async () => {
+      const out: Partial<StagePayloads> = {};
+      for (const stage of STAGES) {
+        const r = await runner.runStage(stage, settings);
+        expect(r.stage).toBe(stage);
+        expect(r.memory.peak_bytes).toBeGreaterThanOrEqual(r.memory.bytes);
+        (out as Record<string, unknown>)[stage] = r.payload;
+      }
+      return out as StagePayloads;
+    };
+    const first = await run();
+    const B = 6;
+    const C = first.assemble.C;
+    const isGrid = (a: PerTokenArray) => a.B === B && a.C === C && a.data.length === B * C;
+    expect(first.render.prompt_texts).toHaveLength(2);
+    expect(first.sample.completion_ids).toHaveLength(B);
+    expect(first.reward.reward_names).toEqual(['correctness', 'format', 'length']);
+    expect(first.assemble.token_texts.completion.map((r) => r.length)).toEqual(first.sample.completion_ids.map((r) => r.length));
+    for (const a of [first.policy_forward.per_token_logps, first.policy_forward.entropy, first.reference_forward.ref_per_token_logps, first.loss.per_token_loss, first.loss.token_weight, first.re_evaluate.post_per_token_logps]) {
+      expect(isGrid(a)).toBe(true);
+    }
+    expect(first.loss.losses[settings.loss.loss_type]).toBe(first.loss.loss);
+    expect(first.backward.grad_norms.map((g) => g.group).sort()).toEqual(['embedding', 'layers.0.attention', 'layers.0.mlp', 'layers.0.norms', 'layers.1.attention', 'layers.1.mlp', 'layers.1.norms', 'norm']);
+    expect(first.step.update_norms.every((u) => u.norm > 0)).toBe(true);
+    await expect(runner.runStage('render', settings)).resolves.toMatchObject({ stage: 'render' }); // a new run starts at render
+
+    // reset() restores the loaded weights: the same seed samples the same completions and scores them identically.
+    await runner.reset();
+    const second = await run();
+    expect(second.sample.completion_ids).toEqual(first.sample.completion_ids);
+    expect(second.policy_forward.per_token_logps.data).toEqual(first.policy_forward.per_token_logps.data);
+    expect(second.re_evaluate.loss_after).toBe(first.re_evaluate.loss_after);
+    runner.dispose();
+  });
+});
