@@ -110,6 +110,7 @@ describe('one GRPO step on the default model with the default settings', () => {
     await pipe.runToEnd();
 
     const groups = pipe.data('advantages')!.groups!;
+    console.log(JSON.stringify(pipe.data('sample')!.completion_texts), JSON.stringify(pipe.data('reward')!.rewards), JSON.stringify(pipe.data('render')!.prompt_texts));
     expect(groups.length).toBe(DEFAULT_PROMPTS.length);
     expect(groups.some((g) => g.std > 0 && !g.zero_std)).toBe(true);
 
