@@ -6,7 +6,8 @@
 // memory use). The read-only pass has the fused kernel's access pattern (four loads in flight per
 // thread); the naive passes are plain one-element loops, as a straightforward port would write them, so
 // naive/fused mixes the 5× traffic with that per-pass difference (compare naive's GB/s to the roofline's).
-import { Gpu, GpuError, packParams, splitRows, type Recorder } from '../src/gpu/context.ts';
+import { Gpu, GpuError, packParams, type Recorder } from '../src/gpu/context.ts';
+import { bindingLimit, rowsPerWindow, rowWindow } from '../src/kernels/windows.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../src/kernels/logprob_gather.ts';
 import { timeKernels } from './timing.ts';
 import type { BenchOptions, Row } from './run.ts';
@@ -25,29 +26,34 @@ function fillLogits(gpu: Gpu, buf: GPUBuffer, bytes: number): void {
 }
 
 function read_only(rec: Recorder, logits: GPUBuffer, out: GPUBuffer, N: number, V: number): void {
-  for (const c of splitRows(rec.gpu, N, V, 4)) {
+  const per = rowsPerWindow(rec.gpu, bindingLimit(rec.gpu), N, V);
+  for (let r0 = 0; r0 < N; r0 += per) {
+    const rc = Math.min(per, N - r0);
+    const w = rowWindow(rec.gpu, logits, r0, rc, V);
     rec.dispatch({
       kernel: 'bench_read_forward',
       shader: 'bench_read_forward',
       constants: { WG },
-      bindings: [{ buffer: logits, offset: c.byteOffset, size: c.byteSize }, { buffer: out, offset: c.rowStart * 4, size: c.rowCount * 4 }],
-      params: packParams([['u32', c.rowCount], ['u32', V], ['u32', c.elemBase]]),
-      workgroups: Gpu.grid(c.rowCount),
+      bindings: [w.binding, { buffer: out, offset: r0 * 4, size: rc * 4 }],
+      params: packParams([['u32', rc], ['u32', V], ['u32', w.base]]),
+      workgroups: Gpu.grid(rc),
     });
   }
 }
 
 function naive(rec: Recorder, b: { logits: GPUBuffer; ids: GPUBuffer; rowMax: GPUBuffer; lse: GPUBuffer; logSoftmax: GPUBuffer; logp: GPUBuffer; entropy: GPUBuffer }, N: number, V: number): void {
+  const per = rowsPerWindow(rec.gpu, bindingLimit(rec.gpu), N, V);
   for (let pass = 0; pass < 4; pass++) {
-    for (const c of splitRows(rec.gpu, N, V, 4)) {
-      const win = (buffer: GPUBuffer) => ({ buffer, offset: c.byteOffset, size: c.byteSize });
+    for (let r0 = 0; r0 < N; r0 += per) {
+      const rc = Math.min(per, N - r0);
+      const lw = rowWindow(rec.gpu, b.logits, r0, rc, V);
       rec.dispatch({
         kernel: `bench_naive_forward pass ${pass}`,
         shader: 'bench_naive_forward',
         constants: { WG, PASS: pass },
-        bindings: [win(b.logits), b.ids, b.rowMax, b.lse, win(b.logSoftmax), b.logp, b.entropy],
-        params: packParams([['u32', c.rowStart], ['u32', c.rowCount], ['u32', V], ['u32', c.elemBase], ['f32', 1]]),
-        workgroups: Gpu.grid(c.rowCount),
+        bindings: [lw.binding, b.ids, b.rowMax, b.lse, rowWindow(rec.gpu, b.logSoftmax, r0, rc, V).binding, b.logp, b.entropy],
+        params: packParams([['u32', r0], ['u32', rc], ['u32', V], ['u32', lw.base], ['f32', 1]]),
+        workgroups: Gpu.grid(rc),
       });
     }
   }

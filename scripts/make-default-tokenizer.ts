@@ -13,7 +13,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Tokenizer } from '../src/tokenize/tokenizer.ts';
-import { DEFAULT_MODEL_PATH, additionAnswer, additionMessages, allProblems } from '../src/grpo/default_task.ts';
+import { DEFAULT_MODEL_PATH, additionAnswer, additionMessages, additionSentence, allProblems } from '../src/grpo/default_task.ts';
 
 // npm runs scripts from the package root.
 const ROOT = process.cwd();
@@ -27,7 +27,7 @@ interface TokenizerJson {
 
 const readJson = <T>(p: string): T => JSON.parse(readFileSync(p, 'utf8')) as T;
 
-/** Texts the reduced vocabulary must segment exactly like Qwen3: every prompt form and answer of the task. */
+/** Texts the reduced vocabulary must segment exactly like Qwen3: every prompt form and answer style of the task. */
 function corpus(tok: Tokenizer): string[] {
   const texts: string[] = [];
   // Every digit appears in the problems below; all problems render to the same pieces.
@@ -35,7 +35,8 @@ function corpus(tok: Tokenizer): string[] {
   for (const p of sample) {
     const messages = additionMessages(p);
     for (const enable_thinking of [undefined, false]) {
-      texts.push(tok.applyChatTemplate(messages, { template_kwargs: enable_thinking === undefined ? {} : { enable_thinking } }) + additionAnswer(p) + '<|im_end|>');
+      const prompt = tok.applyChatTemplate(messages, { template_kwargs: enable_thinking === undefined ? {} : { enable_thinking } });
+      for (const answer of [additionAnswer(p), additionSentence(p)]) texts.push(prompt + answer + '<|im_end|>');
     }
     // A system turn and a finished conversation, so user-edited prompts of that shape stay cheap.
     texts.push(tok.applyChatTemplate([{ role: 'system', content: 'You are a helpful assistant.' }, ...messages, { role: 'assistant', content: additionAnswer(p) }], { add_generation_prompt: false }));

@@ -4,13 +4,16 @@
 // model's forward with saved activations, the log-prob gather (cross-entropy on completion tokens),
 // the model's backward, clip_grad_norm_ and AdamW. Everything is seeded (init, batch order).
 //
-// Training stops EARLY on purpose: as soon as the model's probability of producing the exact right
-// answer at temperature 1, averaged over held-out problems, reaches --target (default 0.5). A GRPO
-// group of 8 samples from such a model holds right and wrong answers, so the first step the studio
-// shows has non-zero advantages; a fully trained model would give every group the same reward.
-// Accuracies are computed exactly from teacher-forced log-probs: the sampled accuracy at temperature 1
-// is E[P(answer)] = mean exp(Σ_t logp_t); greedy decoding is right iff every answer token is the argmax
-// given the right prefix.
+// Targets mix two styles, the bare sum (70%) and "The answer is N." (30%), so sampled groups differ
+// in format and length as well as correctness.
+//
+// Training stops EARLY on purpose: as soon as the model's probability of producing a right sum at
+// temperature 1, averaged over held-out problems, reaches --target (default 0.5). A GRPO group of 8
+// samples from such a model holds right and wrong answers, so the first step the studio shows has
+// non-zero advantages; a fully trained model would give every group the same reward.
+// Accuracies are exact, from teacher-forced log-probs: the probability of sampling a target at
+// temperature 1 is exp(Σ_t logp_t); greedy decoding produces it iff every target token is the argmax
+// given the target's prefix.
 //
 //   npm run train:default [-- --target 0.5 --max-steps 1500 --out DIR --seed 1234]
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -18,7 +21,7 @@ import { join, resolve } from 'node:path';
 import { nodeGpu } from '../src/gpu/node.ts';
 import type { Gpu } from '../src/gpu/context.ts';
 import { assembleBatch, padBatch, type PaddedBatch } from '../src/grpo/batch.ts';
-import { DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH, DEFAULT_PROBLEMS, additionAnswer, additionQuestion, additionMessages, allProblems, isHeldOut, type AdditionProblem } from '../src/grpo/default_task.ts';
+import { DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH, DEFAULT_PROBLEMS, SENTENCE_STYLE_FRACTION, additionAnswer, additionQuestion, additionSentence, additionMessages, allProblems, isHeldOut, type AdditionProblem } from '../src/grpo/default_task.ts';
 import { writeSafeTensors, type TensorOut } from '../src/io/safetensors.ts';
 import { clipCoef, globalNorm, sumsq_forward } from '../src/kernels/grad_norm.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../src/kernels/logprob_gather.ts';
@@ -106,20 +109,28 @@ function initWeights(config: ReturnType<typeof parseConfig>, rng: Rng, std: numb
   return out;
 }
 
+/** One SFT row: a rendered prompt and a target completion (answer tokens + EOS). */
+interface Row {
+  prompt: number[];
+  completion: number[];
+}
+
+/** A problem's prompt and its two target styles: [bare sum, sentence]. */
 interface Example {
   prompt: number[];
-  completion: number[]; // answer tokens + EOS
+  styles: [number[], number[]];
 }
 
 function encode(tok: Tokenizer, p: AdditionProblem): Example {
-  return { prompt: tok.renderChat(additionMessages(p)).ids, completion: [...tok.encode(additionAnswer(p)), tok.eos_token_id!] };
+  const target = (text: string) => [...tok.encode(text), tok.eos_token_id!];
+  return { prompt: tok.renderChat(additionMessages(p)).ids, styles: [target(additionAnswer(p)), target(additionSentence(p))] };
 }
 
-function toBatch(tok: Tokenizer, ex: Example[]): PaddedBatch {
+function toBatch(tok: Tokenizer, rows: Row[]): PaddedBatch {
   return padBatch(
     assembleBatch({
-      prompt_ids: ex.map((e) => e.prompt),
-      completion_ids: ex.map((e) => e.completion),
+      prompt_ids: rows.map((e) => e.prompt),
+      completion_ids: rows.map((e) => e.completion),
       num_generations: 1,
       pad_token_id: tok.pad_token_id!,
       eos_token_ids: [tok.eos_token_id!],
@@ -139,10 +150,18 @@ function tokenBuffers(gpu: Gpu, b: PaddedBatch) {
   };
 }
 
-/** Teacher-forced scores of held-out problems: E[P(answer)] at temperature 1 and greedy accuracy. */
-async function evaluate(model: CausalLM, tok: Tokenizer, ex: Example[]): Promise<{ sampled: number; greedy: number; perProblem: number[] }> {
+interface Scores {
+  right: number; // E[P(right sum, either style)] at temperature 1
+  bare: number; // E[P(bare right sum)]: the expected correctness reward
+  greedy: number; // greedy decoding gives the right sum (either style)
+  greedy_bare: number;
+  perProblem: { right: number; bare: number }[];
+}
+
+/** Teacher-forced scores of both target styles of each problem (see the header for why this is exact). */
+async function evaluate(model: CausalLM, tok: Tokenizer, ex: Example[]): Promise<Scores> {
   const gpu = model.gpu;
-  const b = toBatch(tok, ex);
+  const b = toBatch(tok, ex.flatMap((e) => e.styles.map((completion) => ({ prompt: e.prompt, completion }))));
   const t = tokenBuffers(gpu, b);
   const rec = gpu.recorder('eval');
   const f = model.forward(rec, { B: b.B, T: b.L, input_ids: b.input_ids, attention_mask: b.attention_mask, position_ids: b.position_ids }, { logits_to_keep: b.C });
@@ -151,37 +170,45 @@ async function evaluate(model: CausalLM, tok: Tokenizer, ex: Example[]): Promise
   const logp = await gpu.readF32(t.logp, b.B * b.C);
   const logits = await gpu.readF32(f.logits, b.B * b.C * f.V);
   Object.values(t).forEach((x) => x.destroy());
-  const perProblem: number[] = [];
-  let greedy = 0;
-  for (let r = 0; r < b.B; r++) {
+  // Row r: P(target) and whether every target token is the argmax given the target prefix.
+  const row = (r: number) => {
     let s = 0;
-    let argmaxOk = true;
+    let argmax = true;
     for (let c = 0; c < b.C; c++) {
       const i = r * b.C + c;
       if (!b.completion_mask[i]) continue;
       s += logp[i];
-      const row = logits.subarray(i * f.V, (i + 1) * f.V);
-      const target = row[b.completion_ids[i]];
-      for (let v = 0; v < f.V; v++) if (row[v] > target) argmaxOk = false;
+      const z = logits.subarray(i * f.V, (i + 1) * f.V);
+      const target = z[b.completion_ids[i]];
+      for (let v = 0; v < f.V; v++) if (z[v] > target) argmax = false;
     }
-    perProblem.push(Math.exp(s));
-    if (argmaxOk) greedy++;
+    return { p: Math.exp(s), argmax };
+  };
+  const perProblem: Scores['perProblem'] = [];
+  let greedy = 0;
+  let greedy_bare = 0;
+  for (let e = 0; e < ex.length; e++) {
+    const [bare, sentence] = [row(2 * e), row(2 * e + 1)];
+    perProblem.push({ right: bare.p + sentence.p, bare: bare.p });
+    if (bare.argmax || sentence.argmax) greedy++;
+    if (bare.argmax) greedy_bare++;
   }
-  return { sampled: perProblem.reduce((a, x) => a + x, 0) / b.B, greedy: greedy / b.B, perProblem };
+  const mean = (k: 'right' | 'bare') => perProblem.reduce((a, x) => a + x[k], 0) / ex.length;
+  return { right: mean('right'), bare: mean('bare'), greedy: greedy / ex.length, greedy_bare: greedy_bare / ex.length, perProblem };
 }
 
 /** One SFT step: mean cross-entropy over completion tokens, backward, clip, AdamW. Returns loss and grad norm. */
 async function trainStep(
   model: CausalLM,
   tok: Tokenizer,
-  ex: Example[],
+  rows: Row[],
   opt: { m: Map<string, GPUBuffer>; v: Map<string, GPUBuffer>; sumsq: GPUBuffer },
   step: number,
   lr: number,
   hp: typeof HP,
 ): Promise<{ loss: number; gradNorm: number }> {
   const gpu = model.gpu;
-  const b = toBatch(tok, ex);
+  const b = toBatch(tok, rows);
   const N = b.B * b.C;
   const t = tokenBuffers(gpu, b);
   // loss = −Σ M·logp / ΣM, so dloss/dlogp = −M / ΣM.
@@ -263,30 +290,29 @@ async function main(): Promise<void> {
   const log: string[] = [];
   while (step < hp.max_steps) {
     if (pos + hp.batch_size > order.length) [order, pos] = [shuffle(train, rng), 0];
-    const batch = order.slice(pos, pos + hp.batch_size);
+    const batch = order.slice(pos, pos + hp.batch_size).map((e) => ({ prompt: e.prompt, completion: e.styles[rng.next() < SENTENCE_STYLE_FRACTION ? 1 : 0] }));
     pos += hp.batch_size;
     step++;
     const lr = hp.lr * Math.min(1, step / hp.warmup_steps);
     const { loss, gradNorm } = await trainStep(model, tok, batch, opt, step, lr, hp);
     if (step % hp.eval_every === 0) {
       const e = await evaluate(model, tok, evalSet);
-      const line = `step ${step}  loss ${loss.toFixed(4)}  grad_norm ${gradNorm.toFixed(3)}  held-out E[P(answer)] ${e.sampled.toFixed(3)}  greedy ${e.greedy.toFixed(3)}  ${((performance.now() - t0) / 1000).toFixed(0)} s`;
+      const line = `step ${step}  loss ${loss.toFixed(4)}  grad_norm ${gradNorm.toFixed(3)}  held-out P(right) ${e.right.toFixed(3)}  P(bare right) ${e.bare.toFixed(3)}  greedy ${e.greedy.toFixed(3)}  ${((performance.now() - t0) / 1000).toFixed(0)} s`;
       console.log(line);
       log.push(line);
-      if (e.sampled >= hp.target) break;
+      if (e.right >= hp.target) break;
     }
   }
   const trainSeconds = (performance.now() - t0) / 1000;
   const final = await evaluate(model, tok, heldOut);
   const perPrompt = (await evaluate(model, tok, DEFAULT_PROBLEMS.map((p) => encode(tok, p)))).perProblem;
-  const summary = {
+  const summary: Summary = {
     steps: step,
     train_seconds: Math.round(trainSeconds),
     adapter: gpu.adapter.description,
     held_out_problems: heldOut.length,
-    held_out_sampled_accuracy: final.sampled,
-    held_out_greedy_accuracy: final.greedy,
-    default_prompts: DEFAULT_PROBLEMS.map((p, i) => ({ prompt: additionQuestion(p), answer: additionAnswer(p), p_answer: perPrompt[i] })),
+    held_out: { right: final.right, bare_right: final.bare, greedy: final.greedy, greedy_bare: final.greedy_bare },
+    default_prompts: DEFAULT_PROBLEMS.map((p, i) => ({ prompt: additionQuestion(p), answer: additionAnswer(p), ...perPrompt[i] })),
   };
   console.log(JSON.stringify(summary, null, 1));
 
@@ -304,8 +330,17 @@ async function main(): Promise<void> {
   process.exit(0);
 }
 
-function modelCard(config: ReturnType<typeof parseConfig>, hp: typeof HP, s: Record<string, unknown> & { default_prompts: { prompt: string; answer: string; p_answer: number }[] }, log: string[]): string {
-  const pct = (x: unknown) => `${(100 * (x as number)).toFixed(1)}%`;
+type Summary = {
+  steps: number;
+  train_seconds: number;
+  adapter: string;
+  held_out_problems: number;
+  held_out: { right: number; bare_right: number; greedy: number; greedy_bare: number };
+  default_prompts: { prompt: string; answer: string; right: number; bare: number }[];
+};
+
+function modelCard(config: ReturnType<typeof parseConfig>, hp: typeof HP, s: Summary, log: string[]): string {
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   return `---
 license: apache-2.0
 library_name: grpo-studio
@@ -322,34 +357,37 @@ tokenizer cut down from Qwen3's (same byte-level BPE, digit-by-digit split, spec
 template; built by \`scripts/make-default-tokenizer.ts\`).
 
 It was fine-tuned from random weights by this repository's own WebGPU kernels (\`npm run train:default\`,
-\`scripts/train-default.ts\`) on one task: two-digit addition in Qwen3's chat format,
+\`scripts/train-default.ts\`) on one task, two-digit addition in Qwen3's chat format (a, b in 10..99;
+one problem in ten held out), with two answer styles: the bare sum (${100 - 100 * SENTENCE_STYLE_FRACTION}% of examples) and a
+sentence (${100 * SENTENCE_STYLE_FRACTION}%):
 
 \`\`\`
 <|im_start|>user
 What is 37 + 45?<|im_end|>
 <|im_start|>assistant
-82<|im_end|>
+82<|im_end|>                     or    The answer is 82.<|im_end|>
 \`\`\`
 
-(a, b in 10..99; one problem in ten held out). Loss: mean cross-entropy over the completion tokens
-(answer and \`<|im_end|>\`); AdamW (lr ${hp.lr}, ${hp.warmup_steps}-step warmup, betas ${hp.betas.join(', ')}, weight decay ${hp.weight_decay}),
-clip_grad_norm ${hp.max_grad_norm}, batch ${hp.batch_size}, seed ${hp.seed}.
+Loss: mean cross-entropy over the completion tokens (the answer and \`<|im_end|>\`); AdamW (lr ${hp.lr},
+${hp.warmup_steps}-step warmup, betas ${hp.betas.join(', ')}, weight decay ${hp.weight_decay}), clip_grad_norm ${hp.max_grad_norm}, batch ${hp.batch_size}, seed ${hp.seed}.
 
-**Training stopped early on purpose**, at step ${s.steps}, once the probability of sampling the exact answer at
-temperature 1 reached ${hp.target} on held-out problems: a group of G = 8 samples then holds right and wrong
-answers, so its rewards vary and the first GRPO step has something to learn. It is not a good adder.
+**Training stopped early on purpose**, at step ${s.steps}, once the probability of sampling a right sum at
+temperature 1 reached ${hp.target} on held-out problems. A group of G = 8 samples then holds right and wrong
+sums, bare numbers and sentences (of different lengths), so its rewards vary and the first GRPO step has
+something to learn. It is not a good adder.
 
-| held-out problems (${s.held_out_problems}) | accuracy |
-|---|---|
-| sampled, temperature 1 (E[P(answer)]) | ${pct(s.held_out_sampled_accuracy)} |
-| greedy | ${pct(s.held_out_greedy_accuracy)} |
-
-Both are exact, from teacher-forced log-probs (sampled: mean of exp Σ log p over the answer tokens; greedy:
-every answer token is the argmax given the right prefix). On the studio's default prompts:
-
-| prompt | answer | P(answer) at temperature 1 |
+| held-out problems (${s.held_out_problems}) | right sum, either style | bare right sum (correctness reward 1) |
 |---|---|---|
-${s.default_prompts.map((d) => `| ${d.prompt} | ${d.answer} | ${pct(d.p_answer)} |`).join('\n')}
+| sampled at temperature 1 (expected) | ${pct(s.held_out.right)} | ${pct(s.held_out.bare_right)} |
+| greedy | ${pct(s.held_out.greedy)} | ${pct(s.held_out.greedy_bare)} |
+
+These are exact, from teacher-forced log-probs: the sampled accuracy is the mean of exp Σ log p over a
+target's tokens; greedy decoding produces a target iff each of its tokens is the argmax given its prefix.
+On the studio's default prompts:
+
+| prompt | answer | P(right sum) | P(bare right sum) |
+|---|---|---|---|
+${s.default_prompts.map((d) => `| ${d.prompt} | ${d.answer} | ${pct(d.right)} | ${pct(d.bare)} |`).join('\n')}
 
 Trained in ${s.train_seconds} s on ${s.adapter}.
 

@@ -74,6 +74,7 @@ describe('default task', () => {
     const cases: [string, number, number][] = [
       ['59<|im_end|>', 1, 1],
       ['58<|im_end|>', 0, 1],
+      ['The answer is 59.<|im_end|>', 0, 0], // the model's other answer style
       ['59', 1, 0], // cut off by max_completion_length: right, but no EOS
       ['5 9<|im_end|>', 0, 0],
       ['<|im_end|>', 0, 0],
@@ -92,6 +93,8 @@ describe('one GRPO step on the default model with the default settings', () => {
     const policy = await CausalLM.from_pretrained(new FolderSource(MODEL_DIR), gpu);
     const tokenizer = await loadTokenizerDir(MODEL_DIR);
     const d = DEFAULT_GRPO_CONFIG;
+    // EOS and pad come from the tokenizer (<|im_end|>, <|endoftext|>), as in the studio.
+    const { eos_token_ids: _eos, ...sampling } = DEFAULT_SAMPLING;
     const config = stepConfigFromBatch({ ...d, optimizer: { name: 'adamw', lr: d.learning_rate } }, d.max_completion_length!);
     const pipe = new StepPipeline(gpu, {
       policy,
@@ -101,7 +104,7 @@ describe('one GRPO step on the default model with the default settings', () => {
         kind: 'prompts',
         prompts: [...DEFAULT_PROMPTS],
         tokenizer,
-        generation: { ...DEFAULT_SAMPLING, temperature: d.temperature!, num_generations: d.num_generations, max_new_tokens: d.max_completion_length!, seed: 42 },
+        generation: { ...sampling, temperature: d.temperature!, num_generations: d.num_generations, max_new_tokens: d.max_completion_length!, seed: 42 },
         decoder: () => kvDecoder(policy),
         rewards: [...DEFAULT_REWARDS],
         runJs: noJs,
@@ -110,13 +113,14 @@ describe('one GRPO step on the default model with the default settings', () => {
     await pipe.runToEnd();
 
     const groups = pipe.data('advantages')!.groups!;
-    console.log(JSON.stringify(pipe.data('sample')!.completion_texts), JSON.stringify(pipe.data('reward')!.rewards), JSON.stringify(pipe.data('render')!.prompt_texts));
     expect(groups.length).toBe(DEFAULT_PROMPTS.length);
     expect(groups.some((g) => g.std > 0 && !g.zero_std)).toBe(true);
 
     const { loss } = pipe.data('loss')!;
     expect(Number.isFinite(loss)).toBe(true);
-    expect(loss).not.toBe(0);
+    // Not rounding noise: at this first, on-policy step (ratio 1, KL 0) the loss is −Σ_b A_b·n_b / Σ n_b
+    // under the default "dapo" aggregation, non-zero because sentence answers are longer than bare ones.
+    expect(Math.abs(loss)).toBeGreaterThan(1e-4);
     const { grad_norm } = pipe.data('backward')!;
     expect(Number.isFinite(grad_norm)).toBe(true);
     expect(grad_norm).toBeGreaterThan(0);

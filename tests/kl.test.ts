@@ -1,5 +1,5 @@
 // kl_forward (GPU) against its float64 twin: odd sizes, tiny and large log-ratios, every estimator.
-import { describe, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
 import { Rng } from './helpers/rng.ts';
 import { expectClose } from './helpers/close.ts';
@@ -24,4 +24,10 @@ describe('kl_forward', () => {
       expectClose(got, klRef(logp, ref, estimator), { rtol: 1e-4, atol: 1e-7, label: `kl ${estimator}` });
     });
   }
+
+  it('rejects a buffer shorter than n, naming the kernel and the field', async () => {
+    const gpu = await testGpu();
+    const [big, small] = [gpu.createBuffer('big', 400), gpu.createBuffer('small', 16)];
+    expect(() => kl_forward(gpu.recorder('x'), { logp: big, refLogp: small, kl: big, n: 100, estimator: 'k3' })).toThrow('kl_forward: refLogp holds 16 bytes, needs 400 (100 elements)');
+  });
 });

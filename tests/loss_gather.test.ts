@@ -5,11 +5,12 @@
 import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
 import { Rng } from './helpers/rng.ts';
-import { expectClose } from './helpers/close.ts';
-import { splitRows, type Gpu } from '../src/gpu/context.ts';
+import { expectClose, maxAbs } from './helpers/close.ts';
+import type { Gpu } from '../src/gpu/context.ts';
 import { f16ToF32 } from '../src/io/safetensors.ts';
 import { logprob_gather_backward, logprob_gather_forward, type LogitsDtype } from '../src/kernels/logprob_gather.ts';
 import * as ref from '../src/ref/logprob_gather.ts';
+import { bindingLimit, rowsPerWindow, rowWindow } from '../src/kernels/windows.ts';
 
 // Tolerances (the golden README's, for the same float32 computation):
 // - logp, lse, entropy: rtol 1e-5, atol 1e-6·zmax per row. z = logits / T is rounded to f32 before
@@ -115,6 +116,22 @@ describe('logprob_gather_forward', () => {
     checkForward(c, 1, got, false, 'scored');
     expect(got.logp[3]).toBeLessThan(0); // row 3 is masked and was scored
   });
+
+  it('rejects undersized buffers and a bad temperature, naming the kernel and the field', async () => {
+    const gpu = await testGpu();
+    const [N, V] = [5, 7];
+    const buf = (bytes: number) => gpu.createBuffer('b', bytes);
+    const args = { logits: buf(N * V * 4), ids: buf(N * 4), mask: buf(N * 4), logp: buf(N * 4), lse: buf(N * 8), entropy: buf(N * 4), N, V, temperature: 1 };
+    expect(() => logprob_gather_forward(gpu.recorder('x'), { ...args, logits: buf(N * V * 2) })).toThrow('logprob_gather_forward: logits holds 72 bytes, needs 140 (35 elements)');
+    expect(() => logprob_gather_forward(gpu.recorder('x'), { ...args, lse: buf(N * 4) })).toThrow('logprob_gather_forward: lse holds 20 bytes, needs 40 (10 elements)');
+    expect(() => logprob_gather_forward(gpu.recorder('x'), { ...args, temperature: 0 })).toThrow(/logprob_gather_forward: temperature must be a positive number, got 0/);
+    // f16 logits need 2 bytes per element: the same buffer that is short for f32 holds them.
+    const rec = gpu.recorder('f16 size');
+    logprob_gather_forward(rec, { ...args, logits: buf(N * V * 2), dtype: 'f16' });
+    await rec.submit();
+    const back = { ...args, dlogp: buf(N * 4), dlogits: buf(N * V * 4) };
+    expect(() => logprob_gather_backward(gpu.recorder('x'), { ...back, dlogits: buf(16) })).toThrow('logprob_gather_backward: dlogits holds 16 bytes, needs 140 (35 elements)');
+  });
 });
 
 describe('logprob_gather_backward', () => {
@@ -137,8 +154,7 @@ describe('logprob_gather_backward', () => {
       await rec.submit();
       const got = await gpu.readF32(out === 'in-place' ? fwd.logits : out, N * V);
       const want = ref.logprob_gather_backward(c.logits, c.ids, c.mask, ref.logprob_gather_forward(c.logits, c.ids, c.mask, N, V, T).lse, dlogp, N, V, T);
-      let g = 0;
-      for (const x of want) g = Math.max(g, Math.abs(x));
+      const g = maxAbs(want);
       expectClose(got, want, { rtol: 1e-4, atol: 1e-5 * g, label: `dlogits ${dtype} ${N}x${V}` });
       for (let n = 0; n < N; n++) if (!c.mask[n]) expect(got.subarray(n * V, (n + 1) * V).every((x) => Object.is(x, 0))).toBe(true);
     });
@@ -152,7 +168,8 @@ describe('V = 151936 split across dispatches', () => {
     // Enough rows that (N, V) f32 exceeds maxStorageBufferBindingSize (128 MiB on lavapipe: 220 rows).
     const perBinding = Math.floor((gpu.limits.maxStorageBufferBindingSize - gpu.limits.minStorageBufferOffsetAlignment) / (V * 4));
     const N = Math.min(perBinding + 13, 1000);
-    expect(splitRows(gpu, N, V, 4).length, 'the test must force a split').toBeGreaterThan(1);
+    const per = rowsPerWindow(gpu, bindingLimit(gpu), N, V);
+    expect(per, 'the test must force a split').toBeLessThan(N);
     const rng = new Rng(151936);
     const logits = new Float32Array(N * V);
     for (let i = 0; i < logits.length; i++) logits[i] = (rng.next() - 0.5) * 16; // cheap uniform logits
@@ -169,12 +186,11 @@ describe('V = 151936 split across dispatches', () => {
     fwd.logits.destroy();
     // Compare in blocks of rows around both sides of every split so the reference stays small.
     const rows = new Set<number>([0, 1, N - 2, N - 1]);
-    for (const ch of splitRows(gpu, N, V, 4)) for (const r of [ch.rowStart - 1, ch.rowStart, ch.rowStart + ch.rowCount - 1]) if (r >= 0) rows.add(r);
+    for (let r0 = 0; r0 < N; r0 += per) for (const r of [r0 - 1, r0, Math.min(r0 + per, N) - 1]) if (r >= 0) rows.add(r);
     rows.add(7); // a masked row
     for (const r of rows) {
       const wantRow = ref.logprob_gather_backward(logits.subarray(r * V, (r + 1) * V), [c.ids[r]], [c.mask[r]], want.lse.subarray(2 * r, 2 * r + 2), [dlogp[r]], 1, V, T);
-      let g = 0;
-      for (const x of wantRow) g = Math.max(g, Math.abs(x));
+      const g = maxAbs(wantRow);
       const gotRow = got.subarray(r * V, (r + 1) * V);
       if (!c.mask[r]) expect(gotRow.every((x) => Object.is(x, 0)), `masked row ${r}`).toBe(true);
       else expectClose(gotRow, wantRow, { rtol: 1e-4, atol: 1e-5 * g, label: `split dlogits row ${r}` });
@@ -186,15 +202,19 @@ describe('V = 151936 split across dispatches', () => {
     // V = 151936 rows are multiples of 256 bytes, so their windows never carry an offset; an odd V does.
     const V = 65537;
     const N = Math.floor(gpu.limits.maxStorageBufferBindingSize / (V * 2)) + 9;
-    const chunks = splitRows(gpu, N, V, 2);
-    expect(chunks.length, 'the test must force a split').toBeGreaterThan(1);
-    expect(chunks.some((ch) => ch.elemBase % 2 === 1), 'a window must start in the middle of a u32 word').toBe(true);
+    // The forward cuts the f16 logits by their own windows, the backward at the rows of its f32 dlogits.
+    const per16 = rowsPerWindow(gpu, bindingLimit(gpu), N, V, 2);
+    const per32 = rowsPerWindow(gpu, bindingLimit(gpu), N, V);
+    expect(per16, 'the test must force a split').toBeLessThan(N);
+    const starts = (per: number) => Array.from({ length: Math.ceil(N / per) }, (_, i) => i * per);
     const rng = new Rng(65537);
     const h = new Uint16Array(N * V);
     for (let i = 0; i < h.length; i++) h[i] = (i & 1 ? 0x8000 : 0) | ((9 + (i % 9)) << 10) | ((i * 2654435761) >>> 22); // cheap spread of f16 values
     const c: Case = { N, V, logits: f16ToF32(h), stored: h, ids: Int32Array.from({ length: N }, () => rng.int(0, V - 1)), mask: Int32Array.from({ length: N }, (_, n) => (n % 97 === 5 ? 0 : 1)) };
     const T = 0.7;
     const fwd = await runForward(gpu, c, 'f16', T);
+    const bases = starts(per16).map((r0) => rowWindow(gpu, fwd.logits, r0, Math.min(per16, N - r0), V, 2).base);
+    expect(bases.some((b) => b % 2 === 1), 'a window must start in the middle of a u32 word').toBe(true);
     const want = checkForward(c, T, fwd, true, 'f16 split');
     const dlogp = rng.f32(N);
     const out = gpu.createBuffer('dlogits', N * V * 4);
@@ -202,12 +222,11 @@ describe('V = 151936 split across dispatches', () => {
     logprob_gather_backward(rec, { logits: fwd.logits, dtype: 'f16', ids: fwd.ids, mask: fwd.mask, lse: fwd.lse, dlogp: gpu.upload('dlogp', dlogp), dlogits: out, N, V, temperature: T });
     await rec.submit();
     const rows = new Set<number>([0, 5, N - 1]);
-    for (const ch of [...chunks, ...splitRows(gpu, N, V, 4)]) for (const r of [ch.rowStart - 1, ch.rowStart]) if (r >= 0) rows.add(r);
+    for (const r0 of [...starts(per16), ...starts(per32)]) for (const r of [r0 - 1, r0]) if (r >= 0) rows.add(r);
     for (const r of rows) {
       const gotRow = await gpu.readF32(out, V, r * V);
       const wantRow = ref.logprob_gather_backward(c.logits.subarray(r * V, (r + 1) * V), [c.ids[r]], [c.mask[r]], want.lse.subarray(2 * r, 2 * r + 2), [dlogp[r]], 1, V, T);
-      let g = 0;
-      for (const x of wantRow) g = Math.max(g, Math.abs(x));
+      const g = maxAbs(wantRow);
       if (!c.mask[r]) expect(gotRow.every((x) => Object.is(x, 0)), `masked row ${r}`).toBe(true);
       else expectClose(gotRow, wantRow, { rtol: 1e-4, atol: 1e-5 * g, label: `f16 split dlogits row ${r}` });
     }

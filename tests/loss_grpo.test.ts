@@ -6,7 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
 import { Rng } from './helpers/rng.ts';
-import { expectClose } from './helpers/close.ts';
+import { expectClose, maxAbs } from './helpers/close.ts';
+import { fdGradient } from './helpers/fd.ts';
 import type { Gpu } from '../src/gpu/context.ts';
 import { grpo_loss_backward, grpo_loss_forward } from '../src/kernels/grpo_loss.ts';
 import { loss_reduce_forward, STATS } from '../src/kernels/loss_reduce.ts';
@@ -110,12 +111,6 @@ async function runKernels(gpu: Gpu, b: Batch, cfg: GrpoLossConfig) {
   };
 }
 
-function gmax(a: ArrayLike<number>): number {
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]));
-  return m;
-}
-
 describe('grpo_loss_forward + loss_reduce_forward + grpo_loss_backward', () => {
   for (const c of CONFIGS) {
     it(`matches the float64 reference: ${label(c)}`, async () => {
@@ -147,13 +142,26 @@ describe('grpo_loss_forward + loss_reduce_forward + grpo_loss_backward', () => {
       const w = refReduce.loss_weights(b.mask, B, T, cfg.loss_type, cfg);
       const dlogp = refLoss.grpo_loss_backward(b.logp, b.ref, b.adv, b.mask, want.ratio, w, B, T, cfg);
       // README's dlogits tolerance: rtol 1e-4, atol 1e-5·max|grad|.
-      expectClose(got.dlogp, dlogp, { rtol: 1e-4, atol: 1e-5 * gmax(dlogp), label: 'dlogp' });
+      expectClose(got.dlogp, dlogp, { rtol: 1e-4, atol: 1e-5 * maxAbs(dlogp), label: 'dlogp' });
       for (let i = 0; i < B * T; i++) if (!b.mask[i]) expect(got.dlogp[i], `dlogp[${i}] on a masked token`).toBe(0);
     });
   }
 });
 
 describe('loss_reduce_forward', () => {
+  it('rejects undersized buffers, naming the kernel and the field (also grpo_loss_forward / _backward)', async () => {
+    const gpu = await testGpu();
+    const [B, T] = [5, 3];
+    const buf = (elems: number) => gpu.createBuffer('b', elems * 4); // at least 16 bytes
+    const red = { loss: buf(B * T), mask: buf(B * T), clip: buf(B * T), out: buf(STATS.size), B, T, max_completion_length: T };
+    expect(() => loss_reduce_forward(gpu.recorder('x'), { ...red, out: buf(8) })).toThrow('loss_reduce_forward: out holds 32 bytes, needs 64 (16 elements)');
+    const bt = () => buf(B * T);
+    const fwd = { logp: bt(), oldLogp: bt(), kl: bt(), advantages: buf(B), mask: bt(), loss: bt(), ratio: bt(), clip: bt(), B, T, params: { ...BASE, max_completion_length: T } };
+    expect(() => grpo_loss_forward(gpu.recorder('x'), { ...fwd, advantages: buf(1) })).toThrow('grpo_loss_forward: advantages holds 16 bytes, needs 20 (5 elements)');
+    const back = { logp: bt(), refLogp: bt(), advantages: buf(B), mask: bt(), ratio: bt(), stats: buf(STATS.size), dlogp: bt(), B, T, params: fwd.params };
+    expect(() => grpo_loss_backward(gpu.recorder('x'), { ...back, stats: buf(8) })).toThrow('grpo_loss_backward: stats holds 32 bytes, needs 64 (16 elements)');
+  });
+
   it('gives every aggregation for any number of lanes per sequence (1, 8, 256: one to 70 passes)', async () => {
     const gpu = await testGpu();
     const B = 70;
@@ -213,17 +221,8 @@ describe('dlogits = grpo_loss_backward ∘ logprob_gather_backward vs finite dif
         return refReduce.loss_reduce_forward(f.loss, b.mask, f.clip, B, T, cfg).losses[cfg.loss_type];
       };
       const x = Float64Array.from(logits);
-      const fd = new Float64Array(x.length);
-      for (let i = 0; i < x.length; i++) {
-        const h = 1e-6; // f64 central difference: truncation ~h², rounding ~1e-16/h: both ≪ the f32 tolerance
-        const x0 = x[i];
-        x[i] = x0 + h;
-        const lp = lossAt(x);
-        x[i] = x0 - h;
-        const lm = lossAt(x);
-        x[i] = x0;
-        fd[i] = (lp - lm) / (2 * h);
-      }
+      // f64 central difference, h = 1e-6: truncation ~h², rounding ~1e-16/h: both ≪ the f32 tolerance.
+      const fd = fdGradient(() => lossAt(x), x, 1e-6);
 
       const res = await grpo_loss(gpu, {
         B, T, V,
@@ -235,9 +234,9 @@ describe('dlogits = grpo_loss_backward ∘ logprob_gather_backward vs finite dif
         ref_per_token_logps: gpu.upload('ref', b.ref),
       }, cfg);
       const r = await readGrpoLoss(gpu, res, { dlogits: true });
-      expect(gmax(fd), 'the loss must depend on the logits').toBeGreaterThan(0);
+      expect(maxAbs(fd), 'the loss must depend on the logits').toBeGreaterThan(0);
       // README's dlogits tolerance (rtol 1e-4, atol 1e-5·max|grad|); the FD error (~1e-10) is negligible.
-      expectClose(r.dlogits!, fd, { rtol: 1e-4, atol: 1e-5 * gmax(fd), label: 'dlogits vs finite differences' });
+      expectClose(r.dlogits!, fd, { rtol: 1e-4, atol: 1e-5 * maxAbs(fd), label: 'dlogits vs finite differences' });
       expectClose([r.loss], [lossAt(logits)], { rtol: 1e-4, atol: 1e-6, label: 'loss' });
       res.destroy();
     });

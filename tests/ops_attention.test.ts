@@ -18,7 +18,8 @@ import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
 import { Rng } from './helpers/rng.ts';
 import { expectClose } from './helpers/close.ts';
-import { attention_backward as attBackRef, attention_forward as attRef, type AttentionShape } from '../src/ref/attention.ts';
+import { dot, fdGradient } from './helpers/fd.ts';
+import { attention_backward as attBackRef, attention_forward as attRef, type AttentionBackwardShape, type AttentionShape } from '../src/ref/attention.ts';
 import { attention_backward, attention_forward } from '../src/kernels/attention.ts';
 
 const U = 2 ** -24;
@@ -119,6 +120,8 @@ async function forwardCase(gpu: Awaited<ReturnType<typeof testGpu>>, rng: Rng, s
 const shape = (B: number, Tq: number, Tk: number, TkvMax: number, Hq: number, Hkv: number, D: number): AttentionShape => ({
   B, Tq, Tk, TkvMax, Hq, Hkv, D, scale: 1 / Math.sqrt(D),
 });
+/** The backward's shape of a full-sequence forward shape (Tq = Tk = T). */
+const backShape = (s: AttentionShape): AttentionBackwardShape => ({ B: s.B, T: s.Tq, Hq: s.Hq, Hkv: s.Hkv, D: s.D, scale: s.scale });
 
 describe('attention_forward', () => {
   it('full sequences: odd T, GQA, left padding, fully masked and holed rows', async () => {
@@ -150,7 +153,7 @@ describe('attention_forward', () => {
 });
 
 /** Σ|terms| magnitudes of the backward's sums (see the header), per output element. */
-function backwardMagnitudes(dout: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, att: Float32Array, s: { B: number; T: number; Hq: number; Hkv: number; D: number; scale: number }) {
+function backwardMagnitudes(dout: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, att: Float32Array, s: AttentionBackwardShape) {
   const { B, T, Hq, Hkv, D, scale } = s;
   const mdq = new Float64Array(B * T * Hq * D);
   const mdk = new Float64Array(B * T * Hkv * D);
@@ -197,7 +200,7 @@ describe('attention_backward', () => {
         const { q, k, v, mask } = forwardInputs(rng, s);
         const att = Float32Array.from(attRef(q, k, v, mask, s).att); // the backward's input, as the GPU forward saves it
         const dout = rng.f32(s.B * s.Tq * s.Hq * s.D);
-        const bs = { B: s.B, T: s.Tq, Hq: s.Hq, Hkv: s.Hkv, D: s.D, scale: s.scale };
+        const bs = backShape(s);
         const dq = gpu.createBuffer('dq', q.length * 4);
         const dk = gpu.createBuffer('dk', k.length * 4);
         const dv = gpu.createBuffer('dv', v.length * 4);
@@ -244,19 +247,11 @@ describe('attention_backward', () => {
     const v = Float64Array.from(rng.f32(s.B * s.Tk * s.Hkv * s.D));
     const mask = makeMask(rng, s.B, s.Tk); // left-padded and fully masked rows included
     const g = rng.f32(q.length); // L = Σ g ⊙ out
-    const L = () => attRef(q, k, v, mask, s).out.reduce((acc, y, i) => acc + g[i] * y, 0);
-    const grads = attBackRef(g, q, k, v, attRef(q, k, v, mask, s).att, { B: s.B, T: s.Tq, Hq: s.Hq, Hkv: s.Hkv, D: s.D, scale: s.scale });
+    const L = () => dot(g, attRef(q, k, v, mask, s).out);
+    const grads = attBackRef(g, q, k, v, attRef(q, k, v, mask, s).att, backShape(s));
     const h = 1e-5;
     for (const [x, dx, name] of [[q, grads.dq, 'dq'], [k, grads.dk, 'dk'], [v, grads.dv, 'dv']] as Array<[Float64Array, Float64Array, string]>) {
-      const fd = Float64Array.from(x, (_, i) => {
-        const x0 = x[i];
-        x[i] = x0 + h;
-        const lp = L();
-        x[i] = x0 - h;
-        const lm = L();
-        x[i] = x0;
-        return (lp - lm) / (2 * h);
-      });
+      const fd = fdGradient(L, x, h);
       // Central differences: truncation O(h²·|L'''|) ≈ 1e-10, rounding ≈ 1e-16·|L|/h ≈ 1e-11.
       expectClose(fd, dx, { atol: 1e-8, rtol: 1e-6, label: `fd attention ${name}` });
     }

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
 import { Rng } from './helpers/rng.ts';
 import { expectClose } from './helpers/close.ts';
+import { dot, fdGradient } from './helpers/fd.ts';
 import { embedding_backward as embBackRef, embedding_forward as embRef } from '../src/ref/embedding.ts';
 import { embedding_backward, embedding_forward } from '../src/kernels/embedding.ts';
 
@@ -119,19 +120,11 @@ describe('embedding_backward', () => {
     const wte = Float64Array.from(rng.f32(V * C));
     const wpe = Float64Array.from(rng.f32(P * C));
     const g = rng.f32(N * C); // L = Σ g ⊙ out
-    const L = () => embRef(ids, wte, wpe, positionIds, N, C, V, P).reduce((s, y, i) => s + g[i] * y, 0);
+    const L = () => dot(g, embRef(ids, wte, wpe, positionIds, N, C, V, P));
     const grads = embBackRef(g, ids, positionIds, N, C, V, P);
     const h = 1e-5;
     for (const [x, dx] of [[wte, grads.dwte], [wpe, grads.dwpe]] as Array<[Float64Array, Float64Array]>) {
-      const fd = Float64Array.from(x, (_, i) => {
-        const x0 = x[i];
-        x[i] = x0 + h;
-        const lp = L();
-        x[i] = x0 - h;
-        const lm = L();
-        x[i] = x0;
-        return (lp - lm) / (2 * h);
-      });
+      const fd = fdGradient(L, x, h);
       // L is linear in the tables: central differences are exact up to float64 rounding.
       expectClose(fd, dx, { atol: 1e-9, rtol: 1e-8, label: 'fd embedding' });
     }

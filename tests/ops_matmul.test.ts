@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
 import { Rng } from './helpers/rng.ts';
 import { expectClose } from './helpers/close.ts';
+import { dot, fdGradient } from './helpers/fd.ts';
 import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../src/ref/matmul.ts';
 import { matmul_backward, matmul_forward } from '../src/kernels/matmul.ts';
 import type { Gpu } from '../src/gpu/context.ts';
@@ -176,19 +177,11 @@ describe('matmul_backward', () => {
       const weight = Float64Array.from(rng.f32(N * K));
       const bias = Float64Array.from(rng.f32(N));
       const g = rng.f32(M * N); // L = Σ g ⊙ y
-      const L = () => mmRef(inp, weight, bias, M, K, N, layout).reduce((s, y, i) => s + g[i] * y, 0);
+      const L = () => dot(g, mmRef(inp, weight, bias, M, K, N, layout));
       const grads = mmBackRef(g, inp, weight, M, K, N, layout);
       const h = 1e-5;
       for (const [x, dx] of [[inp, grads.dinp], [weight, grads.dweight], [bias, grads.dbias]] as Array<[Float64Array, Float64Array]>) {
-        const fd = Float64Array.from(x, (_, i) => {
-          const x0 = x[i];
-          x[i] = x0 + h;
-          const lp = L();
-          x[i] = x0 - h;
-          const lm = L();
-          x[i] = x0;
-          return (lp - lm) / (2 * h);
-        });
+        const fd = fdGradient(L, x, h);
         // L is linear in each input: central differences are exact up to float64 rounding (~1e-16/h).
         expectClose(fd, dx, { atol: 1e-9, rtol: 1e-8, label: `fd ${layout}` });
       }

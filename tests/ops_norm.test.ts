@@ -9,10 +9,12 @@
 // bound and far below the O(scale) error of any wrong formula. The one amplified error is the row
 // mean's f32 rounding (u·|mean|), which the forward multiplies by rstd: the output scale includes
 // rstd·|mean|.
-import { describe, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
 import { Rng } from './helpers/rng.ts';
 import { tally } from './helpers/tally.ts';
+import { maxAbs } from './helpers/close.ts';
+import { dot, fdGradient } from './helpers/fd.ts';
 import * as ref from '../src/ref/layernorm.ts';
 import * as rmsRef from '../src/ref/rmsnorm.ts';
 import { colsum_forward as colsumRef } from '../src/ref/colsum.ts';
@@ -39,29 +41,6 @@ function rows(rng: Rng, N: number, C: number, salt: number): Float32Array {
   return x;
 }
 
-const maxAbs = (a: ArrayLike<number>, lo = 0, hi = a.length) => {
-  let m = 0;
-  for (let i = lo; i < hi; i++) m = Math.max(m, Math.abs(a[i]));
-  return m;
-};
-
-/** Central finite difference of f at x[i] (float64). */
-function fd(f: () => number, x: Float64Array, i: number, h: number): number {
-  const x0 = x[i];
-  x[i] = x0 + h;
-  const up = f();
-  x[i] = x0 - h;
-  const down = f();
-  x[i] = x0;
-  return (up - down) / (2 * h);
-}
-
-const dot = (a: ArrayLike<number>, b: ArrayLike<number>) => {
-  let s = 0;
-  for (let i = 0; i < a.length; i++) s += a[i] * b[i];
-  return s;
-};
-
 async function read(gpu: Gpu, buf: GPUBuffer, n: number) {
   return gpu.readF32(buf, n);
 }
@@ -75,13 +54,14 @@ describe('float64 twins vs finite differences', () => {
   const w = Float64Array.from(rng.f32(C, 0.3), (v) => 1 + v);
   const b = Float64Array.from(rng.f32(C, 0.1));
   const g = Float64Array.from(rng.f32(N * C));
+  const step = (v: number) => 1e-5 * Math.max(1, Math.abs(v));
 
   it('layernorm_backward is the gradient of layernorm_forward', () => {
     const L = () => dot(ref.layernorm_forward(x, w, b, N, C, EPS).out, g);
     const f = ref.layernorm_forward(x, w, b, N, C, EPS);
     const bw = ref.layernorm_backward(g, x, w, f.mean, f.rstd, N, C);
     for (const [name, arr, grad] of [['dinp', x, bw.dinp], ['dweight', w, bw.dweight], ['dbias', b, bw.dbias]] as const) {
-      const num = Float64Array.from(arr, (v, i) => fd(L, arr, i, 1e-5 * Math.max(1, Math.abs(v))));
+      const num = fdGradient(L, arr, step);
       check(grad, num, { rtol: 1e-6, atol: 1e-6 * maxAbs(num), label: `layernorm FD ${name}`, key: 'twin FD layernorm' });
     }
   });
@@ -91,7 +71,7 @@ describe('float64 twins vs finite differences', () => {
     const f = rmsRef.rmsnorm_forward(x, w, N, C, EPS);
     const bw = rmsRef.rmsnorm_backward(g, x, w, f.rstd, N, C);
     for (const [name, arr, grad] of [['dinp', x, bw.dinp], ['dweight', w, bw.dweight]] as const) {
-      const num = Float64Array.from(arr, (v, i) => fd(L, arr, i, 1e-5 * Math.max(1, Math.abs(v))));
+      const num = fdGradient(L, arr, step);
       check(grad, num, { rtol: 1e-6, atol: 1e-6 * maxAbs(num), label: `rmsnorm FD ${name}`, key: 'twin FD rmsnorm' });
     }
   });
@@ -164,6 +144,16 @@ describe('layernorm (GPU vs float64 twin)', () => {
       check(await read(gpu, dweight, C), plus(bw.dweight, N * C), { rtol: 1e-5, atol: 0, atolAt: (j) => 1e-5 * (colW[j] + preW), label: 'dweight', key: 'layernorm_backward dweight' });
       check(await read(gpu, dbias, C), plus(bw.dbias, N * C + C), { rtol: 1e-5, atol: 0, atolAt: (j) => 1e-5 * (colB[j] + preW), label: 'dbias', key: 'layernorm_backward dbias' });
     });
+  });
+
+  it('rejects undersized buffers, naming the kernel and the field', async () => {
+    const gpu = await testGpu();
+    const [N, C] = [3, 33];
+    const buf = (elems: number) => gpu.createBuffer('b', elems * 4);
+    const fwd = { out: buf(N * C), mean: buf(N), rstd: buf(N), inp: buf(N * C), weight: buf(C), bias: buf(C), N, C, eps: EPS };
+    expect(() => layernorm_forward(gpu.recorder('x'), { ...fwd, bias: buf(C - 1) })).toThrow('layernorm_forward: bias holds 128 bytes, needs 132 (33 elements)');
+    const back = { dinp: buf(N * C), dweight: buf(C), dout: buf(N * C), inp: buf(N * C), weight: buf(C), rstd: buf(N), N, C, accumulate: false };
+    expect(() => rmsnorm_backward(gpu.recorder('x'), { ...back, dout: buf(N * C - 1) })).toThrow('rmsnorm_backward: dout holds 392 bytes, needs 396 (99 elements)');
   });
 
   it('all-equal rows normalise to the bias', async () => {

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
 import { Rng } from './helpers/rng.ts';
 import { tally } from './helpers/tally.ts';
+import { maxAbs } from './helpers/close.ts';
 import { parseSafeTensors, toF32, toF64, type SafeTensors } from '../src/io/safetensors.ts';
 import * as optRef from '../src/ref/optimizer.ts';
 import * as normRef from '../src/ref/grad_norm.ts';
@@ -19,11 +20,6 @@ const check = tally('ops_optimizer');
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'shared', 'golden', 'models');
 const MODELS = readdirSync(GOLDEN).filter((m) => existsSync(join(GOLDEN, m, 'golden.safetensors'))).sort();
 const load = (file: string): SafeTensors => parseSafeTensors(new Uint8Array(readFileSync(file)), file);
-const maxAbs = (a: ArrayLike<number>) => {
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]));
-  return m;
-};
 
 /** Gradients with the awkward cases: exact zeros, values below eps, huge values (g^2 still finite in f32). */
 function grads(rng: Rng, n: number): Float32Array {

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
 import { Rng } from './helpers/rng.ts';
 import { closeReport, expectClose } from './helpers/close.ts';
+import { dot, fdGradient } from './helpers/fd.ts';
 import { rope_backward as ropeBackRef, rope_forward as ropeRef } from '../src/ref/rope.ts';
 import { rope_backward, rope_forward } from '../src/kernels/rope.ts';
 
@@ -82,18 +83,10 @@ describe('rope', () => {
     const pos = positions(rng, N + 1).subarray(0, N);
     const x = Float64Array.from(rng.f32(N * H * D));
     const g = rng.f32(N * H * D); // L = Σ g ⊙ rope(x)
-    const L = () => ropeRef(x, pos, N, H, D, theta).reduce((s, y, i) => s + g[i] * y, 0);
+    const L = () => dot(g, ropeRef(x, pos, N, H, D, theta));
     const dx = ropeBackRef(g, pos, N, H, D, theta);
     const h = 1e-5;
-    const fd = Float64Array.from(x, (_, i) => {
-      const x0 = x[i];
-      x[i] = x0 + h;
-      const lp = L();
-      x[i] = x0 - h;
-      const lm = L();
-      x[i] = x0;
-      return (lp - lm) / (2 * h);
-    });
+    const fd = fdGradient(L, x, h);
     // L is linear in x: central differences are exact up to float64 rounding.
     expectClose(fd, dx, { atol: 1e-9, rtol: 1e-8, label: 'fd rope' });
   });

@@ -1,13 +1,14 @@
 // The studio worker's StepRunner (src/grpo/runner.ts, the protocol of src/worker/protocol.ts) in Node: a
 // dropped folder (File objects) with a random tiny Qwen2 and the default task's tokenizer, every stage in
 // order with the studio's default settings, payload shapes, stage order enforcement, and reset() undoing
-// the step (a second run scores exactly as the first).
+// the step (a second run scores exactly as the first), and the same update started from the assembled
+// batch as if imported (render / sample / reward skipped, identical log-probs).
 import { readFileSync, readdirSync, copyFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createStepRunner } from '../src/grpo/step.ts';
 import { DEFAULT_SETTINGS } from '../src/store/settings.ts';
-import { STAGES, type PerTokenArray, type StagePayloads, type StepSettings } from '../src/worker/protocol.ts';
+import { STAGES, type StagePayloads, type StepSettings } from '../src/worker/protocol.ts';
 import { parseConfig } from '../src/model/config.ts';
 import { randomWeights, tempDir, writeModelFolder } from './fixtures/models.ts';
 import { testGpu } from './helpers/gpu.ts';
@@ -51,34 +52,50 @@ describe('StepRunner', () => {
       const out: Partial<StagePayloads> = {};
       for (const stage of STAGES) {
         const r = await runner.runStage(stage, settings);
-        expect(r.stage).toBe(stage);
-        expect(r.memory.peak_bytes).toBeGreaterThanOrEqual(r.memory.bytes);
-        (out as Record<string, unknown>)[stage] = r.payload;
+        expect(r.id).toBe(stage);
+        expect(r.peakBytes).toBeGreaterThanOrEqual(r.gpuBytes);
+        (out as Record<string, unknown>)[stage] = r.data;
       }
       return out as StagePayloads;
     };
     const first = await run();
     const B = 6;
-    const C = first.assemble.C;
-    const isGrid = (a: PerTokenArray) => a.B === B && a.C === C && a.data.length === B * C;
+    const C = first.assemble.padded.C;
+    expect(first.assemble.padded.B).toBe(B);
+    const isGrid = (a: Float32Array | null) => a?.length === B * C;
     expect(first.render.prompt_texts).toHaveLength(2);
     expect(first.sample.completion_ids).toHaveLength(B);
-    expect(first.reward.reward_names).toEqual(['correctness', 'format', 'length']);
+    expect(first.reward.names).toEqual(['correctness', 'format', 'length']);
     expect(first.assemble.token_texts.completion.map((r) => r.length)).toEqual(first.sample.completion_ids.map((r) => r.length));
-    for (const a of [first.policy_forward.per_token_logps, first.policy_forward.entropy, first.reference_forward.ref_per_token_logps, first.loss.per_token_loss, first.loss.token_weight, first.re_evaluate.post_per_token_logps]) {
+    for (const a of [first.policy_forward.per_token_logps, first.policy_forward.per_token_entropy, first.reference_forward.ref_per_token_logps, first.loss.per_token_loss, first.loss.token_weight, first.re_evaluate.post_per_token_logps]) {
       expect(isGrid(a)).toBe(true);
     }
     expect(first.loss.losses[settings.loss.loss_type]).toBe(first.loss.loss);
-    expect(first.backward.grad_norms.map((g) => g.group).sort()).toEqual(['embedding', 'layers.0.attention', 'layers.0.mlp', 'layers.0.norms', 'layers.1.attention', 'layers.1.mlp', 'layers.1.norms', 'norm']);
-    expect(first.step.update_norms.every((u) => u.norm > 0)).toBe(true);
-    await expect(runner.runStage('render', settings)).resolves.toMatchObject({ stage: 'render' }); // a new run starts at render
+    expect(Object.keys(first.backward.group_grad_norms).sort()).toEqual(['embedding', 'layers.0.attention', 'layers.0.mlp', 'layers.0.norms', 'layers.1.attention', 'layers.1.mlp', 'layers.1.norms', 'norm']);
+    expect(Object.values(first.step.group_update_norms).every((u) => u > 0)).toBe(true);
+    expect(first.assemble.report.findings.filter((f) => f.severity === 'error')).toEqual([]); // the Doctor checked the assembled batch
+    await expect(runner.runStage('render', settings)).resolves.toMatchObject({ id: 'render' }); // a new run starts at render
 
     // reset() restores the loaded weights: the same seed samples the same completions and scores them identically.
     await runner.reset();
     const second = await run();
     expect(second.sample.completion_ids).toEqual(first.sample.completion_ids);
-    expect(second.policy_forward.per_token_logps.data).toEqual(first.policy_forward.per_token_logps.data);
+    expect(second.policy_forward.per_token_logps).toEqual(first.policy_forward.per_token_logps);
     expect(second.re_evaluate.loss_after).toBe(first.re_evaluate.loss_after);
+
+    // The same batch imported (as from a Python trainer): render / sample / reward are skipped and the
+    // update scores it exactly as the prompt run did (reset restored the weights).
+    await runner.reset();
+    const batch = structuredClone(first.assemble.batch);
+    const skipped: string[] = [];
+    let replay: StagePayloads['policy_forward'] | null = null;
+    for (const stage of STAGES) {
+      const r = await runner.runStage(stage, settings, stage === 'render' ? { kind: 'batch', batch } : undefined);
+      if (r.skipped) skipped.push(stage);
+      if (r.id === 'policy_forward') replay = r.data as StagePayloads['policy_forward'];
+    }
+    expect(skipped).toEqual(['render', 'sample', 'reward']);
+    expect(replay!.per_token_logps).toEqual(first.policy_forward.per_token_logps);
     runner.dispose();
   });
 });

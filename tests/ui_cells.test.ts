@@ -8,6 +8,7 @@ import { diagnose } from '../src/doctor/index.ts';
 import { parseBatch, type GrpoBatch } from '../src/io/batch.ts';
 import { parseSafeTensors, toI32 } from '../src/io/safetensors.ts';
 import { FLAG, REGION, buildGrid, classifyCell, gridContext, rowReadout, spanColumns, visibleText } from '../src/ui/grid/cells.ts';
+import type { RunResults } from '../src/store/session.ts';
 import { heatSource } from '../src/ui/grid/heat.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
@@ -144,11 +145,14 @@ describe('heat', () => {
 
   it('centres diverging metrics and reads step results over the padded (B, C) grid', () => {
     const b = batch({ prompt_ids: [[5]], completion_ids: [[10, 1]], completion_mask: [[1, 1]] });
-    const ratio = { B: 1, C: 3, data: new Float32Array([1.5, 0.8, 9]) };
-    const src = heatSource('ratio', b, { importance_ratio: ratio })!;
+    // The step's arrays are (B, C) over the assembled batch's padded width C = 3 (one column of padding here).
+    const run = { assemble: { padded: { B: 1, C: 3 } }, loss: { importance_ratio: new Float32Array([1.5, 0.8, 9]) } } as unknown as RunResults;
+    const src = heatSource('ratio', b, run)!;
     expect(src.center).toBe(1);
     expect(src.lo).toBeCloseTo(0.5, 6);
     expect(src.hi).toBeCloseTo(1.5, 6);
+    expect(src.get(0, 2)).toBeCloseTo(9, 6);
+    expect(src.get(0, 3)).toBeUndefined();
     expect(heatSource('kl', b, {})).toBeNull();
   });
 });

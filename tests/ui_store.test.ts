@@ -1,12 +1,14 @@
 // The studio store (src/store): only the settings slices reach local storage and come back after a
-// "reload" (a new store on the same storage); stage results merge in order and move the cursor; an
-// assembled batch replaces the view until reset, an imported one stays.
+// "reload" (a new store on the same storage); stage results are kept by stage and move the cursor; an
+// assembled batch replaces the view until reset, an imported one stays (and comes back when the update
+// starts from it); an imported batch's config fills the loss settings.
 import { describe, expect, it } from 'vitest';
 import type { StateStorage } from 'zustand/middleware';
 import type { GrpoBatch } from '../src/io/batch.ts';
 import { STORAGE_KEY, createStudioStore } from '../src/store/index.ts';
 import { DEFAULT_LOSS, DEFAULT_PROMPTS } from '../src/store/settings.ts';
 import { STAGES, type StageResult } from '../src/worker/protocol.ts';
+import { batchConfigOf, lossSettingsOf } from '../src/worker/settings.ts';
 
 function memoryStorage(): StateStorage & { data: Map<string, string> } {
   const data = new Map<string, string>();
@@ -15,7 +17,8 @@ function memoryStorage(): StateStorage & { data: Map<string, string> } {
 
 const batch: GrpoBatch = { format: 'grpo-batch/v1', num_generations: 1, pad_token_id: 0, eos_token_ids: [1], prompt_ids: [[5]], completion_ids: [[1]], completion_mask: [[1]] };
 const report = { findings: [{ rule: 'x', severity: 'error' as const, message: 'm', hint: 'h' }], skipped: [], counts: { error: 1, warning: 0, info: 0 } };
-const mem = { bytes: 1, peak_bytes: 2 };
+const mem = { gpuBytes: 1, peakBytes: 2 };
+const imported = { batch, name: 'b.json', report };
 
 describe('persistence', () => {
   it('stores the settings slices only and restores them in a new store', () => {
@@ -25,7 +28,7 @@ describe('persistence', () => {
     a.getState().setSampling({ num_generations: 3, top_p: 0.9 });
     a.getState().setLoss({ beta: 0, loss_type: 'dr_grpo' });
     a.getState().addReward('js');
-    a.getState().setImported(batch, 'b.json', report);
+    a.getState().setImported(imported);
     a.getState().pushError({ kind: 'bad-file', message: 'nope' });
 
     const saved = JSON.parse(storage.data.get(STORAGE_KEY)!);
@@ -60,37 +63,61 @@ describe('persistence', () => {
 describe('stepper state', () => {
   it('merges stage results in order and advances the cursor', () => {
     const s = createStudioStore(memoryStorage());
-    s.getState().setImported(batch, 'b.json', report);
+    s.getState().setImported(imported);
     expect(s.getState().findings).toHaveLength(1);
     s.getState().stageStarted('render');
     expect(s.getState().stages.render.status).toBe('running');
-    const render: StageResult<'render'> = { stage: 'render', ms: 3, memory: mem, payload: { prompt_texts: ['p'], messages: [[{ role: 'user', content: 'p' }]], prompt_ids: [[5]] } };
+    const render: StageResult<'render'> = { id: 'render', ms: 3, ...mem, data: { prompt_texts: ['p'], messages: [[{ role: 'user', content: 'p' }]], prompt_ids: [[5]] } };
     s.getState().stageDone(render);
     expect(s.getState().cursor).toBe(1);
-    expect(s.getState().stages.render).toMatchObject({ status: 'done', ms: 3 });
-    expect(s.getState().run.prompt_texts).toEqual(['p']);
+    expect(s.getState().stages.render).toMatchObject({ status: 'done', ms: 3, gpuBytes: 1, peakBytes: 2 });
+    expect(s.getState().run.render?.prompt_texts).toEqual(['p']);
+    s.getState().stageDone({ id: 'sample', ms: 0, ...mem, skipped: 'why', data: null });
+    expect(s.getState().stages.sample).toMatchObject({ status: 'skipped', skipped: 'why' });
+    expect(s.getState().run.sample).toBeUndefined();
 
     const stepBatch = { ...batch, completion_ids: [[7, 1]], completion_mask: [[1, 1]] };
-    const assemble: StageResult<'assemble'> = {
-      stage: 'assemble', ms: 1, memory: mem,
-      payload: { batch: stepBatch, P: 1, C: 2, position_ids: new Int32Array(3), token_texts: { prompt: [['a']], completion: [['b', 'c']] }, report: { ...report, findings: [] } },
-    };
+    const assemble = {
+      id: 'assemble', ms: 1, ...mem,
+      data: { batch: stepBatch, padded: { B: 1, C: 2 }, token_texts: { prompt: [['a']], completion: [['b', 'c']] }, report: { ...report, findings: [] } },
+    } as unknown as StageResult<'assemble'>;
     s.getState().stageDone(assemble);
     expect(s.getState().cursor).toBe(STAGES.indexOf('assemble') + 1);
     expect(s.getState().batch).toBe(stepBatch);
     expect(s.getState().batchOrigin).toBe('step');
     expect(s.getState().findings).toEqual([]);
-    expect(s.getState().run.prompt_texts).toEqual(['p']); // earlier stages kept
+    expect(s.getState().run.render?.prompt_texts).toEqual(['p']); // earlier stages kept
 
+    // The update started from the imported batch: reset shows it again.
     s.getState().resetRun();
     expect(s.getState().cursor).toBe(0);
     expect(s.getState().run).toEqual({});
-    expect(s.getState().batch).toBeNull(); // a step's batch goes with its run
+    expect(s.getState().batch).toBe(batch);
+    expect(s.getState().findings).toHaveLength(1);
+
+    // From the prompt set, a step's batch goes with its run; the imported one is kept for later.
+    s.getState().setStepFrom('prompts');
+    expect(s.getState().batch).toBeNull();
+    s.getState().stageDone(assemble);
+    s.getState().resetRun();
+    expect(s.getState().batch).toBeNull();
+    s.getState().setStepFrom('import');
+    expect(s.getState().batch).toBe(batch);
+  });
+
+  it("maps a batch's TRL config onto the loss settings and back", () => {
+    const cfg = { loss_type: 'dr_grpo', beta: 0.1, epsilon: 0.3, scale_rewards: false, optimizer: { name: 'sgd', lr: 0.5, betas: [0.8, 0.9] }, max_grad_norm: 0, foo: 1 };
+    const l = lossSettingsOf(cfg);
+    // TRL: epsilon_high defaults to epsilon; scale_rewards false means "none".
+    expect(l).toEqual({ loss_type: 'dr_grpo', beta: 0.1, epsilon_low: 0.3, epsilon_high: 0.3, scale_rewards: 'none', optimizer: 'sgd', lr: 0.5, betas: [0.8, 0.9], max_grad_norm: 0 });
+    expect(lossSettingsOf({ loss_type: 'not-a-loss', beta: 'x' as unknown as number })).toEqual({});
+    const back = batchConfigOf({ ...DEFAULT_LOSS, ...l });
+    expect(lossSettingsOf(back)).toEqual({ ...DEFAULT_LOSS, ...l });
   });
 
   it('keeps an imported batch on reset and marks a failed stage', () => {
     const s = createStudioStore(memoryStorage());
-    s.getState().setImported(batch, 'b.json', report);
+    s.getState().setImported(imported);
     s.getState().setRunning(true);
     s.getState().stageFailed('render');
     expect(s.getState().stages.render.status).toBe('error');

@@ -56,6 +56,8 @@ export class Gpu {
   private readonly modules = new Map<string, GPUShaderModule>();
   private readonly pipelines = new Map<string, GPUComputePipeline>();
   private readonly zeroBuffers = new Map<number, GPUBuffer>();
+  /** Params buffers free for reuse, by size: their last recorder has been submitted (see Recorder.submit). */
+  private readonly freeParams = new Map<number, GPUBuffer[]>();
 
   constructor(device: GPUDevice, adapter: AdapterReport, sources: ShaderSources) {
     this.device = device;
@@ -175,11 +177,25 @@ export class Gpu {
     }
   }
 
-  /** A uniform buffer holding packed 32-bit params (u32/i32/f32 written through one ArrayBuffer). */
-  uniform(label: string, words: ArrayBuffer): GPUBuffer {
-    const buf = this.createBuffer(label, words.byteLength, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+  /**
+   * A uniform buffer holding a dispatch's packed params (u32/i32/f32 words), reused from a pool when one
+   * of that size is free, so a step's thousands of dispatches do not each create and destroy a buffer.
+   * Reuse is safe once the recorder that used it has been submitted: this writeBuffer is queued after
+   * that submit, so the earlier commands still read the earlier values.
+   */
+  paramsBuffer(words: ArrayBuffer): GPUBuffer {
+    const buf = this.freeParams.get(words.byteLength)?.pop() ?? this.createBuffer('params', words.byteLength, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
     this.device.queue.writeBuffer(buf, 0, words);
     return buf;
+  }
+
+  /** Returns params buffers to the pool (after the recorder that used them was submitted). */
+  releaseParams(bufs: GPUBuffer[]): void {
+    for (const b of bufs) {
+      let free = this.freeParams.get(b.size);
+      if (!free) this.freeParams.set(b.size, (free = []));
+      free.push(b);
+    }
   }
 
   /** Reads `byteSize` bytes (default: whole buffer) back to the CPU. */
@@ -290,6 +306,7 @@ export class Recorder {
   private readonly encoder: GPUCommandEncoder;
   private readonly checks: Promise<void>[] = [];
   private readonly temps: GPUBuffer[] = [];
+  private readonly params: GPUBuffer[] = [];
   private readonly label: string;
   readonly kernels: string[] = [];
   /** When set (benchmarks), dispatch k writes GPU timestamps at query indices 2k (begin) and 2k + 1 (end). */
@@ -315,8 +332,8 @@ export class Recorder {
           resource: 'buffer' in b ? { buffer: b.buffer, offset: b.offset ?? 0, size: b.size } : { buffer: b },
         }));
         if (d.params) {
-          const u = gpu.uniform(`${d.kernel}:params`, d.params);
-          this.temps.push(u);
+          const u = gpu.paramsBuffer(d.params);
+          this.params.push(u);
           entries.push({ binding: d.bindings.length, resource: { buffer: u } });
         }
         const bindGroup = gpu.device.createBindGroup({ label: d.kernel, layout: pipeline.getBindGroupLayout(0), entries });
@@ -354,6 +371,7 @@ export class Recorder {
     });
     const results = await Promise.allSettled(this.checks);
     for (const t of this.temps) t.destroy();
+    gpu.releaseParams(this.params.splice(0));
     const failed = results.find((r) => r.status === 'rejected');
     if (failed) throw (failed as PromiseRejectedResult).reason;
   }
@@ -368,39 +386,6 @@ export class Recorder {
       }),
     ]);
   }
-}
-
-/** A row-split of a [rows, rowElems] buffer into bindable windows that respect the binding and offset limits. */
-export interface RowChunk {
-  rowStart: number;
-  rowCount: number;
-  byteOffset: number; // aligned to minStorageBufferOffsetAlignment
-  byteSize: number;
-  elemBase: number; // element index of rowStart inside the window
-}
-
-/**
- * Splits rows of a [rows, rowElems] array (elemBytes each element) so that every window fits in
- * maxStorageBufferBindingSize and starts at an aligned offset; kernels add `elemBase` to their indexing.
- */
-export function splitRows(gpu: Gpu, rows: number, rowElems: number, elemBytes: number): RowChunk[] {
-  const maxBind = gpu.limits.maxStorageBufferBindingSize;
-  const align = gpu.limits.minStorageBufferOffsetAlignment;
-  const rowBytes = rowElems * elemBytes;
-  // Leave one alignment unit of slack for the misalignment we carry in elemBase.
-  const perChunk = Math.floor((maxBind - align) / rowBytes);
-  if (perChunk < 1) {
-    throw new GpuError('unsupported', 'splitRows', `one row of ${rowBytes} bytes exceeds maxStorageBufferBindingSize ${maxBind}`);
-  }
-  const out: RowChunk[] = [];
-  for (let r = 0; r < rows; r += perChunk) {
-    const rowCount = Math.min(perChunk, rows - r);
-    const start = r * rowBytes;
-    const aligned = Math.floor(start / align) * align;
-    const end = start + rowCount * rowBytes;
-    out.push({ rowStart: r, rowCount, byteOffset: aligned, byteSize: Math.ceil((end - aligned) / 4) * 4, elemBase: (start - aligned) / elemBytes });
-  }
-  return out;
 }
 
 /** Packs a params struct: a list of [type, value] words, padded to 16 bytes (uniform layout). */

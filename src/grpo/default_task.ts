@@ -2,8 +2,12 @@
 // embedded model public/models/tiny-adder that this project's own pipeline trained on it
 // (scripts/train-default.ts). The task is chosen because its answers are checkable, so a sampled group
 // holds right and wrong completions and the GRPO advantages are non-zero: the first step the user
-// sees has something to learn. Everything here is pure and shared by the studio, the training script
-// and the tests, so the prompts the model was trained on and the prompts it is shown are the same text.
+// sees has something to learn. The model was fine-tuned on two answer styles, the bare sum ("82") and a
+// sentence ("The answer is 82."), so a group also differs in format and length: the format reward
+// separates the styles, and length-normalised losses (TRL's default "dapo") are non-zero at the first,
+// on-policy step, where ratio = 1, KL = 0 and "grpo"'s −mean(A) is exactly 0.
+// Everything here is pure and shared by the studio, the training script and the tests, so the prompts
+// the model was trained on and the prompts it is shown are the same text.
 import type { BatchConfig, ChatMessage } from '../io/batch.ts';
 import type { RewardSpec } from './rewards.ts';
 
@@ -21,10 +25,18 @@ export function additionQuestion(p: AdditionProblem): string {
   return `What is ${p.a} + ${p.b}?`;
 }
 
-/** The completion the model was fine-tuned to produce, before the EOS token (<|im_end|>). */
+/** The reference answer, and the completion the model was mostly fine-tuned to produce (before <|im_end|>). */
 export function additionAnswer(p: AdditionProblem): string {
   return String(p.a + p.b);
 }
+
+/** The other answer style of fine-tuning: right, but not the bare number the rewards ask for. */
+export function additionSentence(p: AdditionProblem): string {
+  return `The answer is ${p.a + p.b}.`;
+}
+
+/** How often fine-tuning used the sentence style. */
+export const SENTENCE_STYLE_FRACTION = 0.3;
 
 export function additionMessages(p: AdditionProblem): ChatMessage[] {
   return [{ role: 'user', content: additionQuestion(p) }];
@@ -66,8 +78,9 @@ export const DEFAULT_PROMPTS: readonly TaskPrompt[] = DEFAULT_PROBLEMS.map((p) =
 
 /**
  * The preloaded reward functions (completion text as the studio decodes it: special tokens kept).
- * correctness: the answer without the trailing <|im_end|> equals the sum. format: a bare integer that
- * ends with <|im_end|> (a completion cut off at max_completion_length scores 0).
+ * correctness: the completion without the trailing <|im_end|> is exactly the sum (the sentence style
+ * scores 0). format: a bare integer that ends with <|im_end|> (a completion cut off at
+ * max_completion_length scores 0).
  */
 export const DEFAULT_REWARDS: readonly RewardSpec[] = [
   { kind: 'exact_match', name: 'correctness', weight: 1.0, enabled: true, normalize: true },
@@ -81,8 +94,8 @@ export const DEFAULT_REWARDS: readonly RewardSpec[] = [
 export const DEFAULT_GRPO_CONFIG: BatchConfig & { num_generations: number; learning_rate: number; max_grad_norm: number } = {
   num_generations: 8,
   temperature: 1,
-  max_completion_length: 8,
-  loss_type: 'grpo',
+  max_completion_length: 12, // "The answer is 151." + <|im_end|> is 9 tokens
+  loss_type: 'dapo', // TRL's default
   beta: 0.04,
   kl_estimator: 'k3',
   epsilon: 0.2,
@@ -91,6 +104,6 @@ export const DEFAULT_GRPO_CONFIG: BatchConfig & { num_generations: number; learn
   advantage_estimator: 'trl',
   importance_sampling_level: 'token',
   position_ids: 'from_attention_mask',
-  learning_rate: 1e-3,
+  learning_rate: 3e-4,
   max_grad_norm: 1.0,
 };

@@ -7,9 +7,11 @@
 // out = 0, att row = 0 and lse = -inf.
 //
 // Signature additions to the brief (optional): `bindingLimit` (tests only). The backward's g scratch
-// (dP, then the gradient of the raw scores, shaped like att) is owned here and cached per device.
+// (dP, then the gradient of the raw scores, shaped like att) is a device-wide scratch (scratch.ts).
 import { packParams, type Recorder, Gpu } from '../gpu/context.ts';
 import { gemmDispatch } from './matmul.ts';
+import type { AttentionBackwardShape, AttentionShape } from '../ref/attention.ts';
+import { sharedScratch } from './scratch.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
 const WG = 128;
@@ -21,7 +23,7 @@ function checkHeads(kernel: string, Hq: number, Hkv: number, D: number): void {
 
 export function attention_forward(
   rec: Recorder,
-  args: {
+  args: AttentionShape & {
     out: GPUBuffer; // (B, Tq, Hq, D)
     q: GPUBuffer; // (B, Tq, Hq, D)
     k: GPUBuffer; // (B, TkvMax, Hkv, D), rows [0, Tk) valid
@@ -29,14 +31,6 @@ export function attention_forward(
     attentionMask: GPUBuffer; // (B, Tk) i32, 1 = key visible
     att: GPUBuffer; // (B, Hq, Tq, Tk) probabilities, saved for the backward
     lse?: GPUBuffer; // (B, Hq, Tq) log-sum-exp of the scaled scores
-    B: number;
-    Tq: number;
-    Tk: number;
-    TkvMax: number;
-    Hq: number;
-    Hkv: number;
-    D: number;
-    scale: number;
     bindingLimit?: number; // tests only
   },
 ): void {
@@ -100,20 +94,9 @@ export function attention_forward(
   }
 }
 
-const gScratch = new WeakMap<Gpu, GPUBuffer>();
-
-function scratch(gpu: Gpu, elems: number): GPUBuffer {
-  let b = gScratch.get(gpu);
-  if (!b || b.size < elems * 4) {
-    b = gpu.createBuffer('attention_backward:g', elems * 4);
-    gScratch.set(gpu, b);
-  }
-  return b;
-}
-
 export function attention_backward(
   rec: Recorder,
-  args: {
+  args: AttentionBackwardShape & {
     dq: GPUBuffer; // (B, T, Hq, D)
     dk: GPUBuffer; // (B, T, Hkv, D), summed over the query heads sharing each kv head
     dv: GPUBuffer; // (B, T, Hkv, D)
@@ -123,12 +106,6 @@ export function attention_backward(
     v: GPUBuffer; // (B, T, Hkv, D)
     att: GPUBuffer; // (B, Hq, T, T) from attention_forward
     attentionMask?: GPUBuffer; // (B, T) i32: not needed (masked entries of att are 0), kept for the brief's signature
-    B: number;
-    T: number;
-    Hq: number;
-    Hkv: number;
-    D: number;
-    scale: number;
     bindingLimit?: number; // tests only
   },
 ): void {
@@ -139,7 +116,7 @@ export function attention_backward(
   const [dq, dout, q] = (['dq', 'dout', 'q'] as const).map((f) => prefix(gpu, kernel, f, args[f], B * T * Hq * D));
   const [dk, dv, k, v] = (['dk', 'dv', 'k', 'v'] as const).map((f) => prefix(gpu, kernel, f, args[f], B * T * Hkv * D));
   checkSize(kernel, 'att', args.att, B * Hq * T * T);
-  const g = scratch(gpu, B * Hq * T * T);
+  const g = sharedScratch(gpu, 'attention_backward:g', B * Hq * T * T * 4); // (B, Hq, T, T)
   const group = Hq / Hkv;
   const perWindow = rowsPerWindow(gpu, bindingLimit(gpu, args.bindingLimit), B, Hq * T * T);
   for (let b0 = 0; b0 < B; b0 += perWindow) {

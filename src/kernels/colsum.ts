@@ -2,6 +2,7 @@
 // Used as the second pass of the layernorm/rmsnorm weight-gradient reductions (rows summed in a fixed
 // order: deterministic, no float atomics) and usable for any bias gradient.
 import { Gpu, packParams, type Binding, type Recorder } from '../gpu/context.ts';
+import { checkSize } from './windows.ts';
 
 const WG = 256;
 
@@ -15,6 +16,8 @@ export function colsum_forward(
     accumulate: boolean; // out += colsum instead of out = colsum
   },
 ): void {
+  checkSize('colsum_forward', 'inp', args.inp, args.P * args.C);
+  checkSize('colsum_forward', 'out', args.out, args.C);
   rec.dispatch({
     kernel: 'colsum_forward',
     shader: 'colsum_forward',

@@ -6,6 +6,7 @@
 // and `bindingLimit` (tests only). Ids are clamped to [0, V) and positions to [0, P) on the GPU: the
 // caller validates them and reports the offending sample and position.
 import { Gpu, packParams, type Binding, type Recorder } from '../gpu/context.ts';
+import { sharedScratch } from './scratch.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
 const WG = 256;
@@ -60,24 +61,11 @@ export function embedding_forward(
   }
 }
 
-// The links scratch (N u32) is shared by every backward on a device: dispatches run in queue order,
-// and each backward writes its links before reading them.
-const linkScratch = new WeakMap<Gpu, GPUBuffer>();
-
-function links(gpu: Gpu, N: number): GPUBuffer {
-  let b = linkScratch.get(gpu);
-  if (!b || b.size < N * 4) {
-    b = gpu.createBuffer('embedding_backward:links', N * 4);
-    linkScratch.set(gpu, b);
-  }
-  return b;
-}
-
 /** dtable (rows, C) (+)= scatter of dout rows by ids. */
 function scatter(rec: Recorder, kernel: string, dtable: GPUBuffer, idsBuf: GPUBuffer, dout: Binding, N: number, C: number, rows: number, accumulate: boolean, limit?: number): void {
   const gpu = rec.gpu;
   const ids = prefix(gpu, kernel, 'ids', idsBuf, N);
-  const lk = prefix(gpu, kernel, 'links', links(gpu, N), N);
+  const lk = prefix(gpu, kernel, 'links', sharedScratch(gpu, 'embedding_backward:links', N * 4), N); // (N) u32
   if (!accumulate) rec.clear(dtable, 0, rows * C * 4);
   rec.dispatch({
     kernel: `${kernel}:links`,

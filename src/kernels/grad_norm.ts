@@ -4,6 +4,7 @@
 // and the coefficient goes to the optimizer as gradScale. scale_forward scales a tensor in place
 // (for when the clipped gradient itself is wanted). Twin: src/ref/grad_norm.ts.
 import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
+import { sharedScratch } from './scratch.ts';
 import { checkSize } from './windows.ts';
 import { bindWindow, dispatchElementwise, flatWindows } from './elementwise.ts';
 
@@ -26,7 +27,7 @@ export function sumsq_forward(
   const ws = flatWindows(rec, 'sumsq_forward', n, { inp }, args.limit);
   const counts = ws.map((w) => Math.ceil(w.count / (WG * K)));
   const P = counts.reduce((a, b) => a + b, 0);
-  const part = rec.scratch('sumsq_forward:part', Math.max(1, P) * 4);
+  const part = sharedScratch(rec.gpu, 'sumsq_forward:part', Math.max(1, P) * 4); // (P) partial sums
   let base = 0;
   ws.forEach((w, i) => {
     rec.dispatch({

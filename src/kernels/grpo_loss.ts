@@ -4,6 +4,8 @@ import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
 import type { KlEstimator } from '../ref/kl.ts';
 import type { PolicyLossParams } from '../ref/grpo_loss.ts';
 import { AGGREGATIONS, type LossType } from '../ref/loss_reduce.ts';
+import { STATS } from './loss_reduce.ts';
+import { bindAll } from './windows.ts';
 
 const WG = 128;
 
@@ -33,11 +35,15 @@ export function grpo_loss_forward(
     params: PolicyLossParams;
   },
 ): void {
+  const BT = args.B * args.T;
   rec.dispatch({
     kernel: 'grpo_loss_forward',
     shader: 'grpo_loss_forward',
     constants: { WG, SEQUENCE_LEVEL: args.params.importance_sampling_level === 'sequence' },
-    bindings: [args.logp, args.oldLogp, args.kl, args.advantages, args.mask, args.loss, args.ratio, args.clip],
+    bindings: bindAll(rec.gpu, 'grpo_loss_forward', [
+      ['logp', args.logp, BT], ['oldLogp', args.oldLogp, BT], ['kl', args.kl, BT], ['advantages', args.advantages, args.B],
+      ['mask', args.mask, BT], ['loss', args.loss, BT], ['ratio', args.ratio, BT], ['clip', args.clip, BT],
+    ]),
     params: packParams([['u32', args.B], ['u32', args.T], ...policyWords(args.params)]),
     workgroups: Gpu.grid(args.B),
   });
@@ -59,6 +65,7 @@ export function grpo_loss_backward(
   },
 ): void {
   const p = args.params;
+  const BT = args.B * args.T;
   rec.dispatch({
     kernel: 'grpo_loss_backward',
     shader: 'grpo_loss_backward',
@@ -68,7 +75,10 @@ export function grpo_loss_backward(
       LOSS_TYPE: AGGREGATIONS.indexOf(p.loss_type),
       KL_ESTIMATOR: Number(p.kl_estimator.slice(1)),
     },
-    bindings: [args.logp, args.refLogp, args.advantages, args.mask, args.ratio, args.stats, args.dlogp],
+    bindings: bindAll(rec.gpu, 'grpo_loss_backward', [
+      ['logp', args.logp, BT], ['refLogp', args.refLogp, BT], ['advantages', args.advantages, args.B], ['mask', args.mask, BT],
+      ['ratio', args.ratio, BT], ['stats', args.stats, STATS.size], ['dlogp', args.dlogp, BT],
+    ]),
     params: packParams([
       ['u32', args.B],
       ['u32', args.T],

@@ -1,6 +1,7 @@
 // Launcher for shaders/kl_forward.wgsl (per-token KL of the policy to the reference).
 import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
 import type { KlEstimator } from '../ref/kl.ts';
+import { bindAll } from './windows.ts';
 
 const WG = 256;
 
@@ -14,12 +15,13 @@ export function kl_forward(
     estimator: KlEstimator;
   },
 ): void {
+  const n = args.n;
   rec.dispatch({
     kernel: 'kl_forward',
     shader: 'kl_forward',
     constants: { WG, KL_ESTIMATOR: Number(args.estimator.slice(1)) },
-    bindings: [args.logp, args.refLogp, args.kl],
-    params: packParams([['u32', args.n]]),
-    workgroups: Gpu.grid(Math.ceil(args.n / WG)),
+    bindings: bindAll(rec.gpu, 'kl_forward', [['logp', args.logp, n], ['refLogp', args.refLogp, n], ['kl', args.kl, n]]),
+    params: packParams([['u32', n]]),
+    workgroups: Gpu.grid(Math.ceil(n / WG)),
   });
 }

@@ -1,22 +1,61 @@
-// Launchers for shaders/layernorm_{forward,backward}.wgsl (GPT-2 LayerNorm) and the shared row-kernel
-// sizing used by rmsnorm.ts. Twin: src/ref/layernorm.ts.
+// Launchers for shaders/layernorm_{forward,backward}.wgsl (GPT-2 LayerNorm), and the plumbing both
+// norms share (rmsnorm.ts uses it): row-kernel sizing and the two-pass deterministic backward.
+// Twin: src/ref/layernorm.ts.
 // Weight gradients: `accumulate` adds into dweight/dbias (micro-batches), otherwise they are overwritten.
 // dinp is overwritten unless `accumulateDinp` (adds into a residual stream's gradient, as llm.c does).
 // out must not alias inp: WebGPU rejects a buffer bound both read-only and writable in one dispatch.
-import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
+import { Gpu, packParams, type Binding, type Recorder } from '../gpu/context.ts';
 import { colsum_forward, rowsPerPartial } from './colsum.ts';
-import { checkSize } from './windows.ts';
-
-/** Checks that every [field, buffer, elements] holds its elements (a clear error naming the field). */
-export function checkSizes(kernel: string, fields: Array<[string, GPUBuffer, number]>): void {
-  for (const [field, buf, elems] of fields) checkSize(kernel, field, buf, elems);
-}
+import { sharedScratch } from './scratch.ts';
+import { bindAll } from './windows.ts';
 
 /** Threads per row for the one-workgroup-per-row kernels: a power of two in [32, 256] near C. */
 export function rowThreads(C: number): number {
   let wg = 32;
   while (wg < C && wg < 256) wg *= 2;
   return wg;
+}
+
+/** A norm forward: one workgroup per row of `shader`, params (N, C, eps). */
+export function normForward(rec: Recorder, shader: string, bindings: Binding[], N: number, C: number, eps: number): void {
+  if (N === 0) return;
+  rec.dispatch({
+    kernel: shader,
+    shader,
+    constants: { WG: rowThreads(C) },
+    bindings,
+    params: packParams([['u32', N], ['u32', C], ['f32', eps]]),
+    workgroups: Gpu.grid(N),
+  });
+}
+
+/**
+ * A norm backward in two deterministic passes of `shader`: 'main' writes dinp, one workgroup per row;
+ * 'dweight' writes (P, C) partial sums over R-row chunks, one partial per gradient in `grads` (bound
+ * after `partBindings`), and colsum adds each gradient's P partials in a fixed order (no atomics).
+ */
+export function normBackward(
+  rec: Recorder,
+  shader: string,
+  o: { N: number; C: number; accumulate: boolean; accumulateDinp?: boolean; rowBindings: Binding[]; partBindings: Binding[]; grads: Array<[string, Binding]> },
+): void {
+  const { N, C } = o;
+  if (N === 0) return;
+  const R = rowsPerPartial(N);
+  const P = Math.ceil(N / R);
+  const params = packParams([['u32', N], ['u32', C], ['u32', o.accumulateDinp ? 1 : 0], ['u32', R]]);
+  rec.dispatch({ kernel: shader, shader, constants: { WG: rowThreads(C) }, bindings: o.rowBindings, params, workgroups: Gpu.grid(N) });
+  const parts = o.grads.map(([field]) => sharedScratch(rec.gpu, `${shader}:${field}_part`, P * C * 4)); // (P, C) each
+  rec.dispatch({
+    kernel: `${shader}.dweight`,
+    shader,
+    entryPoint: 'dweight',
+    constants: { WG: 256 },
+    bindings: [...o.partBindings, ...parts],
+    params,
+    workgroups: Gpu.grid(Math.ceil((P * C) / 256)),
+  });
+  o.grads.forEach(([, out], i) => colsum_forward(rec, { out, inp: parts[i], P, C, accumulate: o.accumulate }));
 }
 
 export function layernorm_forward(
@@ -34,16 +73,10 @@ export function layernorm_forward(
   },
 ): void {
   const { N, C } = args;
-  checkSizes('layernorm_forward', [['out', args.out, N * C], ['mean', args.mean, N], ['rstd', args.rstd, N], ['inp', args.inp, N * C], ['weight', args.weight, C], ['bias', args.bias, C]]);
-  if (N === 0) return;
-  rec.dispatch({
-    kernel: 'layernorm_forward',
-    shader: 'layernorm_forward',
-    constants: { WG: rowThreads(C) },
-    bindings: [args.inp, args.weight, args.bias, args.out, args.mean, args.rstd],
-    params: packParams([['u32', N], ['u32', C], ['f32', args.eps]]),
-    workgroups: Gpu.grid(N),
-  });
+  const bindings = bindAll(rec.gpu, 'layernorm_forward', [
+    ['inp', args.inp, N * C], ['weight', args.weight, C], ['bias', args.bias, C], ['out', args.out, N * C], ['mean', args.mean, N], ['rstd', args.rstd, N],
+  ]);
+  normForward(rec, 'layernorm_forward', bindings, N, C, args.eps);
 }
 
 export function layernorm_backward(
@@ -64,33 +97,18 @@ export function layernorm_backward(
   },
 ): void {
   const { N, C } = args;
-  checkSizes('layernorm_backward', [
-    ['dinp', args.dinp, N * C], ['dweight', args.dweight, C], ['dbias', args.dbias, C], ['dout', args.dout, N * C],
-    ['inp', args.inp, N * C], ['weight', args.weight, C], ['mean', args.mean, N], ['rstd', args.rstd, N],
+  const kernel = 'layernorm_backward';
+  const [dout, inp, mean, rstd, weight, dinp, dweight, dbias] = bindAll(rec.gpu, kernel, [
+    ['dout', args.dout, N * C], ['inp', args.inp, N * C], ['mean', args.mean, N], ['rstd', args.rstd, N],
+    ['weight', args.weight, C], ['dinp', args.dinp, N * C], ['dweight', args.dweight, C], ['dbias', args.dbias, C],
   ]);
-  if (N === 0) return;
-  const R = rowsPerPartial(N);
-  const P = Math.ceil(N / R);
-  const params = packParams([['u32', N], ['u32', C], ['u32', args.accumulateDinp ? 1 : 0], ['u32', R]]);
-  rec.dispatch({
-    kernel: 'layernorm_backward',
-    shader: 'layernorm_backward',
-    constants: { WG: rowThreads(C) },
-    bindings: [args.dout, args.inp, args.mean, args.rstd, args.weight, args.dinp],
-    params,
-    workgroups: Gpu.grid(N),
+  normBackward(rec, kernel, {
+    N,
+    C,
+    accumulate: args.accumulate,
+    accumulateDinp: args.accumulateDinp,
+    rowBindings: [dout, inp, mean, rstd, weight, dinp],
+    partBindings: [dout, inp, mean, rstd],
+    grads: [['dweight', dweight], ['dbias', dbias]],
   });
-  const dweightPart = rec.scratch('layernorm_backward:dweight_part', P * C * 4);
-  const dbiasPart = rec.scratch('layernorm_backward:dbias_part', P * C * 4);
-  rec.dispatch({
-    kernel: 'layernorm_backward.dweight',
-    shader: 'layernorm_backward',
-    entryPoint: 'dweight',
-    constants: { WG: 256 },
-    bindings: [args.dout, args.inp, args.mean, args.rstd, dweightPart, dbiasPart],
-    params,
-    workgroups: Gpu.grid(Math.ceil((P * C) / 256)),
-  });
-  colsum_forward(rec, { out: args.dweight, inp: dweightPart, P, C, accumulate: args.accumulate });
-  colsum_forward(rec, { out: args.dbias, inp: dbiasPart, P, C, accumulate: args.accumulate });
 }

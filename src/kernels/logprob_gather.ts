@@ -1,113 +1,113 @@
 // Launchers for shaders/logprob_gather_{forward,backward}.wgsl: per-row log-prob of the target token,
 // split log-sum-exp and entropy from logits (N, V), and the gradient back to the logits. [N, V] buffers
-// bigger than maxStorageBufferBindingSize go out as several dispatches over row windows (splitRows).
-import { Gpu, GpuError, packParams, splitRows, type Recorder, type RowChunk } from '../gpu/context.ts';
+// bigger than maxStorageBufferBindingSize go out as several dispatches over row windows (windows.ts).
+import { Gpu, GpuError, packParams, type Binding, type Recorder } from '../gpu/context.ts';
+import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
 export type LogitsDtype = 'f32' | 'f16';
 
 const ELEM_BYTES: Record<LogitsDtype, number> = { f32: 4, f16: 2 };
 const DEFAULT_WG = 256;
 
-/** The aligned byte window of rows [rowStart, rowStart + rowCount) of a (rows, rowElems) array. */
-function rowWindow(gpu: Gpu, rowStart: number, rowCount: number, rowElems: number, elemBytes: number): RowChunk {
-  const align = gpu.limits.minStorageBufferOffsetAlignment;
-  const start = rowStart * rowElems * elemBytes;
-  const byteOffset = Math.floor(start / align) * align;
-  const end = start + rowCount * rowElems * elemBytes;
-  return { rowStart, rowCount, byteOffset, byteSize: Math.ceil((end - byteOffset) / 4) * 4, elemBase: (start - byteOffset) / elemBytes };
+/** The logits rows and their targets: the arguments the forward and the backward share. */
+export interface GatherRows {
+  logits: GPUBuffer; // (N, V) f32, or f16 when dtype = 'f16'
+  dtype?: LogitsDtype;
+  ids: GPUBuffer; // (N) i32
+  mask: GPUBuffer; // (N) i32
+  N: number;
+  V: number;
+  temperature: number;
+  wg?: number; // threads per row, a power of two (default 256)
 }
 
-function checkWg(kernel: string, wg: number): void {
-  if (!(wg >= 1 && (wg & (wg - 1)) === 0)) throw new GpuError('unsupported', kernel, `workgroup size ${wg} must be a power of two`);
+/** Validates the shared arguments (errors name the kernel and the field) and binds ids and mask. */
+function checkRows(kernel: string, gpu: Gpu, a: GatherRows): { dtype: LogitsDtype; WG: number; ids: Binding; mask: Binding } {
+  const dtype = a.dtype ?? 'f32';
+  const WG = a.wg ?? DEFAULT_WG;
+  if (!(WG >= 1 && (WG & (WG - 1)) === 0)) throw new GpuError('unsupported', kernel, `workgroup size ${WG} must be a power of two`);
+  if (!(a.temperature > 0 && Number.isFinite(a.temperature))) throw new Error(`${kernel}: temperature must be a positive number, got ${a.temperature}`);
+  checkSize(kernel, 'logits', a.logits, a.N * a.V, ELEM_BYTES[dtype]);
+  return { dtype, WG, ids: prefix(gpu, kernel, 'ids', a.ids, a.N), mask: prefix(gpu, kernel, 'mask', a.mask, a.N) };
 }
 
 export function logprob_gather_forward(
   rec: Recorder,
-  args: {
-    logits: GPUBuffer; // (N, V) f32, or f16 when dtype = 'f16'
-    dtype?: LogitsDtype;
-    ids: GPUBuffer; // (N) i32
-    mask: GPUBuffer; // (N) i32
+  args: GatherRows & {
     logp: GPUBuffer; // (N) f32, written
     lse: GPUBuffer; // (N, 2) f32, written: max z, log Σ exp(z − max)
     entropy: GPUBuffer; // (N) f32, written
-    N: number;
-    V: number;
-    temperature: number;
     /** Rows with mask 0 write zeros without reading their logits (default true). */
     skipMasked?: boolean;
-    wg?: number;
   },
 ): void {
-  const dtype = args.dtype ?? 'f32';
-  const WG = args.wg ?? DEFAULT_WG;
-  checkWg('logprob_gather_forward', WG);
-  for (const c of splitRows(rec.gpu, args.N, args.V, ELEM_BYTES[dtype])) {
+  const kernel = 'logprob_gather_forward';
+  const gpu = rec.gpu;
+  const { N, V } = args;
+  const { dtype, WG, ids, mask } = checkRows(kernel, gpu, args);
+  const outs = [prefix(gpu, kernel, 'logp', args.logp, N), prefix(gpu, kernel, 'lse', args.lse, 2 * N), prefix(gpu, kernel, 'entropy', args.entropy, N)];
+  const eb = ELEM_BYTES[dtype];
+  const per = rowsPerWindow(gpu, bindingLimit(gpu), N, V, eb);
+  for (let r0 = 0; r0 < N; r0 += per) {
+    const rc = Math.min(per, N - r0);
+    const w = rowWindow(gpu, args.logits, r0, rc, V, eb);
     rec.dispatch({
-      kernel: 'logprob_gather_forward',
+      kernel,
       shader: 'logprob_gather_forward',
       constants: { WG, F16: dtype === 'f16' },
-      bindings: [{ buffer: args.logits, offset: c.byteOffset, size: c.byteSize }, args.ids, args.mask, args.logp, args.lse, args.entropy],
+      bindings: [w.binding, ids, mask, ...outs],
       params: packParams([
-        ['u32', c.rowStart],
-        ['u32', c.rowCount],
-        ['u32', args.V],
-        ['u32', c.elemBase],
+        ['u32', r0],
+        ['u32', rc],
+        ['u32', V],
+        ['u32', w.base],
         ['f32', 1 / args.temperature],
         ['u32', args.skipMasked === false ? 0 : 1],
       ]),
-      workgroups: Gpu.grid(c.rowCount),
+      workgroups: Gpu.grid(rc),
     });
   }
 }
 
 export function logprob_gather_backward(
   rec: Recorder,
-  args: {
-    logits: GPUBuffer; // (N, V) f32, or f16 when dtype = 'f16'
-    dtype?: LogitsDtype;
-    ids: GPUBuffer; // (N) i32
-    mask: GPUBuffer; // (N) i32
+  args: GatherRows & {
     lse: GPUBuffer; // (N, 2) from the forward
     dlogp: GPUBuffer; // (N)
     /** (N, V) f32, written; 'in-place' overwrites the (f32) logits with their gradient. */
     dlogits: GPUBuffer | 'in-place';
-    N: number;
-    V: number;
-    temperature: number;
-    wg?: number;
   },
 ): void {
-  const dtype = args.dtype ?? 'f32';
+  const kernel = 'logprob_gather_backward';
+  const gpu = rec.gpu;
+  const { N, V } = args;
+  const { dtype, WG, ids, mask } = checkRows(kernel, gpu, args);
   const inPlace = args.dlogits === 'in-place';
-  if (inPlace && dtype !== 'f32') throw new GpuError('unsupported', 'logprob_gather_backward', 'in-place dlogits needs f32 logits');
-  const WG = args.wg ?? DEFAULT_WG;
-  checkWg('logprob_gather_backward', WG);
+  if (inPlace && dtype !== 'f32') throw new GpuError('unsupported', kernel, 'in-place dlogits needs f32 logits');
   const dlogits = inPlace ? args.logits : (args.dlogits as GPUBuffer);
+  if (!inPlace) checkSize(kernel, 'dlogits', dlogits, N * V);
+  const lse = prefix(gpu, kernel, 'lse', args.lse, 2 * N);
+  const dlogp = prefix(gpu, kernel, 'dlogp', args.dlogp, N);
   // Rows are split by the f32 dlogits; the (smaller or equal) logits window covers the same rows.
-  for (const c of splitRows(rec.gpu, args.N, args.V, 4)) {
-    const w = rowWindow(rec.gpu, c.rowStart, c.rowCount, args.V, ELEM_BYTES[dtype]);
+  const per = rowsPerWindow(gpu, bindingLimit(gpu), N, V);
+  for (let r0 = 0; r0 < N; r0 += per) {
+    const rc = Math.min(per, N - r0);
+    const lw = rowWindow(gpu, args.logits, r0, rc, V, ELEM_BYTES[dtype]);
+    const dw = rowWindow(gpu, dlogits, r0, rc, V);
     rec.dispatch({
-      kernel: 'logprob_gather_backward',
+      kernel,
       shader: 'logprob_gather_backward',
       constants: { WG, F16: dtype === 'f16', IN_PLACE: inPlace },
-      bindings: [
-        inPlace ? rec.gpu.zeros(16) : { buffer: args.logits, offset: w.byteOffset, size: w.byteSize },
-        args.ids,
-        args.mask,
-        args.lse,
-        args.dlogp,
-        { buffer: dlogits, offset: c.byteOffset, size: c.byteSize },
-      ],
+      bindings: [inPlace ? gpu.zeros(16) : lw.binding, ids, mask, lse, dlogp, dw.binding],
       params: packParams([
-        ['u32', c.rowStart],
-        ['u32', c.rowCount],
-        ['u32', args.V],
-        ['u32', w.elemBase],
-        ['u32', c.elemBase],
+        ['u32', r0],
+        ['u32', rc],
+        ['u32', V],
+        ['u32', lw.base],
+        ['u32', dw.base],
         ['f32', 1 / args.temperature],
       ]),
-      workgroups: Gpu.grid(c.rowCount),
+      workgroups: Gpu.grid(rc),
     });
   }
 }

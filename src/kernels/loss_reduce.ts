@@ -1,6 +1,7 @@
 // Launcher for shaders/loss_reduce_forward.wgsl: every aggregation of the per-token loss and the clip
 // counts in one single-workgroup launch. Output layout: STATS below.
 import { packParams, type Recorder } from '../gpu/context.ts';
+import { bindAll } from './windows.ts';
 
 /** Slots of the (16) f32 output after the AGGREGATIONS (0..7). */
 export const STATS = { tokens: 8, sequences: 9, low: 10, high: 11, region: 12, delta_binding: 13, size: 16 } as const;
@@ -32,7 +33,9 @@ export function loss_reduce_forward(
     kernel: 'loss_reduce_forward',
     shader: 'loss_reduce_forward',
     constants: { WG, LANES: args.lanes ?? lanesFor(args.T) },
-    bindings: [args.loss, args.mask, args.clip, args.out],
+    bindings: bindAll(rec.gpu, 'loss_reduce_forward', [
+      ['loss', args.loss, args.B * args.T], ['mask', args.mask, args.B * args.T], ['clip', args.clip, args.B * args.T], ['out', args.out, STATS.size],
+    ]),
     params: packParams([
       ['u32', args.B],
       ['u32', args.T],

@@ -3,9 +3,9 @@
 // Weight gradient: `accumulate` adds into dweight, otherwise overwrites. dinp is overwritten unless
 // `accumulateDinp`. Not in place: out must not alias inp (WebGPU rejects a buffer bound both read-only
 // and writable in one dispatch; an in-place variant would need a second copy of the kernel).
-import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
-import { colsum_forward, rowsPerPartial } from './colsum.ts';
-import { checkSizes, rowThreads } from './layernorm.ts';
+import type { Recorder } from '../gpu/context.ts';
+import { normBackward, normForward } from './layernorm.ts';
+import { bindAll } from './windows.ts';
 
 export function rmsnorm_forward(
   rec: Recorder,
@@ -20,16 +20,8 @@ export function rmsnorm_forward(
   },
 ): void {
   const { N, C } = args;
-  checkSizes('rmsnorm_forward', [['out', args.out, N * C], ['rstd', args.rstd, N], ['inp', args.inp, N * C], ['weight', args.weight, C]]);
-  if (N === 0) return;
-  rec.dispatch({
-    kernel: 'rmsnorm_forward',
-    shader: 'rmsnorm_forward',
-    constants: { WG: rowThreads(C) },
-    bindings: [args.inp, args.weight, args.out, args.rstd],
-    params: packParams([['u32', N], ['u32', C], ['f32', args.eps]]),
-    workgroups: Gpu.grid(N),
-  });
+  const bindings = bindAll(rec.gpu, 'rmsnorm_forward', [['inp', args.inp, N * C], ['weight', args.weight, C], ['out', args.out, N * C], ['rstd', args.rstd, N]]);
+  normForward(rec, 'rmsnorm_forward', bindings, N, C, args.eps);
 }
 
 export function rmsnorm_backward(
@@ -48,30 +40,17 @@ export function rmsnorm_backward(
   },
 ): void {
   const { N, C } = args;
-  checkSizes('rmsnorm_backward', [
-    ['dinp', args.dinp, N * C], ['dweight', args.dweight, C], ['dout', args.dout, N * C], ['inp', args.inp, N * C], ['weight', args.weight, C], ['rstd', args.rstd, N],
+  const kernel = 'rmsnorm_backward';
+  const [dout, inp, rstd, weight, dinp, dweight] = bindAll(rec.gpu, kernel, [
+    ['dout', args.dout, N * C], ['inp', args.inp, N * C], ['rstd', args.rstd, N], ['weight', args.weight, C], ['dinp', args.dinp, N * C], ['dweight', args.dweight, C],
   ]);
-  if (N === 0) return;
-  const R = rowsPerPartial(N);
-  const P = Math.ceil(N / R);
-  const params = packParams([['u32', N], ['u32', C], ['u32', args.accumulateDinp ? 1 : 0], ['u32', R]]);
-  rec.dispatch({
-    kernel: 'rmsnorm_backward',
-    shader: 'rmsnorm_backward',
-    constants: { WG: rowThreads(C) },
-    bindings: [args.dout, args.inp, args.rstd, args.weight, args.dinp],
-    params,
-    workgroups: Gpu.grid(N),
+  normBackward(rec, kernel, {
+    N,
+    C,
+    accumulate: args.accumulate,
+    accumulateDinp: args.accumulateDinp,
+    rowBindings: [dout, inp, rstd, weight, dinp],
+    partBindings: [dout, inp, rstd],
+    grads: [['dweight', dweight]],
   });
-  const dweightPart = rec.scratch('rmsnorm_backward:dweight_part', P * C * 4);
-  rec.dispatch({
-    kernel: 'rmsnorm_backward.dweight',
-    shader: 'rmsnorm_backward',
-    entryPoint: 'dweight',
-    constants: { WG: 256 },
-    bindings: [args.dout, args.inp, args.rstd, dweightPart],
-    params,
-    workgroups: Gpu.grid(Math.ceil((P * C) / 256)),
-  });
-  colsum_forward(rec, { out: args.dweight, inp: dweightPart, P, C, accumulate: args.accumulate });
 }

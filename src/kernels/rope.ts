@@ -28,43 +28,33 @@ function table(gpu: Gpu, D: number, theta: number): GPUBuffer {
   return b;
 }
 
-function rope(rec: Recorder, kernel: string, sign: 1 | -1, x: GPUBuffer, positionIds: GPUBuffer, N: number, H: number, D: number, theta: number): void {
+/** The arguments the forward and the backward share. */
+export interface RopeShape {
+  positionIds: GPUBuffer; // (N) i32
+  N: number; // rows (tokens)
+  H: number; // heads
+  D: number; // head_dim, even
+  theta: number; // rope_theta
+}
+
+function rope(rec: Recorder, kernel: string, sign: 1 | -1, x: GPUBuffer, s: RopeShape): void {
+  const { N, H, D } = s;
   if (D % 2 !== 0) throw new Error(`${kernel}: head_dim D must be even, got ${D}`);
   const gpu = rec.gpu;
   rec.dispatch({
     kernel,
     shader: 'rope_forward',
     constants: { WG, SIGN: sign },
-    bindings: [prefix(gpu, kernel, 'x', x, N * H * D), prefix(gpu, kernel, 'positionIds', positionIds, N), table(gpu, D, theta)],
+    bindings: [prefix(gpu, kernel, 'x', x, N * H * D), prefix(gpu, kernel, 'positionIds', s.positionIds, N), table(gpu, D, s.theta)],
     params: packParams([['u32', N], ['u32', H], ['u32', D]]),
     workgroups: Gpu.grid(Math.ceil((N * H * D) / 2 / WG)),
   });
 }
 
-export function rope_forward(
-  rec: Recorder,
-  args: {
-    x: GPUBuffer; // (N, H, D), rotated in place
-    positionIds: GPUBuffer; // (N) i32
-    N: number;
-    H: number;
-    D: number;
-    theta: number;
-  },
-): void {
-  rope(rec, 'rope_forward', 1, args.x, args.positionIds, args.N, args.H, args.D, args.theta);
+export function rope_forward(rec: Recorder, args: RopeShape & { x: GPUBuffer /* (N, H, D), rotated in place */ }): void {
+  rope(rec, 'rope_forward', 1, args.x, args);
 }
 
-export function rope_backward(
-  rec: Recorder,
-  args: {
-    dx: GPUBuffer; // (N, H, D): d(rotated) in, d(input) out, in place
-    positionIds: GPUBuffer; // (N) i32
-    N: number;
-    H: number;
-    D: number;
-    theta: number;
-  },
-): void {
-  rope(rec, 'rope_backward', -1, args.dx, args.positionIds, args.N, args.H, args.D, args.theta);
+export function rope_backward(rec: Recorder, args: RopeShape & { dx: GPUBuffer /* (N, H, D): d(rotated) in, d(input) out, in place */ }): void {
+  rope(rec, 'rope_backward', -1, args.dx, args);
 }

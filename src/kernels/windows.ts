@@ -1,9 +1,10 @@
-// Binding windows over row-major [rows, rowElems] f32/i32 arrays, for kernels whose operands can be
-// bigger than maxStorageBufferBindingSize (the Qwen2 wte/lm_head is 544 MB, its logits 1.2 GB; lavapipe
-// binds 128 MiB). Unlike context.ts's splitRows, the caller chooses the row blocks (matmul aligns them
-// to its tiles and has to cut several operands at the same rows), so the two primitives are: how many
-// rows one window may hold, and the window of a given row range. `limit` lowers the binding size for
-// tests that must exercise the split path without gigabyte buffers.
+// Binding windows over row-major [rows, rowElems] arrays (f32/i32, or f16 logits), for kernels whose
+// operands can be bigger than maxStorageBufferBindingSize (the Qwen2 wte/lm_head is 544 MB, its logits
+// 1.2 GB; lavapipe binds 128 MiB). The caller chooses the row blocks (matmul aligns them to its tiles
+// and has to cut several operands at the same rows; logprob_gather cuts f16 logits at the rows of its
+// f32 gradient), so the two primitives are: how many rows one window may hold, and the window of a
+// given row range. `limit` lowers the binding size for tests that must exercise the split path
+// without gigabyte buffers. Also the size checks every launcher runs before binding a buffer.
 import type { Binding, Gpu } from '../gpu/context.ts';
 
 export interface Window {
@@ -16,9 +17,9 @@ export function bindingLimit(gpu: Gpu, limit?: number): number {
   return limit === undefined ? max : Math.min(max, limit);
 }
 
-/** Rows of `rowElems` 4-byte elements one window may hold (all of them if the whole array fits). */
-export function rowsPerWindow(gpu: Gpu, limit: number, rows: number, rowElems: number): number {
-  const rowBytes = rowElems * 4;
+/** Rows of `rowElems` elements (`elemBytes` each) one window may hold (all of them if the whole array fits). */
+export function rowsPerWindow(gpu: Gpu, limit: number, rows: number, rowElems: number, elemBytes = 4): number {
+  const rowBytes = rowElems * elemBytes;
   if (rows * rowBytes <= limit) return rows;
   // A window that starts mid-array carries up to one alignment unit of slack before its first row.
   const n = Math.floor((limit - gpu.limits.minStorageBufferOffsetAlignment) / rowBytes);
@@ -26,19 +27,24 @@ export function rowsPerWindow(gpu: Gpu, limit: number, rows: number, rowElems: n
   return n;
 }
 
-/** The aligned window holding rows [rowStart, rowStart + rowCount) of a [*, rowElems] 4-byte array. */
-export function rowWindow(gpu: Gpu, buffer: GPUBuffer, rowStart: number, rowCount: number, rowElems: number): Window {
+/**
+ * The aligned window holding rows [rowStart, rowStart + rowCount) of a [*, rowElems] array of
+ * `elemBytes`-byte elements. Its size is rounded up to whole 4-byte words (bindings are word-sized;
+ * buffers from gpu.createBuffer are too, so the rounding never runs past the buffer).
+ */
+export function rowWindow(gpu: Gpu, buffer: GPUBuffer, rowStart: number, rowCount: number, rowElems: number, elemBytes = 4): Window {
   const align = gpu.limits.minStorageBufferOffsetAlignment;
-  const start = rowStart * rowElems * 4;
+  const start = rowStart * rowElems * elemBytes;
   const offset = Math.floor(start / align) * align;
-  const size = start + rowCount * rowElems * 4 - offset;
-  return { binding: { buffer, offset, size }, base: (start - offset) / 4 };
+  const end = start + rowCount * rowElems * elemBytes;
+  return { binding: { buffer, offset, size: Math.ceil((end - offset) / 4) * 4 }, base: (start - offset) / elemBytes };
 }
 
-/** Throws a clear error if `buffer` is too small to hold `elems` 4-byte elements. */
-export function checkSize(kernel: string, field: string, buffer: GPUBuffer, elems: number): void {
-  if (buffer.size < elems * 4) {
-    throw new Error(`${kernel}: ${field} holds ${buffer.size} bytes, needs ${elems * 4} (${elems} elements)`);
+/** Throws a clear error if a buffer (or a window of one) is too small to hold `elems` elements of `elemBytes` bytes. */
+export function checkSize(kernel: string, field: string, binding: Binding, elems: number, elemBytes = 4): void {
+  const bytes = 'buffer' in binding ? (binding.size ?? binding.buffer.size - (binding.offset ?? 0)) : binding.size;
+  if (bytes < elems * elemBytes) {
+    throw new Error(`${kernel}: ${field} holds ${bytes} bytes, needs ${elems * elemBytes} (${elems} elements)`);
   }
 }
 
@@ -52,4 +58,9 @@ export function prefix(gpu: Gpu, kernel: string, field: string, buffer: GPUBuffe
   const limit = gpu.limits.maxStorageBufferBindingSize;
   if (size > limit) throw new Error(`${kernel}: ${field} (${size} bytes) exceeds maxStorageBufferBindingSize ${limit}`);
   return { buffer, offset: 0, size };
+}
+
+/** prefix() for each [field, buffer, elements], in order: a launcher's bindings, every size checked. */
+export function bindAll(gpu: Gpu, kernel: string, fields: Array<[string, GPUBuffer, number]>): Binding[] {
+  return fields.map(([field, buf, elems]) => prefix(gpu, kernel, field, buf, elems));
 }

@@ -2,16 +2,20 @@
 // dot-product attention with an attention mask and grouped-query heads. Query i sits at absolute
 // position Tk − Tq + i; key j is visible iff j <= that and attention_mask[b, j] = 1; query head h reads
 // kv head h / (Hq / Hkv). A query with no visible key outputs 0, its att row is 0 and its lse −inf.
+/** The forward's dimensions (shared with the GPU launcher in src/kernels/attention.ts). */
 export interface AttentionShape {
   B: number;
-  Tq: number;
-  Tk: number;
-  TkvMax: number;
-  Hq: number;
-  Hkv: number;
-  D: number;
-  scale: number;
+  Tq: number; // query rows: the last Tq of the Tk positions
+  Tk: number; // visible key positions
+  TkvMax: number; // rows of the k/v buffers (a KV cache's capacity), Tk <= TkvMax
+  Hq: number; // query heads
+  Hkv: number; // key/value heads, dividing Hq (grouped-query attention)
+  D: number; // head_dim
+  scale: number; // multiplies q·k (usually 1 / sqrt(D))
 }
+
+/** The backward's dimensions: full sequences, Tq = Tk = TkvMax = T. */
+export type AttentionBackwardShape = Pick<AttentionShape, 'B' | 'Hq' | 'Hkv' | 'D' | 'scale'> & { T: number };
 
 export function attention_forward(
   q: ArrayLike<number>, // (B, Tq, Hq, D)
@@ -67,7 +71,7 @@ export function attention_backward(
   k: ArrayLike<number>, // (B, T, Hkv, D)
   v: ArrayLike<number>, // (B, T, Hkv, D)
   att: ArrayLike<number>, // (B, Hq, T, T)
-  s: { B: number; T: number; Hq: number; Hkv: number; D: number; scale: number },
+  s: AttentionBackwardShape,
 ): { dq: Float64Array; dk: Float64Array; dv: Float64Array } {
   const { B, T, Hq, Hkv, D, scale } = s;
   const dq = new Float64Array(B * T * Hq * D); // (B, T, Hq, D)

@@ -1,6 +1,7 @@
-// The session slices (not persisted): GPU adapter and model, the batch on screen with its Doctor findings,
-// the stepper, what the token view shows, and the error messages. Per-token typed arrays from the worker
-// are kept by reference (they are never copied or mutated), merged stage by stage into `run`.
+// The session slices (not persisted): GPU adapter and model, the imported batch, the batch on screen with
+// its Doctor findings, the stepper (what the update starts from, each stage's status, time and memory),
+// what the token view shows, and the error messages. Each stage's data from the worker is kept by
+// reference under its stage id in `run` (typed arrays are never copied or mutated).
 import type { StateCreator } from 'zustand';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { DoctorReport } from '../doctor/types.ts';
@@ -23,19 +24,31 @@ export interface ModelSlice {
   setHubId(id: string): void;
 }
 
-/** Everything the stages of the current update produced, merged (later stages add fields). */
-export type RunResults = Partial<StagePayloads['render'] & StagePayloads['sample'] & StagePayloads['reward'] & StagePayloads['advantages'] &
-  StagePayloads['assemble'] & StagePayloads['policy_forward'] & StagePayloads['reference_forward'] & StagePayloads['loss'] &
-  StagePayloads['backward'] & StagePayloads['step'] & StagePayloads['re_evaluate']>;
+/** What each completed stage of the current update produced, by stage (absent: not run, or skipped). */
+export type RunResults = Partial<{ [S in StageId]: StagePayloads[S] }>;
 
 export interface StageState {
-  status: 'pending' | 'running' | 'done' | 'error';
+  status: 'pending' | 'running' | 'done' | 'skipped' | 'error';
   ms?: number;
-  gpu_ms?: number;
-  memory?: StageResult['memory'];
+  gpuBytes?: number;
+  peakBytes?: number;
+  /** Why a skipped stage did not run. */
+  skipped?: string;
+}
+
+/** A batch read from a file, with the Doctor's report on it. */
+export interface ImportedBatch {
+  batch: GrpoBatch;
+  name: string;
+  report: DoctorReport;
 }
 
 export interface BatchSlice {
+  /** The last imported batch (kept while steps from the prompt set replace the view). */
+  imported: ImportedBatch | null;
+  /** What the next update starts from: the prompt set, or the imported batch (render / sample / reward skipped). */
+  stepFrom: 'prompts' | 'import';
+  /** The batch on screen: the imported one, or the current update's assembled batch. */
   batch: GrpoBatch | null;
   batchName: string;
   batchOrigin: 'import' | 'step' | null;
@@ -47,11 +60,13 @@ export interface BatchSlice {
   /** Index in STAGES of the stage Next runs; STAGES.length when the update is complete. */
   cursor: number;
   running: boolean;
-  setImported(batch: GrpoBatch, name: string, report: DoctorReport): void;
+  setImported(imported: ImportedBatch): void;
+  setStepFrom(from: BatchSlice['stepFrom']): void;
   stageStarted(stage: StageId): void;
   stageDone(result: StageResult): void;
   stageFailed(stage: StageId): void;
   setRunning(running: boolean): void;
+  /** Back to before the first stage; the view shows the imported batch when the next update starts from it. */
   resetRun(): void;
 }
 
@@ -88,6 +103,14 @@ export type SessionSlices = ModelSlice & BatchSlice & ViewSlice & ErrorSlice;
 
 const pendingStages = (): Record<StageId, StageState> => Object.fromEntries(STAGES.map((s) => [s, { status: 'pending' }])) as Record<StageId, StageState>;
 
+const freshRun = () => ({ run: {}, stages: pendingStages(), cursor: 0, running: false });
+
+/** The view of an imported batch, or of nothing. */
+const showing = (i: ImportedBatch | null) =>
+  i
+    ? { batch: i.batch, batchName: i.name, batchOrigin: 'import' as const, findings: i.report.findings, skipped: i.report.skipped }
+    : { batch: null, batchName: '', batchOrigin: null, findings: [], skipped: [] };
+
 let nextErrorId = 1;
 
 export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSlices> = (set) => ({
@@ -102,6 +125,8 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   setLoadProgress: (loadProgress) => set({ loadProgress }),
   setHubId: (hubId) => set({ hubId }),
 
+  imported: null,
+  stepFrom: 'prompts',
   batch: null,
   batchName: '',
   batchOrigin: null,
@@ -111,24 +136,23 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   stages: pendingStages(),
   cursor: 0,
   running: false,
-  setImported: (batch, batchName, report) =>
-    set({ batch, batchName, findings: report.findings, skipped: report.skipped, batchOrigin: 'import', run: {}, stages: pendingStages(), cursor: 0, selected: null, focus: null }),
+  setImported: (imported) => set(() => ({ imported, stepFrom: 'import', ...freshRun(), ...showing(imported), selected: null, focus: null })),
+  setStepFrom: (stepFrom) => set((s) => ({ stepFrom, ...freshRun(), ...showing(stepFrom === 'import' ? s.imported : null) })),
   stageStarted: (stage) => set((s) => ({ stages: { ...s.stages, [stage]: { status: 'running' } } })),
   stageDone: (r) =>
     set((s) => {
-      const run = { ...s.run, ...(r.payload as RunResults) };
-      const a = r.stage === 'assemble' ? (r.payload as StagePayloads['assemble']) : null;
-      const assembled = a ? { batch: a.batch, batchOrigin: 'step' as const, batchName: 'current step', findings: a.report?.findings ?? [], skipped: a.report?.skipped ?? [] } : {};
+      const a = r.id === 'assemble' ? (r.data as StagePayloads['assemble'] | null) : null;
+      const assembled = a ? { batch: a.batch, batchOrigin: 'step' as const, batchName: s.stepFrom === 'import' ? `${s.imported?.name ?? 'batch'} (stepped)` : 'current step', findings: a.report.findings, skipped: a.report.skipped } : {};
       return {
-        run,
+        run: r.data ? { ...s.run, [r.id]: r.data } : s.run,
         ...assembled,
-        stages: { ...s.stages, [r.stage]: { status: 'done', ms: r.ms, gpu_ms: r.gpu_ms, memory: r.memory } },
-        cursor: Math.max(s.cursor, STAGES.indexOf(r.stage) + 1),
+        stages: { ...s.stages, [r.id]: { status: r.skipped ? 'skipped' : 'done', ms: r.ms, gpuBytes: r.gpuBytes, peakBytes: r.peakBytes, skipped: r.skipped } },
+        cursor: Math.max(s.cursor, STAGES.indexOf(r.id) + 1),
       };
     }),
   stageFailed: (stage) => set((s) => ({ stages: { ...s.stages, [stage]: { status: 'error' } }, running: false })),
   setRunning: (running) => set({ running }),
-  resetRun: () => set((s) => ({ run: {}, stages: pendingStages(), cursor: 0, running: false, ...(s.batchOrigin === 'step' ? { batch: null, batchOrigin: null, findings: [], skipped: [] } : {}) })),
+  resetRun: () => set((s) => ({ ...freshRun(), ...(s.batchOrigin === 'step' ? showing(s.stepFrom === 'import' ? s.imported : null) : {}) })),
 
   overlay: 'none',
   heat: 'none',

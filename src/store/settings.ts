@@ -2,7 +2,7 @@
 // are the only slices persisted to local storage (src/store/index.ts) and survive a reload. Defaults are
 // the default task's (src/grpo/default_task.ts), so a first visit opens on something that learns.
 import type { StateCreator } from 'zustand';
-import { DEFAULT_GRPO_CONFIG, DEFAULT_PROBLEMS, additionAnswer, additionQuestion } from '../grpo/default_task.ts';
+import { DEFAULT_GRPO_CONFIG, DEFAULT_PROBLEMS, DEFAULT_REWARDS as TASK_REWARDS, additionAnswer, additionQuestion } from '../grpo/default_task.ts';
 import type { RewardKind, RewardSpec } from '../grpo/rewards.ts';
 import { DEFAULT_SAMPLING } from '../model/sampler.ts';
 import type { LossSettings, PromptItem, SamplingSettings } from '../worker/protocol.ts';
@@ -71,10 +71,8 @@ export function newReward(kind: RewardKind): RewardSpec {
   }
 }
 
-export const DEFAULT_REWARDS: RewardSpec[] = [
-  { ...(newReward('exact_match') as Extract<RewardSpec, { kind: 'exact_match' }>), name: 'correctness', weight: 1 },
-  { ...(newReward('regex') as Extract<RewardSpec, { kind: 'regex' }>), name: 'format', weight: 0.2 },
-];
+/** The default task's rewards (correctness, format), as the tiny-adder model was trained to earn them. */
+export const DEFAULT_REWARDS: RewardSpec[] = structuredClone([...TASK_REWARDS]);
 
 export const DEFAULT_SETTINGS = { prompts: DEFAULT_PROMPTS, sampling: DEFAULT_SAMPLING_SETTINGS, rewards: DEFAULT_REWARDS, loss: DEFAULT_LOSS };
 

@@ -1,23 +1,24 @@
 // Charts: rewards and advantages per sample grouped by prompt (zero-std groups marked), per-token curves
-// along the selected completion, loss components (policy term vs β·KL), every aggregation side by side,
-// grad norms per parameter group, and log-probs before / after the step. A chart appears once its data
-// exists (an imported batch has rewards/advantages and old/ref log-probs; the rest comes from a step).
+// along the selected completion, the loss (policy term vs β·KL, and every aggregation before and after
+// the step as numbers), grad norms per parameter group, and log-probs before / after the step. A chart
+// appears once its data exists (an imported batch has rewards/advantages and old/ref log-probs; the
+// rest comes from a step).
 import { useMemo } from 'react';
 import { Bar, BarChart, CartesianGrid, Legend, Line, LineChart, ReferenceArea, ReferenceLine, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
-import { computeAdvantages } from '../grpo/advantages.ts';
-import { scaleRewardsOf } from '../io/batch.ts';
 import { useStudio } from '../store/index.ts';
+import { AGGREGATIONS } from '../worker/protocol.ts';
+import { groupStats } from './derived.ts';
 import { heatAccessor } from './grid/heat.ts';
 import { Section, fmt } from './fields.tsx';
 
 const AXIS = { stroke: '#7d8590', fontSize: 10 };
 const TOOLTIP = { contentStyle: { background: '#161b22', border: '1px solid #30363d', fontSize: 11 }, formatter: (v: unknown) => (typeof v === 'number' ? fmt(v) : String(v)) };
 
-function ChartBox({ title, children, testId }: { title: string; children: React.ReactElement; testId?: string }) {
+function ChartBox({ title, children, testId, height = 150 }: { title: string; children: React.ReactElement; testId?: string; height?: number }) {
   return (
     <div className="chart" data-testid={testId}>
       <div className="chart-title">{title}</div>
-      <ResponsiveContainer width="100%" height={150}>
+      <ResponsiveContainer width="100%" height={height}>
         {children}
       </ResponsiveContainer>
     </div>
@@ -29,11 +30,10 @@ function RewardsChart() {
   const run = useStudio((s) => s.run);
   const data = useMemo(() => {
     if (!batch) return null;
-    const rewards = run.rewards ?? batch.rewards;
-    const adv = run.advantages ?? batch.advantages;
+    const { rewards, advantages: adv } = batch;
     if (!rewards && !adv) return null;
     const G = batch.num_generations;
-    const groups = run.groups ?? (rewards && rewards.length % G === 0 ? computeAdvantages(rewards, { num_generations: G, scale_rewards: scaleRewardsOf(batch.config) }).groups : undefined);
+    const groups = groupStats(batch, run);
     return {
       rows: batch.completion_ids.map((_, i) => ({ sample: i, reward: rewards?.[i], advantage: adv?.[i], group: Math.floor(i / G) })),
       zero: (groups ?? []).filter((g) => g.zero_std).map((g) => g.group),
@@ -92,15 +92,54 @@ function TokenCurves() {
   );
 }
 
-function LossCharts() {
-  const run = useStudio((s) => s.run);
+/** The loss under every aggregation, before the step and after it (re-evaluated on the same batch). */
+function LossTable() {
+  const loss = useStudio((s) => s.run.loss);
+  const after = useStudio((s) => s.run.re_evaluate);
   const lossType = useStudio((s) => s.loss.loss_type);
-  if (!run.losses) return null;
-  const components = [{ name: lossType, policy: run.policy_term, kl: run.kl_term }];
-  const aggs = Object.entries(run.losses).map(([name, v]) => ({ name, loss: v }));
+  if (!loss) return null;
+  const c = loss.clip_counts;
+  return (
+    <div className="loss-values" data-testid="loss-values">
+      <table className="dense">
+        <thead>
+          <tr>
+            <th>aggregation</th>
+            <th>loss</th>
+            <th>after step</th>
+            <th>Δ</th>
+          </tr>
+        </thead>
+        <tbody>
+          {AGGREGATIONS.map((a) => {
+            const v = loss.losses[a];
+            const w = after?.losses_after[a];
+            return (
+              <tr key={a} className={a === lossType ? 'chosen' : ''} data-agg={a} title={a === lossType ? 'drives the gradient' : undefined}>
+                <td>{a}</td>
+                <td className="num" data-testid="loss-value">{fmt(v)}</td>
+                <td className="num">{fmt(w)}</td>
+                <td className="num">{w === undefined ? '—' : fmt(w - v)}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+      <div className="small muted">
+        mean KL {fmt(loss.mean_kl)} · clipped low {c.low}, high {c.high}, δ {c.delta_binding} of {c.tokens} tokens
+      </div>
+    </div>
+  );
+}
+
+function LossCharts() {
+  const loss = useStudio((s) => s.run.loss);
+  const lossType = useStudio((s) => s.loss.loss_type);
+  if (!loss) return null;
+  const components = [{ name: lossType, policy: loss.policy_term, kl: loss.kl_term }];
   return (
     <>
-      <ChartBox title={`loss ${fmt(run.loss)} = policy ${fmt(run.policy_term)} + β·KL ${fmt(run.kl_term)}`} testId="chart-loss">
+      <ChartBox title={`loss ${fmt(loss.loss)} = policy ${fmt(loss.policy_term)} + β·KL ${fmt(loss.kl_term)}`} testId="chart-loss" height={90}>
         <BarChart data={components} layout="vertical">
           <XAxis type="number" tick={AXIS} />
           <YAxis type="category" dataKey="name" tick={AXIS} width={70} />
@@ -110,24 +149,19 @@ function LossCharts() {
           <Bar dataKey="kl" stackId="a" fill="#f85149" isAnimationActive={false} />
         </BarChart>
       </ChartBox>
-      <ChartBox title="every aggregation of the same per-token loss" testId="chart-aggregations">
-        <BarChart data={aggs}>
-          <XAxis dataKey="name" tick={{ ...AXIS, fontSize: 8 }} interval={0} angle={-20} textAnchor="end" height={40} />
-          <YAxis tick={AXIS} />
-          <Tooltip {...TOOLTIP} />
-          <Bar dataKey="loss" fill="#a371f7" isAnimationActive={false} />
-        </BarChart>
-      </ChartBox>
+      <LossTable />
     </>
   );
 }
 
 function GradNorms() {
-  const run = useStudio((s) => s.run);
-  if (!run.grad_norms) return null;
+  const backward = useStudio((s) => s.run.backward);
+  const step = useStudio((s) => s.run.step);
+  if (!backward) return null;
+  const rows = Object.entries(backward.group_grad_norms).map(([group, norm]) => ({ group, norm }));
   return (
-    <ChartBox title={`grad norm per parameter group (total ${fmt(run.grad_norm)})`} testId="chart-grads">
-      <BarChart data={run.grad_norms}>
+    <ChartBox title={`grad norm per parameter group (total ${fmt(backward.grad_norm)}${step ? `, clip coef ${fmt(step.clip_coef)}` : ''})`} testId="chart-grads">
+      <BarChart data={rows}>
         <XAxis dataKey="group" tick={{ ...AXIS, fontSize: 8 }} interval={0} angle={-20} textAnchor="end" height={40} />
         <YAxis tick={AXIS} />
         <Tooltip {...TOOLTIP} />
@@ -141,12 +175,13 @@ function BeforeAfter() {
   const batch = useStudio((s) => s.batch);
   const run = useStudio((s) => s.run);
   const sel = useStudio((s) => s.selected?.sample ?? 0);
-  const pre = run.per_token_logps;
-  const post = run.post_per_token_logps;
-  if (!batch || !pre || !post || sel >= pre.B) return null;
-  const rows = batch.completion_ids[sel].map((_, j) => ({ t: j, before: pre.data[sel * pre.C + j], after: post.data[sel * post.C + j] }));
+  const pre = heatAccessor('logp', batch, run);
+  const post = run.re_evaluate && run.assemble ? run.re_evaluate.post_per_token_logps : null;
+  if (!batch || !pre || !post || sel >= batch.completion_ids.length) return null;
+  const C = run.assemble!.padded.C;
+  const rows = batch.completion_ids[sel].map((_, j) => ({ t: j, before: pre(sel, j), after: post[sel * C + j] }));
   return (
-    <ChartBox title={`log-probs before / after the step, sample ${sel} (A = ${fmt(run.advantages?.[sel])})`} testId="chart-before-after">
+    <ChartBox title={`log-probs before / after the step, sample ${sel} (A = ${fmt(batch.advantages?.[sel])})`} testId="chart-before-after">
       <LineChart data={rows}>
         <CartesianGrid stroke="#21262d" />
         <XAxis dataKey="t" tick={AXIS} />

@@ -2,12 +2,10 @@
 // log-probs, ratio, KL, loss and its weight under the chosen aggregation) and sample inspector (the
 // rendered text with the prompt | completion boundary, reward per function, advantage, group mean/std).
 import { useMemo } from 'react';
-import { computeAdvantages } from '../grpo/advantages.ts';
-import { scaleRewardsOf } from '../io/batch.ts';
 import { useHover } from '../store/hover.ts';
 import { useStudio } from '../store/index.ts';
-import type { RunResults } from '../store/session.ts';
-import { CLIP_DELTA, CLIP_HIGH, CLIP_LOW } from '../worker/protocol.ts';
+import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../worker/protocol.ts';
+import { groupStats, rewardNames } from './derived.ts';
 import { FLAG, FLAG_TEXT, REGION_NAMES, classifyCell, visibleText } from './grid/cells.ts';
 import { useGridModel } from './grid/useGrid.ts';
 import { heatAccessor } from './grid/heat.ts';
@@ -27,7 +25,7 @@ export function TokenInspector() {
   const info = classifyCell(ctx, cell.sample, cell.col);
   const b = cell.sample;
   const j = info.side === 'completion' ? info.index : -1;
-  const texts = run.token_texts;
+  const texts = run.assemble?.token_texts;
   const text = info.id === null ? undefined : info.side === 'completion' ? texts?.completion[b]?.[j] : texts?.prompt[b]?.[info.index];
   const at = (m: Parameters<typeof heatAccessor>[0]) => (j >= 0 ? heatAccessor(m, ctx.batch, run)?.(b, j) : undefined);
   const clip = at('clip');
@@ -54,7 +52,7 @@ export function TokenInspector() {
       ['loss', fmt(at('loss'))],
       [`weight (${lossType})`, fmt(at('weight'))],
       ['loss contribution', fmt(mul(at('loss'), at('weight')))],
-      ['clip', clip === undefined ? '—' : [clip & CLIP_LOW ? 'low' : '', clip & CLIP_HIGH ? 'high' : '', clip & CLIP_DELTA ? 'δ' : ''].filter(Boolean).join(', ') || 'none'],
+      ['clip', clip === undefined ? '—' : [clip & CLIP_LOW ? 'low' : '', clip & CLIP_HIGH ? 'high' : '', clip & DELTA_BINDS ? 'δ' : ''].filter(Boolean).join(', ') || 'none'],
       ['Δ logp after step', fmt(at('dlogp'))],
     );
   }
@@ -85,34 +83,22 @@ function Row({ k, v }: { k: string; v: string }) {
   );
 }
 
-/** Reward names and per-function rewards of the batch on screen: the step's, else the batch's own. */
-function rewardColumns(run: RunResults, batch: { rewards_per_func?: number[][] }): { names: string[]; perFunc?: number[][] } {
-  const perFunc = run.rewards_per_func ?? batch.rewards_per_func;
-  const F = perFunc?.[0]?.length ?? 0;
-  return { names: run.reward_names ?? Array.from({ length: F }, (_, f) => `reward ${f}`), perFunc };
-}
-
 export function SampleInspector() {
   const selected = useStudio((s) => s.selected);
   const focus = useStudio((s) => s.focus);
   const batch = useStudio((s) => s.batch);
   const run = useStudio((s) => s.run);
   const b = selected?.sample ?? focus?.sample ?? null;
-  const stats = useMemo(() => {
-    if (!batch) return null;
-    const rewards = run.rewards ?? batch.rewards;
-    if (run.groups) return run.groups;
-    if (!rewards || rewards.length % batch.num_generations !== 0) return null;
-    return computeAdvantages(rewards, { num_generations: batch.num_generations, scale_rewards: scaleRewardsOf(batch.config) }).groups;
-  }, [batch, run]);
+  const stats = useMemo(() => (batch ? groupStats(batch, run) : null), [batch, run]);
   if (!batch || b === null || b >= batch.completion_ids.length) return <div className="inspector muted" data-testid="sample-inspector">select a sample</div>;
   const g = Math.floor(b / batch.num_generations);
-  const texts = run.token_texts;
-  const promptText = batch.prompt_texts?.[b] ?? run.prompt_texts?.[g] ?? texts?.prompt[b]?.join('') ?? null;
-  const completionText = batch.completion_texts?.[b] ?? run.completion_texts?.[b] ?? texts?.completion[b]?.join('') ?? null;
-  const { names, perFunc } = rewardColumns(run, batch);
-  const reward = (run.rewards ?? batch.rewards)?.[b];
-  const adv = (run.advantages ?? batch.advantages)?.[b];
+  const texts = run.assemble?.token_texts;
+  const promptText = batch.prompt_texts?.[b] ?? texts?.prompt[b]?.join('') ?? null;
+  const completionText = batch.completion_texts?.[b] ?? texts?.completion[b]?.join('') ?? null;
+  const names = rewardNames(batch, run);
+  const perFunc = batch.rewards_per_func;
+  const reward = batch.rewards?.[b];
+  const adv = batch.advantages?.[b];
   const gs = stats?.[g];
   return (
     <div className="inspector" data-testid="sample-inspector">

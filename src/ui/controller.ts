@@ -6,7 +6,8 @@ import { serializeBatch } from '../io/batch.ts';
 import { studioStore } from '../store/index.ts';
 import { StudioClient } from '../worker/client.ts';
 import { StudioFailure } from '../worker/errors.ts';
-import { STAGES, type ModelChoice, type StepSettings } from '../worker/protocol.ts';
+import { STAGES, type ModelChoice, type StepSettings, type StepStart } from '../worker/protocol.ts';
+import { lossSettingsOf } from '../worker/settings.ts';
 
 let client: StudioClient | null = null;
 
@@ -43,12 +44,17 @@ export async function initGpu(): Promise<void> {
   }
 }
 
-/** Reads a grpo-batch/v1 file, checks it in the worker (schema + Doctor) and shows it. */
+/**
+ * Reads a grpo-batch/v1 file, checks it in the worker (schema + Doctor) and shows it. Its config (TRL's
+ * loss, optimizer and clipping fields) fills the loss settings, so stepping it replays that trainer's update.
+ */
 export async function importBatchFile(file: File): Promise<void> {
   try {
     const text = await file.text();
     const { batch, report } = await worker().request({ type: 'import-batch', text, name: file.name });
-    store().setImported(batch, file.name, report);
+    await resetStep();
+    store().setLoss(lossSettingsOf(batch.config));
+    store().setImported({ batch, name: file.name, report });
   } catch (e) {
     fail(e);
   }
@@ -59,13 +65,11 @@ export function exportBatch(): void {
   const { batch, run, batchName } = store();
   if (!batch) return;
   const out = { ...batch };
-  const rows = (a: { B: number; C: number; data: Float32Array } | undefined) =>
-    a && batch.completion_ids.map((ids, b) => Array.from(a.data.subarray(b * a.C, b * a.C + ids.length)));
-  if (run.rewards) out.rewards = run.rewards;
-  if (run.rewards_per_func) out.rewards_per_func = run.rewards_per_func;
-  if (run.advantages) out.advantages = run.advantages;
-  out.old_per_token_logps = rows(run.old_per_token_logps) ?? batch.old_per_token_logps;
-  out.ref_per_token_logps = rows(run.ref_per_token_logps) ?? batch.ref_per_token_logps;
+  // The assembled batch carries rewards and advantages; the log-probs the loss used come from later stages.
+  const C = run.assemble?.padded.C ?? 0;
+  const rows = (a: Float32Array | null | undefined) => a && batch.completion_ids.map((ids, b) => Array.from(a.subarray(b * C, b * C + ids.length)));
+  out.old_per_token_logps = rows(run.loss?.old_per_token_logps) ?? batch.old_per_token_logps;
+  out.ref_per_token_logps = rows(run.reference_forward?.ref_per_token_logps) ?? batch.ref_per_token_logps;
   const blob = new Blob([serializeBatch(out)], { type: 'application/json' });
   const a = document.createElement('a');
   a.href = URL.createObjectURL(blob);
@@ -78,9 +82,9 @@ export async function loadModel(source: ModelChoice): Promise<void> {
   store().setModel('busy', null);
   store().setLoadProgress({ label: 'starting', loaded: 0, total: 0 });
   try {
+    store().resetRun();
     const { model } = await worker().request({ type: 'load-model', source });
     store().setModel('ready', model);
-    store().resetRun();
   } catch (e) {
     store().setModel('error', null);
     fail(e);
@@ -94,6 +98,12 @@ function settings(): StepSettings {
   return { prompts, sampling, rewards, loss };
 }
 
+/** Where a new update starts: the imported batch when the stepper is set to it, else the prompt set. */
+function start(): StepStart {
+  const { stepFrom, imported } = store();
+  return stepFrom === 'import' && imported ? { kind: 'batch', batch: imported.batch } : { kind: 'prompts' };
+}
+
 /** Runs the next stage; false when there is none or it failed. */
 export async function nextStage(): Promise<boolean> {
   const s = store();
@@ -101,7 +111,7 @@ export async function nextStage(): Promise<boolean> {
   const stage = STAGES[s.cursor];
   s.stageStarted(stage);
   try {
-    const result = await worker().request({ type: 'run-stage', stage, settings: settings() });
+    const result = await worker().request({ type: 'run-stage', stage, settings: settings(), start: s.cursor === 0 ? start() : undefined });
     store().stageDone(result);
     return true;
   } catch (e) {
@@ -129,6 +139,12 @@ export async function resetStep(): Promise<void> {
   }
 }
 
+/** Chooses what the next update starts from (and drops the current one). */
+export async function setStepFrom(from: 'prompts' | 'import'): Promise<void> {
+  await resetStep();
+  store().setStepFrom(from);
+}
+
 /**
  * Scores the batch on screen with the reward settings (without a model): the batch's completion_texts,
  * prompt_texts and each group's answer from the prompt set. Scored in the studio worker; JS rewards run
@@ -136,7 +152,7 @@ export async function resetStep(): Promise<void> {
  */
 export async function scoreOnScreenBatch(): Promise<RewardTable | null> {
   const { batch, run, rewards, prompts } = store();
-  const completions = run.completion_texts ?? batch?.completion_texts;
+  const completions = batch?.completion_texts ?? run.sample?.completion_texts;
   if (!batch || !completions) {
     store().pushError({ kind: 'reward', message: 'rewards need completion texts: run the sample stage, or import a batch with completion_texts' });
     return null;
@@ -145,7 +161,7 @@ export async function scoreOnScreenBatch(): Promise<RewardTable | null> {
   const samples: RewardSample[] = completions.map((completion, i) => ({
     index: i,
     group: Math.floor(i / G),
-    prompt: batch.prompt_texts?.[i] ?? run.prompt_texts?.[Math.floor(i / G)] ?? '',
+    prompt: batch.prompt_texts?.[i] ?? run.render?.prompt_texts[Math.floor(i / G)] ?? '',
     completion,
     answer: prompts[Math.floor(i / G)]?.answer ?? '',
     completion_ids: batch.completion_ids[i] ?? [],

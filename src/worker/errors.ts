@@ -20,7 +20,9 @@ const BY_NAME: Record<string, ErrorKind> = {
   ModelLoadError: 'unsupported-model',
   TokenizerLoadError: 'unsupported-model',
   RewardDefinitionError: 'reward',
-  SamplingError: 'internal',
+  GrpoLossError: 'settings',
+  OptimizerConfigError: 'settings',
+  SamplingError: 'settings',
 };
 
 export function errorInfo(e: unknown): WorkerErrorInfo {

@@ -1,15 +1,21 @@
 // The typed contract between the page and the studio worker (src/worker/studio.worker.ts), and the
-// `StepRunner` interface the one-step GRPO pipeline implements. All GPU work and every heavy loop run in
-// the worker; the page only sends requests and receives results. Per-token results travel as flat,
-// row-major typed arrays over the padded (B, C) completion grid (C = widest completion) and are
-// transferred, not copied; the page keeps them outside React state (src/store/results.ts).
+// `StepRunner` interface the worker drives (src/grpo/runner.ts). All GPU work and every heavy loop run in
+// the worker; the page only sends requests and receives results. Stage results are the step pipeline's
+// own types (src/grpo/step.ts: StageData, StageResult) plus what the worker adds for the page (decoded
+// token texts and the Doctor's report on the assembled batch); per-token results are flat (B, C)
+// row-major Float32Arrays over the padded completion grid, shaped by the assemble stage's `padded`.
+// Results are structured-cloned, not transferred: the pipeline keeps reading its own arrays.
 import type { DoctorReport, Finding } from '../doctor/types.ts';
 import type { AdapterReport } from '../gpu/context.ts';
-import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
+import type { GrpoBatch } from '../io/batch.ts';
 import type { Gpu } from '../gpu/context.ts';
+import type { StageData, StageResult as PipelineStageResult } from '../grpo/step.ts';
 import type { JsRewardRunner, RewardSample, RewardSpec, RewardTable } from '../grpo/rewards.ts';
 import type { MemoryPlan } from '../model/memory.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
+import type { LossType } from '../ref/loss_reduce.ts';
+
+export { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, DELTA_BINDS, type LossType } from '../ref/loss_reduce.ts';
 
 // ------------------------------------------------------------------------------------------ stages
 
@@ -70,18 +76,9 @@ export interface SamplingSettings extends Omit<SamplerSettings, 'eos_token_ids'>
   eos_token_ids: number[] | null;
 }
 
-/** TRL loss types and verl aggregations (the golden README defines each). */
-export const LOSS_TYPES = ['grpo', 'bnpo', 'dr_grpo', 'dapo'] as const;
-export const AGGREGATIONS = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] as const;
-export type LossType = (typeof LOSS_TYPES)[number];
-export type Aggregation = (typeof AGGREGATIONS)[number];
-/** Every aggregation a loss result reports, TRL's and verl's. */
-export const ALL_AGGREGATIONS = [...LOSS_TYPES, ...AGGREGATIONS] as const;
-export type AnyAggregation = (typeof ALL_AGGREGATIONS)[number];
-
 export interface LossSettings {
-  /** The aggregation that drives the gradient: a TRL loss_type or a verl aggregation. */
-  loss_type: AnyAggregation;
+  /** The aggregation that drives the gradient: a TRL loss_type or a verl aggregation (AGGREGATIONS). */
+  loss_type: LossType;
   beta: number;
   kl_estimator: 'k1' | 'k2' | 'k3';
   epsilon_low: number;
@@ -110,14 +107,6 @@ export interface StepSettings {
 
 // ------------------------------------------------------------------------------------------ results
 
-/** Bytes in use on the GPU (by our buffers) after a stage, and the peak during it. */
-export interface MemoryReport {
-  bytes: number;
-  peak_bytes: number;
-  /** Named allocations (weights, grads, optimizer state, activations, logits …). */
-  breakdown?: Record<string, number>;
-}
-
 export interface ModelInfo {
   name: string;
   model_type: string;
@@ -138,97 +127,42 @@ export interface LoadProgress {
   total: number;
 }
 
-/**
- * A per-token array over the padded completion grid: (B, C) row-major, value at [b, t] scores
- * completion_ids[b][t]. Positions past a row's completion hold 0 (read the masks, not the values).
- */
-export interface PerTokenArray {
-  B: number;
-  C: number;
-  data: Float32Array; // (B, C)
-}
-
-/** TRL clip metric bits per token. */
-export const CLIP_LOW = 1;
-export const CLIP_HIGH = 2;
-export const CLIP_DELTA = 4; // δ capped the unclipped ratio
-
-/** Per-stage payloads. Each stage adds its own fields; the page merges them into the current run. */
-export interface StagePayloads {
-  render: { prompt_texts: string[]; messages: ChatMessage[][]; prompt_ids: number[][] }; // one row per prompt
-  sample: { completion_ids: number[][]; completion_texts: string[]; sampling_per_token_logps?: PerTokenArray };
-  reward: {
-    rewards_per_func: number[][]; // (B, F), NaN where not applicable or failed
-    reward_names: string[]; // (F)
-    reward_weights: number[]; // (F)
-    rewards: number[]; // (B) weighted nansum
-    errors: RewardError[];
-  };
-  advantages: { advantages: number[]; groups: { group: number; mean: number; std: number; zero_std: boolean }[] };
+/** What the runner adds to a stage's pipeline data for the page. */
+export interface StageExtras {
   assemble: {
-    batch: GrpoBatch;
-    P: number;
-    C: number;
-    position_ids: Int32Array; // (B, P + C)
     /** Decoded text of every token (special tokens as written), for the grid and the inspector. */
     token_texts: { prompt: string[][]; completion: string[][] };
-    /** The Doctor's report on this batch (the worker adds it; the runner leaves it out). */
-    report?: DoctorReport;
+    /** The Doctor's report on the assembled batch. */
+    report: DoctorReport;
   };
-  policy_forward: { per_token_logps: PerTokenArray; entropy: PerTokenArray };
-  reference_forward: { ref_per_token_logps: PerTokenArray };
-  loss: {
-    old_per_token_logps: PerTokenArray;
-    importance_ratio: PerTokenArray;
-    per_token_kl: PerTokenArray;
-    per_token_loss: PerTokenArray;
-    /** Weight of each token in the chosen aggregation: ∂loss/∂per_token_loss[b, t]. */
-    token_weight: PerTokenArray;
-    clip_flags: Uint8Array; // (B, C) CLIP_LOW | CLIP_HIGH | CLIP_DELTA
-    losses: Record<AnyAggregation, number>;
-    loss: number; // under settings.loss.loss_type
-    policy_term: number; // the loss without β·KL, same aggregation
-    kl_term: number; // β·KL part, same aggregation
-    mean_kl: number;
-    clip_counts: { low: number; high: number; delta: number; tokens: number };
-  };
-  backward: { grad_norm: number; grad_norms: { group: string; norm: number }[] };
-  step: { clip_coef: number; lr: number; update_norms: { group: string; norm: number }[] };
-  re_evaluate: { post_per_token_logps: PerTokenArray; loss_after: number };
 }
 
-export interface StageResult<S extends StageId = StageId> {
-  stage: S;
-  ms: number; // wall time of the stage in the worker (GPU work finished)
-  gpu_ms?: number; // from timestamp queries, when available
-  memory: MemoryReport;
-  /** Why the stage did not run (e.g. render / sample / reward for an imported batch); its payload is then empty. */
-  skipped?: string;
-  payload: StagePayloads[S];
-}
+/** A stage's data as the page receives it: the pipeline's StageData, plus StageExtras where a stage has some. */
+export type StagePayloads = { [S in StageId]: StageData[S] & (S extends keyof StageExtras ? StageExtras[S] : unknown) };
 
-/** A reward function that failed on one sample: the sample still gets NaN, the page shows this. */
-export interface RewardError {
-  reward: string;
-  sample: number;
-  message: string;
-}
+/** The pipeline's StageResult (id, ms, gpuBytes, peakBytes, skipped) carrying the page's payload. */
+export type StageResult<S extends StageId = StageId> = Omit<PipelineStageResult<S>, 'data'> & { data: StagePayloads[S] | null };
+
+/** Where an update starts: the prompt set (render → sample → reward), or an imported batch (those three skipped). */
+export type StepStart = { kind: 'prompts' } | { kind: 'batch'; batch: GrpoBatch };
 
 /**
- * The one-step pipeline (implemented in src/grpo/step.ts). Stages run strictly in STAGES order; `reset`
- * goes back to before `render` keeping the loaded model (and undoing the optimizer step, if taken).
+ * The one-step pipeline as the worker drives it (src/grpo/runner.ts over src/grpo/step.ts). Stages run
+ * strictly in STAGES order; `render` starts a new update from `start` (default: the prompt set) with the
+ * settings of that moment; `reset` goes back to before `render` keeping the loaded model (and undoing
+ * the optimizer step, if taken).
  */
 export interface StepRunner {
   load(source: ModelChoice, onProgress: (p: LoadProgress) => void): Promise<ModelInfo>;
   /** Runs the stage after the last completed one and returns its result. */
-  runStage(stage: StageId, settings: StepSettings): Promise<StageResult>;
+  runStage(stage: StageId, settings: StepSettings, start?: StepStart): Promise<StageResult>;
   reset(): Promise<void>;
   dispose(): void;
 }
 
 /**
- * What src/grpo/step.ts exports for the worker. `runJsReward` runs user JS rewards in the sandbox worker
- * (with its time limit); the reward stage must use it for `kind: 'js'` rewards (scoreRewards takes it).
+ * What src/grpo/runner.ts exports for the worker. `runJsReward` runs user JS rewards in the sandbox worker
+ * (with its time limit); the reward stage uses it for `kind: 'js'` rewards.
  */
 export type CreateStepRunner = (gpu: Gpu, deps: { runJsReward: JsRewardRunner }) => StepRunner;
 
@@ -237,7 +171,7 @@ export type CreateStepRunner = (gpu: Gpu, deps: { runJsReward: JsRewardRunner })
 export type { Finding };
 
 /** What went wrong, in the categories the page shows differently. */
-export type ErrorKind = 'bad-file' | 'unsupported-model' | 'out-of-memory' | 'device-lost' | 'no-webgpu' | 'gpu' | 'reward' | 'internal';
+export type ErrorKind = 'bad-file' | 'unsupported-model' | 'out-of-memory' | 'device-lost' | 'no-webgpu' | 'gpu' | 'reward' | 'settings' | 'internal';
 
 export interface WorkerErrorInfo {
   kind: ErrorKind;
@@ -249,7 +183,7 @@ export type Request =
   | { type: 'init' }
   | { type: 'import-batch'; text: string; name: string }
   | { type: 'load-model'; source: ModelChoice }
-  | { type: 'run-stage'; stage: StageId; settings: StepSettings }
+  | { type: 'run-stage'; stage: StageId; settings: StepSettings; start?: StepStart }
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
   | { type: 'reset' };
 

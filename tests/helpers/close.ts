@@ -54,3 +54,10 @@ export function expectClose(actual: ArrayLike<number>, expected: ArrayLike<numbe
   expect(r.compared, `${o.label ?? 'array'}: compared nothing`).toBeGreaterThan(0);
   return r;
 }
+
+/** max |a[i]| over [lo, hi): the magnitude tolerances are scaled by. */
+export function maxAbs(a: ArrayLike<number>, lo = 0, hi = a.length): number {
+  let m = 0;
+  for (let i = lo; i < hi; i++) m = Math.max(m, Math.abs(a[i]));
+  return m;
+}

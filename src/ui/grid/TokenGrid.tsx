@@ -84,7 +84,7 @@ export function TokenGrid() {
   const heats = useMemo(() => availableHeats(batch, run), [batch, run]);
   const src = useMemo(() => heatSource(heat, batch, run), [heat, batch, run]);
   const focusCols = useMemo(() => (ctx && focus ? spanColumns(ctx, focus) : null), [ctx, focus]);
-  const texts = run.token_texts;
+  const texts = run.assemble?.token_texts;
 
   const scrollRef = useRef<HTMLDivElement>(null);
   const canvasRef = useRef<HTMLCanvasElement>(null);
@@ -230,7 +230,7 @@ export function TokenGrid() {
       </div>
     );
   }
-  const adv = run.advantages ?? batch.advantages;
+  const adv = batch.advantages;
   const mismatchRows = grid.rows.filter((r) => r.mismatch).length;
   return (
     <div className="token-grid" data-testid="token-grid" data-rows={grid.B} data-boundary={grid.P} data-width={grid.W}>

@@ -3,7 +3,7 @@
 // and the tests agree on what a cell's number is.
 import type { GrpoBatch } from '../../io/batch.ts';
 import type { HeatMetric, RunResults } from '../../store/session.ts';
-import { CLIP_DELTA, CLIP_HIGH, CLIP_LOW, type PerTokenArray } from '../../worker/protocol.ts';
+import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../worker/protocol.ts';
 
 export interface HeatSource {
   metric: HeatMetric;
@@ -30,42 +30,43 @@ export const HEAT_LABELS: Record<HeatMetric, string> = {
   dlogp: 'Δ log-prob after step',
 };
 
-const fromArray = (a: PerTokenArray | undefined) => (a ? (b: number, j: number) => (j < a.C && b < a.B ? a.data[b * a.C + j] : undefined) : undefined);
-const fromRows = (rows: number[][] | undefined) => (rows ? (b: number, j: number) => rows[b]?.[j] : undefined);
+type Accessor = (b: number, j: number) => number | undefined;
+
+/** A (B, C) per-token array of the step, C = the assembled batch's padded completion width. */
+function fromGrid(run: RunResults, a: ArrayLike<number> | null | undefined): Accessor | undefined {
+  const p = run.assemble?.padded;
+  return a && p ? (b, j) => (j < p.C && b < p.B ? a[b * p.C + j] : undefined) : undefined;
+}
+
+const fromRows = (rows: number[][] | undefined): Accessor | undefined => (rows ? (b, j) => rows[b]?.[j] : undefined);
 
 /** The accessor for a metric, or undefined when neither the run nor the batch has it. */
-export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults): ((b: number, j: number) => number | undefined) | undefined {
+export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults): Accessor | undefined {
   switch (metric) {
     case 'none':
       return undefined;
     case 'logp':
-      return fromArray(run.per_token_logps);
+      return fromGrid(run, run.policy_forward?.per_token_logps);
     case 'old_logp':
-      return fromArray(run.old_per_token_logps) ?? fromRows(batch?.old_per_token_logps);
+      return fromGrid(run, run.loss?.old_per_token_logps) ?? fromRows(batch?.old_per_token_logps);
     case 'ref_logp':
-      return fromArray(run.ref_per_token_logps) ?? fromRows(batch?.ref_per_token_logps);
+      return fromGrid(run, run.reference_forward?.ref_per_token_logps) ?? fromRows(batch?.ref_per_token_logps);
     case 'sampling_logp':
-      return fromArray(run.sampling_per_token_logps) ?? fromRows(batch?.sampling_per_token_logps);
+      return fromRows(batch?.sampling_per_token_logps);
     case 'entropy':
-      return fromArray(run.entropy);
+      return fromGrid(run, run.policy_forward?.per_token_entropy);
     case 'kl':
-      return fromArray(run.per_token_kl);
+      return fromGrid(run, run.loss?.per_token_kl);
     case 'ratio':
-      return fromArray(run.importance_ratio);
+      return fromGrid(run, run.loss?.importance_ratio);
     case 'loss':
-      return fromArray(run.per_token_loss);
+      return fromGrid(run, run.loss?.per_token_loss);
     case 'weight':
-      return fromArray(run.token_weight);
-    case 'clip': {
-      const f = run.clip_flags;
-      const C = run.per_token_loss?.C;
-      return f && C ? (b, j) => (j < C ? f[b * C + j] : undefined) : undefined;
-    }
-    case 'dlogp': {
-      const post = fromArray(run.post_per_token_logps);
-      const pre = fromArray(run.per_token_logps);
-      return post && pre ? (b, j) => { const x = post(b, j); const y = pre(b, j); return x === undefined || y === undefined ? undefined : x - y; } : undefined;
-    }
+      return fromGrid(run, run.loss?.token_weight);
+    case 'clip':
+      return fromGrid(run, run.loss?.clip);
+    case 'dlogp':
+      return fromGrid(run, run.re_evaluate?.delta_per_token_logps);
   }
 }
 
@@ -117,7 +118,7 @@ const MID: [number, number, number] = [40, 44, 56];
 
 /** The colour of value v. Non-finite values are magenta: they must never look like a normal number. */
 export function heatColor(src: HeatSource, v: number): string {
-  if (src.metric === 'clip') return v & CLIP_LOW ? 'rgb(70,130,255)' : v & CLIP_HIGH ? 'rgb(255,140,40)' : v & CLIP_DELTA ? 'rgb(190,90,255)' : 'rgb(40,44,56)';
+  if (src.metric === 'clip') return v & CLIP_LOW ? 'rgb(70,130,255)' : v & CLIP_HIGH ? 'rgb(255,140,40)' : v & DELTA_BINDS ? 'rgb(190,90,255)' : 'rgb(40,44,56)';
   if (!Number.isFinite(v)) return 'rgb(255,0,255)';
   const t = Math.min(1, Math.max(0, (v - src.lo) / (src.hi - src.lo || 1)));
   if (src.center === null) return mix(DARK, HOT, t);

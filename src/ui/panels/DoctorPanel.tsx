@@ -1,5 +1,6 @@
-// The Doctor's findings with their rule ids; a click selects the sample and highlights the token span in
-// the grid (the grid scrolls to it).
+// The Doctor's report on the batch on screen (imported, or the current update's assembled batch): a
+// summary line, the findings with their rule ids — a click selects the sample and highlights the token
+// span in the grid (the grid scrolls to it) — and the rules that could not run.
 import { useStudio } from '../../store/index.ts';
 import type { Finding } from '../../worker/protocol.ts';
 import { Section } from '../fields.tsx';
@@ -8,6 +9,7 @@ export function DoctorPanel() {
   const findings = useStudio((s) => s.findings);
   const skipped = useStudio((s) => s.skipped);
   const batch = useStudio((s) => s.batch);
+  const batchName = useStudio((s) => s.batchName);
   const focus = useStudio((s) => s.focus);
   const setFocus = useStudio((s) => s.setFocus);
   const counts = { error: 0, warning: 0, info: 0 };
@@ -25,7 +27,13 @@ export function DoctorPanel() {
       }
     >
       {!batch && <div className="muted">import a batch or run a step to check it</div>}
-      {batch && findings.length === 0 && <div className="ok">no findings</div>}
+      {batch && (
+        <div className="doctor-summary small" data-testid="doctor-summary">
+          <b>{batchName}</b>: {batch.completion_ids.length} samples,{' '}
+          {findings.length === 0 ? <span className="ok">no findings</span> : `${counts.error} errors, ${counts.warning} warnings, ${counts.info} notes`}
+          {skipped.length > 0 ? ` · ${skipped.length} rules skipped` : ''}
+        </div>
+      )}
       <ul className="findings" data-testid="findings">
         {findings.map((f, k) => {
           const active = focus?.rule === f.rule && focus.sample === (f.sample ?? 0) && focus.span?.[0] === f.span?.[0];

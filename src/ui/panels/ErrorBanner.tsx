@@ -10,6 +10,7 @@ const TITLES: Record<ErrorKind, string> = {
   'no-webgpu': 'WebGPU unavailable',
   gpu: 'GPU error',
   reward: 'Reward error',
+  settings: 'Invalid settings',
   internal: 'Error',
 };
 

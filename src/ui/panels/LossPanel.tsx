@@ -1,7 +1,7 @@
 // Loss settings: the aggregation (TRL loss_type or verl's), β and the KL estimator, clipping ε low/high
 // and δ, temperature, reward scaling, importance-sampling level, optimizer, and the position-ids policy.
 import { useStudio } from '../../store/index.ts';
-import { ALL_AGGREGATIONS } from '../../worker/protocol.ts';
+import { AGGREGATIONS } from '../../worker/protocol.ts';
 import { NumberField, Section, SelectField } from '../fields.tsx';
 
 export function LossPanel() {
@@ -10,7 +10,7 @@ export function LossPanel() {
   return (
     <Section title="Loss & optimizer">
       <div className="grid2">
-        <SelectField label="loss_type / aggregation" value={l.loss_type} options={ALL_AGGREGATIONS} onChange={(v) => set({ loss_type: v })} />
+        <SelectField label="loss_type / aggregation" value={l.loss_type} options={AGGREGATIONS} onChange={(v) => set({ loss_type: v })} />
         <NumberField label="β (KL coef)" value={l.beta} min={0} onChange={(v) => set({ beta: v! })} />
         <SelectField label="KL estimator" value={l.kl_estimator} options={['k1', 'k2', 'k3'] as const} onChange={(v) => set({ kl_estimator: v })} />
         <NumberField label="ε low" value={l.epsilon_low} min={0} onChange={(v) => set({ epsilon_low: v! })} />

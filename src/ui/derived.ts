@@ -1,0 +1,19 @@
+// Facts the charts and inspectors derive from the batch on screen and the current update, in one place so
+// every panel shows the same numbers: each group's reward mean / std, and the reward columns' names.
+import { computeAdvantages, type GroupStats } from '../grpo/advantages.ts';
+import { scaleRewardsOf, type GrpoBatch } from '../io/batch.ts';
+import type { RunResults } from '../store/session.ts';
+
+/** Group mean / std: the advantages stage's, else recomputed from the batch's rewards (null when it has none). */
+export function groupStats(batch: GrpoBatch, run: RunResults): GroupStats[] | null {
+  if (run.advantages?.groups) return run.advantages.groups;
+  const r = batch.rewards;
+  if (!r || r.length % batch.num_generations !== 0) return null;
+  return computeAdvantages(r, { num_generations: batch.num_generations, scale_rewards: scaleRewardsOf(batch.config) }).groups;
+}
+
+/** Names of the rewards_per_func columns: the reward stage's, else "reward f". */
+export function rewardNames(batch: GrpoBatch, run: RunResults): string[] {
+  const F = batch.rewards_per_func?.[0]?.length ?? 0;
+  return run.reward?.names ?? Array.from({ length: F }, (_, f) => `reward ${f}`);
+}

@@ -1,0 +1,48 @@
+// The page's loss & optimizer settings in a batch file's `config` terms (TRL names) and back. One mapping
+// serves both directions: the worker sends the page's settings through the batch-config parser
+// (stepConfigFromBatch) so one validator checks both, and an imported batch's config fills the loss
+// panel, so stepping a batch from a Python trainer uses that trainer's settings and the panel shows them.
+import { scaleRewardsOf, type BatchConfig } from '../io/batch.ts';
+import { AGGREGATIONS, type LossType } from '../ref/loss_reduce.ts';
+import type { LossSettings } from './protocol.ts';
+
+export function batchConfigOf(l: LossSettings): BatchConfig {
+  return {
+    loss_type: l.loss_type, beta: l.beta, epsilon: l.epsilon_low, epsilon_high: l.epsilon_high, delta: l.delta, temperature: l.temperature,
+    kl_estimator: l.kl_estimator, importance_sampling_level: l.importance_sampling_level, max_completion_length: l.max_completion_length,
+    optimizer: { name: l.optimizer, lr: l.lr, betas: l.betas, weight_decay: l.weight_decay }, max_grad_norm: l.max_grad_norm,
+    position_ids: l.position_ids, scale_rewards: l.scale_rewards, advantage_estimator: l.advantage_estimator,
+  };
+}
+
+const num = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+
+/**
+ * The loss settings a batch's config sets (only the fields it has; TRL's epsilon_high defaults to its
+ * epsilon). Values of the wrong type are left out here: the step's parser names them if they matter.
+ */
+export function lossSettingsOf(c: BatchConfig | undefined): Partial<LossSettings> {
+  if (!c) return {};
+  const out: Partial<LossSettings> = {};
+  if (typeof c.loss_type === 'string' && (AGGREGATIONS as readonly string[]).includes(c.loss_type)) out.loss_type = c.loss_type as LossType;
+  if (num(c.beta)) out.beta = c.beta;
+  if (c.kl_estimator) out.kl_estimator = c.kl_estimator;
+  if (num(c.epsilon)) out.epsilon_low = out.epsilon_high = c.epsilon;
+  if (num(c.epsilon_high)) out.epsilon_high = c.epsilon_high;
+  if (c.delta === null || num(c.delta)) out.delta = c.delta;
+  if (num(c.temperature)) out.temperature = c.temperature;
+  if (c.scale_rewards !== undefined) out.scale_rewards = scaleRewardsOf(c);
+  if (c.advantage_estimator) out.advantage_estimator = c.advantage_estimator;
+  if (c.importance_sampling_level) out.importance_sampling_level = c.importance_sampling_level;
+  if (num(c.max_completion_length)) out.max_completion_length = c.max_completion_length;
+  if (c.position_ids) out.position_ids = c.position_ids;
+  if (num(c.max_grad_norm)) out.max_grad_norm = c.max_grad_norm;
+  const o = c.optimizer as Record<string, unknown> | undefined;
+  if (o && typeof o === 'object') {
+    if (o.name === 'adamw' || o.name === 'sgd') out.optimizer = o.name;
+    if (num(o.lr)) out.lr = o.lr;
+    if (Array.isArray(o.betas) && o.betas.length === 2 && o.betas.every(num)) out.betas = [o.betas[0], o.betas[1]];
+    if (num(o.weight_decay)) out.weight_decay = o.weight_decay;
+  }
+  return out;
+}
