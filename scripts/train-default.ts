@@ -21,7 +21,7 @@ import { join, resolve } from 'node:path';
 import { nodeGpu } from '../src/gpu/node.ts';
 import type { Gpu } from '../src/gpu/context.ts';
 import { assembleBatch, padBatch, type PaddedBatch } from '../src/grpo/batch.ts';
-import { DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH, DEFAULT_PROBLEMS, SENTENCE_STYLE_FRACTION, additionAnswer, additionQuestion, additionSentence, additionMessages, allProblems, isHeldOut, type AdditionProblem } from '../src/grpo/default_task.ts';
+import { DEFAULT_GRPO_CONFIG, DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH, DEFAULT_PROBLEMS, SENTENCE_STYLE_FRACTION, additionAnswer, additionQuestion, additionSentence, additionMessages, allProblems, isHeldOut, type AdditionProblem } from '../src/grpo/default_task.ts';
 import { writeSafeTensors, type TensorOut } from '../src/io/safetensors.ts';
 import { clipCoef, globalNorm, sumsq_forward } from '../src/kernels/grad_norm.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../src/kernels/logprob_gather.ts';
@@ -324,7 +324,7 @@ async function main(): Promise<void> {
   writeFileSync(join(hp.out, 'config.json'), JSON.stringify(raw, null, 2) + '\n');
   writeFileSync(
     join(hp.out, 'generation_config.json'),
-    JSON.stringify({ bos_token_id: tok.pad_token_id, eos_token_id: [tok.eos_token_id, tok.pad_token_id], pad_token_id: tok.pad_token_id, do_sample: true, temperature: 1.0, top_k: 0, top_p: 1.0, max_new_tokens: 8 }, null, 2) + '\n',
+    JSON.stringify({ bos_token_id: tok.pad_token_id, eos_token_id: [tok.eos_token_id, tok.pad_token_id], pad_token_id: tok.pad_token_id, do_sample: true, temperature: 1.0, top_k: 0, top_p: 1.0, max_new_tokens: DEFAULT_GRPO_CONFIG.max_completion_length }, null, 2) + '\n',
   );
   writeFileSync(join(hp.out, 'README.md'), modelCard(config, hp, summary, log));
   process.exit(0);

@@ -29,24 +29,32 @@ class UrlSource implements ModelSource {
     private readonly base: string,
   ) {}
 
-  private async get(file: string, method: 'GET' | 'HEAD' = 'GET'): Promise<Response> {
-    return fetch(new URL(file, this.base), { method });
+  /**
+   * The file, or null where it is missing. Static hosts with a single-page-app fallback (the Vite dev
+   * server, many CDNs) answer a missing path with index.html and 200: no model file is ever HTML.
+   */
+  private async get(file: string, method: 'GET' | 'HEAD' = 'GET'): Promise<Response | null> {
+    const res = await fetch(new URL(file, this.base), { method });
+    return res.ok && !(res.headers.get('content-type') ?? '').startsWith('text/html') ? res : null;
+  }
+
+  private async need(file: string): Promise<Response> {
+    const res = await this.get(file);
+    if (!res?.body) throw new ModelLoadError(`${this.name}: no ${file} at ${new URL(file, this.base).href}`);
+    return res;
   }
 
   async exists(file: string): Promise<boolean> {
-    return (await this.get(file, 'HEAD')).ok;
+    return (await this.get(file, 'HEAD')) !== null;
   }
 
   async readJSON(file: string): Promise<unknown> {
-    const res = await this.get(file);
-    if (!res.ok) throw new ModelLoadError(`${this.name}: no ${file} (HTTP ${res.status})`);
-    return parseJSONFile(this, file, await res.text());
+    return parseJSONFile(this, file, await (await this.need(file)).text());
   }
 
   async readBytes(file: string, onProgress?: (loaded: number, total: number) => void): Promise<Uint8Array> {
-    const res = await this.get(file);
-    if (!res.ok || !res.body) throw new ModelLoadError(`${this.name}: no ${file} (HTTP ${res.status})`);
-    return readStream(res.body, Number(res.headers.get('content-length') ?? 0), onProgress);
+    const res = await this.need(file);
+    return readStream(res.body!, Number(res.headers.get('content-length') ?? 0), onProgress);
   }
 }
 

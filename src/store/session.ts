@@ -142,7 +142,14 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   stageDone: (r) =>
     set((s) => {
       const a = r.id === 'assemble' ? (r.data as StagePayloads['assemble'] | null) : null;
-      const assembled = a ? { batch: a.batch, batchOrigin: 'step' as const, batchName: s.stepFrom === 'import' ? `${s.imported?.name ?? 'batch'} (stepped)` : 'current step', findings: a.report.findings, skipped: a.report.skipped } : {};
+      // The assembled batch replaces the view; the first completion token of sample 0 is selected, so the
+      // inspectors show what the trainer sees there without a click.
+      const assembled = a
+        ? {
+            batch: a.batch, batchOrigin: 'step' as const, batchName: s.stepFrom === 'import' ? `${s.imported?.name ?? 'batch'} (stepped)` : 'current step',
+            findings: a.report.findings, skipped: a.report.skipped, selected: s.selected ?? { sample: 0, col: a.padded.P },
+          }
+        : {};
       return {
         run: r.data ? { ...s.run, [r.id]: r.data } : s.run,
         ...assembled,
@@ -154,7 +161,7 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   setRunning: (running) => set({ running }),
   resetRun: () => set((s) => ({ ...freshRun(), ...(s.batchOrigin === 'step' ? showing(s.stepFrom === 'import' ? s.imported : null) : {}) })),
 
-  overlay: 'none',
+  overlay: 'completion',
   heat: 'none',
   selected: null,
   focus: null,

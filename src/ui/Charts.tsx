@@ -1,6 +1,6 @@
 // Charts: rewards and advantages per sample grouped by prompt (zero-std groups marked), per-token curves
-// along the selected completion, the loss (policy term vs β·KL, and every aggregation before and after
-// the step as numbers), grad norms per parameter group, and log-probs before / after the step. A chart
+// along the selected completion, the loss (policy term + β·KL, and every aggregation before and after
+// the step, as numbers), grad norms per parameter group, and log-probs before / after the step. A chart
 // appears once its data exists (an imported batch has rewards/advantages and old/ref log-probs; the
 // rest comes from a step).
 import { useMemo } from 'react';
@@ -14,11 +14,11 @@ import { Section, fmt } from './fields.tsx';
 const AXIS = { stroke: '#7d8590', fontSize: 10 };
 const TOOLTIP = { contentStyle: { background: '#161b22', border: '1px solid #30363d', fontSize: 11 }, formatter: (v: unknown) => (typeof v === 'number' ? fmt(v) : String(v)) };
 
-function ChartBox({ title, children, testId, height = 150 }: { title: string; children: React.ReactElement; testId?: string; height?: number }) {
+function ChartBox({ title, children, testId }: { title: string; children: React.ReactElement; testId?: string }) {
   return (
     <div className="chart" data-testid={testId}>
       <div className="chart-title">{title}</div>
-      <ResponsiveContainer width="100%" height={height}>
+      <ResponsiveContainer width="100%" height={150}>
         {children}
       </ResponsiveContainer>
     </div>
@@ -101,6 +101,9 @@ function LossTable() {
   const c = loss.clip_counts;
   return (
     <div className="loss-values" data-testid="loss-values">
+      <div className="chart-title">
+        loss ({lossType}) {fmt(loss.loss)} = policy {fmt(loss.policy_term)} + β·KL {fmt(loss.kl_term)}
+      </div>
       <table className="dense">
         <thead>
           <tr>
@@ -117,9 +120,9 @@ function LossTable() {
             return (
               <tr key={a} className={a === lossType ? 'chosen' : ''} data-agg={a} title={a === lossType ? 'drives the gradient' : undefined}>
                 <td>{a}</td>
-                <td className="num" data-testid="loss-value">{fmt(v)}</td>
-                <td className="num">{fmt(w)}</td>
-                <td className="num">{w === undefined ? '—' : fmt(w - v)}</td>
+                <td className="num" data-testid="loss-value">{fmt(v, 3)}</td>
+                <td className="num">{fmt(w, 3)}</td>
+                <td className="num">{w === undefined ? '—' : fmt(w - v, 3)}</td>
               </tr>
             );
           })}
@@ -129,28 +132,6 @@ function LossTable() {
         mean KL {fmt(loss.mean_kl)} · clipped low {c.low}, high {c.high}, δ {c.delta_binding} of {c.tokens} tokens
       </div>
     </div>
-  );
-}
-
-function LossCharts() {
-  const loss = useStudio((s) => s.run.loss);
-  const lossType = useStudio((s) => s.loss.loss_type);
-  if (!loss) return null;
-  const components = [{ name: lossType, policy: loss.policy_term, kl: loss.kl_term }];
-  return (
-    <>
-      <ChartBox title={`loss ${fmt(loss.loss)} = policy ${fmt(loss.policy_term)} + β·KL ${fmt(loss.kl_term)}`} testId="chart-loss" height={90}>
-        <BarChart data={components} layout="vertical">
-          <XAxis type="number" tick={AXIS} />
-          <YAxis type="category" dataKey="name" tick={AXIS} width={70} />
-          <Tooltip {...TOOLTIP} />
-          <Legend wrapperStyle={{ fontSize: 10 }} />
-          <Bar dataKey="policy" stackId="a" fill="#58a6ff" isAnimationActive={false} />
-          <Bar dataKey="kl" stackId="a" fill="#f85149" isAnimationActive={false} />
-        </BarChart>
-      </ChartBox>
-      <LossTable />
-    </>
   );
 }
 
@@ -201,10 +182,10 @@ export function Charts() {
     <Section title="Charts">
       {!batch && <div className="muted">charts appear with a batch</div>}
       <RewardsChart />
-      <TokenCurves />
-      <LossCharts />
+      <LossTable />
       <GradNorms />
       <BeforeAfter />
+      <TokenCurves />
     </Section>
   );
 }

@@ -23,8 +23,11 @@ function worker(): StudioClient {
     const w = new Worker(new URL('../worker/studio.worker.ts', import.meta.url), { type: 'module', name: 'studio' });
     client = new StudioClient(w, {
       onProgress: (p) => store().setLoadProgress(p),
+      // A lost device takes the loaded model and the update with it: the page says so and disables stepping.
       onDeviceLost: (e) => {
         store().setGpu('error');
+        store().setModel('error', null);
+        store().resetRun();
         store().pushError(e);
       },
     });

@@ -25,13 +25,19 @@ const BY_NAME: Record<string, ErrorKind> = {
   SamplingError: 'settings',
 };
 
+/** What the user can do about a GPU failure, appended to its message. */
+const HINTS: Partial<Record<ErrorKind, string>> = {
+  'out-of-memory': ' — fewer prompts, a smaller G or fewer new tokens shrink the step (see the memory plan), or load a smaller model',
+  'device-lost': ' — reload the page to get a new GPU device',
+};
+
 export function errorInfo(e: unknown): WorkerErrorInfo {
   if (e instanceof StudioFailure) return { kind: e.kind, message: e.message, detail: e.detail };
   if (e instanceof Error) {
     if (e.name === 'GpuError') {
       const kind = (e as Error & { kind: string }).kind;
       const mapped: ErrorKind = kind === 'out-of-memory' ? 'out-of-memory' : kind === 'device-lost' ? 'device-lost' : kind === 'unsupported' ? 'no-webgpu' : 'gpu';
-      return { kind: mapped, message: e.message, detail: e.stack };
+      return { kind: mapped, message: e.message + (HINTS[mapped] ?? ''), detail: e.stack };
     }
     return { kind: BY_NAME[e.name] ?? 'internal', message: e.message, detail: e.stack };
   }

@@ -7,12 +7,16 @@
 // Results are structured-cloned, not transferred: the pipeline keeps reading its own arrays.
 import type { DoctorReport, Finding } from '../doctor/types.ts';
 import type { AdapterReport } from '../gpu/context.ts';
-import type { GrpoBatch } from '../io/batch.ts';
+import type { GrpoBatch, PositionIdsMode, ScaleRewards } from '../io/batch.ts';
 import type { Gpu } from '../gpu/context.ts';
 import type { StageData, StageResult as PipelineStageResult } from '../grpo/step.ts';
+import type { AdvantageEstimator } from '../grpo/advantages.ts';
+import type { OptimizerConfig } from '../grpo/optimizer.ts';
 import type { JsRewardRunner, RewardSample, RewardSpec, RewardTable } from '../grpo/rewards.ts';
 import type { MemoryPlan } from '../model/memory.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
+import type { ImportanceSamplingLevel } from '../ref/grpo_loss.ts';
+import type { KlEstimator } from '../ref/kl.ts';
 import type { LossType } from '../ref/loss_reduce.ts';
 
 export { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, DELTA_BINDS, type LossType } from '../ref/loss_reduce.ts';
@@ -76,24 +80,25 @@ export interface SamplingSettings extends Omit<SamplerSettings, 'eos_token_ids'>
   eos_token_ids: number[] | null;
 }
 
+/** The loss & optimizer panel, flat; src/worker/settings.ts maps it to a batch file's config (TRL names) and back. */
 export interface LossSettings {
   /** The aggregation that drives the gradient: a TRL loss_type or a verl aggregation (AGGREGATIONS). */
   loss_type: LossType;
   beta: number;
-  kl_estimator: 'k1' | 'k2' | 'k3';
+  kl_estimator: KlEstimator;
   epsilon_low: number;
   epsilon_high: number;
   delta: number | null;
   temperature: number;
-  scale_rewards: 'group' | 'batch' | 'none';
-  advantage_estimator: 'trl' | 'verl';
-  importance_sampling_level: 'token' | 'sequence';
-  optimizer: 'adamw' | 'sgd';
+  scale_rewards: ScaleRewards;
+  advantage_estimator: AdvantageEstimator;
+  importance_sampling_level: ImportanceSamplingLevel;
+  optimizer: OptimizerConfig['name'];
   lr: number;
   betas: [number, number];
   weight_decay: number;
   max_grad_norm: number; // 0 = no clipping
-  position_ids: 'from_attention_mask' | 'arange';
+  position_ids: PositionIdsMode;
   max_completion_length: number; // L_max for dr_grpo / seq-mean-token-sum-norm
 }
 

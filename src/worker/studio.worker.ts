@@ -17,9 +17,14 @@ const post = (msg: WorkerMessage) => (self as unknown as Worker).postMessage(msg
 
 let runner: Promise<StepRunner> | null = null;
 
-/** The step pipeline is loaded on first use, so importing a batch never waits for it. */
+/** The step pipeline is loaded on first use, so importing a batch never waits for it; a failed start is retried next time. */
 function stepRunner(): Promise<StepRunner> {
-  runner ??= Promise.all([import('../grpo/runner.ts'), gpu()]).then(([m, g]) => m.createStepRunner(g, { runJsReward: runJs }));
+  runner ??= Promise.all([import('../grpo/runner.ts'), gpu()])
+    .then(([m, g]) => m.createStepRunner(g, { runJsReward: runJs }))
+    .catch((e: unknown) => {
+      runner = null;
+      throw e;
+    });
   return runner;
 }
 
@@ -54,7 +59,7 @@ async function handle(req: Request): Promise<Responses[Request['type']]> {
     case 'score-rewards':
       return scoreRewards(req.rewards, req.samples, runJs);
     case 'reset':
-      await (runner && (await runner).reset());
+      if (runner) await (await runner).reset();
       return {};
   }
 }

@@ -1,8 +1,13 @@
 // End-to-end: build the studio, serve it on 127.0.0.1, open it in headless Debian chromium with WebGPU
-// (SwiftShader), check the adapter shows, import a crafted batch with a mask-length mismatch (seed 000)
-// and check the Doctor's finding, the grid rows and the prompt | completion boundary, run a hanging /
-// throwing user reward in the sandbox without freezing the page, and check settings survive a reload.
-// Screenshots go to .out/ and docs/studio-import.png.
+// (SwiftShader), check the adapter shows; refuse an unsupported model with a clear message; load the
+// embedded default model (public/models/tiny-adder) and run one whole GRPO update on the default task
+// (boundary and completion mask drawn on every row, finite loss under every aggregation, the Doctor's
+// report, a time per stage); export that batch, import it and replay the update from it as a Python
+// trainer's batch (render / sample / reward skipped, the same loss); import a crafted batch with a
+// mask-length mismatch (seed 000) and check the Doctor's finding, the grid rows and the boundary, and
+// that stepping it fails with a clear message; run a hanging / throwing user reward in the sandbox
+// without freezing the page, and check settings survive a reload.
+// Screenshots go to .out/, docs/studio-step.png (the README's) and docs/studio-import.png.
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -20,19 +25,32 @@ const fixture = path.join(root, 'tests/e2e/fixtures/r1-mask-mismatch.json');
 
 const MIME: Record<string, string> = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.json': 'application/json', '.wasm': 'application/wasm', '.png': 'image/png' };
 
+/** A static host with a single-page-app fallback (as Vite's dev server and many CDNs): a missing path gets index.html and 200. */
 function serve(dir: string): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     const url = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname);
-    const file = path.join(dir, url === '/' ? 'index.html' : url);
-    if (!file.startsWith(dir) || !fs.existsSync(file) || fs.statSync(file).isDirectory()) {
-      res.writeHead(404).end('not found');
+    let file = path.join(dir, url === '/' ? 'index.html' : url);
+    if (!file.startsWith(dir)) {
+      res.writeHead(403).end();
       return;
     }
+    if (!fs.existsSync(file) || fs.statSync(file).isDirectory()) file = path.join(dir, 'index.html');
     res.writeHead(200, { 'content-type': MIME[path.extname(file)] ?? 'application/octet-stream' });
     fs.createReadStream(file).pipe(res);
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
 }
+
+/** Waits until the stepper has run every stage (done or skipped), or a stage failed; returns the statuses. */
+async function waitForUpdate(page: Page, timeout: number): Promise<string[]> {
+  const statuses = () => page.locator('.stage').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.status ?? ''));
+  await expect.poll(async () => (await statuses()).every((s) => s === 'done' || s === 'skipped') || (await statuses()).includes('error'), { timeout, interval: 250 }).toBe(true);
+  return statuses();
+}
+
+/** The loss-values table: [aggregation, loss, after step] per row. */
+const lossRows = (page: Page) =>
+  page.getByTestId('loss-values').locator('tbody tr').evaluateAll((rows) => rows.map((r) => Array.from(r.querySelectorAll('td')).slice(0, 3).map((td) => td.textContent ?? '')));
 
 let server: http.Server;
 let ctx: BrowserContext;
@@ -72,6 +90,100 @@ describe('studio in chromium', () => {
     expect(await page.getByTestId('grid-empty').isVisible()).toBe(true);
   });
 
+  it('refuses an unsupported model with a clear message', async () => {
+    // A dropped folder: the default model's tokenizer with a config for an architecture the studio has no forward for.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mamba-'));
+    for (const f of ['tokenizer.json', 'tokenizer_config.json']) fs.copyFileSync(path.join(root, 'public/models/tiny-adder', f), path.join(dir, f));
+    fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ architectures: ['MambaForCausalLM'], model_type: 'mamba', hidden_size: 16, vocab_size: 328 }));
+    await page.getByTestId('model-folder-input').setInputFiles(dir);
+    const err = page.locator('[data-testid="errors"] [data-kind="unsupported-model"]');
+    await err.waitFor({ timeout: 30_000 });
+    expect(await err.textContent()).toContain('MambaForCausalLM');
+    await err.getByTitle('dismiss').click();
+    expect(await page.getByTestId('step-run').isDisabled()).toBe(true);
+  });
+
+  let promptLosses: string[][] = [];
+
+  it('loads the default model and runs one GRPO update on the default task', async () => {
+    const t0 = Date.now();
+    await page.getByTestId('load-default').click();
+    await page.getByTestId('model-info').waitFor({ timeout: 60_000 });
+    expect(await page.getByTestId('model-info').textContent()).toMatch(/tiny-adder.*qwen2/);
+    const loadMs = Date.now() - t0;
+
+    const t1 = Date.now();
+    await page.getByTestId('step-run').click();
+    const statuses = await waitForUpdate(page, 150_000);
+    const stepMs = Date.now() - t1;
+    expect(await page.getByTestId('errors').count()).toBe(0);
+    expect(statuses).toEqual(new Array(11).fill('done'));
+    // Every stage shows its time.
+    const metas = await page.getByTestId('stage-meta').allTextContents();
+    expect(metas).toHaveLength(11);
+    for (const m of metas) expect(m).toMatch(/^\d+(\.\d+)? (ms|s) · /);
+    console.log(`default model: load ${loadMs} ms, one update ${stepMs} ms in the page; stages: ${metas.join(' | ')}`);
+
+    // The grid: 4 prompts × G = 8 samples; on every row the boundary line sits at column P and the first
+    // completion token carries the completion_mask bar (mask overlay on by default).
+    const grid = page.getByTestId('token-grid');
+    expect(await grid.getAttribute('data-rows')).toBe('32');
+    const labels = await page.getByTestId('grid-row').allTextContents();
+    expect(labels).toHaveLength(32);
+    for (const l of labels) {
+      const [, c, m] = /c(\d+) m(\d+)/.exec(l) ?? [];
+      expect(c).toBeDefined();
+      expect(m).toBe(c); // completion_mask as long as completion_ids
+      expect(Number(/Σm(\d+)/.exec(l)?.[1])).toBeGreaterThan(0);
+    }
+    const pixels = await page.getByTestId('grid-canvas').evaluate((c: HTMLCanvasElement) => {
+      const scroller = c.parentElement!.parentElement as HTMLElement;
+      const W = Number(c.closest('[data-width]')!.getAttribute('data-width'));
+      const P = Number(c.closest('[data-boundary]')!.getAttribute('data-boundary'));
+      const cellW = c.parentElement!.clientWidth / W;
+      const g = c.getContext('2d')!;
+      const at = (x: number, y: number) => Array.from(g.getImageData(Math.round(x * devicePixelRatio), Math.round(y * devicePixelRatio), 1, 1).data.slice(0, 3));
+      const rows = Array.from(document.querySelectorAll<HTMLElement>('[data-testid="grid-row"]'));
+      const x0 = P * cellW - scroller.scrollLeft;
+      // The boundary is 2 px wide, centred on x0; x0 − 1 is clear of the selected cell's outline (which starts at x0).
+      return rows.map((r) => ({ boundary: at(x0 - 1, r.offsetTop + 10), mask: at(x0 + cellW / 2, r.offsetTop + r.offsetHeight - 3) }));
+    });
+    for (const { boundary, mask } of pixels) {
+      expect(boundary[0]).toBeGreaterThan(200); // #f2cc60
+      expect(boundary[2]).toBeLessThan(140);
+      expect(Math.min(...mask)).toBeGreaterThan(200); // #e6edf3: completion_mask = 1
+    }
+
+    // The loss under every aggregation, before and after the step: finite numbers.
+    promptLosses = await lossRows(page);
+    expect(promptLosses.map((r) => r[0])).toEqual(['grpo', 'bnpo', 'dr_grpo', 'dapo', 'token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm']);
+    for (const [, before, after] of promptLosses) {
+      expect(Number.isFinite(Number(before))).toBe(true);
+      expect(Number.isFinite(Number(after))).toBe(true);
+    }
+    // The Doctor's report on the assembled batch, and the inspectors on the first completion token.
+    expect(await page.getByTestId('doctor-summary').textContent()).toMatch(/^current step: 32 samples, /);
+    expect(await page.getByTestId('token-inspector').textContent()).toContain('completion_mask1');
+    expect(await page.getByTestId('sample-inspector').textContent()).toContain('What is 25 + 34?');
+    expect(await page.getByTestId('chart-grads').isVisible()).toBe(true);
+    await page.screenshot({ path: path.join(shots, 'studio-step.png') });
+    fs.copyFileSync(path.join(shots, 'studio-step.png'), path.join(root, 'docs/studio-step.png'));
+  }, 240_000);
+
+  it("replays the update from its exported batch, as from a Python trainer's dump", async () => {
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export').click()]);
+    await page.getByTestId('import-input').setInputFiles({ name: 'trainer-dump.json', mimeType: 'application/json', buffer: fs.readFileSync((await download.path())!) });
+    await expect.poll(() => page.getByTestId('step-from').inputValue()).toBe('import');
+    expect(await page.getByTestId('doctor-summary').textContent()).toMatch(/^trainer-dump\.json: 32 samples/);
+    await page.getByTestId('step-run').click();
+    const statuses = await waitForUpdate(page, 120_000);
+    expect(statuses).toEqual(['skipped', 'skipped', 'skipped', ...new Array(8).fill('done')]);
+    expect(await page.locator('[data-stage="sample"]').getAttribute('title')).toContain('imported batch');
+    // Reset restored the loaded weights and the batch carries the step's own log-probs: the same update.
+    expect(await lossRows(page)).toEqual(promptLosses);
+    await page.getByTestId('step-from').selectOption('prompts');
+  }, 180_000);
+
   it('imports a batch with a mask-length mismatch and points at it', async () => {
     await page.getByTestId('import-input').setInputFiles(fixture);
     const finding = page.locator('[data-rule="mask-length-mismatch"]');
@@ -108,6 +220,14 @@ describe('studio in chromium', () => {
     await page.getByTestId('overlay').selectOption('completion');
     await page.screenshot({ path: path.join(shots, 'studio-import.png') });
     fs.copyFileSync(path.join(shots, 'studio-import.png'), path.join(root, 'docs/studio-import.png'));
+
+    // Stepping it on the loaded model stops at assembly with the row and field named.
+    await page.getByTestId('step-run').click();
+    const err = page.locator('[data-testid="errors"] [data-kind="bad-file"]');
+    await err.waitFor({ timeout: 30_000 });
+    expect(await err.textContent()).toContain('completion_mask sample 5');
+    expect(await page.locator('[data-stage="assemble"]').getAttribute('data-status')).toBe('error');
+    await err.getByTitle('dismiss').click();
   });
 
   it('exports the batch on screen as grpo-batch/v1 that reads back the same', async () => {

@@ -206,6 +206,14 @@ export function TokenGrid() {
     return () => ro.disconnect();
   }, [draw]);
 
+  // A new batch opens on the prompt | completion boundary: the end of the prompts and as much of the
+  // completions as fits (what the trainer scores), not on the left padding.
+  useEffect(() => {
+    const el = scrollRef.current;
+    if (!el || !grid) return;
+    el.scrollLeft = Math.max(0, Math.min(grid.W * cellW - el.clientWidth, grid.P * cellW - el.clientWidth / 4));
+  }, [batch]);
+
   // A Doctor finding selects the first cell of its span and scrolls it into view.
   useEffect(() => {
     const el = scrollRef.current;

@@ -107,7 +107,7 @@ export function ModelPanel() {
         drop a model folder (config.json, *.safetensors, tokenizer.json) or{' '}
         <label className="link">
           pick one
-          <input type="file" hidden {...({ webkitdirectory: '' } as object)} multiple onChange={(e) => loadFolder(Array.from(e.target.files ?? []))} />
+          <input type="file" hidden data-testid="model-folder-input" {...({ webkitdirectory: "" } as object)} multiple onChange={(e) => loadFolder(Array.from(e.target.files ?? []))} />
         </label>
       </div>
       {progress && (
