@@ -10,6 +10,7 @@
 // the model was trained on and the prompts it is shown are the same text.
 import type { BatchConfig, ChatMessage } from '../io/batch.ts';
 import type { RewardSpec } from './rewards.ts';
+import type { LossType } from '../ref/loss_reduce.ts';
 
 /** Where the default model lives under public/ (and under the site root in the browser). */
 export const DEFAULT_MODEL_NAME = 'tiny-adder';
@@ -94,7 +95,7 @@ export const DEFAULT_REWARDS: readonly RewardSpec[] = [
  * 1e-4 the step raises positive- and lowers negative-advantage completions on every seed we tried.
  * The studio's sampler seed is 42.
  */
-export const DEFAULT_GRPO_CONFIG: BatchConfig & { num_generations: number; learning_rate: number; max_grad_norm: number } = {
+export const DEFAULT_GRPO_CONFIG: BatchConfig & { num_generations: number; learning_rate: number; max_grad_norm: number; loss_type: LossType } = {
   num_generations: 8,
   temperature: 1,
   max_completion_length: 12, // "The answer is 151." + <|im_end|> is 9 tokens

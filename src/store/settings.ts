@@ -35,7 +35,7 @@ export const DEFAULT_SAMPLING_SETTINGS: SamplingSettings = {
 };
 
 export const DEFAULT_LOSS: LossSettings = {
-  loss_type: 'grpo',
+  loss_type: DEFAULT_GRPO_CONFIG.loss_type,
   beta: DEFAULT_GRPO_CONFIG.beta ?? 0.04,
   kl_estimator: DEFAULT_GRPO_CONFIG.kl_estimator ?? 'k3',
   epsilon_low: DEFAULT_GRPO_CONFIG.epsilon ?? 0.2,
