@@ -19,6 +19,7 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   loss: () => import('./loss.ts'),
   model: () => import('./model.ts'),
   step: () => import('./step.ts'),
+  sample: () => import('./sample.ts'),
 };
 
 function table(rows: Row[]): string {
