@@ -30,7 +30,7 @@ import { countParams, numel, paramSpecs, parseConfig } from '../src/model/config
 import { CausalLM } from '../src/model/model.ts';
 import { loadTokenizerDir } from '../src/tokenize/node.ts';
 import type { Tokenizer } from '../src/tokenize/tokenizer.ts';
-import { Rng } from '../tests/helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 import { makeDefaultTokenizer } from './make-default-tokenizer.ts';
 
 // npm runs scripts from the package root.

@@ -11,7 +11,7 @@ import { computeAdvantages } from '../src/grpo/advantages.ts';
 import { loadTokenizerDir } from '../src/tokenize/node.ts';
 import type { Tokenizer } from '../src/tokenize/tokenizer.ts';
 import { LLAMA3_DIR, QWEN3_DIR } from './helpers/tokenizers.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
 const FIXTURES = path.join(root, 'tests/fixtures/batches');

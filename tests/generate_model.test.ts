@@ -3,7 +3,7 @@
 // seeds, per-row stopping, min_new_tokens, and the recorded sampling log-probs against the trainer's
 // re-scoring of the generated batch (score_completions), the comparison the Doctor makes.
 import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assembleBatch, padBatch } from '../src/grpo/batch.ts';
 import { DEFAULT_GENERATE, generate, kvDecoder, type Decoder, type GenerateOptions } from '../src/model/generate.ts';
@@ -12,8 +12,8 @@ import { score_completions } from '../src/model/score.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import { closeReport, expectClose } from './helpers/close.ts';
 import { testGpu } from './helpers/gpu.ts';
+import { GOLDEN } from './helpers/golden.ts';
 
-const GOLDEN = resolve(__dirname, '../../shared/golden/models');
 
 /** The golden batch's prompts: 3 prompts of lengths 2, 4, 5 (each stored once per completion, G = 2). */
 function goldenPrompts(m: string): number[][] {

@@ -1,7 +1,7 @@
 // kl_forward (GPU) against its float64 twin: odd sizes, tiny and large log-ratios, every estimator.
 import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 import { expectClose } from './helpers/close.ts';
 import { kl_forward as klRef, type KlEstimator } from '../src/ref/kl.ts';
 import { kl_forward } from '../src/kernels/kl.ts';

@@ -4,7 +4,7 @@
 // that the [N, V] buffer is split across dispatches.
 import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 import { expectClose, maxAbs } from './helpers/close.ts';
 import type { Gpu } from '../src/gpu/context.ts';
 import { f16ToF32 } from '../src/io/safetensors.ts';

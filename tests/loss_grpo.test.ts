@@ -5,7 +5,7 @@
 // src/grpo/loss.ts) against central finite differences of the float64 reference loss.
 import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 import { expectClose, maxAbs } from './helpers/close.ts';
 import { fdGradient } from './helpers/fd.ts';
 import type { Gpu } from '../src/gpu/context.ts';

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { column_copy_forward } from '../src/kernels/column_copy.ts';
 import { column_copy_forward as columnCopyRef } from '../src/ref/column_copy.ts';
 import { testGpu } from './helpers/gpu.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 
 describe('column_copy_forward', () => {
   it('splits (N, 3C) into column blocks and merges them back, exactly', async () => {

@@ -3,7 +3,7 @@
 // TRL-aligned logits_to_keep path, per-token log-probs of policy and reference, and the gradient of the
 // golden GRPO loss with respect to every parameter (dlogits from the loss kernels), plus grad_norm.
 import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Gpu } from '../src/gpu/context.ts';
 import { grpo_loss, readGrpoLoss, type GrpoLossConfig } from '../src/grpo/loss.ts';
@@ -13,9 +13,8 @@ import { score_completions } from '../src/model/score.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import { expectClose } from './helpers/close.ts';
 import { testGpu } from './helpers/gpu.ts';
+import { GOLDEN, GOLDEN_MODELS } from './helpers/golden.ts';
 
-const GOLDEN = resolve(__dirname, '../../shared/golden/models');
-const MODELS = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];
 
 interface Golden {
   st: SafeTensors;
@@ -24,10 +23,11 @@ interface Golden {
   P: number;
   C: number;
   V: number;
-  input_ids: Int32Array;
-  attention_mask: Int32Array;
-  position_ids: Int32Array;
-  completion_mask: Int32Array;
+  input_ids: Int32Array; // (B, L)
+  attention_mask: Int32Array; // (B, L)
+  position_ids: Int32Array; // (B, L)
+  completion_ids: Int32Array; // (B, C) = input_ids[:, P:]
+  completion_mask: Int32Array; // (B, C)
 }
 
 function golden(m: string): Golden {
@@ -35,9 +35,11 @@ function golden(m: string): Golden {
   const [B, L] = st.tensors.get('input_ids')!.shape;
   const P = toI32(st, 'prompt_length')[0];
   const V = st.tensors.get('logits')!.shape[2];
+  const input_ids = toI32(st, 'input_ids');
   return {
     st, B, L, P, C: L - P, V,
-    input_ids: toI32(st, 'input_ids'),
+    input_ids,
+    completion_ids: input_ids.filter((_, i) => i % L >= P),
     attention_mask: toI32(st, 'attention_mask'),
     position_ids: toI32(st, 'position_ids'),
     completion_mask: toI32(st, 'completion_mask'),
@@ -46,6 +48,12 @@ function golden(m: string): Golden {
 
 async function load(gpu: Gpu, dir: string): Promise<CausalLM> {
   return CausalLM.from_pretrained(new FolderSource(dir), gpu);
+}
+
+/** Model m's golden data with its policy and reference loaded on the test GPU. */
+async function withModels(m: string): Promise<{ gpu: Gpu; g: Golden; policy: CausalLM; ref: CausalLM }> {
+  const gpu = await testGpu();
+  return { gpu, g: golden(m), policy: await load(gpu, join(GOLDEN, m)), ref: await load(gpu, join(GOLDEN, m, 'ref')) };
 }
 
 /** Every (row, v) element of rows whose attention_mask is 1 (pad-query logits are implementation-defined). */
@@ -67,7 +75,7 @@ function note(label: string, r: { worst: number }): void {
   worst[label] = Math.max(worst[label] ?? 0, r.worst);
 }
 
-describe.each(MODELS)('%s', (m) => {
+describe.each(GOLDEN_MODELS)('%s', (m) => {
   it('logits match where attention_mask = 1 (left padding, generation position ids)', async () => {
     const gpu = await testGpu();
     const g = golden(m);
@@ -96,14 +104,10 @@ describe.each(MODELS)('%s', (m) => {
   });
 
   it('per_token_logps, ref_per_token_logps and entropy match where completion_mask = 1', async () => {
-    const gpu = await testGpu();
-    const g = golden(m);
-    const policy = await load(gpu, join(GOLDEN, m));
-    const ref = await load(gpu, join(GOLDEN, m, 'ref'));
-    const batch = { B: g.B, L: g.L, C: g.C, input_ids: g.input_ids, attention_mask: g.attention_mask, position_ids: g.position_ids, completion_ids: g.input_ids.filter((_, i) => i % g.L >= g.P), completion_mask: g.completion_mask };
+    const { gpu, g, policy, ref } = await withModels(m);
     const rec = gpu.recorder('score');
-    const ps = score_completions(rec, policy, batch);
-    const rs = score_completions(rec, ref, batch);
+    const ps = score_completions(rec, policy, g);
+    const rs = score_completions(rec, ref, g);
     await rec.submit();
     const n = g.B * g.C;
     // README: per-token log-probs rtol 1e-4, atol 1e-5 (completion_mask = 1).
@@ -118,14 +122,9 @@ describe.each(MODELS)('%s', (m) => {
   });
 
   it('gradients of the golden GRPO loss match grad.<param>, and loss / grad_norm match', async () => {
-    const gpu = await testGpu();
-    const g = golden(m);
-    const policy = await load(gpu, join(GOLDEN, m));
-    const ref = await load(gpu, join(GOLDEN, m, 'ref'));
-    const completion_ids = g.input_ids.filter((_, i) => i % g.L >= g.P);
-    const batch = { B: g.B, L: g.L, C: g.C, input_ids: g.input_ids, attention_mask: g.attention_mask, position_ids: g.position_ids, completion_ids, completion_mask: g.completion_mask };
+    const { gpu, g, policy, ref } = await withModels(m);
     const rec0 = gpu.recorder('ref');
-    const rs = score_completions(rec0, ref, batch);
+    const rs = score_completions(rec0, ref, g);
     await rec0.submit();
 
     const rec = gpu.recorder('step');

@@ -2,7 +2,7 @@
 // layout on a local server), sharded / F16 / BF16 checkpoints, and the ModelLoadError cases.
 import { createServer } from 'node:http';
 import { readFileSync, existsSync, writeFileSync, readdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { parseSafeTensors, toF32 } from '../src/io/safetensors.ts';
@@ -12,9 +12,8 @@ import { loadCheckpoint, type LoadProgress } from '../src/model/loader.ts';
 import { FileSource, type ModelSource } from '../src/model/source.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import { TINY_CONFIGS, tinyModel, writeModelFolder, tempDir, randomWeights } from './fixtures/models.ts';
+import { GOLDEN, GOLDEN_MODELS } from './helpers/golden.ts';
 
-const GOLDEN = resolve(__dirname, '../../shared/golden/models');
-const MODELS = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];
 
 async function loadAll(source: ModelSource, onProgress?: (p: LoadProgress) => void) {
   const tensors = new Map<string, Float32Array>();
@@ -38,7 +37,7 @@ describe('config.json', () => {
       'tiny-qwen3': ['qwen3', 48, 3, 1, 16, false],
       'tiny-llama-bf16': ['llama', 32, 4, 2, 8, false],
     };
-    for (const m of MODELS) {
+    for (const m of GOLDEN_MODELS) {
       const cfg = parseConfig(JSON.parse(readFileSync(join(GOLDEN, m, 'config.json'), 'utf8')));
       const [family, C, Hq, Hkv, D, tied] = want[m];
       expect([cfg.family, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.tie_word_embeddings], m).toEqual([family, C, Hq, Hkv, D, tied]);
@@ -77,7 +76,7 @@ describe('config.json', () => {
 
 describe('loadCheckpoint', () => {
   it('loads every golden model folder with every parameter at its stored value', async () => {
-    for (const m of MODELS) {
+    for (const m of GOLDEN_MODELS) {
       const { info, tensors } = await loadAll(new FolderSource(join(GOLDEN, m)));
       const stored = storedTensors(join(GOLDEN, m));
       expect([...tensors.keys()].sort(), m).toEqual(paramSpecs(info.config).map((p) => p.name).sort());

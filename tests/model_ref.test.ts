@@ -3,14 +3,14 @@
 // on random tiny configs of every family (odd sizes, GQA, left padding, logits_to_keep): logits and every
 // parameter's gradient of Σ logits·R for a random R.
 import { describe, expect, it } from 'vitest';
-import { numel, paramSpecs, type ModelConfig } from '../src/model/config.ts';
+import { numel, paramSpecs, parseConfig, type ModelConfig } from '../src/model/config.ts';
 import { CausalLM, type ForwardInputs } from '../src/model/model.ts';
 import { RefModel } from '../src/ref/model.ts';
 import { expectClose } from './helpers/close.ts';
+import { centralDiff } from './helpers/fd.ts';
 import { testGpu } from './helpers/gpu.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 import { randomWeights, TINY_CONFIGS } from './fixtures/models.ts';
-import { parseConfig } from '../src/model/config.ts';
 
 const FAMILIES = Object.keys(TINY_CONFIGS);
 
@@ -55,13 +55,7 @@ describe.each(FAMILIES)('%s reference model', (family) => {
       const w = model.weights.get(p.name)!;
       for (let j = 0; j < 2; j++) {
         const i = rng.int(0, numel(p.shape) - 1);
-        const w0 = w[i];
-        w[i] = w0 + h;
-        const up = objective();
-        w[i] = w0 - h;
-        const down = objective();
-        w[i] = w0;
-        const fd = (up - down) / (2 * h);
+        const fd = centralDiff(objective, w, i, h);
         // Central differences in float64: truncation O(h²) ≈ 1e-10 relative, rounding ≈ 1e-16·|f|/h ≈ 1e-10.
         expect(Math.abs(grads.get(p.name)![i] - fd), `${p.name}[${i}]: analytic ${grads.get(p.name)![i]} vs fd ${fd}`).toBeLessThanOrEqual(1e-7 + 1e-6 * Math.abs(fd));
         checked++;

@@ -2,17 +2,16 @@
 // plus the bad-input path (a token outside the vocabulary → one line, exit 2).
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { main } from '../src/cli/main.ts';
 import type { ScoreResult } from '../src/cli/score.ts';
 import { expectClose } from './helpers/close.ts';
+import { GOLDEN, GOLDEN_MODELS } from './helpers/golden.ts';
 
-const GOLDEN = resolve(__dirname, '../../shared/golden/models');
-const MODELS = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];
 const flat = (rows: number[][]) => rows.flat();
 
-describe.each(MODELS)('score %s', (m) => {
+describe.each(GOLDEN_MODELS)('score %s', (m) => {
   it('matches expected.json (per_token_logps, ref_per_token_logps, per_token_kl)', async () => {
     const dir = join(GOLDEN, m);
     const out = join(mkdtempSync(join(tmpdir(), 'score-')), 'result.json');

@@ -12,7 +12,7 @@
 // magnitudes, computed from the float64 twin's pieces.
 import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 import { tally } from './helpers/tally.ts';
 import * as geluRef from '../src/ref/gelu.ts';
 import * as siluRef from '../src/ref/silu_gate.ts';

@@ -16,7 +16,7 @@
 // Each bound gets ×4 headroom (the √n growth of random-sign roundings is an estimate, not a bound).
 import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 import { expectClose } from './helpers/close.ts';
 import { dot, fdGradient } from './helpers/fd.ts';
 import { attention_backward as attBackRef, attention_forward as attRef, type AttentionBackwardShape, type AttentionShape } from '../src/ref/attention.ts';

@@ -4,7 +4,7 @@
 // binding limit; and the twin's backward against central finite differences of its forward.
 import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 import { expectClose } from './helpers/close.ts';
 import { dot, fdGradient } from './helpers/fd.ts';
 import { embedding_backward as embBackRef, embedding_forward as embRef } from '../src/ref/embedding.ts';

@@ -9,7 +9,7 @@
 // and grow like √K, so an element passes within 4·u·√K·S (headroom ×4; the rigorous worst case is K·u·S).
 import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 import { expectClose } from './helpers/close.ts';
 import { dot, fdGradient } from './helpers/fd.ts';
 import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../src/ref/matmul.ts';

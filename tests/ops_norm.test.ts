@@ -11,7 +11,7 @@
 // rstd·|mean|.
 import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 import { tally } from './helpers/tally.ts';
 import { maxAbs } from './helpers/close.ts';
 import { dot, fdGradient } from './helpers/fd.ts';

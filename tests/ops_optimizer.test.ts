@@ -7,7 +7,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 import { tally } from './helpers/tally.ts';
 import { maxAbs } from './helpers/close.ts';
 import { parseSafeTensors, toF32, toF64, type SafeTensors } from '../src/io/safetensors.ts';

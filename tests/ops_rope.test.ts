@@ -3,7 +3,7 @@
 // position 1, 0 and a negative position; and the twin's backward against finite differences.
 import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 import { closeReport, expectClose } from './helpers/close.ts';
 import { dot, fdGradient } from './helpers/fd.ts';
 import { rope_backward as ropeBackRef, rope_forward as ropeRef } from '../src/ref/rope.ts';

@@ -2,7 +2,7 @@
 // values are derived in the test from the definitions (HF / OpenAI semantics), never from the output.
 import { describe, expect, it } from 'vitest';
 import { expectClose } from './helpers/close.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 import {
   DEFAULT_SAMPLING,
   SamplingError,

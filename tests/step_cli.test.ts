@@ -11,10 +11,9 @@ import { main } from '../src/cli/main.ts';
 import type { StepCliResult } from '../src/cli/step.ts';
 import { parseSafeTensors, toF64 } from '../src/io/safetensors.ts';
 import { expectClose } from './helpers/close.ts';
+import { GOLDEN, GOLDEN_MODELS } from './helpers/golden.ts';
 
 const ROOT = resolve(__dirname, '..');
-const GOLDEN = resolve(ROOT, '../shared/golden/models');
-const MODELS = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];
 const run = promisify(execFile);
 const tmp = (name: string) => join(mkdtempSync(join(tmpdir(), 'step-cli-')), name);
 const read = <T>(path: string): T => JSON.parse(readFileSync(path, 'utf8')) as T;
@@ -28,7 +27,7 @@ interface Expected {
   grad_norm: number;
 }
 
-describe.each(MODELS)('grpo-studio step %s', (m) => {
+describe.each(GOLDEN_MODELS)('grpo-studio step %s', (m) => {
   it('matches expected.json', async () => {
     const dir = join(GOLDEN, m);
     const out = tmp('result.json');

@@ -6,7 +6,7 @@
 // the golden gradients against post_step.param.*, and a forward of post_step.param.* against
 // post_step.per_token_logps.
 import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { padBatch } from '../src/grpo/batch.ts';
 import { clipCoefFor, Optimizer } from '../src/grpo/optimizer.ts';
@@ -19,9 +19,8 @@ import { score_completions } from '../src/model/score.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import { tally } from './helpers/tally.ts';
 import { testGpu } from './helpers/gpu.ts';
+import { GOLDEN, GOLDEN_MODELS } from './helpers/golden.ts';
 
-const GOLDEN = resolve(__dirname, '../../shared/golden/models');
-const MODELS = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];
 const check = tally('step_golden');
 
 function golden(m: string): { st: SafeTensors; batch: GrpoBatch } {
@@ -35,7 +34,7 @@ const load = async (dir: string) => CausalLM.from_pretrained(new FolderSource(di
 const widest = (b: GrpoBatch) => Math.max(...b.completion_ids.map((r) => r.length));
 const absMax = (a: Float64Array) => a.reduce((s, x) => Math.max(s, Math.abs(x)), 0);
 
-describe.each(MODELS)('%s', (m) => {
+describe.each(GOLDEN_MODELS)('%s', (m) => {
   it('pipeline from batch.json: forward, reference, loss, gradients, norms and post-step log-probs match', async () => {
     const gpu = await testGpu();
     const { st, batch } = golden(m);

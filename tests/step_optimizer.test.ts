@@ -8,7 +8,7 @@ import type { Param } from '../src/model/model.ts';
 import * as ref from '../src/ref/optimizer.ts';
 import { tally } from './helpers/tally.ts';
 import { testGpu } from './helpers/gpu.ts';
-import { Rng } from './helpers/rng.ts';
+import { Rng } from '../src/model/rng.ts';
 
 const check = tally('step_optimizer');
 

@@ -20,9 +20,9 @@ import { parseBatch } from '../src/io/batch.ts';
 import { randomWeights } from './fixtures/models.ts';
 import { expectClose } from './helpers/close.ts';
 import { testGpu } from './helpers/gpu.ts';
+import { GOLDEN } from './helpers/golden.ts';
 
 const ROOT = resolve(__dirname, '..');
-const GOLDEN = resolve(ROOT, '../shared/golden/models');
 
 /** Node's JS reward runner for tests: compiled in process, no time limit (the studio uses its sandbox worker). */
 const runJs: JsRewardRunner = async (spec, samples) => scoreColumn(compileUserReward(spec.name, spec.source), samples);

@@ -1,5 +1,7 @@
-// Tiny argument parser shared by every CLI verb: positionals plus `--flag value` / `--switch`.
+// Tiny argument parser shared by every CLI verb: positionals plus `--flag value` / `--switch`, and the
+// input / output plumbing every verb repeats (read an input file, write the JSON result).
 // Bad input raises CliError, which main() turns into a one-line reason and exit code 2.
+import { readFileSync, writeFileSync } from 'node:fs';
 
 export class CliError extends Error {
   constructor(message: string) {
@@ -39,4 +41,31 @@ export function parseArgs(argv: string[], spec: { values: string[]; switches?: s
 export function flag(p: ParsedArgs, name: string): string | undefined {
   const v = p.flags.get(name);
   return typeof v === 'string' ? v : undefined;
+}
+
+/** `--model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]`: the arguments of `score` and `step`. */
+export function modelBatchArgs(argv: string[], verb: string): { model: string; batch: string; refModel?: string; out?: string } {
+  const args = parseArgs(argv, { values: ['model', 'batch', 'ref-model', 'out'] });
+  const model = flag(args, 'model');
+  const batch = flag(args, 'batch');
+  if (!model || !batch) throw new CliError(`${verb} needs --model DIR and --batch BATCH.json`);
+  if (args.positional.length) throw new CliError(`unexpected argument "${args.positional[0]}"`);
+  return { model, batch, refModel: flag(args, 'ref-model'), out: flag(args, 'out') };
+}
+
+/** An input file's bytes; a missing or unreadable file is a CliError naming it, not a stack trace. */
+export function readInput(path: string): Uint8Array {
+  try {
+    // A fresh copy: a pooled Buffer may sit at an offset typed-array views of its contents cannot use.
+    return new Uint8Array(readFileSync(path));
+  } catch (e) {
+    throw new CliError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+}
+
+/** The result as one line of JSON, to `out` or else to stdout. */
+export function writeResult(out: string | undefined, result: unknown): void {
+  const json = JSON.stringify(result) + '\n';
+  if (out) writeFileSync(out, json);
+  else process.stdout.write(json);
 }

@@ -1,8 +1,7 @@
 // `grpo-studio doctor BATCH.json [--tokenizer DIR] [--json]`: check a grpo-batch/v1 batch and print the
 // findings grouped by severity. Exit 1 if any error, 0 otherwise; an unreadable file or tokenizer folder
 // is exit 2 with one line (BatchFormatError / CliError, mapped in main.ts).
-import { readFile } from 'node:fs/promises';
-import { CliError, flag, parseArgs } from './args.ts';
+import { CliError, flag, parseArgs, readInput } from './args.ts';
 import { parseBatch } from '../io/batch.ts';
 import { diagnose, type DoctorReport, type Finding, type Severity } from '../doctor/index.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
@@ -17,7 +16,7 @@ function formatFinding(f: Finding): string {
   return `  [${f.rule}]${where} ${f.message}\n      hint: ${f.hint}`;
 }
 
-export function formatReport(report: DoctorReport, source: string): string {
+function formatReport(report: DoctorReport, source: string): string {
   const lines: string[] = [];
   for (const sev of ['error', 'warning', 'info'] as Severity[]) {
     const fs = report.findings.filter((f) => f.severity === sev);
@@ -44,13 +43,7 @@ export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, { values: ['tokenizer'], switches: ['json'] });
   if (args.positional.length !== 1) throw new CliError('usage: grpo-studio doctor BATCH.json [--tokenizer DIR] [--json]');
   const file = args.positional[0];
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (e) {
-    throw new CliError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
-  }
-  const batch = parseBatch(text, file);
+  const batch = parseBatch(new TextDecoder().decode(readInput(file)), file);
   let tokenizer: Tokenizer | undefined;
   const dir = flag(args, 'tokenizer');
   if (dir) {

@@ -2,8 +2,7 @@
 // loss case (golden/README.md format: inputs + `config` metadata; expected tensors are ignored) and
 // writes per-token outputs [B][T], every aggregation and dlogits [B][T][V] as JSON. Masked rows are
 // scored too, so every position matches what TRL computes.
-import { readFileSync, writeFileSync } from 'node:fs';
-import { CliError, flag, parseArgs } from './args.ts';
+import { CliError, flag, parseArgs, readInput, writeResult } from './args.ts';
 import { parseSafeTensors, shapeOf, toF32, toI32, type SafeTensors } from '../io/safetensors.ts';
 import { grpo_loss, parseGrpoLossConfig, readGrpoLoss, GrpoLossError, type GrpoLossConfig, type GrpoLossInputs } from '../grpo/loss.ts';
 import type { Gpu } from '../gpu/context.ts';
@@ -101,13 +100,7 @@ export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, { values: ['out'] });
   if (args.positional.length !== 1) throw new CliError('usage: grpo-studio loss CASE.safetensors [--out RESULT.json]');
   const path = args.positional[0];
-  let bytes: Uint8Array;
-  try {
-    bytes = new Uint8Array(readFileSync(path));
-  } catch (e) {
-    throw new CliError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
-  }
-  const c = readLossCase(bytes, path);
+  const c = readLossCase(readInput(path), path);
   const { nodeGpu } = await import('../gpu/node.ts');
   const gpu = await nodeGpu();
   let res;
@@ -135,10 +128,7 @@ export async function run(argv: string[]): Promise<number> {
     dlogits: nest(r.dlogits!, [B, T, V]),
     adapter: gpu.adapter,
   };
-  const json = JSON.stringify(result);
-  const out = flag(args, 'out');
-  if (out) writeFileSync(out, json + '\n');
-  else process.stdout.write(json + '\n');
+  writeResult(flag(args, 'out'), result);
   res.destroy();
   return 0;
 }

@@ -3,16 +3,15 @@
 // {per_token_logps, per_token_entropy, ref_per_token_logps, per_token_kl, adapter} as JSON, each
 // per-token array ragged like the batch's completion_ids. Temperature, KL estimator and position_ids
 // style ("from_attention_mask", HF generate's, or "arange") come from the batch's `config`.
-import { readFileSync, writeFileSync } from 'node:fs';
 import { nodeGpu } from '../gpu/node.ts';
-import { padBatch, type PaddedBatch } from '../grpo/batch.ts';
-import { parseBatch, type GrpoBatch } from '../io/batch.ts';
+import { checkScorable, padBatch, raggedFromPadded } from '../grpo/batch.ts';
+import { parseBatch } from '../io/batch.ts';
 import { kl_forward } from '../kernels/kl.ts';
 import { CausalLM } from '../model/model.ts';
 import { score_completions } from '../model/score.ts';
 import { openModelSource } from '../model/source_node.ts';
 import type { KlEstimator } from '../ref/kl.ts';
-import { CliError, flag, parseArgs } from './args.ts';
+import { CliError, modelBatchArgs, readInput, writeResult } from './args.ts';
 
 export interface ScoreResult {
   per_token_logps: number[][];
@@ -22,34 +21,10 @@ export interface ScoreResult {
   adapter: unknown;
 }
 
-/** Token ids must index the model's vocabulary: name the first sample and position that does not. */
-function checkVocab(batch: GrpoBatch, model: CausalLM, which: string): void {
-  const V = model.config.vocab_size;
-  for (const field of ['prompt_ids', 'completion_ids'] as const) {
-    batch[field].forEach((row, b) =>
-      row.forEach((id, t) => {
-        if (!Number.isInteger(id) || id < 0 || id >= V) throw new CliError(`${field} sample ${b}, position ${t}: token ${id} is outside the ${which} vocabulary [0, ${V})`);
-      }),
-    );
-  }
-}
-
-/** (B, C) row-major → one row per sample, cut to that sample's completion length. */
-function ragged(flat: Float32Array, batch: PaddedBatch): number[][] {
-  return Array.from({ length: batch.B }, (_, b) => Array.from(flat.subarray(b * batch.C, b * batch.C + batch.completion_lengths[b])));
-}
-
 export async function run(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, { values: ['model', 'batch', 'ref-model', 'out'] });
-  const modelPath = flag(args, 'model');
-  const batchPath = flag(args, 'batch');
-  if (!modelPath || !batchPath) throw new CliError('score needs --model DIR and --batch BATCH.json');
-  if (args.positional.length) throw new CliError(`unexpected argument "${args.positional[0]}"`);
-  const refPath = flag(args, 'ref-model');
-
-  const batch = parseBatch(readFileSync(batchPath, 'utf8'), batchPath);
+  const { model: modelPath, batch: batchPath, refModel: refPath, out } = modelBatchArgs(argv, 'score');
+  const batch = parseBatch(new TextDecoder().decode(readInput(batchPath)), batchPath);
   const padded = padBatch(batch);
-  if (padded.P < 1 || padded.C < 1) throw new CliError(`${batchPath}: needs at least one prompt token and one completion token (P = ${padded.P}, C = ${padded.C})`);
   const temperature = batch.config?.temperature ?? 1;
   const estimator: KlEstimator = batch.config?.kl_estimator ?? 'k3';
   if (!(temperature > 0)) throw new CliError(`${batchPath}: config.temperature must be > 0, got ${temperature}`);
@@ -57,9 +32,9 @@ export async function run(argv: string[]): Promise<number> {
 
   const gpu = await nodeGpu();
   const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu);
-  checkVocab(batch, policy, 'policy');
+  checkScorable(batch, padded, policy.config.vocab_size, 'policy');
   const ref = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu) : null;
-  if (ref) checkVocab(batch, ref, 'reference');
+  if (ref) checkScorable(batch, padded, ref.config.vocab_size, 'reference');
 
   const n = padded.B * padded.C;
   const rec = gpu.recorder('score');
@@ -70,17 +45,15 @@ export async function run(argv: string[]): Promise<number> {
   if (rs && kl) kl_forward(rec, { logp: pol.per_token_logps, refLogp: rs.per_token_logps, kl, n, estimator });
   await rec.submit();
 
+  const ragged = async (buf: GPUBuffer) => raggedFromPadded(await gpu.readF32(buf, n), padded);
   const result: ScoreResult = {
-    per_token_logps: ragged(await gpu.readF32(pol.per_token_logps, n), padded),
-    per_token_entropy: ragged(await gpu.readF32(pol.per_token_entropy, n), padded),
-    ref_per_token_logps: rs ? ragged(await gpu.readF32(rs.per_token_logps, n), padded) : null,
-    per_token_kl: kl ? ragged(await gpu.readF32(kl, n), padded) : null,
+    per_token_logps: await ragged(pol.per_token_logps),
+    per_token_entropy: await ragged(pol.per_token_entropy),
+    ref_per_token_logps: rs ? await ragged(rs.per_token_logps) : null,
+    per_token_kl: kl ? await ragged(kl) : null,
     adapter: gpu.adapter,
   };
-  const json = JSON.stringify(result);
-  const out = flag(args, 'out');
-  if (out) writeFileSync(out, json);
-  else console.log(json);
+  writeResult(out, result);
   pol.destroy();
   rs?.destroy();
   kl?.destroy();

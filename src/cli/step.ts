@@ -5,14 +5,13 @@
 // {name, lr, betas, eps, weight_decay}, max_grad_norm, position_ids). Without --ref-model and with β > 0
 // the reference is a frozen copy of the policy. Writes JSON; per-token arrays are ragged over each
 // sample's completion (the batch's completion_ids lengths).
-import { readFileSync, writeFileSync } from 'node:fs';
 import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline, stepConfigFromBatch, type StageData, type StepConfig } from '../grpo/step.ts';
 import { parseBatch } from '../io/batch.ts';
 import { CausalLM } from '../model/model.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { CliError, flag, parseArgs } from './args.ts';
+import { CliError, modelBatchArgs, readInput, writeResult } from './args.ts';
 
 export interface StepCliResult {
   per_token_logps: number[][];
@@ -47,20 +46,8 @@ function config(batchConfig: Parameters<typeof stepConfigFromBatch>[0], C: numbe
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, { values: ['model', 'batch', 'ref-model', 'out'] });
-  const modelPath = flag(args, 'model');
-  const batchPath = flag(args, 'batch');
-  if (!modelPath || !batchPath) throw new CliError('step needs --model DIR and --batch BATCH.json');
-  if (args.positional.length) throw new CliError(`unexpected argument "${args.positional[0]}"`);
-  const refPath = flag(args, 'ref-model');
-
-  let text: string;
-  try {
-    text = readFileSync(batchPath, 'utf8');
-  } catch (e) {
-    throw new CliError(`cannot read ${batchPath}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
-  }
-  const batch = parseBatch(text, batchPath);
+  const { model: modelPath, batch: batchPath, refModel: refPath, out } = modelBatchArgs(argv, 'step');
+  const batch = parseBatch(new TextDecoder().decode(readInput(batchPath)), batchPath);
   const C = Math.max(0, ...batch.completion_ids.map((r) => r.length));
   const cfg = config(batch.config, C, batchPath);
 
@@ -95,10 +82,7 @@ export async function run(argv: string[]): Promise<number> {
       gpu_bytes: Object.fromEntries(results.filter((r) => !r.skipped).map((r) => [r.id, r.peakBytes])),
       adapter: gpu.adapter,
     };
-    const json = JSON.stringify(result);
-    const out = flag(args, 'out');
-    if (out) writeFileSync(out, json + '\n');
-    else process.stdout.write(json + '\n');
+    writeResult(out, result);
   } catch (e) {
     const err = e as Error;
     if (err.name === 'GrpoLossError') throw new CliError(`${batchPath}: ${err.message}`);

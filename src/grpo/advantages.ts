@@ -32,7 +32,7 @@ export interface AdvantageResult {
 }
 
 /** ε added to the std: TRL 1e-4, verl 1e-6. */
-export const ADVANTAGE_EPSILON: Record<AdvantageEstimator, number> = { trl: 1e-4, verl: 1e-6 };
+const ADVANTAGE_EPSILON: Record<AdvantageEstimator, number> = { trl: 1e-4, verl: 1e-6 };
 
 /** torch.isclose(std, 0) with its default atol, which is how TRL counts zero-std groups. */
 const ZERO_STD_ATOL = 1e-8;

@@ -187,6 +187,22 @@ export function padBatch(batch: GrpoBatch, opts: { position_ids?: PositionIdsMod
 }
 
 /**
+ * What scoring a padded batch with a model of V tokens needs: at least one prompt and one completion
+ * position, and every prompt / completion id inside the vocabulary (else BatchFormatError naming the
+ * field, sample and position; `model` says whose vocabulary, e.g. "policy").
+ */
+export function checkScorable(batch: Pick<GrpoBatch, 'prompt_ids' | 'completion_ids'>, padded: Pick<PaddedBatch, 'P' | 'C'>, V: number, model: string): void {
+  if (padded.P < 1 || padded.C < 1) throw new BatchFormatError(`the batch needs at least one prompt token and one completion token (P = ${padded.P}, C = ${padded.C})`);
+  for (const f of ['prompt_ids', 'completion_ids'] as const) {
+    batch[f].forEach((row, b) =>
+      row.forEach((id, t) => {
+        if (!Number.isInteger(id) || id < 0 || id >= V) throw new BatchFormatError(`${f} sample ${b}, position ${t}: token ${id} is outside the ${model} vocabulary [0, ${V})`);
+      }),
+    );
+  }
+}
+
+/**
  * A (B, C) per-token tensor (log-probs, KL, loss) cut back to ragged rows of each sample's completion
  * length — the form grpo-batch/v1 stores, so the studio can export what it computed (serializeBatch).
  */

@@ -21,7 +21,7 @@ export interface OptimizerConfig {
 }
 
 /** torch.optim.AdamW defaults (lr as TRL's GRPOConfig: 1e-6; weight_decay 0 as transformers' TrainingArguments). */
-export const DEFAULT_OPTIMIZER: OptimizerConfig = { name: 'adamw', lr: 1e-6, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0, momentum: 0 };
+const DEFAULT_OPTIMIZER: OptimizerConfig = { name: 'adamw', lr: 1e-6, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0, momentum: 0 };
 
 export class OptimizerConfigError extends Error {
   constructor(message: string) {
@@ -99,12 +99,6 @@ export class Optimizer {
     readonly config: OptimizerConfig,
   ) {
     this.params = [...params];
-  }
-
-  /** Bytes of optimizer state once allocated (AdamW: 2 per parameter element; SGD: 1 with momentum). */
-  get stateBytes(): number {
-    const per = this.config.name === 'adamw' ? 2 : this.config.momentum ? 1 : 0;
-    return per * this.params.reduce((s, p) => s + numel(p.shape), 0) * 4;
   }
 
   private stateOf(rec: Recorder, p: Param): GPUBuffer[] {

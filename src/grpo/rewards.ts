@@ -1,4 +1,4 @@
-// Reward functions, shared by the studio (in a worker) and Node (CLI `score`). Built-ins follow the usual
+// Reward functions, shared by the studio (in its worker) and the step pipeline in Node. Built-ins follow the usual
 // GRPO recipes: exact match against the prompt's answer, regex / format match, a length target, and
 // "contains". A user-written JavaScript reward is compiled from its source here; the time limit that
 // protects the page from a hanging one is enforced by src/worker/reward_sandbox.ts, which runs it in
@@ -34,7 +34,7 @@ export type RewardKind = RewardSpec['kind'];
 export type RewardFn = (s: RewardSample) => number | null;
 
 /** Trim, lowercase, collapse whitespace, drop a trailing period: "The answer is 42." ≈ "the answer is 42". */
-export function normalizeAnswer(s: string): string {
+function normalizeAnswer(s: string): string {
   return s.trim().toLowerCase().replace(/\s+/g, ' ').replace(/\.$/, '');
 }
 
@@ -131,7 +131,7 @@ export function scoreColumn(fn: RewardFn, samples: readonly RewardSample[]): Rew
   return { values, errors };
 }
 
-/** Runs a user JS reward over the samples with a time limit (the sandbox in the browser, node:vm in Node). */
+/** Runs a user JS reward over the samples (in the studio: the sandbox worker of src/worker/reward_sandbox.ts, with its time limit). */
 export type JsRewardRunner = (spec: Extract<RewardSpec, { kind: 'js' }>, samples: readonly RewardSample[]) => Promise<RewardColumn>;
 
 export interface RewardTable {

@@ -24,7 +24,7 @@ import { loss_weights } from '../ref/loss_reduce.ts';
 import type { RenderOptions, Tokenizer } from '../tokenize/tokenizer.ts';
 import { STAGES, type StageId } from '../worker/protocol.ts';
 import { computeAdvantages, type AdvantageEstimator, type GroupStats } from './advantages.ts';
-import { assembleBatch, padBatch, type PaddedBatch } from './batch.ts';
+import { assembleBatch, checkScorable, padBatch, type PaddedBatch } from './batch.ts';
 import { DEFAULT_GRPO_LOSS_CONFIG, grpo_loss, parseGrpoLossConfig, readGrpoLoss, type ClipCounts, type GrpoLossConfig, type GrpoLossResult, type LossType } from './loss.ts';
 import { clipCoefFor, Optimizer, parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
 import { scoreRewards, type JsRewardRunner, type RewardSpec, type RewardTable } from './rewards.ts';
@@ -399,16 +399,8 @@ export class StepPipeline {
       });
     }
     const padded = padBatch(batch, { position_ids: this.config.position_ids });
-    if (padded.P < 1 || padded.C < 1) throw new BatchFormatError(`the batch needs at least one prompt token and one completion token (P = ${padded.P}, C = ${padded.C})`);
+    checkScorable(batch, padded, this.opts.policy.config.vocab_size, 'policy');
     if (advantages.length !== padded.B) throw new BatchFormatError(`advantages has ${advantages.length} values for ${padded.B} samples`);
-    const V = this.opts.policy.config.vocab_size;
-    for (const f of ['prompt_ids', 'completion_ids'] as const) {
-      batch[f].forEach((row, b) =>
-        row.forEach((id, t) => {
-          if (!Number.isInteger(id) || id < 0 || id >= V) throw new BatchFormatError(`${f} sample ${b}, position ${t}: token ${id} is outside the policy vocabulary [0, ${V})`);
-        }),
-      );
-    }
     this.padded = padded;
     const gpu = this.gpu;
     this.gpuIn = {

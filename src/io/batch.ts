@@ -82,7 +82,6 @@ export interface GrpoBatch {
 
 /** The per-token (B, C_i) fields that must line up with completion_ids. */
 export const PER_TOKEN_FIELDS = ['completion_mask', 'tool_mask', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps'] as const;
-export type PerTokenField = (typeof PER_TOKEN_FIELDS)[number];
 
 /** The per-sample (B) fields. */
 export const PER_SAMPLE_FIELDS = ['rewards', 'advantages', 'rewards_per_func', 'prompt_texts', 'completion_texts'] as const;
@@ -196,16 +195,6 @@ export function serializeBatch(batch: GrpoBatch): string {
       return ` ${JSON.stringify(k)}: ${body}`;
     });
   return `{\n${lines.join(',\n')}\n}\n`;
-}
-
-/** Number of samples B (rows of completion_ids). */
-export function batchSize(batch: GrpoBatch): number {
-  return batch.completion_ids.length;
-}
-
-/** Group index of every sample: rows of a group are consecutive. */
-export function groupOf(sample: number, numGenerations: number): number {
-  return Math.floor(sample / numGenerations);
 }
 
 /** The configured scale_rewards as one of "group" | "batch" | "none" (TRL's older booleans mapped). */

@@ -3,7 +3,7 @@
 // sample and position — nothing throws, nothing is padded or cut. Per-token length mismatches belong to
 // the Doctor's mask-length-mismatch rule, non-finite values to its nonfinite rule.
 import type { Finding } from '../doctor/types.ts';
-import { PER_TOKEN_FIELDS, type GrpoBatch } from './batch.ts';
+import { PER_SAMPLE_FIELDS, PER_TOKEN_FIELDS, type GrpoBatch } from './batch.ts';
 
 const HINT = 'Fix the exporter so the batch follows grpo-batch/v1 (docs/trl-export.md).';
 
@@ -39,7 +39,7 @@ export function validateBatch(batch: GrpoBatch, opts: { vocab_size?: number } = 
   };
   for (const f of PER_TOKEN_FIELDS) rowCount(f, batch[f], [B], 'one row per sample');
   rowCount('prompt_mask', batch.prompt_mask, [batch.prompt_ids.length], 'one row per prompt_ids row');
-  for (const f of ['rewards', 'advantages', 'rewards_per_func', 'prompt_texts', 'completion_texts'] as const) rowCount(f, batch[f], [B], 'one per sample');
+  for (const f of PER_SAMPLE_FIELDS) rowCount(f, batch[f], [B], 'one per sample');
   rowCount('messages', batch.messages, [B, B / G].filter(Number.isInteger), 'one conversation per sample or per prompt');
 
   for (const f of ['completion_mask', 'tool_mask', 'prompt_mask'] as const) {

@@ -14,7 +14,7 @@ export class ModelLoadError extends Error {
 
 export type Family = 'gpt2' | 'llama' | 'qwen2' | 'qwen3';
 
-export const ARCHITECTURES: Record<string, Family> = {
+const ARCHITECTURES: Record<string, Family> = {
   GPT2LMHeadModel: 'gpt2',
   LlamaForCausalLM: 'llama',
   Qwen2ForCausalLM: 'qwen2',
@@ -78,6 +78,8 @@ export function parseConfig(raw: unknown): ModelConfig {
     throw new ModelLoadError(`unsupported architecture "${architecture}" (supported: ${Object.keys(ARCHITECTURES).join(', ')})`);
   }
   const model_type = typeof cfg.model_type === 'string' ? cfg.model_type : family;
+  // Keys both config layouts share.
+  const common = () => ({ architecture, family, model_type, vocab_size: posInt(cfg, 'vocab_size') });
 
   if (family === 'gpt2') {
     const C = posInt(cfg, 'n_embd');
@@ -87,10 +89,7 @@ export function parseConfig(raw: unknown): ModelConfig {
     reject(act !== 'gelu_new' && act !== 'gelu_pytorch_tanh', `activation_function "${String(act)}"`);
     reject(cfg.scale_attn_by_inverse_layer_idx === true, 'scale_attn_by_inverse_layer_idx = true');
     return {
-      architecture,
-      family,
-      model_type,
-      vocab_size: posInt(cfg, 'vocab_size'),
+      ...common(),
       hidden_size: C,
       num_hidden_layers: posInt(cfg, 'n_layer'),
       num_attention_heads: H,
@@ -125,10 +124,7 @@ export function parseConfig(raw: unknown): ModelConfig {
   reject(cfg.use_sliding_window === true, 'use_sliding_window = true');
   const attentionBias = cfg.attention_bias === true;
   return {
-    architecture,
-    family,
-    model_type,
-    vocab_size: posInt(cfg, 'vocab_size'),
+    ...common(),
     hidden_size: C,
     num_hidden_layers: posInt(cfg, 'num_hidden_layers'),
     num_attention_heads: Hq,

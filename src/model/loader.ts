@@ -38,7 +38,7 @@ function aliases(name: string): string[] {
   return name.startsWith('transformer.') ? [name, name.slice('transformer.'.length)] : [name];
 }
 
-export async function readConfig(source: ModelSource): Promise<{ config: ModelConfig; hfConfig: Record<string, unknown> }> {
+async function readConfig(source: ModelSource): Promise<{ config: ModelConfig; hfConfig: Record<string, unknown> }> {
   const hfConfig = (await source.readJSON('config.json')) as Record<string, unknown>;
   try {
     return { config: parseConfig(hfConfig), hfConfig };

@@ -59,7 +59,7 @@ export class SamplingError extends Error {
   }
 }
 
-export function isGreedy(s: SamplingSettings): boolean {
+function isGreedy(s: SamplingSettings): boolean {
   return !s.do_sample || s.temperature === 0;
 }
 

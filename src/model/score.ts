@@ -17,12 +17,14 @@ export interface CompletionScores {
   destroy(): void;
 }
 
-/**
- * Records the scoring of every completion position of `batch` (padding included, as TRL computes it:
- * consumers mask with completion_mask). Logits are divided by `temperature` first. `save` keeps the activations for a backward (the step pipeline).
- */
+/** The part of a padded batch scoring reads. */
 export type ScoredBatch = Pick<PaddedBatch, 'B' | 'L' | 'C' | 'input_ids' | 'attention_mask' | 'position_ids' | 'completion_ids' | 'completion_mask'>;
 
+/**
+ * Records the scoring of every completion position of `batch` (padding included, as TRL computes it:
+ * consumers mask with completion_mask). Logits are divided by `temperature` first. `save` keeps the
+ * activations for a backward (the step pipeline).
+ */
 export function score_completions(rec: Recorder, model: CausalLM, batch: ScoredBatch, opts: { temperature?: number; save?: boolean } = {}): CompletionScores {
   const gpu = rec.gpu;
   const { B, L, C } = batch;

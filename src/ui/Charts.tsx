@@ -25,6 +25,31 @@ function ChartBox({ title, children, testId }: { title: string; children: React.
   );
 }
 
+/** Grid, axes, tooltip and legend of the per-sample and per-token charts (x from `xKey`). */
+function frame(xKey: string): React.ReactElement[] {
+  return [
+    <CartesianGrid key="grid" stroke="#21262d" />,
+    <XAxis key="x" dataKey={xKey} tick={AXIS} />,
+    <YAxis key="y" tick={AXIS} />,
+    <Tooltip key="tooltip" {...TOOLTIP} />,
+    <Legend key="legend" wrapperStyle={{ fontSize: 10 }} />,
+  ];
+}
+
+/** One line per [key, colour] along the completion's token positions t. */
+function TokenLines({ title, testId, rows, lines, dots = false }: { title: string; testId: string; rows: object[]; lines: readonly (readonly [string, string])[]; dots?: boolean }) {
+  return (
+    <ChartBox title={title} testId={testId}>
+      <LineChart data={rows}>
+        {frame('t')}
+        {lines.map(([k, color]) => (
+          <Line key={k} dataKey={k} stroke={color} dot={dots} isAnimationActive={false} />
+        ))}
+      </LineChart>
+    </ChartBox>
+  );
+}
+
 function RewardsChart() {
   const batch = useStudio((s) => s.batch);
   const run = useStudio((s) => s.run);
@@ -44,11 +69,7 @@ function RewardsChart() {
   return (
     <ChartBox title={`rewards & advantages per sample${data.zero.length ? ` — zero-std groups: ${data.zero.join(', ')}` : ''}`} testId="chart-rewards">
       <BarChart data={data.rows}>
-        <CartesianGrid stroke="#21262d" />
-        <XAxis dataKey="sample" tick={AXIS} />
-        <YAxis tick={AXIS} />
-        <Tooltip {...TOOLTIP} />
-        <Legend wrapperStyle={{ fontSize: 10 }} />
+        {frame('sample')}
         {data.zero.map((g) => (
           <ReferenceArea key={g} x1={g * data.G} x2={g * data.G + data.G - 1} fill="#f85149" fillOpacity={0.12} label={{ value: 'zero std', fill: '#f85149', fontSize: 10 }} />
         ))}
@@ -60,36 +81,29 @@ function RewardsChart() {
   );
 }
 
+/** The per-token metrics drawn along the selected completion, with their colours. */
+const TOKEN_SERIES = [
+  ['logp', '#58a6ff'],
+  ['old_logp', '#8b949e'],
+  ['ref_logp', '#a371f7'],
+  ['entropy', '#3fb950'],
+  ['kl', '#f85149'],
+  ['dlogp', '#f2cc60'],
+] as const;
+
 function TokenCurves() {
   const batch = useStudio((s) => s.batch);
   const run = useStudio((s) => s.run);
   const sel = useStudio((s) => s.selected?.sample ?? s.focus?.sample ?? 0);
-  const series = ['logp', 'old_logp', 'ref_logp', 'entropy', 'kl', 'dlogp'] as const;
-  const colors = ['#58a6ff', '#8b949e', '#a371f7', '#3fb950', '#f85149', '#f2cc60'];
   const data = useMemo(() => {
     if (!batch || sel >= batch.completion_ids.length) return null;
-    const acc = series.map((m) => [m, heatAccessor(m, batch, run)] as const).filter(([, a]) => a);
-    if (acc.length === 0) return null;
-    return {
-      keys: acc.map(([m]) => m),
-      rows: batch.completion_ids[sel].map((_, j) => Object.fromEntries([['t', j], ...acc.map(([m, a]) => [m, a!(sel, j)])])),
-    };
+    const lines = TOKEN_SERIES.filter(([m]) => heatAccessor(m, batch, run));
+    if (lines.length === 0) return null;
+    const acc = lines.map(([m]) => [m, heatAccessor(m, batch, run)!] as const);
+    return { lines, rows: batch.completion_ids[sel].map((_, j) => Object.fromEntries([['t', j], ...acc.map(([m, a]) => [m, a(sel, j)])])) };
   }, [batch, run, sel]);
   if (!data) return null;
-  return (
-    <ChartBox title={`per-token along completion of sample ${sel}`} testId="chart-tokens">
-      <LineChart data={data.rows}>
-        <CartesianGrid stroke="#21262d" />
-        <XAxis dataKey="t" tick={AXIS} />
-        <YAxis tick={AXIS} />
-        <Tooltip {...TOOLTIP} />
-        <Legend wrapperStyle={{ fontSize: 10 }} />
-        {data.keys.map((k) => (
-          <Line key={k} dataKey={k} stroke={colors[series.indexOf(k)]} dot={false} isAnimationActive={false} />
-        ))}
-      </LineChart>
-    </ChartBox>
-  );
+  return <TokenLines title={`per-token along completion of sample ${sel}`} testId="chart-tokens" rows={data.rows} lines={data.lines} />;
 }
 
 /** The loss under every aggregation, before the step and after it (re-evaluated on the same batch). */
@@ -162,17 +176,13 @@ function BeforeAfter() {
   const C = run.assemble!.padded.C;
   const rows = batch.completion_ids[sel].map((_, j) => ({ t: j, before: pre(sel, j), after: post[sel * C + j] }));
   return (
-    <ChartBox title={`log-probs before / after the step, sample ${sel} (A = ${fmt(batch.advantages?.[sel])})`} testId="chart-before-after">
-      <LineChart data={rows}>
-        <CartesianGrid stroke="#21262d" />
-        <XAxis dataKey="t" tick={AXIS} />
-        <YAxis tick={AXIS} />
-        <Tooltip {...TOOLTIP} />
-        <Legend wrapperStyle={{ fontSize: 10 }} />
-        <Line dataKey="before" stroke="#8b949e" isAnimationActive={false} />
-        <Line dataKey="after" stroke="#f2cc60" isAnimationActive={false} />
-      </LineChart>
-    </ChartBox>
+    <TokenLines
+      title={`log-probs before / after the step, sample ${sel} (A = ${fmt(batch.advantages?.[sel])})`}
+      testId="chart-before-after"
+      rows={rows}
+      lines={[['before', '#8b949e'], ['after', '#f2cc60']]}
+      dots
+    />
   );
 }
 

@@ -9,7 +9,7 @@ import { groupStats, rewardNames } from './derived.ts';
 import { FLAG, FLAG_TEXT, REGION_NAMES, classifyCell, visibleText } from './grid/cells.ts';
 import { useGridModel } from './grid/useGrid.ts';
 import { heatAccessor } from './grid/heat.ts';
-import { fmt } from './fields.tsx';
+import { KV, fmt } from './fields.tsx';
 
 const bitText = (m: number | null) => (m === null ? 'none' : String(m));
 
@@ -60,7 +60,7 @@ export function TokenInspector() {
     <div className="inspector" data-testid="token-inspector">
       <div className="kv">
         {rows.map(([k, v]) => (
-          <Row key={k} k={k} v={v} />
+          <KV key={k} k={k} v={v} mono />
         ))}
       </div>
       {flags.map((f) => (
@@ -73,15 +73,6 @@ export function TokenInspector() {
 }
 
 const mul = (a?: number, b?: number) => (a === undefined || b === undefined ? undefined : a * b);
-
-function Row({ k, v }: { k: string; v: string }) {
-  return (
-    <>
-      <span>{k}</span>
-      <span className="mono">{v}</span>
-    </>
-  );
-}
 
 export function SampleInspector() {
   const selected = useStudio((s) => s.selected);
@@ -108,11 +99,11 @@ export function SampleInspector() {
         {completionText !== null ? <span className="t-completion">{completionText}</span> : <span className="t-completion">[{batch.completion_ids[b].join(', ')}]</span>}
       </div>
       <div className="kv">
-        <Row k="sample / group" v={`${b} / ${g}`} />
-        {perFunc?.[b] && names.map((n, f) => <Row key={n} k={n} v={fmt(perFunc[b][f])} />)}
-        <Row k="reward" v={fmt(reward)} />
-        <Row k="advantage" v={fmt(adv)} />
-        <Row k="group mean / std" v={gs ? `${fmt(gs.mean)} / ${fmt(gs.std)}${gs.zero_std ? ' (zero std: no signal)' : ''}` : '—'} />
+        <KV mono k="sample / group" v={`${b} / ${g}`} />
+        {perFunc?.[b] && names.map((n, f) => <KV mono key={n} k={n} v={fmt(perFunc[b][f])} />)}
+        <KV mono k="reward" v={fmt(reward)} />
+        <KV mono k="advantage" v={fmt(adv)} />
+        <KV mono k="group mean / std" v={gs ? `${fmt(gs.mean)} / ${fmt(gs.std)}${gs.zero_std ? ' (zero std: no signal)' : ''}` : '—'} />
       </div>
     </div>
   );

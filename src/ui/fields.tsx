@@ -1,5 +1,5 @@
-// Small form controls shared by the settings panels: labelled number / text / select / checkbox inputs
-// that write straight to the store (numbers are committed only when they parse).
+// Small pieces shared by the panels: labelled number / text / select / checkbox inputs that write straight
+// to the store (numbers are committed only when they parse), key / value rows, sections, number formats.
 import { useEffect, useState, type ReactNode } from 'react';
 
 export function Field({ label, title, children }: { label: string; title?: string; children: ReactNode }) {
@@ -42,7 +42,7 @@ export function NumberField(props: { label: string; value: number | null; onChan
 export function SelectField<T extends string>(props: { label: string; value: T; options: readonly T[]; onChange(v: T): void; title?: string; labels?: Partial<Record<T, string>> }) {
   return (
     <Field label={props.label} title={props.title}>
-      <select value={props.value} onChange={(e) => props.onChange(e.target.value as T)}>
+      <select value={props.value} aria-label={props.label || props.title} onChange={(e) => props.onChange(e.target.value as T)}>
         {props.options.map((o) => (
           <option key={o} value={o}>
             {props.labels?.[o] ?? o}
@@ -56,9 +56,19 @@ export function SelectField<T extends string>(props: { label: string; value: T; 
 export function CheckField({ label, value, onChange, title }: { label: string; value: boolean; onChange(v: boolean): void; title?: string }) {
   return (
     <label className="check" title={title}>
-      <input type="checkbox" checked={value} onChange={(e) => onChange(e.target.checked)} />
+      <input type="checkbox" checked={value} aria-label={label || title} onChange={(e) => onChange(e.target.checked)} />
       {label}
     </label>
+  );
+}
+
+/** One key / value pair of a `.kv` grid: two cells, no wrapper, so the grid lines them up. */
+export function KV({ k, v, mono }: { k: string; v: string; mono?: boolean }) {
+  return (
+    <>
+      <span>{k}</span>
+      <span className={mono ? 'mono' : undefined}>{v}</span>
+    </>
   );
 }
 

@@ -7,7 +7,9 @@
 // mask-length mismatch (seed 000) and check the Doctor's finding, the grid rows and the boundary, and
 // that stepping it fails with a clear message; run a hanging / throwing user reward in the sandbox
 // without freezing the page, and check settings survive a reload.
-// Screenshots go to .out/, docs/studio-step.png (the README's) and docs/studio-import.png.
+// Screenshots go to .out/ on every run. The committed docs/studio-step.png (the README's) and
+// docs/studio-import.png are refreshed only on request, so `npm test` leaves tracked files alone:
+//   UPDATE_SCREENSHOTS=1 npx vitest run tests/e2e
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -51,6 +53,13 @@ async function waitForUpdate(page: Page, timeout: number): Promise<string[]> {
 /** The loss-values table: [aggregation, loss, after step] per row. */
 const lossRows = (page: Page) =>
   page.getByTestId('loss-values').locator('tbody tr').evaluateAll((rows) => rows.map((r) => Array.from(r.querySelectorAll('td')).slice(0, 3).map((td) => td.textContent ?? '')));
+
+/** Saves .out/<name>; a README screenshot (`docs`) is also copied to docs/<name> under UPDATE_SCREENSHOTS=1. */
+async function screenshot(name: string, docs = false): Promise<void> {
+  const file = path.join(shots, name);
+  await page.screenshot({ path: file });
+  if (docs && process.env.UPDATE_SCREENSHOTS === '1') fs.copyFileSync(file, path.join(root, 'docs', name));
+}
 
 let server: http.Server;
 let ctx: BrowserContext;
@@ -166,8 +175,7 @@ describe('studio in chromium', () => {
     expect(await page.getByTestId('token-inspector').textContent()).toContain('completion_mask1');
     expect(await page.getByTestId('sample-inspector').textContent()).toContain('What is 25 + 34?');
     expect(await page.getByTestId('chart-grads').isVisible()).toBe(true);
-    await page.screenshot({ path: path.join(shots, 'studio-step.png') });
-    fs.copyFileSync(path.join(shots, 'studio-step.png'), path.join(root, 'docs/studio-step.png'));
+    await screenshot('studio-step.png', true);
   }, 240_000);
 
   it("replays the update from its exported batch, as from a Python trainer's dump", async () => {
@@ -218,8 +226,7 @@ describe('studio in chromium', () => {
     const inspector = await page.getByTestId('token-inspector').textContent();
     expect(inspector).toContain('mask entry with no id');
     await page.getByTestId('overlay').selectOption('completion');
-    await page.screenshot({ path: path.join(shots, 'studio-import.png') });
-    fs.copyFileSync(path.join(shots, 'studio-import.png'), path.join(root, 'docs/studio-import.png'));
+    await screenshot('studio-import.png', true);
 
     // Stepping it on the loaded model stops at assembly with the row and field named.
     await page.getByTestId('step-run').click();
@@ -271,7 +278,7 @@ describe('studio in chromium', () => {
     expect(importMs).toBeLessThan(10_000);
     // Two animation frames per step at 60 Hz are ~33 ms; headless chromium paints the 2D canvas on the CPU.
     expect(msPerFrame).toBeLessThan(150);
-    await page.screenshot({ path: path.join(shots, 'studio-big.png') });
+    await screenshot('studio-big.png');
     await page.getByTestId('import-input').setInputFiles(fixture);
     await page.locator('[data-rule="mask-length-mismatch"]').waitFor();
   });
@@ -299,7 +306,7 @@ describe('studio in chromium', () => {
     expect(errors.some((e) => e.startsWith('sample 1') && e.includes('timed out'))).toBe(true);
     expect(errors.some((e) => e.startsWith('sample 2') && e.includes('boom'))).toBe(true);
     expect(Date.now() - t0).toBeLessThan(30_000);
-    await page.screenshot({ path: path.join(shots, 'studio-rewards.png') });
+    await screenshot('studio-rewards.png');
   });
 
   it('keeps prompts and settings across a reload', async () => {

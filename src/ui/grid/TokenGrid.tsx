@@ -13,14 +13,15 @@ import { REGION, spanColumns, visibleText, type GridModel, type RowReadout } fro
 import { useGridModel } from './useGrid.ts';
 import { HEAT_LABELS, availableHeats, heatColor, heatSource, heatTextColor } from './heat.ts';
 
-export const ROW_H = 20;
+const ROW_H = 20;
 const GROUP_GAP = 6;
 const HEADER_H = 18;
 
-export const REGION_COLORS = ['#0e1117', '#2b2f3a', '#1f4a73', '#5b3f8c', '#1f6b45', '#a07a18', '#4a2f2f'];
+/** Cell colour by REGION value (absent, pad, prompt, special, completion, EOS, after EOS). */
+const REGION_COLORS = ['#0e1117', '#2b2f3a', '#1f4a73', '#5b3f8c', '#1f6b45', '#a07a18', '#4a2f2f'];
 
 /** y of row b's top edge: rows of a group are packed, groups separated by a gap. */
-export function rowTop(b: number, G: number): number {
+function rowTop(b: number, G: number): number {
   return HEADER_H + b * ROW_H + Math.floor(b / G) * GROUP_GAP;
 }
 

@@ -6,7 +6,7 @@ import { buildGrid, gridContext, type GridContext, type GridModel } from './cell
 
 const cache = new WeakMap<GrpoBatch, { special: readonly number[] | undefined; ctx: GridContext; grid: GridModel }>();
 
-export function gridFor(batch: GrpoBatch, special: readonly number[] | undefined): { ctx: GridContext; grid: GridModel } {
+function gridFor(batch: GrpoBatch, special: readonly number[] | undefined): { ctx: GridContext; grid: GridModel } {
   let hit = cache.get(batch);
   if (!hit || hit.special !== special) {
     const ctx = gridContext(batch, special ?? []);

@@ -38,7 +38,20 @@ export function DoctorPanel() {
         {findings.map((f, k) => {
           const active = focus?.rule === f.rule && focus.sample === (f.sample ?? 0) && focus.span?.[0] === f.span?.[0];
           return (
-            <li key={k} className={`finding ${f.severity}${active ? ' active' : ''}`} data-rule={f.rule} onClick={() => open(f)}>
+            <li
+              key={k}
+              className={`finding ${f.severity}${active ? ' active' : ''}`}
+              data-rule={f.rule}
+              role="button"
+              tabIndex={0}
+              onClick={() => open(f)}
+              onKeyDown={(e) => {
+                if (e.key === 'Enter' || e.key === ' ') {
+                  e.preventDefault();
+                  open(f);
+                }
+              }}
+            >
               <div className="finding-head">
                 <span className={`sev ${f.severity}`}>{f.severity}</span>
                 <code className="rule">{f.rule}</code>

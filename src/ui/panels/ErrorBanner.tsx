@@ -29,7 +29,7 @@ export function ErrorBanner() {
               <pre>{e.detail}</pre>
             </details>
           )}
-          <button className="x" onClick={() => dismiss(e.id)} title="dismiss">
+          <button className="x" onClick={() => dismiss(e.id)} title="dismiss" aria-label="dismiss">
             ×
           </button>
         </div>

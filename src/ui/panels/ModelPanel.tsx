@@ -4,9 +4,9 @@ import { useState } from 'react';
 import { DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH } from '../../grpo/default_task.ts';
 import { useStudio } from '../../store/index.ts';
 import { loadModel } from '../controller.ts';
-import { Section, formatBytes } from '../fields.tsx';
+import { KV, Section, formatBytes } from '../fields.tsx';
 
-export function AdapterInfo() {
+function AdapterInfo() {
   const adapter = useStudio((s) => s.adapter);
   const status = useStudio((s) => s.gpuStatus);
   if (!adapter) return <div className="muted" data-testid="adapter">{status === 'busy' ? 'probing WebGPU…' : status === 'error' ? 'no WebGPU adapter' : '—'}</div>;
@@ -25,20 +25,11 @@ export function AdapterInfo() {
         <summary className="small">limits</summary>
         <div className="kv small">
           {Object.entries(adapter.limits).map(([k, v]) => (
-            <FragmentKV key={k} k={k} v={k.includes('Size') ? `${formatBytes(v)} (${v})` : String(v)} />
+            <KV key={k} k={k} v={k.includes('Size') ? `${formatBytes(v)} (${v})` : String(v)} />
           ))}
         </div>
       </details>
     </div>
-  );
-}
-
-function FragmentKV({ k, v }: { k: string; v: string }) {
-  return (
-    <>
-      <span>{k}</span>
-      <span>{v}</span>
-    </>
   );
 }
 
@@ -85,7 +76,7 @@ export function ModelPanel() {
         </button>
       </div>
       <div className="row">
-        <input className="grow" placeholder="Hub id, e.g. HuggingFaceTB/SmolLM2-135M-Instruct" value={hubId} onChange={(e) => setHubId(e.target.value)} />
+        <input className="grow" aria-label="Hugging Face Hub model id" placeholder="Hub id, e.g. HuggingFaceTB/SmolLM2-135M-Instruct" value={hubId} onChange={(e) => setHubId(e.target.value)} />
         <button disabled={busy || hubId.trim() === ''} onClick={() => void loadModel({ kind: 'hub', id: hubId.trim() })}>
           Load
         </button>
@@ -159,7 +150,7 @@ function MemoryPlanView() {
       </summary>
       <div className="kv small">
         {Object.entries(plan.bytes).map(([k, v]) => (
-          <FragmentKV key={k} k={k} v={formatBytes(v)} />
+          <KV key={k} k={k} v={formatBytes(v)} />
         ))}
       </div>
       {plan.violations.map((v) => (

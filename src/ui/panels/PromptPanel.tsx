@@ -13,11 +13,11 @@ export function PromptPanel() {
         <div className="prompt" key={i} data-testid={`prompt-${i}`}>
           <div className="prompt-head">
             <span className="muted">#{i}</span>
-            <button className="x" title="remove prompt" onClick={() => removePrompt(i)}>×</button>
+            <button className="x" title="remove prompt" aria-label={`remove prompt ${i}`} onClick={() => removePrompt(i)}>×</button>
           </div>
-          <textarea rows={1} placeholder="system (optional)" value={p.system} onChange={(e) => setPrompt(i, { system: e.target.value })} />
-          <textarea rows={2} placeholder="user" value={p.user} onChange={(e) => setPrompt(i, { user: e.target.value })} data-testid={`prompt-user-${i}`} />
-          <input placeholder="answer (for rewards)" value={p.answer} onChange={(e) => setPrompt(i, { answer: e.target.value })} />
+          <textarea rows={1} aria-label={`prompt ${i} system message`} placeholder="system (optional)" value={p.system} onChange={(e) => setPrompt(i, { system: e.target.value })} />
+          <textarea rows={2} aria-label={`prompt ${i} user message`} placeholder="user" value={p.user} onChange={(e) => setPrompt(i, { user: e.target.value })} data-testid={`prompt-user-${i}`} />
+          <input aria-label={`prompt ${i} answer`} placeholder="answer (for rewards)" value={p.answer} onChange={(e) => setPrompt(i, { answer: e.target.value })} />
         </div>
       ))}
     </Section>

@@ -17,9 +17,9 @@ function RewardEditor({ r, i }: { r: RewardSpec; i: number }) {
     <div className="reward" data-testid={`reward-${i}`}>
       <div className="row">
         <CheckField label="" value={r.enabled} onChange={(v) => patch({ enabled: v })} title="enabled" />
-        <input className="grow" value={r.name} onChange={(e) => patch({ name: e.target.value })} />
+        <input className="grow" aria-label="reward name" value={r.name} onChange={(e) => patch({ name: e.target.value })} />
         <span className="tag">{r.kind}</span>
-        <button className="x" title="remove reward" onClick={() => remove(i)}>×</button>
+        <button className="x" title="remove reward" aria-label="remove reward" onClick={() => remove(i)}>×</button>
       </div>
       <div className="grid2">
         <NumberField label="weight" value={r.weight} onChange={(v) => patch({ weight: v! })} />
@@ -48,6 +48,7 @@ function RewardEditor({ r, i }: { r: RewardSpec; i: number }) {
       {r.kind === 'js' && (
         <textarea
           className="code"
+          aria-label="reward function source"
           rows={4}
           spellCheck={false}
           value={r.source}
@@ -107,7 +108,7 @@ export function RewardsPanel() {
         <RewardEditor key={i} r={r} i={i} />
       ))}
       <div className="row">
-        <SelectField<RewardKind> label="" value={kind} options={KINDS} onChange={(v) => setKind(v)} />
+        <SelectField<RewardKind> label="" title="kind of reward to add" value={kind} options={KINDS} onChange={(v) => setKind(v)} />
         <button onClick={() => add(kind)}>+ reward</button>
         <button
           disabled={busy}
