@@ -1,6 +1,7 @@
 // matmul_forward / matmul_backward (GPU) against their float64 twins: odd shapes that are not multiples
-// of the 64×64×16 tiles, both weight layouts, bias, accumulation, binding-window splits (forced by a
-// lowered binding limit, and once for real past lavapipe's 128 MiB); and the twin's backward against
+// of the 64×64×16 tiles, both weight layouts, bias, accumulation, the few-row (decode) kernel for
+// 'out_in' weights, binding-window splits (forced by a lowered binding limit, and once for real past
+// lavapipe's 128 MiB); and the twin's backward against
 // central finite differences of the twin's forward.
 //
 // Tolerance: the inputs are exact f32 values and the twin is exact in float64, so the only error is the
@@ -46,13 +47,13 @@ async function forwardCase(gpu: Gpu, rng: Rng, M: number, K: number, N: number, 
     weightLayout: layout,
     bindingLimit,
   });
-  const dispatches = rec.kernels.length;
+  const kernels = [...rec.kernels];
   await rec.submit();
   const got = await gpu.readF32(out, M * N);
   const want = mmRef(inp, weight, bias, M, K, N, layout);
   const S = mmRef(abs(inp), abs(weight), bias ? abs(bias) : null, M, K, N, layout);
   const r = expectClose(got, want, { atol: 0, rtol: 0, atolAt: tolFrom(S, K), label: `forward ${M}x${K}x${N} ${layout}` });
-  return { worst: r.worst, dispatches };
+  return { worst: r.worst, kernels };
 }
 
 describe('matmul_forward', () => {
@@ -70,13 +71,41 @@ describe('matmul_forward', () => {
     });
   }
 
+  it('out_in with M <= 16 (decode): the few-row kernel, odd K and N, with and without bias', async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(15);
+    let worst = 0;
+    for (const M of [1, 3, 16]) {
+      for (const K of [37, 576, 1537]) {
+        for (const N of [29, 577, 2049]) {
+          for (const withBias of [true, false]) {
+            const r = await forwardCase(gpu, rng, M, K, N, 'out_in', withBias);
+            expect(r.kernels).toEqual(['matmul_rows_forward']);
+            worst = Math.max(worst, r.worst);
+          }
+        }
+      }
+    }
+    console.log(`matmul_rows_forward: worst ${worst.toFixed(3)} of tolerance`);
+  });
+
+  it('keeps the tiled GEMM for 17 rows, and for few rows whose weight exceeds one binding', async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(16);
+    expect((await forwardCase(gpu, rng, 17, 37, 29, 'out_in', true)).kernels).toEqual(['matmul_forward']);
+    // 16 KiB windows: the 201×97 weight (78 KB) needs several.
+    const { kernels } = await forwardCase(gpu, rng, 3, 97, 201, 'out_in', true, 16 * 1024);
+    expect(kernels.length).toBeGreaterThan(1);
+    expect(kernels.every((k) => k === 'matmul_forward')).toBe(true);
+  });
+
   it('splits operands past a (lowered) binding limit in M, N and K blocks', async () => {
     const gpu = await testGpu();
     const rng = new Rng(13);
     // 16 KiB windows: the weight (201×97 f32 = 78 KB) and the output (130×201 = 105 KB) need several.
     for (const layout of ['out_in', 'in_out'] as WeightLayout[]) {
-      const { dispatches } = await forwardCase(gpu, rng, 130, 97, 201, layout, true, 16 * 1024);
-      expect(dispatches).toBeGreaterThan(4);
+      const { kernels } = await forwardCase(gpu, rng, 130, 97, 201, layout, true, 16 * 1024);
+      expect(kernels.length).toBeGreaterThan(4);
     }
   });
 

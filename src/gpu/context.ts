@@ -324,28 +324,29 @@ export class Recorder {
     const gpu = this.gpu;
     const k = this.kernels.length;
     this.kernels.push(d.kernel);
-    this.checks.push(
-      gpu.scoped(d.kernel, () => {
-        const pipeline = gpu.pipeline(d.shader, d.constants, d.entryPoint);
-        const entries: GPUBindGroupEntry[] = d.bindings.map((b, i) => ({
-          binding: i,
-          resource: 'buffer' in b ? { buffer: b.buffer, offset: b.offset ?? 0, size: b.size } : { buffer: b },
-        }));
-        if (d.params) {
-          const u = gpu.paramsBuffer(d.params);
-          this.params.push(u);
-          entries.push({ binding: d.bindings.length, resource: { buffer: u } });
-        }
-        const bindGroup = gpu.device.createBindGroup({ label: d.kernel, layout: pipeline.getBindGroupLayout(0), entries });
-        const timestampWrites = this.timestamps ? { querySet: this.timestamps, beginningOfPassWriteIndex: 2 * k, endOfPassWriteIndex: 2 * k + 1 } : undefined;
-        const pass = this.encoder.beginComputePass({ label: d.kernel, timestampWrites });
-        pass.setPipeline(pipeline);
-        pass.setBindGroup(0, bindGroup);
-        const [x, y = 1, z = 1] = d.workgroups;
-        pass.dispatchWorkgroups(x, y, z);
-        pass.end();
-      }),
-    );
+    const check = gpu.scoped(d.kernel, () => {
+      const pipeline = gpu.pipeline(d.shader, d.constants, d.entryPoint);
+      const entries: GPUBindGroupEntry[] = d.bindings.map((b, i) => ({
+        binding: i,
+        resource: 'buffer' in b ? { buffer: b.buffer, offset: b.offset ?? 0, size: b.size } : { buffer: b },
+      }));
+      if (d.params) {
+        const u = gpu.paramsBuffer(d.params);
+        this.params.push(u);
+        entries.push({ binding: d.bindings.length, resource: { buffer: u } });
+      }
+      const bindGroup = gpu.device.createBindGroup({ label: d.kernel, layout: pipeline.getBindGroupLayout(0), entries });
+      const timestampWrites = this.timestamps ? { querySet: this.timestamps, beginningOfPassWriteIndex: 2 * k, endOfPassWriteIndex: 2 * k + 1 } : undefined;
+      const pass = this.encoder.beginComputePass({ label: d.kernel, timestampWrites });
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup);
+      const [x, y = 1, z = 1] = d.workgroups;
+      pass.dispatchWorkgroups(x, y, z);
+      pass.end();
+    });
+    // Surfaced by submit(); marked handled here so a recording abandoned before submit is no unhandled rejection.
+    check.catch(() => {});
+    this.checks.push(check);
   }
 
   /** A storage buffer for intermediates (reduction partials) that is destroyed once this recorder's work is submitted. */

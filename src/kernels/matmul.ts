@@ -1,4 +1,5 @@
-// Launchers for shaders/matmul_forward.wgsl (the tiled GEMM every matmul uses) and
+// Launchers for shaders/matmul_forward.wgsl (the tiled GEMM every matmul uses),
+// shaders/matmul_rows_forward.wgsl (few-row products with 'out_in' weights: the decode step) and
 // shaders/matmul_backward.wgsl (bias gradient).
 //
 // weightLayout 'out_in' is HF nn.Linear [N = out, K = in] (y = x·Wᵀ + b), also the tied lm_head
@@ -18,6 +19,11 @@ const TILE_N = 64;
 const TILE_K = 16;
 const MAX_WG = 65535;
 const BIAS_WG = 256;
+// matmul_rows_forward.wgsl: up to ROWS_MAX rows (its MAX_ROWS), ROWS_COLS output columns per workgroup
+// (its COLS), ROWS_SPLIT invocations per workgroup.
+const ROWS_MAX = 16;
+const ROWS_COLS = 4;
+const ROWS_SPLIT = 64;
 
 /**
  * Rows of C per workgroup: 64, or the smallest of 8/16/32 that covers M, so that decode steps and other
@@ -166,6 +172,26 @@ export function matmul_forward(
   checkSize('matmul_forward', 'inp', args.inp, M * K);
   checkSize('matmul_forward', 'weight', args.weight, N * K);
   const outIn = args.weightLayout === 'out_in';
+  const gpu = rec.gpu;
+  const limit = bindingLimit(gpu, args.bindingLimit);
+  const fits = (rows: number, rowElems: number) => rowsPerWindow(gpu, limit, rows, rowElems) === rows;
+  if (outIn && M <= ROWS_MAX && fits(M, K) && fits(N, K) && fits(M, N)) {
+    // Few rows (a decode step): one read of W by N / COLS workgroups instead of a latency-bound GEMM grid.
+    rec.dispatch({
+      kernel: 'matmul_rows_forward',
+      shader: 'matmul_rows_forward',
+      constants: { ROWS: 2 ** Math.ceil(Math.log2(M)), SPLIT: ROWS_SPLIT },
+      bindings: [
+        prefix(gpu, 'matmul_forward', 'inp', args.inp, M * K),
+        prefix(gpu, 'matmul_forward', 'weight', args.weight, N * K),
+        args.bias ? prefix(gpu, 'matmul_forward', 'bias', args.bias, N) : gpu.zeros(16),
+        prefix(gpu, 'matmul_forward', 'out', args.out, M * N),
+      ],
+      params: packParams([['u32', M], ['u32', N], ['u32', K], ['u32', args.bias ? 1 : 0]]),
+      workgroups: Gpu.grid(Math.ceil(N / ROWS_COLS)),
+    });
+    return;
+  }
   gemm(rec, 'matmul_forward', {
     a: { buf: args.inp, trans: false, ld: K },
     b: { buf: args.weight, trans: outIn, ld: outIn ? K : N },
