@@ -39,6 +39,7 @@ export type Constants = Record<string, number | boolean>;
 export type Binding = GPUBuffer | { buffer: GPUBuffer; offset?: number; size?: number };
 
 const MAX_WORKGROUPS_PER_DIM = 65535;
+const BIND_GROUP_CACHE = 4096;
 
 export class Gpu {
   readonly device: GPUDevice;
@@ -56,6 +57,13 @@ export class Gpu {
   private readonly modules = new Map<string, GPUShaderModule>();
   private readonly pipelines = new Map<string, GPUComputePipeline>();
   private readonly zeroBuffers = new Map<number, GPUBuffer>();
+  // Bind groups by pipeline + exact buffer windows: createBindGroup is the largest per-dispatch CPU cost
+  // (10-25 µs on Dawn), and a step or decode loop binds the same buffers (params from the pool included)
+  // every time. Buffer ids are never reused, so an entry of a destroyed buffer can never be hit again; the
+  // cache is an LRU bounded at BIND_GROUP_CACHE entries.
+  private readonly bindGroups = new Map<string, GPUBindGroup>();
+  private readonly bufferIds = new WeakMap<GPUBuffer, number>();
+  private nextBufferId = 1;
   /** Params buffers free for reuse, by size: their last recorder has been submitted (see Recorder.submit). */
   private readonly freeParams = new Map<number, GPUBuffer[]>();
 
@@ -240,6 +248,25 @@ export class Gpu {
     return b;
   }
 
+  /** A bind group for `pipeline` with these entries (@group(0), bindings in order), cached. */
+  bindGroup(label: string, pipeline: GPUComputePipeline, resources: GPUBufferBinding[]): GPUBindGroup {
+    const id = (b: GPUBuffer) => {
+      let i = this.bufferIds.get(b);
+      if (i === undefined) this.bufferIds.set(b, (i = this.nextBufferId++));
+      return i;
+    };
+    const key = `${pipeline.label}|${resources.map((r) => `${id(r.buffer)}:${r.offset ?? 0}:${r.size ?? ''}`).join(',')}`;
+    let bg = this.bindGroups.get(key);
+    if (bg) {
+      this.bindGroups.delete(key); // move to the LRU's young end
+    } else {
+      bg = this.device.createBindGroup({ label, layout: pipeline.getBindGroupLayout(0), entries: resources.map((resource, binding) => ({ binding, resource })) });
+      if (this.bindGroups.size >= BIND_GROUP_CACHE) this.bindGroups.delete(this.bindGroups.keys().next().value as string);
+    }
+    this.bindGroups.set(key, bg);
+    return bg;
+  }
+
   // ---------------------------------------------------------------- recording
 
   /** Starts a command recorder: dispatches accumulate in one encoder and go out in one submit. */
@@ -326,16 +353,13 @@ export class Recorder {
     this.kernels.push(d.kernel);
     const check = gpu.scoped(d.kernel, () => {
       const pipeline = gpu.pipeline(d.shader, d.constants, d.entryPoint);
-      const entries: GPUBindGroupEntry[] = d.bindings.map((b, i) => ({
-        binding: i,
-        resource: 'buffer' in b ? { buffer: b.buffer, offset: b.offset ?? 0, size: b.size } : { buffer: b },
-      }));
+      const resources: GPUBufferBinding[] = d.bindings.map((b) => ('buffer' in b ? { buffer: b.buffer, offset: b.offset ?? 0, size: b.size } : { buffer: b }));
       if (d.params) {
         const u = gpu.paramsBuffer(d.params);
         this.params.push(u);
-        entries.push({ binding: d.bindings.length, resource: { buffer: u } });
+        resources.push({ buffer: u });
       }
-      const bindGroup = gpu.device.createBindGroup({ label: d.kernel, layout: pipeline.getBindGroupLayout(0), entries });
+      const bindGroup = gpu.bindGroup(d.kernel, pipeline, resources);
       const timestampWrites = this.timestamps ? { querySet: this.timestamps, beginningOfPassWriteIndex: 2 * k, endOfPassWriteIndex: 2 * k + 1 } : undefined;
       const pass = this.encoder.beginComputePass({ label: d.kernel, timestampWrites });
       pass.setPipeline(pipeline);
