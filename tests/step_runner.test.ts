@@ -1,4 +1,4 @@
-// The studio worker's StepRunner (src/grpo/runner.ts, the protocol of src/worker/protocol.ts) in Node: a
+// The studio worker's StepRunner (src/worker/runner.ts, the protocol of src/worker/protocol.ts) in Node: a
 // dropped folder (File objects) with a random tiny Qwen2 and the default task's tokenizer, every stage in
 // order with the studio's default settings, payload shapes, stage order enforcement, and reset() undoing
 // the step (a second run scores exactly as the first), and the same update started from the assembled
@@ -6,7 +6,7 @@
 import { readFileSync, readdirSync, copyFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createStepRunner } from '../src/grpo/step.ts';
+import { createStepRunner } from '../src/worker/runner.ts';
 import { DEFAULT_SETTINGS } from '../src/store/settings.ts';
 import { STAGES, type StagePayloads, type StepSettings } from '../src/worker/protocol.ts';
 import { parseConfig } from '../src/model/config.ts';

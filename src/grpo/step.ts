@@ -22,16 +22,13 @@ import { score_completions, type CompletionScores } from '../model/score.ts';
 import { ModelLoadError, type ParamGroup } from '../model/config.ts';
 import { loss_weights } from '../ref/loss_reduce.ts';
 import type { RenderOptions, Tokenizer } from '../tokenize/tokenizer.ts';
-import { STAGES, type StageId } from '../worker/protocol.ts';
+import { STAGES, type StageId } from './stages.ts';
 import { computeAdvantages, type AdvantageEstimator, type GroupStats } from './advantages.ts';
 import { assembleBatch, checkScorable, padBatch, type PaddedBatch } from './batch.ts';
 import { DEFAULT_GRPO_LOSS_CONFIG, grpo_loss, parseGrpoLossConfig, readGrpoLoss, type ClipCounts, type GrpoLossConfig, type GrpoLossResult, type LossType } from './loss.ts';
 import { clipCoefFor, Optimizer, parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
 import { scoreRewards, type JsRewardRunner, type RewardSpec, type RewardTable } from './rewards.ts';
 
-export { STAGES, type StageId };
-/** The studio worker loads this module for its StepRunner (src/worker/studio.worker.ts). */
-export { createStepRunner } from './runner.ts';
 
 // ------------------------------------------------------------------------------------------ config
 

@@ -1,5 +1,5 @@
 // The typed contract between the page and the studio worker (src/worker/studio.worker.ts), and the
-// `StepRunner` interface the worker drives (src/grpo/runner.ts). All GPU work and every heavy loop run in
+// `StepRunner` interface the worker drives (src/worker/runner.ts). All GPU work and every heavy loop run in
 // the worker; the page only sends requests and receives results. Stage results are the step pipeline's
 // own types (src/grpo/step.ts: StageData, StageResult) plus what the worker adds for the page (decoded
 // token texts and the Doctor's report on the assembled batch); per-token results are flat (B, C)
@@ -23,21 +23,8 @@ export { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, DELTA_BINDS, type LossType } from '.
 
 // ------------------------------------------------------------------------------------------ stages
 
-/** The stages of one GRPO update, in order. */
-export const STAGES = [
-  'render',
-  'sample',
-  'reward',
-  'advantages',
-  'assemble',
-  'policy_forward',
-  'reference_forward',
-  'loss',
-  'backward',
-  'step',
-  're_evaluate',
-] as const;
-export type StageId = (typeof STAGES)[number];
+import type { StageId } from '../grpo/stages.ts';
+export { STAGES, type StageId } from '../grpo/stages.ts';
 
 export const STAGE_LABELS: Record<StageId, string> = {
   render: 'render chat template',
@@ -152,7 +139,7 @@ export type StageResult<S extends StageId = StageId> = Omit<PipelineStageResult<
 export type StepStart = { kind: 'prompts' } | { kind: 'batch'; batch: GrpoBatch };
 
 /**
- * The one-step pipeline as the worker drives it (src/grpo/runner.ts over src/grpo/step.ts). Stages run
+ * The one-step pipeline as the worker drives it (src/worker/runner.ts over src/grpo/step.ts). Stages run
  * strictly in STAGES order; `render` starts a new update from `start` (default: the prompt set) with the
  * settings of that moment; `reset` goes back to before `render` keeping the loaded model (and undoing
  * the optimizer step, if taken).
@@ -166,7 +153,7 @@ export interface StepRunner {
 }
 
 /**
- * What src/grpo/runner.ts exports for the worker. `runJsReward` runs user JS rewards in the sandbox worker
+ * What src/worker/runner.ts exports for the worker. `runJsReward` runs user JS rewards in the sandbox worker
  * (with its time limit); the reward stage uses it for `kind: 'js'` rewards.
  */
 export type CreateStepRunner = (gpu: Gpu, deps: { runJsReward: JsRewardRunner }) => StepRunner;

@@ -19,7 +19,7 @@ let runner: Promise<StepRunner> | null = null;
 
 /** The step pipeline is loaded on first use, so importing a batch never waits for it; a failed start is retried next time. */
 function stepRunner(): Promise<StepRunner> {
-  runner ??= Promise.all([import('../grpo/runner.ts'), gpu()])
+  runner ??= Promise.all([import('./runner.ts'), gpu()])
     .then(([m, g]) => m.createStepRunner(g, { runJsReward: runJs }))
     .catch((e: unknown) => {
       runner = null;

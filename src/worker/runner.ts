@@ -15,12 +15,12 @@ import { planMemory } from '../model/memory.ts';
 import { CausalLM } from '../model/model.ts';
 import { FileSource, parseJSONFile, readStream, type ModelSource } from '../model/source.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
-import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart } from '../worker/protocol.ts';
-import { runJsReward } from '../worker/reward_sandbox.ts';
-import { batchConfigOf } from '../worker/settings.ts';
-import type { JsRewardRunner } from './rewards.ts';
-import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from './default_task.ts';
-import { StepPipeline, stepConfigFromBatch, type StageData, type StepSource } from './step.ts';
+import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart } from './protocol.ts';
+import { runJsReward } from './reward_sandbox.ts';
+import { batchConfigOf } from './settings.ts';
+import type { JsRewardRunner } from '../grpo/rewards.ts';
+import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
+import { StepPipeline, stepConfigFromBatch, type StageData, type StepSource } from '../grpo/step.ts';
 
 /** A model folder served over plain HTTP (the embedded default under public/models/, at the URL the page resolved). */
 class UrlSource implements ModelSource {
