@@ -1,6 +1,7 @@
 // The page's actions: start the worker, import / export batches, load a model and drive the stepper.
 // Components call these; they talk to the worker through the typed client and write results to the
 // store. Nothing here blocks the page: every heavy call is a worker request.
+import { DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH } from '../grpo/default_task.ts';
 import type { RewardSample, RewardTable } from '../grpo/rewards.ts';
 import { serializeBatch } from '../io/batch.ts';
 import { studioStore } from '../store/index.ts';
@@ -35,16 +36,28 @@ function worker(): StudioClient {
   return client;
 }
 
-/** Probes WebGPU in the worker and shows the adapter. */
-export async function initGpu(): Promise<void> {
+/** Probes WebGPU in the worker and shows the adapter; true when a device is ready. */
+export async function initGpu(): Promise<boolean> {
   store().setGpu('busy');
   try {
     const { adapter } = await worker().request({ type: 'init' });
     store().setGpu('ready', adapter);
+    return true;
   } catch (e) {
     store().setGpu('error', null);
     fail(e);
+    return false;
   }
+}
+
+/** Opening the page: probe the GPU, then load the embedded default model so the first step is one click away. */
+export async function startStudio(): Promise<void> {
+  if ((await initGpu()) && store().modelStatus === 'idle') await loadDefaultModel();
+}
+
+/** The embedded default model (public/models/<name>/, served beside the page: works offline). */
+export function loadDefaultModel(): Promise<void> {
+  return loadModel({ kind: 'embedded', name: DEFAULT_MODEL_NAME, url: new URL(`${DEFAULT_MODEL_PATH}/`, document.baseURI).href });
 }
 
 /**

@@ -99,6 +99,13 @@ describe('studio in chromium', () => {
     expect(await page.getByTestId('grid-empty').isVisible()).toBe(true);
   });
 
+  it('loads the embedded default model by itself on first open', async () => {
+    // A first-time user opens the page and presses Run: no model to find, no network needed.
+    await page.getByTestId('model-info').waitFor({ timeout: 60_000 });
+    expect(await page.getByTestId('model-info').textContent()).toMatch(/tiny-adder.*qwen2/);
+    expect(await page.getByTestId('step-run').isDisabled()).toBe(false);
+  });
+
   it('refuses an unsupported model with a clear message', async () => {
     // A dropped folder: the default model's tokenizer with a config for an architecture the studio has no forward for.
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mamba-'));

@@ -1,9 +1,9 @@
 // Model panel: pick the embedded default, a Hub id or a local folder; shows the GPU adapter and its
 // limits, load progress, the tokenizer, the chat template and the memory plan of the loaded model.
 import { useState } from 'react';
-import { DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH } from '../../grpo/default_task.ts';
+import { DEFAULT_MODEL_NAME } from '../../grpo/default_task.ts';
 import { useStudio } from '../../store/index.ts';
-import { loadModel } from '../controller.ts';
+import { loadDefaultModel, loadModel } from '../controller.ts';
 import { KV, Section, formatBytes } from '../fields.tsx';
 
 function AdapterInfo() {
@@ -71,7 +71,7 @@ export function ModelPanel() {
   return (
     <Section title="Model">
       <div className="row">
-        <button disabled={busy} onClick={() => void loadModel({ kind: 'embedded', name: DEFAULT_MODEL_NAME, url: new URL(`${DEFAULT_MODEL_PATH}/`, document.baseURI).href })} data-testid="load-default">
+        <button disabled={busy} onClick={() => void loadDefaultModel()} data-testid="load-default">
           Load default ({DEFAULT_MODEL_NAME})
         </button>
       </div>
