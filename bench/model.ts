@@ -12,7 +12,7 @@ import { CausalLM, type ForwardInputs } from '../src/model/model.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import type { BenchOptions, Row } from './run.ts';
 
-const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../../shared/golden/models');
+const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/golden/models');
 const TINY = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];
 
 export function smolLM2(V: number): ModelConfig {

@@ -11,7 +11,7 @@ import { DEFAULT_GENERATE, generate, kvDecoder } from '../src/model/generate.ts'
 import { smolLM2, weights } from './model.ts';
 import type { BenchOptions, Row } from './run.ts';
 
-const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../../shared/golden/models');
+const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/golden/models');
 const TINY = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3'];
 
 async function measure(name: string, model: CausalLM, N: number, G: number, P: number, max_new_tokens: number): Promise<Row> {

@@ -20,7 +20,7 @@ import { FolderSource } from '../src/model/source_node.ts';
 import { smolLM2, weights } from './model.ts';
 import type { BenchOptions, Row } from './run.ts';
 
-const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../../shared/golden/models');
+const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/golden/models');
 const TINY = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];
 const MiB = 2 ** 20;
 

@@ -23,6 +23,7 @@ struct Params {
   has_delta: u32,
   max_completion_length: f32,
   num_items_in_batch: f32, // 0 = N
+  loss_scale_factor: f32,  // seq-mean-token-sum-norm (default T)
 }
 
 @group(0) @binding(0) var<storage, read> logp: array<f32>;          // (B, T)
@@ -48,7 +49,7 @@ fn row_weight(nb: f32) -> f32 {
     case 3u: { return 1.0 / select(N, p.num_items_in_batch, p.num_items_in_batch > 0.0); } // dapo
     case 5u: { return 1.0 / nz; }                                      // seq-mean-token-sum
     case 6u: { return 1.0 / ((nb + 1e-8) * nz); }                      // seq-mean-token-mean
-    default: { return 1.0 / p.max_completion_length; }                 // seq-mean-token-sum-norm
+    default: { return 1.0 / p.loss_scale_factor; }                     // seq-mean-token-sum-norm
   }
 }
 

@@ -18,6 +18,7 @@ struct Params {
   T: u32,
   max_completion_length: f32,
   num_items_in_batch: f32, // dapo's normalizer; 0 = N
+  loss_scale_factor: f32,  // verl seq-mean-token-sum-norm's divisor (the launcher's default: T)
 }
 
 @group(0) @binding(0) var<storage, read> loss: array<f32>;        // (B, T)
@@ -100,7 +101,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     out[4] = r[0] / max(1.0, N);
     out[5] = r[0] / nz;
     out[6] = r[2] / nz;
-    out[7] = r[0] / p.max_completion_length;
+    out[7] = r[0] / p.loss_scale_factor;
     out[8] = N;
     out[9] = r[4];
     out[10] = r[5];

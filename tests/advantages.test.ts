@@ -6,7 +6,7 @@ import path from 'node:path';
 import { combineRewards, computeAdvantages } from '../src/grpo/advantages.ts';
 import { parseSafeTensors, toF32 } from '../src/io/safetensors.ts';
 
-const golden = path.resolve(import.meta.dirname, '../../shared/golden/models');
+const golden = path.resolve(import.meta.dirname, 'golden/models');
 
 describe('computeAdvantages', () => {
   it('TRL group scaling, hand-derived', () => {

@@ -9,7 +9,7 @@ import { assembleBatch, completionMaskFromEos, padBatch, positionIds, raggedFrom
 import { parseSafeTensors, toI32 } from '../src/io/safetensors.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
-const golden = path.resolve(root, '../shared/golden/models');
+const golden = path.resolve(root, 'tests/golden/models');
 const models = readdirSync(golden).filter((m) => m.startsWith('tiny-'));
 
 describe('padBatch matches the golden padded tensors', () => {

@@ -17,7 +17,7 @@ function doctor(...args: string[]) {
 
 describe('grpo-studio doctor', () => {
   it('exit 0 on a golden batch (warnings only), findings grouped by severity', () => {
-    const r = doctor(path.resolve(root, '../shared/golden/models/tiny-llama/batch.json'));
+    const r = doctor(path.resolve(root, 'tests/golden/models/tiny-llama/batch.json'));
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^WARNINGS \(1\)\n {2}\[zero-std-group\]/);
     expect(r.stdout).toMatch(/INFO \(1\)\n {2}\[truncated-completion\]/);

@@ -15,7 +15,7 @@ import { Rng } from '../src/model/rng.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
 const FIXTURES = path.join(root, 'tests/fixtures/batches');
-const golden = path.resolve(root, '../shared/golden/models');
+const golden = path.resolve(root, 'tests/golden/models');
 const load = (name: string) => parseBatch(readFileSync(path.join(FIXTURES, `${name}.json`), 'utf8'), name);
 const ofRule = (fs: Finding[], rule: string) => fs.filter((f) => f.rule === rule);
 

@@ -1,4 +1,4 @@
-// KV-cache generation on the golden tiny models (../shared/golden/models): greedy decoding with the
+// KV-cache generation on the golden tiny models (tests/golden/models): greedy decoding with the
 // cache against re-running the full forward at every step (same tokens, same last-position logits),
 // seeds, per-row stopping, min_new_tokens, and the recorded sampling log-probs against the trainer's
 // re-scoring of the generated batch (score_completions), the comparison the Doctor makes.

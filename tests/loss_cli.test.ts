@@ -12,7 +12,7 @@ import { AGGREGATIONS } from '../src/grpo/loss.ts';
 import { main } from '../src/cli/main.ts';
 
 const ROOT = path.resolve(__dirname, '..');
-const GOLDEN = path.resolve(ROOT, '..', 'shared', 'golden', 'loss');
+const GOLDEN = path.resolve(ROOT, 'tests', 'golden', 'loss');
 const tmp = mkdtempSync(path.join(tmpdir(), 'grpo-loss-cli-'));
 
 function cli(args: string[]) {

@@ -1,5 +1,5 @@
 // The GRPO loss pipeline (src/grpo/loss.ts on the GPU) against every golden loss case
-// (../shared/golden/loss, PyTorch float64 mirroring TRL), with the tolerances of the golden README.
+// (tests/golden/loss, PyTorch float64 mirroring TRL), with the tolerances of the golden README.
 // The float64 refs in src/ref/ are checked against the same files at near-float64 precision, since they
 // are the oracle of every other kernel test.
 import { afterAll, describe, expect, it } from 'vitest';
@@ -15,7 +15,7 @@ import { kl_forward } from '../src/ref/kl.ts';
 import { grpo_loss_backward, grpo_loss_forward } from '../src/ref/grpo_loss.ts';
 import { CLIP_HIGH, CLIP_LOW, loss_reduce_forward, loss_weights } from '../src/ref/loss_reduce.ts';
 
-const GOLDEN = path.resolve(__dirname, '..', '..', 'shared', 'golden', 'loss');
+const GOLDEN = path.resolve(__dirname, 'golden', 'loss');
 const CASES = readdirSync(GOLDEN).filter((f) => /^case_\d+\.safetensors$/.test(f)).sort();
 
 /** Worst fraction of the tolerance per output over all cases (printed at the end for the report). */

@@ -1,4 +1,4 @@
-// The GPU model against the golden float64 PyTorch references (../shared/golden/models, README there):
+// The GPU model against the golden float64 PyTorch references (tests/golden/models, README there):
 // logits with left padding and generation-style position ids (and GPT-2 with arange positions), the
 // TRL-aligned logits_to_keep path, per-token log-probs of policy and reference, and the gradient of the
 // golden GRPO loss with respect to every parameter (dlogits from the loss kernels), plus grad_norm.

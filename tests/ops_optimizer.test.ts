@@ -17,7 +17,7 @@ import { adamw_step, sgd_step } from '../src/kernels/optimizer.ts';
 import { clipCoef, globalNorm, scale_forward, sumsq_forward } from '../src/kernels/grad_norm.ts';
 
 const check = tally('ops_optimizer');
-const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'shared', 'golden', 'models');
+const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), 'golden', 'models');
 const MODELS = readdirSync(GOLDEN).filter((m) => existsSync(join(GOLDEN, m, 'golden.safetensors'))).sort();
 const load = (file: string): SafeTensors => parseSafeTensors(new Uint8Array(readFileSync(file)), file);
 

@@ -1,4 +1,4 @@
-// The step pipeline (src/grpo/step.ts) end to end on every golden tiny model (../shared/golden/models,
+// The step pipeline (src/grpo/step.ts) end to end on every golden tiny model (tests/golden/models,
 // README there), from the model's batch.json: per-token log-probs, entropy, reference log-probs, KL,
 // loss, every parameter's gradient as the pipeline leaves it (dlogits written in place over the
 // logits, unlike the model test), the grad norm and its per-group split, and the post-step log-probs

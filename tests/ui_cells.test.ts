@@ -12,7 +12,7 @@ import type { RunResults } from '../src/store/session.ts';
 import { heatSource } from '../src/ui/grid/heat.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
-const golden = path.resolve(root, '../shared/golden/models/tiny-llama');
+const golden = path.resolve(root, 'tests/golden/models/tiny-llama');
 
 function batch(p: Partial<GrpoBatch>): GrpoBatch {
   return { format: 'grpo-batch/v1', num_generations: 1, pad_token_id: 0, eos_token_ids: [1], prompt_ids: [], completion_ids: [], completion_mask: [], ...p };

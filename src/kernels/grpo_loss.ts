@@ -61,7 +61,7 @@ export function grpo_loss_backward(
     dlogp: GPUBuffer; // (B, T) written
     B: number;
     T: number;
-    params: PolicyLossParams & { kl_estimator: KlEstimator; loss_type: LossType; max_completion_length: number; num_items_in_batch?: number };
+    params: PolicyLossParams & { kl_estimator: KlEstimator; loss_type: LossType; max_completion_length: number; num_items_in_batch?: number; loss_scale_factor?: number };
   },
 ): void {
   const p = args.params;
@@ -85,6 +85,7 @@ export function grpo_loss_backward(
       ...policyWords(p),
       ['f32', p.max_completion_length],
       ['f32', p.num_items_in_batch ?? 0],
+      ['f32', p.loss_scale_factor ?? args.T],
     ]),
     workgroups: Gpu.grid(args.B),
   });

@@ -26,6 +26,7 @@ export function loss_reduce_forward(
     T: number;
     max_completion_length: number;
     num_items_in_batch?: number;
+    loss_scale_factor?: number; // verl seq-mean-token-sum-norm; default T
     lanes?: number; // threads per sequence (tests force 1 and WG); default lanesFor(T)
   },
 ): void {
@@ -41,6 +42,7 @@ export function loss_reduce_forward(
       ['u32', args.T],
       ['f32', args.max_completion_length],
       ['f32', args.num_items_in_batch ?? 0],
+      ['f32', args.loss_scale_factor ?? args.T],
     ]),
     workgroups: [1],
   });

@@ -1,7 +1,9 @@
 // Float64 twin of shaders/loss_reduce_forward.wgsl: every masked aggregation of one per-token loss (TRL's
 // grpo / bnpo / dr_grpo / dapo and verl's agg_loss modes) plus the clip counts, and the weights
 // ∂loss/∂per_token_loss each aggregation puts on the tokens (what grpo_loss_backward multiplies by).
-// M = completion_mask, n_b = Σ_t M[b, t], N = Σ M, L_max = max_completion_length.
+// M = completion_mask, n_b = Σ_t M[b, t], N = Σ M, L_max = max_completion_length, T = padded width.
+// verl's seq-mean-token-sum-norm divides by its loss_scale_factor, which defaults to the padded response
+// width loss_mask.shape[-1] = T (volcengine/verl verl/trainer/ppo/core_algos.py agg_loss), not by L_max.
 
 /** Every aggregation the studio shows, in the order the kernel writes them. */
 export const AGGREGATIONS = [
@@ -12,7 +14,7 @@ export const AGGREGATIONS = [
   'token-mean', // Σ L·M / N
   'seq-mean-token-sum', // Σ_b Σ_t L·M / #(n_b > 0)
   'seq-mean-token-mean', // Σ_b [Σ_t L·M / (n_b + 1e-8)] / #(n_b > 0)
-  'seq-mean-token-sum-norm', // Σ L·M / L_max
+  'seq-mean-token-sum-norm', // Σ L·M / loss_scale_factor (default T)
 ] as const;
 export type LossType = (typeof AGGREGATIONS)[number];
 
@@ -23,6 +25,8 @@ export const DELTA_BINDS = 4; // r > δ and the min takes δ·A: the cap changed
 
 export interface ReduceParams {
   max_completion_length: number;
+  /** verl seq-mean-token-sum-norm's divisor; default the padded width T. */
+  loss_scale_factor?: number;
   /** dapo's normalizer; TRL passes the generation batch's token count. Default N = Σ M. */
   num_items_in_batch?: number;
 }
@@ -54,7 +58,7 @@ function rowCounts(mask: ArrayLike<number>, B: number, T: number): { nb: Float64
 }
 
 /** The per-row weight c_b of every aggregation: loss = Σ_b c_b Σ_t L·M. */
-function rowWeight(type: LossType, nb: number, B: number, N: number, nz: number, p: ReduceParams): number {
+function rowWeight(type: LossType, nb: number, B: number, T: number, N: number, nz: number, p: ReduceParams): number {
   switch (type) {
     case 'grpo':
       return 1 / (B * Math.max(1, nb));
@@ -70,7 +74,7 @@ function rowWeight(type: LossType, nb: number, B: number, N: number, nz: number,
     case 'seq-mean-token-mean':
       return 1 / ((nb + 1e-8) * Math.max(1, nz));
     case 'seq-mean-token-sum-norm':
-      return 1 / p.max_completion_length;
+      return 1 / (p.loss_scale_factor ?? T);
   }
 }
 
@@ -96,7 +100,7 @@ export function loss_reduce_forward(
       clip_counts.region += clip[i] & (CLIP_LOW | CLIP_HIGH) ? 1 : 0;
       clip_counts.delta_binding += clip[i] & DELTA_BINDS ? 1 : 0;
     }
-    for (const a of AGGREGATIONS) losses[a] += rowWeight(a, nb[b], B, N, nz, p) * S;
+    for (const a of AGGREGATIONS) losses[a] += rowWeight(a, nb[b], B, T, N, nz, p) * S;
   }
   return { losses, clip_counts, sequences: nz };
 }
@@ -106,7 +110,7 @@ export function loss_weights(mask: ArrayLike<number>, B: number, T: number, type
   const { nb, N, nz } = rowCounts(mask, B, T);
   const w = new Float64Array(B * T);
   for (let b = 0; b < B; b++) {
-    const c = rowWeight(type, nb[b], B, N, nz, p);
+    const c = rowWeight(type, nb[b], B, T, N, nz, p);
     for (let t = 0; t < T; t++) w[b * T + t] = mask[b * T + t] ? c : 0;
   }
   return w;

@@ -86,7 +86,7 @@ export interface LossSettings {
   weight_decay: number;
   max_grad_norm: number; // 0 = no clipping
   position_ids: PositionIdsMode;
-  max_completion_length: number; // L_max for dr_grpo / seq-mean-token-sum-norm
+  max_completion_length: number; // L_max for dr_grpo
 }
 
 /** Everything one update needs, sent with every stepper request (settings may change between runs). */

@@ -20,7 +20,7 @@ export function LossPanel() {
         <SelectField label="scale_rewards" value={l.scale_rewards} options={['group', 'batch', 'none'] as const} onChange={(v) => set({ scale_rewards: v })} />
         <SelectField label="advantage ε" value={l.advantage_estimator} options={['trl', 'verl'] as const} labels={{ trl: 'trl (std + 1e-4)', verl: 'verl (std + 1e-6)' }} onChange={(v) => set({ advantage_estimator: v })} />
         <SelectField label="importance sampling" value={l.importance_sampling_level} options={['token', 'sequence'] as const} onChange={(v) => set({ importance_sampling_level: v })} />
-        <NumberField label="max completion length" value={l.max_completion_length} min={1} onChange={(v) => set({ max_completion_length: v! })} title="L_max for dr_grpo and seq-mean-token-sum-norm" />
+        <NumberField label="max completion length" value={l.max_completion_length} min={1} onChange={(v) => set({ max_completion_length: v! })} title="L_max for dr_grpo (verl seq-mean-token-sum-norm divides by the padded width T instead)" />
         <SelectField label="position ids" value={l.position_ids} options={['from_attention_mask', 'arange'] as const} onChange={(v) => set({ position_ids: v })} title="arange is what a forward without position_ids gets: left padding shifts GPT-2's learned positions" />
         <SelectField label="optimizer" value={l.optimizer} options={['adamw', 'sgd'] as const} onChange={(v) => set({ optimizer: v })} />
         <NumberField label="lr" value={l.lr} min={0} onChange={(v) => set({ lr: v! })} />
