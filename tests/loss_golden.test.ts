@@ -13,7 +13,8 @@ import { AGGREGATIONS, grpo_loss, readGrpoLoss } from '../src/grpo/loss.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../src/ref/logprob_gather.ts';
 import { kl_forward } from '../src/ref/kl.ts';
 import { grpo_loss_backward, grpo_loss_forward } from '../src/ref/grpo_loss.ts';
-import { CLIP_HIGH, CLIP_LOW, loss_reduce_forward, loss_weights } from '../src/ref/loss_reduce.ts';
+import { loss_reduce_forward, loss_weights } from '../src/ref/loss_reduce.ts';
+import { CLIP_HIGH, CLIP_LOW } from '../src/kernels/types.ts';
 
 const GOLDEN = path.resolve(__dirname, 'golden', 'loss');
 const CASES = readdirSync(GOLDEN).filter((f) => /^case_\d+\.safetensors$/.test(f)).sort();

@@ -10,7 +10,7 @@ import { kl_forward } from '../kernels/kl.ts';
 import { CausalLM } from '../model/model.ts';
 import { score_completions } from '../model/score.ts';
 import { openModelSource } from '../model/source_node.ts';
-import type { KlEstimator } from '../ref/kl.ts';
+import type { KlEstimator } from '../kernels/types.ts';
 import { CliError, modelBatchArgs, readInput, writeResult } from './args.ts';
 
 export interface ScoreResult {

@@ -10,7 +10,7 @@
 // the model was trained on and the prompts it is shown are the same text.
 import type { BatchConfig, ChatMessage } from '../io/batch.ts';
 import type { RewardSpec } from './rewards.ts';
-import type { LossType } from '../ref/loss_reduce.ts';
+import type { LossType } from '../kernels/types.ts';
 
 /** Where the default model lives under public/ (and under the site root in the browser). */
 export const DEFAULT_MODEL_NAME = 'tiny-adder';

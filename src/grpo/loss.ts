@@ -8,9 +8,7 @@ import { kl_forward } from '../kernels/kl.ts';
 import { logprob_gather_backward, logprob_gather_forward, type LogitsDtype } from '../kernels/logprob_gather.ts';
 import { grpo_loss_backward, grpo_loss_forward } from '../kernels/grpo_loss.ts';
 import { loss_reduce_forward, STATS } from '../kernels/loss_reduce.ts';
-import type { KlEstimator } from '../ref/kl.ts';
-import type { ImportanceSamplingLevel } from '../ref/grpo_loss.ts';
-import { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, type ClipCounts, type LossType } from '../ref/loss_reduce.ts';
+import { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, type ClipCounts, type ImportanceSamplingLevel, type KlEstimator, type LossType } from '../kernels/types.ts';
 
 export { AGGREGATIONS, type LossType, type ClipCounts };
 

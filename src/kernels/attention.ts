@@ -10,7 +10,7 @@
 // (dP, then the gradient of the raw scores, shaped like att) is a device-wide scratch (scratch.ts).
 import { packParams, type Recorder, Gpu } from '../gpu/context.ts';
 import { gemmDispatch } from './matmul.ts';
-import type { AttentionBackwardShape, AttentionShape } from '../ref/attention.ts';
+import type { AttentionBackwardShape, AttentionShape } from './types.ts';
 import { sharedScratch } from './scratch.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 

@@ -1,9 +1,7 @@
 // Launchers for shaders/grpo_loss_{forward,backward}.wgsl: TRL's per-token GRPO loss, importance ratio and
 // clip flags, and dloss/dlogp for one aggregation. One workgroup per sequence (B workgroups).
 import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
-import type { KlEstimator } from '../ref/kl.ts';
-import type { PolicyLossParams } from '../ref/grpo_loss.ts';
-import { AGGREGATIONS, type LossType } from '../ref/loss_reduce.ts';
+import { AGGREGATIONS, type KlEstimator, type LossType, type PolicyLossParams } from './types.ts';
 import { STATS } from './loss_reduce.ts';
 import { bindAll } from './windows.ts';
 

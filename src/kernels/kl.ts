@@ -1,6 +1,6 @@
 // Launcher for shaders/kl_forward.wgsl (per-token KL of the policy to the reference).
 import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
-import type { KlEstimator } from '../ref/kl.ts';
+import type { KlEstimator } from './types.ts';
 import { bindAll } from './windows.ts';
 
 const WG = 256;

@@ -2,20 +2,7 @@
 // dot-product attention with an attention mask and grouped-query heads. Query i sits at absolute
 // position Tk − Tq + i; key j is visible iff j <= that and attention_mask[b, j] = 1; query head h reads
 // kv head h / (Hq / Hkv). A query with no visible key outputs 0, its att row is 0 and its lse −inf.
-/** The forward's dimensions (shared with the GPU launcher in src/kernels/attention.ts). */
-export interface AttentionShape {
-  B: number;
-  Tq: number; // query rows: the last Tq of the Tk positions
-  Tk: number; // visible key positions
-  TkvMax: number; // rows of the k/v buffers (a KV cache's capacity), Tk <= TkvMax
-  Hq: number; // query heads
-  Hkv: number; // key/value heads, dividing Hq (grouped-query attention)
-  D: number; // head_dim
-  scale: number; // multiplies q·k (usually 1 / sqrt(D))
-}
-
-/** The backward's dimensions: full sequences, Tq = Tk = TkvMax = T. */
-export type AttentionBackwardShape = Pick<AttentionShape, 'B' | 'Hq' | 'Hkv' | 'D' | 'scale'> & { T: number };
+import type { AttentionBackwardShape, AttentionShape } from '../kernels/types.ts';
 
 export function attention_forward(
   q: ArrayLike<number>, // (B, Tq, Hq, D)

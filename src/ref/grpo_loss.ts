@@ -4,18 +4,7 @@
 // per_token_loss = −min(r̃·A, clip(r, 1 − ε_low, 1 + ε_high)·A) + β·KL (the KL term only when β ≠ 0).
 // The backward follows autograd exactly: torch.minimum splits the gradient in halves on a tie (which is
 // every in-range token), clamp passes gradient where min ≤ x ≤ max.
-import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from './loss_reduce.ts';
-import type { KlEstimator } from './kl.ts';
-
-export type ImportanceSamplingLevel = 'token' | 'sequence';
-
-export interface PolicyLossParams {
-  beta: number;
-  epsilon_low: number;
-  epsilon_high: number;
-  delta: number | null;
-  importance_sampling_level: ImportanceSamplingLevel;
-}
+import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS, type ImportanceSamplingLevel, type KlEstimator, type PolicyLossParams } from '../kernels/types.ts';
 
 export interface GrpoLossForward {
   ratio: Float64Array; // (B, T) r before the δ cap

@@ -1,5 +1,5 @@
 // Float64 twin of shaders/kl_forward.wgsl: per-token KL estimators (Schulman's k1/k2/k3, as TRL uses them).
-export type KlEstimator = 'k1' | 'k2' | 'k3';
+import type { KlEstimator } from '../kernels/types.ts';
 
 export function kl_forward(logp: ArrayLike<number>, refLogp: ArrayLike<number>, estimator: KlEstimator): Float64Array {
   const out = new Float64Array(logp.length);

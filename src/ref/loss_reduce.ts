@@ -5,23 +5,7 @@
 // verl's seq-mean-token-sum-norm divides by its loss_scale_factor, which defaults to the padded response
 // width loss_mask.shape[-1] = T (volcengine/verl verl/trainer/ppo/core_algos.py agg_loss), not by L_max.
 
-/** Every aggregation the studio shows, in the order the kernel writes them. */
-export const AGGREGATIONS = [
-  'grpo', // mean_b[Σ_t L·M / max(1, n_b)]
-  'bnpo', // Σ L·M / max(1, N)
-  'dr_grpo', // Σ L·M / (B·L_max)
-  'dapo', // Σ L·M / num_items_in_batch (default N)
-  'token-mean', // Σ L·M / N
-  'seq-mean-token-sum', // Σ_b Σ_t L·M / #(n_b > 0)
-  'seq-mean-token-mean', // Σ_b [Σ_t L·M / (n_b + 1e-8)] / #(n_b > 0)
-  'seq-mean-token-sum-norm', // Σ L·M / loss_scale_factor (default T)
-] as const;
-export type LossType = (typeof AGGREGATIONS)[number];
-
-/** Clip flag bits per token (shaders/grpo_loss_forward.wgsl writes the same). */
-export const CLIP_LOW = 1; // r̃ < 1 − ε_low and A < 0
-export const CLIP_HIGH = 2; // r̃ > 1 + ε_high and A > 0
-export const DELTA_BINDS = 4; // r > δ and the min takes δ·A: the cap changed this token's loss
+import { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, DELTA_BINDS, type ClipCounts, type LossType } from '../kernels/types.ts';
 
 export interface ReduceParams {
   max_completion_length: number;
@@ -29,14 +13,6 @@ export interface ReduceParams {
   loss_scale_factor?: number;
   /** dapo's normalizer; TRL passes the generation batch's token count. Default N = Σ M. */
   num_items_in_batch?: number;
-}
-
-export interface ClipCounts {
-  low: number;
-  high: number;
-  region: number; // low or high
-  delta_binding: number;
-  tokens: number; // N
 }
 
 export interface LossReduce {

@@ -15,11 +15,9 @@ import type { OptimizerConfig } from '../grpo/optimizer.ts';
 import type { JsRewardRunner, RewardSample, RewardSpec, RewardTable } from '../grpo/rewards.ts';
 import type { MemoryPlan } from '../model/memory.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
-import type { ImportanceSamplingLevel } from '../ref/grpo_loss.ts';
-import type { KlEstimator } from '../ref/kl.ts';
-import type { LossType } from '../ref/loss_reduce.ts';
+import type { ImportanceSamplingLevel, KlEstimator, LossType } from '../kernels/types.ts';
 
-export { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, DELTA_BINDS, type LossType } from '../ref/loss_reduce.ts';
+export { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, DELTA_BINDS, type LossType } from '../kernels/types.ts';
 
 // ------------------------------------------------------------------------------------------ stages
 

@@ -3,7 +3,7 @@
 // (stepConfigFromBatch) so one validator checks both, and an imported batch's config fills the loss
 // panel, so stepping a batch from a Python trainer uses that trainer's settings and the panel shows them.
 import { scaleRewardsOf, type BatchConfig } from '../io/batch.ts';
-import { AGGREGATIONS, type LossType } from '../ref/loss_reduce.ts';
+import { AGGREGATIONS, type LossType } from '../kernels/types.ts';
 import type { LossSettings } from './protocol.ts';
 
 export function batchConfigOf(l: LossSettings): BatchConfig {

@@ -1,0 +1,62 @@
+// Shared types and constants of the GRPO kernels: the names and bit layouts that a WGSL kernel, its
+// launcher, its float64 twin in src/ref/ and the layers above (grpo, worker, UI) must agree on. Kept here,
+// at the kernel layer, so production code never imports the test oracle (src/ref) for a constant.
+// Nothing in this file computes.
+
+/** Every aggregation the studio shows, in the order loss_reduce_forward writes them (TRL + verl). */
+export const AGGREGATIONS = [
+  'grpo', // mean_b[Σ_t L·M / max(1, n_b)]
+  'bnpo', // Σ L·M / max(1, N)
+  'dr_grpo', // Σ L·M / (B·L_max)
+  'dapo', // Σ L·M / num_items_in_batch (default N)
+  'token-mean', // Σ L·M / N
+  'seq-mean-token-sum', // Σ_b Σ_t L·M / #(n_b > 0)
+  'seq-mean-token-mean', // Σ_b [Σ_t L·M / (n_b + 1e-8)] / #(n_b > 0)
+  'seq-mean-token-sum-norm', // Σ L·M / loss_scale_factor (verl's default: the padded width T)
+] as const;
+export type LossType = (typeof AGGREGATIONS)[number];
+
+/** Clip flag bits per token (shaders/grpo_loss_forward.wgsl writes them). */
+export const CLIP_LOW = 1; // r̃ < 1 − ε_low and A < 0
+export const CLIP_HIGH = 2; // r̃ > 1 + ε_high and A > 0
+export const DELTA_BINDS = 4; // r > δ and the min takes δ·A: the cap changed this token's loss
+
+/** Schulman's per-token KL estimators, as TRL names them (d = logp − ref): k1 d, k2 ½d², k3 exp(−d) + d − 1. */
+export type KlEstimator = 'k1' | 'k2' | 'k3';
+export const KL_ESTIMATORS: readonly KlEstimator[] = ['k1', 'k2', 'k3'];
+
+/** TRL importance_sampling_level: a ratio per token, or one per sequence (GSPO). */
+export type ImportanceSamplingLevel = 'token' | 'sequence';
+
+/** The clipped-surrogate settings the per-token loss kernel takes (TRL GRPOConfig meaning). */
+export interface PolicyLossParams {
+  beta: number;
+  epsilon_low: number;
+  epsilon_high: number;
+  delta: number | null;
+  importance_sampling_level: ImportanceSamplingLevel;
+}
+
+/** Clip counts over completion_mask = 1 tokens. */
+export interface ClipCounts {
+  low: number;
+  high: number;
+  region: number; // low or high
+  delta_binding: number;
+  tokens: number; // N
+}
+
+/** The attention forward's dimensions (launcher and twin). */
+export interface AttentionShape {
+  B: number;
+  Tq: number; // query rows: the last Tq of the Tk positions
+  Tk: number; // visible key positions
+  TkvMax: number; // rows of the k/v buffers (a KV cache's capacity), Tk <= TkvMax
+  Hq: number; // query heads
+  Hkv: number; // key/value heads, dividing Hq (grouped-query attention)
+  D: number; // head_dim
+  scale: number; // multiplies q·k (usually 1 / sqrt(D))
+}
+
+/** The attention backward's dimensions: full sequences, Tq = Tk = TkvMax = T. */
+export type AttentionBackwardShape = Pick<AttentionShape, 'B' | 'Hq' | 'Hkv' | 'D' | 'scale'> & { T: number };
