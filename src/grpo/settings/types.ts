@@ -1,0 +1,39 @@
+// The shape of one trainer setting, in the trainer's own words. Every setting the studio understands is
+// declared once, in a table (one file per trainer: trl.ts, verl.ts, openrlhf.ts beside this one), and that
+// table drives parsing and validation of a batch file's or loss case's `config`, the page's forms, export
+// and CLI flags. An unknown value or one out of range is an error naming the field, never a silent default.
+
+export type TrainerId = 'trl' | 'verl' | 'openrlhf';
+export const TRAINERS: readonly TrainerId[] = ['trl', 'verl', 'openrlhf'];
+
+export type SettingValue = number | string | boolean | null | number[] | Record<string, unknown>;
+
+export interface SettingSpec {
+  /** The trainer's own field name: TRL GRPOConfig field, verl leaf name (`loss_agg_mode`), OpenRLHF argument (`actor.eps_clip_low_high`). */
+  name: string;
+  trainer: TrainerId;
+  /** What the value is; `enum` takes one of `values`. */
+  type: 'number' | 'integer' | 'boolean' | 'enum' | 'string' | 'number-list' | 'object';
+  default: SettingValue;
+  /** null is allowed (e.g. TRL `delta`, `epsilon_high` = null means `epsilon`). */
+  nullable?: boolean;
+  values?: readonly string[];
+  min?: number;
+  max?: number;
+  /** min / max excluded from the range. */
+  exclusive?: boolean;
+  /** Which part of the update reads it. `run` = run context (num_processes, gradient_accumulation_steps, ...). */
+  scope: 'loss' | 'advantages' | 'sampling' | 'optimizer' | 'run' | 'batch';
+  /** One line: meaning and formula, shown as the form's tooltip and in docs. */
+  doc: string;
+  /** Where the trainer defines / reads it (repository path), for the tooltip and docs. */
+  source?: string;
+}
+
+/** A config or run value that cannot be used, naming the field. CLI: exit 2. */
+export class SettingsError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SettingsError';
+  }
+}

@@ -1,0 +1,43 @@
+// A trainer objective on one micro-batch: what `grpo-studio loss CASE` runs and what the step pipeline
+// calls. Each trainer module (trl.ts, verl.ts, openrlhf.ts) turns the trainer's own config and run context
+// into GPU kernel launches (float64 twins in src/ref/) and returns every per-token term the trainer forms,
+// in the names of tests/golden/trainers/README.md.
+import type { Gpu } from '../../gpu/context.ts';
+import type { TrainerId } from '../settings/types.ts';
+
+/** One micro-batch on the CPU, aligned so logits[b, t] scores completion_ids[b, t]. Per-token arrays are (B, T) row-major. */
+export interface TrainerLossCase {
+  trainer: TrainerId;
+  /** The trainer's config in its own field names (validated by the trainer module against its settings table). */
+  config: Record<string, unknown>;
+  /** Run context: num_processes, rank, gradient_accumulation_steps, num_items_in_batch, ... (trainer-specific names). */
+  run: Record<string, unknown>;
+  B: number;
+  T: number;
+  V: number;
+  logits: Float32Array; // (B, T, V) raw: the trainer divides by its temperature
+  completion_ids: Int32Array; // (B, T)
+  completion_mask: Int32Array; // (B, T)
+  tool_mask: Int32Array | null; // (B, T) TRL only; 1 on padding as TRL pads it
+  advantages: Float32Array; // (B) for TRL, (B, T) for verl / OpenRLHF
+  old_per_token_logps: Float32Array | null; // (B, T)
+  ref_per_token_logps: Float32Array | null; // (B, T)
+  sampling_per_token_logps: Float32Array | null; // (B, T) vLLM / rollout log-probs
+}
+
+/** Everything the trainer forms, (B, T) row-major unless noted; null where the trainer does not form it. */
+export interface TrainerLossOutputs {
+  per_token_logps: Float64Array | Float32Array;
+  per_token_entropy: Float64Array | Float32Array | null;
+  per_token_kl: Float64Array | Float32Array | null;
+  importance_sampling_ratio: Float64Array | Float32Array | null;
+  per_token_loss: Float64Array | Float32Array | null;
+  /** What the aggregation sums and counts (the effective loss mask). */
+  loss_mask: Float64Array | Float32Array;
+  entropy_mask: Float64Array | Float32Array | null;
+  off_policy_mask: Float64Array | Float32Array | null;
+  loss: number;
+  dlogits: Float32Array | null; // (B, T, V)
+}
+
+export type TrainerLoss = (gpu: Gpu, c: TrainerLossCase, opts: { backward: boolean }) => Promise<TrainerLossOutputs>;
