@@ -63,9 +63,29 @@ export function readInput(path: string): Uint8Array {
   }
 }
 
-/** The result as one line of JSON, to `out` or else to stdout. */
-export function writeResult(out: string | undefined, result: unknown): void {
-  const json = JSON.stringify(result) + '\n';
+/**
+ * The result as one line of JSON, to `out` or else to stdout, resolved once written. NaN and ±Infinity are
+ * written as Python's json.dump writes them (NaN, Infinity), never as JSON.stringify's silent `null`, and
+ * make the exit code 1 with a line on stderr naming the first field that holds one: a non-finite result is
+ * an error finding, not a clean run.
+ */
+export async function writeResult(out: string | undefined, result: unknown, verb: string): Promise<number> {
+  let top = '';
+  let bad: string | undefined;
+  let count = 0;
+  const json =
+    JSON.stringify({ result }, function (this: unknown, k: string, v: unknown) {
+      if (this === result) top = k;
+      if (typeof v !== 'number' || Number.isFinite(v)) return v;
+      count++;
+      bad ??= `${top} (${v})`;
+      return `\u0000${v}`;
+    })
+      .slice('{"result":'.length, -1)
+      .replace(/"\\u0000(NaN|Infinity|-Infinity)"/g, '$1') + '\n';
   if (out) writeFileSync(out, json);
-  else process.stdout.write(json);
+  else await new Promise<void>((resolve, reject) => process.stdout.write(json, (e) => (e ? reject(e) : resolve())));
+  if (!bad) return 0;
+  console.error(`grpo-studio ${verb}: the result holds ${count} non-finite value(s), first in ${bad}; written as NaN / Infinity`);
+  return 1;
 }

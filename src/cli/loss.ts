@@ -128,7 +128,7 @@ export async function run(argv: string[]): Promise<number> {
     dlogits: nest(r.dlogits!, [B, T, V]),
     adapter: gpu.adapter,
   };
-  writeResult(flag(args, 'out'), result);
+  const code = await writeResult(flag(args, 'out'), result, 'loss');
   res.destroy();
-  return 0;
+  return code;
 }

@@ -53,11 +53,11 @@ export async function run(argv: string[]): Promise<number> {
     per_token_kl: kl ? await ragged(kl) : null,
     adapter: gpu.adapter,
   };
-  writeResult(out, result);
+  const code = await writeResult(out, result, 'score');
   pol.destroy();
   rs?.destroy();
   kl?.destroy();
   policy.destroy();
   ref?.destroy();
-  return 0;
+  return code;
 }

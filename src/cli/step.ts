@@ -82,7 +82,7 @@ export async function run(argv: string[]): Promise<number> {
       gpu_bytes: Object.fromEntries(results.filter((r) => !r.skipped).map((r) => [r.id, r.peakBytes])),
       adapter: gpu.adapter,
     };
-    writeResult(out, result);
+    return await writeResult(out, result, 'step');
   } catch (e) {
     const err = e as Error;
     if (err.name === 'GrpoLossError') throw new CliError(`${batchPath}: ${err.message}`);
@@ -92,5 +92,4 @@ export async function run(argv: string[]): Promise<number> {
     policy.destroy();
     reference?.destroy();
   }
-  return 0;
 }
