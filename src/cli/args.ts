@@ -2,6 +2,9 @@
 // input / output plumbing every verb repeats (read an input file, write the JSON result).
 // Bad input raises CliError, which main() turns into a one-line reason and exit code 2.
 import { readFileSync, writeFileSync } from 'node:fs';
+import { parseBatch, type GrpoBatch } from '../io/batch.ts';
+import { assertComputable, modelLimits, type ValidateOptions } from '../io/validate.ts';
+import type { ModelConfig } from '../model/config.ts';
 
 export class CliError extends Error {
   constructor(message: string) {
@@ -61,6 +64,21 @@ export function readInput(path: string): Uint8Array {
   } catch (e) {
     throw new CliError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
+}
+
+/**
+ * A batch file read and validated for a computation (`score`, `step`) before any number is computed:
+ * anything it cannot use is an InputError (exit 2) naming field, sample and position.
+ */
+export function readBatchFor(path: string, purpose: NonNullable<ValidateOptions['purpose']>): GrpoBatch {
+  const batch = parseBatch(new TextDecoder().decode(readInput(path)), path);
+  assertComputable(batch, { purpose }, path);
+  return batch;
+}
+
+/** The batch against the model that will read it: ids and pad/EOS within its vocabulary, rows within its positions. */
+export function checkBatchForModel(batch: GrpoBatch, cfg: ModelConfig, path: string, purpose: NonNullable<ValidateOptions['purpose']>, which: string): void {
+  assertComputable(batch, { purpose, ...modelLimits(cfg) }, `${path} (${which} ${cfg.model_type}, vocab_size ${cfg.vocab_size})`);
 }
 
 /**

@@ -8,10 +8,9 @@
 import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline, stepConfigFromBatch, type StageData, type StepConfig } from '../grpo/step.ts';
-import { parseBatch } from '../io/batch.ts';
 import { CausalLM } from '../model/model.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { CliError, modelBatchArgs, readInput, writeResult } from './args.ts';
+import { checkBatchForModel, CliError, modelBatchArgs, readBatchFor, writeResult } from './args.ts';
 
 export interface StepCliResult {
   per_token_logps: number[][];
@@ -47,13 +46,15 @@ function config(batchConfig: Parameters<typeof stepConfigFromBatch>[0], C: numbe
 
 export async function run(argv: string[]): Promise<number> {
   const { model: modelPath, batch: batchPath, refModel: refPath, out } = modelBatchArgs(argv, 'step');
-  const batch = parseBatch(new TextDecoder().decode(readInput(batchPath)), batchPath);
-  const C = Math.max(0, ...batch.completion_ids.map((r) => r.length));
+  const batch = readBatchFor(batchPath, 'step');
+  const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
   const cfg = config(batch.config, C, batchPath);
 
   const gpu = await nodeGpu();
   const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu);
+  checkBatchForModel(batch, policy.config, batchPath, 'step', 'policy');
   const reference = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu) : null;
+  if (reference) checkBatchForModel(batch, reference.config, batchPath, 'step', 'reference');
   const pipe = new StepPipeline(gpu, { policy, reference, config: cfg, source: { kind: 'batch', batch } });
   try {
     const results = await pipe.runToEnd();

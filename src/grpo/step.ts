@@ -25,6 +25,7 @@ import type { RenderOptions, Tokenizer } from '../tokenize/tokenizer.ts';
 import { STAGES, type StageId } from './stages.ts';
 import { computeAdvantages, type AdvantageEstimator, type GroupStats } from './advantages.ts';
 import { assembleBatch, checkScorable, padBatch, type PaddedBatch } from './batch.ts';
+import { assertComputable, modelLimits } from '../io/validate.ts';
 import { DEFAULT_GRPO_LOSS_CONFIG, grpo_loss, parseGrpoLossConfig, readGrpoLoss, type ClipCounts, type GrpoLossConfig, type GrpoLossResult, type LossType } from './loss.ts';
 import { clipCoefFor, Optimizer, parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
 import { scoreRewards, type JsRewardRunner, type RewardSpec, type RewardTable } from './rewards.ts';
@@ -359,6 +360,8 @@ export class StepPipeline {
   private advantages(): StageData['advantages'] {
     const c = this.config;
     const src = this.opts.source;
+    // The first stage that computes from an imported batch: the page and the CLI stop here on the same verdict.
+    if (src.kind === 'batch') assertComputable(src.batch, { purpose: 'step', ...modelLimits(this.opts.policy.config) });
     if (src.kind === 'batch' && src.batch.advantages) return { advantages: [...src.batch.advantages], groups: null, from: 'batch' };
     const rewards = src.kind === 'batch' ? src.batch.rewards : this.need('reward').rewards;
     if (!rewards) throw new BatchFormatError('the batch has neither "advantages" nor "rewards": nothing to take a step on');

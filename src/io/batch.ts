@@ -90,15 +90,19 @@ const RAGGED_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_
 const VECTOR_FIELDS = ['eos_token_ids', 'rewards', 'reward_weights', 'advantages'] as const;
 const REQUIRED = ['num_generations', 'pad_token_id', 'eos_token_ids', 'prompt_ids', 'completion_ids', 'completion_mask'] as const;
 
+/** Deeper JSON is refused by name (a batch needs ~5 levels; chat `content` parts a few more). */
+export const MAX_JSON_DEPTH = 256;
+
 /**
  * Python's json.dump writes NaN, Infinity and -Infinity as bare words; JSON.parse refuses them. Rewrite
  * them (outside strings) into tagged strings and turn those back into numbers with a reviver.
  */
-function parsePythonJson(text: string): unknown {
+function parsePythonJson(text: string, source: string): unknown {
   const NONFINITE: Record<string, number> = { NaN: NaN, Infinity: Infinity, '-Infinity': -Infinity };
   let out = '';
   let last = 0;
   let inString = false;
+  let depth = 0;
   for (let i = 0; i < text.length; i++) {
     const ch = text[i];
     if (inString) {
@@ -110,6 +114,10 @@ function parsePythonJson(text: string): unknown {
       inString = true;
       continue;
     }
+    // JSON.parse recurses per level and reports a stack overflow as a syntax error: say what it is instead.
+    if (ch === '[' || ch === '{') {
+      if (++depth > MAX_JSON_DEPTH) throw new BatchFormatError(`${source}: JSON nesting deeper than ${MAX_JSON_DEPTH} levels (at character ${i}); a grpo-batch/v1 file nests a few levels`);
+    } else if (ch === ']' || ch === '}') depth--;
     for (const word of ['-Infinity', 'Infinity', 'NaN']) {
       if (text.startsWith(word, i)) {
         out += text.slice(last, i) + `"\\u0000${word}"`;
@@ -132,8 +140,9 @@ function parsePythonJson(text: string): unknown {
 export function parseBatch(text: string, source = 'batch'): GrpoBatch {
   let raw: unknown;
   try {
-    raw = parsePythonJson(text);
+    raw = parsePythonJson(text, source);
   } catch (e) {
+    if (e instanceof BatchFormatError) throw e;
     throw new BatchFormatError(`${source}: not valid JSON (${(e as Error).message.split('\n')[0]})`);
   }
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new BatchFormatError(`${source}: top level must be a JSON object`);
