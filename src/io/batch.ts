@@ -103,30 +103,35 @@ function parsePythonJson(text: string, source: string): unknown {
   let last = 0;
   let inString = false;
   let depth = 0;
+  // Character codes, not text[i]: this loop sees every character of files of hundreds of MB.
   for (let i = 0; i < text.length; i++) {
-    const ch = text[i];
+    const ch = text.charCodeAt(i);
     if (inString) {
-      if (ch === '\\') i++;
-      else if (ch === '"') inString = false;
+      if (ch === 0x5c /* \ */) i++;
+      else if (ch === 0x22 /* " */) inString = false;
       continue;
     }
-    if (ch === '"') {
+    if (ch === 0x22) {
       inString = true;
       continue;
     }
     // JSON.parse recurses per level and reports a stack overflow as a syntax error: say what it is instead.
-    if (ch === '[' || ch === '{') {
+    if (ch === 0x5b /* [ */ || ch === 0x7b /* { */) {
       if (++depth > MAX_JSON_DEPTH) throw new BatchFormatError(`${source}: JSON nesting deeper than ${MAX_JSON_DEPTH} levels (at character ${i}); a grpo-batch/v1 file nests a few levels`);
-    } else if (ch === ']' || ch === '}') depth--;
-    for (const word of ['-Infinity', 'Infinity', 'NaN']) {
-      if (text.startsWith(word, i)) {
-        out += text.slice(last, i) + `"\\u0000${word}"`;
-        i += word.length - 1;
-        last = i + 1;
-        break;
+    } else if (ch === 0x5d /* ] */ || ch === 0x7d /* } */) depth--;
+    else if (ch === 0x4e /* N */ || ch === 0x49 /* I */ || ch === 0x2d /* - */) {
+      for (const word of ['-Infinity', 'Infinity', 'NaN']) {
+        if (text.startsWith(word, i)) {
+          out += text.slice(last, i) + `"\\u0000${word}"`;
+          i += word.length - 1;
+          last = i + 1;
+          break;
+        }
       }
     }
   }
+  // The reviver runs once per value: only pay for it when a non-finite word was rewritten.
+  if (last === 0) return JSON.parse(text);
   out += text.slice(last);
   return JSON.parse(out, (_k, v) => (typeof v === 'string' && v.startsWith('\u0000') && v.slice(1) in NONFINITE ? NONFINITE[v.slice(1)] : v));
 }
