@@ -163,17 +163,19 @@ export class Tokenizer {
     return undefined;
   }
 
+  /**
+   * The exact arguments of `hf.apply_chat_template` for a render: shared with the bounded renderer
+   * (src/tokenize/bounded_node.ts), which renders the same call in a worker with a time and memory limit.
+   */
+  static templateCall(messages: readonly ChatMessage[], opts: RenderOptions = {}): [ChatMessage[], Record<string, unknown>] {
+    const msgs = opts.system !== undefined && messages[0]?.role !== 'system' ? [{ role: 'system', content: opts.system }, ...messages] : [...messages];
+    return [msgs, { ...opts.template_kwargs, tokenize: false, add_generation_prompt: opts.add_generation_prompt ?? true, tools: opts.tools ?? null, chat_template: opts.chat_template ?? null }];
+  }
+
   /** Render a conversation with the chat template (text only). */
   applyChatTemplate(messages: readonly ChatMessage[], opts: RenderOptions = {}): string {
-    const msgs = opts.system !== undefined && messages[0]?.role !== 'system' ? [{ role: 'system', content: opts.system }, ...messages] : [...messages];
-    const out = this.hf.apply_chat_template(msgs as { role: string; content: string }[], {
-      ...opts.template_kwargs,
-      tokenize: false,
-      add_generation_prompt: opts.add_generation_prompt ?? true,
-      tools: opts.tools ?? null,
-      chat_template: opts.chat_template ?? null,
-    });
-    return out as string;
+    const [msgs, options] = Tokenizer.templateCall(messages, opts);
+    return this.hf.apply_chat_template(msgs as { role: string; content: string }[], options) as unknown as string;
   }
 
   /** Render, tokenize (no extra special tokens: the template already wrote them) and map tokens to spans. */
