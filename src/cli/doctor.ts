@@ -54,6 +54,11 @@ export async function run(argv: string[]): Promise<number> {
       throw new CliError(`--tokenizer ${dir}: ${(e as Error).message.split('\n')[0]}`);
     }
   }
+  // The chat template runs in-thread inside the Doctor: first prove in a bounded worker that it finishes.
+  if (tokenizer) {
+    const { preflightTemplate } = await import('../tokenize/bounded_node.ts');
+    await preflightTemplate(tokenizer, batch.messages, batch.config?.chat_template_kwargs);
+  }
   const report = diagnose(batch, { tokenizer });
   if (args.flags.has('json')) console.log(JSON.stringify({ findings: report.findings, skipped: report.skipped, counts: report.counts, groups: report.groups }, null, 1));
   else console.log(formatReport(report, file));
