@@ -191,3 +191,12 @@ describe('CLI verbs stop with exit 2 and one line', () => {
     expect(r.stderr.split('\n')).toHaveLength(1);
   });
 });
+
+describe('the Doctor with a model known', () => {
+  it('reports ids and rows beyond the model (what the worker passes with modelLimits)', () => {
+    const f = diagnose(clean(), { vocab_size: 16, max_positions: 6 }).findings.filter((x) => x.rule === 'schema');
+    expect(f.map((x) => x.field)).toEqual(expect.arrayContaining(['completion_ids']));
+    expect(f.some((x) => /exceeds the model's 6 positions/.test(x.message))).toBe(true);
+    expect(f.some((x) => /completion_ids\[3\]\[0\] = 16/.test(x.message))).toBe(true);
+  });
+});

@@ -32,7 +32,7 @@ function context(batch: GrpoBatch, options: DoctorOptions): DoctorContext {
 
 export function diagnose(batch: GrpoBatch, options: DoctorOptions = {}): DoctorReport {
   const ctx = context(batch, options);
-  const findings: Finding[] = validateBatch(batch, { vocab_size: options.tokenizer?.vocab_size, purpose: 'inspect' });
+  const findings: Finding[] = validateBatch(batch, { vocab_size: options.vocab_size ?? options.tokenizer?.vocab_size, max_positions: options.max_positions, purpose: 'inspect' });
   const skipped: DoctorReport['skipped'] = [];
   for (const rule of RULES) {
     try {
