@@ -1,7 +1,7 @@
 // The Doctor's vocabulary: a finding (one problem, located by sample and token span), a rule (one bug
 // class, with the real debugging report that motivated it), and the report the CLI and UI render.
 import type { GrpoBatch, ScaleRewards } from '../io/batch.ts';
-import type { Severity } from '../io/findings.ts';
+import type { Finding, Severity } from '../io/findings.ts';
 import type { GroupStats } from '../grpo/advantages.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 
