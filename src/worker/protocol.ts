@@ -9,7 +9,7 @@ import type { DoctorReport, Finding } from '../doctor/types.ts';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { GrpoBatch, PositionIdsMode, ScaleRewards } from '../io/batch.ts';
 import type { Gpu } from '../gpu/context.ts';
-import type { StageData, StageResult as PipelineStageResult } from '../grpo/step.ts';
+import type { StageData, StageResult as PipelineStageResult } from '../grpo/step_types.ts';
 import type { AdvantageEstimator } from '../grpo/advantages.ts';
 import type { OptimizerConfig } from '../grpo/optimizer.ts';
 import type { JsRewardRunner, RewardSample, RewardSpec, RewardTable } from '../grpo/rewards.ts';

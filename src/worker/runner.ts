@@ -20,7 +20,9 @@ import { runJsReward } from './reward_sandbox.ts';
 import { batchConfigOf } from './settings.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
-import { StepPipeline, stepConfigFromBatch, type StageData, type StepSource } from '../grpo/step.ts';
+import { StepPipeline } from '../grpo/step.ts';
+import { stepConfigFromBatch } from '../grpo/step_config.ts';
+import type { StageData, StepSource } from '../grpo/step_types.ts';
 
 /** A model folder served over plain HTTP (the embedded default under public/models/, at the URL the page resolved). */
 class UrlSource implements ModelSource {
