@@ -8,7 +8,8 @@ import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Gpu, Recorder } from '../src/gpu/context.ts';
 import { countParams, numel, paramSpecs, parseConfig, type ModelConfig } from '../src/model/config.ts';
-import { CausalLM, type ForwardInputs } from '../src/model/model.ts';
+import type { ForwardInputs } from '../src/model/forward.ts';
+import { CausalLM } from '../src/model/model.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import type { BenchOptions, Row } from './types.ts';
 

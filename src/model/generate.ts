@@ -6,7 +6,8 @@
 // (sampling_per_token_logps), which the Doctor compares with the trainer's old_per_token_logps.
 import { positionIds } from './positions.ts';
 import { KVCache } from './kv_cache.ts';
-import type { CausalLM, ForwardInputs } from './model.ts';
+import type { ForwardInputs } from './forward.ts';
+import type { CausalLM } from './model.ts';
 import { DEFAULT_SAMPLING, SamplingError, sample_step, validateSampling, type RowState, type SamplingSettings } from './sampler.ts';
 
 /** The model as the decode loop sees it. Rows are fixed for the whole generation. */
