@@ -1,7 +1,7 @@
 // The typed contract between the page and the studio worker (src/worker/studio.worker.ts), and the
 // `StepRunner` interface the worker drives (src/worker/runner.ts). All GPU work and every heavy loop run in
 // the worker; the page only sends requests and receives results. Stage results are the step pipeline's
-// own types (src/grpo/step.ts: StageData, StageResult) plus what the worker adds for the page (decoded
+// own types (src/grpo/step_types.ts: StageData, StageResult) plus what the worker adds for the page (decoded
 // token texts and the Doctor's report on the assembled batch); per-token results are flat (B, C)
 // row-major Float32Arrays over the padded completion grid, shaped by the assemble stage's `padded`.
 // Results are structured-cloned, not transferred: the pipeline keeps reading its own arrays.
