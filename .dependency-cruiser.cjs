@@ -8,14 +8,15 @@
 // src/ref/ is the float64 test oracle: tests and bench import it, production never does.
 // Type-only imports count (tsPreCompilationDeps), except where a rule says otherwise: the page may name
 // the worker's message types, which carry no code.
-// src/grpo/settings/ (the settings table) and src/grpo/default_task.ts are declarative (names, defaults,
-// allowed values): the store reads them to build its forms' state; the page gets them from the store.
+// src/grpo/settings/ (the settings table), src/grpo/default_task.ts and src/kernels/types.ts (loss types,
+// aggregation names, clip flags) are declarative: the store reads them for its forms' state and re-exports
+// what the page shows (src/store/vocabulary.ts), so the page still imports only the store.
 
 /** src/<dir>/ as a path regex. */
 const dir = (...names) => `^src/(${names.join('|')})/`;
 
-/** Settings tables and the default task: names, defaults, allowed values; no computation. */
-const DECLARATIVE = '^src/grpo/(settings/|default_task\\.ts$)';
+/** Settings tables, the default task and the shared kernel constants: names, defaults, flags; no computation. */
+const DECLARATIVE = '^src/(grpo/settings/|grpo/default_task\\.ts$|kernels/types\\.ts$)';
 
 const BELOW_PAGE = ['worker', 'doctor', 'grpo', 'model', 'kernels', 'gpu', 'io', 'tokenize'];
 

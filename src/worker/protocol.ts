@@ -17,8 +17,6 @@ import type { MemoryPlan } from '../model/memory.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
 import type { ImportanceSamplingLevel, KlEstimator, LossType } from '../kernels/types.ts';
 
-export { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, DELTA_BINDS, type LossType } from '../kernels/types.ts';
-
 // ------------------------------------------------------------------------------------------ stages
 
 import type { StageId } from '../grpo/stages.ts';
