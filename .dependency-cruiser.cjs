@@ -55,9 +55,9 @@ module.exports = {
     {
       name: 'ingestion-is-the-top',
       severity: 'error',
-      comment: 'io and tokenize parse input; they import nothing from the layers that consume it',
+      comment: 'io and tokenize parse input; they import nothing from the layers that consume it (the shared constants aside: a validator checks names against them)',
       from: { path: dir('io', 'tokenize') },
-      to: { path: dir('grpo', 'model', 'kernels', 'gpu', 'doctor', 'worker', 'store', 'ui', 'cli') },
+      to: { path: dir('grpo', 'model', 'kernels', 'gpu', 'doctor', 'worker', 'store', 'ui', 'cli'), pathNot: '^src/kernels/types\\.ts$' },
     },
     {
       name: 'doctor-below-the-apps',

@@ -53,6 +53,10 @@ describe('dependency rule', () => {
         'src/ui/ok.ts': "import type { Msg } from '../worker/protocol.ts';\nexport const ok = (m: Msg) => m;\n", // allowed: type only
         'src/ui/bad.ts': "import { STAGES } from '../worker/protocol.ts';\nexport const bad = STAGES;\n", // ui → worker (value)
         'src/store/s.ts': "import { m } from '../model/m.ts';\nexport const s = m;\n", // store → model
+        'src/io/v.ts': "import type { K } from '../kernels/types.ts';\nimport { k } from '../kernels/k.ts';\nexport const v: K = k;\n", // io → kernels (types.ts allowed)
+        'src/doctor/d.ts': "import { v } from '../io/v.ts';\nexport const d = v;\n", // allowed: doctor above io
+        'src/io/w.ts': "import { d } from '../doctor/d.ts';\nexport const w = d;\n", // io → doctor
+        'src/cli/c.ts': "import { s } from '../store/s.ts';\nexport const c = s;\n", // cli → store
       };
       for (const [f, text] of Object.entries(files)) {
         mkdirSync(path.dirname(path.join(dir, f)), { recursive: true });
@@ -64,6 +68,9 @@ describe('dependency rule', () => {
       expect(got).toEqual(
         [
           'gpu-is-the-bottom: src/gpu/g.ts → src/kernels/types.ts',
+          'ingestion-is-the-top: src/io/v.ts → src/kernels/k.ts',
+          'ingestion-is-the-top: src/io/w.ts → src/doctor/d.ts',
+          'cli-is-headless: src/cli/c.ts → src/store/s.ts',
           'model-below-grpo: src/model/m.ts → src/grpo/step.ts',
           'no-circular: src/io/a.ts → src/io/b.ts',
           'no-ref-in-production: src/grpo/step.ts → src/ref/twin.ts',
