@@ -10,8 +10,8 @@
 // with one iteration per generation). Reference: a given model; with none and β > 0 a frozen copy of
 // the policy, which for this update is the policy itself before the step (same weights, same batch:
 // its log-probs are the policy forward's); with β = 0 and none, no reference at all, as TRL.
-import type { PaddedBatch } from './batch.ts';
 import { score_completions } from '../model/score.ts';
+import type { PaddedBatch } from './batch.ts';
 import { grpo_loss, readGrpoLoss, type GrpoLossInputs } from './loss.ts';
 import { clipCoefFor, Optimizer } from './optimizer.ts';
 import { need, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
