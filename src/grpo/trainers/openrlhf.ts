@@ -8,8 +8,8 @@ import { SettingsError } from '../settings/types.ts';
 import { resolveSettings } from '../settings/resolve.ts';
 import { OPENRLHF_RUN, OPENRLHF_SETTINGS } from '../settings/openrlhf.ts';
 import type { PpoKl, PpoLossParams } from '../../kernels/types.ts';
-import { aggregationWeights, packInputs, rowCounts, runPpo, type Aggregation } from './ppo_run.ts';
-import type { TrainerLoss, TrainerLossCase } from './types.ts';
+import { aggregationWeights, packInputs, rowCounts, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
+import type { TrainerLoss, TrainerLossCase, TrainerLossOutputs } from './types.ts';
 
 type Cfg = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- values validated by the table
 
@@ -58,7 +58,8 @@ function isFactor(c: TrainerLossCase, type: string, [lo, hi]: [number, number], 
   return w;
 }
 
-export const openrlhfLoss: TrainerLoss = async (gpu, c, opts) => {
+/** The objective on any backend (GPU kernels, or their float64 twins in the tests). */
+export async function openrlhfObjective(be: PpoBackend, c: TrainerLossCase, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
   const cfg: Cfg = resolveSettings(OPENRLHF_SETTINGS, c.config, 'config');
   const run: Cfg = resolveSettings(OPENRLHF_RUN, c.run, 'run');
   const { B, T } = c;
@@ -104,7 +105,7 @@ export const openrlhfLoss: TrainerLoss = async (gpu, c, opts) => {
   // gspo with IS correction takes its sequence ratio against the rollout log-probs and applies no factor.
   const ratioBase = gspo && isOn ? rollout! : old;
   const inputs = packInputs(N, { old: ratioBase, ref: c.ref_per_token_logps, advantages: c.advantages, isw, sel: null, mask: M, w_pg: wPg, w_aux: wAux }, { isw: 1, sel: 1 });
-  const r = await runPpo(gpu, c, {
+  const r = await runPpo(be, {
     temperature,
     entropyTemperature: entCoef === null ? temperature : 1,
     backward: opts.backward,
@@ -122,4 +123,6 @@ export const openrlhfLoss: TrainerLoss = async (gpu, c, opts) => {
     loss: r.value,
     dlogits: r.dlogits,
   };
-};
+}
+
+export const openrlhfLoss: TrainerLoss = (gpu, c, opts) => withGpuBackend(gpu, c, (be) => openrlhfObjective(be, c, opts));

@@ -1,7 +1,8 @@
-// The GPU passes verl's and OpenRLHF's objectives share: log-probs and entropy of the case's logits
+// The passes verl's and OpenRLHF's objectives share: log-probs and entropy of the case's logits
 // (logprob_gather_forward), then — once the trainer module has turned the read-back log-probs into its
 // decisions (masks, importance weights, covariance selections, aggregation weights) — the fused per-token
-// objective (ppo_loss_forward) and the gradient to the logits (logprob_gather_backward with ∂loss/∂entropy).
+// objective (ppo_loss_forward) and the gradient to the logits (logprob_gather_backward with ∂loss/∂entropy),
+// on the GPU (withGpuBackend) or, in the tests, on the float64 twins of the same kernels.
 // The decisions are read-back float32 log-probs compared with thresholds (every golden case keeps them
 // ≥ 1e-3 away), so taking them on the CPU changes no number; each is a per-token input of the kernel.
 import type { Gpu } from '../../gpu/context.ts';
@@ -10,80 +11,92 @@ import { ppo_loss_forward } from '../../kernels/ppo_loss.ts';
 import { PPO_INPUTS, type PpoLossParams } from '../../kernels/types.ts';
 import type { TrainerLossCase } from './types.ts';
 
-/** What the trainer module decides from the current log-probs and entropies (float32, (B, T)). */
+/** What the trainer module decides from the current log-probs and entropies ((B, T)). */
 export interface PpoPlan {
   params: PpoLossParams;
   inputs: Float32Array; // (B, T, 8) in PPO_INPUTS order
 }
 
-export interface PpoRun {
-  logp: Float32Array; // (B, T), 0 where completion_mask = 0
-  entropy: Float32Array; // (B, T)
-  loss: Float32Array; // (B, T) policy term
-  kl: Float32Array; // (B, T)
-  ratio: Float32Array; // (B, T)
-  value: number; // the loss: Σ of the per-token shares, summed in float64
-  dlogits: Float32Array | null; // (B, T, V)
+type Floats = Float32Array | Float64Array;
+
+/**
+ * Where the numbers are computed: the GPU kernels (gpuBackend), or their float64 twins in the tests. The
+ * trainer modules only decide; they never compute a per-token term themselves.
+ */
+export interface PpoBackend {
+  /** Log-probs at `temperature` (0 where completion_mask = 0) and entropies at `entropyTemperature`, (B, T). */
+  logprobs(temperature: number, entropyTemperature: number): Promise<{ logp: Floats; entropy: Floats }>;
+  /** ppo_loss_forward on the last log-probs; with `backward`, dlogits through logprob_gather_backward. */
+  objective(plan: PpoPlan, backward: boolean): Promise<{ out: { loss: Floats; kl: Floats; contrib: Floats; ratio: Floats }; dlogits: Floats | null }>;
 }
 
+export interface PpoRun {
+  logp: Floats; // (B, T), 0 where completion_mask = 0
+  entropy: Floats; // (B, T)
+  loss: Floats; // (B, T) policy term
+  kl: Floats; // (B, T)
+  ratio: Floats; // (B, T)
+  value: number; // the loss: Σ of the per-token shares, summed in float64
+  dlogits: Floats | null; // (B, T, V)
+}
+
+/** The two passes of an objective: log-probs, the trainer's decisions on them (`plan`), the objective. */
 export async function runPpo(
-  gpu: Gpu,
-  c: TrainerLossCase,
-  o: { temperature: number; entropyTemperature: number; backward: boolean; plan: (logp: Float32Array, entropy: Float32Array) => PpoPlan },
+  be: PpoBackend,
+  o: { temperature: number; entropyTemperature: number; backward: boolean; plan: (logp: Floats, entropy: Floats) => PpoPlan },
 ): Promise<PpoRun> {
+  const { logp, entropy } = await be.logprobs(o.temperature, o.entropyTemperature);
+  const plan = o.plan(logp, entropy);
+  if (plan.inputs.length !== PPO_INPUTS.length * logp.length) throw new Error(`ppo inputs: expected ${PPO_INPUTS.length * logp.length} floats, got ${plan.inputs.length}`);
+  const { out, dlogits } = await be.objective(plan, o.backward);
+  let value = 0;
+  for (const v of out.contrib) value += v;
+  return { logp, entropy, loss: out.loss, kl: out.kl, ratio: out.ratio, value, dlogits };
+}
+
+/** Runs `f` with a GPU backend for case `c`; its buffers are freed afterwards. */
+export async function withGpuBackend<R>(gpu: Gpu, c: TrainerLossCase, f: (be: PpoBackend) => Promise<R>): Promise<R> {
   const { B, T, V } = c;
   const N = B * T;
   const bufs: GPUBuffer[] = [];
-  const buf = (label: string, bytes: number): GPUBuffer => {
-    const b = gpu.createBuffer(label, Math.max(16, bytes));
-    bufs.push(b);
-    return b;
-  };
-  const up = (label: string, data: ArrayBufferView): GPUBuffer => {
-    const b = gpu.upload(label, data);
-    bufs.push(b);
-    return b;
-  };
+  const keep = (b: GPUBuffer): GPUBuffer => (bufs.push(b), b);
+  const buf = (label: string, bytes: number): GPUBuffer => keep(gpu.createBuffer(label, Math.max(16, bytes)));
   try {
-    const rows = { logits: up('logits', c.logits), ids: up('completion_ids', c.completion_ids), mask: up('completion_mask', c.completion_mask), N, V };
+    const rows = { logits: keep(gpu.upload('logits', c.logits)), ids: keep(gpu.upload('completion_ids', c.completion_ids)), mask: keep(gpu.upload('completion_mask', c.completion_mask)), N, V };
     const logp = buf('logp', 4 * N);
     const lse = buf('lse', 8 * N);
     const entropy = buf('entropy', 4 * N);
-    const rec = gpu.recorder('trainer logprobs');
-    logprob_gather_forward(rec, { ...rows, temperature: o.temperature, logp, lse, entropy });
-    // OpenRLHF takes the entropy of the untempered logits: a second pass for its entropy only.
-    const shownEntropy = o.entropyTemperature === o.temperature ? entropy : buf('entropy_raw', 4 * N);
-    if (shownEntropy !== entropy) logprob_gather_forward(rec, { ...rows, temperature: o.entropyTemperature, logp: buf('logp_raw', 4 * N), lse: buf('lse_raw', 8 * N), entropy: shownEntropy });
-    await rec.finish();
-    const logpHost = await gpu.readF32(logp, N);
-    const entropyHost = await gpu.readF32(shownEntropy, N);
-
-    const plan = o.plan(logpHost, entropyHost);
-    if (plan.inputs.length !== PPO_INPUTS.length * N) throw new Error(`ppo inputs: expected ${PPO_INPUTS.length * N} floats, got ${plan.inputs.length}`);
-    const out = buf('ppo_out', 16 * N);
-    const dlogp = buf('dlogp', 4 * N);
-    const dentropy = buf('dentropy', 4 * N);
-    const dlogits = o.backward ? buf('dlogits', 4 * N * V) : null;
-    const rec2 = gpu.recorder('trainer objective');
-    ppo_loss_forward(rec2, { logp, entropy: shownEntropy, inputs: up('ppo_inputs', plan.inputs), out, dlogp, dentropy, B, T, params: plan.params });
-    if (dlogits) {
-      const withEntropy = plan.params.ent_coef !== 0 ? { dentropy, entropy } : null;
-      logprob_gather_backward(rec2, { ...rows, temperature: o.temperature, lse, dlogp, dlogits, dentropy: withEntropy });
-    }
-    await rec2.finish();
-    const res = await gpu.readF32(out, 4 * N);
-    const pick = (k: number): Float32Array => Float32Array.from({ length: N }, (_, i) => res[4 * i + k]);
-    let value = 0;
-    for (let i = 0; i < N; i++) value += res[4 * i + 2];
-    return {
-      logp: logpHost,
-      entropy: entropyHost,
-      loss: pick(0),
-      kl: pick(1),
-      ratio: pick(3),
-      value,
-      dlogits: dlogits ? await gpu.readF32(dlogits, N * V) : null,
+    let shown = entropy;
+    let temperature = 1;
+    const be: PpoBackend = {
+      async logprobs(t, entropyT) {
+        temperature = t;
+        const rec = gpu.recorder('trainer logprobs');
+        logprob_gather_forward(rec, { ...rows, temperature: t, logp, lse, entropy });
+        // OpenRLHF takes the entropy of the untempered logits: a second pass for its entropy only.
+        shown = entropyT === t ? entropy : buf('entropy_raw', 4 * N);
+        if (shown !== entropy) logprob_gather_forward(rec, { ...rows, temperature: entropyT, logp: buf('logp_raw', 4 * N), lse: buf('lse_raw', 8 * N), entropy: shown });
+        await rec.finish();
+        return { logp: await gpu.readF32(logp, N), entropy: await gpu.readF32(shown, N) };
+      },
+      async objective(plan, backward) {
+        const out = buf('ppo_out', 16 * N);
+        const dlogp = buf('dlogp', 4 * N);
+        const dentropy = buf('dentropy', 4 * N);
+        const dlogits = backward ? buf('dlogits', 4 * N * V) : null;
+        const rec = gpu.recorder('trainer objective');
+        ppo_loss_forward(rec, { logp, entropy: shown, inputs: keep(gpu.upload('ppo_inputs', plan.inputs)), out, dlogp, dentropy, B, T, params: plan.params });
+        if (dlogits) {
+          const withEntropy = plan.params.ent_coef !== 0 ? { dentropy, entropy } : null;
+          logprob_gather_backward(rec, { ...rows, temperature, lse, dlogp, dlogits, dentropy: withEntropy });
+        }
+        await rec.finish();
+        const res = await gpu.readF32(out, 4 * N);
+        const pick = (k: number): Float32Array => Float32Array.from({ length: N }, (_, i) => res[4 * i + k]);
+        return { out: { loss: pick(0), kl: pick(1), contrib: pick(2), ratio: pick(3) }, dlogits: dlogits ? await gpu.readF32(dlogits, N * V) : null };
+      },
     };
+    return await f(be);
   } finally {
     for (const b of bufs) b.destroy();
   }

@@ -9,9 +9,9 @@ import { SettingsError } from '../settings/types.ts';
 import { resolveSettings } from '../settings/resolve.ts';
 import { VERL_RUN, VERL_SETTINGS } from '../settings/verl.ts';
 import type { PpoKl, PpoLossParams, PpoMode } from '../../kernels/types.ts';
-import { aggregationWeights, packInputs, runPpo, type Aggregation } from './ppo_run.ts';
+import { aggregationWeights, packInputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
 import { rolloutCorrection, type RolloutCorrectionSettings } from './verl_rollout.ts';
-import type { TrainerLoss, TrainerLossCase } from './types.ts';
+import type { TrainerLoss, TrainerLossCase, TrainerLossOutputs } from './types.ts';
 
 const MODES: Record<string, PpoMode> = { vanilla: 'clip', gspo: 'gspo_token', sapo: 'sapo', cispo: 'cispo', gpg: 'pg', clip_cov: 'clip', kl_cov: 'kl_cov', geo_mean: 'geo_mean' };
 const KLS: Record<string, PpoKl> = { kl: 'k1', k1: 'k1', abs: 'abs', mse: 'k2', k2: 'k2', low_var_kl: 'k3', k3: 'k3' };
@@ -64,7 +64,8 @@ function klCovSelection(c: TrainerLossCase, logp: ArrayLike<number>, M: ArrayLik
   return sel;
 }
 
-export const verlLoss: TrainerLoss = async (gpu, c, opts) => {
+/** The objective on any backend (GPU kernels, or their float64 twins in the tests). */
+export async function verlObjective(be: PpoBackend, c: TrainerLossCase, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
   const cfg: Cfg = resolveSettings(VERL_SETTINGS, c.config, 'config');
   const run: Cfg = resolveSettings(VERL_RUN, c.run, 'run');
   const { B, T } = c;
@@ -99,7 +100,7 @@ export const verlLoss: TrainerLoss = async (gpu, c, opts) => {
 
   let isShown: Float64Array | null = decoupled?.weights ?? null;
   let lossMask: Float64Array = decoupled?.mask ?? M0;
-  const r = await runPpo(gpu, c, {
+  const r = await runPpo(be, {
     temperature: cfg.temperature,
     entropyTemperature: cfg.temperature,
     backward: opts.backward,
@@ -163,4 +164,6 @@ export const verlLoss: TrainerLoss = async (gpu, c, opts) => {
     loss: r.value,
     dlogits: r.dlogits,
   };
-};
+}
+
+export const verlLoss: TrainerLoss = (gpu, c, opts) => withGpuBackend(gpu, c, (be) => verlObjective(be, c, opts));
