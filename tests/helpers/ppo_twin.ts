@@ -9,7 +9,7 @@ import * as ppo from '../../src/ref/ppo_loss.ts';
 export function twinBackend(c: TrainerLossCase): PpoBackend {
   const N = c.B * c.T;
   let fwd: gather.LogprobGather | null = null;
-  let entropy = new Float64Array(N);
+  let entropy: Float64Array = new Float64Array(N);
   let temperature = 1;
   return {
     async logprobs(t, entropyT) {

@@ -34,3 +34,27 @@ export const OPENRLHF_RUN: readonly SettingSpec[] = [
   s({ name: 'other_samples', type: 'number', default: 0, min: 0, scope: 'run', doc: 'non-empty samples of the other micro-batches and ranks in the window', source: NORM }),
   s({ name: 'loss_batch_info', type: 'object', default: null, nullable: true, scope: 'run', doc: '{dp_size, batch_num_tokens = window tokens / gas, global_batch_size = window samples / gas}; default derived from the fields above', source: NORM }),
 ];
+
+/** OPENRLHF_SETTINGS' values once read (resolveSettings), typed. */
+export interface OpenrlhfConfig {
+  'actor.policy_loss_type': 'ppo' | 'gspo';
+  'actor.eps_clip': number;
+  'actor.eps_clip_low_high': number[] | null;
+  'actor.dual_clip': number | null;
+  'actor.entropy_coef': number | null;
+  'algo.kl.use_loss': boolean;
+  'algo.kl.init_coef': number;
+  'algo.kl.estimator': 'k1' | 'k2' | 'k3';
+  'algo.advantage.is_correction_enable': boolean;
+  'algo.advantage.is_correction_threshold': number[];
+  'algo.advantage.is_correction_type': 'tis' | 'icepop' | 'seq-mask-tis';
+  'rollout.temperature': number;
+}
+
+export interface OpenrlhfRun {
+  num_processes: number;
+  gradient_accumulation_steps: number;
+  other_tokens: number;
+  other_samples: number;
+  loss_batch_info: Record<string, unknown> | null;
+}

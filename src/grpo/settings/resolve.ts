@@ -38,12 +38,12 @@ function check(spec: SettingSpec, v: unknown, where: string): SettingValue {
 }
 
 /** The table's values for `given` (defaults filled in); `where` prefixes error messages (e.g. "config"). */
-export function resolveSettings(table: readonly SettingSpec[], given: Record<string, unknown>, where: string): Record<string, SettingValue> {
+export function resolveSettings<T = Record<string, SettingValue>>(table: readonly SettingSpec[], given: Record<string, unknown>, where: string): T {
   const byName = new Map(table.map((s) => [s.name, s]));
   for (const k of Object.keys(given)) {
     if (!byName.has(k)) throw new SettingsError(`${where}.${k}: not a ${table[0]?.trainer ?? ''} setting the studio knows`);
   }
   const out: Record<string, SettingValue> = {};
   for (const spec of table) out[spec.name] = spec.name in given ? check(spec, given[spec.name], where) : spec.default;
-  return out;
+  return out as T;
 }

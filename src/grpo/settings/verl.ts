@@ -65,3 +65,48 @@ export const VERL_RUN: readonly SettingSpec[] = [
   s({ name: 'batch_num_tokens', type: 'number', default: null, nullable: true, min: 0, exclusive: true, scope: 'run', doc: 'engine worker: global token count (token-mean); null = this micro-batch', source: LOSSES }),
   s({ name: 'global_batch_size', type: 'number', default: null, nullable: true, min: 0, exclusive: true, scope: 'run', doc: 'engine worker: global sequence count (seq-mean-*); null = this micro-batch', source: LOSSES }),
 ];
+
+/** VERL_SETTINGS' values once read (resolveSettings): the fields the objective reads, typed. */
+export interface VerlConfig {
+  loss_mode: (typeof VERL_LOSS_MODES)[number];
+  loss_agg_mode: (typeof VERL_AGG_MODES)[number];
+  clip_ratio: number;
+  clip_ratio_low: number | null;
+  clip_ratio_high: number | null;
+  clip_ratio_c: number;
+  entropy_coeff: number;
+  calculate_entropy: boolean;
+  use_kl_loss: boolean;
+  kl_loss_coef: number;
+  kl_loss_type: (typeof VERL_KL_TYPES)[number];
+  loss_scale_factor: number | null;
+  tau_pos: number;
+  tau_neg: number;
+  clip_cov_ratio: number;
+  clip_cov_lb: number;
+  clip_cov_ub: number;
+  kl_cov_ratio: number;
+  ppo_kl_coef: number;
+  temperature: number;
+  ppo_epochs: number;
+  ppo_mini_batch_size: number;
+  ppo_micro_batch_size_per_gpu: number | null;
+  use_dynamic_bsz: boolean;
+  use_legacy_worker_impl: 'auto' | 'enable' | 'disable';
+  rollout_is: 'token' | 'sequence' | null;
+  rollout_is_threshold: number;
+  rollout_is_batch_normalize: boolean;
+  rollout_rs: string | null;
+  rollout_rs_threshold: string | null;
+  bypass_mode: boolean;
+  loss_type: 'ppo_clip' | 'reinforce';
+}
+
+export interface VerlRun {
+  num_mini_batches: number;
+  on_policy: boolean | null;
+  micro_batch_loss_scale: number | null;
+  dp_size: number;
+  batch_num_tokens: number | null;
+  global_batch_size: number | null;
+}

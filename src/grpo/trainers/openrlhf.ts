@@ -6,12 +6,10 @@
 // Log-probs are × action_mask (0 on padding); the entropy is that of the untempered logits (Actor.forward).
 import { SettingsError } from '../settings/types.ts';
 import { resolveSettings } from '../settings/resolve.ts';
-import { OPENRLHF_RUN, OPENRLHF_SETTINGS } from '../settings/openrlhf.ts';
+import { OPENRLHF_RUN, OPENRLHF_SETTINGS, type OpenrlhfConfig, type OpenrlhfRun } from '../settings/openrlhf.ts';
 import type { PpoKl, PpoLossParams } from '../../kernels/types.ts';
 import { aggregationWeights, packInputs, rowCounts, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
 import type { TrainerLoss, TrainerLossCase, TrainerLossOutputs } from './types.ts';
-
-type Cfg = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- values validated by the table
 
 function pair(v: unknown, field: string): [number, number] {
   if (!Array.isArray(v) || v.length !== 2) throw new SettingsError(`config.${field}: expected [low, high], got ${JSON.stringify(v)}`);
@@ -19,7 +17,7 @@ function pair(v: unknown, field: string): [number, number] {
 }
 
 /** The window normalisers training_step passes to aggregate_loss: given, or derived as _optimizer_step_loss_norm does. */
-function lossBatchInfo(c: TrainerLossCase, run: Cfg): { dp: number; tokens: number; samples: number } {
+function lossBatchInfo(c: TrainerLossCase, run: OpenrlhfRun): { dp: number; tokens: number; samples: number } {
   const info = run.loss_batch_info as Record<string, unknown> | null;
   if (info) {
     const num = (k: string): number => {
@@ -60,8 +58,8 @@ function isFactor(c: TrainerLossCase, type: string, [lo, hi]: [number, number], 
 
 /** The objective on any backend (GPU kernels, or their float64 twins in the tests). */
 export async function openrlhfObjective(be: PpoBackend, c: TrainerLossCase, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
-  const cfg: Cfg = resolveSettings(OPENRLHF_SETTINGS, c.config, 'config');
-  const run: Cfg = resolveSettings(OPENRLHF_RUN, c.run, 'run');
+  const cfg = resolveSettings<OpenrlhfConfig>(OPENRLHF_SETTINGS, c.config, 'config');
+  const run = resolveSettings<OpenrlhfRun>(OPENRLHF_RUN, c.run, 'run');
   const { B, T } = c;
   const N = B * T;
   const old = c.old_per_token_logps;

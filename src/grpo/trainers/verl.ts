@@ -7,7 +7,7 @@
 // the GPU kernels (ppo_run.ts).
 import { SettingsError } from '../settings/types.ts';
 import { resolveSettings } from '../settings/resolve.ts';
-import { VERL_RUN, VERL_SETTINGS } from '../settings/verl.ts';
+import { VERL_RUN, VERL_SETTINGS, type VerlConfig, type VerlRun } from '../settings/verl.ts';
 import type { PpoKl, PpoLossParams, PpoMode } from '../../kernels/types.ts';
 import { aggregationWeights, packInputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
 import { rolloutCorrection, type RolloutCorrectionSettings } from './verl_rollout.ts';
@@ -16,15 +16,13 @@ import type { TrainerLoss, TrainerLossCase, TrainerLossOutputs } from './types.t
 const MODES: Record<string, PpoMode> = { vanilla: 'clip', gspo: 'gspo_token', sapo: 'sapo', cispo: 'cispo', gpg: 'pg', clip_cov: 'clip', kl_cov: 'kl_cov', geo_mean: 'geo_mean' };
 const KLS: Record<string, PpoKl> = { kl: 'k1', k1: 'k1', abs: 'abs', mse: 'k2', k2: 'k2', low_var_kl: 'k3', k3: 'k3' };
 
-type Cfg = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- values validated by the table
-
 function need(a: Float32Array | null, name: string, why: string): Float32Array {
   if (!a) throw new SettingsError(`${name}: required (${why})`);
   return a;
 }
 
 /** clip_cov: candidates with lb < cov < ub that the clip did not already bind lose their gradient (corr = 0). */
-function clipCovSelection(c: TrainerLossCase, logp: ArrayLike<number>, old: ArrayLike<number>, M: ArrayLike<number>, cfg: Cfg, lo: number, hi: number): Float64Array {
+function clipCovSelection(c: TrainerLossCase, logp: ArrayLike<number>, old: ArrayLike<number>, M: ArrayLike<number>, cfg: VerlConfig, lo: number, hi: number): Float64Array {
   const N = c.B * c.T;
   let total = 0;
   let sa = 0;
@@ -66,8 +64,8 @@ function klCovSelection(c: TrainerLossCase, logp: ArrayLike<number>, M: ArrayLik
 
 /** The objective on any backend (GPU kernels, or their float64 twins in the tests). */
 export async function verlObjective(be: PpoBackend, c: TrainerLossCase, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
-  const cfg: Cfg = resolveSettings(VERL_SETTINGS, c.config, 'config');
-  const run: Cfg = resolveSettings(VERL_RUN, c.run, 'run');
+  const cfg = resolveSettings<VerlConfig>(VERL_SETTINGS, c.config, 'config');
+  const run = resolveSettings<VerlRun>(VERL_RUN, c.run, 'run');
   const { B, T } = c;
   const N = B * T;
   const legacy = cfg.use_legacy_worker_impl !== 'disable';
@@ -88,7 +86,7 @@ export async function verlObjective(be: PpoBackend, c: TrainerLossCase, opts: { 
   }
   const epsLow: number = cfg.clip_ratio_low ?? cfg.clip_ratio;
   const epsHigh: number = cfg.clip_ratio_high ?? cfg.clip_ratio;
-  const rc: RolloutCorrectionSettings = cfg as RolloutCorrectionSettings;
+  const rc: RolloutCorrectionSettings = cfg;
   const M0 = Float64Array.from(c.completion_mask);
   // Decoupled mode: the trainer corrects once, with the stored old log-probs, before the actor runs.
   const decoupled = rollout && !bypass ? rolloutCorrection(Float64Array.from(need(c.old_per_token_logps, 'old_per_token_logps', 'rollout correction'), (o, i) => o - rollout[i]), M0, B, T, rc) : null;
