@@ -69,11 +69,11 @@ export async function verlObjective(be: PpoBackend, c: TrainerLossCase, opts: { 
   const { B, T } = c;
   const N = B * T;
   const legacy = cfg.use_legacy_worker_impl !== 'disable';
-  const lossMode: string = cfg.loss_mode;
   const bypass: boolean = cfg.bypass_mode;
+  // apply_bypass_mode replaces loss_mode by its own loss (vanilla against the rollout, or reinforce).
+  const lossMode: string = bypass ? 'vanilla' : cfg.loss_mode;
   const rollout = c.sampling_per_token_logps;
   if (bypass && !rollout) throw new SettingsError('sampling_per_token_logps (rollout_log_probs): required by bypass_mode');
-  if (bypass && lossMode !== 'vanilla') throw new SettingsError(`config.loss_mode: bypass_mode replaces the policy loss; got ${lossMode}`);
   const onPolicy: boolean = legacy && (run.on_policy ?? (run.num_mini_batches === 1 && cfg.ppo_epochs === 1));
   if (!onPolicy && !bypass) need(c.old_per_token_logps, 'old_per_token_logps', 'old_log_probs of an off-policy update');
   if (cfg.use_kl_loss) need(c.ref_per_token_logps, 'ref_per_token_logps', 'use_kl_loss');
