@@ -27,7 +27,7 @@ export interface PpoBackend {
   /** Log-probs at `temperature` (0 where completion_mask = 0) and entropies at `entropyTemperature`, (B, T). */
   logprobs(temperature: number, entropyTemperature: number): Promise<{ logp: Floats; entropy: Floats }>;
   /** ppo_loss_forward on the last log-probs; with `backward`, dlogits through logprob_gather_backward. */
-  objective(plan: PpoPlan, backward: boolean): Promise<{ out: { loss: Floats; kl: Floats; contrib: Floats; ratio: Floats }; dlogits: Floats | null }>;
+  objective(plan: PpoPlan, backward: boolean): Promise<{ out: { loss: Floats; kl: Floats; contrib: Floats }; dlogits: Floats | null }>;
 }
 
 export interface PpoRun {
@@ -35,7 +35,6 @@ export interface PpoRun {
   entropy: Floats; // (B, T)
   loss: Floats; // (B, T) policy term
   kl: Floats; // (B, T)
-  ratio: Floats; // (B, T)
   value: number; // the loss: Σ of the per-token shares, summed in float64
   dlogits: Floats | null; // (B, T, V)
 }
@@ -51,7 +50,7 @@ export async function runPpo(
   const { out, dlogits } = await be.objective(plan, o.backward);
   let value = 0;
   for (const v of out.contrib) value += v;
-  return { logp, entropy, loss: out.loss, kl: out.kl, ratio: out.ratio, value, dlogits };
+  return { logp, entropy, loss: out.loss, kl: out.kl, value, dlogits };
 }
 
 /** Runs `f` with a GPU backend for case `c`; its buffers are freed afterwards. */
@@ -93,7 +92,7 @@ export async function withGpuBackend<R>(gpu: Gpu, c: TrainerLossCase, f: (be: Pp
         await rec.finish();
         const res = await gpu.readF32(out, 4 * N);
         const pick = (k: number): Float32Array => Float32Array.from({ length: N }, (_, i) => res[4 * i + k]);
-        return { out: { loss: pick(0), kl: pick(1), contrib: pick(2), ratio: pick(3) }, dlogits: dlogits ? await gpu.readF32(dlogits, N * V) : null };
+        return { out: { loss: pick(0), kl: pick(1), contrib: pick(2) }, dlogits: dlogits ? await gpu.readF32(dlogits, N * V) : null };
       },
     };
     return await f(be);
