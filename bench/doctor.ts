@@ -5,7 +5,7 @@
 // CPU only: no GPU is opened.
 import { diagnose } from '../src/doctor/index.ts';
 import { parseBatch, serializeBatch, type GrpoBatch } from '../src/io/batch.ts';
-import type { BenchOptions, Row } from './run.ts';
+import type { BenchOptions, Row } from './types.ts';
 
 const PAD = 0;
 const EOS = 2;

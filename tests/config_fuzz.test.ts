@@ -4,7 +4,7 @@
 // domain, and every rejection names its field in one line.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { stepConfigFromBatch } from '../src/grpo/step.ts';
+import { stepConfigFromBatch } from '../src/grpo/step_config.ts';
 import { validateConfig } from '../src/io/validate.ts';
 
 const junk = [null, '1.0', '', true, -1, 0, NaN, Infinity, [], {}, 'median', 1.5, 2];

@@ -6,7 +6,7 @@
 // the findings (exit 1); a computation stops on the first error with `assertComputable` (InputError, exit 2).
 // Per-token length mismatches belong to the Doctor's mask-length-mismatch rule, non-finite values of a
 // batch only inspected to its nonfinite rule; linear in the batch size, no spread of big arrays.
-import type { Finding } from '../doctor/types.ts';
+import type { Finding } from './findings.ts';
 import { validateConfig } from './validate_config.ts';
 import { PER_SAMPLE_FIELDS, PER_TOKEN_FIELDS, type GrpoBatch } from './batch.ts';
 
