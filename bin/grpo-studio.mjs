@@ -6,7 +6,16 @@
 import { register } from 'tsx/esm/api';
 register();
 const { main, flushed } = await import('../src/cli/main.ts');
-const code = await main(process.argv.slice(2));
+// A reader that stops early (`| head`) closes the pipe: nothing more can be delivered, which is not an
+// error of ours and must not end in an unhandled EPIPE stack trace.
+let code = 0;
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (e) => {
+    if (e.code !== 'EPIPE') throw e;
+    process.exit(code);
+  });
+}
+code = await main(process.argv.slice(2));
 await flushed();
 // Exit explicitly: a WebGPU device the verb opened would otherwise keep the process alive.
 process.exit(code);

@@ -4,7 +4,8 @@
 // the reader or the Doctor throw anything but BatchFormatError. Spawned `grpo-studio doctor` (a few dozen
 // runs, two at a time: the machine is small) never exits outside {0, 1, 2}, never prints a stack trace,
 // never exits 0 on an out-of-domain element, and gives the verdict the page's code path gives. Also:
-// output piped to a slow reader arrives whole, and an internal error is exit 3 with one line.
+// output piped to a slow reader arrives whole, a reader closing early is no error, and an internal error
+// is exit 3 with one line.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -129,17 +130,18 @@ describe('validator properties (fast-check)', () => {
 });
 
 /** Spawns the real binary; resolves exit code, stdout and stderr. `slowReader` leaves stdout unread for a second. */
-function spawnCli(args: string[], slowReader = false): Promise<{ code: number; stdout: string; stderr: string }> {
+function spawnCli(args: string[], reader: 'fast' | 'slow' | 'closes' = 'fast'): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done, fail) => {
     const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (d: Buffer) => out.push(d));
     child.stderr.on('data', (d: Buffer) => err.push(d));
-    if (slowReader) {
+    if (reader === 'slow') {
       child.stdout.pause();
       setTimeout(() => child.stdout.resume(), 1000);
     }
+    if (reader === 'closes') child.stdout.once('data', () => child.stdout.destroy()); // `| head -c 10`
     child.on('error', fail);
     child.on('close', (code) => done({ code: code ?? -1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
   });
@@ -194,10 +196,14 @@ describe('grpo-studio doctor, spawned', () => {
     };
     const file = join(mkdtempSync(join(tmpdir(), 'pipe-')), 'b.json');
     writeFileSync(file, serializeBatch(b));
-    const r = await spawnCli(['doctor', file, '--json'], true);
+    const r = await spawnCli(['doctor', file, '--json'], 'slow');
     expect(r.code).toBe(1);
     expect(r.stdout.length).toBeGreaterThan(4 * 65_536);
     expect(JSON.parse(r.stdout).findings.filter((f: { rule: string }) => f.rule === 'mask-covers-padding')).toHaveLength(B);
+    // A reader that closes early is no error of ours: no EPIPE stack trace.
+    const closed = await spawnCli(['doctor', file, '--json'], 'closes');
+    expect(closed.stderr).toBe('');
+    expect(closed.code).toBe(1);
   }, 60_000);
 });
 
