@@ -200,3 +200,18 @@ describe('the Doctor with a model known', () => {
     expect(f.some((x) => /completion_ids\[3\]\[0\] = 16/.test(x.message))).toBe(true);
   });
 });
+
+describe('results', () => {
+  it('NaN / ±Inf in a result are written as Python JSON words and make the exit code 1, never null with 0', async () => {
+    const { writeResult } = await import('../src/cli/args.ts');
+    const out = join(mkdtempSync(join(tmpdir(), 'result-')), 'r.json');
+    const lines: string[] = [];
+    const spy = vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void lines.push(a.join(' ')));
+    expect(await writeResult(out, { loss: 0.5, per_token_logps: [[-1, NaN], [-Infinity]], grad_norm: Infinity }, 'step')).toBe(1);
+    expect(readFileSync(out, 'utf8')).toBe('{"loss":0.5,"per_token_logps":[[-1,NaN],[-Infinity]],"grad_norm":Infinity}\n');
+    expect(lines).toEqual(['grpo-studio step: the result holds 3 non-finite value(s), first in per_token_logps (NaN); written as NaN / Infinity']);
+    expect(await writeResult(out, { loss: 0.5, note: 'NaN' }, 'step')).toBe(0);
+    expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual({ loss: 0.5, note: 'NaN' });
+    spy.mockRestore();
+  });
+});
