@@ -215,3 +215,18 @@ describe('results', () => {
     spy.mockRestore();
   });
 });
+
+describe('unused checkpoint tensors', () => {
+  it('score names them on stderr (a warning) and still exits 0', async () => {
+    const { cpSync } = await import('node:fs');
+    const { parseSafeTensors, toF32, writeSafeTensors } = await import('../src/io/safetensors.ts');
+    const dir = join(mkdtempSync(join(tmpdir(), 'unused-')), 'm');
+    cpSync(GPT2, dir, { recursive: true });
+    const st = parseSafeTensors(new Uint8Array(readFileSync(join(dir, 'model.safetensors'))));
+    const tensors = Object.fromEntries([...st.tensors].map(([n, t]) => [n, { dtype: 'F32' as const, shape: t.shape, data: toF32(st, n).slice() }]));
+    writeFileSync(join(dir, 'model.safetensors'), writeSafeTensors({ ...tensors, 'score.weight': { dtype: 'F32', shape: [2], data: new Float32Array(2) } }));
+    const r = await cli(['score', '--model', dir, '--batch', join(GPT2, 'batch.json'), '--out', join(dir, 'r.json')]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/^grpo-studio score: warning: .*: 1 checkpoint tensor\(s\) not used by config.json: "score.weight"$/);
+  });
+});

@@ -76,6 +76,14 @@ export function readBatchFor(path: string, purpose: NonNullable<ValidateOptions[
   return batch;
 }
 
+/** Checkpoint tensors the model does not use are named on stderr (HF warns too): never dropped without a word. */
+export function warnUnused(verb: string, source: string, info: { unused: string[] } | null): void {
+  const unused = info?.unused ?? [];
+  if (unused.length === 0) return;
+  const shown = unused.slice(0, 4).map((n) => `"${n}"`).join(', ');
+  console.error(`grpo-studio ${verb}: warning: ${source}: ${unused.length} checkpoint tensor(s) not used by config.json: ${shown}${unused.length > 4 ? ', …' : ''}`);
+}
+
 /** The batch against the model that will read it: ids and pad/EOS within its vocabulary, rows within its positions. */
 export function checkBatchForModel(batch: GrpoBatch, cfg: ModelConfig, path: string, purpose: NonNullable<ValidateOptions['purpose']>, which: string): void {
   assertComputable(batch, { purpose, ...modelLimits(cfg) }, `${path} (${which} ${cfg.model_type}, vocab_size ${cfg.vocab_size})`);

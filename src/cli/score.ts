@@ -10,7 +10,7 @@ import { CausalLM } from '../model/model.ts';
 import { score_completions } from '../model/score.ts';
 import { openModelSource } from '../model/source_node.ts';
 import type { KlEstimator } from '../kernels/types.ts';
-import { checkBatchForModel, modelBatchArgs, readBatchFor, writeResult } from './args.ts';
+import { checkBatchForModel, modelBatchArgs, readBatchFor, warnUnused, writeResult } from './args.ts';
 
 export interface ScoreResult {
   per_token_logps: number[][];
@@ -30,9 +30,11 @@ export async function run(argv: string[]): Promise<number> {
 
   const gpu = await nodeGpu();
   const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu);
+  warnUnused('score', modelPath, policy.info);
   checkBatchForModel(batch, policy.config, batchPath, 'score', 'policy');
   checkScorable(batch, padded, policy.config.vocab_size, 'policy');
   const ref = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu) : null;
+  if (ref) warnUnused('score', refPath!, ref.info);
   if (ref) checkBatchForModel(batch, ref.config, batchPath, 'score', 'reference');
 
   const n = padded.B * padded.C;

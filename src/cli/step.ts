@@ -12,7 +12,7 @@ import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
 import type { StageData } from '../grpo/step_types.ts';
 import { CausalLM } from '../model/model.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { checkBatchForModel, CliError, modelBatchArgs, readBatchFor, writeResult } from './args.ts';
+import { checkBatchForModel, CliError, modelBatchArgs, readBatchFor, warnUnused, writeResult } from './args.ts';
 
 export interface StepCliResult {
   per_token_logps: number[][];
@@ -54,8 +54,10 @@ export async function run(argv: string[]): Promise<number> {
 
   const gpu = await nodeGpu();
   const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu);
+  warnUnused('step', modelPath, policy.info);
   checkBatchForModel(batch, policy.config, batchPath, 'step', 'policy');
   const reference = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu) : null;
+  if (reference) warnUnused('step', refPath!, reference.info);
   if (reference) checkBatchForModel(batch, reference.config, batchPath, 'step', 'reference');
   const pipe = new StepPipeline(gpu, { policy, reference, config: cfg, source: { kind: 'batch', batch } });
   try {
