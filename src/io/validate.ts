@@ -85,7 +85,9 @@ export function validateBatch(batch: GrpoBatch, opts: ValidateOptions = {}): Fin
   }
   const numeric = (field: string, values: unknown[], sample?: number) => {
     const t = firstBad(values, (v) => typeof v !== 'number');
-    if (t >= 0) err(field, `${field}${sample === undefined ? '' : `[${sample}]`}[${t}] = ${JSON.stringify(values[t])} is not a number`, sample ?? t, sample === undefined ? undefined : t);
+    // A flat per-sample field (rewards, advantages) names its sample; reward_weights index functions, not samples.
+    const at = sample ?? (field === 'reward_weights' ? undefined : t);
+    if (t >= 0) err(field, `${field}${sample === undefined ? '' : `[${sample}]`}[${t}] = ${JSON.stringify(values[t])} is not a number`, at, sample === undefined ? undefined : t);
   };
   for (const f of ['rewards', 'advantages', 'reward_weights'] as const) if (batch[f]) numeric(f, batch[f]!);
   for (const f of ['rewards_per_func', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps'] as const) {
