@@ -23,7 +23,7 @@ import { ModelLoadError, type ParamGroup } from '../model/config.ts';
 import { loss_weights } from '../ref/loss_reduce.ts';
 import type { RenderOptions, Tokenizer } from '../tokenize/tokenizer.ts';
 import { STAGES, type StageId } from './stages.ts';
-import { computeAdvantages, type AdvantageEstimator, type GroupStats } from './advantages.ts';
+import { computeAdvantages, groupRows, type AdvantageEstimator, type GroupStats } from './advantages.ts';
 import { assembleBatch, checkScorable, padBatch, type PaddedBatch } from './batch.ts';
 import { DEFAULT_GRPO_LOSS_CONFIG, grpo_loss, parseGrpoLossConfig, readGrpoLoss, type ClipCounts, type GrpoLossConfig, type GrpoLossResult, type LossType } from './loss.ts';
 import { clipCoefFor, Optimizer, parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
@@ -363,7 +363,12 @@ export class StepPipeline {
     const rewards = src.kind === 'batch' ? src.batch.rewards : this.need('reward').rewards;
     if (!rewards) throw new BatchFormatError('the batch has neither "advantages" nor "rewards": nothing to take a step on');
     const G = src.kind === 'batch' ? src.batch.num_generations : src.generation.num_generations;
-    const a = computeAdvantages(rewards, { num_generations: G, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator });
+    // Labelled groups (verl uid, a rank's slice): a group missing rows had its mean/std over rows we lack.
+    const labels = src.kind === 'batch' ? src.batch.group_ids : undefined;
+    const groups = labels && groupRows(rewards.length, G, labels);
+    const partial = groups ? groups.complete.indexOf(false) : -1;
+    if (groups && partial >= 0) throw new BatchFormatError(`group_ids: group ${labels![groups.rows[partial][0]]} has ${groups.rows[partial].length} of its ${G} rows here, so its advantages cannot be recomputed from rewards; include "advantages" or merge the slices`);
+    const a = computeAdvantages(rewards, { num_generations: G, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator, groups: groups?.rows });
     return { advantages: Array.from(a.advantages), groups: a.groups, from: 'rewards' };
   }
 
