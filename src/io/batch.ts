@@ -97,6 +97,9 @@ const RAGGED_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_
 const VECTOR_FIELDS = ['eos_token_ids', 'rewards', 'reward_weights', 'advantages', 'group_ids'] as const;
 const REQUIRED = ['num_generations', 'pad_token_id', 'eos_token_ids', 'prompt_ids', 'completion_ids', 'completion_mask'] as const;
 
+/** Every top-level field grpo-batch/v1 defines (anything else in a file is reported as unknown). */
+export const BATCH_FIELDS: ReadonlySet<string> = new Set(['format', ...REQUIRED, ...RAGGED_FIELDS, ...VECTOR_FIELDS, 'messages', 'prompt_texts', 'completion_texts', 'config']);
+
 /**
  * Python's json.dump writes NaN, Infinity and -Infinity as bare words; JSON.parse refuses them. Rewrite
  * them (outside strings) into tagged strings and turn those back into numbers with a reviver.
