@@ -4,7 +4,7 @@
 // pad / EOS ids a dump may lack. Everything is linear in the tensor size: one typed-array view per
 // tensor, one Array.from per row, no per-element objects.
 import { BatchFormatError, type GrpoBatch } from '../batch.ts';
-import { shapeOf, toF32, toF64, type SafeTensors } from '../safetensors.ts';
+import { shapeOf, toF32, toF64, toI32, type SafeTensors } from '../safetensors.ts';
 
 /** What a reader returns: the canonical batch plus what the page and `convert` tell the user. */
 export interface ImportResult {
@@ -84,6 +84,13 @@ export class Dump {
     const info = this.st.tensors.get(key)!;
     if (!['F32', 'F64', 'BF16', 'F16'].includes(info.dtype)) this.fail(`${key} has dtype ${info.dtype}, expected a floating tensor`);
     return { key, rows, cols, data: info.dtype === 'F64' ? toF64(this.st, key) : toF32(this.st, key) };
+  }
+
+  /** The first element of a tensor of any shape and dtype (0-d counters such as num_items_in_batch). */
+  scalar(key: string): number {
+    const info = this.st.tensors.get(key);
+    if (!info || info.shape.reduce((a, b) => a * b, 1) === 0) this.fail(`${key} is missing or empty`);
+    return ['F32', 'F64', 'BF16', 'F16'].includes(info.dtype) ? toF64(this.st, key)[0] : toI32(this.st, key)[0];
   }
 
   /** [rows, cols] of a tensor of the given rank (rank 1: cols = 1). */

@@ -74,7 +74,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   const dropped = Object.keys(cfg).filter((k) => !(CONFIG_FIELDS as readonly string[]).includes(k)).length;
   if (dropped > 0) notes.push(`${dropped} other GRPOConfig field(s) in the metadata are not used by the studio`);
   if (numProcesses > 1) notes.push(`rank ${rank} of ${numProcesses}: rows are global samples ${rank * B}…${rank * B + B - 1}; groups cut by the slice are kept as partial groups (convert all ranks together to check them)`);
-  for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1${k === 'num_items_in_batch' ? ` (= ${d.floats(k, d.shape(k).length === 1 ? 1 : 2).data[0] ?? '?'})` : ''}`);
+  for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1${k === 'num_items_in_batch' ? ` (= ${d.scalar(k)})` : ''}`);
   const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k));
   unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));
   return { batch, format: 'trl', trainer: 'TRL GRPOTrainer', unknownKeys, notes };

@@ -31,6 +31,8 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   if (!Array.isArray(uid)) d.fail('__metadata__ has no "uid" list: verl reorders rows (_balance_batch), so groups cannot be inferred from row order');
   if (uid.length !== B) d.fail(`__metadata__ "uid" has ${uid.length} entries, responses has ${B} rows`);
   const group_ids = labelsFromKeys(uid);
+  const named = [...new Map(group_ids.map((g, b) => [g, uid[b]])).entries()];
+  notes.push(`groups by uid (rows need not be adjacent): ${named.slice(0, 6).map(([g, u]) => `${g} = ${u}`).join(', ')}${named.length > 6 ? `, … (${named.length})` : ''}`);
 
   const attention = d.has('attention_mask') ? d.ints('attention_mask') : undefined;
   if (attention && attention.cols !== P + R) d.fail(`attention_mask has ${attention.cols} columns, prompts + responses have ${P} + ${R} = ${P + R}`);
