@@ -2,7 +2,7 @@
 // input / output plumbing every verb repeats (read an input file, write the JSON result).
 // Bad input raises CliError, which main() turns into a one-line reason and exit code 2.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { mergeImports, readAnyBatch, type ImportOptions, type ImportResult } from '../io/formats/index.ts';
+import { importBatch, type ImportOptions, type ImportResult } from '../io/formats/index.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 
 export class CliError extends Error {
@@ -70,7 +70,7 @@ export function readInput(path: string): Uint8Array {
  * prime-rl), merged in order when several (the ranks or experiences of one step).
  */
 export function readBatchFiles(paths: string[], opts: ImportOptions = {}): ImportResult {
-  return mergeImports(paths.map((name) => ({ name, result: readAnyBatch(readInput(name), name, opts) })));
+  return importBatch(paths.map((name) => ({ name, bytes: readInput(name) })), opts);
 }
 
 /** pad / EOS ids of a loaded tokenizer, for formats that do not carry them (prime-rl). */

@@ -53,6 +53,15 @@ export function readAnyBatch(bytes: Uint8Array, name: string, opts: ImportOption
   return { batch, format: 'grpo-batch', trainer: 'grpo-batch/v1', unknownKeys: Object.keys(batch).filter((k) => !BATCH_FIELDS.has(k)), notes: [] };
 }
 
+/**
+ * The page's entry (call it in the worker on dropped files): one batch from one or more files of one
+ * step, with the detected format / trainer, the unknown keys and the reader's notes to show.
+ */
+export function importBatch(files: readonly { name: string; bytes: Uint8Array }[], opts: ImportOptions = {}): ImportResult {
+  if (files.length === 0) throw new BatchFormatError('no file to import');
+  return mergeImports(files.map(({ name, bytes }) => ({ name, result: readAnyBatch(bytes, name, opts) })));
+}
+
 /** Row-wise fields concatenated when files are merged; everything else must agree or comes from the first. */
 const ROW_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_mask', 'prompt_mask', 'rewards', 'rewards_per_func', 'advantages', 'per_token_advantages', 'group_ids', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'prompt_texts', 'completion_texts'] as const;
 
