@@ -1,6 +1,6 @@
 // Facts the charts and inspectors derive from the batch on screen and the current update, in one place so
 // every panel shows the same numbers: each group's reward mean / std, and the reward columns' names.
-import { computeAdvantages, type GroupStats } from '../grpo/advantages.ts';
+import { computeAdvantages, groupRows, type GroupStats } from '../grpo/advantages.ts';
 import { scaleRewardsOf, type GrpoBatch } from '../io/batch.ts';
 import type { RunResults } from '../store/session.ts';
 
@@ -8,8 +8,11 @@ import type { RunResults } from '../store/session.ts';
 export function groupStats(batch: GrpoBatch, run: RunResults): GroupStats[] | null {
   if (run.advantages?.groups) return run.advantages.groups;
   const r = batch.rewards;
-  if (!r || r.length % batch.num_generations !== 0) return null;
-  return computeAdvantages(r, { num_generations: batch.num_generations, scale_rewards: scaleRewardsOf(batch.config) }).groups;
+  const labels = batch.group_ids?.length === r?.length ? batch.group_ids : undefined;
+  if (!r || (!labels && r.length % batch.num_generations !== 0)) return null;
+  // Labelled groups (verl uid, OpenRLHF index, a TRL rank's slice) are not consecutive rows.
+  const groups = labels && groupRows(r.length, batch.num_generations, labels).rows;
+  return computeAdvantages(r, { num_generations: batch.num_generations, scale_rewards: scaleRewardsOf(batch.config), groups }).groups;
 }
 
 /** Names of the rewards_per_func columns: the reward stage's, else "reward f". */
