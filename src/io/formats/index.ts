@@ -83,7 +83,10 @@ export function mergeImports(parts: { name: string; result: ImportResult }[]): I
       : b.eos_token_ids.join() !== first.eos_token_ids.join() ? `eos_token_ids [${b.eos_token_ids}], ${head.name} has [${first.eos_token_ids}]` : '';
     if (clash) throw new BatchFormatError(`${name}: cannot merge: ${clash}`);
   }
-  const batch: GrpoBatch = { ...first, messages: undefined };
+  // Conversations join only when every file has one per sample; per-prompt lists cannot be re-aligned.
+  const perSample = sorted.every((p) => p.result.batch.messages?.length === p.result.batch.completion_ids.length);
+  const dropped = !perSample && sorted.some((p) => p.result.batch.messages);
+  const batch: GrpoBatch = { ...first, messages: perSample ? sorted.flatMap((p) => p.result.batch.messages!) : undefined };
   for (const f of ROW_FIELDS) {
     const have = sorted.filter((p) => p.result.batch[f] !== undefined);
     if (have.length === 0) continue;
@@ -96,6 +99,6 @@ export function mergeImports(parts: { name: string; result: ImportResult }[]): I
     format: head.result.format,
     trainer: head.result.trainer,
     unknownKeys: [...new Set(sorted.flatMap((p) => p.result.unknownKeys))],
-    notes: [`merged ${sorted.length} files: ${sorted.map((p) => p.name).join(', ')}`, ...new Set(sorted.flatMap((p) => p.result.notes.filter((n) => !n.startsWith('rank '))))],
+    notes: [`merged ${sorted.length} files: ${sorted.map((p) => p.name).join(', ')}`, ...(dropped ? ['messages dropped: not one conversation per sample in every file'] : []), ...new Set(sorted.flatMap((p) => p.result.notes.filter((n) => !n.startsWith('rank '))))],
   };
 }
