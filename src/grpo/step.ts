@@ -96,6 +96,14 @@ export interface PromptSource {
   runJs: JsRewardRunner;
 }
 
+/** TRL's loss mask: completion_mask · tool_mask (tool_mask absent = all 1). */
+function lossMaskOf(p: PaddedBatch): Int32Array {
+  if (!p.tool_mask) return p.completion_mask;
+  const out = new Int32Array(p.completion_mask.length); // (B, C)
+  for (let i = 0; i < out.length; i++) out[i] = p.completion_mask[i] * p.tool_mask[i];
+  return out;
+}
+
 // ------------------------------------------------------------------------------------------ results
 
 /** A (B, C) per-token array over the padded completion grid; positions past a row's completion hold 0 or junk: read the masks. */
@@ -166,7 +174,8 @@ export class StepPipeline {
   private readonly stageData: Partial<{ [S in StageId]: StageData[S] }> = {};
   private owned: { destroy(): void }[] = [];
   private padded: PaddedBatch | null = null;
-  private gpuIn: { advantages: GPUBuffer; old: GPUBuffer | null } | null = null;
+  /** Loss inputs on the GPU; `lossMask` = completion_mask · tool_mask when the batch has a tool mask (TRL's loss mask). */
+  private gpuIn: { advantages: GPUBuffer; old: GPUBuffer | null; lossMask: GPUBuffer | null } | null = null;
   private policyScores: CompletionScores | null = null;
   private refLogps: GPUBuffer | null = null;
   private lossRes: GrpoLossResult | null = null;
@@ -408,6 +417,8 @@ export class StepPipeline {
     this.gpuIn = {
       advantages: this.own(gpu.upload('advantages', Float32Array.from(advantages))), // (B)
       old: padded.old_per_token_logps ? this.own(gpu.upload('old_per_token_logps', padded.old_per_token_logps)) : null, // (B, C)
+      // Tool-output tokens are attended to (attention_mask keeps completion_mask) but not trained on.
+      lossMask: padded.tool_mask ? this.own(gpu.upload('loss_mask', lossMaskOf(padded))) : null, // (B, C)
     };
     return { batch, padded };
   }
@@ -464,7 +475,7 @@ export class StepPipeline {
         this.gpu,
         {
           B: p.B, T: p.C, V: this.opts.policy.config.vocab_size, logits: s.logits,
-          completion_ids: s.completion_ids, completion_mask: s.completion_mask, advantages: this.gpuIn!.advantages,
+          completion_ids: s.completion_ids, completion_mask: this.gpuIn!.lossMask ?? s.completion_mask, advantages: this.gpuIn!.advantages,
           old_per_token_logps: this.gpuIn!.old, ref_per_token_logps: this.refLogps,
         },
         this.config.loss,
@@ -475,12 +486,13 @@ export class StepPipeline {
     this.lossRes = res;
     const r = await readGrpoLoss(this.gpu, res);
     const cfg = this.config.loss;
-    const weight = loss_weights(p.completion_mask, p.B, p.C, cfg.loss_type, cfg);
+    const mask = lossMaskOf(p);
+    const weight = loss_weights(mask, p.B, p.C, cfg.loss_type, cfg);
     let kl_term = 0;
     let klSum = 0;
     let tokens = 0;
     for (let i = 0; i < this.n; i++) {
-      if (!p.completion_mask[i]) continue;
+      if (!mask[i]) continue;
       tokens++;
       klSum += r.per_token_kl?.[i] ?? 0;
       if (cfg.beta !== 0) kl_term += weight[i] * cfg.beta * r.per_token_kl![i];
@@ -542,7 +554,7 @@ export class StepPipeline {
         gpu,
         {
           B: p.B, T: p.C, V: this.opts.policy.config.vocab_size, logits: s.logits,
-          completion_ids: s.completion_ids, completion_mask: s.completion_mask, advantages: this.gpuIn!.advantages,
+          completion_ids: s.completion_ids, completion_mask: this.gpuIn!.lossMask ?? s.completion_mask, advantages: this.gpuIn!.advantages,
           old_per_token_logps: this.gpuIn!.old ?? before.per_token_logps, ref_per_token_logps: this.refLogps,
         },
         this.config.loss,
