@@ -70,6 +70,23 @@ describe('TRL dict from two processes', () => {
   });
 });
 
+describe('TRL dict: nothing is repaired', () => {
+  const trl = (maskCols: number, meta: Record<string, string>) => writeSafeTensors({
+    prompt_ids: { dtype: 'I64', shape: [2, 2], data: new BigInt64Array([5n, 6n, 5n, 6n]) },
+    completion_ids: { dtype: 'I64', shape: [2, 3], data: new BigInt64Array([7n, 2n, 0n, 8n, 9n, 2n]) },
+    completion_mask: { dtype: 'I32', shape: [2, maskCols], data: new Int32Array(2 * maskCols).fill(1) },
+  }, meta);
+  it('a completion_mask wider than completion_ids stays wider and the Doctor reports it', () => {
+    const { batch } = readAnyBatch(trl(5, { config: '{"num_generations": 2}', pad_token_id: '0', eos_token_id: '2' }), 'm.safetensors');
+    expect(batch.completion_mask[0]).toEqual([1, 1, 1, 1, 1]);
+    const f = diagnose(batch).findings.filter((x) => x.rule === 'mask-length-mismatch');
+    expect(f.map((x) => x.message)).toEqual(['sample 0: completion_mask has 5 entries, completion_ids has 3 (2 extra)', 'sample 1: completion_mask has 5 entries, completion_ids has 3 (2 extra)']);
+  });
+  it('without num_generations the groups are unknown: one line naming the metadata key', () => {
+    expect(() => readAnyBatch(trl(3, {}), 'n.safetensors')).toThrow(/^n\.safetensors: __metadata__ config has no num_generations/);
+  });
+});
+
 describe('verl DataProto with groups interleaved by uid', () => {
   const r = load('verl-interleaved.safetensors');
   const b = r.batch;
