@@ -18,7 +18,7 @@ const CONFIG_FIELDS = ['loss_type', 'beta', 'epsilon', 'epsilon_high', 'delta', 
 /** Keys of the dict this reader maps, and keys it knows but does not carry (listed in notes). */
 const MAPPED = ['prompt_ids', 'prompt_mask', 'completion_ids', 'completion_mask', 'advantages', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'tool_mask'];
 const KNOWN_UNMAPPED = ['num_items_in_batch', 'importance_sampling_ratio', 'pixel_values', 'image_grid_thw', 'pixel_attention_mask', 'image_sizes', 'token_type_ids', 'mm_token_type_ids', 'spatial_shapes', 'image_position_ids', 'num_images', 'num_tiles', 'max_left_pad'];
-const META = ['config', 'rank', 'num_processes', 'gradient_accumulation_steps', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'rewards', 'rewards_per_func', 'reward_weights', 'prompts', 'completions', 'format'];
+const META = ['config', 'run', 'rank', 'num_processes', 'gradient_accumulation_steps', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'rewards', 'rewards_per_func', 'reward_weights', 'prompts', 'completions', 'format'];
 
 export function detect(d: Dump): boolean {
   return d.has('completion_ids') && d.has('completion_mask') && d.has('prompt_ids');
@@ -33,8 +33,10 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   const cfg = d.metaObject('config');
   const G = intOf(cfg.num_generations) ?? intOf(d.meta('num_generations'));
   if (G === undefined || G < 1) d.fail('__metadata__ config has no num_generations: groups cannot be formed (save self.args.to_dict() as "config")');
-  const rank = intOf(d.meta('rank')) ?? 0;
-  const numProcesses = intOf(d.meta('num_processes')) ?? 1;
+  // Run context: top-level keys (the hook's), or a "run" object as in tests/golden/trainers.
+  const run = d.metaObject('run');
+  const rank = intOf(d.meta('rank')) ?? intOf(run.rank) ?? 0;
+  const numProcesses = intOf(d.meta('num_processes')) ?? intOf(run.num_processes) ?? 1;
   if (rank < 0 || rank >= numProcesses) d.fail(`__metadata__ rank = ${rank} is not in [0, num_processes = ${numProcesses})`);
 
   const completion_mask = rows(d.ints('completion_mask'));
@@ -70,7 +72,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     } else batch.advantages = row(A, 0, 0, A.rows * A.cols);
   }
   perSampleMeta(d, batch, B, rank, numProcesses);
-  batch.config = trlConfig(cfg, rank, numProcesses, d.meta('gradient_accumulation_steps'));
+  batch.config = trlConfig(cfg, rank, numProcesses, d.meta('gradient_accumulation_steps') ?? run.gradient_accumulation_steps);
   const dropped = Object.keys(cfg).filter((k) => !(CONFIG_FIELDS as readonly string[]).includes(k)).length;
   if (dropped > 0) notes.push(`${dropped} other GRPOConfig field(s) in the metadata are not used by the studio`);
   if (numProcesses > 1) notes.push(`rank ${rank} of ${numProcesses}: rows are global samples ${rank * B}…${rank * B + B - 1}; groups cut by the slice are kept as partial groups (convert all ranks together to check them)`);
