@@ -43,7 +43,7 @@ def trl_two_ranks():
     prompts = [[11, 12, 13], [11, 12, 13], [11, 12, 13], [11, 12, 13], [21, 22, 23, 24, 25], [21, 22, 23, 24, 25],
                [21, 22, 23, 24, 25], [21, 22, 23, 24, 25], [31, 32], [31, 32], [31, 32], [31, 32]]
     completions = [[40, 41, EOS], [42, EOS], [43, 44, 45, 46, 47, 48], [49, EOS],  # row 2: truncated (no EOS)
-                   [50, TOOL_OPEN, 90, 91, 52, EOS], [53, EOS], [54, 55, EOS], [56, EOS],  # row 4: tool call, 90 91 = tool output
+                   [50, EOS, 90, 91, 52, EOS], [53, EOS], [54, 55, EOS], [56, EOS],  # row 4: tool call; the tool output 90 91 follows its EOS
                    [60, EOS], [61, 62, EOS], [63, EOS], [64, 65, 66, EOS]]
     tool = [[1] * len(c) for c in completions]
     tool[4][2:4] = [0, 0]
@@ -63,8 +63,8 @@ def trl_two_ranks():
             "completion_mask": torch.tensor(right_pad([[1] * len(c) for c in cs], C, 0)),
             "advantages": adv[rank * B:(rank + 1) * B].contiguous(),
             "old_per_token_logps": torch.tensor(right_pad(old, C, 0.0)),
-            # vLLM log-probs: close to the trainer's; TRL pads them with 0
-            "sampling_per_token_logps": torch.tensor(right_pad([[x + 0.001 for x in r] for r in old], C, 0.0)),
+            # vLLM log-probs: close to the trainer's; TRL writes 0 on tool-output tokens and pads with 0
+            "sampling_per_token_logps": torch.tensor(right_pad([[(x + 0.001) * tool[i][t] for t, x in enumerate(r)] for i, r in zip(rows, old)], C, 0.0)),
             "ref_per_token_logps": torch.tensor(right_pad([[x - 0.01 for x in r] for r in old], C, 0.0)),
             # TRL pads tool_mask with 1
             "tool_mask": torch.tensor(right_pad([tool[i] for i in rows], C, 1)),
