@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { diagnose } from '../src/doctor/index.ts';
 import { parseBatch, serializeBatch } from '../src/io/batch.ts';
-import { mergeImports, readAnyBatch } from '../src/io/formats/index.ts';
+import { importBatch, mergeImports, readAnyBatch } from '../src/io/formats/index.ts';
 import { writeSafeTensors } from '../src/io/safetensors.ts';
 import { python } from './helpers/python.ts';
 
@@ -204,6 +204,20 @@ describe('readAnyBatch', () => {
   it('group labels: a group with more than G rows is a schema error', () => {
     const b = { ...load('verl-interleaved.safetensors').batch, num_generations: 2 };
     expect(diagnose(b).findings.some((f) => f.rule === 'schema' && f.field === 'group_ids')).toBe(true);
+  });
+});
+
+describe('importBatch (the page worker\'s entry)', () => {
+  it('several files of one step → one batch, progress per file, the detected format and trainer', () => {
+    const calls: string[] = [];
+    const r = importBatch(['trl-rank0.safetensors', 'trl-rank1.safetensors'].map((name) => ({ name, bytes: bytes(name) })), {}, (done, total, name) => calls.push(`${done}/${total} ${name}`));
+    expect(calls).toEqual(['0/2 trl-rank0.safetensors', '1/2 trl-rank1.safetensors', '2/2 ']);
+    expect([r.format, r.trainer, r.batch.completion_ids.length]).toEqual(['trl', 'TRL GRPOTrainer', 12]);
+    expect(() => importBatch([])).toThrow(/no file to import/);
+  });
+  it('files of different formats are not merged: one line naming the file', () => {
+    const files = ['trl-rank0.safetensors', 'verl-interleaved.safetensors'].map((name) => ({ name, bytes: bytes(name) }));
+    expect(() => importBatch(files)).toThrow(/^verl-interleaved\.safetensors: cannot merge: format verl, trl-rank0\.safetensors is trl$/);
   });
 });
 

@@ -20,9 +20,6 @@ const DUMP_FORMATS: { id: string; detect(d: Dump): boolean; read(d: Dump, opts: 
   { id: 'openrlhf', detect: openrlhf.detect, read: openrlhf.read },
 ];
 
-/** What the studio can import, for usage lines and the page's file picker. */
-export const IMPORT_FORMATS = ['grpo-batch/v1 JSON', 'TRL dict (.safetensors)', 'verl DataProto (.safetensors)', 'OpenRLHF Experience (.safetensors)', 'prime-rl token export (.jsonl)'] as const;
-
 /** A safetensors file: u64 little-endian header length that fits the file, then a JSON header. */
 function isSafetensors(bytes: Uint8Array): boolean {
   if (bytes.byteLength < 10 || bytes[8] !== 0x7b) return false;
@@ -56,10 +53,22 @@ export function readAnyBatch(bytes: Uint8Array, name: string, opts: ImportOption
 /**
  * The page's entry (call it in the worker on dropped files): one batch from one or more files of one
  * step, with the detected format / trainer, the unknown keys and the reader's notes to show.
+ * `onProgress(done, total, name)` is called before each file and once at the end (done = total); a
+ * cancelled import is a terminated worker (each file is one synchronous, linear read).
  */
-export function importBatch(files: readonly { name: string; bytes: Uint8Array }[], opts: ImportOptions = {}): ImportResult {
+export function importBatch(
+  files: readonly { name: string; bytes: Uint8Array }[],
+  opts: ImportOptions = {},
+  onProgress?: (done: number, total: number, name: string) => void,
+): ImportResult {
   if (files.length === 0) throw new BatchFormatError('no file to import');
-  return mergeImports(files.map(({ name, bytes }) => ({ name, result: readAnyBatch(bytes, name, opts) })));
+  const parts = files.map(({ name, bytes }, i) => {
+    onProgress?.(i, files.length, name);
+    return { name, result: readAnyBatch(bytes, name, opts) };
+  });
+  const merged = mergeImports(parts);
+  onProgress?.(files.length, files.length, '');
+  return merged;
 }
 
 /** Row-wise fields concatenated when files are merged; everything else must agree or comes from the first. */
