@@ -58,9 +58,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     // process_slice: row b of rank r is global sample r·B + b.
     group_ids: Array.from({ length: B }, (_, b) => Math.floor((rank * B + b) / G)),
   };
-  for (const [key, field] of [['old_per_token_logps', 'old_per_token_logps'], ['ref_per_token_logps', 'ref_per_token_logps'], ['sampling_per_token_logps', 'sampling_per_token_logps']] as const) {
-    if (d.has(key)) batch[field] = rows(d.floats(key));
-  }
+  for (const key of ['old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps'] as const) if (d.has(key)) batch[key] = rows(d.floats(key));
   if (d.has('advantages')) {
     const rank2 = d.shape('advantages').length === 2;
     const A = d.floats('advantages', rank2 ? 2 : 1);
