@@ -120,6 +120,15 @@ describe('verl DataProto with groups interleaved by uid', () => {
     // Control: the same rows grouped by position (what row order alone suggests) disagree with the advantages.
     expect(rules({ ...b, group_ids: undefined })).toContain('error:advantage-mismatch');
   });
+  it('the page names groups by label and computes their stats over the labelled rows', async () => {
+    const { groupStats } = await import('../src/ui/derived.ts');
+    const { groupLabel } = await import('../src/io/batch.ts');
+    const stats = groupStats(b, {} as Parameters<typeof groupStats>[1])!;
+    // group 1 = uid c9e2, rows 1, 5, 8: rewards 0, 0, 0
+    expect(stats.map((s) => [s.group, s.zero_std])).toEqual([[0, false], [1, true], [2, false]]);
+    expect(stats[2].mean).toBeCloseTo(2 / 3, 6); // b7d4: rows 2, 4, 7 → 1, 0, 1
+    expect([5, 8].map((i) => groupLabel(b, i))).toEqual([1, 1]);
+  });
   it('a dump without uid is refused: row order cannot give the groups', () => {
     const st = writeSafeTensors({ prompts: { dtype: 'I32', shape: [1, 2], data: new Int32Array([1, 2]) }, responses: { dtype: 'I32', shape: [1, 2], data: new Int32Array([3, 2]) } });
     expect(() => readAnyBatch(st, 'x.safetensors')).toThrow(/x\.safetensors: __metadata__ has no "uid"/);

@@ -207,6 +207,11 @@ export function serializeBatch(batch: GrpoBatch): string {
   return `{\n${lines.join(',\n')}\n}\n`;
 }
 
+/** Sample b's group as reports name it: its label when the batch has group_ids, else ⌊b / G⌋. */
+export function groupLabel(batch: Pick<GrpoBatch, 'group_ids' | 'num_generations'>, b: number): number {
+  return batch.group_ids?.[b] ?? Math.floor(b / batch.num_generations);
+}
+
 /** The configured scale_rewards as one of "group" | "batch" | "none" (TRL's older booleans mapped). */
 export function scaleRewardsOf(config: BatchConfig | undefined): ScaleRewards {
   const s = config?.scale_rewards;
