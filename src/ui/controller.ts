@@ -3,7 +3,7 @@
 // store. Nothing here blocks the page: every heavy call is a worker request.
 import { DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH } from '../grpo/default_task.ts';
 import type { RewardSample, RewardTable } from '../grpo/rewards.ts';
-import { serializeBatch } from '../io/batch.ts';
+import { groupLabel, serializeBatch } from '../io/batch.ts';
 import { studioStore } from '../store/index.ts';
 import { StudioClient } from '../worker/client.ts';
 import { StudioFailure } from '../worker/errors.ts';
@@ -176,7 +176,7 @@ export async function scoreOnScreenBatch(): Promise<RewardTable | null> {
   const G = batch.num_generations;
   const samples: RewardSample[] = completions.map((completion, i) => ({
     index: i,
-    group: Math.floor(i / G),
+    group: groupLabel(batch, i),
     prompt: batch.prompt_texts?.[i] ?? run.render?.prompt_texts[Math.floor(i / G)] ?? '',
     completion,
     answer: prompts[Math.floor(i / G)]?.answer ?? '',
