@@ -129,6 +129,14 @@ describe('verl DataProto with groups interleaved by uid', () => {
     expect(stats[2].mean).toBeCloseTo(2 / 3, 6); // b7d4: rows 2, 4, 7 → 1, 0, 1
     expect([5, 8].map((i) => groupLabel(b, i))).toEqual([1, 1]);
   });
+  it('input_ids that are not prompts ⧺ responses are refused with the row and position', () => {
+    const st = writeSafeTensors({
+      prompts: { dtype: 'I32', shape: [1, 2], data: new Int32Array([1, 2]) },
+      responses: { dtype: 'I32', shape: [1, 2], data: new Int32Array([3, 2]) },
+      input_ids: { dtype: 'I32', shape: [1, 4], data: new Int32Array([1, 2, 4, 2]) },
+    }, { uid: '["u"]' });
+    expect(() => readAnyBatch(st, 'v.safetensors')).toThrow('v.safetensors: input_ids[0][2] = 4, but prompts ⧺ responses has 3 there');
+  });
   it('a dump without uid is refused: row order cannot give the groups', () => {
     const st = writeSafeTensors({ prompts: { dtype: 'I32', shape: [1, 2], data: new Int32Array([1, 2]) }, responses: { dtype: 'I32', shape: [1, 2], data: new Int32Array([3, 2]) } });
     expect(() => readAnyBatch(st, 'x.safetensors')).toThrow(/x\.safetensors: __metadata__ has no "uid"/);

@@ -9,10 +9,10 @@
 //   (or r − mean when algorithm.norm_adv_by_std_in_grpo is false) times response_mask; a uid with one
 //   row gets mean 0, std 1.
 import type { BatchConfig, GrpoBatch } from '../batch.ts';
-import { Dump, intOf, labelsFromKeys, largestGroup, row, rows, scalarAdvantages, splitLossMask, tokenIds, toolMasks, type ImportOptions, type ImportResult } from './common.ts';
+import { Dump, intOf, type Tensor2D, labelsFromKeys, largestGroup, row, rows, scalarAdvantages, splitLossMask, tokenIds, toolMasks, type ImportOptions, type ImportResult } from './common.ts';
 
-const MAPPED = ['prompts', 'responses', 'attention_mask', 'response_mask', 'advantages', 'old_log_probs', 'ref_log_prob', 'rollout_log_probs', 'token_level_rewards'];
-const KNOWN_UNMAPPED = ['input_ids', 'position_ids', 'returns', 'token_level_scores', 'values', 'entropys', 'rm_scores', 'response_length', 'prompt_length'];
+const MAPPED = ['prompts', 'responses', 'input_ids', 'attention_mask', 'response_mask', 'advantages', 'old_log_probs', 'ref_log_prob', 'rollout_log_probs', 'token_level_rewards'];
+const KNOWN_UNMAPPED = ['position_ids', 'returns', 'token_level_scores', 'values', 'entropys', 'rm_scores', 'response_length', 'prompt_length'];
 const META = ['uid', 'config', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'format'];
 
 export function detect(d: Dump): boolean {
@@ -34,6 +34,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   const named = [...new Map(group_ids.map((g, b) => [g, uid[b]])).entries()];
   notes.push(`groups by uid (rows need not be adjacent): ${named.slice(0, 6).map(([g, u]) => `${g} = ${u}`).join(', ')}${named.length > 6 ? `, … (${named.length})` : ''}`);
 
+  if (d.has('input_ids')) sameAsConcat(d, prompts, responses);
   const attention = d.has('attention_mask') ? d.ints('attention_mask') : undefined;
   if (attention && attention.cols !== P + R) d.fail(`attention_mask has ${attention.cols} columns, prompts + responses have ${P} + ${R} = ${P + R}`);
   const lossMask = d.has('response_mask') ? rows(d.ints('response_mask')) : attention ? Array.from({ length: B }, (_, b) => row(attention, b, P, P + R)) : d.fail('needs response_mask or attention_mask');
@@ -85,4 +86,18 @@ function verlConfig(cfg: Record<string, unknown>): BatchConfig {
   out.scale_rewards = cfg.norm_adv_by_std_in_grpo === false ? 'none' : 'group';
   if (typeof cfg.temperature === 'number') out.temperature = cfg.temperature;
   return out;
+}
+
+/** The model read input_ids; the batch is built from prompts ⧺ responses: they must be the same tokens. */
+function sameAsConcat(d: Dump, prompts: Tensor2D<Int32Array>, responses: Tensor2D<Int32Array>): void {
+  const ids = d.ints('input_ids');
+  const P = prompts.cols;
+  const L = P + responses.cols;
+  if (ids.cols !== L) d.fail(`input_ids has ${ids.cols} columns, prompts + responses have ${P} + ${responses.cols} = ${L}`);
+  for (let b = 0; b < ids.rows; b++) {
+    for (let t = 0; t < L; t++) {
+      const want = t < P ? prompts.data[b * P + t] : responses.data[b * responses.cols + t - P];
+      if (ids.data[b * L + t] !== want) d.fail(`input_ids[${b}][${t}] = ${ids.data[b * L + t]}, but prompts ⧺ responses has ${want} there`);
+    }
+  }
 }
