@@ -13,6 +13,7 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   step: () => import('./step.ts'),
   sample: () => import('./sample.ts'),
   doctor: () => import('./doctor.ts'),
+  import: () => import('./import.ts'),
 };
 
 /** Suites that run on the CPU only: with nothing else selected, no GPU adapter is opened. */

@@ -1,5 +1,5 @@
 // `grpo-studio score --model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]`: re-scores a
-// grpo-batch/v1 batch with the policy (and the reference, when given) on the GPU and writes
+// batch in any supported format (grpo-batch/v1, TRL, verl, OpenRLHF, prime-rl: src/io/formats) with the policy (and the reference, when given) on the GPU and writes
 // {per_token_logps, per_token_entropy, ref_per_token_logps, per_token_kl, adapter} as JSON, each
 // per-token array ragged like the batch's completion_ids. Temperature, KL estimator and position_ids
 // style ("from_attention_mask", HF generate's, or "arange") come from the batch's `config`.

@@ -1,5 +1,5 @@
 // `grpo-studio step --model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]`: one GRPO update
-// on a grpo-batch/v1 batch with the step pipeline (src/grpo/step.ts): policy forward, reference forward,
+// on a batch in any supported format (src/io/formats) with the step pipeline (src/grpo/step.ts): policy forward, reference forward,
 // loss, backward, clipped optimizer step and re-evaluation, configured by the batch's `config` (loss_type,
 // beta, epsilon, epsilon_high, delta, temperature, kl_estimator, importance_sampling_level, optimizer
 // {name, lr, betas, eps, weight_decay}, max_grad_norm, position_ids). Without --ref-model and with β > 0

@@ -53,7 +53,12 @@ export function validateBatch(batch: GrpoBatch, opts: ValidateOptions = {}): Fin
   const range = V !== undefined ? ` in [0, ${V})` : '';
 
   if (B === 0) err('completion_ids', 'the batch has no samples');
-  if (B % G !== 0) err('num_generations', `${B} samples is not a multiple of num_generations = ${G}: groups cannot be formed`);
+  if (!batch.group_ids && B % G !== 0) err('num_generations', `${B} samples is not a multiple of num_generations = ${G}: groups cannot be formed (give group_ids for a slice)`);
+  const sizes = new Map<number, number>();
+  batch.group_ids?.forEach((g, i) => {
+    if (!Number.isInteger(g)) err('group_ids', `group_ids[${i}] = ${JSON.stringify(g)} is not an integer label`, i);
+    else if (sizes.set(g, (sizes.get(g) ?? 0) + 1).get(g) === G + 1) err('group_ids', `group ${g} has more than num_generations = ${G} rows (sample ${i} is row ${G + 1})`, i);
+  });
   if (batch.prompt_ids.length !== B) err('prompt_ids', `prompt_ids has ${batch.prompt_ids.length} rows, completion_ids has ${B}`);
   if (batch.eos_token_ids.length === 0) err('eos_token_ids', 'eos_token_ids is empty: completion masks cannot be checked');
   batch.eos_token_ids.forEach((id, i) => {
@@ -90,7 +95,7 @@ export function validateBatch(batch: GrpoBatch, opts: ValidateOptions = {}): Fin
     if (t >= 0) err(field, `${field}${sample === undefined ? '' : `[${sample}]`}[${t}] = ${JSON.stringify(values[t])} is not a number`, at, sample === undefined ? undefined : t);
   };
   for (const f of ['rewards', 'advantages', 'reward_weights'] as const) if (batch[f]) numeric(f, batch[f]!);
-  for (const f of ['rewards_per_func', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps'] as const) {
+  for (const f of ['rewards_per_func', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'per_token_advantages'] as const) {
     batch[f]?.forEach((row, b) => numeric(f, row, b));
   }
   if (batch.rewards_per_func) {
@@ -134,8 +139,8 @@ function checkStepInputs(batch: GrpoBatch, err: (field: string, message: string,
     if (t >= 0) err(field, `${field}[${t}] = ${values![t]} is not finite: the loss would be NaN`, t);
   };
   finite('advantages', batch.advantages);
-  if (!batch.advantages) finite('rewards', batch.rewards);
-  for (const f of ['old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps'] as const) {
+  if (!batch.advantages && !batch.per_token_advantages) finite('rewards', batch.rewards);
+  for (const f of ['old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'per_token_advantages'] as const) {
     batch[f]?.some((row, b) => {
       const t = firstBad(row, (v) => typeof v === 'number' && !Number.isFinite(v));
       if (t < 0) return false;
