@@ -14,7 +14,7 @@
 // with one iteration per generation). Reference: a given model; with none and β > 0 a frozen copy of
 // the policy, which for this update is the policy itself before the step (same weights, same batch:
 // its log-probs are the policy forward's); with β = 0 and none, no reference at all, as TRL.
-import type { Gpu } from '../gpu/context.ts';
+import { statsSince, type Gpu, type GpuStats } from '../gpu/context.ts';
 import { BatchFormatError, scaleRewardsOf, type BatchConfig, type ChatMessage, type GrpoBatch, type PositionIdsMode, type ScaleRewards } from '../io/batch.ts';
 import { generate, type Decoder, type FinishReason, type GenerateOptions } from '../model/generate.ts';
 import type { CausalLM } from '../model/model.ts';
@@ -140,6 +140,8 @@ export interface StageResult<S extends StageId = StageId> {
   ms: number; // wall time, GPU work included
   gpuBytes: number; // bytes allocated by GPU buffers after the stage
   peakBytes: number; // the most allocated during the stage
+  /** Dispatches, compute passes, bind-group cache hits/misses, bytes read back and CPU encoding ms of this stage. */
+  gpuStats: GpuStats;
   /** Why the stage did not run (e.g. render / sample / reward for an imported batch). */
   skipped?: string;
   data: StageData[S] | null;
@@ -208,8 +210,9 @@ export class StepPipeline {
     const gpu = this.gpu;
     gpu.resetPeak();
     const t0 = performance.now();
+    const s0 = { ...gpu.stats };
     const out = await this.run(id);
-    const result: StageResult = { id, ms: performance.now() - t0, gpuBytes: gpu.allocatedBytes, peakBytes: gpu.peakBytes, data: 'skipped' in out ? null : out.data, skipped: 'skipped' in out ? out.skipped : undefined };
+    const result: StageResult = { id, ms: performance.now() - t0, gpuBytes: gpu.allocatedBytes, peakBytes: gpu.peakBytes, gpuStats: statsSince(gpu.stats, s0), data: 'skipped' in out ? null : out.data, skipped: 'skipped' in out ? out.skipped : undefined };
     if (!('skipped' in out)) (this.stageData as Record<string, unknown>)[id] = out.data;
     this.results.push(result);
     return result;
