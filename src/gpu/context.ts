@@ -151,19 +151,38 @@ export class Gpu {
 
   /** Reads `byteSize` bytes (default: whole buffer) back to the CPU, through a pooled staging buffer. */
   async read(buf: GPUBuffer, byteSize = buf.size, byteOffset = 0): Promise<ArrayBuffer> {
-    const size = Math.ceil(byteSize / 4) * 4;
-    const staging = this.staging.acquire(size);
+    return (await this.readAll([{ buf, byteSize, byteOffset }]))[0];
+  }
+
+  /**
+   * Reads several buffer windows back with one copy submit and one map of one pooled staging buffer (a
+   * stage's read-back is a handful of small per-token arrays: one round trip instead of one each).
+   */
+  async readAll(parts: { buf: GPUBuffer; byteSize?: number; byteOffset?: number }[]): Promise<ArrayBuffer[]> {
+    const at: number[] = [];
+    let total = 0;
+    for (const p of parts) {
+      at.push(total);
+      total += Math.ceil((p.byteSize ?? p.buf.size) / 4) * 4;
+    }
+    const what = `read ${parts.map((p) => p.buf.label).join(', ')}`;
+    if (total === 0) return parts.map(() => new ArrayBuffer(0));
+    const staging = this.staging.acquire(total);
     let ok = false;
     try {
-      await this.scoped(`read ${buf.label}`, () => {
+      await this.scoped(what, () => {
         const enc = this.device.createCommandEncoder({ label: 'readback' });
-        enc.copyBufferToBuffer(buf, byteOffset, staging, 0, size);
+        parts.forEach((p, i) => {
+          const size = Math.ceil((p.byteSize ?? p.buf.size) / 4) * 4;
+          if (size > 0) enc.copyBufferToBuffer(p.buf, p.byteOffset ?? 0, staging, at[i], size);
+        });
         this.device.queue.submit([enc.finish()]);
       });
-      await this.checkedMap(staging, `read ${buf.label}`);
-      const out = staging.getMappedRange(0, size).slice(0, byteSize);
+      await this.checkedMap(staging, what, total);
+      const mapped = staging.getMappedRange(0, total);
+      const out = parts.map((p, i) => mapped.slice(at[i], at[i] + (p.byteSize ?? p.buf.size)));
       staging.unmap();
-      this.stats.bytesRead += byteSize;
+      this.stats.bytesRead += parts.reduce((s, p) => s + (p.byteSize ?? p.buf.size), 0);
       ok = true;
       return out;
     } finally {
@@ -181,11 +200,11 @@ export class Gpu {
     return new Uint32Array(await this.read(buf, n * 4, elemOffset * 4));
   }
 
-  private async checkedMap(buf: GPUBuffer, what: string): Promise<void> {
+  private async checkedMap(buf: GPUBuffer, what: string, size: number): Promise<void> {
     const lost = this.lost.then((info) => {
       throw new GpuError('device-lost', what, info.message || info.reason || 'device lost');
     });
-    await Promise.race([buf.mapAsync(GPUMapMode.READ), lost]);
+    await Promise.race([buf.mapAsync(GPUMapMode.READ, 0, size), lost]);
   }
 
   /** A zero-filled storage buffer of at least `byteSize` bytes, shared by optional bindings. */

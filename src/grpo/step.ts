@@ -7,8 +7,10 @@
 // Starting from an imported grpo-batch/v1 batch, render / sample / reward are skipped and say so.
 //
 // GPU buffers live across stages: the policy forward's logits and saved activations feed the loss and
-// the backward in place, and nothing goes CPU → GPU between policy forward and optimizer step. Each
-// stage reads back only what is shown: per-token arrays (B, C), losses and norms.
+// the backward in place, and nothing goes CPU → GPU between policy forward and optimizer step. The loss
+// takes the policy forward's per-token log-probs and log-sum-exp as they are: the (B·C, V) logits are
+// read by one gather forward, and then once more only by the backward that overwrites them. Each stage
+// reads back only what is shown (per-token arrays (B, C), losses, norms), in one round trip.
 //
 // old_per_token_logps: the batch's, or else the policy's own log-probs before the step (ratio 1, as TRL
 // with one iteration per generation). Reference: a given model; with none and β > 0 a frozen copy of
@@ -25,7 +27,7 @@ import type { RenderOptions, Tokenizer } from '../tokenize/tokenizer.ts';
 import { STAGES, type StageId } from './stages.ts';
 import { computeAdvantages, type AdvantageEstimator, type GroupStats } from './advantages.ts';
 import { assembleBatch, checkScorable, padBatch, type PaddedBatch } from './batch.ts';
-import { DEFAULT_GRPO_LOSS_CONFIG, grpo_loss, parseGrpoLossConfig, readGrpoLoss, type ClipCounts, type GrpoLossConfig, type GrpoLossResult, type LossType } from './loss.ts';
+import { DEFAULT_GRPO_LOSS_CONFIG, grpo_loss, parseGrpoLossConfig, readGrpoLossFields, type ClipCounts, type GrpoLossConfig, type GrpoLossResult, type LossType } from './loss.ts';
 import { clipCoefFor, Optimizer, parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
 import { scoreRewards, type JsRewardRunner, type RewardSpec, type RewardTable } from './rewards.ts';
 
@@ -433,8 +435,8 @@ export class StepPipeline {
     const s = this.own(score_completions(rec, this.opts.policy, this.padded!, { temperature: this.config.loss.temperature, save: true }));
     await rec.finish();
     this.policyScores = s;
-    const [lp, ent] = await Promise.all([f32(this.gpu, s.per_token_logps, this.n), f32(this.gpu, s.per_token_entropy, this.n)]);
-    return { per_token_logps: lp, per_token_entropy: ent };
+    const [lp, ent] = await this.gpu.readAll([s.per_token_logps, s.per_token_entropy].map((buf) => ({ buf, byteSize: this.n * 4 })));
+    return { per_token_logps: new Float32Array(lp), per_token_entropy: new Float32Array(ent) };
   }
 
   private async referenceForward(): Promise<{ data: StageData['reference_forward'] } | { skipped: string }> {
@@ -463,7 +465,7 @@ export class StepPipeline {
         {
           B: p.B, T: p.C, V: this.opts.policy.config.vocab_size, logits: s.logits,
           completion_ids: s.completion_ids, completion_mask: s.completion_mask, advantages: this.gpuIn!.advantages,
-          old_per_token_logps: this.gpuIn!.old, ref_per_token_logps: this.refLogps,
+          old_per_token_logps: this.gpuIn!.old, ref_per_token_logps: this.refLogps, scored: s,
         },
         this.config.loss,
         { rec, dlogits: 'in-place', scoreMaskedRows: true },
@@ -471,7 +473,7 @@ export class StepPipeline {
     );
     await rec.finish();
     this.lossRes = res;
-    const r = await readGrpoLoss(this.gpu, res);
+    const r = await readGrpoLossFields(this.gpu, res, ['importance_ratio', 'per_token_kl', 'per_token_loss', 'clip']);
     const cfg = this.config.loss;
     const weight = loss_weights(p.completion_mask, p.B, p.C, cfg.loss_type, cfg);
     let kl_term = 0;
@@ -541,14 +543,14 @@ export class StepPipeline {
         {
           B: p.B, T: p.C, V: this.opts.policy.config.vocab_size, logits: s.logits,
           completion_ids: s.completion_ids, completion_mask: s.completion_mask, advantages: this.gpuIn!.advantages,
-          old_per_token_logps: this.gpuIn!.old ?? before.per_token_logps, ref_per_token_logps: this.refLogps,
+          old_per_token_logps: this.gpuIn!.old ?? before.per_token_logps, ref_per_token_logps: this.refLogps, scored: s,
         },
         this.config.loss,
         { rec, backward: false, scoreMaskedRows: true },
       ),
     );
     await rec.finish();
-    const r = await readGrpoLoss(gpu, res);
+    const r = await readGrpoLossFields(gpu, res, ['per_token_logps', 'per_token_kl', 'per_token_loss']);
     const pre = this.need('policy_forward').per_token_logps;
     return {
       post_per_token_logps: r.per_token_logps,
