@@ -183,11 +183,20 @@ describe('read-backs and scratch', () => {
     x.destroy();
   });
 
-  it('an outgrown shared scratch buffer is destroyed', async () => {
+  it('an outgrown shared scratch buffer is destroyed once the recorders that may bind it have submitted', async () => {
     const gpu = await testGpu();
     sharedScratch(gpu, 'test:grow', 1024);
     const before = gpu.allocatedBytes;
-    sharedScratch(gpu, 'test:grow', 4096);
+    sharedScratch(gpu, 'test:grow', 4096); // no recorder open: destroyed at once
     expect(gpu.allocatedBytes - before).toBe(4096 - 1024);
+
+    const rec = gpu.recorder('binds the scratch');
+    const mid = sharedScratch(gpu, 'test:grow', 4096);
+    scale(rec, 'scale scratch', mid, 1024, 2);
+    const bigger = sharedScratch(gpu, 'test:grow', 8192); // outgrown while `rec` holds a dispatch binding it
+    expect(bigger).not.toBe(mid);
+    const held = gpu.allocatedBytes;
+    await rec.submit(); // would fail had `mid` been destroyed before the submit
+    expect(held - gpu.allocatedBytes).toBe(4096);
   });
 });

@@ -221,33 +221,44 @@ export class Gpu {
   // ---------------------------------------------------------------- recording
 
   /** Recorders created and not yet submitted (they may bind a buffer retire() was given). */
-  private openRecorders = 0;
-  private readonly retired: GPUBuffer[] = [];
+  private readonly open = new Set<object>();
+  /** Retired buffers, each waiting for the recorders that were open when it was retired. */
+  private readonly retired: { buf: GPUBuffer; waiting: Set<object> }[] = [];
 
   /** Starts a command recorder: dispatches accumulate and go out in one submit. */
   recorder(label: string): Recorder {
-    this.openRecorders++;
-    return new GpuRecorder(this, label);
+    const rec = new GpuRecorder(this, label);
+    this.open.add(rec);
+    return rec;
   }
 
+  /** Recorders created and not yet submitted (they may bind a buffer given to retire()). */
   get openRecorderCount(): number {
-    return this.openRecorders;
+    return this.open.size;
   }
 
-  /** Called by a recorder once it has submitted (or given up): retired buffers go when none is open. */
-  recorderClosed(): void {
-    this.openRecorders = Math.max(0, this.openRecorders - 1);
-    if (this.openRecorders === 0) for (const b of this.retired.splice(0)) b.destroy();
+  /** Called by a recorder once it has submitted (or failed to): buffers retired while it was open may go. */
+  recorderClosed(rec: object): void {
+    this.open.delete(rec);
+    for (let i = this.retired.length - 1; i >= 0; i--) {
+      const r = this.retired[i];
+      r.waiting.delete(rec);
+      if (r.waiting.size === 0) {
+        r.buf.destroy();
+        this.retired.splice(i, 1);
+      }
+    }
   }
 
   /**
-   * Destroys a buffer no new work will use, as soon as no recorder is open: one may have recorded a
-   * dispatch binding it (commands are encoded at submit). Already submitted work is unaffected: WebGPU
-   * frees a destroyed buffer only after the queue is done with it.
+   * Destroys a buffer no new work will use once every recorder open now has submitted: one of them may
+   * have recorded a dispatch binding it (commands are encoded at submit). A recorder abandoned without
+   * submit keeps what was retired while it was open. Already submitted work is unaffected: WebGPU frees
+   * a destroyed buffer only after the queue is done with it.
    */
   retire(buf: GPUBuffer): void {
-    if (this.openRecorders === 0) buf.destroy();
-    else this.retired.push(buf);
+    if (this.open.size === 0) buf.destroy();
+    else this.retired.push({ buf, waiting: new Set(this.open) });
   }
 
   /** Splits a 1-D count of workgroups into (x, y) within the per-dimension limit. */

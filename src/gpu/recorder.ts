@@ -23,7 +23,7 @@ export interface RecorderHost {
   createBuffer(label: string, byteSize: number): GPUBuffer;
   paramsPage(k: number): GPUBuffer;
   scoped<T>(kernel: string, fn: () => T): Promise<T>;
-  recorderClosed(): void;
+  recorderClosed(rec: object): void;
 }
 
 /** One dispatch's worth of arguments. */
@@ -183,7 +183,7 @@ export class GpuRecorder<G extends RecorderHost> {
   /** Destroys the scratch buffers (the params pages are shared and stay). */
   private release(): void {
     for (const t of this.temps.splice(0)) t.destroy();
-    if (!this.closed) this.gpu.recorderClosed();
+    if (!this.closed) this.gpu.recorderClosed(this);
     this.closed = true;
   }
 
