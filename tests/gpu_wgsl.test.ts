@@ -4,6 +4,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { readShader as bundledShader } from '../src/gpu/browser.ts';
 import { entryBindings } from '../src/gpu/layout.ts';
 import { resolveIncludes } from '../src/gpu/wgsl.ts';
 import { testGpu } from './helpers/gpu.ts';
@@ -63,6 +64,16 @@ describe('bindings an entry point uses', () => {
       @compute @workgroup_size(1) fn other() { let q = p.b; }`;
     expect(entryBindings(code, 'main')).toEqual(['r', 'w', 'u']);
     expect(entryBindings(code, 'other')).toEqual(['', '', 'u']);
+  });
+});
+
+describe('the browser bundle', () => {
+  it('holds the shared pieces under the names the kernels include them by, identical to the files', () => {
+    const read = (n: string) => readFileSync(join(SHADERS, `${n}.wgsl`), 'utf8');
+    for (const name of ['rmsnorm_backward', 'layernorm_forward', 'gelu_backward', 'attention_forward']) {
+      expect(resolveIncludes(name, bundledShader)).toBe(resolveIncludes(name, read));
+    }
+    expect(bundledShader('common/reduce')).toBe(read('common/reduce'));
   });
 });
 
