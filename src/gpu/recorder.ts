@@ -236,6 +236,7 @@ export class GpuRecorder<G extends RecorderHost> {
   /** Re-encodes the commands one at a time (never submitted) to find the first that errs; see the class comment. */
   private async diagnose(err: GpuError): Promise<GpuError> {
     const gpu = this.gpu;
+    const counted = { ...gpu.stats }; // the re-encode is no work done: keep it out of the counters
     const journal = gpu.cache.beginJournal();
     const checks: Promise<unknown>[] = [];
     try {
@@ -249,6 +250,7 @@ export class GpuRecorder<G extends RecorderHost> {
       }
     } finally {
       gpu.cache.endJournal();
+      Object.assign(gpu.stats, counted);
     }
     const found = (await Promise.all(checks)).find((e) => e !== null);
     gpu.cache.forget(journal);
