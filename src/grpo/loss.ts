@@ -124,6 +124,7 @@ export interface GrpoLossResult {
   clip: GPUBuffer; // u32 CLIP_LOW | CLIP_HIGH | DELTA_BINDS
   stats: GPUBuffer; // (16): AGGREGATIONS then STATS slots
   dlogp: GPUBuffer | null;
+  token_weight: GPUBuffer | null; // ∂loss/∂per_token_loss of the chosen aggregation (with the backward)
   dlogits: GPUBuffer | null; // (B·T, V); the logits buffer itself when in place
   destroy(): void; // frees what grpo_loss created (never the inputs)
 }
@@ -170,6 +171,7 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
     clip: buf('clip', N * 4),
     stats: buf('loss_stats', STATS.size * 4),
     dlogp: backward ? buf('dlogp', N * 4) : null,
+    token_weight: backward ? buf('token_weight', N * 4) : null,
     dlogits: backward ? (inPlace ? inputs.logits : buf('dlogits', N * V * 4)) : null,
   };
 
@@ -204,7 +206,7 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
     params: config,
   });
   loss_reduce_forward(rec, { ...common, loss: out.per_token_loss, clip: out.clip, out: out.stats, ...config });
-  if (out.dlogp && out.dlogits) {
+  if (out.dlogp && out.token_weight && out.dlogits) {
     grpo_loss_backward(rec, {
       ...common,
       logp: out.per_token_logps,
@@ -212,6 +214,7 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
       ratio: out.importance_ratio,
       stats: out.stats,
       dlogp: out.dlogp,
+      token_weight: out.token_weight,
       params: config,
     });
     logprob_gather_backward(rec, {
@@ -247,12 +250,13 @@ export interface GrpoLossReadback {
   clip_counts: ClipCounts;
   sequences: number; // rows with at least one completion token
   dlogp: Float32Array | null;
+  token_weight: Float32Array | null;
   dlogits: Float32Array | null; // (B·T, V), only when asked for (it is the big one)
 }
 
 /** The per-token arrays a GrpoLossResult can read back (the stats are always read: they are 64 bytes). */
-export type LossArray = 'per_token_logps' | 'lse' | 'per_token_entropy' | 'per_token_kl' | 'importance_ratio' | 'per_token_loss' | 'clip' | 'dlogp';
-const LOSS_ARRAYS: readonly LossArray[] = ['per_token_logps', 'lse', 'per_token_entropy', 'per_token_kl', 'importance_ratio', 'per_token_loss', 'clip', 'dlogp'];
+export type LossArray = 'per_token_logps' | 'lse' | 'per_token_entropy' | 'per_token_kl' | 'importance_ratio' | 'per_token_loss' | 'clip' | 'dlogp' | 'token_weight';
+const LOSS_ARRAYS: readonly LossArray[] = ['per_token_logps', 'lse', 'per_token_entropy', 'per_token_kl', 'importance_ratio', 'per_token_loss', 'clip', 'dlogp', 'token_weight'];
 
 type LossStats = Pick<GrpoLossReadback, 'loss' | 'losses' | 'clip_counts' | 'sequences'>;
 
