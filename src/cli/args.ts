@@ -69,3 +69,12 @@ export function writeResult(out: string | undefined, result: unknown): void {
   if (out) writeFileSync(out, json);
   else process.stdout.write(json);
 }
+
+type Nested = number | Nested[];
+
+/** A row-major array as nested plain arrays of the given shape. */
+export function nest(a: ArrayLike<number>, shape: number[], offset = 0): Nested[] {
+  const [n, ...rest] = shape;
+  const stride = rest.reduce((x, y) => x * y, 1);
+  return Array.from({ length: n }, (_, i) => (rest.length ? nest(a, rest, offset + i * stride) : a[offset + i]));
+}

@@ -104,16 +104,6 @@ function weights(x: TrlLossInputs, p: TrlLossParams, emask: Float64Array | null)
   return { w, we };
 }
 
-/** torch.quantile (linear interpolation) of the float32 entropies of mask = 1 tokens: TRL's entropy threshold. */
-export function entropy_quantile(entropy: ArrayLike<number>, mask: ArrayLike<number>, q: number): number | null {
-  const v = Float32Array.from(Array.from(entropy).filter((_, i) => mask[i] !== 0)).sort();
-  if (v.length === 0) return null;
-  const pos = q * (v.length - 1);
-  const lo = Math.floor(pos);
-  const hi = Math.min(lo + 1, v.length - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
-}
-
 export function trl_loss_forward(x: TrlLossInputs, p: TrlLossParams): TrlLossForward {
   const { B, T } = p;
   const N = B * T;
