@@ -104,7 +104,11 @@ function weights(x: TrlLossInputs, p: TrlLossParams, emask: Float64Array | null)
   return { w, we };
 }
 
-export function trl_loss_forward(x: TrlLossInputs, p: TrlLossParams): TrlLossForward {
+/**
+ * `detached` pins the factors TRL detaches (cispo's clamped ratio, vespo's φ) at given values, so a
+ * finite-difference check differentiates what autograd does; absent, they are computed from `x`.
+ */
+export function trl_loss_forward(x: TrlLossInputs, p: TrlLossParams, detached?: { ratio: Float64Array; phi: Float64Array | null }): TrlLossForward {
   const { B, T } = p;
   const N = B * T;
   const old = x.old ?? x.logp;
@@ -151,6 +155,7 @@ export function trl_loss_forward(x: TrlLossInputs, p: TrlLossParams): TrlLossFor
       const f = Math.exp(lam + k * lw - lam * Math.exp(lw));
       phi[b] = Number.isFinite(f) ? f : 0;
     }
+    if (detached?.phi) phi = detached.phi;
   }
   const kl = p.beta !== 0 ? new Float64Array(N) : null;
   const loss = new Float64Array(N);
@@ -161,7 +166,7 @@ export function trl_loss_forward(x: TrlLossInputs, p: TrlLossParams): TrlLossFor
     let L: number;
     switch (p.loss_type) {
       case 'cispo':
-        L = -Math.min(r, p.epsilon_high) * A * x.logp[i];
+        L = -Math.min(detached ? detached.ratio[i] : r, p.epsilon_high) * A * x.logp[i];
         break;
       case 'sapo': {
         const tau = A > 0 ? p.sapo_temperature_pos : p.sapo_temperature_neg;
