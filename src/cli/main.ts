@@ -32,7 +32,7 @@ export async function main(argv: string[]): Promise<number> {
   } catch (e) {
     // Bad input (CliError, a malformed file) is exit 2 with one line; anything else is a bug and keeps its stack.
     const err = e as Error;
-    if (err instanceof CliError || err.name === 'SafeTensorsError' || err.name === 'BatchFormatError' || err.name === 'ModelLoadError') {
+    if (err instanceof CliError || err.name === 'SettingsError' || err.name === 'SafeTensorsError' || err.name === 'BatchFormatError' || err.name === 'ModelLoadError') {
       console.error(`grpo-studio ${verb}: ${err.message.split('\n')[0]}`);
       return 2;
     }
