@@ -8,7 +8,7 @@ import { GOLDEN_ROOT } from './helpers/golden.ts';
 import { expectClose } from './helpers/close.ts';
 import { parseSafeTensors, shapeOf, toF64, toI32 } from '../src/io/safetensors.ts';
 import { trlAdvantages, verlAdvantages, type VerlAdvantageConfig } from '../src/grpo/advantages.ts';
-import { parseTrlConfig, parseTrlRun } from '../src/grpo/settings/trl.ts';
+import { parseTrlConfig, parseTrlRun, TRL_RUN_SETTINGS, TRL_SETTINGS } from '../src/grpo/settings/trl.ts';
 import { parseSettings } from '../src/grpo/settings/table.ts';
 import { VERL_ADVANTAGE_SETTINGS } from '../src/grpo/settings/verl_advantages.ts';
 import { SettingsError } from '../src/grpo/settings/types.ts';
@@ -73,6 +73,11 @@ describe('TRL settings table', () => {
     expect(parseTrlConfig({ scale_rewards: false }).values.scale_rewards).toBe('none');
     const d = parseTrlConfig({}).values;
     expect([d.loss_type, d.epsilon, d.epsilon_high, d.vllm_importance_sampling_mode, d.vllm_importance_sampling_clip_max]).toEqual(['dapo', 0.2, null, 'sequence_mask', 3]);
+  });
+  it('docs/trainers/trl.md names every setting of the table', () => {
+    const doc = readFileSync(path.resolve(__dirname, '..', 'docs', 'trainers', 'trl.md'), 'utf8');
+    const missing = [...TRL_SETTINGS, ...TRL_RUN_SETTINGS].map((s) => s.name).filter((n) => !doc.includes(n) && !doc.includes(n.replace(/_(min|max|delta|neg|pos)$/, '')));
+    expect(missing).toEqual([]);
   });
   it('out-of-range and wrongly typed values name the field; unknown keys are listed', () => {
     expect(() => parseTrlConfig({ beta: -1 })).toThrow(/config\.beta: expected a number >= 0/);
