@@ -12,6 +12,7 @@ import { parseTrlConfig, parseTrlRun, TRL_RUN_SETTINGS, TRL_SETTINGS } from '../
 import { parseSettings } from '../src/grpo/settings/table.ts';
 import { VERL_ADVANTAGE_SETTINGS } from '../src/grpo/settings/verl_advantages.ts';
 import { SettingsError } from '../src/grpo/settings/types.ts';
+import { stepConfigFromBatch } from '../src/grpo/step.ts';
 
 const DIR = path.join(GOLDEN_ROOT, 'trainers', 'advantages');
 const CASES = readdirSync(DIR).filter((f) => /^case_\d+\.safetensors$/.test(f)).sort();
@@ -67,6 +68,10 @@ describe('TRL settings table', () => {
   it('scale_rewards "median" is an error naming the field', () => {
     expect(() => parseTrlConfig({ scale_rewards: 'median' })).toThrow(SettingsError);
     expect(() => parseTrlConfig({ scale_rewards: 'median' })).toThrow(/config\.scale_rewards: expected one of group, batch, none, got "median"/);
+  });
+  it('a batch file stepped with scale_rewards "median" is an error naming the field', () => {
+    expect(() => stepConfigFromBatch({ scale_rewards: 'median' as 'group' }, 8)).toThrow(/config\.scale_rewards: expected one of group, batch, none, got "median"/);
+    expect(stepConfigFromBatch({ scale_rewards: false }, 8).scale_rewards).toBe('none');
   });
   it('legacy booleans map as GRPOConfig.__post_init__ does; defaults fill the rest', () => {
     expect(parseTrlConfig({ scale_rewards: true }).values.scale_rewards).toBe('group');

@@ -15,7 +15,7 @@
 // the policy, which for this update is the policy itself before the step (same weights, same batch:
 // its log-probs are the policy forward's); with β = 0 and none, no reference at all, as TRL.
 import type { Gpu } from '../gpu/context.ts';
-import { BatchFormatError, scaleRewardsOf, type BatchConfig, type ChatMessage, type GrpoBatch, type PositionIdsMode, type ScaleRewards } from '../io/batch.ts';
+import { BatchFormatError, type BatchConfig, type ChatMessage, type GrpoBatch, type PositionIdsMode, type ScaleRewards } from '../io/batch.ts';
 import { generate, type Decoder, type FinishReason, type GenerateOptions } from '../model/generate.ts';
 import type { CausalLM } from '../model/model.ts';
 import { score_completions, type CompletionScores } from '../model/score.ts';
@@ -23,6 +23,7 @@ import { ModelLoadError, type ParamGroup } from '../model/config.ts';
 import { loss_weights } from '../ref/loss_reduce.ts';
 import type { RenderOptions, Tokenizer } from '../tokenize/tokenizer.ts';
 import { STAGES, type StageId } from './stages.ts';
+import { parseTrlConfig } from './settings/trl.ts';
 import { computeAdvantages, type AdvantageEstimator, type GroupStats } from './advantages.ts';
 import { assembleBatch, checkScorable, padBatch, type PaddedBatch } from './batch.ts';
 import { DEFAULT_GRPO_LOSS_CONFIG, grpo_loss, parseGrpoLossConfig, readGrpoLoss, type ClipCounts, type GrpoLossConfig, type GrpoLossResult, type LossType } from './loss.ts';
@@ -72,7 +73,7 @@ export function stepConfigFromBatch(cfg: BatchConfig | undefined, C: number): St
     optimizer: parseOptimizerConfig(c.optimizer),
     max_grad_norm: mgn,
     position_ids: c.position_ids ?? 'from_attention_mask',
-    scale_rewards: scaleRewardsOf(c),
+    scale_rewards: parseTrlConfig({ scale_rewards: c.scale_rewards }).values.scale_rewards, // the TRL table: "median" names the field
     advantage_estimator: c.advantage_estimator ?? 'trl',
   };
 }
