@@ -67,7 +67,14 @@ describe('TRL golden cases (GPU)', () => {
     it(`${file}: every output within the README tolerances`, async () => {
       const gpu = await testGpu();
       const { st, c } = load(file);
-      compare(file, st, c, await trlLoss(gpu, c, { backward: true }));
+      const r = await trlLoss(gpu, c, { backward: true });
+      compare(file, st, c, r);
+      // The effective mask from the golden's own masks: loss_mask × entropy × off-policy × (IS ≠ 0 in a *_mask mode, not vespo).
+      const g = (n: string) => (st.tensors.has(n) ? toF64(st, n) : null);
+      const [lm, em, om, is] = [g('loss_mask')!, g('entropy_mask'), g('off_policy_mask'), g('importance_sampling_ratio')];
+      const drops = String(c.config.vllm_importance_sampling_mode).endsWith('mask') && c.config.loss_type !== 'vespo';
+      const expected = Array.from(lm, (m, i) => m * (em ? em[i] : 1) * (om ? om[i] : 1) * (is && drops && is[i] === 0 ? 0 : 1));
+      expect(Array.from(r.effective_loss_mask!), `${file} effective_loss_mask`).toEqual(expected);
     }, 120_000);
   }
 });

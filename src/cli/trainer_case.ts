@@ -69,7 +69,7 @@ export function readTrainerCase(st: SafeTensors, source: string): TrainerLossCas
   return c;
 }
 
-const PER_TOKEN = ['per_token_logps', 'per_token_entropy', 'per_token_kl', 'importance_sampling_ratio', 'per_token_loss', 'loss_mask', 'entropy_mask', 'off_policy_mask'] as const;
+const PER_TOKEN = ['per_token_logps', 'per_token_entropy', 'per_token_kl', 'importance_sampling_ratio', 'per_token_loss', 'loss_mask', 'entropy_mask', 'off_policy_mask', 'effective_loss_mask'] as const;
 
 /**
  * Runs the case's trainer objective: the JSON result (every output it forms, nested [B][T] / [B][T][V]) and

@@ -106,6 +106,10 @@ export const trlLoss: TrainerLoss = async (gpu: Gpu, c: TrainerLossCase, opts) =
       dlogits ? gpu.readF32(dlogits, N * V) : null,
     ]);
     const col = (j: number) => Float32Array.from({ length: N }, (_, i) => tok[4 * i + j]);
+    const opsm = p.off_policy_mask_threshold !== null ? Float32Array.from({ length: N }, (_, i) => rs[Math.floor(i / T) * TRL_ROW_STATS + 5]) : null;
+    // A vLLM *_mask mode removes a token by setting its IS ratio to 0 (vespo does not multiply by it).
+    const isDrops = p.vllm_is_mode.endsWith('mask') && p.loss_type !== 'vespo';
+    const effective = Float64Array.from(mask, (m, i) => m * (threshold !== null ? tok[4 * i + 3] : 1) * (opsm ? opsm[i] : 1) * (isDrops && tok[4 * i + 2] === 0 ? 0 : 1));
     return {
       per_token_logps: lp,
       per_token_entropy: ent,
@@ -114,7 +118,8 @@ export const trlLoss: TrainerLoss = async (gpu: Gpu, c: TrainerLossCase, opts) =
       per_token_loss: col(0),
       loss_mask: mask,
       entropy_mask: threshold !== null ? col(3) : null,
-      off_policy_mask: p.off_policy_mask_threshold !== null ? Float32Array.from({ length: N }, (_, i) => rs[Math.floor(i / T) * TRL_ROW_STATS + 5]) : null,
+      off_policy_mask: opsm,
+      effective_loss_mask: effective,
       loss: trl_loss_value(rs, p),
       dlogits: dl,
     };

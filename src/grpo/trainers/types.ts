@@ -35,6 +35,12 @@ export interface TrainerLossOutputs {
   /** What the aggregation sums and counts (the effective loss mask). */
   loss_mask: Float64Array | Float32Array;
   entropy_mask: Float64Array | Float32Array | null;
+  /**
+   * The mask the gradient actually sees: loss_mask × truncation × entropy × off-policy × importance-sampling
+   * masks (1 where a token contributes, 0 where any factor removed it); absent where the trainer forms no
+   * extra masks beyond loss_mask.
+   */
+  effective_loss_mask?: Float64Array | Float32Array | null;
   off_policy_mask: Float64Array | Float32Array | null;
   loss: number;
   dlogits: Float32Array | null; // (B, T, V)
