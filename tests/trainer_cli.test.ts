@@ -73,6 +73,21 @@ function caseWith(file: string, edit: (t: Record<string, TensorOut>, meta: Recor
 
 const setConfig = (m: Record<string, string>, o: Record<string, unknown>) => (m.config = JSON.stringify({ ...JSON.parse(m.config), ...o }));
 
+describe('unknown settings', () => {
+  it('are listed on stderr and in the result, not silently dropped; the case still runs', async () => {
+    const f = caseWith(path.join(DIR, 'trl', 'case_00.safetensors'), (_, m) => setConfig(m, { use_liger_kernel: true }));
+    const out = path.join(tmp, 'unknown.json');
+    const err = vi.spyOn(console, 'error').mockImplementation(() => {});
+    try {
+      expect(await main(['loss', f, '--out', out])).toBe(0);
+      expect(String(err.mock.calls[0][0])).toMatch(/does not know, not used: config\.use_liger_kernel/);
+    } finally {
+      err.mockRestore();
+    }
+    expect(JSON.parse(readFileSync(out, 'utf8')).unknown_settings).toEqual(['config.use_liger_kernel']);
+  });
+});
+
 describe('malformed trainer cases: one line naming the field, exit 2', () => {
   const trl08 = path.join(DIR, 'trl', 'case_08.safetensors');
   const adv00 = path.join(DIR, 'advantages', 'case_00.safetensors');

@@ -87,6 +87,10 @@ export async function runTrainerCase(gpu: Gpu, st: SafeTensors, source: string):
   const out: Record<string, unknown> = { trainer: c.trainer, loss: r.loss };
   for (const k of PER_TOKEN) if (r[k]) out[k] = nest(r[k]!, [c.B, c.T]);
   if (r.dlogits) out.dlogits = nest(r.dlogits, [c.B, c.T, c.V]);
+  if (r.unknown_settings?.length) {
+    out.unknown_settings = r.unknown_settings;
+    console.error(`grpo-studio loss: ${source}: settings the ${c.trainer} table does not know, not used: ${r.unknown_settings.join(', ')}`);
+  }
   const missing = [...st.tensors.entries()].filter(([name, t]) => t.dtype === 'F64' && !(name in out)).map(([name]) => name);
   return { out, missing };
 }

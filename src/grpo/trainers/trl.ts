@@ -44,8 +44,10 @@ function checkShapes(c: TrainerLossCase): void {
 
 export const trlLoss: TrainerLoss = async (gpu: Gpu, c: TrainerLossCase, opts) => {
   checkShapes(c);
-  const config = parseTrlConfig(c.config).values;
-  const run = parseTrlRun(c.run).values;
+  const parsedConfig = parseTrlConfig(c.config);
+  const parsedRun = parseTrlRun(c.run);
+  const [config, run] = [parsedConfig.values, parsedRun.values];
+  const unknown_settings = [...parsedConfig.unknown.map((k) => `config.${k}`), ...parsedRun.unknown.map((k) => `run.${k}`)];
   const { B, T, V } = c;
   const N = B * T;
   const mask = Float64Array.from(c.completion_mask, (m, i) => m * (c.tool_mask ? c.tool_mask[i] : 1)); // TRL's `mask`
@@ -122,6 +124,7 @@ export const trlLoss: TrainerLoss = async (gpu: Gpu, c: TrainerLossCase, opts) =
       effective_loss_mask: effective,
       loss: trl_loss_value(rs, p),
       dlogits: dl,
+      unknown_settings,
     };
   } finally {
     created.forEach((b) => b.destroy());

@@ -44,6 +44,8 @@ export interface TrainerLossOutputs {
   off_policy_mask: Float64Array | Float32Array | null;
   loss: number;
   dlogits: Float32Array | null; // (B, T, V)
+  /** config / run keys the trainer's settings table does not know (listed, never silently dropped). */
+  unknown_settings?: string[];
 }
 
 export type TrainerLoss = (gpu: Gpu, c: TrainerLossCase, opts: { backward: boolean }) => Promise<TrainerLossOutputs>;
