@@ -9,7 +9,7 @@ import { logprob_gather_backward, logprob_gather_forward, type LogitsDtype } fro
 import { grpo_loss_backward, grpo_loss_forward } from '../kernels/grpo_loss.ts';
 import { loss_reduce_forward, STATS } from '../kernels/loss_reduce.ts';
 import { GRPO_LOSS_REQUIRED, GRPO_LOSS_SETTINGS } from './settings/studio.ts';
-import { parseSettings } from './settings/table.ts';
+import { defaultsOf, parseSettings } from './settings/table.ts';
 import { SettingsError } from './settings/types.ts';
 import { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, type ClipCounts, type ImportanceSamplingLevel, type KlEstimator, type LossType } from '../kernels/types.ts';
 
@@ -29,19 +29,6 @@ export interface GrpoLossConfig {
   /** dapo's normalizer (tokens in the whole generation batch); default Σ completion_mask. */
   num_items_in_batch?: number;
 }
-
-/** TRL's GRPOConfig defaults (epsilon_high defaults to epsilon; k3 is TRL's only estimator). */
-export const DEFAULT_GRPO_LOSS_CONFIG: GrpoLossConfig = {
-  loss_type: 'dapo',
-  beta: 0,
-  epsilon_low: 0.2,
-  epsilon_high: 0.2,
-  delta: null,
-  temperature: 1,
-  max_completion_length: 256,
-  kl_estimator: 'k3',
-  importance_sampling_level: 'token',
-};
 
 /** A loss config or loss input that cannot be run, with the field it is about. */
 export class GrpoLossError extends Error {
@@ -63,6 +50,9 @@ export function parseGrpoLossConfig(raw: unknown, where = 'config'): GrpoLossCon
     throw e;
   }
 }
+
+/** TRL's GRPOConfig defaults, from the settings table (epsilon_high = epsilon; k3 is TRL's only estimator). */
+export const DEFAULT_GRPO_LOSS_CONFIG: GrpoLossConfig = parseGrpoLossConfig(defaultsOf(GRPO_LOSS_SETTINGS));
 
 export interface GrpoLossInputs {
   B: number;
