@@ -4,7 +4,7 @@
 import type { Gpu } from '../src/gpu/context.ts';
 import { TRL_ROW_STATS, trl_loss_backward, trl_loss_forward } from '../src/kernels/trl_loss.ts';
 import type { TrlLossParams } from '../src/kernels/types.ts';
-import type { BenchOptions, Row } from './run.ts';
+import type { BenchOptions, Row } from './types.ts';
 import { timeKernels } from './timing.ts';
 
 const CONFIGS: Array<[string, Partial<TrlLossParams>]> = [

@@ -6,6 +6,7 @@
 // gets A = 0 everywhere, so it contributes nothing but the KL term to the loss — reported per group.
 // Everything is float64 so the result is a reference for the float32 values a trainer wrote.
 import type { ScaleRewards } from '../io/batch.ts';
+import type { VERL_ADV_ESTIMATORS } from './settings/verl_advantages.ts';
 
 export type AdvantageEstimator = 'trl' | 'verl';
 
@@ -155,8 +156,6 @@ export function trlAdvantages(rewardsPerFunc: ArrayLike<number>, B: number, F: n
   const local = B / run.num_processes;
   return A.slice(run.rank * local, (run.rank + 1) * local);
 }
-
-export const VERL_ADV_ESTIMATORS = ['grpo', 'rloo', 'reinforce_plus_plus'] as const;
 
 export interface VerlAdvantageConfig {
   adv_estimator: (typeof VERL_ADV_ESTIMATORS)[number];

@@ -1,8 +1,10 @@
 // verl's advantage-estimator settings (volcengine/verl verl/trainer/config/algorithm.py at b178a3c, `algorithm.*`)
 // as far as `grpo-studio advantages` reads them. The estimators the studio implements are the enum's values.
 // (verl's loss settings live in verl.ts beside this file; these three rows belong in that table once both exist.)
-import { VERL_ADV_ESTIMATORS } from '../advantages.ts';
 import type { SettingSpec } from './types.ts';
+
+/** The verl advantage estimators the studio implements (src/grpo/advantages.ts verlAdvantages). */
+export const VERL_ADV_ESTIMATORS = ['grpo', 'rloo', 'reinforce_plus_plus'] as const;
 
 const ALGO = 'volcengine/verl verl/trainer/config/algorithm.py';
 
