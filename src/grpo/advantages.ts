@@ -100,7 +100,8 @@ function nanStats(xs: ArrayLike<number>, idx: readonly number[]): { mean: number
   return { mean, std: v.length > 1 ? Math.sqrt((varPop * v.length) / (v.length - 1)) : NaN };
 }
 
-const range = (lo: number, hi: number) => Array.from({ length: hi - lo }, (_, i) => lo + i);
+/** The indices lo … hi − 1. */
+const indices = (lo: number, hi: number) => Array.from({ length: hi - lo }, (_, i) => lo + i);
 
 export interface TrlAdvantageConfig {
   num_generations: number;
@@ -122,14 +123,14 @@ export function trlAdvantages(rewardsPerFunc: ArrayLike<number>, B: number, F: n
   if (c.reward_weights && c.reward_weights.length !== F) throw new RangeError(`reward_weights: ${c.reward_weights.length} weights for ${F} reward functions`);
   const w = (f: number) => c.reward_weights?.[f] ?? 1;
   const at = (i: number, f: number) => rewardsPerFunc[i * F + f];
-  const unscorable = range(0, B).map((i) => range(0, F).every((f) => Number.isNaN(at(i, f))));
+  const unscorable = indices(0, B).map((i) => indices(0, F).every((f) => Number.isNaN(at(i, f))));
   const weightedSum = (term: (i: number, f: number) => number) =>
-    Float64Array.from({ length: B }, (_, i) => (unscorable[i] ? NaN : range(0, F).reduce((s, f) => (Number.isNaN(term(i, f)) ? s : s + term(i, f) * w(f)), 0)));
-  const groups = range(0, B / G).map((g) => range(g * G, (g + 1) * G));
+    Float64Array.from({ length: B }, (_, i) => (unscorable[i] ? NaN : indices(0, F).reduce((s, f) => (Number.isNaN(term(i, f)) ? s : s + term(i, f) * w(f)), 0)));
+  const groups = indices(0, B / G).map((g) => indices(g * G, (g + 1) * G));
   const A = new Float64Array(B);
   if (c.multi_objective_aggregation === 'sum_then_normalize') {
     const r = weightedSum(at);
-    const all = range(0, B);
+    const all = indices(0, B);
     const batchStd = B > 1 ? nanStats(r, all).std : 0;
     for (const g of groups) {
       const { mean, std } = nanStats(r, g);
@@ -149,7 +150,7 @@ export function trlAdvantages(rewardsPerFunc: ArrayLike<number>, B: number, F: n
       }
     }
     const r = weightedSum((i, f) => z[i * F + f]);
-    const { mean, std } = nanStats(r, range(0, B));
+    const { mean, std } = nanStats(r, indices(0, B));
     for (let i = 0; i < B; i++) A[i] = (r[i] - mean) / ((B > 1 ? std : 0) + 1e-4);
   }
   for (let i = 0; i < B; i++) if (Number.isNaN(A[i])) A[i] = 0; // torch.nan_to_num(advantages, nan=0.0)
@@ -198,7 +199,7 @@ export function verlAdvantages(
     for (let i = 0; i < B * T; i++) advantages[i] = ((returns[i] - mean) / Math.sqrt(variance + 1e-8)) * mask[i];
     return { advantages, returns };
   }
-  const score = Float64Array.from({ length: B }, (_, b) => range(0, T).reduce((a, t) => a + rewards[b * T + t], 0));
+  const score = Float64Array.from({ length: B }, (_, b) => indices(0, T).reduce((a, t) => a + rewards[b * T + t], 0));
   const members = new Map<number, number[]>();
   for (let b = 0; b < B; b++) members.set(index[b], [...(members.get(index[b]) ?? []), b]);
   const out = new Float64Array(B);
