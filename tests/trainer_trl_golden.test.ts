@@ -68,6 +68,7 @@ describe('TRL golden cases (GPU)', () => {
       const gpu = await testGpu();
       const { st, c } = load(file);
       const r = await trlLoss(gpu, c, { backward: true });
+      expect(r.unknown_settings, 'every config / run key of the case is in the TRL table').toEqual([]);
       compare(file, st, c, r);
       // The effective mask from the golden's own masks: loss_mask × entropy × off-policy × (IS ≠ 0 in a *_mask mode, not vespo).
       const g = (n: string) => (st.tensors.has(n) ? toF64(st, n) : null);
