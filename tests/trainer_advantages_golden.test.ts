@@ -12,7 +12,7 @@ import { parseTrlConfig, parseTrlRun, TRL_RUN_SETTINGS, TRL_SETTINGS } from '../
 import { parseSettings } from '../src/grpo/settings/table.ts';
 import { VERL_ADVANTAGE_SETTINGS } from '../src/grpo/settings/verl_advantages.ts';
 import { SettingsError } from '../src/grpo/settings/types.ts';
-import { stepConfigFromBatch } from '../src/grpo/step.ts';
+import { stepConfigFromBatch } from '../src/grpo/step_config.ts';
 
 const DIR = path.join(GOLDEN_ROOT, 'trainers', 'advantages');
 const CASES = readdirSync(DIR).filter((f) => /^case_\d+\.safetensors$/.test(f)).sort();

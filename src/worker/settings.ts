@@ -10,6 +10,9 @@ import { checkSetting, specOf } from '../grpo/settings/table.ts';
 import { TRL_SETTINGS } from '../grpo/settings/trl.ts';
 import type { LossSettings } from './protocol.ts';
 
+/** The sampler defaults the worker applies, for the page's sampling form. */
+export { DEFAULT_SAMPLING } from '../model/sampler.ts';
+
 export function batchConfigOf(l: LossSettings): BatchConfig {
   return {
     loss_type: l.loss_type, beta: l.beta, epsilon: l.epsilon_low, epsilon_high: l.epsilon_high, delta: l.delta, temperature: l.temperature,

@@ -43,7 +43,7 @@ export interface TrainerLossOutputs {
   effective_loss_mask?: Float64Array | Float32Array | null;
   off_policy_mask: Float64Array | Float32Array | null;
   loss: number;
-  dlogits: Float32Array | null; // (B, T, V)
+  dlogits: Float32Array | Float64Array | null; // (B, T, V); float64 from the twin chain in tests
   /** config / run keys the trainer's settings table does not know (listed, never silently dropped). */
   unknown_settings?: string[];
 }
