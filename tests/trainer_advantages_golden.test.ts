@@ -30,7 +30,7 @@ describe('advantage golden cases', () => {
         expectClose(A, toF64(st, 'advantages'), { ...TOL, label: `${file} advantages` });
       } else {
         const [B, T] = shapeOf(st, 'token_level_rewards');
-        const c = parseSettings<VerlAdvantageConfig>(VERL_ADVANTAGE_SETTINGS, config, 'config').values;
+        const c = parseSettings<VerlAdvantageConfig>(VERL_ADVANTAGE_SETTINGS, config, 'config', { required: ['adv_estimator'] }).values;
         const r = verlAdvantages(toF64(st, 'token_level_rewards'), toI32(st, 'response_mask'), toI32(st, 'index'), B, T, c);
         expectClose(r.advantages, toF64(st, 'advantages'), { ...TOL, label: `${file} advantages` });
         expectClose(r.returns, toF64(st, 'returns'), { ...TOL, label: `${file} returns` });
@@ -85,7 +85,7 @@ describe('TRL settings table', () => {
     expect(missing).toEqual([]);
   });
   it('out-of-range and wrongly typed values name the field; unknown keys are listed', () => {
-    expect(() => parseTrlConfig({ beta: -1 })).toThrow(/config\.beta: expected a number >= 0/);
+    expect(() => parseTrlConfig({ beta: -1 })).toThrow(/config\.beta: -1 is out of range \(a number >= 0\)/);
     expect(() => parseTrlConfig({ num_generations: 2.5 })).toThrow(/config\.num_generations: expected an integer/);
     expect(() => parseTrlConfig({ loss_type: 'ppo' })).toThrow(/config\.loss_type: expected one of grpo, bnpo/);
     expect(() => parseTrlRun({ num_processes: 0 })).toThrow(/run\.num_processes/);

@@ -41,7 +41,7 @@ function verl(st: SafeTensors, source: string): Record<string, unknown> {
   const [B, T] = tensor(st, 'token_level_rewards', 2, source);
   const ms = tensor(st, 'response_mask', 2, source);
   if (ms[0] !== B || ms[1] !== T) throw new CliError(`${source}: tensor "response_mask" has shape ${JSON.stringify(ms)}, expected ${JSON.stringify([B, T])}`);
-  const c = parseSettings<VerlAdvantageConfig>(VERL_ADVANTAGE_SETTINGS, meta(st, 'config', source), 'config').values;
+  const c = parseSettings<VerlAdvantageConfig>(VERL_ADVANTAGE_SETTINGS, meta(st, 'config', source), 'config', { required: ['adv_estimator'] }).values;
   const mask = toI32(st, 'response_mask');
   mask.forEach((m, i) => {
     if (m !== 0 && m !== 1) throw new CliError(`${source}: response_mask at sample ${Math.floor(i / T)}, position ${i % T} is ${m}, expected 0 or 1`);

@@ -47,8 +47,8 @@ export function checkSetting(s: SettingSpec, v: unknown, where: string): Setting
   switch (s.type) {
     case 'number':
     case 'integer': {
-      const what = `${s.type === 'integer' ? 'an integer' : 'a number'}${s.min !== undefined || s.max !== undefined ? ` ${rangeText(s)}` : ''}${s.nullable ? ' or null' : ''}`;
-      if (typeof v !== 'number' || !Number.isFinite(v) || (s.type === 'integer' && !Number.isInteger(v)) || !inRange(s, v)) throw bad(what);
+      if (typeof v !== 'number' || !Number.isFinite(v) || (s.type === 'integer' && !Number.isInteger(v))) throw bad(`${s.type === 'integer' ? 'an integer' : 'a finite number'}${s.nullable ? ' or null' : ''}`);
+      if (!inRange(s, v)) throw new SettingsError(`${field}: ${v} is out of range (${s.type === 'integer' ? 'an integer' : 'a number'} ${rangeText(s)})`);
       return v;
     }
     case 'boolean':
