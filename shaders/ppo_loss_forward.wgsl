@@ -88,13 +88,7 @@ fn surrogate(r: f32, a: f32, dual: f32) -> vec2f {
   return vec2f(v, d);
 }
 
-/** exp(k) − k − 1 without f32 cancellation near 0 (Taylor to k⁶ below |k| = 0.1). */
-fn k3_value(k: f32) -> f32 {
-  if (abs(k) < 0.1) {
-    return k * k * (0.5 + k * (1.0 / 6.0 + k * (1.0 / 24.0 + k * (1.0 / 120.0 + k * (1.0 / 720.0)))));
-  }
-  return exp(k) - k - 1.0;
-}
+//#include "common/kl.wgsl"
 
 /** KL estimator value and ∂/∂logp. */
 fn kl_term(lp: f32, rf: f32) -> vec2f {

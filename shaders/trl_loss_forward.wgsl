@@ -39,13 +39,7 @@ struct Params {
 
 const LOG_1E8: f32 = -18.420680743952367;
 
-fn k3(d: f32) -> f32 {
-  // exp(d) − d − 1 for d = ref − logp; f32 cancels below |d| = 0.1, so the Taylor series there.
-  if (abs(d) < 0.1) {
-    return d * d * (0.5 + d * (1.0 / 6.0 + d * (1.0 / 24.0 + d * (1.0 / 120.0 + d * (1.0 / 720.0)))));
-  }
-  return exp(d) - d - 1.0;
-}
+//#include "common/kl.wgsl"
 
 fn old_of(i: u32) -> f32 {
   return select(logp[i], aux[i].x, HAS_OLD);
@@ -137,7 +131,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     if (IS_APPLY) { L *= isw; }
     var kl = 0.0;
     if (KL) {
-      kl = k3(a.y - lp) * select(1.0, r, BIAS_KL);
+      kl = k3_value(a.y - lp) * select(1.0, r, BIAS_KL);
       L += p.beta * kl;
     }
     tok[i] = vec4f(L, kl, isw, em);
