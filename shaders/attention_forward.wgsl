@@ -1,29 +1,33 @@
-// Attention forward, the masked softmax between its two batched GEMMs (llm.c's layout):
-//   scores = q·kᵀ (matmul_forward.wgsl, batched over (b, h), written into att)
-//   att    = softmax(scale · scores) over the visible keys      <- this shader, in place on att
-//   out    = att·v (matmul_forward.wgsl, batched)
+// Fused attention forward, flash-attention style: one workgroup per (b, h, i) query row walks the
+// visible keys in tiles of WG, keeping a running max m, normaliser l and output accumulator (online
+// softmax), so no (B, Hq, Tq, Tk) probability buffer exists. It saves lse = m + log(l) per row for
+// the backward (attention_backward_dq / _dkdv recompute the probabilities from it).
 // Causal + attention mask + GQA: query i of a (B, Tq) block sits at absolute position a = Tk - Tq + i
 // (Tq = Tk: full forward; Tq = 1: one KV-cache decode step); key j is visible iff j <= a and
-// attention_mask[b, j] = 1. Only visible scores are read (the scores GEMM skips tiles above the
-// diagonal, leaving stale values there); every entry of the row is written, 0 where not visible.
-// A query with no visible key (a left-pad row) gets an all-zero row, so its output is 0, and
-// lse = -inf (HF leaves those rows implementation-defined; only attention_mask = 1 rows matter).
-// f32 softmax with max subtraction; lse (optional) = max + log(sum) of the scaled scores.
-// One workgroup per (b, h, i) row; att bigger than the binding limit comes in batch windows.
+// attention_mask[b, j] = 1; query head h reads kv head h / (Hq / Hkv). A query with no visible key
+// (a left-pad row) outputs 0 and lse = -inf (HF leaves those rows implementation-defined).
+// Deterministic: every sum runs in a fixed order (tree reduction, then keys in order).
 
-override WG: u32 = 128; // power of two (tree reductions)
+override WG: u32 = 64;  // keys per tile = threads per workgroup; power of two (tree reductions)
+override DH: u32 = 64;  // head_dim D: sizes the workgroup rows (the launcher checks the storage limit)
 
 struct Params {
-  Tq: u32, Tk: u32, Hq: u32, scale: f32,
-  b0: u32, att_base: u32, rows: u32, has_lse: u32,
+  Tq: u32, Tk: u32, TkvMax: u32, Hq: u32,
+  Hkv: u32, D: u32, rows: u32, scale: f32,
   neg_inf: f32, _p0: u32, _p1: u32, _p2: u32, // neg_inf = -inf (WGSL constants cannot be infinite)
 }
 
-@group(0) @binding(0) var<storage, read> attention_mask: array<i32>;  // (B, Tk)
-@group(0) @binding(1) var<storage, read_write> att: array<f32>;       // (B, Hq, Tq, Tk), window of batches
-@group(0) @binding(2) var<storage, read_write> lse: array<f32>;       // (B, Hq, Tq) or a dummy
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(0) var<storage, read> q: array<f32>;              // (B, Tq, Hq, D)
+@group(0) @binding(1) var<storage, read> k: array<f32>;              // (B, TkvMax, Hkv, D)
+@group(0) @binding(2) var<storage, read> v: array<f32>;              // (B, TkvMax, Hkv, D)
+@group(0) @binding(3) var<storage, read> attention_mask: array<i32>; // (B, Tk)
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;      // (B, Tq, Hq, D)
+@group(0) @binding(5) var<storage, read_write> lse: array<f32>;      // (B, Hq, Tq)
+@group(0) @binding(6) var<uniform> p: Params;
 
+var<workgroup> qrow: array<f32, DH>;
+var<workgroup> acc: array<f32, DH>; // unnormalised output; element d belongs to thread d % WG
+var<workgroup> pt: array<f32, WG>;  // the tile's exp(s_j - m)
 var<workgroup> red: array<f32, WG>;
 
 fn reduce_max(x: f32, t: u32) -> f32 {
@@ -33,50 +37,65 @@ fn reduce_max(x: f32, t: u32) -> f32 {
     if (t < s) { red[t] = max(red[t], red[t + s]); }
     workgroupBarrier();
   }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
+  return workgroupUniformLoad(&red[0]);
 }
 
 fn reduce_sum(x: f32, t: u32) -> f32 {
+  workgroupBarrier(); // everyone has read the previous reduction's red[0]
   red[t] = x;
   workgroupBarrier();
   for (var s = WG / 2u; s > 0u; s >>= 1u) {
     if (t < s) { red[t] += red[t + s]; }
     workgroupBarrier();
   }
-  return red[0];
+  return workgroupUniformLoad(&red[0]);
 }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
-  let row = wid.x + wid.y * nwg.x; // ((b - b0)·Hq + h)·Tq + i
+  let row = wid.x + wid.y * nwg.x; // (b·Hq + h)·Tq + i
   if (row >= p.rows) { return; }
   let t = lid.x;
+  let D = p.D;
   let i = row % p.Tq;
   let h = (row / p.Tq) % p.Hq;
-  let b = p.b0 + row / (p.Tq * p.Hq);
+  let b = row / (p.Tq * p.Hq);
+  let kvh = h / (p.Hq / p.Hkv);
   let last = p.Tk - p.Tq + i; // the query's absolute position: keys past it are never visible
-  let off = p.att_base + row * p.Tk;
+  let qo = ((b * p.Tq + i) * p.Hq + h) * D;
+  for (var d = t; d < D; d += WG) {
+    qrow[d] = q[qo + d];
+    acc[d] = 0.0;
+  }
+  workgroupBarrier();
 
-  var mx = p.neg_inf;
-  for (var j = t; j <= last; j += WG) {
-    if (attention_mask[b * p.Tk + j] != 0) { mx = max(mx, p.scale * att[off + j]); }
+  var m = p.neg_inf;
+  var l = 0.0;
+  for (var j0 = 0u; j0 <= last; j0 += WG) {
+    let j = j0 + t;
+    var s = p.neg_inf;
+    if (j <= last && attention_mask[b * p.Tk + j] != 0) {
+      let ko = ((b * p.TkvMax + j) * p.Hkv + kvh) * D;
+      var dot = 0.0;
+      for (var d = 0u; d < D; d++) { dot = fma(qrow[d], k[ko + d], dot); }
+      s = p.scale * dot;
+    }
+    let mNew = max(m, reduce_max(s, t));
+    // Both are 0 while nothing is visible yet (mNew = -inf), so acc and l stay 0 without a branch.
+    let e = select(0.0, exp(s - mNew), s > p.neg_inf);
+    let alpha = select(0.0, exp(m - mNew), m > p.neg_inf);
+    pt[t] = e;
+    l = l * alpha + reduce_sum(e, t);
+    m = mNew;
+    let n = min(WG, last + 1u - j0);
+    for (var d = t; d < D; d += WG) {
+      var a = acc[d] * alpha;
+      for (var u = 0u; u < n; u++) { a = fma(pt[u], v[((b * p.TkvMax + j0 + u) * p.Hkv + kvh) * D + d], a); }
+      acc[d] = a;
+    }
+    workgroupBarrier(); // pt is rewritten by the next tile
   }
-  mx = reduce_max(mx, t);
-  let any_visible = mx > p.neg_inf;
-
-  var sum = 0.0;
-  for (var j = t; j < p.Tk; j += WG) {
-    var e = 0.0;
-    if (any_visible && j <= last && attention_mask[b * p.Tk + j] != 0) { e = exp(p.scale * att[off + j] - mx); }
-    att[off + j] = e;
-    sum += e;
-  }
-  sum = reduce_sum(sum, t);
-  let inv = select(0.0, 1.0 / sum, sum > 0.0);
-  for (var j = t; j < p.Tk; j += WG) { att[off + j] *= inv; }
-  if (p.has_lse != 0u && t == 0u) {
-    lse[(b * p.Hq + h) * p.Tq + i] = select(p.neg_inf, mx + log(sum), any_visible);
-  }
+  let inv = select(0.0, 1.0 / l, l > 0.0);
+  for (var d = t; d < D; d += WG) { out[qo + d] = acc[d] * inv; }
+  if (t == 0u) { lse[row] = select(p.neg_inf, m + log(l), l > 0.0); }
 }
