@@ -13,6 +13,7 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   step: () => import('./step.ts'),
   sample: () => import('./sample.ts'),
   import: () => import('./import.ts'),
+  attention: () => import('./attention.ts'),
 };
 
 function table(rows: Row[]): string {

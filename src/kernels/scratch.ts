@@ -1,5 +1,5 @@
 // Device-wide scratch buffers for the launchers' intermediates (reduction partials, embedding link
-// chains, attention's dP/g): one grow-only buffer per label and device, reused by every call instead
+// chains, attention's lse / delta): one grow-only buffer per label and device, reused by every call instead
 // of a fresh allocation per dispatch. Sharing is safe because dispatches run in queue order (each in
 // its own compute pass, so writes are visible to the next) and every user writes its scratch before
 // reading it. An outgrown buffer is dropped, not destroyed: a recorded but not yet submitted dispatch
