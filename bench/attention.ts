@@ -44,7 +44,7 @@ async function measure(gpu: Gpu, B: number, T: number): Promise<Row> {
 }
 
 export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
-  const sizes: Array<[number, number]> = opts.quick ? [[2, 256]] : [[2, 256], [1, 1024], [4, 512]];
+  const sizes: Array<[number, number]> = opts.quick ? [[2, 128]] : [[2, 256], [1, 1024]];
   const rows: Row[] = [];
   for (const [B, T] of sizes) rows.push(await measure(gpu, B, T));
   rows.push({ shape: '64x2560 (memory only)', forward_ms: null, backward_ms: null, timer: null, ...memoryColumns(64, 2560) });

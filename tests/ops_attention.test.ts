@@ -154,7 +154,7 @@ describe('attention_forward (fused)', () => {
     const s = shape(1, 1, 1, 1, 1, 1, D);
     const buf = gpu.createBuffer('x', D * 4);
     const rec = gpu.recorder('too wide');
-    expect(() => attention_forward(rec, { out: buf, q: buf, k: buf, v: buf, attentionMask: buf, ...s })).toThrow(/attention_forward: head_dim \d+ needs \d+ bytes of workgroup storage, the device allows \d+/);
+    expect(() => attention_forward(rec, { out: buf, q: buf, k: buf, v: buf, attentionMask: buf, lse: buf, ...s })).toThrow(/attention_forward: head_dim \d+ needs \d+ bytes of workgroup storage, the device allows \d+/);
   });
 });
 

@@ -32,7 +32,7 @@ export function attention_forward(
     k: GPUBuffer; // (B, TkvMax, Hkv, D), rows [0, Tk) valid
     v: GPUBuffer; // (B, TkvMax, Hkv, D)
     attentionMask: GPUBuffer; // (B, Tk) i32, 1 = key visible
-    lse?: GPUBuffer; // (B, Hq, Tq) log-sum-exp of the scaled scores, saved for the backward
+    lse: GPUBuffer; // (B, Hq, Tq) log-sum-exp of the scaled scores, saved for the backward
   },
 ): void {
   const { B, Tq, Tk, TkvMax, Hq, Hkv, D } = args;
@@ -41,7 +41,6 @@ export function attention_forward(
   checkHeads(gpu, kernel, Hq, Hkv, D, ROWS_FORWARD);
   if (!(Tq >= 1 && Tq <= Tk && Tk <= TkvMax)) throw new Error(`${kernel}: needs 1 <= Tq (${Tq}) <= Tk (${Tk}) <= TkvMax (${TkvMax})`);
   const rows = B * Hq * Tq;
-  const lse = args.lse ?? sharedScratch(gpu, 'attention_forward:lse', rows * 4);
   rec.dispatch({
     kernel,
     shader: 'attention_forward',
@@ -52,7 +51,7 @@ export function attention_forward(
       prefix(gpu, kernel, 'v', args.v, B * TkvMax * Hkv * D),
       prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * Tk),
       prefix(gpu, kernel, 'out', args.out, B * Tq * Hq * D),
-      prefix(gpu, kernel, 'lse', lse, rows),
+      prefix(gpu, kernel, 'lse', args.lse, rows),
     ],
     params: packParams([
       ['u32', Tq], ['u32', Tk], ['u32', TkvMax], ['u32', Hq],
