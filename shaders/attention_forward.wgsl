@@ -1,20 +1,24 @@
-// Fused attention forward, flash-attention style: one workgroup per (b, h, i) query row walks the
-// visible keys in tiles of WG, keeping a running max m, normaliser l and output accumulator (online
-// softmax), so no (B, Hq, Tq, Tk) probability buffer exists. It saves lse = m + log(l) per row for
-// the backward (attention_backward_dq / _dkdv recompute the probabilities from it).
+// Fused attention forward, flash-attention style: a workgroup takes BQ query rows of one (b, h); each
+// thread owns one row and walks its visible keys in steps of BK, keeping a running max m, normaliser
+// l and output accumulator (online softmax: one rescale per step), so no (B, Hq, Tq, Tk) probability
+// buffer exists. It saves lse = m + log(l) per row for the backward (attention_backward_dq / _dkdv
+// recompute the probabilities from it). The threads of a workgroup read the same key at the same time
+// (neighbouring query rows), so k / v rows are shared through the cache instead of barrier-synchronised
+// tiles: no barriers at all, which software adapters (one coroutine per invocation) pay dearly for.
 // Causal + attention mask + GQA: query i of a (B, Tq) block sits at absolute position a = Tk - Tq + i
 // (Tq = Tk: full forward; Tq = 1: one KV-cache decode step); key j is visible iff j <= a and
 // attention_mask[b, j] = 1; query head h reads kv head h / (Hq / Hkv). A query with no visible key
 // (a left-pad row) outputs 0 and lse = -inf (HF leaves those rows implementation-defined).
-// Deterministic: every sum runs in a fixed order (tree reduction, then keys in order).
+// Deterministic: every sum runs in key order.
 
-override WG: u32 = 64;  // keys per tile = threads per workgroup; power of two (tree reductions)
-override DH: u32 = 64;  // head_dim D: sizes the workgroup rows (the launcher checks the storage limit)
+override BQ: u32 = 32; // query rows per workgroup = threads (the launcher fits it to the storage limit)
+override BK: u32 = 16; // keys per online-softmax step (one rescale of the accumulator per step)
+override DH: u32 = 64; // head_dim D: sizes the per-thread accumulator rows
 
 struct Params {
   Tq: u32, Tk: u32, TkvMax: u32, Hq: u32,
-  Hkv: u32, D: u32, rows: u32, scale: f32,
-  neg_inf: f32, _p0: u32, _p1: u32, _p2: u32, // neg_inf = -inf (WGSL constants cannot be infinite)
+  Hkv: u32, D: u32, blocks: u32, scale: f32, // blocks = ceil(Tq / BQ) row blocks per (b, h)
+  neg_inf: f32, groups: u32, _p1: u32, _p2: u32, // neg_inf = -inf (WGSL constants cannot be infinite); groups = B·Hq·blocks
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;              // (B, Tq, Hq, D)
@@ -25,77 +29,62 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> lse: array<f32>;      // (B, Hq, Tq)
 @group(0) @binding(6) var<uniform> p: Params;
 
-var<workgroup> qrow: array<f32, DH>;
-var<workgroup> acc: array<f32, DH>; // unnormalised output; element d belongs to thread d % WG
-var<workgroup> pt: array<f32, WG>;  // the tile's exp(s_j - m)
-var<workgroup> red: array<f32, WG>;
+var<workgroup> acc: array<f32, BQ * DH>; // row t's unnormalised output at [t·DH, t·DH + D)
+var<workgroup> pt: array<f32, BQ * BK>;  // row t's scores, then exp(s - m), of the current step
 
-fn reduce_max(x: f32, t: u32) -> f32 {
-  red[t] = x;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (t < s) { red[t] = max(red[t], red[t + s]); }
-    workgroupBarrier();
-  }
-  return workgroupUniformLoad(&red[0]);
-}
-
-fn reduce_sum(x: f32, t: u32) -> f32 {
-  workgroupBarrier(); // everyone has read the previous reduction's red[0]
-  red[t] = x;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (t < s) { red[t] += red[t + s]; }
-    workgroupBarrier();
-  }
-  return workgroupUniformLoad(&red[0]);
-}
-
-@compute @workgroup_size(WG)
+@compute @workgroup_size(BQ)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
-  let row = wid.x + wid.y * nwg.x; // (b·Hq + h)·Tq + i
-  if (row >= p.rows) { return; }
+  let g = wid.x + wid.y * nwg.x; // (b·Hq + h)·blocks + block
+  if (g >= p.groups) { return; }
   let t = lid.x;
+  let i = (g % p.blocks) * BQ + t;
+  if (i >= p.Tq) { return; } // no barriers below: idle threads may leave
   let D = p.D;
-  let i = row % p.Tq;
-  let h = (row / p.Tq) % p.Hq;
-  let b = row / (p.Tq * p.Hq);
+  let h = (g / p.blocks) % p.Hq;
+  let b = g / (p.blocks * p.Hq);
   let kvh = h / (p.Hq / p.Hkv);
   let last = p.Tk - p.Tq + i; // the query's absolute position: keys past it are never visible
   let qo = ((b * p.Tq + i) * p.Hq + h) * D;
-  for (var d = t; d < D; d += WG) {
-    qrow[d] = q[qo + d];
-    acc[d] = 0.0;
-  }
-  workgroupBarrier();
+  let ao = t * DH;
+  let so = t * BK;
+  for (var d = 0u; d < D; d++) { acc[ao + d] = 0.0; }
 
   var m = p.neg_inf;
   var l = 0.0;
-  for (var j0 = 0u; j0 <= last; j0 += WG) {
-    let j = j0 + t;
-    var s = p.neg_inf;
-    if (j <= last && attention_mask[b * p.Tk + j] != 0) {
-      let ko = ((b * p.TkvMax + j) * p.Hkv + kvh) * D;
-      var dot = 0.0;
-      for (var d = 0u; d < D; d++) { dot = fma(qrow[d], k[ko + d], dot); }
-      s = p.scale * dot;
+  for (var j0 = 0u; j0 <= last; j0 += BK) {
+    let n = min(BK, last + 1u - j0);
+    var smax = p.neg_inf;
+    for (var u = 0u; u < n; u++) {
+      var s = p.neg_inf;
+      if (attention_mask[b * p.Tk + j0 + u] != 0) {
+        let ko = ((b * p.TkvMax + j0 + u) * p.Hkv + kvh) * D;
+        var dot = 0.0;
+        for (var d = 0u; d < D; d++) { dot = fma(q[qo + d], k[ko + d], dot); }
+        s = p.scale * dot;
+      }
+      pt[so + u] = s;
+      smax = max(smax, s);
     }
-    let mNew = max(m, reduce_max(s, t));
-    // Both are 0 while nothing is visible yet (mNew = -inf), so acc and l stay 0 without a branch.
-    let e = select(0.0, exp(s - mNew), s > p.neg_inf);
+    if (smax == p.neg_inf) { continue; } // nothing visible in this step: m, l, acc unchanged
+    let mNew = max(m, smax);
     let alpha = select(0.0, exp(m - mNew), m > p.neg_inf);
-    pt[t] = e;
-    l = l * alpha + reduce_sum(e, t);
-    m = mNew;
-    let n = min(WG, last + 1u - j0);
-    for (var d = t; d < D; d += WG) {
-      var a = acc[d] * alpha;
-      for (var u = 0u; u < n; u++) { a = fma(pt[u], v[((b * p.TkvMax + j0 + u) * p.Hkv + kvh) * D + d], a); }
-      acc[d] = a;
+    var sum = 0.0;
+    for (var u = 0u; u < n; u++) {
+      let s = pt[so + u];
+      let e = select(0.0, exp(s - mNew), s > p.neg_inf);
+      pt[so + u] = e;
+      sum += e;
     }
-    workgroupBarrier(); // pt is rewritten by the next tile
+    l = l * alpha + sum;
+    m = mNew;
+    let vo = ((b * p.TkvMax + j0) * p.Hkv + kvh) * D;
+    for (var d = 0u; d < D; d++) {
+      var a = acc[ao + d] * alpha;
+      for (var u = 0u; u < n; u++) { a = fma(pt[so + u], v[vo + u * p.Hkv * D + d], a); }
+      acc[ao + d] = a;
+    }
   }
   let inv = select(0.0, 1.0 / l, l > 0.0);
-  for (var d = t; d < D; d += WG) { out[qo + d] = acc[d] * inv; }
-  if (t == 0u) { lse[row] = select(p.neg_inf, m + log(l), l > 0.0); }
+  for (var d = 0u; d < D; d++) { out[qo + d] = acc[ao + d] * inv; }
+  lse[(b * p.Hq + h) * p.Tq + i] = select(p.neg_inf, m + log(l), l > 0.0);
 }

@@ -1,5 +1,5 @@
 // Fused attention_forward / attention_backward (GPU) against their float64 twins: odd T (not a
-// multiple of the 64-key tile), head dims 8/16/64/odd (5), GQA 4/2, 3/1, 9/3, left padding longer than
+// multiple of the 16-key step or the 64-row block), head dims 8/16/64/odd (5), GQA 4/2, 3/1, 9/3, left padding longer than
 // a tile (whole tiles with no visible key), fully masked rows (left-pad query rows see no key), holes
 // in the mask, a near one-hot softmax, a long row (T = 1,100), decode steps (Tq = 1 over a KV cache
 // with TkvMax > Tk), a chunk Tq < Tk, T = 1; determinism (two runs bit-identical); the workgroup
@@ -9,7 +9,7 @@
 // - a score s_j = scale·q·k_j errs by at most E = 4u√D · scale · max_j Σ_d |q_d k_jd| (row max);
 // - a probability p_j = exp(s_j − m)/l then errs relatively by 2E (its score and the normaliser),
 //   plus a few ulps of exp and the division, plus 4u√Tk from the sum, plus a rescale by exp(m − m')
-//   per key tile (online softmax): ε = 2E + 16u + 8u√Tk + 8u·tiles;
+//   per key step (online softmax): ε = 2E + 16u + 8u√Tk + 8u·tiles;
 // - out_d = Σ_j p_j v_jd errs by ε · Σ_j p_j |v_jd|; lse by E + 8u(|lse| + 1) + 4u√Tk + 8u·tiles.
 // Backward (given the same f32 out and lse): p_j = exp(s_j − lse) errs relatively by ε_i = E + 8u;
 // dP_j = dout·v_j errs by u√D·A_j with A_j = Σ_d|dout_d v_jd|, delta = dout·out by u(√D + 1)·Σ p A,
@@ -27,7 +27,7 @@ import type { AttentionBackwardShape, AttentionShape } from '../src/kernels/type
 import { attention_backward, attention_forward } from '../src/kernels/attention.ts';
 
 const U = 2 ** -24;
-const TILE = 64;
+const STEP = 16; // keys per online-softmax step (BK in src/kernels/attention.ts)
 type TestGpu = Awaited<ReturnType<typeof testGpu>>;
 
 /** Row 0 sees everything, row 1 is left-padded (half the row), row 2 is fully masked, row 3 has holes. */
@@ -92,7 +92,7 @@ async function forwardCase(gpu: TestGpu, rng: Rng, s: AttentionShape): Promise<n
   const want = attRef(x.q, x.k, x.v, x.mask, s);
   const absOut = attRef(x.q, x.k, Float64Array.from(x.v, Math.abs), x.mask, s).out;
   const E = scoreError(x.q, x.k, x.mask, s);
-  const tiles = Math.ceil(Tk / TILE);
+  const tiles = Math.ceil(Tk / STEP);
   const eps = (row: number) => 2 * E[row] + 16 * U + 8 * U * Math.sqrt(Tk) + 8 * U * tiles;
   const label = `B${B} Tq${Tq} Tk${Tk} Hq${Hq}/${s.Hkv} D${D}`;
   const rOut = expectClose(got.out, want.out, {
@@ -132,7 +132,7 @@ describe('attention_forward (fused)', () => {
     console.log(`attention_forward full: worst ${worst.toFixed(3)} of tolerance`);
   });
 
-  it('a long row (T = 1,100, 18 key tiles)', async () => {
+  it('a long row (T = 1,100: 69 online-softmax steps, 18 row blocks)', async () => {
     const gpu = await testGpu();
     const worst = await forwardCase(gpu, new Rng(54), shape(2, 1100, 1100, 1100, 2, 1, 16));
     console.log(`attention_forward T=1100: worst ${worst.toFixed(3)} of tolerance`);

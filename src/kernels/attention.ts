@@ -1,8 +1,10 @@
 // Launchers for fused (flash-attention style) attention: shaders/attention_forward.wgsl (online
-// softmax over key tiles, saves the per-row lse) and the two backward passes
+// softmax in steps of BK keys, saves the per-row lse) and the two backward passes
 // attention_backward_dq.wgsl (delta_i = dout_i·out_i, then dq per query row) and
 // attention_backward_dkdv.wgsl (dk, dv per key row), which recompute the probabilities from q, k and
-// lse. No (B, Hq, Tq, Tk) buffer exists: the memory is O(B·T·H·D) plus (B, Hq, T) for lse and delta,
+// lse. One thread per row, BQ neighbouring rows of one head per workgroup (they read the same k / v
+// rows together) and no barriers: a first version with one workgroup per row and tree reductions per
+// key tile ran several times slower on the software adapter (barriers cost a coroutine switch there). No (B, Hq, Tq, Tk) buffer exists: the memory is O(B·T·H·D) plus (B, Hq, T) for lse and delta,
 // where the materialised version needed 6.7 GB for 64 rows of 2,560 tokens at 14 heads.
 // Causal + attention mask + GQA (query head h reads kv head h / (Hq / Hkv)); deterministic (no
 // atomics, fixed summation order). A query row with no visible key gets out = 0, lse = -inf, dq = 0.
@@ -11,17 +13,22 @@ import type { AttentionBackwardShape, AttentionShape } from './types.ts';
 import { sharedScratch } from './scratch.ts';
 import { prefix } from './windows.ts';
 
-const WG = 64; // keys (forward, dq) or queries (dkdv) per tile = threads per workgroup
-const ROWS_FORWARD = 2; // workgroup rows of D floats: q and the output accumulator
-const ROWS_BACKWARD = 4; // dkdv: k, v and the dk / dv accumulators (dq uses 3)
+const BQ_MAX = 64; // rows (queries, or keys in dkdv) per workgroup = threads, one row each
+const BK = 16; // keys per online-softmax step of the forward
 
-/** Checks the heads and that the shader's workgroup arrays (rows × D floats + 2 × WG) fit the device. */
-function checkHeads(gpu: Gpu, kernel: string, Hq: number, Hkv: number, D: number, rows: number): void {
+/**
+ * Checks the heads, and picks the rows per workgroup: the largest power of two up to BQ_MAX whose
+ * per-thread workgroup rows (`rowFloats` f32 each) fit maxComputeWorkgroupStorageSize; a head_dim too
+ * wide for even one row is a clear error, not a pipeline failure.
+ */
+function rowsPerGroup(gpu: Gpu, kernel: string, Hq: number, Hkv: number, D: number, rowFloats: number): number {
   if (!(Hkv >= 1 && Hq % Hkv === 0)) throw new Error(`${kernel}: Hq (${Hq}) must be a multiple of Hkv (${Hkv})`);
   if (!(D >= 1 && Number.isInteger(D))) throw new Error(`${kernel}: head_dim D must be a positive integer, got ${D}`);
-  const bytes = (rows * D + 2 * WG) * 4;
   const limit = gpu.limits.maxComputeWorkgroupStorageSize;
-  if (bytes > limit) throw new Error(`${kernel}: head_dim ${D} needs ${bytes} bytes of workgroup storage, the device allows ${limit}`);
+  if (rowFloats * 4 > limit) throw new Error(`${kernel}: head_dim ${D} needs ${rowFloats * 4} bytes of workgroup storage, the device allows ${limit}`);
+  let bq = BQ_MAX;
+  while (bq * rowFloats * 4 > limit) bq /= 2;
+  return bq;
 }
 
 export function attention_forward(
@@ -38,27 +45,28 @@ export function attention_forward(
   const { B, Tq, Tk, TkvMax, Hq, Hkv, D } = args;
   const kernel = 'attention_forward';
   const gpu = rec.gpu;
-  checkHeads(gpu, kernel, Hq, Hkv, D, ROWS_FORWARD);
+  const BQ = rowsPerGroup(gpu, kernel, Hq, Hkv, D, D + BK); // accumulator and step scores
   if (!(Tq >= 1 && Tq <= Tk && Tk <= TkvMax)) throw new Error(`${kernel}: needs 1 <= Tq (${Tq}) <= Tk (${Tk}) <= TkvMax (${TkvMax})`);
-  const rows = B * Hq * Tq;
+  const blocks = Math.ceil(Tq / BQ);
+  const groups = B * Hq * blocks;
   rec.dispatch({
     kernel,
     shader: 'attention_forward',
-    constants: { WG, DH: D },
+    constants: { BQ, BK, DH: D },
     bindings: [
       prefix(gpu, kernel, 'q', args.q, B * Tq * Hq * D),
       prefix(gpu, kernel, 'k', args.k, B * TkvMax * Hkv * D),
       prefix(gpu, kernel, 'v', args.v, B * TkvMax * Hkv * D),
       prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * Tk),
       prefix(gpu, kernel, 'out', args.out, B * Tq * Hq * D),
-      prefix(gpu, kernel, 'lse', args.lse, rows),
+      prefix(gpu, kernel, 'lse', args.lse, B * Hq * Tq),
     ],
     params: packParams([
       ['u32', Tq], ['u32', Tk], ['u32', TkvMax], ['u32', Hq],
-      ['u32', Hkv], ['u32', D], ['u32', rows], ['f32', args.scale],
-      ['f32', -Infinity],
+      ['u32', Hkv], ['u32', D], ['u32', blocks], ['f32', args.scale],
+      ['f32', -Infinity], ['u32', groups],
     ]),
-    workgroups: Gpu.grid(rows),
+    workgroups: Gpu.grid(groups),
   });
 }
 
@@ -80,29 +88,25 @@ export function attention_backward(
   const { B, T, Hq, Hkv, D } = args;
   const kernel = 'attention_backward';
   const gpu = rec.gpu;
-  checkHeads(gpu, kernel, Hq, Hkv, D, ROWS_BACKWARD);
+  const BQ = rowsPerGroup(gpu, kernel, Hq, Hkv, D, 2 * D); // dkdv: the dk and dv accumulators (dq: 1)
   const [dq, dout, q, out] = (['dq', 'dout', 'q', 'out'] as const).map((f) => prefix(gpu, kernel, f, args[f], B * T * Hq * D));
   const [dk, dv, k, v] = (['dk', 'dv', 'k', 'v'] as const).map((f) => prefix(gpu, kernel, f, args[f], B * T * Hkv * D));
   const mask = prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * T);
   const lse = prefix(gpu, kernel, 'lse', args.lse, B * Hq * T);
   const delta = prefix(gpu, kernel, 'delta', sharedScratch(gpu, 'attention_backward:delta', B * Hq * T * 4), B * Hq * T); // (B, Hq, T)
-  const params = (rows: number) => packParams([['u32', T], ['u32', Hq], ['u32', Hkv], ['u32', D], ['u32', rows], ['f32', args.scale], ['f32', -Infinity]]);
-  const qRows = B * Hq * T;
-  rec.dispatch({
-    kernel: `${kernel}:dq`,
-    shader: 'attention_backward_dq',
-    constants: { WG, DH: D },
-    bindings: [q, k, v, mask, out, dout, lse, delta, dq],
-    params: params(qRows),
-    workgroups: Gpu.grid(qRows),
-  });
-  const kRows = B * T * Hkv;
-  rec.dispatch({
-    kernel: `${kernel}:dkdv`,
-    shader: 'attention_backward_dkdv',
-    constants: { WG, DH: D },
-    bindings: [q, k, v, mask, dout, lse, delta, dk, dv],
-    params: params(kRows),
-    workgroups: Gpu.grid(kRows),
-  });
+  // One pass per side, each over row blocks of one (b, head): queries of (b, h), keys of (b, kvh).
+  const pass = (side: 'dq' | 'dkdv', heads: number, bindings: typeof q[]) => {
+    const blocks = Math.ceil(T / BQ);
+    const groups = B * heads * blocks;
+    rec.dispatch({
+      kernel: `${kernel}:${side}`,
+      shader: `attention_backward_${side}`,
+      constants: { BQ, DH: D },
+      bindings,
+      params: packParams([['u32', T], ['u32', Hq], ['u32', Hkv], ['u32', D], ['u32', blocks], ['f32', args.scale], ['f32', -Infinity], ['u32', groups]]),
+      workgroups: Gpu.grid(groups),
+    });
+  };
+  pass('dq', Hq, [q, k, v, mask, out, dout, lse, delta, dq]);
+  pass('dkdv', Hkv, [q, k, v, mask, dout, lse, delta, dk, dv]);
 }
