@@ -2,10 +2,12 @@
 // softmax in steps of BK keys, saves the per-row lse) and the two backward passes
 // attention_backward_dq.wgsl (delta_i = dout_i·out_i, then dq per query row) and
 // attention_backward_dkdv.wgsl (dk, dv per key row), which recompute the probabilities from q, k and
-// lse. One thread per row, BQ neighbouring rows of one head per workgroup (they read the same k / v
-// rows together) and no barriers: a first version with one workgroup per row and tree reductions per
-// key tile ran several times slower on the software adapter (barriers cost a coroutine switch there). No (B, Hq, Tq, Tk) buffer exists: the memory is O(B·T·H·D) plus (B, Hq, T) for lse and delta,
-// where the materialised version needed 6.7 GB for 64 rows of 2,560 tokens at 14 heads.
+// lse. No (B, Hq, Tq, Tk) buffer exists: the memory is O(B·T·H·D) plus (B, Hq, T) for lse and delta,
+// where the materialised version needed B·Hq·T·T floats per layer (23.5 GB for 64 rows of 2,560
+// tokens at Qwen2.5-0.5B's 14 heads; bench suite `attention`).
+// One thread per row, BQ neighbouring rows of one head per workgroup (they read the same k / v rows
+// together) and no barriers: a first version with one workgroup per row and tree reductions per key
+// tile ran several times slower on the software adapter (barriers cost a coroutine switch there).
 // Causal + attention mask + GQA (query head h reads kv head h / (Hq / Hkv)); deterministic (no
 // atomics, fixed summation order). A query row with no visible key gets out = 0, lse = -inf, dq = 0.
 import { packParams, type Recorder, Gpu } from '../gpu/context.ts';
