@@ -16,11 +16,13 @@ export class StudioFailure extends Error {
 
 const BY_NAME: Record<string, ErrorKind> = {
   BatchFormatError: 'bad-file',
+  InputError: 'bad-file',
   SafeTensorsError: 'bad-file',
   ModelLoadError: 'unsupported-model',
   TokenizerLoadError: 'unsupported-model',
   RewardDefinitionError: 'reward',
   GrpoLossError: 'settings',
+  SettingsError: 'settings',
   OptimizerConfigError: 'settings',
   SamplingError: 'settings',
 };
