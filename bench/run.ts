@@ -15,6 +15,7 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   doctor: () => import('./doctor.ts'),
   trl: () => import('./trl.ts'),
   import: () => import('./import.ts'),
+  attention: () => import('./attention.ts'),
 };
 
 /** Suites that run on the CPU only: with nothing else selected, no GPU adapter is opened. */

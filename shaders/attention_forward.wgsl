@@ -1,60 +1,90 @@
-// Attention forward, the masked softmax between its two batched GEMMs (llm.c's layout):
-//   scores = q·kᵀ (matmul_forward.wgsl, batched over (b, h), written into att)
-//   att    = softmax(scale · scores) over the visible keys      <- this shader, in place on att
-//   out    = att·v (matmul_forward.wgsl, batched)
+// Fused attention forward, flash-attention style: a workgroup takes BQ query rows of one (b, h); each
+// thread owns one row and walks its visible keys in steps of BK, keeping a running max m, normaliser
+// l and output accumulator (online softmax: one rescale per step), so no (B, Hq, Tq, Tk) probability
+// buffer exists. It saves lse = m + log(l) per row for the backward (attention_backward_dq / _dkdv
+// recompute the probabilities from it). The threads of a workgroup read the same key at the same time
+// (neighbouring query rows), so k / v rows are shared through the cache instead of barrier-synchronised
+// tiles: no barriers at all, which software adapters (one coroutine per invocation) pay dearly for.
 // Causal + attention mask + GQA: query i of a (B, Tq) block sits at absolute position a = Tk - Tq + i
 // (Tq = Tk: full forward; Tq = 1: one KV-cache decode step); key j is visible iff j <= a and
-// attention_mask[b, j] = 1. Only visible scores are read (the scores GEMM skips tiles above the
-// diagonal, leaving stale values there); every entry of the row is written, 0 where not visible.
-// A query with no visible key (a left-pad row) gets an all-zero row, so its output is 0, and
-// lse = -inf (HF leaves those rows implementation-defined; only attention_mask = 1 rows matter).
-// f32 softmax with max subtraction; lse (optional) = max + log(sum) of the scaled scores.
-// One workgroup per (b, h, i) row; att bigger than the binding limit comes in batch windows.
+// attention_mask[b, j] = 1; query head h reads kv head h / (Hq / Hkv). A query with no visible key
+// (a left-pad row) outputs 0 and lse = -inf (HF leaves those rows implementation-defined).
+// Deterministic: every sum runs in key order.
 
-override WG: u32 = 128; // power of two (tree reductions)
+override BQ: u32 = 32; // query rows per workgroup = threads (the launcher fits it to the storage limit)
+override BK: u32 = 16; // keys per online-softmax step (one rescale of the accumulator per step)
+override DH: u32 = 64; // head_dim D: sizes the per-thread accumulator rows
 
 struct Params {
-  Tq: u32, Tk: u32, Hq: u32, scale: f32,
-  b0: u32, att_base: u32, rows: u32, has_lse: u32,
-  neg_inf: f32, _p0: u32, _p1: u32, _p2: u32, // neg_inf = -inf (WGSL constants cannot be infinite)
+  Tq: u32, Tk: u32, TkvMax: u32, Hq: u32,
+  Hkv: u32, D: u32, blocks: u32, scale: f32, // blocks = ceil(Tq / BQ) row blocks per (b, h)
+  neg_inf: f32, groups: u32, _p1: u32, _p2: u32, // neg_inf = -inf (WGSL constants cannot be infinite); groups = B·Hq·blocks
 }
 
-@group(0) @binding(0) var<storage, read> attention_mask: array<i32>;  // (B, Tk)
-@group(0) @binding(1) var<storage, read_write> att: array<f32>;       // (B, Hq, Tq, Tk), window of batches
-@group(0) @binding(2) var<storage, read_write> lse: array<f32>;       // (B, Hq, Tq) or a dummy
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(0) var<storage, read> q: array<f32>;              // (B, Tq, Hq, D)
+@group(0) @binding(1) var<storage, read> k: array<f32>;              // (B, TkvMax, Hkv, D)
+@group(0) @binding(2) var<storage, read> v: array<f32>;              // (B, TkvMax, Hkv, D)
+@group(0) @binding(3) var<storage, read> attention_mask: array<i32>; // (B, Tk)
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;      // (B, Tq, Hq, D)
+@group(0) @binding(5) var<storage, read_write> lse: array<f32>;      // (B, Hq, Tq)
+@group(0) @binding(6) var<uniform> p: Params;
 
-//#include "common/reduce.wgsl"
+var<workgroup> acc: array<f32, BQ * DH>; // row t's unnormalised output at [t·DH, t·DH + D)
+var<workgroup> pt: array<f32, BQ * BK>;  // row t's scores, then exp(s - m), of the current step
 
-@compute @workgroup_size(WG)
+@compute @workgroup_size(BQ)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
-  let row = wid.x + wid.y * nwg.x; // ((b - b0)·Hq + h)·Tq + i
-  if (row >= p.rows) { return; }
+  let g = wid.x + wid.y * nwg.x; // (b·Hq + h)·blocks + block
+  if (g >= p.groups) { return; }
   let t = lid.x;
-  let i = row % p.Tq;
-  let h = (row / p.Tq) % p.Hq;
-  let b = p.b0 + row / (p.Tq * p.Hq);
+  let i = (g % p.blocks) * BQ + t;
+  if (i >= p.Tq) { return; } // no barriers below: idle threads may leave
+  let D = p.D;
+  let h = (g / p.blocks) % p.Hq;
+  let b = g / (p.blocks * p.Hq);
+  let kvh = h / (p.Hq / p.Hkv);
   let last = p.Tk - p.Tq + i; // the query's absolute position: keys past it are never visible
-  let off = p.att_base + row * p.Tk;
+  let qo = ((b * p.Tq + i) * p.Hq + h) * D;
+  let ao = t * DH;
+  let so = t * BK;
+  for (var d = 0u; d < D; d++) { acc[ao + d] = 0.0; }
 
-  var mx = p.neg_inf;
-  for (var j = t; j <= last; j += WG) {
-    if (attention_mask[b * p.Tk + j] != 0) { mx = max(mx, p.scale * att[off + j]); }
+  var m = p.neg_inf;
+  var l = 0.0;
+  for (var j0 = 0u; j0 <= last; j0 += BK) {
+    let n = min(BK, last + 1u - j0);
+    var smax = p.neg_inf;
+    for (var u = 0u; u < n; u++) {
+      var s = p.neg_inf;
+      if (attention_mask[b * p.Tk + j0 + u] != 0) {
+        let ko = ((b * p.TkvMax + j0 + u) * p.Hkv + kvh) * D;
+        var dot = 0.0;
+        for (var d = 0u; d < D; d++) { dot = fma(q[qo + d], k[ko + d], dot); }
+        s = p.scale * dot;
+      }
+      pt[so + u] = s;
+      smax = max(smax, s);
+    }
+    if (smax == p.neg_inf) { continue; } // nothing visible in this step: m, l, acc unchanged
+    let mNew = max(m, smax);
+    let alpha = select(0.0, exp(m - mNew), m > p.neg_inf);
+    var sum = 0.0;
+    for (var u = 0u; u < n; u++) {
+      let s = pt[so + u];
+      let e = select(0.0, exp(s - mNew), s > p.neg_inf);
+      pt[so + u] = e;
+      sum += e;
+    }
+    l = l * alpha + sum;
+    m = mNew;
+    let vo = ((b * p.TkvMax + j0) * p.Hkv + kvh) * D;
+    for (var d = 0u; d < D; d++) {
+      var a = acc[ao + d] * alpha;
+      for (var u = 0u; u < n; u++) { a = fma(pt[so + u], v[vo + u * p.Hkv * D + d], a); }
+      acc[ao + d] = a;
+    }
   }
-  mx = reduce_max(t, mx);
-  let any_visible = mx > p.neg_inf;
-
-  var sum = 0.0;
-  for (var j = t; j < p.Tk; j += WG) {
-    var e = 0.0;
-    if (any_visible && j <= last && attention_mask[b * p.Tk + j] != 0) { e = exp(p.scale * att[off + j] - mx); }
-    att[off + j] = e;
-    sum += e;
-  }
-  sum = reduce_sum(t, sum);
-  let inv = select(0.0, 1.0 / sum, sum > 0.0);
-  for (var j = t; j < p.Tk; j += WG) { att[off + j] *= inv; }
-  if (p.has_lse != 0u && t == 0u) {
-    lse[(b * p.Hq + h) * p.Tq + i] = select(p.neg_inf, mx + log(sum), any_visible);
-  }
+  let inv = select(0.0, 1.0 / l, l > 0.0);
+  for (var d = 0u; d < D; d++) { out[qo + d] = acc[ao + d] * inv; }
+  lse[(b * p.Hq + h) * p.Tq + i] = select(p.neg_inf, m + log(l), l > 0.0);
 }

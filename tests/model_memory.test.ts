@@ -37,16 +37,18 @@ describe('memory plan', () => {
       expect(plan.bytes.logits).toBe(B * keep * V * 4);
       expect(plan.bytes.logits_full).toBe(B * T * V * 4);
       // Saved activations per layer, to first order: the (N, C)-sized tensors (input, 2 norm outputs,
-      // mid residual), q / attention output (N, Hq·D), k / v (N, Hkv·D), the MLP's gate / up / product
-      // (N, I) and the attention probabilities (B, Hq, T, T). Small per-row statistics are ignored, so
-      // the plan must be within a few percent above this.
+      // mid residual), q / attention output (N, Hq·D), k / v (N, Hkv·D) and the MLP's gate / up /
+      // product (N, I); fused attention keeps no (B, Hq, T, T) probabilities, only a per-row lse. Small
+      // per-row statistics are ignored, so the plan must be within a few percent above this.
       const N = B * T;
-      const perLayer = N * (4 * C + 2 * Hq * D + 2 * Hkv * D + 3 * I) + B * Hq * T * T;
+      const perLayer = N * (4 * C + 2 * Hq * D + 2 * Hkv * D + 3 * I);
       const approx = L * perLayer * 4;
       expect(plan.bytes.activations_saved).toBeGreaterThanOrEqual(approx);
       expect(plan.bytes.activations_saved).toBeLessThan(approx * 1.05 + 4 * N * C * 8);
       // Inference keeps one layer's set plus a few shared (N, C) buffers (stream, scratch, final norm).
       expect(plan.bytes.activations_inference).toBeLessThan(perLayer * 4 * 1.05 + 8 * N * C * 4);
+      // Nothing grows like T²: doubling T (and the rows scored) exactly doubles the saved activations.
+      expect(planMemory(cfg, { B, T: 2 * T, logits_to_keep: 2 * keep, name }).bytes.activations_saved).toBe(2 * plan.bytes.activations_saved);
       console.log(formatPlan(plan));
       // Scoring (inference) fits 8 GiB for both.
       expect(plan.totals.inference).toBeLessThan(BUDGET);

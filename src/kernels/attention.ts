@@ -1,24 +1,36 @@
-// Launchers for attention, llm.c style: batched GEMMs (matmul_forward.wgsl, one product per (b, head))
-// around a row kernel: shaders/attention_forward.wgsl (masked softmax) and attention_backward.wgsl
-// (softmax backward). Causal + attention mask + GQA (query head h reads kv head h / (Hq / Hkv)).
-// The GEMMs skip the tiles the causal mask zeroes (CAUSAL modes of matmul_forward.wgsl).
-// att (B, Hq, Tq, Tk) can pass the binding limit (B = 8, Hq = 16, T = 512 is 134 MB): every pass is
-// dispatched per window of whole batches. A query row with no visible key (a left-pad row) gets
-// out = 0, att row = 0 and lse = -inf.
-//
-// Signature additions to the brief (optional): `bindingLimit` (tests only). The backward's g scratch
-// (dP, then the gradient of the raw scores, shaped like att) is a device-wide scratch (scratch.ts).
+// Launchers for fused (flash-attention style) attention: shaders/attention_forward.wgsl (online
+// softmax in steps of BK keys, saves the per-row lse) and the two backward passes
+// attention_backward_dq.wgsl (delta_i = dout_i·out_i, then dq per query row) and
+// attention_backward_dkdv.wgsl (dk, dv per key row), which recompute the probabilities from q, k and
+// lse. No (B, Hq, Tq, Tk) buffer exists: the memory is O(B·T·H·D) plus (B, Hq, T) for lse and delta,
+// where the materialised version needed B·Hq·T·T floats per layer (23.5 GB for 64 rows of 2,560
+// tokens at Qwen2.5-0.5B's 14 heads; bench suite `attention`).
+// One thread per row, BQ neighbouring rows of one head per workgroup (they read the same k / v rows
+// together) and no barriers: a first version with one workgroup per row and tree reductions per key
+// tile ran several times slower on the software adapter (barriers cost a coroutine switch there).
+// Causal + attention mask + GQA (query head h reads kv head h / (Hq / Hkv)); deterministic (no
+// atomics, fixed summation order). A query row with no visible key gets out = 0, lse = -inf, dq = 0.
 import { packParams, type Recorder, Gpu } from '../gpu/context.ts';
-import { gemmDispatch } from './matmul.ts';
 import type { AttentionBackwardShape, AttentionShape } from './types.ts';
 import { sharedScratch } from './scratch.ts';
-import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
+import { prefix } from './windows.ts';
 
-const WG = 128;
+const BQ_MAX = 64; // rows (queries, or keys in dkdv) per workgroup = threads, one row each
+const BK = 16; // keys per online-softmax step of the forward
 
-function checkHeads(kernel: string, Hq: number, Hkv: number, D: number): void {
+/**
+ * Checks the heads, and picks the rows per workgroup: the largest power of two up to BQ_MAX whose
+ * per-thread workgroup rows (`rowFloats` f32 each) fit maxComputeWorkgroupStorageSize; a head_dim too
+ * wide for even one row is a clear error, not a pipeline failure.
+ */
+function rowsPerGroup(gpu: Gpu, kernel: string, Hq: number, Hkv: number, D: number, rowFloats: number): number {
   if (!(Hkv >= 1 && Hq % Hkv === 0)) throw new Error(`${kernel}: Hq (${Hq}) must be a multiple of Hkv (${Hkv})`);
-  if (!(D >= 1)) throw new Error(`${kernel}: head_dim D must be positive, got ${D}`);
+  if (!(D >= 1 && Number.isInteger(D))) throw new Error(`${kernel}: head_dim D must be a positive integer, got ${D}`);
+  const limit = gpu.limits.maxComputeWorkgroupStorageSize;
+  if (rowFloats * 4 > limit) throw new Error(`${kernel}: head_dim ${D} needs ${rowFloats * 4} bytes of workgroup storage, the device allows ${limit}`);
+  let bq = BQ_MAX;
+  while (bq * rowFloats * 4 > limit) bq /= 2;
+  return bq;
 }
 
 export function attention_forward(
@@ -29,69 +41,35 @@ export function attention_forward(
     k: GPUBuffer; // (B, TkvMax, Hkv, D), rows [0, Tk) valid
     v: GPUBuffer; // (B, TkvMax, Hkv, D)
     attentionMask: GPUBuffer; // (B, Tk) i32, 1 = key visible
-    att: GPUBuffer; // (B, Hq, Tq, Tk) probabilities, saved for the backward
-    lse?: GPUBuffer; // (B, Hq, Tq) log-sum-exp of the scaled scores
-    bindingLimit?: number; // tests only
+    lse: GPUBuffer; // (B, Hq, Tq) log-sum-exp of the scaled scores, saved for the backward
   },
 ): void {
   const { B, Tq, Tk, TkvMax, Hq, Hkv, D } = args;
   const kernel = 'attention_forward';
-  checkHeads(kernel, Hq, Hkv, D);
-  if (!(Tq >= 1 && Tq <= Tk && Tk <= TkvMax)) throw new Error(`${kernel}: needs 1 <= Tq (${Tq}) <= Tk (${Tk}) <= TkvMax (${TkvMax})`);
   const gpu = rec.gpu;
-  const out = prefix(gpu, kernel, 'out', args.out, B * Tq * Hq * D);
-  const q = prefix(gpu, kernel, 'q', args.q, B * Tq * Hq * D);
-  const k = prefix(gpu, kernel, 'k', args.k, B * TkvMax * Hkv * D);
-  const v = prefix(gpu, kernel, 'v', args.v, B * TkvMax * Hkv * D);
-  const mask = prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * Tk);
-  const lse = args.lse ? prefix(gpu, kernel, 'lse', args.lse, B * Hq * Tq) : gpu.zeros(16);
-  checkSize(kernel, 'att', args.att, B * Hq * Tq * Tk);
-  const group = Hq / Hkv;
-  const perWindow = rowsPerWindow(gpu, bindingLimit(gpu, args.bindingLimit), B, Hq * Tq * Tk);
-  for (let b0 = 0; b0 < B; b0 += perWindow) {
-    const bc = Math.min(perWindow, B - b0);
-    const w = rowWindow(gpu, args.att, b0, bc, Hq * Tq * Tk);
-    // Batch index z = (b − b0)·Hq + h for every product; operands move by (b − b0) and h (kv: h / group).
-    const qLike = { ld: Hq * D, base: b0 * Tq * Hq * D, zo: Tq * Hq * D, zi: D };
-    const kvLike = { ld: Hkv * D, base: b0 * TkvMax * Hkv * D, zo: TkvMax * Hkv * D, zi: D, div: group };
-    const attW = { binding: w.binding, ld: Tk, base: w.base, zo: Hq * Tq * Tk, zi: Tq * Tk };
-    const batch = { Z: bc * Hq, zInner: Hq };
-    gemmDispatch(rec, `${kernel}:scores`, {
-      a: { binding: q, ...qLike },
-      b: { binding: k, ...kvLike, trans: true },
-      c: attW,
-      M: Tq,
-      N: Tk,
-      K: D,
-      ...batch,
-      accumulate: false,
-      causal: { mode: 1, offset: Tk - Tq },
-    });
-    const rows = bc * Hq * Tq;
-    rec.dispatch({
-      kernel: `${kernel}:softmax`,
-      shader: 'attention_forward',
-      constants: { WG },
-      bindings: [mask, w.binding, lse],
-      params: packParams([
-        ['u32', Tq], ['u32', Tk], ['u32', Hq], ['f32', args.scale],
-        ['u32', b0], ['u32', w.base], ['u32', rows], ['u32', args.lse ? 1 : 0],
-        ['f32', -Infinity],
-      ]),
-      workgroups: Gpu.grid(rows),
-    });
-    gemmDispatch(rec, `${kernel}:out`, {
-      a: attW,
-      b: { binding: v, ...kvLike },
-      c: { binding: out, ...qLike },
-      M: Tq,
-      N: D,
-      K: Tk,
-      ...batch,
-      accumulate: false,
-      causal: { mode: 2, offset: Tk - Tq },
-    });
-  }
+  const BQ = rowsPerGroup(gpu, kernel, Hq, Hkv, D, D + BK); // accumulator and step scores
+  if (!(Tq >= 1 && Tq <= Tk && Tk <= TkvMax)) throw new Error(`${kernel}: needs 1 <= Tq (${Tq}) <= Tk (${Tk}) <= TkvMax (${TkvMax})`);
+  const blocks = Math.ceil(Tq / BQ);
+  const groups = B * Hq * blocks;
+  rec.dispatch({
+    kernel,
+    shader: 'attention_forward',
+    constants: { BQ, BK, DH: D },
+    bindings: [
+      prefix(gpu, kernel, 'q', args.q, B * Tq * Hq * D),
+      prefix(gpu, kernel, 'k', args.k, B * TkvMax * Hkv * D),
+      prefix(gpu, kernel, 'v', args.v, B * TkvMax * Hkv * D),
+      prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * Tk),
+      prefix(gpu, kernel, 'out', args.out, B * Tq * Hq * D),
+      prefix(gpu, kernel, 'lse', args.lse, B * Hq * Tq),
+    ],
+    params: packParams([
+      ['u32', Tq], ['u32', Tk], ['u32', TkvMax], ['u32', Hq],
+      ['u32', Hkv], ['u32', D], ['u32', blocks], ['f32', args.scale],
+      ['f32', -Infinity], ['u32', groups],
+    ]),
+    workgroups: Gpu.grid(groups),
+  });
 }
 
 export function attention_backward(
@@ -104,80 +82,33 @@ export function attention_backward(
     q: GPUBuffer; // (B, T, Hq, D)
     k: GPUBuffer; // (B, T, Hkv, D)
     v: GPUBuffer; // (B, T, Hkv, D)
-    att: GPUBuffer; // (B, Hq, T, T) from attention_forward
-    attentionMask?: GPUBuffer; // (B, T) i32: not needed (masked entries of att are 0), kept for the brief's signature
-    bindingLimit?: number; // tests only
+    out: GPUBuffer; // (B, T, Hq, D) from attention_forward
+    lse: GPUBuffer; // (B, Hq, T) from attention_forward
+    attentionMask: GPUBuffer; // (B, T) i32
   },
 ): void {
   const { B, T, Hq, Hkv, D } = args;
   const kernel = 'attention_backward';
-  checkHeads(kernel, Hq, Hkv, D);
   const gpu = rec.gpu;
-  const [dq, dout, q] = (['dq', 'dout', 'q'] as const).map((f) => prefix(gpu, kernel, f, args[f], B * T * Hq * D));
+  const BQ = rowsPerGroup(gpu, kernel, Hq, Hkv, D, 2 * D); // dkdv: the dk and dv accumulators (dq: 1)
+  const [dq, dout, q, out] = (['dq', 'dout', 'q', 'out'] as const).map((f) => prefix(gpu, kernel, f, args[f], B * T * Hq * D));
   const [dk, dv, k, v] = (['dk', 'dv', 'k', 'v'] as const).map((f) => prefix(gpu, kernel, f, args[f], B * T * Hkv * D));
-  checkSize(kernel, 'att', args.att, B * Hq * T * T);
-  const g = sharedScratch(gpu, 'attention_backward:g', B * Hq * T * T * 4); // (B, Hq, T, T)
-  const group = Hq / Hkv;
-  const perWindow = rowsPerWindow(gpu, bindingLimit(gpu, args.bindingLimit), B, Hq * T * T);
-  for (let b0 = 0; b0 < B; b0 += perWindow) {
-    const bc = Math.min(perWindow, B - b0);
-    const aw = rowWindow(gpu, args.att, b0, bc, Hq * T * T);
-    const gw = rowWindow(gpu, g, b0, bc, Hq * T * T);
-    // Per (b, h) products, z = (b − b0)·Hq + h.
-    const qLike = { ld: Hq * D, base: b0 * T * Hq * D, zo: T * Hq * D, zi: D };
-    const kvLike = { ld: Hkv * D, base: b0 * T * Hkv * D, zo: T * Hkv * D, zi: D, div: group };
-    const scoreLike = { ld: T, zo: Hq * T * T, zi: T * T };
-    const perHead = { Z: bc * Hq, zInner: Hq };
-    gemmDispatch(rec, `${kernel}:dP`, {
-      a: { binding: dout, ...qLike },
-      b: { binding: v, ...kvLike, trans: true },
-      c: { binding: gw.binding, base: gw.base, ...scoreLike },
-      M: T,
-      N: T,
-      K: D,
-      ...perHead,
-      accumulate: false,
-      causal: { mode: 1, offset: 0 },
-    });
-    const rows = bc * Hq * T;
+  const mask = prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * T);
+  const lse = prefix(gpu, kernel, 'lse', args.lse, B * Hq * T);
+  const delta = prefix(gpu, kernel, 'delta', sharedScratch(gpu, 'attention_backward:delta', B * Hq * T * 4), B * Hq * T); // (B, Hq, T)
+  // One pass per side, each over row blocks of one (b, head): queries of (b, h), keys of (b, kvh).
+  const pass = (side: 'dq' | 'dkdv', heads: number, bindings: typeof q[]) => {
+    const blocks = Math.ceil(T / BQ);
+    const groups = B * heads * blocks;
     rec.dispatch({
-      kernel: `${kernel}:softmax`,
-      shader: 'attention_backward',
-      constants: { WG },
-      bindings: [aw.binding, gw.binding],
-      params: packParams([['u32', T], ['f32', args.scale], ['u32', aw.base], ['u32', rows]]),
-      workgroups: Gpu.grid(rows),
+      kernel: `${kernel}:${side}`,
+      shader: `attention_backward_${side}`,
+      constants: { BQ, DH: D },
+      bindings,
+      params: packParams([['u32', T], ['u32', Hq], ['u32', Hkv], ['u32', D], ['u32', blocks], ['f32', args.scale], ['f32', -Infinity], ['u32', groups]]),
+      workgroups: Gpu.grid(groups),
     });
-    gemmDispatch(rec, `${kernel}:dq`, {
-      a: { binding: gw.binding, base: gw.base, ...scoreLike },
-      b: { binding: k, ...kvLike },
-      c: { binding: dq, ...qLike },
-      M: T,
-      N: D,
-      K: T,
-      ...perHead,
-      accumulate: false,
-      causal: { mode: 2, offset: 0 },
-    });
-    // dk, dv per (b, kv head), z = (b − b0)·Hkv + kvh: the group's query heads r = h − kvh·group
-    // accumulate in order. Rows of these products are keys, the inner dimension is queries.
-    for (let r = 0; r < group; r++) {
-      const perKv = { Z: bc * Hkv, zInner: Hkv, M: T, N: D, K: T, accumulate: r > 0, causal: { mode: 3 as const, offset: 0 } };
-      const headOfGroup = { ld: Hq * D, base: b0 * T * Hq * D + r * D, zo: T * Hq * D, zi: group * D };
-      const scoresOfGroup = { ld: T, zo: Hq * T * T, zi: group * T * T, trans: true };
-      const kvOut = { ld: Hkv * D, base: b0 * T * Hkv * D, zo: T * Hkv * D, zi: D };
-      gemmDispatch(rec, `${kernel}:dk`, {
-        a: { binding: gw.binding, base: gw.base + r * T * T, ...scoresOfGroup },
-        b: { binding: q, ...headOfGroup },
-        c: { binding: dk, ...kvOut },
-        ...perKv,
-      });
-      gemmDispatch(rec, `${kernel}:dv`, {
-        a: { binding: aw.binding, base: aw.base + r * T * T, ...scoresOfGroup },
-        b: { binding: dout, ...headOfGroup },
-        c: { binding: dv, ...kvOut },
-        ...perKv,
-      });
-    }
-  }
+  };
+  pass('dq', Hq, [q, k, v, mask, out, dout, lse, delta, dq]);
+  pass('dkdv', Hkv, [q, k, v, mask, dout, lse, delta, dk, dv]);
 }

@@ -1,5 +1,5 @@
 // Device-wide scratch buffers for the launchers' intermediates (reduction partials, embedding link
-// chains, attention's dP/g): one grow-only buffer per label and device, reused by every call instead
+// chains, attention's lse / delta): one grow-only buffer per label and device, reused by every call instead
 // of a fresh allocation per dispatch. Sharing is safe because dispatches run in queue order (WebGPU makes
 // a dispatch's writes visible to the next, in the same compute pass or not) and every user writes its
 // scratch before reading it. An outgrown buffer is retired: destroyed once no recorder that may have

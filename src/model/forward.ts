@@ -158,7 +158,7 @@ function layerForward(rec: Recorder, ops: LayerOps, ws: Workspace, l: number, kv
     k: kv ? kv.cache.k[l] : a.k,
     v: kv ? kv.cache.v[l] : a.v,
     attentionMask: kv ? kv.cache.mask : s.mask,
-    att: kv ? kv.cache.att(B * Hq * T * Tk) : a.att,
+    lse: a.lse,
     B,
     Tq: T,
     Tk,

@@ -14,7 +14,6 @@ export class KVCache {
   /** Positions (columns) already cached. */
   length = 0;
   private readonly maskHost: Int32Array; // (B, TkvMax)
-  private attBuf: GPUBuffer | null = null;
 
   constructor(
     private readonly gpu: Gpu,
@@ -47,17 +46,7 @@ export class KVCache {
     return { t0, Tk };
   }
 
-  /** Scratch for the attention probabilities (B, Hq, Tq, Tk), grown on demand and shared by all layers. */
-  att(elems: number): GPUBuffer {
-    if (!this.attBuf || this.attBuf.size < elems * 4) {
-      this.attBuf?.destroy();
-      this.attBuf = this.gpu.createBuffer('kv_cache.att', elems * 4);
-    }
-    return this.attBuf;
-  }
-
   destroy(): void {
     for (const b of [...this.k, ...this.v, this.mask]) b.destroy();
-    this.attBuf?.destroy();
   }
 }

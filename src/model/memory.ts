@@ -15,7 +15,7 @@ export function layerActivationSizes(cfg: ModelConfig, B: number, T: number): Re
     q: N * Hq * D, // (B, T, Hq, D) after RoPE
     k: N * Hkv * D, // (B, T, Hkv, D) after RoPE
     v: N * Hkv * D, // (B, T, Hkv, D)
-    att: B * Hq * T * T, // (B, Hq, T, T) softmax probabilities
+    lse: B * Hq * T, // (B, Hq, T) attention log-sum-exp, all the fused backward keeps of the softmax
     atty: N * Hq * D, // (N, Hq·D) attention output before o_proj
     resid_mid: N * C, // (N, C) after the attention residual
     ln2: N * C, // (N, C)
@@ -140,7 +140,6 @@ export function planMemory(cfg: ModelConfig, opts: { B: number; T: number; logit
   const candidates: { name: string; bytes: number }[] = [
     { name: 'embedding (V, C)', bytes: cfg.vocab_size * cfg.hidden_size * F },
     { name: 'logits (rows, V)', bytes: bytes.logits },
-    { name: 'att (B, Hq, T, T)', bytes: layer.att * F },
     { name: 'mlp hidden (N, I)', bytes: B * T * cfg.intermediate_size * F },
     { name: 'residual (N, C)', bytes: B * T * cfg.hidden_size * F },
   ];

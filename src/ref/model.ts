@@ -35,7 +35,7 @@ interface LayerCache {
   q: F64; // (N, Hq·D) as attention reads it
   k: F64; // (N, Hkv·D)
   v: F64;
-  att: F64; // (B, Hq, T, T)
+  lse: F64; // (B, Hq, T) attention log-sum-exp
   atty: F64; // (N, Hq·D)
   mid: F64; // (N, C)
   ln2: Norm;
@@ -164,7 +164,7 @@ export class RefModel {
       q = rope_forward(q, inp.position_ids, N, Hq, D, cfg.rope_theta!);
       k = rope_forward(k, inp.position_ids, N, Hkv, D, cfg.rope_theta!);
     }
-    const { out: atty, att } = attention_forward(q, k, v, inp.attention_mask, { B, Tq: T, Tk: T, TkvMax: T, Hq, Hkv, D, scale: cfg.attn_scale });
+    const { out: atty, lse } = attention_forward(q, k, v, inp.attention_mask, { B, Tq: T, Tk: T, TkvMax: T, Hq, Hkv, D, scale: cfg.attn_scale });
     const o = this.linear(cfg.family === 'gpt2' ? `${p}.attn.c_proj` : `${p}.self_attn.o_proj`, atty, N, Hq * D, C);
     const mid = residual_forward(x, o);
     const ln2 = this.norm(this.normName('ln2', l), mid, N);
@@ -178,7 +178,7 @@ export class RefModel {
       up = this.linear(`${p}.mlp.up_proj`, ln2.out, N, C, I);
       h = silu_gate_forward(a, up);
     }
-    return { x, ln1, qRaw, kRaw, qNorm, kNorm, q, k, v, att, atty, mid, ln2, a, up, h };
+    return { x, ln1, qRaw, kRaw, qNorm, kNorm, q, k, v, lse, atty, mid, ln2, a, up, h };
   }
 
   private mlpOut(l: number, c: LayerCache, N: number): F64 {
@@ -244,7 +244,7 @@ export class RefModel {
       dres = residual_forward(dres, normBackward(this.normName('ln2', l), dln2, c.mid, c.ln2, N));
       // Attention branch.
       const datty = linearBackward(gpt2 ? `${p}.attn.c_proj` : `${p}.self_attn.o_proj`, dres, c.atty, N, Hq * D, C);
-      const { dq, dk, dv } = attention_backward(datty, c.q, c.k, c.v, c.att, { B, T, Hq, Hkv, D, scale: cfg.attn_scale });
+      const { dq, dk, dv } = attention_backward(datty, c.q, c.k, c.v, c.atty, c.lse, x.attention_mask, { B, T, Hq, Hkv, D, scale: cfg.attn_scale });
       let dln1: F64;
       if (gpt2) {
         const dqkv = new Float64Array(N * 3 * C);

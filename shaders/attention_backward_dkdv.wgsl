@@ -1,0 +1,72 @@
+// Fused attention backward, key side (full sequences, Tq = Tk = T): a workgroup takes BQ key rows of
+// one (b, kvh), one thread per key row j. It walks, for each query head h sharing kv head kvh (GQA)
+// and in order, the queries i >= j, recomputing p_ij = exp(scale·q_i·k_j − lse_i) and
+// g_ij = scale·p_ij·(dout_i·v_j − delta_i) (lse from attention_forward.wgsl, delta from
+// attention_backward_dq.wgsl; no (B, Hq, T, T) buffer):
+//   dv_j = Σ_h Σ_i p_ij · dout_i,   dk_j = Σ_h Σ_i g_ij · q_i
+// A masked key (attention_mask[b, j] = 0) and query rows with lse = -inf contribute 0. No atomics and
+// no barriers: each key row is one thread's, its sums in a fixed order.
+
+override BQ: u32 = 32; // key rows per workgroup = threads
+override DH: u32 = 64; // head_dim D
+
+struct Params { T: u32, Hq: u32, Hkv: u32, D: u32, blocks: u32, scale: f32, neg_inf: f32, groups: u32 }
+
+@group(0) @binding(0) var<storage, read> q: array<f32>;              // (B, T, Hq, D)
+@group(0) @binding(1) var<storage, read> k: array<f32>;              // (B, T, Hkv, D)
+@group(0) @binding(2) var<storage, read> v: array<f32>;              // (B, T, Hkv, D)
+@group(0) @binding(3) var<storage, read> attention_mask: array<i32>; // (B, T)
+@group(0) @binding(4) var<storage, read> dout: array<f32>;           // (B, T, Hq, D)
+@group(0) @binding(5) var<storage, read> lse: array<f32>;            // (B, Hq, T)
+@group(0) @binding(6) var<storage, read> delta: array<f32>;          // (B, Hq, T)
+@group(0) @binding(7) var<storage, read_write> dk: array<f32>;       // (B, T, Hkv, D)
+@group(0) @binding(8) var<storage, read_write> dv: array<f32>;       // (B, T, Hkv, D)
+@group(0) @binding(9) var<uniform> p: Params;
+
+var<workgroup> accK: array<f32, BQ * DH>; // row t's dk at [t·DH, t·DH + D)
+var<workgroup> accV: array<f32, BQ * DH>;
+
+@compute @workgroup_size(BQ)
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+  let g = wid.x + wid.y * nwg.x; // (b·Hkv + kvh)·blocks + block
+  if (g >= p.groups) { return; }
+  let t = lid.x;
+  let j = (g % p.blocks) * BQ + t;
+  if (j >= p.T) { return; }
+  let D = p.D;
+  let kvh = (g / p.blocks) % p.Hkv;
+  let b = g / (p.blocks * p.Hkv);
+  let group = p.Hq / p.Hkv;
+  let ko = ((b * p.T + j) * p.Hkv + kvh) * D;
+  let ao = t * DH;
+  for (var d = 0u; d < D; d++) {
+    accK[ao + d] = 0.0;
+    accV[ao + d] = 0.0;
+  }
+  if (attention_mask[b * p.T + j] != 0) {
+    for (var r = 0u; r < group; r++) {
+      let h = kvh * group + r;
+      for (var i = j; i < p.T; i++) {
+        let li = lse[(b * p.Hq + h) * p.T + i];
+        if (!(li > p.neg_inf)) { continue; }
+        let qo = ((b * p.T + i) * p.Hq + h) * D;
+        var sc = 0.0;
+        var dp = 0.0;
+        for (var d = 0u; d < D; d++) {
+          sc = fma(q[qo + d], k[ko + d], sc);
+          dp = fma(dout[qo + d], v[ko + d], dp);
+        }
+        let pij = exp(p.scale * sc - li);
+        let gij = p.scale * pij * (dp - delta[(b * p.Hq + h) * p.T + i]);
+        for (var d = 0u; d < D; d++) {
+          accK[ao + d] = fma(gij, q[qo + d], accK[ao + d]);
+          accV[ao + d] = fma(pij, dout[qo + d], accV[ao + d]);
+        }
+      }
+    }
+  }
+  for (var d = 0u; d < D; d++) {
+    dk[ko + d] = accK[ao + d];
+    dv[ko + d] = accV[ao + d];
+  }
+}
