@@ -78,8 +78,11 @@ export interface ViewSlice {
   heat: HeatMetric;
   /** The selected cell (sample, column of the grid), or null. */
   selected: { sample: number; col: number } | null;
-  /** A Doctor finding's location to highlight: sample, field and [start, end) positions in that field's row. */
-  focus: { sample: number; field?: string; span?: [number, number]; rule: string } | null;
+  /**
+   * A Doctor finding's location to highlight: sample, field and [start, end) positions in that field's row.
+   * No sample: a batch-level finding (config, group sizes), which selects no row.
+   */
+  focus: { sample?: number; field?: string; span?: [number, number]; rule: string } | null;
   setOverlay(o: Overlay): void;
   setHeat(h: HeatMetric): void;
   select(sel: { sample: number; col: number } | null): void;
@@ -168,7 +171,7 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   setOverlay: (overlay) => set({ overlay }),
   setHeat: (heat) => set({ heat }),
   select: (selected) => set({ selected }),
-  setFocus: (focus) => set({ focus }),
+  setFocus: (focus) => set(focus && focus.sample === undefined ? { focus, selected: null } : { focus }),
 
   errors: [],
   pushError: (e) => set((s) => ({ errors: [...s.errors.filter((x) => x.message !== e.message), { ...e, id: nextErrorId++ }] })),

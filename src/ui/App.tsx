@@ -1,7 +1,7 @@
 // The studio page: header (adapter, import / export), settings on the left (model, prompts, sampling,
 // rewards, loss), the stepper and the token view in the middle, Doctor and charts on the right.
 // A grpo-batch/v1 JSON dropped anywhere on the page is imported.
-import { useEffect, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { useStudio } from '../store/index.ts';
 import { Charts } from './Charts.tsx';
 import { exportBatch, importBatchFile, startStudio } from './controller.ts';
@@ -20,6 +20,8 @@ function Header() {
   const gpu = useStudio((s) => s.gpuStatus);
   const batch = useStudio((s) => s.batch);
   const resetSettings = useStudio((s) => s.resetSettings);
+  // A real button (Tab reaches it) opening the hidden file input: a <label> wrapper is not focusable.
+  const importRef = useRef<HTMLInputElement>(null);
   return (
     <header className="top">
       <h1>GRPO Studio</h1>
@@ -27,20 +29,21 @@ function Header() {
         {adapter ? `WebGPU: ${[adapter.vendor, adapter.architecture, adapter.description].filter(Boolean).join(' · ') || 'adapter'}` : gpu === 'busy' ? 'WebGPU: probing…' : gpu === 'error' ? 'WebGPU: unavailable' : 'WebGPU: —'}
       </span>
       <span className="grow" />
-      <label className="button">
+      <button onClick={() => importRef.current?.click()} data-testid="import-button">
         Import batch…
-        <input
-          type="file"
-          accept=".json,application/json"
-          hidden
-          data-testid="import-input"
-          onChange={(e) => {
-            const f = e.target.files?.[0];
-            if (f) void importBatchFile(f);
-            e.target.value = '';
-          }}
-        />
-      </label>
+      </button>
+      <input
+        ref={importRef}
+        type="file"
+        accept=".json,application/json"
+        hidden
+        data-testid="import-input"
+        onChange={(e) => {
+          const f = e.target.files?.[0];
+          if (f) void importBatchFile(f);
+          e.target.value = '';
+        }}
+      />
       <button disabled={!batch} onClick={exportBatch} data-testid="export">
         Export batch
       </button>

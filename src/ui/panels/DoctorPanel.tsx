@@ -14,7 +14,7 @@ export function DoctorPanel() {
   const setFocus = useStudio((s) => s.setFocus);
   const counts = { error: 0, warning: 0, info: 0 };
   for (const f of findings) counts[f.severity]++;
-  const open = (f: Finding) => setFocus({ sample: f.sample ?? 0, field: f.field, span: f.span, rule: f.rule });
+  const open = (f: Finding) => setFocus({ sample: f.sample, field: f.field, span: f.span, rule: f.rule });
   return (
     <Section
       title="Doctor"
@@ -36,7 +36,7 @@ export function DoctorPanel() {
       )}
       <ul className="findings" data-testid="findings">
         {findings.map((f, k) => {
-          const active = focus?.rule === f.rule && focus.sample === (f.sample ?? 0) && focus.span?.[0] === f.span?.[0];
+          const active = focus?.rule === f.rule && focus.sample === f.sample && focus.span?.[0] === f.span?.[0];
           return (
             <li
               key={k}
@@ -55,6 +55,7 @@ export function DoctorPanel() {
               <div className="finding-head">
                 <span className={`sev ${f.severity}`}>{f.severity}</span>
                 <code className="rule">{f.rule}</code>
+                {f.sample === undefined && <span className="where">whole batch</span>}
                 {f.sample !== undefined && (
                   <span className="where">
                     sample {f.sample}

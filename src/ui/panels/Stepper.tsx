@@ -2,6 +2,7 @@
 // its time and the GPU memory after it (peak during it in the tooltip); the stage Next will run is
 // highlighted. An update starts from the prompt set or from the imported batch (render / sample /
 // reward are then skipped and say why) — the second is how a Python trainer's dumped batch is replayed.
+import { useRef } from 'react';
 import { studioStore, useStudio } from '../../store/index.ts';
 import { STAGES, STAGE_LABELS } from '../../worker/protocol.ts';
 import { nextStage, resetStep, runToEnd, setStepFrom } from '../controller.ts';
@@ -17,16 +18,22 @@ export function Stepper() {
   const busy = running || STAGES.some((s) => stages[s].status === 'running');
   const done = cursor >= STAGES.length;
   const total = STAGES.reduce((t, s) => t + (stages[s].ms ?? 0), 0);
+  const resetRef = useRef<HTMLButtonElement>(null);
+  // Run to end disables itself when the update completes, which would drop keyboard focus to <body>: hand it to Reset.
+  const run = () =>
+    void runToEnd().then(() => {
+      if (document.activeElement === document.body || (document.activeElement as HTMLButtonElement | null)?.disabled) resetRef.current?.focus();
+    });
   return (
     <div className="stepper" data-testid="stepper">
       <div className="stepper-buttons">
         <button disabled={!modelReady || busy || done} onClick={() => void nextStage()} data-testid="step-next">
           Next ▸
         </button>
-        <button disabled={!modelReady || busy || done} onClick={() => void runToEnd()} data-testid="step-run">
+        <button disabled={!modelReady || busy || done} onClick={run} data-testid="step-run">
           Run to end ▸▸
         </button>
-        <button disabled={busy && !running} onClick={() => (running ? stop() : void resetStep())} data-testid="step-reset" title="undo the optimizer step and start over">
+        <button ref={resetRef} disabled={busy && !running} onClick={() => (running ? stop() : void resetStep())} data-testid="step-reset" title="undo the optimizer step and start over">
           {running ? 'Stop' : 'Reset'}
         </button>
         <label className="small" title="an imported batch skips render / sample / reward and replays the trainer's update on the loaded model">
@@ -48,7 +55,7 @@ export function Stepper() {
       <ol className="stages">
         {STAGES.map((id, i) => {
           const st = stages[id];
-          const cls = ['stage', st.status, i === cursor && !done ? 'current' : ''].join(' ');
+          const cls = ['stage', st.status, i === cursor && !done && st.status !== 'error' ? 'current' : ''].join(' ');
           const title = [STAGE_LABELS[id], st.skipped ? `skipped: ${st.skipped}` : '', st.peakBytes !== undefined ? `GPU memory after ${formatBytes(st.gpuBytes!)}, peak ${formatBytes(st.peakBytes)}` : ''].filter(Boolean).join('\n');
           return (
             <li key={id} className={cls} data-stage={id} data-status={st.status} title={title}>
