@@ -6,7 +6,7 @@ import type { StateCreator } from 'zustand';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
-import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult } from '../worker/protocol.ts';
+import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings } from '../worker/protocol.ts';
 
 export type Status = 'idle' | 'busy' | 'ready' | 'error';
 
@@ -56,13 +56,18 @@ export interface BatchSlice {
   /** Rules the Doctor could not run on this batch, and why. */
   skipped: DoctorReport['skipped'];
   run: RunResults;
+  /**
+   * The settings the current update was started with: every number in `run` was computed with these, so
+   * labels read them (never the form's current values) and a form that differs marks the results stale.
+   */
+  runSettings: StepSettings | null;
   stages: Record<StageId, StageState>;
   /** Index in STAGES of the stage Next runs; STAGES.length when the update is complete. */
   cursor: number;
   running: boolean;
   setImported(imported: ImportedBatch): void;
   setStepFrom(from: BatchSlice['stepFrom']): void;
-  stageStarted(stage: StageId): void;
+  stageStarted(stage: StageId, settings?: StepSettings): void;
   stageDone(result: StageResult): void;
   stageFailed(stage: StageId): void;
   setRunning(running: boolean): void;
@@ -106,7 +111,7 @@ export type SessionSlices = ModelSlice & BatchSlice & ViewSlice & ErrorSlice;
 
 const pendingStages = (): Record<StageId, StageState> => Object.fromEntries(STAGES.map((s) => [s, { status: 'pending' }])) as Record<StageId, StageState>;
 
-const freshRun = () => ({ run: {}, stages: pendingStages(), cursor: 0, running: false });
+const freshRun = () => ({ run: {}, runSettings: null, stages: pendingStages(), cursor: 0, running: false });
 
 /** The view of an imported batch, or of nothing. */
 const showing = (i: ImportedBatch | null) =>
@@ -136,12 +141,13 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   findings: [],
   skipped: [],
   run: {},
+  runSettings: null,
   stages: pendingStages(),
   cursor: 0,
   running: false,
   setImported: (imported) => set(() => ({ imported, stepFrom: 'import', ...freshRun(), ...showing(imported), selected: null, focus: null })),
   setStepFrom: (stepFrom) => set((s) => ({ stepFrom, ...freshRun(), ...showing(stepFrom === 'import' ? s.imported : null) })),
-  stageStarted: (stage) => set((s) => ({ stages: { ...s.stages, [stage]: { status: 'running' } } })),
+  stageStarted: (stage, settings) => set((s) => ({ stages: { ...s.stages, [stage]: { status: 'running' } }, runSettings: settings ?? s.runSettings })),
   stageDone: (r) =>
     set((s) => {
       const a = r.id === 'assemble' ? (r.data as StagePayloads['assemble'] | null) : null;

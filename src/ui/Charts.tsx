@@ -8,6 +8,7 @@ import { Bar, BarChart, CartesianGrid, Legend, Line, LineChart, ReferenceArea, R
 import { useStudio } from '../store/index.ts';
 import { AGGREGATIONS } from '../worker/protocol.ts';
 import { groupStats } from './derived.ts';
+import { aggregationTitle } from './explain.ts';
 import { heatAccessor } from './grid/heat.ts';
 import { Section, fmt } from './fields.tsx';
 
@@ -110,12 +111,13 @@ function TokenCurves() {
 function LossTable() {
   const loss = useStudio((s) => s.run.loss);
   const after = useStudio((s) => s.run.re_evaluate);
-  const lossType = useStudio((s) => s.loss.loss_type);
+  // The aggregation the update ran with, not the form's: changing the form afterwards must not relabel these numbers.
+  const lossType = useStudio((s) => s.runSettings?.loss.loss_type ?? s.loss.loss_type);
   if (!loss) return null;
   const c = loss.clip_counts;
   return (
     <div className="loss-values" data-testid="loss-values">
-      <div className="chart-title">
+      <div className="chart-title" data-testid="loss-headline" title={aggregationTitle(lossType)}>
         loss ({lossType}) {fmt(loss.loss)} = policy {fmt(loss.policy_term)} + β·KL {fmt(loss.kl_term)}
       </div>
       <table className="dense">
@@ -132,7 +134,7 @@ function LossTable() {
             const v = loss.losses[a];
             const w = after?.losses_after[a];
             return (
-              <tr key={a} className={a === lossType ? 'chosen' : ''} data-agg={a} title={a === lossType ? 'drives the gradient' : undefined}>
+              <tr key={a} className={a === lossType ? 'chosen' : ''} data-agg={a} title={`${aggregationTitle(a)}${a === lossType ? '\n(drives the gradient in this update)' : ''}`}>
                 <td>{a}</td>
                 <td className="num" data-testid="loss-value">{fmt(v, 3)}</td>
                 <td className="num">{fmt(w, 3)}</td>

@@ -125,9 +125,12 @@ export async function nextStage(): Promise<boolean> {
   const s = store();
   if (s.cursor >= STAGES.length) return false;
   const stage = STAGES[s.cursor];
-  s.stageStarted(stage);
+  // The worker builds the update from the settings sent with its first stage; later stages' settings are ignored.
+  const first = s.cursor === 0;
+  const sent = first ? structuredClone(settings()) : s.runSettings ?? settings();
+  s.stageStarted(stage, first ? sent : undefined);
   try {
-    const result = await worker().request({ type: 'run-stage', stage, settings: settings(), start: s.cursor === 0 ? start() : undefined });
+    const result = await worker().request({ type: 'run-stage', stage, settings: sent, start: first ? start() : undefined });
     store().stageDone(result);
     return true;
   } catch (e) {

@@ -39,12 +39,12 @@ export function NumberField(props: { label: string; value: number | null; onChan
   );
 }
 
-export function SelectField<T extends string>(props: { label: string; value: T; options: readonly T[]; onChange(v: T): void; title?: string; labels?: Partial<Record<T, string>> }) {
+export function SelectField<T extends string>(props: { label: string; value: T; options: readonly T[]; onChange(v: T): void; title?: string; labels?: Partial<Record<T, string>>; titles?: (o: T) => string; testId?: string }) {
   return (
     <Field label={props.label} title={props.title}>
-      <select value={props.value} aria-label={props.label || props.title} onChange={(e) => props.onChange(e.target.value as T)}>
+      <select value={props.value} aria-label={props.label || props.title} data-testid={props.testId} title={props.titles?.(props.value)} onChange={(e) => props.onChange(e.target.value as T)}>
         {props.options.map((o) => (
-          <option key={o} value={o}>
+          <option key={o} value={o} title={props.titles?.(o)}>
             {props.labels?.[o] ?? o}
           </option>
         ))}
@@ -63,10 +63,10 @@ export function CheckField({ label, value, onChange, title }: { label: string; v
 }
 
 /** One key / value pair of a `.kv` grid: two cells, no wrapper, so the grid lines them up. */
-export function KV({ k, v, mono }: { k: string; v: string; mono?: boolean }) {
+export function KV({ k, v, mono, title }: { k: string; v: string; mono?: boolean; title?: string }) {
   return (
     <>
-      <span>{k}</span>
+      <span title={title}>{title ? <abbr>{k}</abbr> : k}</span>
       <span className={mono ? 'mono' : undefined}>{v}</span>
     </>
   );

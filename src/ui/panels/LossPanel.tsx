@@ -3,6 +3,7 @@
 import { useStudio } from '../../store/index.ts';
 import { AGGREGATIONS } from '../../worker/protocol.ts';
 import { NumberField, Section, SelectField } from '../fields.tsx';
+import { aggregationTitle } from '../explain.ts';
 
 export function LossPanel() {
   const l = useStudio((s) => s.loss);
@@ -10,7 +11,7 @@ export function LossPanel() {
   return (
     <Section title="Loss & optimizer">
       <div className="grid2">
-        <SelectField label="loss_type / aggregation" value={l.loss_type} options={AGGREGATIONS} onChange={(v) => set({ loss_type: v })} />
+        <SelectField label="loss_type / aggregation" value={l.loss_type} options={AGGREGATIONS} titles={aggregationTitle} testId="loss-type" onChange={(v) => set({ loss_type: v })} />
         <NumberField label="β (KL coef)" value={l.beta} min={0} onChange={(v) => set({ beta: v! })} />
         <SelectField label="KL estimator" value={l.kl_estimator} options={['k1', 'k2', 'k3'] as const} onChange={(v) => set({ kl_estimator: v })} />
         <NumberField label="ε low" value={l.epsilon_low} min={0} onChange={(v) => set({ epsilon_low: v! })} />

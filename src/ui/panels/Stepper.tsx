@@ -7,6 +7,7 @@ import { studioStore, useStudio } from '../../store/index.ts';
 import { STAGES, STAGE_LABELS } from '../../worker/protocol.ts';
 import { nextStage, resetStep, runToEnd, setStepFrom } from '../controller.ts';
 import { formatBytes } from '../fields.tsx';
+import { staleFields } from '../derived.ts';
 
 export function Stepper() {
   const stages = useStudio((s) => s.stages);
@@ -52,6 +53,7 @@ export function Stepper() {
           </span>
         )}
       </div>
+      <StaleNote />
       <ol className="stages">
         {STAGES.map((id, i) => {
           const st = stages[id];
@@ -68,6 +70,23 @@ export function Stepper() {
           );
         })}
       </ol>
+    </div>
+  );
+}
+
+/** Says when the form no longer matches the settings the results on screen were computed with. */
+function StaleNote() {
+  const ran = useStudio((s) => s.runSettings);
+  const prompts = useStudio((s) => s.prompts);
+  const sampling = useStudio((s) => s.sampling);
+  const rewards = useStudio((s) => s.rewards);
+  const loss = useStudio((s) => s.loss);
+  const changed = staleFields(ran, { prompts, sampling, rewards, loss });
+  if (changed.length === 0) return null;
+  return (
+    <div className="stale-note small" data-testid="stale-note" title={changed.join('\n')}>
+      <b>stale:</b> these results were computed with the settings of when the update started ({changed.slice(0, 3).join('; ')}
+      {changed.length > 3 ? `; +${changed.length - 3} more` : ''}). Labels show the settings they ran with; Reset and run again to use the new ones.
     </div>
   );
 }
