@@ -6,7 +6,7 @@ import type { StateCreator } from 'zustand';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
-import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings } from '../worker/protocol.ts';
+import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts } from '../worker/protocol.ts';
 
 export type Status = 'idle' | 'busy' | 'ready' | 'error';
 
@@ -41,6 +41,8 @@ export interface ImportedBatch {
   batch: GrpoBatch;
   name: string;
   report: DoctorReport;
+  /** Decoded tokens, when a model's tokenizer was loaded at import. */
+  token_texts?: TokenTexts;
 }
 
 export interface BatchSlice {
@@ -52,6 +54,8 @@ export interface BatchSlice {
   batch: GrpoBatch | null;
   batchName: string;
   batchOrigin: 'import' | 'step' | null;
+  /** Decoded tokens of the batch on screen (the tokenizer's), or null: the grid then shows ids. */
+  tokenTexts: TokenTexts | null;
   findings: Finding[];
   /** Rules the Doctor could not run on this batch, and why. */
   skipped: DoctorReport['skipped'];
@@ -116,8 +120,8 @@ const freshRun = () => ({ run: {}, runSettings: null, stages: pendingStages(), c
 /** The view of an imported batch, or of nothing. */
 const showing = (i: ImportedBatch | null) =>
   i
-    ? { batch: i.batch, batchName: i.name, batchOrigin: 'import' as const, findings: i.report.findings, skipped: i.report.skipped }
-    : { batch: null, batchName: '', batchOrigin: null, findings: [], skipped: [] };
+    ? { batch: i.batch, batchName: i.name, batchOrigin: 'import' as const, tokenTexts: i.token_texts ?? null, findings: i.report.findings, skipped: i.report.skipped }
+    : { batch: null, batchName: '', batchOrigin: null, tokenTexts: null, findings: [], skipped: [] };
 
 let nextErrorId = 1;
 
@@ -138,6 +142,7 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   batch: null,
   batchName: '',
   batchOrigin: null,
+  tokenTexts: null,
   findings: [],
   skipped: [],
   run: {},
@@ -155,13 +160,16 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
       // inspectors show what the trainer sees there without a click.
       const assembled = a
         ? {
-            batch: a.batch, batchOrigin: 'step' as const, batchName: s.stepFrom === 'import' ? `${s.imported?.name ?? 'batch'} (stepped)` : 'current step',
+            batch: a.batch, batchOrigin: 'step' as const, tokenTexts: a.token_texts, batchName: s.stepFrom === 'import' ? `${s.imported?.name ?? 'batch'} (stepped)` : 'current step',
             findings: a.report.findings, skipped: a.report.skipped, selected: s.selected ?? { sample: 0, col: a.padded.P },
           }
         : {};
+      // The loss stage re-checks the batch once old_per_token_logps exist (sampler vs trainer log-probs).
+      const rechecked = r.id === 'loss' && r.data && 'report' in r.data ? { findings: r.data.report.findings, skipped: r.data.report.skipped } : {};
       return {
         run: r.data ? { ...s.run, [r.id]: r.data } : s.run,
         ...assembled,
+        ...rechecked,
         stages: { ...s.stages, [r.id]: { status: r.skipped ? 'skipped' : 'done', ms: r.ms, gpuBytes: r.gpuBytes, peakBytes: r.peakBytes, skipped: r.skipped } },
         cursor: Math.max(s.cursor, STAGES.indexOf(r.id) + 1),
       };

@@ -20,13 +20,13 @@ export function TokenInspector() {
   const run = useStudio((s) => s.run);
   const lossType = useStudio((s) => s.runSettings?.loss.loss_type ?? s.loss.loss_type);
   const model = useGridModel();
+  const texts = useStudio((s) => s.tokenTexts);
   const cell = hovered ?? selected;
   if (!model || !cell || cell.sample >= model.grid.B) return <div className="inspector muted" data-testid="token-inspector">hover or click a token</div>;
   const { ctx, grid } = model;
   const info = classifyCell(ctx, cell.sample, cell.col);
   const b = cell.sample;
   const j = info.side === 'completion' ? info.index : -1;
-  const texts = run.assemble?.token_texts;
   const text = info.id === null ? undefined : info.side === 'completion' ? texts?.completion[b]?.[j] : texts?.prompt[b]?.[info.index];
   const at = (m: Parameters<typeof heatAccessor>[0]) => (j >= 0 ? heatAccessor(m, ctx.batch, run)?.(b, j) : undefined);
   const clip = at('clip');
@@ -83,11 +83,11 @@ export function SampleInspector() {
   const focus = useStudio((s) => s.focus);
   const batch = useStudio((s) => s.batch);
   const run = useStudio((s) => s.run);
+  const texts = useStudio((s) => s.tokenTexts);
   const b = selected?.sample ?? focus?.sample ?? null;
   const stats = useMemo(() => (batch ? groupStats(batch, run) : null), [batch, run]);
   if (!batch || b === null || b >= batch.completion_ids.length) return <div className="inspector muted" data-testid="sample-inspector">select a sample</div>;
   const g = Math.floor(b / batch.num_generations);
-  const texts = run.assemble?.token_texts;
   const promptText = batch.prompt_texts?.[b] ?? texts?.prompt[b]?.join('') ?? null;
   const completionText = batch.completion_texts?.[b] ?? texts?.completion[b]?.join('') ?? null;
   const names = rewardNames(batch, run);

@@ -67,10 +67,10 @@ export function loadDefaultModel(): Promise<void> {
 export async function importBatchFile(file: File): Promise<void> {
   try {
     const text = await file.text();
-    const { batch, report } = await worker().request({ type: 'import-batch', text, name: file.name });
+    const { batch, report, token_texts } = await worker().request({ type: 'import-batch', text, name: file.name });
     await resetStep();
     store().setLoss(lossSettingsOf(batch.config));
-    store().setImported({ batch, name: file.name, report });
+    store().setImported({ batch, name: file.name, report, token_texts });
   } catch (e) {
     fail(e);
   }

@@ -117,12 +117,25 @@ export interface LoadProgress {
   total: number;
 }
 
+/** Decoded text of every prompt and completion token, (B, *) like the ids. */
+export interface TokenTexts {
+  prompt: string[][];
+  completion: string[][];
+}
+
 /** What the runner adds to a stage's pipeline data for the page. */
 export interface StageExtras {
   assemble: {
     /** Decoded text of every token (special tokens as written), for the grid and the inspector. */
-    token_texts: { prompt: string[][]; completion: string[][] };
+    token_texts: TokenTexts;
     /** The Doctor's report on the assembled batch. */
+    report: DoctorReport;
+  };
+  loss: {
+    /**
+     * The Doctor's report again, now that old_per_token_logps exist (the policy's own, before the step):
+     * the sampler-vs-trainer log-prob rule needs both arrays, and at assemble only the sampler's exist.
+     */
     report: DoctorReport;
   };
 }
@@ -147,6 +160,11 @@ export interface StepRunner {
   /** Runs the stage after the last completed one and returns its result. */
   runStage(stage: StageId, settings: StepSettings, start?: StepStart): Promise<StageResult>;
   reset(): Promise<void>;
+  /**
+   * The Doctor's report on an imported batch with the loaded tokenizer (retokenization and chat-template
+   * rules run) and its decoded token texts; without a loaded model, the report without them.
+   */
+  inspect(batch: GrpoBatch): { report: DoctorReport; token_texts?: TokenTexts };
   dispose(): void;
 }
 
@@ -181,7 +199,7 @@ export type Request =
 export interface Responses {
   init: { adapter: AdapterReport };
   /** The Doctor's report (schema problems included); report.skipped says which rules could not run. */
-  'import-batch': { batch: GrpoBatch; report: DoctorReport };
+  'import-batch': { batch: GrpoBatch; report: DoctorReport; token_texts?: TokenTexts };
   'load-model': { model: ModelInfo };
   'run-stage': StageResult;
   'score-rewards': RewardTable;

@@ -15,7 +15,9 @@ import { planMemory } from '../model/memory.ts';
 import { CausalLM } from '../model/model.ts';
 import { FileSource, parseJSONFile, readStream, type ModelSource } from '../model/source.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
-import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart } from './protocol.ts';
+import type { GrpoBatch } from '../io/batch.ts';
+import type { DoctorReport } from '../doctor/types.ts';
+import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
 import { batchConfigOf } from './settings.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
@@ -84,13 +86,27 @@ async function loadTokenizer(source: ModelSource): Promise<{ tokenizer: Tokenize
 
 /** A stage's data with the page's extras (src/worker/protocol.ts StageExtras): token texts and the Doctor's report. */
 function withExtras(id: StageId, data: StageData[StageId] | null, tok: Tokenizer, pipe: StepPipeline, model_type: string): StagePayloads[StageId] | null {
-  if (id !== 'assemble' || !data) return data as StagePayloads[StageId] | null;
-  const a = data as StageData['assemble'];
-  const texts = (rows: number[][]) => rows.map((row) => row.map((t) => tok.decode([t])));
   // With the tokenizer the Doctor also checks retokenization and the chat template; model_type and the
   // position-ids policy are the ones this step scores with.
-  const report = diagnose(a.batch, { tokenizer: tok, model_type, position_ids: pipe.config.position_ids });
-  return { ...a, token_texts: { prompt: texts(a.batch.prompt_ids), completion: texts(a.batch.completion_ids) }, report };
+  const doctor = (batch: GrpoBatch) => diagnose(batch, { tokenizer: tok, model_type, position_ids: pipe.config.position_ids });
+  if (id === 'assemble' && data) {
+    const a = data as StageData['assemble'];
+    return { ...a, token_texts: tokenTexts(tok, a.batch), report: doctor(a.batch) };
+  }
+  const assembled = pipe.data('assemble');
+  if (id === 'loss' && data && assembled && !assembled.batch.old_per_token_logps) {
+    const l = data as StageData['loss'];
+    const C = assembled.padded.C;
+    const old = assembled.batch.completion_ids.map((ids, b) => Array.from(l.old_per_token_logps.subarray(b * C, b * C + ids.length)));
+    return { ...l, report: doctor({ ...assembled.batch, old_per_token_logps: old }) };
+  }
+  return data as StagePayloads[StageId] | null;
+}
+
+/** Decoded text of every token (special tokens as written), for the grid and the inspector. */
+export function tokenTexts(tok: Tokenizer, batch: GrpoBatch): TokenTexts {
+  const texts = (rows: number[][]) => rows.map((row) => row.map((t) => tok.decode([t])));
+  return { prompt: texts(batch.prompt_ids), completion: texts(batch.completion_ids) };
 }
 
 class PipelineRunner implements StepRunner {
@@ -166,6 +182,17 @@ class PipelineRunner implements StepRunner {
     if (pipe.nextStage !== stage) throw new Error(`stage "${stage}" cannot run now: the next stage is ${pipe.nextStage ? `"${pipe.nextStage}"` : 'none (reset first)'}`);
     const r = await pipe.next();
     return { ...r, data: withExtras(r.id, r.data, tokenizer, pipe, policy.config.model_type) };
+  }
+
+  inspect(batch: GrpoBatch): { report: DoctorReport; token_texts?: TokenTexts } {
+    const tok = this.tokenizer;
+    if (!tok || !this.policy) return { report: diagnose(batch) };
+    // Ids past the tokenizer's vocabulary decode to nothing useful: the Doctor names them, the grid shows ids.
+    const inVocab = [...batch.prompt_ids, ...batch.completion_ids].every((row) => row.every((t) => Number.isInteger(t) && t >= 0 && t < tok.vocab_size));
+    return {
+      report: diagnose(batch, { tokenizer: tok, model_type: this.policy.config.model_type }),
+      token_texts: inVocab ? tokenTexts(tok, batch) : undefined,
+    };
   }
 
   /** Undoes the step (if taken) and drops the run. */

@@ -48,7 +48,8 @@ async function handle(req: Request): Promise<Responses[Request['type']]> {
       return { adapter: (await gpu()).adapter };
     case 'import-batch': {
       const batch = parseBatch(req.text, req.name);
-      return { batch, report: diagnose(batch) };
+      // With a model loaded, its tokenizer checks the batch too (retokenization, chat template) and decodes the grid's tokens.
+      return runner ? { batch, ...(await runner).inspect(batch) } : { batch, report: diagnose(batch) };
     }
     case 'load-model': {
       const r = await stepRunner();

@@ -93,7 +93,7 @@ export function TokenGrid() {
   const heats = useMemo(() => availableHeats(batch, run), [batch, run]);
   const src = useMemo(() => heatSource(heat, batch, run), [heat, batch, run]);
   const focusCols = useMemo(() => (ctx && focus ? spanColumns(ctx, focus) : null), [ctx, focus]);
-  const texts = run.assemble?.token_texts;
+  const texts = useStudio((s) => s.tokenTexts);
 
   const scrollRef = useRef<HTMLDivElement>(null);
   const canvasRef = useRef<HTMLCanvasElement>(null);
