@@ -86,7 +86,8 @@ export function exportBatch(): void {
   const rows = (a: Float32Array | null | undefined) => a && batch.completion_ids.map((ids, b) => Array.from(a.subarray(b * C, b * C + ids.length)));
   out.old_per_token_logps = rows(run.loss?.old_per_token_logps) ?? batch.old_per_token_logps;
   out.ref_per_token_logps = rows(run.reference_forward?.ref_per_token_logps) ?? batch.ref_per_token_logps;
-  const blob = new Blob([serializeBatch(out)], { type: 'application/json' });
+  // Strict JSON: a NaN reward (a reward function that did not apply) must not make the file unreadable to JSON.parse / jq.
+  const blob = new Blob([serializeBatch(out, { strictJson: true })], { type: 'application/json' });
   const a = document.createElement('a');
   a.href = URL.createObjectURL(blob);
   a.download = (batchName || 'batch').replace(/\.json$/, '') + '.grpo-batch.json';
