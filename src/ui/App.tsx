@@ -12,6 +12,7 @@ import { LossPanel } from './panels/LossPanel.tsx';
 import { ModelPanel } from './panels/ModelPanel.tsx';
 import { PromptPanel, SamplingPanel } from './panels/PromptPanel.tsx';
 import { RewardsPanel } from './panels/RewardsPanel.tsx';
+import { StageOutput } from './panels/StageOutput.tsx';
 import { Stepper } from './panels/Stepper.tsx';
 import { TokenGrid } from './grid/TokenGrid.tsx';
 
@@ -90,6 +91,7 @@ export function App() {
         </aside>
         <main className="center">
           <Stepper />
+          <StageOutput />
           <TokenGrid />
           <div className="inspectors">
             <div>

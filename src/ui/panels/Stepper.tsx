@@ -20,6 +20,7 @@ export function Stepper() {
   const done = cursor >= STAGES.length;
   const total = STAGES.reduce((t, s) => t + (stages[s].ms ?? 0), 0);
   const resetRef = useRef<HTMLButtonElement>(null);
+  const reference = useStudio((s) => s.run.reference_forward?.reference);
   // Run to end disables itself when the update completes, which would drop keyboard focus to <body>: hand it to Reset.
   const run = () =>
     void runToEnd().then(() => {
@@ -66,6 +67,11 @@ export function Stepper() {
                 {st.status === 'running' ? 'running…' : st.status === 'skipped' ? 'skipped' : st.ms !== undefined ? fmtMs(st.ms) : ''}
                 {st.status === 'done' && st.gpuBytes !== undefined ? ` · ${formatBytes(st.gpuBytes)}` : ''}
               </span>
+              {id === 'reference_forward' && reference && (
+                <span className="stage-meta" data-testid="reference-kind" title={REFERENCE_TEXT[reference]}>
+                  ref: {reference === 'frozen-copy' ? 'frozen copy' : reference}
+                </span>
+              )}
             </li>
           );
         })}
@@ -73,6 +79,14 @@ export function Stepper() {
     </div>
   );
 }
+
+/** Which reference model the KL is measured against, as the reference stage reports it. */
+const REFERENCE_TEXT = {
+  'frozen-copy':
+    "a frozen copy of the policy as loaded (TRL's default with β > 0). Every update here starts from the loaded weights, so before the step the copy equals the policy: KL = 0 until the weights move (see re-evaluate).",
+  model: 'a separately loaded reference model',
+  none: 'no reference (β = 0)',
+} as const;
 
 /** Says when the form no longer matches the settings the results on screen were computed with. */
 function StaleNote() {
