@@ -107,6 +107,9 @@ export interface StudioError {
 
 export interface ErrorSlice {
   errors: StudioError[];
+  /** Form fields whose text is not a valid value, by label: an update does not start while any exist. */
+  formErrors: Record<string, string>;
+  setFormError(field: string, problem: string | null): void;
   pushError(e: Omit<StudioError, 'id'>): void;
   dismissError(id: number): void;
 }
@@ -188,6 +191,15 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   setFocus: (focus) => set(focus && focus.sample === undefined ? { focus, selected: null } : { focus }),
 
   errors: [],
+  formErrors: {},
+  setFormError: (field, problem) =>
+    set((s) => {
+      if ((s.formErrors[field] ?? null) === problem) return {};
+      const formErrors = { ...s.formErrors };
+      if (problem === null) delete formErrors[field];
+      else formErrors[field] = problem;
+      return { formErrors };
+    }),
   pushError: (e) => set((s) => ({ errors: [...s.errors.filter((x) => x.message !== e.message), { ...e, id: nextErrorId++ }] })),
   dismissError: (id) => set((s) => ({ errors: s.errors.filter((e) => e.id !== id) })),
 });

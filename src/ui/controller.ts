@@ -121,10 +121,30 @@ function start(): StepStart {
   return stepFrom === 'import' && imported ? { kind: 'batch', batch: imported.batch } : { kind: 'prompts' };
 }
 
+/**
+ * Why the form cannot start an update (a field whose text is not a valid value, an empty prompt), or
+ * null. Checked before the first stage: the page never runs on the last valid value of a field.
+ */
+export function settingsProblem(): string | null {
+  const { formErrors, prompts, stepFrom, imported } = store();
+  const bad = Object.entries(formErrors);
+  if (bad.length > 0) return `settings: ${bad.map(([f, p]) => `${f}: ${p}`).join('; ')}`;
+  if (stepFrom === 'import' && imported) return null;
+  if (prompts.length === 0) return 'prompts: the prompt set is empty';
+  const empty = prompts.findIndex((p) => p.user.trim() === '');
+  if (empty >= 0) return `prompts: prompt #${empty} has an empty user message`;
+  return null;
+}
+
 /** Runs the next stage; false when there is none or it failed. */
 export async function nextStage(): Promise<boolean> {
   const s = store();
   if (s.cursor >= STAGES.length) return false;
+  const problem = s.cursor === 0 ? settingsProblem() : null;
+  if (problem) {
+    s.pushError({ kind: 'settings', message: problem });
+    return false;
+  }
   const stage = STAGES[s.cursor];
   // The worker builds the update from the settings sent with its first stage; later stages' settings are ignored.
   const first = s.cursor === 0;
