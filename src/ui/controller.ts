@@ -95,15 +95,17 @@ export function exportBatch(): void {
   setTimeout(() => URL.revokeObjectURL(a.href), 1000);
 }
 
+/** Loads a model; on failure the model loaded before stays (the worker swaps only after a complete load). */
 export async function loadModel(source: ModelChoice): Promise<void> {
-  store().setModel('busy', null);
+  const previous = store().modelStatus === 'ready' ? store().model : null;
+  store().setModel('busy');
   store().setLoadProgress({ label: 'starting', loaded: 0, total: 0 });
   try {
-    store().resetRun();
     const { model } = await worker().request({ type: 'load-model', source });
+    store().resetRun();
     store().setModel('ready', model);
   } catch (e) {
-    store().setModel('error', null);
+    store().setModel(previous ? 'ready' : 'error', previous);
     fail(e);
   } finally {
     store().setLoadProgress(null);

@@ -119,16 +119,24 @@ class PipelineRunner implements StepRunner {
     private readonly runJs: JsRewardRunner,
   ) {}
 
+  /**
+   * Loads the new model beside the current one and swaps only when it loaded and fits its tokenizer: a
+   * failed load (no tokenizer.json, an offline Hub id, a mismatched vocabulary) keeps the model that worked.
+   */
   async load(choice: ModelChoice, onProgress: (p: LoadProgress) => void): Promise<ModelInfo> {
-    await this.reset();
-    this.policy?.destroy();
-    this.policy = null;
     const source = sourceOf(choice);
     onProgress({ label: 'tokenizer', loaded: 0, total: 0 });
     const { tokenizer, kind } = await loadTokenizer(source);
     const policy = await CausalLM.from_pretrained(source, this.gpu, {
       onProgress: (p: ModelLoadProgress) => onProgress({ label: `policy weights${p.file ? `: ${p.file}` : ''} (${p.phase})`, loaded: p.loaded, total: p.total }),
     });
+    // A tokenizer may have fewer ids than the embedding (padded vocabularies), never more: its ids would index past it.
+    if (tokenizer.vocab_size > policy.config.vocab_size) {
+      policy.destroy();
+      throw new ModelLoadError(`${source.name}: the tokenizer has ${tokenizer.vocab_size} tokens but the model's vocab_size is ${policy.config.vocab_size}: they do not belong together`);
+    }
+    await this.reset();
+    this.policy?.destroy();
     this.policy = policy;
     this.tokenizer = tokenizer;
     const cfg = policy.config;
