@@ -11,6 +11,7 @@ import type { Overlay } from '../../store/session.ts';
 import { fmt } from '../fields.tsx';
 import { REGION, spanColumns, visibleText, type GridModel, type RowReadout } from './cells.ts';
 import { useGridModel } from './useGrid.ts';
+import { REGION_COLORS, REGION_TEXT } from './colors.ts';
 import { HEAT_LABELS, availableHeats, heatColor, heatSource, heatTextColor, type HeatSource } from './heat.ts';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../worker/protocol.ts';
 
@@ -18,13 +19,6 @@ const ROW_H = 20;
 const GROUP_GAP = 6;
 const HEADER_H = 18;
 
-/** Cell colour by REGION value (absent, pad, prompt, special, completion, EOS, after EOS). */
-export const REGION_COLORS = ['#0e1117', '#2b2f3a', '#1f4a73', '#5b3f8c', '#1f6b45', '#a07a18', '#4a2f2f'];
-/**
- * Text colour per region, each ≥ 4.5:1 (WCAG AA) against its cell: dark text on the bright EOS amber
- * (white on it was 3.3:1), light grey on pad / after-EOS (the muted grey was 4.0:1 there).
- */
-export const REGION_TEXT = ['#e6edf3', '#c9d1d9', '#e6edf3', '#e6edf3', '#e6edf3', '#0d1117', '#d0d7de'];
 
 /** y of row b's top edge: rows of a group are packed, groups separated by a gap. */
 function rowTop(b: number, G: number): number {
