@@ -133,7 +133,7 @@ export function TokenGrid() {
         const k = b * grid.W + c;
         const x = c * cellW - left;
         const region = grid.region[k];
-        let fill = REGION_COLORS[region];
+        let fill: string = REGION_COLORS[region];
         const j = c - grid.P;
         const v = src && j >= 0 && region !== REGION.absent ? src.get(b, j) : undefined;
         if (v !== undefined) fill = heatColor(src!, v);
