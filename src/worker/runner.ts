@@ -195,12 +195,11 @@ class PipelineRunner implements StepRunner {
   inspect(batch: GrpoBatch): { report: DoctorReport; token_texts?: TokenTexts } {
     const tok = this.tokenizer;
     if (!tok || !this.policy) return { report: diagnose(batch) };
-    // Ids past the tokenizer's vocabulary decode to nothing useful: the Doctor names them, the grid shows ids.
+    // A batch with ids past this tokenizer's vocabulary comes from another model: its tokenizer would
+    // decode and retokenize nonsense, so the Doctor runs without it and the grid shows the ids.
     const inVocab = [...batch.prompt_ids, ...batch.completion_ids].every((row) => row.every((t) => Number.isInteger(t) && t >= 0 && t < tok.vocab_size));
-    return {
-      report: diagnose(batch, { tokenizer: tok, model_type: this.policy.config.model_type }),
-      token_texts: inVocab ? tokenTexts(tok, batch) : undefined,
-    };
+    if (!inVocab) return { report: diagnose(batch) };
+    return { report: diagnose(batch, { tokenizer: tok, model_type: this.policy.config.model_type }), token_texts: tokenTexts(tok, batch) };
   }
 
   /** Undoes the step (if taken) and drops the run. */
