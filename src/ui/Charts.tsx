@@ -15,22 +15,25 @@ import { Section, fmt } from './fields.tsx';
 const AXIS = { stroke: '#7d8590', fontSize: 10 };
 const TOOLTIP = { contentStyle: { background: '#161b22', border: '1px solid #30363d', fontSize: 11 }, formatter: (v: unknown) => (typeof v === 'number' ? fmt(v) : String(v)) };
 
-function ChartBox({ title, children, testId }: { title: string; children: React.ReactElement; testId?: string }) {
+function ChartBox({ title, children, testId, height = 150 }: { title: string; children: React.ReactElement; testId?: string; height?: number }) {
   return (
     <div className="chart" data-testid={testId}>
       <div className="chart-title">{title}</div>
-      <ResponsiveContainer width="100%" height={150}>
+      <ResponsiveContainer width="100%" height={height}>
         {children}
       </ResponsiveContainer>
     </div>
   );
 }
 
+/** Axis titles by x key: every chart says what its x axis counts. */
+const X_TITLES: Record<string, string> = { t: 'completion position t', sample: 'sample (rows of a group are adjacent)' };
+
 /** Grid, axes, tooltip and legend of the per-sample and per-token charts (x from `xKey`). */
 function frame(xKey: string): React.ReactElement[] {
   return [
     <CartesianGrid key="grid" stroke="#21262d" />,
-    <XAxis key="x" dataKey={xKey} tick={AXIS} />,
+    <XAxis key="x" dataKey={xKey} tick={AXIS} height={30} label={{ value: X_TITLES[xKey] ?? xKey, position: 'insideBottom', offset: -2, fill: '#7d8590', fontSize: 10 }} />,
     <YAxis key="y" tick={AXIS} />,
     <Tooltip key="tooltip" {...TOOLTIP} />,
     <Legend key="legend" wrapperStyle={{ fontSize: 10 }} />,
@@ -157,10 +160,11 @@ function GradNorms() {
   if (!backward) return null;
   const rows = Object.entries(backward.group_grad_norms).map(([group, norm]) => ({ group, norm }));
   return (
-    <ChartBox title={`grad norm per parameter group (total ${fmt(backward.grad_norm)}${step ? `, clip coef ${fmt(step.clip_coef)}` : ''})`} testId="chart-grads">
-      <BarChart data={rows}>
-        <XAxis dataKey="group" tick={{ ...AXIS, fontSize: 8 }} interval={0} angle={-20} textAnchor="end" height={40} />
-        <YAxis tick={AXIS} />
+    <ChartBox title={`grad norm per parameter group (total ${fmt(backward.grad_norm)}${step ? `, clip coef ${fmt(step.clip_coef)}` : ''})`} testId="chart-grads" height={Math.max(150, 16 * rows.length + 40)}>
+      {/* Horizontal bars: one line per group name, so the names never overlap (rotated x labels did). */}
+      <BarChart data={rows} layout="vertical" margin={{ left: 4, right: 8 }}>
+        <XAxis type="number" tick={AXIS} label={{ value: '‖grad‖₂', position: 'insideBottom', offset: -2, fill: '#7d8590', fontSize: 10 }} height={30} />
+        <YAxis type="category" dataKey="group" tick={{ ...AXIS, fontSize: 9 }} interval={0} width={120} />
         <Tooltip {...TOOLTIP} />
         <Bar dataKey="norm" fill="#3fb950" isAnimationActive={false} />
       </BarChart>

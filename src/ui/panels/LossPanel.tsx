@@ -17,7 +17,7 @@ export function LossPanel() {
         <NumberField label="ε low" value={l.epsilon_low} min={0} onChange={(v) => set({ epsilon_low: v! })} />
         <NumberField label="ε high" value={l.epsilon_high} min={0} onChange={(v) => set({ epsilon_high: v! })} />
         <NumberField label="δ (ratio cap)" value={l.delta} nullable min={1} onChange={(v) => set({ delta: v })} />
-        <NumberField label="temperature" value={l.temperature} min={1e-6} onChange={(v) => set({ temperature: v! })} />
+        <NumberField label="temperature (trainer)" title="the temperature the trainer divides logits by when it scores completions (TRL GRPOConfig.temperature); should equal the sampler's" value={l.temperature} min={1e-6} onChange={(v) => set({ temperature: v! })} />
         <SelectField label="scale_rewards" value={l.scale_rewards} options={['group', 'batch', 'none'] as const} onChange={(v) => set({ scale_rewards: v })} />
         <SelectField label="advantage ε" value={l.advantage_estimator} options={['trl', 'verl'] as const} labels={{ trl: 'trl (std + 1e-4)', verl: 'verl (std + 1e-6)' }} onChange={(v) => set({ advantage_estimator: v })} />
         <SelectField label="importance sampling" value={l.importance_sampling_level} options={['token', 'sequence'] as const} onChange={(v) => set({ importance_sampling_level: v })} />

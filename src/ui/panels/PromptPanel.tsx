@@ -31,7 +31,7 @@ export function SamplingPanel() {
     <Section title="Sampling">
       <div className="grid2">
         <NumberField integer label="G (num_generations)" value={s.num_generations} min={1} onChange={(v) => set({ num_generations: v! })} testId="num-generations" />
-        <NumberField label="temperature" value={s.temperature} min={0} onChange={(v) => set({ temperature: v! })} />
+        <NumberField label="temperature (sampler)" testId="sampling-temperature" value={s.temperature} min={0} onChange={(v) => set({ temperature: v! })} />
         <NumberField integer label="top-k (0 off)" value={s.top_k} min={0} onChange={(v) => set({ top_k: v! })} />
         <NumberField label="top-p (1 off)" testId="top-p" value={s.top_p} min={0} max={1} onChange={(v) => set({ top_p: v! })} />
         <NumberField integer label="min new tokens" value={s.min_new_tokens} min={0} onChange={(v) => set({ min_new_tokens: v! })} />
