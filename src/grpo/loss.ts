@@ -162,7 +162,6 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
   };
 
   const rec = opts.rec ?? gpu.recorder('grpo_loss');
-  const common = { B, T, mask: inputs.completion_mask, advantages: inputs.advantages };
   logprob_gather_forward(rec, {
     logits: inputs.logits,
     dtype,
@@ -176,30 +175,8 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
     temperature: config.temperature,
     skipMasked: !opts.scoreMaskedRows,
   });
-  if (out.per_token_kl && inputs.ref_per_token_logps) {
-    kl_forward(rec, { logp: out.per_token_logps, refLogp: inputs.ref_per_token_logps, kl: out.per_token_kl, n: N, estimator: config.kl_estimator });
-  }
-  grpo_loss_forward(rec, {
-    ...common,
-    logp: out.per_token_logps,
-    oldLogp: inputs.old_per_token_logps ?? out.per_token_logps,
-    kl: out.per_token_kl ?? gpu.zeros(N * 4),
-    loss: out.per_token_loss,
-    ratio: out.importance_ratio,
-    clip: out.clip,
-    params: config,
-  });
-  loss_reduce_forward(rec, { ...common, loss: out.per_token_loss, clip: out.clip, out: out.stats, ...config });
+  recordLossTerms(rec, { B, T, logp: out.per_token_logps, mask: inputs.completion_mask, advantages: inputs.advantages, old: inputs.old_per_token_logps ?? null, ref: inputs.ref_per_token_logps ?? null }, out, config);
   if (out.dlogp && out.dlogits) {
-    grpo_loss_backward(rec, {
-      ...common,
-      logp: out.per_token_logps,
-      refLogp: inputs.ref_per_token_logps ?? out.per_token_logps,
-      ratio: out.importance_ratio,
-      stats: out.stats,
-      dlogp: out.dlogp,
-      params: config,
-    });
     logprob_gather_backward(rec, {
       logits: inputs.logits,
       dtype,
@@ -215,6 +192,114 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
   }
   if (!opts.rec) await rec.submit();
   return { B, T, V, config, ...out, destroy: () => created.forEach((b) => b.destroy()) };
+}
+
+/** The buffers the per-token terms are written to (dlogp null: no backward). */
+interface LossTermBuffers {
+  per_token_kl: GPUBuffer | null;
+  importance_ratio: GPUBuffer;
+  per_token_loss: GPUBuffer;
+  clip: GPUBuffer;
+  stats: GPUBuffer;
+  dlogp: GPUBuffer | null;
+}
+
+/**
+ * Everything after the log-prob gather: KL to the reference, importance ratio, per-token loss and clip
+ * flags, every aggregation, and dloss/dlogp of the chosen one. Shared by grpo_loss and grpo_loss_from_logps
+ * so a what-if and the step compute the same terms with the same kernels.
+ */
+function recordLossTerms(
+  rec: Recorder,
+  a: { B: number; T: number; logp: GPUBuffer; mask: GPUBuffer; advantages: GPUBuffer; old: GPUBuffer | null; ref: GPUBuffer | null },
+  out: LossTermBuffers,
+  config: GrpoLossConfig,
+): void {
+  const { B, T } = a;
+  const common = { B, T, mask: a.mask, advantages: a.advantages };
+  if (out.per_token_kl && a.ref) kl_forward(rec, { logp: a.logp, refLogp: a.ref, kl: out.per_token_kl, n: B * T, estimator: config.kl_estimator });
+  grpo_loss_forward(rec, {
+    ...common,
+    logp: a.logp,
+    oldLogp: a.old ?? a.logp,
+    kl: out.per_token_kl ?? rec.gpu.zeros(B * T * 4),
+    loss: out.per_token_loss,
+    ratio: out.importance_ratio,
+    clip: out.clip,
+    params: config,
+  });
+  loss_reduce_forward(rec, { ...common, loss: out.per_token_loss, clip: out.clip, out: out.stats, ...config });
+  if (out.dlogp) grpo_loss_backward(rec, { ...common, logp: a.logp, refLogp: a.ref ?? a.logp, ratio: out.importance_ratio, stats: out.stats, dlogp: out.dlogp, params: config });
+}
+
+/** Per-token inputs of the loss once log-probs exist, on the CPU; per-token arrays (B, T) row-major. */
+export interface LogpLossInputs {
+  B: number;
+  T: number;
+  per_token_logps: Float32Array;
+  completion_mask: Int32Array;
+  advantages: Float32Array; // (B)
+  old_per_token_logps: Float32Array | null; // null: the policy's own (ratio 1)
+  ref_per_token_logps: Float32Array | null;
+}
+
+/** The loss's per-token terms and aggregations from log-probs, with dloss/dlogp of the chosen aggregation. */
+export interface LogpLossResult {
+  per_token_kl: Float32Array | null;
+  importance_ratio: Float32Array;
+  per_token_loss: Float32Array;
+  clip: Uint32Array;
+  dlogp: Float32Array; // ∂loss/∂per_token_logps under config.loss_type
+  loss: number;
+  losses: Record<LossType, number>;
+  clip_counts: ClipCounts;
+}
+
+/**
+ * The GRPO loss from per-token log-probs already computed (no logits, no forward): what a what-if on the
+ * same batch needs, since every loss-side setting (loss type, β, ε, δ, KL estimator, IS level,
+ * advantages) acts after the log-prob gather. Same kernels as grpo_loss.
+ */
+export async function grpo_loss_from_logps(gpu: Gpu, x: LogpLossInputs, config: GrpoLossConfig): Promise<LogpLossResult> {
+  const { B, T } = x;
+  const N = B * T;
+  if (config.beta !== 0 && !x.ref_per_token_logps) throw new GrpoLossError(`beta = ${config.beta} needs ref_per_token_logps`);
+  const created: GPUBuffer[] = [];
+  const keep = (b: GPUBuffer) => (created.push(b), b);
+  const buf = (label: string, bytes: number) => keep(gpu.createBuffer(label, bytes));
+  try {
+    const logp = keep(gpu.upload('per_token_logps', x.per_token_logps));
+    const mask = keep(gpu.upload('completion_mask', x.completion_mask));
+    const advantages = keep(gpu.upload('advantages', x.advantages));
+    const old = x.old_per_token_logps ? keep(gpu.upload('old_per_token_logps', x.old_per_token_logps)) : null;
+    const ref = x.ref_per_token_logps ? keep(gpu.upload('ref_per_token_logps', x.ref_per_token_logps)) : null;
+    const out: LossTermBuffers = {
+      per_token_kl: ref ? buf('per_token_kl', N * 4) : null,
+      importance_ratio: buf('importance_ratio', N * 4),
+      per_token_loss: buf('per_token_loss', N * 4),
+      clip: buf('clip', N * 4),
+      stats: buf('loss_stats', STATS.size * 4),
+      dlogp: buf('dlogp', N * 4),
+    };
+    const rec = gpu.recorder('grpo_loss_from_logps');
+    recordLossTerms(rec, { B, T, logp, mask, advantages, old, ref }, out, config);
+    await rec.submit();
+    const [kl, ratio, loss, clip, stats, dlogp] = await Promise.all([
+      out.per_token_kl ? gpu.readF32(out.per_token_kl, N) : null,
+      gpu.readF32(out.importance_ratio, N),
+      gpu.readF32(out.per_token_loss, N),
+      gpu.readU32(out.clip, N),
+      gpu.readF32(out.stats, STATS.size),
+      gpu.readF32(out.dlogp!, N),
+    ]);
+    const losses = Object.fromEntries(AGGREGATIONS.map((a, i) => [a, stats[i]])) as Record<LossType, number>;
+    return {
+      per_token_kl: kl, importance_ratio: ratio, per_token_loss: loss, clip, dlogp, loss: losses[config.loss_type], losses,
+      clip_counts: { low: stats[STATS.low], high: stats[STATS.high], region: stats[STATS.region], delta_binding: stats[STATS.delta_binding], tokens: stats[STATS.tokens] },
+    };
+  } finally {
+    for (const b of created) b.destroy();
+  }
 }
 
 /** Everything a GrpoLossResult holds, on the CPU. Per-token arrays are (B, T) row-major. */
