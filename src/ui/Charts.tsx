@@ -36,7 +36,7 @@ function frame(xKey: string): React.ReactElement[] {
     <XAxis key="x" dataKey={xKey} tick={AXIS} height={30} label={{ value: X_TITLES[xKey] ?? xKey, position: 'insideBottom', offset: -2, fill: '#7d8590', fontSize: 10 }} />,
     <YAxis key="y" tick={AXIS} />,
     <Tooltip key="tooltip" {...TOOLTIP} />,
-    <Legend key="legend" wrapperStyle={{ fontSize: 10 }} />,
+    <Legend key="legend" verticalAlign="top" height={18} wrapperStyle={{ fontSize: 10 }} />,
   ];
 }
 

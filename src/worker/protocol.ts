@@ -16,6 +16,7 @@ import type { JsRewardRunner, RewardSample, RewardSpec, RewardTable } from '../g
 import type { MemoryPlan } from '../model/memory.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
 import type { ImportanceSamplingLevel, KlEstimator, LossType } from '../kernels/types.ts';
+import type { LogpLossResult } from '../grpo/loss.ts';
 
 export { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, DELTA_BINDS, type LossType } from '../kernels/types.ts';
 
@@ -146,6 +147,28 @@ export type StagePayloads = { [S in StageId]: StageData[S] & (S extends keyof St
 /** The pipeline's StageResult (id, ms, gpuBytes, peakBytes, skipped) carrying the page's payload. */
 export type StageResult<S extends StageId = StageId> = Omit<PipelineStageResult<S>, 'data'> & { data: StagePayloads[S] | null };
 
+/** One side of a what-if: the loss's per-token terms on the update's batch under one set of loss settings. */
+export interface WhatIfSide {
+  terms: LogpLossResult;
+  advantages: Float32Array; // (B) the advantages these settings give (rescaled from the rewards where they can be)
+}
+
+/**
+ * A what-if on the current update's batch: the loss recomputed from the log-probs of its policy forward
+ * (before the step) under other loss-side settings; no resampling, no forward, no weight change. `current`
+ * is recomputed the same way with the settings the update ran with, so the two sides differ only in the
+ * settings. `notes` name settings a what-if cannot change (temperature needs a new forward).
+ */
+export interface WhatIfResult {
+  settings: LossSettings;
+  current: WhatIfSide;
+  whatif: WhatIfSide;
+  /** |current loss − the loss stage's loss|: the recomputation's self-check (float32 rounding only). */
+  check: number;
+  notes: string[];
+  ms: number;
+}
+
 /** Where an update starts: the prompt set (render → sample → reward), or an imported batch (those three skipped). */
 export type StepStart = { kind: 'prompts' } | { kind: 'batch'; batch: GrpoBatch };
 
@@ -160,6 +183,8 @@ export interface StepRunner {
   /** Runs the stage after the last completed one and returns its result. */
   runStage(stage: StageId, settings: StepSettings, start?: StepStart): Promise<StageResult>;
   reset(): Promise<void>;
+  /** The loss of the current update's batch under other loss settings (the update must have reached its loss stage). */
+  whatIf(loss: LossSettings): Promise<WhatIfResult>;
   /**
    * The Doctor's report on an imported batch with the loaded tokenizer (retokenization and chat-template
    * rules run) and its decoded token texts; without a loaded model, the report without them.
@@ -193,6 +218,7 @@ export type Request =
   | { type: 'load-model'; source: ModelChoice }
   | { type: 'run-stage'; stage: StageId; settings: StepSettings; start?: StepStart }
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
+  | { type: 'what-if'; loss: LossSettings }
   | { type: 'reset' };
 
 /** Response payloads by request type. */
@@ -203,6 +229,7 @@ export interface Responses {
   'load-model': { model: ModelInfo };
   'run-stage': StageResult;
   'score-rewards': RewardTable;
+  'what-if': WhatIfResult;
   reset: Record<string, never>;
 }
 

@@ -17,12 +17,14 @@ import { FileSource, parseJSONFile, readStream, type ModelSource } from '../mode
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import type { DoctorReport } from '../doctor/types.ts';
-import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts } from './protocol.ts';
+import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
 import { batchConfigOf } from './settings.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
-import { StepPipeline, stepConfigFromBatch, type StageData, type StepSource } from '../grpo/step.ts';
+import { StepPipeline, stepConfigFromBatch, type StageData, type StepConfig, type StepSource } from '../grpo/step.ts';
+import { grpo_loss_from_logps } from '../grpo/loss.ts';
+import { computeAdvantages } from '../grpo/advantages.ts';
 
 /** A model folder served over plain HTTP (the embedded default under public/models/, at the URL the page resolved). */
 class UrlSource implements ModelSource {
@@ -200,6 +202,45 @@ class PipelineRunner implements StepRunner {
     const inVocab = [...batch.prompt_ids, ...batch.completion_ids].every((row) => row.every((t) => Number.isInteger(t) && t >= 0 && t < tok.vocab_size));
     if (!inVocab) return { report: diagnose(batch) };
     return { report: diagnose(batch, { tokenizer: tok, model_type: this.policy.config.model_type }), token_texts: tokenTexts(tok, batch) };
+  }
+
+  private whatIfCurrent: { pipe: StepPipeline; side: WhatIfSide } | null = null;
+
+  async whatIf(loss: LossSettings): Promise<WhatIfResult> {
+    const t0 = performance.now();
+    const pipe = this.pipe;
+    const l = pipe?.data('loss');
+    const a = pipe?.data('assemble');
+    const pf = pipe?.data('policy_forward');
+    const adv = pipe?.data('advantages');
+    if (!pipe || !l || !a || !pf || !adv) throw new Error('what-if needs an update that has reached its loss stage: run it to "loss" first');
+    const ran = pipe.config;
+    // Validated like the step's own settings (one parser): a bad value is named, not used.
+    const next = stepConfigFromBatch(batchConfigOf({ ...loss, temperature: ran.loss.temperature }), loss.max_completion_length);
+    const notes: string[] = [];
+    if (loss.temperature !== ran.loss.temperature) notes.push(`temperature stays ${ran.loss.temperature}: a new temperature needs a new forward (log-probs change), which a what-if does not run`);
+    const ref = pipe.data('reference_forward')?.ref_per_token_logps ?? null;
+    if (next.loss.beta !== 0 && !ref) throw new Error(`β = ${next.loss.beta} needs reference log-probs, and this update ran with β = 0 (no reference forward): run it with β > 0 first`);
+    const { B, C } = a.padded;
+    const rewards = a.batch.rewards;
+    const advantagesFor = (c: StepConfig): Float32Array => {
+      const same = c.scale_rewards === ran.scale_rewards && c.advantage_estimator === ran.advantage_estimator;
+      if (same || !rewards) return Float32Array.from(adv.advantages);
+      return Float32Array.from(computeAdvantages(rewards, { num_generations: a.batch.num_generations, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator }).advantages);
+    };
+    if (!rewards && (next.scale_rewards !== ran.scale_rewards || next.advantage_estimator !== ran.advantage_estimator)) notes.push('the batch has advantages but no rewards: advantage scaling cannot be recomputed');
+    const side = async (c: StepConfig): Promise<WhatIfSide> => {
+      const advantages = advantagesFor(c);
+      const terms = await grpo_loss_from_logps(
+        this.gpu,
+        { B, T: C, per_token_logps: pf.per_token_logps, completion_mask: a.padded.completion_mask, advantages, old_per_token_logps: l.old_per_token_logps, ref_per_token_logps: c.loss.beta !== 0 ? ref : null },
+        c.loss,
+      );
+      return { terms, advantages };
+    };
+    if (this.whatIfCurrent?.pipe !== pipe) this.whatIfCurrent = { pipe, side: await side(ran) };
+    const current = this.whatIfCurrent.side;
+    return { settings: loss, current, whatif: await side(next), check: Math.abs(current.terms.loss - l.loss), notes, ms: performance.now() - t0 };
   }
 
   /** Undoes the step (if taken) and drops the run. */
