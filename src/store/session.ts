@@ -6,7 +6,7 @@ import type { StateCreator } from 'zustand';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
-import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts } from '../worker/protocol.ts';
+import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type LossSettings, type WhatIfResult } from '../worker/protocol.ts';
 
 export type Status = 'idle' | 'busy' | 'ready' | 'error';
 
@@ -65,6 +65,12 @@ export interface BatchSlice {
    * labels read them (never the form's current values) and a form that differs marks the results stale.
    */
   runSettings: StepSettings | null;
+  /** The what-if form (loss settings to try on this update's batch), null until first changed. */
+  whatIfSettings: LossSettings | null;
+  /** The latest what-if result: the loss recomputed on the same batch under whatIfSettings. */
+  whatIf: WhatIfResult | null;
+  setWhatIfSettings(s: LossSettings | null): void;
+  setWhatIf(r: WhatIfResult | null): void;
   stages: Record<StageId, StageState>;
   /** Index in STAGES of the stage Next runs; STAGES.length when the update is complete. */
   cursor: number;
@@ -80,7 +86,7 @@ export interface BatchSlice {
 }
 
 export type Overlay = 'none' | 'attention' | 'completion' | 'tool';
-export type HeatMetric = 'none' | 'logp' | 'old_logp' | 'ref_logp' | 'sampling_logp' | 'entropy' | 'kl' | 'ratio' | 'loss' | 'weight' | 'clip' | 'dlogp';
+export type HeatMetric = 'none' | 'logp' | 'old_logp' | 'ref_logp' | 'sampling_logp' | 'entropy' | 'kl' | 'ratio' | 'loss' | 'weight' | 'clip' | 'dlogp' | 'whatif_dloss' | 'whatif_dgrad';
 
 export interface ViewSlice {
   overlay: Overlay;
@@ -118,7 +124,7 @@ export type SessionSlices = ModelSlice & BatchSlice & ViewSlice & ErrorSlice;
 
 const pendingStages = (): Record<StageId, StageState> => Object.fromEntries(STAGES.map((s) => [s, { status: 'pending' }])) as Record<StageId, StageState>;
 
-const freshRun = () => ({ run: {}, runSettings: null, stages: pendingStages(), cursor: 0, running: false });
+const freshRun = () => ({ run: {}, runSettings: null, whatIfSettings: null, whatIf: null, stages: pendingStages(), cursor: 0, running: false });
 
 /** The view of an imported batch, or of nothing. */
 const showing = (i: ImportedBatch | null) =>
@@ -150,6 +156,10 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   skipped: [],
   run: {},
   runSettings: null,
+  whatIfSettings: null,
+  whatIf: null,
+  setWhatIfSettings: (whatIfSettings) => set({ whatIfSettings }),
+  setWhatIf: (whatIf) => set({ whatIf }),
   stages: pendingStages(),
   cursor: 0,
   running: false,

@@ -14,6 +14,7 @@ import { PromptPanel, SamplingPanel } from './panels/PromptPanel.tsx';
 import { RewardsPanel } from './panels/RewardsPanel.tsx';
 import { StageOutput } from './panels/StageOutput.tsx';
 import { Stepper } from './panels/Stepper.tsx';
+import { WhatIfPanel } from './panels/WhatIfPanel.tsx';
 import { TokenGrid } from './grid/TokenGrid.tsx';
 
 function Header() {
@@ -106,6 +107,7 @@ export function App() {
         </main>
         <aside className="right">
           <DoctorPanel />
+          <WhatIfPanel />
           <Charts />
         </aside>
       </div>

@@ -7,7 +7,7 @@ import { serializeBatch } from '../io/batch.ts';
 import { studioStore } from '../store/index.ts';
 import { StudioClient } from '../worker/client.ts';
 import { StudioFailure } from '../worker/errors.ts';
-import { STAGES, type ModelChoice, type StepSettings, type StepStart } from '../worker/protocol.ts';
+import { STAGES, type LossSettings, type ModelChoice, type StepSettings, type StepStart } from '../worker/protocol.ts';
 import { lossSettingsOf } from '../worker/settings.ts';
 
 let client: StudioClient | null = null;
@@ -161,6 +161,29 @@ export async function nextStage(): Promise<boolean> {
     fail(e);
     return false;
   }
+}
+
+let whatIfSeq = 0;
+
+/** Recomputes the loss of this update's batch under `loss` (no resampling, no forward); only the latest answer is shown. */
+export async function runWhatIf(loss: LossSettings): Promise<void> {
+  const seq = ++whatIfSeq;
+  store().setWhatIfSettings(loss);
+  try {
+    const r = await worker().request({ type: 'what-if', loss });
+    if (seq === whatIfSeq) store().setWhatIf(r);
+  } catch (e) {
+    if (seq === whatIfSeq) {
+      store().setWhatIf(null);
+      fail(e);
+    }
+  }
+}
+
+/** Makes the what-if settings the loss settings of the next update (the results on screen then read as stale). */
+export function applyWhatIf(): void {
+  const w = store().whatIfSettings;
+  if (w) store().setLoss(w);
 }
 
 export async function runToEnd(): Promise<void> {

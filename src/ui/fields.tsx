@@ -29,16 +29,18 @@ export function numberProblem(text: string, o: { min?: number; max?: number; nul
  * entry is registered as a form error under the field's label: the stepper refuses to start an update
  * while one exists, so the run never silently uses the last valid value.
  */
-export function NumberField(props: { label: string; value: number | null; onChange(v: number | null): void; min?: number; max?: number; nullable?: boolean; integer?: boolean; title?: string; testId?: string }) {
-  const { label, value, onChange, min, max, nullable, integer, title, testId } = props;
+export function NumberField(props: { label: string; value: number | null; onChange(v: number | null): void; min?: number; max?: number; nullable?: boolean; integer?: boolean; title?: string; testId?: string; /** not a setting of the next update (the what-if form): never blocks one */ detached?: boolean }) {
+  const { label, value, onChange, min, max, nullable, integer, title, testId, detached } = props;
   const [text, setText] = useState(value === null ? '' : String(value));
   const setFormError = useStudio((s) => s.setFormError);
   useEffect(() => {
     if ((value === null ? '' : String(value)) !== text && Number(text) !== value) setText(value === null ? '' : String(value));
   }, [value]);
   const problem = numberProblem(text, { min, max, nullable, integer });
-  useEffect(() => setFormError(label, problem), [label, problem]);
-  useEffect(() => () => setFormError(label, null), [label]);
+  useEffect(() => {
+    if (!detached) setFormError(label, problem);
+  }, [label, problem]);
+  useEffect(() => () => (detached ? undefined : setFormError(label, null)), [label]);
   const bad = problem !== null;
   return (
     <Field label={label} title={bad ? `${label}: ${problem}` : title}>

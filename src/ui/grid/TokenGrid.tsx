@@ -84,8 +84,9 @@ export function TokenGrid() {
   const model = useGridModel();
   const ctx = model?.ctx ?? null;
   const grid = model?.grid ?? null;
-  const heats = useMemo(() => availableHeats(batch, run), [batch, run]);
-  const src = useMemo(() => heatSource(heat, batch, run), [heat, batch, run]);
+  const whatIf = useStudio((s) => s.whatIf);
+  const heats = useMemo(() => availableHeats(batch, run, whatIf), [batch, run, whatIf]);
+  const src = useMemo(() => heatSource(heat, batch, run, whatIf), [heat, batch, run, whatIf]);
   const focusCols = useMemo(() => (ctx && focus ? spanColumns(ctx, focus) : null), [ctx, focus]);
   const texts = useStudio((s) => s.tokenTexts);
 
@@ -280,7 +281,7 @@ export function TokenGrid() {
   const adv = batch.advantages;
   const mismatchRows = grid.rows.filter((r) => r.mismatch).length;
   return (
-    <div className="token-grid" data-testid="token-grid" data-rows={grid.B} data-boundary={grid.P} data-width={grid.W}>
+    <div className="token-grid" data-testid="token-grid" data-rows={grid.B} data-boundary={grid.P} data-width={grid.W} data-whatif={whatIf?.settings.loss_type}>
       <div className="grid-toolbar">
         <span className="muted">{batchName}</span>
         <span data-testid="grid-dims">

@@ -3,7 +3,7 @@
 // and the tests agree on what a cell's number is.
 import type { GrpoBatch } from '../../io/batch.ts';
 import type { HeatMetric, RunResults } from '../../store/session.ts';
-import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../worker/protocol.ts';
+import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS, type WhatIfResult } from '../../worker/protocol.ts';
 
 export interface HeatSource {
   metric: HeatMetric;
@@ -28,6 +28,8 @@ export const HEAT_LABELS: Record<HeatMetric, string> = {
   weight: 'aggregation weight',
   clip: 'clip flags',
   dlogp: 'Δ log-prob after step',
+  whatif_dloss: 'what-if Δ per-token loss',
+  whatif_dgrad: 'what-if Δ ∂loss/∂logp',
 };
 
 type Accessor = (b: number, j: number) => number | undefined;
@@ -40,9 +42,20 @@ function fromGrid(run: RunResults, a: ArrayLike<number> | null | undefined): Acc
 
 const fromRows = (rows: number[][] | undefined): Accessor | undefined => (rows ? (b, j) => rows[b]?.[j] : undefined);
 
-/** The accessor for a metric, or undefined when neither the run nor the batch has it. */
-export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults): Accessor | undefined {
+/** what-if − current of one per-token term, (B, C) like the step's arrays. */
+function whatIfDelta(run: RunResults, w: WhatIfResult | null | undefined, term: 'per_token_loss' | 'dlogp'): Accessor | undefined {
+  if (!w) return undefined;
+  const [a, b] = [w.whatif.terms[term], w.current.terms[term]];
+  return fromGrid(run, Float32Array.from(a, (x, i) => x - b[i]));
+}
+
+/** The accessor for a metric, or undefined when neither the run nor the batch (nor a what-if) has it. */
+export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults, whatIf?: WhatIfResult | null): Accessor | undefined {
   switch (metric) {
+    case 'whatif_dloss':
+      return whatIfDelta(run, whatIf, 'per_token_loss');
+    case 'whatif_dgrad':
+      return whatIfDelta(run, whatIf, 'dlogp');
     case 'none':
       return undefined;
     case 'logp':
@@ -71,18 +84,18 @@ export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: R
 }
 
 /** Metrics with data for this batch / run. */
-export function availableHeats(batch: GrpoBatch | null, run: RunResults): HeatMetric[] {
-  return (Object.keys(HEAT_LABELS) as HeatMetric[]).filter((m) => m === 'none' || heatAccessor(m, batch, run) !== undefined);
+export function availableHeats(batch: GrpoBatch | null, run: RunResults, whatIf?: WhatIfResult | null): HeatMetric[] {
+  return (Object.keys(HEAT_LABELS) as HeatMetric[]).filter((m) => m === 'none' || heatAccessor(m, batch, run, whatIf) !== undefined);
 }
 
-const CENTERED: Partial<Record<HeatMetric, number>> = { ratio: 1, loss: 0, dlogp: 0 };
+const CENTERED: Partial<Record<HeatMetric, number>> = { ratio: 1, loss: 0, dlogp: 0, whatif_dloss: 0, whatif_dgrad: 0 };
 
 /**
  * The heat source over the cells that count (completion_mask = 1): range from those values only, so
  * padding with junk values does not wash out the scale.
  */
-export function heatSource(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults): HeatSource | null {
-  const get = heatAccessor(metric, batch, run);
+export function heatSource(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults, whatIf?: WhatIfResult | null): HeatSource | null {
+  const get = heatAccessor(metric, batch, run, whatIf);
   if (!get || !batch) return null;
   let lo = Infinity;
   let hi = -Infinity;

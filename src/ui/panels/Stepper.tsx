@@ -100,7 +100,7 @@ function StaleNote() {
   return (
     <div className="stale-note small" data-testid="stale-note" title={changed.join('\n')}>
       <b>stale:</b> these results were computed with the settings of when the update started ({changed.slice(0, 3).join('; ')}
-      {changed.length > 3 ? `; +${changed.length - 3} more` : ''}). Labels show the settings they ran with; Reset and run again to use the new ones.
+      {changed.length > 3 ? `; +${changed.length - 3} more` : ''}). Labels show the settings they ran with; Reset and run again to use the new ones, or try loss settings on this batch in What-if.
     </div>
   );
 }
