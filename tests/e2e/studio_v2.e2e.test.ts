@@ -168,6 +168,55 @@ describe('studio v2 in chromium', () => {
     expect(await page.getByTestId('stale-note').count()).toBe(0);
   });
 
+  it('recomputes a what-if on the same batch in ≤ 100 ms, without resampling: completions byte-identical', async () => {
+    const exported = async () => {
+      const [d] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export').click()]);
+      const b = JSON.parse(fs.readFileSync((await d.path())!, 'utf8')) as { completion_ids: number[][]; completion_texts?: string[] };
+      return JSON.stringify([b.completion_ids, b.completion_texts]);
+    };
+    const before = await exported();
+    const stagesBefore = await page.locator('.stage [data-testid="stage-meta"]').allTextContents();
+    const ran = /loss \(([\w-]+)\)/.exec((await page.getByTestId('loss-headline').textContent()) ?? '')![1];
+    // A first what-if makes the Δ heat overlays available; then time each switch from the change event
+    // to the table and the grid both showing the new what-if (the grid paints in the same commit).
+    await page.getByTestId('whatif-loss-type').selectOption('bnpo');
+    await page.locator('[data-testid="whatif-table"][data-loss-type="bnpo"]').waitFor({ timeout: 30_000 });
+    await page.getByTestId('heat').selectOption('whatif_dgrad');
+    const times: number[] = [];
+    for (const t of ['grpo', 'dr_grpo', 'seq-mean-token-mean', 'bnpo']) {
+      times.push(
+        await page.evaluate(async (t) => {
+          const sel = document.querySelector<HTMLSelectElement>('[data-testid="whatif-loss-type"]')!;
+          const t0 = performance.now();
+          sel.value = t;
+          sel.dispatchEvent(new Event('change', { bubbles: true }));
+          const shown = () => document.querySelector<HTMLElement>('[data-testid="whatif-table"]')?.dataset.lossType === t && document.querySelector<HTMLElement>('[data-testid="token-grid"]')?.dataset.whatif === t;
+          await new Promise<void>((res) => {
+            const tick = () => (shown() ? res() : void requestAnimationFrame(tick));
+            tick();
+          });
+          await new Promise((r) => requestAnimationFrame(r));
+          return performance.now() - t0;
+        }, t),
+      );
+    }
+    console.log(`what-if switch → table + heat: ${times.map((t) => t.toFixed(0)).join(', ')} ms`);
+    expect(Math.max(...times)).toBeLessThanOrEqual(100);
+    // The table: both sides, and the Δ heat legend; the current side is the update's own loss.
+    const cells = await page.locator('[data-testid="whatif-table"] tbody tr.chosen td').allTextContents();
+    expect(cells[1]).toBe((/loss \([\w-]+\) (\S+)/.exec((await page.getByTestId('loss-headline').textContent()) ?? '') ?? [])[1]);
+    expect(await page.getByTestId('heat-legend').isVisible()).toBe(true);
+    // Nothing was resampled or re-run: same completions, byte for byte, and the same stage results.
+    expect(await exported()).toBe(before);
+    expect(await page.locator('.stage [data-testid="stage-meta"]').allTextContents()).toEqual(stagesBefore);
+    // Apply: the what-if becomes the next update's settings, and the results on screen read as stale.
+    await page.getByTestId('whatif-apply').click();
+    expect(await page.getByTestId('loss-type').inputValue()).toBe('bnpo');
+    expect(await page.getByTestId('stale-note').textContent()).toContain(`loss_type "${ran}" → "bnpo"`);
+    await page.getByTestId('loss-type').selectOption(ran);
+    await page.getByTestId('heat').selectOption('none');
+  });
+
   it("runs the sampler-vs-trainer log-prob rule on the page's own update", async () => {
     // Both arrays exist (the sampler's and the policy's before the step): the rule runs, it is not skipped.
     const skipped = await page.locator('aside.right details li').allTextContents();
