@@ -6,7 +6,7 @@
 import type { Gpu, Recorder } from '../gpu/context.ts';
 import { kl_forward } from '../kernels/kl.ts';
 import { logprob_gather_backward, logprob_gather_forward, type LogitsDtype } from '../kernels/logprob_gather.ts';
-import { grpo_loss_backward, grpo_loss_forward } from '../kernels/grpo_loss.ts';
+import { grpo_loss_backward, grpo_loss_backward_warm, grpo_loss_forward } from '../kernels/grpo_loss.ts';
 import { loss_reduce_forward, STATS } from '../kernels/loss_reduce.ts';
 import { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, type ClipCounts, type ImportanceSamplingLevel, type KlEstimator, type LossType } from '../kernels/types.ts';
 
@@ -230,6 +230,11 @@ function recordLossTerms(
   });
   loss_reduce_forward(rec, { ...common, loss: out.per_token_loss, clip: out.clip, out: out.stats, ...config });
   if (out.dlogp) grpo_loss_backward(rec, { ...common, logp: a.logp, refLogp: a.ref ?? a.logp, ratio: out.importance_ratio, stats: out.stats, dlogp: out.dlogp, params: config });
+}
+
+/** Compiles the loss backward for every aggregation at this KL estimator and IS level (a what-if switches between them). */
+export function warmLossPipelines(gpu: Gpu, config: GrpoLossConfig): void {
+  grpo_loss_backward_warm(gpu, config);
 }
 
 /** Per-token inputs of the loss once log-probs exist, on the CPU; per-token arrays (B, T) row-major. */

@@ -23,7 +23,7 @@ import { batchConfigOf } from './settings.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
 import { StepPipeline, stepConfigFromBatch, type StageData, type StepConfig, type StepSource } from '../grpo/step.ts';
-import { grpo_loss_from_logps } from '../grpo/loss.ts';
+import { grpo_loss_from_logps, warmLossPipelines } from '../grpo/loss.ts';
 import { computeAdvantages } from '../grpo/advantages.ts';
 
 /** A model folder served over plain HTTP (the embedded default under public/models/, at the URL the page resolved). */
@@ -238,7 +238,11 @@ class PipelineRunner implements StepRunner {
       );
       return { terms, advantages };
     };
-    if (this.whatIfCurrent?.pipe !== pipe) this.whatIfCurrent = { pipe, side: await side(ran) };
+    if (this.whatIfCurrent?.pipe !== pipe) {
+      this.whatIfCurrent = { pipe, side: await side(ran) };
+      // After answering the first what-if, compile the other aggregations' pipelines while the user reads it.
+      setTimeout(() => warmLossPipelines(this.gpu, next.loss), 0);
+    }
     const current = this.whatIfCurrent.side;
     return { settings: loss, current, whatif: await side(next), check: Math.abs(current.terms.loss - l.loss), notes, ms: performance.now() - t0 };
   }
