@@ -57,6 +57,12 @@ async function checkLayout(size: { width: number; height: number }): Promise<voi
   // The last rows' cells are on screen and painted: scroll the rows to the bottom, then hit-test and read
   // back the boundary pixel on each of the last four rows (they were clipped: rows 28–31 / 24–31).
   await page.locator('.grid-body').evaluate((b) => (b.scrollTop = b.scrollHeight));
+  // The boundary column in view at this width (the grid scrolled to it when the batch arrived, at the old width).
+  await page.getByTestId('grid-scroll').evaluate((s) => {
+    const P = Number(s.closest('[data-boundary]')!.getAttribute('data-boundary'));
+    const cellW = (s.firstElementChild as HTMLElement).clientWidth / Number(s.closest('[data-width]')!.getAttribute('data-width'));
+    s.scrollLeft = Math.max(0, P * cellW - s.clientWidth / 4);
+  });
   await page.waitForTimeout(200);
   const last = await page.getByTestId('grid-canvas').evaluate((c: HTMLCanvasElement) => {
     const scroller = c.parentElement!.parentElement as HTMLElement;
