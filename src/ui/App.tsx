@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from 'react';
 import { useStudio } from '../store/index.ts';
 import { Charts } from './Charts.tsx';
-import { exportBatch, importBatchFile, startStudio } from './controller.ts';
+import { exportBatch, importBatchFile, saveReport, startStudio } from './controller.ts';
 import { SampleInspector, TokenInspector } from './Inspector.tsx';
 import { DoctorPanel } from './panels/DoctorPanel.tsx';
 import { ErrorBanner } from './panels/ErrorBanner.tsx';
@@ -48,6 +48,9 @@ function Header() {
       />
       <button disabled={!batch} onClick={exportBatch} data-testid="export">
         Export batch
+      </button>
+      <button disabled={!batch} onClick={() => void saveReport()} data-testid="save-report" title="one self-contained HTML file (grid, findings, settings, losses) that opens offline: attach it to an issue">
+        Save report
       </button>
       <button title="restore default prompts, sampling, rewards and loss settings" onClick={() => confirm('Reset all settings to defaults?') && resetSettings()}>
         Defaults

@@ -9,6 +9,7 @@ import { StudioClient } from '../worker/client.ts';
 import { StudioFailure } from '../worker/errors.ts';
 import { STAGES, type LossSettings, type ModelChoice, type StepSettings, type StepStart } from '../worker/protocol.ts';
 import { lossSettingsOf } from '../worker/settings.ts';
+import { HEAT_LABELS, heatSource } from './grid/heat.ts';
 
 let client: StudioClient | null = null;
 
@@ -87,15 +88,46 @@ export function exportBatch(): void {
   out.old_per_token_logps = rows(run.loss?.old_per_token_logps) ?? batch.old_per_token_logps;
   out.ref_per_token_logps = rows(run.reference_forward?.ref_per_token_logps) ?? batch.ref_per_token_logps;
   // Strict JSON: a NaN reward (a reward function that did not apply) must not make the file unreadable to JSON.parse / jq.
-  const blob = new Blob([serializeBatch(out, { strictJson: true })], { type: 'application/json' });
+  download(new Blob([serializeBatch(out, { strictJson: true })], { type: 'application/json' }), (batchName || 'batch').replace(/\.json$/, '') + '.grpo-batch.json');
+}
+
+/** Loads a model; on failure the model loaded before stays (the worker swaps only after a complete load). */
+/**
+ * Downloads one self-contained offline HTML report of the batch on screen: the grid (decoded tokens when a
+ * tokenizer is loaded, the heat shown now), the Doctor's findings, the settings the update ran with and
+ * its losses (src/report/html.ts, the same code as `grpo-studio report`).
+ */
+export async function saveReport(): Promise<void> {
+  const s = store();
+  if (!s.batch) return;
+  const { renderReport } = await import('../report/html.ts');
+  const src = heatSource(s.heat, s.batch, s.run, s.whatIf);
+  const counts = { error: 0, warning: 0, info: 0 };
+  for (const f of s.findings) counts[f.severity]++;
+  const loss = s.run.loss;
+  const html = renderReport({
+    name: s.batchName || 'batch',
+    batch: s.batch,
+    report: { findings: s.findings, skipped: s.skipped, counts },
+    tokenTexts: s.tokenTexts,
+    specialIds: s.model?.tokenizer.special_token_ids,
+    settings: s.runSettings ? { ...s.runSettings.loss, ...s.runSettings.sampling } : null,
+    losses: loss && s.runSettings ? { chosen: s.runSettings.loss.loss_type, before: loss.losses, after: s.run.re_evaluate?.losses_after } : null,
+    heat: src ? { label: HEAT_LABELS[src.metric], rows: s.batch.completion_ids.map((ids, b) => ids.map((_, j) => src.get(b, j) ?? NaN)) } : null,
+    generator: 'GRPO Studio (page)',
+  });
+  download(new Blob([html], { type: 'text/html' }), (s.batchName || 'batch').replace(/\.json$/, '') + '.report.html');
+}
+
+/** Saves a blob as a file through a temporary link. */
+function download(blob: Blob, name: string): void {
   const a = document.createElement('a');
   a.href = URL.createObjectURL(blob);
-  a.download = (batchName || 'batch').replace(/\.json$/, '') + '.grpo-batch.json';
+  a.download = name;
   a.click();
   setTimeout(() => URL.revokeObjectURL(a.href), 1000);
 }
 
-/** Loads a model; on failure the model loaded before stays (the worker swaps only after a complete load). */
 export async function loadModel(source: ModelChoice): Promise<void> {
   const previous = store().modelStatus === 'ready' ? store().model : null;
   store().setModel('busy');
