@@ -269,6 +269,45 @@ describe('studio v2 in chromium', () => {
     expect(rows.text).toMatch(/^".*"$/);
   });
 
+  it('saves a 64-row batch as one self-contained HTML report that opens offline and shows the findings', async () => {
+    const src = JSON.parse(fs.readFileSync(fixture, 'utf8')) as Record<string, unknown[]> & { num_generations: number };
+    const B = 64;
+    const rows = (k: string) => Array.from({ length: B }, (_, i) => src[k][i % 12]);
+    const big = { ...src, prompt_ids: rows('prompt_ids'), completion_ids: rows('completion_ids'), completion_mask: rows('completion_mask'), rewards: Array.from({ length: B }, (_, i) => (i * 7) % 3) };
+    await page.getByTestId('import-input').setInputFiles({ name: 'batch64.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(big)) });
+    await expect.poll(() => page.getByTestId('token-grid').getAttribute('data-rows'), { timeout: 20_000 }).toBe(String(B));
+    const onPage = await page.locator('[data-testid="findings"] > li').count();
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByTestId('save-report').click()]);
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'report-')), download.suggestedFilename());
+    await download.saveAs(file);
+    const size = fs.statSync(file).size;
+    console.log(`report of a ${B}-row batch: ${(size / 1024).toFixed(1)} KiB (${download.suggestedFilename()})`);
+    // Offline, from a file: any request other than the file itself would show here.
+    const requests: string[] = [];
+    const report = await studio.ctx.newPage();
+    report.on('request', (r) => requests.push(r.url()));
+    await studio.ctx.setOffline(true);
+    try {
+      await report.goto(`file://${file}`);
+      expect(await report.locator('li.finding').count()).toBe(onPage);
+      expect(await report.getByTestId('report-counts').textContent()).toMatch(/^\d+ error\(s\)/);
+      await report.locator('li.finding[data-rule="mask-length-mismatch"]').first().click();
+      expect(await report.getByTestId('report-info').textContent()).toMatch(/^sample \d+ · columns/);
+      // The grid is painted: the boundary line shows on the canvas.
+      const painted = await report.locator('#grid').evaluate((c: HTMLCanvasElement) => {
+        const d = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
+        let yellow = 0;
+        for (let i = 0; i < d.length; i += 4) if (d[i] > 230 && d[i + 1] > 190 && d[i + 2] < 110) yellow++;
+        return yellow;
+      });
+      expect(painted).toBeGreaterThan(100);
+      expect(requests.filter((u) => !u.startsWith('file://'))).toEqual([]);
+    } finally {
+      await studio.ctx.setOffline(false);
+      await report.close();
+    }
+  });
+
   it('exports a batch with NaN rewards as strict JSON, with a note', async () => {
     const b = JSON.parse(fs.readFileSync(fixture, 'utf8')) as Record<string, unknown> & { completion_ids: number[][] };
     const rewards = b.completion_ids.map((_, i) => (i === 3 ? 'NaN' : i % 2));
