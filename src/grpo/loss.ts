@@ -265,19 +265,24 @@ export interface LogpLossResult {
  * same batch needs, since every loss-side setting (loss type, β, ε, δ, KL estimator, IS level,
  * advantages) acts after the log-prob gather. Same kernels as grpo_loss.
  */
-export async function grpo_loss_from_logps(gpu: Gpu, x: LogpLossInputs, config: GrpoLossConfig): Promise<LogpLossResult> {
+export async function grpo_loss_from_logps(gpu: Gpu, x: LogpLossInputs, config: GrpoLossConfig, scratch?: LossScratch): Promise<LogpLossResult> {
   const { B, T } = x;
   const N = B * T;
   if (config.beta !== 0 && !x.ref_per_token_logps) throw new GrpoLossError(`beta = ${config.beta} needs ref_per_token_logps`);
-  const created: GPUBuffer[] = [];
-  const keep = (b: GPUBuffer) => (created.push(b), b);
-  const buf = (label: string, bytes: number) => keep(gpu.createBuffer(label, bytes));
+  // Buffers by label: kept in `scratch` across calls (same buffers, so cached bind groups hit), else freed here.
+  const own = scratch ?? new LossScratch(gpu);
+  const buf = (label: string, bytes: number) => own.buffer(label, bytes);
+  const up = (label: string, data: Float32Array | Int32Array) => {
+    const b = own.buffer(label, data.byteLength);
+    gpu.write(b, data);
+    return b;
+  };
   try {
-    const logp = keep(gpu.upload('per_token_logps', x.per_token_logps));
-    const mask = keep(gpu.upload('completion_mask', x.completion_mask));
-    const advantages = keep(gpu.upload('advantages', x.advantages));
-    const old = x.old_per_token_logps ? keep(gpu.upload('old_per_token_logps', x.old_per_token_logps)) : null;
-    const ref = x.ref_per_token_logps ? keep(gpu.upload('ref_per_token_logps', x.ref_per_token_logps)) : null;
+    const logp = up('per_token_logps', x.per_token_logps);
+    const mask = up('completion_mask', x.completion_mask);
+    const advantages = up('advantages', x.advantages);
+    const old = x.old_per_token_logps ? up('old_per_token_logps', x.old_per_token_logps) : null;
+    const ref = x.ref_per_token_logps ? up('ref_per_token_logps', x.ref_per_token_logps) : null;
     const out: LossTermBuffers = {
       per_token_kl: ref ? buf('per_token_kl', N * 4) : null,
       importance_ratio: buf('importance_ratio', N * 4),
@@ -303,7 +308,28 @@ export async function grpo_loss_from_logps(gpu: Gpu, x: LogpLossInputs, config: 
       clip_counts: { low: stats[STATS.low], high: stats[STATS.high], region: stats[STATS.region], delta_binding: stats[STATS.delta_binding], tokens: stats[STATS.tokens] },
     };
   } finally {
-    for (const b of created) b.destroy();
+    if (!scratch) own.destroy();
+  }
+}
+
+/** GPU buffers of grpo_loss_from_logps kept between calls (a what-if session); destroy() frees them. */
+export class LossScratch {
+  private readonly buffers = new Map<string, GPUBuffer>();
+  constructor(private readonly gpu: Gpu) {}
+
+  buffer(label: string, bytes: number): GPUBuffer {
+    let b = this.buffers.get(label);
+    if (!b || b.size < bytes) {
+      b?.destroy();
+      b = this.gpu.createBuffer(label, bytes);
+      this.buffers.set(label, b);
+    }
+    return b;
+  }
+
+  destroy(): void {
+    for (const b of this.buffers.values()) b.destroy();
+    this.buffers.clear();
   }
 }
 

@@ -86,9 +86,12 @@ export interface BatchSlice {
 }
 
 export type Overlay = 'none' | 'attention' | 'completion' | 'tool';
-export type HeatMetric = 'none' | 'logp' | 'old_logp' | 'ref_logp' | 'sampling_logp' | 'entropy' | 'kl' | 'ratio' | 'loss' | 'weight' | 'clip' | 'dlogp' | 'whatif_dloss' | 'whatif_dgrad';
+export type HeatMetric = 'none' | 'logp' | 'old_logp' | 'ref_logp' | 'sampling_logp' | 'entropy' | 'kl' | 'ratio' | 'loss' | 'weight' | 'clip' | 'dlogp' | 'whatif_dloss' | 'whatif_dgrad' | 'diff';
 
 export interface ViewSlice {
+  /** A batch pinned to compare the batch on screen with, token by token. */
+  diffBase: { name: string; batch: GrpoBatch } | null;
+  setDiffBase(b: ViewSlice['diffBase']): void;
   overlay: Overlay;
   heat: HeatMetric;
   /** The selected cell (sample, column of the grid), or null. */
@@ -191,6 +194,8 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   setRunning: (running) => set({ running }),
   resetRun: () => set((s) => ({ ...freshRun(), ...(s.batchOrigin === 'step' ? showing(s.stepFrom === 'import' ? s.imported : null) : {}) })),
 
+  diffBase: null,
+  setDiffBase: (diffBase) => set({ diffBase }),
   overlay: 'completion',
   heat: 'none',
   selected: null,

@@ -6,6 +6,7 @@ import { useStudio } from '../store/index.ts';
 import { Charts } from './Charts.tsx';
 import { exportBatch, importBatchFile, saveReport, startStudio } from './controller.ts';
 import { SampleInspector, TokenInspector } from './Inspector.tsx';
+import { DiffPanel } from './panels/DiffPanel.tsx';
 import { DoctorPanel } from './panels/DoctorPanel.tsx';
 import { ErrorBanner } from './panels/ErrorBanner.tsx';
 import { LossPanel } from './panels/LossPanel.tsx';
@@ -111,6 +112,7 @@ export function App() {
         <aside className="right">
           <DoctorPanel />
           <WhatIfPanel />
+          <DiffPanel />
           <Charts />
         </aside>
       </div>

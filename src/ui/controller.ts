@@ -10,6 +10,7 @@ import { StudioFailure } from '../worker/errors.ts';
 import { STAGES, type LossSettings, type ModelChoice, type StepSettings, type StepStart } from '../worker/protocol.ts';
 import { lossSettingsOf } from '../worker/settings.ts';
 import { HEAT_LABELS, heatSource } from './grid/heat.ts';
+import { diffBatches } from '../io/batch_diff.ts';
 
 let client: StudioClient | null = null;
 
@@ -101,7 +102,7 @@ export async function saveReport(): Promise<void> {
   const s = store();
   if (!s.batch) return;
   const { renderReport } = await import('../report/html.ts');
-  const src = heatSource(s.heat, s.batch, s.run, s.whatIf);
+  const src = heatSource(s.heat, s.batch, s.run, { whatIf: s.whatIf, diff: s.diffBase && s.diffBase.batch !== s.batch ? diffBatches(s.diffBase.batch, s.batch) : null });
   const counts = { error: 0, warning: 0, info: 0 };
   for (const f of s.findings) counts[f.severity]++;
   const loss = s.run.loss;

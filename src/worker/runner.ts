@@ -23,7 +23,7 @@ import { batchConfigOf } from './settings.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
 import { StepPipeline, stepConfigFromBatch, type StageData, type StepConfig, type StepSource } from '../grpo/step.ts';
-import { grpo_loss_from_logps, warmLossPipelines } from '../grpo/loss.ts';
+import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss.ts';
 import { computeAdvantages } from '../grpo/advantages.ts';
 
 /** A model folder served over plain HTTP (the embedded default under public/models/, at the URL the page resolved). */
@@ -204,7 +204,7 @@ class PipelineRunner implements StepRunner {
     return { report: diagnose(batch, { tokenizer: tok, model_type: this.policy.config.model_type }), token_texts: tokenTexts(tok, batch) };
   }
 
-  private whatIfCurrent: { pipe: StepPipeline; side: WhatIfSide } | null = null;
+  private whatIfCurrent: { pipe: StepPipeline; side: WhatIfSide; scratch: LossScratch } | null = null;
 
   async whatIf(loss: LossSettings): Promise<WhatIfResult> {
     const t0 = performance.now();
@@ -229,17 +229,20 @@ class PipelineRunner implements StepRunner {
       return Float32Array.from(computeAdvantages(rewards, { num_generations: a.batch.num_generations, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator }).advantages);
     };
     if (!rewards && (next.scale_rewards !== ran.scale_rewards || next.advantage_estimator !== ran.advantage_estimator)) notes.push('the batch has advantages but no rewards: advantage scaling cannot be recomputed');
+    const scratch = this.whatIfCurrent?.pipe === pipe ? this.whatIfCurrent.scratch : new LossScratch(this.gpu);
     const side = async (c: StepConfig): Promise<WhatIfSide> => {
       const advantages = advantagesFor(c);
       const terms = await grpo_loss_from_logps(
         this.gpu,
         { B, T: C, per_token_logps: pf.per_token_logps, completion_mask: a.padded.completion_mask, advantages, old_per_token_logps: l.old_per_token_logps, ref_per_token_logps: c.loss.beta !== 0 ? ref : null },
         c.loss,
+        scratch,
       );
       return { terms, advantages };
     };
     if (this.whatIfCurrent?.pipe !== pipe) {
-      this.whatIfCurrent = { pipe, side: await side(ran) };
+      this.whatIfCurrent?.scratch.destroy();
+      this.whatIfCurrent = { pipe, side: await side(ran), scratch };
       // After answering the first what-if, compile the other aggregations' pipelines while the user reads it.
       setTimeout(() => warmLossPipelines(this.gpu, next.loss), 0);
     }
@@ -249,6 +252,8 @@ class PipelineRunner implements StepRunner {
 
   /** Undoes the step (if taken) and drops the run. */
   async reset(): Promise<void> {
+    this.whatIfCurrent?.scratch.destroy();
+    this.whatIfCurrent = null;
     await this.pipe?.reset();
     this.pipe?.destroy();
     this.pipe = null;

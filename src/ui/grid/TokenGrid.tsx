@@ -10,7 +10,7 @@ import { useStudio } from '../../store/index.ts';
 import type { Overlay } from '../../store/session.ts';
 import { fmt } from '../fields.tsx';
 import { REGION, spanColumns, visibleText, type GridModel, type RowReadout } from './cells.ts';
-import { useGridModel } from './useGrid.ts';
+import { useBatchDiff, useGridModel } from './useGrid.ts';
 import { REGION_COLORS, REGION_TEXT } from './colors.ts';
 import { HEAT_LABELS, availableHeats, heatColor, heatSource, heatTextColor, type HeatSource } from './heat.ts';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../worker/protocol.ts';
@@ -85,8 +85,9 @@ export function TokenGrid() {
   const ctx = model?.ctx ?? null;
   const grid = model?.grid ?? null;
   const whatIf = useStudio((s) => s.whatIf);
-  const heats = useMemo(() => availableHeats(batch, run, whatIf), [batch, run, whatIf]);
-  const src = useMemo(() => heatSource(heat, batch, run, whatIf), [heat, batch, run, whatIf]);
+  const diff = useBatchDiff();
+  const heats = useMemo(() => availableHeats(batch, run, { whatIf, diff }), [batch, run, whatIf, diff]);
+  const src = useMemo(() => heatSource(heat, batch, run, { whatIf, diff }), [heat, batch, run, whatIf, diff]);
   const focusCols = useMemo(() => (ctx && focus ? spanColumns(ctx, focus) : null), [ctx, focus]);
   const texts = useStudio((s) => s.tokenTexts);
 

@@ -2,6 +2,7 @@
 // batch's own log-probs), its colour range, and the colour of a value. Pure, so the grid, the inspector
 // and the tests agree on what a cell's number is.
 import type { GrpoBatch } from '../../io/batch.ts';
+import type { BatchDiff } from '../../io/batch_diff.ts';
 import type { HeatMetric, RunResults } from '../../store/session.ts';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS, type WhatIfResult } from '../../worker/protocol.ts';
 
@@ -30,7 +31,14 @@ export const HEAT_LABELS: Record<HeatMetric, string> = {
   dlogp: 'Δ log-prob after step',
   whatif_dloss: 'what-if Δ per-token loss',
   whatif_dgrad: 'what-if Δ ∂loss/∂logp',
+  diff: 'diff vs pinned batch (1 = token or mask changed)',
 };
+
+/** Per-token data that lives beside the run: a what-if result, a diff against a pinned batch. */
+export interface HeatExtras {
+  whatIf?: WhatIfResult | null;
+  diff?: BatchDiff | null;
+}
 
 type Accessor = (b: number, j: number) => number | undefined;
 
@@ -50,12 +58,14 @@ function whatIfDelta(run: RunResults, w: WhatIfResult | null | undefined, term: 
 }
 
 /** The accessor for a metric, or undefined when neither the run nor the batch (nor a what-if) has it. */
-export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults, whatIf?: WhatIfResult | null): Accessor | undefined {
+export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults, extra: HeatExtras = {}): Accessor | undefined {
   switch (metric) {
     case 'whatif_dloss':
-      return whatIfDelta(run, whatIf, 'per_token_loss');
+      return whatIfDelta(run, extra.whatIf, 'per_token_loss');
     case 'whatif_dgrad':
-      return whatIfDelta(run, whatIf, 'dlogp');
+      return whatIfDelta(run, extra.whatIf, 'dlogp');
+    case 'diff':
+      return diffAccessor(extra.diff);
     case 'none':
       return undefined;
     case 'logp':
@@ -84,8 +94,15 @@ export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: R
 }
 
 /** Metrics with data for this batch / run. */
-export function availableHeats(batch: GrpoBatch | null, run: RunResults, whatIf?: WhatIfResult | null): HeatMetric[] {
-  return (Object.keys(HEAT_LABELS) as HeatMetric[]).filter((m) => m === 'none' || heatAccessor(m, batch, run, whatIf) !== undefined);
+export function availableHeats(batch: GrpoBatch | null, run: RunResults, extra: HeatExtras = {}): HeatMetric[] {
+  return (Object.keys(HEAT_LABELS) as HeatMetric[]).filter((m) => m === 'none' || heatAccessor(m, batch, run, extra) !== undefined);
+}
+
+/** 1 where a completion token or its mask entry differs from the pinned batch, 0 elsewhere. */
+function diffAccessor(diff: BatchDiff | null | undefined): Accessor | undefined {
+  if (!diff) return undefined;
+  const changed = new Map(diff.changed.map((r) => [r.sample, new Set([...r.completion, ...r.completion_mask])]));
+  return (b, j) => (changed.get(b)?.has(j) ? 1 : 0);
 }
 
 const CENTERED: Partial<Record<HeatMetric, number>> = { ratio: 1, loss: 0, dlogp: 0, whatif_dloss: 0, whatif_dgrad: 0 };
@@ -94,8 +111,8 @@ const CENTERED: Partial<Record<HeatMetric, number>> = { ratio: 1, loss: 0, dlogp
  * The heat source over the cells that count (completion_mask = 1): range from those values only, so
  * padding with junk values does not wash out the scale.
  */
-export function heatSource(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults, whatIf?: WhatIfResult | null): HeatSource | null {
-  const get = heatAccessor(metric, batch, run, whatIf);
+export function heatSource(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults, extra: HeatExtras = {}): HeatSource | null {
+  const get = heatAccessor(metric, batch, run, extra);
   if (!get || !batch) return null;
   let lo = Infinity;
   let hi = -Infinity;
