@@ -45,7 +45,7 @@ function WhatIfTable({ w, ranType }: { w: WhatIfResult; ranType: string }) {
   );
   return (
     <>
-      <table className="dense" data-testid="whatif-table" data-loss-type={w.settings.loss_type}>
+      <table className="dense" data-testid="whatif-table" data-loss-type={w.settings.loss_type} data-ms={w.ms.toFixed(1)}>
         <thead>
           <tr>
             <th>term</th>
