@@ -341,8 +341,23 @@ export class StepPipeline {
   private async reward(): Promise<{ data: StageData['reward'] } | { skipped: string }> {
     const src = this.prompts;
     if (!src) return { skipped: StepPipeline.FROM_BATCH };
+    return { data: await this.score(src, this.need('sample')) };
+  }
+
+  /**
+   * The before/after check: the same prompts with the same generation settings and seed, sampled from the
+   * weights as they are now (after the optimizer step) and scored with the same rewards.
+   */
+  async resample(): Promise<{ sample: StageData['sample']; reward: StageData['reward'] }> {
+    const src = this.prompts;
+    if (!src || !this.data('step')) throw new Error('the before/after check needs an update from the prompt set that has taken its optimizer step');
+    const out = await this.sample();
+    if (!('data' in out)) throw new Error(out.skipped);
+    return { sample: out.data, reward: await this.score(src, out.data) };
+  }
+
+  private async score(src: PromptSource, s: StageData['sample']): Promise<StageData['reward']> {
     const r = this.need('render');
-    const s = this.need('sample');
     const G = src.generation.num_generations;
     const samples = s.completion_ids.map((ids, i) => ({
       index: i,
@@ -352,7 +367,7 @@ export class StepPipeline {
       answer: src.prompts[Math.floor(i / G)].answer,
       completion_ids: ids,
     }));
-    return { data: await scoreRewards(src.rewards, samples, src.runJs) };
+    return scoreRewards(src.rewards, samples, src.runJs);
   }
 
   /** The batch's advantages, or TRL's group advantages from its (or the sampled) rewards. */

@@ -6,7 +6,7 @@ import type { StateCreator } from 'zustand';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
-import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type LossSettings, type WhatIfResult } from '../worker/protocol.ts';
+import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type LossSettings, type WhatIfResult, type BeforeAfterResult } from '../worker/protocol.ts';
 
 export type Status = 'idle' | 'busy' | 'ready' | 'error';
 
@@ -71,6 +71,9 @@ export interface BatchSlice {
   whatIf: WhatIfResult | null;
   setWhatIfSettings(s: LossSettings | null): void;
   setWhatIf(r: WhatIfResult | null): void;
+  /** The before/after check of this update (its samples vs the same prompts re-sampled after the step). */
+  beforeAfter: BeforeAfterResult | null;
+  setBeforeAfter(r: BeforeAfterResult | null): void;
   stages: Record<StageId, StageState>;
   /** Index in STAGES of the stage Next runs; STAGES.length when the update is complete. */
   cursor: number;
@@ -127,7 +130,7 @@ export type SessionSlices = ModelSlice & BatchSlice & ViewSlice & ErrorSlice;
 
 const pendingStages = (): Record<StageId, StageState> => Object.fromEntries(STAGES.map((s) => [s, { status: 'pending' }])) as Record<StageId, StageState>;
 
-const freshRun = () => ({ run: {}, runSettings: null, whatIfSettings: null, whatIf: null, stages: pendingStages(), cursor: 0, running: false });
+const freshRun = () => ({ run: {}, runSettings: null, whatIfSettings: null, whatIf: null, beforeAfter: null, stages: pendingStages(), cursor: 0, running: false });
 
 /** The view of an imported batch, or of nothing. */
 const showing = (i: ImportedBatch | null) =>
@@ -163,6 +166,8 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   whatIf: null,
   setWhatIfSettings: (whatIfSettings) => set({ whatIfSettings }),
   setWhatIf: (whatIf) => set({ whatIf }),
+  beforeAfter: null,
+  setBeforeAfter: (beforeAfter) => set({ beforeAfter }),
   stages: pendingStages(),
   cursor: 0,
   running: false,

@@ -6,6 +6,7 @@ import { useStudio } from '../store/index.ts';
 import { Charts } from './Charts.tsx';
 import { exportBatch, importBatchFile, saveReport, startStudio } from './controller.ts';
 import { SampleInspector, TokenInspector } from './Inspector.tsx';
+import { BeforeAfterPanel } from './panels/BeforeAfterPanel.tsx';
 import { DiffPanel } from './panels/DiffPanel.tsx';
 import { DoctorPanel } from './panels/DoctorPanel.tsx';
 import { ErrorBanner } from './panels/ErrorBanner.tsx';
@@ -112,6 +113,7 @@ export function App() {
         <aside className="right">
           <DoctorPanel />
           <WhatIfPanel />
+          <BeforeAfterPanel />
           <DiffPanel />
           <Charts />
         </aside>

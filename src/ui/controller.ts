@@ -213,6 +213,15 @@ export async function runWhatIf(loss: LossSettings): Promise<void> {
   }
 }
 
+/** Re-samples the update's prompts with the same seed from the stepped weights and scores them. */
+export async function runBeforeAfter(): Promise<void> {
+  try {
+    store().setBeforeAfter(await worker().request({ type: 'before-after' }));
+  } catch (e) {
+    fail(e);
+  }
+}
+
 /** Makes the what-if settings the loss settings of the next update (the results on screen then read as stale). */
 export function applyWhatIf(): void {
   const w = store().whatIfSettings;

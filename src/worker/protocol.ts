@@ -169,6 +169,22 @@ export interface WhatIfResult {
   ms: number;
 }
 
+/** One side of the before/after check: the completions of the prompt set and their rewards. */
+export interface SampledSide {
+  completion_texts: string[];
+  lengths: number[]; // completion tokens per sample
+  rewards: number[]; // (B) combined
+  rewards_per_func: number[][]; // (B, F)
+}
+
+/** The update's own samples (before the step) and the same prompts re-sampled with the same seed after it. */
+export interface BeforeAfterResult {
+  G: number;
+  names: string[]; // reward function names (F)
+  before: SampledSide;
+  after: SampledSide;
+}
+
 /** Where an update starts: the prompt set (render → sample → reward), or an imported batch (those three skipped). */
 export type StepStart = { kind: 'prompts' } | { kind: 'batch'; batch: GrpoBatch };
 
@@ -185,6 +201,8 @@ export interface StepRunner {
   reset(): Promise<void>;
   /** The loss of the current update's batch under other loss settings (the update must have reached its loss stage). */
   whatIf(loss: LossSettings): Promise<WhatIfResult>;
+  /** Re-samples the update's prompts with the same seed from the stepped weights and scores them (the update must have taken its step). */
+  beforeAfter(): Promise<BeforeAfterResult>;
   /**
    * The Doctor's report on an imported batch with the loaded tokenizer (retokenization and chat-template
    * rules run) and its decoded token texts; without a loaded model, the report without them.
@@ -219,6 +237,7 @@ export type Request =
   | { type: 'run-stage'; stage: StageId; settings: StepSettings; start?: StepStart }
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
   | { type: 'what-if'; loss: LossSettings }
+  | { type: 'before-after' }
   | { type: 'reset' };
 
 /** Response payloads by request type. */
@@ -230,6 +249,7 @@ export interface Responses {
   'run-stage': StageResult;
   'score-rewards': RewardTable;
   'what-if': WhatIfResult;
+  'before-after': BeforeAfterResult;
   reset: Record<string, never>;
 }
 

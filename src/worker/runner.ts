@@ -17,7 +17,7 @@ import { FileSource, parseJSONFile, readStream, type ModelSource } from '../mode
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import type { DoctorReport } from '../doctor/types.ts';
-import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide } from './protocol.ts';
+import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
 import { batchConfigOf } from './settings.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
@@ -248,6 +248,17 @@ class PipelineRunner implements StepRunner {
     }
     const current = this.whatIfCurrent.side;
     return { settings: loss, current, whatif: await side(next), check: Math.abs(current.terms.loss - l.loss), notes, ms: performance.now() - t0 };
+  }
+
+  async beforeAfter(): Promise<BeforeAfterResult> {
+    const pipe = this.pipe;
+    const s = pipe?.data('sample');
+    const r = pipe?.data('reward');
+    const render = pipe?.data('render');
+    if (!pipe || !s || !r || !render) throw new Error('the before/after check needs an update from the prompt set (render, sample, reward) that has taken its optimizer step');
+    const after = await pipe.resample();
+    const side = (x: StageData['sample'], y: StageData['reward']): SampledSide => ({ completion_texts: x.completion_texts, lengths: x.completion_ids.map((c) => c.length), rewards: y.rewards, rewards_per_func: y.rewards_per_func });
+    return { G: s.completion_ids.length / render.prompt_ids.length, names: r.names, before: side(s, r), after: side(after.sample, after.reward) };
   }
 
   /** Undoes the step (if taken) and drops the run. */

@@ -57,6 +57,8 @@ async function handle(req: Request): Promise<Responses[Request['type']]> {
     }
     case 'run-stage':
       return (await stepRunner()).runStage(req.stage, req.settings, req.start);
+    case 'before-after':
+      return (await stepRunner()).beforeAfter();
     case 'what-if':
       return (await stepRunner()).whatIf(req.loss);
     case 'score-rewards':

@@ -230,6 +230,16 @@ describe('studio v2 in chromium', () => {
     await page.getByTestId('heat').selectOption('none');
   });
 
+  it('re-samples the same prompts with the same seed after the step and compares rewards, lengths and pass rates', async () => {
+    await page.getByTestId('before-after-run').click();
+    const table = page.getByTestId('before-after');
+    await table.waitFor({ timeout: 120_000 });
+    expect(await table.locator('tbody tr').count()).toBe(5); // 4 groups + all
+    const all = await table.locator('tbody tr.chosen td').allTextContents();
+    for (const cell of all.slice(1)) expect(cell).toMatch(/^-?[\d.e-]+ → -?[\d.e-]+$/);
+    expect(await page.getByTestId('before-after-changed').textContent()).toMatch(/^\d+ of 32 completions changed \(same prompts, same seed\); pass = correctness > 0/);
+  });
+
   it("runs the sampler-vs-trainer log-prob rule on the page's own update", async () => {
     // Both arrays exist (the sampler's and the policy's before the step): the rule runs, it is not skipped.
     const skipped = await page.locator('aside.right details li').allTextContents();
@@ -325,6 +335,22 @@ describe('studio v2 in chromium', () => {
     const out = JSON.parse(fs.readFileSync((await download.path())!, 'utf8')) as Record<string, unknown>;
     expect((out.rewards as unknown[])[3]).toBeNull();
     expect(out[NONFINITE_NOTE]).toEqual(['rewards[3]: NaN']);
+  });
+
+  it('diffs two imported batches token by token', async () => {
+    const b = JSON.parse(fs.readFileSync(fixture, 'utf8')) as { completion_ids: number[][]; completion_mask: number[][] };
+    await page.getByTestId('import-input').setInputFiles(fixture);
+    await expect.poll(() => page.getByTestId('doctor-summary').textContent()).toContain('r1-mask-mismatch.json');
+    await page.getByTestId('diff-pin').click();
+    b.completion_ids[2][1] += 1;
+    b.completion_mask[3][0] = 0;
+    await page.getByTestId('import-input').setInputFiles({ name: 'r1-edited.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(b)) });
+    const summary = page.getByTestId('diff-summary');
+    await expect.poll(() => summary.textContent(), { timeout: 10_000 }).toContain('2 rows differ · 0 prompt tokens · 1 completion tokens · 1 mask entries');
+    expect(await page.getByTestId('diff-rows').locator('tbody tr').allTextContents()).toEqual(['#21 from [1]', '#31 from [0]']);
+    await page.getByTestId('diff-heat').click();
+    expect(await page.getByTestId('heat').inputValue()).toBe('diff');
+    await page.getByTestId('heat').selectOption('none');
   });
 
   it('opens a batch-level finding by keyboard without selecting row 0', async () => {
