@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { StateStorage } from 'zustand/middleware';
 import { createStudioStore } from '../src/store/index.ts';
 import { numberProblem } from '../src/ui/fields.tsx';
-import { staleFields } from '../src/ui/derived.ts';
+import { staleFields } from '../src/store/derived.ts';
 
 function memoryStorage(): StateStorage {
   const data = new Map<string, string>();

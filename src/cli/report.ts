@@ -27,7 +27,7 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
   const decode = (rows: number[][]) => rows.map((r) => r.map((t) => tokenizer!.decode([t])));
-  const specialIds = tokenizer ? Array.from({ length: tokenizer.vocab_size }, (_, i) => i).filter((i) => tokenizer!.isSpecial(i)) : [];
+  const specialIds = tokenizer ? [...tokenizer.special_token_ids] : [];
   const html = renderReport({
     name: file.split('/').pop() ?? file,
     batch,

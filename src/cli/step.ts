@@ -7,7 +7,9 @@
 // sample's completion (the batch's completion_ids lengths).
 import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
-import { StepPipeline, stepConfigFromBatch, type StageData, type StepConfig } from '../grpo/step.ts';
+import { StepPipeline } from '../grpo/step.ts';
+import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
+import type { StageData } from '../grpo/step_types.ts';
 import { parseBatch } from '../io/batch.ts';
 import { CausalLM } from '../model/model.ts';
 import { openModelSource } from '../model/source_node.ts';

@@ -118,6 +118,7 @@ export interface GrpoLossResult {
   clip: GPUBuffer; // u32 CLIP_LOW | CLIP_HIGH | DELTA_BINDS
   stats: GPUBuffer; // (16): AGGREGATIONS then STATS slots
   dlogp: GPUBuffer | null;
+  token_weight: GPUBuffer | null; // ∂loss/∂per_token_loss of the chosen aggregation (with the backward)
   dlogits: GPUBuffer | null; // (B·T, V); the logits buffer itself when in place
   destroy(): void; // frees what grpo_loss created (never the inputs)
 }
@@ -158,6 +159,7 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
     clip: buf('clip', N * 4),
     stats: buf('loss_stats', STATS.size * 4),
     dlogp: backward ? buf('dlogp', N * 4) : null,
+    token_weight: backward ? buf('token_weight', N * 4) : null,
     dlogits: backward ? (inPlace ? inputs.logits : buf('dlogits', N * V * 4)) : null,
   };
 
@@ -176,7 +178,7 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
     skipMasked: !opts.scoreMaskedRows,
   });
   recordLossTerms(rec, { B, T, logp: out.per_token_logps, mask: inputs.completion_mask, advantages: inputs.advantages, old: inputs.old_per_token_logps ?? null, ref: inputs.ref_per_token_logps ?? null }, out, config);
-  if (out.dlogp && out.dlogits) {
+  if (out.dlogp && out.token_weight && out.dlogits) {
     logprob_gather_backward(rec, {
       logits: inputs.logits,
       dtype,
@@ -202,6 +204,7 @@ interface LossTermBuffers {
   clip: GPUBuffer;
   stats: GPUBuffer;
   dlogp: GPUBuffer | null;
+  token_weight: GPUBuffer | null; // written with dlogp
 }
 
 /**
@@ -229,7 +232,9 @@ function recordLossTerms(
     params: config,
   });
   loss_reduce_forward(rec, { ...common, loss: out.per_token_loss, clip: out.clip, out: out.stats, ...config });
-  if (out.dlogp) grpo_loss_backward(rec, { ...common, logp: a.logp, refLogp: a.ref ?? a.logp, ratio: out.importance_ratio, stats: out.stats, dlogp: out.dlogp, params: config });
+  if (out.dlogp && out.token_weight) {
+    grpo_loss_backward(rec, { ...common, logp: a.logp, refLogp: a.ref ?? a.logp, ratio: out.importance_ratio, stats: out.stats, dlogp: out.dlogp, token_weight: out.token_weight, params: config });
+  }
 }
 
 /** Compiles the loss backward for every aggregation at this KL estimator and IS level (a what-if switches between them). */
@@ -255,6 +260,7 @@ export interface LogpLossResult {
   per_token_loss: Float32Array;
   clip: Uint32Array;
   dlogp: Float32Array; // ∂loss/∂per_token_logps under config.loss_type
+  token_weight: Float32Array; // ∂loss/∂per_token_loss under config.loss_type
   loss: number;
   losses: Record<LossType, number>;
   clip_counts: ClipCounts;
@@ -290,21 +296,23 @@ export async function grpo_loss_from_logps(gpu: Gpu, x: LogpLossInputs, config: 
       clip: buf('clip', N * 4),
       stats: buf('loss_stats', STATS.size * 4),
       dlogp: buf('dlogp', N * 4),
+      token_weight: buf('token_weight', N * 4),
     };
     const rec = gpu.recorder('grpo_loss_from_logps');
     recordLossTerms(rec, { B, T, logp, mask, advantages, old, ref }, out, config);
     await rec.submit();
-    const [kl, ratio, loss, clip, stats, dlogp] = await Promise.all([
+    const [kl, ratio, loss, clip, stats, dlogp, token_weight] = await Promise.all([
       out.per_token_kl ? gpu.readF32(out.per_token_kl, N) : null,
       gpu.readF32(out.importance_ratio, N),
       gpu.readF32(out.per_token_loss, N),
       gpu.readU32(out.clip, N),
       gpu.readF32(out.stats, STATS.size),
       gpu.readF32(out.dlogp!, N),
+      gpu.readF32(out.token_weight!, N),
     ]);
     const losses = Object.fromEntries(AGGREGATIONS.map((a, i) => [a, stats[i]])) as Record<LossType, number>;
     return {
-      per_token_kl: kl, importance_ratio: ratio, per_token_loss: loss, clip, dlogp, loss: losses[config.loss_type], losses,
+      per_token_kl: kl, importance_ratio: ratio, per_token_loss: loss, clip, dlogp, token_weight, loss: losses[config.loss_type], losses,
       clip_counts: { low: stats[STATS.low], high: stats[STATS.high], region: stats[STATS.region], delta_binding: stats[STATS.delta_binding], tokens: stats[STATS.tokens] },
     };
   } finally {
@@ -349,13 +357,14 @@ export interface GrpoLossReadback {
   clip_counts: ClipCounts;
   sequences: number; // rows with at least one completion token
   dlogp: Float32Array | null;
+  token_weight: Float32Array | null;
   dlogits: Float32Array | null; // (B·T, V), only when asked for (it is the big one)
 }
 
 export async function readGrpoLoss(gpu: Gpu, r: GrpoLossResult, opts: { dlogits?: boolean } = {}): Promise<GrpoLossReadback> {
   const N = r.B * r.T;
   const f32 = (b: GPUBuffer, n = N) => gpu.readF32(b, n);
-  const [logp, lse, ent, kl, ratio, loss, clip, stats, dlogp, dlogits] = await Promise.all([
+  const [logp, lse, ent, kl, ratio, loss, clip, stats, dlogp, token_weight, dlogits] = await Promise.all([
     f32(r.per_token_logps),
     f32(r.lse, 2 * N),
     f32(r.per_token_entropy),
@@ -365,6 +374,7 @@ export async function readGrpoLoss(gpu: Gpu, r: GrpoLossResult, opts: { dlogits?
     gpu.readU32(r.clip, N),
     f32(r.stats, STATS.size),
     r.dlogp ? f32(r.dlogp) : null,
+    r.token_weight ? f32(r.token_weight) : null,
     opts.dlogits && r.dlogits ? f32(r.dlogits, N * r.V) : null,
   ]);
   const losses = Object.fromEntries(AGGREGATIONS.map((a, i) => [a, stats[i]])) as Record<LossType, number>;
@@ -389,6 +399,7 @@ export async function readGrpoLoss(gpu: Gpu, r: GrpoLossResult, opts: { dlogits?
     },
     sequences: stats[STATS.sequences],
     dlogp,
+    token_weight,
     dlogits,
   };
 }

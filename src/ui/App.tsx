@@ -2,9 +2,10 @@
 // rewards, loss), the stepper and the token view in the middle, Doctor and charts on the right.
 // A grpo-batch/v1 JSON dropped anywhere on the page is imported.
 import { useEffect, useRef, useState } from 'react';
-import { useStudio } from '../store/index.ts';
+import { studioStore, useStudio } from '../store/index.ts';
 import { Charts } from './Charts.tsx';
-import { exportBatch, importBatchFile, saveReport, startStudio } from './controller.ts';
+import { exportBatch, importBatchFile, saveReport, startStudio } from '../store/controller.ts';
+import { shownHeat } from './grid/heat.ts';
 import { SampleInspector, TokenInspector } from './Inspector.tsx';
 import { BeforeAfterPanel } from './panels/BeforeAfterPanel.tsx';
 import { DiffPanel } from './panels/DiffPanel.tsx';
@@ -51,7 +52,7 @@ function Header() {
       <button disabled={!batch} onClick={exportBatch} data-testid="export">
         Export batch
       </button>
-      <button disabled={!batch} onClick={() => void saveReport()} data-testid="save-report" title="one self-contained HTML file (grid, findings, settings, losses) that opens offline: attach it to an issue">
+      <button disabled={!batch} onClick={() => void saveReport(shownHeat(studioStore().getState()))} data-testid="save-report" title="one self-contained HTML file (grid, findings, settings, losses) that opens offline: attach it to an issue">
         Save report
       </button>
       <button title="restore default prompts, sampling, rewards and loss settings" onClick={() => confirm('Reset all settings to defaults?') && resetSettings()}>

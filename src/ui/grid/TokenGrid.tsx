@@ -13,7 +13,7 @@ import { REGION, spanColumns, visibleText, type GridModel, type RowReadout } fro
 import { useBatchDiff, useGridModel } from './useGrid.ts';
 import { REGION_COLORS, REGION_TEXT } from './colors.ts';
 import { HEAT_LABELS, availableHeats, heatColor, heatSource, heatTextColor, type HeatSource } from './heat.ts';
-import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../worker/protocol.ts';
+import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../store/vocabulary.ts';
 
 const ROW_H = 20;
 const GROUP_GAP = 6;

@@ -4,7 +4,10 @@
 import type { GrpoBatch } from '../../io/batch.ts';
 import type { BatchDiff } from '../../io/batch_diff.ts';
 import type { HeatMetric, RunResults } from '../../store/session.ts';
-import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS, type WhatIfResult } from '../../worker/protocol.ts';
+import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../store/vocabulary.ts';
+import type { WhatIfResult } from '../../worker/protocol.ts';
+import type { StudioState } from '../../store/index.ts';
+import { batchDiff } from '../../store/derived.ts';
 
 export interface HeatSource {
   metric: HeatMetric;
@@ -145,6 +148,12 @@ const HOT: [number, number, number] = [255, 196, 64];
 const BLUE: [number, number, number] = [70, 130, 255];
 const RED: [number, number, number] = [255, 80, 80];
 const MID: [number, number, number] = [40, 44, 56];
+
+/** The heat the grid shows now, as rows over each completion (for the saved report), or null. */
+export function shownHeat(s: Pick<StudioState, 'heat' | 'batch' | 'run' | 'whatIf' | 'diffBase'>): { label: string; rows: number[][] } | null {
+  const src = s.batch ? heatSource(s.heat, s.batch, s.run, { whatIf: s.whatIf, diff: batchDiff(s) }) : null;
+  return src && s.batch ? { label: HEAT_LABELS[src.metric], rows: s.batch.completion_ids.map((ids, b) => ids.map((_, j) => src.get(b, j) ?? NaN)) } : null;
+}
 
 /** The colour of value v. Non-finite values are magenta: they must never look like a normal number. */
 export function heatColor(src: HeatSource, v: number): string {

@@ -2,8 +2,8 @@
 // the token inspector and anything else that needs cell classes or position ids; and the diff of the
 // batch on screen against a pinned one (the grid's diff heat and the diff panel share it).
 import type { GrpoBatch } from '../../io/batch.ts';
-import { useMemo } from 'react';
-import { diffBatches, type BatchDiff } from '../../io/batch_diff.ts';
+import type { BatchDiff } from '../../io/batch_diff.ts';
+import { batchDiff } from '../../store/derived.ts';
 import { useStudio } from '../../store/index.ts';
 import { buildGrid, gridContext, type GridContext, type GridModel } from './cells.ts';
 
@@ -27,7 +27,5 @@ export function useGridModel(): { ctx: GridContext; grid: GridModel } | null {
 
 /** The batch on screen against the pinned diff base (null without one, or when it is the same batch). */
 export function useBatchDiff(): BatchDiff | null {
-  const batch = useStudio((s) => s.batch);
-  const base = useStudio((s) => s.diffBase);
-  return useMemo(() => (batch && base && base.batch !== batch ? diffBatches(base.batch, batch) : null), [batch, base]);
+  return useStudio(batchDiff);
 }

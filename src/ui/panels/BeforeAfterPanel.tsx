@@ -5,7 +5,7 @@
 import { useState } from 'react';
 import { useStudio } from '../../store/index.ts';
 import type { SampledSide } from '../../worker/protocol.ts';
-import { runBeforeAfter } from '../controller.ts';
+import { runBeforeAfter } from '../../store/controller.ts';
 import { Section, fmt } from '../fields.tsx';
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);

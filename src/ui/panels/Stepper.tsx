@@ -4,10 +4,10 @@
 // reward are then skipped and say why) — the second is how a Python trainer's dumped batch is replayed.
 import { useRef } from 'react';
 import { studioStore, useStudio } from '../../store/index.ts';
-import { STAGES, STAGE_LABELS } from '../../worker/protocol.ts';
-import { nextStage, resetStep, runToEnd, setStepFrom } from '../controller.ts';
+import { STAGES, STAGE_LABELS } from '../../store/vocabulary.ts';
+import { nextStage, resetStep, runToEnd, setStepFrom } from '../../store/controller.ts';
 import { formatBytes } from '../fields.tsx';
-import { staleFields } from '../derived.ts';
+import { staleFields } from '../../store/derived.ts';
 
 export function Stepper() {
   const stages = useStudio((s) => s.stages);

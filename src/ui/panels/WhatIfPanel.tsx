@@ -6,8 +6,9 @@
 // per-token difference (what-if Δ loss, Δ ∂loss/∂logp); "Apply" makes the what-if the next update's settings.
 import { useMemo } from 'react';
 import { useStudio } from '../../store/index.ts';
-import { AGGREGATIONS, type LossSettings, type WhatIfResult, type WhatIfSide } from '../../worker/protocol.ts';
-import { applyWhatIf, runWhatIf } from '../controller.ts';
+import type { LossSettings, WhatIfResult, WhatIfSide } from '../../worker/protocol.ts';
+import { AGGREGATIONS } from '../../store/vocabulary.ts';
+import { applyWhatIf, runWhatIf } from '../../store/controller.ts';
 import { aggregationTitle } from '../explain.ts';
 import { NumberField, Section, SelectField, fmt } from '../fields.tsx';
 

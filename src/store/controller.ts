@@ -1,16 +1,16 @@
 // The page's actions: start the worker, import / export batches, load a model and drive the stepper.
 // Components call these; they talk to the worker through the typed client and write results to the
-// store. Nothing here blocks the page: every heavy call is a worker request.
+// store. Nothing here blocks the page: every heavy call is a worker request. It is part of the store
+// layer because it is the one place that talks to the worker (ui → store → worker).
 import { DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH } from '../grpo/default_task.ts';
 import type { RewardSample, RewardTable } from '../grpo/rewards.ts';
 import { serializeBatch } from '../io/batch.ts';
-import { studioStore } from '../store/index.ts';
+import { studioStore } from './index.ts';
 import { StudioClient } from '../worker/client.ts';
 import { StudioFailure } from '../worker/errors.ts';
 import { STAGES, type LossSettings, type ModelChoice, type StepSettings, type StepStart } from '../worker/protocol.ts';
 import { lossSettingsOf } from '../worker/settings.ts';
-import { HEAT_LABELS, heatSource } from './grid/heat.ts';
-import { diffBatches } from '../io/batch_diff.ts';
+import type { ReportInput } from '../report/html.ts';
 
 let client: StudioClient | null = null;
 
@@ -95,14 +95,13 @@ export function exportBatch(): void {
 /** Loads a model; on failure the model loaded before stays (the worker swaps only after a complete load). */
 /**
  * Downloads one self-contained offline HTML report of the batch on screen: the grid (decoded tokens when a
- * tokenizer is loaded, the heat shown now), the Doctor's findings, the settings the update ran with and
+ * tokenizer is loaded, the heat the page shows, passed in by the page), the Doctor's findings, the settings the update ran with and
  * its losses (src/report/html.ts, the same code as `grpo-studio report`).
  */
-export async function saveReport(): Promise<void> {
+export async function saveReport(heat: ReportInput['heat']): Promise<void> {
   const s = store();
   if (!s.batch) return;
   const { renderReport } = await import('../report/html.ts');
-  const src = heatSource(s.heat, s.batch, s.run, { whatIf: s.whatIf, diff: s.diffBase && s.diffBase.batch !== s.batch ? diffBatches(s.diffBase.batch, s.batch) : null });
   const counts = { error: 0, warning: 0, info: 0 };
   for (const f of s.findings) counts[f.severity]++;
   const loss = s.run.loss;
@@ -114,7 +113,7 @@ export async function saveReport(): Promise<void> {
     specialIds: s.model?.tokenizer.special_token_ids,
     settings: s.runSettings ? { ...s.runSettings.loss, ...s.runSettings.sampling } : null,
     losses: loss && s.runSettings ? { chosen: s.runSettings.loss.loss_type, before: loss.losses, after: s.run.re_evaluate?.losses_after } : null,
-    heat: src ? { label: HEAT_LABELS[src.metric], rows: s.batch.completion_ids.map((ids, b) => ids.map((_, j) => src.get(b, j) ?? NaN)) } : null,
+    heat,
     generator: 'GRPO Studio (page)',
   });
   download(new Blob([html], { type: 'text/html' }), (s.batchName || 'batch').replace(/\.json$/, '') + '.report.html');
