@@ -34,6 +34,7 @@ export const HEAT_LABELS: Record<HeatMetric, string> = {
   dlogp: 'Δ log-prob after step',
   whatif_dloss: 'what-if Δ per-token loss',
   whatif_dgrad: 'what-if Δ ∂loss/∂logp',
+  whatif_dweight: 'what-if Δ aggregation weight',
   diff: 'diff vs pinned batch (1 = token or mask changed)',
 };
 
@@ -54,7 +55,7 @@ function fromGrid(run: RunResults, a: ArrayLike<number> | null | undefined): Acc
 const fromRows = (rows: number[][] | undefined): Accessor | undefined => (rows ? (b, j) => rows[b]?.[j] : undefined);
 
 /** what-if − current of one per-token term, (B, C) like the step's arrays. */
-function whatIfDelta(run: RunResults, w: WhatIfResult | null | undefined, term: 'per_token_loss' | 'dlogp'): Accessor | undefined {
+function whatIfDelta(run: RunResults, w: WhatIfResult | null | undefined, term: 'per_token_loss' | 'dlogp' | 'token_weight'): Accessor | undefined {
   if (!w) return undefined;
   const [a, b] = [w.whatif.terms[term], w.current.terms[term]];
   return fromGrid(run, Float32Array.from(a, (x, i) => x - b[i]));
@@ -67,6 +68,8 @@ export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: R
       return whatIfDelta(run, extra.whatIf, 'per_token_loss');
     case 'whatif_dgrad':
       return whatIfDelta(run, extra.whatIf, 'dlogp');
+    case 'whatif_dweight':
+      return whatIfDelta(run, extra.whatIf, 'token_weight');
     case 'diff':
       return diffAccessor(extra.diff);
     case 'none':
@@ -108,7 +111,7 @@ function diffAccessor(diff: BatchDiff | null | undefined): Accessor | undefined 
   return (b, j) => (changed.get(b)?.has(j) ? 1 : 0);
 }
 
-const CENTERED: Partial<Record<HeatMetric, number>> = { ratio: 1, loss: 0, dlogp: 0, whatif_dloss: 0, whatif_dgrad: 0 };
+const CENTERED: Partial<Record<HeatMetric, number>> = { ratio: 1, loss: 0, dlogp: 0, whatif_dloss: 0, whatif_dgrad: 0, whatif_dweight: 0 };
 
 /**
  * The heat source over the cells that count (completion_mask = 1): range from those values only, so
