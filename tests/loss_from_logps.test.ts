@@ -1,5 +1,5 @@
 // grpo_loss_from_logps (src/grpo/loss.ts), the what-if's loss: per-token KL, ratio, loss, clip flags, every
-// aggregation and dloss/dlogp from log-probs already computed, against the float64 twins (src/ref) on an
+// aggregation, the aggregation weights and dloss/dlogp from log-probs already computed, against the float64 twins (src/ref) on an
 // odd-sized batch with a fully masked row, a row with A = 0 and ratios beyond both clip bounds; for
 // settings a what-if switches between (loss type, β, KL estimator, IS level, δ, old = policy).
 import { describe, expect, it } from 'vitest';
@@ -50,6 +50,7 @@ describe('grpo_loss_from_logps', () => {
       expect(got.clip_counts.low + got.clip_counts.high).toBe(red.clip_counts.low + red.clip_counts.high);
       if (!ownOld && cfg.importance_sampling_level === 'token') expect(red.clip_counts.region, 'the batch must exercise clipping').toBeGreaterThan(0);
       const w = refReduce.loss_weights(mask, B, T, cfg.loss_type, cfg);
+      expectClose(got.token_weight, w, { rtol: 1e-5, atol: 0, label: 'token_weight' });
       const dlogp = refLoss.grpo_loss_backward(logp, ref, adv, mask, want.ratio, w, B, T, cfg);
       expectClose(got.dlogp, dlogp, { rtol: 1e-4, atol: 1e-5 * maxAbs(dlogp), label: 'dlogp' });
     });
