@@ -20,7 +20,7 @@ export function DiffPanel() {
   const P = batch ? Math.max(0, ...batch.prompt_ids.map((r) => r.length)) : 0;
   const s = diff?.summary;
   return (
-    <Section title="Diff batches" open={!!base}>
+    <Section title="Diff batches">
       <div className="row">
         <button disabled={!batch} onClick={() => batch && setBase({ name, batch })} data-testid="diff-pin" title="compare every later batch on screen with this one">
           Pin this batch
