@@ -12,6 +12,7 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   model: () => import('./model.ts'),
   step: () => import('./step.ts'),
   sample: () => import('./sample.ts'),
+  import: () => import('./import.ts'),
 };
 
 function table(rows: Row[]): string {

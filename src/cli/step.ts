@@ -1,5 +1,5 @@
 // `grpo-studio step --model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]`: one GRPO update
-// on a grpo-batch/v1 batch with the step pipeline (src/grpo/step.ts): policy forward, reference forward,
+// on a batch in any supported format (src/io/formats) with the step pipeline (src/grpo/step.ts): policy forward, reference forward,
 // loss, backward, clipped optimizer step and re-evaluation, configured by the batch's `config` (loss_type,
 // beta, epsilon, epsilon_high, delta, temperature, kl_estimator, importance_sampling_level, optimizer
 // {name, lr, betas, eps, weight_decay}, max_grad_norm, position_ids). Without --ref-model and with β > 0
@@ -10,10 +10,9 @@ import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
 import type { StageData } from '../grpo/step_types.ts';
-import { parseBatch } from '../io/batch.ts';
 import { CausalLM } from '../model/model.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { CliError, modelBatchArgs, readInput, writeResult } from './args.ts';
+import { CliError, modelBatchArgs, readBatchFiles, writeResult } from './args.ts';
 
 export interface StepCliResult {
   per_token_logps: number[][];
@@ -49,7 +48,7 @@ function config(batchConfig: Parameters<typeof stepConfigFromBatch>[0], C: numbe
 
 export async function run(argv: string[]): Promise<number> {
   const { model: modelPath, batch: batchPath, refModel: refPath, out } = modelBatchArgs(argv, 'step');
-  const batch = parseBatch(new TextDecoder().decode(readInput(batchPath)), batchPath);
+  const { batch } = readBatchFiles([batchPath]);
   const C = Math.max(0, ...batch.completion_ids.map((r) => r.length));
   const cfg = config(batch.config, C, batchPath);
 
