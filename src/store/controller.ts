@@ -63,16 +63,18 @@ export function loadDefaultModel(): Promise<void> {
 }
 
 /**
- * Reads a grpo-batch/v1 file, checks it in the worker (schema + Doctor) and shows it. Its config (TRL's
+ * Reads a batch file (grpo-batch/v1, or a trainer's dump: src/io/formats), checks it in the worker (schema + Doctor) and shows it. Its config (TRL's
  * loss, optimizer and clipping fields) fills the loss settings, so stepping it replays that trainer's update.
  */
 export async function importBatchFile(file: File): Promise<void> {
   try {
-    const text = await file.text();
-    const { batch, report, token_texts } = await worker().request({ type: 'import-batch', text, name: file.name });
+    const bytes = new Uint8Array(await file.arrayBuffer());
+    const { batch, report, token_texts, trainer, notes } = await worker().request({ type: 'import-batch', bytes, name: file.name });
     await resetStep();
+
     store().setLoss(lossSettingsOf(batch.config));
-    store().setImported({ batch, name: file.name, report, token_texts });
+    // What the reader had to assume or could not read is shown with the batch, not hidden.
+    store().setImported({ batch, name: file.name, report, token_texts, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
   } catch (e) {
     fail(e);
   }

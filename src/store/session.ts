@@ -43,6 +43,8 @@ export interface ImportedBatch {
   report: DoctorReport;
   /** Decoded tokens, when a model's tokenizer was loaded at import. */
   token_texts?: TokenTexts;
+  /** The reader's notes: the trainer format it was read as, assumptions, keys it did not read. */
+  notes?: string[];
 }
 
 export interface BatchSlice {

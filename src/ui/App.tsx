@@ -40,7 +40,7 @@ function Header() {
       <input
         ref={importRef}
         type="file"
-        accept=".json,application/json"
+        accept=".json,.jsonl,.safetensors,application/json"
         hidden
         data-testid="import-input"
         onChange={(e) => {

@@ -230,7 +230,7 @@ export interface WorkerErrorInfo {
 
 export type Request =
   | { type: 'init' }
-  | { type: 'import-batch'; text: string; name: string }
+  | { type: 'import-batch'; bytes: Uint8Array; name: string }
   | { type: 'load-model'; source: ModelChoice }
   | { type: 'run-stage'; stage: StageId; settings: StepSettings; start?: StepStart }
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
@@ -242,7 +242,7 @@ export type Request =
 export interface Responses {
   init: { adapter: AdapterReport };
   /** The Doctor's report (schema problems included); report.skipped says which rules could not run. */
-  'import-batch': { batch: GrpoBatch; report: DoctorReport; token_texts?: TokenTexts };
+  'import-batch': { batch: GrpoBatch; report: DoctorReport; token_texts?: TokenTexts; format: string; trainer: string; notes: string[] };
   'load-model': { model: ModelInfo };
   'run-stage': StageResult;
   'score-rewards': RewardTable;

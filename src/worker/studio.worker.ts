@@ -4,7 +4,7 @@
 import { diagnose } from '../doctor/index.ts';
 import { browserGpu } from '../gpu/browser.ts';
 import { scoreRewards, type JsRewardRunner } from '../grpo/rewards.ts';
-import { parseBatch } from '../io/batch.ts';
+import { readAnyBatch } from '../io/formats/index.ts';
 import { errorInfo } from './errors.ts';
 import type { Request, RequestEnvelope, Responses, StepRunner, WorkerMessage } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
@@ -47,9 +47,11 @@ async function handle(req: Request): Promise<Responses[Request['type']]> {
     case 'init':
       return { adapter: (await gpu()).adapter };
     case 'import-batch': {
-      const batch = parseBatch(req.text, req.name);
+      // Any supported trainer dump (grpo-batch/v1 JSON, TRL / verl / OpenRLHF safetensors, prime-rl JSONL).
+      const { batch, format, trainer, notes, unknownKeys } = readAnyBatch(req.bytes, req.name);
+      const read = { batch, format, trainer, notes: [...notes, ...(unknownKeys.length ? [`keys not read: ${unknownKeys.join(', ')}`] : [])] };
       // With a model loaded, its tokenizer checks the batch too (retokenization, chat template) and decodes the grid's tokens.
-      return runner ? { batch, ...(await runner).inspect(batch) } : { batch, report: diagnose(batch) };
+      return runner ? { ...read, ...(await runner).inspect(batch) } : { ...read, report: diagnose(batch) };
     }
     case 'load-model': {
       const r = await stepRunner();
