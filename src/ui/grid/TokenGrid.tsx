@@ -12,8 +12,8 @@ import { fmt } from '../fields.tsx';
 import { REGION, spanColumns, visibleText, type GridModel, type RowReadout } from './cells.ts';
 import { useBatchDiff, useGridModel } from './useGrid.ts';
 import { REGION_COLORS, REGION_TEXT } from './colors.ts';
-import { HEAT_LABELS, availableHeats, heatColor, heatSource, heatTextColor, type HeatSource } from './heat.ts';
-import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../store/vocabulary.ts';
+import { HEAT_LABELS, availableHeats, heatColor, heatSource, heatTextColor } from './heat.ts';
+import { HeatLegend, Legend } from './Legends.tsx';
 
 const ROW_H = 20;
 const GROUP_GAP = 6;
@@ -363,51 +363,5 @@ export function TokenGrid() {
         </div>
       </div>
     </div>
-  );
-}
-
-function Legend() {
-  const names = ['pad', 'prompt', 'special', 'completion', 'EOS', 'after EOS'];
-  return (
-    <div className="legend small">
-      {names.map((n, i) => (
-        <span key={n}>
-          <i style={{ background: REGION_COLORS[i + 1] }} />
-          {n}
-        </span>
-      ))}
-      <span>
-        <i style={{ background: '#f2cc60', width: 3 }} />
-        boundary
-      </span>
-      <span>
-        <i style={{ border: '2px solid #ff4040', background: 'transparent' }} />
-        mask ≠ region
-      </span>
-      <span className="muted">rows: p = prompt ids / mask, c = completion ids; m, t, o, r = completion_mask, tool_mask, old, ref lengths; Σm = Σ completion_mask</span>
-    </div>
-  );
-}
-
-/** The heat overlay's colour scale: the gradient with its ends (and centre for diverging metrics). */
-function HeatLegend({ src }: { src: HeatSource }) {
-  if (src.metric === 'clip') {
-    return (
-      <span className="heat-legend small" data-testid="heat-legend">
-        <i style={{ width: 12, background: heatColor(src, CLIP_LOW) }} />
-        low-clipped <i style={{ width: 12, background: heatColor(src, CLIP_HIGH) }} />
-        high-clipped <i style={{ width: 12, background: heatColor(src, DELTA_BINDS) }} />
-        δ binds
-      </span>
-    );
-  }
-  const stops = [0, 0.25, 0.5, 0.75, 1].map((t) => heatColor(src, src.lo + t * (src.hi - src.lo)));
-  return (
-    <span className="heat-legend small" data-testid="heat-legend" title={`${HEAT_LABELS[src.metric]}: colour by value over tokens with completion_mask = 1; magenta = NaN / ±inf`}>
-      {fmt(src.lo, 3)}
-      <i style={{ background: `linear-gradient(to right, ${stops.join(', ')})` }} />
-      {fmt(src.hi, 3)}
-      {src.center !== null && <span className="muted">(centre {src.center})</span>}
-    </span>
   );
 }
