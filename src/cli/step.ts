@@ -12,7 +12,7 @@ import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
 import type { StageData } from '../grpo/step_types.ts';
 import { CausalLM } from '../model/model.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { CliError, modelBatchArgs, readBatchFiles, writeResult } from './args.ts';
+import { checkBatchForModel, CliError, modelBatchArgs, readBatchFor, warnUnused, writeResult } from './args.ts';
 
 export interface StepCliResult {
   per_token_logps: number[][];
@@ -48,13 +48,17 @@ function config(batchConfig: Parameters<typeof stepConfigFromBatch>[0], C: numbe
 
 export async function run(argv: string[]): Promise<number> {
   const { model: modelPath, batch: batchPath, refModel: refPath, out } = modelBatchArgs(argv, 'step');
-  const { batch } = readBatchFiles([batchPath]);
-  const C = Math.max(0, ...batch.completion_ids.map((r) => r.length));
+  const batch = readBatchFor(batchPath, 'step');
+  const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
   const cfg = config(batch.config, C, batchPath);
 
   const gpu = await nodeGpu();
   const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu);
+  warnUnused('step', modelPath, policy.info);
+  checkBatchForModel(batch, policy.config, batchPath, 'step', 'policy');
   const reference = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu) : null;
+  if (reference) warnUnused('step', refPath!, reference.info);
+  if (reference) checkBatchForModel(batch, reference.config, batchPath, 'step', 'reference');
   const pipe = new StepPipeline(gpu, { policy, reference, config: cfg, source: { kind: 'batch', batch } });
   try {
     const results = await pipe.runToEnd();
@@ -83,7 +87,7 @@ export async function run(argv: string[]): Promise<number> {
       gpu_bytes: Object.fromEntries(results.filter((r) => !r.skipped).map((r) => [r.id, r.peakBytes])),
       adapter: gpu.adapter,
     };
-    writeResult(out, result);
+    return await writeResult(out, result, 'step');
   } catch (e) {
     const err = e as Error;
     if (err.name === 'GrpoLossError') throw new CliError(`${batchPath}: ${err.message}`);
@@ -93,5 +97,4 @@ export async function run(argv: string[]): Promise<number> {
     policy.destroy();
     reference?.destroy();
   }
-  return 0;
 }

@@ -53,7 +53,7 @@ export function grpo_loss_forward(
  */
 export function grpo_loss_backward_warm(gpu: Gpu, p: { kl_estimator: KlEstimator; importance_sampling_level: PolicyLossParams['importance_sampling_level'] }): void {
   for (let i = 0; i < AGGREGATIONS.length; i++) {
-    gpu.pipeline('grpo_loss_backward', { WG, SEQUENCE_LEVEL: p.importance_sampling_level === 'sequence', LOSS_TYPE: i, KL_ESTIMATOR: Number(p.kl_estimator.slice(1)) });
+    gpu.cache.pipeline('grpo_loss_backward', { WG, SEQUENCE_LEVEL: p.importance_sampling_level === 'sequence', LOSS_TYPE: i, KL_ESTIMATOR: Number(p.kl_estimator.slice(1)) });
   }
 }
 
