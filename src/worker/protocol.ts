@@ -16,7 +16,7 @@ import type { JsRewardRunner, RewardSample, RewardSpec, RewardTable } from '../g
 import type { MemoryPlan } from '../model/memory.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
 import type { ImportanceSamplingLevel, KlEstimator, LossType } from '../kernels/types.ts';
-import type { LogpLossResult } from '../grpo/loss.ts';
+import type { LogpLossResult } from '../grpo/loss_from_logps.ts';
 
 // ------------------------------------------------------------------------------------------ stages
 

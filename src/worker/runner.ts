@@ -25,7 +25,7 @@ import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
 import type { StageData, StepSource } from '../grpo/step_types.ts';
-import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss.ts';
+import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
 import { computeAdvantages } from '../grpo/advantages.ts';
 
 /** A model folder served over plain HTTP (the embedded default under public/models/, at the URL the page resolved). */
