@@ -13,6 +13,7 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   step: () => import('./step.ts'),
   sample: () => import('./sample.ts'),
   doctor: () => import('./doctor.ts'),
+  trl: () => import('./trl.ts'),
   import: () => import('./import.ts'),
 };
 

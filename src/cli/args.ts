@@ -143,3 +143,12 @@ export async function writeResult(out: string | undefined, result: unknown, verb
   console.error(`grpo-studio ${verb}: the result holds ${count} non-finite value(s), first in ${bad}; written as NaN / Infinity`);
   return 1;
 }
+
+type Nested = number | Nested[];
+
+/** A row-major array as nested plain arrays of the given shape. */
+export function nest(a: ArrayLike<number>, shape: number[], offset = 0): Nested[] {
+  const [n, ...rest] = shape;
+  const stride = rest.reduce((x, y) => x * y, 1);
+  return Array.from({ length: n }, (_, i) => (rest.length ? nest(a, rest, offset + i * stride) : a[offset + i]));
+}

@@ -1,8 +1,9 @@
 // `grpo-studio loss CASE.safetensors [--out RESULT.json]`: runs the GRPO loss kernels on the GPU for one
 // loss case (golden/README.md format: inputs + `config` metadata; expected tensors are ignored) and
 // writes per-token outputs [B][T], every aggregation and dlogits [B][T][V] as JSON. Masked rows are
-// scored too, so every position matches what TRL computes.
-import { CliError, flag, parseArgs, readInput, writeResult } from './args.ts';
+// scored too, so every position matches what TRL computes. A case with a `trainer` in its metadata
+// (golden/trainers) runs that trainer's own objective instead (trainer_case.ts).
+import { CliError, flag, nest, parseArgs, readInput, writeResult } from './args.ts';
 import { parseSafeTensors, shapeOf, toF32, toI32, type SafeTensors } from '../io/safetensors.ts';
 import { grpo_loss, parseGrpoLossConfig, readGrpoLoss, GrpoLossError, type GrpoLossConfig, type GrpoLossInputs } from '../grpo/loss.ts';
 import type { Gpu } from '../gpu/context.ts';
@@ -30,8 +31,8 @@ function expectShape(st: SafeTensors, name: string, shape: number[], source: str
 }
 
 /** Reads and checks a loss case; every problem is a CliError naming the tensor (and sample, position). */
-export function readLossCase(bytes: Uint8Array, source = 'loss case'): LossCase {
-  const st = parseSafeTensors(bytes, source);
+export function readLossCase(bytes: Uint8Array | SafeTensors, source = 'loss case'): LossCase {
+  const st = bytes instanceof Uint8Array ? parseSafeTensors(bytes, source) : bytes;
   if (!st.tensors.has('logits')) throw new CliError(`${source}: missing tensor "logits"`);
   const ls = shapeOf(st, 'logits');
   if (ls.length !== 3 || ls.some((d) => d < 1)) throw new CliError(`${source}: tensor "logits" has shape ${JSON.stringify(ls)}, expected [B, T, V]`);
@@ -97,20 +98,13 @@ export function uploadLossCase(gpu: Gpu, c: LossCase): GrpoLossInputs {
   };
 }
 
-type Nested = number | Nested[];
-
-/** A row-major array as nested plain arrays of the given shape. */
-function nest(a: ArrayLike<number>, shape: number[], offset = 0): Nested[] {
-  const [n, ...rest] = shape;
-  const stride = rest.reduce((x, y) => x * y, 1);
-  return Array.from({ length: n }, (_, i) => (rest.length ? nest(a, rest, offset + i * stride) : a[offset + i]));
-}
-
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, { values: ['out'] });
   if (args.positional.length !== 1) throw new CliError('usage: grpo-studio loss CASE.safetensors [--out RESULT.json]');
   const path = args.positional[0];
-  const c = readLossCase(readInput(path), path);
+  const st = parseSafeTensors(readInput(path), path);
+  if (st.metadata.trainer !== undefined) return runTrainer(st, path, flag(args, 'out'));
+  const c = readLossCase(st, path);
   const { nodeGpu } = await import('../gpu/node.ts');
   const gpu = await nodeGpu();
   let res;
@@ -140,5 +134,18 @@ export async function run(argv: string[]): Promise<number> {
   };
   const code = await writeResult(flag(args, 'out'), result, 'loss');
   res.destroy();
+  return code;
+}
+
+/** A trainer case (metadata `trainer`): the trainer's own objective, outputs named as the case's tensors. */
+async function runTrainer(st: SafeTensors, path: string, out: string | undefined): Promise<number> {
+  const { nodeGpu } = await import('../gpu/node.ts');
+  const { runTrainerCase } = await import('./trainer_case.ts');
+  const r = await runTrainerCase(await nodeGpu(), st, path);
+  const code = await writeResult(out, r.out, 'loss');
+  if (r.missing.length) {
+    console.error(`grpo-studio loss: ${path}: the ${st.metadata.trainer} objective does not form ${r.missing.join(', ')} for this config`);
+    return Math.max(code, 1);
+  }
   return code;
 }

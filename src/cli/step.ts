@@ -41,7 +41,7 @@ function config(batchConfig: Parameters<typeof stepConfigFromBatch>[0], C: numbe
     return stepConfigFromBatch(batchConfig, C);
   } catch (e) {
     const err = e as Error;
-    if (err.name === 'GrpoLossError' || err.name === 'OptimizerConfigError') throw new CliError(`${source}: ${err.message}`);
+    if (err.name === 'GrpoLossError' || err.name === 'OptimizerConfigError' || err.name === 'SettingsError') throw new CliError(`${source}: ${err.message}`);
     throw e;
   }
 }

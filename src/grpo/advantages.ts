@@ -6,6 +6,7 @@
 // gets A = 0 everywhere, so it contributes nothing but the KL term to the loss — reported per group.
 // Everything is float64 so the result is a reference for the float32 values a trainer wrote.
 import type { ScaleRewards } from '../io/batch.ts';
+import type { VERL_ADV_ESTIMATORS } from './settings/verl_advantages.ts';
 
 export type AdvantageEstimator = 'trl' | 'verl';
 
@@ -114,4 +115,128 @@ export function computeAdvantages(rewards: ArrayLike<number>, opts: AdvantageOpt
     for (let i = 0; i < B; i++) advantages[i] /= (batch_std ?? groups[groupOf[i]].std) + eps;
   }
   return { advantages, groups, batch_std, epsilon: eps };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Trainer-exact advantage blocks, float64 (tests/golden/trainers/advantages).
+
+/** nanmean / Bessel nanstd of xs[idx] (TRL trl/trainer/utils.py `nanstd`: NaN when fewer than 2 values). */
+function nanStats(xs: ArrayLike<number>, idx: readonly number[]): { mean: number; std: number } {
+  const v = idx.map((i) => xs[i]).filter((x) => !Number.isNaN(x));
+  const mean = v.length ? v.reduce((a, x) => a + x, 0) / v.length : NaN;
+  const varPop = v.length ? v.reduce((a, x) => a + (x - mean) ** 2, 0) / v.length : NaN;
+  return { mean, std: v.length > 1 ? Math.sqrt((varPop * v.length) / (v.length - 1)) : NaN };
+}
+
+
+export interface TrlAdvantageConfig {
+  num_generations: number;
+  scale_rewards: 'group' | 'batch' | 'none';
+  multi_objective_aggregation: 'sum_then_normalize' | 'normalize_then_sum';
+  reward_weights: number[] | null;
+}
+
+/**
+ * TRL's advantage block (huggingface/trl trl/trainer/grpo_trainer.py `_generate_and_score_completions` at
+ * f2cd577) on the gathered rewards_per_func (B, F), NaN = the function returned None. Rows where every
+ * function returned None are NaN in the group statistics (nanmean / nanstd leave them out) and get advantage 0;
+ * so does every row of a group with fewer than two scorable rows when the std divides (nanstd is NaN).
+ * Returns this rank's slice (rows rank·B/num_processes ...), as TRL keeps.
+ */
+export function trlAdvantages(rewardsPerFunc: ArrayLike<number>, B: number, F: number, c: TrlAdvantageConfig, run = { num_processes: 1, rank: 0 }): Float64Array {
+  const G = c.num_generations;
+  if (B % G !== 0) throw new RangeError(`trlAdvantages: ${B} rows is not a multiple of num_generations = ${G}`);
+  if (c.reward_weights && c.reward_weights.length !== F) throw new RangeError(`reward_weights: ${c.reward_weights.length} weights for ${F} reward functions`);
+  const w = (f: number) => c.reward_weights?.[f] ?? 1;
+  const at = (i: number, f: number) => rewardsPerFunc[i * F + f];
+  const unscorable = range(0, B).map((i) => range(0, F).every((f) => Number.isNaN(at(i, f))));
+  const weightedSum = (term: (i: number, f: number) => number) =>
+    Float64Array.from({ length: B }, (_, i) => (unscorable[i] ? NaN : range(0, F).reduce((s, f) => (Number.isNaN(term(i, f)) ? s : s + term(i, f) * w(f)), 0)));
+  const groups = range(0, B / G).map((g) => range(g * G, (g + 1) * G));
+  const A = new Float64Array(B);
+  if (c.multi_objective_aggregation === 'sum_then_normalize') {
+    const r = weightedSum(at);
+    const all = range(0, B);
+    const batchStd = B > 1 ? nanStats(r, all).std : 0;
+    for (const g of groups) {
+      const { mean, std } = nanStats(r, g);
+      for (const i of g) {
+        const s = c.scale_rewards === 'batch' ? batchStd : std;
+        A[i] = c.scale_rewards === 'none' ? r[i] - mean : (r[i] - mean) / (s + 1e-4);
+      }
+    }
+  } else {
+    // normalize_then_sum (GDPO): each function normalised in its group, weighted sum, then batch-normalised.
+    const z = new Float64Array(B * F);
+    for (let f = 0; f < F; f++) {
+      const col = Float64Array.from({ length: B }, (_, i) => at(i, f));
+      for (const g of groups) {
+        const { mean, std } = nanStats(col, g);
+        for (const i of g) z[i * F + f] = (col[i] - mean) / ((G > 1 ? std : 0) + 1e-4);
+      }
+    }
+    const r = weightedSum((i, f) => z[i * F + f]);
+    const { mean, std } = nanStats(r, range(0, B));
+    for (let i = 0; i < B; i++) A[i] = (r[i] - mean) / ((B > 1 ? std : 0) + 1e-4);
+  }
+  for (let i = 0; i < B; i++) if (Number.isNaN(A[i])) A[i] = 0; // torch.nan_to_num(advantages, nan=0.0)
+  const local = B / run.num_processes;
+  return A.slice(run.rank * local, (run.rank + 1) * local);
+}
+
+export interface VerlAdvantageConfig {
+  adv_estimator: (typeof VERL_ADV_ESTIMATORS)[number];
+  norm_adv_by_std_in_grpo: boolean;
+  gamma: number;
+}
+
+/**
+ * verl's outcome estimators (volcengine/verl verl/trainer/ppo/core_algos.py at b178a3c:
+ * compute_grpo_outcome_advantage, compute_rloo_outcome_advantage, compute_reinforce_plus_plus_outcome_advantage;
+ * masked_whiten from verl/utils/torch_functional.py). Groups are rows sharing an `index` (uid), any order.
+ */
+export function verlAdvantages(
+  rewards: ArrayLike<number>, // (B, T) token_level_rewards
+  mask: ArrayLike<number>, // (B, T) response_mask
+  index: ArrayLike<number>, // (B) uid
+  B: number,
+  T: number,
+  c: VerlAdvantageConfig,
+): { advantages: Float64Array; returns: Float64Array } {
+  const advantages = new Float64Array(B * T);
+  if (c.adv_estimator === 'reinforce_plus_plus') {
+    const returns = new Float64Array(B * T);
+    for (let b = 0; b < B; b++) {
+      let run = 0;
+      for (let t = T - 1; t >= 0; t--) {
+        run = rewards[b * T + t] + c.gamma * run;
+        returns[b * T + t] = run;
+        run *= mask[b * T + t]; // reset after EOS
+      }
+    }
+    let msum = 0;
+    let s = 0;
+    for (let i = 0; i < B * T; i++) (msum += mask[i]), (s += returns[i] * mask[i]);
+    if (msum < 2) throw new RangeError('reinforce_plus_plus: masked_whiten needs at least two response tokens');
+    const mean = s / (msum + 1e-8);
+    let ss = 0;
+    for (let i = 0; i < B * T; i++) ss += (returns[i] - mean) ** 2 * mask[i];
+    const variance = (ss / (msum + 1e-8)) * (msum / (msum - 1));
+    for (let i = 0; i < B * T; i++) advantages[i] = ((returns[i] - mean) / Math.sqrt(variance + 1e-8)) * mask[i];
+    return { advantages, returns };
+  }
+  const score = Float64Array.from({ length: B }, (_, b) => range(0, T).reduce((a, t) => a + rewards[b * T + t], 0));
+  const out = new Float64Array(B);
+  for (const rows of groupRows(B, 0, Array.from(index)).rows) {
+    const n = rows.length;
+    const mean = n === 1 ? 0 : rows.reduce((a, b) => a + score[b], 0) / n;
+    if (c.adv_estimator === 'rloo') {
+      for (const b of rows) out[b] = n > 1 ? (score[b] * n) / (n - 1) - (mean * n) / (n - 1) : score[b];
+    } else {
+      const std = n === 1 ? 1 : Math.sqrt(rows.reduce((a, b) => a + (score[b] - mean) ** 2, 0) / (n - 1));
+      for (const b of rows) out[b] = c.norm_adv_by_std_in_grpo ? (score[b] - mean) / (std + 1e-6) : score[b] - mean;
+    }
+  }
+  for (let i = 0; i < B * T; i++) advantages[i] = out[Math.floor(i / T)] * mask[i];
+  return { advantages, returns: advantages.slice() };
 }

@@ -8,6 +8,9 @@ import { kl_forward } from '../kernels/kl.ts';
 import { logprob_gather_backward, logprob_gather_forward, type LogitsDtype } from '../kernels/logprob_gather.ts';
 import { grpo_loss_backward, grpo_loss_forward } from '../kernels/grpo_loss.ts';
 import { loss_reduce_forward, STATS } from '../kernels/loss_reduce.ts';
+import { GRPO_LOSS_REQUIRED, GRPO_LOSS_SETTINGS } from './settings/studio.ts';
+import { defaultsOf, parseSettings } from './settings/table.ts';
+import { SettingsError } from './settings/types.ts';
 import { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, type ClipCounts, type ImportanceSamplingLevel, type KlEstimator, type LossType } from '../kernels/types.ts';
 
 export { AGGREGATIONS, type LossType, type ClipCounts };
@@ -27,19 +30,6 @@ export interface GrpoLossConfig {
   num_items_in_batch?: number;
 }
 
-/** TRL's GRPOConfig defaults (epsilon_high defaults to epsilon; k3 is TRL's only estimator). */
-export const DEFAULT_GRPO_LOSS_CONFIG: GrpoLossConfig = {
-  loss_type: 'dapo',
-  beta: 0,
-  epsilon_low: 0.2,
-  epsilon_high: 0.2,
-  delta: null,
-  temperature: 1,
-  max_completion_length: 256,
-  kl_estimator: 'k3',
-  importance_sampling_level: 'token',
-};
-
 /** A loss config or loss input that cannot be run, with the field it is about. */
 export class GrpoLossError extends Error {
   constructor(message: string) {
@@ -48,34 +38,21 @@ export class GrpoLossError extends Error {
   }
 }
 
-/** Validates a config read from JSON (a loss case's metadata, a batch file, the UI). */
+/** Validates a config read from JSON (a loss case's metadata, a batch file, the UI) against the studio's loss table. */
 export function parseGrpoLossConfig(raw: unknown, where = 'config'): GrpoLossConfig {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new GrpoLossError(`${where}: expected an object`);
-  const o = raw as Record<string, unknown>;
-  const num = (k: string, ok: (x: number) => boolean, what: string): number => {
-    const v = o[k];
-    if (typeof v !== 'number' || !Number.isFinite(v) || !ok(v)) throw new GrpoLossError(`${where}.${k}: expected ${what}, got ${JSON.stringify(v)}`);
-    return v;
-  };
-  const oneOf = <T extends string>(k: string, options: readonly T[]): T => {
-    const v = o[k];
-    if (!options.includes(v as T)) throw new GrpoLossError(`${where}.${k}: expected one of ${options.join(', ')}, got ${JSON.stringify(v)}`);
-    return v as T;
-  };
-  const cfg: GrpoLossConfig = {
-    loss_type: oneOf('loss_type', AGGREGATIONS),
-    beta: num('beta', (x) => x >= 0, 'a number >= 0'),
-    epsilon_low: num('epsilon_low', (x) => x >= 0 && x < 1, 'a number in [0, 1)'),
-    epsilon_high: num('epsilon_high', (x) => x >= 0, 'a number >= 0'),
-    delta: o.delta === null || o.delta === undefined ? null : num('delta', (x) => x > 0, 'null or a number > 0'),
-    temperature: num('temperature', (x) => x > 0, 'a number > 0'),
-    max_completion_length: num('max_completion_length', (x) => Number.isInteger(x) && x > 0, 'a positive integer'),
-    kl_estimator: oneOf('kl_estimator', ['k1', 'k2', 'k3'] as const),
-    importance_sampling_level: oneOf('importance_sampling_level', ['token', 'sequence'] as const),
-  };
-  if (o.num_items_in_batch !== undefined && o.num_items_in_batch !== null) cfg.num_items_in_batch = num('num_items_in_batch', (x) => x > 0, 'a number > 0');
-  return cfg;
+  try {
+    const { values } = parseSettings<GrpoLossConfig & { num_items_in_batch: number | null }>(GRPO_LOSS_SETTINGS, raw, where, { required: GRPO_LOSS_REQUIRED });
+    const { num_items_in_batch, ...cfg } = values;
+    return num_items_in_batch === null ? cfg : { ...cfg, num_items_in_batch };
+  } catch (e) {
+    // Callers (CLI, worker) classify GrpoLossError as a settings problem; the message names the field.
+    if (e instanceof SettingsError) throw new GrpoLossError(e.message);
+    throw e;
+  }
 }
+
+/** TRL's GRPOConfig defaults, from the settings table (epsilon_high = epsilon; k3 is TRL's only estimator). */
+export const DEFAULT_GRPO_LOSS_CONFIG: GrpoLossConfig = parseGrpoLossConfig(defaultsOf(GRPO_LOSS_SETTINGS));
 
 export interface GrpoLossInputs {
   B: number;

@@ -1,10 +1,11 @@
 // The settings one update runs with (StepConfig), read from a batch file's `config` (TRL names) and
 // written back into one, so an exported batch replays the same update. Kept in its own file: the
 // settings table (src/grpo/settings/) will replace this hand-written mapping.
-import { BatchFormatError, scaleRewardsOf, type BatchConfig, type PositionIdsMode, type ScaleRewards } from '../io/batch.ts';
+import { BatchFormatError, type BatchConfig, type PositionIdsMode, type ScaleRewards } from '../io/batch.ts';
 import type { AdvantageEstimator } from './advantages.ts';
 import { DEFAULT_GRPO_LOSS_CONFIG, parseGrpoLossConfig, type GrpoLossConfig } from './loss.ts';
 import { parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
+import { parseTrlConfig } from './settings/trl.ts';
 
 /** Everything one update needs besides the data: TRL's loss fields, the optimizer, clipping, positions. */
 export interface StepConfig {
@@ -46,7 +47,7 @@ export function stepConfigFromBatch(cfg: BatchConfig | undefined, C: number): St
     optimizer: parseOptimizerConfig(c.optimizer),
     max_grad_norm: mgn,
     position_ids: c.position_ids ?? 'from_attention_mask',
-    scale_rewards: scaleRewardsOf(c),
+    scale_rewards: parseTrlConfig({ scale_rewards: c.scale_rewards }).values.scale_rewards, // the TRL table: "median" names the field
     advantage_estimator: c.advantage_estimator ?? 'trl',
   };
 }

@@ -61,6 +61,48 @@ export interface AttentionShape {
 /** The attention backward's dimensions: full sequences, Tq = Tk = TkvMax = T. */
 export type AttentionBackwardShape = Pick<AttentionShape, 'B' | 'Hq' | 'Hkv' | 'D' | 'scale'> & { T: number };
 
+/** TRL GRPOConfig.loss_type values (trl/trainer/grpo_trainer.py `_compute_loss` at the pinned commit). */
+export const TRL_LOSS_TYPES = ['grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo', 'sapo', 'luspo', 'vespo'] as const;
+export type TrlLossType = (typeof TRL_LOSS_TYPES)[number];
+
+/** TRL vllm_importance_sampling_mode, plus 'off' (use_vllm or vllm_importance_sampling_correction false). */
+export const VLLM_IS_MODES = ['token_truncate', 'token_mask', 'sequence_truncate', 'sequence_mask'] as const;
+export type VllmIsMode = (typeof VLLM_IS_MODES)[number] | 'off';
+
+/**
+ * Everything the TRL per-row kernel (shaders/trl_loss_{forward,backward}.wgsl) and its twin (src/ref/trl_loss.ts)
+ * need, resolved from GRPOConfig + run context by src/grpo/trainers/trl.ts. Nulls are TRL's None.
+ */
+export interface TrlLossParams {
+  B: number;
+  T: number;
+  loss_type: TrlLossType;
+  importance_sampling_level: ImportanceSamplingLevel;
+  beta: number;
+  use_bias_correction_kl: boolean;
+  epsilon_low: number;
+  epsilon_high: number;
+  delta: number | null;
+  vllm_is_mode: VllmIsMode;
+  vllm_is_min: number | null;
+  vllm_is_max: number | null;
+  off_policy_mask_threshold: number | null;
+  /** torch.quantile(entropies of mask = 1 tokens, 1 − top_entropy_quantile); null when top_entropy_quantile = 1. */
+  entropy_threshold: number | null;
+  sapo_temperature_pos: number;
+  sapo_temperature_neg: number;
+  vespo_k_pos: number;
+  vespo_lambda_pos: number;
+  vespo_k_neg: number;
+  vespo_lambda_neg: number;
+  max_completion_length: number;
+  gradient_accumulation_steps: number;
+  num_items_in_batch: number;
+  num_processes: number;
+  /** The entropy coefficient applied this step (adaptive gating resolved); 0 = no bonus term. */
+  entropy_coef: number;
+}
+
 /** The policy terms shaders/ppo_loss_forward.wgsl forms (MODE = index), verl's and OpenRLHF's loss modes. */
 export const PPO_MODES = ['clip', 'gspo_token', 'sapo', 'cispo', 'pg', 'kl_cov', 'geo_mean', 'gspo_seq'] as const;
 export type PpoMode = (typeof PPO_MODES)[number];

@@ -6,6 +6,11 @@ import { DEFAULT_GRPO_CONFIG, DEFAULT_PROBLEMS, DEFAULT_REWARDS as TASK_REWARDS,
 import type { RewardKind, RewardSpec } from '../grpo/rewards.ts';
 import type { LossSettings, PromptItem, SamplingSettings } from '../worker/protocol.ts';
 import { DEFAULT_SAMPLING } from '../worker/settings.ts';
+import { specOf } from '../grpo/settings/table.ts';
+import { TRL_SETTINGS } from '../grpo/settings/trl.ts';
+
+/** GRPOConfig's default for a field the default task leaves unset (one table: src/grpo/settings/trl.ts). */
+const trlDefault = <T>(name: string) => specOf(TRL_SETTINGS, name).default as T;
 
 export interface SettingsSlice {
   prompts: PromptItem[];
@@ -37,14 +42,14 @@ export const DEFAULT_SAMPLING_SETTINGS: SamplingSettings = {
 export const DEFAULT_LOSS: LossSettings = {
   loss_type: DEFAULT_GRPO_CONFIG.loss_type,
   beta: DEFAULT_GRPO_CONFIG.beta ?? 0.04,
-  kl_estimator: DEFAULT_GRPO_CONFIG.kl_estimator ?? 'k3',
-  epsilon_low: DEFAULT_GRPO_CONFIG.epsilon ?? 0.2,
+  kl_estimator: DEFAULT_GRPO_CONFIG.kl_estimator ?? trlDefault('kl_estimator'),
+  epsilon_low: DEFAULT_GRPO_CONFIG.epsilon ?? trlDefault('epsilon'),
   epsilon_high: DEFAULT_GRPO_CONFIG.epsilon_high ?? 0.28,
   delta: null,
-  temperature: DEFAULT_GRPO_CONFIG.temperature ?? 1,
-  scale_rewards: 'group',
+  temperature: DEFAULT_GRPO_CONFIG.temperature ?? trlDefault('temperature'),
+  scale_rewards: trlDefault('scale_rewards'),
   advantage_estimator: 'trl',
-  importance_sampling_level: 'token',
+  importance_sampling_level: trlDefault('importance_sampling_level'),
   optimizer: 'adamw',
   lr: DEFAULT_GRPO_CONFIG.learning_rate,
   betas: [0.9, 0.999],

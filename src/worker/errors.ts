@@ -22,6 +22,7 @@ const BY_NAME: Record<string, ErrorKind> = {
   TokenizerLoadError: 'unsupported-model',
   RewardDefinitionError: 'reward',
   GrpoLossError: 'settings',
+  SettingsError: 'settings',
   OptimizerConfigError: 'settings',
   SamplingError: 'settings',
 };

@@ -2,8 +2,12 @@
 // serves both directions: the worker sends the page's settings through the batch-config parser
 // (stepConfigFromBatch) so one validator checks both, and an imported batch's config fills the loss
 // panel, so stepping a batch from a Python trainer uses that trainer's settings and the panel shows them.
+// Which values are acceptable is the settings tables' (src/grpo/settings), not a list kept here.
 import { scaleRewardsOf, type BatchConfig } from '../io/batch.ts';
-import { AGGREGATIONS, type LossType } from '../kernels/types.ts';
+import type { LossType } from '../kernels/types.ts';
+import { GRPO_LOSS_SETTINGS } from '../grpo/settings/studio.ts';
+import { checkSetting, specOf } from '../grpo/settings/table.ts';
+import { TRL_SETTINGS } from '../grpo/settings/trl.ts';
 import type { LossSettings } from './protocol.ts';
 
 /** The sampler defaults the worker applies, for the page's sampling form. */
@@ -20,26 +24,37 @@ export function batchConfigOf(l: LossSettings): BatchConfig {
 
 const num = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
 
+/** Whether `v` is a valid value of the studio loss table's (else TRL table's) setting `name`. */
+function valid(name: string, v: unknown): boolean {
+  const spec = GRPO_LOSS_SETTINGS.find((s) => s.name === name) ?? specOf(TRL_SETTINGS, name);
+  try {
+    checkSetting(spec, v, 'config');
+    return v !== undefined;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * The loss settings a batch's config sets (only the fields it has; TRL's epsilon_high defaults to its
- * epsilon). Values of the wrong type are left out here: the step's parser names them if they matter.
+ * epsilon). Values the settings tables reject are left out here: the step's parser names them if they matter.
  */
 export function lossSettingsOf(c: BatchConfig | undefined): Partial<LossSettings> {
   if (!c) return {};
   const out: Partial<LossSettings> = {};
-  if (typeof c.loss_type === 'string' && (AGGREGATIONS as readonly string[]).includes(c.loss_type)) out.loss_type = c.loss_type as LossType;
-  if (num(c.beta)) out.beta = c.beta;
-  if (c.kl_estimator) out.kl_estimator = c.kl_estimator;
-  if (num(c.epsilon)) out.epsilon_low = out.epsilon_high = c.epsilon;
-  if (num(c.epsilon_high)) out.epsilon_high = c.epsilon_high;
-  if (c.delta === null || num(c.delta)) out.delta = c.delta;
-  if (num(c.temperature)) out.temperature = c.temperature;
-  if (c.scale_rewards !== undefined) out.scale_rewards = scaleRewardsOf(c);
+  if (valid('loss_type', c.loss_type)) out.loss_type = c.loss_type as LossType;
+  if (valid('beta', c.beta)) out.beta = c.beta;
+  if (valid('kl_estimator', c.kl_estimator)) out.kl_estimator = c.kl_estimator;
+  if (valid('epsilon', c.epsilon)) out.epsilon_low = out.epsilon_high = c.epsilon;
+  if (valid('epsilon_high', c.epsilon_high)) out.epsilon_high = c.epsilon_high;
+  if (c.delta === null || valid('delta', c.delta)) out.delta = c.delta;
+  if (valid('temperature', c.temperature)) out.temperature = c.temperature;
+  if (c.scale_rewards !== undefined && valid('scale_rewards', scaleRewardsOf(c))) out.scale_rewards = scaleRewardsOf(c);
   if (c.advantage_estimator) out.advantage_estimator = c.advantage_estimator;
-  if (c.importance_sampling_level) out.importance_sampling_level = c.importance_sampling_level;
-  if (num(c.max_completion_length)) out.max_completion_length = c.max_completion_length;
+  if (valid('importance_sampling_level', c.importance_sampling_level)) out.importance_sampling_level = c.importance_sampling_level;
+  if (valid('max_completion_length', c.max_completion_length)) out.max_completion_length = c.max_completion_length;
   if (c.position_ids) out.position_ids = c.position_ids;
-  if (num(c.max_grad_norm)) out.max_grad_norm = c.max_grad_norm;
+  if (valid('max_grad_norm', c.max_grad_norm)) out.max_grad_norm = c.max_grad_norm as number;
   const o = c.optimizer as Record<string, unknown> | undefined;
   if (o && typeof o === 'object') {
     if (o.name === 'adamw' || o.name === 'sgd') out.optimizer = o.name;

@@ -3,35 +3,18 @@
 // tolerances (per-token values where completion_mask = 1; masks exact; dlogits everywhere).
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { parseSafeTensors, shapeOf, toF32, toF64, toI32, type SafeTensors } from '../../src/io/safetensors.ts';
-import type { TrainerId } from '../../src/grpo/settings/types.ts';
+import { parseSafeTensors, toF64, type SafeTensors } from '../../src/io/safetensors.ts';
+import { readTrainerCase as readCase } from '../../src/cli/trainer_case.ts';
 import type { TrainerLossCase, TrainerLossOutputs } from '../../src/grpo/trainers/types.ts';
 import { expectClose, maxAbs } from './close.ts';
 import { GOLDEN_ROOT } from './golden.ts';
 
 export const TRAINER_GOLDEN = path.join(GOLDEN_ROOT, 'trainers');
 
+/** A golden case file read as the CLI reads it (src/cli/trainer_case.ts), with its safetensors for the expected tensors. */
 export function readTrainerCase(file: string): { st: SafeTensors; c: TrainerLossCase } {
   const st = parseSafeTensors(new Uint8Array(readFileSync(file)), file);
-  const [B, T, V] = shapeOf(st, 'logits');
-  const opt = (name: string): Float32Array | null => (st.tensors.has(name) ? toF32(st, name) : null);
-  const c: TrainerLossCase = {
-    trainer: st.metadata.trainer as TrainerId,
-    config: JSON.parse(st.metadata.config),
-    run: JSON.parse(st.metadata.run),
-    B,
-    T,
-    V,
-    logits: toF32(st, 'logits'),
-    completion_ids: toI32(st, 'completion_ids'),
-    completion_mask: toI32(st, 'completion_mask'),
-    tool_mask: st.tensors.has('tool_mask') ? toI32(st, 'tool_mask') : null,
-    advantages: toF32(st, 'advantages'),
-    old_per_token_logps: opt('old_per_token_logps'),
-    ref_per_token_logps: opt('ref_per_token_logps'),
-    sampling_per_token_logps: opt('sampling_per_token_logps'),
-  };
-  return { st, c };
+  return { st, c: readCase(st, file) };
 }
 
 /** Every F64 output of the case checked against `r`; returns the worst fraction of the tolerance per output. */

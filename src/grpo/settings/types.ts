@@ -28,6 +28,8 @@ export interface SettingSpec {
   doc: string;
   /** Where the trainer defines / reads it (repository path), for the tooltip and docs. */
   source?: string;
+  /** A studio-only setting (no trainer has it, e.g. kl_estimator), kept in the same table and marked. */
+  studio?: boolean;
 }
 
 /** A config or run value that cannot be used, naming the field. CLI: exit 2. */

@@ -1,6 +1,132 @@
-// trl objective on one micro-batch (placeholder: being implemented).
-import type { TrainerLoss } from './types.ts';
+// TRL's objective on one micro-batch (huggingface/trl trl/trainer/grpo_trainer.py at f2cd577, `_compute_loss`
+// and the vLLM importance-sampling / num_items_in_batch statements of `_generate_and_score_completions`), on
+// the GPU: logprob_gather_forward (log-probs and entropies of logits / temperature, every position scored,
+// since luspo's mean runs over padding too), trl_loss_forward (per-token loss, KL, IS ratio, masks, row sums),
+// trl_loss_backward (dlogp, dentropy) and logprob_gather_backward (dlogits). Config and run are parsed
+// against the TRL settings table (src/grpo/settings/trl.ts).
+import type { Gpu } from '../../gpu/context.ts';
+import { logprob_gather_backward, logprob_gather_forward } from '../../kernels/logprob_gather.ts';
+import { TRL_ROW_STATS, trl_loss_backward, trl_loss_forward, trl_loss_value } from '../../kernels/trl_loss.ts';
+import { parseTrlConfig, parseTrlRun } from '../settings/trl.ts';
+import { SettingsError } from '../settings/types.ts';
+import { resolveTrlParams } from './trl_params.ts';
+import type { TrainerLoss, TrainerLossCase } from './types.ts';
 
-export const trlLoss: TrainerLoss = async () => {
-  throw new Error('trl objective: not implemented yet');
+/**
+ * torch.quantile (linear interpolation) of the float32 entropies of mask = 1 tokens: TRL's
+ * get_high_entropy_mask threshold. On the host from read-back entropies (B·T floats): a GPU selection would
+ * be a sort for a value that needs no gradient. One rank's tokens: TRL gathers every rank's (a multi-process
+ * run's threshold needs their entropies too). No tokens → +inf (TRL returns an all-false mask).
+ */
+export function entropyThreshold(entropy: Float32Array, mask: ArrayLike<number>, q: number): number {
+  const v = entropy.filter((_, i) => mask[i] !== 0).sort();
+  if (v.length === 0) return Infinity;
+  const pos = q * (v.length - 1);
+  const lo = Math.floor(pos);
+  const hi = Math.min(lo + 1, v.length - 1);
+  return Math.fround(v[lo] + Math.fround(Math.fround(v[hi] - v[lo]) * (pos - lo)));
+}
+
+function checkShapes(c: TrainerLossCase): void {
+  const N = c.B * c.T;
+  if (c.advantages.length !== c.B) throw new SettingsError(`advantages: TRL takes one advantage per sequence (${c.B}), got ${c.advantages.length}`);
+  const per: Array<[string, ArrayLike<number> | null]> = [
+    ['completion_ids', c.completion_ids],
+    ['completion_mask', c.completion_mask],
+    ['tool_mask', c.tool_mask],
+    ['old_per_token_logps', c.old_per_token_logps],
+    ['ref_per_token_logps', c.ref_per_token_logps],
+    ['sampling_per_token_logps', c.sampling_per_token_logps],
+  ];
+  for (const [name, a] of per) if (a && a.length !== N) throw new SettingsError(`${name}: expected ${N} values (B·T), got ${a.length}`);
+  if (c.logits.length !== N * c.V) throw new SettingsError(`logits: expected ${N * c.V} values (B·T·V), got ${c.logits.length}`);
+}
+
+export const trlLoss: TrainerLoss = async (gpu: Gpu, c: TrainerLossCase, opts) => {
+  checkShapes(c);
+  const parsedConfig = parseTrlConfig(c.config);
+  const parsedRun = parseTrlRun(c.run);
+  const [config, run] = [parsedConfig.values, parsedRun.values];
+  const unknown_settings = [...parsedConfig.unknown.map((k) => `config.${k}`), ...parsedRun.unknown.map((k) => `run.${k}`)];
+  const { B, T, V } = c;
+  const N = B * T;
+  const mask = Float64Array.from(c.completion_mask, (m, i) => m * (c.tool_mask ? c.tool_mask[i] : 1)); // TRL's `mask`
+  const aux = new Float32Array(4 * N); // (B, T, 4): old, ref, sampling, mask
+  for (let i = 0; i < N; i++) {
+    aux[4 * i] = c.old_per_token_logps?.[i] ?? 0;
+    aux[4 * i + 1] = c.ref_per_token_logps?.[i] ?? 0;
+    aux[4 * i + 2] = c.sampling_per_token_logps?.[i] ?? 0;
+    aux[4 * i + 3] = mask[i];
+  }
+  const localItems = mask.reduce((a, m) => a + m, 0);
+  const present = { B, T, ref: !!c.ref_per_token_logps, sampling: !!c.sampling_per_token_logps, localItems };
+  resolveTrlParams(config, run, present, null); // settings errors before any GPU work
+
+  const created: GPUBuffer[] = [];
+  const up = (label: string, data: ArrayBufferView) => (created.push(gpu.upload(label, data)), created.at(-1)!);
+  const buf = (label: string, bytes: number) => (created.push(gpu.createBuffer(label, bytes)), created.at(-1)!);
+  try {
+    const logits = up('logits', c.logits);
+    const ids = up('completion_ids', c.completion_ids);
+    const every = up('rows_scored', new Int32Array(N).fill(1)); // score padding too (see header)
+    const rows = { logits, ids, mask: every, N, V, temperature: config.temperature };
+    const logp = buf('per_token_logps', N * 4);
+    const lse = buf('lse', N * 8);
+    const entropy = buf('per_token_entropy', N * 4);
+    const rec1 = gpu.recorder('trl_logps');
+    logprob_gather_forward(rec1, { ...rows, logp, lse, entropy, skipMasked: false });
+    await rec1.submit();
+    let threshold: number | null = null;
+    if (config.top_entropy_quantile < 1) threshold = entropyThreshold(await gpu.readF32(entropy, N), mask, 1 - config.top_entropy_quantile);
+    const p = resolveTrlParams(config, run, present, threshold);
+
+    const k = {
+      logp,
+      aux: up('trl_aux', aux),
+      advantages: up('advantages', c.advantages),
+      tok: buf('trl_tok', 16 * N),
+      rows: buf('trl_rows', 4 * TRL_ROW_STATS * B),
+      hasOld: !!c.old_per_token_logps,
+      hasSampling: !!c.sampling_per_token_logps,
+    };
+    const rec = gpu.recorder('trl_loss');
+    trl_loss_forward(rec, { ...k, entropy }, p);
+    let dlogits: GPUBuffer | null = null;
+    if (opts.backward) {
+      const dlogp = buf('dlogp', N * 4);
+      const dentropy = buf('dentropy', N * 4);
+      dlogits = buf('dlogits', N * V * 4);
+      trl_loss_backward(rec, { ...k, dlogp, dentropy }, p);
+      logprob_gather_backward(rec, { ...rows, lse, dlogp, dlogits, dentropy: p.entropy_coef !== 0 ? { dentropy, entropy } : null });
+    }
+    await rec.submit();
+    const [lp, ent, tok, rs, dl] = await Promise.all([
+      gpu.readF32(logp, N),
+      gpu.readF32(entropy, N),
+      gpu.readF32(k.tok, 4 * N),
+      gpu.readF32(k.rows, TRL_ROW_STATS * B),
+      dlogits ? gpu.readF32(dlogits, N * V) : null,
+    ]);
+    const col = (j: number) => Float32Array.from({ length: N }, (_, i) => tok[4 * i + j]);
+    const opsm = p.off_policy_mask_threshold !== null ? Float32Array.from({ length: N }, (_, i) => rs[Math.floor(i / T) * TRL_ROW_STATS + 5]) : null;
+    // A vLLM *_mask mode removes a token by setting its IS ratio to 0 (vespo does not multiply by it).
+    const isDrops = p.vllm_is_mode.endsWith('mask') && p.loss_type !== 'vespo';
+    const effective = Float64Array.from(mask, (m, i) => m * (threshold !== null ? tok[4 * i + 3] : 1) * (opsm ? opsm[i] : 1) * (isDrops && tok[4 * i + 2] === 0 ? 0 : 1));
+    return {
+      per_token_logps: lp,
+      per_token_entropy: ent,
+      per_token_kl: p.beta !== 0 ? col(1) : null,
+      importance_sampling_ratio: p.vllm_is_mode !== 'off' ? col(2) : null,
+      per_token_loss: col(0),
+      loss_mask: mask,
+      entropy_mask: threshold !== null ? col(3) : null,
+      off_policy_mask: opsm,
+      effective_loss_mask: effective,
+      loss: trl_loss_value(rs, p),
+      dlogits: dl,
+      unknown_settings,
+    };
+  } finally {
+    created.forEach((b) => b.destroy());
+  }
 };

@@ -35,9 +35,17 @@ export interface TrainerLossOutputs {
   /** What the aggregation sums and counts (the effective loss mask). */
   loss_mask: Float64Array | Float32Array;
   entropy_mask: Float64Array | Float32Array | null;
+  /**
+   * The mask the gradient actually sees: loss_mask × truncation × entropy × off-policy × importance-sampling
+   * masks (1 where a token contributes, 0 where any factor removed it); absent where the trainer forms no
+   * extra masks beyond loss_mask.
+   */
+  effective_loss_mask?: Float64Array | Float32Array | null;
   off_policy_mask: Float64Array | Float32Array | null;
   loss: number;
   dlogits: Float32Array | Float64Array | null; // (B, T, V); float64 from the twin chain in tests
+  /** config / run keys the trainer's settings table does not know (listed, never silently dropped). */
+  unknown_settings?: string[];
 }
 
 export type TrainerLoss = (gpu: Gpu, c: TrainerLossCase, opts: { backward: boolean }) => Promise<TrainerLossOutputs>;

@@ -1,0 +1,78 @@
+// `grpo-studio advantages CASE.safetensors [--out RESULT.json]`: an advantage case
+// (tests/golden/trainers/README.md, kind = advantages): TRL's advantage block on `rewards_per_func` (B, F)
+// (NaN = a reward function returned None), or verl's estimator on `token_level_rewards` / `response_mask` /
+// `index`; writes `advantages` (and verl's `returns`) as nested lists. CPU float64: no GPU needed.
+import { CliError, flag, nest, parseArgs, readInput, writeResult } from './args.ts';
+import { parseSafeTensors, shapeOf, toF64, toI32, type SafeTensors } from '../io/safetensors.ts';
+import { trlAdvantages, verlAdvantages, type VerlAdvantageConfig } from '../grpo/advantages.ts';
+import { parseTrlConfig, parseTrlRun } from '../grpo/settings/trl.ts';
+import { VERL_ADVANTAGE_SETTINGS } from '../grpo/settings/verl_advantages.ts';
+import { parseSettings } from '../grpo/settings/table.ts';
+import { SettingsError } from '../grpo/settings/types.ts';
+
+function meta(st: SafeTensors, key: string, source: string): unknown {
+  try {
+    return JSON.parse(st.metadata[key] ?? '{}');
+  } catch {
+    throw new CliError(`${source}: metadata "${key}" is not JSON`);
+  }
+}
+
+function tensor(st: SafeTensors, name: string, rank: number, source: string): number[] {
+  if (!st.tensors.has(name)) throw new CliError(`${source}: missing tensor "${name}"`);
+  const s = shapeOf(st, name);
+  if (s.length !== rank || s.some((d) => d < 1)) throw new CliError(`${source}: tensor "${name}" has shape ${JSON.stringify(s)}, expected rank ${rank}`);
+  return s;
+}
+
+function trl(st: SafeTensors, source: string): Record<string, unknown> {
+  const [B, F] = tensor(st, 'rewards_per_func', 2, source);
+  const c = parseTrlConfig(meta(st, 'config', source)).values;
+  const run = parseTrlRun(meta(st, 'run', source)).values;
+  if (B % c.num_generations !== 0) throw new CliError(`${source}: rewards_per_func has ${B} rows, not a multiple of config.num_generations = ${c.num_generations}`);
+  if (B % run.num_processes !== 0) throw new CliError(`${source}: rewards_per_func has ${B} rows, not a multiple of run.num_processes = ${run.num_processes}`);
+  if (run.rank >= run.num_processes) throw new CliError(`${source}: run.rank = ${run.rank} but run.num_processes = ${run.num_processes}`);
+  if (c.reward_weights && c.reward_weights.length !== F) throw new CliError(`${source}: config.reward_weights has ${c.reward_weights.length} weights for ${F} reward functions`);
+  const A = trlAdvantages(toF64(st, 'rewards_per_func'), B, F, c, run);
+  return { advantages: Array.from(A) };
+}
+
+function verl(st: SafeTensors, source: string): Record<string, unknown> {
+  const [B, T] = tensor(st, 'token_level_rewards', 2, source);
+  const ms = tensor(st, 'response_mask', 2, source);
+  if (ms[0] !== B || ms[1] !== T) throw new CliError(`${source}: tensor "response_mask" has shape ${JSON.stringify(ms)}, expected ${JSON.stringify([B, T])}`);
+  const c = parseSettings<VerlAdvantageConfig>(VERL_ADVANTAGE_SETTINGS, meta(st, 'config', source), 'config', { required: ['adv_estimator'] }).values;
+  const mask = toI32(st, 'response_mask');
+  mask.forEach((m, i) => {
+    if (m !== 0 && m !== 1) throw new CliError(`${source}: response_mask at sample ${Math.floor(i / T)}, position ${i % T} is ${m}, expected 0 or 1`);
+  });
+  let index: Int32Array = new Int32Array(B);
+  if (c.adv_estimator !== 'reinforce_plus_plus') {
+    const is = tensor(st, 'index', 1, source);
+    if (is[0] !== B) throw new CliError(`${source}: tensor "index" has shape ${JSON.stringify(is)}, expected [${B}]`);
+    index = toI32(st, 'index');
+  }
+  try {
+    const r = verlAdvantages(toF64(st, 'token_level_rewards'), mask, index, B, T, c);
+    return { advantages: nest(r.advantages, [B, T]), returns: nest(r.returns, [B, T]) };
+  } catch (e) {
+    if (e instanceof RangeError) throw new CliError(`${source}: ${e.message}`);
+    throw e;
+  }
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, { values: ['out'] });
+  if (args.positional.length !== 1) throw new CliError('usage: grpo-studio advantages CASE.safetensors [--out RESULT.json]');
+  const path = args.positional[0];
+  const st = parseSafeTensors(readInput(path), path);
+  const trainer = st.metadata.trainer;
+  try {
+    if (trainer === 'trl') return await writeResult(flag(args, 'out'), trl(st, path), 'advantages');
+    if (trainer === 'verl') return await writeResult(flag(args, 'out'), verl(st, path), 'advantages');
+    throw new CliError(`${path}: metadata "trainer" is ${JSON.stringify(trainer)}, expected trl or verl`);
+  } catch (e) {
+    if (e instanceof SettingsError) throw new CliError(`${path}: ${e.message}`);
+    throw e;
+  }
+}

@@ -1,0 +1,148 @@
+// TRL's settings, one row per GRPOConfig field the studio reads (huggingface/trl trl/trainer/grpo_config.py at
+// f2cd577: names, defaults and allowed values as there), plus the run context TRL's normalisers read
+// (trl/trainer/grpo_trainer.py: accelerator.num_processes, current_gradient_accumulation_steps,
+// inputs["num_items_in_batch"], _last_world_entropy) and the studio-only fields marked `studio`.
+// Everything that parses a TRL config — loss cases, batch files, the step pipeline, the page — reads this table.
+import { TRL_LOSS_TYPES, VLLM_IS_MODES, KL_ESTIMATORS, type KlEstimator, type TrlLossType } from '../../kernels/types.ts';
+import { parseSettings, type ParsedSettings, type SettingsTable } from './table.ts';
+import type { SettingSpec } from './types.ts';
+
+const CFG = 'huggingface/trl trl/trainer/grpo_config.py';
+const TRAINER = 'huggingface/trl trl/trainer/grpo_trainer.py';
+
+type Row = Omit<SettingSpec, 'trainer'>;
+const rows = (xs: Row[]): SettingSpec[] => xs.map((x) => ({ trainer: 'trl', source: x.studio ? undefined : CFG, ...x }));
+
+export const TRL_SETTINGS: SettingsTable = rows([
+  // loss
+  { name: 'loss_type', type: 'enum', values: TRL_LOSS_TYPES, default: 'dapo', scope: 'loss', doc: 'How per-token losses are formed and aggregated (_compute_loss).' },
+  { name: 'beta', type: 'number', min: 0, default: 0, scope: 'loss', doc: 'KL coefficient: per_token_loss += β·(exp(ref − logp) − (ref − logp) − 1).' },
+  { name: 'epsilon', type: 'number', min: 0, default: 0.2, scope: 'loss', doc: 'Lower clip: clamp(r, 1 − ε, 1 + ε_high).' },
+  { name: 'epsilon_high', type: 'number', min: 0, nullable: true, default: null, scope: 'loss', doc: 'Upper clip (null = epsilon); cispo: the cap on the detached ratio.' },
+  { name: 'delta', type: 'number', min: 0, exclusive: true, nullable: true, default: null, scope: 'loss', doc: 'Two-sided clipping: the unclipped ratio is capped at δ.' },
+  { name: 'importance_sampling_level', type: 'enum', values: ['token', 'sequence'], default: 'token', scope: 'loss', doc: 'Ratio per token, or exp(mean masked log-ratio) per sequence (GSPO).' },
+  { name: 'use_bias_correction_kl', type: 'boolean', default: false, scope: 'loss', doc: 'per_token_kl ×= the policy ratio coef_1.' },
+  { name: 'top_entropy_quantile', type: 'number', min: 0, max: 1, default: 1, scope: 'loss', doc: 'Keep tokens with entropy ≥ torch.quantile(entropies, 1 − q) (get_high_entropy_mask).' },
+  { name: 'off_policy_mask_threshold', type: 'number', nullable: true, default: null, scope: 'loss', doc: 'Drop rows with A < 0 and mean(sampling − logp) > threshold (get_off_policy_mask).' },
+  { name: 'entropy_coef', type: 'number', default: 0, scope: 'loss', doc: 'Entropy bonus: loss −= coef·mean entropy of the kept tokens.' },
+  { name: 'use_adaptive_entropy', type: 'boolean', default: false, scope: 'loss', doc: 'Apply entropy_coef only when the last world entropy ≤ entropy_target.' },
+  { name: 'entropy_coef_min', type: 'number', default: 0, scope: 'loss', doc: 'Adaptive entropy: lower bound of the coefficient.' },
+  { name: 'entropy_coef_max', type: 'number', default: 1, scope: 'loss', doc: 'Adaptive entropy: upper bound of the coefficient.' },
+  { name: 'entropy_coef_delta', type: 'number', default: 0.005, scope: 'loss', doc: 'Adaptive entropy: step of the coefficient per optimizer step.' },
+  { name: 'entropy_target', type: 'number', default: 0.2, scope: 'loss', doc: 'Adaptive entropy: the target world entropy.' },
+  { name: 'sapo_temperature_pos', type: 'number', min: 0, exclusive: true, default: 1, scope: 'loss', doc: 'sapo: τ for A > 0 in σ(τ(r − 1))·4/τ.' },
+  { name: 'sapo_temperature_neg', type: 'number', min: 0, exclusive: true, default: 1.05, scope: 'loss', doc: 'sapo: τ for A ≤ 0.' },
+  { name: 'vespo_k_pos', type: 'number', default: 2, scope: 'loss', doc: 'vespo: k for A ≥ 0 in φ(w) = e^λ·w^k·e^(−λw).' },
+  { name: 'vespo_lambda_pos', type: 'number', default: 3, scope: 'loss', doc: 'vespo: λ for A ≥ 0 (clamped ≥ 1e-4).' },
+  { name: 'vespo_k_neg', type: 'number', default: 3, scope: 'loss', doc: 'vespo: k for A < 0.' },
+  { name: 'vespo_lambda_neg', type: 'number', default: 2, scope: 'loss', doc: 'vespo: λ for A < 0.' },
+  { name: 'max_completion_length', type: 'integer', min: 1, default: 512, scope: 'loss', doc: 'dr_grpo divides by B·max_completion_length; also the sampling cap.' },
+  // sampling
+  { name: 'temperature', type: 'number', min: 0, exclusive: true, default: 1, scope: 'sampling', doc: 'Logits are divided by it before log-softmax (sampling and loss).' },
+  { name: 'top_p', type: 'number', min: 0, max: 1, default: 1, scope: 'sampling', doc: 'Nucleus sampling.' },
+  { name: 'top_k', type: 'integer', min: 0, default: 0, scope: 'sampling', doc: 'Top-k sampling (0 = off).' },
+  { name: 'min_p', type: 'number', min: 0, max: 1, nullable: true, default: null, scope: 'sampling', doc: 'Min-p sampling.' },
+  { name: 'repetition_penalty', type: 'number', min: 0, exclusive: true, default: 1, scope: 'sampling', doc: 'Repetition penalty.' },
+  { name: 'mask_truncated_completions', type: 'boolean', default: false, scope: 'batch', doc: 'Completions without EOS get completion_mask (and tool_mask) 0 before num_items_in_batch is counted.' },
+  { name: 'use_vllm', type: 'boolean', default: false, scope: 'sampling', doc: 'Generation by vLLM: enables the importance-sampling correction.' },
+  { name: 'vllm_importance_sampling_correction', type: 'boolean', default: true, scope: 'loss', doc: 'Multiply the loss by the vLLM IS ratio exp(old − sampling).' },
+  { name: 'vllm_importance_sampling_mode', type: 'enum', values: VLLM_IS_MODES, default: 'sequence_mask', scope: 'loss', doc: 'token_/sequence_ ratio; truncate = clamp(min, max), mask = 0 outside [min, max].' },
+  { name: 'vllm_importance_sampling_clip_min', type: 'number', min: 0, nullable: true, default: null, scope: 'loss', doc: 'Lower bound of the vLLM IS ratio (null = none).' },
+  { name: 'vllm_importance_sampling_clip_max', type: 'number', min: 0, nullable: true, default: 3, scope: 'loss', doc: 'Upper bound of the vLLM IS ratio (null = none).' },
+  { name: 'vllm_importance_sampling_cap', type: 'number', min: 0, nullable: true, default: null, scope: 'loss', doc: 'Deprecated alias of vllm_importance_sampling_clip_max.' },
+  // advantages
+  { name: 'num_generations', type: 'integer', min: 2, default: 8, scope: 'advantages', doc: 'Completions per prompt: the group size.' },
+  { name: 'scale_rewards', type: 'enum', values: ['group', 'batch', 'none'], default: 'group', scope: 'advantages', doc: 'Divide (r − group mean) by the group std, the batch std, or nothing (true = group, false = none).' },
+  { name: 'multi_objective_aggregation', type: 'enum', values: ['sum_then_normalize', 'normalize_then_sum'], default: 'sum_then_normalize', scope: 'advantages', doc: 'Weighted sum then normalise, or normalise each function then sum (GDPO).' },
+  { name: 'reward_weights', type: 'number-list', nullable: true, default: null, scope: 'advantages', doc: 'Per reward function weight (null = all 1).' },
+  // optimizer
+  { name: 'learning_rate', type: 'number', min: 0, default: 1e-6, scope: 'optimizer', doc: 'AdamW learning rate.' },
+  { name: 'max_grad_norm', type: 'number', min: 0, default: 1, scope: 'optimizer', doc: 'Gradient clipping (transformers TrainingArguments).' },
+  { name: 'num_iterations', type: 'integer', min: 1, default: 1, scope: 'optimizer', doc: 'Updates per generation batch (μ).' },
+  { name: 'steps_per_generation', type: 'integer', min: 1, nullable: true, default: null, scope: 'optimizer', doc: 'Optimizer steps per generation batch (null = gradient_accumulation_steps).' },
+  // studio-only
+  { name: 'kl_estimator', type: 'enum', values: KL_ESTIMATORS, default: 'k3', scope: 'loss', studio: true, doc: 'The studio can show k1/k2/k3; TRL always uses k3.' },
+]);
+
+/** TRL's run context: what the normalisers read besides GRPOConfig (one rank's view). */
+export const TRL_RUN_SETTINGS: SettingsTable = rows([
+  { name: 'num_processes', type: 'integer', min: 1, default: 1, scope: 'run', source: TRAINER, doc: 'accelerator.num_processes: dapo/cispo/vespo divide by num_items_in_batch / num_processes.' },
+  { name: 'rank', type: 'integer', min: 0, default: 0, scope: 'run', source: TRAINER, doc: 'This process (its slice of the generation batch).' },
+  { name: 'gradient_accumulation_steps', type: 'integer', min: 1, default: 1, scope: 'run', source: TRAINER, doc: 'current_gradient_accumulation_steps: grpo/bnpo/dr_grpo/sapo/luspo divide by it.' },
+  { name: 'steps_per_generation', type: 'integer', min: 1, nullable: true, default: null, scope: 'run', source: TRAINER, doc: 'Micro-batches per generation batch.' },
+  { name: 'num_items_in_batch', type: 'number', min: 0, nullable: true, default: null, scope: 'run', source: TRAINER, doc: 'Loss-mask tokens of the whole generation batch over all processes (null = this micro-batch’s).' },
+  { name: 'last_world_entropy', type: 'number', nullable: true, default: null, scope: 'run', source: TRAINER, doc: 'Adaptive entropy: the previous step’s world entropy (null = +inf, TRL’s start value).' },
+]);
+
+export interface TrlConfig {
+  loss_type: TrlLossType;
+  beta: number;
+  epsilon: number;
+  epsilon_high: number | null;
+  delta: number | null;
+  importance_sampling_level: 'token' | 'sequence';
+  use_bias_correction_kl: boolean;
+  top_entropy_quantile: number;
+  off_policy_mask_threshold: number | null;
+  entropy_coef: number;
+  use_adaptive_entropy: boolean;
+  entropy_coef_min: number;
+  entropy_coef_max: number;
+  entropy_coef_delta: number;
+  entropy_target: number;
+  sapo_temperature_pos: number;
+  sapo_temperature_neg: number;
+  vespo_k_pos: number;
+  vespo_lambda_pos: number;
+  vespo_k_neg: number;
+  vespo_lambda_neg: number;
+  max_completion_length: number;
+  temperature: number;
+  top_p: number;
+  top_k: number;
+  min_p: number | null;
+  repetition_penalty: number;
+  mask_truncated_completions: boolean;
+  use_vllm: boolean;
+  vllm_importance_sampling_correction: boolean;
+  vllm_importance_sampling_mode: (typeof VLLM_IS_MODES)[number];
+  vllm_importance_sampling_clip_min: number | null;
+  vllm_importance_sampling_clip_max: number | null;
+  vllm_importance_sampling_cap: number | null;
+  num_generations: number;
+  scale_rewards: 'group' | 'batch' | 'none';
+  multi_objective_aggregation: 'sum_then_normalize' | 'normalize_then_sum';
+  reward_weights: number[] | null;
+  learning_rate: number;
+  max_grad_norm: number;
+  num_iterations: number;
+  steps_per_generation: number | null;
+  kl_estimator: KlEstimator;
+}
+
+export interface TrlRun {
+  num_processes: number;
+  rank: number;
+  gradient_accumulation_steps: number;
+  steps_per_generation: number | null;
+  num_items_in_batch: number | null;
+  last_world_entropy: number | null;
+}
+
+/** A GRPOConfig-like object → typed values, with GRPOConfig.__post_init__'s rewrites (legacy scale_rewards booleans, the deprecated cap). */
+export function parseTrlConfig(raw: unknown, where = 'config'): ParsedSettings<TrlConfig> {
+  let o = raw;
+  if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) {
+    const r = raw as Record<string, unknown>;
+    const legacy = r.scale_rewards === true ? 'group' : r.scale_rewards === false ? 'none' : r.scale_rewards;
+    o = { ...r, scale_rewards: legacy };
+  }
+  const p = parseSettings<TrlConfig>(TRL_SETTINGS, o, where);
+  const c = p.values;
+  if (c.vllm_importance_sampling_cap !== null) c.vllm_importance_sampling_clip_max = c.vllm_importance_sampling_cap;
+  return p;
+}
+
+export function parseTrlRun(raw: unknown, where = 'run'): ParsedSettings<TrlRun> {
+  return parseSettings<TrlRun>(TRL_RUN_SETTINGS, raw ?? {}, where);
+}

@@ -1,0 +1,161 @@
+// Launchers for shaders/trl_loss_{forward,backward}.wgsl: TRL's per-token loss, masks and IS ratio, one
+// invocation per row, and its gradient to the per-token log-probs and entropies. The branches (loss type, IS
+// level and vLLM mode, KL, masks, aggregation) are override constants, so each setting compiles its own
+// pipeline (cached by the Gpu) and the kernel does no per-token branching on uniforms.
+import { packParams, type Recorder } from '../gpu/context.ts';
+import type { TrlLossParams, VllmIsMode } from './types.ts';
+import { bindAll } from './windows.ts';
+
+const WG = 64;
+/** Floats per row in `rows`: Σ L·M, n, Σ L, Σ H·M', Σ M', off_policy_mask, r_seq, φ. */
+export const TRL_ROW_STATS = 8;
+
+const LOSS_CODE = { cispo: 1, sapo: 2, vespo: 3 } as Record<string, number>;
+const IS_CODE: Record<VllmIsMode, number> = { off: 0, token_truncate: 1, token_mask: 2, sequence_truncate: 3, sequence_mask: 4 };
+const F32_MAX = 3.4e38;
+
+/** Aggregation code and divisor (see the backward shader's header). */
+export function trlAggregation(p: TrlLossParams): { agg: number; divisor: number; entGlobal: boolean } {
+  const global = p.loss_type === 'dapo' || p.loss_type === 'cispo' || p.loss_type === 'vespo';
+  if (global) return { agg: 2, divisor: Math.max(1, p.num_items_in_batch) / p.num_processes, entGlobal: true };
+  if (p.loss_type === 'dr_grpo') return { agg: 2, divisor: p.B * p.max_completion_length * p.gradient_accumulation_steps, entGlobal: false };
+  return { agg: p.loss_type === 'bnpo' ? 1 : p.loss_type === 'luspo' ? 3 : 0, divisor: 1, entGlobal: false };
+}
+
+function params(p: TrlLossParams): ArrayBuffer {
+  const { divisor } = trlAggregation(p);
+  return packParams([
+    ['u32', p.B],
+    ['u32', p.T],
+    ['f32', p.epsilon_low],
+    ['f32', p.epsilon_high],
+    ['f32', p.delta ?? 0],
+    ['f32', p.beta],
+    ['f32', p.vllm_is_min ?? -F32_MAX],
+    ['f32', p.vllm_is_max ?? F32_MAX],
+    ['f32', p.off_policy_mask_threshold ?? 0],
+    ['f32', p.entropy_threshold ?? 0],
+    ['f32', p.sapo_temperature_pos],
+    ['f32', p.sapo_temperature_neg],
+    ['f32', p.vespo_k_pos],
+    ['f32', p.vespo_lambda_pos],
+    ['f32', p.vespo_k_neg],
+    ['f32', p.vespo_lambda_neg],
+    ['f32', divisor],
+    ['f32', p.gradient_accumulation_steps],
+    ['f32', p.entropy_coef],
+    ['f32', 0],
+  ]);
+}
+
+/** The override constants both passes share. */
+function common(p: TrlLossParams, hasOld: boolean) {
+  return {
+    WG,
+    LOSS: LOSS_CODE[p.loss_type] ?? 0,
+    SEQUENCE: p.importance_sampling_level === 'sequence',
+    HAS_OLD: hasOld,
+    KL: p.beta !== 0,
+    BIAS_KL: p.use_bias_correction_kl,
+    DELTA: p.delta !== null,
+    IS_APPLY: p.vllm_is_mode !== 'off' && p.loss_type !== 'vespo',
+  };
+}
+
+export interface TrlLossBuffers {
+  logp: GPUBuffer; // (B, T) f32
+  aux: GPUBuffer; // (B, T, 4) f32: old, ref, sampling, completion_mask × tool_mask
+  advantages: GPUBuffer; // (B) f32
+  tok: GPUBuffer; // (B, T, 4) f32: per_token_loss, per_token_kl, IS ratio, entropy_mask
+  rows: GPUBuffer; // (B, 8) f32
+  /** aux's old column is real (false: old = per_token_logps.detach()). */
+  hasOld: boolean;
+  hasSampling: boolean;
+}
+
+export function trl_loss_forward(rec: Recorder, a: TrlLossBuffers & { entropy: GPUBuffer }, p: TrlLossParams): void {
+  const kernel = 'trl_loss_forward';
+  const N = p.B * p.T;
+  rec.dispatch({
+    kernel,
+    shader: kernel,
+    constants: {
+      ...common(p, a.hasOld),
+      IS_MODE: IS_CODE[p.vllm_is_mode],
+      OPSM: p.off_policy_mask_threshold !== null,
+      HAS_SAMPLING: a.hasSampling,
+      EMASK: p.entropy_threshold !== null,
+    },
+    bindings: bindAll(rec.gpu, kernel, [
+      ['logp', a.logp, N],
+      ['entropy', a.entropy, N],
+      ['aux', a.aux, 4 * N],
+      ['advantages', a.advantages, p.B],
+      ['tok', a.tok, 4 * N],
+      ['rows', a.rows, TRL_ROW_STATS * p.B],
+    ]),
+    params: params(p),
+    workgroups: [Math.ceil(p.B / WG), 1],
+  });
+}
+
+export function trl_loss_backward(rec: Recorder, a: TrlLossBuffers & { dlogp: GPUBuffer; dentropy: GPUBuffer }, p: TrlLossParams): void {
+  const kernel = 'trl_loss_backward';
+  const N = p.B * p.T;
+  const { agg, entGlobal } = trlAggregation(p);
+  rec.dispatch({
+    kernel,
+    shader: kernel,
+    constants: { ...common(p, a.hasOld), AGG: agg, ENT_GLOBAL: entGlobal },
+    bindings: bindAll(rec.gpu, kernel, [
+      ['logp', a.logp, N],
+      ['aux', a.aux, 4 * N],
+      ['advantages', a.advantages, p.B],
+      ['tok', a.tok, 4 * N],
+      ['rows', a.rows, TRL_ROW_STATS * p.B],
+      ['dlogp', a.dlogp, N],
+      ['dentropy', a.dentropy, N],
+    ]),
+    params: params(p),
+    workgroups: [Math.ceil(p.B / WG), 1],
+  });
+}
+
+/** TRL's loss from the forward's per-row sums (float64 on the host: B·8 floats read back). */
+export function trl_loss_value(rows: ArrayLike<number>, p: TrlLossParams): number {
+  const { B, T } = p;
+  const gas = p.gradient_accumulation_steps;
+  const { divisor, entGlobal } = trlAggregation(p);
+  let lm = 0;
+  let seqMean = 0;
+  let N = 0;
+  let luspo = 0;
+  let hm = 0;
+  let me = 0;
+  for (let b = 0; b < B; b++) {
+    const r = b * TRL_ROW_STATS;
+    lm += rows[r];
+    N += rows[r + 1];
+    seqMean += rows[r] / Math.max(1, rows[r + 1]);
+    luspo += rows[r + 2] * rows[r + 1];
+    hm += rows[r + 3];
+    me += rows[r + 4];
+  }
+  let loss: number;
+  switch (p.loss_type) {
+    case 'grpo':
+    case 'sapo':
+      loss = seqMean / B / gas;
+      break;
+    case 'bnpo':
+      loss = lm / Math.max(1, N) / gas;
+      break;
+    case 'luspo':
+      loss = luspo / (B * T) / gas;
+      break;
+    default:
+      loss = lm / divisor;
+  }
+  if (p.entropy_coef !== 0) loss -= (p.entropy_coef * hm) / (entGlobal ? divisor : Math.max(1, me) * gas);
+  return loss;
+}
