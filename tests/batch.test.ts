@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { BatchFormatError, parseBatch, serializeBatch, type GrpoBatch } from '../src/io/batch.ts';
+import { BatchFormatError, NONFINITE_NOTE, parseBatch, serializeBatch, type GrpoBatch } from '../src/io/batch.ts';
 import { validateBatch } from '../src/io/validate.ts';
 import { assembleBatch, completionMaskFromEos, padBatch, raggedFromPadded } from '../src/grpo/batch.ts';
 import { positionIds } from '../src/model/positions.ts';
@@ -87,6 +87,20 @@ describe('grpo-batch/v1 reader and writer', () => {
     // Strings that merely contain the words stay strings.
     const withText = parseBatch(serializeBatch({ ...b, completion_texts: ['NaN', '"Infinity"', 'x', 'y'] }));
     expect(withText.completion_texts).toEqual(['NaN', '"Infinity"', 'x', 'y']);
+  });
+
+  it('writes strict JSON on request: non-finite numbers as null, each listed in the note', () => {
+    const b: GrpoBatch = { ...parseBatch(base), rewards: [1, NaN, 0, 1], rewards_per_func: [[1, NaN], [0, 1], [0.5, -Infinity], [1, 0]] };
+    const text = serializeBatch(b, { strictJson: true });
+    const plain = JSON.parse(text) as Record<string, unknown>; // JSON.parse refuses a bare NaN
+    expect((plain.rewards as unknown[])[1]).toBeNull();
+    expect(plain[NONFINITE_NOTE]).toEqual(['rewards[1]: NaN', 'rewards_per_func[0][1]: NaN', 'rewards_per_func[2][1]: -Infinity']);
+    const again = parseBatch(text);
+    expect(again.rewards![1]).toBeNaN();
+    expect(again.rewards_per_func![2]).toEqual([0.5, NaN]);
+    expect(again.completion_ids).toEqual(b.completion_ids);
+    // Writing the re-read batch again keeps one note, not two.
+    expect(serializeBatch(again, { strictJson: true }).match(new RegExp(NONFINITE_NOTE, 'g'))).toHaveLength(1);
   });
 
   it('reads JSON null in numeric rows as NaN', () => {

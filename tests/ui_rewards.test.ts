@@ -115,3 +115,17 @@ describe('JS reward sandbox', () => {
     expect(col.values).toEqual([1]);
   });
 });
+
+describe('the JS reward template a new "js" reward starts with', () => {
+  it('scores a correct completion that still ends in its EOS text as 1, a wrong one as 0', async () => {
+    const { newReward } = await import('../src/store/settings.ts');
+    const spec = newReward('js');
+    if (spec.kind !== 'js') throw new Error('expected a js reward');
+    const fn = compileUserReward('template', spec.source);
+    // The sampler's completion_texts keep the special token's text, as tokenizer.decode writes it.
+    expect(fn(sample(0, '59<|im_end|>', '59'))).toBe(1);
+    expect(fn(sample(1, ' 59 <|im_end|><|endoftext|>', '59'))).toBe(1);
+    expect(fn(sample(2, '58<|im_end|>', '59'))).toBe(0);
+    expect(fn(sample(3, '59', '59'))).toBe(1);
+  });
+});

@@ -18,6 +18,7 @@ const VERBS: Record<string, Verb> = {
   doctor: { summary: 'doctor BATCH... [--tokenizer DIR] [--json]   check a batch (grpo-batch/v1, TRL, verl, OpenRLHF, prime-rl)', load: () => import('./doctor.ts') },
   convert: { summary: 'convert IN... [--out batch.json] [--tokenizer DIR]   write grpo-batch/v1 from a TRL / verl / OpenRLHF / prime-rl dump', load: () => import('./convert.ts') },
   score: { summary: 'score --model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]   re-score a batch', load: () => import('./score.ts') },
+  report: { summary: 'report BATCH.json [--out report.html] [--tokenizer DIR]   one self-contained offline HTML report (grid, findings, settings)', load: () => import('./report.ts') },
   step: { summary: 'step --model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]   one GRPO update', load: () => import('./step.ts') },
 };
 

@@ -153,7 +153,6 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
   };
 
   const rec = opts.rec ?? gpu.recorder('grpo_loss');
-  const common = { B, T, mask: inputs.completion_mask, advantages: inputs.advantages };
   if (!scored) {
     logprob_gather_forward(rec, {
       logits: inputs.logits,
@@ -169,31 +168,8 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
       skipMasked: !opts.scoreMaskedRows,
     });
   }
-  if (out.per_token_kl && inputs.ref_per_token_logps) {
-    kl_forward(rec, { logp: out.per_token_logps, refLogp: inputs.ref_per_token_logps, kl: out.per_token_kl, n: N, estimator: config.kl_estimator });
-  }
-  grpo_loss_forward(rec, {
-    ...common,
-    logp: out.per_token_logps,
-    oldLogp: inputs.old_per_token_logps ?? out.per_token_logps,
-    kl: out.per_token_kl ?? gpu.zeros(N * 4),
-    loss: out.per_token_loss,
-    ratio: out.importance_ratio,
-    clip: out.clip,
-    params: config,
-  });
-  loss_reduce_forward(rec, { ...common, loss: out.per_token_loss, clip: out.clip, out: out.stats, ...config });
+  recordLossTerms(rec, { B, T, logp: out.per_token_logps, mask: inputs.completion_mask, advantages: inputs.advantages, old: inputs.old_per_token_logps ?? null, ref: inputs.ref_per_token_logps ?? null }, out, config);
   if (out.dlogp && out.token_weight && out.dlogits) {
-    grpo_loss_backward(rec, {
-      ...common,
-      logp: out.per_token_logps,
-      refLogp: inputs.ref_per_token_logps ?? out.per_token_logps,
-      ratio: out.importance_ratio,
-      stats: out.stats,
-      dlogp: out.dlogp,
-      token_weight: out.token_weight,
-      params: config,
-    });
     logprob_gather_backward(rec, {
       logits: inputs.logits,
       dtype,
@@ -209,6 +185,47 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
   }
   if (!opts.rec) await rec.submit();
   return { B, T, V, config, ...out, destroy: () => created.forEach((b) => b.destroy()) };
+}
+
+/** The buffers the per-token terms are written to (dlogp null: no backward). */
+export interface LossTermBuffers {
+  per_token_kl: GPUBuffer | null;
+  importance_ratio: GPUBuffer;
+  per_token_loss: GPUBuffer;
+  clip: GPUBuffer;
+  stats: GPUBuffer;
+  dlogp: GPUBuffer | null;
+  token_weight: GPUBuffer | null; // written with dlogp
+}
+
+/**
+ * Everything after the log-prob gather: KL to the reference, importance ratio, per-token loss and clip
+ * flags, every aggregation, and dloss/dlogp of the chosen one. Shared by grpo_loss and grpo_loss_from_logps
+ * so a what-if and the step compute the same terms with the same kernels.
+ */
+export function recordLossTerms(
+  rec: Recorder,
+  a: { B: number; T: number; logp: GPUBuffer; mask: GPUBuffer; advantages: GPUBuffer; old: GPUBuffer | null; ref: GPUBuffer | null },
+  out: LossTermBuffers,
+  config: GrpoLossConfig,
+): void {
+  const { B, T } = a;
+  const common = { B, T, mask: a.mask, advantages: a.advantages };
+  if (out.per_token_kl && a.ref) kl_forward(rec, { logp: a.logp, refLogp: a.ref, kl: out.per_token_kl, n: B * T, estimator: config.kl_estimator });
+  grpo_loss_forward(rec, {
+    ...common,
+    logp: a.logp,
+    oldLogp: a.old ?? a.logp,
+    kl: out.per_token_kl ?? rec.gpu.zeros(B * T * 4),
+    loss: out.per_token_loss,
+    ratio: out.importance_ratio,
+    clip: out.clip,
+    params: config,
+  });
+  loss_reduce_forward(rec, { ...common, loss: out.per_token_loss, clip: out.clip, out: out.stats, ...config });
+  if (out.dlogp && out.token_weight) {
+    grpo_loss_backward(rec, { ...common, logp: a.logp, refLogp: a.ref ?? a.logp, ratio: out.importance_ratio, stats: out.stats, dlogp: out.dlogp, token_weight: out.token_weight, params: config });
+  }
 }
 
 /** Everything a GrpoLossResult holds, on the CPU. Per-token arrays are (B, T) row-major. */

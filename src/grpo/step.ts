@@ -94,6 +94,20 @@ export class StepPipeline {
     return this.results;
   }
 
+  /**
+   * The before/after check: the same prompts with the same generation settings and seed, sampled from the
+   * weights as they are now (after the optimizer step) and scored with the same rewards. The update's own
+   * state is left as it was.
+   */
+  async resample(): Promise<{ sample: StageData['sample']; reward: StageData['reward'] }> {
+    if (!this.state.step || !this.state.render) throw new Error('the before/after check needs an update from the prompt set that has taken its optimizer step');
+    const s = await sample(this.ctx, this.state);
+    if ('skipped' in s) throw new Error(s.skipped);
+    const r = await reward(this.ctx, { ...this.state, sample: s });
+    if ('skipped' in r) throw new Error(r.skipped);
+    return { sample: s.data, reward: r.data };
+  }
+
   /** Back to before the first stage: frees the update's buffers and optimizer state; restores the weights if `undo`. */
   async reset(): Promise<void> {
     await this.ctx.weights.restore();

@@ -202,24 +202,37 @@ function nullsToNaN(obj: Record<string, unknown>): void {
 
 /**
  * Write a batch as grpo-batch/v1 JSON, one row per line so diffs stay readable. Non-finite numbers are
- * written the way Python's json.dump does (NaN, Infinity), which parseBatch reads back.
+ * written the way Python's json.dump does (NaN, Infinity), which parseBatch reads back; with
+ * `strictJson` (the studio's export: a file any JSON parser reads) they are written as null, which
+ * parseBatch reads as NaN, and the top-level field NONFINITE_NOTE lists each one's path and value.
  */
-export function serializeBatch(batch: GrpoBatch): string {
-  const value = (v: unknown): string => {
-    if (typeof v === 'number') return Number.isFinite(v) ? JSON.stringify(v) : Number.isNaN(v) ? 'NaN' : v > 0 ? 'Infinity' : '-Infinity';
-    if (Array.isArray(v)) return `[${v.map(value).join(', ')}]`;
-    if (v !== null && typeof v === 'object') return `{${Object.entries(v).filter(([, x]) => x !== undefined).map(([k, x]) => `${JSON.stringify(k)}: ${value(x)}`).join(', ')}}`;
+export function serializeBatch(batch: GrpoBatch, opts: { strictJson?: boolean } = {}): string {
+  const nonfinite: string[] = [];
+  const value = (v: unknown, at: string): string => {
+    if (typeof v === 'number') {
+      if (Number.isFinite(v)) return JSON.stringify(v);
+      const word = Number.isNaN(v) ? 'NaN' : v > 0 ? 'Infinity' : '-Infinity';
+      if (!opts.strictJson) return word;
+      nonfinite.push(`${at}: ${word}`);
+      return 'null';
+    }
+    if (Array.isArray(v)) return `[${v.map((x, i) => value(x, `${at}[${i}]`)).join(', ')}]`;
+    if (v !== null && typeof v === 'object') return `{${Object.entries(v).filter(([, x]) => x !== undefined).map(([k, x]) => `${JSON.stringify(k)}: ${value(x, `${at}.${k}`)}`).join(', ')}}`;
     return JSON.stringify(v);
   };
   const lines = Object.entries(batch)
-    .filter(([, v]) => v !== undefined)
+    .filter(([k, v]) => v !== undefined && k !== NONFINITE_NOTE)
     .map(([k, v]) => {
       const isRows = Array.isArray(v) && v.length > 0 && v.every((r) => Array.isArray(r) || (r !== null && typeof r === 'object'));
-      const body = isRows ? `[\n  ${(v as unknown[]).map(value).join(',\n  ')}\n ]` : value(v);
+      const body = isRows ? `[\n  ${(v as unknown[]).map((r, i) => value(r, `${k}[${i}]`)).join(',\n  ')}\n ]` : value(v, k);
       return ` ${JSON.stringify(k)}: ${body}`;
     });
+  if (nonfinite.length > 0) lines.push(` ${JSON.stringify(NONFINITE_NOTE)}: ${JSON.stringify(nonfinite)}`);
   return `{\n${lines.join(',\n')}\n}\n`;
 }
+
+/** The note a strict-JSON export adds: "field[i][j]: NaN" for every non-finite number it wrote as null. */
+export const NONFINITE_NOTE = 'nonfinite_written_as_null';
 
 /** Sample b's group as reports name it: its label when the batch has group_ids, else ⌊b / G⌋. */
 export function groupLabel(batch: Pick<GrpoBatch, 'group_ids' | 'num_generations'>, b: number): number {

@@ -47,6 +47,16 @@ export function grpo_loss_forward(
   });
 }
 
+/**
+ * Compiles grpo_loss_backward for every aggregation (LOSS_TYPE is an override constant: one pipeline each)
+ * ahead of use, so a what-if that switches loss_type never waits for a shader compile.
+ */
+export function grpo_loss_backward_warm(gpu: Gpu, p: { kl_estimator: KlEstimator; importance_sampling_level: PolicyLossParams['importance_sampling_level'] }): void {
+  for (let i = 0; i < AGGREGATIONS.length; i++) {
+    gpu.cache.pipeline('grpo_loss_backward', { WG, SEQUENCE_LEVEL: p.importance_sampling_level === 'sequence', LOSS_TYPE: i, KL_ESTIMATOR: Number(p.kl_estimator.slice(1)) });
+  }
+}
+
 export function grpo_loss_backward(
   rec: Recorder,
   args: {

@@ -8,8 +8,9 @@ import { groupLabel, serializeBatch } from '../io/batch.ts';
 import { studioStore } from './index.ts';
 import { StudioClient } from '../worker/client.ts';
 import { StudioFailure } from '../worker/errors.ts';
-import { STAGES, type ModelChoice, type StepSettings, type StepStart } from '../worker/protocol.ts';
+import { STAGES, type LossSettings, type ModelChoice, type StepSettings, type StepStart } from '../worker/protocol.ts';
 import { lossSettingsOf } from '../worker/settings.ts';
+import type { ReportInput } from '../report/html.ts';
 
 let client: StudioClient | null = null;
 
@@ -62,16 +63,18 @@ export function loadDefaultModel(): Promise<void> {
 }
 
 /**
- * Reads a grpo-batch/v1 file, checks it in the worker (schema + Doctor) and shows it. Its config (TRL's
+ * Reads a batch file (grpo-batch/v1, or a trainer's dump: src/io/formats), checks it in the worker (schema + Doctor) and shows it. Its config (TRL's
  * loss, optimizer and clipping fields) fills the loss settings, so stepping it replays that trainer's update.
  */
 export async function importBatchFile(file: File): Promise<void> {
   try {
-    const text = await file.text();
-    const { batch, report } = await worker().request({ type: 'import-batch', text, name: file.name });
+    const bytes = new Uint8Array(await file.arrayBuffer());
+    const { batch, report, token_texts, trainer, notes } = await worker().request({ type: 'import-batch', bytes, name: file.name });
     await resetStep();
+
     store().setLoss(lossSettingsOf(batch.config));
-    store().setImported({ batch, name: file.name, report });
+    // What the reader had to assume or could not read is shown with the batch, not hidden.
+    store().setImported({ batch, name: file.name, report, token_texts, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
   } catch (e) {
     fail(e);
   }
@@ -87,23 +90,56 @@ export function exportBatch(): void {
   const rows = (a: Float32Array | null | undefined) => a && batch.completion_ids.map((ids, b) => Array.from(a.subarray(b * C, b * C + ids.length)));
   out.old_per_token_logps = rows(run.loss?.old_per_token_logps) ?? batch.old_per_token_logps;
   out.ref_per_token_logps = rows(run.reference_forward?.ref_per_token_logps) ?? batch.ref_per_token_logps;
-  const blob = new Blob([serializeBatch(out)], { type: 'application/json' });
+  // Strict JSON: a NaN reward (a reward function that did not apply) must not make the file unreadable to JSON.parse / jq.
+  download(new Blob([serializeBatch(out, { strictJson: true })], { type: 'application/json' }), (batchName || 'batch').replace(/\.json$/, '') + '.grpo-batch.json');
+}
+
+/** Loads a model; on failure the model loaded before stays (the worker swaps only after a complete load). */
+/**
+ * Downloads one self-contained offline HTML report of the batch on screen: the grid (decoded tokens when a
+ * tokenizer is loaded, the heat the page shows, passed in by the page), the Doctor's findings, the settings the update ran with and
+ * its losses (src/report/html.ts, the same code as `grpo-studio report`).
+ */
+export async function saveReport(heat: ReportInput['heat']): Promise<void> {
+  const s = store();
+  if (!s.batch) return;
+  const { renderReport } = await import('../report/html.ts');
+  const counts = { error: 0, warning: 0, info: 0 };
+  for (const f of s.findings) counts[f.severity]++;
+  const loss = s.run.loss;
+  const html = renderReport({
+    name: s.batchName || 'batch',
+    batch: s.batch,
+    report: { findings: s.findings, skipped: s.skipped, counts },
+    tokenTexts: s.tokenTexts,
+    specialIds: s.model?.tokenizer.special_token_ids,
+    settings: s.runSettings ? { ...s.runSettings.loss, ...s.runSettings.sampling } : null,
+    losses: loss && s.runSettings ? { chosen: s.runSettings.loss.loss_type, before: loss.losses, after: s.run.re_evaluate?.losses_after } : null,
+    heat,
+    generator: 'GRPO Studio (page)',
+  });
+  download(new Blob([html], { type: 'text/html' }), (s.batchName || 'batch').replace(/\.json$/, '') + '.report.html');
+}
+
+/** Saves a blob as a file through a temporary link. */
+function download(blob: Blob, name: string): void {
   const a = document.createElement('a');
   a.href = URL.createObjectURL(blob);
-  a.download = (batchName || 'batch').replace(/\.json$/, '') + '.grpo-batch.json';
+  a.download = name;
   a.click();
   setTimeout(() => URL.revokeObjectURL(a.href), 1000);
 }
 
 export async function loadModel(source: ModelChoice): Promise<void> {
-  store().setModel('busy', null);
+  const previous = store().modelStatus === 'ready' ? store().model : null;
+  store().setModel('busy');
   store().setLoadProgress({ label: 'starting', loaded: 0, total: 0 });
   try {
-    store().resetRun();
     const { model } = await worker().request({ type: 'load-model', source });
+    store().resetRun();
     store().setModel('ready', model);
   } catch (e) {
-    store().setModel('error', null);
+    store().setModel(previous ? 'ready' : 'error', previous);
     fail(e);
   } finally {
     store().setLoadProgress(null);
@@ -121,14 +157,37 @@ function start(): StepStart {
   return stepFrom === 'import' && imported ? { kind: 'batch', batch: imported.batch } : { kind: 'prompts' };
 }
 
+/**
+ * Why the form cannot start an update (a field whose text is not a valid value, an empty prompt), or
+ * null. Checked before the first stage: the page never runs on the last valid value of a field.
+ */
+export function settingsProblem(): string | null {
+  const { formErrors, prompts, stepFrom, imported } = store();
+  const bad = Object.entries(formErrors);
+  if (bad.length > 0) return `settings: ${bad.map(([f, p]) => `${f}: ${p}`).join('; ')}`;
+  if (stepFrom === 'import' && imported) return null;
+  if (prompts.length === 0) return 'prompts: the prompt set is empty';
+  const empty = prompts.findIndex((p) => p.user.trim() === '');
+  if (empty >= 0) return `prompts: prompt #${empty} has an empty user message`;
+  return null;
+}
+
 /** Runs the next stage; false when there is none or it failed. */
 export async function nextStage(): Promise<boolean> {
   const s = store();
   if (s.cursor >= STAGES.length) return false;
+  const problem = s.cursor === 0 ? settingsProblem() : null;
+  if (problem) {
+    s.pushError({ kind: 'settings', message: problem });
+    return false;
+  }
   const stage = STAGES[s.cursor];
-  s.stageStarted(stage);
+  // The worker builds the update from the settings sent with its first stage; later stages' settings are ignored.
+  const first = s.cursor === 0;
+  const sent = first ? structuredClone(settings()) : s.runSettings ?? settings();
+  s.stageStarted(stage, first ? sent : undefined);
   try {
-    const result = await worker().request({ type: 'run-stage', stage, settings: settings(), start: s.cursor === 0 ? start() : undefined });
+    const result = await worker().request({ type: 'run-stage', stage, settings: sent, start: first ? start() : undefined });
     store().stageDone(result);
     return true;
   } catch (e) {
@@ -136,6 +195,38 @@ export async function nextStage(): Promise<boolean> {
     fail(e);
     return false;
   }
+}
+
+let whatIfSeq = 0;
+
+/** Recomputes the loss of this update's batch under `loss` (no resampling, no forward); only the latest answer is shown. */
+export async function runWhatIf(loss: LossSettings): Promise<void> {
+  const seq = ++whatIfSeq;
+  store().setWhatIfSettings(loss);
+  try {
+    const r = await worker().request({ type: 'what-if', loss });
+    if (seq === whatIfSeq) store().setWhatIf(r);
+  } catch (e) {
+    if (seq === whatIfSeq) {
+      store().setWhatIf(null);
+      fail(e);
+    }
+  }
+}
+
+/** Re-samples the update's prompts with the same seed from the stepped weights and scores them. */
+export async function runBeforeAfter(): Promise<void> {
+  try {
+    store().setBeforeAfter(await worker().request({ type: 'before-after' }));
+  } catch (e) {
+    fail(e);
+  }
+}
+
+/** Makes the what-if settings the loss settings of the next update (the results on screen then read as stale). */
+export function applyWhatIf(): void {
+  const w = store().whatIfSettings;
+  if (w) store().setLoss(w);
 }
 
 export async function runToEnd(): Promise<void> {

@@ -6,7 +6,7 @@ import type { StateCreator } from 'zustand';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
-import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult } from '../worker/protocol.ts';
+import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type LossSettings, type WhatIfResult, type BeforeAfterResult } from '../worker/protocol.ts';
 
 export type Status = 'idle' | 'busy' | 'ready' | 'error';
 
@@ -41,6 +41,10 @@ export interface ImportedBatch {
   batch: GrpoBatch;
   name: string;
   report: DoctorReport;
+  /** Decoded tokens, when a model's tokenizer was loaded at import. */
+  token_texts?: TokenTexts;
+  /** The reader's notes: the trainer format it was read as, assumptions, keys it did not read. */
+  notes?: string[];
 }
 
 export interface BatchSlice {
@@ -52,17 +56,33 @@ export interface BatchSlice {
   batch: GrpoBatch | null;
   batchName: string;
   batchOrigin: 'import' | 'step' | null;
+  /** Decoded tokens of the batch on screen (the tokenizer's), or null: the grid then shows ids. */
+  tokenTexts: TokenTexts | null;
   findings: Finding[];
   /** Rules the Doctor could not run on this batch, and why. */
   skipped: DoctorReport['skipped'];
   run: RunResults;
+  /**
+   * The settings the current update was started with: every number in `run` was computed with these, so
+   * labels read them (never the form's current values) and a form that differs marks the results stale.
+   */
+  runSettings: StepSettings | null;
+  /** The what-if form (loss settings to try on this update's batch), null until first changed. */
+  whatIfSettings: LossSettings | null;
+  /** The latest what-if result: the loss recomputed on the same batch under whatIfSettings. */
+  whatIf: WhatIfResult | null;
+  setWhatIfSettings(s: LossSettings | null): void;
+  setWhatIf(r: WhatIfResult | null): void;
+  /** The before/after check of this update (its samples vs the same prompts re-sampled after the step). */
+  beforeAfter: BeforeAfterResult | null;
+  setBeforeAfter(r: BeforeAfterResult | null): void;
   stages: Record<StageId, StageState>;
   /** Index in STAGES of the stage Next runs; STAGES.length when the update is complete. */
   cursor: number;
   running: boolean;
   setImported(imported: ImportedBatch): void;
   setStepFrom(from: BatchSlice['stepFrom']): void;
-  stageStarted(stage: StageId): void;
+  stageStarted(stage: StageId, settings?: StepSettings): void;
   stageDone(result: StageResult): void;
   stageFailed(stage: StageId): void;
   setRunning(running: boolean): void;
@@ -71,15 +91,21 @@ export interface BatchSlice {
 }
 
 export type Overlay = 'none' | 'attention' | 'completion' | 'tool';
-export type HeatMetric = 'none' | 'logp' | 'old_logp' | 'ref_logp' | 'sampling_logp' | 'entropy' | 'kl' | 'ratio' | 'loss' | 'weight' | 'clip' | 'dlogp';
+export type HeatMetric = 'none' | 'logp' | 'old_logp' | 'ref_logp' | 'sampling_logp' | 'entropy' | 'kl' | 'ratio' | 'loss' | 'weight' | 'clip' | 'dlogp' | 'whatif_dloss' | 'whatif_dgrad' | 'whatif_dweight' | 'diff';
 
 export interface ViewSlice {
+  /** A batch pinned to compare the batch on screen with, token by token. */
+  diffBase: { name: string; batch: GrpoBatch } | null;
+  setDiffBase(b: ViewSlice['diffBase']): void;
   overlay: Overlay;
   heat: HeatMetric;
   /** The selected cell (sample, column of the grid), or null. */
   selected: { sample: number; col: number } | null;
-  /** A Doctor finding's location to highlight: sample, field and [start, end) positions in that field's row. */
-  focus: { sample: number; field?: string; span?: [number, number]; rule: string } | null;
+  /**
+   * A Doctor finding's location to highlight: sample, field and [start, end) positions in that field's row.
+   * No sample: a batch-level finding (config, group sizes), which selects no row.
+   */
+  focus: { sample?: number; field?: string; span?: [number, number]; rule: string } | null;
   setOverlay(o: Overlay): void;
   setHeat(h: HeatMetric): void;
   select(sel: { sample: number; col: number } | null): void;
@@ -95,6 +121,9 @@ export interface StudioError {
 
 export interface ErrorSlice {
   errors: StudioError[];
+  /** Form fields whose text is not a valid value, by label: an update does not start while any exist. */
+  formErrors: Record<string, string>;
+  setFormError(field: string, problem: string | null): void;
   pushError(e: Omit<StudioError, 'id'>): void;
   dismissError(id: number): void;
 }
@@ -103,13 +132,13 @@ export type SessionSlices = ModelSlice & BatchSlice & ViewSlice & ErrorSlice;
 
 const pendingStages = (): Record<StageId, StageState> => Object.fromEntries(STAGES.map((s) => [s, { status: 'pending' }])) as Record<StageId, StageState>;
 
-const freshRun = () => ({ run: {}, stages: pendingStages(), cursor: 0, running: false });
+const freshRun = () => ({ run: {}, runSettings: null, whatIfSettings: null, whatIf: null, beforeAfter: null, stages: pendingStages(), cursor: 0, running: false });
 
 /** The view of an imported batch, or of nothing. */
 const showing = (i: ImportedBatch | null) =>
   i
-    ? { batch: i.batch, batchName: i.name, batchOrigin: 'import' as const, findings: i.report.findings, skipped: i.report.skipped }
-    : { batch: null, batchName: '', batchOrigin: null, findings: [], skipped: [] };
+    ? { batch: i.batch, batchName: i.name, batchOrigin: 'import' as const, tokenTexts: i.token_texts ?? null, findings: i.report.findings, skipped: i.report.skipped }
+    : { batch: null, batchName: '', batchOrigin: null, tokenTexts: null, findings: [], skipped: [] };
 
 let nextErrorId = 1;
 
@@ -130,15 +159,23 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   batch: null,
   batchName: '',
   batchOrigin: null,
+  tokenTexts: null,
   findings: [],
   skipped: [],
   run: {},
+  runSettings: null,
+  whatIfSettings: null,
+  whatIf: null,
+  setWhatIfSettings: (whatIfSettings) => set({ whatIfSettings }),
+  setWhatIf: (whatIf) => set({ whatIf }),
+  beforeAfter: null,
+  setBeforeAfter: (beforeAfter) => set({ beforeAfter }),
   stages: pendingStages(),
   cursor: 0,
   running: false,
   setImported: (imported) => set(() => ({ imported, stepFrom: 'import', ...freshRun(), ...showing(imported), selected: null, focus: null })),
   setStepFrom: (stepFrom) => set((s) => ({ stepFrom, ...freshRun(), ...showing(stepFrom === 'import' ? s.imported : null) })),
-  stageStarted: (stage) => set((s) => ({ stages: { ...s.stages, [stage]: { status: 'running' } } })),
+  stageStarted: (stage, settings) => set((s) => ({ stages: { ...s.stages, [stage]: { status: 'running' } }, runSettings: settings ?? s.runSettings })),
   stageDone: (r) =>
     set((s) => {
       const a = r.id === 'assemble' ? (r.data as StagePayloads['assemble'] | null) : null;
@@ -146,13 +183,16 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
       // inspectors show what the trainer sees there without a click.
       const assembled = a
         ? {
-            batch: a.batch, batchOrigin: 'step' as const, batchName: s.stepFrom === 'import' ? `${s.imported?.name ?? 'batch'} (stepped)` : 'current step',
+            batch: a.batch, batchOrigin: 'step' as const, tokenTexts: a.token_texts, batchName: s.stepFrom === 'import' ? `${s.imported?.name ?? 'batch'} (stepped)` : 'current step',
             findings: a.report.findings, skipped: a.report.skipped, selected: s.selected ?? { sample: 0, col: a.padded.P },
           }
         : {};
+      // The loss stage re-checks the batch once old_per_token_logps exist (sampler vs trainer log-probs).
+      const rechecked = r.id === 'loss' && r.data && 'report' in r.data ? { findings: r.data.report.findings, skipped: r.data.report.skipped } : {};
       return {
         run: r.data ? { ...s.run, [r.id]: r.data } : s.run,
         ...assembled,
+        ...rechecked,
         stages: { ...s.stages, [r.id]: { status: r.skipped ? 'skipped' : 'done', ms: r.ms, gpuBytes: r.gpuBytes, peakBytes: r.peakBytes, skipped: r.skipped } },
         cursor: Math.max(s.cursor, STAGES.indexOf(r.id) + 1),
       };
@@ -161,6 +201,8 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   setRunning: (running) => set({ running }),
   resetRun: () => set((s) => ({ ...freshRun(), ...(s.batchOrigin === 'step' ? showing(s.stepFrom === 'import' ? s.imported : null) : {}) })),
 
+  diffBase: null,
+  setDiffBase: (diffBase) => set({ diffBase }),
   overlay: 'completion',
   heat: 'none',
   selected: null,
@@ -168,9 +210,18 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   setOverlay: (overlay) => set({ overlay }),
   setHeat: (heat) => set({ heat }),
   select: (selected) => set({ selected }),
-  setFocus: (focus) => set({ focus }),
+  setFocus: (focus) => set(focus && focus.sample === undefined ? { focus, selected: null } : { focus }),
 
   errors: [],
+  formErrors: {},
+  setFormError: (field, problem) =>
+    set((s) => {
+      if ((s.formErrors[field] ?? null) === problem) return {};
+      const formErrors = { ...s.formErrors };
+      if (problem === null) delete formErrors[field];
+      else formErrors[field] = problem;
+      return { formErrors };
+    }),
   pushError: (e) => set((s) => ({ errors: [...s.errors.filter((x) => x.message !== e.message), { ...e, id: nextErrorId++ }] })),
   dismissError: (id) => set((s) => ({ errors: s.errors.filter((e) => e.id !== id) })),
 });

@@ -59,6 +59,9 @@ export const DEFAULT_LOSS: LossSettings = {
   max_completion_length: DEFAULT_GRPO_CONFIG.max_completion_length ?? 8,
 };
 
+/** The source a new JS reward starts with: exact match after dropping trailing special-token text. */
+export const JS_REWARD_TEMPLATE = "(s) => (s.completion.replace(/(\\s*<\\|?[^<>\\s]+\\|?>)+\\s*$/, '').trim() === s.answer.trim() ? 1 : 0)";
+
 /** A fresh reward of each kind, as "add reward" creates it. */
 export function newReward(kind: RewardKind): RewardSpec {
   const base = { name: kind, weight: 1, enabled: true };
@@ -72,7 +75,9 @@ export function newReward(kind: RewardKind): RewardSpec {
     case 'contains':
       return { ...base, kind, text: '', case_sensitive: false };
     case 'js':
-      return { ...base, kind, source: '(s) => (s.completion.trim() === s.answer ? 1 : 0)', timeout_ms: 1000 };
+      // completion texts keep the EOS token's text ("59<|im_end|>"): the template strips trailing special tokens
+      // before comparing, as the built-in exact match does, or it would score 0 on every correct answer.
+      return { ...base, kind, source: JS_REWARD_TEMPLATE, timeout_ms: 1000 };
   }
 }
 

@@ -1,18 +1,23 @@
 // The studio page: header (adapter, import / export), settings on the left (model, prompts, sampling,
 // rewards, loss), the stepper and the token view in the middle, Doctor and charts on the right.
 // A grpo-batch/v1 JSON dropped anywhere on the page is imported.
-import { useEffect, useState } from 'react';
-import { useStudio } from '../store/index.ts';
+import { useEffect, useRef, useState } from 'react';
+import { studioStore, useStudio } from '../store/index.ts';
 import { Charts } from './Charts.tsx';
-import { exportBatch, importBatchFile, startStudio } from '../store/controller.ts';
+import { exportBatch, importBatchFile, saveReport, startStudio } from '../store/controller.ts';
+import { shownHeat } from './grid/heat.ts';
 import { SampleInspector, TokenInspector } from './Inspector.tsx';
+import { BeforeAfterPanel } from './panels/BeforeAfterPanel.tsx';
+import { DiffPanel } from './panels/DiffPanel.tsx';
 import { DoctorPanel } from './panels/DoctorPanel.tsx';
 import { ErrorBanner } from './panels/ErrorBanner.tsx';
 import { LossPanel } from './panels/LossPanel.tsx';
 import { ModelPanel } from './panels/ModelPanel.tsx';
 import { PromptPanel, SamplingPanel } from './panels/PromptPanel.tsx';
 import { RewardsPanel } from './panels/RewardsPanel.tsx';
+import { StageOutput } from './panels/StageOutput.tsx';
 import { Stepper } from './panels/Stepper.tsx';
+import { WhatIfPanel } from './panels/WhatIfPanel.tsx';
 import { TokenGrid } from './grid/TokenGrid.tsx';
 
 function Header() {
@@ -20,6 +25,8 @@ function Header() {
   const gpu = useStudio((s) => s.gpuStatus);
   const batch = useStudio((s) => s.batch);
   const resetSettings = useStudio((s) => s.resetSettings);
+  // A real button (Tab reaches it) opening the hidden file input: a <label> wrapper is not focusable.
+  const importRef = useRef<HTMLInputElement>(null);
   return (
     <header className="top">
       <h1>GRPO Studio</h1>
@@ -27,22 +34,26 @@ function Header() {
         {adapter ? `WebGPU: ${[adapter.vendor, adapter.architecture, adapter.description].filter(Boolean).join(' · ') || 'adapter'}` : gpu === 'busy' ? 'WebGPU: probing…' : gpu === 'error' ? 'WebGPU: unavailable' : 'WebGPU: —'}
       </span>
       <span className="grow" />
-      <label className="button">
+      <button onClick={() => importRef.current?.click()} data-testid="import-button">
         Import batch…
-        <input
-          type="file"
-          accept=".json,application/json"
-          hidden
-          data-testid="import-input"
-          onChange={(e) => {
-            const f = e.target.files?.[0];
-            if (f) void importBatchFile(f);
-            e.target.value = '';
-          }}
-        />
-      </label>
+      </button>
+      <input
+        ref={importRef}
+        type="file"
+        accept=".json,.jsonl,.safetensors,application/json"
+        hidden
+        data-testid="import-input"
+        onChange={(e) => {
+          const f = e.target.files?.[0];
+          if (f) void importBatchFile(f);
+          e.target.value = '';
+        }}
+      />
       <button disabled={!batch} onClick={exportBatch} data-testid="export">
         Export batch
+      </button>
+      <button disabled={!batch} onClick={() => void saveReport(shownHeat(studioStore().getState()))} data-testid="save-report" title="one self-contained HTML file (grid, findings, settings, losses) that opens offline: attach it to an issue">
+        Save report
       </button>
       <button title="restore default prompts, sampling, rewards and loss settings" onClick={() => confirm('Reset all settings to defaults?') && resetSettings()}>
         Defaults
@@ -87,6 +98,7 @@ export function App() {
         </aside>
         <main className="center">
           <Stepper />
+          <StageOutput />
           <TokenGrid />
           <div className="inspectors">
             <div>
@@ -101,6 +113,9 @@ export function App() {
         </main>
         <aside className="right">
           <DoctorPanel />
+          <WhatIfPanel />
+          <BeforeAfterPanel />
+          <DiffPanel />
           <Charts />
         </aside>
       </div>

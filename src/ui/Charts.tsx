@@ -9,31 +9,35 @@ import { groupLabel } from '../store/vocabulary.ts';
 import { useStudio } from '../store/index.ts';
 import { groupStats } from '../store/derived.ts';
 import { AGGREGATIONS } from '../store/vocabulary.ts';
+import { aggregationTitle } from './explain.ts';
 import { heatAccessor } from './grid/heat.ts';
 import { Section, fmt } from './fields.tsx';
 
 const AXIS = { stroke: '#7d8590', fontSize: 10 };
 const TOOLTIP = { contentStyle: { background: '#161b22', border: '1px solid #30363d', fontSize: 11 }, formatter: (v: unknown) => (typeof v === 'number' ? fmt(v) : String(v)) };
 
-function ChartBox({ title, children, testId }: { title: string; children: React.ReactElement; testId?: string }) {
+function ChartBox({ title, children, testId, height = 150 }: { title: string; children: React.ReactElement; testId?: string; height?: number }) {
   return (
     <div className="chart" data-testid={testId}>
       <div className="chart-title">{title}</div>
-      <ResponsiveContainer width="100%" height={150}>
+      <ResponsiveContainer width="100%" height={height}>
         {children}
       </ResponsiveContainer>
     </div>
   );
 }
 
+/** Axis titles by x key: every chart says what its x axis counts. */
+const X_TITLES: Record<string, string> = { t: 'completion position t', sample: 'sample (rows of a group are adjacent)' };
+
 /** Grid, axes, tooltip and legend of the per-sample and per-token charts (x from `xKey`). */
 function frame(xKey: string): React.ReactElement[] {
   return [
     <CartesianGrid key="grid" stroke="#21262d" />,
-    <XAxis key="x" dataKey={xKey} tick={AXIS} />,
+    <XAxis key="x" dataKey={xKey} tick={AXIS} height={30} label={{ value: X_TITLES[xKey] ?? xKey, position: 'insideBottom', offset: -2, fill: '#7d8590', fontSize: 10 }} />,
     <YAxis key="y" tick={AXIS} />,
     <Tooltip key="tooltip" {...TOOLTIP} />,
-    <Legend key="legend" wrapperStyle={{ fontSize: 10 }} />,
+    <Legend key="legend" verticalAlign="top" height={18} wrapperStyle={{ fontSize: 10 }} />,
   ];
 }
 
@@ -115,12 +119,13 @@ function TokenCurves() {
 function LossTable() {
   const loss = useStudio((s) => s.run.loss);
   const after = useStudio((s) => s.run.re_evaluate);
-  const lossType = useStudio((s) => s.loss.loss_type);
+  // The aggregation the update ran with, not the form's: changing the form afterwards must not relabel these numbers.
+  const lossType = useStudio((s) => s.runSettings?.loss.loss_type ?? s.loss.loss_type);
   if (!loss) return null;
   const c = loss.clip_counts;
   return (
     <div className="loss-values" data-testid="loss-values">
-      <div className="chart-title">
+      <div className="chart-title" data-testid="loss-headline" title={aggregationTitle(lossType)}>
         loss ({lossType}) {fmt(loss.loss)} = policy {fmt(loss.policy_term)} + β·KL {fmt(loss.kl_term)}
       </div>
       <table className="dense">
@@ -137,7 +142,7 @@ function LossTable() {
             const v = loss.losses[a];
             const w = after?.losses_after[a];
             return (
-              <tr key={a} className={a === lossType ? 'chosen' : ''} data-agg={a} title={a === lossType ? 'drives the gradient' : undefined}>
+              <tr key={a} className={a === lossType ? 'chosen' : ''} data-agg={a} title={`${aggregationTitle(a)}${a === lossType ? '\n(drives the gradient in this update)' : ''}`}>
                 <td>{a}</td>
                 <td className="num" data-testid="loss-value">{fmt(v, 3)}</td>
                 <td className="num">{fmt(w, 3)}</td>
@@ -160,10 +165,11 @@ function GradNorms() {
   if (!backward) return null;
   const rows = Object.entries(backward.group_grad_norms).map(([group, norm]) => ({ group, norm }));
   return (
-    <ChartBox title={`grad norm per parameter group (total ${fmt(backward.grad_norm)}${step ? `, clip coef ${fmt(step.clip_coef)}` : ''})`} testId="chart-grads">
-      <BarChart data={rows}>
-        <XAxis dataKey="group" tick={{ ...AXIS, fontSize: 8 }} interval={0} angle={-20} textAnchor="end" height={40} />
-        <YAxis tick={AXIS} />
+    <ChartBox title={`grad norm per parameter group (total ${fmt(backward.grad_norm)}${step ? `, clip coef ${fmt(step.clip_coef)}` : ''})`} testId="chart-grads" height={Math.max(150, 16 * rows.length + 40)}>
+      {/* Horizontal bars: one line per group name, so the names never overlap (rotated x labels did). */}
+      <BarChart data={rows} layout="vertical" margin={{ left: 4, right: 8 }}>
+        <XAxis type="number" tick={AXIS} label={{ value: '‖grad‖₂', position: 'insideBottom', offset: -2, fill: '#7d8590', fontSize: 10 }} height={30} />
+        <YAxis type="category" dataKey="group" tick={{ ...AXIS, fontSize: 9 }} interval={0} width={120} />
         <Tooltip {...TOOLTIP} />
         <Bar dataKey="norm" fill="#3fb950" isAnimationActive={false} />
       </BarChart>

@@ -10,6 +10,7 @@ import { FLAG, FLAG_TEXT, REGION_NAMES, classifyCell, visibleText } from './grid
 import { useGridModel } from './grid/useGrid.ts';
 import { heatAccessor } from './grid/heat.ts';
 import { KV, fmt } from './fields.tsx';
+import { TERM_HELP } from './explain.ts';
 
 const bitText = (m: number | null) => (m === null ? 'none' : String(m));
 
@@ -17,15 +18,15 @@ export function TokenInspector() {
   const hovered = useHover((s) => s.cell);
   const selected = useStudio((s) => s.selected);
   const run = useStudio((s) => s.run);
-  const lossType = useStudio((s) => s.loss.loss_type);
+  const lossType = useStudio((s) => s.runSettings?.loss.loss_type ?? s.loss.loss_type);
   const model = useGridModel();
+  const texts = useStudio((s) => s.tokenTexts);
   const cell = hovered ?? selected;
   if (!model || !cell || cell.sample >= model.grid.B) return <div className="inspector muted" data-testid="token-inspector">hover or click a token</div>;
   const { ctx, grid } = model;
   const info = classifyCell(ctx, cell.sample, cell.col);
   const b = cell.sample;
   const j = info.side === 'completion' ? info.index : -1;
-  const texts = run.assemble?.token_texts;
   const text = info.id === null ? undefined : info.side === 'completion' ? texts?.completion[b]?.[j] : texts?.prompt[b]?.[info.index];
   const at = (m: Parameters<typeof heatAccessor>[0]) => (j >= 0 ? heatAccessor(m, ctx.batch, run)?.(b, j) : undefined);
   const clip = at('clip');
@@ -35,8 +36,8 @@ export function TokenInspector() {
     ['region', REGION_NAMES[info.region]],
     ['id', info.id === null ? '—' : String(info.id)],
     ['text', text === undefined ? '(no tokenizer)' : JSON.stringify(visibleText(text))],
-    ['position', `${cell.col} (${info.side} [${info.index}])`],
-    ['position id', String(grid.position_ids[b * grid.W + cell.col])],
+    [TERM_HELP.position.split(':')[0], `${cell.col} (${info.side} [${info.index}])`],
+    [TERM_HELP.position_id.split(':')[0], String(grid.position_ids[b * grid.W + cell.col])],
     ['attention_mask', bitText(info.attention)],
   ];
   if (info.side === 'completion') {
@@ -60,7 +61,7 @@ export function TokenInspector() {
     <div className="inspector" data-testid="token-inspector">
       <div className="kv">
         {rows.map(([k, v]) => (
-          <KV key={k} k={k} v={v} mono />
+          <KV key={k} k={k} v={v} mono title={HELP[k]} />
         ))}
       </div>
       {flags.map((f) => (
@@ -72,6 +73,9 @@ export function TokenInspector() {
   );
 }
 
+/** Tooltips of the inspector's rows that need one. */
+const HELP: Record<string, string> = { position: TERM_HELP.position, 'position id': TERM_HELP.position_id };
+
 const mul = (a?: number, b?: number) => (a === undefined || b === undefined ? undefined : a * b);
 
 export function SampleInspector() {
@@ -79,11 +83,11 @@ export function SampleInspector() {
   const focus = useStudio((s) => s.focus);
   const batch = useStudio((s) => s.batch);
   const run = useStudio((s) => s.run);
+  const texts = useStudio((s) => s.tokenTexts);
   const b = selected?.sample ?? focus?.sample ?? null;
   const stats = useStudio(groupStats);
   if (!batch || b === null || b >= batch.completion_ids.length) return <div className="inspector muted" data-testid="sample-inspector">select a sample</div>;
   const g = groupLabel(batch, b);
-  const texts = run.assemble?.token_texts;
   const promptText = batch.prompt_texts?.[b] ?? texts?.prompt[b]?.join('') ?? null;
   const completionText = batch.completion_texts?.[b] ?? texts?.completion[b]?.join('') ?? null;
   const names = rewardNames(batch, run);

@@ -1,6 +1,7 @@
 // Small pieces shared by the panels: labelled number / text / select / checkbox inputs that write straight
 // to the store (numbers are committed only when they parse), key / value rows, sections, number formats.
 import { useEffect, useState, type ReactNode } from 'react';
+import { useStudio } from '../store/index.ts';
 
 export function Field({ label, title, children }: { label: string; title?: string; children: ReactNode }) {
   return (
@@ -11,18 +12,41 @@ export function Field({ label, title, children }: { label: string; title?: strin
   );
 }
 
-/** A number input that keeps what is typed and commits finite numbers (or null where allowed). */
-export function NumberField(props: { label: string; value: number | null; onChange(v: number | null): void; min?: number; max?: number; nullable?: boolean; title?: string; testId?: string }) {
-  const { label, value, onChange, min, max, nullable, title, testId } = props;
+/** Why `text` is not a valid value for a number field with these bounds, or null when it is. */
+export function numberProblem(text: string, o: { min?: number; max?: number; nullable?: boolean; integer?: boolean }): string | null {
+  const t = text.trim();
+  if (t === '') return o.nullable ? null : 'is empty';
+  const v = Number(t);
+  if (!Number.isFinite(v)) return `${JSON.stringify(text)} is not a number`;
+  if (o.integer && !Number.isInteger(v)) return `${t} is not an integer`;
+  if (o.min !== undefined && v < o.min) return `${t} is below the minimum ${o.min}`;
+  if (o.max !== undefined && v > o.max) return `${t} is above the maximum ${o.max}`;
+  return null;
+}
+
+/**
+ * A number input that keeps what is typed and commits valid numbers (or null where allowed). An invalid
+ * entry is registered as a form error under the field's label: the stepper refuses to start an update
+ * while one exists, so the run never silently uses the last valid value.
+ */
+export function NumberField(props: { label: string; value: number | null; onChange(v: number | null): void; min?: number; max?: number; nullable?: boolean; integer?: boolean; title?: string; testId?: string; /** not a setting of the next update (the what-if form): never blocks one */ detached?: boolean }) {
+  const { label, value, onChange, min, max, nullable, integer, title, testId, detached } = props;
   const [text, setText] = useState(value === null ? '' : String(value));
+  const setFormError = useStudio((s) => s.setFormError);
   useEffect(() => {
     if ((value === null ? '' : String(value)) !== text && Number(text) !== value) setText(value === null ? '' : String(value));
   }, [value]);
-  const bad = text.trim() === '' ? !nullable : !Number.isFinite(Number(text)) || (min !== undefined && Number(text) < min) || (max !== undefined && Number(text) > max);
+  const problem = numberProblem(text, { min, max, nullable, integer });
+  useEffect(() => {
+    if (!detached) setFormError(label, problem);
+  }, [label, problem]);
+  useEffect(() => () => (detached ? undefined : setFormError(label, null)), [label]);
+  const bad = problem !== null;
   return (
-    <Field label={label} title={title}>
+    <Field label={label} title={bad ? `${label}: ${problem}` : title}>
       <input
         className={bad ? 'num bad' : 'num'}
+        aria-invalid={bad}
         data-testid={testId}
         type="text"
         inputMode="decimal"
@@ -32,19 +56,19 @@ export function NumberField(props: { label: string; value: number | null; onChan
           const t = e.target.value;
           setText(t);
           if (t.trim() === '' && nullable) onChange(null);
-          else if (t.trim() !== '' && Number.isFinite(Number(t)) && (min === undefined || Number(t) >= min) && (max === undefined || Number(t) <= max)) onChange(Number(t));
+          else if (numberProblem(t, { min, max, nullable, integer }) === null) onChange(Number(t));
         }}
       />
     </Field>
   );
 }
 
-export function SelectField<T extends string>(props: { label: string; value: T; options: readonly T[]; onChange(v: T): void; title?: string; labels?: Partial<Record<T, string>> }) {
+export function SelectField<T extends string>(props: { label: string; value: T; options: readonly T[]; onChange(v: T): void; title?: string; labels?: Partial<Record<T, string>>; titles?: (o: T) => string; testId?: string }) {
   return (
     <Field label={props.label} title={props.title}>
-      <select value={props.value} aria-label={props.label || props.title} onChange={(e) => props.onChange(e.target.value as T)}>
+      <select value={props.value} aria-label={props.label || props.title} data-testid={props.testId} title={props.titles?.(props.value)} onChange={(e) => props.onChange(e.target.value as T)}>
         {props.options.map((o) => (
-          <option key={o} value={o}>
+          <option key={o} value={o} title={props.titles?.(o)}>
             {props.labels?.[o] ?? o}
           </option>
         ))}
@@ -63,10 +87,10 @@ export function CheckField({ label, value, onChange, title }: { label: string; v
 }
 
 /** One key / value pair of a `.kv` grid: two cells, no wrapper, so the grid lines them up. */
-export function KV({ k, v, mono }: { k: string; v: string; mono?: boolean }) {
+export function KV({ k, v, mono, title }: { k: string; v: string; mono?: boolean; title?: string }) {
   return (
     <>
-      <span>{k}</span>
+      <span title={title}>{title ? <abbr>{k}</abbr> : k}</span>
       <span className={mono ? 'mono' : undefined}>{v}</span>
     </>
   );

@@ -16,6 +16,7 @@ import type { JsRewardRunner, RewardSample, RewardSpec, RewardTable } from '../g
 import type { MemoryPlan } from '../model/memory.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
 import type { ImportanceSamplingLevel, KlEstimator, LossType } from '../kernels/types.ts';
+import type { LogpLossResult } from '../grpo/loss_from_logps.ts';
 
 // ------------------------------------------------------------------------------------------ stages
 
@@ -115,12 +116,25 @@ export interface LoadProgress {
   total: number;
 }
 
+/** Decoded text of every prompt and completion token, (B, *) like the ids. */
+export interface TokenTexts {
+  prompt: string[][];
+  completion: string[][];
+}
+
 /** What the runner adds to a stage's pipeline data for the page. */
 export interface StageExtras {
   assemble: {
     /** Decoded text of every token (special tokens as written), for the grid and the inspector. */
-    token_texts: { prompt: string[][]; completion: string[][] };
+    token_texts: TokenTexts;
     /** The Doctor's report on the assembled batch. */
+    report: DoctorReport;
+  };
+  loss: {
+    /**
+     * The Doctor's report again, now that old_per_token_logps exist (the policy's own, before the step):
+     * the sampler-vs-trainer log-prob rule needs both arrays, and at assemble only the sampler's exist.
+     */
     report: DoctorReport;
   };
 }
@@ -130,6 +144,44 @@ export type StagePayloads = { [S in StageId]: StageData[S] & (S extends keyof St
 
 /** The pipeline's StageResult (id, ms, gpuBytes, peakBytes, skipped; its GPU work counters when known) carrying the page's payload. */
 export type StageResult<S extends StageId = StageId> = Omit<PipelineStageResult<S>, 'data' | 'gpuStats'> & Partial<Pick<PipelineStageResult<S>, 'gpuStats'>> & { data: StagePayloads[S] | null };
+
+/** One side of a what-if: the loss's per-token terms on the update's batch under one set of loss settings. */
+export interface WhatIfSide {
+  terms: LogpLossResult;
+  advantages: Float32Array; // (B) the advantages these settings give (rescaled from the rewards where they can be)
+}
+
+/**
+ * A what-if on the current update's batch: the loss recomputed from the log-probs of its policy forward
+ * (before the step) under other loss-side settings; no resampling, no forward, no weight change. `current`
+ * is recomputed the same way with the settings the update ran with, so the two sides differ only in the
+ * settings. `notes` name settings a what-if cannot change (temperature needs a new forward).
+ */
+export interface WhatIfResult {
+  settings: LossSettings;
+  current: WhatIfSide;
+  whatif: WhatIfSide;
+  /** |current loss − the loss stage's loss|: the recomputation's self-check (float32 rounding only). */
+  check: number;
+  notes: string[];
+  ms: number;
+}
+
+/** One side of the before/after check: the completions of the prompt set and their rewards. */
+export interface SampledSide {
+  completion_texts: string[];
+  lengths: number[]; // completion tokens per sample
+  rewards: number[]; // (B) combined
+  rewards_per_func: number[][]; // (B, F)
+}
+
+/** The update's own samples (before the step) and the same prompts re-sampled with the same seed after it. */
+export interface BeforeAfterResult {
+  G: number;
+  names: string[]; // reward function names (F)
+  before: SampledSide;
+  after: SampledSide;
+}
 
 /** Where an update starts: the prompt set (render → sample → reward), or an imported batch (those three skipped). */
 export type StepStart = { kind: 'prompts' } | { kind: 'batch'; batch: GrpoBatch };
@@ -145,6 +197,15 @@ export interface StepRunner {
   /** Runs the stage after the last completed one and returns its result. */
   runStage(stage: StageId, settings: StepSettings, start?: StepStart): Promise<StageResult>;
   reset(): Promise<void>;
+  /** The loss of the current update's batch under other loss settings (the update must have reached its loss stage). */
+  whatIf(loss: LossSettings): Promise<WhatIfResult>;
+  /** Re-samples the update's prompts with the same seed from the stepped weights and scores them (the update must have taken its step). */
+  beforeAfter(): Promise<BeforeAfterResult>;
+  /**
+   * The Doctor's report on an imported batch with the loaded tokenizer (retokenization and chat-template
+   * rules run) and its decoded token texts; without a loaded model, the report without them.
+   */
+  inspect(batch: GrpoBatch): { report: DoctorReport; token_texts?: TokenTexts };
   dispose(): void;
 }
 
@@ -169,20 +230,24 @@ export interface WorkerErrorInfo {
 
 export type Request =
   | { type: 'init' }
-  | { type: 'import-batch'; text: string; name: string }
+  | { type: 'import-batch'; bytes: Uint8Array; name: string }
   | { type: 'load-model'; source: ModelChoice }
   | { type: 'run-stage'; stage: StageId; settings: StepSettings; start?: StepStart }
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
+  | { type: 'what-if'; loss: LossSettings }
+  | { type: 'before-after' }
   | { type: 'reset' };
 
 /** Response payloads by request type. */
 export interface Responses {
   init: { adapter: AdapterReport };
   /** The Doctor's report (schema problems included); report.skipped says which rules could not run. */
-  'import-batch': { batch: GrpoBatch; report: DoctorReport };
+  'import-batch': { batch: GrpoBatch; report: DoctorReport; token_texts?: TokenTexts; format: string; trainer: string; notes: string[] };
   'load-model': { model: ModelInfo };
   'run-stage': StageResult;
   'score-rewards': RewardTable;
+  'what-if': WhatIfResult;
+  'before-after': BeforeAfterResult;
   reset: Record<string, never>;
 }
 

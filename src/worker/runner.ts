@@ -15,14 +15,18 @@ import { planMemory } from '../model/memory.ts';
 import { CausalLM } from '../model/model.ts';
 import { FileSource, parseJSONFile, readStream, type ModelSource } from '../model/source.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
-import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart } from './protocol.ts';
+import type { GrpoBatch } from '../io/batch.ts';
+import type { DoctorReport } from '../doctor/types.ts';
+import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
 import { batchConfigOf } from './settings.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
 import { StepPipeline } from '../grpo/step.ts';
-import { stepConfigFromBatch } from '../grpo/step_config.ts';
+import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
 import type { StageData, StepSource } from '../grpo/step_types.ts';
+import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
+import { computeAdvantages } from '../grpo/advantages.ts';
 
 /** A model folder served over plain HTTP (the embedded default under public/models/, at the URL the page resolved). */
 class UrlSource implements ModelSource {
@@ -86,13 +90,27 @@ async function loadTokenizer(source: ModelSource): Promise<{ tokenizer: Tokenize
 
 /** A stage's data with the page's extras (src/worker/protocol.ts StageExtras): token texts and the Doctor's report. */
 function withExtras(id: StageId, data: StageData[StageId] | null, tok: Tokenizer, pipe: StepPipeline, model_type: string): StagePayloads[StageId] | null {
-  if (id !== 'assemble' || !data) return data as StagePayloads[StageId] | null;
-  const a = data as StageData['assemble'];
-  const texts = (rows: number[][]) => rows.map((row) => row.map((t) => tok.decode([t])));
   // With the tokenizer the Doctor also checks retokenization and the chat template; model_type and the
   // position-ids policy are the ones this step scores with.
-  const report = diagnose(a.batch, { tokenizer: tok, model_type, position_ids: pipe.config.position_ids });
-  return { ...a, token_texts: { prompt: texts(a.batch.prompt_ids), completion: texts(a.batch.completion_ids) }, report };
+  const doctor = (batch: GrpoBatch) => diagnose(batch, { tokenizer: tok, model_type, position_ids: pipe.config.position_ids });
+  if (id === 'assemble' && data) {
+    const a = data as StageData['assemble'];
+    return { ...a, token_texts: tokenTexts(tok, a.batch), report: doctor(a.batch) };
+  }
+  const assembled = pipe.data('assemble');
+  if (id === 'loss' && data && assembled && !assembled.batch.old_per_token_logps) {
+    const l = data as StageData['loss'];
+    const C = assembled.padded.C;
+    const old = assembled.batch.completion_ids.map((ids, b) => Array.from(l.old_per_token_logps.subarray(b * C, b * C + ids.length)));
+    return { ...l, report: doctor({ ...assembled.batch, old_per_token_logps: old }) };
+  }
+  return data as StagePayloads[StageId] | null;
+}
+
+/** Decoded text of every token (special tokens as written), for the grid and the inspector. */
+export function tokenTexts(tok: Tokenizer, batch: GrpoBatch): TokenTexts {
+  const texts = (rows: number[][]) => rows.map((row) => row.map((t) => tok.decode([t])));
+  return { prompt: texts(batch.prompt_ids), completion: texts(batch.completion_ids) };
 }
 
 class PipelineRunner implements StepRunner {
@@ -105,16 +123,24 @@ class PipelineRunner implements StepRunner {
     private readonly runJs: JsRewardRunner,
   ) {}
 
+  /**
+   * Loads the new model beside the current one and swaps only when it loaded and fits its tokenizer: a
+   * failed load (no tokenizer.json, an offline Hub id, a mismatched vocabulary) keeps the model that worked.
+   */
   async load(choice: ModelChoice, onProgress: (p: LoadProgress) => void): Promise<ModelInfo> {
-    await this.reset();
-    this.policy?.destroy();
-    this.policy = null;
     const source = sourceOf(choice);
     onProgress({ label: 'tokenizer', loaded: 0, total: 0 });
     const { tokenizer, kind } = await loadTokenizer(source);
     const policy = await CausalLM.from_pretrained(source, this.gpu, {
       onProgress: (p: ModelLoadProgress) => onProgress({ label: `policy weights${p.file ? `: ${p.file}` : ''} (${p.phase})`, loaded: p.loaded, total: p.total }),
     });
+    // A tokenizer may have fewer ids than the embedding (padded vocabularies), never more: its ids would index past it.
+    if (tokenizer.vocab_size > policy.config.vocab_size) {
+      policy.destroy();
+      throw new ModelLoadError(`${source.name}: the tokenizer has ${tokenizer.vocab_size} tokens but the model's vocab_size is ${policy.config.vocab_size}: they do not belong together`);
+    }
+    await this.reset();
+    this.policy?.destroy();
     this.policy = policy;
     this.tokenizer = tokenizer;
     const cfg = policy.config;
@@ -168,8 +194,77 @@ class PipelineRunner implements StepRunner {
     return { ...r, data: withExtras(r.id, r.data, tokenizer, pipe, policy.config.model_type) };
   }
 
+  inspect(batch: GrpoBatch): { report: DoctorReport; token_texts?: TokenTexts } {
+    const tok = this.tokenizer;
+    if (!tok || !this.policy) return { report: diagnose(batch) };
+    // A batch with ids past this tokenizer's vocabulary comes from another model: its tokenizer would
+    // decode and retokenize nonsense, so the Doctor runs without it and the grid shows the ids.
+    const inVocab = [...batch.prompt_ids, ...batch.completion_ids].every((row) => row.every((t) => Number.isInteger(t) && t >= 0 && t < tok.vocab_size));
+    if (!inVocab) return { report: diagnose(batch) };
+    return { report: diagnose(batch, { tokenizer: tok, model_type: this.policy.config.model_type }), token_texts: tokenTexts(tok, batch) };
+  }
+
+  private whatIfCurrent: { pipe: StepPipeline; side: WhatIfSide; scratch: LossScratch } | null = null;
+
+  async whatIf(loss: LossSettings): Promise<WhatIfResult> {
+    const t0 = performance.now();
+    const pipe = this.pipe;
+    const l = pipe?.data('loss');
+    const a = pipe?.data('assemble');
+    const pf = pipe?.data('policy_forward');
+    const adv = pipe?.data('advantages');
+    if (!pipe || !l || !a || !pf || !adv) throw new Error('what-if needs an update that has reached its loss stage: run it to "loss" first');
+    const ran = pipe.config;
+    // Validated like the step's own settings (one parser): a bad value is named, not used.
+    const next = stepConfigFromBatch(batchConfigOf({ ...loss, temperature: ran.loss.temperature }), loss.max_completion_length);
+    const notes: string[] = [];
+    if (loss.temperature !== ran.loss.temperature) notes.push(`temperature stays ${ran.loss.temperature}: a new temperature needs a new forward (log-probs change), which a what-if does not run`);
+    const ref = pipe.data('reference_forward')?.ref_per_token_logps ?? null;
+    if (next.loss.beta !== 0 && !ref) throw new Error(`β = ${next.loss.beta} needs reference log-probs, and this update ran with β = 0 (no reference forward): run it with β > 0 first`);
+    const { B, C } = a.padded;
+    const rewards = a.batch.rewards;
+    const advantagesFor = (c: StepConfig): Float32Array => {
+      const same = c.scale_rewards === ran.scale_rewards && c.advantage_estimator === ran.advantage_estimator;
+      if (same || !rewards) return Float32Array.from(adv.advantages);
+      return Float32Array.from(computeAdvantages(rewards, { num_generations: a.batch.num_generations, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator }).advantages);
+    };
+    if (!rewards && (next.scale_rewards !== ran.scale_rewards || next.advantage_estimator !== ran.advantage_estimator)) notes.push('the batch has advantages but no rewards: advantage scaling cannot be recomputed');
+    const scratch = this.whatIfCurrent?.pipe === pipe ? this.whatIfCurrent.scratch : new LossScratch(this.gpu);
+    const side = async (c: StepConfig): Promise<WhatIfSide> => {
+      const advantages = advantagesFor(c);
+      const terms = await grpo_loss_from_logps(
+        this.gpu,
+        { B, T: C, per_token_logps: pf.per_token_logps, completion_mask: a.padded.completion_mask, advantages, old_per_token_logps: l.old_per_token_logps, ref_per_token_logps: c.loss.beta !== 0 ? ref : null },
+        c.loss,
+        scratch,
+      );
+      return { terms, advantages };
+    };
+    if (this.whatIfCurrent?.pipe !== pipe) {
+      this.whatIfCurrent?.scratch.destroy();
+      this.whatIfCurrent = { pipe, side: await side(ran), scratch };
+      // After answering the first what-if, compile the other aggregations' pipelines while the user reads it.
+      setTimeout(() => warmLossPipelines(this.gpu, next.loss), 0);
+    }
+    const current = this.whatIfCurrent.side;
+    return { settings: loss, current, whatif: await side(next), check: Math.abs(current.terms.loss - l.loss), notes, ms: performance.now() - t0 };
+  }
+
+  async beforeAfter(): Promise<BeforeAfterResult> {
+    const pipe = this.pipe;
+    const s = pipe?.data('sample');
+    const r = pipe?.data('reward');
+    const render = pipe?.data('render');
+    if (!pipe || !s || !r || !render) throw new Error('the before/after check needs an update from the prompt set (render, sample, reward) that has taken its optimizer step');
+    const after = await pipe.resample();
+    const side = (x: StageData['sample'], y: StageData['reward']): SampledSide => ({ completion_texts: x.completion_texts, lengths: x.completion_ids.map((c) => c.length), rewards: y.rewards, rewards_per_func: y.rewards_per_func });
+    return { G: s.completion_ids.length / render.prompt_ids.length, names: r.names, before: side(s, r), after: side(after.sample, after.reward) };
+  }
+
   /** Undoes the step (if taken) and drops the run. */
   async reset(): Promise<void> {
+    this.whatIfCurrent?.scratch.destroy();
+    this.whatIfCurrent = null;
     await this.pipe?.reset();
     this.pipe?.destroy();
     this.pipe = null;

@@ -4,7 +4,7 @@
 import { diagnose } from '../doctor/index.ts';
 import { browserGpu } from '../gpu/browser.ts';
 import { scoreRewards, type JsRewardRunner } from '../grpo/rewards.ts';
-import { parseBatch } from '../io/batch.ts';
+import { readAnyBatch } from '../io/formats/index.ts';
 import { errorInfo } from './errors.ts';
 import type { Request, RequestEnvelope, Responses, StepRunner, WorkerMessage } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
@@ -47,8 +47,11 @@ async function handle(req: Request): Promise<Responses[Request['type']]> {
     case 'init':
       return { adapter: (await gpu()).adapter };
     case 'import-batch': {
-      const batch = parseBatch(req.text, req.name);
-      return { batch, report: diagnose(batch) };
+      // Any supported trainer dump (grpo-batch/v1 JSON, TRL / verl / OpenRLHF safetensors, prime-rl JSONL).
+      const { batch, format, trainer, notes, unknownKeys } = readAnyBatch(req.bytes, req.name);
+      const read = { batch, format, trainer, notes: [...notes, ...(unknownKeys.length ? [`keys not read: ${unknownKeys.join(', ')}`] : [])] };
+      // With a model loaded, its tokenizer checks the batch too (retokenization, chat template) and decodes the grid's tokens.
+      return runner ? { ...read, ...(await runner).inspect(batch) } : { ...read, report: diagnose(batch) };
     }
     case 'load-model': {
       const r = await stepRunner();
@@ -56,6 +59,10 @@ async function handle(req: Request): Promise<Responses[Request['type']]> {
     }
     case 'run-stage':
       return (await stepRunner()).runStage(req.stage, req.settings, req.start);
+    case 'before-after':
+      return (await stepRunner()).beforeAfter();
+    case 'what-if':
+      return (await stepRunner()).whatIf(req.loss);
     case 'score-rewards':
       return scoreRewards(req.rewards, req.samples, runJs);
     case 'reset':

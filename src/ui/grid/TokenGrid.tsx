@@ -10,15 +10,15 @@ import { useStudio } from '../../store/index.ts';
 import type { Overlay } from '../../store/session.ts';
 import { fmt } from '../fields.tsx';
 import { REGION, spanColumns, visibleText, type GridModel, type RowReadout } from './cells.ts';
-import { useGridModel } from './useGrid.ts';
+import { useBatchDiff, useGridModel } from './useGrid.ts';
+import { REGION_COLORS, REGION_TEXT } from './colors.ts';
 import { HEAT_LABELS, availableHeats, heatColor, heatSource, heatTextColor } from './heat.ts';
+import { HeatLegend, Legend } from './Legends.tsx';
 
 const ROW_H = 20;
 const GROUP_GAP = 6;
 const HEADER_H = 18;
 
-/** Cell colour by REGION value (absent, pad, prompt, special, completion, EOS, after EOS). */
-const REGION_COLORS = ['#0e1117', '#2b2f3a', '#1f4a73', '#5b3f8c', '#1f6b45', '#a07a18', '#4a2f2f'];
 
 /** y of row b's top edge: rows of a group are packed, groups separated by a gap. */
 function rowTop(b: number, G: number): number {
@@ -60,7 +60,9 @@ function RowLabel({ r, adv }: { r: RowReadout; adv?: number }) {
         {r.tool_mask !== null && <span className={bad(r.tool_mask) ? 'bad' : ''}> t{r.tool_mask}</span>}
         {r.old_per_token_logps !== null && <span className={bad(r.old_per_token_logps) ? 'bad' : ''}> o{r.old_per_token_logps}</span>}
         {r.ref_per_token_logps !== null && <span className={bad(r.ref_per_token_logps) ? 'bad' : ''}> r{r.ref_per_token_logps}</span>}
-        <span className="muted"> Σm{r.masked_tokens}</span>
+        <span className="muted" title="Σm: Σ completion_mask, the tokens of this row the loss counts">
+          {' '}Σm{r.masked_tokens}
+        </span>
       </span>
     </>
   );
@@ -82,10 +84,12 @@ export function TokenGrid() {
   const model = useGridModel();
   const ctx = model?.ctx ?? null;
   const grid = model?.grid ?? null;
-  const heats = useMemo(() => availableHeats(batch, run), [batch, run]);
-  const src = useMemo(() => heatSource(heat, batch, run), [heat, batch, run]);
+  const whatIf = useStudio((s) => s.whatIf);
+  const diff = useBatchDiff();
+  const heats = useMemo(() => availableHeats(batch, run, { whatIf, diff }), [batch, run, whatIf, diff]);
+  const src = useMemo(() => heatSource(heat, batch, run, { whatIf, diff }), [heat, batch, run, whatIf, diff]);
   const focusCols = useMemo(() => (ctx && focus ? spanColumns(ctx, focus) : null), [ctx, focus]);
-  const texts = run.assemble?.token_texts;
+  const texts = useStudio((s) => s.tokenTexts);
 
   const scrollRef = useRef<HTMLDivElement>(null);
   const canvasRef = useRef<HTMLCanvasElement>(null);
@@ -131,7 +135,7 @@ export function TokenGrid() {
         const k = b * grid.W + c;
         const x = c * cellW - left;
         const region = grid.region[k];
-        let fill = REGION_COLORS[region];
+        let fill: string = REGION_COLORS[region];
         const j = c - grid.P;
         const v = src && j >= 0 && region !== REGION.absent ? src.get(b, j) : undefined;
         if (v !== undefined) fill = heatColor(src!, v);
@@ -164,7 +168,7 @@ export function TokenGrid() {
         if (showText && region !== REGION.absent) {
           const t = texts ? (j >= 0 ? texts.completion[b]?.[j] : texts.prompt[b]?.[c - (grid.P - (texts.prompt[b]?.length ?? 0))]) : undefined;
           const label = t !== undefined ? visibleText(t) : String(grid.ids[k]);
-          g.fillStyle = v !== undefined ? heatTextColor(src!, v) : region === REGION.pad || region === REGION.after_eos ? '#8b949e' : '#e6edf3';
+          g.fillStyle = v !== undefined ? heatTextColor(src!, v) : REGION_TEXT[region];
           g.fillText(label.length > maxChars ? label.slice(0, maxChars - 1) + '…' : label, x + 3, y + ROW_H / 2);
         }
         if (grid.flags[k]) {
@@ -191,8 +195,8 @@ export function TokenGrid() {
       g.strokeRect(cs * cellW - left + lw / 2, rowTop(b, G) + lw / 2, (ce - cs) * cellW - lw, ROW_H - lw);
       g.lineWidth = 1;
     };
-    if (focus && focusCols) outline(focus.sample, focusCols[0], Math.max(focusCols[1], focusCols[0] + 1), '#f2cc60', 2);
-    else if (focus && focus.sample < grid.B) outline(focus.sample, 0, grid.W, '#f2cc60', 2);
+    if (focus?.sample !== undefined && focusCols) outline(focus.sample, focusCols[0], Math.max(focusCols[1], focusCols[0] + 1), '#f2cc60', 2);
+    else if (focus?.sample !== undefined && focus.sample < grid.B) outline(focus.sample, 0, grid.W, '#f2cc60', 2);
     if (selected && selected.sample < grid.B) outline(selected.sample, selected.col, selected.col + 1, '#ffffff', 2);
     const h = hoverRef.current;
     if (h) outline(h.sample, h.col, h.col + 1, 'rgba(255,255,255,0.6)', 1);
@@ -217,12 +221,48 @@ export function TokenGrid() {
 
   // A Doctor finding selects the first cell of its span and scrolls it into view.
   useEffect(() => {
-    const el = scrollRef.current;
-    if (!el || !focusCols || !focus) return;
+    if (!focusCols || focus?.sample === undefined) return;
     select({ sample: focus.sample, col: focusCols[0] });
-    const x = focusCols[0] * cellW;
-    if (x < el.scrollLeft || x > el.scrollLeft + el.clientWidth - cellW) el.scrollLeft = Math.max(0, x - el.clientWidth / 3);
+    reveal(focus.sample, focusCols[0]);
   }, [focusCols]);
+
+  /** Scrolls cell (sample, col) into view: columns in the grid's own scroller, rows in the body around it. */
+  const reveal = (sample: number, col: number) => {
+    const el = scrollRef.current;
+    const body = el?.parentElement;
+    if (!el || !body) return;
+    const x = col * cellW;
+    if (x < el.scrollLeft || x > el.scrollLeft + el.clientWidth - cellW) el.scrollLeft = Math.max(0, x - el.clientWidth / 3);
+    const y = rowTop(sample, G);
+    if (y < body.scrollTop + HEADER_H) body.scrollTop = Math.max(0, y - HEADER_H);
+    else if (y + ROW_H > body.scrollTop + body.clientHeight) body.scrollTop = y + ROW_H - body.clientHeight + 4;
+  };
+
+  /** Arrow keys move the selected cell (Shift: 10 columns; Home / End: row ends), Escape clears it. */
+  const onKey = (e: React.KeyboardEvent) => {
+    if (!grid) return;
+    const cur = selected ?? { sample: 0, col: grid.P };
+    const step = e.shiftKey ? 10 : 1;
+    const moves: Record<string, () => { sample: number; col: number }> = {
+      ArrowLeft: () => ({ ...cur, col: cur.col - step }),
+      ArrowRight: () => ({ ...cur, col: cur.col + step }),
+      ArrowUp: () => ({ ...cur, sample: cur.sample - step }),
+      ArrowDown: () => ({ ...cur, sample: cur.sample + step }),
+      Home: () => ({ ...cur, col: 0 }),
+      End: () => ({ ...cur, col: grid.W - 1 }),
+    };
+    if (e.key === 'Escape') {
+      select(null);
+      return;
+    }
+    const move = moves[e.key];
+    if (!move) return;
+    e.preventDefault();
+    const n = move();
+    const next = { sample: Math.min(grid.B - 1, Math.max(0, n.sample)), col: Math.min(grid.W - 1, Math.max(0, n.col)) };
+    select(next);
+    reveal(next.sample, next.col);
+  };
 
   const cellAt = (e: React.MouseEvent) => {
     const el = scrollRef.current!;
@@ -242,11 +282,14 @@ export function TokenGrid() {
   const adv = batch.advantages;
   const mismatchRows = grid.rows.filter((r) => r.mismatch).length;
   return (
-    <div className="token-grid" data-testid="token-grid" data-rows={grid.B} data-boundary={grid.P} data-width={grid.W}>
+    <div className="token-grid" data-testid="token-grid" data-rows={grid.B} data-boundary={grid.P} data-width={grid.W} data-whatif={whatIf?.settings.loss_type}>
       <div className="grid-toolbar">
         <span className="muted">{batchName}</span>
-        <span>
-          B={grid.B} G={batch.num_generations} P={grid.P} C={grid.C}
+        <span data-testid="grid-dims">
+          <abbr title="B: samples (rows) in the batch = prompts × G">B={grid.B}</abbr>{' '}
+          <abbr title="G: num_generations, completions sampled per prompt (one group)">G={batch.num_generations}</abbr>{' '}
+          <abbr title="P: prompt width after left padding (the widest prompt); the boundary line sits at column P">P={grid.P}</abbr>{' '}
+          <abbr title="C: completion width after right padding (the longest completion); per-token arrays are (B, C)">C={grid.C}</abbr>
         </span>
         {mismatchRows > 0 && <span className="bad" data-testid="mismatch-rows">{mismatchRows} row(s) with length mismatch</span>}
         <label>
@@ -268,11 +311,7 @@ export function TokenGrid() {
             ))}
           </select>
         </label>
-        {src && (
-          <span className="small">
-            {fmt(src.lo, 3)} … {fmt(src.hi, 3)}
-          </span>
-        )}
+        {src && <HeatLegend src={src} />}
         <label>
           zoom <input type="range" min={6} max={60} value={cellW} onChange={(e) => setCellW(Number(e.target.value))} />
         </label>
@@ -297,6 +336,11 @@ export function TokenGrid() {
         <div
           className="grid-scroll"
           ref={scrollRef}
+          tabIndex={0}
+          role="grid"
+          aria-label="token grid: arrow keys move the selected token, Shift+arrow by 10, Home / End to the row ends"
+          data-testid="grid-scroll"
+          onKeyDown={onKey}
           onScroll={() => requestAnimationFrame(draw)}
           onMouseMove={(e) => {
             const c = cellAt(e);
@@ -318,29 +362,6 @@ export function TokenGrid() {
           </div>
         </div>
       </div>
-    </div>
-  );
-}
-
-function Legend() {
-  const names = ['pad', 'prompt', 'special', 'completion', 'EOS', 'after EOS'];
-  return (
-    <div className="legend small">
-      {names.map((n, i) => (
-        <span key={n}>
-          <i style={{ background: REGION_COLORS[i + 1] }} />
-          {n}
-        </span>
-      ))}
-      <span>
-        <i style={{ background: '#f2cc60', width: 3 }} />
-        boundary
-      </span>
-      <span>
-        <i style={{ border: '2px solid #ff4040', background: 'transparent' }} />
-        mask ≠ region
-      </span>
-      <span className="muted">rows: p = prompt ids / mask, c = completion ids; m, t, o, r = completion_mask, tool_mask, old, ref lengths</span>
     </div>
   );
 }

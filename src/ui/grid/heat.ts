@@ -2,8 +2,12 @@
 // batch's own log-probs), its colour range, and the colour of a value. Pure, so the grid, the inspector
 // and the tests agree on what a cell's number is.
 import type { GrpoBatch } from '../../io/batch.ts';
+import type { BatchDiff } from '../../io/batch_diff.ts';
 import type { HeatMetric, RunResults } from '../../store/session.ts';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../store/vocabulary.ts';
+import type { WhatIfResult } from '../../worker/protocol.ts';
+import type { StudioState } from '../../store/index.ts';
+import { batchDiff } from '../../store/derived.ts';
 
 export interface HeatSource {
   metric: HeatMetric;
@@ -28,7 +32,17 @@ export const HEAT_LABELS: Record<HeatMetric, string> = {
   weight: 'aggregation weight',
   clip: 'clip flags',
   dlogp: 'Δ log-prob after step',
+  whatif_dloss: 'what-if Δ per-token loss',
+  whatif_dgrad: 'what-if Δ ∂loss/∂logp',
+  whatif_dweight: 'what-if Δ aggregation weight',
+  diff: 'diff vs pinned batch (1 = token or mask changed)',
 };
+
+/** Per-token data that lives beside the run: a what-if result, a diff against a pinned batch. */
+export interface HeatExtras {
+  whatIf?: WhatIfResult | null;
+  diff?: BatchDiff | null;
+}
 
 type Accessor = (b: number, j: number) => number | undefined;
 
@@ -40,9 +54,24 @@ function fromGrid(run: RunResults, a: ArrayLike<number> | null | undefined): Acc
 
 const fromRows = (rows: number[][] | undefined): Accessor | undefined => (rows ? (b, j) => rows[b]?.[j] : undefined);
 
-/** The accessor for a metric, or undefined when neither the run nor the batch has it. */
-export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults): Accessor | undefined {
+/** what-if − current of one per-token term, (B, C) like the step's arrays. */
+function whatIfDelta(run: RunResults, w: WhatIfResult | null | undefined, term: 'per_token_loss' | 'dlogp' | 'token_weight'): Accessor | undefined {
+  if (!w) return undefined;
+  const [a, b] = [w.whatif.terms[term], w.current.terms[term]];
+  return fromGrid(run, Float32Array.from(a, (x, i) => x - b[i]));
+}
+
+/** The accessor for a metric, or undefined when neither the run nor the batch (nor a what-if) has it. */
+export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults, extra: HeatExtras = {}): Accessor | undefined {
   switch (metric) {
+    case 'whatif_dloss':
+      return whatIfDelta(run, extra.whatIf, 'per_token_loss');
+    case 'whatif_dgrad':
+      return whatIfDelta(run, extra.whatIf, 'dlogp');
+    case 'whatif_dweight':
+      return whatIfDelta(run, extra.whatIf, 'token_weight');
+    case 'diff':
+      return diffAccessor(extra.diff);
     case 'none':
       return undefined;
     case 'logp':
@@ -71,18 +100,25 @@ export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: R
 }
 
 /** Metrics with data for this batch / run. */
-export function availableHeats(batch: GrpoBatch | null, run: RunResults): HeatMetric[] {
-  return (Object.keys(HEAT_LABELS) as HeatMetric[]).filter((m) => m === 'none' || heatAccessor(m, batch, run) !== undefined);
+export function availableHeats(batch: GrpoBatch | null, run: RunResults, extra: HeatExtras = {}): HeatMetric[] {
+  return (Object.keys(HEAT_LABELS) as HeatMetric[]).filter((m) => m === 'none' || heatAccessor(m, batch, run, extra) !== undefined);
 }
 
-const CENTERED: Partial<Record<HeatMetric, number>> = { ratio: 1, loss: 0, dlogp: 0 };
+/** 1 where a completion token or its mask entry differs from the pinned batch, 0 elsewhere. */
+function diffAccessor(diff: BatchDiff | null | undefined): Accessor | undefined {
+  if (!diff) return undefined;
+  const changed = new Map(diff.changed.map((r) => [r.sample, new Set([...r.completion, ...r.completion_mask])]));
+  return (b, j) => (changed.get(b)?.has(j) ? 1 : 0);
+}
+
+const CENTERED: Partial<Record<HeatMetric, number>> = { ratio: 1, loss: 0, dlogp: 0, whatif_dloss: 0, whatif_dgrad: 0, whatif_dweight: 0 };
 
 /**
  * The heat source over the cells that count (completion_mask = 1): range from those values only, so
  * padding with junk values does not wash out the scale.
  */
-export function heatSource(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults): HeatSource | null {
-  const get = heatAccessor(metric, batch, run);
+export function heatSource(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults, extra: HeatExtras = {}): HeatSource | null {
+  const get = heatAccessor(metric, batch, run, extra);
   if (!get || !batch) return null;
   let lo = Infinity;
   let hi = -Infinity;
@@ -115,6 +151,12 @@ const HOT: [number, number, number] = [255, 196, 64];
 const BLUE: [number, number, number] = [70, 130, 255];
 const RED: [number, number, number] = [255, 80, 80];
 const MID: [number, number, number] = [40, 44, 56];
+
+/** The heat the grid shows now, as rows over each completion (for the saved report), or null. */
+export function shownHeat(s: Pick<StudioState, 'heat' | 'batch' | 'run' | 'whatIf' | 'diffBase'>): { label: string; rows: number[][] } | null {
+  const src = s.batch ? heatSource(s.heat, s.batch, s.run, { whatIf: s.whatIf, diff: batchDiff(s) }) : null;
+  return src && s.batch ? { label: HEAT_LABELS[src.metric], rows: s.batch.completion_ids.map((ids, b) => ids.map((_, j) => src.get(b, j) ?? NaN)) } : null;
+}
 
 /** The colour of value v. Non-finite values are magenta: they must never look like a normal number. */
 export function heatColor(src: HeatSource, v: number): string {

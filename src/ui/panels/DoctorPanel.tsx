@@ -12,9 +12,11 @@ export function DoctorPanel() {
   const batchName = useStudio((s) => s.batchName);
   const focus = useStudio((s) => s.focus);
   const setFocus = useStudio((s) => s.setFocus);
+  const imported = useStudio((s) => s.imported);
+  const batchOrigin = useStudio((s) => s.batchOrigin);
   const counts = { error: 0, warning: 0, info: 0 };
   for (const f of findings) counts[f.severity]++;
-  const open = (f: Finding) => setFocus({ sample: f.sample ?? 0, field: f.field, span: f.span, rule: f.rule });
+  const open = (f: Finding) => setFocus({ sample: f.sample, field: f.field, span: f.span, rule: f.rule });
   return (
     <Section
       title="Doctor"
@@ -34,9 +36,16 @@ export function DoctorPanel() {
           {skipped.length > 0 ? ` · ${skipped.length} rules skipped` : ''}
         </div>
       )}
+      {batchOrigin === 'import' && imported?.notes?.length ? (
+        <ul className="small muted" data-testid="import-notes">
+          {imported.notes.map((n) => (
+            <li key={n}>{n}</li>
+          ))}
+        </ul>
+      ) : null}
       <ul className="findings" data-testid="findings">
         {findings.map((f, k) => {
-          const active = focus?.rule === f.rule && focus.sample === (f.sample ?? 0) && focus.span?.[0] === f.span?.[0];
+          const active = focus?.rule === f.rule && focus.sample === f.sample && focus.span?.[0] === f.span?.[0];
           return (
             <li
               key={k}
@@ -55,6 +64,7 @@ export function DoctorPanel() {
               <div className="finding-head">
                 <span className={`sev ${f.severity}`}>{f.severity}</span>
                 <code className="rule">{f.rule}</code>
+                {f.sample === undefined && <span className="where">whole batch</span>}
                 {f.sample !== undefined && (
                   <span className="where">
                     sample {f.sample}

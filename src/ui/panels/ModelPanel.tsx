@@ -1,6 +1,6 @@
 // Model panel: pick the embedded default, a Hub id or a local folder; shows the GPU adapter and its
 // limits, load progress, the tokenizer, the chat template and the memory plan of the loaded model.
-import { useState } from 'react';
+import { useRef, useState } from 'react';
 import { useStudio } from '../../store/index.ts';
 import { DEFAULT_MODEL_NAME } from '../../store/vocabulary.ts';
 import { loadDefaultModel, loadModel } from '../../store/controller.ts';
@@ -62,6 +62,7 @@ export function ModelPanel() {
   const hubId = useStudio((s) => s.hubId);
   const setHubId = useStudio((s) => s.setHubId);
   const [dragging, setDragging] = useState(false);
+  const folderRef = useRef<HTMLInputElement>(null);
   const busy = status === 'busy';
   const loadFolder = (files: File[]) => {
     if (files.length === 0) return;
@@ -96,10 +97,10 @@ export function ModelPanel() {
         }}
       >
         drop a model folder (config.json, *.safetensors, tokenizer.json) or{' '}
-        <label className="link">
+        <button className="link-button" disabled={busy} onClick={() => folderRef.current?.click()} data-testid="model-folder-button">
           pick one
-          <input type="file" hidden data-testid="model-folder-input" {...({ webkitdirectory: "" } as object)} multiple onChange={(e) => loadFolder(Array.from(e.target.files ?? []))} />
-        </label>
+        </button>
+        <input ref={folderRef} type="file" hidden data-testid="model-folder-input" {...({ webkitdirectory: '' } as object)} multiple onChange={(e) => { loadFolder(Array.from(e.target.files ?? [])); e.target.value = ''; }} />
       </div>
       {progress && (
         <div className="progress" data-testid="load-progress">

@@ -30,12 +30,12 @@ export function SamplingPanel() {
   return (
     <Section title="Sampling">
       <div className="grid2">
-        <NumberField label="G (num_generations)" value={s.num_generations} min={1} onChange={(v) => set({ num_generations: v! })} testId="num-generations" />
-        <NumberField label="temperature" value={s.temperature} min={0} onChange={(v) => set({ temperature: v! })} />
-        <NumberField label="top-k (0 off)" value={s.top_k} min={0} onChange={(v) => set({ top_k: v! })} />
-        <NumberField label="top-p (1 off)" value={s.top_p} min={0} max={1} onChange={(v) => set({ top_p: v! })} />
-        <NumberField label="min new tokens" value={s.min_new_tokens} min={0} onChange={(v) => set({ min_new_tokens: v! })} />
-        <NumberField label="max new tokens" value={s.max_new_tokens} min={1} onChange={(v) => set({ max_new_tokens: v! })} />
+        <NumberField integer label="G (num_generations)" value={s.num_generations} min={1} onChange={(v) => set({ num_generations: v! })} testId="num-generations" />
+        <NumberField label="temperature (sampler)" testId="sampling-temperature" value={s.temperature} min={0} onChange={(v) => set({ temperature: v! })} />
+        <NumberField integer label="top-k (0 off)" value={s.top_k} min={0} onChange={(v) => set({ top_k: v! })} />
+        <NumberField label="top-p (1 off)" testId="top-p" value={s.top_p} min={0} max={1} onChange={(v) => set({ top_p: v! })} />
+        <NumberField integer label="min new tokens" value={s.min_new_tokens} min={0} onChange={(v) => set({ min_new_tokens: v! })} />
+        <NumberField integer label="max new tokens" value={s.max_new_tokens} min={1} testId="max-new-tokens" onChange={(v) => set({ max_new_tokens: v! })} />
         <NumberField label="repetition penalty" value={s.repetition_penalty} min={0} onChange={(v) => set({ repetition_penalty: v! })} />
         <NumberField label="presence penalty" value={s.presence_penalty} onChange={(v) => set({ presence_penalty: v! })} />
         <NumberField label="frequency penalty" value={s.frequency_penalty} onChange={(v) => set({ frequency_penalty: v! })} />
@@ -46,7 +46,7 @@ export function SamplingPanel() {
           onChange={(v) => set({ penalty_scope: v })}
           title="prompt+completion is HF's repetition penalty: prompt words get penalised, EOS never does (seed 002's 1-token collapse)"
         />
-        <NumberField label="seed" value={s.seed} onChange={(v) => set({ seed: v! })} />
+        <NumberField integer label="seed" value={s.seed} onChange={(v) => set({ seed: v! })} />
         <Field label="EOS ids (empty: tokenizer's)">
           <input
             value={s.eos_token_ids?.join(', ') ?? ''}

@@ -2,10 +2,12 @@
 // its time and the GPU memory after it (peak during it in the tooltip); the stage Next will run is
 // highlighted. An update starts from the prompt set or from the imported batch (render / sample /
 // reward are then skipped and say why) — the second is how a Python trainer's dumped batch is replayed.
+import { useRef } from 'react';
 import { studioStore, useStudio } from '../../store/index.ts';
 import { STAGES, STAGE_LABELS } from '../../store/vocabulary.ts';
 import { nextStage, resetStep, runToEnd, setStepFrom } from '../../store/controller.ts';
 import { formatBytes } from '../fields.tsx';
+import { staleFields } from '../../store/derived.ts';
 
 export function Stepper() {
   const stages = useStudio((s) => s.stages);
@@ -17,16 +19,23 @@ export function Stepper() {
   const busy = running || STAGES.some((s) => stages[s].status === 'running');
   const done = cursor >= STAGES.length;
   const total = STAGES.reduce((t, s) => t + (stages[s].ms ?? 0), 0);
+  const resetRef = useRef<HTMLButtonElement>(null);
+  const reference = useStudio((s) => s.run.reference_forward?.reference);
+  // Run to end disables itself when the update completes, which would drop keyboard focus to <body>: hand it to Reset.
+  const run = () =>
+    void runToEnd().then(() => {
+      if (document.activeElement === document.body || (document.activeElement as HTMLButtonElement | null)?.disabled) resetRef.current?.focus();
+    });
   return (
     <div className="stepper" data-testid="stepper">
       <div className="stepper-buttons">
         <button disabled={!modelReady || busy || done} onClick={() => void nextStage()} data-testid="step-next">
           Next ▸
         </button>
-        <button disabled={!modelReady || busy || done} onClick={() => void runToEnd()} data-testid="step-run">
+        <button disabled={!modelReady || busy || done} onClick={run} data-testid="step-run">
           Run to end ▸▸
         </button>
-        <button disabled={busy && !running} onClick={() => (running ? stop() : void resetStep())} data-testid="step-reset" title="undo the optimizer step and start over">
+        <button ref={resetRef} disabled={busy && !running} onClick={() => (running ? stop() : void resetStep())} data-testid="step-reset" title="undo the optimizer step and start over">
           {running ? 'Stop' : 'Reset'}
         </button>
         <label className="small" title="an imported batch skips render / sample / reward and replays the trainer's update on the loaded model">
@@ -45,10 +54,11 @@ export function Stepper() {
           </span>
         )}
       </div>
+      <StaleNote />
       <ol className="stages">
         {STAGES.map((id, i) => {
           const st = stages[id];
-          const cls = ['stage', st.status, i === cursor && !done ? 'current' : ''].join(' ');
+          const cls = ['stage', st.status, i === cursor && !done && st.status !== 'error' ? 'current' : ''].join(' ');
           const title = [STAGE_LABELS[id], st.skipped ? `skipped: ${st.skipped}` : '', st.peakBytes !== undefined ? `GPU memory after ${formatBytes(st.gpuBytes!)}, peak ${formatBytes(st.peakBytes)}` : ''].filter(Boolean).join('\n');
           return (
             <li key={id} className={cls} data-stage={id} data-status={st.status} title={title}>
@@ -57,10 +67,40 @@ export function Stepper() {
                 {st.status === 'running' ? 'running…' : st.status === 'skipped' ? 'skipped' : st.ms !== undefined ? fmtMs(st.ms) : ''}
                 {st.status === 'done' && st.gpuBytes !== undefined ? ` · ${formatBytes(st.gpuBytes)}` : ''}
               </span>
+              {id === 'reference_forward' && reference && (
+                <span className="stage-meta" data-testid="reference-kind" title={REFERENCE_TEXT[reference]}>
+                  ref: {reference === 'frozen-copy' ? 'frozen copy' : reference}
+                </span>
+              )}
             </li>
           );
         })}
       </ol>
+    </div>
+  );
+}
+
+/** Which reference model the KL is measured against, as the reference stage reports it. */
+const REFERENCE_TEXT = {
+  'frozen-copy':
+    "a frozen copy of the policy as loaded (TRL's default with β > 0). Every update here starts from the loaded weights, so before the step the copy equals the policy: KL = 0 until the weights move (see re-evaluate).",
+  model: 'a separately loaded reference model',
+  none: 'no reference (β = 0)',
+} as const;
+
+/** Says when the form no longer matches the settings the results on screen were computed with. */
+function StaleNote() {
+  const ran = useStudio((s) => s.runSettings);
+  const prompts = useStudio((s) => s.prompts);
+  const sampling = useStudio((s) => s.sampling);
+  const rewards = useStudio((s) => s.rewards);
+  const loss = useStudio((s) => s.loss);
+  const changed = staleFields(ran, { prompts, sampling, rewards, loss });
+  if (changed.length === 0) return null;
+  return (
+    <div className="stale-note small" data-testid="stale-note" title={changed.join('\n')}>
+      <b>stale:</b> these results were computed with the settings of when the update started ({changed.slice(0, 3).join('; ')}
+      {changed.length > 3 ? `; +${changed.length - 3} more` : ''}). Labels show the settings they ran with; Reset and run again to use the new ones, or try loss settings on this batch in What-if.
     </div>
   );
 }

@@ -1,0 +1,52 @@
+// The grid's legends: the region colours, boundary and mask marks (with what the row readout letters
+// mean), and the heat overlay's colour scale with its range, so no colour on the canvas is unexplained.
+import { fmt } from '../fields.tsx';
+import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../store/vocabulary.ts';
+import { REGION_COLORS } from './colors.ts';
+import { HEAT_LABELS, heatColor, type HeatSource } from './heat.ts';
+
+export function Legend() {
+  const names = ['pad', 'prompt', 'special', 'completion', 'EOS', 'after EOS'];
+  return (
+    <div className="legend small">
+      {names.map((n, i) => (
+        <span key={n}>
+          <i style={{ background: REGION_COLORS[i + 1] }} />
+          {n}
+        </span>
+      ))}
+      <span>
+        <i style={{ background: '#f2cc60', width: 3 }} />
+        boundary
+      </span>
+      <span>
+        <i style={{ border: '2px solid #ff4040', background: 'transparent' }} />
+        mask ≠ region
+      </span>
+      <span className="muted">rows: p = prompt ids / mask, c = completion ids; m, t, o, r = completion_mask, tool_mask, old, ref lengths; Σm = Σ completion_mask</span>
+    </div>
+  );
+}
+
+/** The heat overlay's colour scale: the gradient with its ends (and centre for diverging metrics). */
+export function HeatLegend({ src }: { src: HeatSource }) {
+  if (src.metric === 'clip') {
+    return (
+      <span className="heat-legend small" data-testid="heat-legend">
+        <i style={{ width: 12, background: heatColor(src, CLIP_LOW) }} />
+        low-clipped <i style={{ width: 12, background: heatColor(src, CLIP_HIGH) }} />
+        high-clipped <i style={{ width: 12, background: heatColor(src, DELTA_BINDS) }} />
+        δ binds
+      </span>
+    );
+  }
+  const stops = [0, 0.25, 0.5, 0.75, 1].map((t) => heatColor(src, src.lo + t * (src.hi - src.lo)));
+  return (
+    <span className="heat-legend small" data-testid="heat-legend" title={`${HEAT_LABELS[src.metric]}: colour by value over tokens with completion_mask = 1; magenta = NaN / ±inf`}>
+      {fmt(src.lo, 3)}
+      <i style={{ background: `linear-gradient(to right, ${stops.join(', ')})` }} />
+      {fmt(src.hi, 3)}
+      {src.center !== null && <span className="muted">(centre {src.center})</span>}
+    </span>
+  );
+}
