@@ -224,7 +224,7 @@ export class StepPipeline {
   async reset(): Promise<void> {
     if (this.snapshot) {
       const rec = this.gpu.recorder('undo step');
-      for (const [name, buf] of this.snapshot) rec.copy(buf, 0, this.opts.policy.params.get(name)!.buffer, 0, buf.size);
+      for (const [name, buf] of this.snapshot) rec.copy(buf, 0, this.opts.policy.trainableParams.get(name)!.buffer, 0, buf.size);
       await rec.submit();
       for (const b of this.snapshot.values()) b.destroy();
       this.snapshot = null;
@@ -501,8 +501,9 @@ export class StepPipeline {
     const rec = this.gpu.recorder('backward');
     policy.backward(rec, this.lossRes!.dlogits!);
     await rec.finish();
-    this.optimizer ??= new Optimizer(this.gpu, policy.params.values(), this.config.optimizer);
-    return this.optimizer.gradNorms(policy.grads!);
+    // Under a LoRA adapter only A and B train: the norms and the step see the adapter alone (TRL + PEFT).
+    this.optimizer ??= new Optimizer(this.gpu, policy.trainableParams.values(), this.config.optimizer);
+    return this.optimizer.gradNorms(policy.trainableGrads!);
   }
 
   private async step(): Promise<StageData['step']> {
@@ -510,7 +511,7 @@ export class StepPipeline {
     if (this.opts.undo && !this.snapshot) {
       const rec = this.gpu.recorder('snapshot');
       this.snapshot = new Map();
-      for (const [name, p] of policy.params) {
+      for (const [name, p] of policy.trainableParams) {
         const b = this.gpu.createBuffer(`snapshot.${name}`, p.buffer.size);
         rec.copy(p.buffer, 0, b, 0, p.buffer.size);
         this.snapshot.set(name, b);
@@ -520,7 +521,7 @@ export class StepPipeline {
       this.stepped = true;
     }
     const clip_coef = clipCoefFor(this.need('backward'), this.config.max_grad_norm);
-    const u = await this.optimizer!.step(policy.grads!, clip_coef);
+    const u = await this.optimizer!.step(policy.trainableGrads!, clip_coef);
     return { optimizer: this.config.optimizer, ...u };
   }
 

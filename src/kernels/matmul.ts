@@ -9,7 +9,8 @@
 // of a K split accumulate into the output. `bindingLimit` lowers the binding size (tests only).
 //
 // Signature additions to the brief (all optional): matmul_backward's `accumulateDinp` (dinp += ...,
-// for inputs feeding several projections, e.g. q/k/v) and `bindingLimit` on both launchers.
+// for inputs feeding several projections, e.g. q/k/v), matmul_forward's `accumulate` (out += ...,
+// LoRA's delta onto the base output) and `bindingLimit` on both launchers.
 import { Gpu, packParams, type Binding, type Recorder } from '../gpu/context.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
@@ -163,6 +164,7 @@ export function matmul_forward(
     K: number;
     N: number;
     weightLayout: WeightLayout;
+    accumulate?: boolean; // out += ... (a LoRA delta added onto its base layer's output)
     bindingLimit?: number; // tests only
   },
 ): void {
@@ -175,7 +177,7 @@ export function matmul_forward(
   const gpu = rec.gpu;
   const limit = bindingLimit(gpu, args.bindingLimit);
   const fits = (rows: number, rowElems: number) => rowsPerWindow(gpu, limit, rows, rowElems) === rows;
-  if (outIn && M <= ROWS_MAX && fits(M, K) && fits(N, K) && fits(M, N)) {
+  if (outIn && !args.accumulate && M <= ROWS_MAX && fits(M, K) && fits(N, K) && fits(M, N)) {
     // Few rows (a decode step): one read of W by N / COLS workgroups instead of a latency-bound GEMM grid.
     rec.dispatch({
       kernel: 'matmul_rows_forward',
@@ -200,7 +202,7 @@ export function matmul_forward(
     M,
     N,
     K,
-    accumulate: false,
+    accumulate: args.accumulate ?? false,
     limit: args.bindingLimit,
   });
 }

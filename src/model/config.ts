@@ -216,6 +216,11 @@ export function paramSpecs(cfg: ModelConfig): ParamSpec[] {
   return out;
 }
 
+/** A parameter on the GPU: f32, HF layout (the model's weights, a LoRA adapter's A and B). */
+export interface Param extends ParamSpec {
+  buffer: GPUBuffer;
+}
+
 export const numel = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
 
 /** Total parameter count (a tied head counted once). */

@@ -18,15 +18,14 @@ import { residual_forward } from '../kernels/residual.ts';
 import { rmsnorm_backward, rmsnorm_forward } from '../kernels/rmsnorm.ts';
 import { rope_backward, rope_forward } from '../kernels/rope.ts';
 import { silu_gate_backward, silu_gate_forward } from '../kernels/silu_gate.ts';
-import { lmHeadName, numel, paramGroups, paramSpecs, type ModelConfig, type ParamGroup, type ParamSpec } from './config.ts';
+import { lmHeadName, numel, paramGroups, paramSpecs, type ModelConfig, type Param, type ParamGroup } from './config.ts';
 import { loadCheckpoint, type CheckpointInfo, type LoadOptions } from './loader.ts';
+import type { LoraAdapter } from './lora_adapter.ts';
 import { backwardScratchSizes, layerActivationSizes, sharedActivationSizes } from './memory.ts';
 import type { ModelSource } from './source.ts';
 import type { KVCache } from './kv_cache.ts';
 
-export interface Param extends ParamSpec {
-  buffer: GPUBuffer; // f32, HF layout
-}
+export type { Param } from './config.ts';
 
 export interface ForwardInputs {
   B: number;
@@ -143,10 +142,15 @@ function checkInputs(cfg: ModelConfig, x: ForwardInputs, keep: number): void {
   }
 }
 
+/** Norm weights and biases: the only base parameters whose gradient a backward under a LoRA adapter still writes (their kernels need a target). */
+const isNormParam = (name: string) => /(norm|ln_[12f])\.(weight|bias)$/.test(name);
+
 export class CausalLM {
   readonly params: Map<string, Param>;
   /** Gradient of every parameter (same names, same layouts), allocated by the first backward. */
   grads: Map<string, GPUBuffer> | null = null;
+  /** A PEFT LoRA adapter on the linear layers: when set, only it trains (the base weights are frozen). */
+  adapter: LoraAdapter | null = null;
   private ws: Workspace | null = null;
   private forwarded = false;
 
@@ -155,8 +159,31 @@ export class CausalLM {
     readonly config: ModelConfig,
     params: Map<string, Param>,
     readonly info: CheckpointInfo | null,
+    /** false for a view made by withAdapter: the weights belong to the model it was made from. */
+    private readonly ownsParams = true,
   ) {
     this.params = params;
+  }
+
+  /**
+   * The same base weights (shared, not copied) with another adapter or none, and a workspace of its own:
+   * the LoRA reference (adapter disabled, or a frozen copy of the adapter). Destroying the view frees only
+   * its workspace and gradients; the caller keeps ownership of `adapter`.
+   */
+  withAdapter(adapter: LoraAdapter | null): CausalLM {
+    const view = new CausalLM(this.gpu, this.config, this.params, this.info, false);
+    view.adapter = adapter;
+    return view;
+  }
+
+  /** What an optimizer steps: the adapter's A and B when one is attached, else every parameter. */
+  get trainableParams(): Map<string, Param> {
+    return this.adapter ? this.adapter.params : this.params;
+  }
+
+  /** The gradients of trainableParams (same names), after a backward. */
+  get trainableGrads(): Map<string, GPUBuffer> | null {
+    return this.adapter ? this.adapter.grads : this.grads;
   }
 
   /** Loads a Hugging Face checkpoint (folder, dropped files or Hub) onto the GPU. */
@@ -207,6 +234,11 @@ export class CausalLM {
     return this.grads?.get(name);
   }
 
+  /** The gradient of a weight that trains unless an adapter freezes the base (undefined then: the kernel skips it). */
+  private gBase(name: string): GPUBuffer | undefined {
+    return this.adapter ? undefined : this.gOpt(name);
+  }
+
   private workspace(B: number, T: number, keep: number, save: boolean): Workspace {
     if (!this.ws?.matches(B, T, keep, save)) {
       this.ws?.destroy();
@@ -238,13 +270,14 @@ export class CausalLM {
 
   private linear(rec: Recorder, name: string, out: GPUBuffer, inp: GPUBuffer, M: number, K: number, N: number): void {
     matmul_forward(rec, { out, inp, weight: this.w(`${name}.weight`), bias: this.wOpt(`${name}.bias`), M, K, N, weightLayout: this.layout });
+    if (this.adapter?.has(name)) this.adapter.forward(rec, name, out, inp, M);
   }
 
   private linearBackward(rec: Recorder, name: string, dinp: GPUBuffer, dout: GPUBuffer, inp: GPUBuffer, M: number, K: number, N: number, accumulateDinp = false): void {
     matmul_backward(rec, {
       dinp,
-      dweight: this.g(`${name}.weight`),
-      dbias: this.gOpt(`${name}.bias`),
+      dweight: this.gBase(`${name}.weight`),
+      dbias: this.gBase(`${name}.bias`),
       dout,
       inp,
       weight: this.w(`${name}.weight`),
@@ -255,6 +288,7 @@ export class CausalLM {
       accumulate: true,
       accumulateDinp,
     });
+    if (this.adapter?.has(name)) this.adapter.backward(rec, name, dinp, dout, inp, M);
   }
 
   private norm(rec: Recorder, name: string, out: GPUBuffer, inp: GPUBuffer, mean: GPUBuffer | undefined, rstd: GPUBuffer, N: number): void {
@@ -397,11 +431,12 @@ export class CausalLM {
 
   // ------------------------------------------------------------------ backward
 
-  /** Allocates (once) a zeroed gradient buffer per parameter. */
+  /** Allocates (once) a zeroed gradient buffer per parameter (under an adapter: per norm parameter, see isNormParam). */
   private ensureGrads(rec: Recorder): Map<string, GPUBuffer> {
     if (!this.grads) {
       this.grads = new Map();
       for (const p of this.params.values()) {
+        if (this.adapter && !isNormParam(p.name)) continue;
         const g = this.gpu.createBuffer(`grad.${p.name}`, numel(p.shape) * 4);
         rec.clear(g);
         this.grads.set(p.name, g);
@@ -413,6 +448,7 @@ export class CausalLM {
   /** Zeroes every gradient (recorded). */
   zeroGrads(rec: Recorder): void {
     for (const g of this.ensureGrads(rec).values()) rec.clear(g);
+    this.adapter?.zeroGrads(rec);
   }
 
   /**
@@ -437,7 +473,7 @@ export class CausalLM {
 
     matmul_backward(rec, {
       dinp: keep ? g.dlnf_kept : g.dln,
-      dweight: this.g(head),
+      dweight: this.gBase(head),
       dout: dlogits,
       inp: keep ? s.lnf_kept : s.lnf,
       weight: this.w(head),
@@ -514,6 +550,7 @@ export class CausalLM {
     }
 
     const gpt2 = cfg.family === 'gpt2';
+    if (this.adapter) return; // a frozen embedding: nothing below the first layer needs a gradient
     embedding_backward(rec, {
       dwte: this.g(gpt2 ? 'transformer.wte.weight' : 'model.embed_tokens.weight'),
       dwpe: gpt2 ? this.g('transformer.wpe.weight') : undefined,
@@ -545,7 +582,7 @@ export class CausalLM {
   destroy(): void {
     this.ws?.destroy();
     this.ws = null;
-    for (const p of this.params.values()) p.buffer.destroy();
+    if (this.ownsParams) for (const p of this.params.values()) p.buffer.destroy();
     for (const g of this.grads?.values() ?? []) g.destroy();
     this.grads = null;
   }
