@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
 import { Rng } from '../src/model/rng.ts';
 import { expectClose, maxAbs } from './helpers/close.ts';
+import { fdGradient } from './helpers/fd.ts';
 import type { Gpu } from '../src/gpu/context.ts';
 import { f16ToF32 } from '../src/io/safetensors.ts';
 import { logprob_gather_backward, logprob_gather_forward, type LogitsDtype } from '../src/kernels/logprob_gather.ts';
@@ -75,7 +76,7 @@ async function runForward(gpu: Gpu, c: Case, dtype: LogitsDtype, T: number, o: {
   const rec = gpu.recorder('gather test');
   logprob_gather_forward(rec, { logits, dtype, ids, mask, logp, lse, entropy, N, V: c.V, temperature: T, ...o });
   await rec.submit();
-  return { logits, ids, mask, lse, logp: await gpu.readF32(logp, N), lseOut: await gpu.readF32(lse, 2 * N), entropy: await gpu.readF32(entropy, N) };
+  return { logits, ids, mask, lse, entropyBuf: entropy, logp: await gpu.readF32(logp, N), lseOut: await gpu.readF32(lse, 2 * N), entropy: await gpu.readF32(entropy, N) };
 }
 
 function checkForward(c: Case, T: number, got: { logp: Float32Array; lseOut: Float32Array; entropy: Float32Array }, skipMasked: boolean, label: string) {
@@ -233,4 +234,57 @@ describe('V = 151936 split across dispatches', () => {
     out.destroy();
     fwd.logits.destroy();
   });
+});
+
+describe('logprob_gather_backward with an entropy term', () => {
+  it('the float64 twin equals central differences of Σ g·logp + Σ ge·H (temperature 0.7)', () => {
+    const rng = new Rng(7);
+    const N = 3;
+    const V = 11;
+    const T = 0.7;
+    const x = Float64Array.from(rng.f32(N * V, 2));
+    const ids = [2, 10, 0];
+    const mask = [1, 1, 0];
+    const g = [0.3, -1.1, 0.5];
+    const ge = [-0.7, 0.4, 2];
+    const objective = (): number => {
+      const f = ref.logprob_gather_forward(x, ids, mask, N, V, T);
+      let s = 0;
+      for (let n = 0; n < N; n++) if (mask[n]) s += g[n] * f.logp[n] + ge[n] * f.entropy[n];
+      return s;
+    };
+    const f = ref.logprob_gather_forward(x, ids, mask, N, V, T);
+    const got = ref.logprob_gather_backward(x, ids, mask, f.lse, g, N, V, T, { dentropy: ge, entropy: f.entropy });
+    const want = fdGradient(objective, x, 1e-5);
+    expectClose(got, want, { rtol: 1e-6, atol: 1e-8, label: 'entropy twin vs finite differences' });
+  });
+
+  const variants: Array<{ dtype: LogitsDtype; N: number; V: number; T: number; inPlace?: boolean }> = [
+    { dtype: 'f32', N: 19, V: 1001, T: 1 },
+    { dtype: 'f32', N: 13, V: 2999, T: 0.7, inPlace: true },
+    { dtype: 'f16', N: 11, V: 517, T: 0.9 },
+  ];
+  for (const { dtype, N, V, T, inPlace } of variants) {
+    it(`${dtype} N=${N} V=${V} T=${T}${inPlace ? ' in place' : ''}: dlogp and dentropy together match the float64 reference`, async () => {
+      const gpu = await testGpu();
+      const rng = new Rng(3 * N + V);
+      const c = makeCase(rng, N, V, dtype);
+      const fwd = await runForward(gpu, c, dtype, T);
+      const dlogp = rng.f32(N);
+      const dentropy = rng.f32(N, 3);
+      const want0 = ref.logprob_gather_forward(c.logits, c.ids, c.mask, N, V, T);
+      const out = inPlace ? 'in-place' : gpu.createBuffer('dlogits', N * V * 4);
+      const rec = gpu.recorder('gather backward entropy test');
+      logprob_gather_backward(rec, {
+        logits: fwd.logits, dtype, ids: fwd.ids, mask: fwd.mask, lse: fwd.lse, dlogp: gpu.upload('dlogp', dlogp), dlogits: out, N, V, temperature: T,
+        dentropy: { dentropy: gpu.upload('dentropy', dentropy), entropy: fwd.entropyBuf },
+      });
+      await rec.submit();
+      const got = await gpu.readF32(out === 'in-place' ? fwd.logits : out, N * V);
+      const want = ref.logprob_gather_backward(c.logits, c.ids, c.mask, want0.lse, dlogp, N, V, T, { dentropy, entropy: want0.entropy });
+      expect(want.every(Number.isFinite)).toBe(true);
+      expectClose(got, want, { rtol: 1e-4, atol: 1e-5 * maxAbs(want), label: `dlogits+entropy ${dtype} ${N}x${V}` });
+      for (let n = 0; n < N; n++) if (!c.mask[n]) expect(got.subarray(n * V, (n + 1) * V).every((v) => Object.is(v, 0))).toBe(true);
+    });
+  }
 });

@@ -76,6 +76,8 @@ export function logprob_gather_backward(
     dlogp: GPUBuffer; // (N)
     /** (N, V) f32, written; 'in-place' overwrites the (f32) logits with their gradient. */
     dlogits: GPUBuffer | 'in-place';
+    /** ∂loss/∂entropy per row (entropy bonuses) with the forward's entropy; absent: no entropy term. */
+    dentropy?: { dentropy: GPUBuffer; entropy: GPUBuffer } | null; // (N), (N)
   },
 ): void {
   const kernel = 'logprob_gather_backward';
@@ -88,6 +90,9 @@ export function logprob_gather_backward(
   if (!inPlace) checkSize(kernel, 'dlogits', dlogits, N * V);
   const lse = prefix(gpu, kernel, 'lse', args.lse, 2 * N);
   const dlogp = prefix(gpu, kernel, 'dlogp', args.dlogp, N);
+  const ent = args.dentropy
+    ? [prefix(gpu, kernel, 'dentropy', args.dentropy.dentropy, N), prefix(gpu, kernel, 'entropy', args.dentropy.entropy, N)]
+    : [gpu.zeros(16), gpu.zeros(16)];
   // Rows are split by the f32 dlogits; the (smaller or equal) logits window covers the same rows.
   const per = rowsPerWindow(gpu, bindingLimit(gpu), N, V);
   for (let r0 = 0; r0 < N; r0 += per) {
@@ -97,8 +102,8 @@ export function logprob_gather_backward(
     rec.dispatch({
       kernel,
       shader: 'logprob_gather_backward',
-      constants: { WG, F16: dtype === 'f16', IN_PLACE: inPlace },
-      bindings: [inPlace ? gpu.zeros(16) : lw.binding, ids, mask, lse, dlogp, dw.binding],
+      constants: { WG, F16: dtype === 'f16', IN_PLACE: inPlace, ENTROPY: !!args.dentropy },
+      bindings: [inPlace ? gpu.zeros(16) : lw.binding, ids, mask, lse, dlogp, dw.binding, ...ent],
       params: packParams([
         ['u32', r0],
         ['u32', rc],

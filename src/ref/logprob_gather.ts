@@ -51,7 +51,8 @@ export function logprob_gather_forward(
 }
 
 /**
- * dlogits[n, v] = dlogp[n]·(onehot(v = id) − softmax(z)[v]) / temperature; rows with mask 0 are exactly 0.
+ * dlogits[n, v] = [dlogp[n]·(onehot(v = id) − p[v]) − dentropy[n]·p[v]·(log p[v] + H[n])] / temperature,
+ * p = softmax(z), H the row entropy (the entropy term only when `dentropy` is given); rows with mask 0 are exactly 0.
  */
 export function logprob_gather_backward(
   logits: ArrayLike<number>, // (N, V)
@@ -62,14 +63,24 @@ export function logprob_gather_backward(
   N: number,
   V: number,
   temperature: number,
+  dentropy: { dentropy: ArrayLike<number>; entropy: ArrayLike<number> } | null = null, // (N), (N)
 ): Float64Array {
   const dlogits = new Float64Array(N * V); // (N, V)
   for (let n = 0; n < N; n++) {
     if (!mask[n]) continue;
     const g = dlogp[n] / temperature;
+    const ge = dentropy ? dentropy.dentropy[n] / temperature : 0;
+    const H = dentropy ? dentropy.entropy[n] : 0;
     for (let v = 0; v < V; v++) {
-      const p = Math.exp(logits[n * V + v] / temperature - lse[2 * n] - lse[2 * n + 1]);
-      dlogits[n * V + v] = g * ((v === ids[n] ? 1 : 0) - p);
+      const x = logits[n * V + v];
+      const onehot = v === ids[n] ? 1 : 0;
+      if (x === -Infinity) {
+        dlogits[n * V + v] = g * onehot; // p = 0 and p·log p → 0
+        continue;
+      }
+      const lp = x / temperature - lse[2 * n] - lse[2 * n + 1];
+      const p = Math.exp(lp);
+      dlogits[n * V + v] = g * (onehot - p) - ge * p * (lp + H);
     }
   }
   return dlogits;
