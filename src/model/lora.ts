@@ -137,7 +137,10 @@ export async function loadLoraAdapter(source: ModelSource, model: ModelConfig): 
     return { ...m, A: tensor('A', [config.r, m.in]), B: tensor('B', [m.out, config.r]) };
   });
   const extra = [...st.tensors.keys()].filter((k) => !used.has(k));
-  if (extra.length) throw new ModelLoadError(`${file}: "${extra[0]}"${extra.length > 1 ? ` and ${extra.length - 1} more` : ''} is not a LoRA tensor of a module target_modules selects`);
+  if (extra.length) {
+    const which = extra.length > 1 ? ` and ${extra.length - 1} more are` : ' is';
+    throw new ModelLoadError(`${file}: "${extra[0]}"${which} not LoRA tensors of a module target_modules ${JSON.stringify(config.target_modules)} selects`);
+  }
   return { config, modules };
 }
 
