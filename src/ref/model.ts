@@ -55,7 +55,7 @@ export interface RefForward {
 }
 
 /** One adapted module in float64: A (r, in), B (out, r). */
-interface RefLoraModule {
+export interface RefLoraModule {
   A: F64;
   B: F64;
   in: number;
@@ -63,7 +63,8 @@ interface RefLoraModule {
 }
 
 export class RefModel {
-  private readonly lora = new Map<string, RefLoraModule>();
+  /** Adapted modules by module name (tests perturb A and B here for finite differences). */
+  readonly lora = new Map<string, RefLoraModule>();
   private readonly scaling: number;
   private readonly r: number;
 
