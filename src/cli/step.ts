@@ -67,13 +67,14 @@ export async function run(argv: string[]): Promise<number> {
   const cfg = config(batch.config, C, batchPath);
 
   const gpu = await nodeGpu();
-  const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu);
+  // Frozen weights (a LoRA base, a reference model) stay in their checkpoint dtype: bf16 at half the bytes.
+  const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu, { storage: adapterPath ? 'checkpoint' : 'f32' });
   const adapter = adapterPath ? LoraAdapter.fromWeights(gpu, await loadLoraAdapter(openModelSource(adapterPath), policy.config)) : null;
   policy.adapter = adapter;
   // With an adapter and no reference model: the base with the adapter disabled (β > 0), unless --ref-adapter
   // asks for the frozen copy of the loaded adapter, which for this update is the policy before the step (null).
   const adapterOff = adapter && !refPath && !refAdapter && cfg.loss.beta !== 0 ? policy.withAdapter(null) : null;
-  const reference = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu) : adapterOff;
+  const reference = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' }) : adapterOff;
   const pipe = new StepPipeline(gpu, { policy, reference, config: cfg, source: { kind: 'batch', batch } });
   try {
     const results = await pipe.runToEnd();

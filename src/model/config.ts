@@ -216,9 +216,10 @@ export function paramSpecs(cfg: ModelConfig): ParamSpec[] {
   return out;
 }
 
-/** A parameter on the GPU: f32, HF layout (the model's weights, a LoRA adapter's A and B). */
+/** A parameter on the GPU in HF layout (the model's weights, a LoRA adapter's A and B): f32, or packed bf16 when frozen. */
 export interface Param extends ParamSpec {
   buffer: GPUBuffer;
+  dtype?: 'bf16'; // absent: f32
 }
 
 export const numel = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);

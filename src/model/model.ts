@@ -13,7 +13,8 @@ import { column_copy_forward } from '../kernels/column_copy.ts';
 import { embedding_backward, embedding_forward } from '../kernels/embedding.ts';
 import { gelu_backward, gelu_forward } from '../kernels/gelu.ts';
 import { layernorm_backward, layernorm_forward } from '../kernels/layernorm.ts';
-import { matmul_backward, matmul_forward, type WeightLayout } from '../kernels/matmul.ts';
+import { matmul_backward, matmul_forward, type WeightDtype, type WeightLayout } from '../kernels/matmul.ts';
+import { bf16ToF32 } from '../io/safetensors.ts';
 import { residual_forward } from '../kernels/residual.ts';
 import { rmsnorm_backward, rmsnorm_forward } from '../kernels/rmsnorm.ts';
 import { rope_backward, rope_forward } from '../kernels/rope.ts';
@@ -142,6 +143,9 @@ function checkInputs(cfg: ModelConfig, x: ForwardInputs, keep: number): void {
   }
 }
 
+/** Weights only matmuls read (every 2-D weight but the embeddings, which a gather reads): these may stay packed bf16. */
+const isMatmulWeight = (name: string, shape: number[]) => shape.length === 2 && !/(wte|wpe|embed_tokens)\.weight$/.test(name);
+
 /** Norm weights and biases: the only base parameters whose gradient a backward under a LoRA adapter still writes (their kernels need a target). */
 const isNormParam = (name: string) => /(norm|ln_[12f])\.(weight|bias)$/.test(name);
 
@@ -190,7 +194,14 @@ export class CausalLM {
   static async from_pretrained(source: ModelSource, gpu: Gpu, opts: LoadOptions = {}): Promise<CausalLM> {
     const params = new Map<string, Param>();
     try {
-      const info = await loadCheckpoint(source, (spec, data) => void params.set(spec.name, { ...spec, buffer: gpu.upload(spec.name, data) }), opts);
+      const info = await loadCheckpoint(
+        source,
+        (spec, data, stored) => {
+          const bf16 = opts.storage === 'checkpoint' && stored.dtype === 'BF16' && isMatmulWeight(spec.name, spec.shape);
+          params.set(spec.name, bf16 ? { ...spec, dtype: 'bf16', buffer: gpu.upload(spec.name, stored.bytes) } : { ...spec, buffer: gpu.upload(spec.name, data) });
+        },
+        opts,
+      );
       return new CausalLM(gpu, info.config, params, info);
     } catch (e) {
       for (const p of params.values()) p.buffer.destroy();
@@ -218,6 +229,11 @@ export class CausalLM {
     const p = this.params.get(name);
     if (!p) throw new Error(`no parameter "${name}"`);
     return p.buffer;
+  }
+
+  /** How a weight is stored: f32, or packed bf16 (loaded with storage 'checkpoint'; frozen). */
+  private dt(name: string): WeightDtype {
+    return this.params.get(name)?.dtype ?? 'f32';
   }
 
   private wOpt(name: string): GPUBuffer | undefined {
@@ -269,7 +285,8 @@ export class CausalLM {
   // ------------------------------------------------------------------ building blocks
 
   private linear(rec: Recorder, name: string, out: GPUBuffer, inp: GPUBuffer, M: number, K: number, N: number): void {
-    matmul_forward(rec, { out, inp, weight: this.w(`${name}.weight`), bias: this.wOpt(`${name}.bias`), M, K, N, weightLayout: this.layout });
+    const weightDtype = this.dt(`${name}.weight`);
+    matmul_forward(rec, { out, inp, weight: this.w(`${name}.weight`), bias: this.wOpt(`${name}.bias`), M, K, N, weightLayout: this.layout, weightDtype });
     if (this.adapter?.has(name)) this.adapter.forward(rec, name, out, inp, M);
   }
 
@@ -285,6 +302,7 @@ export class CausalLM {
       K,
       N,
       weightLayout: this.layout,
+      weightDtype: this.dt(`${name}.weight`),
       accumulate: true,
       accumulateDinp,
     });
@@ -354,7 +372,8 @@ export class CausalLM {
       headIn = s.lnf_kept;
     }
     const rows = ws.rows;
-    matmul_forward(rec, { out: s.logits, inp: headIn, weight: this.w(lmHeadName(cfg)), M: rows, K: C, N: V, weightLayout: 'out_in' });
+    const head = lmHeadName(cfg);
+    matmul_forward(rec, { out: s.logits, inp: headIn, weight: this.w(head), M: rows, K: C, N: V, weightLayout: 'out_in', weightDtype: this.dt(head) });
     this.forwarded = true;
     return { logits: s.logits, rows, V, B, T };
   }
@@ -481,6 +500,7 @@ export class CausalLM {
       K: C,
       N: V,
       weightLayout: 'out_in',
+      weightDtype: this.dt(head),
       accumulate: true,
     });
     if (keep) {
@@ -567,10 +587,13 @@ export class CausalLM {
 
   // ------------------------------------------------------------------ readback
 
+  /** A parameter's values as f32 (a bf16 one widened exactly). */
   async readParam(name: string): Promise<Float32Array> {
     const p = this.params.get(name);
     if (!p) throw new Error(`no parameter "${name}"`);
-    return this.gpu.readF32(p.buffer, numel(p.shape));
+    const n = numel(p.shape);
+    if (p.dtype === 'bf16') return bf16ToF32(new Uint16Array(await this.gpu.read(p.buffer, n * 2)));
+    return this.gpu.readF32(p.buffer, n);
   }
 
   async readGrad(name: string): Promise<Float32Array> {
