@@ -60,3 +60,13 @@ export interface AttentionShape {
 
 /** The attention backward's dimensions: full sequences, Tq = Tk = TkvMax = T. */
 export type AttentionBackwardShape = Pick<AttentionShape, 'B' | 'Hq' | 'Hkv' | 'D' | 'scale'> & { T: number };
+
+/**
+ * config.json `rope_scaling` types the RoPE kernel implements (Hugging Face `modeling_rope_utils.py`):
+ * 'linear' divides every inv_freq by `factor` (_compute_linear_scaling_rope_parameters); 'llama3' divides
+ * the low frequencies by `factor`, keeps the high ones and blends in between (_compute_llama3_parameters).
+ * Neither changes the attention scale.
+ */
+export type RopeScaling =
+  | { rope_type: 'linear'; factor: number }
+  | { rope_type: 'llama3'; factor: number; low_freq_factor: number; high_freq_factor: number; original_max_position_embeddings: number };

@@ -402,9 +402,9 @@ export class CausalLM {
         rmsnorm_forward(rec, { out: a.q, rstd: a.q_rstd, inp: a.q_raw, weight: this.w(`${p}.self_attn.q_norm.weight`), N: N * Hq, C: D, eps });
         rmsnorm_forward(rec, { out: a.k, rstd: a.k_rstd, inp: a.k_raw, weight: this.w(`${p}.self_attn.k_norm.weight`), N: N * Hkv, C: D, eps });
       }
-      const theta = cfg.rope_theta!;
-      rope_forward(rec, { x: a.q, positionIds: s.pos, N, H: Hq, D, theta });
-      rope_forward(rec, { x: a.k, positionIds: s.pos, N, H: Hkv, D, theta });
+      const rope = { positionIds: s.pos, N, D, theta: cfg.rope_theta!, scaling: cfg.rope_scaling };
+      rope_forward(rec, { x: a.q, H: Hq, ...rope });
+      rope_forward(rec, { x: a.k, H: Hkv, ...rope });
     }
     if (kv) {
       // Append the new k / v rows (B, T, Hkv, D) at column t0 of the cache (B, TkvMax, Hkv, D).
@@ -549,9 +549,9 @@ export class CausalLM {
         [g.dq, g.dk, g.dv].forEach((src, i) => column_copy_forward(rec, { dst: g.dqkv, src, rows: N, cols: C, srcLd: C, srcCol: 0, dstLd: 3 * C, dstCol: i * C }));
         this.linearBackward(rec, `${p}.attn.c_attn`, g.dln, g.dqkv, a.ln1, N, C, 3 * C);
       } else {
-        const theta = cfg.rope_theta!;
-        rope_backward(rec, { dx: g.dq, positionIds: s.pos, N, H: Hq, D, theta });
-        rope_backward(rec, { dx: g.dk, positionIds: s.pos, N, H: Hkv, D, theta });
+        const rope = { positionIds: s.pos, N, D, theta: cfg.rope_theta!, scaling: cfg.rope_scaling };
+        rope_backward(rec, { dx: g.dq, H: Hq, ...rope });
+        rope_backward(rec, { dx: g.dk, H: Hkv, ...rope });
         let dq = g.dq;
         let dk = g.dk;
         if (cfg.qk_norm) {

@@ -185,8 +185,8 @@ export class RefModel {
         kNorm = { ...rmsnorm_forward(k, this.w(`${p}.self_attn.k_norm.weight`), N * Hkv, D, cfg.norm_eps), mean: null };
         [q, k] = [qNorm.out, kNorm.out];
       }
-      q = rope_forward(q, inp.position_ids, N, Hq, D, cfg.rope_theta!);
-      k = rope_forward(k, inp.position_ids, N, Hkv, D, cfg.rope_theta!);
+      q = rope_forward(q, inp.position_ids, N, Hq, D, cfg.rope_theta!, cfg.rope_scaling);
+      k = rope_forward(k, inp.position_ids, N, Hkv, D, cfg.rope_theta!, cfg.rope_scaling);
     }
     const { out: atty, att } = attention_forward(q, k, v, inp.attention_mask, { B, Tq: T, Tk: T, TkvMax: T, Hq, Hkv, D, scale: cfg.attn_scale });
     const o = this.linear(cfg.family === 'gpt2' ? `${p}.attn.c_proj` : `${p}.self_attn.o_proj`, atty, N, Hq * D, C);
@@ -283,8 +283,8 @@ export class RefModel {
         [dq, dk, dv].forEach((src, i) => column_copy_forward(dqkv, src, N, C, C, 0, 3 * C, i * C));
         dln1 = linearBackward(`${p}.attn.c_attn`, dqkv, c.ln1.out, N, C, 3 * C);
       } else {
-        let dqr = rope_backward(dq, x.position_ids, N, Hq, D, cfg.rope_theta!);
-        let dkr = rope_backward(dk, x.position_ids, N, Hkv, D, cfg.rope_theta!);
+        let dqr = rope_backward(dq, x.position_ids, N, Hq, D, cfg.rope_theta!, cfg.rope_scaling);
+        let dkr = rope_backward(dk, x.position_ids, N, Hkv, D, cfg.rope_theta!, cfg.rope_scaling);
         if (cfg.qk_norm) {
           const qn = rmsnorm_backward(dqr, c.qRaw!, this.w(`${p}.self_attn.q_norm.weight`), c.qNorm!.rstd, N * Hq, D);
           const kn = rmsnorm_backward(dkr, c.kRaw!, this.w(`${p}.self_attn.k_norm.weight`), c.kNorm!.rstd, N * Hkv, D);
