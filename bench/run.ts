@@ -20,6 +20,7 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   model: () => import('./model.ts'),
   step: () => import('./step.ts'),
   sample: () => import('./sample.ts'),
+  plan: () => import('./plan.ts'),
 };
 
 function table(rows: Row[]): string {

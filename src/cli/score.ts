@@ -31,9 +31,10 @@ export async function run(argv: string[]): Promise<number> {
   if (!['k1', 'k2', 'k3'].includes(estimator)) throw new CliError(`${batchPath}: config.kl_estimator must be k1, k2 or k3, got ${JSON.stringify(estimator)}`);
 
   const gpu = await nodeGpu();
-  const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu);
+  // Scoring never trains: weights stay in their checkpoint dtype (bf16 at half the bytes).
+  const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu, { storage: 'checkpoint' });
   checkScorable(batch, padded, policy.config.vocab_size, 'policy');
-  const ref = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu) : null;
+  const ref = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' }) : null;
   if (ref) checkScorable(batch, padded, ref.config.vocab_size, 'reference');
 
   const n = padded.B * padded.C;

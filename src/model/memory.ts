@@ -79,7 +79,7 @@ export interface BufferLimits {
 }
 
 /** WebGPU's default limits (what an adapter guarantees before raising them). */
-const DEFAULT_LIMITS: BufferLimits = { maxBufferSize: 256 * 2 ** 20, maxStorageBufferBindingSize: 128 * 2 ** 20 };
+export const DEFAULT_LIMITS: BufferLimits = { maxBufferSize: 256 * 2 ** 20, maxStorageBufferBindingSize: 128 * 2 ** 20 };
 
 export interface MemoryPlan {
   model: string;
