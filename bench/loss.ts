@@ -10,7 +10,7 @@ import { Gpu, GpuError, packParams, type Recorder } from '../src/gpu/context.ts'
 import { bindingLimit, rowsPerWindow, rowWindow } from '../src/kernels/windows.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../src/kernels/logprob_gather.ts';
 import { timeKernels } from './timing.ts';
-import type { BenchOptions, Row } from './run.ts';
+import type { BenchOptions, Row } from './types.ts';
 
 const WG = 256;
 

@@ -8,9 +8,10 @@ import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Gpu, Recorder } from '../src/gpu/context.ts';
 import { countParams, numel, paramSpecs, parseConfig, type ModelConfig } from '../src/model/config.ts';
-import { CausalLM, type ForwardInputs } from '../src/model/model.ts';
+import type { ForwardInputs } from '../src/model/forward.ts';
+import { CausalLM } from '../src/model/model.ts';
 import { FolderSource } from '../src/model/source_node.ts';
-import type { BenchOptions, Row } from './run.ts';
+import type { BenchOptions, Row } from './types.ts';
 
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/golden/models');
 const TINY = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { parseConfig } from '../src/model/config.ts';
 import { DEFAULT_LIMITS } from '../src/model/memory.ts';
 import { planStep, type PlanOptions } from '../src/model/plan.ts';
-import type { Row } from './run.ts';
+import type { Row } from './types.ts';
 
 const CONFIGS = path.join(path.dirname(fileURLToPath(import.meta.url)), '../tests/fixtures/configs');
 const GiB = 2 ** 30;

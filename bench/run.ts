@@ -5,15 +5,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { nodeGpu } from '../src/gpu/node.ts';
-import type { Gpu } from '../src/gpu/context.ts';
-
-/** One result line; every suite chooses its columns. */
-export type Row = Record<string, string | number | null>;
-export interface BenchOptions {
-  /** Small sizes only (software adapters, CI smoke runs). */
-  quick: boolean;
-}
-type Suite = { run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> };
+import type { Row, Suite } from './types.ts';
 
 const SUITES: Record<string, () => Promise<Suite>> = {
   loss: () => import('./loss.ts'),

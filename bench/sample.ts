@@ -9,7 +9,7 @@ import { CausalLM } from '../src/model/model.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import { DEFAULT_GENERATE, generate, kvDecoder } from '../src/model/generate.ts';
 import { smolLM2, weights } from './model.ts';
-import type { BenchOptions, Row } from './run.ts';
+import type { BenchOptions, Row } from './types.ts';
 
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/golden/models');
 const TINY = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3'];

@@ -11,14 +11,15 @@ import { join, resolve, dirname } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Gpu } from '../src/gpu/context.ts';
-import { StepPipeline, stepConfigFromBatch } from '../src/grpo/step.ts';
+import { StepPipeline } from '../src/grpo/step.ts';
+import { stepConfigFromBatch } from '../src/grpo/step_config.ts';
 import { parseBatch, type GrpoBatch } from '../src/io/batch.ts';
 import { countParams, type ModelConfig } from '../src/model/config.ts';
 import { planMemory } from '../src/model/memory.ts';
 import { CausalLM } from '../src/model/model.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import { smolLM2, weights } from './model.ts';
-import type { BenchOptions, Row } from './run.ts';
+import type { BenchOptions, Row } from './types.ts';
 
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/golden/models');
 const TINY = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];

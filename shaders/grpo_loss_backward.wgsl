@@ -6,7 +6,8 @@
 //   token level ∂r/∂logp = r; sequence level ∂r_b/∂logp[b, t] = r_b·M / max(1, n_b), and the row's shared
 //   policy term is weighted by Σ_t c_b·M = c_b·n_b;
 //   β·∂KL/∂logp with d = logp − ref: k1 1, k2 d, k3 1 − exp(−d).
-// Masked tokens get exactly 0.
+// Masked tokens get exactly 0. token_weight = c_b·M = ∂loss/∂per_token_loss, the weight the page shows
+// per token and the step uses to split the loss into its policy and β·KL terms.
 
 override WG: u32 = 128;
 override SEQUENCE_LEVEL: bool = false;
@@ -33,7 +34,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read> ratio: array<f32>;         // (B, T) r before the δ cap
 @group(0) @binding(5) var<storage, read> stats: array<f32>;         // (16) loss_reduce output
 @group(0) @binding(6) var<storage, read_write> dlogp: array<f32>;   // (B, T)
-@group(0) @binding(7) var<uniform> p: Params;
+@group(0) @binding(7) var<storage, read_write> token_weight: array<f32>; // (B, T)
+@group(0) @binding(8) var<uniform> p: Params;
 
 var<workgroup> sh_cnt: array<f32, WG>;
 
@@ -97,8 +99,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     let i = row + t;
     if (mask[i] == 0) {
       dlogp[i] = 0.0;
+      token_weight[i] = 0.0;
       continue;
     }
+    token_weight[i] = c;
     let r = ratio[i];
     var g: f32;
     if (SEQUENCE_LEVEL) {

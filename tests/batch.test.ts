@@ -5,7 +5,8 @@ import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { BatchFormatError, parseBatch, serializeBatch, type GrpoBatch } from '../src/io/batch.ts';
 import { validateBatch } from '../src/io/validate.ts';
-import { assembleBatch, completionMaskFromEos, padBatch, positionIds, raggedFromPadded } from '../src/grpo/batch.ts';
+import { assembleBatch, completionMaskFromEos, padBatch, raggedFromPadded } from '../src/grpo/batch.ts';
+import { positionIds } from '../src/model/positions.ts';
 import { parseSafeTensors, toI32 } from '../src/io/safetensors.ts';
 
 const root = path.resolve(import.meta.dirname, '..');

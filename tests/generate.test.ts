@@ -183,6 +183,12 @@ describe('generate (toy decoder)', () => {
     // Learned positions: the 5-token prompt + 8 new tokens feeds positions up to 11, so 12 fit and 11 do not.
     const bounded = (n: number) => Object.assign(new ToyDecoder(), { max_positions: n });
     await expect(generate(bounded(11), prompts, opts())).rejects.toThrow(/prompt 2 \(5 tokens\) \+ max_new_tokens 8 exceeds the model's 11 positions/);
-    await expect(generate(bounded(12), prompts, opts())).resolves.toBeDefined();
+    const fits = bounded(12);
+    const out = await generate(fits, prompts, opts());
+    expect(out.completion_ids).toHaveLength(prompts.length * 2);
+    for (const row of out.completion_ids) expect(row.length).toBeGreaterThan(0);
+    for (const row of out.completion_ids) expect(row.length).toBeLessThanOrEqual(8);
+    expect(fits.steps).toBeGreaterThan(0);
+    expect(Math.max(...fits.pos), 'the last position fed').toBeLessThanOrEqual(11);
   });
 });

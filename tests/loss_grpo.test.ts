@@ -96,11 +96,11 @@ async function runKernels(gpu: Gpu, b: Batch, cfg: GrpoLossConfig) {
   const klRef = refKl(b.logp, b.ref, cfg.kl_estimator);
   const kl = up('kl', Float32Array.from(klRef));
   const out = (n: string, bytes = N * 4) => gpu.createBuffer(n, bytes);
-  const [loss, ratio, clip, stats, dlogp] = [out('loss'), out('ratio'), out('clip'), out('stats', STATS.size * 4), out('dlogp')];
+  const [loss, ratio, clip, stats, dlogp, token_weight] = [out('loss'), out('ratio'), out('clip'), out('stats', STATS.size * 4), out('dlogp'), out('token_weight')];
   const rec = gpu.recorder('grpo loss test');
   grpo_loss_forward(rec, { logp, oldLogp: old, kl, advantages, mask, loss, ratio, clip, B: b.B, T: b.T, params: cfg });
   loss_reduce_forward(rec, { loss, mask, clip, out: stats, B: b.B, T: b.T, ...cfg });
-  grpo_loss_backward(rec, { logp, refLogp: ref, advantages, mask, ratio, stats, dlogp, B: b.B, T: b.T, params: cfg });
+  grpo_loss_backward(rec, { logp, refLogp: ref, advantages, mask, ratio, stats, dlogp, token_weight, B: b.B, T: b.T, params: cfg });
   await rec.submit();
   return {
     klRef,
@@ -109,6 +109,7 @@ async function runKernels(gpu: Gpu, b: Batch, cfg: GrpoLossConfig) {
     clip: await gpu.readU32(clip, N),
     stats: await gpu.readF32(stats, STATS.size),
     dlogp: await gpu.readF32(dlogp, N),
+    token_weight: await gpu.readF32(token_weight, N),
   };
 }
 
@@ -141,6 +142,7 @@ describe('grpo_loss_forward + loss_reduce_forward + grpo_loss_backward', () => {
       expect(Array.from(got.stats.subarray(STATS.tokens, STATS.delta_binding + 1))).toEqual([cc.tokens, red.sequences, cc.low, cc.high, cc.region, cc.delta_binding]);
 
       const w = refReduce.loss_weights(b.mask, B, T, cfg.loss_type, cfg);
+      expectClose(got.token_weight, w, { rtol: 1e-6, atol: 0, label: 'token_weight' });
       const dlogp = refLoss.grpo_loss_backward(b.logp, b.ref, b.adv, b.mask, want.ratio, w, B, T, cfg);
       // README's dlogits tolerance: rtol 1e-4, atol 1e-5·max|grad|.
       expectClose(got.dlogp, dlogp, { rtol: 1e-4, atol: 1e-5 * maxAbs(dlogp), label: 'dlogp' });
@@ -159,7 +161,7 @@ describe('loss_reduce_forward', () => {
     const bt = () => buf(B * T);
     const fwd = { logp: bt(), oldLogp: bt(), kl: bt(), advantages: buf(B), mask: bt(), loss: bt(), ratio: bt(), clip: bt(), B, T, params: { ...BASE, max_completion_length: T } };
     expect(() => grpo_loss_forward(gpu.recorder('x'), { ...fwd, advantages: buf(1) })).toThrow('grpo_loss_forward: advantages holds 16 bytes, needs 20 (5 elements)');
-    const back = { logp: bt(), refLogp: bt(), advantages: buf(B), mask: bt(), ratio: bt(), stats: buf(STATS.size), dlogp: bt(), B, T, params: fwd.params };
+    const back = { logp: bt(), refLogp: bt(), advantages: buf(B), mask: bt(), ratio: bt(), stats: buf(STATS.size), dlogp: bt(), token_weight: bt(), B, T, params: fwd.params };
     expect(() => grpo_loss_backward(gpu.recorder('x'), { ...back, stats: buf(8) })).toThrow('grpo_loss_backward: stats holds 32 bytes, needs 64 (16 elements)');
   });
 

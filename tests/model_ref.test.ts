@@ -4,7 +4,8 @@
 // parameter's gradient of Σ logits·R for a random R.
 import { describe, expect, it } from 'vitest';
 import { numel, paramSpecs, parseConfig, type ModelConfig } from '../src/model/config.ts';
-import { CausalLM, type ForwardInputs } from '../src/model/model.ts';
+import type { ForwardInputs } from '../src/model/forward.ts';
+import { CausalLM } from '../src/model/model.ts';
 import { RefModel } from '../src/ref/model.ts';
 import { expectClose } from './helpers/close.ts';
 import { centralDiff } from './helpers/fd.ts';

@@ -4,7 +4,7 @@
 // and the refusal to step on a non-finite gradient.
 import { describe, expect, it } from 'vitest';
 import { clipCoefFor, Optimizer, parseOptimizerConfig, type OptimizerConfig } from '../src/grpo/optimizer.ts';
-import type { Param } from '../src/model/model.ts';
+import type { Param } from '../src/model/layer_ops.ts';
 import * as ref from '../src/ref/optimizer.ts';
 import { tally } from './helpers/tally.ts';
 import { testGpu } from './helpers/gpu.ts';

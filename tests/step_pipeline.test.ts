@@ -7,7 +7,9 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { StepPipeline, stepConfigFromBatch, type StageData, type StepSource } from '../src/grpo/step.ts';
+import { StepPipeline } from '../src/grpo/step.ts';
+import { stepConfigFromBatch } from '../src/grpo/step_config.ts';
+import type { StageData, StepSource } from '../src/grpo/step_types.ts';
 import { DEFAULT_PROMPTS } from '../src/grpo/default_task.ts';
 import { compileUserReward, scoreColumn, type JsRewardRunner, type RewardSpec } from '../src/grpo/rewards.ts';
 import { parseConfig } from '../src/model/config.ts';

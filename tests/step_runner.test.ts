@@ -32,6 +32,37 @@ function droppedFolder(): File[] {
   });
 }
 
+/**
+ * TRL's loss aggregations (huggingface/trl trl/trainer/grpo_trainer.py _compute_loss) over a (B, C) per-token
+ * loss: the loss, each token's weight ∂loss/∂L, and the same aggregation of |L| (the rounding scale).
+ */
+function trlAggregate(type: string, L: Float32Array, M: Int32Array, B: number, C: number, maxLen: number): { loss: number; weight: Float64Array; scale: number } {
+  const n = Array.from({ length: B }, (_, b) => M.subarray(b * C, (b + 1) * C).reduce((s, m) => s + m, 0));
+  const N = n.reduce((s, x) => s + x, 0);
+  const rowWeight = (b: number): number => {
+    switch (type) {
+      case 'grpo':
+        return 1 / (B * Math.max(1, n[b]));
+      case 'bnpo':
+      case 'dapo': // num_items_in_batch unset: the batch's own token count
+        return 1 / Math.max(1, N);
+      case 'dr_grpo':
+        return 1 / (B * maxLen);
+      default:
+        throw new Error(`no independent aggregation for ${type}`);
+    }
+  };
+  const weight = new Float64Array(B * C);
+  let loss = 0;
+  let scale = 0;
+  for (let i = 0; i < B * C; i++) {
+    weight[i] = M[i] ? rowWeight(Math.floor(i / C)) : 0;
+    loss += weight[i] * L[i];
+    scale += weight[i] * Math.abs(L[i]);
+  }
+  return { loss, weight, scale };
+}
+
 describe('StepRunner', () => {
   it('loads a dropped folder, runs every stage in order and undoes the step on reset', async () => {
     const runner = createStepRunner(await testGpu());
@@ -70,7 +101,13 @@ describe('StepRunner', () => {
     for (const a of [first.policy_forward.per_token_logps, first.policy_forward.per_token_entropy, first.reference_forward.ref_per_token_logps, first.loss.per_token_loss, first.loss.token_weight, first.re_evaluate.post_per_token_logps]) {
       expect(isGrid(a)).toBe(true);
     }
-    expect(first.loss.losses[settings.loss.loss_type]).toBe(first.loss.loss);
+    // The configured aggregation recomputed in float64 from the per-token loss and the mask (TRL's
+    // definitions), and the loss's split into policy and β·KL terms.
+    const M = first.assemble.padded.completion_mask;
+    const want = trlAggregate(settings.loss.loss_type, first.loss.per_token_loss, M, B, C, settings.loss.max_completion_length);
+    expect(Math.abs(first.loss.loss - want.loss)).toBeLessThanOrEqual(1e-5 * (want.scale + 1e-6));
+    for (let i = 0; i < B * C; i++) expect(Math.abs(first.loss.token_weight[i] - want.weight[i]), `token_weight[${i}]`).toBeLessThanOrEqual(1e-6 * want.weight[i]);
+    expect(first.loss.policy_term + first.loss.kl_term).toBeCloseTo(first.loss.loss, 6);
     expect(Object.keys(first.backward.group_grad_norms).sort()).toEqual(['embedding', 'layers.0.attention', 'layers.0.mlp', 'layers.0.norms', 'layers.1.attention', 'layers.1.mlp', 'layers.1.norms', 'norm']);
     expect(Object.values(first.step.group_update_norms).every((u) => u > 0)).toBe(true);
     expect(first.assemble.report.findings.filter((f) => f.severity === 'error')).toEqual([]); // the Doctor checked the assembled batch

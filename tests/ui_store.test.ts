@@ -1,10 +1,12 @@
 // The studio store (src/store): only the settings slices reach local storage and come back after a
 // "reload" (a new store on the same storage); stage results are kept by stage and move the cursor; an
 // assembled batch replaces the view until reset, an imported one stays (and comes back when the update
-// starts from it); an imported batch's config fills the loss settings.
+// starts from it); an imported batch's config fills the loss settings; the group statistics the page
+// shows come from the worker (the advantages stage, else the Doctor's report on import), never recomputed.
 import { describe, expect, it } from 'vitest';
 import type { StateStorage } from 'zustand/middleware';
 import type { GrpoBatch } from '../src/io/batch.ts';
+import { groupStats } from '../src/store/derived.ts';
 import { STORAGE_KEY, createStudioStore } from '../src/store/index.ts';
 import { DEFAULT_LOSS, DEFAULT_PROMPTS } from '../src/store/settings.ts';
 import { STAGES, type StageResult } from '../src/worker/protocol.ts';
@@ -103,6 +105,26 @@ describe('stepper state', () => {
     expect(s.getState().batch).toBeNull();
     s.getState().setStepFrom('import');
     expect(s.getState().batch).toBe(batch);
+  });
+
+  it('shows group statistics from the advantages stage, else from the import report', () => {
+    const s = createStudioStore(memoryStorage());
+    expect(groupStats(s.getState())).toBeNull(); // nothing on screen
+    const fromImport = [{ group: 0, mean: 0.5, std: 0.7, zero_std: false }];
+    s.getState().setImported({ ...imported, report: { ...report, groups: fromImport } });
+    expect(groupStats(s.getState())).toBe(fromImport);
+    const fromStage = [{ group: 0, mean: 1, std: 0, zero_std: true }];
+    const adv = (groups: typeof fromStage | null): StageResult<'advantages'> => ({ id: 'advantages', ms: 0, ...mem, data: { advantages: [0], groups, from: groups ? 'rewards' : 'batch' } });
+    s.getState().stageDone(adv(fromStage));
+    expect(groupStats(s.getState())).toBe(fromStage);
+    // The batch's own advantages (no groups computed): the stepped import keeps the report's statistics.
+    s.getState().resetRun();
+    s.getState().stageDone(adv(null));
+    expect(groupStats(s.getState())).toBe(fromImport);
+    // A step from the prompt set never shows the imported batch's statistics.
+    s.getState().setStepFrom('prompts');
+    s.getState().stageDone(adv(null));
+    expect(groupStats(s.getState())).toBeNull();
   });
 
   it("maps a batch's TRL config onto the loss settings and back", () => {

@@ -1,23 +1,11 @@
 // The Doctor's vocabulary: a finding (one problem, located by sample and token span), a rule (one bug
 // class, with the real debugging report that motivated it), and the report the CLI and UI render.
 import type { GrpoBatch, ScaleRewards } from '../io/batch.ts';
+import type { Finding, Severity } from '../io/findings.ts';
 import type { GroupStats } from '../grpo/advantages.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 
-export type Severity = 'error' | 'warning' | 'info';
-
-export interface Finding {
-  rule: string;
-  severity: Severity;
-  /** Row of the batch (0-based). */
-  sample?: number;
-  /** Field the span refers to (completion_ids unless said otherwise). */
-  field?: string;
-  /** Token positions [start, end) in that field's row. */
-  span?: [number, number];
-  message: string;
-  hint: string;
-}
+export type { Finding, Severity } from '../io/findings.ts';
 
 export interface RuleInfo {
   id: string;

@@ -4,6 +4,7 @@
 // forward without position_ids gets). The padded view is what the model, loss and UI consume: flat,
 // row-major typed arrays with their shapes in the comments.
 import { BatchFormatError, PER_TOKEN_FIELDS, type GrpoBatch, type PositionIdsMode } from '../io/batch.ts';
+import { positionIds } from '../model/positions.ts';
 
 /** A batch as the model sees it. B rows, P = prompt width, C = completion width, L = P + C. */
 export interface PaddedBatch {
@@ -42,24 +43,6 @@ export function completionMaskFromEos(ids: ArrayLike<number>, eosIds: readonly n
 export function firstEos(ids: ArrayLike<number>, eosIds: readonly number[]): number {
   for (let t = 0; t < ids.length; t++) if (eosIds.includes(ids[t])) return t;
   return -1;
-}
-
-/**
- * position_ids for a (B, L) attention mask. "from_attention_mask": cumsum(mask) − 1 with every masked
- * position set to 1 (HF generate's `masked_fill_(attention_mask == 0, 1)`), so a left-padded row starts
- * at 0 on its first real token. "arange": 0..L−1 on every row, so left padding shifts absolute positions.
- */
-export function positionIds(attentionMask: Int32Array, B: number, L: number, mode: PositionIdsMode): Int32Array {
-  const out = new Int32Array(B * L); // (B, L)
-  for (let b = 0; b < B; b++) {
-    let seen = 0;
-    for (let t = 0; t < L; t++) {
-      const m = attentionMask[b * L + t];
-      seen += m;
-      out[b * L + t] = mode === 'arange' ? t : m ? seen - 1 : 1;
-    }
-  }
-  return out;
 }
 
 /** Sampler output → grpo-batch/v1: one prompt per group, G completions per prompt, masks from EOS. */

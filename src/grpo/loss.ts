@@ -118,6 +118,7 @@ export interface GrpoLossResult {
   clip: GPUBuffer; // u32 CLIP_LOW | CLIP_HIGH | DELTA_BINDS
   stats: GPUBuffer; // (16): AGGREGATIONS then STATS slots
   dlogp: GPUBuffer | null;
+  token_weight: GPUBuffer | null; // ∂loss/∂per_token_loss of the chosen aggregation (with the backward)
   dlogits: GPUBuffer | null; // (B·T, V); the logits buffer itself when in place
   destroy(): void; // frees what grpo_loss created (never the inputs)
 }
@@ -158,6 +159,7 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
     clip: buf('clip', N * 4),
     stats: buf('loss_stats', STATS.size * 4),
     dlogp: backward ? buf('dlogp', N * 4) : null,
+    token_weight: backward ? buf('token_weight', N * 4) : null,
     dlogits: backward ? (inPlace ? inputs.logits : buf('dlogits', N * V * 4)) : null,
   };
 
@@ -190,7 +192,7 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
     params: config,
   });
   loss_reduce_forward(rec, { ...common, loss: out.per_token_loss, clip: out.clip, out: out.stats, ...config });
-  if (out.dlogp && out.dlogits) {
+  if (out.dlogp && out.token_weight && out.dlogits) {
     grpo_loss_backward(rec, {
       ...common,
       logp: out.per_token_logps,
@@ -198,6 +200,7 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
       ratio: out.importance_ratio,
       stats: out.stats,
       dlogp: out.dlogp,
+      token_weight: out.token_weight,
       params: config,
     });
     logprob_gather_backward(rec, {
@@ -233,13 +236,14 @@ export interface GrpoLossReadback {
   clip_counts: ClipCounts;
   sequences: number; // rows with at least one completion token
   dlogp: Float32Array | null;
+  token_weight: Float32Array | null;
   dlogits: Float32Array | null; // (B·T, V), only when asked for (it is the big one)
 }
 
 export async function readGrpoLoss(gpu: Gpu, r: GrpoLossResult, opts: { dlogits?: boolean } = {}): Promise<GrpoLossReadback> {
   const N = r.B * r.T;
   const f32 = (b: GPUBuffer, n = N) => gpu.readF32(b, n);
-  const [logp, lse, ent, kl, ratio, loss, clip, stats, dlogp, dlogits] = await Promise.all([
+  const [logp, lse, ent, kl, ratio, loss, clip, stats, dlogp, token_weight, dlogits] = await Promise.all([
     f32(r.per_token_logps),
     f32(r.lse, 2 * N),
     f32(r.per_token_entropy),
@@ -249,6 +253,7 @@ export async function readGrpoLoss(gpu: Gpu, r: GrpoLossResult, opts: { dlogits?
     gpu.readU32(r.clip, N),
     f32(r.stats, STATS.size),
     r.dlogp ? f32(r.dlogp) : null,
+    r.token_weight ? f32(r.token_weight) : null,
     opts.dlogits && r.dlogits ? f32(r.dlogits, N * r.V) : null,
   ]);
   const losses = Object.fromEntries(AGGREGATIONS.map((a, i) => [a, stats[i]])) as Record<LossType, number>;
@@ -273,6 +278,7 @@ export async function readGrpoLoss(gpu: Gpu, r: GrpoLossResult, opts: { dlogits?
     },
     sequences: stats[STATS.sequences],
     dlogp,
+    token_weight,
     dlogits,
   };
 }

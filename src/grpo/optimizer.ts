@@ -8,7 +8,7 @@ import type { Gpu, Recorder } from '../gpu/context.ts';
 import { clipCoef, globalNorm, sumsq_forward } from '../kernels/grad_norm.ts';
 import { adamw_step, sgd_step } from '../kernels/optimizer.ts';
 import { numel, type ParamGroup } from '../model/config.ts';
-import type { Param } from '../model/model.ts';
+import type { Param } from '../model/layer_ops.ts';
 
 /** torch.optim.AdamW / SGD hyper-parameters, with the batch file's field names. */
 export interface OptimizerConfig {

@@ -2,7 +2,7 @@
 // (row counts, id types, mask values, per-sample field lengths). Every problem is a finding with field,
 // sample and position — nothing throws, nothing is padded or cut. Per-token length mismatches belong to
 // the Doctor's mask-length-mismatch rule, non-finite values to its nonfinite rule.
-import type { Finding } from '../doctor/types.ts';
+import type { Finding } from './findings.ts';
 import { PER_SAMPLE_FIELDS, PER_TOKEN_FIELDS, type GrpoBatch } from './batch.ts';
 
 const HINT = 'Fix the exporter so the batch follows grpo-batch/v1 (docs/trl-export.md).';

@@ -57,6 +57,7 @@ export function grpo_loss_backward(
     ratio: GPUBuffer; // (B, T) from the forward
     stats: GPUBuffer; // (16) from loss_reduce_forward
     dlogp: GPUBuffer; // (B, T) written
+    token_weight: GPUBuffer; // (B, T) written: ∂loss/∂per_token_loss = c_b·M
     B: number;
     T: number;
     params: PolicyLossParams & { kl_estimator: KlEstimator; loss_type: LossType; max_completion_length: number; num_items_in_batch?: number; loss_scale_factor?: number };
@@ -75,7 +76,7 @@ export function grpo_loss_backward(
     },
     bindings: bindAll(rec.gpu, 'grpo_loss_backward', [
       ['logp', args.logp, BT], ['refLogp', args.refLogp, BT], ['advantages', args.advantages, args.B], ['mask', args.mask, BT],
-      ['ratio', args.ratio, BT], ['stats', args.stats, STATS.size], ['dlogp', args.dlogp, BT],
+      ['ratio', args.ratio, BT], ['stats', args.stats, STATS.size], ['dlogp', args.dlogp, BT], ['token_weight', args.token_weight, BT],
     ]),
     params: packParams([
       ['u32', args.B],

@@ -70,3 +70,32 @@ export type AttentionBackwardShape = Pick<AttentionShape, 'B' | 'Hq' | 'Hkv' | '
 export type RopeScaling =
   | { rope_type: 'linear'; factor: number }
   | { rope_type: 'llama3'; factor: number; low_freq_factor: number; high_freq_factor: number; original_max_position_embeddings: number };
+
+/** The policy terms shaders/ppo_loss_forward.wgsl forms (MODE = index), verl's and OpenRLHF's loss modes. */
+export const PPO_MODES = ['clip', 'gspo_token', 'sapo', 'cispo', 'pg', 'kl_cov', 'geo_mean', 'gspo_seq'] as const;
+export type PpoMode = (typeof PPO_MODES)[number];
+
+/** KL estimators of ppo_loss_forward (KL = index): verl kl_penalty_forward / OpenRLHF compute_approx_kl. */
+export const PPO_KL = ['none', 'k1', 'abs', 'k2', 'k3'] as const;
+export type PpoKl = (typeof PPO_KL)[number];
+
+/** Settings of ppo_loss_forward; a clamp of 0 (ratio) or Infinity (KL) is off. */
+export interface PpoLossParams {
+  mode: PpoMode;
+  kl: PpoKl;
+  eps_low: number;
+  eps_high: number;
+  dual_clip: number; // 0 = off
+  ratio_clamp: number; // clamp of logp − old before exp; 0 = off
+  kl_inner: number; // k3: clamp of ref − logp before exp
+  kl_outer: number; // clamp of the estimator
+  kl_coef: number;
+  ent_coef: number;
+  tau_pos: number;
+  tau_neg: number;
+  kl_cov_coef: number;
+  geo_seq_is: boolean;
+}
+
+/** Per-token inputs of ppo_loss_forward, packed 8 floats a token in this order. */
+export const PPO_INPUTS = ['old', 'ref', 'advantages', 'isw', 'sel', 'mask', 'w_pg', 'w_aux'] as const;

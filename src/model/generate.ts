@@ -4,9 +4,10 @@
 // reads back only the last position's logits (B, V), processes them on the CPU with the sampler and
 // records each sampled token's log-prob under the distribution it was drawn from
 // (sampling_per_token_logps), which the Doctor compares with the trainer's old_per_token_logps.
-import { positionIds } from '../grpo/batch.ts';
+import { positionIds } from './positions.ts';
 import { KVCache } from './kv_cache.ts';
-import type { CausalLM, ForwardInputs } from './model.ts';
+import type { ForwardInputs } from './forward.ts';
+import type { CausalLM } from './model.ts';
 import { DEFAULT_SAMPLING, SamplingError, sample_step, validateSampling, type RowState, type SamplingSettings } from './sampler.ts';
 
 /** The model as the decode loop sees it. Rows are fixed for the whole generation. */

@@ -2,7 +2,6 @@
 // score input_ids[:, P:]), then per-token log-probs and entropies of the completion tokens from those
 // logits on the GPU. Used by the `score` CLI verb and the studio (policy and reference alike).
 import type { Recorder } from '../gpu/context.ts';
-import type { PaddedBatch } from '../grpo/batch.ts';
 import { logprob_gather_forward } from '../kernels/logprob_gather.ts';
 import type { CausalLM } from './model.ts';
 
@@ -17,8 +16,17 @@ export interface CompletionScores {
   destroy(): void;
 }
 
-/** The part of a padded batch scoring reads. */
-export type ScoredBatch = Pick<PaddedBatch, 'B' | 'L' | 'C' | 'input_ids' | 'attention_mask' | 'position_ids' | 'completion_ids' | 'completion_mask'>;
+/** What scoring reads of a padded batch (src/grpo/batch.ts PaddedBatch has these fields): L = P + C. */
+export interface ScoredBatch {
+  B: number;
+  L: number;
+  C: number;
+  input_ids: Int32Array; // (B, L)
+  attention_mask: Int32Array; // (B, L)
+  position_ids: Int32Array; // (B, L)
+  completion_ids: Int32Array; // (B, C) = input_ids[:, P:]
+  completion_mask: Int32Array; // (B, C)
+}
 
 /**
  * Records the scoring of every completion position of `batch` (padding included, as TRL computes it:

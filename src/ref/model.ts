@@ -6,7 +6,7 @@
 import { lmHeadName, numel, paramSpecs, type ModelConfig } from '../model/config.ts';
 import { loadCheckpoint } from '../model/loader.ts';
 import { loraKey, type LoraWeights } from '../model/lora.ts';
-import type { ForwardInputs } from '../model/model.ts';
+import type { ForwardInputs } from '../model/forward.ts';
 import type { ModelSource } from '../model/source.ts';
 import { attention_backward, attention_forward } from './attention.ts';
 import { column_copy_forward } from './column_copy.ts';

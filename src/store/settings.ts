@@ -4,8 +4,8 @@
 import type { StateCreator } from 'zustand';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROBLEMS, DEFAULT_REWARDS as TASK_REWARDS, additionAnswer, additionQuestion } from '../grpo/default_task.ts';
 import type { RewardKind, RewardSpec } from '../grpo/rewards.ts';
-import { DEFAULT_SAMPLING } from '../model/sampler.ts';
 import type { LossSettings, PromptItem, SamplingSettings } from '../worker/protocol.ts';
+import { DEFAULT_SAMPLING } from '../worker/settings.ts';
 
 export interface SettingsSlice {
   prompts: PromptItem[];

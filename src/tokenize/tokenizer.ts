@@ -3,7 +3,9 @@
 // and every token's character span in the rendered text (special tokens included, marked as such), so the
 // UI can show exactly where the prompt ends and the completion begins. Environment-neutral: no node:fs;
 // built from the two JSON objects (src/tokenize/node.ts reads them from a folder) or from a Hub id in the
-// browser. Loading is async; encode/decode/render are synchronous once loaded.
+// browser. Loading is async; encode/decode/render are synchronous once loaded. The vocabulary (id ↔ token),
+// its size and the special ids are read once, through transformers.js's public API (get_vocab,
+// all_special_ids, convert_tokens_to_ids): a real vocabulary has ~150k tokens, so nothing scans it per call.
 import { AutoTokenizer, PreTrainedTokenizer } from '@huggingface/transformers';
 import type { ChatMessage } from '../io/batch.ts';
 
@@ -90,30 +92,47 @@ export function decodeUtf8(bytes: Uint8Array): { text: string; at: Int32Array } 
   return { text, at };
 }
 
+/** The parts of tokenizer.json the public API does not expose: which tokens are added ones, and the decoder. */
+interface TokenizerJSON {
+  added_tokens?: { id: number; content: string }[];
+  decoder?: unknown;
+}
+
 export class Tokenizer {
   readonly hf: PreTrainedTokenizer;
-  private readonly vocab: Map<number, string>;
-  private readonly added: Map<number, { content: string; special: boolean }>;
+  /** One past the largest id in the vocabulary or the added tokens. */
+  readonly vocab_size: number;
+  /** Ids of the special tokens, ascending. */
+  readonly special_token_ids: readonly number[];
+  /** The vocabulary string of each id (added tokens included); holes where no token has that id. */
+  private readonly tokens: (string | undefined)[];
+  private readonly special: Set<number>;
+  /** Added tokens: their content is literal text, not byte-level / SentencePiece pieces. */
+  private readonly added: Set<number>;
   private readonly byteLevel: Map<string, number> | null;
 
-  constructor(hf: PreTrainedTokenizer) {
+  /** `json`: the tokenizer.json the tokenizer was built from. */
+  constructor(hf: PreTrainedTokenizer, json: TokenizerJSON) {
     this.hf = hf;
-    const json = hf._tokenizerJSON as { model?: { vocab?: Record<string, number> | [string, number][] }; added_tokens?: { id: number; content: string; special: boolean }[]; decoder?: unknown };
-    const v = json.model?.vocab ?? {};
-    // BPE/WordPiece store token → id; Unigram stores [token, score] pairs indexed by id.
-    this.vocab = Array.isArray(v) ? new Map(v.map(([tok], id) => [id, tok])) : new Map(Object.entries(v).map(([tok, id]) => [id, tok]));
-    this.added = new Map((json.added_tokens ?? []).map((t) => [t.id, { content: t.content, special: t.special }]));
+    // get_vocab() builds a fresh token → id map on every call: invert it once.
+    this.tokens = [];
+    for (const [token, id] of hf.get_vocab()) this.tokens[id] = token;
+    this.added = new Set((json.added_tokens ?? []).map((t) => t.id));
+    this.vocab_size = Math.max(this.tokens.length, ...[...this.added].map((id) => id + 1));
+    this.special_token_ids = [...new Set(hf.all_special_ids)].sort((a, b) => a - b);
+    this.special = new Set(this.special_token_ids);
     this.byteLevel = usesByteLevel(json.decoder) ? byteLevelDecoder() : null;
   }
 
   /** From tokenizer.json and tokenizer_config.json contents. Never touches the network. */
   static async fromJSON(tokenizerJSON: object, tokenizerConfig: object): Promise<Tokenizer> {
-    return new Tokenizer(new PreTrainedTokenizer(tokenizerJSON, tokenizerConfig));
+    return new Tokenizer(new PreTrainedTokenizer(tokenizerJSON, tokenizerConfig), tokenizerJSON);
   }
 
   /** From the Hugging Face Hub (browser / worker) or a model id transformers.js can resolve. */
   static async fromPretrained(id: string): Promise<Tokenizer> {
-    return new Tokenizer(await AutoTokenizer.from_pretrained(id));
+    const hf = await AutoTokenizer.from_pretrained(id);
+    return new Tokenizer(hf, hf._tokenizerJSON as TokenizerJSON);
   }
 
   get pad_token_id(): number | undefined {
@@ -124,13 +143,6 @@ export class Tokenizer {
   }
   get bos_token_id(): number | undefined {
     return this.hf.bos_token_id ?? undefined;
-  }
-  /** One past the largest id in the vocabulary or the added tokens. */
-  get vocab_size(): number {
-    let max = -1;
-    for (const id of this.vocab.keys()) if (id > max) max = id;
-    for (const id of this.added.keys()) if (id > max) max = id;
-    return max + 1;
   }
   get has_chat_template(): boolean {
     return !!this.hf.chat_template;
@@ -149,18 +161,16 @@ export class Tokenizer {
 
   /** The vocabulary string of one id, or undefined if out of range. */
   idToToken(id: number): string | undefined {
-    return this.added.get(id)?.content ?? this.vocab.get(id);
+    return this.tokens[id];
   }
 
   isSpecial(id: number): boolean {
-    return this.added.get(id)?.special ?? false;
+    return this.special.has(id);
   }
 
   /** Id of a single token string (e.g. "<|im_start|>"), or undefined. */
   tokenToId(token: string): number | undefined {
-    for (const [id, t] of this.added) if (t.content === token) return id;
-    for (const [id, t] of this.vocab) if (t === token) return id;
-    return undefined;
+    return this.hf.convert_tokens_to_ids(token) ?? undefined;
   }
 
   /** Render a conversation with the chat template (text only). */
@@ -185,9 +195,8 @@ export class Tokenizer {
 
   /** Bytes one token contributes to the decoded text. */
   private tokenBytes(id: number): Uint8Array {
-    const added = this.added.get(id);
-    const tok = this.vocab.get(id) ?? '';
-    if (added) return utf8.encode(added.content);
+    const tok = this.tokens[id] ?? '';
+    if (this.added.has(id)) return utf8.encode(tok);
     if (this.byteLevel) return Uint8Array.from([...tok].map((c) => this.byteLevel!.get(c) ?? 0));
     // SentencePiece-style: "▁" is a space, "<0xNN>" a raw byte.
     const m = /^<0x([0-9A-Fa-f]{2})>$/.exec(tok);

@@ -4,7 +4,7 @@
 import { useEffect, useState } from 'react';
 import { useStudio } from '../store/index.ts';
 import { Charts } from './Charts.tsx';
-import { exportBatch, importBatchFile, startStudio } from './controller.ts';
+import { exportBatch, importBatchFile, startStudio } from '../store/controller.ts';
 import { SampleInspector, TokenInspector } from './Inspector.tsx';
 import { DoctorPanel } from './panels/DoctorPanel.tsx';
 import { ErrorBanner } from './panels/ErrorBanner.tsx';

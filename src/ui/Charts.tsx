@@ -6,8 +6,8 @@
 import { useMemo } from 'react';
 import { Bar, BarChart, CartesianGrid, Legend, Line, LineChart, ReferenceArea, ReferenceLine, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
 import { useStudio } from '../store/index.ts';
-import { AGGREGATIONS } from '../worker/protocol.ts';
-import { groupStats } from './derived.ts';
+import { groupStats } from '../store/derived.ts';
+import { AGGREGATIONS } from '../store/vocabulary.ts';
 import { heatAccessor } from './grid/heat.ts';
 import { Section, fmt } from './fields.tsx';
 
@@ -52,19 +52,18 @@ function TokenLines({ title, testId, rows, lines, dots = false }: { title: strin
 
 function RewardsChart() {
   const batch = useStudio((s) => s.batch);
-  const run = useStudio((s) => s.run);
+  const groups = useStudio(groupStats);
   const data = useMemo(() => {
     if (!batch) return null;
     const { rewards, advantages: adv } = batch;
     if (!rewards && !adv) return null;
     const G = batch.num_generations;
-    const groups = groupStats(batch, run);
     return {
       rows: batch.completion_ids.map((_, i) => ({ sample: i, reward: rewards?.[i], advantage: adv?.[i], group: Math.floor(i / G) })),
       zero: (groups ?? []).filter((g) => g.zero_std).map((g) => g.group),
       G,
     };
-  }, [batch, run]);
+  }, [batch, groups]);
   if (!data) return null;
   return (
     <ChartBox title={`rewards & advantages per sample${data.zero.length ? ` — zero-std groups: ${data.zero.join(', ')}` : ''}`} testId="chart-rewards">

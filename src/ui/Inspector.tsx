@@ -1,11 +1,10 @@
 // Token inspector (the hovered or selected cell: id, visible text, position, position id, every mask bit,
 // log-probs, ratio, KL, loss and its weight under the chosen aggregation) and sample inspector (the
 // rendered text with the prompt | completion boundary, reward per function, advantage, group mean/std).
-import { useMemo } from 'react';
 import { useHover } from '../store/hover.ts';
 import { useStudio } from '../store/index.ts';
-import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../worker/protocol.ts';
-import { groupStats, rewardNames } from './derived.ts';
+import { groupStats, rewardNames } from '../store/derived.ts';
+import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../store/vocabulary.ts';
 import { FLAG, FLAG_TEXT, REGION_NAMES, classifyCell, visibleText } from './grid/cells.ts';
 import { useGridModel } from './grid/useGrid.ts';
 import { heatAccessor } from './grid/heat.ts';
@@ -80,7 +79,7 @@ export function SampleInspector() {
   const batch = useStudio((s) => s.batch);
   const run = useStudio((s) => s.run);
   const b = selected?.sample ?? focus?.sample ?? null;
-  const stats = useMemo(() => (batch ? groupStats(batch, run) : null), [batch, run]);
+  const stats = useStudio(groupStats);
   if (!batch || b === null || b >= batch.completion_ids.length) return <div className="inspector muted" data-testid="sample-inspector">select a sample</div>;
   const g = Math.floor(b / batch.num_generations);
   const texts = run.assemble?.token_texts;

@@ -1,7 +1,7 @@
 // The typed contract between the page and the studio worker (src/worker/studio.worker.ts), and the
 // `StepRunner` interface the worker drives (src/worker/runner.ts). All GPU work and every heavy loop run in
 // the worker; the page only sends requests and receives results. Stage results are the step pipeline's
-// own types (src/grpo/step.ts: StageData, StageResult) plus what the worker adds for the page (decoded
+// own types (src/grpo/step_types.ts: StageData, StageResult) plus what the worker adds for the page (decoded
 // token texts and the Doctor's report on the assembled batch); per-token results are flat (B, C)
 // row-major Float32Arrays over the padded completion grid, shaped by the assemble stage's `padded`.
 // Results are structured-cloned, not transferred: the pipeline keeps reading its own arrays.
@@ -9,15 +9,13 @@ import type { DoctorReport, Finding } from '../doctor/types.ts';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { GrpoBatch, PositionIdsMode, ScaleRewards } from '../io/batch.ts';
 import type { Gpu } from '../gpu/context.ts';
-import type { StageData, StageResult as PipelineStageResult } from '../grpo/step.ts';
+import type { StageData, StageResult as PipelineStageResult } from '../grpo/step_types.ts';
 import type { AdvantageEstimator } from '../grpo/advantages.ts';
 import type { OptimizerConfig } from '../grpo/optimizer.ts';
 import type { JsRewardRunner, RewardSample, RewardSpec, RewardTable } from '../grpo/rewards.ts';
 import type { MemoryPlan } from '../model/memory.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
 import type { ImportanceSamplingLevel, KlEstimator, LossType } from '../kernels/types.ts';
-
-export { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, DELTA_BINDS, type LossType } from '../kernels/types.ts';
 
 // ------------------------------------------------------------------------------------------ stages
 

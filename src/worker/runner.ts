@@ -20,7 +20,9 @@ import { runJsReward } from './reward_sandbox.ts';
 import { batchConfigOf } from './settings.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
-import { StepPipeline, stepConfigFromBatch, type StageData, type StepSource } from '../grpo/step.ts';
+import { StepPipeline } from '../grpo/step.ts';
+import { stepConfigFromBatch } from '../grpo/step_config.ts';
+import type { StageData, StepSource } from '../grpo/step_types.ts';
 
 /** A model folder served over plain HTTP (the embedded default under public/models/, at the URL the page resolved). */
 class UrlSource implements ModelSource {
@@ -119,8 +121,6 @@ class PipelineRunner implements StepRunner {
     // The memory plan at the default task's shape: its prompts rendered with this tokenizer, G completions each.
     const P = Math.max(...DEFAULT_PROMPTS.map((p) => tokenizer.renderChat(p.messages).ids.length));
     const C = DEFAULT_GRPO_CONFIG.max_completion_length ?? 8;
-    const special: number[] = [];
-    for (let id = 0; id < tokenizer.vocab_size; id++) if (tokenizer.isSpecial(id)) special.push(id);
     const eos = tokenizer.eos_token_id;
     return {
       name: source.name,
@@ -129,7 +129,7 @@ class PipelineRunner implements StepRunner {
       num_parameters: countParams(cfg),
       dtype: policy.info?.dtypes.join(', ') ?? 'F32',
       vocab_size: cfg.vocab_size,
-      tokenizer: { kind, bos_token_id: tokenizer.bos_token_id ?? null, eos_token_ids: eos === undefined ? [] : [eos], pad_token_id: tokenizer.pad_token_id ?? null, special_token_ids: special },
+      tokenizer: { kind, bos_token_id: tokenizer.bos_token_id ?? null, eos_token_ids: eos === undefined ? [] : [eos], pad_token_id: tokenizer.pad_token_id ?? null, special_token_ids: [...tokenizer.special_token_ids] },
       chat_template: (tokenizer.hf.chat_template as string | null | undefined) ?? null,
       memory_plan: planMemory(cfg, { B: DEFAULT_PROMPTS.length * DEFAULT_GRPO_CONFIG.num_generations, T: P + C, logits_to_keep: C, limits: this.gpu.limits, name: source.name }),
     };

@@ -6,6 +6,9 @@ import { scaleRewardsOf, type BatchConfig } from '../io/batch.ts';
 import { AGGREGATIONS, type LossType } from '../kernels/types.ts';
 import type { LossSettings } from './protocol.ts';
 
+/** The sampler defaults the worker applies, for the page's sampling form. */
+export { DEFAULT_SAMPLING } from '../model/sampler.ts';
+
 export function batchConfigOf(l: LossSettings): BatchConfig {
   return {
     loss_type: l.loss_type, beta: l.beta, epsilon: l.epsilon_low, epsilon_high: l.epsilon_high, delta: l.delta, temperature: l.temperature,

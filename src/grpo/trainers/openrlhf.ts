@@ -1,6 +1,126 @@
-// openrlhf objective on one micro-batch (placeholder: being implemented).
-import type { TrainerLoss } from './types.ts';
+// OpenRLHF's actor objective on one micro-batch (OpenRLHF/OpenRLHF 3c3be62), from its own argument names:
+// ActorPPOTrainer.training_step (openrlhf/trainer/ray/ppo_actor.py: actor_loss + kl_ctl·kl_loss −
+// entropy_coef·entropy_loss), PolicyLoss.forward and aggregate_loss (openrlhf/models/loss.py: ppo / gspo,
+// dual clip, vLLM IS correction tis / icepop / seq-mask-tis), compute_approx_kl (openrlhf/models/utils.py,
+// clamped ±10) and the optimizer-step normalisers of openrlhf/utils/loss_utils.py _optimizer_step_loss_norm.
+// Log-probs are × action_mask (0 on padding); the entropy is that of the untempered logits (Actor.forward).
+import { SettingsError } from '../settings/types.ts';
+import { resolveSettings } from '../settings/resolve.ts';
+import { OPENRLHF_RUN, OPENRLHF_SETTINGS, type OpenrlhfConfig, type OpenrlhfRun } from '../settings/openrlhf.ts';
+import type { PpoKl, PpoLossParams } from '../../kernels/types.ts';
+import { aggregationWeights, packInputs, rowCounts, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
+import type { TrainerLoss, TrainerLossCase, TrainerLossOutputs } from './types.ts';
 
-export const openrlhfLoss: TrainerLoss = async () => {
-  throw new Error('openrlhf objective: not implemented yet');
-};
+function pair(v: unknown, field: string): [number, number] {
+  if (!Array.isArray(v) || v.length !== 2) throw new SettingsError(`config.${field}: expected [low, high], got ${JSON.stringify(v)}`);
+  return [v[0], v[1]];
+}
+
+/** The window normalisers training_step passes to aggregate_loss: given, or derived as _optimizer_step_loss_norm does. */
+function lossBatchInfo(c: TrainerLossCase, run: OpenrlhfRun): { dp: number; tokens: number; samples: number } {
+  const info = run.loss_batch_info as Record<string, unknown> | null;
+  if (info) {
+    const num = (k: string): number => {
+      const v = info[k];
+      if (typeof v !== 'number' || !(v > 0)) throw new SettingsError(`run.loss_batch_info.${k}: expected a positive number, got ${JSON.stringify(v)}`);
+      return v;
+    };
+    return { dp: num('dp_size'), tokens: num('batch_num_tokens'), samples: num('global_batch_size') };
+  }
+  const n = rowCounts(c.completion_mask, c.B, c.T);
+  const gas = run.gradient_accumulation_steps;
+  return {
+    dp: run.num_processes,
+    tokens: (n.reduce((a, b) => a + b, 0) + run.other_tokens) / gas,
+    samples: (n.filter((x) => x > 0).length + run.other_samples) / gas,
+  };
+}
+
+/** PolicyLoss's vLLM IS factor per token, from exp(old − rollout) (detached). */
+function isFactor(c: TrainerLossCase, type: string, [lo, hi]: [number, number], old: Float32Array, rollout: Float32Array): Float64Array {
+  const { B, T } = c;
+  const w = new Float64Array(B * T);
+  for (let b = 0; b < B; b++) {
+    let s = 0;
+    let n = 0;
+    for (let t = 0; t < T; t++) [s, n] = [s + (old[b * T + t] - rollout[b * T + t]) * c.completion_mask[b * T + t], n + c.completion_mask[b * T + t]];
+    const seq = Math.exp(s / n); // masked_mean without an epsilon: an empty row gives NaN, which no range holds
+    for (let t = 0; t < T; t++) {
+      const i = b * T + t;
+      const e = Math.exp(old[i] - rollout[i]);
+      if (type === 'tis') w[i] = Math.min(Math.max(e, lo), hi);
+      else if (type === 'icepop') w[i] = e >= lo && e <= hi ? e : 0;
+      else w[i] = seq >= lo && seq <= hi ? e : 0;
+    }
+  }
+  return w;
+}
+
+/** The objective on any backend (GPU kernels, or their float64 twins in the tests). */
+export async function openrlhfObjective(be: PpoBackend, c: TrainerLossCase, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
+  const cfg = resolveSettings<OpenrlhfConfig>(OPENRLHF_SETTINGS, c.config, 'config');
+  const run = resolveSettings<OpenrlhfRun>(OPENRLHF_RUN, c.run, 'run');
+  const { B, T } = c;
+  const N = B * T;
+  const old = c.old_per_token_logps;
+  if (!old) throw new SettingsError('old_per_token_logps (action_log_probs): required');
+  const eps = cfg['actor.eps_clip_low_high'] === null ? [cfg['actor.eps_clip'], cfg['actor.eps_clip']] : pair(cfg['actor.eps_clip_low_high'], 'actor.eps_clip_low_high');
+  const gspo = cfg['actor.policy_loss_type'] === 'gspo';
+  const isOn: boolean = cfg['algo.advantage.is_correction_enable'];
+  const rollout = c.sampling_per_token_logps;
+  if (isOn && !rollout) throw new SettingsError('sampling_per_token_logps (rollout_log_probs): required by algo.advantage.is_correction_enable');
+  const klOn: boolean = cfg['algo.kl.use_loss'] && cfg['algo.kl.init_coef'] > 0;
+  if (klOn && !c.ref_per_token_logps) throw new SettingsError('ref_per_token_logps (base_action_log_probs): required by algo.kl.use_loss');
+  const entCoef: number | null = cfg['actor.entropy_coef'];
+  const temperature: number = cfg['rollout.temperature'];
+  if (entCoef !== null && entCoef !== 0 && temperature !== 1) {
+    // Actor.forward divides the logits in place after taking their entropy: backward fails in OpenRLHF itself.
+    throw new SettingsError('config.actor.entropy_coef: OpenRLHF fails in backward when rollout.temperature ≠ 1 and entropy_coef ≠ 0');
+  }
+  const info = lossBatchInfo(c, run);
+  const M = Float64Array.from(c.completion_mask);
+  const token: Aggregation = { mode: 'token-mean', dp: info.dp, tokens: info.tokens, seqs: null, norm: T, scale: 1 };
+  const wPg = aggregationWeights(M, B, T, gspo ? { ...token, mode: 'seq-mean-token-mean', seqs: info.samples } : token);
+  const wAux = aggregationWeights(M, B, T, token);
+  const isw = isOn && !gspo ? isFactor(c, cfg['algo.advantage.is_correction_type'], pair(cfg['algo.advantage.is_correction_threshold'], 'algo.advantage.is_correction_threshold'), old, rollout!) : null;
+  const kl: PpoKl = klOn ? cfg['algo.kl.estimator'] : 'none';
+  const params: PpoLossParams = {
+    mode: gspo ? 'gspo_seq' : 'clip',
+    kl,
+    eps_low: eps[0],
+    eps_high: eps[1],
+    dual_clip: cfg['actor.dual_clip'] ?? 0,
+    ratio_clamp: gspo ? 0 : 20,
+    kl_inner: Infinity,
+    kl_outer: 10,
+    kl_coef: klOn ? cfg['algo.kl.init_coef'] : 0,
+    ent_coef: entCoef ?? 0,
+    tau_pos: 1,
+    tau_neg: 1,
+    kl_cov_coef: 0,
+    geo_seq_is: false,
+  };
+  // gspo with IS correction takes its sequence ratio against the rollout log-probs and applies no factor.
+  const ratioBase = gspo && isOn ? rollout! : old;
+  const inputs = packInputs(N, { old: ratioBase, ref: c.ref_per_token_logps, advantages: c.advantages, isw, sel: null, mask: M, w_pg: wPg, w_aux: wAux }, { isw: 1, sel: 1 });
+  const r = await runPpo(be, {
+    temperature,
+    entropyTemperature: entCoef === null ? temperature : 1,
+    backward: opts.backward,
+    plan: () => ({ params, inputs }),
+  });
+  return {
+    per_token_logps: r.logp,
+    per_token_entropy: entCoef === null ? null : r.entropy,
+    per_token_kl: klOn ? r.kl : null,
+    importance_sampling_ratio: isw,
+    per_token_loss: r.loss,
+    loss_mask: M,
+    entropy_mask: null,
+    off_policy_mask: null,
+    loss: r.value,
+    dlogits: r.dlogits,
+  };
+}
+
+export const openrlhfLoss: TrainerLoss = (gpu, c, opts) => withGpuBackend(gpu, c, (be) => openrlhfObjective(be, c, opts));

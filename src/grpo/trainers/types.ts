@@ -37,7 +37,7 @@ export interface TrainerLossOutputs {
   entropy_mask: Float64Array | Float32Array | null;
   off_policy_mask: Float64Array | Float32Array | null;
   loss: number;
-  dlogits: Float32Array | null; // (B, T, V)
+  dlogits: Float32Array | Float64Array | null; // (B, T, V); float64 from the twin chain in tests
 }
 
 export type TrainerLoss = (gpu: Gpu, c: TrainerLossCase, opts: { backward: boolean }) => Promise<TrainerLossOutputs>;

@@ -1,6 +1,167 @@
-// verl objective on one micro-batch (placeholder: being implemented).
-import type { TrainerLoss } from './types.ts';
+// verl's actor objective on one micro-batch (volcengine/verl b178a3c), from its own config names:
+// the legacy worker's micro-batch loop (verl/workers/actor/dp_actor.py update_policy: pg_loss −
+// entropy_coeff·entropy + kl_loss_coef·kl_loss, × the loop's loss scale, on-policy old-log-prob replacement)
+// or the engine worker's ppo_loss (verl/workers/utils/losses.py: global batch normalisation), every registered
+// policy loss (verl/trainer/ppo/core_algos.py), kl_penalty, agg_loss and rollout correction
+// (verl/trainer/ppo/rollout_corr_helper.py). Decisions come from the read-back log-probs; every number from
+// the GPU kernels (ppo_run.ts).
+import { SettingsError } from '../settings/types.ts';
+import { resolveSettings } from '../settings/resolve.ts';
+import { VERL_RUN, VERL_SETTINGS, type VerlConfig, type VerlRun } from '../settings/verl.ts';
+import type { PpoKl, PpoLossParams, PpoMode } from '../../kernels/types.ts';
+import { aggregationWeights, packInputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
+import { rolloutCorrection, type RolloutCorrectionSettings } from './verl_rollout.ts';
+import type { TrainerLoss, TrainerLossCase, TrainerLossOutputs } from './types.ts';
 
-export const verlLoss: TrainerLoss = async () => {
-  throw new Error('verl objective: not implemented yet');
-};
+const MODES: Record<string, PpoMode> = { vanilla: 'clip', gspo: 'gspo_token', sapo: 'sapo', cispo: 'cispo', gpg: 'pg', clip_cov: 'clip', kl_cov: 'kl_cov', geo_mean: 'geo_mean' };
+const KLS: Record<string, PpoKl> = { kl: 'k1', k1: 'k1', abs: 'abs', mse: 'k2', k2: 'k2', low_var_kl: 'k3', k3: 'k3' };
+
+function need(a: Float32Array | null, name: string, why: string): Float32Array {
+  if (!a) throw new SettingsError(`${name}: required (${why})`);
+  return a;
+}
+
+/** clip_cov: candidates with lb < cov < ub that the clip did not already bind lose their gradient (corr = 0). */
+function clipCovSelection(c: TrainerLossCase, logp: ArrayLike<number>, old: ArrayLike<number>, M: ArrayLike<number>, cfg: VerlConfig, lo: number, hi: number): Float64Array {
+  const N = c.B * c.T;
+  let total = 0;
+  let sa = 0;
+  let sl = 0;
+  for (let i = 0; i < N; i++) [total, sa, sl] = [total + M[i], sa + (M[i] ? c.advantages[i] * M[i] : 0), sl + (M[i] ? logp[i] * M[i] : 0)];
+  const meanA = sa / (total + 1e-8);
+  const meanL = sl / (total + 1e-8);
+  const corr = new Float64Array(N).fill(1);
+  const candidates: number[] = [];
+  for (let i = 0; i < N; i++) {
+    const A = c.advantages[i];
+    const r = Math.exp(logp[i] - old[i]);
+    const clipped = -A * Math.min(Math.max(r, 1 - lo), 1 + hi) > -A * r;
+    const cov = (A - meanA) * (logp[i] - meanL);
+    if (M[i] > 0 && !clipped && cov > cfg.clip_cov_lb && cov < cfg.clip_cov_ub) candidates.push(i);
+  }
+  const clipNum = Math.max(Math.floor(cfg.clip_cov_ratio * total), 1);
+  if (candidates.length > clipNum) {
+    throw new SettingsError(`config.clip_cov_ratio: ${candidates.length} clip_cov candidates for ${clipNum} slots: verl draws them with torch.randperm, which the studio cannot reproduce`);
+  }
+  for (const i of candidates) corr[i] = 0;
+  return corr;
+}
+
+/** kl_cov: the top max(1, int(ratio·N)) tokens by (A − mean A)(logp − mean logp) over valid tokens. */
+function klCovSelection(c: TrainerLossCase, logp: ArrayLike<number>, M: ArrayLike<number>, ratio: number): Float64Array {
+  const valid: number[] = [];
+  for (let i = 0; i < c.B * c.T; i++) if (M[i] > 0) valid.push(i);
+  const sel = new Float64Array(c.B * c.T);
+  if (!valid.length) return sel;
+  const meanA = valid.reduce((s, i) => s + c.advantages[i], 0) / valid.length;
+  const meanL = valid.reduce((s, i) => s + logp[i], 0) / valid.length;
+  const k = Math.max(1, Math.floor(valid.length * ratio));
+  const cov = valid.map((i) => ({ i, v: (c.advantages[i] - meanA) * (logp[i] - meanL) }));
+  cov.sort((x, y) => y.v - x.v);
+  for (const { i } of cov.slice(0, k)) sel[i] = 1;
+  return sel;
+}
+
+/** The objective on any backend (GPU kernels, or their float64 twins in the tests). */
+export async function verlObjective(be: PpoBackend, c: TrainerLossCase, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
+  const cfg = resolveSettings<VerlConfig>(VERL_SETTINGS, c.config, 'config');
+  const run = resolveSettings<VerlRun>(VERL_RUN, c.run, 'run');
+  const { B, T } = c;
+  const N = B * T;
+  const legacy = cfg.use_legacy_worker_impl !== 'disable';
+  const bypass: boolean = cfg.bypass_mode;
+  // apply_bypass_mode replaces loss_mode by its own loss (vanilla against the rollout, or reinforce).
+  const lossMode: string = bypass ? 'vanilla' : cfg.loss_mode;
+  const rollout = c.sampling_per_token_logps;
+  if (bypass && !rollout) throw new SettingsError('sampling_per_token_logps (rollout_log_probs): required by bypass_mode');
+  const onPolicy: boolean = legacy && (run.on_policy ?? (run.num_mini_batches === 1 && cfg.ppo_epochs === 1));
+  if (!onPolicy && !bypass) need(c.old_per_token_logps, 'old_per_token_logps', 'old_log_probs of an off-policy update');
+  if (cfg.use_kl_loss) need(c.ref_per_token_logps, 'ref_per_token_logps', 'use_kl_loss');
+  let scale = 1;
+  if (legacy) {
+    if (run.micro_batch_loss_scale !== null) scale = run.micro_batch_loss_scale;
+    else if (cfg.use_dynamic_bsz) scale = B / cfg.ppo_mini_batch_size;
+    else if (cfg.ppo_micro_batch_size_per_gpu === null) throw new SettingsError('config.ppo_micro_batch_size_per_gpu: required for the loss scale (or run.micro_batch_loss_scale)');
+    else scale = 1 / Math.floor(cfg.ppo_mini_batch_size / cfg.ppo_micro_batch_size_per_gpu);
+  }
+  const epsLow: number = cfg.clip_ratio_low ?? cfg.clip_ratio;
+  const epsHigh: number = cfg.clip_ratio_high ?? cfg.clip_ratio;
+  const rc: RolloutCorrectionSettings = cfg;
+  const M0 = Float64Array.from(c.completion_mask);
+  // Decoupled mode: the trainer corrects once, with the stored old log-probs, before the actor runs.
+  const decoupled = rollout && !bypass ? rolloutCorrection(Float64Array.from(need(c.old_per_token_logps, 'old_per_token_logps', 'rollout correction'), (o, i) => o - rollout[i]), M0, B, T, rc) : null;
+  const entropyShown = cfg.calculate_entropy || cfg.entropy_coeff !== 0;
+  const global = (mode: Aggregation['mode']): Aggregation =>
+    legacy
+      ? { mode, dp: 1, tokens: null, seqs: null, norm: T, scale }
+      : { mode, dp: run.dp_size, tokens: run.batch_num_tokens, seqs: run.global_batch_size, norm: cfg.loss_scale_factor ?? T, scale: 1 };
+
+  let isShown: Float64Array | null = decoupled?.weights ?? null;
+  let lossMask: Float64Array = decoupled?.mask ?? M0;
+  const r = await runPpo(be, {
+    temperature: cfg.temperature,
+    entropyTemperature: cfg.temperature,
+    backward: opts.backward,
+    plan: (logp) => {
+      const current = Float64Array.from(logp);
+      let old: ArrayLike<number> = onPolicy ? current : (c.old_per_token_logps ?? current);
+      let isw: ArrayLike<number> | null = decoupled?.weights ?? null;
+      let mode = MODES[lossMode];
+      let auxMask: Float64Array = lossMask;
+      if (bypass) {
+        old = onPolicy ? current : rollout!;
+        const inLoss = rolloutCorrection(Float64Array.from(current, (x, i) => x - old[i]), M0, B, T, rc);
+        lossMask = inLoss.mask;
+        auxMask = M0; // update_policy aggregates entropy and KL with the batch's response_mask
+        if (cfg.loss_type === 'reinforce') {
+          mode = 'pg';
+          isw = inLoss.weights;
+          isShown = inLoss.weights;
+        } else isw = null;
+      }
+      let sel: Float64Array | null = null;
+      if (lossMode === 'clip_cov') sel = clipCovSelection(c, current, old, lossMask, cfg, epsLow, epsHigh);
+      if (lossMode === 'kl_cov') sel = klCovSelection(c, current, lossMask, cfg.kl_cov_ratio);
+      const pgMode = lossMode === 'gspo' || lossMode === 'sapo' ? 'seq-mean-token-mean' : cfg.loss_agg_mode;
+      const wPg = mode === 'geo_mean' ? new Float64Array(N).fill(scale / B) : aggregationWeights(lossMask, B, T, global(pgMode));
+      const wAux = aggregationWeights(auxMask, B, T, global(cfg.loss_agg_mode));
+      const kl: PpoKl = cfg.use_kl_loss ? KLS[cfg.kl_loss_type] : 'none';
+      const params: PpoLossParams = {
+        mode,
+        kl,
+        eps_low: epsLow,
+        eps_high: epsHigh,
+        dual_clip: lossMode === 'vanilla' && mode === 'clip' ? cfg.clip_ratio_c : 0,
+        ratio_clamp: lossMode === 'clip_cov' || lossMode === 'kl_cov' ? 0 : 20,
+        kl_inner: 20,
+        kl_outer: kl === 'k3' ? 10 : Infinity,
+        kl_coef: cfg.use_kl_loss ? cfg.kl_loss_coef : 0,
+        ent_coef: cfg.entropy_coeff,
+        tau_pos: cfg.tau_pos,
+        tau_neg: cfg.tau_neg,
+        kl_cov_coef: cfg.ppo_kl_coef,
+        geo_seq_is: mode === 'geo_mean' && isw !== null,
+      };
+      const inputs = packInputs(
+        N,
+        { old, ref: c.ref_per_token_logps, advantages: c.advantages, isw, sel, mask: lossMask, w_pg: wPg, w_aux: cfg.use_kl_loss || params.ent_coef !== 0 ? wAux : null },
+        { isw: 1, sel: 1 },
+      );
+      return { params, inputs };
+    },
+  });
+  return {
+    per_token_logps: r.logp,
+    per_token_entropy: entropyShown ? r.entropy : null,
+    per_token_kl: cfg.use_kl_loss ? r.kl : null,
+    importance_sampling_ratio: isShown,
+    per_token_loss: lossMode === 'geo_mean' ? null : r.loss,
+    loss_mask: lossMask,
+    entropy_mask: null,
+    off_policy_mask: null,
+    loss: r.value,
+    dlogits: r.dlogits,
+  };
+}
+
+export const verlLoss: TrainerLoss = (gpu, c, opts) => withGpuBackend(gpu, c, (be) => verlObjective(be, c, opts));

@@ -3,7 +3,7 @@
 // and the tests agree on what a cell's number is.
 import type { GrpoBatch } from '../../io/batch.ts';
 import type { HeatMetric, RunResults } from '../../store/session.ts';
-import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../worker/protocol.ts';
+import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../store/vocabulary.ts';
 
 export interface HeatSource {
   metric: HeatMetric;

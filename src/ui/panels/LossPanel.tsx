@@ -1,7 +1,7 @@
 // Loss settings: the aggregation (TRL loss_type or verl's), β and the KL estimator, clipping ε low/high
 // and δ, temperature, reward scaling, importance-sampling level, optimizer, and the position-ids policy.
 import { useStudio } from '../../store/index.ts';
-import { AGGREGATIONS } from '../../worker/protocol.ts';
+import { AGGREGATIONS } from '../../store/vocabulary.ts';
 import { NumberField, Section, SelectField } from '../fields.tsx';
 
 export function LossPanel() {

@@ -1,9 +1,9 @@
 // Model panel: pick the embedded default, a Hub id or a local folder; shows the GPU adapter and its
 // limits, load progress, the tokenizer, the chat template and the memory plan of the loaded model.
 import { useState } from 'react';
-import { DEFAULT_MODEL_NAME } from '../../grpo/default_task.ts';
 import { useStudio } from '../../store/index.ts';
-import { loadDefaultModel, loadModel } from '../controller.ts';
+import { DEFAULT_MODEL_NAME } from '../../store/vocabulary.ts';
+import { loadDefaultModel, loadModel } from '../../store/controller.ts';
 import { KV, Section, formatBytes } from '../fields.tsx';
 
 function AdapterInfo() {

@@ -4,7 +4,7 @@
 import { useState } from 'react';
 import type { RewardKind, RewardSpec, RewardTable } from '../../grpo/rewards.ts';
 import { useStudio } from '../../store/index.ts';
-import { scoreOnScreenBatch } from '../controller.ts';
+import { scoreOnScreenBatch } from '../../store/controller.ts';
 import { CheckField, Field, NumberField, Section, SelectField, fmt } from '../fields.tsx';
 
 const KINDS: RewardKind[] = ['exact_match', 'regex', 'length', 'contains', 'js'];

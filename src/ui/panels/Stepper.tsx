@@ -3,8 +3,8 @@
 // highlighted. An update starts from the prompt set or from the imported batch (render / sample /
 // reward are then skipped and say why) — the second is how a Python trainer's dumped batch is replayed.
 import { studioStore, useStudio } from '../../store/index.ts';
-import { STAGES, STAGE_LABELS } from '../../worker/protocol.ts';
-import { nextStage, resetStep, runToEnd, setStepFrom } from '../controller.ts';
+import { STAGES, STAGE_LABELS } from '../../store/vocabulary.ts';
+import { nextStage, resetStep, runToEnd, setStepFrom } from '../../store/controller.ts';
 import { formatBytes } from '../fields.tsx';
 
 export function Stepper() {

@@ -1,10 +1,11 @@
 // The page's actions: start the worker, import / export batches, load a model and drive the stepper.
 // Components call these; they talk to the worker through the typed client and write results to the
-// store. Nothing here blocks the page: every heavy call is a worker request.
+// store. Nothing here blocks the page: every heavy call is a worker request. It is part of the store
+// layer because it is the one place that talks to the worker (ui → store → worker).
 import { DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH } from '../grpo/default_task.ts';
 import type { RewardSample, RewardTable } from '../grpo/rewards.ts';
 import { serializeBatch } from '../io/batch.ts';
-import { studioStore } from '../store/index.ts';
+import { studioStore } from './index.ts';
 import { StudioClient } from '../worker/client.ts';
 import { StudioFailure } from '../worker/errors.ts';
 import { STAGES, type ModelChoice, type StepSettings, type StepStart } from '../worker/protocol.ts';

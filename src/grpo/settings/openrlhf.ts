@@ -1,0 +1,60 @@
+// OpenRLHF's settings the studio reproduces, one row per field, in train_ppo_ray.py's argument names, and the
+// run context of one micro-batch. Defaults are the argparse defaults at OpenRLHF/OpenRLHF 3c3be62
+// (openrlhf/cli/train_ppo_ray.py); src/grpo/trainers/openrlhf.ts reads a case's or batch's `config` / `run`
+// through this table, and docs/trainers/openrlhf.md lists it.
+import type { SettingSpec } from './types.ts';
+
+const CLI = 'openrlhf/cli/train_ppo_ray.py';
+const LOSS = 'openrlhf/models/loss.py PolicyLoss';
+const STEP = 'openrlhf/trainer/ray/ppo_actor.py training_step';
+const NORM = 'openrlhf/utils/loss_utils.py _optimizer_step_loss_norm';
+
+const s = (spec: Omit<SettingSpec, 'trainer'>): SettingSpec => ({ trainer: 'openrlhf', ...spec });
+
+export const OPENRLHF_SETTINGS: readonly SettingSpec[] = [
+  s({ name: 'actor.policy_loss_type', type: 'enum', values: ['ppo', 'gspo'], default: 'ppo', scope: 'loss', doc: 'ppo: token ratio exp(clamp(logp − old, ±20)); gspo: exp(mean_b(logp − old))·M, per-sample mean aggregation', source: LOSS }),
+  s({ name: 'actor.eps_clip', type: 'number', default: 0.2, min: 0, scope: 'loss', doc: 'ε when eps_clip_low_high is null', source: CLI }),
+  s({ name: 'actor.eps_clip_low_high', type: 'number-list', default: null, nullable: true, scope: 'loss', doc: '[ε_low, ε_high]: L = −min(r·A, clip(r, 1 − ε_low, 1 + ε_high)·A)', source: LOSS }),
+  s({ name: 'actor.dual_clip', type: 'number', default: null, nullable: true, min: 1, exclusive: true, scope: 'loss', doc: 'dual clip (A < 0): L = −max(min(r·A, clip·A), c·A)', source: LOSS }),
+  s({ name: 'actor.entropy_coef', type: 'number', default: null, nullable: true, scope: 'loss', doc: 'null: no entropy; 0: logged only; else loss −= coef · aggregate_loss(entropy of the untempered logits)', source: STEP }),
+  s({ name: 'algo.kl.use_loss', type: 'boolean', default: false, scope: 'loss', doc: 'loss += kl_ctl · aggregate_loss(compute_approx_kl(logp, base))', source: STEP }),
+  s({ name: 'algo.kl.init_coef', type: 'number', default: 0.01, scope: 'loss', doc: 'kl_ctl (fixed controller); ≤ 0: the KL term is zero', source: CLI }),
+  s({ name: 'algo.kl.estimator', type: 'enum', values: ['k1', 'k2', 'k3'], default: 'k1', scope: 'loss', doc: 'd = logp − base: k1 d, k2 d²/2, k3 exp(−d) − 1 + d; clamped to ±10', source: 'openrlhf/models/utils.py compute_approx_kl' }),
+  s({ name: 'algo.advantage.is_correction_enable', type: 'boolean', default: false, scope: 'loss', doc: 'vLLM importance-sampling correction of the PPO loss (gspo: the ratio is taken against the rollout log-probs)', source: LOSS }),
+  s({ name: 'algo.advantage.is_correction_threshold', type: 'number-list', default: [0.5, 5.0], scope: 'loss', doc: '[low, high] of the IS weight exp(old − rollout)', source: LOSS }),
+  s({ name: 'algo.advantage.is_correction_type', type: 'enum', values: ['tis', 'icepop', 'seq-mask-tis'], default: 'tis', scope: 'loss', doc: 'tis clamp(w, low, high); icepop w·[low ≤ w ≤ high]; seq-mask-tis w·[low ≤ exp(mean_b log w) ≤ high]', source: LOSS }),
+  s({ name: 'rollout.temperature', type: 'number', default: 1.0, min: 0, exclusive: true, scope: 'loss', doc: 'log-probs of logits / temperature (the entropy uses the raw logits)', source: 'openrlhf/models/actor.py Actor.forward' }),
+];
+
+/** Run context (`run` of a case or batch): the optimizer-step window of this micro-batch. */
+export const OPENRLHF_RUN: readonly SettingSpec[] = [
+  s({ name: 'num_processes', type: 'integer', default: 1, min: 1, scope: 'run', doc: 'data-parallel size (dp_size)', source: NORM }),
+  s({ name: 'gradient_accumulation_steps', type: 'integer', default: 1, min: 1, scope: 'run', doc: 'micro-batches per optimizer step (gas)', source: NORM }),
+  s({ name: 'other_tokens', type: 'number', default: 0, min: 0, scope: 'run', doc: 'action tokens of the other micro-batches and ranks in the window', source: NORM }),
+  s({ name: 'other_samples', type: 'number', default: 0, min: 0, scope: 'run', doc: 'non-empty samples of the other micro-batches and ranks in the window', source: NORM }),
+  s({ name: 'loss_batch_info', type: 'object', default: null, nullable: true, scope: 'run', doc: '{dp_size, batch_num_tokens = window tokens / gas, global_batch_size = window samples / gas}; default derived from the fields above', source: NORM }),
+];
+
+/** OPENRLHF_SETTINGS' values once read (resolveSettings), typed. */
+export interface OpenrlhfConfig {
+  'actor.policy_loss_type': 'ppo' | 'gspo';
+  'actor.eps_clip': number;
+  'actor.eps_clip_low_high': number[] | null;
+  'actor.dual_clip': number | null;
+  'actor.entropy_coef': number | null;
+  'algo.kl.use_loss': boolean;
+  'algo.kl.init_coef': number;
+  'algo.kl.estimator': 'k1' | 'k2' | 'k3';
+  'algo.advantage.is_correction_enable': boolean;
+  'algo.advantage.is_correction_threshold': number[];
+  'algo.advantage.is_correction_type': 'tis' | 'icepop' | 'seq-mask-tis';
+  'rollout.temperature': number;
+}
+
+export interface OpenrlhfRun {
+  num_processes: number;
+  gradient_accumulation_steps: number;
+  other_tokens: number;
+  other_samples: number;
+  loss_batch_info: Record<string, unknown> | null;
+}

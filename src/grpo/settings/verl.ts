@@ -1,0 +1,112 @@
+// verl's settings the studio reproduces, one row per field, in verl's own leaf names (actor_rollout_ref.actor.*,
+// actor.policy_loss.*, algorithm.rollout_correction.*, algorithm.*, trainer.*) and the run context its actor
+// derives. Defaults are the dataclass defaults at volcengine/verl b178a3c (verl/workers/config/actor.py,
+// verl/trainer/config/algorithm.py); src/grpo/trainers/verl.ts reads a case's or batch's `config` / `run`
+// through this table, and docs/trainers/verl.md lists it.
+import type { SettingSpec } from './types.ts';
+
+const ACTOR = 'verl/workers/config/actor.py';
+const CORE = 'verl/trainer/ppo/core_algos.py';
+const RC = 'verl/trainer/ppo/rollout_corr_helper.py';
+const ALGO = 'verl/trainer/config/algorithm.py';
+const DP = 'verl/workers/actor/dp_actor.py';
+const LOSSES = 'verl/workers/utils/losses.py';
+
+export const VERL_LOSS_MODES = ['vanilla', 'gspo', 'sapo', 'cispo', 'gpg', 'clip_cov', 'kl_cov', 'geo_mean'] as const;
+export const VERL_KL_TYPES = ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'] as const;
+export const VERL_AGG_MODES = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] as const;
+
+const s = (spec: Omit<SettingSpec, 'trainer'>): SettingSpec => ({ trainer: 'verl', ...spec });
+
+export const VERL_SETTINGS: readonly SettingSpec[] = [
+  s({ name: 'loss_mode', type: 'enum', values: VERL_LOSS_MODES, default: 'vanilla', scope: 'loss', doc: 'policy loss: vanilla (dual-clip PPO), gspo, sapo, cispo, gpg, clip_cov, kl_cov, geo_mean', source: `${ACTOR} PolicyLossConfig; ${CORE}` }),
+  s({ name: 'loss_agg_mode', type: 'enum', values: VERL_AGG_MODES, default: 'token-mean', scope: 'loss', doc: 'agg_loss: token-mean Σ L·M / N · dp; seq-mean-token-sum; seq-mean-token-mean; seq-mean-token-sum-norm Σ L·M / loss_scale_factor', source: `${CORE} agg_loss` }),
+  s({ name: 'clip_ratio', type: 'number', default: 0.2, min: 0, scope: 'loss', doc: 'ε where clip_ratio_low / clip_ratio_high are null', source: ACTOR }),
+  s({ name: 'clip_ratio_low', type: 'number', default: 0.2, nullable: true, min: 0, scope: 'loss', doc: 'ε_low: the ratio is clipped at 1 − ε_low', source: ACTOR }),
+  s({ name: 'clip_ratio_high', type: 'number', default: 0.2, nullable: true, min: 0, scope: 'loss', doc: 'ε_high: the ratio is clipped at 1 + ε_high', source: ACTOR }),
+  s({ name: 'clip_ratio_c', type: 'number', default: 3.0, min: 1, exclusive: true, scope: 'loss', doc: 'dual clip (vanilla, A < 0): L = min(L, −A·c)', source: `${CORE} compute_policy_loss_vanilla` }),
+  s({ name: 'entropy_coeff', type: 'number', default: 0, scope: 'loss', doc: 'loss −= entropy_coeff · agg_loss(entropy)', source: DP }),
+  s({ name: 'calculate_entropy', type: 'boolean', default: false, scope: 'loss', doc: 'compute the per-token entropy (also when entropy_coeff ≠ 0)', source: DP }),
+  s({ name: 'use_kl_loss', type: 'boolean', default: false, scope: 'loss', doc: 'loss += kl_loss_coef · agg_loss(kl_penalty(logp, ref))', source: DP }),
+  s({ name: 'kl_loss_coef', type: 'number', default: 0.001, scope: 'loss', doc: 'coefficient of the KL loss', source: ACTOR }),
+  s({ name: 'kl_loss_type', type: 'enum', values: VERL_KL_TYPES, default: 'low_var_kl', scope: 'loss', doc: 'k1/kl d; abs |d|; k2/mse d²/2; k3/low_var_kl exp(k) − k − 1, k = clamp(ref − logp, ±20), result clamped ±10 ("+" variants raise upstream)', source: `${CORE} kl_penalty_forward` }),
+  s({ name: 'loss_scale_factor', type: 'integer', default: null, nullable: true, min: 1, scope: 'loss', doc: 'seq-mean-token-sum-norm divisor (engine worker only; the legacy actor divides by the padded width T)', source: `${CORE} agg_loss; ${LOSSES}` }),
+  s({ name: 'tau_pos', type: 'number', default: 1.0, min: 0, exclusive: true, scope: 'loss', doc: 'sapo gate temperature for A > 0', source: `${CORE} compute_policy_loss_sapo` }),
+  s({ name: 'tau_neg', type: 'number', default: 1.05, min: 0, exclusive: true, scope: 'loss', doc: 'sapo gate temperature for A ≤ 0', source: `${CORE} compute_policy_loss_sapo` }),
+  s({ name: 'clip_cov_ratio', type: 'number', default: 0.0002, min: 0, exclusive: true, scope: 'loss', doc: 'clip_cov: clip_num = max(1, int(ratio · N)) tokens lose their gradient', source: `${CORE} compute_policy_loss_clip_cov` }),
+  s({ name: 'clip_cov_lb', type: 'number', default: 1.0, scope: 'loss', doc: 'clip_cov: candidates have covariance > lb', source: `${CORE} compute_policy_loss_clip_cov` }),
+  s({ name: 'clip_cov_ub', type: 'number', default: 5.0, scope: 'loss', doc: 'clip_cov: candidates have covariance < ub', source: `${CORE} compute_policy_loss_clip_cov` }),
+  s({ name: 'kl_cov_ratio', type: 'number', default: 0.0002, min: 0, exclusive: true, scope: 'loss', doc: 'kl_cov: the top max(1, int(ratio · N)) covariance tokens get the |log-ratio| penalty', source: `${CORE} compute_policy_loss_kl_cov` }),
+  s({ name: 'ppo_kl_coef', type: 'number', default: 0.1, scope: 'loss', doc: 'kl_cov: L = −A·r + ppo_kl_coef·|logp − old| on the selected tokens', source: `${CORE} compute_policy_loss_kl_cov` }),
+  s({ name: 'temperature', type: 'number', default: 1.0, min: 0, exclusive: true, scope: 'loss', doc: 'logits are divided by it before log-probs and entropy (data.meta_info["temperature"])', source: DP }),
+  s({ name: 'ppo_epochs', type: 'integer', default: 1, min: 1, scope: 'optimizer', doc: 'epochs over the batch; with one mini-batch and 1 epoch the actor is on-policy', source: DP }),
+  s({ name: 'ppo_mini_batch_size', type: 'integer', default: 256, min: 1, scope: 'optimizer', doc: 'sequences per optimizer step', source: ACTOR }),
+  s({ name: 'ppo_micro_batch_size_per_gpu', type: 'integer', default: null, nullable: true, min: 1, scope: 'optimizer', doc: 'micro-batch size: loss × 1 / (ppo_mini_batch_size // ppo_micro_batch_size_per_gpu)', source: DP }),
+  s({ name: 'use_dynamic_bsz', type: 'boolean', default: false, scope: 'optimizer', doc: 'dynamic micro-batches: loss × B / ppo_mini_batch_size', source: DP }),
+  s({ name: 'use_legacy_worker_impl', type: 'enum', values: ['auto', 'enable', 'disable'], default: 'auto', scope: 'loss', doc: 'auto/enable: the dp_actor loop (local aggregation); disable: the engine worker ppo_loss (global batch aggregation)', source: `${DP}; ${LOSSES}` }),
+  s({ name: 'rollout_is', type: 'enum', values: ['token', 'sequence'], default: 'sequence', nullable: true, scope: 'loss', doc: 'rollout IS weight: token exp(clamp(old − rollout, ±20)) or sequence exp(clamp(Σ, ±20)), truncated at rollout_is_threshold', source: `${RC} compute_rollout_correction_weights` }),
+  s({ name: 'rollout_is_threshold', type: 'number', default: 2.0, min: 0, exclusive: true, scope: 'loss', doc: 'upper truncation of the rollout IS weights', source: ALGO }),
+  s({ name: 'rollout_is_batch_normalize', type: 'boolean', default: false, scope: 'loss', doc: 'divide the IS weights by their (token or sequence) batch mean', source: RC }),
+  s({ name: 'rollout_rs', type: 'string', default: null, nullable: true, scope: 'loss', doc: 'rejection sampling, comma-separated: token_k1..3, seq_sum_k1..3, seq_mean_k1..3, seq_max_k2/k3 (tokens or sequences leave the mask)', source: `${RC} compute_rollout_rejection_mask` }),
+  s({ name: 'rollout_rs_threshold', type: 'string', default: null, nullable: true, scope: 'loss', doc: 'per option: "lower_upper" ratios for *_k1, an upper bound otherwise', source: `${RC} _parse_rollout_rs_thresholds` }),
+  s({ name: 'bypass_mode', type: 'boolean', default: false, scope: 'loss', doc: 'old_log_probs := rollout_log_probs; IS / RS computed in the loss against the current policy', source: `${RC} apply_bypass_mode; ${CORE} compute_policy_loss_bypass_mode` }),
+  s({ name: 'loss_type', type: 'enum', values: ['ppo_clip', 'reinforce'], default: 'ppo_clip', scope: 'loss', doc: 'bypass mode: ppo_clip (vanilla against the rollout) or reinforce −A·logp·w', source: `${CORE} compute_policy_loss_bypass_mode` }),
+  s({ name: 'adv_estimator', type: 'string', default: 'gae', scope: 'advantages', doc: 'advantage estimator (grpo, rloo, reinforce_plus_plus, ...)', source: `${ALGO}; ${CORE}` }),
+  s({ name: 'norm_adv_by_std_in_grpo', type: 'boolean', default: true, scope: 'advantages', doc: 'grpo: divide by the group std (+1e-6)', source: `${CORE} compute_grpo_outcome_advantage` }),
+  s({ name: 'gamma', type: 'number', default: 1.0, scope: 'advantages', doc: 'discount (reinforce_plus_plus)', source: ALGO }),
+];
+
+/** Run context (`run` of a case or batch), as verl's actor derives it. */
+export const VERL_RUN: readonly SettingSpec[] = [
+  s({ name: 'num_mini_batches', type: 'integer', default: 1, min: 1, scope: 'run', doc: 'mini-batches in the update (with ppo_epochs it decides on_policy)', source: DP }),
+  s({ name: 'on_policy', type: 'boolean', default: null, nullable: true, scope: 'run', doc: 'old_log_probs := log_prob.detach() (ratio 1); default: num_mini_batches = 1 and ppo_epochs = 1', source: DP }),
+  s({ name: 'micro_batch_loss_scale', type: 'number', default: null, nullable: true, min: 0, scope: 'run', doc: "legacy worker: the loop's loss_scale_factor multiplying the loss; default from the batch sizes", source: DP }),
+  s({ name: 'dp_size', type: 'integer', default: 1, min: 1, scope: 'run', doc: 'engine worker: data-parallel size in agg_loss', source: LOSSES }),
+  s({ name: 'batch_num_tokens', type: 'number', default: null, nullable: true, min: 0, exclusive: true, scope: 'run', doc: 'engine worker: global token count (token-mean); null = this micro-batch', source: LOSSES }),
+  s({ name: 'global_batch_size', type: 'number', default: null, nullable: true, min: 0, exclusive: true, scope: 'run', doc: 'engine worker: global sequence count (seq-mean-*); null = this micro-batch', source: LOSSES }),
+];
+
+/** VERL_SETTINGS' values once read (resolveSettings): the fields the objective reads, typed. */
+export interface VerlConfig {
+  loss_mode: (typeof VERL_LOSS_MODES)[number];
+  loss_agg_mode: (typeof VERL_AGG_MODES)[number];
+  clip_ratio: number;
+  clip_ratio_low: number | null;
+  clip_ratio_high: number | null;
+  clip_ratio_c: number;
+  entropy_coeff: number;
+  calculate_entropy: boolean;
+  use_kl_loss: boolean;
+  kl_loss_coef: number;
+  kl_loss_type: (typeof VERL_KL_TYPES)[number];
+  loss_scale_factor: number | null;
+  tau_pos: number;
+  tau_neg: number;
+  clip_cov_ratio: number;
+  clip_cov_lb: number;
+  clip_cov_ub: number;
+  kl_cov_ratio: number;
+  ppo_kl_coef: number;
+  temperature: number;
+  ppo_epochs: number;
+  ppo_mini_batch_size: number;
+  ppo_micro_batch_size_per_gpu: number | null;
+  use_dynamic_bsz: boolean;
+  use_legacy_worker_impl: 'auto' | 'enable' | 'disable';
+  rollout_is: 'token' | 'sequence' | null;
+  rollout_is_threshold: number;
+  rollout_is_batch_normalize: boolean;
+  rollout_rs: string | null;
+  rollout_rs_threshold: string | null;
+  bypass_mode: boolean;
+  loss_type: 'ppo_clip' | 'reinforce';
+}
+
+export interface VerlRun {
+  num_mini_batches: number;
+  on_policy: boolean | null;
+  micro_batch_loss_scale: number | null;
+  dp_size: number;
+  batch_num_tokens: number | null;
+  global_batch_size: number | null;
+}

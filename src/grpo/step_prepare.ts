@@ -1,0 +1,122 @@
+// The stages before the GPU work of one update: render prompts → sample G completions → score rewards →
+// advantages → assemble the padded batch (and upload what the loss reads). Starting from an imported
+// grpo-batch/v1 batch, render / sample / reward are skipped and say so.
+import { BatchFormatError, type GrpoBatch } from '../io/batch.ts';
+import { generate } from '../model/generate.ts';
+import { computeAdvantages } from './advantages.ts';
+import { assembleBatch, checkScorable, padBatch } from './batch.ts';
+import { scoreRewards } from './rewards.ts';
+import { batchConfigOf } from './step_config.ts';
+import { need, type PromptSource, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
+
+const FROM_BATCH: Skipped = { skipped: 'the update starts from an imported batch' };
+
+const promptsOf = (ctx: StageContext): PromptSource | null => (ctx.opts.source.kind === 'prompts' ? ctx.opts.source : null);
+
+/** pad / EOS for generation and assembly: the settings', else the tokenizer's (pad falls back to EOS, as TRL). */
+function special(src: PromptSource): { pad: number; eos: number[] } {
+  const eos = src.generation.eos_token_ids ?? (src.tokenizer.eos_token_id !== undefined ? [src.tokenizer.eos_token_id] : []);
+  const pad = src.generation.pad_token_id ?? src.tokenizer.pad_token_id ?? eos[0];
+  if (pad === undefined) throw new RangeError('the tokenizer has neither a pad nor an EOS token: set pad_token_id');
+  return { pad, eos };
+}
+
+export async function render(ctx: StageContext): Promise<StageOutput<'render'> | Skipped> {
+  const src = promptsOf(ctx);
+  if (!src) return FROM_BATCH;
+  const rendered = src.prompts.map((p) => src.tokenizer.renderChat(p.messages, src.render));
+  return { data: { prompt_texts: rendered.map((r) => r.text), prompt_ids: rendered.map((r) => r.ids), messages: src.prompts.map((p) => p.messages) } };
+}
+
+export async function sample(ctx: StageContext, state: StepState): Promise<StageOutput<'sample'> | Skipped> {
+  const src = promptsOf(ctx);
+  if (!src) return FROM_BATCH;
+  const { pad, eos } = special(src);
+  const decoder = src.decoder();
+  try {
+    const out = await generate(decoder, need(state, 'render').data.prompt_ids, { ...src.generation, pad_token_id: pad, eos_token_ids: eos });
+    return {
+      data: {
+        completion_ids: out.completion_ids,
+        completion_texts: out.completion_ids.map((ids) => src.tokenizer.decode(ids)),
+        sampling_per_token_logps: out.sampling_per_token_logps,
+        finish_reason: out.finish_reason,
+        decode_ms: out.timings.prefill_ms + out.timings.decode_ms,
+      },
+    };
+  } finally {
+    decoder.dispose();
+  }
+}
+
+export async function reward(ctx: StageContext, state: StepState): Promise<StageOutput<'reward'> | Skipped> {
+  const src = promptsOf(ctx);
+  if (!src) return FROM_BATCH;
+  const r = need(state, 'render').data;
+  const s = need(state, 'sample').data;
+  const G = src.generation.num_generations;
+  const samples = s.completion_ids.map((ids, i) => ({
+    index: i,
+    group: Math.floor(i / G),
+    prompt: r.prompt_texts[Math.floor(i / G)],
+    completion: s.completion_texts[i],
+    answer: src.prompts[Math.floor(i / G)].answer,
+    completion_ids: ids,
+  }));
+  return { data: await scoreRewards(src.rewards, samples, src.runJs) };
+}
+
+/** The batch's advantages, or TRL's group advantages from its (or the sampled) rewards. */
+export async function advantages(ctx: StageContext, state: StepState): Promise<StageOutput<'advantages'>> {
+  const c = ctx.opts.config;
+  const src = ctx.opts.source;
+  if (src.kind === 'batch' && src.batch.advantages) return { data: { advantages: [...src.batch.advantages], groups: null, from: 'batch' } };
+  const rewards = src.kind === 'batch' ? src.batch.rewards : need(state, 'reward').data.rewards;
+  if (!rewards) throw new BatchFormatError('the batch has neither "advantages" nor "rewards": nothing to take a step on');
+  const G = src.kind === 'batch' ? src.batch.num_generations : src.generation.num_generations;
+  const a = computeAdvantages(rewards, { num_generations: G, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator });
+  return { data: { advantages: Array.from(a.advantages), groups: a.groups, from: 'rewards' } };
+}
+
+/** The padded batch the model scores; advantages and old log-probs go to the GPU once, here. */
+export async function assemble(ctx: StageContext, state: StepState): Promise<StageOutput<'assemble'>> {
+  const src = ctx.opts.source;
+  const { policy, config } = ctx.opts;
+  const adv = need(state, 'advantages').data.advantages;
+  let batch: GrpoBatch;
+  if (src.kind === 'batch') {
+    batch = { ...src.batch, advantages: adv };
+  } else {
+    const { pad, eos } = special(src);
+    const s = need(state, 'sample').data;
+    const rw = need(state, 'reward').data;
+    const r = need(state, 'render').data;
+    const G = src.generation.num_generations;
+    batch = assembleBatch({
+      prompt_ids: r.prompt_ids,
+      completion_ids: s.completion_ids,
+      num_generations: G,
+      pad_token_id: pad,
+      eos_token_ids: eos,
+      rewards: rw.rewards,
+      rewards_per_func: rw.rewards_per_func,
+      reward_weights: rw.weights,
+      advantages: adv,
+      sampling_per_token_logps: s.sampling_per_token_logps,
+      messages: r.messages,
+      prompt_texts: s.completion_ids.map((_, i) => r.prompt_texts[Math.floor(i / G)]),
+      completion_texts: s.completion_texts,
+      // So an exported batch replays the same update.
+      config: batchConfigOf(config, policy.config.model_type),
+    });
+  }
+  const padded = padBatch(batch, { position_ids: config.position_ids });
+  checkScorable(batch, padded, policy.config.vocab_size, 'policy');
+  if (adv.length !== padded.B) throw new BatchFormatError(`advantages has ${adv.length} values for ${padded.B} samples`);
+  const gpu = ctx.gpu;
+  const device = {
+    advantages: ctx.own(gpu.upload('advantages', Float32Array.from(adv))), // (B)
+    old_per_token_logps: padded.old_per_token_logps ? ctx.own(gpu.upload('old_per_token_logps', padded.old_per_token_logps)) : null, // (B, C)
+  };
+  return { data: { batch, padded }, device };
+}

@@ -1,0 +1,145 @@
+// The GPU stages of one update: policy forward (per-token log-probs, entropy, saved activations) →
+// reference forward → loss (every aggregation; the configured one drives the gradient) → backward →
+// clip + optimizer step → re-evaluate the same batch with the new weights.
+//
+// Buffers stay on the GPU between stages (StepState's `device` fields): the policy forward's logits and
+// activations feed the loss and the backward in place, and nothing goes CPU → GPU between policy forward
+// and optimizer step. Each stage reads back only what is shown: per-token arrays (B, C), losses, norms.
+//
+// old_per_token_logps: the batch's, or else the policy's own log-probs before the step (ratio 1, as TRL
+// with one iteration per generation). Reference: a given model; with none and β > 0 a frozen copy of
+// the policy, which for this update is the policy itself before the step (same weights, same batch:
+// its log-probs are the policy forward's); with β = 0 and none, no reference at all, as TRL.
+import { score_completions } from '../model/score.ts';
+import type { PaddedBatch } from './batch.ts';
+import { grpo_loss, readGrpoLoss, type GrpoLossInputs } from './loss.ts';
+import { clipCoefFor, Optimizer } from './optimizer.ts';
+import { need, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
+
+/** The loss's inputs over the assembled batch for these logits (policy forward or re-evaluation). */
+function lossInputs(ctx: StageContext, state: StepState, p: PaddedBatch, s: { logits: GPUBuffer; completion_ids: GPUBuffer; completion_mask: GPUBuffer }, old: GPUBuffer | null): GrpoLossInputs {
+  return {
+    B: p.B, T: p.C, V: ctx.opts.policy.config.vocab_size, logits: s.logits,
+    completion_ids: s.completion_ids, completion_mask: s.completion_mask, advantages: need(state, 'assemble').device.advantages,
+    old_per_token_logps: old, ref_per_token_logps: state.reference_forward?.device.ref_per_token_logps ?? null,
+  };
+}
+
+/** Forward with saved activations, scoring every completion position (TRL computes them all; the masks decide). */
+export async function policyForward(ctx: StageContext, state: StepState): Promise<StageOutput<'policy_forward'>> {
+  const { gpu, opts } = ctx;
+  if (ctx.weights.changed && !opts.reference && opts.config.loss.beta !== 0) {
+    throw new Error('the frozen-copy reference is the policy as loaded, and its weights have changed: reload the model or give a reference model');
+  }
+  const p = need(state, 'assemble').data.padded;
+  const rec = gpu.recorder('policy_forward');
+  const scores = ctx.own(score_completions(rec, opts.policy, p, { temperature: opts.config.loss.temperature, save: true }));
+  await rec.finish();
+  const n = p.B * p.C;
+  const [lp, ent] = await Promise.all([gpu.readF32(scores.per_token_logps, n), gpu.readF32(scores.per_token_entropy, n)]);
+  return { data: { per_token_logps: lp, per_token_entropy: ent }, device: { scores } };
+}
+
+export async function referenceForward(ctx: StageContext, state: StepState): Promise<StageOutput<'reference_forward'> | Skipped> {
+  const { gpu, opts } = ctx;
+  const ref = opts.reference;
+  const policy = need(state, 'policy_forward');
+  if (!ref) {
+    if (opts.config.loss.beta === 0) return { skipped: 'β = 0: no reference model is loaded (as TRL)' };
+    // The frozen copy has the policy's weights as they are before this step: its log-probs are the policy forward's.
+    return { data: { ref_per_token_logps: policy.data.per_token_logps, reference: 'frozen-copy' }, device: { ref_per_token_logps: policy.device.scores.per_token_logps } };
+  }
+  const p = need(state, 'assemble').data.padded;
+  const rec = gpu.recorder('reference_forward');
+  const s = ctx.own(score_completions(rec, ref, p, { temperature: opts.config.loss.temperature }));
+  await rec.finish();
+  return { data: { ref_per_token_logps: await gpu.readF32(s.per_token_logps, p.B * p.C), reference: 'model' }, device: { ref_per_token_logps: s.per_token_logps } };
+}
+
+/**
+ * Per-token KL, loss and every aggregation, and dlogits of the chosen one written over the logits (no
+ * second (rows, V) buffer). The loss splits into its policy and β·KL terms with the backward's token
+ * weights (∂loss/∂per_token_loss): kl_term = Σ weight·β·KL.
+ */
+export async function loss(ctx: StageContext, state: StepState): Promise<StageOutput<'loss'>> {
+  const { gpu, opts } = ctx;
+  const p = need(state, 'assemble').data.padded;
+  const s = need(state, 'policy_forward').device.scores;
+  const rec = gpu.recorder('loss');
+  const inputs = lossInputs(ctx, state, p, s, need(state, 'assemble').device.old_per_token_logps);
+  const result = ctx.own(await grpo_loss(gpu, inputs, opts.config.loss, { rec, dlogits: 'in-place', scoreMaskedRows: true }));
+  await rec.finish();
+  const r = await readGrpoLoss(gpu, result);
+  const weight = r.token_weight!;
+  const beta = opts.config.loss.beta;
+  let kl_term = 0;
+  let klSum = 0;
+  let tokens = 0;
+  for (let i = 0; i < p.B * p.C; i++) {
+    if (!p.completion_mask[i]) continue;
+    tokens++;
+    klSum += r.per_token_kl?.[i] ?? 0;
+    if (beta !== 0) kl_term += weight[i] * beta * r.per_token_kl![i];
+  }
+  return {
+    data: {
+      old_per_token_logps: p.old_per_token_logps ?? need(state, 'policy_forward').data.per_token_logps,
+      importance_ratio: r.importance_ratio,
+      per_token_kl: r.per_token_kl,
+      per_token_loss: r.per_token_loss,
+      token_weight: weight,
+      clip: r.clip,
+      loss: r.loss,
+      losses: r.losses,
+      policy_term: r.loss - kl_term,
+      kl_term,
+      mean_kl: r.per_token_kl ? klSum / Math.max(1, tokens) : NaN,
+      clip_counts: r.clip_counts,
+    },
+    device: { result },
+  };
+}
+
+export async function backward(ctx: StageContext, state: StepState): Promise<StageOutput<'backward'>> {
+  const { gpu, opts } = ctx;
+  const rec = gpu.recorder('backward');
+  opts.policy.backward(rec, need(state, 'loss').device.result.dlogits!);
+  await rec.finish();
+  // Under a LoRA adapter only A and B train: the norms and the step see the adapter alone (TRL + PEFT).
+  const optimizer = ctx.own(new Optimizer(gpu, opts.policy.trainableParams.values(), opts.config.optimizer));
+  return { data: await optimizer.gradNorms(opts.policy.trainableGrads!), device: { optimizer } };
+}
+
+export async function step(ctx: StageContext, state: StepState): Promise<StageOutput<'step'>> {
+  const { opts } = ctx;
+  const back = need(state, 'backward');
+  await ctx.weights.beforeStep();
+  const clip_coef = clipCoefFor(back.data, opts.config.max_grad_norm);
+  const u = await back.device.optimizer.step(opts.policy.trainableGrads!, clip_coef);
+  return { data: { optimizer: opts.config.optimizer, ...u } };
+}
+
+/** The same batch through the updated policy: log-probs after, their change, KL to the same reference, the loss again. */
+export async function reEvaluate(ctx: StageContext, state: StepState): Promise<StageOutput<'re_evaluate'>> {
+  const { gpu, opts } = ctx;
+  const p = need(state, 'assemble').data.padded;
+  const before = need(state, 'policy_forward');
+  const rec = gpu.recorder('re_evaluate');
+  // save: true keeps the one training workspace instead of allocating an inference one beside it.
+  const s = ctx.own(score_completions(rec, opts.policy, p, { temperature: opts.config.loss.temperature, save: true }));
+  const inputs = lossInputs(ctx, state, p, s, need(state, 'assemble').device.old_per_token_logps ?? before.device.scores.per_token_logps);
+  const res = ctx.own(await grpo_loss(gpu, inputs, opts.config.loss, { rec, backward: false, scoreMaskedRows: true }));
+  await rec.finish();
+  const r = await readGrpoLoss(gpu, res);
+  const pre = before.data.per_token_logps;
+  return {
+    data: {
+      post_per_token_logps: r.per_token_logps,
+      delta_per_token_logps: r.per_token_logps.map((x, i) => x - pre[i]),
+      post_per_token_kl: r.per_token_kl,
+      post_per_token_loss: r.per_token_loss,
+      loss_after: r.loss,
+      losses_after: r.losses,
+    },
+  };
+}

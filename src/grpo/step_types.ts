@@ -1,0 +1,137 @@
+// The step pipeline's data: where an update starts (StepSource), what each stage shows (StageData, read
+// back to the CPU), and StepState, the one record through which stages hand their outputs to each other:
+// one optional field per stage holding its shown data and, for GPU stages, the device buffers the next
+// stages consume in place (logits, log-probs, the loss's gradient, optimizer state).
+import type { Gpu } from '../gpu/context.ts';
+import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
+import type { Decoder, FinishReason, GenerateOptions } from '../model/generate.ts';
+import type { CausalLM } from '../model/model.ts';
+import type { ParamGroup } from '../model/config.ts';
+import type { CompletionScores } from '../model/score.ts';
+import type { RenderOptions, Tokenizer } from '../tokenize/tokenizer.ts';
+import type { GroupStats } from './advantages.ts';
+import type { PaddedBatch } from './batch.ts';
+import type { ClipCounts, GrpoLossResult, LossType } from './loss.ts';
+import type { Optimizer, OptimizerConfig } from './optimizer.ts';
+import type { JsRewardRunner, RewardSpec, RewardTable } from './rewards.ts';
+import type { StageId } from './stages.ts';
+import type { StepConfig } from './step_config.ts';
+import type { WeightUndo } from './step_undo.ts';
+
+// ------------------------------------------------------------------------------------------ sources
+
+/** Where the update starts: an imported batch, or prompts to render, sample and score. */
+export type StepSource = { kind: 'batch'; batch: GrpoBatch } | PromptSource;
+
+export interface PromptSource {
+  kind: 'prompts';
+  prompts: { messages: ChatMessage[]; answer: string }[];
+  tokenizer: Tokenizer;
+  render?: RenderOptions;
+  /** Sampler settings, G, max_new_tokens, seed; pad / EOS default to the tokenizer's. */
+  generation: Omit<GenerateOptions, 'pad_token_id' | 'eos_token_ids' | 'on_step'> & { pad_token_id?: number; eos_token_ids?: number[] };
+  /** The decoder over the policy (src/model/generate.ts kvDecoder). */
+  decoder: () => Decoder;
+  rewards: RewardSpec[];
+  /** Runs user JS rewards with a time limit (the sandbox worker in the browser). */
+  runJs: JsRewardRunner;
+}
+
+export interface StepPipelineOptions {
+  policy: CausalLM;
+  /** The reference policy; null: a frozen copy of the policy when β > 0, none when β = 0. */
+  reference: CausalLM | null;
+  config: StepConfig;
+  source: StepSource;
+  /** Keep a copy of the weights before the step so reset() can restore them (the studio; costs one copy of the weights). */
+  undo?: boolean;
+}
+
+// ------------------------------------------------------------------------------------------ results
+
+/** A (B, C) per-token array over the padded completion grid; positions past a row's completion hold 0 or junk: read the masks. */
+export type PerToken = Float32Array;
+
+/** What each stage shows, read back to the CPU. */
+export interface StageData {
+  render: { prompt_texts: string[]; prompt_ids: number[][]; messages: ChatMessage[][] }; // one per prompt
+  sample: { completion_ids: number[][]; completion_texts: string[]; sampling_per_token_logps: number[][]; finish_reason: FinishReason[]; decode_ms: number };
+  reward: RewardTable;
+  advantages: { advantages: number[]; groups: GroupStats[] | null; from: 'batch' | 'rewards' };
+  assemble: { batch: GrpoBatch; padded: PaddedBatch };
+  policy_forward: { per_token_logps: PerToken; per_token_entropy: PerToken };
+  reference_forward: { ref_per_token_logps: PerToken | null; reference: 'model' | 'frozen-copy' | 'none' };
+  loss: {
+    old_per_token_logps: PerToken;
+    importance_ratio: PerToken;
+    per_token_kl: PerToken | null;
+    per_token_loss: PerToken;
+    token_weight: PerToken; // ∂loss/∂per_token_loss under the chosen aggregation
+    clip: Uint32Array; // CLIP_LOW | CLIP_HIGH | DELTA_BINDS bits
+    loss: number;
+    losses: Record<LossType, number>;
+    policy_term: number; // the loss without β·KL
+    kl_term: number; // β·KL, same aggregation
+    mean_kl: number; // Σ M·KL / Σ M
+    clip_counts: ClipCounts;
+  };
+  backward: { grad_norm: number; group_grad_norms: Record<ParamGroup, number> };
+  step: { optimizer: OptimizerConfig; clip_coef: number; step: number; update_norm: number; group_update_norms: Record<ParamGroup, number> };
+  re_evaluate: {
+    post_per_token_logps: PerToken;
+    delta_per_token_logps: PerToken; // after − before
+    post_per_token_kl: PerToken | null;
+    post_per_token_loss: PerToken;
+    loss_after: number;
+    losses_after: Record<LossType, number>;
+  };
+}
+
+export interface StageResult<S extends StageId = StageId> {
+  id: S;
+  ms: number; // wall time, GPU work included
+  gpuBytes: number; // bytes allocated by GPU buffers after the stage
+  peakBytes: number; // the most allocated during the stage
+  /** Why the stage did not run (e.g. render / sample / reward for an imported batch). */
+  skipped?: string;
+  data: StageData[S] | null;
+}
+
+// ------------------------------------------------------------------------------------------ state
+
+/** What GPU stages leave on the device for the stages after them (never read back). */
+export interface StageDevice {
+  assemble: { advantages: GPUBuffer; old_per_token_logps: GPUBuffer | null }; // (B), (B, C)
+  /** Logits (overwritten by dlogits in the loss), saved activations, per-token log-probs. */
+  policy_forward: { scores: CompletionScores };
+  reference_forward: { ref_per_token_logps: GPUBuffer }; // (B, C)
+  loss: { result: GrpoLossResult };
+  backward: { optimizer: Optimizer };
+}
+
+/** One stage's output: its shown data, plus its device buffers for a GPU stage. */
+export type StageOutput<S extends StageId> = { data: StageData[S] } & (S extends keyof StageDevice ? { device: StageDevice[S] } : unknown);
+
+/** The update so far: a field per completed stage (absent: not run yet, or skipped). */
+export type StepState = { [S in StageId]?: StageOutput<S> };
+
+/** A stage that did not run, and why. */
+export interface Skipped {
+  skipped: string;
+}
+
+/** What a stage runs with besides the state. */
+export interface StageContext {
+  readonly gpu: Gpu;
+  readonly opts: StepPipelineOptions;
+  /** Frees `x` with the update's buffers (reset / destroy). */
+  own<T extends { destroy(): void }>(x: T): T;
+  readonly weights: WeightUndo;
+}
+
+/** A completed stage's output, or an error naming the missing stage. */
+export function need<S extends StageId>(state: StepState, id: S): StageOutput<S> {
+  const out = state[id];
+  if (!out) throw new Error(`stage "${id}" has no result`);
+  return out as StageOutput<S>;
+}

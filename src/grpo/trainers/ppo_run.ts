@@ -1,0 +1,148 @@
+// The passes verl's and OpenRLHF's objectives share: log-probs and entropy of the case's logits
+// (logprob_gather_forward), then — once the trainer module has turned the read-back log-probs into its
+// decisions (masks, importance weights, covariance selections, aggregation weights) — the fused per-token
+// objective (ppo_loss_forward) and the gradient to the logits (logprob_gather_backward with ∂loss/∂entropy),
+// on the GPU (withGpuBackend) or, in the tests, on the float64 twins of the same kernels.
+// The decisions are read-back float32 log-probs compared with thresholds (every golden case keeps them
+// ≥ 1e-3 away), so taking them on the CPU changes no number; each is a per-token input of the kernel.
+import type { Gpu } from '../../gpu/context.ts';
+import { logprob_gather_backward, logprob_gather_forward } from '../../kernels/logprob_gather.ts';
+import { ppo_loss_forward } from '../../kernels/ppo_loss.ts';
+import { PPO_INPUTS, type PpoLossParams } from '../../kernels/types.ts';
+import type { TrainerLossCase } from './types.ts';
+
+/** What the trainer module decides from the current log-probs and entropies ((B, T)). */
+export interface PpoPlan {
+  params: PpoLossParams;
+  inputs: Float32Array; // (B, T, 8) in PPO_INPUTS order
+}
+
+type Floats = Float32Array | Float64Array;
+
+/**
+ * Where the numbers are computed: the GPU kernels (gpuBackend), or their float64 twins in the tests. The
+ * trainer modules only decide; they never compute a per-token term themselves.
+ */
+export interface PpoBackend {
+  /** Log-probs at `temperature` (0 where completion_mask = 0) and entropies at `entropyTemperature`, (B, T). */
+  logprobs(temperature: number, entropyTemperature: number): Promise<{ logp: Floats; entropy: Floats }>;
+  /** ppo_loss_forward on the last log-probs; with `backward`, dlogits through logprob_gather_backward. */
+  objective(plan: PpoPlan, backward: boolean): Promise<{ out: { loss: Floats; kl: Floats; contrib: Floats }; dlogits: Floats | null }>;
+}
+
+export interface PpoRun {
+  logp: Floats; // (B, T), 0 where completion_mask = 0
+  entropy: Floats; // (B, T)
+  loss: Floats; // (B, T) policy term
+  kl: Floats; // (B, T)
+  value: number; // the loss: Σ of the per-token shares, summed in float64
+  dlogits: Floats | null; // (B, T, V)
+}
+
+/** The two passes of an objective: log-probs, the trainer's decisions on them (`plan`), the objective. */
+export async function runPpo(
+  be: PpoBackend,
+  o: { temperature: number; entropyTemperature: number; backward: boolean; plan: (logp: Floats, entropy: Floats) => PpoPlan },
+): Promise<PpoRun> {
+  const { logp, entropy } = await be.logprobs(o.temperature, o.entropyTemperature);
+  const plan = o.plan(logp, entropy);
+  if (plan.inputs.length !== PPO_INPUTS.length * logp.length) throw new Error(`ppo inputs: expected ${PPO_INPUTS.length * logp.length} floats, got ${plan.inputs.length}`);
+  const { out, dlogits } = await be.objective(plan, o.backward);
+  let value = 0;
+  for (const v of out.contrib) value += v;
+  return { logp, entropy, loss: out.loss, kl: out.kl, value, dlogits };
+}
+
+/** Runs `f` with a GPU backend for case `c`; its buffers are freed afterwards. */
+export async function withGpuBackend<R>(gpu: Gpu, c: TrainerLossCase, f: (be: PpoBackend) => Promise<R>): Promise<R> {
+  const { B, T, V } = c;
+  const N = B * T;
+  const bufs: GPUBuffer[] = [];
+  const keep = (b: GPUBuffer): GPUBuffer => (bufs.push(b), b);
+  const buf = (label: string, bytes: number): GPUBuffer => keep(gpu.createBuffer(label, Math.max(16, bytes)));
+  try {
+    const rows = { logits: keep(gpu.upload('logits', c.logits)), ids: keep(gpu.upload('completion_ids', c.completion_ids)), mask: keep(gpu.upload('completion_mask', c.completion_mask)), N, V };
+    const logp = buf('logp', 4 * N);
+    const lse = buf('lse', 8 * N);
+    const entropy = buf('entropy', 4 * N);
+    let shown = entropy;
+    let temperature = 1;
+    const be: PpoBackend = {
+      async logprobs(t, entropyT) {
+        temperature = t;
+        const rec = gpu.recorder('trainer logprobs');
+        logprob_gather_forward(rec, { ...rows, temperature: t, logp, lse, entropy });
+        // OpenRLHF takes the entropy of the untempered logits: a second pass for its entropy only.
+        shown = entropyT === t ? entropy : buf('entropy_raw', 4 * N);
+        if (shown !== entropy) logprob_gather_forward(rec, { ...rows, temperature: entropyT, logp: buf('logp_raw', 4 * N), lse: buf('lse_raw', 8 * N), entropy: shown });
+        await rec.finish();
+        return { logp: await gpu.readF32(logp, N), entropy: await gpu.readF32(shown, N) };
+      },
+      async objective(plan, backward) {
+        const out = buf('ppo_out', 16 * N);
+        const dlogp = buf('dlogp', 4 * N);
+        const dentropy = buf('dentropy', 4 * N);
+        const dlogits = backward ? buf('dlogits', 4 * N * V) : null;
+        const rec = gpu.recorder('trainer objective');
+        ppo_loss_forward(rec, { logp, entropy: shown, inputs: keep(gpu.upload('ppo_inputs', plan.inputs)), out, dlogp, dentropy, B, T, params: plan.params });
+        if (dlogits) {
+          const withEntropy = plan.params.ent_coef !== 0 ? { dentropy, entropy } : null;
+          logprob_gather_backward(rec, { ...rows, temperature, lse, dlogp, dlogits, dentropy: withEntropy });
+        }
+        await rec.finish();
+        const res = await gpu.readF32(out, 4 * N);
+        const pick = (k: number): Float32Array => Float32Array.from({ length: N }, (_, i) => res[4 * i + k]);
+        return { out: { loss: pick(0), kl: pick(1), contrib: pick(2) }, dlogits: dlogits ? await gpu.readF32(dlogits, N * V) : null };
+      },
+    };
+    return await f(be);
+  } finally {
+    for (const b of bufs) b.destroy();
+  }
+}
+
+/** Sequences' token counts n_b under a (B, T) mask. */
+export function rowCounts(mask: ArrayLike<number>, B: number, T: number): Float64Array {
+  const n = new Float64Array(B);
+  for (let b = 0; b < B; b++) for (let t = 0; t < T; t++) n[b] += mask[b * T + t];
+  return n;
+}
+
+/** An aggregation of a (B, T) loss matrix under a mask, as verl's agg_loss and OpenRLHF's aggregate_loss form it. */
+export interface Aggregation {
+  mode: 'token-mean' | 'seq-mean-token-sum' | 'seq-mean-token-mean' | 'seq-mean-token-sum-norm';
+  dp: number; // × dp_size (not in seq-mean-token-sum-norm)
+  tokens: number | null; // token-mean divisor; null = Σ M
+  seqs: number | null; // seq-mean-* divisor; null = #(n_b > 0)
+  norm: number; // seq-mean-token-sum-norm divisor
+  scale: number; // × the loop's loss scale
+}
+
+/** Per-token weights w with loss = Σ w ⊙ L (verl core_algos.py agg_loss; OpenRLHF loss.py aggregate_loss). */
+export function aggregationWeights(mask: ArrayLike<number>, B: number, T: number, a: Aggregation): Float64Array {
+  const n = rowCounts(mask, B, T);
+  const total = n.reduce((x, y) => x + y, 0);
+  const seqs = a.seqs ?? n.filter((x) => x > 0).length;
+  const w = new Float64Array(B * T);
+  for (let b = 0; b < B; b++) {
+    let row: number;
+    if (a.mode === 'token-mean') row = a.dp / (a.tokens ?? total);
+    else if (a.mode === 'seq-mean-token-sum') row = n[b] > 0 ? a.dp / seqs : 0;
+    else if (a.mode === 'seq-mean-token-mean') row = n[b] > 0 ? a.dp / ((n[b] + 1e-8) * seqs) : 0;
+    else row = 1 / a.norm;
+    for (let t = 0; t < T; t++) w[b * T + t] = mask[b * T + t] * row * a.scale;
+  }
+  return w;
+}
+
+/** Packs the per-token inputs of ppo_loss_forward; null arrays are filled with `fill`. */
+export function packInputs(N: number, cols: Record<(typeof PPO_INPUTS)[number], ArrayLike<number> | null>, fill: Partial<Record<(typeof PPO_INPUTS)[number], number>> = {}): Float32Array {
+  const K = PPO_INPUTS.length;
+  const out = new Float32Array(K * N);
+  PPO_INPUTS.forEach((name, k) => {
+    const col = cols[name];
+    const f = fill[name] ?? 0;
+    for (let i = 0; i < N; i++) out[K * i + k] = col ? col[i] : f;
+  });
+  return out;
+}

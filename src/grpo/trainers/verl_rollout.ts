@@ -1,0 +1,129 @@
+// verl's rollout correction (volcengine/verl verl/trainer/ppo/rollout_corr_helper.py): truncated importance
+// weights (`rollout_is` token / sequence, optional batch normalisation) and rejection sampling (`rollout_rs`
+// options that drop tokens or whole sequences from the response mask), from a log-ratio of the training
+// policy to the rollout policy — old − rollout in decoupled mode (compute_rollout_correction_and_add_to_batch),
+// current − rollout in bypass mode (compute_policy_loss_bypass_mode). Per-token decisions and detached
+// weights: they enter the objective kernel as inputs.
+import { SettingsError } from '../settings/types.ts';
+
+const SAFETY_BOUND = 20;
+const RS_OPTIONS = ['token_k1', 'token_k2', 'token_k3', 'seq_sum_k1', 'seq_sum_k2', 'seq_sum_k3', 'seq_mean_k1', 'seq_mean_k2', 'seq_mean_k3', 'seq_max_k2', 'seq_max_k3'];
+
+export interface RolloutCorrectionSettings {
+  rollout_is: 'token' | 'sequence' | null;
+  rollout_is_threshold: number;
+  rollout_is_batch_normalize: boolean;
+  rollout_rs: string | null;
+  rollout_rs_threshold: string | null;
+}
+
+export interface RolloutCorrection {
+  weights: Float64Array | null; // (B, T) rollout_is_weights, 0 on padding
+  mask: Float64Array; // (B, T) response_mask after rejection sampling
+}
+
+const clampSafe = (x: number): number => Math.min(Math.max(x, -SAFETY_BOUND), SAFETY_BOUND);
+
+function isWeights(lr: ArrayLike<number>, M: ArrayLike<number>, B: number, T: number, s: RolloutCorrectionSettings): Float64Array {
+  const w = new Float64Array(B * T);
+  for (let b = 0; b < B; b++) {
+    let sum = 0;
+    for (let t = 0; t < T; t++) sum += M[b * T + t] ? lr[b * T + t] * M[b * T + t] : 0;
+    for (let t = 0; t < T; t++) {
+      const i = b * T + t;
+      const raw = Math.exp(clampSafe(s.rollout_is === 'token' ? lr[i] : sum)) * M[i];
+      w[i] = Math.min(raw, s.rollout_is_threshold);
+    }
+  }
+  if (s.rollout_is_batch_normalize) {
+    let mean: number;
+    if (s.rollout_is === 'token') {
+      let num = 0;
+      let den = 0;
+      for (let i = 0; i < B * T; i++) [num, den] = [num + w[i] * M[i], den + M[i]];
+      mean = num / (den + 1e-8);
+    } else {
+      let num = 0;
+      let seqs = 0;
+      for (let b = 0; b < B; b++) {
+        let sw = 0;
+        let n = 0;
+        for (let t = 0; t < T; t++) [sw, n] = [sw + w[b * T + t] * M[b * T + t], n + M[b * T + t]];
+        if (n > 0) [num, seqs] = [num + sw / (n + 1e-8), seqs + 1];
+      }
+      mean = num / Math.max(seqs, 1e-8);
+    }
+    if (mean > 1e-8) for (let i = 0; i < B * T; i++) w[i] /= mean;
+  }
+  return w;
+}
+
+/** Parses rollout_rs / rollout_rs_threshold as verl's _parse_rollout_rs_thresholds does. */
+function rsThresholds(rs: string, spec: string | null): Array<{ option: string; lower: number | null; upper: number }> {
+  const options = [...new Set(rs.split(',').map((o) => o.trim()).filter(Boolean))];
+  if (!options.length) throw new SettingsError('config.rollout_rs: must name at least one option');
+  for (const o of options) if (!RS_OPTIONS.includes(o)) throw new SettingsError(`config.rollout_rs: unknown option ${o} (one of ${RS_OPTIONS.join(', ')})`);
+  if (spec === null) throw new SettingsError('config.rollout_rs_threshold: required when rollout_rs is set');
+  let specs = String(spec).split(',').map((p) => p.trim()).filter(Boolean);
+  if (specs.length === 1) specs = options.map(() => specs[0]);
+  if (specs.length !== options.length) throw new SettingsError(`config.rollout_rs_threshold: one threshold, or one per rollout_rs option (${options.length})`);
+  return options.map((option, k) => {
+    const sp = specs[k];
+    const num = (x: string): number => {
+      const v = Number(x);
+      if (!(Number.isFinite(v) && v > 0)) throw new SettingsError(`config.rollout_rs_threshold: '${sp}' for ${option} must be positive numbers`);
+      return v;
+    };
+    if (option.endsWith('k1')) {
+      const [lo, hi] = sp.includes('_') ? [num(sp.slice(0, sp.indexOf('_'))), num(sp.slice(sp.indexOf('_') + 1))] : [1 / num(sp), num(sp)];
+      return { option, lower: Math.log(lo), upper: Math.log(hi) };
+    }
+    if (sp.includes('_')) throw new SettingsError(`config.rollout_rs_threshold: ${option} takes one upper bound, got '${sp}'`);
+    return { option, lower: null, upper: num(sp) };
+  });
+}
+
+function rejectionMask(lr: ArrayLike<number>, M: ArrayLike<number>, B: number, T: number, rs: string, spec: string | null): Float64Array {
+  const keep = Float64Array.from(M);
+  for (const { option, lower, upper } of rsThresholds(rs, spec)) {
+    const k = option.slice(-2);
+    const stat = (i: number): number => {
+      const l = clampSafe(lr[i]);
+      return k === 'k1' ? -l : k === 'k2' ? 0.5 * l * l : Math.exp(l) - 1 - l;
+    };
+    const inside = (v: number): boolean => (lower === null ? v <= upper : v >= lower && v <= upper);
+    for (let b = 0; b < B; b++) {
+      let seqOk = true;
+      if (!option.startsWith('token')) {
+        let sum = 0;
+        let n = 0;
+        let max = -Infinity;
+        for (let t = 0; t < T; t++) {
+          const i = b * T + t;
+          if (!M[i]) continue;
+          sum += stat(i) * M[i];
+          n += M[i];
+          max = Math.max(max, stat(i));
+        }
+        const v = option.startsWith('seq_sum') ? sum : option.startsWith('seq_mean') ? sum / (n + 1e-8) : max === -Infinity ? 0 : max;
+        seqOk = inside(v);
+      }
+      for (let t = 0; t < T; t++) {
+        const i = b * T + t;
+        if (!(option.startsWith('token') ? inside(stat(i)) : seqOk)) keep[i] = 0;
+      }
+    }
+  }
+  return keep;
+}
+
+/** IS weights and the rejection-sampled mask for log-ratio lr (B, T) under response mask M. */
+export function rolloutCorrection(lr: ArrayLike<number>, M: ArrayLike<number>, B: number, T: number, s: RolloutCorrectionSettings): RolloutCorrection {
+  let any = false;
+  for (let i = 0; i < B * T; i++) any ||= M[i] !== 0;
+  if (!any) throw new SettingsError('rollout correction: response_mask has no valid token (verl raises)');
+  return {
+    weights: s.rollout_is === null ? null : isWeights(lr, M, B, T, s),
+    mask: s.rollout_rs === null ? Float64Array.from(M) : rejectionMask(lr, M, B, T, s.rollout_rs, s.rollout_rs_threshold),
+  };
+}

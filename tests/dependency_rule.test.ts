@@ -1,0 +1,85 @@
+// The layer rule (.dependency-cruiser.cjs) holds on src/ and bench/: no cycles, imports only in the
+// layers' direction, no production import of the src/ref test oracle. A second tree with one planted
+// violation per rule checks that each rule really fires (a config that matched nothing would pass the
+// first test on anything).
+import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+const root = path.resolve(import.meta.dirname, '..');
+const config = path.join(root, '.dependency-cruiser.cjs');
+
+interface Violation {
+  from: string;
+  to: string;
+  rule: { name: string };
+  cycle?: { name: string }[];
+}
+
+/** depcruise over `dirs` (relative to cwd) with the project's config; its violations. */
+function cruise(cwd: string, dirs: string[]): Violation[] {
+  const bin = path.join(root, 'node_modules/dependency-cruiser/bin/dependency-cruise.mjs');
+  const r = spawnSync(process.execPath, [bin, ...dirs, '--config', config, '--output-type', 'json'], { cwd, encoding: 'utf8', timeout: 120_000, maxBuffer: 64 << 20 });
+  if (r.status === null || !r.stdout) throw new Error(`depcruise did not run: ${r.error?.message ?? r.stderr}`);
+  const out = JSON.parse(r.stdout) as { summary: { violations: Violation[]; totalCruised: number } };
+  expect(out.summary.totalCruised).toBeGreaterThan(0);
+  return out.summary.violations;
+}
+
+const show = (v: Violation[]) => v.map((x) => `${x.rule.name}: ${x.from} → ${x.to}`).join('\n');
+
+describe('dependency rule', () => {
+  it('src/ and bench/ have no cycle, no upward import and no production import of src/ref', () => {
+    const v = cruise(root, ['src', 'bench']);
+    expect(show(v)).toBe('');
+  });
+
+  it('fires on each kind of violation', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'depcruise-'));
+    try {
+      const files: Record<string, string> = {
+        'tsconfig.json': JSON.stringify({ compilerOptions: { allowImportingTsExtensions: true, noEmit: true, module: 'ESNext', moduleResolution: 'Bundler' } }),
+        'src/ref/twin.ts': "import { k } from '../kernels/k.ts';\nexport const twin = k;\n", // allowed: twins may import production
+        'src/kernels/k.ts': "import { g } from '../gpu/g.ts';\nexport const k = g;\n",
+        'src/gpu/g.ts': "import type { K } from '../kernels/types.ts';\nexport const g: K = 1;\n", // gpu → kernels (type-only still counts)
+        'src/kernels/types.ts': 'export type K = number;\n',
+        'src/grpo/step.ts': "import { twin } from '../ref/twin.ts';\nexport const step = twin;\n", // production → ref
+        'src/model/m.ts': "import { step } from '../grpo/step.ts';\nexport const m = step;\n", // model → grpo
+        'src/io/a.ts': "import { b } from './b.ts';\nexport const a = 1 + b;\n", // a ⇄ b cycle
+        'src/io/b.ts': "import { a } from './a.ts';\nexport const b = () => a;\n",
+        'src/worker/protocol.ts': 'export type Msg = { type: string };\nexport const STAGES = [1];\n',
+        'src/ui/ok.ts': "import type { Msg } from '../worker/protocol.ts';\nexport const ok = (m: Msg) => m;\n", // allowed: type only
+        'src/ui/bad.ts': "import { STAGES } from '../worker/protocol.ts';\nexport const bad = STAGES;\n", // ui → worker (value)
+        'src/store/s.ts': "import { m } from '../model/m.ts';\nexport const s = m;\n", // store → model
+        'src/io/v.ts': "import type { K } from '../kernels/types.ts';\nimport { k } from '../kernels/k.ts';\nexport const v: K = k;\n", // io → kernels (types.ts allowed)
+        'src/doctor/d.ts': "import { v } from '../io/v.ts';\nexport const d = v;\n", // allowed: doctor above io
+        'src/io/w.ts': "import { d } from '../doctor/d.ts';\nexport const w = d;\n", // io → doctor
+        'src/cli/c.ts': "import { s } from '../store/s.ts';\nexport const c = s;\n", // cli → store
+      };
+      for (const [f, text] of Object.entries(files)) {
+        mkdirSync(path.dirname(path.join(dir, f)), { recursive: true });
+        writeFileSync(path.join(dir, f), text);
+      }
+      const got = cruise(dir, ['src'])
+        .map((x) => `${x.rule.name}: ${x.from} → ${x.to}`)
+        .sort();
+      expect(got).toEqual(
+        [
+          'gpu-is-the-bottom: src/gpu/g.ts → src/kernels/types.ts',
+          'ingestion-is-the-top: src/io/v.ts → src/kernels/k.ts',
+          'ingestion-is-the-top: src/io/w.ts → src/doctor/d.ts',
+          'cli-is-headless: src/cli/c.ts → src/store/s.ts',
+          'model-below-grpo: src/model/m.ts → src/grpo/step.ts',
+          'no-circular: src/io/a.ts → src/io/b.ts',
+          'no-ref-in-production: src/grpo/step.ts → src/ref/twin.ts',
+          'store-talks-to-the-worker: src/store/s.ts → src/model/m.ts',
+          'ui-reads-the-store: src/ui/bad.ts → src/worker/protocol.ts',
+        ].sort(),
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
