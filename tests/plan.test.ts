@@ -46,12 +46,12 @@ describe('step memory plan', () => {
     expect(p.buffers).toContainEqual({ name: 'logits (rows, V)', bytes: 8 * 256 * V * 4, status: 'does not fit' });
   });
 
-  for (const lora of [true, false]) {
-    it.sequential(`matches the pipeline's tracked peak within 5%: ${lora ? 'LoRA r = 8' : 'full fine-tuning'}, narrowed SmolLM2 shape, 2 layers`, async () => {
+  for (const [lora, checkpointing] of [[true, false], [false, false], [true, true], [false, true]]) {
+    it.sequential(`matches the pipeline's tracked peak within 5%: ${lora ? 'LoRA r = 8' : 'full fine-tuning'}${checkpointing ? ', checkpointing' : ''}, narrowed SmolLM2 shape, 3 layers`, async () => {
       const gpu = await testGpu();
       // A SmolLM2-shaped Llama narrowed to what the software adapter steps in seconds; the plan's share of
       // small buffers (uniforms, per-token arrays) is biggest at small sizes, so this is the hard case.
-      const raw = { ...config('SmolLM2-135M'), hidden_size: 192, intermediate_size: 512, num_attention_heads: 6, num_key_value_heads: 2, vocab_size: 4096, num_hidden_layers: 2, torch_dtype: 'float32' };
+      const raw = { ...config('SmolLM2-135M'), hidden_size: 192, intermediate_size: 512, num_attention_heads: 6, num_key_value_heads: 2, vocab_size: 4096, num_hidden_layers: 3, torch_dtype: 'float32' };
       const cfg = parseConfig(raw);
       const [B, P, C] = [4, 12, 20];
       const rng = new Rng(2);
@@ -70,11 +70,12 @@ describe('step memory plan', () => {
         ? LoraAdapter.fromWeights(gpu, { config: parseLoraConfig({ peft_type: 'LORA', r: 8, lora_alpha: 16, target_modules: 'all-linear' }), modules: linearModules(cfg).map((m) => ({ ...m, A: rng.f32(8 * m.in, 0.05), B: rng.f32(m.out * 8, 0.05) })) })
         : null;
       policy.adapter = adapter;
+      policy.checkpointing = checkpointing;
       const reference = adapter ? policy.withAdapter(null) : null;
       const pipe = new StepPipeline(gpu, { policy, reference, config: stepConfigFromBatch(batch.config, C), source: { kind: 'batch', batch } });
       let peak = 0;
       while (!pipe.done) peak = Math.max(peak, (await pipe.next()).peakBytes - before);
-      const plan = planStep(cfg, { B, T: P + C, prompt: P, adapter: lora ? 8 : null, checkpointing: false, dtype: 'f32', limits: DEFAULT_LIMITS });
+      const plan = planStep(cfg, { B, T: P + C, prompt: P, adapter: lora ? 8 : null, checkpointing, dtype: 'f32', limits: DEFAULT_LIMITS });
       console.log(`plan ${plan.total_bytes} vs tracked peak ${peak} (${(plan.total_bytes / peak).toFixed(4)})`);
       expect(Math.abs(plan.total_bytes - peak) / peak).toBeLessThan(0.05);
       pipe.destroy();

@@ -9,7 +9,7 @@ const VERBS: Record<string, Verb> = {
   doctor: { summary: 'doctor BATCH.json [--tokenizer DIR] [--json]   check a grpo-batch/v1 batch', load: () => import('./doctor.ts') },
   score: { summary: 'score --model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]   re-score a batch', load: () => import('./score.ts') },
   plan: { summary: 'plan --model DIR_OR_CONFIG --batch BxT [--prompt P] [--adapter R] [--checkpointing] [--score] [--json]   memory plan of one step', load: () => import('./plan.ts') },
-  step: { summary: 'step --model DIR --batch BATCH.json [--ref-model DIR] [--adapter DIR [--ref-adapter] [--save-adapter DIR]] [--out RESULT.json]   one GRPO update', load: () => import('./step.ts') },
+  step: { summary: 'step --model DIR --batch BATCH.json [--ref-model DIR] [--adapter DIR [--ref-adapter] [--save-adapter DIR]] [--checkpointing] [--out RESULT.json]   one GRPO update', load: () => import('./step.ts') },
 };
 
 function usage(): string {

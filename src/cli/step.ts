@@ -11,6 +11,7 @@
 // (no --ref-model, β > 0) is then the model with the adapter disabled, as TRL when it creates the adapter
 // from peft_config; --ref-adapter makes it a frozen copy of the loaded adapter instead, as TRL when handed
 // an already-wrapped PeftModel. --save-adapter writes the stepped adapter as a PEFT folder.
+// --checkpointing: gradient checkpointing (each layer's activations recomputed in the backward).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { nodeGpu } from '../gpu/node.ts';
@@ -58,7 +59,7 @@ function config(batchConfig: Parameters<typeof stepConfigFromBatch>[0], C: numbe
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const { model: modelPath, batch: batchPath, refModel: refPath, out, args } = modelBatchArgs(argv, 'step', { values: ['adapter', 'save-adapter'], switches: ['ref-adapter'] });
+  const { model: modelPath, batch: batchPath, refModel: refPath, out, args } = modelBatchArgs(argv, 'step', { values: ['adapter', 'save-adapter'], switches: ['ref-adapter', 'checkpointing'] });
   const adapterPath = flag(args, 'adapter');
   const saveAdapter = flag(args, 'save-adapter');
   const refAdapter = args.flags.has('ref-adapter');
@@ -73,6 +74,7 @@ export async function run(argv: string[]): Promise<number> {
   const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu, { storage: adapterPath ? 'checkpoint' : 'f32' });
   const adapter = adapterPath ? LoraAdapter.fromWeights(gpu, await loadLoraAdapter(openModelSource(adapterPath), policy.config)) : null;
   policy.adapter = adapter;
+  policy.checkpointing = args.flags.has('checkpointing');
   // With an adapter and no reference model: the base with the adapter disabled (β > 0), unless --ref-adapter
   // asks for the frozen copy of the loaded adapter, which for this update is the policy before the step (null).
   const adapterOff = adapter && !refPath && !refAdapter && cfg.loss.beta !== 0 ? policy.withAdapter(null) : null;

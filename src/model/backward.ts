@@ -12,6 +12,7 @@ import { rmsnorm_backward } from '../kernels/rmsnorm.ts';
 import { rope_backward } from '../kernels/rope.ts';
 import { silu_gate_backward } from '../kernels/silu_gate.ts';
 import { lmHeadName } from './config.ts';
+import { layerForward } from './forward.ts';
 import type { LayerOps } from './layer_ops.ts';
 import type { Workspace } from './workspace.ts';
 
@@ -47,6 +48,7 @@ export function recordBackward(rec: Recorder, ops: LayerOps, ws: Workspace, dlog
 
   for (let l = cfg.num_hidden_layers - 1; l >= 0; l--) {
     // g.dresid holds ∂loss/∂(layer l output) on entry and ∂loss/∂(layer l input) on exit.
+    if (ws.checkpoint) layerForward(rec, ops, ws, l); // refill the shared activations from the saved layer input
     const a = ws.layers[l];
     const p = ops.layerPrefix(l);
     const gpt2 = cfg.family === 'gpt2';

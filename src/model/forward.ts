@@ -116,7 +116,8 @@ export function recordForward(rec: Recorder, ops: LayerOps, ws: Workspace, kv?: 
   return { logits: s.logits, rows, V, B, T };
 }
 
-function layerForward(rec: Recorder, ops: LayerOps, ws: Workspace, l: number, kv?: KvStep): void {
+/** Layer l's forward from ws.residIn(l); recordBackward re-runs it under gradient checkpointing. */
+export function layerForward(rec: Recorder, ops: LayerOps, ws: Workspace, l: number, kv?: KvStep): void {
   const cfg = ops.config;
   const { B, T } = ws;
   const N = B * T;

@@ -30,6 +30,8 @@ export class CausalLM {
   grads: Map<string, GPUBuffer> | null = null;
   /** A PEFT LoRA adapter on the linear layers: when set, only it trains (the base weights are frozen). The caller owns it. */
   adapter: LoraAdapter | null = null;
+  /** Gradient checkpointing: a saved forward keeps only each layer's input; the backward recomputes the rest. */
+  checkpointing = false;
   private ws: Workspace | null = null;
   private forwarded = false;
   private readonly ops: LayerOps;
@@ -103,9 +105,9 @@ export class CausalLM {
   }
 
   private workspace(B: number, T: number, keep: number, save: boolean): Workspace {
-    if (!this.ws?.matches(B, T, keep, save)) {
+    if (!this.ws?.matches(B, T, keep, save, this.checkpointing)) {
       this.ws?.destroy();
-      this.ws = new Workspace(this.gpu, this.config, B, T, keep, save);
+      this.ws = new Workspace(this.gpu, this.config, B, T, keep, save, save && this.checkpointing);
     }
     return this.ws;
   }

@@ -70,7 +70,7 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
   const layer = sum(layerActivationSizes(cfg, B, T));
   const { logits, ...shared } = sharedActivationSizes(cfg, B, T, C);
   const N = B * T;
-  const saved = o.scoreOnly ? layer : o.checkpointing ? cfg.num_hidden_layers * N * cfg.hidden_size + layer : cfg.num_hidden_layers * layer;
+  const saved = o.scoreOnly ? layer : o.checkpointing ? cfg.num_hidden_layers * N * cfg.hidden_size + layer - N * cfg.hidden_size : cfg.num_hidden_layers * layer;
   const loraScratch = 2 * N * r * modules.length; // u and du per adapted module
   // The optimizer copies one trainable tensor at a time (θ_old, for ‖Δθ‖): the largest one.
   const thetaOld = lora ? Math.max(...modules.map((m) => r * Math.max(m.in, m.out))) : Math.max(...specs.map((p) => numel(p.shape)));
