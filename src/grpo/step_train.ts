@@ -53,6 +53,9 @@ export async function referenceForward(ctx: StageContext, state: StepState): Pro
   const rec = gpu.recorder('reference_forward');
   const s = ctx.own(score_completions(rec, ref, p, { temperature: opts.config.loss.temperature }));
   await rec.finish();
+  // Only the log-probs are used from here on: the reference's activations and logits would otherwise sit
+  // under the backward's peak (src/model/plan.ts plans the peak this way).
+  ref.releaseWorkspace();
   return { data: { ref_per_token_logps: await gpu.readF32(s.per_token_logps, p.B * p.C), reference: 'model' }, device: { ref_per_token_logps: s.per_token_logps } };
 }
 

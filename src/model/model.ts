@@ -135,6 +135,13 @@ export class CausalLM {
     return out;
   }
 
+  /** Frees the activation workspace (the next forward allocates it again); a backward then needs a new forward. */
+  releaseWorkspace(): void {
+    this.ws?.destroy();
+    this.ws = null;
+    this.forwarded = false;
+  }
+
   /** Allocates (once) a zeroed gradient buffer per parameter (under an adapter: per norm parameter, see isNormParam). */
   private ensureGrads(rec: Recorder): Map<string, GPUBuffer> {
     if (!this.grads) {

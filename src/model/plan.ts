@@ -11,7 +11,10 @@
 // embedding f32 because a gather reads it; scoring loads the same way), only A and B have f32 grads and moments, norm weights keep a
 // gradient target, and the reference is the adapter-off view with an inference workspace of its own.
 // dlogits overwrite the logits in place. `checkpointing` plans gradient checkpointing: only each layer's
-// input is kept and one layer's activations are recomputed at a time.
+// input is kept and one layer's activations are recomputed at a time. The reference frees its workspace
+// once its log-probs are out, so the peak is the larger of two moments: the reference forward (weights,
+// the policy's saved activations and logits, grads of an earlier update, the reference workspace) and
+// the backward + optimizer step (weights, grads, optimizer, activations, logits, scratch).
 import { linearModules } from './lora.ts';
 import { backwardScratchSizes, layerActivationSizes, sharedActivationSizes, type BufferLimits } from './memory.ts';
 import { numel, paramSpecs, type ModelConfig } from './config.ts';
@@ -43,7 +46,8 @@ export interface StepPlan {
     reference: number; // the reference forward's workspace
     scratch: number; // backward gradient scratch, LoRA intermediates, the optimizer's θ_old
   };
-  total_bytes: number;
+  total_bytes: number; // the planned peak: max of the two moments below
+  peak: 'reference forward' | 'backward + step' | 'scoring';
   /** Single buffers past a limit: 'does not fit' (maxBufferSize) or 'windowed' (bound in pieces). */
   buffers: { name: string; bytes: number; status: 'does not fit' | 'windowed' }[];
 }
@@ -89,7 +93,11 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
     if (b > o.limits.maxBufferSize) buffers.push({ name, bytes: b, status: 'does not fit' });
     else if (b > o.limits.maxStorageBufferBindingSize) buffers.push({ name, bytes: b, status: 'windowed' });
   }
-  return { params, trainable_params: trainable, rows, bytes, total_bytes: Object.values(bytes).reduce((a, b) => a + b, 0), buffers };
+  const common = bytes.weights + bytes.activations + bytes.logits_chunk;
+  const atReference = common + bytes.grads + bytes.reference;
+  const atStep = common + bytes.grads + bytes.optimizer + bytes.scratch;
+  const peak = o.scoreOnly ? 'scoring' : atReference > atStep ? 'reference forward' : 'backward + step';
+  return { params, trainable_params: trainable, rows, bytes, total_bytes: o.scoreOnly ? common + bytes.scratch : Math.max(atReference, atStep), peak, buffers };
 }
 
 /** The plan as the CLI prints it. */
@@ -99,7 +107,7 @@ export function formatStepPlan(name: string, o: PlanOptions, p: StepPlan): strin
   const lines = [
     `${name}: ${(p.params / 1e6).toFixed(1)}M params, ${what}, batch ${o.B}×${o.T} (prompt ${o.prompt}), ${p.rows} scored rows${o.checkpointing ? ', gradient checkpointing' : ''}`,
     ...Object.entries(p.bytes).map(([k, v]) => `  ${k.padEnd(13)} ${gib(v).padStart(12)}`),
-    `  ${'total'.padEnd(13)} ${gib(p.total_bytes).padStart(12)}`,
+    `  ${'total'.padEnd(13)} ${gib(p.total_bytes).padStart(12)}   (peak at the ${p.peak}; the reference's workspace is freed before the backward)`,
   ];
   for (const b of p.buffers) lines.push(b.status === 'does not fit' ? `  ! ${b.name} is ${gib(b.bytes)} > maxBufferSize ${gib(o.limits.maxBufferSize)}: does not fit` : `  ${b.name} is ${gib(b.bytes)} > maxStorageBufferBindingSize: bound in windows`);
   return lines.join('\n');
