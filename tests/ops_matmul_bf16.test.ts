@@ -1,3 +1,4 @@
+// embedding_forward with a packed bf16 table (WTE_BF16), and
 // matmul_forward / matmul_backward (dinp) with a packed bf16 weight (B_BF16 in shaders/matmul_forward.wgsl)
 // against the float64 twin (src/ref/matmul.ts) on the weight's exact f32 values (bf16ToF32): odd shapes,
 // both layouts, odd element counts (a half-filled last word), bias, accumulation, binding-window splits
@@ -7,7 +8,9 @@
 import { describe, expect, it } from 'vitest';
 import type { Gpu } from '../src/gpu/context.ts';
 import { bf16ToF32 } from '../src/io/safetensors.ts';
+import { embedding_forward } from '../src/kernels/embedding.ts';
 import { matmul_backward, matmul_forward } from '../src/kernels/matmul.ts';
+import { embedding_forward as embRef } from '../src/ref/embedding.ts';
 import { Rng } from '../src/model/rng.ts';
 import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../src/ref/matmul.ts';
 import { expectClose } from './helpers/close.ts';
@@ -93,5 +96,33 @@ describe('matmul with a packed bf16 weight', () => {
     const rec = gpu.recorder('x');
     const args = { out: gpu.createBuffer('o', 4 * 8 * 4), inp: gpu.createBuffer('i', 4 * 9 * 4), M: 4, K: 9, N: 8, weightLayout: 'out_in' as const, weightDtype: 'bf16' as const };
     expect(() => matmul_forward(rec, { ...args, weight: gpu.createBuffer('w', 16) })).toThrow('matmul_forward: weight holds 16 bytes, needs 144 (72 elements)');
+  });
+});
+
+describe('embedding_forward with a packed bf16 table', () => {
+  it('odd C (rows start mid-word), GPT-2 positions, row windows: exactly the twin on the widened values', async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(45);
+    for (const [N, C, V, limit] of [[13, 7, 37, undefined], [29, 33, 501, 4096]] as const) {
+      const bits = bf16(rng, V * C, 1);
+      const P = 11;
+      const wpe = rng.f32(P * C);
+      const ids = Int32Array.from({ length: N }, () => rng.int(0, V - 1));
+      ids[0] = V - 1;
+      const pos = Int32Array.from({ length: N }, () => rng.int(0, P - 1));
+      for (const withPos of [false, true]) {
+        const out = gpu.createBuffer('out', N * C * 4);
+        const rec = gpu.recorder('bf16 embedding');
+        embedding_forward(rec, {
+          out, ids: gpu.upload('ids', ids), wte: gpu.upload('wte', bits), wteDtype: 'bf16', N, C, V, bindingLimit: limit,
+          ...(withPos ? { wpe: gpu.upload('wpe', wpe), positionIds: gpu.upload('pos', pos), P } : {}),
+        });
+        if (limit) expect(rec.kernels.length).toBeGreaterThan(1);
+        await rec.submit();
+        // A gather (+ one f32 add): exact up to the add's rounding.
+        const want = embRef(ids, bf16ToF32(bits), withPos ? wpe : null, withPos ? pos : null, N, C, V, withPos ? P : 0);
+        expectClose(await gpu.readF32(out, N * C), want, { rtol: withPos ? 2 ** -23 : 0, atol: 0, label: `bf16 embedding N=${N} C=${C} V=${V} pos=${withPos}` });
+      }
+    }
   });
 });

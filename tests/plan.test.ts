@@ -32,8 +32,8 @@ describe('step memory plan', () => {
     const [V, C, L] = [151936, 896, 24];
     const norms = L * 2 * C + C;
     const biases = L * (896 + 2 * 128);
-    // Embedding f32 (gathered), norms and biases f32, every other weight bf16, the adapter f32.
-    expect(p.bytes.weights).toBe(V * C * 4 + (p.params - V * C - norms - biases) * 2 + (norms + biases) * 4 + 8798208 * 4);
+    // Norms and biases f32, every 2-D weight (the tied embedding included) bf16, the adapter f32.
+    expect(p.bytes.weights).toBe((p.params - norms - biases) * 2 + (norms + biases) * 4 + 8798208 * 4);
     expect(p.bytes.optimizer).toBe(2 * 8798208 * 4);
     expect(p.bytes.grads).toBe((8798208 + norms) * 4);
     expect(p.rows).toBe(8 * 256);

@@ -91,6 +91,7 @@ export function recordForward(rec: Recorder, ops: LayerOps, ws: Workspace, kv?: 
     out: ws.residIn(0),
     ids: s.ids,
     wte: ops.w(gpt2 ? 'transformer.wte.weight' : 'model.embed_tokens.weight'),
+    wteDtype: ops.dt(gpt2 ? 'transformer.wte.weight' : 'model.embed_tokens.weight'),
     wpe: gpt2 ? ops.w('transformer.wpe.weight') : undefined,
     positionIds: gpt2 ? s.pos : undefined,
     N,

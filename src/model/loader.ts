@@ -21,7 +21,7 @@ export interface LoadOptions {
   onProgress?: (p: LoadProgress) => void;
   /**
    * GPU storage of the weights (CausalLM.from_pretrained): 'f32' (default, trainable) or 'checkpoint', for a
-   * frozen model (a LoRA base, a reference): BF16 linear and lm_head weights stay packed bf16, half the bytes.
+   * frozen model (a LoRA base, a reference): BF16 2-D weights (linear, lm_head, token embedding) stay packed bf16, half the bytes.
    */
   storage?: 'f32' | 'checkpoint';
 }

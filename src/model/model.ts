@@ -18,8 +18,8 @@ import { bf16ToF32 } from '../io/safetensors.ts';
 import type { ModelSource } from './source.ts';
 import { Workspace } from './workspace.ts';
 
-/** Weights only matmuls read (every 2-D weight but the embeddings, which a gather reads): these may stay packed bf16. */
-const isMatmulWeight = (name: string, shape: number[]) => shape.length === 2 && !/(wte|wpe|embed_tokens)\.weight$/.test(name);
+/** Weights the kernels can read packed bf16: every 2-D weight (matmuls, the token embedding's gather) but GPT-2's small wpe. */
+const isPackable = (name: string, shape: number[]) => shape.length === 2 && !name.endsWith('wpe.weight');
 
 /** Norm weights and biases: the only base parameters whose gradient a backward under a LoRA adapter still writes (their kernels need a target). */
 const isNormParam = (name: string) => /(norm|ln_[12f])\.(weight|bias)$/.test(name);
@@ -76,7 +76,7 @@ export class CausalLM {
       const info = await loadCheckpoint(
         source,
         (spec, data, stored) => {
-          const bf16 = opts.storage === 'checkpoint' && stored.dtype === 'BF16' && isMatmulWeight(spec.name, spec.shape);
+          const bf16 = opts.storage === 'checkpoint' && stored.dtype === 'BF16' && isPackable(spec.name, spec.shape);
           params.set(spec.name, bf16 ? { ...spec, dtype: 'bf16', buffer: gpu.upload(spec.name, stored.bytes) } : { ...spec, buffer: gpu.upload(spec.name, data) });
         },
         opts,

@@ -7,8 +7,8 @@
 //
 // What the runtime does, and so what is planned: full fine-tuning keeps f32 weights, grads and AdamW
 // moments of every parameter, and its β > 0 reference is the policy's own pre-step log-probs (no memory);
-// with a LoRA adapter the base is frozen in its checkpoint dtype (bf16 linear / head weights packed, the
-// embedding f32 because a gather reads it; scoring loads the same way), only A and B have f32 grads and moments, norm weights keep a
+// with a LoRA adapter the base is frozen in its checkpoint dtype (bf16 linear, head and embedding weights
+// packed; scoring loads the same way), only A and B have f32 grads and moments, norm weights keep a
 // gradient target, and the reference is the adapter-off view with an inference workspace of its own.
 // dlogits overwrite the logits in place. `checkpointing` plans gradient checkpointing: only each layer's
 // input is kept and one layer's activations are recomputed at a time. The reference frees its workspace
@@ -64,7 +64,7 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
   const params = specs.reduce((s, p) => s + numel(p.shape), 0);
   const lora = o.adapter !== null;
   const frozen = lora || !!o.scoreOnly; // the `score` verb and a LoRA base load with storage 'checkpoint'
-  const packed = (name: string, shape: number[]) => frozen && o.dtype === 'bf16' && shape.length === 2 && !/(wte|wpe|embed_tokens)\.weight$/.test(name);
+  const packed = (name: string, shape: number[]) => frozen && o.dtype === 'bf16' && shape.length === 2 && !name.endsWith('wpe.weight');
   const modules = lora ? linearModules(cfg) : [];
   const r = o.adapter ?? 0;
   const adapterParams = modules.reduce((s, m) => s + r * (m.in + m.out), 0);
