@@ -17,7 +17,8 @@ import { clipCoefFor, Optimizer } from './optimizer.ts';
 import { need, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
 
 /** The loss's inputs over the assembled batch for these logits (policy forward or re-evaluation). */
-function lossInputs(ctx: StageContext, state: StepState, p: PaddedBatch, s: { logits: GPUBuffer; completion_ids: GPUBuffer; completion_mask: GPUBuffer }, old: GPUBuffer | null): GrpoLossInputs {
+function lossInputs(ctx: StageContext, state: StepState, p: PaddedBatch, s: { logits: GPUBuffer | null; completion_ids: GPUBuffer; completion_mask: GPUBuffer }, old: GPUBuffer | null): GrpoLossInputs {
+  if (!s.logits) throw new Error('the loss needs the full logits: score the policy with save');
   return {
     B: p.B, T: p.C, V: ctx.opts.policy.config.vocab_size, logits: s.logits,
     completion_ids: s.completion_ids, completion_mask: s.completion_mask, advantages: need(state, 'assemble').device.advantages,

@@ -40,10 +40,13 @@ export interface ForwardOptions {
    * head scores only each row's last position (next-token logits, rows = B). No backward.
    */
   kvCache?: KVCache;
+  /** Stop before the head: no (rows, V) logits buffer; the caller runs CausalLM.head on row chunks of `hidden`. Not with save. */
+  headless?: boolean;
 }
 
 export interface ForwardResult {
-  logits: GPUBuffer; // (rows, V), overwritten by the next forward
+  logits: GPUBuffer; // (rows, V), overwritten by the next forward (headless: an empty placeholder)
+  hidden: GPUBuffer; // (rows, C) the head's input (final-norm rows the head scores)
   rows: number; // B·T, or B·logits_to_keep
   V: number;
   B: number;
@@ -112,9 +115,15 @@ export function recordForward(rec: Recorder, ops: LayerOps, ws: Workspace, kv?: 
     headIn = s.lnf_kept;
   }
   const rows = ws.rows;
-  const head = lmHeadName(cfg);
-  matmul_forward(rec, { out: s.logits, inp: headIn, weight: ops.w(head), M: rows, K: C, N: V, weightLayout: 'out_in', weightDtype: ops.dt(head) });
-  return { logits: s.logits, rows, V, B, T };
+  if (!ws.headless) recordHead(rec, ops, s.logits, headIn, rows);
+  return { logits: s.logits, hidden: headIn, rows, V, B, T };
+}
+
+/** logits (rows, V) = hidden (rows, C) · headᵀ: the LM head, also run by chunked scoring on a few rows at a time. */
+export function recordHead(rec: Recorder, ops: LayerOps, logits: GPUBuffer, hidden: GPUBuffer, rows: number): void {
+  const { hidden_size: C, vocab_size: V } = ops.config;
+  const head = lmHeadName(ops.config);
+  matmul_forward(rec, { out: logits, inp: hidden, weight: ops.w(head), M: rows, K: C, N: V, weightLayout: 'out_in', weightDtype: ops.dt(head) });
 }
 
 /** Layer l's forward from ws.residIn(l); recordBackward re-runs it under gradient checkpointing. */

@@ -10,7 +10,7 @@
 import type { Gpu, Recorder } from '../gpu/context.ts';
 import { recordBackward } from './backward.ts';
 import { numel, paramGroups, paramSpecs, type ModelConfig, type ParamGroup } from './config.ts';
-import { checkInputs, recordForward, type ForwardInputs, type ForwardOptions, type ForwardResult } from './forward.ts';
+import { checkInputs, recordForward, recordHead, type ForwardInputs, type ForwardOptions, type ForwardResult } from './forward.ts';
 import { LayerOps, type Param } from './layer_ops.ts';
 import { loadCheckpoint, type CheckpointInfo, type LoadOptions } from './loader.ts';
 import type { LoraAdapter } from './lora_adapter.ts';
@@ -104,10 +104,10 @@ export class CausalLM {
     return paramGroups(this.config);
   }
 
-  private workspace(B: number, T: number, keep: number, save: boolean): Workspace {
-    if (!this.ws?.matches(B, T, keep, save, this.checkpointing)) {
+  private workspace(B: number, T: number, keep: number, save: boolean, headless: boolean): Workspace {
+    if (!this.ws?.matches(B, T, keep, save, this.checkpointing, headless)) {
       this.ws?.destroy();
-      this.ws = new Workspace(this.gpu, this.config, B, T, keep, save, save && this.checkpointing);
+      this.ws = new Workspace(this.gpu, this.config, B, T, keep, save, save && this.checkpointing, headless);
     }
     return this.ws;
   }
@@ -120,11 +120,12 @@ export class CausalLM {
     const cfg = this.config;
     const cache = opts.kvCache;
     if (cache && (opts.save || opts.logits_to_keep !== undefined)) throw new RangeError('forward: kvCache cannot be combined with save or logits_to_keep');
+    if (opts.headless && (opts.save || cache)) throw new RangeError('forward: headless cannot be combined with save or kvCache');
     if (cache && cache.B !== x.B) throw new RangeError(`forward: kvCache holds ${cache.B} rows, input has B = ${x.B}`);
     const keep = cache ? 1 : (opts.logits_to_keep ?? 0);
     checkInputs(cfg, x, cache ? 0 : keep);
     const { B, T } = x;
-    const ws = this.workspace(B, T, keep, opts.save ?? false);
+    const ws = this.workspace(B, T, keep, opts.save ?? false, opts.headless ?? false);
     const s = ws.shared;
     this.gpu.write(s.ids, x.input_ids);
     this.gpu.write(s.mask, x.attention_mask);
@@ -133,6 +134,11 @@ export class CausalLM {
     const out = recordForward(rec, this.ops, ws, kv);
     this.forwarded = true;
     return out;
+  }
+
+  /** Records the LM head on `rows` rows: logits (rows, V) = hidden (rows, C) · headᵀ (after a headless forward). */
+  head(rec: Recorder, logits: GPUBuffer, hidden: GPUBuffer, rows: number): void {
+    recordHead(rec, this.ops, logits, hidden, rows);
   }
 
   /** Frees the activation workspace (the next forward allocates it again); a backward then needs a new forward. */

@@ -10,7 +10,9 @@
 // with a LoRA adapter the base is frozen in its checkpoint dtype (bf16 linear, head and embedding weights
 // packed; scoring loads the same way), only A and B have f32 grads and moments, norm weights keep a
 // gradient target, and the reference is the adapter-off view with an inference workspace of its own.
-// dlogits overwrite the logits in place. `checkpointing` plans gradient checkpointing: only each layer's
+// dlogits overwrite the logits in place. Scoring without a backward (the reference, the `score` verb)
+// runs the head in row chunks (src/model/score.ts): one chunk of logits, as many rows as one storage
+// binding holds, never (rows, V). `checkpointing` plans gradient checkpointing: only each layer's
 // input is kept and one layer's activations are recomputed at a time. The reference frees its workspace
 // once its log-probs are out, so the peak is the larger of two moments: the reference forward (weights,
 // the policy's saved activations and logits, grads of an earlier update, the reference workspace) and
@@ -18,6 +20,7 @@
 import { linearModules } from './lora.ts';
 import { backwardScratchSizes, layerActivationSizes, sharedActivationSizes, type BufferLimits } from './memory.ts';
 import { numel, paramSpecs, type ModelConfig } from './config.ts';
+import { logitsChunkRows } from './score.ts';
 
 export interface PlanOptions {
   B: number; // rows (prompts × generations)
@@ -42,7 +45,7 @@ export interface StepPlan {
     grads: number;
     optimizer: number; // AdamW exp_avg + exp_avg_sq
     activations: number; // saved for the backward (or one layer's set when scoring)
-    logits_chunk: number; // (rows, V) f32: the runtime does not chunk the head yet
+    logits_chunk: number; // the policy's (rows, V) f32 logits (kept for the in-place dlogits); scoring: one chunk
     reference: number; // the reference forward's workspace
     scratch: number; // backward gradient scratch, LoRA intermediates, the optimizer's θ_old
   };
@@ -73,6 +76,9 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
 
   const layer = sum(layerActivationSizes(cfg, B, T));
   const { logits, ...shared } = sharedActivationSizes(cfg, B, T, C);
+  // A chunked scoring pass: the chunk's logits, hidden rows, ids / mask / log-prob / entropy (score.ts).
+  const R = logitsChunkRows(cfg.vocab_size, rows, o.limits.maxStorageBufferBindingSize);
+  const chunk = R * (cfg.vocab_size + cfg.hidden_size + 6);
   const N = B * T;
   const saved = o.scoreOnly ? layer : o.checkpointing ? cfg.num_hidden_layers * N * cfg.hidden_size + layer - N * cfg.hidden_size : cfg.num_hidden_layers * layer;
   const loraScratch = 2 * N * r * modules.length; // u and du per adapted module
@@ -83,8 +89,8 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
     grads: o.scoreOnly ? 0 : (lora ? adapterParams + normParams : params) * F,
     optimizer: o.scoreOnly ? 0 : 2 * trainable * F,
     activations: (saved + sum(shared)) * F,
-    logits_chunk: logits * F,
-    reference: lora && !o.scoreOnly ? (layer + sum(shared) + logits) * F : 0,
+    logits_chunk: (o.scoreOnly ? chunk : logits) * F,
+    reference: lora && !o.scoreOnly ? (layer + sum(shared) + chunk) * F : 0,
     scratch: o.scoreOnly ? loraScratch * F : (sum(backwardScratchSizes(cfg, B, T, C)) + loraScratch + thetaOld) * F,
   };
   const att = B * cfg.num_attention_heads * T * T * F;

@@ -24,8 +24,9 @@ export class Workspace {
     readonly keep: number, // 0: every row
     readonly save: boolean,
     readonly checkpoint = false, // with save: per-layer inputs only, one shared set recomputed in the backward
+    readonly headless = false, // no (rows, V) logits: the caller runs the head in row chunks
   ) {
-    this.shared = this.alloc('shared', sharedActivationSizes(cfg, B, T, keep));
+    this.shared = this.alloc('shared', sharedActivationSizes(cfg, B, T, keep, headless));
     const { resid, ...rest } = layerActivationSizes(cfg, B, T);
     if (save && checkpoint) {
       const one = this.alloc('layer', rest);
@@ -68,8 +69,8 @@ export class Workspace {
     return l % 2 === 0 ? this.shared.resid_out : this.layers[0].resid;
   }
 
-  matches(B: number, T: number, keep: number, save: boolean, checkpoint: boolean): boolean {
-    return this.B === B && this.T === T && this.keep === keep && this.save === save && this.checkpoint === (save && checkpoint);
+  matches(B: number, T: number, keep: number, save: boolean, checkpoint: boolean, headless: boolean): boolean {
+    return this.B === B && this.T === T && this.keep === keep && this.save === save && this.checkpoint === (save && checkpoint) && this.headless === headless;
   }
 
   destroy(): void {
