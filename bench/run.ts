@@ -13,6 +13,7 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   step: () => import('./step.ts'),
   sample: () => import('./sample.ts'),
   plan: () => import('./plan.ts'),
+  import: () => import('./import.ts'),
 };
 
 function table(rows: Row[]): string {

@@ -68,3 +68,38 @@ describe('golden advantages from the stored rewards', () => {
     });
   }
 });
+
+describe('computeAdvantages with group labels', () => {
+  it('property: shuffling rows together with their labels shuffles the advantages the same way', async () => {
+    const fc = (await import('fast-check')).default;
+    const { groupRows } = await import('../src/grpo/advantages.ts');
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 5 }), // G
+        fc.integer({ min: 1, max: 6 }), // groups
+        fc.constantFrom('group', 'batch', 'none' as const),
+        fc.constantFrom('trl', 'verl' as const),
+        fc.array(fc.double({ min: -5, max: 5, noNaN: true }), { minLength: 30, maxLength: 30 }),
+        fc.array(fc.nat(), { minLength: 30, maxLength: 30 }),
+        (G, n, scale, estimator, values, keys) => {
+          const B = G * n;
+          const rewards = values.slice(0, B);
+          const consecutive = computeAdvantages(rewards, { num_generations: G, scale_rewards: scale, estimator }).advantages;
+          // A random permutation (verl's _balance_batch), labels carried along with their rows.
+          const perm = keys.slice(0, B).map((k, i) => [k, i]).sort((a, b) => a[0] - b[0] || a[1] - b[1]).map(([, i]) => i);
+          const shuffled = perm.map((i) => rewards[i]);
+          const labels = perm.map((i) => Math.floor(i / G) * 7 + 3); // arbitrary integers, not 0..n−1
+          const got = computeAdvantages(shuffled, { num_generations: G, scale_rewards: scale, estimator, groups: groupRows(B, G, labels).rows }).advantages;
+          perm.forEach((i, k) => expect(Math.abs(got[k] - consecutive[i])).toBeLessThanOrEqual(1e-12 * (1 + Math.abs(consecutive[i]))));
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('groupRows: labels in order of first appearance; a group with fewer than G rows is incomplete', async () => {
+    const { groupRows } = await import('../src/grpo/advantages.ts');
+    expect(groupRows(6, 4, [1, 1, 2, 2, 2, 2])).toEqual({ rows: [[0, 1], [2, 3, 4, 5]], complete: [false, true] });
+    expect(groupRows(5, 2)).toEqual({ rows: [[0, 1], [2, 3], [4]], complete: [true, true, false] });
+  });
+});

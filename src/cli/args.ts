@@ -2,6 +2,8 @@
 // input / output plumbing every verb repeats (read an input file, write the JSON result).
 // Bad input raises CliError, which main() turns into a one-line reason and exit code 2.
 import { readFileSync, writeFileSync } from 'node:fs';
+import { importBatch, type ImportOptions, type ImportResult } from '../io/formats/index.ts';
+import type { Tokenizer } from '../tokenize/tokenizer.ts';
 
 export class CliError extends Error {
   constructor(message: string) {
@@ -55,7 +57,7 @@ export function modelBatchArgs(
   const args = parseArgs(argv, { values: ['model', 'batch', 'ref-model', 'out', ...(more.values ?? [])], switches: more.switches });
   const model = flag(args, 'model');
   const batch = flag(args, 'batch');
-  if (!model || !batch) throw new CliError(`${verb} needs --model DIR and --batch BATCH.json`);
+  if (!model || !batch) throw new CliError(`${verb} needs --model DIR and --batch BATCH (grpo-batch/v1 JSON, or a TRL / verl / OpenRLHF / prime-rl dump)`);
   if (args.positional.length) throw new CliError(`unexpected argument "${args.positional[0]}"`);
   return { model, batch, refModel: flag(args, 'ref-model'), out: flag(args, 'out'), args };
 }
@@ -67,6 +69,32 @@ export function readInput(path: string): Uint8Array {
     return new Uint8Array(readFileSync(path));
   } catch (e) {
     throw new CliError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+}
+
+/**
+ * One batch from one or more files of any supported format (grpo-batch/v1, TRL, verl, OpenRLHF,
+ * prime-rl), merged in order when several (the ranks or experiences of one step).
+ */
+export function readBatchFiles(paths: string[], opts: ImportOptions = {}): ImportResult {
+  return importBatch(paths.map((name) => ({ name, bytes: readInput(name) })), opts);
+}
+
+/** pad / EOS ids of a loaded tokenizer, for formats that do not carry them (prime-rl). */
+export function tokenizerIds(tok: Tokenizer | undefined): ImportOptions {
+  if (!tok) return {};
+  return { pad_token_id: tok.pad_token_id ?? tok.eos_token_id, eos_token_ids: tok.eos_token_id === undefined ? undefined : [tok.eos_token_id] };
+}
+
+/** Loads --tokenizer DIR when given; a bad folder is a CliError naming it. */
+export async function tokenizerFlag(args: ParsedArgs): Promise<Tokenizer | undefined> {
+  const dir = flag(args, 'tokenizer');
+  if (!dir) return undefined;
+  const { loadTokenizerDir } = await import('../tokenize/node.ts');
+  try {
+    return await loadTokenizerDir(dir);
+  } catch (e) {
+    throw new CliError(`--tokenizer ${dir}: ${(e as Error).message.split('\n')[0]}`);
   }
 }
 

@@ -1,10 +1,11 @@
-// `grpo-studio doctor BATCH.json [--tokenizer DIR] [--json]`: check a grpo-batch/v1 batch and print the
-// findings grouped by severity. Exit 1 if any error, 0 otherwise; an unreadable file or tokenizer folder
-// is exit 2 with one line (BatchFormatError / CliError, mapped in main.ts).
-import { CliError, flag, parseArgs, readInput } from './args.ts';
-import { parseBatch } from '../io/batch.ts';
+// `grpo-studio doctor BATCH... [--tokenizer DIR] [--json]`: check a batch in any supported format
+// (grpo-batch/v1, TRL, verl, OpenRLHF, prime-rl; several files of one step are merged) and print the
+// findings grouped by severity, after the detected format and the reader's notes. Exit 1 if any error,
+// 0 otherwise; an unreadable file or tokenizer folder is exit 2 with one line (BatchFormatError /
+// CliError, mapped in main.ts).
+import { CliError, parseArgs, readBatchFiles, tokenizerFlag, tokenizerIds } from './args.ts';
 import { diagnose, type DoctorReport, type Finding, type Severity } from '../doctor/index.ts';
-import type { Tokenizer } from '../tokenize/tokenizer.ts';
+import type { ImportResult } from '../io/formats/index.ts';
 
 /** Human output shows this many findings per rule and severity; --json always has all of them. */
 const MAX_PER_RULE = 10;
@@ -16,7 +17,7 @@ function formatFinding(f: Finding): string {
   return `  [${f.rule}]${where} ${f.message}\n      hint: ${f.hint}`;
 }
 
-function formatReport(report: DoctorReport, source: string): string {
+function formatReport(report: DoctorReport, source: string, imported: ImportResult): string {
   const lines: string[] = [];
   for (const sev of ['error', 'warning', 'info'] as Severity[]) {
     const fs = report.findings.filter((f) => f.severity === sev);
@@ -34,6 +35,8 @@ function formatReport(report: DoctorReport, source: string): string {
     lines.push('SKIPPED');
     for (const s of report.skipped) lines.push(`  [${s.rule}] ${s.reason}`);
   }
+  if (imported.format !== 'grpo-batch') lines.unshift(`${source}: ${imported.trainer} (${imported.format}) → grpo-batch/v1`, ...imported.notes.map((n) => `  note: ${n}`));
+  if (imported.unknownKeys.length) lines.push(`UNKNOWN KEYS (not read): ${imported.unknownKeys.join(', ')}`);
   const { error, warning, info } = report.counts;
   lines.push(`${source}: ${error} error(s), ${warning} warning(s), ${info} info`);
   return lines.join('\n');
@@ -41,21 +44,14 @@ function formatReport(report: DoctorReport, source: string): string {
 
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, { values: ['tokenizer'], switches: ['json'] });
-  if (args.positional.length !== 1) throw new CliError('usage: grpo-studio doctor BATCH.json [--tokenizer DIR] [--json]');
-  const file = args.positional[0];
-  const batch = parseBatch(new TextDecoder().decode(readInput(file)), file);
-  let tokenizer: Tokenizer | undefined;
-  const dir = flag(args, 'tokenizer');
-  if (dir) {
-    const { loadTokenizerDir } = await import('../tokenize/node.ts');
-    try {
-      tokenizer = await loadTokenizerDir(dir);
-    } catch (e) {
-      throw new CliError(`--tokenizer ${dir}: ${(e as Error).message.split('\n')[0]}`);
-    }
-  }
-  const report = diagnose(batch, { tokenizer });
-  if (args.flags.has('json')) console.log(JSON.stringify({ findings: report.findings, skipped: report.skipped, counts: report.counts, groups: report.groups }, null, 1));
-  else console.log(formatReport(report, file));
+  if (args.positional.length === 0) throw new CliError('usage: grpo-studio doctor BATCH... [--tokenizer DIR] [--json]');
+  const tokenizer = await tokenizerFlag(args);
+  const imported = readBatchFiles(args.positional, tokenizerIds(tokenizer));
+  const report = diagnose(imported.batch, { tokenizer });
+  const source = args.positional.join(' + ');
+  if (args.flags.has('json')) {
+    const { format, trainer, unknownKeys, notes } = imported;
+    console.log(JSON.stringify({ format, trainer, unknownKeys, notes, findings: report.findings, skipped: report.skipped, counts: report.counts, groups: report.groups }, null, 1));
+  } else console.log(formatReport(report, source, imported));
   return report.counts.error > 0 ? 1 : 0;
 }

@@ -6,7 +6,8 @@ type Verb = { summary: string; load: () => Promise<{ run(argv: string[]): Promis
 
 const VERBS: Record<string, Verb> = {
   loss: { summary: 'loss CASE.safetensors [--out RESULT.json]   run the GRPO loss kernels on a loss case', load: () => import('./loss.ts') },
-  doctor: { summary: 'doctor BATCH.json [--tokenizer DIR] [--json]   check a grpo-batch/v1 batch', load: () => import('./doctor.ts') },
+  doctor: { summary: 'doctor BATCH... [--tokenizer DIR] [--json]   check a batch (grpo-batch/v1, TRL, verl, OpenRLHF, prime-rl)', load: () => import('./doctor.ts') },
+  convert: { summary: 'convert IN... [--out batch.json] [--tokenizer DIR]   write grpo-batch/v1 from a TRL / verl / OpenRLHF / prime-rl dump', load: () => import('./convert.ts') },
   score: { summary: 'score --model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]   re-score a batch', load: () => import('./score.ts') },
   plan: { summary: 'plan --model DIR_OR_CONFIG --batch BxT [--prompt P] [--adapter R] [--checkpointing] [--score] [--json]   memory plan of one step', load: () => import('./plan.ts') },
   step: { summary: 'step --model DIR --batch BATCH.json [--ref-model DIR] [--adapter DIR [--ref-adapter] [--save-adapter DIR]] [--checkpointing] [--out RESULT.json]   one GRPO update', load: () => import('./step.ts') },

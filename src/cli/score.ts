@@ -1,17 +1,16 @@
 // `grpo-studio score --model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]`: re-scores a
-// grpo-batch/v1 batch with the policy (and the reference, when given) on the GPU and writes
+// batch in any supported format (grpo-batch/v1, TRL, verl, OpenRLHF, prime-rl: src/io/formats) with the policy (and the reference, when given) on the GPU and writes
 // {per_token_logps, per_token_entropy, ref_per_token_logps, per_token_kl, adapter} as JSON, each
 // per-token array ragged like the batch's completion_ids. Temperature, KL estimator and position_ids
 // style ("from_attention_mask", HF generate's, or "arange") come from the batch's `config`.
 import { nodeGpu } from '../gpu/node.ts';
 import { checkScorable, padBatch, raggedFromPadded } from '../grpo/batch.ts';
-import { parseBatch } from '../io/batch.ts';
 import { kl_forward } from '../kernels/kl.ts';
 import { CausalLM } from '../model/model.ts';
 import { score_completions } from '../model/score.ts';
 import { openModelSource } from '../model/source_node.ts';
 import type { KlEstimator } from '../kernels/types.ts';
-import { CliError, modelBatchArgs, readInput, writeResult } from './args.ts';
+import { CliError, modelBatchArgs, readBatchFiles, writeResult } from './args.ts';
 
 export interface ScoreResult {
   per_token_logps: number[][];
@@ -23,7 +22,7 @@ export interface ScoreResult {
 
 export async function run(argv: string[]): Promise<number> {
   const { model: modelPath, batch: batchPath, refModel: refPath, out } = modelBatchArgs(argv, 'score');
-  const batch = parseBatch(new TextDecoder().decode(readInput(batchPath)), batchPath);
+  const { batch } = readBatchFiles([batchPath]);
   const padded = padBatch(batch);
   const temperature = batch.config?.temperature ?? 1;
   const estimator: KlEstimator = batch.config?.kl_estimator ?? 'k3';

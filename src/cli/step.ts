@@ -1,6 +1,6 @@
 // `grpo-studio step --model DIR --batch BATCH.json [--ref-model DIR] [--adapter DIR [--ref-adapter]
-// [--save-adapter DIR]] [--out RESULT.json]`: one GRPO update
-// on a grpo-batch/v1 batch with the step pipeline (src/grpo/step.ts): policy forward, reference forward,
+// [--save-adapter DIR]] [--checkpointing] [--out RESULT.json]`: one GRPO update
+// on a batch in any supported format (src/io/formats) with the step pipeline (src/grpo/step.ts): policy forward, reference forward,
 // loss, backward, clipped optimizer step and re-evaluation, configured by the batch's `config` (loss_type,
 // beta, epsilon, epsilon_high, delta, temperature, kl_estimator, importance_sampling_level, optimizer
 // {name, lr, betas, eps, weight_decay}, max_grad_norm, position_ids). Without --ref-model and with β > 0
@@ -19,12 +19,11 @@ import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
 import type { StageData } from '../grpo/step_types.ts';
-import { parseBatch } from '../io/batch.ts';
 import { loadLoraAdapter, saveLoraAdapter } from '../model/lora.ts';
 import { LoraAdapter } from '../model/lora_adapter.ts';
 import { CausalLM } from '../model/model.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { CliError, flag, modelBatchArgs, readInput, writeResult } from './args.ts';
+import { CliError, flag, modelBatchArgs, readBatchFiles, writeResult } from './args.ts';
 
 export interface StepCliResult {
   per_token_logps: number[][];
@@ -65,7 +64,7 @@ export async function run(argv: string[]): Promise<number> {
   const refAdapter = args.flags.has('ref-adapter');
   if ((saveAdapter || refAdapter) && !adapterPath) throw new CliError(`--${saveAdapter ? 'save-adapter' : 'ref-adapter'} needs --adapter DIR`);
   if (refAdapter && refPath) throw new CliError('--ref-adapter and --ref-model both name the reference: give one');
-  const batch = parseBatch(new TextDecoder().decode(readInput(batchPath)), batchPath);
+  const { batch } = readBatchFiles([batchPath]);
   const C = Math.max(0, ...batch.completion_ids.map((r) => r.length));
   const cfg = config(batch.config, C, batchPath);
 

@@ -1,12 +1,12 @@
 // The Doctor: runs every rule of the registry over a grpo-batch/v1 batch and returns the findings sorted
 // by severity, the rules it had to skip (and why), and per-group reward statistics. It never throws on a
 // parsed batch: a rule that fails is reported as skipped with its error.
-import { computeAdvantages } from '../grpo/advantages.ts';
+import { computeAdvantages, groupRows } from '../grpo/advantages.ts';
 import { firstEos } from '../grpo/batch.ts';
 import { scaleRewardsOf, type GrpoBatch } from '../io/batch.ts';
 import { validateBatch } from '../io/validate.ts';
 import { RULES } from './rules.ts';
-import { batchRewards, groupable } from './rewards.ts';
+import { batchRewards, perSample } from './rewards.ts';
 import type { DoctorContext, DoctorOptions, DoctorReport, Finding, Severity } from './types.ts';
 
 export type { DoctorOptions, DoctorReport, Finding, RuleInfo, Severity } from './types.ts';
@@ -27,6 +27,7 @@ function context(batch: GrpoBatch, options: DoctorOptions): DoctorContext {
   return {
     batch, B: batch.completion_ids.length, G: batch.num_generations, pad, eos, padIsEos: eos.has(pad),
     firstEos: firsts, realEnd, scaleRewards: scaleRewardsOf(batch.config), options,
+    groups: groupRows(batch.completion_ids.length, Math.max(1, batch.num_generations), batch.group_ids?.length === batch.completion_ids.length ? batch.group_ids : undefined),
   };
 }
 
@@ -45,7 +46,7 @@ export function diagnose(batch: GrpoBatch, options: DoctorOptions = {}): DoctorR
   }
   findings.sort((a, b) => ORDER[a.severity] - ORDER[b.severity]);
   const rewards = batchRewards(batch);
-  const groups = groupable(rewards, ctx.B, ctx.G) ? computeAdvantages(rewards!, { num_generations: ctx.G, scale_rewards: ctx.scaleRewards }).groups : undefined;
+  const groups = perSample(rewards, ctx.B) ? computeAdvantages(rewards, { num_generations: ctx.G, scale_rewards: ctx.scaleRewards, groups: ctx.groups.rows }).groups : undefined;
   const counts = { error: 0, warning: 0, info: 0 };
   for (const f of findings) counts[f.severity]++;
   return { findings, skipped, groups, counts };

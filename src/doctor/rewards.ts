@@ -9,7 +9,12 @@ export function batchRewards(batch: GrpoBatch): ArrayLike<number> | undefined {
   return undefined;
 }
 
-/** Whether rewards/advantages can be grouped: B a multiple of G and one value per sample. */
-export function groupable(values: ArrayLike<number> | undefined, B: number, G: number): boolean {
-  return !!values && values.length === B && B > 0 && B % G === 0;
+/** Whether a per-sample field has one value per sample. */
+export function perSample(values: ArrayLike<number> | undefined, B: number): values is ArrayLike<number> {
+  return !!values && values.length === B && B > 0;
+}
+
+/** A group as the report names it: its label when the batch has group_ids, else its index. */
+export function groupName(batch: GrpoBatch, rows: readonly number[], g: number): number {
+  return batch.group_ids?.[rows[0]] ?? g;
 }

@@ -43,6 +43,8 @@ export interface DoctorContext {
   /** Per completion row: end (exclusive) of the real tokens: first EOS + 1, else before trailing pads. */
   realEnd: number[];
   scaleRewards: ScaleRewards;
+  /** Rows of each group (group_ids, else G consecutive rows) and whether it holds all G rows. */
+  groups: { rows: number[][]; complete: boolean[] };
   options: DoctorOptions;
 }
 

@@ -13,6 +13,8 @@ export interface AdvantageOptions {
   num_generations: number;
   scale_rewards?: ScaleRewards; // default "group"
   estimator?: AdvantageEstimator; // default "trl"
+  /** Rows of each group (from group labels); default: groups of num_generations consecutive rows. */
+  groups?: readonly (readonly number[])[];
 }
 
 export interface GroupStats {
@@ -51,39 +53,65 @@ export function combineRewards(rewardsPerFunc: readonly (readonly number[])[], w
   return out;
 }
 
-function meanStd(xs: ArrayLike<number>, lo: number, hi: number): { mean: number; std: number } {
-  const n = hi - lo;
+function meanStd(xs: ArrayLike<number>, rows: readonly number[]): { mean: number; std: number } {
+  const n = rows.length;
   let sum = 0;
-  for (let i = lo; i < hi; i++) sum += xs[i];
+  for (const i of rows) sum += xs[i];
   const mean = sum / n;
   let ss = 0;
-  for (let i = lo; i < hi; i++) ss += (xs[i] - mean) ** 2;
+  for (const i of rows) ss += (xs[i] - mean) ** 2;
   return { mean, std: n > 1 ? Math.sqrt(ss / (n - 1)) : 0 }; // Bessel; one sample: 0, as TRL
 }
 
+const range = (lo: number, hi: number) => Array.from({ length: hi - lo }, (_, k) => lo + k);
+
 /**
- * Advantages for B = rewards.length samples, groups of num_generations consecutive rows.
- * Throws RangeError if B is not a multiple of G (the Doctor reports that case before calling).
+ * The rows of each group: from group labels (groups in order of first appearance, rows in batch order),
+ * else ⌊i / G⌋. `complete` says whether the group holds all G of its rows (a rank's slice may not).
+ */
+export function groupRows(B: number, G: number, groupIds?: readonly number[]): { rows: number[][]; complete: boolean[] } {
+  const rows: number[][] = [];
+  if (groupIds) {
+    const at = new Map<number, number>();
+    groupIds.forEach((g, i) => {
+      if (!at.has(g)) at.set(g, rows.push([]) - 1);
+      rows[at.get(g)!].push(i);
+    });
+  } else {
+    for (let g = 0; g * G < B; g++) rows.push(range(g * G, Math.min(B, (g + 1) * G)));
+  }
+  return { rows, complete: rows.map((r) => r.length === G) };
+}
+
+/**
+ * Advantages for B = rewards.length samples, in groups of num_generations consecutive rows or the given
+ * `groups`. Throws RangeError if B is not a multiple of G without explicit groups (the Doctor reports that
+ * case before calling).
  */
 export function computeAdvantages(rewards: ArrayLike<number>, opts: AdvantageOptions): AdvantageResult {
   const G = opts.num_generations;
   const B = rewards.length;
-  if (G < 1 || B % G !== 0) throw new RangeError(`computeAdvantages: ${B} rewards is not a multiple of num_generations = ${G}`);
+  if (!opts.groups && (G < 1 || B % G !== 0)) throw new RangeError(`computeAdvantages: ${B} rewards is not a multiple of num_generations = ${G}`);
+  const rowsOf = opts.groups ?? groupRows(B, G).rows;
   const scale = opts.scale_rewards ?? 'group';
   const estimator = opts.estimator ?? 'trl';
   const eps = ADVANTAGE_EPSILON[estimator];
   const advantages = new Float64Array(B);
   const groups: GroupStats[] = [];
-  for (let g = 0; g < B / G; g++) {
-    let { mean, std } = meanStd(rewards, g * G, (g + 1) * G);
-    if (estimator === 'verl' && G === 1) [mean, std] = [0, 1];
+  const groupOf = new Int32Array(B);
+  rowsOf.forEach((rows, g) => {
+    let { mean, std } = meanStd(rewards, rows);
+    if (estimator === 'verl' && rows.length === 1) [mean, std] = [0, 1];
     groups.push({ group: g, mean, std, zero_std: Math.abs(std) <= ZERO_STD_ATOL });
-    for (let i = g * G; i < (g + 1) * G; i++) advantages[i] = rewards[i] - mean;
-  }
+    for (const i of rows) {
+      advantages[i] = rewards[i] - mean;
+      groupOf[i] = g;
+    }
+  });
   let batch_std: number | undefined;
   if (scale !== 'none') {
-    if (scale === 'batch') batch_std = meanStd(rewards, 0, B).std;
-    for (let i = 0; i < B; i++) advantages[i] /= (batch_std ?? groups[Math.floor(i / G)].std) + eps;
+    if (scale === 'batch') batch_std = meanStd(rewards, range(0, B)).std;
+    for (let i = 0; i < B; i++) advantages[i] /= (batch_std ?? groups[groupOf[i]].std) + eps;
   }
   return { advantages, groups, batch_std, epsilon: eps };
 }

@@ -8,7 +8,7 @@ import { combineRewards } from './advantages.ts';
 /** What a reward function sees for one sample. */
 export interface RewardSample {
   index: number; // sample i (row of the batch)
-  group: number; // ⌊i / G⌋
+  group: number; // ⌊i / G⌋, or the batch's group label (group_ids)
   prompt: string; // rendered prompt text (chat template applied)
   completion: string; // decoded completion text, special tokens skipped (TRL's skip_special_tokens=True)
   answer: string; // the prompt's reference answer ('' if none)

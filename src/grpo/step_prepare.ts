@@ -3,8 +3,8 @@
 // grpo-batch/v1 batch, render / sample / reward are skipped and say so.
 import { BatchFormatError, type GrpoBatch } from '../io/batch.ts';
 import { generate } from '../model/generate.ts';
-import { computeAdvantages } from './advantages.ts';
-import { assembleBatch, checkScorable, padBatch } from './batch.ts';
+import { computeAdvantages, groupRows } from './advantages.ts';
+import { assembleBatch, checkScorable, padBatch, type PaddedBatch } from './batch.ts';
 import { scoreRewards } from './rewards.ts';
 import { batchConfigOf } from './step_config.ts';
 import { need, type PromptSource, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
@@ -74,11 +74,24 @@ export async function advantages(ctx: StageContext, state: StepState): Promise<S
   const rewards = src.kind === 'batch' ? src.batch.rewards : need(state, 'reward').data.rewards;
   if (!rewards) throw new BatchFormatError('the batch has neither "advantages" nor "rewards": nothing to take a step on');
   const G = src.kind === 'batch' ? src.batch.num_generations : src.generation.num_generations;
-  const a = computeAdvantages(rewards, { num_generations: G, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator });
+  // Labelled groups (verl uid, a rank's slice): a group missing rows had its mean/std over rows we lack.
+  const labels = src.kind === 'batch' ? src.batch.group_ids : undefined;
+  const groups = labels && groupRows(rewards.length, G, labels);
+  const partial = groups ? groups.complete.indexOf(false) : -1;
+  if (groups && partial >= 0) throw new BatchFormatError(`group_ids: group ${labels![groups.rows[partial][0]]} has ${groups.rows[partial].length} of its ${G} rows here, so its advantages cannot be recomputed from rewards; include "advantages" or merge the slices`);
+  const a = computeAdvantages(rewards, { num_generations: G, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator, groups: groups?.rows });
   return { data: { advantages: Array.from(a.advantages), groups: a.groups, from: 'rewards' } };
 }
 
-/** The padded batch the model scores; advantages and old log-probs go to the GPU once, here. */
+/** TRL's loss mask: completion_mask · tool_mask (tool_mask absent = all 1). */
+export function lossMaskOf(p: PaddedBatch): Int32Array {
+  if (!p.tool_mask) return p.completion_mask;
+  const out = new Int32Array(p.completion_mask.length); // (B, C)
+  for (let i = 0; i < out.length; i++) out[i] = p.completion_mask[i] * p.tool_mask[i];
+  return out;
+}
+
+/** The padded batch the model scores; advantages, old log-probs and the loss mask go to the GPU once, here. */
 export async function assemble(ctx: StageContext, state: StepState): Promise<StageOutput<'assemble'>> {
   const src = ctx.opts.source;
   const { policy, config } = ctx.opts;
@@ -117,6 +130,8 @@ export async function assemble(ctx: StageContext, state: StepState): Promise<Sta
   const device = {
     advantages: ctx.own(gpu.upload('advantages', Float32Array.from(adv))), // (B)
     old_per_token_logps: padded.old_per_token_logps ? ctx.own(gpu.upload('old_per_token_logps', padded.old_per_token_logps)) : null, // (B, C)
+    // Tool-output tokens are attended to (attention_mask keeps completion_mask) but not trained on.
+    loss_mask: padded.tool_mask ? ctx.own(gpu.upload('loss_mask', lossMaskOf(padded))) : null, // (B, C)
   };
   return { data: { batch, padded }, device };
 }

@@ -14,6 +14,7 @@ import { score_completions } from '../model/score.ts';
 import type { PaddedBatch } from './batch.ts';
 import { grpo_loss, readGrpoLoss, type GrpoLossInputs } from './loss.ts';
 import { clipCoefFor, Optimizer } from './optimizer.ts';
+import { lossMaskOf } from './step_prepare.ts';
 import { need, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
 
 /** The loss's inputs over the assembled batch for these logits (policy forward or re-evaluation). */
@@ -21,7 +22,7 @@ function lossInputs(ctx: StageContext, state: StepState, p: PaddedBatch, s: { lo
   if (!s.logits) throw new Error('the loss needs the full logits: score the policy with save');
   return {
     B: p.B, T: p.C, V: ctx.opts.policy.config.vocab_size, logits: s.logits,
-    completion_ids: s.completion_ids, completion_mask: s.completion_mask, advantages: need(state, 'assemble').device.advantages,
+    completion_ids: s.completion_ids, completion_mask: need(state, 'assemble').device.loss_mask ?? s.completion_mask, advantages: need(state, 'assemble').device.advantages,
     old_per_token_logps: old, ref_per_token_logps: state.reference_forward?.device.ref_per_token_logps ?? null,
   };
 }
@@ -79,8 +80,9 @@ export async function loss(ctx: StageContext, state: StepState): Promise<StageOu
   let kl_term = 0;
   let klSum = 0;
   let tokens = 0;
+  const mask = lossMaskOf(p);
   for (let i = 0; i < p.B * p.C; i++) {
-    if (!p.completion_mask[i]) continue;
+    if (!mask[i]) continue;
     tokens++;
     klSum += r.per_token_kl?.[i] ?? 0;
     if (beta !== 0) kl_term += weight[i] * beta * r.per_token_kl![i];

@@ -101,7 +101,7 @@ export interface StageResult<S extends StageId = StageId> {
 
 /** What GPU stages leave on the device for the stages after them (never read back). */
 export interface StageDevice {
-  assemble: { advantages: GPUBuffer; old_per_token_logps: GPUBuffer | null }; // (B), (B, C)
+  assemble: { advantages: GPUBuffer; old_per_token_logps: GPUBuffer | null; loss_mask: GPUBuffer | null }; // (B), (B, C), (B, C) completion_mask · tool_mask when a tool mask exists
   /** Logits (overwritten by dlogits in the loss), saved activations, per-token log-probs. */
   policy_forward: { scores: CompletionScores };
   reference_forward: { ref_per_token_logps: GPUBuffer }; // (B, C)

@@ -52,9 +52,12 @@ export interface BatchConfig {
 }
 
 /**
- * One GRPO batch. B = number of samples (rows), G = num_generations; rows of a group are consecutive
- * (sample i belongs to group ⌊i / G⌋). Per-token fields are ragged `number[][]` (one row per sample): either
- * unpadded, or padded to a common width, in which case prompt_mask / completion_mask say which positions are real.
+ * One GRPO batch. B = number of samples (rows), G = num_generations. Without `group_ids`, rows of a group
+ * are consecutive (sample i belongs to group ⌊i / G⌋); with them, sample i belongs to group group_ids[i],
+ * rows of a group may sit anywhere (verl's _balance_batch) and a group may hold fewer than G rows (one
+ * rank's slice of TRL's process_slice, one OpenRLHF experience). Per-token fields are ragged `number[][]`
+ * (one row per sample): either unpadded, or padded to a common width, in which case prompt_mask /
+ * completion_mask say which positions are real.
  */
 export interface GrpoBatch {
   format: typeof BATCH_FORMAT;
@@ -70,6 +73,10 @@ export interface GrpoBatch {
   rewards_per_func?: number[][]; // (B, F), NaN where a reward function does not apply
   reward_weights?: number[]; // (F)
   advantages?: number[]; // (B)
+  /** Per-token advantages (verl, OpenRLHF, TRL subclasses with (B, T) advantages), aligned with completion_ids. */
+  per_token_advantages?: number[][]; // (B, C_i)
+  /** Group label per sample (any integers); absent = groups of G consecutive rows. */
+  group_ids?: number[]; // (B)
   old_per_token_logps?: number[][]; // (B, C_i)
   ref_per_token_logps?: number[][]; // (B, C_i)
   sampling_per_token_logps?: number[][]; // (B, C_i) from the inference engine (vLLM)
@@ -81,14 +88,17 @@ export interface GrpoBatch {
 }
 
 /** The per-token (B, C_i) fields that must line up with completion_ids. */
-export const PER_TOKEN_FIELDS = ['completion_mask', 'tool_mask', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps'] as const;
+export const PER_TOKEN_FIELDS = ['completion_mask', 'tool_mask', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'per_token_advantages'] as const;
 
 /** The per-sample (B) fields. */
-export const PER_SAMPLE_FIELDS = ['rewards', 'advantages', 'rewards_per_func', 'prompt_texts', 'completion_texts'] as const;
+export const PER_SAMPLE_FIELDS = ['rewards', 'advantages', 'group_ids', 'rewards_per_func', 'prompt_texts', 'completion_texts'] as const;
 
-const RAGGED_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_mask', 'prompt_mask', 'rewards_per_func', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps'] as const;
-const VECTOR_FIELDS = ['eos_token_ids', 'rewards', 'reward_weights', 'advantages'] as const;
+const RAGGED_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_mask', 'prompt_mask', 'rewards_per_func', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'per_token_advantages'] as const;
+const VECTOR_FIELDS = ['eos_token_ids', 'rewards', 'reward_weights', 'advantages', 'group_ids'] as const;
 const REQUIRED = ['num_generations', 'pad_token_id', 'eos_token_ids', 'prompt_ids', 'completion_ids', 'completion_mask'] as const;
+
+/** Every top-level field grpo-batch/v1 defines (anything else in a file is reported as unknown). */
+export const BATCH_FIELDS: ReadonlySet<string> = new Set(['format', ...REQUIRED, ...RAGGED_FIELDS, ...VECTOR_FIELDS, 'messages', 'prompt_texts', 'completion_texts', 'config']);
 
 /**
  * Python's json.dump writes NaN, Infinity and -Infinity as bare words; JSON.parse refuses them. Rewrite
@@ -195,6 +205,11 @@ export function serializeBatch(batch: GrpoBatch): string {
       return ` ${JSON.stringify(k)}: ${body}`;
     });
   return `{\n${lines.join(',\n')}\n}\n`;
+}
+
+/** Sample b's group as reports name it: its label when the batch has group_ids, else ⌊b / G⌋. */
+export function groupLabel(batch: Pick<GrpoBatch, 'group_ids' | 'num_generations'>, b: number): number {
+  return batch.group_ids?.[b] ?? Math.floor(b / batch.num_generations);
 }
 
 /** The configured scale_rewards as one of "group" | "batch" | "none" (TRL's older booleans mapped). */

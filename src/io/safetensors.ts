@@ -143,9 +143,9 @@ export function shapeOf(st: SafeTensors, name: string): number[] {
 }
 
 export interface TensorOut {
-  dtype: 'F32' | 'F64' | 'I32' | 'BF16' | 'F16';
+  dtype: 'F32' | 'F64' | 'I64' | 'I32' | 'BF16' | 'F16';
   shape: number[];
-  data: Float32Array | Float64Array | Int32Array | Uint16Array;
+  data: Float32Array | Float64Array | BigInt64Array | Int32Array | Uint16Array;
 }
 
 /** Serialises tensors (largest element size first, so every offset stays aligned) with string metadata. */

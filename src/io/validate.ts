@@ -15,7 +15,12 @@ export function validateBatch(batch: GrpoBatch, opts: { vocab_size?: number } = 
   const G = batch.num_generations;
 
   if (B === 0) err('completion_ids', 'the batch has no samples');
-  if (B % G !== 0) err('num_generations', `${B} samples is not a multiple of num_generations = ${G}: groups cannot be formed`);
+  if (!batch.group_ids && B % G !== 0) err('num_generations', `${B} samples is not a multiple of num_generations = ${G}: groups cannot be formed (give group_ids for a slice)`);
+  const sizes = new Map<number, number>();
+  batch.group_ids?.forEach((g, i) => {
+    if (!Number.isInteger(g)) err('group_ids', `group_ids[${i}] = ${JSON.stringify(g)} is not an integer label`, i);
+    else if (sizes.set(g, (sizes.get(g) ?? 0) + 1).get(g) === G + 1) err('group_ids', `group ${g} has more than num_generations = ${G} rows (sample ${i} is row ${G + 1})`, i);
+  });
   if (batch.prompt_ids.length !== B) err('prompt_ids', `prompt_ids has ${batch.prompt_ids.length} rows, completion_ids has ${B}`);
   if (batch.eos_token_ids.length === 0) err('eos_token_ids', 'eos_token_ids is empty: completion masks cannot be checked');
   batch.eos_token_ids.forEach((id, i) => {

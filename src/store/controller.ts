@@ -4,7 +4,7 @@
 // layer because it is the one place that talks to the worker (ui → store → worker).
 import { DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH } from '../grpo/default_task.ts';
 import type { RewardSample, RewardTable } from '../grpo/rewards.ts';
-import { serializeBatch } from '../io/batch.ts';
+import { groupLabel, serializeBatch } from '../io/batch.ts';
 import { studioStore } from './index.ts';
 import { StudioClient } from '../worker/client.ts';
 import { StudioFailure } from '../worker/errors.ts';
@@ -177,7 +177,7 @@ export async function scoreOnScreenBatch(): Promise<RewardTable | null> {
   const G = batch.num_generations;
   const samples: RewardSample[] = completions.map((completion, i) => ({
     index: i,
-    group: Math.floor(i / G),
+    group: groupLabel(batch, i),
     prompt: batch.prompt_texts?.[i] ?? run.render?.prompt_texts[Math.floor(i / G)] ?? '',
     completion,
     answer: prompts[Math.floor(i / G)]?.answer ?? '',

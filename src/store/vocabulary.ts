@@ -1,6 +1,8 @@
 // The names and flags the page renders: stage ids and labels (the worker protocol's), loss aggregation
 // names and clip bits (the shared constants of src/kernels/types.ts), the default model's name. The page
-// imports them from here so it reads everything through the store layer (ui → store → worker).
+// imports them from here so it reads everything through the store layer (ui → store → worker), and
+// groupLabel (the group a sample belongs to: its label, or ⌊i / G⌋) for the same reason.
 export { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../kernels/types.ts';
 export { STAGES, STAGE_LABELS } from '../worker/protocol.ts';
 export { DEFAULT_MODEL_NAME } from '../grpo/default_task.ts';
+export { groupLabel } from '../io/batch.ts';

@@ -5,6 +5,7 @@
 // rest comes from a step).
 import { useMemo } from 'react';
 import { Bar, BarChart, CartesianGrid, Legend, Line, LineChart, ReferenceArea, ReferenceLine, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
+import { groupLabel } from '../store/vocabulary.ts';
 import { useStudio } from '../store/index.ts';
 import { groupStats } from '../store/derived.ts';
 import { AGGREGATIONS } from '../store/vocabulary.ts';
@@ -57,20 +58,25 @@ function RewardsChart() {
     if (!batch) return null;
     const { rewards, advantages: adv } = batch;
     if (!rewards && !adv) return null;
-    const G = batch.num_generations;
-    return {
-      rows: batch.completion_ids.map((_, i) => ({ sample: i, reward: rewards?.[i], advantage: adv?.[i], group: Math.floor(i / G) })),
-      zero: (groups ?? []).filter((g) => g.zero_std).map((g) => g.group),
-      G,
-    };
+    const rows = batch.completion_ids.map((_, i) => ({ sample: i, reward: rewards?.[i], advantage: adv?.[i], group: groupLabel(batch, i) }));
+    const zero = (groups ?? []).filter((g) => g.zero_std).map((g) => g.group);
+    // Shade runs of adjacent samples of one flat group (labelled groups need not be adjacent).
+    const spans: { x1: number; x2: number; group: number }[] = [];
+    for (const r of rows) {
+      if (!zero.includes(r.group)) continue;
+      const last = spans[spans.length - 1];
+      if (last && last.x2 === r.sample - 1 && last.group === r.group) last.x2 = r.sample;
+      else spans.push({ x1: r.sample, x2: r.sample, group: r.group });
+    }
+    return { rows, zero, spans };
   }, [batch, groups]);
   if (!data) return null;
   return (
     <ChartBox title={`rewards & advantages per sample${data.zero.length ? ` — zero-std groups: ${data.zero.join(', ')}` : ''}`} testId="chart-rewards">
       <BarChart data={data.rows}>
         {frame('sample')}
-        {data.zero.map((g) => (
-          <ReferenceArea key={g} x1={g * data.G} x2={g * data.G + data.G - 1} fill="#f85149" fillOpacity={0.12} label={{ value: 'zero std', fill: '#f85149', fontSize: 10 }} />
+        {data.spans.map((z) => (
+          <ReferenceArea key={z.x1} x1={z.x1} x2={z.x2} fill="#f85149" fillOpacity={0.12} label={{ value: 'zero std', fill: '#f85149', fontSize: 10 }} />
         ))}
         <ReferenceLine y={0} stroke="#7d8590" />
         <Bar dataKey="reward" fill="#58a6ff" isAnimationActive={false} />

@@ -2,6 +2,7 @@
 // log-probs, ratio, KL, loss and its weight under the chosen aggregation) and sample inspector (the
 // rendered text with the prompt | completion boundary, reward per function, advantage, group mean/std).
 import { useHover } from '../store/hover.ts';
+import { groupLabel } from '../store/vocabulary.ts';
 import { useStudio } from '../store/index.ts';
 import { groupStats, rewardNames } from '../store/derived.ts';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../store/vocabulary.ts';
@@ -30,7 +31,7 @@ export function TokenInspector() {
   const clip = at('clip');
   const flags = (Object.keys(FLAG) as (keyof typeof FLAG)[]).filter((f) => info.flags & FLAG[f]);
   const rows: [string, string][] = [
-    ['sample / group', `${b} / ${Math.floor(b / ctx.batch.num_generations)}`],
+    ['sample / group', `${b} / ${groupLabel(ctx.batch, b)}`],
     ['region', REGION_NAMES[info.region]],
     ['id', info.id === null ? '—' : String(info.id)],
     ['text', text === undefined ? '(no tokenizer)' : JSON.stringify(visibleText(text))],
@@ -81,7 +82,7 @@ export function SampleInspector() {
   const b = selected?.sample ?? focus?.sample ?? null;
   const stats = useStudio(groupStats);
   if (!batch || b === null || b >= batch.completion_ids.length) return <div className="inspector muted" data-testid="sample-inspector">select a sample</div>;
-  const g = Math.floor(b / batch.num_generations);
+  const g = groupLabel(batch, b);
   const texts = run.assemble?.token_texts;
   const promptText = batch.prompt_texts?.[b] ?? texts?.prompt[b]?.join('') ?? null;
   const completionText = batch.completion_texts?.[b] ?? texts?.completion[b]?.join('') ?? null;
@@ -89,7 +90,7 @@ export function SampleInspector() {
   const perFunc = batch.rewards_per_func;
   const reward = batch.rewards?.[b];
   const adv = batch.advantages?.[b];
-  const gs = stats?.[g];
+  const gs = stats?.find((s) => s.group === g);
   return (
     <div className="inspector" data-testid="sample-inspector">
       <div className="sample-text mono">

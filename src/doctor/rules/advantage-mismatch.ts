@@ -4,7 +4,7 @@
 import { combineRewards, computeAdvantages, type AdvantageEstimator } from '../../grpo/advantages.ts';
 import type { ScaleRewards } from '../../io/batch.ts';
 import type { Rule } from '../types.ts';
-import { batchRewards, groupable } from '../rewards.ts';
+import { batchRewards, groupName, perSample } from '../rewards.ts';
 
 /** float32 advantages of float32 rewards: ~1e-7 relative, amplified by 1/(std + ε) for near-flat groups. */
 const ATOL = 1e-4;
@@ -30,30 +30,37 @@ export const advantageMismatch: Rule = {
     }
     const rewards = batchRewards(batch);
     if (!batch.advantages) return out.length ? out : 'no advantages in the batch';
-    if (!groupable(rewards, ctx.B, ctx.G) || batch.advantages.length !== ctx.B) return out.length ? out : 'needs rewards (or rewards_per_func) and advantages, one per sample';
+    if (!perSample(rewards, ctx.B) || batch.advantages.length !== ctx.B) return out.length ? out : 'needs rewards (or rewards_per_func) and advantages, one per sample';
+    // A group with rows missing (one rank's slice) had its mean/std taken over rows we do not have.
+    const { rows, complete } = ctx.groups;
+    const judged = rows.filter((_, g) => complete[g]);
+    if (judged.length === 0) return out.length ? out : `no group holds all ${ctx.G} of its rows in this batch (a rank's slice): merge the slices to check advantages`;
+    const checked = judged.flat().sort((a, b) => a - b);
     const estimator: AdvantageEstimator = batch.config?.advantage_estimator === 'verl' ? 'verl' : 'trl';
     const A = batch.advantages;
+    const scales: ScaleRewards[] = judged.length === rows.length ? ['group', 'batch', 'none'] : ['group', 'none']; // "batch" needs every row
     const worst = (scale: ScaleRewards, est: AdvantageEstimator) => {
-      const ref = computeAdvantages(rewards!, { num_generations: ctx.G, scale_rewards: scale, estimator: est }).advantages;
+      const ref = computeAdvantages(rewards, { num_generations: ctx.G, scale_rewards: scale, estimator: est, groups: judged }).advantages;
       let at = -1;
       let excess = 0;
-      A.forEach((a, i) => {
-        const d = Math.abs(a - ref[i]) - (ATOL + RTOL * Math.abs(ref[i]));
+      for (const i of checked) {
+        const d = Math.abs(A[i] - ref[i]) - (ATOL + RTOL * Math.abs(ref[i]));
         if (!(d <= excess)) [excess, at] = [Number.isNaN(d) ? Infinity : d, i];
-      });
+      }
       return { at, ref };
     };
+    if (!scales.includes(ctx.scaleRewards)) return out.length ? out : 'scale_rewards="batch" needs the whole batch; this one holds partial groups';
     const { at, ref } = worst(ctx.scaleRewards, estimator);
     if (at < 0) return out;
     const alternatives: string[] = [];
-    for (const scale of ['group', 'batch', 'none'] as ScaleRewards[]) {
+    for (const scale of scales) {
       for (const est of ['trl', 'verl'] as AdvantageEstimator[]) {
         if ((scale !== ctx.scaleRewards || est !== estimator) && worst(scale, est).at < 0) alternatives.push(`scale_rewards="${scale}"${est === 'verl' ? ' with verl ε = 1e-6' : ''}`);
       }
     }
     out.push({
       rule: this.id, severity: 'error' as const, sample: at, field: 'advantages',
-      message: `sample ${at}: advantage ${A[at]} but the rewards give ${ref[at]} (scale_rewards="${ctx.scaleRewards}", ${estimator === 'trl' ? 'ε = 1e-4' : 'verl ε = 1e-6'}, groups of ${ctx.G} consecutive rows)`,
+      message: `sample ${at}: advantage ${A[at]} but the rewards give ${ref[at]} (scale_rewards="${ctx.scaleRewards}", ${estimator === 'trl' ? 'ε = 1e-4' : 'verl ε = 1e-6'}, ${batch.group_ids ? `group ${groupName(batch, [at], 0)} by group_ids` : `groups of ${ctx.G} consecutive rows`})`,
       hint: alternatives.length
         ? `The advantages match ${alternatives.join(' / ')}: set config.scale_rewards accordingly or fix the trainer.`
         : 'Check the group layout (G consecutive rows per prompt), the std (Bessel, per group), and that advantages were computed from these rewards.',

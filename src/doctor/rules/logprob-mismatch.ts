@@ -7,10 +7,10 @@ export const logprobMismatch: Rule = {
   id: 'logprob-mismatch',
   title: 'Sampler and trainer log-probs disagree',
   severity: 'warning',
-  description: 'sampling_per_token_logps differ from old_per_token_logps beyond a threshold on masked-in tokens (reported: max and mean |Δ|, worst token).',
+  description: 'sampling_per_token_logps differ from old_per_token_logps beyond a threshold on masked-in tokens, tool output excluded (reported: max and mean |Δ|, worst token).',
   seed: '003/004 (log-probs aligned on the wrong tokens: logits[P−1:−1] vs completion ids); TRL vllm_importance_sampling_correction',
   check(ctx) {
-    const { sampling_per_token_logps: s, old_per_token_logps: o, completion_mask: m } = ctx.batch;
+    const { sampling_per_token_logps: s, old_per_token_logps: o, completion_mask: m, tool_mask: tool } = ctx.batch;
     if (!s || !o) return 'needs both sampling_per_token_logps and old_per_token_logps';
     const threshold = ctx.options.logprob_threshold ?? 0.05;
     let max = 0;
@@ -19,7 +19,8 @@ export const logprobMismatch: Rule = {
     let worst: [number, number] = [-1, -1];
     for (let b = 0; b < Math.min(s.length, o.length, m.length); b++) {
       for (let t = 0; t < Math.min(s[b].length, o[b].length, m[b].length); t++) {
-        if (m[b][t] !== 1 || !Number.isFinite(s[b][t]) || !Number.isFinite(o[b][t])) continue;
+        // Tool-output tokens were not sampled: TRL writes 0 as their sampling log-prob.
+        if (m[b][t] !== 1 || tool?.[b]?.[t] === 0 || !Number.isFinite(s[b][t]) || !Number.isFinite(o[b][t])) continue;
         const d = Math.abs(s[b][t] - o[b][t]);
         sum += d;
         n++;

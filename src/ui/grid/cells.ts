@@ -4,6 +4,7 @@
 // batch: ids and each mask are aligned on their own, so a mask one token longer than its ids shows as an
 // extra cell, and every cell where a mask disagrees with the region it covers is flagged.
 import type { GrpoBatch } from '../../io/batch.ts';
+import { groupLabel } from '../../store/vocabulary.ts';
 
 /** What a cell holds. `absent`: no id here (the row is shorter than the grid). */
 export const REGION = { absent: 0, pad: 1, prompt: 2, special: 3, completion: 4, eos: 5, after_eos: 6 } as const;
@@ -162,7 +163,7 @@ export function rowReadout(ctx: GridContext, b: number): RowReadout {
   const len = (rows: number[][] | undefined) => (rows ? (rows[b]?.length ?? 0) : null);
   const r: RowReadout = {
     sample: b,
-    group: Math.floor(b / bt.num_generations),
+    group: groupLabel(bt, b),
     prompt_ids: bt.prompt_ids[b]?.length ?? 0,
     prompt_mask: len(bt.prompt_mask),
     completion_ids: bt.completion_ids[b].length,

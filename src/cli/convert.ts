@@ -1,0 +1,24 @@
+// `grpo-studio convert IN... [--out batch.json] [--tokenizer DIR]`: writes grpo-batch/v1 from any
+// supported format (TRL dict, verl DataProto, OpenRLHF Experience, prime-rl token export, or
+// grpo-batch/v1 itself); several files of one step (TRL ranks, OpenRLHF experiences) become one batch.
+// The detected format, the reader's notes and any unknown keys go to stderr, the batch to --out or
+// stdout. Nothing is repaired: a mask longer than its ids stays longer, for the Doctor to report.
+import { writeFileSync } from 'node:fs';
+import { serializeBatch } from '../io/batch.ts';
+import { CliError, flag, parseArgs, readBatchFiles, tokenizerFlag, tokenizerIds } from './args.ts';
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parseArgs(argv, { values: ['out', 'tokenizer'] });
+  if (args.positional.length === 0) throw new CliError('usage: grpo-studio convert IN... [--out batch.json] [--tokenizer DIR]');
+  const imported = readBatchFiles(args.positional, tokenizerIds(await tokenizerFlag(args)));
+  const { batch } = imported;
+  const json = serializeBatch(batch);
+  const out = flag(args, 'out');
+  if (out) writeFileSync(out, json);
+  else process.stdout.write(json);
+  const groups = batch.group_ids ? new Set(batch.group_ids).size : batch.completion_ids.length / batch.num_generations;
+  console.error(`${args.positional.join(' + ')}: ${imported.trainer} (${imported.format}) → grpo-batch/v1, ${batch.completion_ids.length} samples, ${groups} group(s) of up to ${batch.num_generations}${out ? ` → ${out}` : ''}`);
+  for (const n of imported.notes) console.error(`  note: ${n}`);
+  if (imported.unknownKeys.length) console.error(`  unknown keys (not read): ${imported.unknownKeys.join(', ')}`);
+  return 0;
+}

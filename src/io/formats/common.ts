@@ -1,0 +1,234 @@
+// Shared pieces of the trainer readers (src/io/formats/*.ts): typed access to a safetensors dump that
+// names the file and key in every error, rows of a padded (B, T) tensor as plain number rows, the
+// split of a trainer's single loss mask into completion_mask and tool_mask, group labels, and the
+// pad / EOS ids a dump may lack. Everything is linear in the tensor size: one typed-array view per
+// tensor, one Array.from per row, no per-element objects.
+import { BatchFormatError, type GrpoBatch } from '../batch.ts';
+import { shapeOf, toF32, toF64, toI32, type SafeTensors } from '../safetensors.ts';
+
+/** What a reader returns: the canonical batch plus what the page and `convert` tell the user. */
+export interface ImportResult {
+  batch: GrpoBatch;
+  /** Detected format id ('trl', 'verl', 'openrlhf', 'prime-rl', 'grpo-batch'). */
+  format: string;
+  /** The trainer, in words ("TRL GRPOTrainer", ...). */
+  trainer: string;
+  /** Keys the reader does not know: listed, never silently dropped. */
+  unknownKeys: string[];
+  /** What the reader inferred, assumed or read but did not map. */
+  notes: string[];
+}
+
+/** Ids a dump may not carry (prime-rl, verl): from a tokenizer when the caller has one. */
+export interface ImportOptions {
+  pad_token_id?: number;
+  eos_token_ids?: number[];
+}
+
+/** A 2-D tensor as one flat typed array. Integer tensors are Int32Array, floating ones Float32/64. */
+export interface Tensor2D<A extends Int32Array | Float32Array | Float64Array> {
+  key: string;
+  rows: number;
+  cols: number;
+  data: A; // (rows, cols)
+}
+
+/** A safetensors dump with errors that name the file and key. */
+export class Dump {
+  constructor(readonly st: SafeTensors, readonly file: string) {}
+
+  has(key: string): boolean {
+    return this.st.tensors.has(key);
+  }
+
+  fail(message: string): never {
+    throw new BatchFormatError(`${this.file}: ${message}`);
+  }
+
+  shape(key: string): number[] {
+    return shapeOf(this.st, key);
+  }
+
+  /** An integer tensor of rank 2 as Int32 (I64 read from its low words, checked to fit). */
+  ints(key: string): Tensor2D<Int32Array> {
+    const [rows, cols] = this.dims(key, 2);
+    const info = this.st.tensors.get(key)!;
+    const bytes = this.st.data.subarray(info.data_offsets[0], info.data_offsets[1]);
+    let data: Int32Array;
+    if (info.dtype === 'I64') {
+      const words = new Int32Array(bytes.byteOffset % 4 === 0 ? bytes.buffer : bytes.slice().buffer, bytes.byteOffset % 4 === 0 ? bytes.byteOffset : 0, bytes.byteLength / 4);
+      data = new Int32Array(rows * cols);
+      for (let i = 0; i < data.length; i++) {
+        const lo = words[2 * i];
+        if (words[2 * i + 1] !== lo >> 31) this.fail(`${key}[${Math.floor(i / cols)}][${i % cols}] does not fit in 32 bits`);
+        data[i] = lo;
+      }
+    } else if (['I32', 'I16', 'I8', 'U8', 'BOOL'].includes(info.dtype)) {
+      const src = info.dtype === 'I32' ? new Int32Array(bytes.slice().buffer) : info.dtype === 'I16' ? new Int16Array(bytes.slice().buffer) : info.dtype === 'I8' ? new Int8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : bytes;
+      data = src instanceof Int32Array ? src : Int32Array.from(src);
+    } else if (['F32', 'F64', 'BF16', 'F16'].includes(info.dtype)) {
+      // Masks saved as float: read them, but only whole numbers are accepted as ids or mask values.
+      const f = toF32(this.st, key);
+      data = new Int32Array(f.length);
+      for (let i = 0; i < f.length; i++) {
+        if (!Number.isInteger(f[i])) this.fail(`${key}[${Math.floor(i / cols)}][${i % cols}] = ${f[i]} is not an integer (dtype ${info.dtype})`);
+        data[i] = f[i];
+      }
+    } else this.fail(`${key} has dtype ${info.dtype}, expected an integer tensor`);
+    return { key, rows, cols, data };
+  }
+
+  /** A floating tensor of rank 1 or 2 (F64 kept exact, others as f32). */
+  floats(key: string, rank: 1 | 2 = 2): Tensor2D<Float32Array | Float64Array> {
+    const [rows, cols] = this.dims(key, rank);
+    const info = this.st.tensors.get(key)!;
+    if (!['F32', 'F64', 'BF16', 'F16'].includes(info.dtype)) this.fail(`${key} has dtype ${info.dtype}, expected a floating tensor`);
+    return { key, rows, cols, data: info.dtype === 'F64' ? toF64(this.st, key) : toF32(this.st, key) };
+  }
+
+  /** The first element of a tensor of any shape and dtype (0-d counters such as num_items_in_batch). */
+  scalar(key: string): number {
+    const info = this.st.tensors.get(key);
+    if (!info || info.shape.reduce((a, b) => a * b, 1) === 0) this.fail(`${key} is missing or empty`);
+    return ['F32', 'F64', 'BF16', 'F16'].includes(info.dtype) ? toF64(this.st, key)[0] : toI32(this.st, key)[0];
+  }
+
+  /** [rows, cols] of a tensor of the given rank (rank 1: cols = 1). */
+  dims(key: string, rank: 1 | 2): [number, number] {
+    if (!this.has(key)) this.fail(`missing tensor "${key}"`);
+    const s = this.shape(key);
+    if (s.length !== rank) this.fail(`${key} has shape [${s.join(', ')}], expected ${rank === 1 ? '(B)' : '(B, T)'}`);
+    return [s[0], rank === 2 ? s[1] : 1];
+  }
+
+  /** Every per-row tensor must have the same number of rows: samples are matched by row. */
+  sameRows(keys: string[], B: number, against: string): void {
+    for (const k of keys) if (this.has(k) && this.shape(k)[0] !== B) this.fail(`${k} has ${this.shape(k)[0]} rows, ${against} has ${B}`);
+  }
+
+  /** A metadata entry parsed as JSON (plain strings stay strings), or undefined. */
+  meta(key: string): unknown {
+    const v = this.st.metadata[key];
+    if (v === undefined) return undefined;
+    try {
+      return JSON.parse(v);
+    } catch {
+      return v;
+    }
+  }
+
+  /** The JSON object stored under a metadata key (e.g. "config"), {} when absent. */
+  metaObject(key: string): Record<string, unknown> {
+    const v = this.meta(key);
+    if (v === undefined) return {};
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) this.fail(`__metadata__ "${key}" must be a JSON object`);
+    return v as Record<string, unknown>;
+  }
+}
+
+/** Row b of a (rows, cols) tensor, columns [lo, hi), as numbers. */
+export function row(t: Tensor2D<Int32Array | Float32Array | Float64Array>, b: number, lo = 0, hi = t.cols): number[] {
+  return Array.from(t.data.subarray(b * t.cols + lo, b * t.cols + hi));
+}
+
+/** Every row of a tensor. */
+export function rows(t: Tensor2D<Int32Array | Float32Array | Float64Array>): number[][] {
+  const out = new Array<number[]>(t.rows);
+  for (let b = 0; b < t.rows; b++) out[b] = row(t, b);
+  return out;
+}
+
+/**
+ * A trainer's single loss mask over a completion → TRL's pair. A mask with no zero between its first and
+ * last 1 is the completion_mask as is. One with interior zeros (tool / environment tokens of a multi-turn
+ * rollout) becomes completion_mask = 1 through its last 1 and tool_mask = the mask there (1 after, as TRL
+ * pads it), so completion_mask · tool_mask is the trainer's mask exactly and tool tokens are not mistaken
+ * for tokens after the EOS. Lengths are kept, so a mask longer or shorter than its ids stays so.
+ */
+export function splitLossMask(mask: number[]): { completion_mask: number[]; tool_mask?: number[] } {
+  const first = mask.indexOf(1);
+  const last = mask.lastIndexOf(1);
+  let interior = false;
+  for (let t = first + 1; t < last && !interior; t++) interior = mask[t] === 0;
+  if (!interior) return { completion_mask: mask };
+  const completion_mask = mask.map((_, t) => (t <= last ? 1 : 0));
+  const tool_mask = mask.map((m, t) => (t <= last ? m : 1));
+  return { completion_mask, tool_mask };
+}
+
+/** Per-row tool masks where some rows have none: rows without tool tokens get all 1. */
+export function toolMasks(split: { completion_mask: number[]; tool_mask?: number[] }[]): number[][] | undefined {
+  if (!split.some((s) => s.tool_mask)) return undefined;
+  return split.map((s) => s.tool_mask ?? s.completion_mask.map(() => 1));
+}
+
+/**
+ * Scalar advantages from per-token ones when every row is constant over its loss mask (GRPO's outcome
+ * advantage broadcast over tokens, as verl and OpenRLHF store it); undefined when some row varies.
+ */
+export function scalarAdvantages(perToken: number[][], lossMask: number[][]): number[] | undefined {
+  const out: number[] = [];
+  for (let b = 0; b < perToken.length; b++) {
+    let v: number | undefined;
+    const m = lossMask[b] ?? [];
+    for (let t = 0; t < perToken[b].length; t++) {
+      if (m[t] !== 1) continue;
+      if (v === undefined) v = perToken[b][t];
+      else if (perToken[b][t] !== v) return undefined;
+    }
+    out.push(v ?? 0);
+  }
+  return out;
+}
+
+/** Group labels from arbitrary keys (verl uids): 0, 1, ... in order of first appearance. */
+export function labelsFromKeys(keys: readonly unknown[]): number[] {
+  const at = new Map<string, number>();
+  return keys.map((k) => {
+    const s = String(k);
+    if (!at.has(s)) at.set(s, at.size);
+    return at.get(s)!;
+  });
+}
+
+/** The size of the largest group. */
+export function largestGroup(labels: readonly number[]): number {
+  const n = new Map<number, number>();
+  let max = 0;
+  for (const g of labels) max = Math.max(max, n.set(g, (n.get(g) ?? 0) + 1).get(g)!);
+  return max;
+}
+
+/** An integer from metadata / config (numbers or numeric strings), else undefined. */
+export function intOf(v: unknown): number | undefined {
+  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
+  return typeof n === 'number' && Number.isInteger(n) ? n : undefined;
+}
+
+/** EOS ids given as an int, a list or a numeric string. */
+export function idListOf(v: unknown): number[] | undefined {
+  if (Array.isArray(v)) return v.every((x) => Number.isInteger(x)) ? (v as number[]) : undefined;
+  const n = intOf(v);
+  return n === undefined ? undefined : [n];
+}
+
+/**
+ * pad / EOS ids: from the caller's tokenizer, else the dump's metadata, else inferred as the most common
+ * last trained token of the completions — said so in `notes`, since a wrong EOS changes what the Doctor sees.
+ */
+export function tokenIds(opts: ImportOptions, meta: { pad?: unknown; eos?: unknown }, lastTokens: number[], notes: string[]): { pad_token_id: number; eos_token_ids: number[] } {
+  let eos = opts.eos_token_ids ?? idListOf(meta.eos);
+  let pad = opts.pad_token_id ?? intOf(meta.pad);
+  if (!eos) {
+    const count = new Map<number, number>();
+    for (const id of lastTokens) count.set(id, (count.get(id) ?? 0) + 1);
+    const [id, n] = [...count].sort((a, b) => b[1] - a[1])[0] ?? [0, 0];
+    eos = [id];
+    notes.push(`no EOS id in the file: inferred ${id}, the last trained token of ${n} of ${lastTokens.length} completions; pass a tokenizer to be sure`);
+  }
+  if (pad === undefined) {
+    pad = eos[0];
+    notes.push(`no pad id in the file: using the EOS id ${pad} (the rows carry no padding to check)`);
+  }
+  return { pad_token_id: pad, eos_token_ids: eos };
+}

@@ -1,0 +1,87 @@
+// OpenRLHF: the tensors of an Experience (OpenRLHF/OpenRLHF, openrlhf/trainer/ppo_utils/experience.py and
+// experience_maker.py), saved by the user's hook with `index` and n_samples_per_prompt in the metadata
+// (docs/import/openrlhf.md). Facts honoured:
+// - `sequences` (B, T) is prompt + response; action_mask marks the action tokens of sequences[:, 1:]
+//   (samples_generator.py builds it over the observation and keeps [1:]), and the actor scores them
+//   with log_probs[:, -A:] (openrlhf/models/actor.py), so a narrower action_mask (A < T − 1, older
+//   versions) is aligned to the END of sequences[:, 1:]; a wider one cannot be aligned (error);
+// - action_log_probs / base_action_log_probs are multiplied by action_mask (0 off the actions);
+// - `index` is each row's sample position in the rollout batch; its group is index // n_samples_per_prompt.
+// Row b's prompt is every token before its first action, its completion the rest (right padding
+// included), so each row's completion_mask is action_mask from the first action on, same length.
+import type { GrpoBatch } from '../batch.ts';
+import { Dump, intOf, row, splitLossMask, tokenIds, toolMasks, scalarAdvantages, type ImportOptions, type ImportResult } from './common.ts';
+
+const MAPPED = ['sequences', 'attention_mask', 'action_mask', 'action_log_probs', 'base_action_log_probs', 'rollout_log_probs', 'advantages', 'rewards'];
+const KNOWN_UNMAPPED = ['returns', 'values', 'kl', 'scores', 'response_length', 'truncated', 'total_length'];
+const PER_ACTION = { action_log_probs: 'old_per_token_logps', base_action_log_probs: 'ref_per_token_logps', rollout_log_probs: 'sampling_per_token_logps', advantages: 'per_token_advantages' } as const;
+const META = ['index', 'n_samples_per_prompt', 'config', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'prompts', 'format'];
+
+export function detect(d: Dump): boolean {
+  return d.has('sequences') && d.has('action_mask');
+}
+
+export function read(d: Dump, opts: ImportOptions): ImportResult {
+  const notes: string[] = [];
+  const seq = d.ints('sequences');
+  const B = seq.rows;
+  const T = seq.cols;
+  d.sameRows([...MAPPED, ...KNOWN_UNMAPPED], B, 'sequences');
+  const action = d.ints('action_mask');
+  const A = action.cols;
+  if (A > T - 1) d.fail(`action_mask has ${A} columns, sequences[:, 1:] has ${T - 1}`);
+  const offset = T - 1 - A; // action column j scores sequences[:, offset + 1 + j]
+  if (offset > 0) notes.push(`action_mask has ${A} columns for sequences[:, 1:] of ${T - 1}: aligned to its end, as the actor's log_probs[:, -A:]`);
+  const attention = d.has('attention_mask') ? d.ints('attention_mask') : undefined;
+  if (attention && attention.cols !== T) d.fail(`attention_mask has ${attention.cols} columns, sequences has ${T}`);
+  if (!attention) notes.push('no attention_mask: every prompt token is taken as real');
+
+  const cfg = d.metaObject('config');
+  const n = intOf(d.meta('n_samples_per_prompt')) ?? intOf(cfg.n_samples_per_prompt);
+  const index = d.meta('index');
+  if (n === undefined || n < 1) d.fail('__metadata__ has no n_samples_per_prompt: groups (index // n_samples_per_prompt) cannot be formed');
+  if (!Array.isArray(index) || index.length !== B) d.fail(`__metadata__ "index" must list ${B} sample positions (one per row), got ${Array.isArray(index) ? index.length : typeof index}`);
+  const bad = index.findIndex((i) => !Number.isInteger(i) || i < 0);
+  if (bad >= 0) d.fail(`__metadata__ index[${bad}] = ${JSON.stringify(index[bad])} is not a sample position`);
+
+  // Column of the first action per row (A when a row has none: its completion is empty).
+  const first = Array.from({ length: B }, (_, b) => {
+    const j = row(action, b).indexOf(1);
+    return j < 0 ? A : j;
+  });
+  const empty = first.filter((j) => j === A).length;
+  if (empty) notes.push(`${empty} row(s) have no action token: empty completions`);
+  const split = first.map((j, b) => splitLossMask(row(action, b, j)));
+  const completion_ids = first.map((j, b) => row(seq, b, offset + 1 + j));
+  const lastTrained = completion_ids.map((r, b) => r[split[b].completion_mask.lastIndexOf(1)]).filter((x) => x !== undefined);
+  const { pad_token_id, eos_token_ids } = tokenIds(opts, { pad: d.meta('pad_token_id'), eos: d.meta('eos_token_ids') ?? d.meta('eos_token_id') }, lastTrained, notes);
+  const batch: GrpoBatch = {
+    format: 'grpo-batch/v1',
+    num_generations: n,
+    pad_token_id,
+    eos_token_ids,
+    prompt_ids: first.map((j, b) => row(seq, b, 0, offset + 1 + j)),
+    prompt_mask: attention && first.map((j, b) => row(attention, b, 0, offset + 1 + j)),
+    completion_ids,
+    completion_mask: split.map((s) => s.completion_mask),
+    tool_mask: toolMasks(split),
+    group_ids: (index as number[]).map((i) => Math.floor(i / n)),
+  };
+  if (batch.tool_mask) notes.push('action_mask has zeros inside responses (multi-turn observations): kept as tool_mask');
+  for (const [key, field] of Object.entries(PER_ACTION) as [keyof typeof PER_ACTION, (typeof PER_ACTION)[keyof typeof PER_ACTION]][]) {
+    if (!d.has(key)) continue;
+    const t = d.floats(key);
+    if (t.cols !== A) d.fail(`${key} has ${t.cols} columns, action_mask has ${A}`);
+    batch[field] = first.map((j, b) => row(t, b, j));
+  }
+  if (batch.per_token_advantages) {
+    batch.advantages = scalarAdvantages(batch.per_token_advantages, first.map((j, b) => row(action, b, j)));
+    if (!batch.advantages) notes.push('advantages vary within responses (GAE or shaped rewards): kept per token only');
+  }
+  if (d.has('rewards')) batch.rewards = row(d.floats('rewards', 1), 0, 0, B);
+  batch.config = { ...cfg };
+  for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1`);
+  const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k));
+  unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));
+  return { batch, format: 'openrlhf', trainer: 'OpenRLHF PPO (Experience)', unknownKeys, notes };
+}

@@ -1,0 +1,90 @@
+// prime-rl: the per-sequence JSONL the trainer writes with `enable_token_export = true`
+// (PrimeIntellect-ai/prime-rl, src/prime_rl/trainer/rl/token_export.py; one file per step and rank,
+// token_exports/step_<step>/rank_<rank>.jsonl). Facts honoured from that writer and train.py:
+// - every column is aligned with token_ids (prompt + completion of one sequence, padding trimmed);
+//   trainer log-probs and entropy were shifted right by one in train.py (shift_tensor_right), so
+//   column t already scores token t and the completion is a plain slice of every column;
+// - non-finite floats are written as null, and columns the run did not compute are all null;
+// - loss_mask is 0 on the prompt and on tool / environment tokens;
+// - a record carries no group id and no pad / EOS id: the batch gets num_generations 1 (no groups; said so),
+//   and pad / EOS come from a tokenizer when given, else are inferred (said so in notes).
+import { BatchFormatError, type GrpoBatch } from '../batch.ts';
+import { scalarAdvantages, splitLossMask, tokenIds, toolMasks, type ImportOptions, type ImportResult } from './common.ts';
+
+/** Record keys of schema_version 1: mapped, or read and listed as not carried. */
+const MAPPED = { trainer_logprobs: 'old_per_token_logps', inference_logprobs: 'sampling_per_token_logps', advantages: 'per_token_advantages' } as const;
+const KNOWN = ['schema_version', 'step', 'rank', 'micro_step', 'micro_sequence_idx', 'export_sequence_idx', 'env_name', 'token_ids', 'position_ids', 'loss_mask', 'entropy', 'mismatch_kl', 'log_importance_ratio', 'importance_ratio', 'prob_delta', 'is_masked', 'is_masked_high', 'is_masked_low', 'rl_weights', 'ce_weights', 'ref_kl_weights', ...Object.keys(MAPPED)];
+
+type Record_ = Record<string, unknown>;
+
+/** The first line is a JSON object with token_ids and loss_mask. */
+export function detect(text: string): boolean {
+  const line = text.slice(0, text.indexOf('\n') < 0 ? undefined : text.indexOf('\n'));
+  try {
+    const r = JSON.parse(line);
+    return r !== null && typeof r === 'object' && Array.isArray(r.token_ids) && Array.isArray(r.loss_mask);
+  } catch {
+    return false;
+  }
+}
+
+export function read(text: string, file: string, opts: ImportOptions): ImportResult {
+  const fail = (msg: string): never => {
+    throw new BatchFormatError(`${file}: ${msg}`);
+  };
+  const records: Record_[] = [];
+  text.split('\n').forEach((line, i) => {
+    if (line.trim() === '') return;
+    let r: unknown;
+    try {
+      r = JSON.parse(line);
+    } catch (e) {
+      fail(`line ${i + 1} is not JSON (${(e as Error).message.split('\n')[0]})`);
+    }
+    if (r === null || typeof r !== 'object' || Array.isArray(r)) fail(`line ${i + 1} is not a JSON object`);
+    records.push(r as Record_);
+  });
+  if (records.length === 0) fail('no records');
+  const notes: string[] = [];
+  const list = (r: Record_, key: string, b: number): unknown[] => (Array.isArray(r[key]) ? (r[key] as unknown[]) : fail(`record ${b}: "${key}" must be a list`));
+  const ints = (r: Record_, key: string, b: number) =>
+    list(r, key, b).map((v, t) => (typeof v === 'boolean' ? +v : Number.isInteger(v) ? (v as number) : fail(`record ${b}: ${key}[${t}] = ${JSON.stringify(v)} is not an integer`)));
+  const floats = (r: Record_, key: string, b: number) => list(r, key, b).map((v) => (v === null ? NaN : (v as number)));
+
+  const tokens = records.map((r, b) => ints(r, 'token_ids', b));
+  const loss = records.map((r, b) => ints(r, 'loss_mask', b));
+  // Prompt = tokens before the first trained token; a loss_mask of another length keeps its length.
+  const P = loss.map((m) => Math.max(0, m.indexOf(1)));
+  const split = loss.map((m, b) => splitLossMask(m.slice(P[b])));
+  const completion_ids = tokens.map((ids, b) => ids.slice(P[b]));
+  const lastTrained = completion_ids.map((ids, b) => ids[split[b].completion_mask.lastIndexOf(1)]).filter((x) => x !== undefined);
+  const { pad_token_id, eos_token_ids } = tokenIds(opts, {}, lastTrained, notes);
+  const batch: GrpoBatch = {
+    format: 'grpo-batch/v1',
+    num_generations: 1,
+    pad_token_id,
+    eos_token_ids,
+    prompt_ids: tokens.map((ids, b) => ids.slice(0, P[b])),
+    completion_ids,
+    completion_mask: split.map((s) => s.completion_mask),
+    tool_mask: toolMasks(split),
+  };
+  if (batch.tool_mask) notes.push('loss_mask has zeros inside completions (tool / environment tokens): kept as tool_mask');
+  for (const [key, field] of Object.entries(MAPPED) as [keyof typeof MAPPED, (typeof MAPPED)[keyof typeof MAPPED]][]) {
+    const cols = records.map((r, b) => (r[key] === undefined ? undefined : floats(r, key, b)));
+    if (cols.every((c) => c === undefined || c.every(Number.isNaN))) continue; // not computed in this run
+    batch[field] = cols.map((c, b) => (c ?? []).slice(P[b]));
+  }
+  if (batch.per_token_advantages) {
+    batch.advantages = scalarAdvantages(batch.per_token_advantages, loss.map((m, b) => m.slice(P[b])));
+    if (!batch.advantages) notes.push('advantages vary within completions: kept per token only');
+  }
+  notes.push('prime-rl records carry no group id: every sequence is its own group (num_generations = 1), so group rules see single samples');
+  notes.push('trainer_logprobs → old_per_token_logps, inference_logprobs → sampling_per_token_logps (both already aligned with token_ids)');
+  const read = ['entropy', 'mismatch_kl', 'importance_ratio', 'is_masked'].filter((k) => records.some((r) => Array.isArray(r[k]) && (r[k] as unknown[]).some((v) => v !== null)));
+  if (read.length) notes.push(`${read.join(', ')}: read, not part of grpo-batch/v1`);
+  const steps = [...new Set(records.map((r) => r.step))];
+  batch.config = { step: steps.length === 1 ? steps[0] : steps, rank: records[0].rank };
+  const unknownKeys = [...new Set(records.flatMap((r) => Object.keys(r)))].filter((k) => !KNOWN.includes(k));
+  return { batch, format: 'prime-rl', trainer: 'prime-rl (token export)', unknownKeys, notes };
+}

@@ -1,0 +1,109 @@
+// TRL: the dict GRPOTrainer._generate_and_score_completions returns (huggingface/trl,
+// trl/trainer/grpo_trainer.py), saved by the user's hook with safetensors.torch.save_file under TRL's own
+// key names and padded shapes (docs/import/trl.md). Facts honoured from that source:
+// - prompt_ids / prompt_mask are left-padded, completion_ids / completion_mask right-padded with the pad
+//   id; sampling_per_token_logps is padded with 0 and tool_mask with 1 (loss mask = completion_mask ·
+//   tool_mask), so both are kept exactly as written and never folded into completion_mask;
+// - each process keeps only its rows: advantages[process_slice], process_slice = rank·B … (rank+1)·B
+//   over the gathered batch, so row b is global sample rank·B + b of group ⌊(rank·B + b) / G⌋ and a
+//   rank's file can hold part of a group;
+// - advantages are (B), or (B, T) in subclasses that return per-token advantages.
+// Rows are kept padded (grpo-batch/v1 allows it; the masks say what is real) so no bug is trimmed away.
+import type { BatchConfig, GrpoBatch } from '../batch.ts';
+import { Dump, intOf, row, rows, scalarAdvantages, tokenIds, type ImportOptions, type ImportResult } from './common.ts';
+
+/** GRPOConfig fields carried into batch.config (same names); the rest of the config is counted in notes. */
+const CONFIG_FIELDS = ['loss_type', 'beta', 'epsilon', 'epsilon_high', 'delta', 'temperature', 'importance_sampling_level', 'scale_rewards', 'max_completion_length', 'max_prompt_length', 'num_generations', 'mask_truncated_completions', 'top_entropy_quantile', 'chat_template_kwargs', 'gradient_accumulation_steps', 'per_device_train_batch_size', 'steps_per_generation', 'num_iterations'] as const;
+
+/** Keys of the dict this reader maps, and keys it knows but does not carry (listed in notes). */
+const MAPPED = ['prompt_ids', 'prompt_mask', 'completion_ids', 'completion_mask', 'advantages', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'tool_mask'];
+const KNOWN_UNMAPPED = ['num_items_in_batch', 'importance_sampling_ratio', 'pixel_values', 'image_grid_thw', 'pixel_attention_mask', 'image_sizes', 'token_type_ids', 'mm_token_type_ids', 'spatial_shapes', 'image_position_ids', 'num_images', 'num_tiles', 'max_left_pad'];
+const META = ['config', 'run', 'rank', 'num_processes', 'gradient_accumulation_steps', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'rewards', 'rewards_per_func', 'reward_weights', 'prompts', 'completions', 'format'];
+
+export function detect(d: Dump): boolean {
+  return d.has('completion_ids') && d.has('completion_mask') && d.has('prompt_ids');
+}
+
+export function read(d: Dump, opts: ImportOptions): ImportResult {
+  const notes: string[] = [];
+  const prompt_ids = d.ints('prompt_ids');
+  const completion_ids = d.ints('completion_ids');
+  const B = completion_ids.rows;
+  d.sameRows([...MAPPED, 'importance_sampling_ratio'], B, 'completion_ids');
+  const cfg = d.metaObject('config');
+  const G = intOf(cfg.num_generations) ?? intOf(d.meta('num_generations'));
+  if (G === undefined || G < 1) d.fail('__metadata__ config has no num_generations: groups cannot be formed (save self.args.to_dict() as "config")');
+  // Run context: top-level keys (the hook's), or a "run" object as in tests/golden/trainers.
+  const run = d.metaObject('run');
+  const rank = intOf(d.meta('rank')) ?? intOf(run.rank) ?? 0;
+  const numProcesses = intOf(d.meta('num_processes')) ?? intOf(run.num_processes) ?? 1;
+  if (rank < 0 || rank >= numProcesses) d.fail(`__metadata__ rank = ${rank} is not in [0, num_processes = ${numProcesses})`);
+
+  const completion_mask = rows(d.ints('completion_mask'));
+  const tool_mask = d.has('tool_mask') ? rows(d.ints('tool_mask')) : undefined;
+  const ids = rows(completion_ids);
+  const lastTrained = ids.map((r, b) => r[completion_mask[b].lastIndexOf(1)]).filter((x) => x !== undefined);
+  const { pad_token_id, eos_token_ids } = tokenIds(opts, { pad: d.meta('pad_token_id'), eos: d.meta('eos_token_ids') ?? d.meta('eos_token_id') }, lastTrained, notes);
+
+  const batch: GrpoBatch = {
+    format: 'grpo-batch/v1',
+    num_generations: G,
+    pad_token_id,
+    eos_token_ids,
+    prompt_ids: rows(prompt_ids),
+    completion_ids: ids,
+    completion_mask,
+    prompt_mask: d.has('prompt_mask') ? rows(d.ints('prompt_mask')) : undefined,
+    tool_mask,
+    // process_slice: row b of rank r is global sample r·B + b.
+    group_ids: Array.from({ length: B }, (_, b) => Math.floor((rank * B + b) / G)),
+  };
+  for (const key of ['old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps'] as const) if (d.has(key)) batch[key] = rows(d.floats(key));
+  if (d.has('advantages')) {
+    const rank2 = d.shape('advantages').length === 2;
+    const A = d.floats('advantages', rank2 ? 2 : 1);
+    if (rank2) {
+      batch.per_token_advantages = rows(A);
+      const loss = completion_mask.map((m, b) => (tool_mask ? m.map((x, t) => x * (tool_mask[b][t] ?? 1)) : m));
+      batch.advantages = scalarAdvantages(batch.per_token_advantages, loss);
+      notes.push(batch.advantages ? 'advantages are (B, T) and constant over each completion: also given per sample' : 'advantages are (B, T) and vary within completions: kept per token only');
+    } else batch.advantages = row(A, 0, 0, A.rows * A.cols);
+  }
+  perSampleMeta(d, batch, B, rank, numProcesses);
+  batch.config = trlConfig(cfg, rank, numProcesses, d.meta('gradient_accumulation_steps') ?? run.gradient_accumulation_steps);
+  const dropped = Object.keys(cfg).filter((k) => !(CONFIG_FIELDS as readonly string[]).includes(k)).length;
+  if (dropped > 0) notes.push(`${dropped} other GRPOConfig field(s) in the metadata are not used by the studio`);
+  if (numProcesses > 1) notes.push(`rank ${rank} of ${numProcesses}: rows are global samples ${rank * B}…${rank * B + B - 1}; groups cut by the slice are kept as partial groups (convert all ranks together to check them)`);
+  for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1${k === 'num_items_in_batch' ? ` (= ${d.scalar(k)})` : ''}`);
+  const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k));
+  unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));
+  return { batch, format: 'trl', trainer: 'TRL GRPOTrainer', unknownKeys, notes };
+}
+
+/** Per-sample lists the hook may put in the metadata: this rank's B rows, or the gathered batch (sliced). */
+function perSampleMeta(d: Dump, batch: GrpoBatch, B: number, rank: number, numProcesses: number): void {
+  const take = <T>(key: string): T[] | undefined => {
+    const v = d.meta(key);
+    if (v === undefined) return undefined;
+    if (!Array.isArray(v)) d.fail(`__metadata__ "${key}" must be a JSON list`);
+    if (v.length === B) return v as T[];
+    if (v.length === B * numProcesses) return v.slice(rank * B, (rank + 1) * B) as T[];
+    d.fail(`__metadata__ "${key}" has ${v.length} entries, expected ${B} (this rank) or ${B * numProcesses} (all ranks)`);
+  };
+  const nan = (x: unknown) => (x === null ? NaN : (x as number));
+  batch.rewards = take<number | null>('rewards')?.map(nan);
+  batch.rewards_per_func = take<(number | null)[]>('rewards_per_func')?.map((r) => (Array.isArray(r) ? r.map(nan) : d.fail('__metadata__ "rewards_per_func" rows must be lists')));
+  const w = d.meta('reward_weights');
+  if (w !== undefined) batch.reward_weights = Array.isArray(w) ? (w as number[]) : d.fail('__metadata__ "reward_weights" must be a JSON list');
+  batch.prompt_texts = take<string>('prompts');
+  batch.completion_texts = take<string>('completions');
+}
+
+function trlConfig(cfg: Record<string, unknown>, rank: number, numProcesses: number, gas: unknown): BatchConfig {
+  const out: BatchConfig = { advantage_estimator: 'trl' };
+  for (const k of CONFIG_FIELDS) if (cfg[k] !== undefined && cfg[k] !== null) (out as Record<string, unknown>)[k] = cfg[k];
+  if (out.gradient_accumulation_steps === undefined && intOf(gas) !== undefined) out.gradient_accumulation_steps = intOf(gas);
+  out.rank = rank;
+  out.num_processes = numProcesses;
+  return out;
+}
