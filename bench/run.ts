@@ -13,8 +13,12 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   step: () => import('./step.ts'),
   sample: () => import('./sample.ts'),
   plan: () => import('./plan.ts'),
+  doctor: () => import('./doctor.ts'),
   import: () => import('./import.ts'),
 };
+
+/** Suites that run on the CPU only: with nothing else selected, no GPU adapter is opened. */
+const CPU_ONLY = new Set(['doctor']);
 
 function table(rows: Row[]): string {
   const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
@@ -34,8 +38,8 @@ async function main(argv: string[]): Promise<void> {
   const unknown = only.filter((s) => !(s in SUITES));
   if (unknown.length) throw new Error(`unknown suite(s) ${unknown.join(', ')}; have ${Object.keys(SUITES).join(', ')}`);
   const out = arg('--json') ?? path.join(path.dirname(fileURLToPath(import.meta.url)), 'results.json');
-  const gpu = await nodeGpu();
-  console.log(`adapter: ${gpu.adapter.description || gpu.adapter.device} (${gpu.adapter.backend}); timestamps: ${gpu.hasTimestamps}; ${quick ? 'quick' : 'full'} sizes`);
+  const gpu = only.every((s) => CPU_ONLY.has(s)) ? null : await nodeGpu();
+  console.log(`adapter: ${gpu ? `${gpu.adapter.description || gpu.adapter.device} (${gpu.adapter.backend}); timestamps: ${gpu.hasTimestamps}` : 'none (CPU suites)'}; ${quick ? 'quick' : 'full'} sizes`);
   const results: Record<string, Row[]> = {};
   for (const name of only) {
     const suite = await SUITES[name]();
@@ -43,7 +47,7 @@ async function main(argv: string[]): Promise<void> {
     results[name] = rows;
     console.log(`\n## ${name}\n${table(rows)}`);
   }
-  writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), quick, adapter: gpu.adapter, results }, null, 1) + '\n');
+  writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), quick, adapter: gpu?.adapter ?? null, results }, null, 1) + '\n');
   console.log(`\nwrote ${out}`);
 }
 

@@ -6,11 +6,12 @@
 // adapters). Per stage: wall ms of the second run (the first compiles pipelines) and the peak bytes our
 // GPU buffers held; per model: the peak against the plan of src/model/memory.ts (weights + grads + AdamW
 // state + saved activations + backward scratch + one logits buffer, dlogits being written over it) plus
-// the reference's weights and its inference workspace.
+// the reference's weights and its inference workspace. Per stage also the GPU work of that second run:
+// dispatches, compute passes, bind-group cache hit rate, KiB read back and CPU ms spent encoding.
 import { join, resolve, dirname } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { Gpu } from '../src/gpu/context.ts';
+import { zeroStats, type Gpu, type GpuStats } from '../src/gpu/context.ts';
 import { StepPipeline } from '../src/grpo/step.ts';
 import { stepConfigFromBatch } from '../src/grpo/step_config.ts';
 import { parseBatch, type GrpoBatch } from '../src/io/batch.ts';
@@ -59,12 +60,23 @@ async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: Caus
   const plannedRef = refPlan.totals.inference; // its weights, one layer's activations and its logits
   const peak = Math.max(...results.map((r) => r.peakBytes));
   const common = { model: name, params: countParams(cfg), B, P, C };
-  const rows: Row[] = results.filter((r) => !r.skipped).map((r) => ({ ...common, stage: r.id, ms: r.ms, 'peak MiB': r.peakBytes / MiB }));
+  const ran = results.filter((r) => !r.skipped);
+  const work = (s: GpuStats): Row => ({
+    dispatches: s.dispatches,
+    passes: s.computePasses,
+    'bg hit %': s.bindGroupHits + s.bindGroupMisses ? (100 * s.bindGroupHits) / (s.bindGroupHits + s.bindGroupMisses) : null,
+    'read KiB': s.bytesRead / 1024,
+    'encode ms': s.encodeMs,
+  });
+  const rows: Row[] = ran.map((r) => ({ ...common, stage: r.id, ms: r.ms, 'peak MiB': r.peakBytes / MiB, ...work(r.gpuStats) }));
   const total = rows.reduce((s, r) => s + (r.ms as number), 0);
+  const sum = zeroStats();
+  for (const r of ran) for (const k of Object.keys(sum) as (keyof GpuStats)[]) sum[k] += r.gpuStats[k];
   rows.push({
     ...common,
     stage: 'total',
     ms: total,
+    ...work(sum),
     'peak MiB': peak / MiB,
     'plan MiB': planned / MiB,
     'plan+ref MiB': (planned + plannedRef) / MiB,

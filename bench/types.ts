@@ -8,4 +8,5 @@ export interface BenchOptions {
   /** Small sizes only (software adapters, CI smoke runs). */
   quick: boolean;
 }
-export type Suite = { run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> };
+/** CPU-only suites (bench/run.ts CPU_ONLY) get no GPU: null. */
+export type Suite = { run(gpu: Gpu | null, opts: BenchOptions): Promise<Row[]> };

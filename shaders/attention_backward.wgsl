@@ -16,7 +16,7 @@ struct Params { T: u32, scale: f32, att_base: u32, rows: u32 }
 @group(0) @binding(1) var<storage, read_write> g: array<f32>;  // (B, Hq, T, T), same window: dP in, g out
 @group(0) @binding(2) var<uniform> p: Params;
 
-var<workgroup> red: array<f32, WG>;
+//#include "common/reduce.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
@@ -28,13 +28,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 
   var rowdot = 0.0;
   for (var j = t; j <= i; j += WG) { rowdot = fma(att[off + j], g[off + j], rowdot); }
-  red[t] = rowdot;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (t < s) { red[t] += red[t + s]; }
-    workgroupBarrier();
-  }
-  rowdot = red[0];
+  rowdot = reduce_sum(t, rowdot);
 
   for (var j = t; j < p.T; j += WG) {
     var x = 0.0;

@@ -24,29 +24,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> lse: array<f32>;       // (B, Hq, Tq) or a dummy
 @group(0) @binding(3) var<uniform> p: Params;
 
-var<workgroup> red: array<f32, WG>;
-
-fn reduce_max(x: f32, t: u32) -> f32 {
-  red[t] = x;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (t < s) { red[t] = max(red[t], red[t + s]); }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
-
-fn reduce_sum(x: f32, t: u32) -> f32 {
-  red[t] = x;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (t < s) { red[t] += red[t + s]; }
-    workgroupBarrier();
-  }
-  return red[0];
-}
+//#include "common/reduce.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
@@ -63,7 +41,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   for (var j = t; j <= last; j += WG) {
     if (attention_mask[b * p.Tk + j] != 0) { mx = max(mx, p.scale * att[off + j]); }
   }
-  mx = reduce_max(mx, t);
+  mx = reduce_max(t, mx);
   let any_visible = mx > p.neg_inf;
 
   var sum = 0.0;
@@ -73,7 +51,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     att[off + j] = e;
     sum += e;
   }
-  sum = reduce_sum(sum, t);
+  sum = reduce_sum(t, sum);
   let inv = select(0.0, 1.0 / sum, sum > 0.0);
   for (var j = t; j < p.Tk; j += WG) { att[off + j] *= inv; }
   if (p.has_lse != 0u && t == 0u) {

@@ -12,18 +12,17 @@ struct Params { n: u32, _p0: u32, _p1: u32, _p2: u32 }
 @group(0) @binding(2) var<storage, read_write> dinp: array<f32>;  // (n)
 @group(0) @binding(3) var<uniform> p: Params;
 
-const GELU_K: f32 = 0.7978845608028654; // sqrt(2 / pi)
-const GELU_A: f32 = 0.044715;
+//#include "common/activation.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let i = gid.x + gid.y * nwg.x * WG;
   if (i >= p.n) { return; }
   let xc = clamp(inp[i], -20.0, 20.0);
-  let u = GELU_K * (xc + GELU_A * xc * xc * xc);
-  let e = exp(-2.0 * abs(u));
-  let s = select(e, 1.0, u >= 0.0) / (1.0 + e);
+  let u = gelu_u(xc);
+  let e = exp(-2.0 * abs(u)); // exp(-|2u|)
+  let s = sigmoid_from(u, e); // sigmoid(2u)
   let ds = e / ((1.0 + e) * (1.0 + e)); // s (1 - s)
-  let du = GELU_K * (1.0 + 3.0 * GELU_A * xc * xc);
+  let du = gelu_du(xc);
   dinp[i] = dout[i] * (s + 2.0 * xc * du * ds);
 }

@@ -11,8 +11,7 @@ struct Params { n: u32, _p0: u32, _p1: u32, _p2: u32 }
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;  // (n)
 @group(0) @binding(2) var<uniform> p: Params;
 
-const GELU_K: f32 = 0.7978845608028654; // sqrt(2 / pi)
-const GELU_A: f32 = 0.044715;
+//#include "common/activation.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
@@ -20,8 +19,8 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
   if (i >= p.n) { return; }
   let x = inp[i];
   let xc = clamp(x, -20.0, 20.0);
-  let u = GELU_K * (xc + GELU_A * xc * xc * xc);
-  let e = exp(-2.0 * abs(u)); // in [0, 1]: never overflows
-  let s = select(e, 1.0, u >= 0.0) / (1.0 + e); // sigmoid(2u)
+  let u = gelu_u(xc);
+  let e = exp(-2.0 * abs(u)); // exp(-|2u|)
+  let s = sigmoid_from(u, e); // sigmoid(2u)
   out[i] = x * s;
 }

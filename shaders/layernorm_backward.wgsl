@@ -19,18 +19,8 @@ struct Params { N: u32, C: u32, accumulate: u32, R: u32 }
 @group(0) @binding(5) var<storage, read_write> dbias_part: array<f32>;   // (P, C)   dweight
 @group(0) @binding(6) var<uniform> p: Params;
 
-var<workgroup> red: array<vec2f, WG>;
-
-// Tree sum over the workgroup (fixed order: deterministic).
-fn reduce(t: u32, v: vec2f) -> vec2f {
-  red[t] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (t < s) { red[t] += red[t + s]; }
-    workgroupBarrier();
-  }
-  return red[0];
-}
+//#include "common/reduce_vec2.wgsl"
+//#include "common/norm_dweight.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) t: u32) {
@@ -46,7 +36,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     let dnorm = weight[i] * dout[base + i];
     acc += vec2f(dnorm, dnorm * (inp[base + i] - m) * r);
   }
-  let sums = reduce(t, acc) / f32(C);
+  let sums = reduce_sum2(t, acc) / f32(C);
 
   for (var i = t; i < C; i += WG) {
     let norm = (inp[base + i] - m) * r;
@@ -59,13 +49,12 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
 fn dweight(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let i = gid.x + gid.y * nwg.x * WG;
   let C = p.C;
-  let P = (p.N + p.R - 1u) / p.R;
-  if (i >= P * C) { return; }
-  let j = i % C;
-  let end = min(p.N, (i / C + 1u) * p.R);
+  let ch = norm_chunk(i, p.N, C, p.R);
+  if (!ch.valid) { return; }
+  let j = ch.j;
   var sw = 0.0;
   var sb = 0.0;
-  for (var n = (i / C) * p.R; n < end; n++) {
+  for (var n = ch.n0; n < ch.n1; n++) {
     let d = dout[n * C + j];
     sw += d * ((inp[n * C + j] - mean[n]) * rstd[n]);
     sb += d;

@@ -17,20 +17,7 @@ struct Params { N: u32, C: u32, eps: f32, _p0: u32 }
 @group(0) @binding(5) var<storage, read_write> rstd: array<f32>;   // (N)
 @group(0) @binding(6) var<uniform> p: Params;
 
-var<workgroup> red: array<vec2f, WG>;
-
-// Tree sum over the workgroup (fixed order: deterministic).
-fn reduce(t: u32, v: vec2f) -> vec2f {
-  red[t] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (t < s) { red[t] += red[t + s]; }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier(); // red is reused by the next reduction
-  return r;
-}
+//#include "common/reduce_vec2.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) t: u32) {
@@ -42,14 +29,14 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
 
   var s = 0.0;
   for (var i = t; i < C; i += WG) { s += inp[base + i]; }
-  let m0 = reduce(t, vec2f(s, 0.0)).x / fc;
+  let m0 = reduce_sum2(t, vec2f(s, 0.0)).x / fc;
 
   var acc = vec2f(0.0);
   for (var i = t; i < C; i += WG) {
     let d = inp[base + i] - m0;
     acc += vec2f(d, d * d);
   }
-  let sums = reduce(t, acc);
+  let sums = reduce_sum2(t, acc);
   let dm = sums.x / fc;
   let m = m0 + dm;
   let r = inverseSqrt(max(sums.y / fc - dm * dm, 0.0) + p.eps);

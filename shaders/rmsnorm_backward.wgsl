@@ -19,18 +19,8 @@ struct Params { N: u32, C: u32, accumulate: u32, R: u32 }
 @group(0) @binding(5) var<uniform> p: Params;                            //          main
 @group(0) @binding(4) var<uniform> pw: Params;                           //          dweight
 
-var<workgroup> red: array<f32, WG>;
-
-// Tree sum over the workgroup (fixed order: deterministic).
-fn reduce(t: u32, v: f32) -> f32 {
-  red[t] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (t < s) { red[t] += red[t + s]; }
-    workgroupBarrier();
-  }
-  return red[0];
-}
+//#include "common/reduce.wgsl"
+//#include "common/norm_dweight.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) t: u32) {
@@ -44,7 +34,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   for (var i = t; i < C; i += WG) {
     s += weight[i] * dout[base + i] * inp[base + i];
   }
-  let k = r * r * reduce(t, s) / f32(C);
+  let k = r * r * reduce_sum(t, s) / f32(C);
 
   for (var i = t; i < C; i += WG) {
     let g = r * (weight[i] * dout[base + i] - inp[base + i] * k);
@@ -56,12 +46,11 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
 fn dweight(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let i = gid.x + gid.y * nwg.x * WG;
   let C = pw.C;
-  let P = (pw.N + pw.R - 1u) / pw.R;
-  if (i >= P * C) { return; }
-  let j = i % C;
-  let end = min(pw.N, (i / C + 1u) * pw.R);
+  let ch = norm_chunk(i, pw.N, C, pw.R);
+  if (!ch.valid) { return; }
+  let j = ch.j;
   var s = 0.0;
-  for (var n = (i / C) * pw.R; n < end; n++) {
+  for (var n = ch.n0; n < ch.n1; n++) {
     s += dout[n * C + j] * (inp[n * C + j] * rstd[n]);
   }
   dweight_part[i] = s;

@@ -11,18 +11,7 @@ struct Params { N: u32, C: u32, eps: f32, _p0: u32 }
 @group(0) @binding(3) var<storage, read_write> rstd: array<f32>;   // (N)
 @group(0) @binding(4) var<uniform> p: Params;
 
-var<workgroup> red: array<f32, WG>;
-
-// Tree sum over the workgroup (fixed order: deterministic).
-fn reduce(t: u32, v: f32) -> f32 {
-  red[t] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (t < s) { red[t] += red[t + s]; }
-    workgroupBarrier();
-  }
-  return red[0];
-}
+//#include "common/reduce.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) t: u32) {
@@ -36,7 +25,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     let x = inp[base + i];
     s += x * x;
   }
-  let r = inverseSqrt(reduce(t, s) / f32(C) + p.eps);
+  let r = inverseSqrt(reduce_sum(t, s) / f32(C) + p.eps);
 
   for (var i = t; i < C; i += WG) {
     out[base + i] = weight[i] * (inp[base + i] * r);

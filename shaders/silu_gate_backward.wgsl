@@ -13,14 +13,16 @@ struct Params { n: u32, _p0: u32, _p1: u32, _p2: u32 }
 @group(0) @binding(4) var<storage, read_write> dup: array<f32>;    // (N, I)
 @group(0) @binding(5) var<uniform> p: Params;
 
+//#include "common/activation.wgsl"
+
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let i = gid.x + gid.y * nwg.x * WG;
   if (i >= p.n) { return; }
   let g = gate[i];
   let e = exp(-abs(g));
-  let sig = select(e, 1.0, g >= 0.0) / (1.0 + e);
-  let sigNeg = select(1.0, e, g >= 0.0) / (1.0 + e); // 1 - sigmoid(g)
+  let sig = sigmoid_from(g, e);
+  let sigNeg = sigmoid_neg_from(g, e); // 1 - sigmoid(g)
   let d = dout[i];
   dup[i] = d * (g * sig);
   dgate[i] = d * up[i] * sig * (1.0 + g * sigNeg);

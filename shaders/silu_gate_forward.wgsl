@@ -10,12 +10,14 @@ struct Params { n: u32, _p0: u32, _p1: u32, _p2: u32 }
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;  // (N, I)
 @group(0) @binding(3) var<uniform> p: Params;
 
+//#include "common/activation.wgsl"
+
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let i = gid.x + gid.y * nwg.x * WG;
   if (i >= p.n) { return; }
   let g = gate[i];
   let e = exp(-abs(g));
-  let sig = select(e, 1.0, g >= 0.0) / (1.0 + e);
+  let sig = sigmoid_from(g, e);
   out[i] = g * sig * up[i];
 }

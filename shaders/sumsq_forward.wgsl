@@ -19,18 +19,7 @@ struct FinishParams { P: u32, out_index: u32, _p0: u32, _p1: u32 }
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;    // (out_index + 1..)  finish
 @group(0) @binding(2) var<uniform> pf: FinishParams;               //                    finish
 
-var<workgroup> red: array<f32, WG>;
-
-// Tree sum over the workgroup (fixed order: deterministic).
-fn reduce(t: u32, v: f32) -> f32 {
-  red[t] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (t < s) { red[t] += red[t + s]; }
-    workgroupBarrier();
-  }
-  return red[0];
-}
+//#include "common/reduce.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) t: u32) {
@@ -45,7 +34,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
       s += x * x;
     }
   }
-  let total = reduce(t, s);
+  let total = reduce_sum(t, s);
   if (t == 0u) { part[pm.part_base + k] = total; }
 }
 
@@ -53,6 +42,6 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
 fn finish(@builtin(local_invocation_index) t: u32) {
   var s = 0.0;
   for (var i = t; i < pf.P; i += WG) { s += parts[i]; }
-  let total = reduce(t, s);
+  let total = reduce_sum(t, s);
   if (t == 0u) { out[pf.out_index] = total; }
 }

@@ -95,6 +95,10 @@ describe('grpo-studio loss', () => {
     ['no config', (_, m) => delete m.config, /no "config"/],
     ['id outside the vocabulary', (t) => ((t.completion_ids.data as Int32Array)[7] = 37), /completion_ids at sample 1, position 2 is 37, outside the vocabulary \[0, 37\)/],
     ['mask not 0/1', (t) => ((t.completion_mask.data as Int32Array)[3] = 2), /completion_mask at sample 0, position 3 is 2/],
+    // Issue 13: a NaN old log-prob under mask 1 used to give a finite loss; TRL's is NaN.
+    ['NaN old log-prob', (t) => ((t.old_per_token_logps.data as Float32Array | Float64Array)[6] = NaN), /old_per_token_logps at sample 1, position 1 is NaN: the loss would be NaN/],
+    ['Inf advantage', (t) => ((t.advantages.data as Float32Array | Float64Array)[2] = -Infinity), /advantages at sample 2 is -Infinity/],
+    ['NaN logit', (t) => ((t.logits.data as Float32Array | Float64Array)[40] = NaN), /logits at sample 0, position 1, token 3 is NaN/],
   ];
   for (const [what, edit, msg] of malformed) {
     it(`${what}: one-line reason naming it, exit 2`, async () => {

@@ -42,7 +42,7 @@ describe('score CLI input errors', () => {
     const err = vi.spyOn(console, 'error').mockImplementation(() => {});
     try {
       expect(await main(['score', '--model', dir, '--batch', path])).toBe(2);
-      expect(err.mock.calls[0][0]).toMatch(/completion_ids sample 3, position 2: token 83 is outside the policy vocabulary \[0, 83\)/);
+      expect(err.mock.calls[0][0]).toMatch(/\(policy \w+, vocab_size 83\): completion_ids\[3\]\[2\] = 83 is not a token id in \[0, 83\)/);
       expect(await main(['score', '--model', join(dir, 'nope'), '--batch', path])).toBe(2);
       expect(err.mock.calls[1][0]).toMatch(/nope/);
       expect(await main(['score', '--batch', path])).toBe(2);

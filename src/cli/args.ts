@@ -2,7 +2,10 @@
 // input / output plumbing every verb repeats (read an input file, write the JSON result).
 // Bad input raises CliError, which main() turns into a one-line reason and exit code 2.
 import { readFileSync, writeFileSync } from 'node:fs';
+import type { GrpoBatch } from '../io/batch.ts';
 import { importBatch, type ImportOptions, type ImportResult } from '../io/formats/index.ts';
+import { assertComputable, modelLimits, type ValidateOptions } from '../io/validate.ts';
+import type { ModelConfig } from '../model/config.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 
 export class CliError extends Error {
@@ -98,9 +101,52 @@ export async function tokenizerFlag(args: ParsedArgs): Promise<Tokenizer | undef
   }
 }
 
-/** The result as one line of JSON, to `out` or else to stdout. */
-export function writeResult(out: string | undefined, result: unknown): void {
-  const json = JSON.stringify(result) + '\n';
+/**
+ * A batch file (any supported format) read and validated for a computation (`score`, `step`) before any number is computed:
+ * anything it cannot use is an InputError (exit 2) naming field, sample and position.
+ */
+export function readBatchFor(path: string, purpose: NonNullable<ValidateOptions['purpose']>): GrpoBatch {
+  const { batch } = readBatchFiles([path]);
+  assertComputable(batch, { purpose }, path);
+  return batch;
+}
+
+/** Checkpoint tensors the model does not use are named on stderr (HF warns too): never dropped without a word. */
+export function warnUnused(verb: string, source: string, info: { unused: string[] } | null): void {
+  const unused = info?.unused ?? [];
+  if (unused.length === 0) return;
+  const shown = unused.slice(0, 4).map((n) => `"${n}"`).join(', ');
+  console.error(`grpo-studio ${verb}: warning: ${source}: ${unused.length} checkpoint tensor(s) not used by config.json: ${shown}${unused.length > 4 ? ', …' : ''}`);
+}
+
+/** The batch against the model that will read it: ids and pad/EOS within its vocabulary, rows within its positions. */
+export function checkBatchForModel(batch: GrpoBatch, cfg: ModelConfig, path: string, purpose: NonNullable<ValidateOptions['purpose']>, which: string): void {
+  assertComputable(batch, { purpose, ...modelLimits(cfg) }, `${path} (${which} ${cfg.model_type}, vocab_size ${cfg.vocab_size})`);
+}
+
+/**
+ * The result as one line of JSON, to `out` or else to stdout, resolved once written. NaN and ±Infinity are
+ * written as Python's json.dump writes them (NaN, Infinity), never as JSON.stringify's silent `null`, and
+ * make the exit code 1 with a line on stderr naming the first field that holds one: a non-finite result is
+ * an error finding, not a clean run.
+ */
+export async function writeResult(out: string | undefined, result: unknown, verb: string): Promise<number> {
+  let top = '';
+  let bad: string | undefined;
+  let count = 0;
+  const json =
+    JSON.stringify({ result }, function (this: unknown, k: string, v: unknown) {
+      if (this === result) top = k;
+      if (typeof v !== 'number' || Number.isFinite(v)) return v;
+      count++;
+      bad ??= `${top} (${v})`;
+      return `\u0000${v}`;
+    })
+      .slice('{"result":'.length, -1)
+      .replace(/"\\u0000(NaN|Infinity|-Infinity)"/g, '$1') + '\n';
   if (out) writeFileSync(out, json);
-  else process.stdout.write(json);
+  else await new Promise<void>((resolve, reject) => process.stdout.write(json, (e) => (e ? reject(e) : resolve())));
+  if (!bad) return 0;
+  console.error(`grpo-studio ${verb}: the result holds ${count} non-finite value(s), first in ${bad}; written as NaN / Infinity`);
+  return 1;
 }

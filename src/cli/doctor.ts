@@ -47,6 +47,11 @@ export async function run(argv: string[]): Promise<number> {
   if (args.positional.length === 0) throw new CliError('usage: grpo-studio doctor BATCH... [--tokenizer DIR] [--json]');
   const tokenizer = await tokenizerFlag(args);
   const imported = readBatchFiles(args.positional, tokenizerIds(tokenizer));
+  // The chat template runs in-thread inside the Doctor: first prove in a bounded worker that it finishes.
+  if (tokenizer) {
+    const { preflightTemplate } = await import('../tokenize/bounded_node.ts');
+    await preflightTemplate(tokenizer, imported.batch.messages, imported.batch.config?.chat_template_kwargs);
+  }
   const report = diagnose(imported.batch, { tokenizer });
   const source = args.positional.join(' + ');
   if (args.flags.has('json')) {

@@ -68,6 +68,16 @@ export function readLossCase(bytes: Uint8Array, source = 'loss case'): LossCase 
     if (c.completion_ids[i] < 0 || c.completion_ids[i] >= V) throw new CliError(`${source}: completion_ids at ${at} is ${c.completion_ids[i]}, outside the vocabulary [0, ${V})`);
     if (c.completion_mask[i] !== 0 && c.completion_mask[i] !== 1) throw new CliError(`${source}: completion_mask at ${at} is ${c.completion_mask[i]}, expected 0 or 1`);
   }
+  // Non-finite inputs make TRL's loss NaN even under mask 0 (NaN · 0 = NaN): stop rather than print a number it would not.
+  const finite = (name: string, a: Float32Array | null, perToken: boolean, ok = Number.isFinite) => {
+    const i = a ? a.findIndex((x) => !ok(x)) : -1;
+    if (i >= 0) throw new CliError(`${source}: ${name} at ${perToken ? `sample ${Math.floor(i / T)}, position ${i % T}` : `sample ${i}`} is ${a![i]}: the loss would be NaN`);
+  };
+  finite('advantages', c.advantages, false);
+  finite('old_per_token_logps', c.old_per_token_logps, true);
+  finite('ref_per_token_logps', c.ref_per_token_logps, true);
+  const i = c.logits.findIndex((x) => Number.isNaN(x) || x === Infinity); // −inf logits (a banned token) are legitimate
+  if (i >= 0) throw new CliError(`${source}: logits at sample ${Math.floor(i / (T * V))}, position ${Math.floor(i / V) % T}, token ${i % V} is ${c.logits[i]}`);
   if (config.beta !== 0 && !c.ref_per_token_logps) throw new CliError(`${source}: config.beta = ${config.beta} needs tensor "ref_per_token_logps"`);
   return c;
 }
@@ -128,7 +138,7 @@ export async function run(argv: string[]): Promise<number> {
     dlogits: nest(r.dlogits!, [B, T, V]),
     adapter: gpu.adapter,
   };
-  writeResult(flag(args, 'out'), result);
+  const code = await writeResult(flag(args, 'out'), result, 'loss');
   res.destroy();
-  return 0;
+  return code;
 }

@@ -1,6 +1,14 @@
 // `grpo-studio <verb>`: the headless entry. Each verb lives in its own module and is loaded lazily,
-// so `doctor` never initialises a GPU and `loss` never loads a tokenizer.
+// so `doctor` never initialises a GPU and `loss` never loads a tokenizer. main() never throws: it maps
+// every outcome onto the exit codes the README documents — 0 clean, 1 error findings (or a non-finite
+// result), 2 unusable input (one line naming file, field, sample, position), 3 internal error (one line;
+// the stack trace only with --debug).
 import { CliError } from './args.ts';
+
+export const EXIT = { ok: 0, findings: 1, input: 2, internal: 3 } as const;
+
+/** Error classes that mean "the input cannot be used": one line, exit 2. Matched by name, so no verb module is loaded here. */
+const INPUT_ERRORS = new Set(['CliError', 'SafeTensorsError', 'BatchFormatError', 'ModelLoadError', 'InputError', 'SettingsError', 'GrpoLossError', 'OptimizerConfigError', 'TemplateError']);
 
 type Verb = { summary: string; load: () => Promise<{ run(argv: string[]): Promise<number> }> };
 
@@ -17,8 +25,9 @@ function usage(): string {
   return ['usage: grpo-studio <verb> ...', ...Object.values(VERBS).map((v) => `  grpo-studio ${v.summary}`)].join('\n');
 }
 
-export async function main(argv: string[]): Promise<number> {
-  const [verb, ...rest] = argv;
+export async function main(argvIn: string[]): Promise<number> {
+  const debug = argvIn.includes('--debug');
+  const [verb, ...rest] = argvIn.filter((a) => a !== '--debug');
   if (!verb || verb === '--help' || verb === '-h') {
     console.log(usage());
     return verb ? 0 : 2;
@@ -31,12 +40,21 @@ export async function main(argv: string[]): Promise<number> {
   try {
     return await (await v.load()).run(rest);
   } catch (e) {
-    // Bad input (CliError, a malformed file) is exit 2 with one line; anything else is a bug and keeps its stack.
-    const err = e as Error;
-    if (err instanceof CliError || err.name === 'SafeTensorsError' || err.name === 'BatchFormatError' || err.name === 'ModelLoadError') {
-      console.error(`grpo-studio ${verb}: ${err.message.split('\n')[0]}`);
-      return 2;
+    const err = e instanceof Error ? e : new Error(String(e));
+    const line = (err.message || String(err)).split('\n')[0];
+    if (err instanceof CliError || INPUT_ERRORS.has(err.name)) {
+      console.error(`grpo-studio ${verb}: ${line}`);
+      return EXIT.input;
     }
-    throw e;
+    // A stack overflow or out-of-memory on a huge input is still a bug of ours, not of the input.
+    console.error(`grpo-studio ${verb}: internal error: ${err.name}: ${line}${debug ? '' : ' (rerun with --debug for the stack trace)'}`);
+    if (debug) console.error(err.stack);
+    return EXIT.internal;
   }
+}
+
+/** Resolves once everything written to stdout and stderr has been handed to the OS (pipes included). */
+export async function flushed(): Promise<void> {
+  const drain = (s: NodeJS.WriteStream) => new Promise<void>((resolve) => (s.writableLength === 0 && !s.writableNeedDrain ? resolve() : s.write('', () => resolve())));
+  await Promise.all([drain(process.stdout), drain(process.stderr)]);
 }

@@ -10,7 +10,7 @@ import { CausalLM } from '../model/model.ts';
 import { score_completions } from '../model/score.ts';
 import { openModelSource } from '../model/source_node.ts';
 import type { KlEstimator } from '../kernels/types.ts';
-import { CliError, modelBatchArgs, readBatchFiles, writeResult } from './args.ts';
+import { checkBatchForModel, modelBatchArgs, readBatchFor, warnUnused, writeResult } from './args.ts';
 
 export interface ScoreResult {
   per_token_logps: number[][];
@@ -22,19 +22,21 @@ export interface ScoreResult {
 
 export async function run(argv: string[]): Promise<number> {
   const { model: modelPath, batch: batchPath, refModel: refPath, out } = modelBatchArgs(argv, 'score');
-  const { batch } = readBatchFiles([batchPath]);
+  const batch = readBatchFor(batchPath, 'score');
   const padded = padBatch(batch);
+  // Types and ranges of both were checked by the validator (src/io/validate_config.ts).
   const temperature = batch.config?.temperature ?? 1;
   const estimator: KlEstimator = batch.config?.kl_estimator ?? 'k3';
-  if (!(temperature > 0)) throw new CliError(`${batchPath}: config.temperature must be > 0, got ${temperature}`);
-  if (!['k1', 'k2', 'k3'].includes(estimator)) throw new CliError(`${batchPath}: config.kl_estimator must be k1, k2 or k3, got ${JSON.stringify(estimator)}`);
 
   const gpu = await nodeGpu();
   // Scoring never trains: weights stay in their checkpoint dtype (bf16 at half the bytes).
   const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu, { storage: 'checkpoint' });
+  warnUnused('score', modelPath, policy.info);
+  checkBatchForModel(batch, policy.config, batchPath, 'score', 'policy');
   checkScorable(batch, padded, policy.config.vocab_size, 'policy');
   const ref = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' }) : null;
-  if (ref) checkScorable(batch, padded, ref.config.vocab_size, 'reference');
+  if (ref) warnUnused('score', refPath!, ref.info);
+  if (ref) checkBatchForModel(batch, ref.config, batchPath, 'score', 'reference');
 
   const n = padded.B * padded.C;
   const rec = gpu.recorder('score');
@@ -53,11 +55,11 @@ export async function run(argv: string[]): Promise<number> {
     per_token_kl: kl ? await ragged(kl) : null,
     adapter: gpu.adapter,
   };
-  writeResult(out, result);
+  const code = await writeResult(out, result, 'score');
   pol.destroy();
   rs?.destroy();
   kl?.destroy();
   policy.destroy();
   ref?.destroy();
-  return 0;
+  return code;
 }

@@ -23,7 +23,7 @@ import { loadLoraAdapter, saveLoraAdapter } from '../model/lora.ts';
 import { LoraAdapter } from '../model/lora_adapter.ts';
 import { CausalLM } from '../model/model.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { CliError, flag, modelBatchArgs, readBatchFiles, writeResult } from './args.ts';
+import { checkBatchForModel, CliError, flag, modelBatchArgs, readBatchFor, warnUnused, writeResult } from './args.ts';
 
 export interface StepCliResult {
   per_token_logps: number[][];
@@ -64,13 +64,15 @@ export async function run(argv: string[]): Promise<number> {
   const refAdapter = args.flags.has('ref-adapter');
   if ((saveAdapter || refAdapter) && !adapterPath) throw new CliError(`--${saveAdapter ? 'save-adapter' : 'ref-adapter'} needs --adapter DIR`);
   if (refAdapter && refPath) throw new CliError('--ref-adapter and --ref-model both name the reference: give one');
-  const { batch } = readBatchFiles([batchPath]);
-  const C = Math.max(0, ...batch.completion_ids.map((r) => r.length));
+  const batch = readBatchFor(batchPath, 'step');
+  const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
   const cfg = config(batch.config, C, batchPath);
 
   const gpu = await nodeGpu();
   // Frozen weights (a LoRA base, a reference model) stay in their checkpoint dtype: bf16 at half the bytes.
   const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu, { storage: adapterPath ? 'checkpoint' : 'f32' });
+  warnUnused('step', modelPath, policy.info);
+  checkBatchForModel(batch, policy.config, batchPath, 'step', 'policy');
   const adapter = adapterPath ? LoraAdapter.fromWeights(gpu, await loadLoraAdapter(openModelSource(adapterPath), policy.config)) : null;
   policy.adapter = adapter;
   policy.checkpointing = args.flags.has('checkpointing');
@@ -78,6 +80,8 @@ export async function run(argv: string[]): Promise<number> {
   // asks for the frozen copy of the loaded adapter, which for this update is the policy before the step (null).
   const adapterOff = adapter && !refPath && !refAdapter && cfg.loss.beta !== 0 ? policy.withAdapter(null) : null;
   const reference = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' }) : adapterOff;
+  if (refPath && reference) warnUnused('step', refPath, reference.info);
+  if (refPath && reference) checkBatchForModel(batch, reference.config, batchPath, 'step', 'reference');
   const pipe = new StepPipeline(gpu, { policy, reference, config: cfg, source: { kind: 'batch', batch } });
   try {
     const results = await pipe.runToEnd();
@@ -106,12 +110,12 @@ export async function run(argv: string[]): Promise<number> {
       gpu_bytes: Object.fromEntries(results.filter((r) => !r.skipped).map((r) => [r.id, r.peakBytes])),
       adapter: gpu.adapter,
     };
-    writeResult(out, result);
     if (saveAdapter) {
       const files = saveLoraAdapter(await adapter!.read());
       mkdirSync(saveAdapter, { recursive: true });
       for (const [name, data] of Object.entries(files)) writeFileSync(join(saveAdapter, name), data);
     }
+    return await writeResult(out, result, 'step');
   } catch (e) {
     const err = e as Error;
     if (err.name === 'GrpoLossError') throw new CliError(`${batchPath}: ${err.message}`);
@@ -122,5 +126,4 @@ export async function run(argv: string[]): Promise<number> {
     reference?.destroy();
     adapter?.destroy();
   }
-  return 0;
 }

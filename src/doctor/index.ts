@@ -33,13 +33,13 @@ function context(batch: GrpoBatch, options: DoctorOptions): DoctorContext {
 
 export function diagnose(batch: GrpoBatch, options: DoctorOptions = {}): DoctorReport {
   const ctx = context(batch, options);
-  const findings: Finding[] = validateBatch(batch, { vocab_size: options.tokenizer?.vocab_size });
+  const findings: Finding[] = validateBatch(batch, { vocab_size: options.vocab_size ?? options.tokenizer?.vocab_size, max_positions: options.max_positions, purpose: 'inspect' });
   const skipped: DoctorReport['skipped'] = [];
   for (const rule of RULES) {
     try {
       const r = rule.check(ctx);
       if (typeof r === 'string') skipped.push({ rule: rule.id, reason: r });
-      else findings.push(...r);
+      else for (const f of r) findings.push(f); // no spread: a rule may find 200k rows
     } catch (e) {
       skipped.push({ rule: rule.id, reason: `could not run on this batch (${(e as Error).message}); fix the schema errors first` });
     }

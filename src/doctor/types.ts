@@ -26,6 +26,9 @@ export interface DoctorOptions {
   model_type?: string;
   /** Position ids the scorer uses (overrides batch.config.position_ids). */
   position_ids?: 'from_attention_mask' | 'arange';
+  /** The model's vocabulary (else the tokenizer's) and, for learned positions, its n_positions: see modelLimits in src/io/validate.ts. */
+  vocab_size?: number;
+  max_positions?: number;
   /** logprob-mismatch fires when mean |Δ| exceeds this (default 0.05) or max |Δ| exceeds 20× it. */
   logprob_threshold?: number;
 }

@@ -1,12 +1,39 @@
 // Small helpers shared by the Doctor's rules: locating runs of positions, naming tokens.
 import type { DoctorContext } from './types.ts';
 
-/** Positions → [start, end) of the first contiguous run, plus how many positions in all. */
-export function firstRun(positions: number[]): { span: [number, number]; count: number } | undefined {
+/** Ascending positions → [start, end) of the first contiguous run, plus how many positions in all. Linear: rows may hold 400k tokens. */
+export function firstRun(positions: readonly number[]): { span: [number, number]; count: number } | undefined {
   if (positions.length === 0) return undefined;
-  let end = positions[0] + 1;
-  while (positions.includes(end)) end++;
-  return { span: [positions[0], end], count: positions.length };
+  let i = 1;
+  while (i < positions.length && positions[i] === positions[0] + i) i++;
+  return { span: [positions[0], positions[0] + i], count: positions.length };
+}
+
+/** The largest value of a list, or `init` when empty (no spread: `Math.max(...xs)` overflows the stack on 200k values). */
+export function maxOf(values: Iterable<number>, init = 0): number {
+  let m = init;
+  for (const v of values) if (v > m) m = v;
+  return m;
+}
+
+/**
+ * The longest n such that the last n elements of `text` equal the first n of `pattern` (KMP: O(|text| +
+ * |pattern|), where trying every n is quadratic in the row length).
+ */
+export function suffixPrefixOverlap(text: ArrayLike<unknown>, pattern: ArrayLike<unknown>): number {
+  if (pattern.length === 0) return 0;
+  const fail = new Int32Array(pattern.length); // fail[i]: longest proper border of pattern[0..i]
+  for (let i = 1, k = 0; i < pattern.length; i++) {
+    while (k > 0 && pattern[i] !== pattern[k]) k = fail[k - 1];
+    if (pattern[i] === pattern[k]) k++;
+    fail[i] = k;
+  }
+  let q = 0;
+  for (let i = 0; i < text.length; i++) {
+    while (q > 0 && (q === pattern.length || text[i] !== pattern[q])) q = fail[q - 1];
+    if (text[i] === pattern[q]) q++;
+  }
+  return q;
 }
 
 /** A token id as the user reads it: `id` or `id "text"` when a tokenizer is loaded. */

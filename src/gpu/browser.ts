@@ -2,10 +2,12 @@
 import { createGpu, requestBestAdapter } from './adapter.ts';
 import { GpuError, type Gpu } from './context.ts';
 
-const files = import.meta.glob('../../shaders/*.wgsl', { query: '?raw', import: 'default', eager: true }) as Record<string, string>;
-const SOURCES = new Map(Object.entries(files).map(([path, code]) => [path.replace(/^.*\/(.*)\.wgsl$/, '$1'), code]));
+// Kernels and the pieces they //#include (shaders/common/), named by their path under shaders/ without `.wgsl`.
+const files = import.meta.glob('../../shaders/**/*.wgsl', { query: '?raw', import: 'default', eager: true }) as Record<string, string>;
+const SOURCES = new Map(Object.entries(files).map(([path, code]) => [path.replace(/^.*\/shaders\/(.*)\.wgsl$/, '$1'), code]));
 
-function readShader(name: string): string {
+/** A kernel's or a shared piece's WGSL as bundled (exported for the loader test). */
+export function readShader(name: string): string {
   const code = SOURCES.get(name);
   if (code === undefined) throw new Error(`unknown shader "${name}"`);
   return code;

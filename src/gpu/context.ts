@@ -1,11 +1,20 @@
 // The one GPU context every kernel launcher, the model runtime and the step pipeline share.
 // It owns the device, the adapter report, the pipeline cache (keyed by shader + entry point +
-// override constants: pipelines are never created per dispatch), buffer helpers, and error scopes
-// that turn WebGPU validation / out-of-memory errors into typed errors carrying the kernel's name.
-// It is created by `gpu/node.ts` (Dawn) or `gpu/browser.ts` (navigator.gpu): those differ only in
-// where the adapter and the WGSL sources come from.
+// override constants: pipelines are never created per dispatch), the bind-group cache, buffer helpers,
+// pooled read-backs, and error scopes that turn WebGPU validation / out-of-memory errors into typed
+// errors carrying the failing kernel's name (see Recorder for how one set of scopes per submit still
+// names the kernel). It is created by `gpu/node.ts` (Dawn) or `gpu/browser.ts` (navigator.gpu): those
+// differ only in where the adapter and the WGSL sources come from.
+import { PipelineCache, type ShaderSources } from './cache.ts';
+import { GpuError, type GpuErrorKind } from './errors.ts';
+import { GpuRecorder, PARAMS_PAGE } from './recorder.ts';
+import { StagingPool } from './staging.ts';
+import { zeroStats, type GpuStats } from './stats.ts';
 
-export type ShaderSources = (name: string) => string;
+export { GpuError, type GpuErrorKind } from './errors.ts';
+export { statsSince, zeroStats, type GpuStats } from './stats.ts';
+export type { Constants, ShaderSources } from './cache.ts';
+export type { Binding, Dispatch } from './recorder.ts';
 
 /** Everything a user (or a bug report) needs to know about the adapter we are running on. */
 export interface AdapterReport {
@@ -19,27 +28,10 @@ export interface AdapterReport {
   limits: Record<string, number>;
 }
 
-export type GpuErrorKind = 'validation' | 'out-of-memory' | 'internal' | 'device-lost' | 'unsupported';
-
-/** A GPU failure with the name of the kernel (or stage) that caused it. */
-export class GpuError extends Error {
-  constructor(
-    readonly kind: GpuErrorKind,
-    readonly kernel: string,
-    message: string,
-  ) {
-    super(`[${kind}] ${kernel}: ${message}`);
-    this.name = 'GpuError';
-  }
-}
-
-export type Constants = Record<string, number | boolean>;
-
-/** A binding: a whole buffer, or a [offset, size) byte window of one (for splits past the binding limit). */
-export type Binding = GPUBuffer | { buffer: GPUBuffer; offset?: number; size?: number };
+/** A command recorder of this GPU (recorder.ts); `rec.gpu` is the full Gpu. */
+export type Recorder = GpuRecorder<Gpu>;
 
 const MAX_WORKGROUPS_PER_DIM = 65535;
-const BIND_GROUP_CACHE = 4096;
 
 export class Gpu {
   readonly device: GPUDevice;
@@ -50,30 +42,29 @@ export class Gpu {
   /** Resolves (never rejects) when the device is lost; `lostReason` is set then. */
   readonly lost: Promise<GPUDeviceLostInfo>;
   lostReason: string | null = null;
+  /** Running totals since the device was created; take differences with statsSince. */
+  readonly stats: GpuStats = zeroStats();
   /** The last WebGPU error raised outside an error scope, if any. */
   uncaptured: string | null = null;
 
-  private readonly sources: ShaderSources;
-  private readonly modules = new Map<string, GPUShaderModule>();
-  private readonly pipelines = new Map<string, GPUComputePipeline>();
+  /** Pipelines, layouts and bind groups, each created once. */
+  readonly cache: PipelineCache;
   private readonly zeroBuffers = new Map<number, GPUBuffer>();
-  // Bind groups by pipeline + exact buffer windows: createBindGroup is the largest per-dispatch CPU cost
-  // (10-25 µs on Dawn), and a step or decode loop binds the same buffers (params from the pool included)
-  // every time. Buffer ids are never reused, so an entry of a destroyed buffer can never be hit again; the
-  // cache is an LRU bounded at BIND_GROUP_CACHE entries.
-  private readonly bindGroups = new Map<string, GPUBindGroup>();
-  private readonly bufferIds = new WeakMap<GPUBuffer, number>();
-  private nextBufferId = 1;
-  /** Params buffers free for reuse, by size: their last recorder has been submitted (see Recorder.submit). */
-  private readonly freeParams = new Map<number, GPUBuffer[]>();
-
+  /**
+   * Uniform pages the recorders write their dispatches' params into (page k serves slots k·PAGE.. of
+   * every recorder). Sharing them is safe: a recorder writes its params and submits in one synchronous
+   * step, and queue order makes a later recorder's write land after the earlier commands ran.
+   */
+  readonly paramsPages: GPUBuffer[] = [];
+  readonly staging: StagingPool;
   constructor(device: GPUDevice, adapter: AdapterReport, sources: ShaderSources) {
     this.device = device;
     this.adapter = adapter;
-    this.sources = sources;
+    this.cache = new PipelineCache(device, sources, this.stats);
     this.hasF16 = device.features.has('shader-f16');
     this.hasSubgroups = device.features.has('subgroups');
     this.hasTimestamps = device.features.has('timestamp-query');
+    this.staging = new StagingPool(device);
     // Errors outside any scope (e.g. a buffer allocation failing) must not vanish: keep the last one so
     // the next scoped call can report it, and log it.
     device.addEventListener('uncapturederror', (ev) => {
@@ -97,39 +88,6 @@ export class Gpu {
     if (have < atLeast) {
       throw new GpuError('unsupported', kernel, `needs limit ${String(name)} >= ${atLeast}, adapter has ${have}`);
     }
-  }
-
-  // ---------------------------------------------------------------- pipelines
-
-  private module(shader: string): GPUShaderModule {
-    let m = this.modules.get(shader);
-    if (!m) {
-      m = this.device.createShaderModule({ label: shader, code: this.sources(shader) });
-      this.modules.set(shader, m);
-    }
-    return m;
-  }
-
-  /** Cached compute pipeline for `shaders/<shader>.wgsl`, entry point and override constants. */
-  pipeline(shader: string, constants: Constants = {}, entryPoint = 'main'): GPUComputePipeline {
-    const keys = Object.keys(constants).sort();
-    const key = `${shader}:${entryPoint}:${keys.map((k) => `${k}=${Number(constants[k])}`).join(',')}`;
-    let p = this.pipelines.get(key);
-    if (!p) {
-      const c: Record<string, number> = {};
-      for (const k of keys) c[k] = Number(constants[k]);
-      p = this.device.createComputePipeline({
-        label: key,
-        layout: 'auto',
-        compute: { module: this.module(shader), entryPoint, constants: c },
-      });
-      this.pipelines.set(key, p);
-    }
-    return p;
-  }
-
-  get pipelineCount(): number {
-    return this.pipelines.size;
   }
 
   // ---------------------------------------------------------------- buffers
@@ -185,39 +143,51 @@ export class Gpu {
     }
   }
 
-  /**
-   * A uniform buffer holding a dispatch's packed params (u32/i32/f32 words), reused from a pool when one
-   * of that size is free, so a step's thousands of dispatches do not each create and destroy a buffer.
-   * Reuse is safe once the recorder that used it has been submitted: this writeBuffer is queued after
-   * that submit, so the earlier commands still read the earlier values.
-   */
-  paramsBuffer(words: ArrayBuffer): GPUBuffer {
-    const buf = this.freeParams.get(words.byteLength)?.pop() ?? this.createBuffer('params', words.byteLength, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
-    this.device.queue.writeBuffer(buf, 0, words);
-    return buf;
+  /** Params page `k` (created on first use; never destroyed, so bind groups over it stay cached). */
+  paramsPage(k: number): GPUBuffer {
+    while (this.paramsPages.length <= k) this.paramsPages.push(this.createBuffer(`params page ${this.paramsPages.length}`, PARAMS_PAGE, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST));
+    return this.paramsPages[k];
   }
 
-  /** Returns params buffers to the pool (after the recorder that used them was submitted). */
-  releaseParams(bufs: GPUBuffer[]): void {
-    for (const b of bufs) {
-      let free = this.freeParams.get(b.size);
-      if (!free) this.freeParams.set(b.size, (free = []));
-      free.push(b);
-    }
-  }
-
-  /** Reads `byteSize` bytes (default: whole buffer) back to the CPU. */
+  /** Reads `byteSize` bytes (default: whole buffer) back to the CPU, through a pooled staging buffer. */
   async read(buf: GPUBuffer, byteSize = buf.size, byteOffset = 0): Promise<ArrayBuffer> {
-    const size = Math.ceil(byteSize / 4) * 4;
-    const staging = this.device.createBuffer({ label: `${buf.label}:readback`, size, usage: GPUBufferUsage.COPY_DST | GPUBufferUsage.MAP_READ });
-    const enc = this.device.createCommandEncoder({ label: 'readback' });
-    enc.copyBufferToBuffer(buf, byteOffset, staging, 0, size);
-    this.device.queue.submit([enc.finish()]);
-    await this.checkedMap(staging, `read ${buf.label}`);
-    const out = staging.getMappedRange().slice(0, byteSize);
-    staging.unmap();
-    staging.destroy();
-    return out;
+    return (await this.readAll([{ buf, byteSize, byteOffset }]))[0];
+  }
+
+  /**
+   * Reads several buffer windows back with one copy submit and one map of one pooled staging buffer (a
+   * stage's read-back is a handful of small per-token arrays: one round trip instead of one each).
+   */
+  async readAll(parts: { buf: GPUBuffer; byteSize?: number; byteOffset?: number }[]): Promise<ArrayBuffer[]> {
+    const at: number[] = [];
+    let total = 0;
+    for (const p of parts) {
+      at.push(total);
+      total += Math.ceil((p.byteSize ?? p.buf.size) / 4) * 4;
+    }
+    const what = `read ${parts.map((p) => p.buf.label).join(', ')}`;
+    if (total === 0) return parts.map(() => new ArrayBuffer(0));
+    const staging = this.staging.acquire(total);
+    let ok = false;
+    try {
+      await this.scoped(what, () => {
+        const enc = this.device.createCommandEncoder({ label: 'readback' });
+        parts.forEach((p, i) => {
+          const size = Math.ceil((p.byteSize ?? p.buf.size) / 4) * 4;
+          if (size > 0) enc.copyBufferToBuffer(p.buf, p.byteOffset ?? 0, staging, at[i], size);
+        });
+        this.device.queue.submit([enc.finish()]);
+      });
+      await this.checkedMap(staging, what, total);
+      const mapped = staging.getMappedRange(0, total);
+      const out = parts.map((p, i) => mapped.slice(at[i], at[i] + (p.byteSize ?? p.buf.size)));
+      staging.unmap();
+      this.stats.bytesRead += parts.reduce((s, p) => s + (p.byteSize ?? p.buf.size), 0);
+      ok = true;
+      return out;
+    } finally {
+      this.staging.release(staging, ok);
+    }
   }
 
   async readF32(buf: GPUBuffer, count?: number, elemOffset = 0): Promise<Float32Array> {
@@ -230,11 +200,11 @@ export class Gpu {
     return new Uint32Array(await this.read(buf, n * 4, elemOffset * 4));
   }
 
-  private async checkedMap(buf: GPUBuffer, what: string): Promise<void> {
+  private async checkedMap(buf: GPUBuffer, what: string, size: number): Promise<void> {
     const lost = this.lost.then((info) => {
       throw new GpuError('device-lost', what, info.message || info.reason || 'device lost');
     });
-    await Promise.race([buf.mapAsync(GPUMapMode.READ), lost]);
+    await Promise.race([buf.mapAsync(GPUMapMode.READ, 0, size), lost]);
   }
 
   /** A zero-filled storage buffer of at least `byteSize` bytes, shared by optional bindings. */
@@ -248,30 +218,47 @@ export class Gpu {
     return b;
   }
 
-  /** A bind group for `pipeline` with these entries (@group(0), bindings in order), cached. */
-  bindGroup(label: string, pipeline: GPUComputePipeline, resources: GPUBufferBinding[]): GPUBindGroup {
-    const id = (b: GPUBuffer) => {
-      let i = this.bufferIds.get(b);
-      if (i === undefined) this.bufferIds.set(b, (i = this.nextBufferId++));
-      return i;
-    };
-    const key = `${pipeline.label}|${resources.map((r) => `${id(r.buffer)}:${r.offset ?? 0}:${r.size ?? ''}`).join(',')}`;
-    let bg = this.bindGroups.get(key);
-    if (bg) {
-      this.bindGroups.delete(key); // move to the LRU's young end
-    } else {
-      bg = this.device.createBindGroup({ label, layout: pipeline.getBindGroupLayout(0), entries: resources.map((resource, binding) => ({ binding, resource })) });
-      if (this.bindGroups.size >= BIND_GROUP_CACHE) this.bindGroups.delete(this.bindGroups.keys().next().value as string);
-    }
-    this.bindGroups.set(key, bg);
-    return bg;
-  }
-
   // ---------------------------------------------------------------- recording
 
-  /** Starts a command recorder: dispatches accumulate in one encoder and go out in one submit. */
+  /** Recorders created and not yet submitted (they may bind a buffer retire() was given). */
+  private readonly open = new Set<object>();
+  /** Retired buffers, each waiting for the recorders that were open when it was retired. */
+  private readonly retired: { buf: GPUBuffer; waiting: Set<object> }[] = [];
+
+  /** Starts a command recorder: dispatches accumulate and go out in one submit. */
   recorder(label: string): Recorder {
-    return new Recorder(this, label);
+    const rec = new GpuRecorder(this, label);
+    this.open.add(rec);
+    return rec;
+  }
+
+  /** Recorders created and not yet submitted (they may bind a buffer given to retire()). */
+  get openRecorderCount(): number {
+    return this.open.size;
+  }
+
+  /** Called by a recorder once it has submitted (or failed to): buffers retired while it was open may go. */
+  recorderClosed(rec: object): void {
+    this.open.delete(rec);
+    for (let i = this.retired.length - 1; i >= 0; i--) {
+      const r = this.retired[i];
+      r.waiting.delete(rec);
+      if (r.waiting.size === 0) {
+        r.buf.destroy();
+        this.retired.splice(i, 1);
+      }
+    }
+  }
+
+  /**
+   * Destroys a buffer no new work will use once every recorder open now has submitted: one of them may
+   * have recorded a dispatch binding it (commands are encoded at submit). A recorder abandoned without
+   * submit keeps what was retired while it was open. Already submitted work is unaffected: WebGPU frees
+   * a destroyed buffer only after the queue is done with it.
+   */
+  retire(buf: GPUBuffer): void {
+    if (this.open.size === 0) buf.destroy();
+    else this.retired.push({ buf, waiting: new Set(this.open) });
   }
 
   /** Splits a 1-D count of workgroups into (x, y) within the per-dimension limit. */
@@ -310,106 +297,6 @@ export class Gpu {
       if (thrown) throw thrown;
       return result as T;
     });
-  }
-}
-
-/** One dispatch's worth of arguments. */
-export interface Dispatch {
-  kernel: string; // shown in errors and timings
-  shader: string;
-  constants?: Constants;
-  entryPoint?: string;
-  bindings: Binding[]; // @group(0) @binding(i) in order
-  workgroups: [number, number?, number?];
-  /** Packed params for a uniform at @binding(bindings.length), if the shader takes one. */
-  params?: ArrayBuffer;
-}
-
-/**
- * Records dispatches into one command encoder. Each dispatch's encoding sits in its own error scope so a
- * validation error names the exact kernel; `submit()` sends the work and surfaces the first error.
- */
-export class Recorder {
-  private readonly encoder: GPUCommandEncoder;
-  private readonly checks: Promise<void>[] = [];
-  private readonly temps: GPUBuffer[] = [];
-  private readonly params: GPUBuffer[] = [];
-  private readonly label: string;
-  readonly kernels: string[] = [];
-  /** When set (benchmarks), dispatch k writes GPU timestamps at query indices 2k (begin) and 2k + 1 (end). */
-  timestamps: GPUQuerySet | null = null;
-
-  constructor(
-    readonly gpu: Gpu,
-    label: string,
-  ) {
-    this.label = label;
-    this.encoder = gpu.device.createCommandEncoder({ label });
-  }
-
-  dispatch(d: Dispatch): void {
-    const gpu = this.gpu;
-    const k = this.kernels.length;
-    this.kernels.push(d.kernel);
-    const check = gpu.scoped(d.kernel, () => {
-      const pipeline = gpu.pipeline(d.shader, d.constants, d.entryPoint);
-      const resources: GPUBufferBinding[] = d.bindings.map((b) => ('buffer' in b ? { buffer: b.buffer, offset: b.offset ?? 0, size: b.size } : { buffer: b }));
-      if (d.params) {
-        const u = gpu.paramsBuffer(d.params);
-        this.params.push(u);
-        resources.push({ buffer: u });
-      }
-      const bindGroup = gpu.bindGroup(d.kernel, pipeline, resources);
-      const timestampWrites = this.timestamps ? { querySet: this.timestamps, beginningOfPassWriteIndex: 2 * k, endOfPassWriteIndex: 2 * k + 1 } : undefined;
-      const pass = this.encoder.beginComputePass({ label: d.kernel, timestampWrites });
-      pass.setPipeline(pipeline);
-      pass.setBindGroup(0, bindGroup);
-      const [x, y = 1, z = 1] = d.workgroups;
-      pass.dispatchWorkgroups(x, y, z);
-      pass.end();
-    });
-    // Surfaced by submit(); marked handled here so a recording abandoned before submit is no unhandled rejection.
-    check.catch(() => {});
-    this.checks.push(check);
-  }
-
-  /** A storage buffer for intermediates (reduction partials) that is destroyed once this recorder's work is submitted. */
-  scratch(label: string, byteSize: number): GPUBuffer {
-    const buf = this.gpu.createBuffer(label, byteSize);
-    this.temps.push(buf);
-    return buf;
-  }
-
-  copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number): void {
-    this.encoder.copyBufferToBuffer(src, srcOffset, dst, dstOffset, size);
-  }
-
-  clear(buf: GPUBuffer, offset = 0, size?: number): void {
-    this.encoder.clearBuffer(buf, offset, size);
-  }
-
-  /** Submits everything recorded; rejects with the first kernel's GpuError if any dispatch was invalid. */
-  async submit(): Promise<void> {
-    const gpu = this.gpu;
-    await gpu.scoped(this.label, () => {
-      gpu.device.queue.submit([this.encoder.finish()]);
-    });
-    const results = await Promise.allSettled(this.checks);
-    for (const t of this.temps) t.destroy();
-    gpu.releaseParams(this.params.splice(0));
-    const failed = results.find((r) => r.status === 'rejected');
-    if (failed) throw (failed as PromiseRejectedResult).reason;
-  }
-
-  /** Submits and waits until the GPU has finished the work (for timings and before reads). */
-  async finish(): Promise<void> {
-    await this.submit();
-    await Promise.race([
-      this.gpu.device.queue.onSubmittedWorkDone(),
-      this.gpu.lost.then((info) => {
-        throw new GpuError('device-lost', this.label, info.message || info.reason);
-      }),
-    ]);
   }
 }
 

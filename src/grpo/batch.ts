@@ -107,8 +107,9 @@ export function padBatch(batch: GrpoBatch, opts: { position_ids?: PositionIdsMod
   if (batch.prompt_ids.length !== B) throw new BatchFormatError(`prompt_ids has ${batch.prompt_ids.length} rows, completion_ids has ${B}`);
   for (const f of PER_TOKEN_FIELDS) checkRowLengths(f, batch[f], batch.completion_ids);
   checkRowLengths('prompt_mask', batch.prompt_mask, batch.prompt_ids);
-  const P = Math.max(0, ...batch.prompt_ids.map((r) => r.length));
-  const C = Math.max(0, ...batch.completion_ids.map((r) => r.length));
+  // reduce, not Math.max(...rows): a spread of 200k rows overflows the stack.
+  const P = batch.prompt_ids.reduce((m, r) => Math.max(m, r.length), 0);
+  const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
   const L = P + C;
   const pad = batch.pad_token_id;
 

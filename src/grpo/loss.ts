@@ -90,6 +90,12 @@ export interface GrpoLossInputs {
   old_per_token_logps?: GPUBuffer | null; // (B, T)
   /** Absent: no KL (then beta must be 0). */
   ref_per_token_logps?: GPUBuffer | null; // (B, T)
+  /**
+   * What logprob_gather_forward already computed from these logits at this temperature, with every row
+   * scored (the step pipeline's policy forward, score_completions): used as is, so the (B·T, V) logits
+   * are not read a second time. Absent: the loss gathers them itself.
+   */
+  scored?: { per_token_logps: GPUBuffer; lse: GPUBuffer; per_token_entropy: GPUBuffer } | null;
 }
 
 export interface GrpoLossOptions {
@@ -149,10 +155,16 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
     created.push(b);
     return b;
   };
+  const scored = inputs.scored;
+  if (scored) {
+    checkSize('scored.per_token_logps', scored.per_token_logps, N * 4);
+    checkSize('scored.lse', scored.lse, N * 8);
+    checkSize('scored.per_token_entropy', scored.per_token_entropy, N * 4);
+  }
   const out = {
-    per_token_logps: buf('per_token_logps', N * 4),
-    lse: buf('lse', N * 8),
-    per_token_entropy: buf('per_token_entropy', N * 4),
+    per_token_logps: scored?.per_token_logps ?? buf('per_token_logps', N * 4),
+    lse: scored?.lse ?? buf('lse', N * 8),
+    per_token_entropy: scored?.per_token_entropy ?? buf('per_token_entropy', N * 4),
     per_token_kl: inputs.ref_per_token_logps ? buf('per_token_kl', N * 4) : null,
     importance_ratio: buf('importance_ratio', N * 4),
     per_token_loss: buf('per_token_loss', N * 4),
@@ -165,19 +177,21 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
 
   const rec = opts.rec ?? gpu.recorder('grpo_loss');
   const common = { B, T, mask: inputs.completion_mask, advantages: inputs.advantages };
-  logprob_gather_forward(rec, {
-    logits: inputs.logits,
-    dtype,
-    ids: inputs.completion_ids,
-    mask: inputs.completion_mask,
-    logp: out.per_token_logps,
-    lse: out.lse,
-    entropy: out.per_token_entropy,
-    N,
-    V,
-    temperature: config.temperature,
-    skipMasked: !opts.scoreMaskedRows,
-  });
+  if (!scored) {
+    logprob_gather_forward(rec, {
+      logits: inputs.logits,
+      dtype,
+      ids: inputs.completion_ids,
+      mask: inputs.completion_mask,
+      logp: out.per_token_logps,
+      lse: out.lse,
+      entropy: out.per_token_entropy,
+      N,
+      V,
+      temperature: config.temperature,
+      skipMasked: !opts.scoreMaskedRows,
+    });
+  }
   if (out.per_token_kl && inputs.ref_per_token_logps) {
     kl_forward(rec, { logp: out.per_token_logps, refLogp: inputs.ref_per_token_logps, kl: out.per_token_kl, n: N, estimator: config.kl_estimator });
   }
@@ -240,33 +254,25 @@ export interface GrpoLossReadback {
   dlogits: Float32Array | null; // (B·T, V), only when asked for (it is the big one)
 }
 
-export async function readGrpoLoss(gpu: Gpu, r: GrpoLossResult, opts: { dlogits?: boolean } = {}): Promise<GrpoLossReadback> {
+/** The per-token arrays a GrpoLossResult can read back (the stats are always read: they are 64 bytes). */
+export type LossArray = 'per_token_logps' | 'lse' | 'per_token_entropy' | 'per_token_kl' | 'importance_ratio' | 'per_token_loss' | 'clip' | 'dlogp' | 'token_weight';
+const LOSS_ARRAYS: readonly LossArray[] = ['per_token_logps', 'lse', 'per_token_entropy', 'per_token_kl', 'importance_ratio', 'per_token_loss', 'clip', 'dlogp', 'token_weight'];
+
+type LossStats = Pick<GrpoLossReadback, 'loss' | 'losses' | 'clip_counts' | 'sequences'>;
+
+/**
+ * Reads back only `fields` (what a page shows) and the aggregated stats, in one round trip. An array
+ * the result does not have (no KL, no backward) reads as null.
+ */
+export async function readGrpoLossFields<K extends LossArray>(gpu: Gpu, r: GrpoLossResult, fields: readonly K[]): Promise<Pick<GrpoLossReadback, K> & LossStats> {
   const N = r.B * r.T;
-  const f32 = (b: GPUBuffer, n = N) => gpu.readF32(b, n);
-  const [logp, lse, ent, kl, ratio, loss, clip, stats, dlogp, token_weight, dlogits] = await Promise.all([
-    f32(r.per_token_logps),
-    f32(r.lse, 2 * N),
-    f32(r.per_token_entropy),
-    r.per_token_kl ? f32(r.per_token_kl) : null,
-    f32(r.importance_ratio),
-    f32(r.per_token_loss),
-    gpu.readU32(r.clip, N),
-    f32(r.stats, STATS.size),
-    r.dlogp ? f32(r.dlogp) : null,
-    r.token_weight ? f32(r.token_weight) : null,
-    opts.dlogits && r.dlogits ? f32(r.dlogits, N * r.V) : null,
-  ]);
+  const present = fields.filter((f) => r[f] !== null);
+  const bufs = await gpu.readAll([{ buf: r.stats, byteSize: STATS.size * 4 }, ...present.map((f) => ({ buf: r[f]!, byteSize: (f === 'lse' ? 2 * N : N) * 4 }))]);
+  const stats = new Float32Array(bufs[0]);
+  const arrays: Record<string, Float32Array | Uint32Array | null> = Object.fromEntries(fields.map((f) => [f, null]));
+  present.forEach((f, i) => (arrays[f] = f === 'clip' ? new Uint32Array(bufs[i + 1]) : new Float32Array(bufs[i + 1])));
   const losses = Object.fromEntries(AGGREGATIONS.map((a, i) => [a, stats[i]])) as Record<LossType, number>;
-  return {
-    per_token_logps: logp,
-    lse,
-    per_token_entropy: ent,
-    per_token_kl: kl,
-    importance_ratio: ratio,
-    per_token_loss: loss,
-    is_low_clipped: Uint8Array.from(clip, (f) => (f & CLIP_LOW ? 1 : 0)),
-    is_high_clipped: Uint8Array.from(clip, (f) => (f & CLIP_HIGH ? 1 : 0)),
-    clip,
+  const summary: LossStats = {
     loss: losses[r.config.loss_type],
     losses,
     clip_counts: {
@@ -277,9 +283,24 @@ export async function readGrpoLoss(gpu: Gpu, r: GrpoLossResult, opts: { dlogits?
       tokens: stats[STATS.tokens],
     },
     sequences: stats[STATS.sequences],
-    dlogp,
-    token_weight,
+  };
+  return { ...(arrays as unknown as Pick<GrpoLossReadback, K>), ...summary };
+}
+
+/** Everything (the CLI and the tests): every per-token array, the clip flags split, dlogits when asked for. */
+export async function readGrpoLoss(gpu: Gpu, r: GrpoLossResult, opts: { dlogits?: boolean } = {}): Promise<GrpoLossReadback> {
+  const [all, dlogits] = await Promise.all([readGrpoLossFields(gpu, r, LOSS_ARRAYS), opts.dlogits && r.dlogits ? gpu.readF32(r.dlogits, r.B * r.T * r.V) : null]);
+  const clip = all.clip!;
+  return {
+    ...all,
+    per_token_logps: all.per_token_logps!,
+    lse: all.lse!,
+    per_token_entropy: all.per_token_entropy!,
+    importance_ratio: all.importance_ratio!,
+    per_token_loss: all.per_token_loss!,
+    clip,
+    is_low_clipped: Uint8Array.from(clip, (f) => (f & CLIP_LOW ? 1 : 0)),
+    is_high_clipped: Uint8Array.from(clip, (f) => (f & CLIP_HIGH ? 1 : 0)),
     dlogits,
   };
 }
-

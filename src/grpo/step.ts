@@ -4,7 +4,7 @@
 // which the machine stores in the one StepState record the later stages read (src/grpo/step_types.ts).
 // `next()` runs one stage and returns {id, ms, gpuBytes, peakBytes, data}; `runToEnd()`; `reset()` goes
 // back to before the first stage (undoing the optimizer step when `undo` is set: step_undo.ts).
-import type { Gpu } from '../gpu/context.ts';
+import { statsSince, type Gpu } from '../gpu/context.ts';
 import { ModelLoadError } from '../model/config.ts';
 import { STAGES, type StageId } from './stages.ts';
 import type { StepConfig } from './step_config.ts';
@@ -79,11 +79,12 @@ export class StepPipeline {
     const gpu = this.gpu;
     gpu.resetPeak();
     const t0 = performance.now();
+    const s0 = { ...gpu.stats };
     const out = await (RUN[id] as StageFn<StageId>)(this.ctx, this.state);
     const ms = performance.now() - t0;
     const skipped = 'skipped' in out ? out.skipped : undefined;
     if (!('skipped' in out)) (this.state as Record<StageId, StageOutput<StageId>>)[id] = out;
-    const result: StageResult = { id, ms, gpuBytes: gpu.allocatedBytes, peakBytes: gpu.peakBytes, data: 'skipped' in out ? null : out.data, skipped };
+    const result: StageResult = { id, ms, gpuBytes: gpu.allocatedBytes, peakBytes: gpu.peakBytes, gpuStats: statsSince(gpu.stats, s0), data: 'skipped' in out ? null : out.data, skipped };
     this.results.push(result);
     return result;
   }

@@ -2,6 +2,7 @@
 // advantages → assemble the padded batch (and upload what the loss reads). Starting from an imported
 // grpo-batch/v1 batch, render / sample / reward are skipped and say so.
 import { BatchFormatError, type GrpoBatch } from '../io/batch.ts';
+import { assertComputable, modelLimits } from '../io/validate.ts';
 import { generate } from '../model/generate.ts';
 import { computeAdvantages, groupRows } from './advantages.ts';
 import { assembleBatch, checkScorable, padBatch, type PaddedBatch } from './batch.ts';
@@ -70,6 +71,8 @@ export async function reward(ctx: StageContext, state: StepState): Promise<Stage
 export async function advantages(ctx: StageContext, state: StepState): Promise<StageOutput<'advantages'>> {
   const c = ctx.opts.config;
   const src = ctx.opts.source;
+  // The first stage that computes from an imported batch: the page and the CLI stop here on the same verdict.
+  if (src.kind === 'batch') assertComputable(src.batch, { purpose: 'step', ...modelLimits(ctx.opts.policy.config) });
   if (src.kind === 'batch' && src.batch.advantages) return { data: { advantages: [...src.batch.advantages], groups: null, from: 'batch' } };
   const rewards = src.kind === 'batch' ? src.batch.rewards : need(state, 'reward').data.rewards;
   if (!rewards) throw new BatchFormatError('the batch has neither "advantages" nor "rewards": nothing to take a step on');

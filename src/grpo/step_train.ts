@@ -4,26 +4,32 @@
 //
 // Buffers stay on the GPU between stages (StepState's `device` fields): the policy forward's logits and
 // activations feed the loss and the backward in place, and nothing goes CPU → GPU between policy forward
-// and optimizer step. Each stage reads back only what is shown: per-token arrays (B, C), losses, norms.
+// and optimizer step. The loss takes the policy forward's per-token log-probs and log-sum-exp as they
+// are (GrpoLossInputs.scored): the (B·C, V) logits are read by one gather forward, and then once more only
+// by the backward that overwrites them. Each stage reads back only what is shown (per-token arrays
+// (B, C), losses, norms), in one round trip.
 //
 // old_per_token_logps: the batch's, or else the policy's own log-probs before the step (ratio 1, as TRL
 // with one iteration per generation). Reference: a given model; with none and β > 0 a frozen copy of
 // the policy, which for this update is the policy itself before the step (same weights, same batch:
 // its log-probs are the policy forward's); with β = 0 and none, no reference at all, as TRL.
-import { score_completions } from '../model/score.ts';
+import { score_completions, type CompletionScores } from '../model/score.ts';
 import type { PaddedBatch } from './batch.ts';
-import { grpo_loss, readGrpoLoss, type GrpoLossInputs } from './loss.ts';
+import { grpo_loss, readGrpoLossFields, type GrpoLossInputs } from './loss.ts';
 import { clipCoefFor, Optimizer } from './optimizer.ts';
 import { lossMaskOf } from './step_prepare.ts';
 import { need, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
 
-/** The loss's inputs over the assembled batch for these logits (policy forward or re-evaluation). */
-function lossInputs(ctx: StageContext, state: StepState, p: PaddedBatch, s: { logits: GPUBuffer | null; completion_ids: GPUBuffer; completion_mask: GPUBuffer }, old: GPUBuffer | null): GrpoLossInputs {
+/**
+ * The loss's inputs over the assembled batch for these scores (policy forward or re-evaluation): their
+ * logits, and their gather (every row scored at the loss's temperature, so the loss need not redo it).
+ */
+function lossInputs(ctx: StageContext, state: StepState, p: PaddedBatch, s: CompletionScores, old: GPUBuffer | null): GrpoLossInputs {
   if (!s.logits) throw new Error('the loss needs the full logits: score the policy with save');
   return {
     B: p.B, T: p.C, V: ctx.opts.policy.config.vocab_size, logits: s.logits,
     completion_ids: s.completion_ids, completion_mask: need(state, 'assemble').device.loss_mask ?? s.completion_mask, advantages: need(state, 'assemble').device.advantages,
-    old_per_token_logps: old, ref_per_token_logps: state.reference_forward?.device.ref_per_token_logps ?? null,
+    old_per_token_logps: old, ref_per_token_logps: state.reference_forward?.device.ref_per_token_logps ?? null, scored: s,
   };
 }
 
@@ -38,8 +44,8 @@ export async function policyForward(ctx: StageContext, state: StepState): Promis
   const scores = ctx.own(score_completions(rec, opts.policy, p, { temperature: opts.config.loss.temperature, save: true }));
   await rec.finish();
   const n = p.B * p.C;
-  const [lp, ent] = await Promise.all([gpu.readF32(scores.per_token_logps, n), gpu.readF32(scores.per_token_entropy, n)]);
-  return { data: { per_token_logps: lp, per_token_entropy: ent }, device: { scores } };
+  const [lp, ent] = await gpu.readAll([scores.per_token_logps, scores.per_token_entropy].map((buf) => ({ buf, byteSize: n * 4 })));
+  return { data: { per_token_logps: new Float32Array(lp), per_token_entropy: new Float32Array(ent) }, device: { scores } };
 }
 
 export async function referenceForward(ctx: StageContext, state: StepState): Promise<StageOutput<'reference_forward'> | Skipped> {
@@ -74,7 +80,7 @@ export async function loss(ctx: StageContext, state: StepState): Promise<StageOu
   const inputs = lossInputs(ctx, state, p, s, need(state, 'assemble').device.old_per_token_logps);
   const result = ctx.own(await grpo_loss(gpu, inputs, opts.config.loss, { rec, dlogits: 'in-place', scoreMaskedRows: true }));
   await rec.finish();
-  const r = await readGrpoLoss(gpu, result);
+  const r = await readGrpoLossFields(gpu, result, ['importance_ratio', 'per_token_kl', 'per_token_loss', 'clip', 'token_weight']);
   const weight = r.token_weight!;
   const beta = opts.config.loss.beta;
   let kl_term = 0;
@@ -136,7 +142,7 @@ export async function reEvaluate(ctx: StageContext, state: StepState): Promise<S
   const inputs = lossInputs(ctx, state, p, s, need(state, 'assemble').device.old_per_token_logps ?? before.device.scores.per_token_logps);
   const res = ctx.own(await grpo_loss(gpu, inputs, opts.config.loss, { rec, backward: false, scoreMaskedRows: true }));
   await rec.finish();
-  const r = await readGrpoLoss(gpu, res);
+  const r = await readGrpoLossFields(gpu, res, ['per_token_logps', 'per_token_kl', 'per_token_loss']);
   const pre = before.data.per_token_logps;
   return {
     data: {

@@ -2,7 +2,7 @@
 // back to the CPU), and StepState, the one record through which stages hand their outputs to each other:
 // one optional field per stage holding its shown data and, for GPU stages, the device buffers the next
 // stages consume in place (logits, log-probs, the loss's gradient, optimizer state).
-import type { Gpu } from '../gpu/context.ts';
+import type { Gpu, GpuStats } from '../gpu/context.ts';
 import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
 import type { Decoder, FinishReason, GenerateOptions } from '../model/generate.ts';
 import type { CausalLM } from '../model/model.ts';
@@ -92,6 +92,8 @@ export interface StageResult<S extends StageId = StageId> {
   ms: number; // wall time, GPU work included
   gpuBytes: number; // bytes allocated by GPU buffers after the stage
   peakBytes: number; // the most allocated during the stage
+  /** Dispatches, compute passes, bind-group cache hits/misses, bytes read back and CPU encoding ms of this stage. */
+  gpuStats: GpuStats;
   /** Why the stage did not run (e.g. render / sample / reward for an imported batch). */
   skipped?: string;
   data: StageData[S] | null;

@@ -97,6 +97,9 @@ const RAGGED_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_
 const VECTOR_FIELDS = ['eos_token_ids', 'rewards', 'reward_weights', 'advantages', 'group_ids'] as const;
 const REQUIRED = ['num_generations', 'pad_token_id', 'eos_token_ids', 'prompt_ids', 'completion_ids', 'completion_mask'] as const;
 
+/** Deeper JSON is refused by name (a batch needs ~5 levels; chat `content` parts a few more). */
+export const MAX_JSON_DEPTH = 256;
+
 /** Every top-level field grpo-batch/v1 defines (anything else in a file is reported as unknown). */
 export const BATCH_FIELDS: ReadonlySet<string> = new Set(['format', ...REQUIRED, ...RAGGED_FIELDS, ...VECTOR_FIELDS, 'messages', 'prompt_texts', 'completion_texts', 'config']);
 
@@ -104,31 +107,41 @@ export const BATCH_FIELDS: ReadonlySet<string> = new Set(['format', ...REQUIRED,
  * Python's json.dump writes NaN, Infinity and -Infinity as bare words; JSON.parse refuses them. Rewrite
  * them (outside strings) into tagged strings and turn those back into numbers with a reviver.
  */
-function parsePythonJson(text: string): unknown {
+function parsePythonJson(text: string, source: string): unknown {
   const NONFINITE: Record<string, number> = { NaN: NaN, Infinity: Infinity, '-Infinity': -Infinity };
   let out = '';
   let last = 0;
   let inString = false;
+  let depth = 0;
+  // Character codes, not text[i]: this loop sees every character of files of hundreds of MB.
   for (let i = 0; i < text.length; i++) {
-    const ch = text[i];
+    const ch = text.charCodeAt(i);
     if (inString) {
-      if (ch === '\\') i++;
-      else if (ch === '"') inString = false;
+      if (ch === 0x5c /* \ */) i++;
+      else if (ch === 0x22 /* " */) inString = false;
       continue;
     }
-    if (ch === '"') {
+    if (ch === 0x22) {
       inString = true;
       continue;
     }
-    for (const word of ['-Infinity', 'Infinity', 'NaN']) {
-      if (text.startsWith(word, i)) {
-        out += text.slice(last, i) + `"\\u0000${word}"`;
-        i += word.length - 1;
-        last = i + 1;
-        break;
+    // JSON.parse recurses per level and reports a stack overflow as a syntax error: say what it is instead.
+    if (ch === 0x5b /* [ */ || ch === 0x7b /* { */) {
+      if (++depth > MAX_JSON_DEPTH) throw new BatchFormatError(`${source}: JSON nesting deeper than ${MAX_JSON_DEPTH} levels (at character ${i}); a grpo-batch/v1 file nests a few levels`);
+    } else if (ch === 0x5d /* ] */ || ch === 0x7d /* } */) depth--;
+    else if (ch === 0x4e /* N */ || ch === 0x49 /* I */ || ch === 0x2d /* - */) {
+      for (const word of ['-Infinity', 'Infinity', 'NaN']) {
+        if (text.startsWith(word, i)) {
+          out += text.slice(last, i) + `"\\u0000${word}"`;
+          i += word.length - 1;
+          last = i + 1;
+          break;
+        }
       }
     }
   }
+  // The reviver runs once per value: only pay for it when a non-finite word was rewritten.
+  if (last === 0) return JSON.parse(text);
   out += text.slice(last);
   return JSON.parse(out, (_k, v) => (typeof v === 'string' && v.startsWith('\u0000') && v.slice(1) in NONFINITE ? NONFINITE[v.slice(1)] : v));
 }
@@ -142,8 +155,9 @@ function parsePythonJson(text: string): unknown {
 export function parseBatch(text: string, source = 'batch'): GrpoBatch {
   let raw: unknown;
   try {
-    raw = parsePythonJson(text);
+    raw = parsePythonJson(text, source);
   } catch (e) {
+    if (e instanceof BatchFormatError) throw e;
     throw new BatchFormatError(`${source}: not valid JSON (${(e as Error).message.split('\n')[0]})`);
   }
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new BatchFormatError(`${source}: top level must be a JSON object`);

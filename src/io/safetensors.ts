@@ -26,34 +26,67 @@ export class SafeTensorsError extends Error {
   }
 }
 
+/** The format's own bound on the header (safetensors: 100 MB); a larger u64 is a corrupt or hostile file. */
+const MAX_HEADER_BYTES = 100_000_000;
+
+const isCount = (x: unknown): x is number => typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
+
+/**
+ * Reads the header and checks every entry against the file: a JSON object header, known dtypes, shapes of
+ * non-negative integers, offsets inside the data section that cover exactly shape × dtype size, and no two
+ * tensors sharing bytes. Anything else is a SafeTensorsError naming the tensor — never a zero-filled or
+ * aliased tensor read as if it were data.
+ */
 export function parseSafeTensors(bytes: Uint8Array, source = 'safetensors'): SafeTensors {
   if (bytes.byteLength < 8) throw new SafeTensorsError(`${source}: file too short (${bytes.byteLength} bytes) for a safetensors header`);
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const n = Number(dv.getBigUint64(0, true));
-  if (n <= 0 || 8 + n > bytes.byteLength) throw new SafeTensorsError(`${source}: header length ${n} does not fit in a ${bytes.byteLength}-byte file`);
-  let header: Record<string, unknown>;
+  const n64 = dv.getBigUint64(0, true);
+  if (n64 === 0n || n64 > BigInt(Math.min(MAX_HEADER_BYTES, bytes.byteLength - 8))) {
+    throw new SafeTensorsError(`${source}: header length ${n64} does not fit in a ${bytes.byteLength}-byte file (at most ${MAX_HEADER_BYTES} bytes)`);
+  }
+  const n = Number(n64);
+  let header: unknown;
   try {
-    header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+    header = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(8, 8 + n)));
   } catch (e) {
-    throw new SafeTensorsError(`${source}: header is not valid JSON (${(e as Error).message})`);
+    throw new SafeTensorsError(`${source}: header is not valid JSON (${(e as Error).message.split('\n')[0]})`);
+  }
+  if (header === null || typeof header !== 'object' || Array.isArray(header)) {
+    throw new SafeTensorsError(`${source}: header must be a JSON object of tensors, got ${header === null ? 'null' : Array.isArray(header) ? 'an array' : typeof header}`);
   }
   const data = bytes.subarray(8 + n);
-  const metadata = (header.__metadata__ ?? {}) as Record<string, string>;
-  const tensors = new Map<string, TensorInfo>();
-  for (const [name, v] of Object.entries(header)) {
-    if (name === '__metadata__') continue;
-    const t = v as TensorInfo;
-    if (!t || !(t.dtype in ELEM_BYTES) || !Array.isArray(t.shape) || !Array.isArray(t.data_offsets)) {
-      throw new SafeTensorsError(`${source}: tensor "${name}" has a malformed entry`);
-    }
-    const count = t.shape.reduce((a, b) => a * b, 1);
-    const [s, e] = t.data_offsets;
-    if (e - s !== count * ELEM_BYTES[t.dtype] || e > data.byteLength) {
-      throw new SafeTensorsError(`${source}: tensor "${name}" (${t.dtype} ${JSON.stringify(t.shape)}) has offsets [${s}, ${e}] inconsistent with its size or the file`);
-    }
-    tensors.set(name, t);
+  const entries = header as Record<string, unknown>;
+  const meta = entries.__metadata__ ?? {};
+  if (typeof meta !== 'object' || meta === null || Array.isArray(meta) || Object.values(meta).some((v) => typeof v !== 'string')) {
+    throw new SafeTensorsError(`${source}: __metadata__ must be an object of strings`);
   }
-  return { metadata, tensors, data };
+  const tensors = new Map<string, TensorInfo>();
+  for (const [name, v] of Object.entries(entries)) {
+    if (name === '__metadata__') continue;
+    const t = v as Partial<TensorInfo> | null;
+    const bad = (what: string) => new SafeTensorsError(`${source}: tensor "${name}" ${what}`);
+    if (!t || typeof t !== 'object') throw bad('has a malformed entry (expected {dtype, shape, data_offsets})');
+    if (typeof t.dtype !== 'string' || !Object.hasOwn(ELEM_BYTES, t.dtype)) throw bad(`has unsupported dtype ${JSON.stringify(t.dtype)} (supported: ${Object.keys(ELEM_BYTES).join(', ')})`);
+    if (!Array.isArray(t.shape) || !t.shape.every(isCount)) throw bad(`has shape ${JSON.stringify(t.shape)}: expected a list of non-negative integers`);
+    const o = t.data_offsets;
+    if (!Array.isArray(o) || o.length !== 2 || !isCount(o[0]) || !isCount(o[1]) || o[0] > o[1]) {
+      throw bad(`has data_offsets ${JSON.stringify(o)}: expected [begin, end] with 0 ≤ begin ≤ end`);
+    }
+    const size = t.shape.reduce((a, b) => a * b, 1) * ELEM_BYTES[t.dtype];
+    if (o[1] - o[0] !== size) throw bad(`(${t.dtype} ${JSON.stringify(t.shape)}) needs ${size} bytes but data_offsets [${o[0]}, ${o[1]}] hold ${o[1] - o[0]}`);
+    if (o[1] > data.byteLength) throw bad(`has data_offsets [${o[0]}, ${o[1]}] past the end of the ${data.byteLength}-byte data section`);
+    tensors.set(name, { dtype: t.dtype, shape: t.shape, data_offsets: [o[0], o[1]] });
+  }
+  // No two tensors may share bytes: sorted by begin, each must start at or after the previous end.
+  const spans = [...tensors].filter(([, t]) => t.data_offsets[1] > t.data_offsets[0]).sort((a, b) => a[1].data_offsets[0] - b[1].data_offsets[0]);
+  for (let i = 1; i < spans.length; i++) {
+    const [prev, p] = spans[i - 1];
+    const [name, t] = spans[i];
+    if (t.data_offsets[0] < p.data_offsets[1]) {
+      throw new SafeTensorsError(`${source}: tensors "${prev}" [${p.data_offsets.join(', ')}] and "${name}" [${t.data_offsets.join(', ')}] overlap`);
+    }
+  }
+  return { metadata: meta as Record<string, string>, tensors, data };
 }
 
 function view(st: SafeTensors, name: string): { info: TensorInfo; bytes: Uint8Array } {
@@ -124,8 +157,17 @@ export function toI32(st: SafeTensors, name: string): Int32Array {
   switch (info.dtype) {
     case 'I32':
       return aligned(bytes, 4, (b, o, n) => new Int32Array(b, o, n));
-    case 'I64':
-      return Int32Array.from(aligned(bytes, 8, (b, o, n) => new BigInt64Array(b, o, n)), (x) => Number(x));
+    case 'I64': {
+      // Ids and masks are i32 on the GPU: a value outside i32 is an error, never a silent wrap.
+      const wide = aligned(bytes, 8, (b, o, n) => new BigInt64Array(b, o, n));
+      const out = new Int32Array(wide.length);
+      for (let i = 0; i < wide.length; i++) {
+        const x = wide[i];
+        if (x < -2147483648n || x > 2147483647n) throw new SafeTensorsError(`tensor "${name}" (I64) holds ${x} at flat index ${i}, outside the int32 range the studio reads ids and masks in`);
+        out[i] = Number(x);
+      }
+      return out;
+    }
     case 'I16':
       return Int32Array.from(aligned(bytes, 2, (b, o, n) => new Int16Array(b, o, n)));
     case 'I8':

@@ -60,6 +60,14 @@ async function readConfig(source: ModelSource): Promise<{ config: ModelConfig; h
   }
 }
 
+/** A shard named by an index: a relative path inside the folder ("model-00001-of-00002.safetensors", "sub/x.safetensors"). */
+function isShardName(file: unknown): file is string {
+  return typeof file === 'string' && file.endsWith('.safetensors') && !file.startsWith('/') && !/^[a-zA-Z]:/.test(file) && !file.includes('\\') && !file.split('/').some((p) => p === '..' || p === '.' || p === '');
+}
+
+/** Transformer-block weights ("model.layers.3.…", GPT-2 "h.3.…") name their layer index. */
+const LAYER_INDEX = /(?:^|\.)(?:layers|h)\.(\d+)\./;
+
 /** Shard file names in order, and which file holds each stored tensor name (null: single file, read its header). */
 async function listFiles(source: ModelSource): Promise<{ files: string[]; weightMap: Map<string, string> | null }> {
   if (await source.exists('model.safetensors.index.json')) {
@@ -68,6 +76,9 @@ async function listFiles(source: ModelSource): Promise<{ files: string[]; weight
       throw new ModelLoadError(`${source.name}: model.safetensors.index.json has no "weight_map"`);
     }
     const weightMap = new Map(Object.entries(index.weight_map));
+    for (const [tensor, file] of weightMap) {
+      if (!isShardName(file)) throw new ModelLoadError(`${source.name}: model.safetensors.index.json maps "${tensor}" to ${JSON.stringify(file)}, not a .safetensors file inside the model folder`);
+    }
     return { files: [...new Set(weightMap.values())], weightMap };
   }
   if (await source.exists('model.safetensors')) return { files: ['model.safetensors'], weightMap: null };
@@ -132,6 +143,11 @@ export async function loadCheckpoint(
     }
   }
   if (pending.size) throw missingError(source, [...pending.keys()]);
+  // Weights for layers the config does not have would be dropped without a word: refuse instead.
+  const extraLayer = unused.find((n) => Number(LAYER_INDEX.exec(n)?.[1] ?? -1) >= config.num_hidden_layers);
+  if (extraLayer) {
+    throw new ModelLoadError(`${source.name}: config.json has num_hidden_layers = ${config.num_hidden_layers} but the checkpoint holds "${extraLayer}"${unused.length > 1 ? ` (${unused.length} unused tensors in all)` : ''}: the config and the weights disagree`);
+  }
   progress({ phase: 'done', loaded: specs.length, total: specs.length });
   return { config, hfConfig, files, dtypes: [...dtypes], unused };
 }

@@ -2,7 +2,7 @@
 // `openModelSource` also accepts a Hub id ("HuggingFaceTB/SmolLM2-135M") when no such folder exists.
 import { existsSync, statSync } from 'node:fs';
 import { open, readFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { isAbsolute, relative, resolve } from 'node:path';
 import { ModelLoadError } from './config.ts';
 import { HubSource } from './hub.ts';
 import { parseJSONFile, type ByteProgress, type ModelSource } from './source.ts';
@@ -14,15 +14,24 @@ export class FolderSource implements ModelSource {
 
   constructor(readonly dir: string) {
     this.name = dir;
+    this.dir = resolve(dir);
     if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new ModelLoadError(`${dir}: not a model folder`);
   }
 
   async exists(file: string): Promise<boolean> {
-    return existsSync(join(this.dir, file));
+    return existsSync(this.inside(file));
+  }
+
+  /** `file` inside the folder; a name that resolves outside it (`../../etc/passwd`, an absolute path) is an error. */
+  private inside(file: string): string {
+    const p = resolve(this.dir, file);
+    const rel = relative(this.dir, p);
+    if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) throw new ModelLoadError(`${this.dir}: ${JSON.stringify(file)} is outside the model folder`);
+    return p;
   }
 
   private path(file: string): string {
-    const p = join(this.dir, file);
+    const p = this.inside(file);
     if (!existsSync(p)) throw new ModelLoadError(`${this.dir}: no ${file}`);
     return p;
   }

@@ -173,17 +173,37 @@ export class Tokenizer {
     return this.hf.convert_tokens_to_ids(token) ?? undefined;
   }
 
+  /**
+   * The exact arguments of `hf.apply_chat_template` for a render: shared with the bounded renderer
+   * (src/tokenize/bounded_node.ts), which renders the same call in a worker with a time and memory limit.
+   */
+  static templateCall(messages: readonly ChatMessage[], opts: RenderOptions = {}): [ChatMessage[], Record<string, unknown>] {
+    const msgs = opts.system !== undefined && messages[0]?.role !== 'system' ? [{ role: 'system', content: opts.system }, ...messages] : [...messages];
+    return [msgs, { ...opts.template_kwargs, tokenize: false, add_generation_prompt: opts.add_generation_prompt ?? true, tools: opts.tools ?? null, chat_template: opts.chat_template ?? null }];
+  }
+
+  /**
+   * The template and the variables transformers.js's apply_chat_template renders it with (the named or
+   * default template; messages, add_generation_prompt, tools, documents, the special tokens of the config,
+   * then the keyword arguments): what a bounded renderer feeds the same jinja engine in a worker.
+   */
+  templateInput(messages: readonly ChatMessage[], opts: RenderOptions = {}): { template: string; variables: Record<string, unknown> } {
+    const [conversation, { tokenize: _t, chat_template, add_generation_prompt, tools, ...kwargs }] = Tokenizer.templateCall(messages, opts);
+    const hf = this.hf as unknown as { get_chat_template(o: object): unknown; config: Record<string, unknown> };
+    const template = hf.get_chat_template({ chat_template, tools });
+    if (typeof template !== 'string') throw new Error(`chat_template must be a string, got ${typeof template}`);
+    const special: Record<string, unknown> = {};
+    for (const key of ['bos_token', 'eos_token', 'unk_token', 'sep_token', 'pad_token', 'cls_token', 'mask_token']) {
+      const v = hf.config[key];
+      if (v) special[key] = typeof v === 'object' ? (v as { content: string }).content : v;
+    }
+    return { template, variables: { messages: conversation, add_generation_prompt, tools, documents: null, ...special, ...kwargs } };
+  }
+
   /** Render a conversation with the chat template (text only). */
   applyChatTemplate(messages: readonly ChatMessage[], opts: RenderOptions = {}): string {
-    const msgs = opts.system !== undefined && messages[0]?.role !== 'system' ? [{ role: 'system', content: opts.system }, ...messages] : [...messages];
-    const out = this.hf.apply_chat_template(msgs as { role: string; content: string }[], {
-      ...opts.template_kwargs,
-      tokenize: false,
-      add_generation_prompt: opts.add_generation_prompt ?? true,
-      tools: opts.tools ?? null,
-      chat_template: opts.chat_template ?? null,
-    });
-    return out as string;
+    const [msgs, options] = Tokenizer.templateCall(messages, opts);
+    return this.hf.apply_chat_template(msgs as { role: string; content: string }[], options) as unknown as string;
   }
 
   /** Render, tokenize (no extra special tokens: the template already wrote them) and map tokens to spans. */

@@ -16,6 +16,7 @@ export class StudioFailure extends Error {
 
 const BY_NAME: Record<string, ErrorKind> = {
   BatchFormatError: 'bad-file',
+  InputError: 'bad-file',
   SafeTensorsError: 'bad-file',
   ModelLoadError: 'unsupported-model',
   TokenizerLoadError: 'unsupported-model',

@@ -128,8 +128,8 @@ export interface StageExtras {
 /** A stage's data as the page receives it: the pipeline's StageData, plus StageExtras where a stage has some. */
 export type StagePayloads = { [S in StageId]: StageData[S] & (S extends keyof StageExtras ? StageExtras[S] : unknown) };
 
-/** The pipeline's StageResult (id, ms, gpuBytes, peakBytes, skipped) carrying the page's payload. */
-export type StageResult<S extends StageId = StageId> = Omit<PipelineStageResult<S>, 'data'> & { data: StagePayloads[S] | null };
+/** The pipeline's StageResult (id, ms, gpuBytes, peakBytes, skipped; its GPU work counters when known) carrying the page's payload. */
+export type StageResult<S extends StageId = StageId> = Omit<PipelineStageResult<S>, 'data' | 'gpuStats'> & Partial<Pick<PipelineStageResult<S>, 'gpuStats'>> & { data: StagePayloads[S] | null };
 
 /** Where an update starts: the prompt set (render → sample → reward), or an imported batch (those three skipped). */
 export type StepStart = { kind: 'prompts' } | { kind: 'batch'; batch: GrpoBatch };

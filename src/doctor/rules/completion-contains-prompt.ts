@@ -3,7 +3,7 @@
 // the padded prompt width under left padding (seed 002 bug #4): the "response" then begins with the
 // prompt's tail, the reward judges the prompt, and the loss trains on it.
 import type { Finding, Rule } from '../types.ts';
-import { showToken } from '../util.ts';
+import { showToken, suffixPrefixOverlap } from '../util.ts';
 
 /** Special tokens that open a chat turn: never part of a single assistant reply. */
 const HEADER_TOKENS = ['<|im_start|>', '<|start_header_id|>', '<|end_header_id|>', '<start_of_turn>', '<|user|>', '<|assistant|>', '<|system|>', '[INST]', '<|begin_of_text|>', '<｜User｜>', '<｜Assistant｜>'];
@@ -11,6 +11,13 @@ const HEADER_TOKENS = ['<|im_start|>', '<|start_header_id|>', '<|end_header_id|>
 /** Real prompt tokens of a row (prompt_mask = 1, or the whole row). */
 function realPrompt(ids: number[], mask: number[] | undefined): number[] {
   return mask ? ids.filter((_, t) => mask[t] === 1) : ids;
+}
+
+/** Length of the longest common prefix of row[from:] and pat. */
+function commonPrefix(row: number[], from: number, pat: number[]): number {
+  let n = 0;
+  while (n < pat.length && from + n < row.length && row[from + n] === pat[n]) n++;
+  return n;
 }
 
 /** row[from : from + n] === pat[at : at + n] */
@@ -39,10 +46,12 @@ export const completionContainsPrompt: Rule = {
       const prompt = realPrompt(ctx.batch.prompt_ids[b] ?? [], ctx.batch.prompt_mask?.[b]);
       let start = 0;
       while (start < ids.length && ids[start] === ctx.pad && !ctx.eos.has(ids[start])) start++;
-      for (let n = Math.min(prompt.length, ids.length - start); n >= 1; n--) {
-        if (startsWith(ids, start, prompt, prompt.length - n, n) || startsWith(ids, start, prompt, 0, n)) return { start, k: n };
-      }
-      return { start, k: 0 };
+      // The longest n with ids[start : start + n] equal to the prompt's last n tokens or its first n,
+      // in linear time (trying every n from the longest down is quadratic in the row length).
+      const m = Math.min(prompt.length, ids.length - start);
+      const head = ids.slice(start, start + m);
+      const k = Math.max(suffixPrefixOverlap(prompt.slice(prompt.length - m), head), commonPrefix(ids, start, prompt));
+      return { start, k };
     });
     // One leaked token is chance for a single row, but not when every row of the group shows it.
     const groupLeaks = (b: number) => {

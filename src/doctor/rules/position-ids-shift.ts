@@ -2,7 +2,7 @@
 // ids under left padding sees every left-padded row shifted by its pad count — different log-probs than
 // at generation, where HF generate uses cumsum(attention_mask) − 1. RoPE models are unaffected (relative).
 import type { Rule } from '../types.ts';
-import { listSamples } from '../util.ts';
+import { listSamples, maxOf } from '../util.ts';
 
 /** HF model types whose position embeddings are absolute (a learned table indexed by position id). */
 export const ABSOLUTE_POSITION_MODELS = new Set(['gpt2', 'gpt_bigcode', 'gpt_neo', 'opt', 'biogpt', 'xglm', 'bert', 'roberta']);
@@ -19,7 +19,7 @@ export const positionIdsShift: Rule = {
     if (!modelType) return 'model_type unknown (set config.model_type)';
     if (!ABSOLUTE_POSITION_MODELS.has(modelType) || mode !== 'arange') return [];
     const lengths = ctx.batch.prompt_ids.map((row, b) => (ctx.batch.prompt_mask ? ctx.batch.prompt_mask[b].reduce((s, m) => s + m, 0) : row.length));
-    const P = Math.max(0, ...ctx.batch.prompt_ids.map((r) => r.length));
+    const P = maxOf(ctx.batch.prompt_ids.map((r) => r.length));
     const shifted = lengths.map((n, b) => (n < P ? b : -1)).filter((b) => b >= 0);
     if (shifted.length === 0) return [];
     return [{

@@ -1,7 +1,7 @@
 // truncated-completion: completions that hit max_completion_length without an EOS. Their reward often
 // judges half an answer; TRL can drop them from the loss (mask_truncated_completions). Informational.
 import type { Rule } from '../types.ts';
-import { listSamples } from '../util.ts';
+import { listSamples, maxOf } from '../util.ts';
 
 export const truncatedCompletion: Rule = {
   id: 'truncated-completion',
@@ -10,7 +10,7 @@ export const truncatedCompletion: Rule = {
   description: 'Completions without an EOS whose length equals max_completion_length (config, else the longest completion in the batch): the sampler ran out of budget.',
   seed: '002 (expected 15–96 tokens, "not 200+"); TRL mask_truncated_completions',
   check(ctx) {
-    const max = ctx.batch.config?.max_completion_length ?? Math.max(0, ...ctx.realEnd);
+    const max = ctx.batch.config?.max_completion_length ?? maxOf(ctx.realEnd);
     const rows = ctx.realEnd.map((n, b) => (ctx.firstEos[b] < 0 && n === max && n > 0 ? b : -1)).filter((b) => b >= 0);
     if (rows.length === 0) return [];
     const source = ctx.batch.config?.max_completion_length !== undefined ? 'max_completion_length' : 'the longest completion';

@@ -1,0 +1,272 @@
+// Command recording: dispatches, copies and clears accumulate and go out in one submit, consecutive
+// dispatches in one compute pass, with the params of every dispatch in shared uniform pages bound by
+// dynamic offset. It knows the GPU context only through RecorderHost (context.ts's Gpu), so the two
+// modules do not import each other; `Recorder` (context.ts) is GpuRecorder<Gpu>.
+import type { Constants, PipelineCache } from './cache.ts';
+import { GpuError } from './errors.ts';
+import type { GpuStats } from './stats.ts';
+
+/** Bytes of one params page: the packed params of up to PARAMS_PAGE / 256 dispatches of one recorder. */
+export const PARAMS_PAGE = 64 * 1024;
+
+/** A binding: a whole buffer, or a [offset, size) byte window of one (for splits past the binding limit). */
+export type Binding = GPUBuffer | { buffer: GPUBuffer; offset?: number; size?: number };
+
+/** What a recorder needs of the GPU context. */
+export interface RecorderHost {
+  readonly device: GPUDevice;
+  readonly limits: GPUSupportedLimits;
+  readonly stats: GpuStats;
+  readonly cache: PipelineCache;
+  readonly lost: Promise<GPUDeviceLostInfo>;
+  readonly lostReason: string | null;
+  createBuffer(label: string, byteSize: number): GPUBuffer;
+  paramsPage(k: number): GPUBuffer;
+  scoped<T>(kernel: string, fn: () => T): Promise<T>;
+  recorderClosed(rec: object): void;
+}
+
+/** One dispatch's worth of arguments. */
+export interface Dispatch {
+  kernel: string; // shown in errors and timings
+  shader: string;
+  constants?: Constants;
+  entryPoint?: string;
+  bindings: Binding[]; // @group(0) @binding(i) in order
+  workgroups: [number, number?, number?];
+  /** Packed params for a uniform at @binding(bindings.length), if the shader takes one. */
+  params?: ArrayBuffer;
+}
+
+/** A recorded command; encoded at submit (and again, alone, when a failed submit is diagnosed). */
+type Op =
+  | { kind: 'dispatch'; d: Dispatch; resources: GPUBufferBinding[]; slot: number }
+  | { kind: 'copy'; src: GPUBuffer; srcOffset: number; dst: GPUBuffer; dstOffset: number; size: number }
+  | { kind: 'clear'; buf: GPUBuffer; offset: number; size?: number };
+
+const opName = (op: Op) => (op.kind === 'dispatch' ? op.d.kernel : op.kind === 'copy' ? `copy ${op.src.label} → ${op.dst.label}` : `clear ${op.buf.label}`);
+
+/**
+ * Records dispatches, copies and clears, and sends them in one submit. Consecutive dispatches share one
+ * compute pass (WebGPU orders each dispatch's storage writes before the next one's reads within a pass),
+ * so `submit()` is the only place commands are encoded, under ONE set of error scopes pushed and popped
+ * synchronously around encode + submit (error scopes are a stack: an await inside would let another
+ * recorder's errors land in ours).
+ *
+ * Naming the failing kernel: one scope cannot say which command raised its error, so when it caught one,
+ * submit() drops the pipelines and bind groups this submit created from the caches and re-encodes the
+ * commands one by one, each into its own throw-away encoder under its own scopes, never submitted. The
+ * first command whose encoding errs is the culprit, and its GpuError names it. Encoding is deterministic
+ * (same buffers, layouts and pipelines), so the re-run reproduces every encoding-time error; an error the
+ * re-run does not reproduce (e.g. a buffer destroyed before submit, checked only by queue.submit) is
+ * reported under the recorder's label. An invalid command buffer runs nothing, so a failed submit never
+ * leaves half its work done. The cost is paid only on failure.
+ *
+ * Params: each dispatch's packed params take a 256-byte-aligned slot of the shared params pages (Gpu),
+ * written at submit; the uniform is bound as a window of the page with a dynamic offset, so the bind
+ * group is keyed only on the storage windows and is hit again on the next step.
+ */
+export class GpuRecorder<G extends RecorderHost> {
+  private readonly ops: Op[] = [];
+  private readonly temps: GPUBuffer[] = [];
+  /** Scratch allocations that failed (or may have: Dawn reports OOM asynchronously), checked at submit. */
+  private readonly allocs: { buffer: GPUBuffer; label: string; bytes: number; error: Promise<GPUError | null> }[] = [];
+  private params = new Uint8Array(0);
+  private paramsBytes = 0;
+  private readonly label: string;
+  private closed = false;
+  readonly kernels: string[] = [];
+  /** When set (benchmarks), dispatch k runs in its own pass writing GPU timestamps at query indices 2k and 2k + 1. */
+  timestamps: GPUQuerySet | null = null;
+
+  constructor(
+    readonly gpu: G,
+    label: string,
+  ) {
+    this.label = label;
+  }
+
+  dispatch(d: Dispatch): void {
+    const t0 = performance.now();
+    this.kernels.push(d.kernel);
+    const resources: GPUBufferBinding[] = d.bindings.map((b) => ('buffer' in b ? { buffer: b.buffer, offset: b.offset ?? 0, size: b.size } : { buffer: b }));
+    let slot = -1;
+    if (d.params) slot = this.addParams(new Uint8Array(d.params));
+    this.ops.push({ kind: 'dispatch', d, resources, slot });
+    this.gpu.stats.encodeMs += performance.now() - t0;
+  }
+
+  /** Copies params into the next aligned slot that does not straddle a page; returns its byte offset. */
+  private addParams(words: Uint8Array): number {
+    const align = this.gpu.limits.minUniformBufferOffsetAlignment;
+    let at = Math.ceil(this.paramsBytes / align) * align;
+    if (Math.floor(at / PARAMS_PAGE) !== Math.floor((at + words.byteLength - 1) / PARAMS_PAGE)) at = Math.ceil(at / PARAMS_PAGE) * PARAMS_PAGE;
+    if (at + words.byteLength > this.params.byteLength) {
+      const grown = new Uint8Array(Math.max(PARAMS_PAGE, 2 * this.params.byteLength, at + words.byteLength));
+      grown.set(this.params);
+      this.params = grown;
+    }
+    this.params.set(words, at);
+    this.paramsBytes = at + words.byteLength;
+    return at;
+  }
+
+  /**
+   * A storage buffer for intermediates (reduction partials) that is destroyed once this recorder's work
+   * is submitted. An allocation that fails does not throw here: submit() reports it, naming the first
+   * kernel that binds it, after releasing everything this recorder holds.
+   */
+  scratch(label: string, byteSize: number): GPUBuffer {
+    const gpu = this.gpu;
+    const bytes = Math.max(16, Math.ceil(byteSize / 4) * 4);
+    gpu.device.pushErrorScope('out-of-memory');
+    gpu.device.pushErrorScope('validation');
+    let buf: GPUBuffer;
+    let tooBig: GPUError | null = null;
+    try {
+      buf = gpu.createBuffer(label, byteSize);
+    } catch (e) {
+      tooBig = new GPUOutOfMemoryError(e instanceof Error ? e.message : String(e));
+      buf = gpu.createBuffer(`${label} (not allocated)`, 16);
+    }
+    const [val, oom] = [gpu.device.popErrorScope(), gpu.device.popErrorScope()];
+    this.allocs.push({ buffer: buf, label, bytes, error: Promise.all([val, oom]).then(([v, o]) => tooBig ?? o ?? v) });
+    this.temps.push(buf);
+    return buf;
+  }
+
+  copy(src: GPUBuffer, srcOffset: number, dst: GPUBuffer, dstOffset: number, size: number): void {
+    this.ops.push({ kind: 'copy', src, srcOffset, dst, dstOffset, size });
+  }
+
+  clear(buf: GPUBuffer, offset = 0, size?: number): void {
+    this.ops.push({ kind: 'clear', buf, offset, size });
+  }
+
+  /** Encodes `ops` into `enc`: consecutive dispatches in one compute pass (one each when timing). */
+  private encode(enc: GPUCommandEncoder, ops: Op[], first = 0): void {
+    const gpu = this.gpu;
+    let pass: GPUComputePassEncoder | null = null;
+    let k = first;
+    const end = () => {
+      pass?.end();
+      pass = null;
+    };
+    for (const op of ops) {
+      if (op.kind !== 'dispatch') {
+        end();
+        if (op.kind === 'copy') enc.copyBufferToBuffer(op.src, op.srcOffset, op.dst, op.dstOffset, op.size);
+        else enc.clearBuffer(op.buf, op.offset, op.size);
+        continue;
+      }
+      const { d, slot } = op;
+      const { pipeline, layout } = gpu.cache.pipeline(d.shader, d.constants, d.entryPoint);
+      const resources = slot < 0 ? op.resources : [...op.resources, { buffer: gpu.paramsPage(Math.floor(slot / PARAMS_PAGE)), offset: 0, size: d.params!.byteLength }];
+      const bindGroup = gpu.cache.bindGroup(d.kernel, layout, resources);
+      if (this.timestamps) end();
+      if (!pass) {
+        const timestampWrites = this.timestamps ? { querySet: this.timestamps, beginningOfPassWriteIndex: 2 * k, endOfPassWriteIndex: 2 * k + 1 } : undefined;
+        // A pass of one dispatch (timing, diagnosis) carries its kernel's name into the driver's messages.
+        pass = enc.beginComputePass({ label: this.timestamps || ops.length === 1 ? d.kernel : this.label, timestampWrites });
+        gpu.stats.computePasses++;
+      }
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup, slot < 0 ? [] : [slot % PARAMS_PAGE]);
+      const [x, y = 1, z = 1] = d.workgroups;
+      pass.dispatchWorkgroups(x, y, z);
+      gpu.stats.dispatches++;
+      k++;
+    }
+    end();
+  }
+
+  /** Destroys the scratch buffers (the params pages are shared and stay). */
+  private release(): void {
+    for (const t of this.temps.splice(0)) t.destroy();
+    if (!this.closed) this.gpu.recorderClosed(this);
+    this.closed = true;
+  }
+
+  /** Submits everything recorded; rejects with a GpuError naming the failing kernel if any command was invalid. */
+  async submit(): Promise<void> {
+    const gpu = this.gpu;
+    if (gpu.lostReason) {
+      this.release();
+      throw new GpuError('device-lost', this.label, gpu.lostReason);
+    }
+    const t0 = performance.now();
+    const journal = gpu.cache.beginJournal();
+    let checked: Promise<void>;
+    try {
+      // Pages first: creating one inside the scopes below could only add a page's own error to ours.
+      for (let k = 0; k * PARAMS_PAGE < this.paramsBytes; k++) gpu.paramsPage(k);
+      checked = gpu.scoped(this.label, () => {
+        const enc = gpu.device.createCommandEncoder({ label: this.label });
+        this.encode(enc, this.ops);
+        for (let k = 0; k * PARAMS_PAGE < this.paramsBytes; k++) {
+          gpu.device.queue.writeBuffer(gpu.paramsPage(k), 0, this.params, k * PARAMS_PAGE, Math.min(PARAMS_PAGE, this.paramsBytes - k * PARAMS_PAGE));
+        }
+        gpu.device.queue.submit([enc.finish()]);
+      });
+    } finally {
+      gpu.cache.endJournal();
+      gpu.stats.encodeMs += performance.now() - t0;
+    }
+    const allocErrors = await Promise.all(this.allocs.map((a) => a.error));
+    let failure: unknown = null;
+    try {
+      await checked;
+    } catch (e) {
+      failure = e;
+    }
+    this.release();
+    const a = allocErrors.findIndex((e) => e !== null);
+    if (a >= 0) {
+      const { buffer, label, bytes } = this.allocs[a];
+      const user = this.ops.find((op) => op.kind === 'dispatch' && op.resources.some((r) => r.buffer === buffer));
+      gpu.cache.forget(journal);
+      throw new GpuError('out-of-memory', user ? opName(user) : label, `scratch "${label}" of ${bytes} bytes could not be allocated: ${allocErrors[a]!.message}`);
+    }
+    if (failure) {
+      gpu.cache.forget(journal);
+      throw failure instanceof GpuError ? await this.diagnose(failure) : failure;
+    }
+  }
+
+  /** Re-encodes the commands one at a time (never submitted) to find the first that errs; see the class comment. */
+  private async diagnose(err: GpuError): Promise<GpuError> {
+    const gpu = this.gpu;
+    const counted = { ...gpu.stats }; // the re-encode is no work done: keep it out of the counters
+    const journal = gpu.cache.beginJournal();
+    const checks: Promise<unknown>[] = [];
+    try {
+      for (const op of this.ops) {
+        const check = gpu.scoped(opName(op), () => {
+          const enc = gpu.device.createCommandEncoder({ label: opName(op) });
+          this.encode(enc, [op]);
+          enc.finish();
+        });
+        checks.push(check.then(() => null, (e: unknown) => e));
+      }
+    } finally {
+      gpu.cache.endJournal();
+      Object.assign(gpu.stats, counted);
+    }
+    const found = (await Promise.all(checks)).find((e) => e !== null);
+    gpu.cache.forget(journal);
+    if (found instanceof GpuError) return found;
+    return new GpuError(err.kind, `${this.label} (submit)`, err.message);
+  }
+
+  /** Submits and waits until the GPU has finished the work (for timings and before reads). */
+  async finish(): Promise<void> {
+    await this.submit();
+    await Promise.race([
+      this.gpu.device.queue.onSubmittedWorkDone(),
+      this.gpu.lost.then((info) => {
+        throw new GpuError('device-lost', this.label, info.message || info.reason);
+      }),
+    ]);
+  }
+}
+

@@ -1,0 +1,21 @@
+// Work counters of the GPU layer, kept by `Gpu.stats` as running totals: the step pipeline reports a
+// stage's share (statsSince) and `npm run bench` prints them, so a change that adds passes, misses the
+// bind-group cache or reads back more than the page shows is visible as a number.
+
+export interface GpuStats {
+  dispatches: number;
+  computePasses: number;
+  bindGroupHits: number;
+  bindGroupMisses: number;
+  bytesRead: number; // GPU → CPU
+  encodeMs: number; // CPU time spent recording, encoding and submitting
+}
+
+export const zeroStats = (): GpuStats => ({ dispatches: 0, computePasses: 0, bindGroupHits: 0, bindGroupMisses: 0, bytesRead: 0, encodeMs: 0 });
+
+/** a − b, field by field (a stage's share of the running totals). */
+export function statsSince(a: GpuStats, b: GpuStats): GpuStats {
+  const d = zeroStats();
+  for (const k of Object.keys(d) as (keyof GpuStats)[]) d[k] = a[k] - b[k];
+  return d;
+}
