@@ -12,6 +12,7 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   model: () => import('./model.ts'),
   step: () => import('./step.ts'),
   sample: () => import('./sample.ts'),
+  plan: () => import('./plan.ts'),
   doctor: () => import('./doctor.ts'),
   trl: () => import('./trl.ts'),
   import: () => import('./import.ts'),

@@ -20,6 +20,10 @@
 //   1: C holds scores (rows m = queries, columns n = keys): skip tiles entirely above the diagonal;
 //   2: the inner dimension is keys (P·V, g·K): stop at the last key the tile's queries can see;
 //   3: the inner dimension is queries (Pᵀ·dO, gᵀ·Q, rows m = keys): start at the first query that sees them.
+//
+// B_BF16: B holds packed bfloat16 (two per u32 word, the lower half first: a checkpoint's little-endian
+// bytes as stored), for frozen weights kept in their checkpoint dtype; each element is widened to f32
+// exactly (bf16 is the top half of an f32) and accumulation stays f32. B's base / ld count bf16 elements.
 
 override TILE_M: u32 = 64;
 override TILE_N: u32 = 64;
@@ -27,6 +31,7 @@ override TILE_K: u32 = 16;
 override TRANS_A: bool = false; // A stored (K, M): physical rows are k
 override TRANS_B: bool = false; // B stored (N, K): physical rows are n
 override CAUSAL: u32 = 0u;       // 0 none, 1/2/3: see the header
+override B_BF16: bool = false;   // B is packed bf16 (see the header)
 
 const TM: u32 = 4u; // rows of C per invocation
 const TN: u32 = 4u; // columns of C per invocation (one vec4)
@@ -40,7 +45,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> a: array<f32>;        // op(A) (M, K), window
-@group(0) @binding(1) var<storage, read> b: array<f32>;        // op(B) (K, N), window
+@group(0) @binding(1) var<storage, read> b: array<u32>;        // op(B) (K, N), window: f32 bits, or bf16 pairs
 @group(0) @binding(2) var<storage, read> bias: array<f32>;     // (N) or a dummy
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;  // (M, N), window
 @group(0) @binding(4) var<uniform> p: Params;
@@ -54,10 +59,15 @@ fn load_a(a0: u32, m: u32, k: u32) -> f32 {
   return a[a0 + m * p.lda + k];
 }
 
+fn b_at(i: u32) -> f32 {
+  if (B_BF16) { return bitcast<f32>(((b[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
+  return bitcast<f32>(b[i]);
+}
+
 fn load_b(b0: u32, k: u32, n: u32) -> f32 {
   if (k >= p.K || n >= p.N) { return 0.0; }
-  if (TRANS_B) { return b[b0 + n * p.ldb + k]; }
-  return b[b0 + k * p.ldb + n];
+  if (TRANS_B) { return b_at(b0 + n * p.ldb + k); }
+  return b_at(b0 + k * p.ldb + n);
 }
 
 @compute @workgroup_size(TILE_N / TN, TILE_M / TM)

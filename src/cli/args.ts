@@ -48,14 +48,21 @@ export function flag(p: ParsedArgs, name: string): string | undefined {
   return typeof v === 'string' ? v : undefined;
 }
 
-/** `--model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]`: the arguments of `score` and `step`. */
-export function modelBatchArgs(argv: string[], verb: string): { model: string; batch: string; refModel?: string; out?: string } {
-  const args = parseArgs(argv, { values: ['model', 'batch', 'ref-model', 'out'] });
+/**
+ * `--model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]`: the arguments of `score` and `step`;
+ * a verb's own options (`more`) are in `args`.
+ */
+export function modelBatchArgs(
+  argv: string[],
+  verb: string,
+  more: { values?: string[]; switches?: string[] } = {},
+): { model: string; batch: string; refModel?: string; out?: string; args: ParsedArgs } {
+  const args = parseArgs(argv, { values: ['model', 'batch', 'ref-model', 'out', ...(more.values ?? [])], switches: more.switches });
   const model = flag(args, 'model');
   const batch = flag(args, 'batch');
   if (!model || !batch) throw new CliError(`${verb} needs --model DIR and --batch BATCH (grpo-batch/v1 JSON, or a TRL / verl / OpenRLHF / prime-rl dump)`);
   if (args.positional.length) throw new CliError(`unexpected argument "${args.positional[0]}"`);
-  return { model, batch, refModel: flag(args, 'ref-model'), out: flag(args, 'out') };
+  return { model, batch, refModel: flag(args, 'ref-model'), out: flag(args, 'out'), args };
 }
 
 /** An input file's bytes; a missing or unreadable file is a CliError naming it, not a stack trace. */

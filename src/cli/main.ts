@@ -19,7 +19,8 @@ const VERBS: Record<string, Verb> = {
   convert: { summary: 'convert IN... [--out batch.json] [--tokenizer DIR]   write grpo-batch/v1 from a TRL / verl / OpenRLHF / prime-rl dump', load: () => import('./convert.ts') },
   score: { summary: 'score --model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]   re-score a batch', load: () => import('./score.ts') },
   report: { summary: 'report BATCH.json [--out report.html] [--tokenizer DIR]   one self-contained offline HTML report (grid, findings, settings)', load: () => import('./report.ts') },
-  step: { summary: 'step --model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]   one GRPO update', load: () => import('./step.ts') },
+  plan: { summary: 'plan --model DIR_OR_CONFIG --batch BxT [--prompt P] [--adapter R] [--checkpointing] [--score] [--json]   memory plan of one step', load: () => import('./plan.ts') },
+  step: { summary: 'step --model DIR --batch BATCH.json [--ref-model DIR] [--adapter DIR [--ref-adapter] [--save-adapter DIR]] [--checkpointing] [--out RESULT.json]   one GRPO update', load: () => import('./step.ts') },
 };
 
 function usage(): string {

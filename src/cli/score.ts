@@ -29,11 +29,12 @@ export async function run(argv: string[]): Promise<number> {
   const estimator: KlEstimator = batch.config?.kl_estimator ?? 'k3';
 
   const gpu = await nodeGpu();
-  const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu);
+  // Scoring never trains: weights stay in their checkpoint dtype (bf16 at half the bytes).
+  const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu, { storage: 'checkpoint' });
   warnUnused('score', modelPath, policy.info);
   checkBatchForModel(batch, policy.config, batchPath, 'score', 'policy');
   checkScorable(batch, padded, policy.config.vocab_size, 'policy');
-  const ref = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu) : null;
+  const ref = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' }) : null;
   if (ref) warnUnused('score', refPath!, ref.info);
   if (ref) checkBatchForModel(batch, ref.config, batchPath, 'score', 'reference');
 

@@ -1,18 +1,29 @@
-// `grpo-studio step --model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]`: one GRPO update
+// `grpo-studio step --model DIR --batch BATCH.json [--ref-model DIR] [--adapter DIR [--ref-adapter]
+// [--save-adapter DIR]] [--checkpointing] [--out RESULT.json]`: one GRPO update
 // on a batch in any supported format (src/io/formats) with the step pipeline (src/grpo/step.ts): policy forward, reference forward,
 // loss, backward, clipped optimizer step and re-evaluation, configured by the batch's `config` (loss_type,
 // beta, epsilon, epsilon_high, delta, temperature, kl_estimator, importance_sampling_level, optimizer
 // {name, lr, betas, eps, weight_decay}, max_grad_norm, position_ids). Without --ref-model and with β > 0
 // the reference is a frozen copy of the policy. Writes JSON; per-token arrays are ragged over each
 // sample's completion (the batch's completion_ids lengths).
+//
+// --adapter: the policy is the model plus a PEFT LoRA adapter; only the adapter trains. The reference
+// (no --ref-model, β > 0) is then the model with the adapter disabled, as TRL when it creates the adapter
+// from peft_config; --ref-adapter makes it a frozen copy of the loaded adapter instead, as TRL when handed
+// an already-wrapped PeftModel. --save-adapter writes the stepped adapter as a PEFT folder.
+// --checkpointing: gradient checkpointing (each layer's activations recomputed in the backward).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
 import type { StageData } from '../grpo/step_types.ts';
+import { loadLoraAdapter, saveLoraAdapter } from '../model/lora.ts';
+import { LoraAdapter } from '../model/lora_adapter.ts';
 import { CausalLM } from '../model/model.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { checkBatchForModel, CliError, modelBatchArgs, readBatchFor, warnUnused, writeResult } from './args.ts';
+import { checkBatchForModel, CliError, flag, modelBatchArgs, readBatchFor, warnUnused, writeResult } from './args.ts';
 
 export interface StepCliResult {
   per_token_logps: number[][];
@@ -47,18 +58,30 @@ function config(batchConfig: Parameters<typeof stepConfigFromBatch>[0], C: numbe
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const { model: modelPath, batch: batchPath, refModel: refPath, out } = modelBatchArgs(argv, 'step');
+  const { model: modelPath, batch: batchPath, refModel: refPath, out, args } = modelBatchArgs(argv, 'step', { values: ['adapter', 'save-adapter'], switches: ['ref-adapter', 'checkpointing'] });
+  const adapterPath = flag(args, 'adapter');
+  const saveAdapter = flag(args, 'save-adapter');
+  const refAdapter = args.flags.has('ref-adapter');
+  if ((saveAdapter || refAdapter) && !adapterPath) throw new CliError(`--${saveAdapter ? 'save-adapter' : 'ref-adapter'} needs --adapter DIR`);
+  if (refAdapter && refPath) throw new CliError('--ref-adapter and --ref-model both name the reference: give one');
   const batch = readBatchFor(batchPath, 'step');
   const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
   const cfg = config(batch.config, C, batchPath);
 
   const gpu = await nodeGpu();
-  const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu);
+  // Frozen weights (a LoRA base, a reference model) stay in their checkpoint dtype: bf16 at half the bytes.
+  const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu, { storage: adapterPath ? 'checkpoint' : 'f32' });
   warnUnused('step', modelPath, policy.info);
   checkBatchForModel(batch, policy.config, batchPath, 'step', 'policy');
-  const reference = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu) : null;
-  if (reference) warnUnused('step', refPath!, reference.info);
-  if (reference) checkBatchForModel(batch, reference.config, batchPath, 'step', 'reference');
+  const adapter = adapterPath ? LoraAdapter.fromWeights(gpu, await loadLoraAdapter(openModelSource(adapterPath), policy.config)) : null;
+  policy.adapter = adapter;
+  policy.checkpointing = args.flags.has('checkpointing');
+  // With an adapter and no reference model: the base with the adapter disabled (β > 0), unless --ref-adapter
+  // asks for the frozen copy of the loaded adapter, which for this update is the policy before the step (null).
+  const adapterOff = adapter && !refPath && !refAdapter && cfg.loss.beta !== 0 ? policy.withAdapter(null) : null;
+  const reference = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' }) : adapterOff;
+  if (refPath && reference) warnUnused('step', refPath, reference.info);
+  if (refPath && reference) checkBatchForModel(batch, reference.config, batchPath, 'step', 'reference');
   const pipe = new StepPipeline(gpu, { policy, reference, config: cfg, source: { kind: 'batch', batch } });
   try {
     const results = await pipe.runToEnd();
@@ -87,6 +110,11 @@ export async function run(argv: string[]): Promise<number> {
       gpu_bytes: Object.fromEntries(results.filter((r) => !r.skipped).map((r) => [r.id, r.peakBytes])),
       adapter: gpu.adapter,
     };
+    if (saveAdapter) {
+      const files = saveLoraAdapter(await adapter!.read());
+      mkdirSync(saveAdapter, { recursive: true });
+      for (const [name, data] of Object.entries(files)) writeFileSync(join(saveAdapter, name), data);
+    }
     return await writeResult(out, result, 'step');
   } catch (e) {
     const err = e as Error;
@@ -96,5 +124,6 @@ export async function run(argv: string[]): Promise<number> {
     pipe.destroy();
     policy.destroy();
     reference?.destroy();
+    adapter?.destroy();
   }
 }

@@ -25,6 +25,7 @@ import { need, type Skipped, type StageContext, type StageOutput, type StepState
  * logits, and their gather (every row scored at the loss's temperature, so the loss need not redo it).
  */
 function lossInputs(ctx: StageContext, state: StepState, p: PaddedBatch, s: CompletionScores, old: GPUBuffer | null): GrpoLossInputs {
+  if (!s.logits) throw new Error('the loss needs the full logits: score the policy with save');
   return {
     B: p.B, T: p.C, V: ctx.opts.policy.config.vocab_size, logits: s.logits,
     completion_ids: s.completion_ids, completion_mask: need(state, 'assemble').device.loss_mask ?? s.completion_mask, advantages: need(state, 'assemble').device.advantages,
@@ -60,6 +61,9 @@ export async function referenceForward(ctx: StageContext, state: StepState): Pro
   const rec = gpu.recorder('reference_forward');
   const s = ctx.own(score_completions(rec, ref, p, { temperature: opts.config.loss.temperature }));
   await rec.finish();
+  // Only the log-probs are used from here on: the reference's activations and logits would otherwise sit
+  // under the backward's peak (src/model/plan.ts plans the peak this way).
+  ref.releaseWorkspace();
   return { data: { ref_per_token_logps: await gpu.readF32(s.per_token_logps, p.B * p.C), reference: 'model' }, device: { ref_per_token_logps: s.per_token_logps } };
 }
 
@@ -113,8 +117,9 @@ export async function backward(ctx: StageContext, state: StepState): Promise<Sta
   const rec = gpu.recorder('backward');
   opts.policy.backward(rec, need(state, 'loss').device.result.dlogits!);
   await rec.finish();
-  const optimizer = ctx.own(new Optimizer(gpu, opts.policy.params.values(), opts.config.optimizer));
-  return { data: await optimizer.gradNorms(opts.policy.grads!), device: { optimizer } };
+  // Under a LoRA adapter only A and B train: the norms and the step see the adapter alone (TRL + PEFT).
+  const optimizer = ctx.own(new Optimizer(gpu, opts.policy.trainableParams.values(), opts.config.optimizer));
+  return { data: await optimizer.gradNorms(opts.policy.trainableGrads!), device: { optimizer } };
 }
 
 export async function step(ctx: StageContext, state: StepState): Promise<StageOutput<'step'>> {
@@ -122,7 +127,7 @@ export async function step(ctx: StageContext, state: StepState): Promise<StageOu
   const back = need(state, 'backward');
   await ctx.weights.beforeStep();
   const clip_coef = clipCoefFor(back.data, opts.config.max_grad_norm);
-  const u = await back.device.optimizer.step(opts.policy.grads!, clip_coef);
+  const u = await back.device.optimizer.step(opts.policy.trainableGrads!, clip_coef);
   return { data: { optimizer: opts.config.optimizer, ...u } };
 }
 

@@ -25,7 +25,7 @@ export class WeightUndo {
     if (this.snapshot) return;
     const rec = this.gpu.recorder('snapshot');
     this.snapshot = new Map();
-    for (const [name, p] of this.policy.params) {
+    for (const [name, p] of this.policy.trainableParams) {
       const b = this.gpu.createBuffer(`snapshot.${name}`, p.buffer.size);
       rec.copy(p.buffer, 0, b, 0, p.buffer.size);
       this.snapshot.set(name, b);
@@ -37,7 +37,7 @@ export class WeightUndo {
   async restore(): Promise<void> {
     if (!this.snapshot) return;
     const rec = this.gpu.recorder('undo step');
-    for (const [name, buf] of this.snapshot) rec.copy(buf, 0, this.policy.params.get(name)!.buffer, 0, buf.size);
+    for (const [name, buf] of this.snapshot) rec.copy(buf, 0, this.policy.trainableParams.get(name)!.buffer, 0, buf.size);
     await rec.submit();
     this.destroy();
   }

@@ -102,6 +102,11 @@ function aligned<T>(bytes: Uint8Array, size: number, make: (b: ArrayBufferLike, 
   return make(copy.buffer, 0, n);
 }
 
+/** A tensor's stored bytes (a view into the file's buffer). */
+export function tensorBytes(st: SafeTensors, name: string): Uint8Array {
+  return view(st, name).bytes;
+}
+
 /** bfloat16 bits → f32: the top 16 bits of an f32. */
 export function bf16ToF32(bits: Uint16Array): Float32Array {
   const out = new Uint32Array(bits.length);

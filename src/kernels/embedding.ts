@@ -6,6 +6,7 @@
 // and `bindingLimit` (tests only). Ids are clamped to [0, V) and positions to [0, P) on the GPU: the
 // caller validates them and reports the offending sample and position.
 import { Gpu, packParams, type Binding, type Recorder } from '../gpu/context.ts';
+import type { WeightDtype } from './matmul.ts';
 import { sharedScratch } from './scratch.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
@@ -31,26 +32,29 @@ export function embedding_forward(
     C: number;
     V: number;
     P?: number;
+    wteDtype?: WeightDtype; // bf16: packed (a frozen model in its checkpoint dtype)
     bindingLimit?: number; // tests only
   },
 ): void {
   const { N, C, V } = args;
   const kernel = 'embedding_forward';
   const gpu = rec.gpu;
-  checkSize(kernel, 'wte', args.wte, V * C);
+  const bf16 = args.wteDtype === 'bf16';
+  const eb = bf16 ? 2 : 4;
+  checkSize(kernel, 'wte', args.wte, V * C, eb);
   const out = prefix(gpu, kernel, 'out', args.out, N * C);
   const ids = prefix(gpu, kernel, 'ids', args.ids, N);
   const dummy = gpu.zeros(16);
   const P = args.wpe ? positionsRows(kernel, args.wpe, args.positionIds, C, args.P) : 1;
   const wpe = args.wpe ? prefix(gpu, kernel, 'wpe', args.wpe, P * C) : dummy;
   const positionIds = args.wpe ? prefix(gpu, kernel, 'positionIds', args.positionIds!, N) : dummy;
-  const rows = rowsPerWindow(gpu, bindingLimit(gpu, args.bindingLimit), V, C);
+  const rows = rowsPerWindow(gpu, bindingLimit(gpu, args.bindingLimit), V, C, eb);
   for (let row0 = 0; row0 < V; row0 += rows) {
-    const w = rowWindow(gpu, args.wte, row0, Math.min(rows, V - row0), C);
+    const w = rowWindow(gpu, args.wte, row0, Math.min(rows, V - row0), C, eb);
     rec.dispatch({
       kernel,
       shader: 'embedding_forward',
-      constants: { WG },
+      constants: { WG, WTE_BF16: bf16 },
       bindings: [ids, w.binding, positionIds, wpe, out],
       params: packParams([
         ['u32', N], ['u32', C], ['u32', V], ['u32', P],

@@ -9,11 +9,15 @@
 // of a K split accumulate into the output. `bindingLimit` lowers the binding size (tests only).
 //
 // Signature additions to the brief (all optional): matmul_backward's `accumulateDinp` (dinp += ...,
-// for inputs feeding several projections, e.g. q/k/v) and `bindingLimit` on both launchers.
+// for inputs feeding several projections, e.g. q/k/v), matmul_forward's `accumulate` (out += ...,
+// LoRA's delta onto the base output) and `bindingLimit` on both launchers.
 import { Gpu, packParams, type Binding, type Recorder } from '../gpu/context.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
 export type WeightLayout = 'out_in' | 'in_out';
+/** How a weight is stored on the GPU: f32, or packed bf16 (frozen weights in their checkpoint dtype; B_BF16 in the shader). */
+export type WeightDtype = 'f32' | 'bf16';
+const ELEM_BYTES: Record<WeightDtype, number> = { f32: 4, bf16: 2 };
 
 const TILE_N = 64;
 const TILE_K = 16;
@@ -42,6 +46,7 @@ interface Operand {
   buf: GPUBuffer;
   trans: boolean;
   ld: number;
+  bf16?: boolean; // B only: packed bf16 elements
 }
 
 /** One operand of one GEMM dispatch: where element (r, c) of its physical rows is, per batch index z. */
@@ -74,6 +79,7 @@ export function gemmDispatch(
     zInner?: number;
     accumulate: boolean;
     causal?: { mode: 1 | 2 | 3; offset: number };
+    bBf16?: boolean; // B is packed bf16
   },
 ): void {
   const TILE_M = tileRows(g.M);
@@ -83,7 +89,7 @@ export function gemmDispatch(
   rec.dispatch({
     kernel,
     shader: 'matmul_forward',
-    constants: { TILE_M, TILE_N, TILE_K, TRANS_A: g.a.trans ?? false, TRANS_B: g.b.trans ?? false, CAUSAL: g.causal?.mode ?? 0 },
+    constants: { TILE_M, TILE_N, TILE_K, TRANS_A: g.a.trans ?? false, TRANS_B: g.b.trans ?? false, CAUSAL: g.causal?.mode ?? 0, B_BF16: g.bBf16 ?? false },
     bindings: [g.a.binding, g.b.binding, g.bias?.binding ?? rec.gpu.zeros(16), g.c.binding],
     params: packParams([
       ['u32', g.M], ['u32', g.N], ['u32', g.K], ['u32', flags],
@@ -114,8 +120,9 @@ function gemm(
   let kBlock = K;
   if (a.trans) kBlock = Math.min(kBlock, rowsPerWindow(gpu, limit, aRows, a.ld));
   else mBlock = Math.min(mBlock, rowsPerWindow(gpu, limit, aRows, a.ld));
-  if (b.trans) nBlock = Math.min(nBlock, rowsPerWindow(gpu, limit, bRows, b.ld));
-  else kBlock = Math.min(kBlock, rowsPerWindow(gpu, limit, bRows, b.ld));
+  const bBytes = b.bf16 ? 2 : 4;
+  if (b.trans) nBlock = Math.min(nBlock, rowsPerWindow(gpu, limit, bRows, b.ld, bBytes));
+  else kBlock = Math.min(kBlock, rowsPerWindow(gpu, limit, bRows, b.ld, bBytes));
   mBlock = roundDown(mBlock, M, TILE_M);
   nBlock = roundDown(nBlock, N, TILE_N);
   kBlock = roundDown(kBlock, K, TILE_K);
@@ -130,7 +137,7 @@ function gemm(
         // Each operand's window holds the rows of its physical row dimension; the other dimension's
         // block start becomes a column offset inside those rows.
         const aw = a.trans ? rowWindow(gpu, a.buf, k0, kc, a.ld) : rowWindow(gpu, a.buf, m0, mc, a.ld);
-        const bw = b.trans ? rowWindow(gpu, b.buf, n0, nc, b.ld) : rowWindow(gpu, b.buf, k0, kc, b.ld);
+        const bw = b.trans ? rowWindow(gpu, b.buf, n0, nc, b.ld, bBytes) : rowWindow(gpu, b.buf, k0, kc, b.ld, bBytes);
         gemmDispatch(rec, kernel, {
           a: { binding: aw.binding, base: aw.base + (a.trans ? m0 : k0), ld: a.ld, trans: a.trans },
           b: { binding: bw.binding, base: bw.base + (b.trans ? k0 : n0), ld: b.ld, trans: b.trans },
@@ -140,6 +147,7 @@ function gemm(
           N: nc,
           K: kc,
           accumulate: g.accumulate || k0 > 0,
+          bBf16: b.bf16,
         });
       }
     }
@@ -163,6 +171,8 @@ export function matmul_forward(
     K: number;
     N: number;
     weightLayout: WeightLayout;
+    weightDtype?: WeightDtype; // default f32
+    accumulate?: boolean; // out += ... (a LoRA delta added onto its base layer's output)
     bindingLimit?: number; // tests only
   },
 ): void {
@@ -170,12 +180,13 @@ export function matmul_forward(
   checkDims('matmul_forward', { M, K, N });
   checkSize('matmul_forward', 'out', args.out, M * N);
   checkSize('matmul_forward', 'inp', args.inp, M * K);
-  checkSize('matmul_forward', 'weight', args.weight, N * K);
+  const bf16 = args.weightDtype === 'bf16';
+  checkSize('matmul_forward', 'weight', args.weight, N * K, ELEM_BYTES[args.weightDtype ?? 'f32']);
   const outIn = args.weightLayout === 'out_in';
   const gpu = rec.gpu;
   const limit = bindingLimit(gpu, args.bindingLimit);
   const fits = (rows: number, rowElems: number) => rowsPerWindow(gpu, limit, rows, rowElems) === rows;
-  if (outIn && M <= ROWS_MAX && fits(M, K) && fits(N, K) && fits(M, N)) {
+  if (outIn && !args.accumulate && !bf16 && M <= ROWS_MAX && fits(M, K) && fits(N, K) && fits(M, N)) {
     // Few rows (a decode step): one read of W by N / COLS workgroups instead of a latency-bound GEMM grid.
     rec.dispatch({
       kernel: 'matmul_rows_forward',
@@ -194,13 +205,13 @@ export function matmul_forward(
   }
   gemm(rec, 'matmul_forward', {
     a: { buf: args.inp, trans: false, ld: K },
-    b: { buf: args.weight, trans: outIn, ld: outIn ? K : N },
+    b: { buf: args.weight, trans: outIn, ld: outIn ? K : N, bf16 },
     c: args.out,
     bias: args.bias ? prefix(rec.gpu, 'matmul_forward', 'bias', args.bias, N) : undefined,
     M,
     N,
     K,
-    accumulate: false,
+    accumulate: args.accumulate ?? false,
     limit: args.bindingLimit,
   });
 }
@@ -218,6 +229,7 @@ export function matmul_backward(
     K: number;
     N: number;
     weightLayout: WeightLayout;
+    weightDtype?: WeightDtype; // bf16: a frozen weight, so dinp only
     accumulate: boolean; // dweight += ..., dbias += ... (tied embeddings share one gradient)
     accumulateDinp?: boolean; // dinp += ... (an input feeding several projections)
     bindingLimit?: number; // tests only
@@ -225,16 +237,17 @@ export function matmul_backward(
 ): void {
   const { M, K, N } = args;
   checkDims('matmul_backward', { M, K, N });
+  if (args.dweight && args.weightDtype === 'bf16') throw new Error('matmul_backward: a bf16 weight is frozen; it has no dweight');
   checkSize('matmul_backward', 'dout', args.dout, M * N);
   const outIn = args.weightLayout === 'out_in';
   const limit = args.bindingLimit;
   if (args.dinp) {
     // dinp (M, K) = dout (M, N) · W' (N, K), W' = W for [N, K] storage, Wᵀ for [K, N].
     checkSize('matmul_backward', 'dinp', args.dinp, M * K);
-    checkSize('matmul_backward', 'weight', args.weight, N * K);
+    checkSize('matmul_backward', 'weight', args.weight, N * K, ELEM_BYTES[args.weightDtype ?? 'f32']);
     gemm(rec, 'matmul_backward:dinp', {
       a: { buf: args.dout, trans: false, ld: N },
-      b: { buf: args.weight, trans: !outIn, ld: outIn ? K : N },
+      b: { buf: args.weight, trans: !outIn, ld: outIn ? K : N, bf16: args.weightDtype === 'bf16' },
       c: args.dinp,
       M,
       N: K,

@@ -1,17 +1,35 @@
 // Launchers for shaders/rope_forward.wgsl: RoPE in place on (N, H, D) queries or keys, and its backward
 // (the same shader rotating by the opposite angle). The per-frequency fixed-point turn table the shader
-// needs (see its header) is computed here in float64 and cached per device, theta and head_dim.
+// needs (see its header) is computed here in float64 and cached per device, theta, head_dim and
+// rope_scaling (linear, llama3: the inverse frequencies as HF's modeling_rope_utils.py computes them).
 import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
+import type { RopeScaling } from './types.ts';
 import { prefix } from './windows.ts';
 
 const WG = 256;
 const tables = new WeakMap<Gpu, Map<string, GPUBuffer>>();
 
-/** inv_freq[i] / 2π = theta^(-2i/D) / 2π turns per position, as 64-bit fixed point (hi, lo) u32 pairs. */
-export function ropeTurnTable(D: number, theta: number): Uint32Array {
+/** inv_freq[i] = theta^(-2i/D), rescaled per `scaling` (HF _compute_linear_scaling / _compute_llama3_parameters). */
+export function ropeInvFreq(D: number, theta: number, scaling?: RopeScaling | null): Float64Array {
+  const inv = Float64Array.from({ length: D / 2 }, (_, i) => Math.pow(theta, (-2 * i) / D));
+  if (!scaling) return inv;
+  if (scaling.rope_type === 'linear') return inv.map((f) => f / scaling.factor);
+  const { factor, low_freq_factor: lo, high_freq_factor: hi, original_max_position_embeddings: ctx } = scaling;
+  return inv.map((f) => {
+    const wavelen = (2 * Math.PI) / f;
+    if (wavelen < ctx / hi) return f; // high frequency: unchanged
+    if (wavelen > ctx / lo) return f / factor; // low frequency: interpolated by factor
+    const smooth = (ctx / wavelen - lo) / (hi - lo);
+    return (1 - smooth) * (f / factor) + smooth * f;
+  });
+}
+
+/** inv_freq[i] / 2π turns per position, as 64-bit fixed point (hi, lo) u32 pairs. */
+export function ropeTurnTable(D: number, theta: number, scaling?: RopeScaling | null): Uint32Array {
   const out = new Uint32Array(D); // (D/2, 2)
+  const inv = ropeInvFreq(D, theta, scaling);
   for (let i = 0; i < D / 2; i++) {
-    const scaled = (Math.pow(theta, (-2 * i) / D) / (2 * Math.PI)) * 2 ** 32; // < 2³², exact scaling
+    const scaled = (inv[i] / (2 * Math.PI)) * 2 ** 32; // < 2³², exact scaling
     const hi = Math.floor(scaled);
     out[2 * i] = hi;
     out[2 * i + 1] = Math.floor((scaled - hi) * 2 ** 32); // the 53-bit mantissa's remaining bits
@@ -19,12 +37,12 @@ export function ropeTurnTable(D: number, theta: number): Uint32Array {
   return out;
 }
 
-function table(gpu: Gpu, D: number, theta: number): GPUBuffer {
+function table(gpu: Gpu, D: number, theta: number, scaling?: RopeScaling | null): GPUBuffer {
   let m = tables.get(gpu);
   if (!m) tables.set(gpu, (m = new Map()));
-  const key = `${D}:${theta}`;
+  const key = `${D}:${theta}:${JSON.stringify(scaling ?? null)}`;
   let b = m.get(key);
-  if (!b) m.set(key, (b = gpu.upload(`rope turns ${key}`, ropeTurnTable(D, theta))));
+  if (!b) m.set(key, (b = gpu.upload(`rope turns ${key}`, ropeTurnTable(D, theta, scaling))));
   return b;
 }
 
@@ -35,6 +53,7 @@ export interface RopeShape {
   H: number; // heads
   D: number; // head_dim, even
   theta: number; // rope_theta
+  scaling?: RopeScaling | null; // config.json rope_scaling (null / absent: none)
 }
 
 function rope(rec: Recorder, kernel: string, sign: 1 | -1, x: GPUBuffer, s: RopeShape): void {
@@ -45,7 +64,7 @@ function rope(rec: Recorder, kernel: string, sign: 1 | -1, x: GPUBuffer, s: Rope
     kernel,
     shader: 'rope_forward',
     constants: { WG, SIGN: sign },
-    bindings: [prefix(gpu, kernel, 'x', x, N * H * D), prefix(gpu, kernel, 'positionIds', s.positionIds, N), table(gpu, D, s.theta)],
+    bindings: [prefix(gpu, kernel, 'x', x, N * H * D), prefix(gpu, kernel, 'positionIds', s.positionIds, N), table(gpu, D, s.theta, s.scaling)],
     params: packParams([['u32', N], ['u32', H], ['u32', D]]),
     workgroups: Gpu.grid(Math.ceil((N * H * D) / 2 / WG)),
   });

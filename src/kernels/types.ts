@@ -103,6 +103,16 @@ export interface TrlLossParams {
   entropy_coef: number;
 }
 
+/**
+ * config.json `rope_scaling` types the RoPE kernel implements (Hugging Face `modeling_rope_utils.py`):
+ * 'linear' divides every inv_freq by `factor` (_compute_linear_scaling_rope_parameters); 'llama3' divides
+ * the low frequencies by `factor`, keeps the high ones and blends in between (_compute_llama3_parameters).
+ * Neither changes the attention scale.
+ */
+export type RopeScaling =
+  | { rope_type: 'linear'; factor: number }
+  | { rope_type: 'llama3'; factor: number; low_freq_factor: number; high_freq_factor: number; original_max_position_embeddings: number };
+
 /** The policy terms shaders/ppo_loss_forward.wgsl forms (MODE = index), verl's and OpenRLHF's loss modes. */
 export const PPO_MODES = ['clip', 'gspo_token', 'sapo', 'cispo', 'pg', 'kl_cov', 'geo_mean', 'gspo_seq'] as const;
 export type PpoMode = (typeof PPO_MODES)[number];

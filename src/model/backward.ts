@@ -12,6 +12,7 @@ import { rmsnorm_backward } from '../kernels/rmsnorm.ts';
 import { rope_backward } from '../kernels/rope.ts';
 import { silu_gate_backward } from '../kernels/silu_gate.ts';
 import { lmHeadName } from './config.ts';
+import { layerForward } from './forward.ts';
 import type { LayerOps } from './layer_ops.ts';
 import type { Workspace } from './workspace.ts';
 
@@ -28,7 +29,7 @@ export function recordBackward(rec: Recorder, ops: LayerOps, ws: Workspace, dlog
 
   matmul_backward(rec, {
     dinp: keep ? g.dlnf_kept : g.dln,
-    dweight: ops.g(head),
+    dweight: ops.gBase(head),
     dout: dlogits,
     inp: keep ? s.lnf_kept : s.lnf,
     weight: ops.w(head),
@@ -36,6 +37,7 @@ export function recordBackward(rec: Recorder, ops: LayerOps, ws: Workspace, dlog
     K: C,
     N: V,
     weightLayout: 'out_in',
+    weightDtype: ops.dt(head),
     accumulate: true,
   });
   if (keep) {
@@ -46,6 +48,7 @@ export function recordBackward(rec: Recorder, ops: LayerOps, ws: Workspace, dlog
 
   for (let l = cfg.num_hidden_layers - 1; l >= 0; l--) {
     // g.dresid holds ∂loss/∂(layer l output) on entry and ∂loss/∂(layer l input) on exit.
+    if (ws.checkpoint) layerForward(rec, ops, ws, l); // refill the shared activations from the saved layer input
     const a = ws.layers[l];
     const p = ops.layerPrefix(l);
     const gpt2 = cfg.family === 'gpt2';
@@ -85,9 +88,9 @@ export function recordBackward(rec: Recorder, ops: LayerOps, ws: Workspace, dlog
       [g.dq, g.dk, g.dv].forEach((src, i) => column_copy_forward(rec, { dst: g.dqkv, src, rows: N, cols: C, srcLd: C, srcCol: 0, dstLd: 3 * C, dstCol: i * C }));
       ops.linearBackward(rec, `${p}.attn.c_attn`, g.dln, g.dqkv, a.ln1, N, C, 3 * C);
     } else {
-      const theta = cfg.rope_theta!;
-      rope_backward(rec, { dx: g.dq, positionIds: s.pos, N, H: Hq, D, theta });
-      rope_backward(rec, { dx: g.dk, positionIds: s.pos, N, H: Hkv, D, theta });
+      const rope = { positionIds: s.pos, N, D, theta: cfg.rope_theta!, scaling: cfg.rope_scaling };
+      rope_backward(rec, { dx: g.dq, H: Hq, ...rope });
+      rope_backward(rec, { dx: g.dk, H: Hkv, ...rope });
       let dq = g.dq;
       let dk = g.dk;
       if (cfg.qk_norm) {
@@ -106,6 +109,7 @@ export function recordBackward(rec: Recorder, ops: LayerOps, ws: Workspace, dlog
   }
 
   const gpt2 = cfg.family === 'gpt2';
+  if (ops.adapter) return; // a frozen embedding: nothing below the first layer needs a gradient
   embedding_backward(rec, {
     dwte: ops.g(gpt2 ? 'transformer.wte.weight' : 'model.embed_tokens.weight'),
     dwpe: gpt2 ? ops.g('transformer.wpe.weight') : undefined,

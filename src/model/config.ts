@@ -4,6 +4,8 @@
 // groups gradients from the same table. Unsupported architectures or options fail here, before any
 // weight is read, with a ModelLoadError naming the key.
 
+import type { RopeScaling } from '../kernels/types.ts';
+
 /** A checkpoint or config the runtime cannot load. The CLI maps this class name to exit code 2. */
 export class ModelLoadError extends Error {
   constructor(message: string) {
@@ -37,6 +39,8 @@ export interface ModelConfig {
   norm_eps: number;
   /** RoPE base (null: learned absolute positions, GPT-2). */
   rope_theta: number | null;
+  /** config.json rope_scaling (linear, llama3), null for none / 'default'. */
+  rope_scaling: RopeScaling | null;
   tie_word_embeddings: boolean;
   qkv_bias: boolean;
   o_bias: boolean;
@@ -64,6 +68,27 @@ function posInt(cfg: Json, key: string, fallback?: number): number {
 
 function reject(cond: boolean, what: string): void {
   if (cond) throw new ModelLoadError(`config.json: ${what} is not supported`);
+}
+
+/** config.json rope_scaling → RopeScaling (HF accepts the type under "rope_type" or the older "type"); other types are refused by name. */
+function parseRopeScaling(raw: unknown): RopeScaling | null {
+  if (raw == null) return null;
+  if (typeof raw !== 'object' || Array.isArray(raw)) throw new ModelLoadError(`config.json: "rope_scaling" must be an object or null, got ${JSON.stringify(raw)}`);
+  const s = raw as Json;
+  const type = s.rope_type ?? s.type;
+  const field = (key: string) => {
+    const v = s[key];
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw new ModelLoadError(`config.json: rope_scaling.${key} must be a positive number for type "${String(type)}", got ${JSON.stringify(v)}`);
+    return v;
+  };
+  if (type === 'default') return null;
+  if (type === 'linear') return { rope_type: 'linear', factor: field('factor') };
+  if (type === 'llama3') {
+    const r = { rope_type: 'llama3' as const, factor: field('factor'), low_freq_factor: field('low_freq_factor'), high_freq_factor: field('high_freq_factor'), original_max_position_embeddings: field('original_max_position_embeddings') };
+    if (r.high_freq_factor <= r.low_freq_factor) throw new ModelLoadError(`config.json: rope_scaling.high_freq_factor (${r.high_freq_factor}) must exceed low_freq_factor (${r.low_freq_factor})`);
+    return r;
+  }
+  throw new ModelLoadError(`config.json: rope_scaling type ${JSON.stringify(type)} is not supported (supported: default, linear, llama3)`);
 }
 
 /** Parses a Hugging Face config.json object; throws ModelLoadError for anything the runtime cannot run. */
@@ -100,6 +125,7 @@ export function parseConfig(raw: unknown): ModelConfig {
       norm: 'layernorm',
       norm_eps: num(cfg, 'layer_norm_epsilon', 1e-5),
       rope_theta: null,
+      rope_scaling: null,
       tie_word_embeddings: cfg.tie_word_embeddings !== false,
       qkv_bias: true,
       o_bias: true,
@@ -118,9 +144,6 @@ export function parseConfig(raw: unknown): ModelConfig {
   if (!Number.isInteger(D)) throw new ModelLoadError(`config.json: hidden_size ${C} is not divisible by num_attention_heads ${Hq} and no head_dim is given`);
   if (D % 2 !== 0) throw new ModelLoadError(`config.json: head_dim ${D} must be even for rotary embeddings`);
   reject(cfg.hidden_act !== undefined && cfg.hidden_act !== 'silu', `hidden_act "${String(cfg.hidden_act)}"`);
-  const scaling = cfg.rope_scaling as Json | null | undefined;
-  const scalingType = scaling ? (scaling.rope_type ?? scaling.type) : undefined;
-  reject(scaling != null && scalingType !== 'default', `rope_scaling ${JSON.stringify(scaling)}`);
   reject(cfg.use_sliding_window === true, 'use_sliding_window = true');
   const attentionBias = cfg.attention_bias === true;
   return {
@@ -135,6 +158,7 @@ export function parseConfig(raw: unknown): ModelConfig {
     norm: 'rmsnorm',
     norm_eps: num(cfg, 'rms_norm_eps', 1e-6),
     rope_theta: num(cfg, 'rope_theta', 10000),
+    rope_scaling: parseRopeScaling(cfg.rope_scaling),
     // LlamaConfig / Qwen2Config / Qwen3Config all default to untied heads.
     tie_word_embeddings: cfg.tie_word_embeddings === true,
     // Qwen2 always has q/k/v biases (and never an o_proj bias); Llama / Qwen3 follow attention_bias.
@@ -214,6 +238,12 @@ export function paramSpecs(cfg: ModelConfig): ParamSpec[] {
     if (!cfg.tie_word_embeddings) add('lm_head.weight', [V, C], 'lm_head');
   }
   return out;
+}
+
+/** A parameter on the GPU in HF layout (the model's weights, a LoRA adapter's A and B): f32, or packed bf16 when frozen. */
+export interface Param extends ParamSpec {
+  buffer: GPUBuffer;
+  dtype?: 'bf16'; // absent: f32
 }
 
 export const numel = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);

@@ -40,10 +40,13 @@ export interface ForwardOptions {
    * head scores only each row's last position (next-token logits, rows = B). No backward.
    */
   kvCache?: KVCache;
+  /** Stop before the head: no (rows, V) logits buffer; the caller runs CausalLM.head on row chunks of `hidden`. Not with save. */
+  headless?: boolean;
 }
 
 export interface ForwardResult {
-  logits: GPUBuffer; // (rows, V), overwritten by the next forward
+  logits: GPUBuffer; // (rows, V), overwritten by the next forward (headless: an empty placeholder)
+  hidden: GPUBuffer; // (rows, C) the head's input (final-norm rows the head scores)
   rows: number; // B·T, or B·logits_to_keep
   V: number;
   B: number;
@@ -91,6 +94,7 @@ export function recordForward(rec: Recorder, ops: LayerOps, ws: Workspace, kv?: 
     out: ws.residIn(0),
     ids: s.ids,
     wte: ops.w(gpt2 ? 'transformer.wte.weight' : 'model.embed_tokens.weight'),
+    wteDtype: ops.dt(gpt2 ? 'transformer.wte.weight' : 'model.embed_tokens.weight'),
     wpe: gpt2 ? ops.w('transformer.wpe.weight') : undefined,
     positionIds: gpt2 ? s.pos : undefined,
     N,
@@ -111,11 +115,19 @@ export function recordForward(rec: Recorder, ops: LayerOps, ws: Workspace, kv?: 
     headIn = s.lnf_kept;
   }
   const rows = ws.rows;
-  matmul_forward(rec, { out: s.logits, inp: headIn, weight: ops.w(lmHeadName(cfg)), M: rows, K: C, N: V, weightLayout: 'out_in' });
-  return { logits: s.logits, rows, V, B, T };
+  if (!ws.headless) recordHead(rec, ops, s.logits, headIn, rows);
+  return { logits: s.logits, hidden: headIn, rows, V, B, T };
 }
 
-function layerForward(rec: Recorder, ops: LayerOps, ws: Workspace, l: number, kv?: KvStep): void {
+/** logits (rows, V) = hidden (rows, C) · headᵀ: the LM head, also run by chunked scoring on a few rows at a time. */
+export function recordHead(rec: Recorder, ops: LayerOps, logits: GPUBuffer, hidden: GPUBuffer, rows: number): void {
+  const { hidden_size: C, vocab_size: V } = ops.config;
+  const head = lmHeadName(ops.config);
+  matmul_forward(rec, { out: logits, inp: hidden, weight: ops.w(head), M: rows, K: C, N: V, weightLayout: 'out_in', weightDtype: ops.dt(head) });
+}
+
+/** Layer l's forward from ws.residIn(l); recordBackward re-runs it under gradient checkpointing. */
+export function layerForward(rec: Recorder, ops: LayerOps, ws: Workspace, l: number, kv?: KvStep): void {
   const cfg = ops.config;
   const { B, T } = ws;
   const N = B * T;
@@ -139,9 +151,9 @@ function layerForward(rec: Recorder, ops: LayerOps, ws: Workspace, l: number, kv
       rmsnorm_forward(rec, { out: a.q, rstd: a.q_rstd, inp: a.q_raw, weight: ops.w(`${p}.self_attn.q_norm.weight`), N: N * Hq, C: D, eps });
       rmsnorm_forward(rec, { out: a.k, rstd: a.k_rstd, inp: a.k_raw, weight: ops.w(`${p}.self_attn.k_norm.weight`), N: N * Hkv, C: D, eps });
     }
-    const theta = cfg.rope_theta!;
-    rope_forward(rec, { x: a.q, positionIds: s.pos, N, H: Hq, D, theta });
-    rope_forward(rec, { x: a.k, positionIds: s.pos, N, H: Hkv, D, theta });
+    const rope = { positionIds: s.pos, N, D, theta: cfg.rope_theta!, scaling: cfg.rope_scaling };
+    rope_forward(rec, { x: a.q, H: Hq, ...rope });
+    rope_forward(rec, { x: a.k, H: Hkv, ...rope });
   }
   if (kv) {
     // Append the new k / v rows (B, T, Hkv, D) at column t0 of the cache (B, TkvMax, Hkv, D).

@@ -3,13 +3,12 @@
 // (src/model/forward.ts and src/model/backward.ts record the passes with them).
 import type { Recorder } from '../gpu/context.ts';
 import { layernorm_backward, layernorm_forward } from '../kernels/layernorm.ts';
-import { matmul_backward, matmul_forward, type WeightLayout } from '../kernels/matmul.ts';
+import { matmul_backward, matmul_forward, type WeightDtype, type WeightLayout } from '../kernels/matmul.ts';
 import { rmsnorm_backward, rmsnorm_forward } from '../kernels/rmsnorm.ts';
-import type { ModelConfig, ParamSpec } from './config.ts';
+import type { ModelConfig, Param } from './config.ts';
+import type { LoraAdapter } from './lora_adapter.ts';
 
-export interface Param extends ParamSpec {
-  buffer: GPUBuffer; // f32, HF layout
-}
+export type { Param } from './config.ts';
 
 export class LayerOps {
   constructor(
@@ -17,7 +16,23 @@ export class LayerOps {
     private readonly params: Map<string, Param>,
     /** The model's gradients (null before the first backward). */
     private readonly grads: () => Map<string, GPUBuffer> | null,
+    /** The model's LoRA adapter: its modules add their delta to the linear layers, and the base is frozen. */
+    private readonly lora: () => LoraAdapter | null,
   ) {}
+
+  get adapter(): LoraAdapter | null {
+    return this.lora();
+  }
+
+  /** How a weight is stored: f32, or packed bf16 (loaded with storage 'checkpoint'; frozen). */
+  dt(name: string): WeightDtype {
+    return this.params.get(name)?.dtype ?? 'f32';
+  }
+
+  /** The gradient of a weight that trains unless an adapter freezes the base (undefined then: the kernel skips it). */
+  gBase(name: string): GPUBuffer | undefined {
+    return this.adapter ? undefined : this.gOpt(name);
+  }
 
   w(name: string): GPUBuffer {
     const p = this.params.get(name);
@@ -61,14 +76,16 @@ export class LayerOps {
   // ------------------------------------------------------------------ building blocks
 
   linear(rec: Recorder, name: string, out: GPUBuffer, inp: GPUBuffer, M: number, K: number, N: number): void {
-    matmul_forward(rec, { out, inp, weight: this.w(`${name}.weight`), bias: this.wOpt(`${name}.bias`), M, K, N, weightLayout: this.layout });
+    const weightDtype = this.dt(`${name}.weight`);
+    matmul_forward(rec, { out, inp, weight: this.w(`${name}.weight`), bias: this.wOpt(`${name}.bias`), M, K, N, weightLayout: this.layout, weightDtype });
+    if (this.adapter?.has(name)) this.adapter.forward(rec, name, out, inp, M);
   }
 
   linearBackward(rec: Recorder, name: string, dinp: GPUBuffer, dout: GPUBuffer, inp: GPUBuffer, M: number, K: number, N: number, accumulateDinp = false): void {
     matmul_backward(rec, {
       dinp,
-      dweight: this.g(`${name}.weight`),
-      dbias: this.gOpt(`${name}.bias`),
+      dweight: this.gBase(`${name}.weight`),
+      dbias: this.gBase(`${name}.bias`),
       dout,
       inp,
       weight: this.w(`${name}.weight`),
@@ -76,9 +93,11 @@ export class LayerOps {
       K,
       N,
       weightLayout: this.layout,
+      weightDtype: this.dt(`${name}.weight`),
       accumulate: true,
       accumulateDinp,
     });
+    if (this.adapter?.has(name)) this.adapter.backward(rec, name, dinp, dout, inp, M);
   }
 
   norm(rec: Recorder, name: string, out: GPUBuffer, inp: GPUBuffer, mean: GPUBuffer | undefined, rstd: GPUBuffer, N: number): void {

@@ -2,8 +2,9 @@
 // shards listed in model.safetensors.index.json, one shard at a time (a shard's bytes are dropped once
 // its tensors are handed over). Every parameter the config implies must be present with the shape the
 // config implies; F32 / F16 / BF16 (and F64) are widened to f32. The consumer (GPU upload in model.ts,
-// the float64 reference in ref/model.ts) receives each tensor through `onTensor`.
-import { parseSafeTensors, toF32, type DType } from '../io/safetensors.ts';
+// the float64 reference in ref/model.ts) receives each tensor through `onTensor`, with its stored bytes
+// too (a frozen model keeps BF16 weights packed on the GPU).
+import { parseSafeTensors, tensorBytes, toF32, type DType } from '../io/safetensors.ts';
 import { ModelLoadError, paramSpecs, parseConfig, numel, type ModelConfig, type ParamSpec } from './config.ts';
 import type { ModelSource } from './source.ts';
 
@@ -18,6 +19,17 @@ export interface LoadProgress {
 
 export interface LoadOptions {
   onProgress?: (p: LoadProgress) => void;
+  /**
+   * GPU storage of the weights (CausalLM.from_pretrained): 'f32' (default, trainable) or 'checkpoint', for a
+   * frozen model (a LoRA base, a reference): BF16 2-D weights (linear, lm_head, token embedding) stay packed bf16, half the bytes.
+   */
+  storage?: 'f32' | 'checkpoint';
+}
+
+/** A tensor as the checkpoint stores it (a view into the shard, valid only during onTensor). */
+export interface StoredTensor {
+  dtype: DType;
+  bytes: Uint8Array;
 }
 
 export interface CheckpointInfo {
@@ -81,7 +93,7 @@ async function listFiles(source: ModelSource): Promise<{ files: string[]; weight
  */
 export async function loadCheckpoint(
   source: ModelSource,
-  onTensor: (spec: ParamSpec, data: Float32Array) => void | Promise<void>,
+  onTensor: (spec: ParamSpec, data: Float32Array, stored: StoredTensor) => void | Promise<void>,
   opts: LoadOptions = {},
 ): Promise<CheckpointInfo> {
   const progress = opts.onProgress ?? (() => {});
@@ -125,7 +137,7 @@ export async function loadCheckpoint(
       dtypes.add(info.dtype);
       const data = toF32(st, storedName);
       if (data.length !== numel(spec.shape)) throw new ModelLoadError(`${source.name}: tensor "${storedName}" has ${data.length} elements`);
-      await onTensor(spec, data);
+      await onTensor(spec, data, { dtype: info.dtype, bytes: tensorBytes(st, storedName) });
       pending.delete(paramName);
       progress({ phase: 'tensors', file, fileIndex: fi, files: files.length, loaded: ++handed, total: specs.length });
     }

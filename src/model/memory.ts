@@ -29,7 +29,7 @@ export function layerActivationSizes(cfg: ModelConfig, B: number, T: number): Re
 }
 
 /** Buffers shared by all layers in a forward: scratch outputs that are consumed at once, and the final norm. */
-export function sharedActivationSizes(cfg: ModelConfig, B: number, T: number, keep: number): Record<string, number> {
+export function sharedActivationSizes(cfg: ModelConfig, B: number, T: number, keep: number, headless = false): Record<string, number> {
   const N = B * T;
   const rows = B * (keep || T);
   const C = cfg.hidden_size;
@@ -42,7 +42,7 @@ export function sharedActivationSizes(cfg: ModelConfig, B: number, T: number, ke
     lnf: N * C, // (N, C)
     lnf_rstd: N,
     lnf_kept: keep ? rows * C : 0, // (rows, C) hidden rows the head scores (logits_to_keep only)
-    logits: rows * cfg.vocab_size, // (rows, V)
+    logits: headless ? 0 : rows * cfg.vocab_size, // (rows, V); a headless forward leaves the head to its caller (chunked scoring)
   };
   if (cfg.norm === 'layernorm') s.lnf_mean = N;
   if (cfg.family === 'gpt2') s.qkv = N * 3 * C; // (N, 3C) c_attn output, split into q, k, v
@@ -79,7 +79,7 @@ export interface BufferLimits {
 }
 
 /** WebGPU's default limits (what an adapter guarantees before raising them). */
-const DEFAULT_LIMITS: BufferLimits = { maxBufferSize: 256 * 2 ** 20, maxStorageBufferBindingSize: 128 * 2 ** 20 };
+export const DEFAULT_LIMITS: BufferLimits = { maxBufferSize: 256 * 2 ** 20, maxStorageBufferBindingSize: 128 * 2 ** 20 };
 
 export interface MemoryPlan {
   model: string;

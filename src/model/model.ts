@@ -10,16 +10,28 @@
 import type { Gpu, Recorder } from '../gpu/context.ts';
 import { recordBackward } from './backward.ts';
 import { numel, paramGroups, paramSpecs, type ModelConfig, type ParamGroup } from './config.ts';
-import { checkInputs, recordForward, type ForwardInputs, type ForwardOptions, type ForwardResult } from './forward.ts';
+import { checkInputs, recordForward, recordHead, type ForwardInputs, type ForwardOptions, type ForwardResult } from './forward.ts';
 import { LayerOps, type Param } from './layer_ops.ts';
 import { loadCheckpoint, type CheckpointInfo, type LoadOptions } from './loader.ts';
+import type { LoraAdapter } from './lora_adapter.ts';
+import { bf16ToF32 } from '../io/safetensors.ts';
 import type { ModelSource } from './source.ts';
 import { Workspace } from './workspace.ts';
+
+/** Weights the kernels can read packed bf16: every 2-D weight (matmuls, the token embedding's gather) but GPT-2's small wpe. */
+const isPackable = (name: string, shape: number[]) => shape.length === 2 && !name.endsWith('wpe.weight');
+
+/** Norm weights and biases: the only base parameters whose gradient a backward under a LoRA adapter still writes (their kernels need a target). */
+const isNormParam = (name: string) => /(norm|ln_[12f])\.(weight|bias)$/.test(name);
 
 export class CausalLM {
   readonly params: Map<string, Param>;
   /** Gradient of every parameter (same names, same layouts), allocated by the first backward. */
   grads: Map<string, GPUBuffer> | null = null;
+  /** A PEFT LoRA adapter on the linear layers: when set, only it trains (the base weights are frozen). The caller owns it. */
+  adapter: LoraAdapter | null = null;
+  /** Gradient checkpointing: a saved forward keeps only each layer's input; the backward recomputes the rest. */
+  checkpointing = false;
   private ws: Workspace | null = null;
   private forwarded = false;
   private readonly ops: LayerOps;
@@ -29,16 +41,46 @@ export class CausalLM {
     readonly config: ModelConfig,
     params: Map<string, Param>,
     readonly info: CheckpointInfo | null,
+    /** false for a view made by withAdapter: the weights belong to the model it was made from. */
+    private readonly ownsParams = true,
   ) {
     this.params = params;
-    this.ops = new LayerOps(config, params, () => this.grads);
+    this.ops = new LayerOps(config, params, () => this.grads, () => this.adapter);
+  }
+
+  /**
+   * The same base weights (shared, not copied) with another adapter or none, and a workspace of its own:
+   * the LoRA reference (adapter disabled, or a frozen copy of the adapter). Destroying the view frees only
+   * its workspace and gradients; the caller keeps ownership of `adapter`.
+   */
+  withAdapter(adapter: LoraAdapter | null): CausalLM {
+    const view = new CausalLM(this.gpu, this.config, this.params, this.info, false);
+    view.adapter = adapter;
+    return view;
+  }
+
+  /** What an optimizer steps: the adapter's A and B when one is attached, else every parameter. */
+  get trainableParams(): Map<string, Param> {
+    return this.adapter ? this.adapter.params : this.params;
+  }
+
+  /** The gradients of trainableParams (same names), after a backward. */
+  get trainableGrads(): Map<string, GPUBuffer> | null {
+    return this.adapter ? this.adapter.grads : this.grads;
   }
 
   /** Loads a Hugging Face checkpoint (folder, dropped files or Hub) onto the GPU. */
   static async from_pretrained(source: ModelSource, gpu: Gpu, opts: LoadOptions = {}): Promise<CausalLM> {
     const params = new Map<string, Param>();
     try {
-      const info = await loadCheckpoint(source, (spec, data) => void params.set(spec.name, { ...spec, buffer: gpu.upload(spec.name, data) }), opts);
+      const info = await loadCheckpoint(
+        source,
+        (spec, data, stored) => {
+          const bf16 = opts.storage === 'checkpoint' && stored.dtype === 'BF16' && isPackable(spec.name, spec.shape);
+          params.set(spec.name, bf16 ? { ...spec, dtype: 'bf16', buffer: gpu.upload(spec.name, stored.bytes) } : { ...spec, buffer: gpu.upload(spec.name, data) });
+        },
+        opts,
+      );
       return new CausalLM(gpu, info.config, params, info);
     } catch (e) {
       for (const p of params.values()) p.buffer.destroy();
@@ -62,10 +104,10 @@ export class CausalLM {
     return paramGroups(this.config);
   }
 
-  private workspace(B: number, T: number, keep: number, save: boolean): Workspace {
-    if (!this.ws?.matches(B, T, keep, save)) {
+  private workspace(B: number, T: number, keep: number, save: boolean, headless: boolean): Workspace {
+    if (!this.ws?.matches(B, T, keep, save, this.checkpointing, headless)) {
       this.ws?.destroy();
-      this.ws = new Workspace(this.gpu, this.config, B, T, keep, save);
+      this.ws = new Workspace(this.gpu, this.config, B, T, keep, save, save && this.checkpointing, headless);
     }
     return this.ws;
   }
@@ -78,11 +120,12 @@ export class CausalLM {
     const cfg = this.config;
     const cache = opts.kvCache;
     if (cache && (opts.save || opts.logits_to_keep !== undefined)) throw new RangeError('forward: kvCache cannot be combined with save or logits_to_keep');
+    if (opts.headless && (opts.save || cache)) throw new RangeError('forward: headless cannot be combined with save or kvCache');
     if (cache && cache.B !== x.B) throw new RangeError(`forward: kvCache holds ${cache.B} rows, input has B = ${x.B}`);
     const keep = cache ? 1 : (opts.logits_to_keep ?? 0);
     checkInputs(cfg, x, cache ? 0 : keep);
     const { B, T } = x;
-    const ws = this.workspace(B, T, keep, opts.save ?? false);
+    const ws = this.workspace(B, T, keep, opts.save ?? false, opts.headless ?? false);
     const s = ws.shared;
     this.gpu.write(s.ids, x.input_ids);
     this.gpu.write(s.mask, x.attention_mask);
@@ -93,11 +136,24 @@ export class CausalLM {
     return out;
   }
 
-  /** Allocates (once) a zeroed gradient buffer per parameter. */
+  /** Records the LM head on `rows` rows: logits (rows, V) = hidden (rows, C) · headᵀ (after a headless forward). */
+  head(rec: Recorder, logits: GPUBuffer, hidden: GPUBuffer, rows: number): void {
+    recordHead(rec, this.ops, logits, hidden, rows);
+  }
+
+  /** Frees the activation workspace (the next forward allocates it again); a backward then needs a new forward. */
+  releaseWorkspace(): void {
+    this.ws?.destroy();
+    this.ws = null;
+    this.forwarded = false;
+  }
+
+  /** Allocates (once) a zeroed gradient buffer per parameter (under an adapter: per norm parameter, see isNormParam). */
   private ensureGrads(rec: Recorder): Map<string, GPUBuffer> {
     if (!this.grads) {
       this.grads = new Map();
       for (const p of this.params.values()) {
+        if (this.adapter && !isNormParam(p.name)) continue;
         const g = this.gpu.createBuffer(`grad.${p.name}`, numel(p.shape) * 4);
         rec.clear(g);
         this.grads.set(p.name, g);
@@ -109,6 +165,7 @@ export class CausalLM {
   /** Zeroes every gradient (recorded). */
   zeroGrads(rec: Recorder): void {
     for (const g of this.ensureGrads(rec).values()) rec.clear(g);
+    this.adapter?.zeroGrads(rec);
   }
 
   /**
@@ -127,10 +184,13 @@ export class CausalLM {
 
   // ------------------------------------------------------------------ readback
 
+  /** A parameter's values as f32 (a bf16 one widened exactly). */
   async readParam(name: string): Promise<Float32Array> {
     const p = this.params.get(name);
     if (!p) throw new Error(`no parameter "${name}"`);
-    return this.gpu.readF32(p.buffer, numel(p.shape));
+    const n = numel(p.shape);
+    if (p.dtype === 'bf16') return bf16ToF32(new Uint16Array(await this.gpu.read(p.buffer, n * 2)));
+    return this.gpu.readF32(p.buffer, n);
   }
 
   async readGrad(name: string): Promise<Float32Array> {
@@ -142,7 +202,7 @@ export class CausalLM {
   destroy(): void {
     this.ws?.destroy();
     this.ws = null;
-    for (const p of this.params.values()) p.buffer.destroy();
+    if (this.ownsParams) for (const p of this.params.values()) p.buffer.destroy();
     for (const g of this.grads?.values() ?? []) g.destroy();
     this.grads = null;
   }

@@ -1,6 +1,8 @@
 // The activation buffers of one batch shape (sizes from src/model/memory.ts): every layer's set when
 // the forward is saved for a backward, else one set reused by every layer with the residual stream
-// ping-ponging between two buffers; gradient scratch on the first backward.
+// ping-ponging between two buffers; gradient scratch on the first backward. With `checkpoint` (gradient
+// checkpointing) a saved forward keeps only each layer's input (resid) per layer and shares one set of
+// the other activations, which the backward refills layer by layer (recordBackward recomputes them).
 import type { Gpu } from '../gpu/context.ts';
 import type { ModelConfig } from './config.ts';
 import { backwardScratchSizes, layerActivationSizes, sharedActivationSizes } from './memory.ts';
@@ -21,11 +23,18 @@ export class Workspace {
     readonly T: number,
     readonly keep: number, // 0: every row
     readonly save: boolean,
+    readonly checkpoint = false, // with save: per-layer inputs only, one shared set recomputed in the backward
+    readonly headless = false, // no (rows, V) logits: the caller runs the head in row chunks
   ) {
-    this.shared = this.alloc('shared', sharedActivationSizes(cfg, B, T, keep));
-    const sizes = layerActivationSizes(cfg, B, T);
-    const one = save ? null : this.alloc('layer', sizes);
-    this.layers = Array.from({ length: cfg.num_hidden_layers }, (_, l) => one ?? this.alloc(`layers.${l}`, sizes));
+    this.shared = this.alloc('shared', sharedActivationSizes(cfg, B, T, keep, headless));
+    const { resid, ...rest } = layerActivationSizes(cfg, B, T);
+    if (save && checkpoint) {
+      const one = this.alloc('layer', rest);
+      this.layers = Array.from({ length: cfg.num_hidden_layers }, (_, l) => ({ ...one, ...this.alloc(`layers.${l}`, { resid }) }));
+      return;
+    }
+    const one = save ? null : this.alloc('layer', { resid, ...rest });
+    this.layers = Array.from({ length: cfg.num_hidden_layers }, (_, l) => one ?? this.alloc(`layers.${l}`, { resid, ...rest }));
   }
 
   get rows(): number {
@@ -60,8 +69,8 @@ export class Workspace {
     return l % 2 === 0 ? this.shared.resid_out : this.layers[0].resid;
   }
 
-  matches(B: number, T: number, keep: number, save: boolean): boolean {
-    return this.B === B && this.T === T && this.keep === keep && this.save === save;
+  matches(B: number, T: number, keep: number, save: boolean, checkpoint: boolean, headless: boolean): boolean {
+    return this.B === B && this.T === T && this.keep === keep && this.save === save && this.checkpoint === (save && checkpoint) && this.headless === headless;
   }
 
   destroy(): void {

@@ -1,9 +1,11 @@
 // Float64 twin of src/model/model.ts: the same GPT-2 / Llama / Qwen2 / Qwen3 forward and backward,
 // composed from the op twins in src/ref/ (no op is re-implemented here), so a GPU model can be checked
 // against it on any random config and the model-level gradients against finite differences.
-// Slow by design (plain loops): tiny configs only.
+// Slow by design (plain loops): tiny configs only. With a PEFT LoRA adapter (src/model/lora.ts) every
+// adapted linear layer adds scaling·(x·Aᵀ)·Bᵀ, and backward also returns ∂/∂A and ∂/∂B under their PEFT keys.
 import { lmHeadName, numel, paramSpecs, type ModelConfig } from '../model/config.ts';
 import { loadCheckpoint } from '../model/loader.ts';
+import { loraKey, type LoraWeights } from '../model/lora.ts';
 import type { ForwardInputs } from '../model/forward.ts';
 import type { ModelSource } from '../model/source.ts';
 import { attention_backward, attention_forward } from './attention.ts';
@@ -13,6 +15,7 @@ import { gelu_backward, gelu_forward } from './gelu.ts';
 import { layernorm_backward, layernorm_forward } from './layernorm.ts';
 import { matmul_backward, matmul_forward, type WeightLayout } from './matmul.ts';
 import { residual_accumulate, residual_forward } from './residual.ts';
+import { scale_forward } from './grad_norm.ts';
 import { rmsnorm_backward, rmsnorm_forward } from './rmsnorm.ts';
 import { rope_backward, rope_forward } from './rope.ts';
 import { silu_gate_backward, silu_gate_forward } from './silu_gate.ts';
@@ -51,11 +54,28 @@ export interface RefForward {
   cache: { x: ForwardInputs; keep: number; layers: LayerCache[]; last: F64; lnf: Norm; headIn: F64 };
 }
 
+/** One adapted module in float64: A (r, in), B (out, r). */
+export interface RefLoraModule {
+  A: F64;
+  B: F64;
+  in: number;
+  out: number;
+}
+
 export class RefModel {
+  /** Adapted modules by module name (tests perturb A and B here for finite differences). */
+  readonly lora = new Map<string, RefLoraModule>();
+  private readonly scaling: number;
+  private readonly r: number;
+
   constructor(
     readonly config: ModelConfig,
     readonly weights: Map<string, F64>,
+    adapter: LoraWeights | null = null,
   ) {
+    this.scaling = adapter?.config.scaling ?? 0;
+    this.r = adapter?.config.r ?? 0;
+    for (const m of adapter?.modules ?? []) this.lora.set(m.name, { A: Float64Array.from(m.A), B: Float64Array.from(m.B), in: m.in, out: m.out });
     for (const p of paramSpecs(config)) {
       if (weights.get(p.name)?.length !== numel(p.shape)) throw new RangeError(`RefModel: "${p.name}" needs ${numel(p.shape)} values`);
     }
@@ -89,7 +109,11 @@ export class RefModel {
   }
 
   private linear(name: string, inp: F64, M: number, K: number, N: number): F64 {
-    return matmul_forward(inp, this.w(`${name}.weight`), this.weights.get(`${name}.bias`) ?? null, M, K, N, this.layout);
+    const y = matmul_forward(inp, this.w(`${name}.weight`), this.weights.get(`${name}.bias`) ?? null, M, K, N, this.layout);
+    const a = this.lora.get(name);
+    if (!a) return y;
+    const u = scale_forward(matmul_forward(inp, a.A, null, M, K, this.r, 'out_in'), this.scaling); // (M, r)
+    return residual_accumulate(y, matmul_forward(u, a.B, null, M, this.r, N, 'out_in'));
   }
 
   private norm(name: string, inp: F64, N: number): Norm {
@@ -161,8 +185,8 @@ export class RefModel {
         kNorm = { ...rmsnorm_forward(k, this.w(`${p}.self_attn.k_norm.weight`), N * Hkv, D, cfg.norm_eps), mean: null };
         [q, k] = [qNorm.out, kNorm.out];
       }
-      q = rope_forward(q, inp.position_ids, N, Hq, D, cfg.rope_theta!);
-      k = rope_forward(k, inp.position_ids, N, Hkv, D, cfg.rope_theta!);
+      q = rope_forward(q, inp.position_ids, N, Hq, D, cfg.rope_theta!, cfg.rope_scaling);
+      k = rope_forward(k, inp.position_ids, N, Hkv, D, cfg.rope_theta!, cfg.rope_scaling);
     }
     const { out: atty, lse } = attention_forward(q, k, v, inp.attention_mask, { B, Tq: T, Tk: T, TkvMax: T, Hq, Hkv, D, scale: cfg.attn_scale });
     const o = this.linear(cfg.family === 'gpt2' ? `${p}.attn.c_proj` : `${p}.self_attn.o_proj`, atty, N, Hq * D, C);
@@ -203,7 +227,15 @@ export class RefModel {
       const r = matmul_backward(dout, inp, this.w(`${name}.weight`), M, K, Nout, this.layout);
       add(`${name}.weight`, r.dweight);
       if (grads.has(`${name}.bias`)) add(`${name}.bias`, r.dbias);
-      return r.dinp;
+      const a = this.lora.get(name);
+      if (!a) return r.dinp;
+      // u = scaling·x·Aᵀ is recomputed rather than cached: the twin favours plainness over speed.
+      const u = scale_forward(matmul_forward(inp, a.A, null, M, K, this.r, 'out_in'), this.scaling);
+      const bw = matmul_backward(dout, u, a.B, M, this.r, Nout, 'out_in');
+      const aw = matmul_backward(scale_forward(bw.dinp, this.scaling), inp, a.A, M, K, this.r, 'out_in');
+      grads.set(loraKey(name, 'B'), residual_accumulate(grads.get(loraKey(name, 'B')) ?? new Float64Array(a.B.length), bw.dweight));
+      grads.set(loraKey(name, 'A'), residual_accumulate(grads.get(loraKey(name, 'A')) ?? new Float64Array(a.A.length), aw.dweight));
+      return residual_accumulate(r.dinp, aw.dinp);
     };
     const normBackward = (name: string, dout: F64, inp: F64, n: Norm, rows: number): F64 => {
       if (cfg.norm === 'layernorm') {
@@ -251,8 +283,8 @@ export class RefModel {
         [dq, dk, dv].forEach((src, i) => column_copy_forward(dqkv, src, N, C, C, 0, 3 * C, i * C));
         dln1 = linearBackward(`${p}.attn.c_attn`, dqkv, c.ln1.out, N, C, 3 * C);
       } else {
-        let dqr = rope_backward(dq, x.position_ids, N, Hq, D, cfg.rope_theta!);
-        let dkr = rope_backward(dk, x.position_ids, N, Hkv, D, cfg.rope_theta!);
+        let dqr = rope_backward(dq, x.position_ids, N, Hq, D, cfg.rope_theta!, cfg.rope_scaling);
+        let dkr = rope_backward(dk, x.position_ids, N, Hkv, D, cfg.rope_theta!, cfg.rope_scaling);
         if (cfg.qk_norm) {
           const qn = rmsnorm_backward(dqr, c.qRaw!, this.w(`${p}.self_attn.q_norm.weight`), c.qNorm!.rstd, N * Hq, D);
           const kn = rmsnorm_backward(dkr, c.kRaw!, this.w(`${p}.self_attn.k_norm.weight`), c.kNorm!.rstd, N * Hkv, D);

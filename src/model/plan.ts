@@ -1,0 +1,120 @@
+// The memory plan of one GRPO step (`grpo-studio plan`, the page before a step): the bytes every GPU
+// buffer of the step pipeline takes at its peak (backward + optimizer step, when everything is alive),
+// split as the issue asks: weights, grads, optimizer, activations, logits chunk, reference, scratch.
+// Sizes come from the same tables the runtime allocates from (src/model/memory.ts activation tables,
+// config.ts parameter specs, lora.ts module shapes), and each big single buffer is checked against the
+// adapter's maxBufferSize (does not fit) and maxStorageBufferBindingSize (bound in windows).
+//
+// What the runtime does, and so what is planned: full fine-tuning keeps f32 weights, grads and AdamW
+// moments of every parameter, and its β > 0 reference is the policy's own pre-step log-probs (no memory);
+// with a LoRA adapter the base is frozen in its checkpoint dtype (bf16 linear, head and embedding weights
+// packed; scoring loads the same way), only A and B have f32 grads and moments, norm weights keep a
+// gradient target, and the reference is the adapter-off view with an inference workspace of its own.
+// dlogits overwrite the logits in place. Scoring without a backward (the reference, the `score` verb)
+// runs the head in row chunks (src/model/score.ts): one chunk of logits, as many rows as one storage
+// binding holds, never (rows, V). `checkpointing` plans gradient checkpointing: only each layer's
+// input is kept and one layer's activations are recomputed at a time. The reference frees its workspace
+// once its log-probs are out, so the peak is the larger of two moments: the reference forward (weights,
+// the policy's saved activations and logits, grads of an earlier update, the reference workspace) and
+// the backward + optimizer step (weights, grads, optimizer, activations, logits, scratch).
+import { linearModules } from './lora.ts';
+import { backwardScratchSizes, layerActivationSizes, sharedActivationSizes, type BufferLimits } from './memory.ts';
+import { numel, paramSpecs, type ModelConfig } from './config.ts';
+import { logitsChunkRows } from './score.ts';
+
+export interface PlanOptions {
+  B: number; // rows (prompts × generations)
+  T: number; // tokens per row, prompt + completion
+  prompt: number; // prompt tokens: the head scores B·(T − prompt) rows
+  /** LoRA rank on every linear layer (PEFT all-linear); null: full fine-tuning. */
+  adapter: number | null;
+  checkpointing: boolean;
+  /** Checkpoint dtype of the weights (config.json torch_dtype): a frozen base keeps bf16 weights packed. */
+  dtype: 'f32' | 'bf16';
+  /** Scoring only (no backward, no optimizer): the `score` verb. */
+  scoreOnly?: boolean;
+  limits: BufferLimits;
+}
+
+export interface StepPlan {
+  params: number;
+  trainable_params: number;
+  rows: number; // scored rows B·(T − prompt)
+  bytes: {
+    weights: number;
+    grads: number;
+    optimizer: number; // AdamW exp_avg + exp_avg_sq
+    activations: number; // saved for the backward (or one layer's set when scoring)
+    logits_chunk: number; // the policy's (rows, V) f32 logits (kept for the in-place dlogits); scoring: one chunk
+    reference: number; // the reference forward's workspace
+    scratch: number; // backward gradient scratch, LoRA intermediates, the optimizer's θ_old
+  };
+  total_bytes: number; // the planned peak: max of the two moments below
+  peak: 'reference forward' | 'backward + step' | 'scoring';
+  /** Single buffers past a limit: 'does not fit' (maxBufferSize) or 'windowed' (bound in pieces). */
+  buffers: { name: string; bytes: number; status: 'does not fit' | 'windowed' }[];
+}
+
+const sum = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
+const F = 4;
+
+export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
+  const { B, T } = o;
+  const C = T - o.prompt;
+  if (!(C >= 1 && o.prompt >= 1)) throw new RangeError(`plan: the prompt (${o.prompt} tokens) must leave at least one completion token of T = ${T}`);
+  const rows = B * C;
+  const specs = paramSpecs(cfg);
+  const params = specs.reduce((s, p) => s + numel(p.shape), 0);
+  const lora = o.adapter !== null;
+  const frozen = lora || !!o.scoreOnly; // the `score` verb and a LoRA base load with storage 'checkpoint'
+  const packed = (name: string, shape: number[]) => frozen && o.dtype === 'bf16' && shape.length === 2 && !name.endsWith('wpe.weight');
+  const modules = lora ? linearModules(cfg) : [];
+  const r = o.adapter ?? 0;
+  const adapterParams = modules.reduce((s, m) => s + r * (m.in + m.out), 0);
+  const normParams = specs.filter((p) => /(norm|ln_[12f])\.(weight|bias)$/.test(p.name)).reduce((s, p) => s + numel(p.shape), 0);
+  const trainable = lora ? adapterParams : params;
+
+  const layer = sum(layerActivationSizes(cfg, B, T));
+  const { logits, ...shared } = sharedActivationSizes(cfg, B, T, C);
+  // A chunked scoring pass: the chunk's logits, hidden rows, ids / mask / log-prob / entropy (score.ts).
+  const R = logitsChunkRows(cfg.vocab_size, rows, o.limits.maxStorageBufferBindingSize);
+  const chunk = R * (cfg.vocab_size + cfg.hidden_size + 6);
+  const N = B * T;
+  const saved = o.scoreOnly ? layer : o.checkpointing ? cfg.num_hidden_layers * N * cfg.hidden_size + layer - N * cfg.hidden_size : cfg.num_hidden_layers * layer;
+  const loraScratch = 2 * N * r * modules.length; // u and du per adapted module
+  // The optimizer copies one trainable tensor at a time (θ_old, for ‖Δθ‖): the largest one.
+  const thetaOld = lora ? Math.max(...modules.map((m) => r * Math.max(m.in, m.out))) : Math.max(...specs.map((p) => numel(p.shape)));
+  const bytes = {
+    weights: specs.reduce((s, p) => s + numel(p.shape) * (packed(p.name, p.shape) ? 2 : F), 0) + adapterParams * F,
+    grads: o.scoreOnly ? 0 : (lora ? adapterParams + normParams : params) * F,
+    optimizer: o.scoreOnly ? 0 : 2 * trainable * F,
+    activations: (saved + sum(shared)) * F,
+    logits_chunk: (o.scoreOnly ? chunk : logits) * F,
+    reference: lora && !o.scoreOnly ? (layer + sum(shared) + chunk) * F : 0,
+    scratch: o.scoreOnly ? loraScratch * F : (sum(backwardScratchSizes(cfg, B, T, C)) + loraScratch + thetaOld) * F,
+  };
+  const att = B * cfg.num_attention_heads * T * T * F;
+  const buffers: StepPlan['buffers'] = [];
+  for (const [name, b] of [['logits (rows, V)', bytes.logits_chunk], ['attention probabilities (B, Hq, T, T)', att], ['embedding (V, C)', cfg.vocab_size * cfg.hidden_size * F], ['MLP hidden (N, I)', N * cfg.intermediate_size * F]] as const) {
+    if (b > o.limits.maxBufferSize) buffers.push({ name, bytes: b, status: 'does not fit' });
+    else if (b > o.limits.maxStorageBufferBindingSize) buffers.push({ name, bytes: b, status: 'windowed' });
+  }
+  const common = bytes.weights + bytes.activations + bytes.logits_chunk;
+  const atReference = common + bytes.grads + bytes.reference;
+  const atStep = common + bytes.grads + bytes.optimizer + bytes.scratch;
+  const peak = o.scoreOnly ? 'scoring' : atReference > atStep ? 'reference forward' : 'backward + step';
+  return { params, trainable_params: trainable, rows, bytes, total_bytes: o.scoreOnly ? common + bytes.scratch : Math.max(atReference, atStep), peak, buffers };
+}
+
+/** The plan as the CLI prints it. */
+export function formatStepPlan(name: string, o: PlanOptions, p: StepPlan): string {
+  const gib = (x: number) => `${(x / 2 ** 30).toFixed(3)} GiB`;
+  const what = o.scoreOnly ? 'scoring' : o.adapter !== null ? `LoRA r = ${o.adapter} (all linear layers)` : 'full fine-tuning';
+  const lines = [
+    `${name}: ${(p.params / 1e6).toFixed(1)}M params, ${what}, batch ${o.B}×${o.T} (prompt ${o.prompt}), ${p.rows} scored rows${o.checkpointing ? ', gradient checkpointing' : ''}`,
+    ...Object.entries(p.bytes).map(([k, v]) => `  ${k.padEnd(13)} ${gib(v).padStart(12)}`),
+    `  ${'total'.padEnd(13)} ${gib(p.total_bytes).padStart(12)}   (peak at the ${p.peak}; the reference's workspace is freed before the backward)`,
+  ];
+  for (const b of p.buffers) lines.push(b.status === 'does not fit' ? `  ! ${b.name} is ${gib(b.bytes)} > maxBufferSize ${gib(o.limits.maxBufferSize)}: does not fit` : `  ${b.name} is ${gib(b.bytes)} > maxStorageBufferBindingSize: bound in windows`);
+  return lines.join('\n');
+}
