@@ -9,7 +9,7 @@ import { resolveSettings } from '../settings/resolve.ts';
 import { OPENRLHF_RUN, OPENRLHF_SETTINGS, type OpenrlhfConfig, type OpenrlhfRun } from '../settings/openrlhf.ts';
 import type { PpoKl, PpoLossParams } from '../../kernels/types.ts';
 import { aggregationWeights, packInputs, rowCounts, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
-import type { TrainerLoss, TrainerLossCase, TrainerLossOutputs } from './types.ts';
+import type { TrainerLoss, TrainerInputs, TrainerLossOutputs } from './types.ts';
 
 function pair(v: unknown, field: string): [number, number] {
   if (!Array.isArray(v) || v.length !== 2) throw new SettingsError(`config.${field}: expected [low, high], got ${JSON.stringify(v)}`);
@@ -17,7 +17,7 @@ function pair(v: unknown, field: string): [number, number] {
 }
 
 /** The window normalisers training_step passes to aggregate_loss: given, or derived as _optimizer_step_loss_norm does. */
-function lossBatchInfo(c: TrainerLossCase, run: OpenrlhfRun): { dp: number; tokens: number; samples: number } {
+function lossBatchInfo(c: TrainerInputs, run: OpenrlhfRun): { dp: number; tokens: number; samples: number } {
   const info = run.loss_batch_info as Record<string, unknown> | null;
   if (info) {
     const num = (k: string): number => {
@@ -37,7 +37,7 @@ function lossBatchInfo(c: TrainerLossCase, run: OpenrlhfRun): { dp: number; toke
 }
 
 /** PolicyLoss's vLLM IS factor per token, from exp(old − rollout) (detached). */
-function isFactor(c: TrainerLossCase, type: string, [lo, hi]: [number, number], old: Float32Array, rollout: Float32Array): Float64Array {
+function isFactor(c: TrainerInputs, type: string, [lo, hi]: [number, number], old: Float32Array, rollout: Float32Array): Float64Array {
   const { B, T } = c;
   const w = new Float64Array(B * T);
   for (let b = 0; b < B; b++) {
@@ -57,7 +57,7 @@ function isFactor(c: TrainerLossCase, type: string, [lo, hi]: [number, number], 
 }
 
 /** The objective on any backend (GPU kernels, or their float64 twins in the tests). */
-export async function openrlhfObjective(be: PpoBackend, c: TrainerLossCase, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
+export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
   const cfg = resolveSettings<OpenrlhfConfig>(OPENRLHF_SETTINGS, c.config, 'config');
   const run = resolveSettings<OpenrlhfRun>(OPENRLHF_RUN, c.run, 'run');
   const { B, T } = c;

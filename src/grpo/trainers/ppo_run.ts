@@ -9,7 +9,8 @@ import type { Gpu } from '../../gpu/context.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../../kernels/logprob_gather.ts';
 import { ppo_loss_forward } from '../../kernels/ppo_loss.ts';
 import { PPO_INPUTS, type PpoLossParams } from '../../kernels/types.ts';
-import type { TrainerLossCase } from './types.ts';
+import { SettingsError } from '../settings/types.ts';
+import { checkScored, type ScoredLogps, type TrainerInputs, type TrainerLossCase } from './types.ts';
 
 /** What the trainer module decides from the current log-probs and entropies ((B, T)). */
 export interface PpoPlan {
@@ -93,6 +94,45 @@ export async function withGpuBackend<R>(gpu: Gpu, c: TrainerLossCase, f: (be: Pp
         const res = await gpu.readF32(out, 4 * N);
         const pick = (k: number): Float32Array => Float32Array.from({ length: N }, (_, i) => res[4 * i + k]);
         return { out: { loss: pick(0), kl: pick(1), contrib: pick(2) }, dlogits: dlogits ? await gpu.readF32(dlogits, N * V) : null };
+      },
+    };
+    return await f(be);
+  } finally {
+    for (const b of bufs) b.destroy();
+  }
+}
+
+/**
+ * A backend over log-probs the step's forward already scored (ScoredLogps): the same objective kernel, no
+ * gather and no backward (the step's gradient does not run verl's or OpenRLHF's objective). `field` names the
+ * trainer's temperature setting, which must be the forward's.
+ */
+export async function withScoredBackend<R>(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, field: string, f: (be: PpoBackend) => Promise<R>): Promise<R> {
+  const { B, T } = c;
+  const N = B * T;
+  const bufs: GPUBuffer[] = [];
+  const keep = (b: GPUBuffer): GPUBuffer => (bufs.push(b), b);
+  // Both trainers multiply their log-probs by the response mask: 0 on padding, as the gather writes them.
+  const logpHost = Float32Array.from(scored.per_token_logps, (x, i) => (c.completion_mask[i] ? x : 0));
+  try {
+    const logp = keep(gpu.upload('logp', logpHost));
+    const entropy = keep(gpu.upload('entropy', scored.per_token_entropy));
+    const be: PpoBackend = {
+      async logprobs(t, entropyT) {
+        checkScored(scored, N, t, field);
+        if (entropyT !== t) throw new SettingsError(`${field}: the trainer takes its entropy at temperature ${entropyT} and its log-probs at ${t}; the forward scored both at ${t}`);
+        return { logp: logpHost, entropy: scored.per_token_entropy };
+      },
+      async objective(plan, backward) {
+        if (backward) throw new Error('a scored backend has no backward');
+        const out = keep(gpu.createBuffer('ppo_out', 16 * N));
+        const rec = gpu.recorder('trainer objective (scored)');
+        const scratch = { dlogp: keep(gpu.createBuffer('dlogp', 4 * N)), dentropy: keep(gpu.createBuffer('dentropy', 4 * N)) };
+        ppo_loss_forward(rec, { logp, entropy, inputs: keep(gpu.upload('ppo_inputs', plan.inputs)), out, ...scratch, B, T, params: plan.params });
+        await rec.finish();
+        const res = await gpu.readF32(out, 4 * N);
+        const pick = (k: number): Float32Array => Float32Array.from({ length: N }, (_, i) => res[4 * i + k]);
+        return { out: { loss: pick(0), kl: pick(1), contrib: pick(2) }, dlogits: null };
       },
     };
     return await f(be);
