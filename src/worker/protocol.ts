@@ -17,6 +17,8 @@ import type { MemoryPlan } from '../model/memory.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
 import type { ImportanceSamplingLevel, KlEstimator, LossType } from '../kernels/types.ts';
 import type { LogpLossResult } from '../grpo/loss_from_logps.ts';
+import type { TrainerId } from '../grpo/settings/types.ts';
+import type { LossCell } from '../grpo/trainers/from_logps.ts';
 
 // ------------------------------------------------------------------------------------------ stages
 
@@ -86,12 +88,49 @@ export interface LossSettings {
   max_completion_length: number; // L_max for dr_grpo
 }
 
+/**
+ * The trainer whose objective the loss side follows, with its config and run context in its own field names
+ * (src/grpo/settings tables). For TRL, `config` holds only what LossSettings cannot: the fields LossSettings
+ * has are taken from it (src/worker/settings.ts trainerConfigOf).
+ */
+export interface TrainerPreset {
+  trainer: TrainerId;
+  config: Record<string, unknown>;
+  run: Record<string, unknown>;
+}
+
 /** Everything one update needs, sent with every stepper request (settings may change between runs). */
 export interface StepSettings {
   prompts: PromptItem[];
   sampling: SamplingSettings;
   rewards: RewardSpec[];
   loss: LossSettings;
+  /** Absent: TRL with only the LossSettings fields. */
+  trainer?: TrainerPreset;
+}
+
+/** The chosen trainer's objective on the update's scored log-probs, (B, C) per-token arrays. */
+export interface TrainerTerms {
+  loss: number;
+  per_token_loss: Float32Array | null;
+  per_token_kl: Float32Array | null;
+  /** The importance-sampling weights the loss multiplies by (vLLM / rollout correction), null when off. */
+  importance_sampling_ratio: Float32Array | null;
+  /** 1 where the token is in the loss. */
+  effective_loss_mask: Float32Array;
+  /** Which factor removed each token: index into MASK_FACTORS (0 = kept). */
+  removed_by: Uint8Array;
+}
+
+/** What the loss stage shows for the trainer preset: its terms (or why it cannot form them) and every loss type. */
+export interface TrainerView {
+  trainer: TrainerId;
+  /** The config and run the objective read (for TRL: LossSettings' fields with the preset's). */
+  config: Record<string, unknown>;
+  run: Record<string, unknown>;
+  terms: TrainerTerms | null;
+  error: string | null;
+  table: LossCell[];
 }
 
 // ------------------------------------------------------------------------------------------ results
@@ -131,6 +170,8 @@ export interface StageExtras {
     report: DoctorReport;
   };
   loss: {
+    /** The chosen trainer's objective on the same log-probs (the studio loss above drives the gradient). */
+    trainer?: TrainerView;
     /**
      * The Doctor's report again, now that old_per_token_logps exist (the policy's own, before the step):
      * the sampler-vs-trainer log-prob rule needs both arrays, and at assemble only the sampler's exist.

@@ -17,9 +17,11 @@ import { FileSource, parseJSONFile, readStream, type ModelSource } from '../mode
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import type { DoctorReport } from '../doctor/types.ts';
-import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide } from './protocol.ts';
+import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerPreset, TrainerView } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
-import { batchConfigOf } from './settings.ts';
+import { batchConfigOf, DEFAULT_TRAINER } from './settings.ts';
+import { gradientProblem, trainerView } from './trainer_view.ts';
+import { SettingsError } from '../grpo/settings/types.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
 import { StepPipeline } from '../grpo/step.ts';
@@ -117,6 +119,10 @@ class PipelineRunner implements StepRunner {
   private policy: CausalLM | null = null;
   private tokenizer: Tokenizer | null = null;
   private pipe: StepPipeline | null = null;
+  /** The trainer preset and loss settings the current update was started with, and its loss stage's trainer view. */
+  private ranPreset: TrainerPreset | null = null;
+  private ranLoss: LossSettings | null = null;
+  private view: { preset: TrainerPreset; loss: LossSettings; view: TrainerView } | null = null;
 
   constructor(
     private readonly gpu: Gpu,
@@ -180,6 +186,8 @@ class PipelineRunner implements StepRunner {
               rewards: settings.rewards,
               runJs: this.runJs,
             };
+      this.ranPreset = settings.trainer ?? null;
+      this.ranLoss = settings.loss;
       this.pipe = new StepPipeline(this.gpu, {
         policy,
         reference: null,
@@ -190,8 +198,19 @@ class PipelineRunner implements StepRunner {
     }
     const pipe = this.pipe;
     if (pipe.nextStage !== stage) throw new Error(`stage "${stage}" cannot run now: the next stage is ${pipe.nextStage ? `"${pipe.nextStage}"` : 'none (reset first)'}`);
+    if (stage === 'backward' && this.view) {
+      const problem = gradientProblem(this.view.view, pipe.data('loss')!.loss, this.view.preset, this.view.loss);
+      if (problem) throw new SettingsError(problem);
+    }
     const r = await pipe.next();
-    return { ...r, data: withExtras(r.id, r.data, tokenizer, pipe, policy.config.model_type) };
+    const data = withExtras(r.id, r.data, tokenizer, pipe, policy.config.model_type);
+    if (r.id === 'loss' && data) {
+      // The preset and loss settings of this update are the ones sent with its first stage.
+      const preset = this.ranPreset ?? DEFAULT_TRAINER;
+      this.view = { preset, loss: this.ranLoss!, view: await trainerView(this.gpu, pipe, preset, this.ranLoss!) };
+      return { ...r, data: { ...(data as StagePayloads['loss']), trainer: this.view.view } };
+    }
+    return { ...r, data };
   }
 
   inspect(batch: GrpoBatch): { report: DoctorReport; token_texts?: TokenTexts } {
@@ -265,6 +284,7 @@ class PipelineRunner implements StepRunner {
   async reset(): Promise<void> {
     this.whatIfCurrent?.scratch.destroy();
     this.whatIfCurrent = null;
+    this.view = null;
     await this.pipe?.reset();
     this.pipe?.destroy();
     this.pipe = null;
