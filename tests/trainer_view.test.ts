@@ -44,6 +44,11 @@ describe('trainer view of the step', () => {
     const { B, C } = first.assemble.padded;
     const M = first.assemble.padded.completion_mask;
     for (let i = 0; i < B * C; i++) expect(view.terms!.effective_loss_mask[i]).toBe(M[i]);
+    // A what-if under another preset follows that trainer on the same log-probs: the loss table's value.
+    const w = await runner.whatIf(settings.loss, { trainer: 'trl', config: { loss_type: 'cispo' }, run: {} });
+    expect(w.trainer.current!.loss).toBe(view.terms!.loss);
+    expect(w.trainer.whatif!.loss).toBeCloseTo(view.table.find((c) => c.label === 'cispo')!.loss!, 6);
+    expect(w.trainer.whatif!.loss).not.toBeCloseTo(view.terms!.loss, 6);
     expect(await runner.runStage('backward', settings)).toMatchObject({ id: 'backward' });
 
     // Another trainer: its loss is shown (or its settings error, naming the field); the backward refuses.
@@ -74,8 +79,8 @@ describe('trainer view of the step', () => {
     const logp = first.policy_forward.per_token_logps;
     batch.tool_mask = batch.completion_ids.map((r, b) => r.map((_, t) => (b === 1 && t >= 1 && t <= 2 ? 0 : 1)));
     // Sampling log-probs 2 above the trainer's on every third token: exp(logp − sampling) = e^−2 < 0.5 there.
-    const off = (b: number, t: number) => (t % 3 === 0 ? 2 : 0);
-    batch.sampling_per_token_logps = batch.completion_ids.map((r, b) => r.map((_, t) => logp[b * C + t] + off(b, t)));
+    const off = (t: number) => (t % 3 === 0 ? 2 : 0);
+    batch.sampling_per_token_logps = batch.completion_ids.map((r, b) => r.map((_, t) => logp[b * C + t] + off(t)));
     batch.old_per_token_logps = undefined;
     const vllm = { ...settings, trainer: { trainer: 'trl', config: { use_vllm: true, vllm_importance_sampling_mode: 'token_mask', vllm_importance_sampling_clip_min: 0.5, vllm_importance_sampling_clip_max: 3 }, run: {} } as TrainerPreset };
     const imp = await runTo('loss', vllm, { kind: 'batch', batch });
@@ -83,7 +88,7 @@ describe('trainer view of the step', () => {
     for (let b = 0; b < B; b++) {
       for (let p = 0; p < C; p++) {
         const i = b * C + p;
-        const want = !M[i] ? 'completion' : batch.tool_mask[b][p] === 0 ? 'tool' : off(b, p) ? 'importance sampling' : 'kept';
+        const want = !M[i] ? 'completion' : batch.tool_mask[b][p] === 0 ? 'tool' : off(p) ? 'importance sampling' : 'kept';
         expect(MASK_FACTORS[t.removed_by[i]], `sample ${b} position ${p}`).toBe(want);
         expect(t.effective_loss_mask[i]).toBe(want === 'kept' ? 1 : 0);
         if (want === 'importance sampling') expect(t.importance_sampling_ratio![i]).toBe(0);

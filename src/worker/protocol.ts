@@ -204,6 +204,8 @@ export interface WhatIfResult {
   whatif: WhatIfSide;
   /** |current loss − the loss stage's loss|: the recomputation's self-check (float32 rounding only). */
   check: number;
+  /** The trainer preset's objective on both sides (the update's preset, and the what-if's), or why not. */
+  trainer: { preset: TrainerPreset; current: TrainerTerms | null; whatif: TrainerTerms | null; error: string | null };
   notes: string[];
   ms: number;
 }
@@ -238,8 +240,8 @@ export interface StepRunner {
   /** Runs the stage after the last completed one and returns its result. */
   runStage(stage: StageId, settings: StepSettings, start?: StepStart): Promise<StageResult>;
   reset(): Promise<void>;
-  /** The loss of the current update's batch under other loss settings (the update must have reached its loss stage). */
-  whatIf(loss: LossSettings): Promise<WhatIfResult>;
+  /** The loss of the current update's batch under other loss settings and trainer preset (default: the update's); the update must have reached its loss stage. */
+  whatIf(loss: LossSettings, trainer?: TrainerPreset): Promise<WhatIfResult>;
   /** Re-samples the update's prompts with the same seed from the stepped weights and scores them (the update must have taken its step). */
   beforeAfter(): Promise<BeforeAfterResult>;
   /**
@@ -275,7 +277,7 @@ export type Request =
   | { type: 'load-model'; source: ModelChoice }
   | { type: 'run-stage'; stage: StageId; settings: StepSettings; start?: StepStart }
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
-  | { type: 'what-if'; loss: LossSettings }
+  | { type: 'what-if'; loss: LossSettings; trainer?: TrainerPreset }
   | { type: 'before-after' }
   | { type: 'reset' };
 

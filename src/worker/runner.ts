@@ -20,7 +20,7 @@ import type { DoctorReport } from '../doctor/types.ts';
 import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerPreset, TrainerView } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
 import { batchConfigOf, DEFAULT_TRAINER } from './settings.ts';
-import { gradientProblem, trainerView } from './trainer_view.ts';
+import { gradientProblem, trainerTerms, trainerView } from './trainer_view.ts';
 import { SettingsError } from '../grpo/settings/types.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
@@ -225,7 +225,7 @@ class PipelineRunner implements StepRunner {
 
   private whatIfCurrent: { pipe: StepPipeline; side: WhatIfSide; scratch: LossScratch } | null = null;
 
-  async whatIf(loss: LossSettings): Promise<WhatIfResult> {
+  async whatIf(loss: LossSettings, preset?: TrainerPreset): Promise<WhatIfResult> {
     const t0 = performance.now();
     const pipe = this.pipe;
     const l = pipe?.data('loss');
@@ -266,7 +266,21 @@ class PipelineRunner implements StepRunner {
       setTimeout(() => warmLossPipelines(this.gpu, next.loss), 0);
     }
     const current = this.whatIfCurrent.side;
-    return { settings: loss, current, whatif: await side(next), check: Math.abs(current.terms.loss - l.loss), notes, ms: performance.now() - t0 };
+    const whatif = await side(next);
+    return { settings: loss, current, whatif, check: Math.abs(current.terms.loss - l.loss), trainer: await this.trainerWhatIf(pipe, { ...loss, temperature: ran.loss.temperature }, preset), notes, ms: performance.now() - t0 };
+  }
+
+  /** The what-if's trainer side: the update's own trainer terms beside the preset's (default: the update's) under the what-if's loss settings. */
+  private async trainerWhatIf(pipe: StepPipeline, loss: LossSettings, preset?: TrainerPreset): Promise<WhatIfResult['trainer']> {
+    const ran = this.view;
+    const p = preset ?? ran?.preset ?? DEFAULT_TRAINER;
+    const current = ran?.view.terms ?? null;
+    try {
+      return { preset: p, current, whatif: await trainerTerms(this.gpu, pipe, p, loss), error: null };
+    } catch (e) {
+      if (!(e instanceof Error) || e.name !== 'SettingsError') throw e;
+      return { preset: p, current, whatif: null, error: e.message };
+    }
   }
 
   async beforeAfter(): Promise<BeforeAfterResult> {

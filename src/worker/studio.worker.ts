@@ -62,7 +62,7 @@ async function handle(req: Request): Promise<Responses[Request['type']]> {
     case 'before-after':
       return (await stepRunner()).beforeAfter();
     case 'what-if':
-      return (await stepRunner()).whatIf(req.loss);
+      return (await stepRunner()).whatIf(req.loss, req.trainer);
     case 'score-rewards':
       return scoreRewards(req.rewards, req.samples, runJs);
     case 'reset':
