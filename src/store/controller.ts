@@ -9,7 +9,7 @@ import { studioStore } from './index.ts';
 import { StudioClient } from '../worker/client.ts';
 import { StudioFailure } from '../worker/errors.ts';
 import { STAGES, type LossSettings, type ModelChoice, type StepSettings, type StepStart } from '../worker/protocol.ts';
-import { lossSettingsOf } from '../worker/settings.ts';
+import { lossSettingsOf, presetOfBatch, trainerOfFormat } from '../worker/settings.ts';
 import type { ReportInput } from '../report/html.ts';
 
 let client: StudioClient | null = null;
@@ -69,10 +69,11 @@ export function loadDefaultModel(): Promise<void> {
 export async function importBatchFile(file: File): Promise<void> {
   try {
     const bytes = new Uint8Array(await file.arrayBuffer());
-    const { batch, report, token_texts, trainer, notes } = await worker().request({ type: 'import-batch', bytes, name: file.name });
+    const { batch, report, token_texts, trainer, format, notes } = await worker().request({ type: 'import-batch', bytes, name: file.name });
     await resetStep();
 
     store().setLoss(lossSettingsOf(batch.config));
+    store().setPreset(presetOfBatch(trainerOfFormat(format), batch.config));
     // What the reader had to assume or could not read is shown with the batch, not hidden.
     store().setImported({ batch, name: file.name, report, token_texts, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
   } catch (e) {
@@ -147,8 +148,8 @@ export async function loadModel(source: ModelChoice): Promise<void> {
 }
 
 function settings(): StepSettings {
-  const { prompts, sampling, rewards, loss } = store();
-  return { prompts, sampling, rewards, loss };
+  const { prompts, sampling, rewards, loss, trainer } = store();
+  return { prompts, sampling, rewards, loss, trainer };
 }
 
 /** Where a new update starts: the imported batch when the stepper is set to it, else the prompt set. */
@@ -204,7 +205,8 @@ export async function runWhatIf(loss: LossSettings): Promise<void> {
   const seq = ++whatIfSeq;
   store().setWhatIfSettings(loss);
   try {
-    const r = await worker().request({ type: 'what-if', loss });
+    // The what-if follows the trainer preset as the form has it now (the current side: the update's own).
+    const r = await worker().request({ type: 'what-if', loss, trainer: store().trainer });
     if (seq === whatIfSeq) store().setWhatIf(r);
   } catch (e) {
     if (seq === whatIfSeq) {

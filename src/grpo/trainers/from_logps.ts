@@ -73,6 +73,7 @@ export function lossColumns(trainer: TrainerId): LossColumn[] {
 /** A column's loss, or why the trainer cannot form it on this batch (its SettingsError, one line). */
 export interface LossCell {
   label: string;
+  patch: Record<string, string>;
   formula: string;
   loss: number | null;
   error: string | null;
@@ -84,10 +85,10 @@ export async function lossTable(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps)
   for (const col of lossColumns(c.trainer)) {
     try {
       const r = await trainerLossFromLogps(gpu, { ...c, config: { ...c.config, ...col.patch } }, scored);
-      cells.push({ label: col.label, formula: col.formula, loss: r.loss, error: null });
+      cells.push({ ...col, loss: r.loss, error: null });
     } catch (e) {
       if (!(e instanceof Error) || e.name !== 'SettingsError') throw e;
-      cells.push({ label: col.label, formula: col.formula, loss: null, error: e.message });
+      cells.push({ ...col, loss: null, error: e.message });
     }
   }
   return cells;
