@@ -80,6 +80,11 @@ export interface GrpoBatch {
   old_per_token_logps?: number[][]; // (B, C_i)
   ref_per_token_logps?: number[][]; // (B, C_i)
   sampling_per_token_logps?: number[][]; // (B, C_i) from the inference engine (vLLM)
+  /**
+   * The trainer's effective loss mask as the studio computed it (completion × truncation × tool × entropy ×
+   * off-policy × importance-sampling masks; written on export, read back as data — the loss recomputes it).
+   */
+  effective_loss_mask?: number[][]; // (B, C_i)
   /** Conversation per sample (length B) or per prompt (length B / G). */
   messages?: ChatMessage[][];
   prompt_texts?: string[];
@@ -88,12 +93,12 @@ export interface GrpoBatch {
 }
 
 /** The per-token (B, C_i) fields that must line up with completion_ids. */
-export const PER_TOKEN_FIELDS = ['completion_mask', 'tool_mask', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'per_token_advantages'] as const;
+export const PER_TOKEN_FIELDS = ['completion_mask', 'tool_mask', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'per_token_advantages', 'effective_loss_mask'] as const;
 
 /** The per-sample (B) fields. */
 export const PER_SAMPLE_FIELDS = ['rewards', 'advantages', 'group_ids', 'rewards_per_func', 'prompt_texts', 'completion_texts'] as const;
 
-const RAGGED_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_mask', 'prompt_mask', 'rewards_per_func', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'per_token_advantages'] as const;
+const RAGGED_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_mask', 'prompt_mask', 'rewards_per_func', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'per_token_advantages', 'effective_loss_mask'] as const;
 const VECTOR_FIELDS = ['eos_token_ids', 'rewards', 'reward_weights', 'advantages', 'group_ids'] as const;
 const REQUIRED = ['num_generations', 'pad_token_id', 'eos_token_ids', 'prompt_ids', 'completion_ids', 'completion_mask'] as const;
 

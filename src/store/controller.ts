@@ -91,6 +91,8 @@ export function exportBatch(): void {
   const rows = (a: Float32Array | null | undefined) => a && batch.completion_ids.map((ids, b) => Array.from(a.subarray(b * C, b * C + ids.length)));
   out.old_per_token_logps = rows(run.loss?.old_per_token_logps) ?? batch.old_per_token_logps;
   out.ref_per_token_logps = rows(run.reference_forward?.ref_per_token_logps) ?? batch.ref_per_token_logps;
+  // The trainer preset's effective loss mask (0/1), so a reader sees which tokens the trainer's loss kept.
+  out.effective_loss_mask = rows(run.loss?.trainer?.terms?.effective_loss_mask) ?? batch.effective_loss_mask;
   // Strict JSON: a NaN reward (a reward function that did not apply) must not make the file unreadable to JSON.parse / jq.
   download(new Blob([serializeBatch(out, { strictJson: true })], { type: 'application/json' }), (batchName || 'batch').replace(/\.json$/, '') + '.grpo-batch.json');
 }
