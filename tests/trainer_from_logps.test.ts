@@ -90,3 +90,17 @@ describe('loss table', () => {
     }
   }, 120_000);
 });
+
+describe('TRL run context', () => {
+  it('dapo over several processes without num_items_in_batch is refused, naming the field; grpo does not need it', async () => {
+    const gpu = await testGpu();
+    for (const [file, refused] of [['case_03.safetensors', true], ['case_00.safetensors', false]] as const) {
+      const { st, c } = load('trl', file);
+      const { logits: _l, V: _v, ...inputs } = c;
+      const run = { num_processes: 2, gradient_accumulation_steps: c.run.gradient_accumulation_steps };
+      const r = trainerLossFromLogps(gpu, { ...inputs, run }, scoredOf(st, c));
+      if (refused) await expect(r).rejects.toThrow(/^run\.num_items_in_batch: needed by loss_type dapo with num_processes = 2/);
+      else expectClose([(await r).loss], toF64(st, 'loss'), { rtol: 1e-4, atol: 1e-6, label: `${file} loss` });
+    }
+  }, 60_000);
+});
