@@ -3,7 +3,6 @@
 // (top_entropy_quantile), the off-policy mask, an importance-sampling weight of 0 (vLLM *_mask modes,
 // OpenRLHF icepop / seq-mask-tis) and verl's rejection sampling (rollout_rs, which shrinks its loss mask).
 // The first factor in that order is the one named; a token is in the loss when none removed it.
-import type { TrainerLossOutputs } from './types.ts';
 
 export const MASK_FACTORS = ['kept', 'completion', 'truncation', 'tool', 'entropy', 'off-policy', 'importance sampling', 'rejection sampling'] as const;
 export type MaskFactor = (typeof MASK_FACTORS)[number];
@@ -16,11 +15,19 @@ export interface MaskInputs {
   truncated: ArrayLike<number> | null; // (B) 1 where mask_truncated_completions drops the row
 }
 
+/** The masks and IS weights a trainer objective formed ((B, T); null where it forms none). */
+export interface TrainerMasks {
+  loss_mask: ArrayLike<number>;
+  entropy_mask: ArrayLike<number> | null;
+  off_policy_mask: ArrayLike<number> | null;
+  importance_sampling_ratio: ArrayLike<number> | null;
+}
+
 /**
  * MASK_FACTORS index per token (0 = in the loss), (B, T). `isDrops`: a 0 importance-sampling weight removes
  * the token (every trainer's correction except TRL's vespo, which does not multiply by it).
  */
-export function maskFactors(x: MaskInputs, o: Pick<TrainerLossOutputs, 'loss_mask' | 'entropy_mask' | 'off_policy_mask' | 'importance_sampling_ratio'>, isDrops: boolean): Uint8Array {
+export function maskFactors(x: MaskInputs, o: TrainerMasks, isDrops: boolean): Uint8Array {
   const N = x.B * x.T;
   const f = new Uint8Array(N);
   const is = isDrops ? o.importance_sampling_ratio : null;
