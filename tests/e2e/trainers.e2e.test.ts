@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run as scoreCli, type ScoreResult } from '../../src/cli/score.ts';
 import { readBatchFiles } from '../../src/cli/args.ts';
 import { serializeBatch, type GrpoBatch } from '../../src/io/batch.ts';
-import { dismissErrors, errorTexts, openStudio, root, stageStatuses, waitForUpdate, type Studio } from './harness.ts';
+import { dismissErrors, errorTexts, openStudio, root, waitForUpdate, type Studio } from './harness.ts';
 
 const MODEL = path.join(root, 'public/models/tiny-adder');
 const TOOL = path.join(root, 'tests/fixtures/formats/trl-rank0.safetensors');
@@ -65,6 +65,8 @@ const close = (a: number, b: number) => expect(Math.abs(a - b), `${a} vs ${b}`).
 
 async function importFile(file: string | { name: string; mimeType: string; buffer: Buffer }): Promise<void> {
   await page.getByTestId('import-input').setInputFiles(file);
+  const name = typeof file === 'string' ? path.basename(file) : file.name;
+  await expect.poll(async () => (await page.getByTestId('doctor-summary').textContent()) ?? '', { timeout: 30_000 }).toMatch(new RegExp(`^${name.replace('.', '\\.')}: `));
   await expect.poll(() => page.getByTestId('step-from').inputValue()).toBe('import');
 }
 
@@ -190,4 +192,4 @@ describe('trainer preset in chromium', () => {
 
 /** Stage indices in the stepper (render … re_evaluate). */
 const STAGE = { loss: 7, backward: 8 } as const;
-void stageStatuses;
+

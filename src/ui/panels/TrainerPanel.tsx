@@ -114,7 +114,7 @@ export function TrainerPanel() {
       <SelectField label="trainer" value={preset.trainer} options={TRAINERS} testId="trainer" title="whose objective the loss, what-if, loss table and overlays follow (the step's gradient runs TRL's)" onChange={setTrainer} />
       {groups.map(({ scope, rows }) =>
         rows.length === 0 ? null : (
-          <details key={scope} open={scope === 'loss' || scope === 'run'} className="subsection" data-testid={`trainer-${scope}`}>
+          <details key={scope} open={scope === 'loss' || scope === 'run'} className="subsection" data-testid={`trainer-group-${scope}`}>
             <summary>
               {SHOWN[scope]} ({rows.length})
             </summary>
