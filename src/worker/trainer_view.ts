@@ -11,7 +11,7 @@ import { maskFactors } from '../grpo/trainers/effective_mask.ts';
 import { lossTable, trainerLossFromLogps } from '../grpo/trainers/from_logps.ts';
 import type { ScoredLogps, TrainerInputs } from '../grpo/trainers/types.ts';
 import type { Gpu } from '../gpu/context.ts';
-import { DEFAULT_TRAINER, trainerConfigOf } from './settings.ts';
+import { trainerConfigOf } from './settings.ts';
 import type { LossSettings, TrainerPreset, TrainerTerms, TrainerView } from './protocol.ts';
 
 const f32 = (a: ArrayLike<number> | null): Float32Array | null => (a ? Float32Array.from(a) : null);
@@ -53,12 +53,13 @@ function inputsOf(pipe: StepPipeline, preset: TrainerPreset, loss: LossSettings)
   return { x, scored: { per_token_logps: pf.per_token_logps, per_token_entropy: pf.per_token_entropy, temperature: pipe.config.loss.temperature }, truncated };
 }
 
-/** The preset's objective on the update's log-probs: terms, effective mask and factors. Throws SettingsError naming a setting. */
-export async function trainerTerms(gpu: Gpu, pipe: StepPipeline, preset: TrainerPreset, loss: LossSettings): Promise<TrainerTerms> {
-  const { x, scored, truncated } = inputsOf(pipe, preset, loss);
+type Prepared = ReturnType<typeof inputsOf>;
+
+/** The objective on prepared inputs: terms, effective mask and the factor that removed each token. */
+async function termsOf(gpu: Gpu, pipe: StepPipeline, { x, scored, truncated }: Prepared): Promise<TrainerTerms> {
   const o = await trainerLossFromLogps(gpu, x, scored);
   const p = pipe.data('assemble')!.padded;
-  const vespo = preset.trainer === 'trl' && (x.config.loss_type ?? specOf(TRAINER_TABLES.trl.config, 'loss_type').default) === 'vespo';
+  const vespo = x.trainer === 'trl' && (x.config.loss_type ?? specOf(TRAINER_TABLES.trl.config, 'loss_type').default) === 'vespo';
   const removed_by = maskFactors({ B: x.B, T: x.T, completion_mask: p.completion_mask, tool_mask: p.tool_mask ?? null, truncated }, o, !vespo);
   return {
     loss: o.loss,
@@ -70,19 +71,26 @@ export async function trainerTerms(gpu: Gpu, pipe: StepPipeline, preset: Trainer
   };
 }
 
+/** The preset's objective on the update's log-probs (the what-if's side). Throws SettingsError naming a setting. */
+export function trainerTerms(gpu: Gpu, pipe: StepPipeline, preset: TrainerPreset, loss: LossSettings): Promise<TrainerTerms> {
+  return termsOf(gpu, pipe, inputsOf(pipe, preset, loss));
+}
+
 const settingsError = (e: unknown): string | null => (e instanceof Error && e.name === 'SettingsError' ? e.message : null);
 
 /** The loss stage's trainer view; a settings problem becomes its `error` (the backward then refuses with it). */
-export async function trainerView(gpu: Gpu, pipe: StepPipeline, preset: TrainerPreset = DEFAULT_TRAINER, loss: LossSettings): Promise<TrainerView> {
-  const { x, scored } = inputsOf(pipe, preset, loss);
+export async function trainerView(gpu: Gpu, pipe: StepPipeline, preset: TrainerPreset, loss: LossSettings): Promise<TrainerView> {
+  const prepared = inputsOf(pipe, preset, loss);
+  const { x, scored } = prepared;
   const base = { trainer: preset.trainer, config: x.config, run: x.run };
+  // The table is formed column by column (a column the trainer refuses shows why), also when the preset's own fails.
+  const table = await lossTable(gpu, x, scored);
   try {
-    const terms = await trainerTerms(gpu, pipe, preset, loss);
-    return { ...base, terms, error: null, table: await lossTable(gpu, x, scored) };
+    return { ...base, terms: await termsOf(gpu, pipe, prepared), error: null, table };
   } catch (e) {
     const error = settingsError(e);
     if (error === null) throw e;
-    return { ...base, terms: null, error, table: [] };
+    return { ...base, terms: null, error, table };
   }
 }
 

@@ -105,6 +105,10 @@ describe('trainer preset in chromium', () => {
     expect(await page.getByTestId('trainer-error').textContent()).toMatch(/^run\.num_items_in_batch: needed by loss_type dapo with num_processes = 2/);
     expect(statuses[STAGE.backward]).toBe('error');
     expect((await errorTexts(page, 'settings')).join('\n')).toContain('run.num_items_in_batch');
+    // The loss table still shows the loss types that need no global count; dapo's cell says why it has none.
+    expect(await page.locator('td[data-loss-type="dapo"]').textContent()).toBe('n/a');
+    expect(await page.locator('td[data-loss-type="dapo"]').getAttribute('title')).toContain('run.num_items_in_batch');
+    expect(await page.locator('td[data-loss-type="grpo"]').getAttribute('data-value')).toMatch(/^-?\d/);
     // An invalid value is refused with the field named; then the run's count.
     await page.getByTestId('trainer-field-num_items_in_batch').fill('-3');
     expect(await page.getByTestId('trainer-field-error').textContent()).toMatch(/^run\.num_items_in_batch: -3 is out of range/);
