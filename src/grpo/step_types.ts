@@ -39,12 +39,36 @@ export interface PromptSource {
 
 export interface StepPipelineOptions {
   policy: CausalLM;
-  /** The reference policy; null: a frozen copy of the policy when β > 0, none when β = 0. */
+  /**
+   * The reference policy; null: a frozen copy of the policy when β > 0 (the policy itself before the
+   * step, so its weights must not have changed), none when β = 0.
+   */
   reference: CausalLM | null;
+  /** What `reference` is, for the reference stage's label (default: a model called "reference"). */
+  reference_source?: ReferenceSource;
   config: StepConfig;
   source: StepSource;
   /** Keep a copy of the weights before the step so reset() can restore them (the studio; costs one copy of the weights). */
   undo?: boolean;
+}
+
+/**
+ * Which reference the KL is measured against: a frozen copy of the policy as loaded (TRL's default with
+ * β > 0: a snapshot taken at load, or the policy itself while its weights are unchanged), a second
+ * checkpoint, or, under a LoRA adapter, the base with the adapter disabled (TRL + PEFT).
+ */
+export type ReferenceSource = { kind: 'frozen-copy' } | { kind: 'model'; name: string } | { kind: 'base-without-adapter' };
+
+/** The reference stage's one-line answer to "KL to what?" (the page shows it as is). */
+export function referenceLabel(r: ReferenceSource): string {
+  switch (r.kind) {
+    case 'frozen-copy':
+      return 'frozen-copy of the loaded weights';
+    case 'model':
+      return `model ${r.name}`;
+    case 'base-without-adapter':
+      return 'base without adapter';
+  }
 }
 
 // ------------------------------------------------------------------------------------------ results
@@ -60,7 +84,7 @@ export interface StageData {
   advantages: { advantages: number[]; groups: GroupStats[] | null; from: 'batch' | 'rewards' };
   assemble: { batch: GrpoBatch; padded: PaddedBatch };
   policy_forward: { per_token_logps: PerToken; per_token_entropy: PerToken };
-  reference_forward: { ref_per_token_logps: PerToken | null; reference: 'model' | 'frozen-copy' | 'none' };
+  reference_forward: { ref_per_token_logps: PerToken | null; reference: ReferenceSource['kind'] | 'none'; reference_label: string };
   loss: {
     old_per_token_logps: PerToken;
     importance_ratio: PerToken;

@@ -20,7 +20,7 @@ export function Stepper() {
   const done = cursor >= STAGES.length;
   const total = STAGES.reduce((t, s) => t + (stages[s].ms ?? 0), 0);
   const resetRef = useRef<HTMLButtonElement>(null);
-  const reference = useStudio((s) => s.run.reference_forward?.reference);
+  const reference = useStudio((s) => s.run.reference_forward);
   // Run to end disables itself when the update completes, which would drop keyboard focus to <body>: hand it to Reset.
   const run = () =>
     void runToEnd().then(() => {
@@ -68,8 +68,8 @@ export function Stepper() {
                 {st.status === 'done' && st.gpuBytes !== undefined ? ` · ${formatBytes(st.gpuBytes)}` : ''}
               </span>
               {id === 'reference_forward' && reference && (
-                <span className="stage-meta" data-testid="reference-kind" title={REFERENCE_TEXT[reference]}>
-                  ref: {reference === 'frozen-copy' ? 'frozen copy' : reference}
+                <span className="stage-meta" data-testid="reference-kind" title={REFERENCE_TEXT[reference.reference]}>
+                  ref: {reference.reference_label}
                 </span>
               )}
             </li>
@@ -83,8 +83,9 @@ export function Stepper() {
 /** Which reference model the KL is measured against, as the reference stage reports it. */
 const REFERENCE_TEXT = {
   'frozen-copy':
-    "a frozen copy of the policy as loaded (TRL's default with β > 0). Every update here starts from the loaded weights, so before the step the copy equals the policy: KL = 0 until the weights move (see re-evaluate).",
-  model: 'a separately loaded reference model',
+    "a frozen copy of the policy as loaded (TRL's default with β > 0): a snapshot of the weights taken at load. The first update from the loaded weights has KL = 0 before its step; continuing from stepped weights, the policy moves away from the copy and KL before the step is > 0.",
+  model: 'a separately loaded reference checkpoint',
+  'base-without-adapter': 'the base model with the LoRA adapter disabled (TRL + PEFT)',
   none: 'no reference (β = 0)',
 } as const;
 
