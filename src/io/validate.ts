@@ -162,6 +162,8 @@ export function modelLimits(cfg: { vocab_size: number; max_position_embeddings: 
  * once the model is known (vocab_size, max_positions).
  */
 export function assertComputable(batch: GrpoBatch, opts: ValidateOptions, source = 'batch'): void {
-  const first = validateBatch(batch, opts).find((f) => f.severity === 'error');
-  if (first) throw new InputError(`${source}: ${first.message}`);
+  const errors = validateBatch(batch, opts).filter((f) => f.severity === 'error');
+  // The first error stops the computation; the count tells the user the Doctor has the rest.
+  const more = errors.length > 1 ? ` (and ${errors.length - 1} more error${errors.length > 2 ? 's' : ''}: run the Doctor for all)` : '';
+  if (errors.length) throw new InputError(`${source}: ${errors[0].message}${more}`);
 }

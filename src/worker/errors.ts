@@ -41,7 +41,9 @@ export function errorInfo(e: unknown): WorkerErrorInfo {
       const mapped: ErrorKind = kind === 'out-of-memory' ? 'out-of-memory' : kind === 'device-lost' ? 'device-lost' : kind === 'unsupported' ? 'no-webgpu' : 'gpu';
       return { kind: mapped, message: e.message + (HINTS[mapped] ?? ''), detail: e.stack };
     }
-    return { kind: BY_NAME[e.name] ?? 'internal', message: e.message, detail: e.stack };
+    // A named input or settings problem is the whole story: its stack would only bury the one line.
+    const kind = BY_NAME[e.name];
+    return kind ? { kind, message: e.message } : { kind: 'internal', message: e.message, detail: e.stack };
   }
   return { kind: 'internal', message: String(e) };
 }

@@ -253,12 +253,17 @@ describe('studio in chromium', () => {
     await page.getByTestId('overlay').selectOption('completion');
     await screenshot('studio-import.png', true);
 
-    // Stepping it on the loaded model stops at assembly with the row and field named.
+    // Stepping it on the embedded model (vocabulary 328; the batch is Qwen-tokenized) stops at the first stage
+    // that computes, with the field and the model's range named, one line and no stack trace.
     await page.getByTestId('step-run').click();
     const err = page.locator('[data-testid="errors"] [data-kind="bad-file"]');
     await err.waitFor({ timeout: 30_000 });
-    expect(await err.textContent()).toContain('completion_mask sample 5');
-    expect(await page.locator('[data-stage="assemble"]').getAttribute('data-status')).toBe('error');
+    const text = (await err.textContent())!;
+    expect(text).toContain('eos_token_ids[0] = 151645 is not a token id in [0, 328)');
+    expect(text).toMatch(/and \d+ more errors/);
+    expect(text).not.toContain(' at ');
+    expect(await page.locator('[data-stage="advantages"]').getAttribute('data-status')).toBe('error');
+    expect(await page.locator('[data-stage="assemble"]').getAttribute('data-status')).not.toBe('done');
     await err.getByTitle('dismiss').click();
   });
 
