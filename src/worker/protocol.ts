@@ -86,12 +86,21 @@ export interface LossSettings {
   max_completion_length: number; // L_max for dr_grpo
 }
 
+/**
+ * Where a new update's weights start: 'continue' from the weights the last update stepped to (the
+ * default, as TRL: the policy keeps training while the frozen-copy reference stays the model as loaded,
+ * so KL before the step grows), or 'loaded': every update from the weights as loaded.
+ */
+export type WeightsMode = 'continue' | 'loaded';
+
 /** Everything one update needs, sent with every stepper request (settings may change between runs). */
 export interface StepSettings {
   prompts: PromptItem[];
   sampling: SamplingSettings;
   rewards: RewardSpec[];
   loss: LossSettings;
+  /** Default 'continue'. */
+  weights?: WeightsMode;
 }
 
 // ------------------------------------------------------------------------------------------ results

@@ -3,8 +3,10 @@
 // page's settings into a StepConfig and the start of the update (the prompt set, or an imported batch),
 // runs the pipeline stage by stage and hands each stage's data through unchanged, adding what the page
 // needs besides: decoded token texts and the Doctor's report on the assembled batch. A run starts at
-// `render` with the settings of that moment; reset() undoes the optimizer step, so every run starts
-// from the weights as loaded (and the frozen-copy reference stays the loaded policy).
+// `render` with the settings of that moment, from the weights the last update stepped to (StepSettings
+// `weights: 'continue'`, as TRL) or from the weights as loaded ('loaded'); reset() undoes the last
+// optimizer step. The frozen-copy reference (β > 0) is a GPU snapshot of the weights taken once at
+// load, so KL before the step measures how far the continued policy has moved from the loaded model.
 import type { Gpu } from '../gpu/context.ts';
 import { diagnose } from '../doctor/index.ts';
 import { countParams, ModelLoadError } from '../model/config.ts';
@@ -115,6 +117,8 @@ export function tokenTexts(tok: Tokenizer, batch: GrpoBatch): TokenTexts {
 
 class PipelineRunner implements StepRunner {
   private policy: CausalLM | null = null;
+  /** The weights as loaded: the frozen-copy reference, and what 'loaded' restores. */
+  private frozen: CausalLM | null = null;
   private tokenizer: Tokenizer | null = null;
   private pipe: StepPipeline | null = null;
 
@@ -139,9 +143,18 @@ class PipelineRunner implements StepRunner {
       policy.destroy();
       throw new ModelLoadError(`${source.name}: the tokenizer has ${tokenizer.vocab_size} tokens but the model's vocab_size is ${policy.config.vocab_size}: they do not belong together`);
     }
+    let frozen: CausalLM;
+    try {
+      frozen = await policy.snapshot();
+    } catch (e) {
+      policy.destroy();
+      throw e;
+    }
     await this.reset();
     this.policy?.destroy();
+    this.frozen?.destroy();
     this.policy = policy;
+    this.frozen = frozen;
     this.tokenizer = tokenizer;
     const cfg = policy.config;
     // The memory plan at the default task's shape: its prompts rendered with this tokenizer, G completions each.
@@ -157,16 +170,18 @@ class PipelineRunner implements StepRunner {
       vocab_size: cfg.vocab_size,
       tokenizer: { kind, bos_token_id: tokenizer.bos_token_id ?? null, eos_token_ids: eos === undefined ? [] : [eos], pad_token_id: tokenizer.pad_token_id ?? null, special_token_ids: [...tokenizer.special_token_ids] },
       chat_template: (tokenizer.hf.chat_template as string | null | undefined) ?? null,
-      memory_plan: planMemory(cfg, { B: DEFAULT_PROMPTS.length * DEFAULT_GRPO_CONFIG.num_generations, T: P + C, logits_to_keep: C, limits: this.gpu.limits, name: source.name }),
+      memory_plan: planMemory(cfg, { B: DEFAULT_PROMPTS.length * DEFAULT_GRPO_CONFIG.num_generations, T: P + C, logits_to_keep: C, limits: this.gpu.limits, name: source.name, frozen_reference: true }),
     };
   }
 
   async runStage(stage: StageId, settings: StepSettings, start: StepStart = { kind: 'prompts' }): Promise<StageResult> {
     const policy = this.policy;
+    const frozen = this.frozen;
     const tokenizer = this.tokenizer;
-    if (!policy || !tokenizer) throw new Error('load a model first');
+    if (!policy || !frozen || !tokenizer) throw new Error('load a model first');
     if (stage === 'render' || !this.pipe) {
-      await this.reset();
+      await this.drop(false);
+      if (settings.weights === 'loaded') await policy.loadWeightsFrom(frozen);
       const s = settings.sampling;
       const source: StepSource =
         start.kind === 'batch'
@@ -180,10 +195,12 @@ class PipelineRunner implements StepRunner {
               rewards: settings.rewards,
               runJs: this.runJs,
             };
+      const config = stepConfigFromBatch(batchConfigOf(settings.loss), settings.loss.max_completion_length);
       this.pipe = new StepPipeline(this.gpu, {
         policy,
-        reference: null,
-        config: stepConfigFromBatch(batchConfigOf(settings.loss), settings.loss.max_completion_length),
+        reference: config.loss.beta !== 0 ? frozen : null,
+        reference_source: { kind: 'frozen-copy' },
+        config,
         source,
         undo: true,
       });
@@ -263,9 +280,14 @@ class PipelineRunner implements StepRunner {
 
   /** Undoes the step (if taken) and drops the run. */
   async reset(): Promise<void> {
+    await this.drop(true);
+  }
+
+  /** Drops the run, undoing its optimizer step or keeping the stepped weights. */
+  private async drop(undo: boolean): Promise<void> {
     this.whatIfCurrent?.scratch.destroy();
     this.whatIfCurrent = null;
-    await this.pipe?.reset();
+    if (undo) await this.pipe?.reset();
     this.pipe?.destroy();
     this.pipe = null;
   }
@@ -275,6 +297,8 @@ class PipelineRunner implements StepRunner {
     this.pipe = null;
     this.policy?.destroy();
     this.policy = null;
+    this.frozen?.destroy();
+    this.frozen = null;
   }
 }
 
