@@ -2,13 +2,14 @@
 // dropped folder (File objects) with a random tiny Qwen2 and the default task's tokenizer, every stage in
 // order with the studio's default settings, payload shapes, stage order enforcement, and reset() undoing
 // the step (a second run scores exactly as the first), and the same update started from the assembled
-// batch as if imported (render / sample / reward skipped, identical log-probs).
+// batch as if imported (render / sample / reward skipped, identical log-probs). Successive updates
+// continue from the stepped weights against the frozen copy of the loaded ones (issue 15).
 import { readFileSync, readdirSync, copyFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createStepRunner } from '../src/worker/runner.ts';
 import { DEFAULT_SETTINGS } from '../src/store/settings.ts';
-import { STAGES, type StagePayloads, type StepSettings } from '../src/worker/protocol.ts';
+import { STAGES, type StagePayloads, type StepSettings, type StepStart } from '../src/worker/protocol.ts';
 import { parseConfig } from '../src/model/config.ts';
 import { randomWeights, tempDir, writeModelFolder } from './fixtures/models.ts';
 import { testGpu } from './helpers/gpu.ts';
@@ -111,9 +112,11 @@ describe('StepRunner', () => {
     expect(Object.keys(first.backward.group_grad_norms).sort()).toEqual(['embedding', 'layers.0.attention', 'layers.0.mlp', 'layers.0.norms', 'layers.1.attention', 'layers.1.mlp', 'layers.1.norms', 'norm']);
     expect(Object.values(first.step.group_update_norms).every((u) => u > 0)).toBe(true);
     expect(first.assemble.report.findings.filter((f) => f.severity === 'error')).toEqual([]); // the Doctor checked the assembled batch
-    await expect(runner.runStage('render', settings)).resolves.toMatchObject({ id: 'render' }); // a new run starts at render
+    // A new run starts at render; with weights 'loaded' it starts from the weights as loaded (the default
+    // continues from the stepped ones: the next test).
+    await expect(runner.runStage('render', { ...settings, weights: 'loaded' })).resolves.toMatchObject({ id: 'render' });
 
-    // reset() restores the loaded weights: the same seed samples the same completions and scores them identically.
+    // reset() drops it: the same seed samples the same completions and scores them identically.
     await runner.reset();
     const second = await run();
     expect(second.sample.completion_ids).toEqual(first.sample.completion_ids);
@@ -133,6 +136,45 @@ describe('StepRunner', () => {
     }
     expect(skipped).toEqual(['render', 'sample', 'reward']);
     expect(replay!.per_token_logps).toEqual(first.policy_forward.per_token_logps);
+    runner.dispose();
+  });
+
+  it('continues from the stepped weights against the frozen copy of the loaded ones; reset undoes only the last step; "loaded" restarts', async () => {
+    const runner = createStepRunner(await testGpu());
+    await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, () => {});
+    const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
+    settings.sampling = { ...settings.sampling, num_generations: 3, max_new_tokens: 4 };
+    settings.rewards = [...settings.rewards, { kind: 'length', name: 'length', weight: 1, enabled: true, target_tokens: 2 }];
+    expect(settings.loss.beta).toBeGreaterThan(0);
+    const run = async (s: StepSettings, start?: StepStart) => {
+      const out: Partial<StagePayloads> = {};
+      for (const stage of STAGES) (out as Record<string, unknown>)[stage] = (await runner.runStage(stage, s, stage === 'render' ? start : undefined)).data;
+      return out as StagePayloads;
+    };
+    const first = await run(settings);
+    const M = first.assemble.padded.completion_mask;
+    const maxKl = (kl: Float32Array | null) => kl!.reduce((m, x, i) => (M[i] ? Math.max(m, x) : m), 0);
+    expect(first.reference_forward.reference_label).toBe('frozen-copy of the loaded weights');
+    expect(maxKl(first.loss.per_token_kl)).toBe(0); // the copy equals the policy before the first step
+    // The same batch again, from the stepped weights (the default): the policy scores it as the first
+    // update's re-evaluation did and the reference as the first update's policy did, so KL > 0 before the step.
+    const start: StepStart = { kind: 'batch', batch: structuredClone(first.assemble.batch) };
+    const second = await run(settings, start);
+    expect(second.policy_forward.per_token_logps).toEqual(first.re_evaluate.post_per_token_logps);
+    expect(second.reference_forward.ref_per_token_logps).toEqual(first.policy_forward.per_token_logps);
+    expect(second.loss.per_token_kl).toEqual(first.re_evaluate.post_per_token_kl);
+    expect(maxKl(second.loss.per_token_kl)).toBeGreaterThan(0);
+    expect(second.loss.kl_term).toBeGreaterThan(0);
+    // Undo returns to the weights before that step (the first update's stepped ones), not to the loaded ones.
+    await runner.reset();
+    const third = await run(settings, start);
+    expect(third.policy_forward.per_token_logps).toEqual(second.policy_forward.per_token_logps);
+    expect(third.loss.per_token_kl).toEqual(second.loss.per_token_kl);
+    // "restart from loaded weights": the first update's numbers again, KL 0 before the step.
+    const fourth = await run({ ...settings, weights: 'loaded' }, start);
+    expect(fourth.policy_forward.per_token_logps).toEqual(first.policy_forward.per_token_logps);
+    expect(maxKl(fourth.loss.per_token_kl)).toBe(0);
+    expect(fourth.loss.loss).toBe(first.loss.loss);
     runner.dispose();
   });
 });
