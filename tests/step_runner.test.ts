@@ -16,19 +16,19 @@ import { testGpu } from './helpers/gpu.ts';
 
 const TOKENIZER_DIR = resolve(__dirname, '../public/models/tiny-adder');
 
-/** A model folder as the page sends it: File objects named like a dropped directory. */
-function droppedFolder(): File[] {
+/** A model folder as the page sends it: File objects named like a dropped directory (random weights from `seed`; `extraVocab` pads the embedding). */
+function droppedFolder(name = 'tiny', seed = 9, extraVocab = 0): File[] {
   const vocab = JSON.parse(readFileSync(join(TOKENIZER_DIR, 'tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> }; added_tokens: { id: number }[] };
   const V = Math.max(...Object.values(vocab.model.vocab), ...vocab.added_tokens.map((t) => t.id)) + 1;
   const hf = {
-    architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', vocab_size: V, hidden_size: 16, num_attention_heads: 2, num_key_value_heads: 1,
+    architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', vocab_size: V + extraVocab, hidden_size: 16, num_attention_heads: 2, num_key_value_heads: 1,
     num_hidden_layers: 2, intermediate_size: 24, rms_norm_eps: 1e-6, rope_theta: 1e6, max_position_embeddings: 128, tie_word_embeddings: true,
   };
-  const dir = writeModelFolder(join(tempDir('runner'), 'tiny'), hf, randomWeights(parseConfig(hf), 9));
+  const dir = writeModelFolder(join(tempDir('runner'), name), hf, randomWeights(parseConfig(hf), seed));
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(TOKENIZER_DIR, f), join(dir, f));
   return readdirSync(dir).map((f) => {
     const file = new File([readFileSync(join(dir, f))], f);
-    Object.defineProperty(file, 'webkitRelativePath', { value: `tiny/${f}` });
+    Object.defineProperty(file, 'webkitRelativePath', { value: `${name}/${f}` });
     return file;
   });
 }
@@ -175,6 +175,46 @@ describe('StepRunner', () => {
     expect(fourth.policy_forward.per_token_logps).toEqual(first.policy_forward.per_token_logps);
     expect(maxKl(fourth.loss.per_token_kl)).toBe(0);
     expect(fourth.loss.loss).toBe(first.loss.loss);
+    runner.dispose();
+  });
+
+  it('takes a second checkpoint as reference: named, counted in the memory plan, scoring as that model does on its own', async () => {
+    const runner = createStepRunner(await testGpu());
+    const loaded = await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, () => {});
+    expect(loaded.reference).toBeNull();
+    expect(loaded.memory_plan.bytes.reference_weights).toBe(loaded.memory_plan.bytes.weights); // the frozen copy, f32
+    await expect(runner.loadReference({ kind: 'local', name: 'wide', files: droppedFolder('wide', 9, 8) }, () => {})).rejects.toThrow(/wide: the reference's vocabulary \(\d+ tokens\) differs from the policy's/);
+    const labels: string[] = [];
+    const info = await runner.loadReference({ kind: 'local', name: 'tiny-ref', files: droppedFolder('tiny-ref', 10) }, (p) => labels.push(p.label));
+    expect(labels.some((l) => l.startsWith('reference weights'))).toBe(true);
+    expect(info.reference).toMatchObject({ name: 'tiny-ref', model_type: 'qwen2', num_parameters: loaded.num_parameters, bytes: loaded.memory_plan.bytes.weights });
+    expect(info.memory_plan.bytes.reference_weights).toBe(2 * loaded.memory_plan.bytes.weights);
+    expect(info.memory_plan.totals.train - loaded.memory_plan.totals.train).toBe(info.reference!.bytes);
+
+    const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
+    settings.sampling = { ...settings.sampling, num_generations: 3, max_new_tokens: 4 };
+    const run = async (r: typeof runner, start?: StepStart) => {
+      const out: Partial<StagePayloads> = {};
+      for (const stage of STAGES) (out as Record<string, unknown>)[stage] = (await r.runStage(stage, settings, stage === 'render' ? start : undefined)).data;
+      return out as StagePayloads;
+    };
+    const withRef = await run(runner);
+    expect(withRef.reference_forward.reference).toBe('model');
+    expect(withRef.reference_forward.reference_label).toBe('model tiny-ref');
+    expect(withRef.loss.mean_kl).toBeGreaterThan(0); // another model: KL > 0 on the first update
+    // The same batch scored by tiny-ref loaded as the policy of another runner (its first update: KL 0, reference = itself).
+    const other = createStepRunner(await testGpu());
+    await other.load({ kind: 'local', name: 'tiny-ref', files: droppedFolder('tiny-ref', 10) }, () => {});
+    const alone = await run(other, { kind: 'batch', batch: structuredClone(withRef.assemble.batch) });
+    expect(withRef.reference_forward.ref_per_token_logps).toEqual(alone.policy_forward.per_token_logps);
+    other.dispose();
+
+    // Dropping it: back to the frozen copy of the loaded weights (the update continues from the stepped ones).
+    const back = await runner.loadReference(null, () => {});
+    expect(back.reference).toBeNull();
+    expect(back.memory_plan.bytes.reference_weights).toBe(loaded.memory_plan.bytes.weights);
+    const again = await run(runner);
+    expect(again.reference_forward.reference_label).toBe('frozen-copy of the loaded weights');
     runner.dispose();
   });
 });

@@ -70,6 +70,13 @@ export class CausalLM {
     return new CausalLM(this.gpu, this.config, params, this.info);
   }
 
+  /** Bytes of the weights on the GPU (as stored: bf16 weights at 2 bytes), for the memory plan of a model held beside another. */
+  get weightBytes(): number {
+    let n = 0;
+    for (const p of this.params.values()) n += p.buffer.size;
+    return n;
+  }
+
   /** Overwrites these weights with `from`'s (a snapshot of this model): back to the weights as loaded. */
   async loadWeightsFrom(from: CausalLM): Promise<void> {
     await this.copyWeights(from, this.params);
