@@ -2,10 +2,13 @@
 // its time and the GPU memory after it (peak during it in the tooltip); the stage Next will run is
 // highlighted. An update starts from the prompt set or from the imported batch (render / sample /
 // reward are then skipped and say why) — the second is how a Python trainer's dumped batch is replayed.
+// After a completed update, "Next update" continues from the stepped weights (as TRL: the policy keeps
+// training, the frozen-copy reference stays the model as loaded, so KL before the step grows) or
+// restarts from the loaded weights; Reset undoes the update's step. The reference stage names its reference.
 import { useRef } from 'react';
 import { studioStore, useStudio } from '../../store/index.ts';
 import { STAGES, STAGE_LABELS } from '../../store/vocabulary.ts';
-import { nextStage, resetStep, runToEnd, setStepFrom } from '../../store/controller.ts';
+import { nextStage, resetStep, runNextUpdate, runToEnd, setStepFrom } from '../../store/controller.ts';
 import { formatBytes } from '../fields.tsx';
 import { staleFields } from '../../store/derived.ts';
 
@@ -21,6 +24,9 @@ export function Stepper() {
   const total = STAGES.reduce((t, s) => t + (stages[s].ms ?? 0), 0);
   const resetRef = useRef<HTMLButtonElement>(null);
   const reference = useStudio((s) => s.run.reference_forward);
+  const weights = useStudio((s) => s.weights);
+  const setWeights = useStudio((s) => s.setWeights);
+  const policySteps = useStudio((s) => s.policySteps);
   // Run to end disables itself when the update completes, which would drop keyboard focus to <body>: hand it to Reset.
   const run = () =>
     void runToEnd().then(() => {
@@ -35,9 +41,26 @@ export function Stepper() {
         <button disabled={!modelReady || busy || done} onClick={run} data-testid="step-run">
           Run to end ▸▸
         </button>
-        <button ref={resetRef} disabled={busy && !running} onClick={() => (running ? stop() : void resetStep())} data-testid="step-reset" title="undo the optimizer step and start over">
+        <button ref={resetRef} disabled={busy && !running} onClick={() => (running ? stop() : void resetStep())} data-testid="step-reset" title="undo this update's optimizer step (back to the weights before it) and start over">
           {running ? 'Stop' : 'Reset'}
         </button>
+        {done && (
+          <button disabled={!modelReady || busy} onClick={() => void runNextUpdate()} data-testid="step-next-update" title={`run the next update to the end, from the ${weights === 'continue' ? 'weights this update stepped to' : 'weights as loaded'}`}>
+            Next update ▸▸
+          </button>
+        )}
+        <label className="small" title="continue: each update starts from the weights the last one stepped to (as TRL; the frozen-copy reference stays the model as loaded, so KL before the step is > 0). restart: every update starts from the weights as loaded (KL 0 before the step against the frozen copy).">
+          from{' '}
+          <select value={weights} disabled={busy} onChange={(e) => setWeights(e.target.value as typeof weights)} data-testid="step-weights">
+            <option value="continue">stepped weights (continue)</option>
+            <option value="loaded">loaded weights (restart)</option>
+          </select>
+        </label>
+        {modelReady && (
+          <span className="small muted" data-testid="policy-weights" title="how many optimizer steps the policy's weights are away from the weights as loaded">
+            policy: {policySteps === 0 ? 'as loaded' : `loaded + ${policySteps} step${policySteps === 1 ? '' : 's'}`}
+          </span>
+        )}
         <label className="small" title="an imported batch skips render / sample / reward and replays the trainer's update on the loaded model">
           start from{' '}
           <select value={stepFrom} disabled={busy} onChange={(e) => void setStepFrom(e.target.value as typeof stepFrom)} data-testid="step-from">
