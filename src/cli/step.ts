@@ -27,6 +27,8 @@ import { checkBatchForModel, CliError, flag, modelBatchArgs, readBatchFor, warnU
 
 export interface StepCliResult {
   per_token_logps: number[][];
+  /** Which reference the KL was measured against (the reference stage's label), or null: none (β = 0). */
+  reference: string | null;
   ref_per_token_logps: number[][] | null;
   per_token_kl: number[][] | null;
   per_token_entropy: number[][];
@@ -82,7 +84,7 @@ export async function run(argv: string[]): Promise<number> {
   const reference = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' }) : adapterOff;
   if (refPath && reference) warnUnused('step', refPath, reference.info);
   if (refPath && reference) checkBatchForModel(batch, reference.config, batchPath, 'step', 'reference');
-  const reference_source: ReferenceSource | undefined = refPath ? { kind: 'model', name: basename(resolve(refPath)) } : adapterOff ? { kind: 'base-without-adapter' } : undefined;
+  const reference_source: ReferenceSource | undefined = refPath ? { kind: 'model', name: basename(resolve(refPath)) } : adapterOff ? { kind: 'base-without-adapter' } : adapter ? { kind: 'frozen-adapter' } : undefined;
   const pipe = new StepPipeline(gpu, { policy, reference, reference_source, config: cfg, source: { kind: 'batch', batch } });
   try {
     const results = await pipe.runToEnd();
@@ -93,6 +95,7 @@ export async function run(argv: string[]): Promise<number> {
     const step = d('step');
     const result: StepCliResult = {
       per_token_logps: rag(d('policy_forward').per_token_logps),
+      reference: pipe.data('reference_forward')?.reference_label ?? null,
       ref_per_token_logps: pipe.data('reference_forward') ? rag(d('reference_forward').ref_per_token_logps!) : null,
       per_token_kl: loss.per_token_kl && rag(loss.per_token_kl),
       per_token_entropy: rag(d('policy_forward').per_token_entropy),

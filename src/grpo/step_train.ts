@@ -58,7 +58,8 @@ export async function referenceForward(ctx: StageContext, state: StepState): Pro
   if (!ref) {
     if (opts.config.loss.beta === 0) return { skipped: 'β = 0: no reference model is loaded (as TRL)' };
     // The frozen copy has the policy's weights as they are before this step: its log-probs are the policy forward's.
-    const data = { ref_per_token_logps: policy.data.per_token_logps, reference: 'frozen-copy', reference_label: referenceLabel({ kind: 'frozen-copy' }) } as const;
+    const frozen = opts.reference_source ?? { kind: 'frozen-copy' };
+    const data = { ref_per_token_logps: policy.data.per_token_logps, reference: frozen.kind, reference_label: referenceLabel(frozen) };
     return { data, device: { ref_per_token_logps: policy.device.scores.per_token_logps } };
   }
   const source = opts.reference_source ?? { kind: 'model', name: 'reference' };

@@ -44,7 +44,7 @@ export interface StepPipelineOptions {
    * step, so its weights must not have changed), none when β = 0.
    */
   reference: CausalLM | null;
-  /** What `reference` is, for the reference stage's label (default: a model called "reference"). */
+  /** What `reference` is, for the reference stage's label (default: a model called "reference"; with no reference, a frozen copy). */
   reference_source?: ReferenceSource;
   config: StepConfig;
   source: StepSource;
@@ -55,9 +55,10 @@ export interface StepPipelineOptions {
 /**
  * Which reference the KL is measured against: a frozen copy of the policy as loaded (TRL's default with
  * β > 0: a snapshot taken at load, or the policy itself while its weights are unchanged), a second
- * checkpoint, or, under a LoRA adapter, the base with the adapter disabled (TRL + PEFT).
+ * checkpoint, or, under a LoRA adapter, the base with the adapter disabled (TRL + PEFT) or a frozen copy
+ * of the loaded adapter (TRL handed an already-wrapped PeftModel).
  */
-export type ReferenceSource = { kind: 'frozen-copy' } | { kind: 'model'; name: string } | { kind: 'base-without-adapter' };
+export type ReferenceSource = { kind: 'frozen-copy' } | { kind: 'model'; name: string } | { kind: 'base-without-adapter' } | { kind: 'frozen-adapter' };
 
 /** The reference stage's one-line answer to "KL to what?" (the page shows it as is). */
 export function referenceLabel(r: ReferenceSource): string {
@@ -68,6 +69,8 @@ export function referenceLabel(r: ReferenceSource): string {
       return `model ${r.name}`;
     case 'base-without-adapter':
       return 'base without adapter';
+    case 'frozen-adapter':
+      return 'frozen copy of the loaded adapter';
   }
 }
 

@@ -109,6 +109,7 @@ const REFERENCE_TEXT = {
     "a frozen copy of the policy as loaded (TRL's default with β > 0): a snapshot of the weights taken at load. The first update from the loaded weights has KL = 0 before its step; continuing from stepped weights, the policy moves away from the copy and KL before the step is > 0.",
   model: 'a separately loaded reference checkpoint',
   'base-without-adapter': 'the base model with the LoRA adapter disabled (TRL + PEFT)',
+  'frozen-adapter': 'a frozen copy of the loaded LoRA adapter (TRL handed an already-wrapped PeftModel)',
   none: 'no reference (β = 0)',
 } as const;
 
