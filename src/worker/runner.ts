@@ -153,7 +153,6 @@ class PipelineRunner implements StepRunner {
       policy.destroy();
       throw e;
     }
-    await this.reset();
     this.dispose();
     this.policy = policy;
     this.frozen = frozen;
@@ -335,6 +334,8 @@ class PipelineRunner implements StepRunner {
   }
 
   dispose(): void {
+    this.whatIfCurrent?.scratch.destroy();
+    this.whatIfCurrent = null;
     this.pipe?.destroy();
     this.pipe = null;
     this.policy?.destroy();

@@ -171,17 +171,22 @@ function ReferenceView() {
             </button>
           </>
         ) : (
-          <span title="TRL's default with β > 0: a snapshot of the policy taken at load; updates that continue from stepped weights measure KL against it">frozen copy of the loaded weights</span>
+          <span title="TRL's default with β > 0: a snapshot of the policy taken at load; updates that continue from stepped weights measure KL against it">
+            frozen copy of the loaded weights · {formatBytes(frozenBytes)}
+          </span>
         )}
-        <div className="muted">frozen copy held for “restart from loaded weights”: {formatBytes(frozenBytes)}</div>
+        {ref && <div className="muted">the frozen copy stays for “loaded weights (restart)”: {formatBytes(frozenBytes)}</div>}
       </div>
       <div className="row">
         <input className="grow" aria-label="reference model Hub id" placeholder="reference: Hub id" value={hub} onChange={(e) => setHub(e.target.value)} data-testid="reference-hub-id" />
         <button disabled={busy || hub.trim() === ''} onClick={() => void loadReference({ kind: 'hub', id: hub.trim() })}>
           Load
         </button>
+      </div>
+      <div className="small">
+        or{' '}
         <button className="link-button" disabled={busy} onClick={() => folderRef.current?.click()} data-testid="reference-folder-button">
-          or pick a folder
+          pick a reference folder
         </button>
         <input ref={folderRef} type="file" hidden data-testid="reference-folder-input" {...({ webkitdirectory: '' } as object)} multiple onChange={(e) => { const c = folderChoice(Array.from(e.target.files ?? [])); if (c) void loadReference(c); e.target.value = ''; }} />
       </div>
