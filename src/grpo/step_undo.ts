@@ -1,7 +1,8 @@
-// Undo for the optimizer step: the studio steps the same loaded model again and again, so before the
-// first weight change it copies the weights on the GPU and reset() copies them back. Without undo (the
-// CLI) it only records that the weights changed, because a frozen-copy reference (the policy as loaded)
-// is then no longer available.
+// Undo for the optimizer step: the studio keeps stepping the same model (each update from the weights the
+// last one stepped to, or from the loaded ones), so before an update's weight change it copies the
+// trainable weights on the GPU and reset() copies them back: undo returns to the weights before that
+// step. Without undo (the CLI) it only records that the weights changed, because a frozen-copy reference
+// given as null (the policy itself before the step) is then no longer available.
 import type { Gpu } from '../gpu/context.ts';
 import type { CausalLM } from '../model/model.ts';
 
