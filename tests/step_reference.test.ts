@@ -4,7 +4,8 @@
 // the initial model). The first update equals today's (reference null: the policy's own pre-step
 // log-probs, KL 0) and the golden log-probs; the second update's KL before its step is non-zero and
 // equals the KL between the stepped weights and a separately loaded copy of the checkpoint, computed by
-// the float64 KL twin. Also: the reference stage names its reference, and 'loaded' restores the weights.
+// the float64 KL twin. Also: the reference stage names its reference, 'loaded' restores the weights, and
+// an optimizer carried across updates steps as torch's next AdamW step (the float64 twin over both).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -17,6 +18,9 @@ import { CausalLM } from '../src/model/model.ts';
 import { score_completions } from '../src/model/score.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import { kl_forward } from '../src/ref/kl.ts';
+import { adamw_step } from '../src/ref/optimizer.ts';
+import { Optimizer } from '../src/grpo/optimizer.ts';
+import { numel } from '../src/model/config.ts';
 import { expectClose } from './helpers/close.ts';
 import { GOLDEN } from './helpers/golden.ts';
 import { testGpu } from './helpers/gpu.ts';
@@ -90,6 +94,37 @@ describe(`frozen-copy reference over successive updates (${M})`, () => {
       again.pipe.destroy();
     } finally {
       for (const m of [policy, frozen, today, copy]) m.destroy();
+    }
+  });
+
+  it("a carried optimizer: the second update is AdamW step 2 from the first's moments (float64 twin over both steps)", async () => {
+    const gpu = await testGpu();
+    const policy = await load();
+    const frozen = await policy.snapshot();
+    const params = [...policy.trainableParams.values()];
+    const read = async () => Promise.all(params.map(async (p) => Float64Array.from(await gpu.readF32(p.buffer, numel(p.shape)))));
+    const optimizer = new Optimizer(gpu, params, config.optimizer);
+    try {
+      const theta = await read();
+      const m = theta.map((t) => new Float64Array(t.length));
+      const v = theta.map((t) => new Float64Array(t.length));
+      const o = config.optimizer;
+      for (const step of [1, 2]) {
+        const u = await update({ policy, reference: frozen, optimizer });
+        expect(u.d('step').step).toBe(step);
+        // The gradients this update computed (still in policy.grads after its step), replayed by the twin.
+        const grads = await Promise.all(params.map((p) => gpu.readF32(policy.grads!.get(p.name)!, numel(p.shape))));
+        const gradScale = u.d('step').clip_coef;
+        theta.forEach((t, i) => adamw_step(t, grads[i], m[i], v[i], { lr: o.lr, beta1: o.betas[0], beta2: o.betas[1], eps: o.eps, weightDecay: o.weight_decay, step, gradScale }));
+        u.pipe.destroy();
+      }
+      const got = await read();
+      // tests/golden README: AdamW weights rtol 1e-6, atol 1e-6.
+      params.forEach((p, i) => expectClose(got[i], theta[i], { rtol: 1e-6, atol: 1e-6, label: `${p.name} after two carried steps` }));
+    } finally {
+      optimizer.destroy();
+      policy.destroy();
+      frozen.destroy();
     }
   });
 

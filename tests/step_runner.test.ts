@@ -139,7 +139,7 @@ describe('StepRunner', () => {
     runner.dispose();
   });
 
-  it('continues from the stepped weights against the frozen copy of the loaded ones; reset undoes only the last step; "loaded" restarts', async () => {
+  it('continues from the stepped weights (and optimizer state) against the frozen copy of the loaded ones; reset undoes only the last step; "loaded" restarts', async () => {
     const runner = createStepRunner(await testGpu());
     await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, () => {});
     const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
@@ -165,16 +165,23 @@ describe('StepRunner', () => {
     expect(second.loss.per_token_kl).toEqual(first.re_evaluate.post_per_token_kl);
     expect(maxKl(second.loss.per_token_kl)).toBeGreaterThan(0);
     expect(second.loss.kl_term).toBeGreaterThan(0);
+    // The optimizer carries over, as a trainer's next step: AdamW step 2 from the first step's moments.
+    expect([first.step.step, second.step.step]).toEqual([1, 2]);
     // Undo returns to the weights before that step (the first update's stepped ones), not to the loaded ones.
     await runner.reset();
     const third = await run(settings, start);
     expect(third.policy_forward.per_token_logps).toEqual(second.policy_forward.per_token_logps);
     expect(third.loss.per_token_kl).toEqual(second.loss.per_token_kl);
+    // ... and the optimizer's moments and step count with them: the same step again.
+    expect(third.step.step).toBe(2);
+    expect(third.step.update_norm).toBe(second.step.update_norm);
     // "restart from loaded weights": the first update's numbers again, KL 0 before the step.
     const fourth = await run({ ...settings, weights: 'loaded' }, start);
     expect(fourth.policy_forward.per_token_logps).toEqual(first.policy_forward.per_token_logps);
     expect(maxKl(fourth.loss.per_token_kl)).toBe(0);
     expect(fourth.loss.loss).toBe(first.loss.loss);
+    expect(fourth.step.step).toBe(1); // a fresh optimizer
+    expect(fourth.step.update_norm).toBe(first.step.update_norm);
     runner.dispose();
   });
 

@@ -125,7 +125,7 @@ export async function backward(ctx: StageContext, state: StepState): Promise<Sta
   opts.policy.backward(rec, need(state, 'loss').device.result.dlogits!);
   await rec.finish();
   // Under a LoRA adapter only A and B train: the norms and the step see the adapter alone (TRL + PEFT).
-  const optimizer = ctx.own(new Optimizer(gpu, opts.policy.trainableParams.values(), opts.config.optimizer));
+  const optimizer = opts.optimizer ?? ctx.own(new Optimizer(gpu, opts.policy.trainableParams.values(), opts.config.optimizer));
   return { data: await optimizer.gradNorms(opts.policy.trainableGrads!), device: { optimizer } };
 }
 

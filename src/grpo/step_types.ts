@@ -50,6 +50,12 @@ export interface StepPipelineOptions {
   source: StepSource;
   /** Keep a copy of the weights before the step so reset() can restore them (the studio; costs one copy of the weights). */
   undo?: boolean;
+  /**
+   * An optimizer carried over from earlier updates of this policy (the studio continuing from stepped
+   * weights): its moments and step count go on, as a trainer's next step; its config must be `config`'s.
+   * The caller owns it. Absent: a fresh optimizer, step 1 from zero moments.
+   */
+  optimizer?: Optimizer;
 }
 
 /**

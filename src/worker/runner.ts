@@ -4,8 +4,8 @@
 // runs the pipeline stage by stage and hands each stage's data through unchanged, adding what the page
 // needs besides: decoded token texts and the Doctor's report on the assembled batch. A run starts at
 // `render` with the settings of that moment, from the weights the last update stepped to (StepSettings
-// `weights: 'continue'`, as TRL) or from the weights as loaded ('loaded'); reset() undoes the last
-// optimizer step. The frozen-copy reference (β > 0) is a GPU snapshot of the weights taken once at
+// `weights: 'continue'`, as TRL, with the optimizer's moments and step count carried over) or from the
+// weights as loaded ('loaded', fresh optimizer); reset() undoes the last optimizer step (weights and moments). The frozen-copy reference (β > 0) is a GPU snapshot of the weights taken once at
 // load, so KL before the step measures how far the continued policy has moved from the loaded model;
 // loadReference() puts a second checkpoint in its place (TRL's ref_model / the CLI's --ref-model).
 import type { Gpu } from '../gpu/context.ts';
@@ -27,6 +27,7 @@ import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
+import { Optimizer } from '../grpo/optimizer.ts';
 import type { StageData, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
 import { computeAdvantages } from '../grpo/advantages.ts';
@@ -122,6 +123,8 @@ class PipelineRunner implements StepRunner {
   private frozen: CausalLM | null = null;
   /** A second checkpoint as the reference, replacing the frozen copy as reference while it is loaded. */
   private refModel: { model: CausalLM; name: string } | null = null;
+  /** The optimizer of updates that continue from stepped weights: its moments and step count carry over, as a trainer's next step. */
+  private optimizer: Optimizer | null = null;
   private tokenizer: { tokenizer: Tokenizer; kind: string; name: string } | null = null;
   private pipe: StepPipeline | null = null;
 
@@ -221,7 +224,10 @@ class PipelineRunner implements StepRunner {
     if (!policy || !frozen || !tokenizer) throw new Error('load a model first');
     if (stage === 'render' || !this.pipe) {
       await this.drop(false);
-      if (settings.weights === 'loaded') await policy.loadWeightsFrom(frozen);
+      if (settings.weights === 'loaded') {
+        await policy.loadWeightsFrom(frozen);
+        this.dropOptimizer();
+      }
       const s = settings.sampling;
       const source: StepSource =
         start.kind === 'batch'
@@ -236,6 +242,9 @@ class PipelineRunner implements StepRunner {
               runJs: this.runJs,
             };
       const config = stepConfigFromBatch(batchConfigOf(settings.loss), settings.loss.max_completion_length);
+      // Changed optimizer settings start from fresh moments (step 1, shown by the step stage).
+      if (JSON.stringify(this.optimizer?.config) !== JSON.stringify(config.optimizer)) this.dropOptimizer();
+      this.optimizer ??= new Optimizer(this.gpu, policy.trainableParams.values(), config.optimizer);
       // β = 0: no reference at all, as TRL (which then loads none).
       const ref = this.refModel;
       this.pipe = new StepPipeline(this.gpu, {
@@ -245,6 +254,7 @@ class PipelineRunner implements StepRunner {
         config,
         source,
         undo: true,
+        optimizer: this.optimizer,
       });
     }
     const pipe = this.pipe;
@@ -333,11 +343,17 @@ class PipelineRunner implements StepRunner {
     this.pipe = null;
   }
 
+  private dropOptimizer(): void {
+    this.optimizer?.destroy();
+    this.optimizer = null;
+  }
+
   dispose(): void {
     this.whatIfCurrent?.scratch.destroy();
     this.whatIfCurrent = null;
     this.pipe?.destroy();
     this.pipe = null;
+    this.dropOptimizer();
     this.policy?.destroy();
     this.policy = null;
     this.frozen?.destroy();

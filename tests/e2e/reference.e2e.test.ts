@@ -1,8 +1,8 @@
 // End-to-end check of the reference model in the page (issue 15, "the reference forward silently reuses
 // the policy"), in headless chromium with WebGPU on SwiftShader, on the embedded default model with
 // β > 0. The frozen copy is a snapshot of the weights as loaded: the first update has KL = 0 before its
-// step; "Next update" continues from the stepped weights, so the second shows KL > 0 before its step
-// and a non-zero β·KL term, and names its reference; Reset undoes exactly that step (running again gives
+// step; "Next update" continues from the stepped weights (AdamW step 2), so the second shows KL > 0 before
+// its step and a non-zero β·KL term, and names its reference; Reset undoes exactly that step (running again gives
 // the same numbers); "loaded weights (restart)" gives KL = 0 again. A second checkpoint (a folder) is
 // loaded as reference, shown by name with its memory, and the reference stage names it.
 import path from 'node:path';
@@ -57,17 +57,20 @@ describe('reference model in chromium', () => {
     const second = await kl();
     expect(second.mean).toBeGreaterThan(0);
     expect(second.term).toBeGreaterThan(0);
+    expect(await page.getByTestId('optimizer-step').textContent()).toBe('adamw step 2'); // the moments carry over
 
     // Reset undoes the second update's step only: the same update again (same seed, same weights) gives the same KL.
     await page.getByTestId('step-reset').click();
     await expect.poll(policyWeights).toBe('policy: loaded + 1 step');
     await runUpdate('step-run', 'policy: loaded + 2 steps');
     expect((await kl()).mean).toBe(second.mean);
+    expect(await page.getByTestId('optimizer-step').textContent()).toBe('adamw step 2');
 
     // Restart from the loaded weights: the copy equals the policy again.
     await page.getByTestId('step-weights').selectOption('loaded');
     await runUpdate('step-next-update', 'policy: loaded + 1 step');
     expect(await kl()).toEqual({ mean: 0, term: 0 });
+    expect(await page.getByTestId('optimizer-step').textContent()).toBe('adamw step 1');
     expect(studio.pageErrors).toEqual([]);
   });
 

@@ -27,6 +27,7 @@ export function Stepper() {
   const weights = useStudio((s) => s.weights);
   const setWeights = useStudio((s) => s.setWeights);
   const policySteps = useStudio((s) => s.policySteps);
+  const optimizerStep = useStudio((s) => s.run.step);
   // Run to end disables itself when the update completes, which would drop keyboard focus to <body>: hand it to Reset.
   const run = () =>
     void runToEnd().then(() => {
@@ -90,6 +91,11 @@ export function Stepper() {
                 {st.status === 'running' ? 'running…' : st.status === 'skipped' ? 'skipped' : st.ms !== undefined ? fmtMs(st.ms) : ''}
                 {st.status === 'done' && st.gpuBytes !== undefined ? ` · ${formatBytes(st.gpuBytes)}` : ''}
               </span>
+              {id === 'step' && optimizerStep && (
+                <span className="stage-meta" data-testid="optimizer-step" title="torch's state['step']: an update that continues from stepped weights carries the optimizer's moments and step count over, as a trainer's next step">
+                  {optimizerStep.optimizer.name} step {optimizerStep.step}
+                </span>
+              )}
               {id === 'reference_forward' && reference && (
                 <span className="stage-meta" data-testid="reference-kind" title={REFERENCE_TEXT[reference.reference]}>
                   ref: {reference.reference_label}
