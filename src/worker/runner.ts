@@ -5,8 +5,9 @@
 // needs besides: decoded token texts and the Doctor's report on the assembled batch. A run starts at
 // `render` with the settings of that moment, from the weights the last update stepped to (StepSettings
 // `weights: 'continue'`, as TRL, with the optimizer's moments and step count carried over) or from the
-// weights as loaded ('loaded', fresh optimizer); reset() undoes the last optimizer step (weights and moments). The frozen-copy reference (β > 0) is a GPU snapshot of the weights taken once at
-// load, so KL before the step measures how far the continued policy has moved from the loaded model;
+// weights as loaded ('loaded', fresh optimizer); reset() undoes the last optimizer step (weights and
+// moments). The frozen-copy reference (β > 0) is a GPU snapshot of the weights taken once at load, so KL
+// before the step measures how far the continued policy has moved from the loaded model;
 // loadReference() puts a second checkpoint in its place (TRL's ref_model / the CLI's --ref-model).
 import type { Gpu } from '../gpu/context.ts';
 import { diagnose } from '../doctor/index.ts';
