@@ -96,6 +96,8 @@ async function selectToken(b: number, j: number): Promise<Record<string, string>
 describe('trainer preset in chromium', () => {
   it('a TRL tool batch: the preset from its config, TRL’s loss, tool tokens out of the effective mask, the gradient refused', async () => {
     await importFile(TOOL);
+    // The preset's section opens on click (closed, it keeps its fields out of the page's Tab order).
+    await page.locator('summary', { hasText: 'Trainer preset: trl' }).click();
     expect(await page.getByTestId('trainer').inputValue()).toBe('trl');
     expect(await page.getByTestId('trainer-field-num_processes').inputValue()).toBe('2');
     expect(await page.getByTestId('trainer-field-gradient_accumulation_steps').inputValue()).toBe('2');

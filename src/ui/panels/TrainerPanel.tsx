@@ -110,7 +110,8 @@ export function TrainerPanel() {
     rows: (scope === 'run' ? tables.run : tables.config.filter((s) => s.scope === scope)).map((spec) => ({ spec, where: (scope === 'run' ? 'run' : 'config') as 'config' | 'run' })),
   }));
   return (
-    <Section title="Trainer preset">
+    // Closed until opened: its dozens of fields would otherwise sit in every Tab walk through the page.
+    <Section title={`Trainer preset: ${preset.trainer}`} open={false}>
       <SelectField label="trainer" value={preset.trainer} options={TRAINERS} testId="trainer" title="whose objective the loss, what-if, loss table and overlays follow (the step's gradient runs TRL's)" onChange={setTrainer} />
       {groups.map(({ scope, rows }) =>
         rows.length === 0 ? null : (
