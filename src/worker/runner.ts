@@ -2,7 +2,9 @@
 // tokenizer from the page's ModelChoice (the embedded default, a Hub id or a dropped folder), turns the
 // page's settings into a StepConfig and the start of the update (the prompt set, or an imported batch),
 // runs the pipeline stage by stage and hands each stage's data through unchanged, adding what the page
-// needs besides: decoded token texts and the Doctor's report on the assembled batch. A run starts at
+// needs besides: decoded token texts, the Doctor's report on the assembled batch and, at the loss stage, the
+// trainer preset's view of the same log-probs (src/worker/trainer_view.ts; the backward refuses a gradient
+// the preset's trainer would not take). A run starts at
 // `render` with the settings of that moment, from the weights the last update stepped to (StepSettings
 // `weights: 'continue'`, as TRL, with the optimizer's moments and step count carried over) or from the
 // weights as loaded ('loaded', fresh optimizer); reset() undoes the last optimizer step (weights and

@@ -2,7 +2,9 @@
 // serves both directions: the worker sends the page's settings through the batch-config parser
 // (stepConfigFromBatch) so one validator checks both, and an imported batch's config fills the loss
 // panel, so stepping a batch from a Python trainer uses that trainer's settings and the panel shows them.
-// Which values are acceptable is the settings tables' (src/grpo/settings), not a list kept here.
+// Which values are acceptable is the settings tables' (src/grpo/settings), not a list kept here. The trainer
+// preset (TrainerPreset) maps the same way: an imported batch's config fills it, and for TRL the fields the loss
+// panel has are taken from LossSettings, so one value serves both forms.
 import { scaleRewardsOf, type BatchConfig } from '../io/batch.ts';
 import type { LossType } from '../kernels/types.ts';
 import { GRPO_LOSS_SETTINGS } from '../grpo/settings/studio.ts';
