@@ -5,7 +5,8 @@
 // embedded model. The DOM's TRL loss must equal TRL's formula evaluated here in float64 on the log-probs
 // `grpo-studio score` gives for the same batch and model; tool tokens show effective mask 0 with factor
 // "tool", IS-masked tokens the IS factor; the backward refuses a gradient the studio loss would not match;
-// switching the preset to OpenRLHF changes the loss table.
+// switching the preset to OpenRLHF changes the loss table; a what-if follows the preset (its TRL row is the
+// loss table's cell of the what-if loss type).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -184,6 +185,13 @@ describe('trainer preset in chromium', () => {
     expect(Number(kept['IS weight'])).toBeCloseTo(isRatio(0, 0), 3);
     const heats = await page.getByTestId('heat').locator('option').evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
     expect(heats).toContain('is_weight');
+    // A what-if follows the preset too: TRL's bnpo with the same vLLM correction is the loss table's bnpo cell.
+    await page.getByTestId('whatif-loss-type').selectOption('bnpo');
+    await page.locator('[data-testid="whatif-table"][data-loss-type="bnpo"]').waitFor({ timeout: 30_000 });
+    const trlRow = await page.locator('[data-testid="whatif-table"] tr', { hasText: 'trl loss (trainer preset)' }).locator('td').allTextContents();
+    // The row shows 4 significant digits of the update's dapo (current) and the what-if's bnpo.
+    const cell = async (t: string) => Number(await page.locator(`td[data-loss-type="${t}"]`).getAttribute('data-value'));
+    for (const [shown, t] of [[trlRow[1], 'dapo'], [trlRow[2], 'bnpo']] as const) expect(Math.abs(Number(shown) - (await cell(t))), `${t}: ${shown}`).toBeLessThanOrEqual(5e-4 * Math.abs(await cell(t)));
     // The studio loss does not apply the vLLM correction: the step names the setting instead of another gradient.
     expect(statuses[STAGE.backward]).toBe('error');
     expect((await errorTexts(page, 'settings')).join('\n')).toContain('config.vllm_importance_sampling_mode = "token_mask"');
