@@ -1,7 +1,8 @@
 // The trainer objectives on log-probs already scored (src/grpo/trainers/from_logps.ts: what the studio's loss
 // stage, what-if and loss table run) against every tests/golden/trainers case: the case's own float64
 // per_token_logps / per_token_entropy go in as the "forward's", and the loss, per-token loss, KL, IS ratio
-// and masks must match the golden outputs within the README tolerances. The loss table's column for the
+// and masks must match the golden outputs within the README tolerances; the per-token gradient it returns
+// (dlogp, dentropy) through the float64 twin of the gather backward must give the golden dlogits. The loss table's column for the
 // case's own loss type must give the golden loss too.
 import { describe, expect, it } from 'vitest';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -14,6 +15,7 @@ import { readTrainerCase } from '../src/cli/trainer_case.ts';
 import { lossColumns, lossTable, trainerLossFromLogps } from '../src/grpo/trainers/from_logps.ts';
 import type { ScoredLogps, TrainerLossCase } from '../src/grpo/trainers/types.ts';
 import { TRL_LOSS_TYPES } from '../src/kernels/types.ts';
+import { logprob_gather_backward as ref_gather_backward, logprob_gather_forward as ref_gather_forward } from '../src/ref/logprob_gather.ts';
 
 const TRAINERS = ['trl', 'verl', 'openrlhf'] as const;
 const COMPARED = ['per_token_kl', 'importance_sampling_ratio', 'per_token_loss'] as const;
@@ -62,6 +64,17 @@ for (const trainer of TRAINERS) {
           expectClose(r[name]!, toF64(st, name), { rtol: 1e-4, atol: 1e-5, mask: c.completion_mask, label: `${file} ${name}` });
         }
         for (const name of MASKS) if (st.tensors.has(name)) expect(Array.from(r[name]!), `${file} ${name}`).toEqual(Array.from(toF64(st, name)));
+        // The per-token gradient (∂loss/∂logp, ∂loss/∂entropy) through the float64 twin of the gather backward
+        // is the golden dlogits: TRL scores (and back-propagates through) every position, verl / OpenRLHF the mask.
+        if (st.tensors.has('dlogits')) {
+          const N = c.B * c.T;
+          const g = ref_gather_forward(c.logits, c.completion_ids, null, N, c.V, scored.temperature);
+          const mask = trainer === 'trl' ? new Int32Array(N).fill(1) : c.completion_mask;
+          const dlogits = ref_gather_backward(c.logits, c.completion_ids, mask, g.lse, r.dlogp!, N, c.V, scored.temperature, { dentropy: r.dentropy!, entropy: g.entropy });
+          const expected = toF64(st, 'dlogits');
+          const gmax = expected.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+          expectClose(dlogits, expected, { rtol: 1e-4, atol: 1e-5 * gmax, label: `${file} dlogits from dlogp` });
+        }
       }, 60_000);
     }
   });

@@ -120,6 +120,8 @@ export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: 
     off_policy_mask: null,
     loss: r.value,
     dlogits: r.dlogits,
+    dlogp: r.grad?.dlogp ?? null,
+    dentropy: r.grad?.dentropy ?? null,
   };
 }
 

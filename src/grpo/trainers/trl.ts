@@ -44,7 +44,7 @@ function checkShapes(c: TrainerInputs, g: { logits: Float32Array; V: number } | 
 
 export const trlLoss: TrainerLoss = (gpu, c, opts) => trlObjective(gpu, c, { logits: c.logits, V: c.V }, opts);
 
-/** TRL's objective on log-probs the studio's forward already scored (every position, at `scored.temperature`): no backward. */
+/** TRL's objective on log-probs the studio's forward already scored (every position, at `scored.temperature`): its gradient stops at dlogp, dentropy. */
 export const trlLossFromLogps = (gpu: Gpu, c: TrainerInputs, scored: ScoredLogps): Promise<TrainerLossOutputs> => trlObjective(gpu, c, scored, { backward: false });
 
 /** The log-probs come from a gather of the logits (the CLI, dlogits possible) or as scored by the step's forward. */
@@ -109,20 +109,22 @@ async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Ar
     const rec = gpu.recorder('trl_loss');
     trl_loss_forward(rec, { ...k, entropy }, p);
     let dlogits: GPUBuffer | null = null;
-    if (opts.backward && gather) {
-      const dlogp = buf('dlogp', N * 4);
-      const dentropy = buf('dentropy', N * 4);
+    // From scored log-probs the backward stops at ∂loss/∂logp, ∂loss/∂entropy (read back: the page shows them).
+    const grad = opts.backward || !gather ? { dlogp: buf('dlogp', N * 4), dentropy: buf('dentropy', N * 4) } : null;
+    if (grad) trl_loss_backward(rec, { ...k, ...grad }, p);
+    if (grad && gather) {
       dlogits = buf('dlogits', N * gather.rows.V * 4);
-      trl_loss_backward(rec, { ...k, dlogp, dentropy }, p);
-      logprob_gather_backward(rec, { ...gather.rows, lse: gather.lse, dlogp, dlogits, dentropy: p.entropy_coef !== 0 ? { dentropy, entropy } : null });
+      logprob_gather_backward(rec, { ...gather.rows, lse: gather.lse, dlogp: grad.dlogp, dlogits, dentropy: p.entropy_coef !== 0 ? { dentropy: grad.dentropy, entropy } : null });
     }
     await rec.submit();
-    const [lp, ent, tok, rs, dl] = await Promise.all([
+    const [lp, ent, tok, rs, dl, dlogp, dentropy] = await Promise.all([
       gpu.readF32(logp, N),
       gpu.readF32(entropy, N),
       gpu.readF32(k.tok, 4 * N),
       gpu.readF32(k.rows, TRL_ROW_STATS * B),
       dlogits && gather ? gpu.readF32(dlogits, N * gather.rows.V) : null,
+      grad && !gather ? gpu.readF32(grad.dlogp, N) : null,
+      grad && !gather ? gpu.readF32(grad.dentropy, N) : null,
     ]);
     const col = (j: number) => Float32Array.from({ length: N }, (_, i) => tok[4 * i + j]);
     const opsm = p.off_policy_mask_threshold !== null ? Float32Array.from({ length: N }, (_, i) => rs[Math.floor(i / T) * TRL_ROW_STATS + 5]) : null;
@@ -141,6 +143,8 @@ async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Ar
       effective_loss_mask: effective,
       loss: trl_loss_value(rs, p),
       dlogits: dl,
+      dlogp,
+      dentropy,
       unknown_settings,
     };
   } finally {

@@ -67,6 +67,9 @@ export interface TrainerLossOutputs {
   off_policy_mask: Float64Array | Float32Array | null;
   loss: number;
   dlogits: Float32Array | Float64Array | null; // (B, T, V); float64 from the twin chain in tests
+  /** From scored log-probs (no logits): ∂loss/∂per_token_logps and ∂loss/∂per_token_entropy, (B, T). */
+  dlogp?: Float32Array | Float64Array | null;
+  dentropy?: Float32Array | Float64Array | null;
   /** config / run keys the trainer's settings table does not know (listed, never silently dropped). */
   unknown_settings?: string[];
 }

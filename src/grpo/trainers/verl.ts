@@ -161,6 +161,8 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
     off_policy_mask: null,
     loss: r.value,
     dlogits: r.dlogits,
+    dlogp: r.grad?.dlogp ?? null,
+    dentropy: r.grad?.dentropy ?? null,
   };
 }
 
