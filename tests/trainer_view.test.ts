@@ -49,6 +49,11 @@ describe('trainer view of the step', () => {
     expect(w.trainer.current!.loss).toBe(view.terms!.loss);
     expect(w.trainer.whatif!.loss).toBeCloseTo(view.table.find((c) => c.label === 'cispo')!.loss!, 6);
     expect(w.trainer.whatif!.loss).not.toBeCloseTo(view.terms!.loss, 6);
+    // TRL's per-token gradient at the studio's settings is the studio loss's own ∂loss/∂logp (other kernels).
+    const studioDlogp = w.current.terms.dlogp;
+    const gmax = studioDlogp.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+    expect(gmax).toBeGreaterThan(0);
+    for (let i = 0; i < B * C; i++) if (M[i]) expect(Math.abs(view.terms!.dlogp![i] - studioDlogp[i]), `dlogp[${i}]`).toBeLessThanOrEqual(1e-5 * gmax);
     expect(await runner.runStage('backward', settings)).toMatchObject({ id: 'backward' });
 
     // Another trainer: its loss is shown (or its settings error, naming the field); the backward refuses.

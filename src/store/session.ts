@@ -97,7 +97,7 @@ export interface BatchSlice {
 }
 
 export type Overlay = 'none' | 'attention' | 'completion' | 'tool';
-export type HeatMetric = 'none' | 'logp' | 'old_logp' | 'ref_logp' | 'sampling_logp' | 'entropy' | 'kl' | 'ratio' | 'loss' | 'weight' | 'clip' | 'dlogp' | 'whatif_dloss' | 'whatif_dgrad' | 'whatif_dweight' | 'diff' | 'trainer_loss' | 'effective_mask' | 'mask_factor' | 'is_weight';
+export type HeatMetric = 'none' | 'logp' | 'old_logp' | 'ref_logp' | 'sampling_logp' | 'entropy' | 'kl' | 'ratio' | 'loss' | 'weight' | 'clip' | 'dlogp' | 'whatif_dloss' | 'whatif_dgrad' | 'whatif_dweight' | 'diff' | 'trainer_loss' | 'trainer_dlogp' | 'effective_mask' | 'mask_factor' | 'is_weight';
 
 export interface ViewSlice {
   /** A batch pinned to compare the batch on screen with, token by token. */

@@ -62,6 +62,7 @@ export function TokenInspector() {
     if (trainer?.terms) {
       rows.push(
         [`${trainer.trainer} loss`, fmt(at('trainer_loss'))],
+        [`${trainer.trainer} ∂loss/∂logp`, fmt(at('trainer_dlogp'))],
         ['IS weight', trainer.terms.importance_sampling_ratio ? fmt(at('is_weight')) : '(no correction)'],
         ['effective mask', factor === undefined ? '—' : factor === 0 ? '1' : `0 (${MASK_FACTORS[factor]})`],
       );

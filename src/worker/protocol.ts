@@ -129,6 +129,8 @@ export interface TrainerTerms {
   effective_loss_mask: Float32Array;
   /** Which factor removed each token: index into MASK_FACTORS (0 = kept). */
   removed_by: Uint8Array;
+  /** ∂loss/∂per_token_logps of the trainer's objective: the per-token gradient that trainer would take. */
+  dlogp: Float32Array | null;
 }
 
 /** What the loss stage shows for the trainer preset: its terms (or why it cannot form them) and every loss type. */

@@ -68,6 +68,7 @@ async function termsOf(gpu: Gpu, pipe: StepPipeline, { x, scored, truncated }: P
     importance_sampling_ratio: f32(o.importance_sampling_ratio),
     effective_loss_mask: Float32Array.from(removed_by, (f) => (f === 0 ? 1 : 0)),
     removed_by,
+    dlogp: f32(o.dlogp ?? null),
   };
 }
 

@@ -139,7 +139,7 @@ describe('trainer preset in chromium', () => {
     expect((await selectToken(4, 4))['effective mask']).toBe('1');
     // The overlays: effective mask, the removing factor (legend names them), IS weights absent without vLLM.
     const heats = await page.getByTestId('heat').locator('option').evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
-    expect(heats).toEqual(expect.arrayContaining(['effective_mask', 'mask_factor', 'trainer_loss']));
+    expect(heats).toEqual(expect.arrayContaining(['effective_mask', 'mask_factor', 'trainer_loss', 'trainer_dlogp']));
     expect(heats).not.toContain('is_weight');
     await page.getByTestId('heat').selectOption('mask_factor');
     expect(await page.getByTestId('heat-legend').textContent()).toContain('tool');

@@ -37,6 +37,7 @@ export const HEAT_LABELS: Record<HeatMetric, string> = {
   whatif_dweight: 'what-if Δ aggregation weight',
   diff: 'diff vs pinned batch (1 = token or mask changed)',
   trainer_loss: 'trainer per-token loss',
+  trainer_dlogp: 'trainer ∂loss/∂logp',
   effective_mask: 'effective loss mask (trainer)',
   mask_factor: 'what removed the token (trainer)',
   is_weight: 'importance-sampling weight (trainer)',
@@ -105,6 +106,8 @@ export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: R
       return fromGrid(run, run.re_evaluate?.delta_per_token_logps);
     case 'trainer_loss':
       return fromGrid(run, run.loss?.trainer?.terms?.per_token_loss);
+    case 'trainer_dlogp':
+      return fromGrid(run, run.loss?.trainer?.terms?.dlogp);
     case 'effective_mask':
       return fromGrid(run, run.loss?.trainer?.terms?.effective_loss_mask);
     case 'mask_factor':
@@ -126,7 +129,7 @@ function diffAccessor(diff: BatchDiff | null | undefined): Accessor | undefined 
   return (b, j) => (changed.get(b)?.has(j) ? 1 : 0);
 }
 
-const CENTERED: Partial<Record<HeatMetric, number>> = { ratio: 1, is_weight: 1, trainer_loss: 0, loss: 0, dlogp: 0, whatif_dloss: 0, whatif_dgrad: 0, whatif_dweight: 0 };
+const CENTERED: Partial<Record<HeatMetric, number>> = { ratio: 1, is_weight: 1, trainer_loss: 0, trainer_dlogp: 0, loss: 0, dlogp: 0, whatif_dloss: 0, whatif_dgrad: 0, whatif_dweight: 0 };
 
 /**
  * The heat source over the cells that count (completion_mask = 1): range from those values only, so

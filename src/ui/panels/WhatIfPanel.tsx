@@ -30,6 +30,8 @@ function summary(side: WhatIfSide, mask: Int32Array, B: number, C: number) {
   return { meanKl: kl ? klSum / Math.max(1, n) : NaN, grad: Math.sqrt(total), rowGrad: rows.map(Math.sqrt) };
 }
 
+const norm = (a: Float32Array) => Math.sqrt(a.reduce((s, x) => s + x * x, 0));
+
 function WhatIfTable({ w, ranType }: { w: WhatIfResult; ranType: string }) {
   const padded = useStudio((s) => s.run.assemble?.padded);
   const sums = useMemo(() => (padded ? [summary(w.current, padded.completion_mask, padded.B, padded.C), summary(w.whatif, padded.completion_mask, padded.B, padded.C)] : null), [w, padded]);
@@ -63,6 +65,7 @@ function WhatIfTable({ w, ranType }: { w: WhatIfResult; ranType: string }) {
           {row('mean KL', cur.meanKl, next.meanKl, 'Σ M·KL / Σ M with each side’s estimator')}
           {row('clipped tokens', cc.region, nc.region, 'tokens whose ratio is outside [1 − ε_low, 1 + ε_high] on the side the advantage makes binding')}
           {row('‖∂loss/∂logp‖₂', cur.grad, next.grad, 'gradient norm w.r.t. the per-token log-probs (before the backward through the model)')}
+          {w.trainer.current?.dlogp && w.trainer.whatif?.dlogp && row(`‖∂loss/∂logp‖₂ (${w.trainer.preset.trainer})`, norm(w.trainer.current.dlogp), norm(w.trainer.whatif.dlogp), 'the trainer preset’s per-token gradient norm: the update’s preset and the form’s under the what-if settings')}
         </tbody>
       </table>
       <div className="small muted" data-testid="whatif-rows">
