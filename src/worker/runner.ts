@@ -26,7 +26,7 @@ import type { DoctorReport } from '../doctor/types.ts';
 import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerPreset, TrainerView } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
 import { batchConfigOf, DEFAULT_TRAINER } from './settings.ts';
-import { gradientProblem, trainerTerms, trainerView } from './trainer_view.ts';
+import { gradientProblem, trainerView, trainerWhatIf } from './trainer_view.ts';
 import { SettingsError } from '../grpo/settings/types.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
@@ -339,20 +339,7 @@ class PipelineRunner implements StepRunner {
     }
     const current = this.whatIfCurrent.side;
     const whatif = await side(next);
-    return { settings: loss, current, whatif, check: Math.abs(current.terms.loss - l.loss), trainer: await this.trainerWhatIf(pipe, { ...loss, temperature: ran.loss.temperature }, preset), notes, ms: performance.now() - t0 };
-  }
-
-  /** The what-if's trainer side: the update's own trainer terms beside the preset's (default: the update's) under the what-if's loss settings. */
-  private async trainerWhatIf(pipe: StepPipeline, loss: LossSettings, preset?: TrainerPreset): Promise<WhatIfResult['trainer']> {
-    const ran = this.view;
-    const p = preset ?? ran?.preset ?? DEFAULT_TRAINER;
-    const current = ran?.view.terms ?? null;
-    try {
-      return { preset: p, current, whatif: await trainerTerms(this.gpu, pipe, p, loss), error: null };
-    } catch (e) {
-      if (!(e instanceof Error) || e.name !== 'SettingsError') throw e;
-      return { preset: p, current, whatif: null, error: e.message };
-    }
+    return { settings: loss, current, whatif, check: Math.abs(current.terms.loss - l.loss), trainer: await trainerWhatIf(this.gpu, pipe, this.view?.view.terms ?? null, preset ?? this.view?.preset ?? DEFAULT_TRAINER, { ...loss, temperature: ran.loss.temperature }), notes, ms: performance.now() - t0 };
   }
 
   async beforeAfter(): Promise<BeforeAfterResult> {

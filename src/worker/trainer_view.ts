@@ -1,8 +1,9 @@
 // The trainer preset's side of an update: the chosen trainer's objective (src/grpo/trainers/from_logps.ts) on
 // the log-probs and entropies the step's policy forward scored, with the update's masks, advantages and
 // old / reference / sampling log-probs; the effective loss mask with the factor that removed each token; the
-// loss table (every loss type of the trainer on the same completions). And the step's guard: the gradient is
-// the studio loss's (src/grpo/loss.ts), so the backward refuses when the preset asks for another objective.
+// loss table (every loss type of the trainer on the same completions); the what-if's trainer side. And the
+// step's guard: the gradient is the studio loss's (src/grpo/loss.ts), so the backward refuses when the preset
+// asks for another objective.
 import { firstEos } from '../grpo/batch.ts';
 import type { StepPipeline } from '../grpo/step.ts';
 import { specOf } from '../grpo/settings/table.ts';
@@ -12,7 +13,7 @@ import { lossTable, trainerLossFromLogps } from '../grpo/trainers/from_logps.ts'
 import type { ScoredLogps, TrainerInputs } from '../grpo/trainers/types.ts';
 import type { Gpu } from '../gpu/context.ts';
 import { trainerConfigOf } from './settings.ts';
-import type { LossSettings, TrainerPreset, TrainerTerms, TrainerView } from './protocol.ts';
+import type { LossSettings, TrainerPreset, TrainerTerms, TrainerView, WhatIfResult } from './protocol.ts';
 
 const f32 = (a: ArrayLike<number> | null): Float32Array | null => (a ? Float32Array.from(a) : null);
 
@@ -72,12 +73,23 @@ async function termsOf(gpu: Gpu, pipe: StepPipeline, { x, scored, truncated }: P
   };
 }
 
-/** The preset's objective on the update's log-probs (the what-if's side). Throws SettingsError naming a setting. */
-export function trainerTerms(gpu: Gpu, pipe: StepPipeline, preset: TrainerPreset, loss: LossSettings): Promise<TrainerTerms> {
+/** The preset's objective on the update's log-probs. Throws SettingsError naming a setting. */
+function trainerTerms(gpu: Gpu, pipe: StepPipeline, preset: TrainerPreset, loss: LossSettings): Promise<TrainerTerms> {
   return termsOf(gpu, pipe, inputsOf(pipe, preset, loss));
 }
 
 const settingsError = (e: unknown): string | null => (e instanceof Error && e.name === 'SettingsError' ? e.message : null);
+
+/** The what-if's trainer side: the update's own trainer terms (`current`) beside `preset`'s under the what-if's loss settings. */
+export async function trainerWhatIf(gpu: Gpu, pipe: StepPipeline, current: TrainerTerms | null, preset: TrainerPreset, loss: LossSettings): Promise<WhatIfResult['trainer']> {
+  try {
+    return { preset, current, whatif: await trainerTerms(gpu, pipe, preset, loss), error: null };
+  } catch (e) {
+    const error = settingsError(e);
+    if (error === null) throw e;
+    return { preset, current, whatif: null, error };
+  }
+}
 
 /** The loss stage's trainer view; a settings problem becomes its `error` (the backward then refuses with it). */
 export async function trainerView(gpu: Gpu, pipe: StepPipeline, preset: TrainerPreset, loss: LossSettings): Promise<TrainerView> {
