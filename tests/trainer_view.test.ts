@@ -79,6 +79,15 @@ describe('trainer view of the step', () => {
     expect(c1.loss.trainer!.terms!.loss).toBeCloseTo(c1.loss.trainer!.table.find((c) => c.label === 'cispo')!.loss!, 6);
     await expect(runner.runStage('backward', cispo)).rejects.toThrow(/config\.loss_type = "cispo"/);
 
+    // mask_truncated_completions: rows without EOS leave the loss, named "truncation"; the others are untouched.
+    const trunc = { ...settings, trainer: { trainer: 'trl', config: { mask_truncated_completions: true }, run: {} } as TrainerPreset };
+    const tr = (await runTo('loss', trunc)).loss.trainer!.terms!;
+    const eos = first.assemble.batch.eos_token_ids;
+    const truncatedRows = first.assemble.batch.completion_ids.map((r) => !r.some((id) => eos.includes(id)));
+    expect(truncatedRows.some(Boolean) && !truncatedRows.every(Boolean), 'the random model truncates some rows, not all').toBe(true);
+    for (let i = 0; i < B * C; i++) expect(MASK_FACTORS[tr.removed_by[i]], `token ${i}`).toBe(!M[i] ? 'completion' : truncatedRows[Math.floor(i / C)] ? 'truncation' : 'kept');
+    await expect(runner.runStage('backward', trunc)).rejects.toThrow(/config\.mask_truncated_completions = true/);
+
     // A tool batch and a vLLM-corrected batch, imported: the same completions with a tool span and sampling log-probs.
     const batch: GrpoBatch = structuredClone(first.assemble.batch);
     const logp = first.policy_forward.per_token_logps;
