@@ -5,8 +5,11 @@
 // Every ratio, count and mean is computed here from the batch's numbers, not read from the rule; each rule
 // stays silent on a batch where there is nothing to report.
 import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { diagnose, type Finding } from '../src/doctor/index.ts';
 import type { BatchConfig, GrpoBatch } from '../src/io/batch.ts';
+import { importBatch, readAnyBatch } from '../src/io/formats/index.ts';
 
 const ofRule = (b: GrpoBatch, rule: string): Finding[] => diagnose(b).findings.filter((f) => f.rule === rule);
 const skipped = (b: GrpoBatch, rule: string) => diagnose(b).skipped.find((s) => s.rule === rule)?.reason;
@@ -136,6 +139,21 @@ describe('num-items-in-batch', () => {
     expect(ofRule(b({ loss_type: 'dapo', num_processes: 1 }), R)).toEqual([]);
     expect(ofRule(b({ loss_type: 'grpo', num_processes: 4, rank: 1 }), R)).toEqual([]);
     expect(ofRule(b({ advantage_estimator: 'verl', num_processes: 4 }), R)).toEqual([]);
+  });
+});
+
+describe('TRL import carries what the rules read', () => {
+  const file = (name: string) => ({ name, bytes: new Uint8Array(readFileSync(path.resolve(import.meta.dirname, 'fixtures/formats', name))) });
+  it('num_items_in_batch (gathered over both ranks) reaches the config: one rank’s file is reproducible', () => {
+    const both = importBatch([file('trl-rank0.safetensors'), file('trl-rank1.safetensors')]).batch;
+    let items = 0;
+    both.completion_mask.forEach((r, b) => r.forEach((m, t) => (items += m * (both.tool_mask?.[b][t] ?? 1))));
+    const one = readAnyBatch(file('trl-rank0.safetensors').bytes, 'trl-rank0.safetensors').batch;
+    expect(one.config?.num_items_in_batch).toBe(items);
+    expect(one.config).toMatchObject({ loss_type: 'dapo', num_processes: 2, rank: 0 });
+    expect(ofRule(one, 'num-items-in-batch')).toEqual([]);
+    delete one.config!.num_items_in_batch;
+    expect(ofRule(one, 'num-items-in-batch').map((f) => f.severity)).toEqual(['error']);
   });
 });
 
