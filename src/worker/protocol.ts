@@ -17,6 +17,12 @@ import type { MemoryPlan } from '../model/memory.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
 import type { ImportanceSamplingLevel, KlEstimator, LossType } from '../kernels/types.ts';
 import type { LogpLossResult } from '../grpo/loss_from_logps.ts';
+import type { ChatMessage } from '../io/batch.ts';
+import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
+import type { Tokenizer } from '../tokenize/tokenizer.ts';
+import type { TemplateDiff, TemplateVariant } from '../tokenize/template_diff.ts';
+
+export type { TemplateDiff, TemplateVariant };
 
 // ------------------------------------------------------------------------------------------ stages
 
@@ -206,6 +212,8 @@ export interface StepRunner {
    * rules run) and its decoded token texts; without a loaded model, the report without them.
    */
   inspect(batch: GrpoBatch): { report: DoctorReport; token_texts?: TokenTexts };
+  /** The conversations rendered with two template variants by the loaded tokenizer, aligned token by token. */
+  templateDiff(conversations: ChatMessage[][], variants: [TemplateVariant, TemplateVariant]): Promise<TemplateDiff>;
   dispose(): void;
 }
 
@@ -213,7 +221,7 @@ export interface StepRunner {
  * What src/worker/runner.ts exports for the worker. `runJsReward` runs user JS rewards in the sandbox worker
  * (with its time limit); the reward stage uses it for `kind: 'js'` rewards.
  */
-export type CreateStepRunner = (gpu: Gpu, deps: { runJsReward: JsRewardRunner }) => StepRunner;
+export type CreateStepRunner = (gpu: Gpu, deps: { runJsReward: JsRewardRunner; /** Bounded chat-template rendering (the template sandbox in the page). */ templateRenderer?: (tok: Tokenizer) => BoundedRenderer }) => StepRunner;
 
 // ------------------------------------------------------------------------------------------ messages
 
@@ -236,6 +244,7 @@ export type Request =
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
   | { type: 'what-if'; loss: LossSettings }
   | { type: 'before-after' }
+  | { type: 'template-diff'; conversations: ChatMessage[][]; variants: [TemplateVariant, TemplateVariant] }
   | { type: 'reset' };
 
 /** Response payloads by request type. */
@@ -248,6 +257,7 @@ export interface Responses {
   'score-rewards': RewardTable;
   'what-if': WhatIfResult;
   'before-after': BeforeAfterResult;
+  'template-diff': TemplateDiff;
   reset: Record<string, never>;
 }
 

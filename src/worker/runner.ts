@@ -15,7 +15,9 @@ import { planMemory } from '../model/memory.ts';
 import { CausalLM } from '../model/model.ts';
 import { FileSource, parseJSONFile, readStream, type ModelSource } from '../model/source.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
-import type { GrpoBatch } from '../io/batch.ts';
+import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
+import { diffTemplates, type TemplateDiff, type TemplateVariant } from '../tokenize/template_diff.ts';
+import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
@@ -121,6 +123,7 @@ class PipelineRunner implements StepRunner {
   constructor(
     private readonly gpu: Gpu,
     private readonly runJs: JsRewardRunner,
+    private readonly templateRenderer?: (tok: Tokenizer) => BoundedRenderer,
   ) {}
 
   /**
@@ -204,6 +207,18 @@ class PipelineRunner implements StepRunner {
     return { report: diagnose(batch, { tokenizer: tok, model_type: this.policy.config.model_type }), token_texts: tokenTexts(tok, batch) };
   }
 
+  async templateDiff(conversations: ChatMessage[][], variants: [TemplateVariant, TemplateVariant]): Promise<TemplateDiff> {
+    const tok = this.tokenizer;
+    if (!tok) throw new Error('load a model first: the template diff renders with its tokenizer');
+    if (!this.templateRenderer) throw new Error('no bounded chat-template renderer here (the page passes its template sandbox)');
+    const renderer = this.templateRenderer(tok);
+    try {
+      return await diffTemplates(tok, conversations, variants, renderer);
+    } finally {
+      await renderer.close();
+    }
+  }
+
   private whatIfCurrent: { pipe: StepPipeline; side: WhatIfSide; scratch: LossScratch } | null = null;
 
   async whatIf(loss: LossSettings): Promise<WhatIfResult> {
@@ -279,4 +294,4 @@ class PipelineRunner implements StepRunner {
 }
 
 /** `runJsReward` defaults to the sandbox worker (the browser); Node callers without JS rewards need none. */
-export const createStepRunner = (gpu: Gpu, deps: Partial<Parameters<CreateStepRunner>[1]> = {}): StepRunner => new PipelineRunner(gpu, deps.runJsReward ?? ((spec, samples) => runJsReward(spec, samples)));
+export const createStepRunner = (gpu: Gpu, deps: Partial<Parameters<CreateStepRunner>[1]> = {}): StepRunner => new PipelineRunner(gpu, deps.runJsReward ?? ((spec, samples) => runJsReward(spec, samples)), deps.templateRenderer);
