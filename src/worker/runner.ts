@@ -21,7 +21,7 @@ import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
-import { batchConfigOf } from './settings.ts';
+import { batchConfigOf, promptConversation } from './settings.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
 import { StepPipeline } from '../grpo/step.ts';
@@ -176,7 +176,7 @@ class PipelineRunner implements StepRunner {
           ? { kind: 'batch', batch: start.batch }
           : {
               kind: 'prompts',
-              prompts: settings.prompts.map((p) => ({ messages: [...(p.system ? [{ role: 'system', content: p.system }] : []), { role: 'user', content: p.user }], answer: p.answer })),
+              prompts: settings.prompts.map((p) => ({ messages: promptConversation(p), answer: p.answer })),
               tokenizer,
               generation: { ...s, eos_token_ids: s.eos_token_ids ?? undefined },
               decoder: () => kvDecoder(policy),

@@ -2,13 +2,15 @@
 // serves both directions: the worker sends the page's settings through the batch-config parser
 // (stepConfigFromBatch) so one validator checks both, and an imported batch's config fills the loss
 // panel, so stepping a batch from a Python trainer uses that trainer's settings and the panel shows them.
-// Which values are acceptable is the settings tables' (src/grpo/settings), not a list kept here.
+// Which values are acceptable is the settings tables' (src/grpo/settings), not a list kept here. Also: a
+// prompt of the prompt set as the conversation the chat template renders (the render stage, the template diff).
 import { scaleRewardsOf, type BatchConfig } from '../io/batch.ts';
 import type { LossType } from '../kernels/types.ts';
 import { GRPO_LOSS_SETTINGS } from '../grpo/settings/studio.ts';
 import { checkSetting, specOf } from '../grpo/settings/table.ts';
 import { TRL_SETTINGS } from '../grpo/settings/trl.ts';
-import type { LossSettings } from './protocol.ts';
+import type { ChatMessage } from '../io/batch.ts';
+import type { LossSettings, PromptItem } from './protocol.ts';
 
 /** The sampler defaults the worker applies, for the page's sampling form. */
 export { DEFAULT_SAMPLING } from '../model/sampler.ts';
@@ -63,4 +65,9 @@ export function lossSettingsOf(c: BatchConfig | undefined): Partial<LossSettings
     if (num(o.weight_decay)) out.weight_decay = o.weight_decay;
   }
   return out;
+}
+
+/** A prompt of the prompt set as the chat template sees it: the system message (when given), then the user's. */
+export function promptConversation(p: PromptItem): ChatMessage[] {
+  return [...(p.system ? [{ role: 'system', content: p.system }] : []), { role: 'user', content: p.user }];
 }
