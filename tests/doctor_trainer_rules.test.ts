@@ -65,6 +65,9 @@ describe('importance-sampling-correction', () => {
     expect(fs[0].message).toContain(`1 of 3 loss tokens truncated`);
     expect(fs[1].message).toContain(`5 of 5 loss tokens truncated`);
     expect(ofRule(batch(DIFF, { ...cfg, use_vllm: false }), IS)).toEqual([]);
+    const vespo = ofRule(batch(DIFF, { ...cfg, vllm_importance_sampling_mode: 'token_mask', vllm_importance_sampling_cap: 2, loss_type: 'vespo' }), IS);
+    expect(vespo.map((f) => [f.sample, f.severity])).toEqual([[0, 'info']]); // exp(0.9) > 2; no lower bound
+    expect(vespo[0].message).toMatch(/vespo folds this ratio into φ/);
     expect(ofRule(batch(DIFF, { ...cfg, vllm_importance_sampling_correction: false }), IS)).toEqual([]);
   });
 

@@ -88,13 +88,14 @@ describe('template diff in chromium', () => {
   }, 120_000);
 
   it('a pasted template that never finishes is stopped with one line; the next diff works', async () => {
-    await page.getByTestId('template-text-B').fill('{% for i in range(1000000000) %}{{ i }}{% endfor %}');
+    // 10¹⁰ iterations over small ranges (a single huge range() raises at once in the browser's jinja).
+    await page.getByTestId('template-text-B').fill('{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}');
     await page.getByTestId('template-diff-run').click();
     await expect.poll(() => errorTexts(page, 'settings'), { timeout: 30_000 }).toEqual([expect.stringMatching(/template "B", prompt 0: the chat template did not finish within 5000 ms/)]);
     await dismissErrors(page);
     await page.getByTestId('template-source-B').selectOption('model');
     const summary = await runDiff();
-    expect(summary).toMatch(/prompt\(s\): .*0 tokens only in B/);
+    expect(summary).toBe(`${CONVS.length} prompt(s): identical token ids`); // A and B are the same variant now
     expect(studio.pageErrors).toEqual([]);
   }, 120_000);
 });

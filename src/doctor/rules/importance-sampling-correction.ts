@@ -74,11 +74,14 @@ function trl(ctx: DoctorContext): Finding[] {
   const max = get('vllm_importance_sampling_cap') ?? get('vllm_importance_sampling_clip_max'); // __post_init__: the deprecated cap wins
   const min = get('vllm_importance_sampling_clip_min');
   const names = { mode: `vllm_importance_sampling_mode = ${mode}`, min: 'vllm_importance_sampling_clip_min', max: 'vllm_importance_sampling_clip_max' };
+  // vespo does not multiply its loss by the ratio: it enters the γ weights φ (clamped log), so nothing is zeroed.
+  const vespo = c.config?.loss_type === 'vespo';
   const out: Finding[] = [];
   for (let b = 0; b < ctx.B; b++) {
     const { old, s, M } = rowOf(c, b);
     const f = judge(b, trlVllmIs(old, s, M, 1, M.length, mode, min, max), M, names);
-    if (f) out.push(f);
+    if (f && vespo) out.push({ ...f, severity: 'info', message: `${f.message} — loss_type vespo folds this ratio into φ instead of multiplying the loss by it` });
+    else if (f) out.push(f);
   }
   return out;
 }
