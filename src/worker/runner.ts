@@ -278,7 +278,7 @@ class PipelineRunner implements StepRunner {
   }
 
   async templateDiff(conversations: ChatMessage[][], variants: [TemplateVariant, TemplateVariant]): Promise<TemplateDiff> {
-    const tok = this.tokenizer;
+    const tok = this.tokenizer?.tokenizer;
     if (!tok) throw new Error('load a model first: the template diff renders with its tokenizer');
     if (!this.templateRenderer) throw new Error('no bounded chat-template renderer here (the page passes its template sandbox)');
     const renderer = this.templateRenderer(tok);
