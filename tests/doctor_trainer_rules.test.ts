@@ -147,15 +147,15 @@ describe('num-items-in-batch', () => {
 
 describe('TRL import carries what the rules read', () => {
   const file = (name: string) => ({ name, bytes: new Uint8Array(readFileSync(path.resolve(import.meta.dirname, 'fixtures/formats', name))) });
-  it('num_items_in_batch (gathered over both ranks) reaches the config: one rank’s file is reproducible', () => {
+  it('num_items_in_batch (gathered over both ranks) reaches run: one rank’s file is reproducible', () => {
     const both = importBatch([file('trl-rank0.safetensors'), file('trl-rank1.safetensors')]).batch;
     let items = 0;
     both.completion_mask.forEach((r, b) => r.forEach((m, t) => (items += m * (both.tool_mask?.[b][t] ?? 1))));
     const one = readAnyBatch(file('trl-rank0.safetensors').bytes, 'trl-rank0.safetensors').batch;
-    expect(one.config?.num_items_in_batch).toBe(items);
+    expect(one.run?.num_items_in_batch).toBe(items);
     expect(one.config).toMatchObject({ loss_type: 'dapo', num_processes: 2, rank: 0 });
     expect(ofRule(one, 'num-items-in-batch')).toEqual([]);
-    delete one.config!.num_items_in_batch;
+    delete one.run;
     expect(ofRule(one, 'num-items-in-batch').map((f) => f.severity)).toEqual(['error']);
   });
 });

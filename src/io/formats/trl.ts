@@ -8,7 +8,7 @@
 //   over the gathered batch, so row b is global sample rank·B + b of group ⌊(rank·B + b) / G⌋ and a
 //   rank's file can hold part of a group;
 // - advantages are (B), or (B, T) in subclasses that return per-token advantages;
-// - num_items_in_batch (dapo's normaliser) is gathered over every process: carried as config.num_items_in_batch;
+// - num_items_in_batch (dapo's normaliser) is gathered over every process: carried as run.num_items_in_batch;
 //   what the trainer logged for the step (e.g. "kl") may come as a "metrics" JSON object.
 // Rows are kept padded (grpo-batch/v1 allows it; the masks say what is real) so no bug is trimmed away.
 import type { BatchConfig, GrpoBatch } from '../batch.ts';
@@ -77,7 +77,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   batch.config = trlConfig(cfg, rank, numProcesses, d.meta('gradient_accumulation_steps') ?? run.gradient_accumulation_steps);
   // inputs["num_items_in_batch"]: dapo's normaliser, gathered over every process (not recomputable from one rank).
   const items = d.has('num_items_in_batch') ? d.scalar('num_items_in_batch') : typeof run.num_items_in_batch === 'number' ? run.num_items_in_batch : undefined;
-  if (items !== undefined) batch.config.num_items_in_batch = items;
+  if (items !== undefined) batch.run = { num_items_in_batch: items };
   const metrics = Object.entries(d.metaObject('metrics')).filter(([, v]) => typeof v === 'number');
   if (metrics.length) batch.metrics = Object.fromEntries(metrics) as Record<string, number>;
   const dropped = Object.keys(cfg).filter((k) => !(CONFIG_FIELDS as readonly string[]).includes(k)).length;
