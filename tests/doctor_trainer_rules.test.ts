@@ -10,6 +10,7 @@ import path from 'node:path';
 import { diagnose, type Finding } from '../src/doctor/index.ts';
 import type { BatchConfig, GrpoBatch } from '../src/io/batch.ts';
 import { importBatch, readAnyBatch } from '../src/io/formats/index.ts';
+import { writeSafeTensors } from '../src/io/safetensors.ts';
 
 const ofRule = (b: GrpoBatch, rule: string): Finding[] => diagnose(b).findings.filter((f) => f.rule === rule);
 const skipped = (b: GrpoBatch, rule: string) => diagnose(b).skipped.find((s) => s.rule === rule)?.reason;
@@ -245,6 +246,24 @@ describe('logged-kl', () => {
     expect(Math.abs(withTool - mean('k3').token)).toBeGreaterThan(1e-3);
     expect(ofRule(b({ kl: withTool }, { tool_mask: tool }), R)[0].message).toMatch(/is k3 token mean/);
     expect(ofRule(b({ kl: withTool }), R)[0].severity).toBe('warning');
+  });
+
+  it('a verl dump’s metadata "metrics" reaches the rule through the importer', () => {
+    // Two rows of old / ref log-probs (response_mask all 1), logged actor/kl_loss = the k3 token mean.
+    const o = [-1, -0.5, -2, -0.25];
+    const r = [-1.25, -0.25, -2.5, -0.75];
+    const k3 = o.reduce((a, x, i) => a + k.k3(x - r[i]), 0) / 4;
+    const st = writeSafeTensors({
+      prompts: { dtype: 'I32', shape: [2, 1], data: new Int32Array([5, 5]) },
+      responses: { dtype: 'I32', shape: [2, 2], data: new Int32Array([7, 1, 8, 1]) },
+      response_mask: { dtype: 'I32', shape: [2, 2], data: new Int32Array([1, 1, 1, 1]) },
+      old_log_probs: { dtype: 'F32', shape: [2, 2], data: new Float32Array(o) },
+      ref_log_prob: { dtype: 'F32', shape: [2, 2], data: new Float32Array(r) },
+    }, { uid: '["a", "a"]', pad_token_id: '0', eos_token_id: '1', metrics: JSON.stringify({ 'actor/kl_loss': k3, 'actor/pg_loss': 0.1 }) });
+    const { batch, unknownKeys } = readAnyBatch(st, 'v.safetensors');
+    expect(unknownKeys).toEqual([]);
+    expect(batch.metrics).toEqual({ 'actor/kl_loss': k3, 'actor/pg_loss': 0.1 });
+    expect(ofRule(batch, R)[0].message).toMatch(/^logged actor\/kl_loss = .* is k3 token mean/);
   });
 
   it('skips without a logged KL or reference log-probs', () => {

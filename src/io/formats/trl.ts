@@ -78,8 +78,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   // inputs["num_items_in_batch"]: dapo's normaliser, gathered over every process (not recomputable from one rank).
   const items = d.has('num_items_in_batch') ? d.scalar('num_items_in_batch') : typeof run.num_items_in_batch === 'number' ? run.num_items_in_batch : undefined;
   if (items !== undefined) batch.run = { num_items_in_batch: items };
-  const metrics = Object.entries(d.metaObject('metrics')).filter(([, v]) => typeof v === 'number');
-  if (metrics.length) batch.metrics = Object.fromEntries(metrics) as Record<string, number>;
+  batch.metrics = d.metrics();
   const dropped = Object.keys(cfg).filter((k) => !(CONFIG_FIELDS as readonly string[]).includes(k)).length;
   if (dropped > 0) notes.push(`${dropped} other GRPOConfig field(s) in the metadata are not used by the studio`);
   if (numProcesses > 1) notes.push(`rank ${rank} of ${numProcesses}: rows are global samples ${rank * B}…${rank * B + B - 1}; groups cut by the slice are kept as partial groups (convert all ranks together to check them)`);
