@@ -18,14 +18,15 @@ const ID = 'importance-sampling-correction';
 const SHOWN = 4;
 const num = (x: number) => (Number.isFinite(x) ? Number(x.toPrecision(4)).toString() : String(x));
 
-/** One row's inputs: old, sampling and loss mask (completion_mask × tool_mask), cut to their common length. */
-function rowOf(batch: GrpoBatch, b: number): { old: number[]; s: number[]; M: number[] } {
+/** One row's inputs: old, sampling and loss mask (completion_mask × tool_mask) over their common length. */
+function rowOf(batch: GrpoBatch, b: number): { old: number[]; s: number[]; M: Float64Array } {
   const o = batch.old_per_token_logps![b] ?? [];
   const s = batch.sampling_per_token_logps![b] ?? [];
   const m = batch.completion_mask[b] ?? [];
-  const T = Math.min(o.length, s.length, m.length);
-  const M = Array.from({ length: T }, (_, t) => (m[t] === 1 && batch.tool_mask?.[b]?.[t] !== 0 ? 1 : 0));
-  return { old: o.slice(0, T), s: s.slice(0, T), M };
+  const tool = batch.tool_mask?.[b];
+  const M = new Float64Array(Math.min(o.length, s.length, m.length));
+  for (let t = 0; t < M.length; t++) M[t] = m[t] === 1 && tool?.[t] !== 0 ? 1 : 0;
+  return { old: o, s, M };
 }
 
 /** How a correction is named in messages: the trainer's setting names for its mode and bounds. */
@@ -36,7 +37,7 @@ interface Names {
 }
 
 /** The finding for row b of one correction's decisions, or none when every loss token is inside [min, max]. */
-function judge(b: number, c: IsCorrection, M: readonly number[], names: Names): Finding | undefined {
+function judge(b: number, c: IsCorrection, M: Float64Array, names: Names): Finding | undefined {
   const lo = c.min ?? -Infinity;
   const hi = c.max ?? Infinity;
   const hit: number[] = [];
@@ -117,14 +118,15 @@ function verl(ctx: DoctorContext): Finding[] | string {
   for (let b = 0; b < ctx.B; b++) {
     const { old, s, M } = rowOf(c, b);
     if (!M.includes(1)) continue;
-    const lr = old.map((o, t) => o - s[t]);
+    const lr = Float64Array.from(M, (_, t) => old[t] - s[t]);
     const r = rolloutCorrection(lr, M, 1, M.length, rc);
     if (r.raw) {
       const is: IsCorrection = { raw: r.raw, factor: r.weights!, level: rc.rollout_is!, action: 'truncate', min: null, max: rc.rollout_is_threshold };
       const f = judge(b, is, M, { mode: `rollout_is = ${rc.rollout_is}`, min: '', max: 'rollout_is_threshold' });
       if (f) out.push(f);
     }
-    const rejected = M.flatMap((m, t) => (m === 1 && r.mask[t] === 0 ? [t] : []));
+    const rejected: number[] = [];
+    for (let t = 0; t < M.length; t++) if (M[t] === 1 && r.mask[t] === 0) rejected.push(t);
     if (rejected.length === 0) continue;
     let worst = rejected[0];
     for (const t of rejected) if (Math.abs(lr[t]) > Math.abs(lr[worst])) worst = t;

@@ -18,8 +18,6 @@ const ESTIMATORS = ['k1', 'k2', 'k3'] as const;
 const RTOL = 1e-3;
 const ATOL = 1e-7;
 
-const estimate = (k: (typeof ESTIMATORS)[number], d: number) => (k === 'k1' ? d : k === 'k2' ? 0.5 * d * d : Math.expm1(-d) + d);
-
 /** Mean of k1/k2/k3 over the loss mask: per token (token mean) and per row, then over rows (sequence mean). */
 function means(batch: GrpoBatch): Record<string, number> | undefined {
   const { old_per_token_logps: o, ref_per_token_logps: r, completion_mask: m, tool_mask: tool } = batch;
@@ -28,17 +26,19 @@ function means(batch: GrpoBatch): Record<string, number> | undefined {
   let tokens = 0;
   let rows = 0;
   for (let b = 0; b < m.length; b++) {
-    const row = [0, 0, 0];
-    let n = 0;
-    const T = Math.min(m[b].length, o![b]?.length ?? 0, r![b]?.length ?? 0);
+    const [mb, ob, rb, tb] = [m[b], o![b] ?? [], r![b] ?? [], tool?.[b]];
+    let [k1, k2, k3, n] = [0, 0, 0, 0];
+    const T = Math.min(mb.length, ob.length, rb.length);
     for (let t = 0; t < T; t++) {
-      const d = o![b][t] - r![b][t];
-      if (m[b][t] !== 1 || tool?.[b]?.[t] === 0 || !Number.isFinite(d)) continue;
-      ESTIMATORS.forEach((k, j) => (row[j] += estimate(k, d)));
+      const d = ob[t] - rb[t];
+      if (mb[t] !== 1 || tb?.[t] === 0 || !Number.isFinite(d)) continue;
+      k1 += d; // k1 d, k2 ½d², k3 e^(−d) + d − 1
+      k2 += 0.5 * d * d;
+      k3 += Math.expm1(-d) + d;
       n++;
     }
     if (n === 0) continue;
-    row.forEach((v, j) => ((tokSum[j] += v), (seqSum[j] += v / n)));
+    [k1, k2, k3].forEach((v, j) => ((tokSum[j] += v), (seqSum[j] += v / n)));
     tokens += n;
     rows++;
   }
