@@ -10,7 +10,13 @@ import path from 'node:path';
 import { diagnose, type Finding } from '../src/doctor/index.ts';
 import type { BatchConfig, GrpoBatch } from '../src/io/batch.ts';
 import { importBatch, readAnyBatch } from '../src/io/formats/index.ts';
-import { writeSafeTensors } from '../src/io/safetensors.ts';
+import { parseSafeTensors, toF64, writeSafeTensors } from '../src/io/safetensors.ts';
+import { readdirSync } from 'node:fs';
+import { readTrainerCase } from '../src/cli/trainer_case.ts';
+import { openrlhfIs, trlVllmIs } from '../src/grpo/is_correction.ts';
+import { parseTrlConfig } from '../src/grpo/settings/trl.ts';
+import { GOLDEN_ROOT } from './helpers/golden.ts';
+import { expectClose } from './helpers/close.ts';
 
 const ofRule = (b: GrpoBatch, rule: string): Finding[] => diagnose(b).findings.filter((f) => f.rule === rule);
 const skipped = (b: GrpoBatch, rule: string) => diagnose(b).skipped.find((s) => s.rule === rule)?.reason;
@@ -114,6 +120,40 @@ describe('importance-sampling-correction', () => {
     const noSampling = batch(DIFF, { use_vllm: true });
     delete noSampling.sampling_per_token_logps;
     expect(skipped(noSampling, IS)).toMatch(/sampling_per_token_logps/);
+  });
+});
+
+describe('the shared IS functions give the trainers’ own ratios (tests/golden/trainers)', () => {
+  /** Every golden loss case of `trainer` whose config turns the correction on, with its expected ratio. */
+  const cases = (trainer: string, on: (cfg: Record<string, unknown>) => boolean) =>
+    readdirSync(path.join(GOLDEN_ROOT, 'trainers', trainer)).filter((f) => f.endsWith('.safetensors')).flatMap((f) => {
+      const st = parseSafeTensors(new Uint8Array(readFileSync(path.join(GOLDEN_ROOT, 'trainers', trainer, f))), f);
+      if (st.metadata.kind !== 'loss' || !st.tensors.has('importance_sampling_ratio')) return [];
+      const c = readTrainerCase(st, f);
+      return on(c.config) ? [{ f, c, expected: toF64(st, 'importance_sampling_ratio'), logps: toF64(st, 'per_token_logps') }] : [];
+    });
+
+  it('TRL vLLM modes (every case with the correction on)', () => {
+    const found = cases('trl', (cfg) => cfg.use_vllm === true && cfg.vllm_importance_sampling_correction !== false);
+    expect(found.length).toBeGreaterThanOrEqual(5); // all four modes
+    for (const { f, c, expected, logps } of found) {
+      const cfg = parseTrlConfig(c.config).values;
+      const mask = Float64Array.from(c.completion_mask, (m, i) => m * (c.tool_mask ? c.tool_mask[i] : 1));
+      const old = c.old_per_token_logps ?? logps; // TRL: absent old = per_token_logps.detach()
+      const r = trlVllmIs(old, c.sampling_per_token_logps!, mask, c.B, c.T, cfg.vllm_importance_sampling_mode, cfg.vllm_importance_sampling_clip_min, cfg.vllm_importance_sampling_clip_max);
+      expectClose(r.factor, expected, { rtol: 1e-4, atol: 1e-5, mask: c.completion_mask, label: `${f} importance_sampling_ratio` });
+    }
+  });
+
+  it('OpenRLHF tis / icepop / seq-mask-tis', () => {
+    const found = cases('openrlhf', (cfg) => cfg['algo.advantage.is_correction_enable'] === true && cfg['actor.policy_loss_type'] !== 'gspo');
+    expect(found.length).toBeGreaterThanOrEqual(3); // one case per type
+    for (const { f, c, expected } of found) {
+      const type = (c.config['algo.advantage.is_correction_type'] ?? 'tis') as 'tis' | 'icepop' | 'seq-mask-tis';
+      const [lo, hi] = (c.config['algo.advantage.is_correction_threshold'] ?? [0.5, 5]) as [number, number];
+      const r = openrlhfIs(c.old_per_token_logps!, c.sampling_per_token_logps!, c.completion_mask, c.B, c.T, type, [lo, hi]);
+      expectClose(r.factor, expected, { rtol: 1e-4, atol: 1e-5, mask: c.completion_mask, label: `${f} importance_sampling_ratio (${type})` });
+    }
   });
 });
 
