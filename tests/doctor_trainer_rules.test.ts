@@ -1,7 +1,8 @@
 // Issue 12, the Doctor's trainer rules on crafted batches: which tokens / sequences each trainer's
 // importance-sampling correction masks or truncates (TRL vLLM modes, OpenRLHF tis / icepop / seq-mask-tis,
 // verl rollout_is / rollout_rs), a dapo batch over several processes without num_items_in_batch, rows no
-// reward function scored (and advantage-mismatch following TRL there), and the logged KL against k1/k2/k3.
+// reward function scored (and advantage-mismatch following TRL there), and the logged KL against k1/k2/k3;
+// the shared IS functions the rule uses against the trainers' own importance_sampling_ratio goldens.
 // Every ratio, count and mean is computed here from the batch's numbers, not read from the rule; each rule
 // stays silent on a batch where there is nothing to report.
 import { describe, expect, it } from 'vitest';
