@@ -110,6 +110,8 @@ describe('two renderings with the real Qwen3 tokenizer', () => {
     expect(err).toBeInstanceOf(TemplateError);
     expect((err as Error).message).toMatch(/^template "pasted", prompt 0: .*no system prompts here/);
     expect((err as Error).message).not.toContain('\n');
+    // An empty pasted template is refused, not replaced by the tokenizer's own.
+    await expect(diffTemplates(tok, CONVS, [variant('model'), variant('pasted', { chat_template: '  ' })], renderer)).rejects.toThrow(/^template "pasted": the pasted chat template is empty$/);
   });
 });
 

@@ -42,6 +42,8 @@ export const renderOptions = (v: TemplateVariant): RenderOptions => ({ add_gener
 
 /** Renders every conversation with both variants and aligns the two token rows of each. */
 export async function diffTemplates(tok: Tokenizer, conversations: readonly ChatMessage[][], variants: [TemplateVariant, TemplateVariant], renderer: Pick<BoundedRenderer, 'render'>): Promise<TemplateDiff> {
+  // An empty pasted template would quietly fall back to the tokenizer's own (transformers.js treats '' as none).
+  for (const v of variants) if (v.chat_template !== null && v.chat_template.trim() === '') throw new TemplateError(`template "${v.label}": the pasted chat template is empty`, 'raised');
   const side = async (conv: readonly ChatMessage[], v: TemplateVariant, i: number): Promise<RenderedSide> => {
     let text: string;
     try {

@@ -5,6 +5,7 @@
 // that writes a system turn first adds exactly that block, in front; a pasted template that never finishes is
 // stopped at its deadline with one line, and the next diff works. DOM checks (token classes, texts,
 // colours) at 1600×1000 and 1280×800.
+import fs from 'node:fs';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -75,6 +76,10 @@ describe('template diff in chromium', () => {
     await page.getByTestId('template-thinking-A').selectOption('template default');
     await page.getByTestId('template-thinking-B').selectOption('template default');
     await page.getByTestId('template-source-B').selectOption('pasted');
+    // "pasted" starts from the model's own template: unedited, it renders the same tokens.
+    const own = JSON.parse(fs.readFileSync(path.join(root, 'public/models/tiny-adder/tokenizer_config.json'), 'utf8')).chat_template as string;
+    expect(await page.getByTestId('template-text-B').inputValue()).toBe(own);
+    expect(await runDiff()).toBe(`${CONVS.length} prompt(s): identical token ids`);
     await page.getByTestId('template-text-B').fill(pasted);
     await runDiff();
     const shown = await strips();

@@ -30,12 +30,13 @@ const visible = (t: string) => t.replaceAll('\n', '↵').replaceAll('\t', '⇥')
 
 const MAX_PROMPTS = 8;
 
-function VariantForm({ side, form, set }: { side: 'A' | 'B'; form: Form; set(f: Form): void }) {
+/** One variant's controls; "pasted" starts from the loaded tokenizer's template text, to edit. */
+function VariantForm({ side, form, set, own }: { side: 'A' | 'B'; form: Form; set(f: Form): void; own: string }) {
   return (
     <div className="template-variant" data-testid={`template-variant-${side}`}>
       <div className="row">
         <b>{side}</b>
-        <SelectField label="template" value={form.pasted === null ? 'model' : 'pasted'} options={['model', 'pasted'] as const} labels={{ model: "the tokenizer's", pasted: 'pasted below' }} onChange={(v) => set({ ...form, pasted: v === 'model' ? null : (form.pasted ?? '') })} testId={`template-source-${side}`} />
+        <SelectField label="template" value={form.pasted === null ? 'model' : 'pasted'} options={['model', 'pasted'] as const} labels={{ model: "the tokenizer's", pasted: 'pasted below' }} onChange={(v) => set({ ...form, pasted: v === 'model' ? null : (form.pasted ?? own) })} testId={`template-source-${side}`} />
         <SelectField label="enable_thinking" value={form.enable_thinking} options={THINKING} onChange={(v) => set({ ...form, enable_thinking: v })} title="chat_template_kwargs.enable_thinking (Qwen3-style templates)" testId={`template-thinking-${side}`} />
         <CheckField label="add_generation_prompt" value={form.add_generation_prompt} onChange={(v) => set({ ...form, add_generation_prompt: v })} title="end with the assistant header, as for a GRPO prompt" />
       </div>
@@ -65,6 +66,7 @@ function Strip({ diff, row }: { diff: Diff; row: Diff['rows'][number] }) {
 export function TemplateDiffPanel() {
   const ready = useStudio((s) => s.modelStatus === 'ready');
   const diff = useStudio((s) => s.templateDiff);
+  const own = useStudio((s) => s.model?.chat_template) ?? '';
   const [a, setA] = useState<Form>({ pasted: null, add_generation_prompt: true, enable_thinking: 'template default' });
   const [b, setB] = useState<Form>({ pasted: null, add_generation_prompt: true, enable_thinking: 'false' });
   const [busy, setBusy] = useState(false);
@@ -77,10 +79,10 @@ export function TemplateDiffPanel() {
   return (
     <div className="template-diff">
       <h4>Two chat templates</h4>
-      <VariantForm side="A" form={a} set={setA} />
-      <VariantForm side="B" form={b} set={setB} />
+      <VariantForm side="A" form={a} set={setA} own={own} />
+      <VariantForm side="B" form={b} set={setB} own={own} />
       <div className="row">
-        <button disabled={!ready || busy} onClick={() => void run()} data-testid="template-diff-run" title="render the prompt set with A and with B (loaded tokenizer), align the tokens">
+        <button disabled={!ready || busy || [a, b].some((f) => f.pasted !== null && f.pasted.trim() === '')} onClick={() => void run()} data-testid="template-diff-run" title="render the prompt set with A and with B (loaded tokenizer), align the tokens">
           {busy ? 'rendering…' : 'Render both and diff'}
         </button>
         {!ready && <span className="small muted">load a model: its tokenizer renders both</span>}
