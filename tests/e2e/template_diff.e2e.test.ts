@@ -10,6 +10,7 @@ import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_SETTINGS } from '../../src/store/settings.ts';
+import { contrastRatio } from '../../src/ui/grid/colors.ts';
 import { loadTokenizerDir } from '../../src/tokenize/node.ts';
 import type { Tokenizer } from '../../src/tokenize/tokenizer.ts';
 import { promptConversation } from '../../src/worker/settings.ts';
@@ -31,6 +32,7 @@ afterAll(async () => {
 });
 
 const CONVS = DEFAULT_SETTINGS.prompts.map(promptConversation);
+const hex = (rgb: string) => '#' + rgb.match(/\d+/g)!.slice(0, 3).map((x) => Number(x).toString(16).padStart(2, '0')).join('');
 const visible = (t: string) => t.replaceAll('\n', '↵').replaceAll(' ', '·');
 
 /** Per strip: the ops and texts of its tokens, in order. */
@@ -60,9 +62,13 @@ describe('template diff in chromium', () => {
       expect(row.slice(0, plain[i].length).every((t) => t.op === 'same')).toBe(true);
       expect(row.slice(plain[i].length).map((t) => [t.op, t.text])).toEqual(think.map((id) => ['added', visible(tok.decode([id]))]));
     });
-    // Added tokens are marked in colour, not only by class: the strip's computed background.
+    // Added tokens are marked in colour, not only by class; every kind of token reads at WCAG AA (4.5:1).
     const bg = await page.locator('[data-testid="template-diff-row"] .ttok.added').first().evaluate((e) => getComputedStyle(e).backgroundColor);
     expect(bg).toBe('rgb(18, 54, 31)');
+    for (const op of ['added', 'same']) {
+      const [fg, back] = await page.locator(`[data-testid="template-diff-row"] .ttok.${op}`).first().evaluate((e) => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor]);
+      expect(contrastRatio(hex(fg), hex(back)), op).toBeGreaterThanOrEqual(4.5);
+    }
     for (const size of [{ width: 1280, height: 800 }, { width: 1600, height: 1000 }]) {
       await page.setViewportSize(size);
       const over = await page.getByTestId('template-diff-row').evaluateAll((rows) => rows.filter((r) => r.scrollWidth > r.clientWidth + 1).length);
@@ -84,6 +90,8 @@ describe('template diff in chromium', () => {
     await runDiff();
     const shown = await strips();
     const n = tok.encode(block).length;
+    const [fg, back] = await page.locator('.legend-row .ttok.removed').evaluate((e) => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor]);
+    expect(contrastRatio(hex(fg), hex(back)), 'removed').toBeGreaterThanOrEqual(4.5);
     for (const row of shown) {
       expect(row.filter((t) => t.op === 'removed')).toEqual([]);
       expect(row.slice(0, n).map((t) => t.op)).toEqual(new Array(n).fill('added'));
