@@ -5,7 +5,9 @@
 // the shared IS functions the rule uses against the trainers' own importance_sampling_ratio goldens.
 // Every ratio, count and mean is computed here from the batch's numbers, not read from the rule; each rule
 // stays silent on a batch where there is nothing to report.
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { combineRewards, computeAdvantages, trlAdvantages, withUnscorable } from '../src/grpo/advantages.ts';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { diagnose, type Finding } from '../src/doctor/index.ts';
@@ -228,6 +230,17 @@ describe('unscorable-rewards and advantage-mismatch', () => {
     const two = b(trlAdv(), { num_generations: 3 }); // groups {0,1,2} and {3,4,5}: both keep two scored rows
     expect(ofRule(two, 'unscorable-rewards').map((f) => f.severity)).toEqual(['info']);
     expect(ofRule(b(trlAdv(), { rewards_per_func: rpf.map((r) => r.map((x) => (Number.isNaN(x) ? 0 : x))) }), 'unscorable-rewards')).toEqual([]);
+  });
+
+  it('the studio’s advantages with unscorable rows marked equal TRL’s advantage block (trlAdvantages, golden-checked)', () => {
+    const cell = fc.oneof(fc.constant(NaN), fc.integer({ min: -4, max: 4 }).map((x) => x / 2));
+    const G = 3;
+    fc.assert(fc.property(fc.array(fc.array(cell, { minLength: 2, maxLength: 2 }), { minLength: G, maxLength: 4 * G }).filter((r) => r.length % G === 0), fc.constantFrom('group', 'batch', 'none' as const), (rows, scale) => {
+      const w = [1, 0.5];
+      const ours = computeAdvantages(withUnscorable(combineRewards(rows, w), rows), { num_generations: G, scale_rewards: scale }).advantages;
+      const trl = trlAdvantages(rows.flat(), rows.length, 2, { num_generations: G, scale_rewards: scale, multi_objective_aggregation: 'sum_then_normalize', reward_weights: w });
+      ours.forEach((a, i) => expect(a).toBeCloseTo(trl[i], 6));
+    }), { numRuns: 500 });
   });
 
   it('TRL’s advantages (None row out of the statistics, advantage 0) are not a mismatch; counting it as reward 0 is', () => {

@@ -57,6 +57,28 @@ export function combineRewards(rewardsPerFunc: readonly (readonly number[])[], w
 }
 
 /** Mean and Bessel std of xs[rows]; `skipNaN` leaves NaN values out (TRL's nanmean / nanstd). */
+/** TRL's unscorable rows: every reward function returned None (NaN); a row with no functions is not one. */
+export function unscorableRows(rewardsPerFunc: readonly (readonly number[])[] | undefined): number[] {
+  const out: number[] = [];
+  rewardsPerFunc?.forEach((row, b) => {
+    if (Array.isArray(row) && row.length > 0 && row.every((x) => Number.isNaN(x))) out.push(b);
+  });
+  return out;
+}
+
+/**
+ * The rewards with TRL's unscorable rows set to NaN (`rewards[unscorable_mask] = nan` in
+ * `_generate_and_score_completions`), so the TRL estimator leaves them out of the group statistics and
+ * gives them advantage 0; `rewards` itself (nansum: 0 there) is returned when there are none.
+ */
+export function withUnscorable(rewards: ArrayLike<number>, rewardsPerFunc: readonly (readonly number[])[] | undefined): ArrayLike<number> {
+  const none = unscorableRows(rewardsPerFunc);
+  if (none.length === 0) return rewards;
+  const out = Float64Array.from(rewards);
+  for (const b of none) if (b < out.length) out[b] = NaN;
+  return out;
+}
+
 function meanStd(xs: ArrayLike<number>, rows: readonly number[], skipNaN = false): { mean: number; std: number } {
   let n = 0;
   let sum = 0;

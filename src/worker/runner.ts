@@ -33,7 +33,7 @@ import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
 import { Optimizer } from '../grpo/optimizer.ts';
 import type { StageData, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
-import { computeAdvantages } from '../grpo/advantages.ts';
+import { computeAdvantages, withUnscorable } from '../grpo/advantages.ts';
 
 /** A model folder served over plain HTTP (the embedded default under public/models/, at the URL the page resolved). */
 class UrlSource implements ModelSource {
@@ -311,7 +311,8 @@ class PipelineRunner implements StepRunner {
     const advantagesFor = (c: StepConfig): Float32Array => {
       const same = c.scale_rewards === ran.scale_rewards && c.advantage_estimator === ran.advantage_estimator;
       if (same || !rewards) return Float32Array.from(adv.advantages);
-      return Float32Array.from(computeAdvantages(rewards, { num_generations: a.batch.num_generations, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator }).advantages);
+      const r = c.advantage_estimator === 'trl' ? withUnscorable(rewards, a.batch.rewards_per_func) : rewards; // as the advantages stage
+      return Float32Array.from(computeAdvantages(r, { num_generations: a.batch.num_generations, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator }).advantages);
     };
     if (!rewards && (next.scale_rewards !== ran.scale_rewards || next.advantage_estimator !== ran.advantage_estimator)) notes.push('the batch has advantages but no rewards: advantage scaling cannot be recomputed');
     const scratch = this.whatIfCurrent?.pipe === pipe ? this.whatIfCurrent.scratch : new LossScratch(this.gpu);
