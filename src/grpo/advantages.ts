@@ -56,7 +56,6 @@ export function combineRewards(rewardsPerFunc: readonly (readonly number[])[], w
   return out;
 }
 
-/** Mean and Bessel std of xs[rows]; `skipNaN` leaves NaN values out (TRL's nanmean / nanstd). */
 /** TRL's unscorable rows: every reward function returned None (NaN); a row with no functions is not one. */
 export function unscorableRows(rewardsPerFunc: readonly (readonly number[])[] | undefined): number[] {
   const out: number[] = [];
@@ -79,6 +78,7 @@ export function withUnscorable(rewards: ArrayLike<number>, rewardsPerFunc: reado
   return out;
 }
 
+/** Mean and Bessel std of xs[rows]; `skipNaN` leaves NaN values out (TRL's nanmean / nanstd). */
 function meanStd(xs: ArrayLike<number>, rows: readonly number[], skipNaN = false): { mean: number; std: number } {
   let n = 0;
   let sum = 0;

@@ -38,7 +38,7 @@ export interface TemplateDiff {
   summary: { prompts: number; prompts_changed: number; removed: number; added: number; same: number };
 }
 
-export const renderOptions = (v: TemplateVariant): RenderOptions => ({ add_generation_prompt: v.add_generation_prompt, template_kwargs: v.template_kwargs, chat_template: v.chat_template ?? undefined });
+const renderOptions = (v: TemplateVariant): RenderOptions => ({ add_generation_prompt: v.add_generation_prompt, template_kwargs: v.template_kwargs, chat_template: v.chat_template ?? undefined });
 
 /** Renders every conversation with both variants and aligns the two token rows of each. */
 export async function diffTemplates(tok: Tokenizer, conversations: readonly ChatMessage[][], variants: [TemplateVariant, TemplateVariant], renderer: Pick<BoundedRenderer, 'render'>): Promise<TemplateDiff> {

@@ -8,6 +8,7 @@ import { runTemplateDiff } from '../../store/controller.ts';
 import { useStudio } from '../../store/index.ts';
 import type { TemplateDiff as Diff, TemplateVariant } from '../../worker/protocol.ts';
 import { CheckField, SelectField } from '../fields.tsx';
+import { visibleText } from '../grid/cells.ts';
 
 type Thinking = 'template default' | 'true' | 'false';
 const THINKING: readonly Thinking[] = ['template default', 'true', 'false'];
@@ -25,8 +26,8 @@ const variantOf = (label: string, f: Form): TemplateVariant => ({
   template_kwargs: f.enable_thinking === 'template default' ? {} : { enable_thinking: f.enable_thinking === 'true' },
 });
 
-/** Whitespace made visible, as the grid shows it. */
-const visible = (t: string) => t.replaceAll('\n', '↵').replaceAll('\t', '⇥').replaceAll(' ', '·') || '∅';
+/** Whitespace made visible, as the grid shows it; an empty token text as ∅. */
+const visible = (t: string) => visibleText(t) || '∅';
 
 const MAX_PROMPTS = 8;
 
