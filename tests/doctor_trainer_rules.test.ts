@@ -58,6 +58,22 @@ describe('importance-sampling-correction', () => {
     expect(fs[1].message).toContain(`worst ${p4(Math.exp(-0.8))} at position 0 (< vllm_importance_sampling_clip_min = 0.5)`);
   });
 
+  it('TRL token_mask on random rows: each sample with a token outside the bounds is reported with its count and first run', () => {
+    const diffRow = fc.array(fc.integer({ min: -12, max: 12 }).map((x) => x / 10), { minLength: 1, maxLength: 9 });
+    fc.assert(fc.property(fc.array(diffRow, { minLength: 4, maxLength: 4 }), (rows) => {
+      const fs = ofRule(batch(rows, { use_vllm: true, vllm_importance_sampling_mode: 'token_mask', vllm_importance_sampling_clip_min: 0.5, vllm_importance_sampling_clip_max: 2 }), IS);
+      const out = rows.map((r) => r.flatMap((d, t) => (Math.exp(d) < 0.5 || Math.exp(d) > 2 ? [t] : [])));
+      expect(fs.map((f) => f.sample)).toEqual(out.flatMap((o, b) => (o.length ? [b] : [])));
+      for (const f of fs) {
+        const o = out[f.sample!];
+        let end = o[0] + 1;
+        while (o.includes(end)) end++;
+        expect(f.span).toEqual([o[0], end]);
+        expect(f.message).toContain(`${o.length} of ${rows[f.sample!].length} loss tokens masked`);
+      }
+    }), { numRuns: 300 });
+  });
+
   it('TRL sequence_truncate: the sequence ratio is exp(Σ (old − sampling)), a sum over the mask', () => {
     const fs = ofRule(batch(DIFF, { use_vllm: true, vllm_importance_sampling_mode: 'sequence_truncate', vllm_importance_sampling_clip_max: 3 }), IS);
     // Row sums: 1.15 (3.16 > 3), −0.7, 1.5 (4.48 > 3), 0.
