@@ -37,7 +37,7 @@ function VariantForm({ side, form, set, own }: { side: 'A' | 'B'; form: Form; se
     <div className="template-variant" data-testid={`template-variant-${side}`}>
       <div className="row">
         <b>{side}</b>
-        <SelectField label="template" value={form.pasted === null ? 'model' : 'pasted'} options={['model', 'pasted'] as const} labels={{ model: 'model', pasted: 'pasted' }} title="the loaded tokenizer's chat template, or one pasted below (starts as a copy to edit)" onChange={(v) => set({ ...form, pasted: v === 'model' ? null : (form.pasted ?? own) })} testId={`template-source-${side}`} />
+        <SelectField label="template" value={form.pasted === null ? 'model' : 'pasted'} options={['model', 'pasted'] as const} title="the loaded tokenizer's chat template, or one pasted below (starts as a copy to edit)" onChange={(v) => set({ ...form, pasted: v === 'model' ? null : (form.pasted ?? own) })} testId={`template-source-${side}`} />
         <SelectField label="enable_thinking" value={form.enable_thinking} options={THINKING} onChange={(v) => set({ ...form, enable_thinking: v })} title="chat_template_kwargs.enable_thinking (Qwen3-style templates)" testId={`template-thinking-${side}`} />
         <CheckField label="add_generation_prompt" value={form.add_generation_prompt} onChange={(v) => set({ ...form, add_generation_prompt: v })} title="end with the assistant header, as for a GRPO prompt" />
       </div>
