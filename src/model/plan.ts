@@ -20,7 +20,7 @@
 import { linearModules } from './lora.ts';
 import { backwardScratchSizes, layerActivationSizes, sharedActivationSizes, type BufferLimits } from './memory.ts';
 import { numel, paramSpecs, type ModelConfig } from './config.ts';
-import { logitsChunkRows } from './score.ts';
+import { logitsChunkRows } from './head.ts';
 
 export interface PlanOptions {
   B: number; // rows (prompts × generations)
