@@ -11,7 +11,7 @@ import { parseBatch } from '../src/io/batch.ts';
 import { parseSafeTensors, toF64 } from '../src/io/safetensors.ts';
 import { CausalLM } from '../src/model/model.ts';
 import { logprob_gather_forward } from '../src/kernels/logprob_gather.ts';
-import { logitsChunkRows } from '../src/model/head.ts';
+import { logitsChunkRows } from '../src/model/memory.ts';
 import { score_completions } from '../src/model/score.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import { expectClose } from './helpers/close.ts';

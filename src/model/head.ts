@@ -12,11 +12,6 @@ import { lmHeadName } from './config.ts';
 import { recordHead } from './forward.ts';
 import type { LayerOps } from './layer_ops.ts';
 
-/** Rows of one logits chunk: as many (V f32 each) as one storage binding holds, at most `rows`. */
-export function logitsChunkRows(V: number, rows: number, maxBindingBytes: number): number {
-  return Math.max(1, Math.min(rows, Math.floor(maxBindingBytes / (V * 4))));
-}
-
 /** One chunk: rows r0 … r0 + n − 1 of the head's input, copied into `hidden`, and their logits. */
 export interface HeadChunk {
   r0: number;

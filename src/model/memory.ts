@@ -1,7 +1,8 @@
 // The memory plan: every GPU buffer the runtime will allocate for a config at batch B × T, computed
 // before any weight is read, so the UI and CLI can say "this will not fit" up front. The activation
 // table below is the one model.ts allocates from (one source of truth for sizes), and each big buffer
-// is checked against the adapter's maxBufferSize / maxStorageBufferBindingSize.
+// is checked against the adapter's maxBufferSize / maxStorageBufferBindingSize. The head runs in row
+// chunks (src/model/head.ts), so the logits planned are one chunk, and dlogits are written over it.
 import { countParams, type ModelConfig } from './config.ts';
 
 /** Element counts of one layer's saved activations (f32). N = B·T rows. */
@@ -73,6 +74,11 @@ export function backwardScratchSizes(cfg: ModelConfig, B: number, T: number, kee
 
 const sum = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
 
+/** Rows of one logits chunk: as many (V f32 each) as one storage binding holds, at most `rows`. */
+export function logitsChunkRows(V: number, rows: number, maxBindingBytes: number): number {
+  return Math.max(1, Math.min(rows, Math.floor(maxBindingBytes / (V * 4))));
+}
+
 export interface BufferLimits {
   maxBufferSize: number;
   maxStorageBufferBindingSize: number;
@@ -88,6 +94,8 @@ export interface MemoryPlan {
   T: number;
   /** Rows the head scores: B·T, or B·logits_to_keep. */
   rows: number;
+  /** Rows of one logits chunk. */
+  chunk_rows: number;
   bytes: {
     weights: number;
     grads: number;
@@ -95,14 +103,13 @@ export interface MemoryPlan {
     activations_saved: number; // every layer's activations kept for backward
     activations_inference: number; // one layer's set, reused (scoring / sampling)
     backward_scratch: number;
-    logits: number; // (rows, V)
-    logits_full: number; // (B·T, V) without logits_to_keep
-    dlogits: number; // (rows, V)
+    logits: number; // one chunk (R, V) of the head's rows (src/model/head.ts); dlogits are written over it
+    logits_full: number; // (B·T, V) without logits_to_keep, if it were materialised
   };
   totals: {
-    /** Scoring / generation: weights + one layer of activations + logits. */
+    /** Scoring / generation: weights + one layer of activations + one logits chunk. */
     inference: number;
-    /** One GRPO step with AdamW: weights, grads, optimizer state, saved activations, logits, dlogits. */
+    /** One GRPO step with AdamW: weights, grads, optimizer state, saved activations, one logits chunk (dlogits in place). */
     train: number;
   };
   /** The biggest single buffers, and those past a limit. */
@@ -120,7 +127,8 @@ export function planMemory(cfg: ModelConfig, opts: { B: number; T: number; logit
   const F = 4;
   const layer = layerActivationSizes(cfg, B, T);
   const shared = sharedActivationSizes(cfg, B, T, keep);
-  const { logits: logitsElems, ...sharedRest } = shared;
+  const { logits: _full, ...sharedRest } = shared;
+  const R = logitsChunkRows(cfg.vocab_size, rows, limits.maxStorageBufferBindingSize);
   const scratch = backwardScratchSizes(cfg, B, T, keep);
   const bytes = {
     weights: params * F,
@@ -129,17 +137,16 @@ export function planMemory(cfg: ModelConfig, opts: { B: number; T: number; logit
     activations_saved: (cfg.num_hidden_layers * sum(layer) + sum(sharedRest)) * F,
     activations_inference: (sum(layer) + sum(sharedRest)) * F,
     backward_scratch: sum(scratch) * F,
-    logits: logitsElems * F,
+    logits: R * cfg.vocab_size * F,
     logits_full: B * T * cfg.vocab_size * F,
-    dlogits: logitsElems * F,
   };
   const totals = {
     inference: bytes.weights + bytes.activations_inference + bytes.logits,
-    train: bytes.weights + bytes.grads + bytes.adamw + bytes.activations_saved + bytes.backward_scratch + bytes.logits + bytes.dlogits,
+    train: bytes.weights + bytes.grads + bytes.adamw + bytes.activations_saved + bytes.backward_scratch + bytes.logits,
   };
   const candidates: { name: string; bytes: number }[] = [
     { name: 'embedding (V, C)', bytes: cfg.vocab_size * cfg.hidden_size * F },
-    { name: 'logits (rows, V)', bytes: bytes.logits },
+    { name: 'logits chunk (R, V)', bytes: bytes.logits },
     { name: 'mlp hidden (N, I)', bytes: B * T * cfg.intermediate_size * F },
     { name: 'residual (N, C)', bytes: B * T * cfg.hidden_size * F },
   ];
@@ -154,16 +161,16 @@ export function planMemory(cfg: ModelConfig, opts: { B: number; T: number; logit
       }
     }
   }
-  return { model: opts.name ?? cfg.architecture, params, B, T, rows, bytes, totals, largest: candidates, violations };
+  return { model: opts.name ?? cfg.architecture, params, B, T, rows, chunk_rows: R, bytes, totals, largest: candidates, violations };
 }
 
 /** A short human summary (CLI / UI). */
 export function formatPlan(p: MemoryPlan): string {
   const gib = (x: number) => `${(x / 2 ** 30).toFixed(2)} GiB`;
   const lines = [
-    `${p.model}: ${(p.params / 1e6).toFixed(1)}M params, batch ${p.B}×${p.T}, ${p.rows} scored rows`,
+    `${p.model}: ${(p.params / 1e6).toFixed(1)}M params, batch ${p.B}×${p.T}, ${p.rows} scored rows (logits in chunks of ${p.chunk_rows})`,
     `  weights ${gib(p.bytes.weights)}, grads ${gib(p.bytes.grads)}, AdamW ${gib(p.bytes.adamw)}`,
-    `  activations ${gib(p.bytes.activations_saved)} saved / ${gib(p.bytes.activations_inference)} inference, logits ${gib(p.bytes.logits)} (full ${gib(p.bytes.logits_full)})`,
+    `  activations ${gib(p.bytes.activations_saved)} saved / ${gib(p.bytes.activations_inference)} inference, logits chunk ${gib(p.bytes.logits)} (full ${gib(p.bytes.logits_full)})`,
     `  total: inference ${gib(p.totals.inference)}, train step ${gib(p.totals.train)}`,
   ];
   for (const v of p.violations) lines.push(`  ! ${v.name} is ${gib(v.bytes)} > ${v.limit} ${gib(v.value)}`);
