@@ -1,11 +1,11 @@
 // Benchmark suite `step`: one full GRPO update through the step pipeline (src/grpo/step.ts) — policy
-// forward with saved activations, reference forward, loss with dlogits in place, backward, gradient
+// forward with saved activations, reference forward, loss to dlogp, chunked-head backward, gradient
 // norms, clipped AdamW, re-evaluation — on every golden tiny model with its own batch and reference, and
 // on a SmolLM2-135M-shaped Llama with random weights (a second random model as reference) at batch
 // 8 × 256 (128 prompt + 128 completion tokens; --quick: 2 × 32 and a 2048-token vocabulary, for software
 // adapters). Per stage: wall ms of the second run (the first compiles pipelines) and the peak bytes our
 // GPU buffers held; per model: the peak against the plan of src/model/memory.ts (weights + grads + AdamW
-// state + saved activations + backward scratch + one logits buffer, dlogits being written over it) plus
+// state + saved activations + backward scratch + one logits chunk, dlogits being written over it) plus
 // the reference's weights and its inference workspace. Per stage also the GPU work of that second run:
 // dispatches, compute passes, bind-group cache hit rate, KiB read back and CPU ms spent encoding.
 import { join, resolve, dirname } from 'node:path';
