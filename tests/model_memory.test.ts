@@ -74,9 +74,12 @@ describe('memory plan', () => {
     expect(byName.has('logits chunk (R, V)')).toBe(false);
     expect(plan.bytes.logits).toBe(220 * 151936 * 4);
     expect(plan.bytes.logits_full).toBe(2048 * 151936 * 4);
-    // A binding of 1 GiB holds every row, and the whole (rows, V) chunk is then past maxBufferSize 512 MiB.
-    const small = planMemory(cfg, { B: 8, T: 256, limits: { maxBufferSize: GiB / 2, maxStorageBufferBindingSize: GiB } });
-    expect(small.chunk_rows).toBe(1766); // 1766 × 151936 × 4 ≤ 1 GiB
-    expect(new Map(small.violations.map((v) => [v.name, v.limit])).get('logits chunk (R, V)')).toBe('maxBufferSize');
+    // A device that binds 1 GiB still gets 128 MiB chunks (a bigger chunk only raises the peak); one that
+    // binds 64 MiB gets 110-row chunks (110 × 151936 × 4 ≤ 64 MiB < 111 × 151936 × 4).
+    const big = planMemory(cfg, { B: 8, T: 256, limits: { maxBufferSize: 2 * GiB, maxStorageBufferBindingSize: GiB } });
+    expect(big.chunk_rows).toBe(220);
+    const small = planMemory(cfg, { B: 8, T: 256, limits: { maxBufferSize: GiB, maxStorageBufferBindingSize: 64 * 2 ** 20 } });
+    expect(small.chunk_rows).toBe(110);
+    expect(small.bytes.logits).toBe(110 * 151936 * 4);
   });
 });

@@ -68,9 +68,10 @@ describe.each(GOLDEN_MODELS)('%s', (m) => {
 });
 
 describe('logitsChunkRows', () => {
-  it('fills one storage binding, at least one row, at most every row', () => {
+  it('fills one storage binding of at most 128 MiB, at least one row, at most every row', () => {
     expect(logitsChunkRows(151936, 2048, 128 * 2 ** 20)).toBe(220); // 220 × 151936 × 4 ≤ 128 MiB
     expect(logitsChunkRows(97, 30, 128 * 2 ** 20)).toBe(30);
     expect(logitsChunkRows(10 ** 9, 30, 128 * 2 ** 20)).toBe(1);
+    expect(logitsChunkRows(151936, 2048, 2 ** 31)).toBe(220); // a device binding 2 GiB still gets 128 MiB chunks
   });
 });

@@ -74,10 +74,6 @@ export function backwardScratchSizes(cfg: ModelConfig, B: number, T: number, kee
 
 const sum = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
 
-/** Rows of one logits chunk: as many (V f32 each) as one storage binding holds, at most `rows`. */
-export function logitsChunkRows(V: number, rows: number, maxBindingBytes: number): number {
-  return Math.max(1, Math.min(rows, Math.floor(maxBindingBytes / (V * 4))));
-}
 
 export interface BufferLimits {
   maxBufferSize: number;
@@ -86,6 +82,17 @@ export interface BufferLimits {
 
 /** WebGPU's default limits (what an adapter guarantees before raising them). */
 export const DEFAULT_LIMITS: BufferLimits = { maxBufferSize: 256 * 2 ** 20, maxStorageBufferBindingSize: 128 * 2 ** 20 };
+
+/**
+ * Bytes of one logits chunk at most: WebGPU's default binding size, even where the device binds more
+ * (a chunk of a few hundred rows already fills a GPU; a bigger one only raises the peak).
+ */
+export const LOGITS_CHUNK_BYTES = DEFAULT_LIMITS.maxStorageBufferBindingSize;
+
+/** Rows of one logits chunk: as many (V f32 each) as one storage binding (at most LOGITS_CHUNK_BYTES) holds, at most `rows`. */
+export function logitsChunkRows(V: number, rows: number, maxBindingBytes: number): number {
+  return Math.max(1, Math.min(rows, Math.floor(Math.min(maxBindingBytes, LOGITS_CHUNK_BYTES) / (V * 4))));
+}
 
 export interface MemoryPlan {
   model: string;

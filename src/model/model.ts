@@ -34,7 +34,7 @@ export class CausalLM {
   adapter: LoraAdapter | null = null;
   /** Gradient checkpointing: a saved forward keeps only each layer's input; the backward recomputes the rest. */
   checkpointing = false;
-  /** Rows per logits chunk of the head (scoring and the chunked backward); null: as many as one storage binding holds. */
+  /** Rows per logits chunk of the head (scoring and the chunked backward); null: as many as one storage binding (at most 128 MiB) holds. */
   logitsChunkRows: number | null = null;
   private ws: Workspace | null = null;
   private forwarded = false;

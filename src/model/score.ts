@@ -5,7 +5,8 @@
 // The head runs in row chunks (Liger-style, src/model/head.ts): a headless forward, then per chunk of
 // rows the head matmul into one (rows, V) chunk of logits and the log-prob / entropy gather, so the peak
 // is one chunk of logits, never (B·C, V). The chunk holds as many rows as fit one storage binding (the
-// device's maxStorageBufferBindingSize) unless the model sets CausalLM.logitsChunkRows. With `save` (the
+// device's maxStorageBufferBindingSize, at most 128 MiB: memory.ts logitsChunkRows) unless the model
+// sets CausalLM.logitsChunkRows. With `save` (the
 // policy) the activations stay for a backward, which recomputes each chunk's logits from the saved
 // hidden rows and the per-token gradient of these log-probs (CausalLM.backward with a HeadGrad).
 import type { Recorder } from '../gpu/context.ts';
