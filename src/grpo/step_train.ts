@@ -81,8 +81,8 @@ export async function referenceForward(ctx: StageContext, state: StepState): Pro
 
 /**
  * Per-token KL, loss and every aggregation, and the gradient of the chosen one with respect to the
- * per-token log-probs (dlogp; the backward takes it to the logits chunk by chunk). The loss splits into its policy and β·KL terms with the backward's token
- * weights (∂loss/∂per_token_loss): kl_term = Σ weight·β·KL.
+ * per-token log-probs (dlogp; the backward takes it to the logits chunk by chunk). The loss splits into
+ * its policy and β·KL terms with the backward's token weights (∂loss/∂per_token_loss): kl_term = Σ weight·β·KL.
  */
 export async function loss(ctx: StageContext, state: StepState): Promise<StageOutput<'loss'>> {
   const { gpu, opts } = ctx;

@@ -1,7 +1,8 @@
 // The causal LM's backward pass as kernel launches (llm.c's gpt2_backward): from dlogits (or, chunk by
-// chunk, from the loss's per-token dlogp: src/model/head.ts) through the head, final norm, every layer in reverse (MLP, norm, attention, RoPE / QK-norm, QKV projections,
-// norm) to the embeddings. Every parameter gradient accumulates (+=): a tied embedding receives the
-// head's and the embedding's contributions, and micro-batches add up.
+// chunk, from the loss's per-token dlogp: src/model/head.ts) through the head, final norm, every layer
+// in reverse (MLP, norm, attention, RoPE / QK-norm, QKV projections, norm) to the embeddings. Every
+// parameter gradient accumulates (+=): a tied embedding receives the head's and the embedding's
+// contributions, and micro-batches add up.
 import type { Recorder } from '../gpu/context.ts';
 import { attention_backward } from '../kernels/attention.ts';
 import { column_copy_forward } from '../kernels/column_copy.ts';

@@ -74,7 +74,6 @@ export function backwardScratchSizes(cfg: ModelConfig, B: number, T: number, kee
 
 const sum = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
 
-
 export interface BufferLimits {
   maxBufferSize: number;
   maxStorageBufferBindingSize: number;

@@ -6,9 +6,9 @@
 // rows the head matmul into one (rows, V) chunk of logits and the log-prob / entropy gather, so the peak
 // is one chunk of logits, never (B·C, V). The chunk holds as many rows as fit one storage binding (the
 // device's maxStorageBufferBindingSize, at most 128 MiB: memory.ts logitsChunkRows) unless the model
-// sets CausalLM.logitsChunkRows. With `save` (the
-// policy) the activations stay for a backward, which recomputes each chunk's logits from the saved
-// hidden rows and the per-token gradient of these log-probs (CausalLM.backward with a HeadGrad).
+// sets CausalLM.logitsChunkRows. With `save` (the policy) the activations stay for a backward, which
+// recomputes each chunk's logits from the saved hidden rows and takes the per-token gradient of these
+// log-probs through them (CausalLM.backward with a HeadGrad).
 import type { Recorder } from '../gpu/context.ts';
 import { logprob_gather_forward } from '../kernels/logprob_gather.ts';
 import type { CausalLM } from './model.ts';
