@@ -26,14 +26,15 @@ const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/golden
 const TINY = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];
 const MiB = 2 ** 20;
 
-/** A synthetic batch: G = 2, every prompt P tokens and every completion C tokens (no EOS), TRL's default loss with β = 0.04. */
+/** A synthetic batch: G = 2, every prompt P tokens and every completion C tokens (truncated: no EOS), TRL's default loss with β = 0.04. */
 function syntheticBatch(V: number, B: number, P: number, C: number): GrpoBatch {
-  const row = (b: number, n: number, salt: number) => Array.from({ length: n }, (_, t) => (7 * (b * 131 + t) + salt) % V);
+  // Ids in [1, V − 2]: 0 pads, V − 1 is the EOS no completion reaches (a batch without an EOS id is refused).
+  const row = (b: number, n: number, salt: number) => Array.from({ length: n }, (_, t) => 1 + ((7 * (b * 131 + t) + salt) % (V - 2)));
   return {
     format: 'grpo-batch/v1',
     num_generations: 2,
     pad_token_id: 0,
-    eos_token_ids: [],
+    eos_token_ids: [V - 1],
     prompt_ids: Array.from({ length: B }, (_, b) => row(Math.floor(b / 2), P, 3)),
     completion_ids: Array.from({ length: B }, (_, b) => row(b, C, 5)),
     completion_mask: Array.from({ length: B }, () => new Array(C).fill(1)),
