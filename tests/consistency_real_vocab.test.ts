@@ -53,7 +53,7 @@ function text(rng: Rng, words: number): string {
   return Array.from({ length: words }, () => vocab[rng.int(0, vocab.length - 1)]).join(' ');
 }
 
-/** The smallest tolerance of the header: 2·(Tk + 3C + I)·ε·‖h‖max·‖w‖max, from the model's weights. */
+/** The header's tolerance 2·(Tk + 3C + I)·ε·‖h‖max·‖w‖max, from the model's weights. */
 function tolerance(cfg: ModelConfig, w: Record<string, Float32Array>, Tk: number): number {
   const C = cfg.hidden_size;
   const gamma = w['model.norm.weight'].reduce((m, x) => Math.max(m, Math.abs(x)), 0);
