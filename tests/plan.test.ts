@@ -58,6 +58,9 @@ describe('step memory plan', () => {
     expect(p.peak).toBe('backward + step');
     // The 2048 × 151936 f32 logits (1.16 GiB) would exceed WebGPU's default maxBufferSize; one chunk fits a binding.
     expect(p.buffers.map((x) => x.name)).not.toContain('logits chunk (R, V)');
+    // The frozen bf16 embedding (V, C) is 259.7 MiB: just past the default maxBufferSize (256 MiB).
+    // Fused attention keeps no (B, Hq, T, T) probabilities, so there is nothing of that size to flag.
+    expect(p.buffers).toEqual([{ name: 'embedding (V, C)', bytes: V * C * 2, status: 'does not fit' }]);
   });
 
   for (const [lora, checkpointing] of [[true, false], [false, false], [true, true], [false, true]]) {

@@ -97,9 +97,9 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
     reference: lora && !o.scoreOnly ? (layer + sum(shared) + chunk) * F : 0,
     scratch: o.scoreOnly ? loraScratch * F : (sum(backwardScratchSizes(cfg, B, T, C)) + loraScratch + thetaOld) * F,
   };
-  const att = B * cfg.num_attention_heads * T * T * F;
+  // Fused attention keeps no (B, Hq, T, T) probabilities (src/kernels/attention.ts): none to check.
   const buffers: StepPlan['buffers'] = [];
-  for (const [name, b] of [['logits chunk (R, V)', R * cfg.vocab_size * F], ['attention probabilities (B, Hq, T, T)', att], ['embedding (V, C)', cfg.vocab_size * cfg.hidden_size * F], ['MLP hidden (N, I)', N * cfg.intermediate_size * F]] as const) {
+  for (const [name, b] of [['logits chunk (R, V)', R * cfg.vocab_size * F], ['embedding (V, C)', cfg.vocab_size * cfg.hidden_size * (packed('embedding', [cfg.vocab_size, cfg.hidden_size]) ? 2 : F)], ['MLP hidden (N, I)', N * cfg.intermediate_size * F]] as const) {
     if (b > o.limits.maxBufferSize) buffers.push({ name, bytes: b, status: 'does not fit' });
     else if (b > o.limits.maxStorageBufferBindingSize) buffers.push({ name, bytes: b, status: 'windowed' });
   }
