@@ -8,8 +8,8 @@ import { groupLabel, serializeBatch } from '../io/batch.ts';
 import { studioStore } from './index.ts';
 import { StudioClient } from '../worker/client.ts';
 import { StudioFailure } from '../worker/errors.ts';
-import { STAGES, type LossSettings, type ModelChoice, type StepSettings, type StepStart } from '../worker/protocol.ts';
-import { lossSettingsOf, presetOfBatch, trainerOfFormat } from '../worker/settings.ts';
+import { STAGES, type LossSettings, type ModelChoice, type StepSettings, type StepStart, type TemplateVariant } from '../worker/protocol.ts';
+import { lossSettingsOf, presetOfBatch, promptConversation, trainerOfFormat } from '../worker/settings.ts';
 import type { ReportInput } from '../report/html.ts';
 
 let client: StudioClient | null = null;
@@ -244,6 +244,16 @@ export async function runWhatIf(loss: LossSettings): Promise<void> {
 export async function runBeforeAfter(): Promise<void> {
   try {
     store().setBeforeAfter(await worker().request({ type: 'before-after' }));
+  } catch (e) {
+    fail(e);
+  }
+}
+
+/** Renders the prompt set with two chat-template variants in the worker (bounded) and shows their token diff. */
+export async function runTemplateDiff(variants: [TemplateVariant, TemplateVariant]): Promise<void> {
+  store().setTemplateDiff(null);
+  try {
+    store().setTemplateDiff(await worker().request({ type: 'template-diff', conversations: store().prompts.map(promptConversation), variants }));
   } catch (e) {
     fail(e);
   }

@@ -19,6 +19,12 @@ import type { ImportanceSamplingLevel, KlEstimator, LossType } from '../kernels/
 import type { LogpLossResult } from '../grpo/loss_from_logps.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 import type { LossCell } from '../grpo/trainers/from_logps.ts';
+import type { ChatMessage } from '../io/batch.ts';
+import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
+import type { Tokenizer } from '../tokenize/tokenizer.ts';
+import type { TemplateDiff, TemplateVariant } from '../tokenize/template_diff.ts';
+
+export type { TemplateDiff, TemplateVariant };
 
 // ------------------------------------------------------------------------------------------ stages
 
@@ -277,6 +283,8 @@ export interface StepRunner {
    * rules run) and its decoded token texts; without a loaded model, the report without them.
    */
   inspect(batch: GrpoBatch): { report: DoctorReport; token_texts?: TokenTexts };
+  /** The conversations rendered with two template variants by the loaded tokenizer, aligned token by token. */
+  templateDiff(conversations: ChatMessage[][], variants: [TemplateVariant, TemplateVariant]): Promise<TemplateDiff>;
   dispose(): void;
 }
 
@@ -284,7 +292,7 @@ export interface StepRunner {
  * What src/worker/runner.ts exports for the worker. `runJsReward` runs user JS rewards in the sandbox worker
  * (with its time limit); the reward stage uses it for `kind: 'js'` rewards.
  */
-export type CreateStepRunner = (gpu: Gpu, deps: { runJsReward: JsRewardRunner }) => StepRunner;
+export type CreateStepRunner = (gpu: Gpu, deps: { runJsReward: JsRewardRunner; /** Bounded chat-template rendering (the template sandbox in the page). */ templateRenderer?: (tok: Tokenizer) => BoundedRenderer }) => StepRunner;
 
 // ------------------------------------------------------------------------------------------ messages
 
@@ -308,6 +316,7 @@ export type Request =
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
   | { type: 'what-if'; loss: LossSettings; trainer?: TrainerPreset }
   | { type: 'before-after' }
+  | { type: 'template-diff'; conversations: ChatMessage[][]; variants: [TemplateVariant, TemplateVariant] }
   | { type: 'reset'; undo?: boolean };
 
 /** Response payloads by request type. */
@@ -321,6 +330,7 @@ export interface Responses {
   'score-rewards': RewardTable;
   'what-if': WhatIfResult;
   'before-after': BeforeAfterResult;
+  'template-diff': TemplateDiff;
   reset: Record<string, never>;
 }
 

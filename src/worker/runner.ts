@@ -21,11 +21,13 @@ import { planMemory } from '../model/memory.ts';
 import { CausalLM } from '../model/model.ts';
 import { FileSource, parseJSONFile, readStream, type ModelSource } from '../model/source.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
-import type { GrpoBatch } from '../io/batch.ts';
+import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
+import { diffTemplates, type TemplateDiff, type TemplateVariant } from '../tokenize/template_diff.ts';
+import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerPreset, TrainerView } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
-import { batchConfigOf, DEFAULT_TRAINER } from './settings.ts';
+import { batchConfigOf, DEFAULT_TRAINER, promptConversation } from './settings.ts';
 import { gradientProblem, trainerView, trainerWhatIf } from './trainer_view.ts';
 import { SettingsError } from '../grpo/settings/types.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
@@ -35,7 +37,7 @@ import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
 import { Optimizer } from '../grpo/optimizer.ts';
 import type { StageData, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
-import { computeAdvantages } from '../grpo/advantages.ts';
+import { computeAdvantages, withUnscorable } from '../grpo/advantages.ts';
 
 /** A model folder served over plain HTTP (the embedded default under public/models/, at the URL the page resolved). */
 class UrlSource implements ModelSource {
@@ -140,6 +142,7 @@ class PipelineRunner implements StepRunner {
   constructor(
     private readonly gpu: Gpu,
     private readonly runJs: JsRewardRunner,
+    private readonly templateRenderer?: (tok: Tokenizer) => BoundedRenderer,
   ) {}
 
   /**
@@ -243,7 +246,7 @@ class PipelineRunner implements StepRunner {
           ? { kind: 'batch', batch: start.batch }
           : {
               kind: 'prompts',
-              prompts: settings.prompts.map((p) => ({ messages: [...(p.system ? [{ role: 'system', content: p.system }] : []), { role: 'user', content: p.user }], answer: p.answer })),
+              prompts: settings.prompts.map((p) => ({ messages: promptConversation(p), answer: p.answer })),
               tokenizer,
               generation: { ...s, eos_token_ids: s.eos_token_ids ?? undefined },
               decoder: () => kvDecoder(policy),
@@ -295,6 +298,18 @@ class PipelineRunner implements StepRunner {
     return { report: diagnose(batch, { tokenizer: tok, model_type: this.policy.config.model_type }), token_texts: tokenTexts(tok, batch) };
   }
 
+  async templateDiff(conversations: ChatMessage[][], variants: [TemplateVariant, TemplateVariant]): Promise<TemplateDiff> {
+    const tok = this.tokenizer?.tokenizer;
+    if (!tok) throw new Error('load a model first: the template diff renders with its tokenizer');
+    if (!this.templateRenderer) throw new Error('no bounded chat-template renderer here (the page passes its template sandbox)');
+    const renderer = this.templateRenderer(tok);
+    try {
+      return await diffTemplates(tok, conversations, variants, renderer);
+    } finally {
+      await renderer.close();
+    }
+  }
+
   private whatIfCurrent: { pipe: StepPipeline; side: WhatIfSide; scratch: LossScratch } | null = null;
 
   async whatIf(loss: LossSettings, preset?: TrainerPreset): Promise<WhatIfResult> {
@@ -317,7 +332,8 @@ class PipelineRunner implements StepRunner {
     const advantagesFor = (c: StepConfig): Float32Array => {
       const same = c.scale_rewards === ran.scale_rewards && c.advantage_estimator === ran.advantage_estimator;
       if (same || !rewards) return Float32Array.from(adv.advantages);
-      return Float32Array.from(computeAdvantages(rewards, { num_generations: a.batch.num_generations, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator }).advantages);
+      const r = c.advantage_estimator === 'trl' ? withUnscorable(rewards, a.batch.rewards_per_func) : rewards; // as the advantages stage
+      return Float32Array.from(computeAdvantages(r, { num_generations: a.batch.num_generations, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator }).advantages);
     };
     if (!rewards && (next.scale_rewards !== ran.scale_rewards || next.advantage_estimator !== ran.advantage_estimator)) notes.push('the batch has advantages but no rewards: advantage scaling cannot be recomputed');
     const scratch = this.whatIfCurrent?.pipe === pipe ? this.whatIfCurrent.scratch : new LossScratch(this.gpu);
@@ -388,4 +404,4 @@ class PipelineRunner implements StepRunner {
 }
 
 /** `runJsReward` defaults to the sandbox worker (the browser); Node callers without JS rewards need none. */
-export const createStepRunner = (gpu: Gpu, deps: Partial<Parameters<CreateStepRunner>[1]> = {}): StepRunner => new PipelineRunner(gpu, deps.runJsReward ?? ((spec, samples) => runJsReward(spec, samples)));
+export const createStepRunner = (gpu: Gpu, deps: Partial<Parameters<CreateStepRunner>[1]> = {}): StepRunner => new PipelineRunner(gpu, deps.runJsReward ?? ((spec, samples) => runJsReward(spec, samples)), deps.templateRenderer);

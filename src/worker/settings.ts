@@ -2,18 +2,20 @@
 // serves both directions: the worker sends the page's settings through the batch-config parser
 // (stepConfigFromBatch) so one validator checks both, and an imported batch's config fills the loss
 // panel, so stepping a batch from a Python trainer uses that trainer's settings and the panel shows them.
-// Which values are acceptable is the settings tables' (src/grpo/settings), not a list kept here. The trainer
-// preset (TrainerPreset) maps the same way: an imported batch's config fills it, and for TRL the fields the loss
-// panel has are taken from LossSettings, so one value serves both forms.
+// Which values are acceptable is the settings tables' (src/grpo/settings), not a list kept here. Also: a
+// prompt of the prompt set as the conversation the chat template renders (the render stage, the template diff).
+// The trainer preset (TrainerPreset) maps the same way: an imported batch's config fills it, and for TRL the
+// fields the loss panel has are taken from LossSettings, so one value serves both forms.
 import { scaleRewardsOf, type BatchConfig } from '../io/batch.ts';
 import type { LossType } from '../kernels/types.ts';
 import { GRPO_LOSS_SETTINGS } from '../grpo/settings/studio.ts';
 import { checkSetting, specOf } from '../grpo/settings/table.ts';
 import { TRL_SETTINGS } from '../grpo/settings/trl.ts';
+import type { ChatMessage } from '../io/batch.ts';
 import { TRL_LOSS_TYPES } from '../kernels/types.ts';
 import { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
-import type { LossSettings, TrainerPreset } from './protocol.ts';
+import type { LossSettings, PromptItem, TrainerPreset } from './protocol.ts';
 
 /** The sampler defaults the worker applies, for the page's sampling form. */
 export { DEFAULT_SAMPLING } from '../model/sampler.ts';
@@ -110,4 +112,9 @@ export function presetOfBatch(trainer: TrainerId, c: BatchConfig | undefined): T
     config: Object.fromEntries(entries.filter(([k, v]) => known(t.config)(k) && !(trainer === 'trl' && lossHolds(k, v)))),
     run: Object.fromEntries(entries.filter(([k]) => known(t.run)(k))),
   };
+}
+
+/** A prompt of the prompt set as the chat template sees it: the system message (when given), then the user's. */
+export function promptConversation(p: PromptItem): ChatMessage[] {
+  return [...(p.system ? [{ role: 'system', content: p.system }] : []), { role: 'user', content: p.user }];
 }

@@ -8,6 +8,7 @@ import { readAnyBatch } from '../io/formats/index.ts';
 import { errorInfo } from './errors.ts';
 import type { Request, RequestEnvelope, Responses, StepRunner, WorkerMessage } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
+import { sandboxRenderer } from './template_sandbox.ts';
 
 /** User JS rewards run in a sandbox worker started from this one, so a hang never blocks a stage. */
 const runJs: JsRewardRunner = (spec, samples) => runJsReward(spec, samples);
@@ -20,7 +21,7 @@ let runner: Promise<StepRunner> | null = null;
 /** The step pipeline is loaded on first use, so importing a batch never waits for it; a failed start is retried next time. */
 function stepRunner(): Promise<StepRunner> {
   runner ??= Promise.all([import('./runner.ts'), gpu()])
-    .then(([m, g]) => m.createStepRunner(g, { runJsReward: runJs }))
+    .then(([m, g]) => m.createStepRunner(g, { runJsReward: runJs, templateRenderer: (tok) => sandboxRenderer(tok) }))
     .catch((e: unknown) => {
       runner = null;
       throw e;
@@ -65,6 +66,8 @@ async function handle(req: Request): Promise<Responses[Request['type']]> {
       return (await stepRunner()).runStage(req.stage, req.settings, req.start);
     case 'before-after':
       return (await stepRunner()).beforeAfter();
+    case 'template-diff':
+      return (await stepRunner()).templateDiff(req.conversations, req.variants);
     case 'what-if':
       return (await stepRunner()).whatIf(req.loss, req.trainer);
     case 'score-rewards':
