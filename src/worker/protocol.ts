@@ -30,6 +30,8 @@ export type { TemplateDiff, TemplateVariant };
 
 import type { StageId } from '../grpo/stages.ts';
 export { STAGES, type StageId } from '../grpo/stages.ts';
+// The page names the factor behind each token's effective-mask index (TrainerViewResult.mask_factor).
+export { MASK_FACTORS } from '../grpo/trainers/effective_mask.ts';
 
 export const STAGE_LABELS: Record<StageId, string> = {
   render: 'render chat template',
