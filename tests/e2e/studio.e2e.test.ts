@@ -169,11 +169,15 @@ describe('studio in chromium', () => {
     await page.getByTestId('import-input').setInputFiles({ name: 'trainer-dump.json', mimeType: 'application/json', buffer: fs.readFileSync((await download.path())!) });
     await expect.poll(() => page.getByTestId('step-from').inputValue()).toBe('import');
     expect(await page.getByTestId('doctor-summary').textContent()).toMatch(/^trainer-dump\.json: 32 samples/);
+    // Importing kept the stepped weights (the next update would continue from them, as a trainer's next
+    // step); replaying the same update needs the weights as loaded.
+    expect(await page.getByTestId('policy-weights').textContent()).toContain('loaded + 1 step');
+    await page.getByTestId('step-weights').selectOption('loaded');
     await page.getByTestId('step-run').click();
     const replayed = await waitForUpdate(page, 120_000);
     expect(replayed).toEqual(['skipped', 'skipped', 'skipped', ...new Array(8).fill('done')]);
     expect(await page.locator('[data-stage="sample"]').getAttribute('title')).toContain('imported batch');
-    // Reset restored the loaded weights and the batch carries the step's own log-probs: the same update.
+    // From the loaded weights, with the step's own log-probs in the batch: the same update.
     expect(await lossRows(page)).toEqual(promptLosses);
   }, 360_000);
 
