@@ -37,7 +37,7 @@ export function TokenInspector() {
     ['id', info.id === null ? '—' : String(info.id)],
     ['text', text === undefined ? '(no tokenizer)' : JSON.stringify(visibleText(text))],
     [TERM_HELP.position.split(':')[0], `${cell.col} (${info.side} [${info.index}])`],
-    [TERM_HELP.position_id.split(':')[0], String(grid.position_ids[b * grid.W + cell.col])],
+    [TERM_HELP.position_id.split(':')[0], String(grid.row(b).position_ids[cell.col])],
     ['attention_mask', bitText(info.attention)],
   ];
   if (info.side === 'completion') {
