@@ -7,8 +7,9 @@ import type { RewardSample, RewardTable } from '../grpo/rewards.ts';
 import { groupLabel, serializeBatch } from '../io/batch.ts';
 import { studioStore } from './index.ts';
 import { StudioClient } from '../worker/client.ts';
-import { StudioFailure } from '../worker/errors.ts';
-import { STAGES, type LossSettings, type ModelChoice, type StepSettings, type StepStart } from '../worker/protocol.ts';
+import { Cancelled, StudioFailure } from '../worker/errors.ts';
+import { importStore } from './import.ts';
+import { STAGES, type LoadProgress, type LossSettings, type ModelChoice, type StepSettings, type StepStart } from '../worker/protocol.ts';
 import { lossSettingsOf } from '../worker/settings.ts';
 import type { ReportInput } from '../report/html.ts';
 
@@ -62,21 +63,64 @@ export function loadDefaultModel(): Promise<void> {
   return loadModel({ kind: 'embedded', name: DEFAULT_MODEL_NAME, url: new URL(`${DEFAULT_MODEL_PATH}/`, document.baseURI).href });
 }
 
+let currentImport: AbortController | null = null;
+
+/** Progress shown at most this often (ms): a 200 MB file is read in thousands of chunks. */
+const PROGRESS_MS = 100;
+
+/** Reads a file in chunks with progress (the page stays live; a cancel stops between chunks). */
+async function readFile(file: File, onProgress: (loaded: number) => void, signal: AbortSignal): Promise<Uint8Array> {
+  const out = new Uint8Array(file.size);
+  const reader = file.stream().getReader();
+  let n = 0;
+  for (;;) {
+    if (signal.aborted) {
+      await reader.cancel();
+      throw new Cancelled();
+    }
+    const { done, value } = await reader.read();
+    if (done) break;
+    out.set(value, n);
+    n += value.length;
+    onProgress(n);
+  }
+  return n === out.length ? out : out.slice(0, n);
+}
+
 /**
- * Reads a batch file (grpo-batch/v1, or a trainer's dump: src/io/formats), checks it in the worker (schema + Doctor) and shows it. Its config (TRL's
- * loss, optimizer and clipping fields) fills the loss settings, so stepping it replays that trainer's update.
+ * Reads a batch file (grpo-batch/v1, or a trainer's dump: src/io/formats), checks it in the worker (schema +
+ * Doctor) and shows it, with progress and a cancel (importStore) on the way. Its config (TRL's loss,
+ * optimizer and clipping fields) fills the loss settings, so stepping it replays that trainer's update.
  */
 export async function importBatchFile(file: File): Promise<void> {
+  importStore.getState().cancel?.();
+  const abort = new AbortController();
+  currentImport = abort;
+  let shown = 0;
+  const progress = (p: LoadProgress) => {
+    const now = performance.now();
+    if (now - shown < PROGRESS_MS && p.loaded < p.total) return;
+    shown = now;
+    importStore.getState().set({ progress: p });
+  };
+  importStore.getState().set({ name: file.name, progress: { label: 'reading file', loaded: 0, total: file.size }, cancel: () => abort.abort() });
   try {
-    const bytes = new Uint8Array(await file.arrayBuffer());
-    const { batch, report, token_texts, trainer, notes } = await worker().request({ type: 'import-batch', bytes, name: file.name });
+    const bytes = await readFile(file, (loaded) => progress({ label: 'reading file', loaded, total: file.size }), abort.signal);
+    const { batch, report, token_texts, trainer, notes } = await worker().request(
+      { type: 'import-batch', bytes, name: file.name },
+      { transfer: [bytes.buffer], onProgress: progress, signal: abort.signal },
+    );
     await resetStep();
 
     store().setLoss(lossSettingsOf(batch.config));
     // What the reader had to assume or could not read is shown with the batch, not hidden.
     store().setImported({ batch, name: file.name, report, token_texts, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
   } catch (e) {
-    fail(e);
+    // A cancel is the user's choice, not an error: the batch on screen stays as it was.
+    if (!(e instanceof Cancelled)) fail(e);
+  } finally {
+    // A newer import replaced this one: its progress bar stays.
+    if (currentImport === abort) importStore.getState().set({ name: null, progress: null, cancel: null });
   }
 }
 
