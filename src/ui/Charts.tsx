@@ -55,6 +55,9 @@ function TokenLines({ title, testId, rows, lines, dots = false }: { title: strin
   );
 }
 
+/** More samples than this are drawn as bins (one bar per run of samples): an SVG bar per sample of 200,000 rows freezes the page. */
+const MAX_BARS = 1000;
+
 function RewardsChart() {
   const batch = useStudio((s) => s.batch);
   const groups = useStudio(groupStats);
@@ -62,21 +65,31 @@ function RewardsChart() {
     if (!batch) return null;
     const { rewards, advantages: adv } = batch;
     if (!rewards && !adv) return null;
-    const rows = batch.completion_ids.map((_, i) => ({ sample: i, reward: rewards?.[i], advantage: adv?.[i], group: groupLabel(batch, i) }));
+    const B = batch.completion_ids.length;
     const zero = (groups ?? []).filter((g) => g.zero_std).map((g) => g.group);
+    const zeroSet = new Set(zero);
+    const per = Math.ceil(B / MAX_BARS);
+    if (per > 1) {
+      // Mean reward / advantage of each run of `per` samples, at the run's first sample.
+      const mean = (a: number[] | undefined, i: number) => (a ? a.slice(i, i + per).reduce((s, v) => s + v, 0) / Math.min(per, B - i) : undefined);
+      const rows = Array.from({ length: Math.ceil(B / per) }, (_, k) => ({ sample: k * per, reward: mean(rewards, k * per), advantage: mean(adv, k * per) }));
+      return { rows, zero, spans: [], per };
+    }
+    const rows = batch.completion_ids.map((_, i) => ({ sample: i, reward: rewards?.[i], advantage: adv?.[i], group: groupLabel(batch, i) }));
     // Shade runs of adjacent samples of one flat group (labelled groups need not be adjacent).
     const spans: { x1: number; x2: number; group: number }[] = [];
     for (const r of rows) {
-      if (!zero.includes(r.group)) continue;
+      if (!zeroSet.has(r.group)) continue;
       const last = spans[spans.length - 1];
       if (last && last.x2 === r.sample - 1 && last.group === r.group) last.x2 = r.sample;
       else spans.push({ x1: r.sample, x2: r.sample, group: r.group });
     }
-    return { rows, zero, spans };
+    return { rows, zero, spans, per };
   }, [batch, groups]);
   if (!data) return null;
+  const zeroText = data.zero.length > 20 ? `${data.zero.slice(0, 20).join(', ')} … (${data.zero.length} groups)` : data.zero.join(', ');
   return (
-    <ChartBox title={`rewards & advantages per sample${data.zero.length ? ` — zero-std groups: ${data.zero.join(', ')}` : ''}`} testId="chart-rewards">
+    <ChartBox title={`rewards & advantages per sample${data.per > 1 ? ` (mean of each ${data.per} samples)` : ''}${data.zero.length ? ` — zero-std groups: ${zeroText}` : ''}`} testId="chart-rewards">
       <BarChart data={data.rows}>
         {frame('sample')}
         {data.spans.map((z) => (
