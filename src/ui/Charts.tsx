@@ -30,11 +30,15 @@ function ChartBox({ title, children, testId, height = 150 }: { title: string; ch
 /** Axis titles by x key: every chart says what its x axis counts. */
 const X_TITLES: Record<string, string> = { t: 'completion position t', sample: 'sample (rows of a group are adjacent)' };
 
-/** Grid, axes, tooltip and legend of the per-sample and per-token charts (x from `xKey`). */
-function frame(xKey: string): React.ReactElement[] {
+/**
+ * Grid, axes, tooltip and legend of the per-sample and per-token charts (x from `xKey`, n points). The x
+ * ticks are every ⌈n / 12⌉-th point, given as a number: left to choose, recharts measures the label of
+ * every point in the DOM (seconds for a 2,048-token completion); horizontal grid lines only, for the same reason.
+ */
+function frame(xKey: string, n: number): React.ReactElement[] {
   return [
-    <CartesianGrid key="grid" stroke="#21262d" />,
-    <XAxis key="x" dataKey={xKey} tick={AXIS} height={30} label={{ value: X_TITLES[xKey] ?? xKey, position: 'insideBottom', offset: -2, fill: '#7d8590', fontSize: 10 }} />,
+    <CartesianGrid key="grid" stroke="#21262d" vertical={false} />,
+    <XAxis key="x" dataKey={xKey} tick={AXIS} height={30} interval={Math.max(0, Math.ceil(n / 12) - 1)} label={{ value: X_TITLES[xKey] ?? xKey, position: 'insideBottom', offset: -2, fill: '#7d8590', fontSize: 10 }} />,
     <YAxis key="y" tick={AXIS} />,
     <Tooltip key="tooltip" {...TOOLTIP} />,
     <Legend key="legend" verticalAlign="top" height={18} wrapperStyle={{ fontSize: 10 }} />,
@@ -46,7 +50,7 @@ function TokenLines({ title, testId, rows, lines, dots = false }: { title: strin
   return (
     <ChartBox title={title} testId={testId}>
       <LineChart data={rows}>
-        {frame('t')}
+        {frame('t', rows.length)}
         {lines.map(([k, color]) => (
           <Line key={k} dataKey={k} stroke={color} dot={dots} isAnimationActive={false} />
         ))}
@@ -55,8 +59,8 @@ function TokenLines({ title, testId, rows, lines, dots = false }: { title: strin
   );
 }
 
-/** More samples than this are drawn as bins (one bar per run of samples): an SVG bar per sample of 200,000 rows freezes the page. */
-const MAX_BARS = 1000;
+/** More samples than this are drawn as bins (one bar per run of samples): a React-rendered SVG bar per sample of 200,000 rows freezes the page. */
+const MAX_BARS = 256;
 
 function RewardsChart() {
   const batch = useStudio((s) => s.batch);
@@ -91,7 +95,7 @@ function RewardsChart() {
   return (
     <ChartBox title={`rewards & advantages per sample${data.per > 1 ? ` (mean of each ${data.per} samples)` : ''}${data.zero.length ? ` — zero-std groups: ${zeroText}` : ''}`} testId="chart-rewards">
       <BarChart data={data.rows}>
-        {frame('sample')}
+        {frame('sample', data.rows.length)}
         {data.spans.map((z) => (
           <ReferenceArea key={z.x1} x1={z.x1} x2={z.x2} fill="#f85149" fillOpacity={0.12} label={{ value: 'zero std', fill: '#f85149', fontSize: 10 }} />
         ))}

@@ -74,7 +74,8 @@ export function TokenGrid() {
       canvas.style.width = `${w}px`;
       canvas.style.height = `${win.height}px`;
     }
-    canvas.style.marginTop = `${win.top}px`;
+    // Moved down to the window by a transform, not a margin: a margin would collapse through the spacer and grow the scroll range.
+    canvas.style.transform = `translateY(${win.top}px)`;
     const g = canvas.getContext('2d')!;
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     paintGrid(g, {
