@@ -7,15 +7,8 @@
 // A masked key (attention_mask[b, j] = 0) and query rows with lse = -inf contribute 0. No atomics and
 // no barriers: each key row is one thread's, its sums in a fixed order.
 
-override BQ: u32 = 32; // key rows per workgroup = threads
-override DH: u32 = 64; // head_dim D
+//#include "common/attention_backward.wgsl"
 
-struct Params { T: u32, Hq: u32, Hkv: u32, D: u32, blocks: u32, scale: f32, neg_inf: f32, groups: u32 }
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;              // (B, T, Hq, D)
-@group(0) @binding(1) var<storage, read> k: array<f32>;              // (B, T, Hkv, D)
-@group(0) @binding(2) var<storage, read> v: array<f32>;              // (B, T, Hkv, D)
-@group(0) @binding(3) var<storage, read> attention_mask: array<i32>; // (B, T)
 @group(0) @binding(4) var<storage, read> dout: array<f32>;           // (B, T, Hq, D)
 @group(0) @binding(5) var<storage, read> lse: array<f32>;            // (B, Hq, T)
 @group(0) @binding(6) var<storage, read> delta: array<f32>;          // (B, Hq, T)
@@ -50,14 +43,9 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         let li = lse[(b * p.Hq + h) * p.T + i];
         if (!(li > p.neg_inf)) { continue; }
         let qo = ((b * p.T + i) * p.Hq + h) * D;
-        var sc = 0.0;
-        var dp = 0.0;
-        for (var d = 0u; d < D; d++) {
-          sc = fma(q[qo + d], k[ko + d], sc);
-          dp = fma(dout[qo + d], v[ko + d], dp);
-        }
-        let pij = exp(p.scale * sc - li);
-        let gij = p.scale * pij * (dp - delta[(b * p.Hq + h) * p.T + i]);
+        let s = score_and_dp(qo, ko, D);
+        let pij = exp(p.scale * s.x - li);
+        let gij = p.scale * pij * (s.y - delta[(b * p.Hq + h) * p.T + i]);
         for (var d = 0u; d < D; d++) {
           accK[ao + d] = fma(gij, q[qo + d], accK[ao + d]);
           accV[ao + d] = fma(pij, dout[qo + d], accV[ao + d]);

@@ -8,15 +8,8 @@
 // Key j is visible iff j <= i and attention_mask[b, j] = 1; a row with lse = -inf (no visible key)
 // gets dq = 0. No atomics and no barriers: each row is one thread's, its sums in key order.
 
-override BQ: u32 = 32; // query rows per workgroup = threads
-override DH: u32 = 64; // head_dim D
+//#include "common/attention_backward.wgsl"
 
-struct Params { T: u32, Hq: u32, Hkv: u32, D: u32, blocks: u32, scale: f32, neg_inf: f32, groups: u32 }
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;              // (B, T, Hq, D)
-@group(0) @binding(1) var<storage, read> k: array<f32>;              // (B, T, Hkv, D)
-@group(0) @binding(2) var<storage, read> v: array<f32>;              // (B, T, Hkv, D)
-@group(0) @binding(3) var<storage, read> attention_mask: array<i32>; // (B, T)
 @group(0) @binding(4) var<storage, read> out: array<f32>;            // (B, T, Hq, D) forward output
 @group(0) @binding(5) var<storage, read> dout: array<f32>;           // (B, T, Hq, D)
 @group(0) @binding(6) var<storage, read> lse: array<f32>;            // (B, Hq, T)
@@ -51,13 +44,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     for (var j = 0u; j <= i; j++) {
       if (attention_mask[b * p.T + j] == 0) { continue; }
       let ko = ((b * p.T + j) * p.Hkv + kvh) * D;
-      var sc = 0.0;
-      var dp = 0.0;
-      for (var d = 0u; d < D; d++) {
-        sc = fma(q[qo + d], k[ko + d], sc);
-        dp = fma(dout[qo + d], v[ko + d], dp);
-      }
-      let gij = p.scale * exp(p.scale * sc - li) * (dp - di);
+      let s = score_and_dp(qo, ko, D);
+      let gij = p.scale * exp(p.scale * s.x - li) * (s.y - di);
       for (var d = 0u; d < D; d++) { acc[ao + d] = fma(gij, k[ko + d], acc[ao + d]); }
     }
   }

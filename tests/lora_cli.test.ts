@@ -35,6 +35,7 @@ describe.each(CASES)('grpo-studio step --adapter %s', (c) => {
     const got = read<StepCliResult>(out);
     const want = read<Expected>(join(dir, 'expected.json'));
     const mask = read<{ completion_mask: number[][] }>(join(dir, 'batch.json')).completion_mask.flat();
+    expect(got.reference).toBe('base without adapter'); // TRL with peft_config: the adapter disabled
     for (const k of ['per_token_logps', 'ref_per_token_logps', 'per_token_kl'] as const) {
       expect(got[k]!.map((r) => r.length), k).toEqual(want[k]!.map((r) => r.length));
       expectClose(got[k]!.flat(), want[k]!.flat(), { rtol: 1e-4, atol: 1e-5, mask, label: `${c} ${k}` });
@@ -82,6 +83,7 @@ describe('grpo-studio step --adapter, in process', () => {
     expect(await main([...base, '--adapter', join(dir, 'adapter'), '--ref-adapter', '--out', out])).toBe(0);
     const got = read<StepCliResult>(out);
     const want = read<Expected>(join(dir, 'expected.json'));
+    expect(got.reference).toBe('frozen copy of the loaded adapter');
     expect(got.ref_per_token_logps).toEqual(got.per_token_logps);
     expect(Math.max(...got.per_token_kl!.flat().map(Math.abs))).toBe(0);
     expectClose(got.per_token_logps.flat(), want.per_token_logps.flat(), { rtol: 1e-4, atol: 1e-5, label: 'policy log-probs unchanged' });

@@ -7,7 +7,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expectClose } from './helpers/close.ts';
-import { parseSafeTensors, toF32, toF64, toI32, writeSafeTensors, type TensorOut } from '../src/io/safetensors.ts';
+import { parseSafeTensors, toF32, toF64, toI32 } from '../src/io/safetensors.ts';
+import { caseWith, type CaseEdit } from './helpers/edit_case.ts';
 import { AGGREGATIONS } from '../src/grpo/loss.ts';
 import { main } from '../src/cli/main.ts';
 
@@ -75,20 +76,9 @@ describe('grpo-studio loss', () => {
   });
 
   // The rest run in-process through main() (same code path as the binary, no GPU needed: they fail first).
-  function caseWith(edit: (t: Record<string, TensorOut>, meta: Record<string, string>) => void): string {
-    const st = parseSafeTensors(new Uint8Array(readFileSync(path.join(GOLDEN, 'case_00.safetensors'))));
-    const t: Record<string, TensorOut> = {};
-    for (const [name, info] of st.tensors) {
-      t[name] = info.dtype === 'I32' ? { dtype: 'I32', shape: info.shape, data: toI32(st, name).slice() } : info.dtype === 'F64' ? { dtype: 'F64', shape: info.shape, data: toF64(st, name).slice() } : { dtype: 'F32', shape: info.shape, data: toF32(st, name).slice() };
-    }
-    const meta = { ...st.metadata };
-    edit(t, meta);
-    const f = path.join(tmp, `edited-${Math.random().toString(36).slice(2)}.safetensors`);
-    writeFileSync(f, writeSafeTensors(t, meta));
-    return f;
-  }
+  const edited = (edit: CaseEdit) => caseWith(path.join(GOLDEN, 'case_00.safetensors'), edit);
 
-  const malformed: Array<[string, (t: Record<string, TensorOut>, m: Record<string, string>) => void, RegExp]> = [
+  const malformed: Array<[string, CaseEdit, RegExp]> = [
     ['missing tensor', (t) => delete t.advantages, /missing tensor "advantages"/],
     ['wrong shape', (t) => (t.completion_mask = { dtype: 'I32', shape: [3, 4], data: new Int32Array(12) }), /"completion_mask" has shape \[3,4\], expected \[3,5\]/],
     ['bad config', (_, m) => (m.config = JSON.stringify({ ...JSON.parse(m.config), loss_type: 'ppo' })), /config\.loss_type: expected one of grpo/],
@@ -102,7 +92,7 @@ describe('grpo-studio loss', () => {
   ];
   for (const [what, edit, msg] of malformed) {
     it(`${what}: one-line reason naming it, exit 2`, async () => {
-      const f = caseWith(edit);
+      const f = edited(edit);
       const err = vi.spyOn(console, 'error').mockImplementation(() => {});
       try {
         expect(await main(['loss', f])).toBe(2);

@@ -67,6 +67,8 @@ describe('grpo-studio step reference variants', () => {
     const copy = await stepInProcess(join(dir, 'batch.json'), ['--model', dir, '--ref-model', dir]);
     expect(frozen.ref_per_token_logps).toEqual(frozen.per_token_logps);
     expect(frozen.per_token_kl!.flat().every((x) => x === 0)).toBe(true);
+    expect(frozen.reference).toBe('frozen-copy of the loaded weights');
+    expect(copy.reference).toBe('model tiny-qwen2');
     // Same weights and the same kernels: the two runs can differ only by reduction order, which they share.
     const tight = { rtol: 1e-6, atol: 1e-7 };
     expectClose(frozen.ref_per_token_logps!.flat(), copy.ref_per_token_logps!.flat(), { ...tight, label: 'ref logps' });
@@ -81,6 +83,7 @@ describe('grpo-studio step reference variants', () => {
     writeFileSync(path, JSON.stringify(batch));
     const got = await stepInProcess(path, ['--model', dir]);
     expect(got.ref_per_token_logps).toBeNull();
+    expect(got.reference).toBeNull();
     expect(got.per_token_kl).toBeNull();
     expect(got.timings_ms.reference_forward).toBeUndefined();
     // grpo = mean_b[Σ_t (L − 0.04·KL)·M / n_b] from the golden float64 per-token loss and KL (β = 0.04 there).

@@ -2,32 +2,33 @@
 // dropped folder (File objects) with a random tiny Qwen2 and the default task's tokenizer, every stage in
 // order with the studio's default settings, payload shapes, stage order enforcement, and reset() undoing
 // the step (a second run scores exactly as the first), and the same update started from the assembled
-// batch as if imported (render / sample / reward skipped, identical log-probs).
+// batch as if imported (render / sample / reward skipped, identical log-probs). Successive updates
+// continue from the stepped weights against the frozen copy of the loaded ones (issue 15).
 import { readFileSync, readdirSync, copyFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createStepRunner } from '../src/worker/runner.ts';
 import { DEFAULT_SETTINGS } from '../src/store/settings.ts';
-import { STAGES, type StagePayloads, type StepSettings } from '../src/worker/protocol.ts';
+import { STAGES, type StagePayloads, type StepSettings, type StepStart } from '../src/worker/protocol.ts';
 import { parseConfig } from '../src/model/config.ts';
 import { randomWeights, tempDir, writeModelFolder } from './fixtures/models.ts';
 import { testGpu } from './helpers/gpu.ts';
 
 const TOKENIZER_DIR = resolve(__dirname, '../public/models/tiny-adder');
 
-/** A model folder as the page sends it: File objects named like a dropped directory. */
-function droppedFolder(): File[] {
+/** A model folder as the page sends it: File objects named like a dropped directory (random weights from `seed`; `extraVocab` pads the embedding). */
+function droppedFolder(name = 'tiny', seed = 9, extraVocab = 0): File[] {
   const vocab = JSON.parse(readFileSync(join(TOKENIZER_DIR, 'tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> }; added_tokens: { id: number }[] };
   const V = Math.max(...Object.values(vocab.model.vocab), ...vocab.added_tokens.map((t) => t.id)) + 1;
   const hf = {
-    architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', vocab_size: V, hidden_size: 16, num_attention_heads: 2, num_key_value_heads: 1,
+    architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', vocab_size: V + extraVocab, hidden_size: 16, num_attention_heads: 2, num_key_value_heads: 1,
     num_hidden_layers: 2, intermediate_size: 24, rms_norm_eps: 1e-6, rope_theta: 1e6, max_position_embeddings: 128, tie_word_embeddings: true,
   };
-  const dir = writeModelFolder(join(tempDir('runner'), 'tiny'), hf, randomWeights(parseConfig(hf), 9));
+  const dir = writeModelFolder(join(tempDir('runner'), name), hf, randomWeights(parseConfig(hf), seed));
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(TOKENIZER_DIR, f), join(dir, f));
   return readdirSync(dir).map((f) => {
     const file = new File([readFileSync(join(dir, f))], f);
-    Object.defineProperty(file, 'webkitRelativePath', { value: `tiny/${f}` });
+    Object.defineProperty(file, 'webkitRelativePath', { value: `${name}/${f}` });
     return file;
   });
 }
@@ -111,9 +112,11 @@ describe('StepRunner', () => {
     expect(Object.keys(first.backward.group_grad_norms).sort()).toEqual(['embedding', 'layers.0.attention', 'layers.0.mlp', 'layers.0.norms', 'layers.1.attention', 'layers.1.mlp', 'layers.1.norms', 'norm']);
     expect(Object.values(first.step.group_update_norms).every((u) => u > 0)).toBe(true);
     expect(first.assemble.report.findings.filter((f) => f.severity === 'error')).toEqual([]); // the Doctor checked the assembled batch
-    await expect(runner.runStage('render', settings)).resolves.toMatchObject({ id: 'render' }); // a new run starts at render
+    // A new run starts at render; with weights 'loaded' it starts from the weights as loaded (the default
+    // continues from the stepped ones: the next test).
+    await expect(runner.runStage('render', { ...settings, weights: 'loaded' })).resolves.toMatchObject({ id: 'render' });
 
-    // reset() restores the loaded weights: the same seed samples the same completions and scores them identically.
+    // reset() drops it: the same seed samples the same completions and scores them identically.
     await runner.reset();
     const second = await run();
     expect(second.sample.completion_ids).toEqual(first.sample.completion_ids);
@@ -133,6 +136,92 @@ describe('StepRunner', () => {
     }
     expect(skipped).toEqual(['render', 'sample', 'reward']);
     expect(replay!.per_token_logps).toEqual(first.policy_forward.per_token_logps);
+    runner.dispose();
+  });
+
+  it('continues from the stepped weights (and optimizer state) against the frozen copy of the loaded ones; reset undoes only the last step; "loaded" restarts', async () => {
+    const runner = createStepRunner(await testGpu());
+    await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, () => {});
+    const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
+    settings.sampling = { ...settings.sampling, num_generations: 3, max_new_tokens: 4 };
+    settings.rewards = [...settings.rewards, { kind: 'length', name: 'length', weight: 1, enabled: true, target_tokens: 2 }];
+    expect(settings.loss.beta).toBeGreaterThan(0);
+    const run = async (s: StepSettings, start?: StepStart) => {
+      const out: Partial<StagePayloads> = {};
+      for (const stage of STAGES) (out as Record<string, unknown>)[stage] = (await runner.runStage(stage, s, stage === 'render' ? start : undefined)).data;
+      return out as StagePayloads;
+    };
+    const first = await run(settings);
+    const M = first.assemble.padded.completion_mask;
+    const maxKl = (kl: Float32Array | null) => kl!.reduce((m, x, i) => (M[i] ? Math.max(m, x) : m), 0);
+    expect(first.reference_forward.reference_label).toBe('frozen-copy of the loaded weights');
+    expect(maxKl(first.loss.per_token_kl)).toBe(0); // the copy equals the policy before the first step
+    // The same batch again, from the stepped weights (the default): the policy scores it as the first
+    // update's re-evaluation did and the reference as the first update's policy did, so KL > 0 before the step.
+    const start: StepStart = { kind: 'batch', batch: structuredClone(first.assemble.batch) };
+    const second = await run(settings, start);
+    expect(second.policy_forward.per_token_logps).toEqual(first.re_evaluate.post_per_token_logps);
+    expect(second.reference_forward.ref_per_token_logps).toEqual(first.policy_forward.per_token_logps);
+    expect(second.loss.per_token_kl).toEqual(first.re_evaluate.post_per_token_kl);
+    expect(maxKl(second.loss.per_token_kl)).toBeGreaterThan(0);
+    expect(second.loss.kl_term).toBeGreaterThan(0);
+    // The optimizer carries over, as a trainer's next step: AdamW step 2 from the first step's moments.
+    expect([first.step.step, second.step.step]).toEqual([1, 2]);
+    // Undo returns to the weights before that step (the first update's stepped ones), not to the loaded ones.
+    await runner.reset();
+    const third = await run(settings, start);
+    expect(third.policy_forward.per_token_logps).toEqual(second.policy_forward.per_token_logps);
+    expect(third.loss.per_token_kl).toEqual(second.loss.per_token_kl);
+    // ... and the optimizer's moments and step count with them: the same step again.
+    expect(third.step.step).toBe(2);
+    expect(third.step.update_norm).toBe(second.step.update_norm);
+    // "restart from loaded weights": the first update's numbers again, KL 0 before the step.
+    const fourth = await run({ ...settings, weights: 'loaded' }, start);
+    expect(fourth.policy_forward.per_token_logps).toEqual(first.policy_forward.per_token_logps);
+    expect(maxKl(fourth.loss.per_token_kl)).toBe(0);
+    expect(fourth.loss.loss).toBe(first.loss.loss);
+    expect(fourth.step.step).toBe(1); // a fresh optimizer
+    expect(fourth.step.update_norm).toBe(first.step.update_norm);
+    runner.dispose();
+  });
+
+  it('takes a second checkpoint as reference: named, counted in the memory plan, scoring as that model does on its own', async () => {
+    const runner = createStepRunner(await testGpu());
+    const loaded = await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, () => {});
+    expect(loaded.reference).toBeNull();
+    expect(loaded.memory_plan.bytes.reference_weights).toBe(loaded.memory_plan.bytes.weights); // the frozen copy, f32
+    await expect(runner.loadReference({ kind: 'local', name: 'wide', files: droppedFolder('wide', 9, 8) }, () => {})).rejects.toThrow(/wide: the reference's vocabulary \(\d+ tokens\) differs from the policy's/);
+    const labels: string[] = [];
+    const info = await runner.loadReference({ kind: 'local', name: 'tiny-ref', files: droppedFolder('tiny-ref', 10) }, (p) => labels.push(p.label));
+    expect(labels.some((l) => l.startsWith('reference weights'))).toBe(true);
+    expect(info.reference).toMatchObject({ name: 'tiny-ref', model_type: 'qwen2', num_parameters: loaded.num_parameters, bytes: loaded.memory_plan.bytes.weights });
+    expect(info.memory_plan.bytes.reference_weights).toBe(2 * loaded.memory_plan.bytes.weights);
+    expect(info.memory_plan.totals.train - loaded.memory_plan.totals.train).toBe(info.reference!.bytes);
+
+    const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
+    settings.sampling = { ...settings.sampling, num_generations: 3, max_new_tokens: 4 };
+    const run = async (r: typeof runner, start?: StepStart) => {
+      const out: Partial<StagePayloads> = {};
+      for (const stage of STAGES) (out as Record<string, unknown>)[stage] = (await r.runStage(stage, settings, stage === 'render' ? start : undefined)).data;
+      return out as StagePayloads;
+    };
+    const withRef = await run(runner);
+    expect(withRef.reference_forward.reference).toBe('model');
+    expect(withRef.reference_forward.reference_label).toBe('model tiny-ref');
+    expect(withRef.loss.mean_kl).toBeGreaterThan(0); // another model: KL > 0 on the first update
+    // The same batch scored by tiny-ref loaded as the policy of another runner (its first update: KL 0, reference = itself).
+    const other = createStepRunner(await testGpu());
+    await other.load({ kind: 'local', name: 'tiny-ref', files: droppedFolder('tiny-ref', 10) }, () => {});
+    const alone = await run(other, { kind: 'batch', batch: structuredClone(withRef.assemble.batch) });
+    expect(withRef.reference_forward.ref_per_token_logps).toEqual(alone.policy_forward.per_token_logps);
+    other.dispose();
+
+    // Dropping it: back to the frozen copy of the loaded weights (the update continues from the stepped ones).
+    const back = await runner.loadReference(null, () => {});
+    expect(back.reference).toBeNull();
+    expect(back.memory_plan.bytes.reference_weights).toBe(loaded.memory_plan.bytes.weights);
+    const again = await run(runner);
+    expect(again.reference_forward.reference_label).toBe('frozen-copy of the loaded weights');
     runner.dispose();
   });
 });

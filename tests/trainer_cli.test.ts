@@ -3,12 +3,13 @@
 // one-line reason naming the field / sample / position, exit 2.
 import { describe, expect, it, vi } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expectClose } from './helpers/close.ts';
 import { GOLDEN_ROOT } from './helpers/golden.ts';
-import { parseSafeTensors, toF32, toF64, toI32, writeSafeTensors, type TensorOut } from '../src/io/safetensors.ts';
+import { parseSafeTensors, toF64, toI32 } from '../src/io/safetensors.ts';
+import { caseWith, type CaseEdit } from './helpers/edit_case.ts';
 import { main } from '../src/cli/main.ts';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -58,19 +59,6 @@ describe('grpo-studio advantages', () => {
   }
 });
 
-function caseWith(file: string, edit: (t: Record<string, TensorOut>, meta: Record<string, string>) => void): string {
-  const st = parseSafeTensors(new Uint8Array(readFileSync(file)));
-  const t: Record<string, TensorOut> = {};
-  for (const [name, info] of st.tensors) {
-    t[name] = info.dtype === 'I32' ? { dtype: 'I32', shape: info.shape, data: toI32(st, name).slice() } : info.dtype === 'F64' ? { dtype: 'F64', shape: info.shape, data: toF64(st, name).slice() } : { dtype: 'F32', shape: info.shape, data: toF32(st, name).slice() };
-  }
-  const meta = { ...st.metadata };
-  edit(t, meta);
-  const f = path.join(tmp, `edited-${Math.random().toString(36).slice(2)}.safetensors`);
-  writeFileSync(f, writeSafeTensors(t, meta));
-  return f;
-}
-
 const setConfig = (m: Record<string, string>, o: Record<string, unknown>) => (m.config = JSON.stringify({ ...JSON.parse(m.config), ...o }));
 
 describe('unknown settings', () => {
@@ -92,7 +80,7 @@ describe('malformed trainer cases: one line naming the field, exit 2', () => {
   const trl08 = path.join(DIR, 'trl', 'case_08.safetensors');
   const adv00 = path.join(DIR, 'advantages', 'case_00.safetensors');
   const adv04 = path.join(DIR, 'advantages', 'case_04.safetensors');
-  const cases: Array<[string, string, string, (t: Record<string, TensorOut>, m: Record<string, string>) => void, RegExp]> = [
+  const cases: Array<[string, string, string, CaseEdit, RegExp]> = [
     ['unknown loss_type', 'loss', trl08, (_, m) => setConfig(m, { loss_type: 'ppo' }), /config\.loss_type: expected one of grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo, got "ppo"/],
     ['vLLM correction without sampling log-probs', 'loss', trl08, (_, m) => setConfig(m, { use_vllm: true }), /needs tensor "sampling_per_token_logps"/],
     ['truncate mode without bounds', 'loss', trl08, (t, m) => ((t.sampling_per_token_logps = t.old_per_token_logps), setConfig(m, { use_vllm: true, vllm_importance_sampling_mode: 'token_truncate', vllm_importance_sampling_clip_max: null })), /config\.vllm_importance_sampling_clip_max: a \*_truncate mode needs/],

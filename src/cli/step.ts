@@ -13,12 +13,12 @@
 // an already-wrapped PeftModel. --save-adapter writes the stepped adapter as a PEFT folder.
 // --checkpointing: gradient checkpointing (each layer's activations recomputed in the backward).
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
-import type { StageData } from '../grpo/step_types.ts';
+import type { ReferenceSource, StageData } from '../grpo/step_types.ts';
 import { loadLoraAdapter, saveLoraAdapter } from '../model/lora.ts';
 import { LoraAdapter } from '../model/lora_adapter.ts';
 import { CausalLM } from '../model/model.ts';
@@ -27,6 +27,8 @@ import { checkBatchForModel, CliError, flag, modelBatchArgs, readBatchFor, warnU
 
 export interface StepCliResult {
   per_token_logps: number[][];
+  /** Which reference the KL was measured against (the reference stage's label), or null: none (β = 0). */
+  reference: string | null;
   ref_per_token_logps: number[][] | null;
   per_token_kl: number[][] | null;
   per_token_entropy: number[][];
@@ -82,7 +84,8 @@ export async function run(argv: string[]): Promise<number> {
   const reference = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' }) : adapterOff;
   if (refPath && reference) warnUnused('step', refPath, reference.info);
   if (refPath && reference) checkBatchForModel(batch, reference.config, batchPath, 'step', 'reference');
-  const pipe = new StepPipeline(gpu, { policy, reference, config: cfg, source: { kind: 'batch', batch } });
+  const reference_source: ReferenceSource | undefined = refPath ? { kind: 'model', name: basename(resolve(refPath)) } : adapterOff ? { kind: 'base-without-adapter' } : adapter ? { kind: 'frozen-adapter' } : undefined;
+  const pipe = new StepPipeline(gpu, { policy, reference, reference_source, config: cfg, source: { kind: 'batch', batch } });
   try {
     const results = await pipe.runToEnd();
     const d = <S extends keyof StageData>(id: S) => pipe.data(id) as StageData[S];
@@ -92,6 +95,7 @@ export async function run(argv: string[]): Promise<number> {
     const step = d('step');
     const result: StepCliResult = {
       per_token_logps: rag(d('policy_forward').per_token_logps),
+      reference: pipe.data('reference_forward')?.reference_label ?? null,
       ref_per_token_logps: pipe.data('reference_forward') ? rag(d('reference_forward').ref_per_token_logps!) : null,
       per_token_kl: loss.per_token_kl && rag(loss.per_token_kl),
       per_token_entropy: rag(d('policy_forward').per_token_entropy),

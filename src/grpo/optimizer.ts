@@ -87,6 +87,12 @@ function groupNorms(params: Param[], sumsqs: ArrayLike<number>): Record<ParamGro
  * AdamW or SGD over a model's parameters, with its state on the GPU. `gradNorms()` then `step()` take one
  * clipped step; `reset()` forgets the state (the next step is step 1 again).
  */
+/** The optimizer's moments by parameter and its step count, as saveState() copied them. */
+export interface OptimizerState {
+  t: number;
+  state: Map<string, GPUBuffer[]>;
+}
+
 export class Optimizer {
   private readonly params: Param[];
   private state = new Map<string, GPUBuffer[]>(); // AdamW: [exp_avg, exp_avg_sq]; SGD with momentum: [momentum_buffer]
@@ -177,6 +183,31 @@ export class Optimizer {
     });
     this.t = step;
     return { clip_coef, step, update_norm: globalNorm(sums), group_update_norms: groupNorms(this.params, sums) };
+  }
+
+  /**
+   * A copy of the moments and the step count, taken before a step that continues a run (the studio's
+   * undo); restoreState() puts it back. The copy is the caller's until then.
+   */
+  async saveState(): Promise<OptimizerState> {
+    const rec = this.gpu.recorder('optimizer state copy');
+    const state = new Map<string, GPUBuffer[]>();
+    for (const [name, bufs] of this.state) {
+      state.set(name, bufs.map((b) => {
+        const c = this.gpu.createBuffer(`saved.${b.label}`, b.size);
+        rec.copy(b, 0, c, 0, b.size);
+        return c;
+      }));
+    }
+    await rec.submit();
+    return { t: this.t, state };
+  }
+
+  /** Back to a saved state (the moments and step count before the step undone); takes ownership of its buffers. */
+  restoreState(saved: OptimizerState): void {
+    this.destroy();
+    this.state = saved.state;
+    this.t = saved.t;
   }
 
   /** Forgets the optimizer state: the next step is step 1 from zero moments. */

@@ -44,6 +44,9 @@ export class StepPipeline {
     if (reference && reference.config.vocab_size !== policy.config.vocab_size) {
       throw new ModelLoadError(`the reference's vocabulary (${reference.config.vocab_size} tokens) differs from the policy's (${policy.config.vocab_size})`);
     }
+    if (opts.optimizer && JSON.stringify(opts.optimizer.config) !== JSON.stringify(opts.config.optimizer)) {
+      throw new Error(`the carried optimizer's settings ${JSON.stringify(opts.optimizer.config)} differ from this update's ${JSON.stringify(opts.config.optimizer)}`);
+    }
     this.ctx = {
       gpu,
       opts,
@@ -51,7 +54,7 @@ export class StepPipeline {
         this.owned.push(x);
         return x;
       },
-      weights: new WeightUndo(gpu, policy, opts.undo ?? false),
+      weights: new WeightUndo(gpu, policy, opts.undo ?? false, opts.optimizer ?? null),
     };
   }
 

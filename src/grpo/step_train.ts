@@ -10,15 +10,18 @@
 // (B, C), losses, norms), in one round trip.
 //
 // old_per_token_logps: the batch's, or else the policy's own log-probs before the step (ratio 1, as TRL
-// with one iteration per generation). Reference: a given model; with none and β > 0 a frozen copy of
-// the policy, which for this update is the policy itself before the step (same weights, same batch:
-// its log-probs are the policy forward's); with β = 0 and none, no reference at all, as TRL.
+// with one iteration per generation). Reference: a given model (a second checkpoint, the LoRA base with
+// the adapter off, or the studio's snapshot of the weights as loaded, which later updates keep using
+// while the policy trains on: StepPipelineOptions.reference_source says which); with none and β > 0 a
+// frozen copy of the policy, which for an update from the loaded weights is the policy itself before
+// the step (same weights, same batch: its log-probs are the policy forward's); with β = 0 and none, no
+// reference at all, as TRL.
 import { score_completions, type CompletionScores } from '../model/score.ts';
 import type { PaddedBatch } from './batch.ts';
 import { grpo_loss, readGrpoLossFields, type GrpoLossInputs } from './loss.ts';
 import { clipCoefFor, Optimizer } from './optimizer.ts';
 import { lossMaskOf } from './step_prepare.ts';
-import { need, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
+import { need, referenceLabel, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
 
 /**
  * The loss's inputs over the assembled batch for these scores (policy forward or re-evaluation): their
@@ -55,8 +58,11 @@ export async function referenceForward(ctx: StageContext, state: StepState): Pro
   if (!ref) {
     if (opts.config.loss.beta === 0) return { skipped: 'β = 0: no reference model is loaded (as TRL)' };
     // The frozen copy has the policy's weights as they are before this step: its log-probs are the policy forward's.
-    return { data: { ref_per_token_logps: policy.data.per_token_logps, reference: 'frozen-copy' }, device: { ref_per_token_logps: policy.device.scores.per_token_logps } };
+    const frozen = opts.reference_source ?? { kind: 'frozen-copy' };
+    const data = { ref_per_token_logps: policy.data.per_token_logps, reference: frozen.kind, reference_label: referenceLabel(frozen) };
+    return { data, device: { ref_per_token_logps: policy.device.scores.per_token_logps } };
   }
+  const source = opts.reference_source ?? { kind: 'model', name: 'reference' };
   const p = need(state, 'assemble').data.padded;
   const rec = gpu.recorder('reference_forward');
   const s = ctx.own(score_completions(rec, ref, p, { temperature: opts.config.loss.temperature }));
@@ -64,7 +70,8 @@ export async function referenceForward(ctx: StageContext, state: StepState): Pro
   // Only the log-probs are used from here on: the reference's activations and logits would otherwise sit
   // under the backward's peak (src/model/plan.ts plans the peak this way).
   ref.releaseWorkspace();
-  return { data: { ref_per_token_logps: await gpu.readF32(s.per_token_logps, p.B * p.C), reference: 'model' }, device: { ref_per_token_logps: s.per_token_logps } };
+  const data = { ref_per_token_logps: await gpu.readF32(s.per_token_logps, p.B * p.C), reference: source.kind, reference_label: referenceLabel(source) };
+  return { data, device: { ref_per_token_logps: s.per_token_logps } };
 }
 
 /**
@@ -118,7 +125,7 @@ export async function backward(ctx: StageContext, state: StepState): Promise<Sta
   opts.policy.backward(rec, need(state, 'loss').device.result.dlogits!);
   await rec.finish();
   // Under a LoRA adapter only A and B train: the norms and the step see the adapter alone (TRL + PEFT).
-  const optimizer = ctx.own(new Optimizer(gpu, opts.policy.trainableParams.values(), opts.config.optimizer));
+  const optimizer = opts.optimizer ?? ctx.own(new Optimizer(gpu, opts.policy.trainableParams.values(), opts.config.optimizer));
   return { data: await optimizer.gradNorms(opts.policy.trainableGrads!), device: { optimizer } };
 }
 

@@ -39,12 +39,45 @@ export interface PromptSource {
 
 export interface StepPipelineOptions {
   policy: CausalLM;
-  /** The reference policy; null: a frozen copy of the policy when β > 0, none when β = 0. */
+  /**
+   * The reference policy; null: a frozen copy of the policy when β > 0 (the policy itself before the
+   * step, so its weights must not have changed), none when β = 0.
+   */
   reference: CausalLM | null;
+  /** What `reference` is, for the reference stage's label (default: a model called "reference"; with no reference, a frozen copy). */
+  reference_source?: ReferenceSource;
   config: StepConfig;
   source: StepSource;
   /** Keep a copy of the weights before the step so reset() can restore them (the studio; costs one copy of the weights). */
   undo?: boolean;
+  /**
+   * An optimizer carried over from earlier updates of this policy (the studio continuing from stepped
+   * weights): its moments and step count go on, as a trainer's next step; its config must be `config`'s.
+   * The caller owns it. Absent: a fresh optimizer, step 1 from zero moments.
+   */
+  optimizer?: Optimizer;
+}
+
+/**
+ * Which reference the KL is measured against: a frozen copy of the policy as loaded (TRL's default with
+ * β > 0: a snapshot taken at load, or the policy itself while its weights are unchanged), a second
+ * checkpoint, or, under a LoRA adapter, the base with the adapter disabled (TRL + PEFT) or a frozen copy
+ * of the loaded adapter (TRL handed an already-wrapped PeftModel).
+ */
+export type ReferenceSource = { kind: 'frozen-copy' } | { kind: 'model'; name: string } | { kind: 'base-without-adapter' } | { kind: 'frozen-adapter' };
+
+/** The reference stage's one-line answer to "KL to what?" (the page shows it as is). */
+export function referenceLabel(r: ReferenceSource): string {
+  switch (r.kind) {
+    case 'frozen-copy':
+      return 'frozen-copy of the loaded weights';
+    case 'model':
+      return `model ${r.name}`;
+    case 'base-without-adapter':
+      return 'base without adapter';
+    case 'frozen-adapter':
+      return 'frozen copy of the loaded adapter';
+  }
 }
 
 // ------------------------------------------------------------------------------------------ results
@@ -60,7 +93,7 @@ export interface StageData {
   advantages: { advantages: number[]; groups: GroupStats[] | null; from: 'batch' | 'rewards' };
   assemble: { batch: GrpoBatch; padded: PaddedBatch };
   policy_forward: { per_token_logps: PerToken; per_token_entropy: PerToken };
-  reference_forward: { ref_per_token_logps: PerToken | null; reference: 'model' | 'frozen-copy' | 'none' };
+  reference_forward: { ref_per_token_logps: PerToken | null; reference: ReferenceSource['kind'] | 'none'; reference_label: string };
   loss: {
     old_per_token_logps: PerToken;
     importance_ratio: PerToken;

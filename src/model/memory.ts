@@ -90,6 +90,7 @@ export interface MemoryPlan {
   rows: number;
   bytes: {
     weights: number;
+    reference_weights: number; // weights held beside the policy for the reference (the studio's frozen copy, a reference checkpoint), else 0
     grads: number;
     adamw: number; // exp_avg + exp_avg_sq
     activations_saved: number; // every layer's activations kept for backward
@@ -100,9 +101,9 @@ export interface MemoryPlan {
     dlogits: number; // (rows, V)
   };
   totals: {
-    /** Scoring / generation: weights + one layer of activations + logits. */
+    /** Scoring / generation: weights (+ reference weights) + one layer of activations + logits. */
     inference: number;
-    /** One GRPO step with AdamW: weights, grads, optimizer state, saved activations, logits, dlogits. */
+    /** One GRPO step with AdamW: weights (+ reference weights), grads, optimizer state, saved activations, logits, dlogits. */
     train: number;
   };
   /** The biggest single buffers, and those past a limit. */
@@ -110,8 +111,11 @@ export interface MemoryPlan {
   violations: { name: string; bytes: number; limit: keyof BufferLimits; value: number }[];
 }
 
-/** The plan for `cfg` at batch B × T (logits_to_keep: completion width C, so rows = B·C). */
-export function planMemory(cfg: ModelConfig, opts: { B: number; T: number; logits_to_keep?: number; limits?: BufferLimits; name?: string }): MemoryPlan {
+/**
+ * The plan for `cfg` at batch B × T (logits_to_keep: completion width C, so rows = B·C); reference_bytes:
+ * the reference's weights on the GPU besides the policy's (a frozen copy, a second checkpoint), as held.
+ */
+export function planMemory(cfg: ModelConfig, opts: { B: number; T: number; logits_to_keep?: number; limits?: BufferLimits; name?: string; reference_bytes?: number }): MemoryPlan {
   const { B, T } = opts;
   const limits = opts.limits ?? DEFAULT_LIMITS;
   const keep = opts.logits_to_keep ?? 0;
@@ -124,6 +128,7 @@ export function planMemory(cfg: ModelConfig, opts: { B: number; T: number; logit
   const scratch = backwardScratchSizes(cfg, B, T, keep);
   const bytes = {
     weights: params * F,
+    reference_weights: opts.reference_bytes ?? 0,
     grads: params * F,
     adamw: 2 * params * F,
     activations_saved: (cfg.num_hidden_layers * sum(layer) + sum(sharedRest)) * F,
@@ -134,8 +139,8 @@ export function planMemory(cfg: ModelConfig, opts: { B: number; T: number; logit
     dlogits: logitsElems * F,
   };
   const totals = {
-    inference: bytes.weights + bytes.activations_inference + bytes.logits,
-    train: bytes.weights + bytes.grads + bytes.adamw + bytes.activations_saved + bytes.backward_scratch + bytes.logits + bytes.dlogits,
+    inference: bytes.weights + bytes.reference_weights + bytes.activations_inference + bytes.logits,
+    train: bytes.weights + bytes.reference_weights + bytes.grads + bytes.adamw + bytes.activations_saved + bytes.backward_scratch + bytes.logits + bytes.dlogits,
   };
   const candidates: { name: string; bytes: number }[] = [
     { name: 'embedding (V, C)', bytes: cfg.vocab_size * cfg.hidden_size * F },
@@ -162,7 +167,7 @@ export function formatPlan(p: MemoryPlan): string {
   const gib = (x: number) => `${(x / 2 ** 30).toFixed(2)} GiB`;
   const lines = [
     `${p.model}: ${(p.params / 1e6).toFixed(1)}M params, batch ${p.B}×${p.T}, ${p.rows} scored rows`,
-    `  weights ${gib(p.bytes.weights)}, grads ${gib(p.bytes.grads)}, AdamW ${gib(p.bytes.adamw)}`,
+    `  weights ${gib(p.bytes.weights)}${p.bytes.reference_weights ? ` (+ ${gib(p.bytes.reference_weights)} reference)` : ''}, grads ${gib(p.bytes.grads)}, AdamW ${gib(p.bytes.adamw)}`,
     `  activations ${gib(p.bytes.activations_saved)} saved / ${gib(p.bytes.activations_inference)} inference, logits ${gib(p.bytes.logits)} (full ${gib(p.bytes.logits_full)})`,
     `  total: inference ${gib(p.totals.inference)}, train step ${gib(p.totals.train)}`,
   ];

@@ -59,6 +59,39 @@ export class CausalLM {
     return view;
   }
 
+  /**
+   * A copy of the weights on the GPU (an adapter is not copied): the frozen-copy reference, the policy as
+   * loaded, which stays put while the policy keeps training (TRL's ref_model with β > 0).
+   */
+  async snapshot(): Promise<CausalLM> {
+    const params = new Map<string, Param>();
+    for (const [name, p] of this.params) params.set(name, { ...p, buffer: this.gpu.createBuffer(`frozen.${name}`, p.buffer.size) });
+    await this.copyWeights(this, params);
+    return new CausalLM(this.gpu, this.config, params, this.info);
+  }
+
+  /** Bytes of the weights on the GPU (as stored: bf16 weights at 2 bytes), for the memory plan of a model held beside another. */
+  get weightBytes(): number {
+    let n = 0;
+    for (const p of this.params.values()) n += p.buffer.size;
+    return n;
+  }
+
+  /** Overwrites these weights with `from`'s (a snapshot of this model): back to the weights as loaded. */
+  async loadWeightsFrom(from: CausalLM): Promise<void> {
+    await this.copyWeights(from, this.params);
+  }
+
+  private async copyWeights(from: CausalLM, to: Map<string, Param>): Promise<void> {
+    const rec = this.gpu.recorder('copy weights');
+    for (const [name, p] of from.params) {
+      const dst = to.get(name);
+      if (!dst || dst.buffer.size !== p.buffer.size) throw new Error(`copy weights: "${name}" has no same-sized target`);
+      rec.copy(p.buffer, 0, dst.buffer, 0, p.buffer.size);
+    }
+    await rec.submit();
+  }
+
   /** What an optimizer steps: the adapter's A and B when one is attached, else every parameter. */
   get trainableParams(): Map<string, Param> {
     return this.adapter ? this.adapter.params : this.params;

@@ -110,7 +110,7 @@ export async function importBatchFile(file: File): Promise<void> {
       { type: 'import-batch', bytes, name: file.name },
       { transfer: [bytes.buffer], onProgress: progress, signal: abort.signal },
     );
-    await resetStep();
+    await dropRun(false);
 
     store().setLoss(lossSettingsOf(batch.config));
     // What the reader had to assume or could not read is shown with the batch, not hidden.
@@ -181,6 +181,28 @@ export async function loadModel(source: ModelChoice): Promise<void> {
   try {
     const { model } = await worker().request({ type: 'load-model', source });
     store().resetRun();
+    store().setPolicySteps(0);
+    store().setModel('ready', model);
+  } catch (e) {
+    store().setModel(previous ? 'ready' : 'error', previous);
+    fail(e);
+  } finally {
+    store().setLoadProgress(null);
+  }
+}
+
+/**
+ * Loads a second checkpoint as the reference of the next updates, or (null) goes back to the frozen copy
+ * of the policy as loaded. The update on screen was computed against the old reference and is dropped;
+ * the policy's weights stay. On failure the reference loaded before stays.
+ */
+export async function loadReference(source: ModelChoice | null): Promise<void> {
+  const previous = store().model;
+  store().setModel('busy');
+  store().setLoadProgress({ label: 'reference', loaded: 0, total: 0 });
+  try {
+    const { model } = await worker().request({ type: 'load-reference', source });
+    store().resetRun();
     store().setModel('ready', model);
   } catch (e) {
     store().setModel(previous ? 'ready' : 'error', previous);
@@ -191,8 +213,8 @@ export async function loadModel(source: ModelChoice): Promise<void> {
 }
 
 function settings(): StepSettings {
-  const { prompts, sampling, rewards, loss } = store();
-  return { prompts, sampling, rewards, loss };
+  const { prompts, sampling, rewards, loss, weights } = store();
+  return { prompts, sampling, rewards, loss, weights };
 }
 
 /** Where a new update starts: the imported batch when the stepper is set to it, else the prompt set. */
@@ -282,18 +304,35 @@ export async function runToEnd(): Promise<void> {
   }
 }
 
-export async function resetStep(): Promise<void> {
-  store().resetRun();
+/**
+ * After a completed update, the next one: the page clears its results and the worker starts from the
+ * stepped weights, or from the loaded ones (the weights setting); Reset would instead undo the step.
+ */
+export async function runNextUpdate(): Promise<void> {
+  if (store().cursor >= STAGES.length) store().resetRun();
+  await runToEnd();
+}
+
+/** Reset: drops the update and undoes its optimizer step, so the weights are those from before that step. */
+export function resetStep(): Promise<void> {
+  return dropRun(true);
+}
+
+/** Drops the update; undo: also its optimizer step, else its stepped weights stay for the next update. */
+async function dropRun(undo: boolean): Promise<void> {
+  const s = store();
+  if (undo && s.stages.step.status === 'done') s.setPolicySteps(s.policySteps - 1);
+  s.resetRun();
   try {
-    await worker().request({ type: 'reset' });
+    await worker().request({ type: 'reset', undo });
   } catch (e) {
     fail(e);
   }
 }
 
-/** Chooses what the next update starts from (and drops the current one). */
+/** Chooses what the next update starts from (and drops the current one, keeping its stepped weights). */
 export async function setStepFrom(from: 'prompts' | 'import'): Promise<void> {
-  await resetStep();
+  await dropRun(false);
   store().setStepFrom(from);
 }
 

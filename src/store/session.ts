@@ -6,7 +6,7 @@ import type { StateCreator } from 'zustand';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
-import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type LossSettings, type WhatIfResult, type BeforeAfterResult } from '../worker/protocol.ts';
+import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type LossSettings, type WhatIfResult, type BeforeAfterResult, type WeightsMode } from '../worker/protocol.ts';
 
 export type Status = 'idle' | 'busy' | 'ready' | 'error';
 
@@ -77,6 +77,12 @@ export interface BatchSlice {
   beforeAfter: BeforeAfterResult | null;
   setBeforeAfter(r: BeforeAfterResult | null): void;
   stages: Record<StageId, StageState>;
+  /** What the next update starts from (StepSettings.weights): the weights the last update stepped to, or the weights as loaded. */
+  weights: WeightsMode;
+  setWeights(w: WeightsMode): void;
+  /** Optimizer steps the policy is away from the weights as loaded, as the worker applied and undid them. */
+  policySteps: number;
+  setPolicySteps(n: number): void;
   /** Index in STAGES of the stage Next runs; STAGES.length when the update is complete. */
   cursor: number;
   running: boolean;
@@ -171,11 +177,17 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   beforeAfter: null,
   setBeforeAfter: (beforeAfter) => set({ beforeAfter }),
   stages: pendingStages(),
+  weights: 'continue',
+  setWeights: (weights) => set({ weights }),
+  policySteps: 0,
+  setPolicySteps: (policySteps) => set({ policySteps }),
   cursor: 0,
   running: false,
   setImported: (imported) => set(() => ({ imported, stepFrom: 'import', ...freshRun(), ...showing(imported), selected: null, focus: null })),
   setStepFrom: (stepFrom) => set((s) => ({ stepFrom, ...freshRun(), ...showing(stepFrom === 'import' ? s.imported : null) })),
-  stageStarted: (stage, settings) => set((s) => ({ stages: { ...s.stages, [stage]: { status: 'running' } }, runSettings: settings ?? s.runSettings })),
+  // An update from the loaded weights restores them at its first stage; the step stage moves them one step on.
+  stageStarted: (stage, settings) =>
+    set((s) => ({ stages: { ...s.stages, [stage]: { status: 'running' } }, runSettings: settings ?? s.runSettings, policySteps: settings?.weights === 'loaded' ? 0 : s.policySteps })),
   stageDone: (r) =>
     set((s) => {
       const a = r.id === 'assemble' ? (r.data as StagePayloads['assemble'] | null) : null;
@@ -195,6 +207,7 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
         ...rechecked,
         stages: { ...s.stages, [r.id]: { status: r.skipped ? 'skipped' : 'done', ms: r.ms, gpuBytes: r.gpuBytes, peakBytes: r.peakBytes, skipped: r.skipped } },
         cursor: Math.max(s.cursor, STAGES.indexOf(r.id) + 1),
+        policySteps: s.policySteps + (r.id === 'step' && !r.skipped ? 1 : 0),
       };
     }),
   stageFailed: (stage) => set((s) => ({ stages: { ...s.stages, [stage]: { status: 'error' } }, running: false })),

@@ -170,7 +170,7 @@ function LossTable() {
         </tbody>
       </table>
       <div className="small muted">
-        mean KL {fmt(loss.mean_kl)} · clipped low {c.low}, high {c.high}, δ {c.delta_binding} of {c.tokens} tokens
+        <span data-testid="mean-kl" data-value={loss.mean_kl}>mean KL {fmt(loss.mean_kl)}</span> before the step · clipped low {c.low}, high {c.high}, δ {c.delta_binding} of {c.tokens} tokens
       </div>
     </div>
   );

@@ -87,12 +87,21 @@ export interface LossSettings {
   max_completion_length: number; // L_max for dr_grpo
 }
 
+/**
+ * Where a new update's weights start: 'continue' from the weights the last update stepped to (the
+ * default, as TRL: the policy keeps training while the frozen-copy reference stays the model as loaded,
+ * so KL before the step grows), or 'loaded': every update from the weights as loaded.
+ */
+export type WeightsMode = 'continue' | 'loaded';
+
 /** Everything one update needs, sent with every stepper request (settings may change between runs). */
 export interface StepSettings {
   prompts: PromptItem[];
   sampling: SamplingSettings;
   rewards: RewardSpec[];
   loss: LossSettings;
+  /** Default 'continue'. */
+  weights?: WeightsMode;
 }
 
 // ------------------------------------------------------------------------------------------ results
@@ -106,8 +115,19 @@ export interface ModelInfo {
   vocab_size: number;
   tokenizer: { kind: string; bos_token_id: number | null; eos_token_ids: number[]; pad_token_id: number | null; special_token_ids: number[] };
   chat_template: string | null;
-  /** For the prompt set and G as they were at load time (src/model/memory.ts). */
+  /** For the prompt set and G as they were at load time (src/model/memory.ts); reference_weights: the frozen copy plus a reference checkpoint. */
   memory_plan: MemoryPlan;
+  /** A second checkpoint loaded as the reference (β > 0), or null: the frozen copy of the policy as loaded. */
+  reference: ReferenceInfo | null;
+}
+
+/** A reference checkpoint held beside the policy: what the reference stage will name, and its GPU bytes. */
+export interface ReferenceInfo {
+  name: string;
+  model_type: string;
+  num_parameters: number;
+  dtype: string;
+  bytes: number;
 }
 
 /** Load progress as the page shows it: what is loading, bytes so far and in all (0 = unknown). */
@@ -195,9 +215,15 @@ export type StepStart = { kind: 'prompts' } | { kind: 'batch'; batch: GrpoBatch 
  */
 export interface StepRunner {
   load(source: ModelChoice, onProgress: (p: LoadProgress) => void): Promise<ModelInfo>;
+  /**
+   * Loads a second checkpoint as the reference of the next updates (its vocabulary must be the policy's);
+   * null drops it (back to the frozen copy). Answers the policy's ModelInfo with the reference and plan updated.
+   */
+  loadReference(source: ModelChoice | null, onProgress: (p: LoadProgress) => void): Promise<ModelInfo>;
   /** Runs the stage after the last completed one and returns its result. */
   runStage(stage: StageId, settings: StepSettings, start?: StepStart): Promise<StageResult>;
-  reset(): Promise<void>;
+  /** Drops the update; undo (default) also undoes its optimizer step, else the stepped weights stay (the next update continues from them). */
+  reset(undo?: boolean): Promise<void>;
   /** The loss of the current update's batch under other loss settings (the update must have reached its loss stage). */
   whatIf(loss: LossSettings): Promise<WhatIfResult>;
   /** Re-samples the update's prompts with the same seed from the stepped weights and scores them (the update must have taken its step). */
@@ -235,11 +261,12 @@ export type Request =
   /** Stops request `target` (an import): its parse worker is terminated, its answer never comes. */
   | { type: 'cancel'; target: number }
   | { type: 'load-model'; source: ModelChoice }
+  | { type: 'load-reference'; source: ModelChoice | null }
   | { type: 'run-stage'; stage: StageId; settings: StepSettings; start?: StepStart }
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
   | { type: 'what-if'; loss: LossSettings }
   | { type: 'before-after' }
-  | { type: 'reset' };
+  | { type: 'reset'; undo?: boolean };
 
 /** Response payloads by request type. */
 export interface Responses {
@@ -248,6 +275,7 @@ export interface Responses {
   'import-batch': { batch: GrpoBatch; report: DoctorReport; token_texts?: TokenTexts; format: string; trainer: string; notes: string[] };
   cancel: Record<string, never>;
   'load-model': { model: ModelInfo };
+  'load-reference': { model: ModelInfo };
   'run-stage': StageResult;
   'score-rewards': RewardTable;
   'what-if': WhatIfResult;

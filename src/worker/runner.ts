@@ -3,8 +3,12 @@
 // page's settings into a StepConfig and the start of the update (the prompt set, or an imported batch),
 // runs the pipeline stage by stage and hands each stage's data through unchanged, adding what the page
 // needs besides: decoded token texts and the Doctor's report on the assembled batch. A run starts at
-// `render` with the settings of that moment; reset() undoes the optimizer step, so every run starts
-// from the weights as loaded (and the frozen-copy reference stays the loaded policy).
+// `render` with the settings of that moment, from the weights the last update stepped to (StepSettings
+// `weights: 'continue'`, as TRL, with the optimizer's moments and step count carried over) or from the
+// weights as loaded ('loaded', fresh optimizer); reset() undoes the last optimizer step (weights and
+// moments). The frozen-copy reference (β > 0) is a GPU snapshot of the weights taken once at load, so KL
+// before the step measures how far the continued policy has moved from the loaded model;
+// loadReference() puts a second checkpoint in its place (TRL's ref_model / the CLI's --ref-model).
 import type { Gpu } from '../gpu/context.ts';
 import { diagnose } from '../doctor/index.ts';
 import { countParams, ModelLoadError } from '../model/config.ts';
@@ -24,6 +28,7 @@ import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
+import { Optimizer } from '../grpo/optimizer.ts';
 import type { StageData, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
 import { computeAdvantages } from '../grpo/advantages.ts';
@@ -115,7 +120,13 @@ export function tokenTexts(tok: Tokenizer, batch: GrpoBatch): TokenTexts {
 
 class PipelineRunner implements StepRunner {
   private policy: CausalLM | null = null;
-  private tokenizer: Tokenizer | null = null;
+  /** The weights as loaded: the frozen-copy reference, and what 'loaded' restores. */
+  private frozen: CausalLM | null = null;
+  /** A second checkpoint as the reference, replacing the frozen copy as reference while it is loaded. */
+  private refModel: { model: CausalLM; name: string } | null = null;
+  /** The optimizer of updates that continue from stepped weights: its moments and step count carry over, as a trainer's next step. */
+  private optimizer: Optimizer | null = null;
+  private tokenizer: { tokenizer: Tokenizer; kind: string; name: string } | null = null;
   private pipe: StepPipeline | null = null;
 
   constructor(
@@ -126,6 +137,7 @@ class PipelineRunner implements StepRunner {
   /**
    * Loads the new model beside the current one and swaps only when it loaded and fits its tokenizer: a
    * failed load (no tokenizer.json, an offline Hub id, a mismatched vocabulary) keeps the model that worked.
+   * The frozen-copy reference is snapshotted here, once; a reference checkpoint of the previous model is dropped.
    */
   async load(choice: ModelChoice, onProgress: (p: LoadProgress) => void): Promise<ModelInfo> {
     const source = sourceOf(choice);
@@ -134,22 +146,60 @@ class PipelineRunner implements StepRunner {
     const policy = await CausalLM.from_pretrained(source, this.gpu, {
       onProgress: (p: ModelLoadProgress) => onProgress({ label: `policy weights${p.file ? `: ${p.file}` : ''} (${p.phase})`, loaded: p.loaded, total: p.total }),
     });
-    // A tokenizer may have fewer ids than the embedding (padded vocabularies), never more: its ids would index past it.
-    if (tokenizer.vocab_size > policy.config.vocab_size) {
+    let frozen: CausalLM;
+    try {
+      // A tokenizer may have fewer ids than the embedding (padded vocabularies), never more: its ids would index past it.
+      if (tokenizer.vocab_size > policy.config.vocab_size) {
+        throw new ModelLoadError(`${source.name}: the tokenizer has ${tokenizer.vocab_size} tokens but the model's vocab_size is ${policy.config.vocab_size}: they do not belong together`);
+      }
+      frozen = await policy.snapshot();
+    } catch (e) {
       policy.destroy();
-      throw new ModelLoadError(`${source.name}: the tokenizer has ${tokenizer.vocab_size} tokens but the model's vocab_size is ${policy.config.vocab_size}: they do not belong together`);
+      throw e;
     }
-    await this.reset();
-    this.policy?.destroy();
+    this.dispose();
     this.policy = policy;
-    this.tokenizer = tokenizer;
+    this.frozen = frozen;
+    this.tokenizer = { tokenizer, kind, name: source.name };
+    return this.info();
+  }
+
+  async loadReference(choice: ModelChoice | null, onProgress: (p: LoadProgress) => void): Promise<ModelInfo> {
+    const policy = this.policy;
+    if (!policy) throw new Error('load a model first: the reference checkpoint must match its vocabulary');
+    let next: PipelineRunner['refModel'] = null;
+    if (choice) {
+      const source = sourceOf(choice);
+      // Frozen weights stay in their checkpoint dtype (bf16 at half the bytes), as the CLI's --ref-model.
+      const model = await CausalLM.from_pretrained(source, this.gpu, {
+        storage: 'checkpoint',
+        onProgress: (p: ModelLoadProgress) => onProgress({ label: `reference weights${p.file ? `: ${p.file}` : ''} (${p.phase})`, loaded: p.loaded, total: p.total }),
+      });
+      if (model.config.vocab_size !== policy.config.vocab_size) {
+        model.destroy();
+        throw new ModelLoadError(`${source.name}: the reference's vocabulary (${model.config.vocab_size} tokens) differs from the policy's (${policy.config.vocab_size}): it cannot score the same completions`);
+      }
+      next = { model, name: source.name };
+    }
+    // The update on screen was computed against the old reference: it is dropped (its stepped weights stay).
+    await this.drop(false);
+    this.refModel?.model.destroy();
+    this.refModel = next;
+    return this.info();
+  }
+
+  /** The loaded model as the page shows it; the memory plan at the default task's shape (its prompts rendered with this tokenizer, G completions each). */
+  private info(): ModelInfo {
+    const policy = this.policy!;
+    const { tokenizer, kind, name } = this.tokenizer!;
     const cfg = policy.config;
-    // The memory plan at the default task's shape: its prompts rendered with this tokenizer, G completions each.
     const P = Math.max(...DEFAULT_PROMPTS.map((p) => tokenizer.renderChat(p.messages).ids.length));
     const C = DEFAULT_GRPO_CONFIG.max_completion_length ?? 8;
     const eos = tokenizer.eos_token_id;
+    const ref = this.refModel;
+    const reference_bytes = this.frozen!.weightBytes + (ref?.model.weightBytes ?? 0);
     return {
-      name: source.name,
+      name,
       model_type: cfg.model_type,
       architectures: [cfg.architecture],
       num_parameters: countParams(cfg),
@@ -157,16 +207,28 @@ class PipelineRunner implements StepRunner {
       vocab_size: cfg.vocab_size,
       tokenizer: { kind, bos_token_id: tokenizer.bos_token_id ?? null, eos_token_ids: eos === undefined ? [] : [eos], pad_token_id: tokenizer.pad_token_id ?? null, special_token_ids: [...tokenizer.special_token_ids] },
       chat_template: (tokenizer.hf.chat_template as string | null | undefined) ?? null,
-      memory_plan: planMemory(cfg, { B: DEFAULT_PROMPTS.length * DEFAULT_GRPO_CONFIG.num_generations, T: P + C, logits_to_keep: C, limits: this.gpu.limits, name: source.name }),
+      memory_plan: planMemory(cfg, { B: DEFAULT_PROMPTS.length * DEFAULT_GRPO_CONFIG.num_generations, T: P + C, logits_to_keep: C, limits: this.gpu.limits, name, reference_bytes }),
+      reference: ref && {
+        name: ref.name,
+        model_type: ref.model.config.model_type,
+        num_parameters: countParams(ref.model.config),
+        dtype: ref.model.info?.dtypes.join(', ') ?? 'F32',
+        bytes: ref.model.weightBytes,
+      },
     };
   }
 
   async runStage(stage: StageId, settings: StepSettings, start: StepStart = { kind: 'prompts' }): Promise<StageResult> {
     const policy = this.policy;
-    const tokenizer = this.tokenizer;
-    if (!policy || !tokenizer) throw new Error('load a model first');
+    const frozen = this.frozen;
+    const tokenizer = this.tokenizer?.tokenizer;
+    if (!policy || !frozen || !tokenizer) throw new Error('load a model first');
     if (stage === 'render' || !this.pipe) {
-      await this.reset();
+      await this.drop(false);
+      if (settings.weights === 'loaded') {
+        await policy.loadWeightsFrom(frozen);
+        this.dropOptimizer();
+      }
       const s = settings.sampling;
       const source: StepSource =
         start.kind === 'batch'
@@ -180,12 +242,20 @@ class PipelineRunner implements StepRunner {
               rewards: settings.rewards,
               runJs: this.runJs,
             };
+      const config = stepConfigFromBatch(batchConfigOf(settings.loss), settings.loss.max_completion_length);
+      // Changed optimizer settings start from fresh moments (step 1, shown by the step stage).
+      if (JSON.stringify(this.optimizer?.config) !== JSON.stringify(config.optimizer)) this.dropOptimizer();
+      this.optimizer ??= new Optimizer(this.gpu, policy.trainableParams.values(), config.optimizer);
+      // β = 0: no reference at all, as TRL (which then loads none).
+      const ref = this.refModel;
       this.pipe = new StepPipeline(this.gpu, {
         policy,
-        reference: null,
-        config: stepConfigFromBatch(batchConfigOf(settings.loss), settings.loss.max_completion_length),
+        reference: config.loss.beta === 0 ? null : ref ? ref.model : frozen,
+        reference_source: ref ? { kind: 'model', name: ref.name } : { kind: 'frozen-copy' },
+        config,
         source,
         undo: true,
+        optimizer: this.optimizer,
       });
     }
     const pipe = this.pipe;
@@ -195,7 +265,7 @@ class PipelineRunner implements StepRunner {
   }
 
   inspect(batch: GrpoBatch): { report: DoctorReport; token_texts?: TokenTexts } {
-    const tok = this.tokenizer;
+    const tok = this.tokenizer?.tokenizer;
     if (!tok || !this.policy) return { report: diagnose(batch) };
     // A batch with ids past this tokenizer's vocabulary comes from another model: its tokenizer would
     // decode and retokenize nonsense, so the Doctor runs without it and the grid shows the ids.
@@ -261,20 +331,36 @@ class PipelineRunner implements StepRunner {
     return { G: s.completion_ids.length / render.prompt_ids.length, names: r.names, before: side(s, r), after: side(after.sample, after.reward) };
   }
 
-  /** Undoes the step (if taken) and drops the run. */
-  async reset(): Promise<void> {
+  async reset(undo = true): Promise<void> {
+    await this.drop(undo);
+  }
+
+  /** Drops the run, undoing its optimizer step or keeping the stepped weights. */
+  private async drop(undo: boolean): Promise<void> {
     this.whatIfCurrent?.scratch.destroy();
     this.whatIfCurrent = null;
-    await this.pipe?.reset();
+    if (undo) await this.pipe?.reset();
     this.pipe?.destroy();
     this.pipe = null;
   }
 
+  private dropOptimizer(): void {
+    this.optimizer?.destroy();
+    this.optimizer = null;
+  }
+
   dispose(): void {
+    this.whatIfCurrent?.scratch.destroy();
+    this.whatIfCurrent = null;
     this.pipe?.destroy();
     this.pipe = null;
+    this.dropOptimizer();
     this.policy?.destroy();
     this.policy = null;
+    this.frozen?.destroy();
+    this.frozen = null;
+    this.refModel?.model.destroy();
+    this.refModel = null;
   }
 }
 

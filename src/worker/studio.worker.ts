@@ -84,6 +84,10 @@ async function handle(id: number, req: Request): Promise<Responses[Request['type
       const r = await stepRunner();
       return { model: await r.load(req.source, (progress) => post({ event: 'progress', progress })) };
     }
+    case 'load-reference': {
+      const r = await stepRunner();
+      return { model: await r.loadReference(req.source, (progress) => post({ event: 'progress', progress })) };
+    }
     case 'run-stage':
       return (await stepRunner()).runStage(req.stage, req.settings, req.start);
     case 'before-after':
@@ -93,7 +97,7 @@ async function handle(id: number, req: Request): Promise<Responses[Request['type
     case 'score-rewards':
       return scoreRewards(req.rewards, req.samples, runJs);
     case 'reset':
-      if (runner) await (await runner).reset();
+      if (runner) await (await runner).reset(req.undo);
       return {};
   }
 }

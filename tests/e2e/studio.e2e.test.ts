@@ -13,44 +13,15 @@
 // docs/studio-import.png are refreshed only on request, so `npm test` leaves tracked files alone:
 //   UPDATE_SCREENSHOTS=1 npx vitest run tests/e2e
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import type { AddressInfo } from 'node:net';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { build } from 'vite';
+import type { Page } from 'playwright-core';
 import { parseBatch } from '../../src/io/batch.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openStudio as launch, root, waitForUpdate, type Studio } from './harness.ts';
 
-const root = path.resolve(import.meta.dirname, '../..');
-const outDir = path.join(root, '.out/e2e-dist');
 const shots = path.join(root, '.out');
 const fixture = path.join(root, 'tests/e2e/fixtures/r1-mask-mismatch.json');
-
-const MIME: Record<string, string> = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.json': 'application/json', '.wasm': 'application/wasm', '.png': 'image/png' };
-
-/** A static host with a single-page-app fallback (as Vite's dev server and many CDNs): a missing path gets index.html and 200. */
-function serve(dir: string): Promise<http.Server> {
-  const server = http.createServer((req, res) => {
-    const url = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname);
-    let file = path.join(dir, url === '/' ? 'index.html' : url);
-    if (!file.startsWith(dir)) {
-      res.writeHead(403).end();
-      return;
-    }
-    if (!fs.existsSync(file) || fs.statSync(file).isDirectory()) file = path.join(dir, 'index.html');
-    res.writeHead(200, { 'content-type': MIME[path.extname(file)] ?? 'application/octet-stream' });
-    fs.createReadStream(file).pipe(res);
-  });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
-}
-
-/** Waits until the stepper has run every stage (done or skipped), or a stage failed; returns the statuses. */
-async function waitForUpdate(page: Page, timeout: number): Promise<string[]> {
-  const statuses = () => page.locator('.stage').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.status ?? ''));
-  await expect.poll(async () => (await statuses()).every((s) => s === 'done' || s === 'skipped') || (await statuses()).includes('error'), { timeout, interval: 250 }).toBe(true);
-  return statuses();
-}
 
 /**
  * A fresh studio: local storage cleared (default settings), the page reloaded, the adapter up and the
@@ -81,30 +52,19 @@ async function screenshot(name: string, docs = false): Promise<void> {
   if (docs && process.env.UPDATE_SCREENSHOTS === '1') fs.copyFileSync(file, path.join(root, 'docs', name));
 }
 
-let server: http.Server;
-let ctx: BrowserContext;
+let studio: Studio;
 let page: Page;
 let base: string;
-const pageErrors: string[] = [];
+let pageErrors: string[];
 
 beforeAll(async () => {
-  await build({ root, logLevel: 'warn', build: { outDir, emptyOutDir: true } });
-  server = await serve(outDir);
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-  ctx = await chromium.launchPersistentContext(fs.mkdtempSync(path.join(os.tmpdir(), 'studio-e2e-')), {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    viewport: { width: 1600, height: 1000 },
-    args: ['--enable-unsafe-webgpu', '--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--headless=new'],
-  });
-  page = await ctx.newPage();
-  page.on('pageerror', (e) => pageErrors.push(e.message));
+  studio = await launch('studio-e2e');
+  ({ page, base, pageErrors } = studio);
   fs.mkdirSync(shots, { recursive: true });
 }, 180_000);
 
 afterAll(async () => {
-  await ctx?.close();
-  server?.close();
+  await studio?.close();
 });
 
 describe('studio in chromium', () => {

@@ -159,7 +159,7 @@ describe('studio v2 in chromium', () => {
     expect(await page.locator('tr[data-agg="dr_grpo"]').getAttribute('title')).toContain('B · L_max');
     expect(await page.locator('tr[data-agg="seq-mean-token-sum-norm"]').getAttribute('title')).toContain('core_algos.py');
     expect(await page.getByTestId('token-inspector').locator('[title^="position id"]').count()).toBe(1);
-    expect(await page.getByTestId('reference-kind').textContent()).toContain('frozen copy');
+    expect(await page.getByTestId('reference-kind').textContent()).toContain('frozen-copy of the loaded weights');
   });
 
   it('keeps the settings results were computed with: changing loss_type afterwards marks them stale, not relabelled', async () => {

@@ -1,10 +1,13 @@
 // Model panel: pick the embedded default, a Hub id or a local folder; shows the GPU adapter and its
-// limits, load progress, the tokenizer, the chat template and the memory plan of the loaded model.
+// limits, load progress, the tokenizer, the chat template and the memory plan of the loaded model, and
+// the reference KL is measured against: the frozen copy of the weights as loaded, or a second checkpoint
+// (a Hub id or a folder), with the GPU memory each holds.
 import { useRef, useState } from 'react';
 import { useStudio } from '../../store/index.ts';
 import { DEFAULT_MODEL_NAME } from '../../store/vocabulary.ts';
-import { loadDefaultModel, loadModel } from '../../store/controller.ts';
+import { loadDefaultModel, loadModel, loadReference } from '../../store/controller.ts';
 import { KV, Section, formatBytes } from '../fields.tsx';
+import type { ModelChoice } from '../../worker/protocol.ts';
 
 function AdapterInfo() {
   const adapter = useStudio((s) => s.adapter);
@@ -65,9 +68,8 @@ export function ModelPanel() {
   const folderRef = useRef<HTMLInputElement>(null);
   const busy = status === 'busy';
   const loadFolder = (files: File[]) => {
-    if (files.length === 0) return;
-    const name = files[0].webkitRelativePath.split('/')[0] || 'local folder';
-    void loadModel({ kind: 'local', name, files });
+    const choice = folderChoice(files);
+    if (choice) void loadModel(choice);
   };
   return (
     <Section title="Model">
@@ -133,11 +135,62 @@ export function ModelPanel() {
             <pre className="template">{model.chat_template ?? '(none: prompts are used as plain text)'}</pre>
           </details>
           <MemoryPlanView />
+          <ReferenceView />
         </div>
       )}
       <h4>GPU</h4>
       <AdapterInfo />
     </Section>
+  );
+}
+
+/** A picked or dropped folder as the worker loads it, named by its top directory. */
+function folderChoice(files: File[]): ModelChoice | null {
+  if (files.length === 0) return null;
+  return { kind: 'local', name: files[0].webkitRelativePath.split('/')[0] || 'local folder', files };
+}
+
+/** The reference of the next updates (β > 0): the frozen copy, or a second checkpoint loaded here (its vocabulary must be the policy's). */
+function ReferenceView() {
+  const model = useStudio((s) => s.model);
+  const busy = useStudio((s) => s.modelStatus === 'busy');
+  const [hub, setHub] = useState('');
+  const folderRef = useRef<HTMLInputElement>(null);
+  if (!model) return null;
+  const ref = model.reference;
+  const frozenBytes = model.memory_plan.bytes.reference_weights - (ref?.bytes ?? 0);
+  return (
+    <div data-testid="reference-model">
+      <h4>Reference</h4>
+      <div className="small" data-testid="reference-name">
+        {ref ? (
+          <>
+            model <b>{ref.name}</b> ({ref.model_type}, {ref.dtype}, {ref.num_parameters.toLocaleString()} params) · {formatBytes(ref.bytes)}{' '}
+            <button className="link-button" disabled={busy} onClick={() => void loadReference(null)} data-testid="reference-frozen">
+              use the frozen copy
+            </button>
+          </>
+        ) : (
+          <span title="TRL's default with β > 0: a snapshot of the policy taken at load; updates that continue from stepped weights measure KL against it">
+            frozen copy of the loaded weights · {formatBytes(frozenBytes)}
+          </span>
+        )}
+        {ref && <div className="muted">the frozen copy stays for “loaded weights (restart)”: {formatBytes(frozenBytes)}</div>}
+      </div>
+      <div className="row">
+        <input className="grow" aria-label="reference model Hub id" placeholder="reference: Hub id" value={hub} onChange={(e) => setHub(e.target.value)} data-testid="reference-hub-id" />
+        <button disabled={busy || hub.trim() === ''} onClick={() => void loadReference({ kind: 'hub', id: hub.trim() })}>
+          Load
+        </button>
+      </div>
+      <div className="small">
+        or{' '}
+        <button className="link-button" disabled={busy} onClick={() => folderRef.current?.click()} data-testid="reference-folder-button">
+          pick a reference folder
+        </button>
+        <input ref={folderRef} type="file" hidden data-testid="reference-folder-input" {...({ webkitdirectory: '' } as object)} multiple onChange={(e) => { const c = folderChoice(Array.from(e.target.files ?? [])); if (c) void loadReference(c); e.target.value = ''; }} />
+      </div>
+    </div>
   );
 }
 

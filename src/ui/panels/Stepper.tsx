@@ -2,10 +2,13 @@
 // its time and the GPU memory after it (peak during it in the tooltip); the stage Next will run is
 // highlighted. An update starts from the prompt set or from the imported batch (render / sample /
 // reward are then skipped and say why) — the second is how a Python trainer's dumped batch is replayed.
+// After a completed update, "Next update" continues from the stepped weights (as TRL: the policy keeps
+// training, the frozen-copy reference stays the model as loaded, so KL before the step grows) or
+// restarts from the loaded weights; Reset undoes the update's step. The reference stage names its reference.
 import { useRef } from 'react';
 import { studioStore, useStudio } from '../../store/index.ts';
 import { STAGES, STAGE_LABELS } from '../../store/vocabulary.ts';
-import { nextStage, resetStep, runToEnd, setStepFrom } from '../../store/controller.ts';
+import { nextStage, resetStep, runNextUpdate, runToEnd, setStepFrom } from '../../store/controller.ts';
 import { formatBytes } from '../fields.tsx';
 import { staleFields } from '../../store/derived.ts';
 
@@ -20,7 +23,11 @@ export function Stepper() {
   const done = cursor >= STAGES.length;
   const total = STAGES.reduce((t, s) => t + (stages[s].ms ?? 0), 0);
   const resetRef = useRef<HTMLButtonElement>(null);
-  const reference = useStudio((s) => s.run.reference_forward?.reference);
+  const reference = useStudio((s) => s.run.reference_forward);
+  const weights = useStudio((s) => s.weights);
+  const setWeights = useStudio((s) => s.setWeights);
+  const policySteps = useStudio((s) => s.policySteps);
+  const optimizerStep = useStudio((s) => s.run.step);
   // Run to end disables itself when the update completes, which would drop keyboard focus to <body>: hand it to Reset.
   const run = () =>
     void runToEnd().then(() => {
@@ -35,9 +42,26 @@ export function Stepper() {
         <button disabled={!modelReady || busy || done} onClick={run} data-testid="step-run">
           Run to end ▸▸
         </button>
-        <button ref={resetRef} disabled={busy && !running} onClick={() => (running ? stop() : void resetStep())} data-testid="step-reset" title="undo the optimizer step and start over">
+        <button ref={resetRef} disabled={busy && !running} onClick={() => (running ? stop() : void resetStep())} data-testid="step-reset" title="undo this update's optimizer step (back to the weights before it) and start over">
           {running ? 'Stop' : 'Reset'}
         </button>
+        {done && (
+          <button disabled={!modelReady || busy} onClick={() => void runNextUpdate()} data-testid="step-next-update" title={`run the next update to the end, from the ${weights === 'continue' ? 'weights this update stepped to' : 'weights as loaded'}`}>
+            Next update ▸▸
+          </button>
+        )}
+        <label className="small" title="continue: each update starts from the weights the last one stepped to (as TRL; the frozen-copy reference stays the model as loaded, so KL before the step is > 0). restart: every update starts from the weights as loaded (KL 0 before the step against the frozen copy).">
+          from{' '}
+          <select value={weights} disabled={busy} onChange={(e) => setWeights(e.target.value as typeof weights)} data-testid="step-weights">
+            <option value="continue">stepped weights (continue)</option>
+            <option value="loaded">loaded weights (restart)</option>
+          </select>
+        </label>
+        {modelReady && (
+          <span className="small muted" data-testid="policy-weights" title="how many optimizer steps the policy's weights are away from the weights as loaded">
+            policy: {policySteps === 0 ? 'as loaded' : `loaded + ${policySteps} step${policySteps === 1 ? '' : 's'}`}
+          </span>
+        )}
         <label className="small" title="an imported batch skips render / sample / reward and replays the trainer's update on the loaded model">
           start from{' '}
           <select value={stepFrom} disabled={busy} onChange={(e) => void setStepFrom(e.target.value as typeof stepFrom)} data-testid="step-from">
@@ -67,9 +91,14 @@ export function Stepper() {
                 {st.status === 'running' ? 'running…' : st.status === 'skipped' ? 'skipped' : st.ms !== undefined ? fmtMs(st.ms) : ''}
                 {st.status === 'done' && st.gpuBytes !== undefined ? ` · ${formatBytes(st.gpuBytes)}` : ''}
               </span>
+              {id === 'step' && optimizerStep && (
+                <span className="stage-meta" data-testid="optimizer-step" title="torch's state['step']: an update that continues from stepped weights carries the optimizer's moments and step count over, as a trainer's next step">
+                  {optimizerStep.optimizer.name} step {optimizerStep.step}
+                </span>
+              )}
               {id === 'reference_forward' && reference && (
-                <span className="stage-meta" data-testid="reference-kind" title={REFERENCE_TEXT[reference]}>
-                  ref: {reference === 'frozen-copy' ? 'frozen copy' : reference}
+                <span className="stage-meta" data-testid="reference-kind" title={REFERENCE_TEXT[reference.reference]}>
+                  ref: {reference.reference_label}
                 </span>
               )}
             </li>
@@ -83,8 +112,10 @@ export function Stepper() {
 /** Which reference model the KL is measured against, as the reference stage reports it. */
 const REFERENCE_TEXT = {
   'frozen-copy':
-    "a frozen copy of the policy as loaded (TRL's default with β > 0). Every update here starts from the loaded weights, so before the step the copy equals the policy: KL = 0 until the weights move (see re-evaluate).",
-  model: 'a separately loaded reference model',
+    "a frozen copy of the policy as loaded (TRL's default with β > 0): a snapshot of the weights taken at load. The first update from the loaded weights has KL = 0 before its step; continuing from stepped weights, the policy moves away from the copy and KL before the step is > 0.",
+  model: 'a separately loaded reference checkpoint',
+  'base-without-adapter': 'the base model with the LoRA adapter disabled (TRL + PEFT)',
+  'frozen-adapter': 'a frozen copy of the loaded LoRA adapter (TRL handed an already-wrapped PeftModel)',
   none: 'no reference (β = 0)',
 } as const;
 

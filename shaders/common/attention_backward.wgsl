@@ -1,0 +1,24 @@
+// What attention_backward_dq.wgsl and attention_backward_dkdv.wgsl share: their tunables, uniform block,
+// the forward inputs they both read, and the pair of dot products both recompute per (query i, key j).
+// Each including shader declares `dout` itself (its binding number differs).
+
+override BQ: u32 = 32; // rows per workgroup = threads (query rows for dq, key rows for dk / dv)
+override DH: u32 = 64; // head_dim D
+
+struct Params { T: u32, Hq: u32, Hkv: u32, D: u32, blocks: u32, scale: f32, neg_inf: f32, groups: u32 }
+
+@group(0) @binding(0) var<storage, read> q: array<f32>;              // (B, T, Hq, D)
+@group(0) @binding(1) var<storage, read> k: array<f32>;              // (B, T, Hkv, D)
+@group(0) @binding(2) var<storage, read> v: array<f32>;              // (B, T, Hkv, D)
+@group(0) @binding(3) var<storage, read> attention_mask: array<i32>; // (B, T)
+
+/** (q_i · k_j, dout_i · v_j) for the query row at offset qo and the key / value row at offset ko. */
+fn score_and_dp(qo: u32, ko: u32, D: u32) -> vec2f {
+  var sc = 0.0;
+  var dp = 0.0;
+  for (var d = 0u; d < D; d++) {
+    sc = fma(q[qo + d], k[ko + d], sc);
+    dp = fma(dout[qo + d], v[ko + d], dp);
+  }
+  return vec2f(sc, dp);
+}
