@@ -30,14 +30,17 @@ function ChartBox({ title, children, testId, height = 150 }: { title: string; ch
 /** Axis titles by x key: every chart says what its x axis counts. */
 const X_TITLES: Record<string, string> = { t: 'completion position t', sample: 'sample (rows of a group are adjacent)' };
 
+const NO_LINES = () => [];
+
 /**
  * Grid, axes, tooltip and legend of the per-sample and per-token charts (x from `xKey`, n points). The x
  * ticks are every ⌈n / 12⌉-th point, given as a number: left to choose, recharts measures the label of
- * every point in the DOM (seconds for a 2,048-token completion); horizontal grid lines only, for the same reason.
+ * every point in the DOM (seconds for a 2,048-token completion); horizontal grid lines only, for the same reason
+ * (the grid's default generator measures every x label even when vertical lines are off).
  */
 function frame(xKey: string, n: number): React.ReactElement[] {
   return [
-    <CartesianGrid key="grid" stroke="#21262d" vertical={false} />,
+    <CartesianGrid key="grid" stroke="#21262d" vertical={false} verticalCoordinatesGenerator={NO_LINES} />,
     <XAxis key="x" dataKey={xKey} tick={AXIS} height={30} interval={Math.max(0, Math.ceil(n / 12) - 1)} label={{ value: X_TITLES[xKey] ?? xKey, position: 'insideBottom', offset: -2, fill: '#7d8590', fontSize: 10 }} />,
     <YAxis key="y" tick={AXIS} />,
     <Tooltip key="tooltip" {...TOOLTIP} />,
