@@ -3,7 +3,7 @@
 // the step, as numbers), grad norms per parameter group, and log-probs before / after the step. A chart
 // appears once its data exists (an imported batch has rewards/advantages and old/ref log-probs; the
 // rest comes from a step).
-import { useMemo } from 'react';
+import { useDeferredValue, useMemo } from 'react';
 import { Bar, BarChart, CartesianGrid, Legend, Line, LineChart, ReferenceArea, ReferenceLine, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
 import { groupLabel } from '../store/vocabulary.ts';
 import { useStudio } from '../store/index.ts';
@@ -217,16 +217,30 @@ function BeforeAfter() {
   );
 }
 
+/**
+ * Renders the SVG charts in a deferred render after a new batch: React slices that render between frames,
+ * so the grid of a big import shows at once and the page keeps answering while hundreds of bars and a
+ * 2,048-point curve are built (in the first, urgent render they would hold the page for their whole cost).
+ */
+function Deferred({ children }: { children: React.ReactNode }) {
+  const batch = useStudio((s) => s.batch);
+  return useDeferredValue(batch) === batch ? children : null;
+}
+
 export function Charts() {
   const batch = useStudio((s) => s.batch);
   return (
     <Section title="Charts">
       {!batch && <div className="muted">charts appear with a batch</div>}
-      <RewardsChart />
+      <Deferred>
+        <RewardsChart />
+      </Deferred>
       <LossTable />
       <GradNorms />
-      <BeforeAfter />
-      <TokenCurves />
+      <Deferred>
+        <BeforeAfter />
+        <TokenCurves />
+      </Deferred>
     </Section>
   );
 }
