@@ -1,8 +1,12 @@
 // The token grid's virtual window (src/ui/grid/layout.ts): the O(1) row arithmetic against a brute-force
 // scan of every row, and the window the grid draws always covering every row in the viewport while its
-// canvas stays about a viewport tall, whatever the batch size (200,000 rows included).
+// canvas stays about a viewport tall, whatever the batch size (200,000 rows included); and the rows the
+// page classifies on demand equal the whole-grid build, through the bounded row cache.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
+import type { GrpoBatch } from '../src/io/batch.ts';
+import { buildGrid, gridContext } from '../src/ui/grid/cells.ts';
+import { gridView } from '../src/ui/grid/useGrid.ts';
 import { GROUP_GAP, HEADER_H, OVERSCAN_PX, ROW_H, WINDOW_QUANTUM, gridHeight, rowAt, rowTop, rowWindow, rowsIn } from '../src/ui/grid/layout.ts';
 
 /** Brute force: the geometry written out row by row, independent of the closed forms. */
@@ -83,5 +87,36 @@ describe('grid layout', () => {
     const w = rowWindow(gridHeight(B, G) - viewH, viewH, B, G);
     expect(w.last).toBe(B);
     expect(rowAt(gridHeight(B, G) - 3 - ROW_H / 2, B, G)).toBe(B - 1);
+  });
+});
+
+describe('rows built on demand (the page’s grid model)', () => {
+  it('equal the whole-grid build on any row order, past the row cache, and count mismatched rows', () => {
+    const B = 5_000;
+    const batch: GrpoBatch = {
+      format: 'grpo-batch/v1',
+      num_generations: 4,
+      pad_token_id: 0,
+      eos_token_ids: [1],
+      prompt_ids: Array.from({ length: B }, (_, b) => (b % 3 === 0 ? [0, 5, 6] : [7, 8])),
+      completion_ids: Array.from({ length: B }, (_, b) => (b % 5 === 0 ? [9, 1, 0] : [9, 10, 11, 1])),
+      // Every 7th row's mask is one entry short: a length mismatch the grid flags.
+      completion_mask: Array.from({ length: B }, (_, b) => (b % 5 === 0 ? [1, 1, 0] : [1, 1, 1, 1]).slice(0, b % 7 === 0 ? -1 : undefined)),
+    };
+    const ctx = gridContext(batch);
+    const whole = buildGrid(ctx);
+    const view = gridView(ctx);
+    const fields = ['region', 'ids', 'attention', 'completion', 'tool', 'flags', 'position_ids'] as const;
+    // Every row twice in a scrambled order (7919 is prime to B): 10,000 reads through a 4,096-row cache.
+    const order = Array.from({ length: 2 * B }, (_, i) => (i * 7919) % B);
+    const check = (b: number) => {
+      const row = view.row(b);
+      for (const f of fields) expect(Array.from(row[f]), `${f} row ${b}`).toEqual(Array.from(whole[f].subarray(b * whole.W, (b + 1) * whole.W)));
+    };
+    order.forEach(check);
+    fc.assert(fc.property(fc.array(fc.integer({ min: 0, max: B - 1 }), { maxLength: 200 }), (bs) => bs.forEach(check)));
+    expect(view.mismatchRows()).toBe(whole.rows.filter((r) => r.mismatch).length);
+    expect(view.mismatchRows()).toBe(Math.ceil(B / 7));
+    expect(view.readout(14)).toEqual(whole.rows[14]);
   });
 });

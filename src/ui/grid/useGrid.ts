@@ -23,7 +23,7 @@ export interface GridView {
   mismatchRows(): number;
 }
 
-function gridView(ctx: GridContext): GridView {
+export function gridView(ctx: GridContext): GridView {
   const B = ctx.batch.completion_ids.length;
   const rows = new Map<number, RowCells>();
   let mismatches: number | null = null;
