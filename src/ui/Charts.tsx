@@ -62,7 +62,11 @@ function TokenLines({ title, testId, rows, lines, dots = false }: { title: strin
   );
 }
 
-/** More samples than this are drawn as bins (one bar per run of samples): a React-rendered SVG bar per sample of 200,000 rows freezes the page. */
+/**
+ * More samples than this are drawn as bins: the mean of each run of samples, as two lines (one SVG path
+ * each). recharts renders a React component per bar and re-renders them synchronously once laid out:
+ * a bar per sample of 200,000 rows froze the page, and even 512 bars held it for a quarter second.
+ */
 const MAX_BARS = 256;
 
 function RewardsChart() {
@@ -97,15 +101,24 @@ function RewardsChart() {
   const zeroText = data.zero.length > 20 ? `${data.zero.slice(0, 20).join(', ')} … (${data.zero.length} groups)` : data.zero.join(', ');
   return (
     <ChartBox title={`rewards & advantages per sample${data.per > 1 ? ` (mean of each ${data.per} samples)` : ''}${data.zero.length ? ` — zero-std groups: ${zeroText}` : ''}`} testId="chart-rewards">
-      <BarChart data={data.rows}>
-        {frame('sample', data.rows.length)}
-        {data.spans.map((z) => (
-          <ReferenceArea key={z.x1} x1={z.x1} x2={z.x2} fill="#f85149" fillOpacity={0.12} label={{ value: 'zero std', fill: '#f85149', fontSize: 10 }} />
-        ))}
-        <ReferenceLine y={0} stroke="#7d8590" />
-        <Bar dataKey="reward" fill="#58a6ff" isAnimationActive={false} />
-        <Bar dataKey="advantage" fill="#f2cc60" isAnimationActive={false} />
-      </BarChart>
+      {data.per > 1 ? (
+        <LineChart data={data.rows}>
+          {frame('sample', data.rows.length)}
+          <ReferenceLine y={0} stroke="#7d8590" />
+          <Line dataKey="reward" stroke="#58a6ff" dot={false} isAnimationActive={false} />
+          <Line dataKey="advantage" stroke="#f2cc60" dot={false} isAnimationActive={false} />
+        </LineChart>
+      ) : (
+        <BarChart data={data.rows}>
+          {frame('sample', data.rows.length)}
+          {data.spans.map((z) => (
+            <ReferenceArea key={z.x1} x1={z.x1} x2={z.x2} fill="#f85149" fillOpacity={0.12} label={{ value: 'zero std', fill: '#f85149', fontSize: 10 }} />
+          ))}
+          <ReferenceLine y={0} stroke="#7d8590" />
+          <Bar dataKey="reward" fill="#58a6ff" isAnimationActive={false} />
+          <Bar dataKey="advantage" fill="#f2cc60" isAnimationActive={false} />
+        </BarChart>
+      )}
     </ChartBox>
   );
 }
