@@ -65,28 +65,6 @@ export function loadDefaultModel(): Promise<void> {
 
 let currentImport: AbortController | null = null;
 
-/** Progress shown at most this often (ms): a 200 MB file is read in thousands of chunks. */
-const PROGRESS_MS = 100;
-
-/** Reads a file in chunks with progress (the page stays live; a cancel stops between chunks). */
-async function readFile(file: File, onProgress: (loaded: number) => void, signal: AbortSignal): Promise<Uint8Array> {
-  const out = new Uint8Array(file.size);
-  const reader = file.stream().getReader();
-  let n = 0;
-  for (;;) {
-    if (signal.aborted) {
-      await reader.cancel();
-      throw new Cancelled();
-    }
-    const { done, value } = await reader.read();
-    if (done) break;
-    out.set(value, n);
-    n += value.length;
-    onProgress(n);
-  }
-  return n === out.length ? out : out.slice(0, n);
-}
-
 /**
  * Reads a batch file (grpo-batch/v1, or a trainer's dump: src/io/formats), checks it in the worker (schema +
  * Doctor) and shows it, with progress and a cancel (importStore) on the way. Its config (TRL's loss,
@@ -96,20 +74,11 @@ export async function importBatchFile(file: File): Promise<void> {
   importStore.getState().cancel?.();
   const abort = new AbortController();
   currentImport = abort;
-  let shown = 0;
-  const progress = (p: LoadProgress) => {
-    const now = performance.now();
-    if (now - shown < PROGRESS_MS && p.loaded < p.total) return;
-    shown = now;
-    importStore.getState().set({ progress: p });
-  };
-  importStore.getState().set({ name: file.name, progress: { label: 'reading file', loaded: 0, total: file.size }, cancel: () => abort.abort() });
+  const progress = (p: LoadProgress) => importStore.getState().set({ progress: p });
+  importStore.getState().set({ name: file.name, progress: { label: 'starting', loaded: 0, total: 0 }, cancel: () => abort.abort() });
   try {
-    const bytes = await readFile(file, (loaded) => progress({ label: 'reading file', loaded, total: file.size }), abort.signal);
-    const { batch, report, token_texts, trainer, notes } = await worker().request(
-      { type: 'import-batch', bytes, name: file.name },
-      { transfer: [bytes.buffer], onProgress: progress, signal: abort.signal },
-    );
+    // The File itself goes to the worker (a handle, not its bytes): reading, parsing and checking happen there.
+    const { batch, report, token_texts, trainer, notes } = await worker().request({ type: 'import-batch', file, name: file.name }, { onProgress: progress, signal: abort.signal });
     await dropRun(false);
 
     store().setLoss(lossSettingsOf(batch.config));

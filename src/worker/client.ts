@@ -1,6 +1,6 @@
 // Page side of the worker protocol: typed request → promise of the typed response, plus events
 // (load progress, device lost). One client per page; requests are answered in any order, by id. A request
-// may carry its own progress callback, transfer its buffers, and be cancelled through an AbortSignal (the
+// may carry its own progress callback and be cancelled through an AbortSignal (the
 // promise rejects with Cancelled at once; whatever the worker still sends for it is dropped). Results sent
 // in row slices (src/worker/rows.ts) are put back together before the promise resolves.
 import { Cancelled, StudioFailure } from './errors.ts';
@@ -14,7 +14,7 @@ export interface ClientEvents {
 
 /** What the client needs from a worker (a DOM Worker in the page). */
 export interface PortLike {
-  postMessage(msg: RequestEnvelope, transfer?: Transferable[]): void;
+  postMessage(msg: RequestEnvelope): void;
   onmessage: ((ev: MessageEvent<WorkerMessage>) => void) | null;
   onerror: ((ev: ErrorEvent) => void) | null;
 }
@@ -53,7 +53,7 @@ export class StudioClient {
         onProgress: opts.onProgress,
         rows: new RowCollector(),
       });
-      this.port.postMessage({ id, request }, opts.transfer ?? []);
+      this.port.postMessage({ id, request });
     });
   }
 
@@ -77,8 +77,6 @@ export class StudioClient {
 export interface RequestOptions {
   /** Progress events of this request. */
   onProgress?: (p: LoadProgress) => void;
-  /** Buffers handed to the worker (the page's copy becomes empty): a file's bytes are not copied. */
-  transfer?: Transferable[];
   signal?: AbortSignal;
 }
 

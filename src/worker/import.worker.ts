@@ -2,4 +2,4 @@
 import { handleImportMessage, type ImportJob, type ImportReply } from './import_job.ts';
 
 const post = self.postMessage.bind(self) as (r: ImportReply) => void;
-self.onmessage = (ev: MessageEvent<ImportJob>) => handleImportMessage(ev.data, post);
+self.onmessage = (ev: MessageEvent<ImportJob>) => void handleImportMessage(ev.data, post);

@@ -257,7 +257,8 @@ export interface WorkerErrorInfo {
 
 export type Request =
   | { type: 'init' }
-  | { type: 'import-batch'; bytes: Uint8Array; name: string }
+  /** A file handle: the worker reads it (with progress), the page never holds its bytes. */
+  | { type: 'import-batch'; file: Blob; name: string }
   /** Stops request `target` (an import): its parse worker is terminated, its answer never comes. */
   | { type: 'cancel'; target: number }
   | { type: 'load-model'; source: ModelChoice }
