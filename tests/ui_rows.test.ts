@@ -1,10 +1,11 @@
 // A big import reaches the page in row slices (src/worker/rows.ts) through the client
 // (src/worker/client.ts): the result put back together equals the one sent, no message holds more than
-// its budget (so no single deserialization holds the page's thread), per-request progress reaches its
-// caller, and a cancelled request rejects at once and ignores what the worker still sends.
+// its budget and a huge string arrives in pieces (so no single deserialization holds the page's thread),
+// per-request progress reaches its caller, and a cancelled request rejects at once and ignores what the
+// worker still sends.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { RowCollector, rowPaths, streamRows, type RowPart } from '../src/worker/rows.ts';
+import { PIECE_CHARS, RowCollector, rowPaths, streamRows, type RowPart } from '../src/worker/rows.ts';
 import { StudioClient, type PortLike } from '../src/worker/client.ts';
 import { Cancelled } from '../src/worker/errors.ts';
 import type { RequestEnvelope, WorkerMessage } from '../src/worker/protocol.ts';
@@ -54,18 +55,29 @@ describe('row streaming', () => {
     );
   });
 
-  it('sends 200,000 rows in many bounded messages, and a huge string alone', () => {
+  it('sends 200,000 rows in many bounded messages, and huge strings in pieces', () => {
     const lens = new Array(200_000).fill(3);
-    const big = 'y'.repeat(5_000_000);
+    // Not one repeated letter: pieces put back in the wrong order would not compare equal.
+    const big = Array.from({ length: 5_000_003 }, (_, i) => String.fromCharCode(97 + ((i * 7) % 26))).join('');
     const batch = batchOf(lens, big);
+    batch.completion_texts[100_000] = big.slice(3) + 'z';
+    const before = structuredClone(batch);
     let messages = 0;
+    let longest = 0;
     const c = new RowCollector();
-    const sent = streamRows({ batch }, rowPaths(batch, FIELDS, ['batch']), (p) => (messages++, c.add(p)), () => {});
-    expect(messages).toBeGreaterThan(10);
+    const sent = streamRows({ batch }, rowPaths(batch, FIELDS, ['batch']), (parts) => {
+      messages++;
+      for (const p of parts) for (const r of p.rows) if (typeof r === 'string') longest = Math.max(longest, r.length);
+      c.add(structuredClone(parts));
+    }, () => {});
+    expect(messages).toBeGreaterThan(10 + 2 * 4);
+    expect(longest).toBe(PIECE_CHARS);
     const back = c.restore(sent).batch;
     expect(back.completion_ids.length).toBe(200_000);
     expect(back.completion_ids[199_999]).toEqual([199_999_000, 199_999_001, 199_999_002]);
-    expect(back.completion_texts[0].length).toBe(5_000_000);
+    expect(back.completion_texts[0] === big).toBe(true);
+    expect(back.completion_texts[100_000] === before.completion_texts[100_000]).toBe(true);
+    expect(back).toEqual(before);
   });
 });
 

@@ -4,11 +4,20 @@
 // is its own task, so the page keeps painting and answering input between them. The worker posts the
 // parts, then the result with those arrays emptied; the client puts the rows back before resolving.
 
-/** Rows [k, k + rows.length) of the per-row array at `path` of a result (appended in order). */
+/**
+ * Rows [k, k + rows.length) of the per-row array at `path` of a result (appended in order); with `append`,
+ * rows[0] is the next piece of the last row's string (a huge text travels in pieces).
+ */
 export interface RowPart {
   path: string[];
   rows: unknown[];
+  append?: true;
 }
+
+/** A string longer than this is sent in pieces: one 200 MB string is a ~120 ms copy in a single task. */
+export const PIECE_CHARS = 1 << 20;
+
+const huge = (row: unknown) => typeof row === 'string' && row.length > PIECE_CHARS;
 
 /** Elements per message: a few milliseconds of deserialization on a slow machine. */
 export const ROWS_BUDGET = 100_000;
@@ -45,9 +54,21 @@ export function streamRows<T extends object>(result: T, paths: string[][], post:
   const B = arrays.length ? Math.max(...arrays.map((a) => a.length)) : 0;
   let b0 = 0;
   while (b0 < B) {
+    // A sample with a huge string goes alone: its first piece in the part, the rest appended after it.
+    if (arrays.some((a) => huge(a[b0]))) {
+      progress(b0, B);
+      post(paths.map((path, i) => ({ path, rows: [huge(arrays[i][b0]) ? (arrays[i][b0] as string).slice(0, PIECE_CHARS) : arrays[i][b0]] })));
+      paths.forEach((path, i) => {
+        const row = arrays[i][b0];
+        if (!huge(row)) return;
+        for (let k = PIECE_CHARS; k < (row as string).length; k += PIECE_CHARS) post([{ path, rows: [(row as string).slice(k, k + PIECE_CHARS)], append: true }]);
+      });
+      b0++;
+      continue;
+    }
     let b1 = b0;
     let cost = 0;
-    while (b1 < B && (b1 === b0 || cost < budget)) {
+    while (b1 < B && (b1 === b0 || (cost < budget && !arrays.some((a) => huge(a[b1]))))) {
       for (const a of arrays) cost += weight(a[b1]);
       b1++;
     }
@@ -73,6 +94,11 @@ export class RowCollector {
       const key = JSON.stringify(part.path);
       let into = this.got.get(key);
       if (!into) this.got.set(key, (into = { path: part.path, rows: [] }));
+      if (part.append) {
+        // String pieces join into a rope (V8 cons strings); it is flattened once, where it is first read whole.
+        into.rows[into.rows.length - 1] += part.rows[0] as string;
+        continue;
+      }
       // push(...rows) would overflow the stack on a part of 100,000 short rows.
       for (let i = 0; i < part.rows.length; i++) into.rows.push(part.rows[i]);
     }
