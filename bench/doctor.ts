@@ -1,7 +1,8 @@
 // Benchmark suite `doctor`: time and memory of reading (parseBatch) and diagnosing (validator + every rule,
 // no tokenizer) a grpo-batch/v1 batch of 64 … 1,024 rows of 2,560 tokens (512 prompt + 2,048 completion),
 // and of one 400k-token row. Issue 13 asks every rule to be linear in batch size and row length, so the
-// `us_per_ktoken` column must not grow with the batch. The 400k rows are adversarial (see longRow).
+// `us_per_ktoken` column must not grow with the batch. The 400k rows are adversarial (see longRow). The
+// batches enable the trainer rules (vLLM IS correction, a logged KL) so they are measured too.
 // CPU only: no GPU is opened.
 import { diagnose } from '../src/doctor/index.ts';
 import { parseBatch, serializeBatch, type GrpoBatch } from '../src/io/batch.ts';
@@ -30,7 +31,9 @@ function batchOf(B: number, P: number, C: number): GrpoBatch {
     old_per_token_logps: rows((b, t) => -((b + t) % 97) / 10, C),
     ref_per_token_logps: rows((b, t) => -((b + 2 * t) % 89) / 10, C),
     sampling_per_token_logps: rows((b, t) => -((b + t) % 97) / 10 - 0.001, C),
-    config: { scale_rewards: 'group', max_completion_length: C },
+    // vLLM IS correction on and a logged KL: the trainer rules (importance-sampling-correction, logged-kl) do their full work.
+    config: { scale_rewards: 'group', max_completion_length: C, use_vllm: true, vllm_importance_sampling_mode: 'token_mask', vllm_importance_sampling_clip_min: 0.5, vllm_importance_sampling_clip_max: 2 },
+    metrics: { kl: 0.5 },
   };
 }
 

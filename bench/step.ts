@@ -1,11 +1,11 @@
 // Benchmark suite `step`: one full GRPO update through the step pipeline (src/grpo/step.ts) — policy
-// forward with saved activations, reference forward, loss with dlogits in place, backward, gradient
+// forward with saved activations, reference forward, loss to dlogp, chunked-head backward, gradient
 // norms, clipped AdamW, re-evaluation — on every golden tiny model with its own batch and reference, and
 // on a SmolLM2-135M-shaped Llama with random weights (a second random model as reference) at batch
 // 8 × 256 (128 prompt + 128 completion tokens; --quick: 2 × 32 and a 2048-token vocabulary, for software
 // adapters). Per stage: wall ms of the second run (the first compiles pipelines) and the peak bytes our
 // GPU buffers held; per model: the peak against the plan of src/model/memory.ts (weights + grads + AdamW
-// state + saved activations + backward scratch + one logits buffer, dlogits being written over it) plus
+// state + saved activations + backward scratch + one logits chunk, dlogits being written over it) plus
 // the reference's weights and its inference workspace. Per stage also the GPU work of that second run:
 // dispatches, compute passes, bind-group cache hit rate, KiB read back and CPU ms spent encoding.
 import { join, resolve, dirname } from 'node:path';
@@ -26,14 +26,15 @@ const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/golden
 const TINY = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];
 const MiB = 2 ** 20;
 
-/** A synthetic batch: G = 2, every prompt P tokens and every completion C tokens (no EOS), TRL's default loss with β = 0.04. */
+/** A synthetic batch: G = 2, every prompt P tokens and every completion C tokens (truncated: no EOS), TRL's default loss with β = 0.04. */
 function syntheticBatch(V: number, B: number, P: number, C: number): GrpoBatch {
-  const row = (b: number, n: number, salt: number) => Array.from({ length: n }, (_, t) => (7 * (b * 131 + t) + salt) % V);
+  // Ids in [1, V − 2]: 0 pads, V − 1 is the EOS no completion reaches (a batch without an EOS id is refused).
+  const row = (b: number, n: number, salt: number) => Array.from({ length: n }, (_, t) => 1 + ((7 * (b * 131 + t) + salt) % (V - 2)));
   return {
     format: 'grpo-batch/v1',
     num_generations: 2,
     pad_token_id: 0,
-    eos_token_ids: [],
+    eos_token_ids: [V - 1],
     prompt_ids: Array.from({ length: B }, (_, b) => row(Math.floor(b / 2), P, 3)),
     completion_ids: Array.from({ length: B }, (_, b) => row(b, C, 5)),
     completion_mask: Array.from({ length: B }, () => new Array(C).fill(1)),

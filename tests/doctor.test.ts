@@ -73,6 +73,24 @@ const EXPECT: Record<string, (fs: Finding[]) => void> = {
     expect(fs[0]).toMatchObject({ sample: 2, span: [1, 2] });
     expect(fs[0].message).toMatch(/max \|Δ\| = 3\.00/);
   },
+  'unscorable-rewards': (fs) => {
+    expect(fs.map((f) => [f.severity, f.sample])).toEqual([['warning', 1]]);
+    expect(fs[0].message).toMatch(/None for 1 sample\(s\) \(1\).*group\(s\) 0 keep fewer than 2 scored samples/);
+  },
+  'importance-sampling-correction': (fs) => {
+    expect(fs.map((f) => [f.sample, f.span, f.severity])).toEqual([[1, [0, 2], 'warning'], [2, [0, 4], 'warning']]);
+    expect(fs[0].message).toMatch(/sequence IS ratio 2\.718 > vllm_importance_sampling_clip_max = 2: all 2 loss tokens masked/);
+    expect(fs[1].message).toMatch(/sequence IS ratio 0\.3679 < vllm_importance_sampling_clip_min = 0\.5/);
+  },
+  'num-items-in-batch': (fs) => {
+    expect(fs.map((f) => f.severity)).toEqual(['error']);
+    expect(fs[0].message).toMatch(/dapo over 2 processes .* one rank \(11 loss-mask tokens\)/);
+  },
+  'logged-kl': (fs) => {
+    expect(fs.map((f) => f.severity)).toEqual(['info']);
+    expect(fs[0].message).toMatch(/^logged kl = 0\.08077 is k3 token mean/);
+    expect(fs[0].message).not.toMatch(/also within/);
+  },
   nonfinite: (fs) => {
     expect(fs.map((f) => [f.field, f.sample, f.span])).toEqual([['old_per_token_logps', 2, [2, 3]]]);
     expect(fs[0].message).toMatch(/2 non-finite/);
@@ -160,7 +178,8 @@ describe('clean batches', () => {
   it('a batch assembled from the Qwen3 tokenizer triggers no rule, and every rule runs', () => {
     const report = diagnose(cleanQwenBatch(qwen), { tokenizer: qwen });
     expect(report.findings).toEqual([]);
-    expect(report.skipped).toEqual([]);
+    // Only the rules that read what a trainer logs or how it scores rewards per function have nothing to read.
+    expect(report.skipped.map((s) => s.rule)).toEqual(['unscorable-rewards', 'logged-kl']);
     expect(report.groups!.map((g) => g.zero_std)).toEqual([false, false, false]);
   });
 

@@ -47,8 +47,10 @@ describe('bf16 weight storage', () => {
     expect(await model.readParam(name)).toEqual(await f32.readParam(name));
     // A bf16-stored weight does not train.
     const train = gpu.recorder('train');
-    score_completions(train, model, padded, { save: true });
-    expect(() => model.backward(train, gpu.zeros(16))).toThrow(/bf16 weight is frozen/);
+    const scored = score_completions(train, model, padded, { save: true });
+    const grad = { dlogp: scored.per_token_logps, lse: scored.lse, ids: scored.completion_ids, mask: scored.completion_mask, temperature: 1 };
+    expect(() => model.backward(train, grad)).toThrow(/bf16 weight is frozen/);
+    scored.destroy();
     s.destroy();
     model.destroy();
     f32.destroy();

@@ -1,8 +1,10 @@
 // The loss given the policy forward's gather (GrpoLossInputs.scored, what the step pipeline does): the
 // same kernel on the same logits already produced per_token_logps / lse / entropy, so the loss must give
 // bitwise the same outputs and dlogits as when it gathers them itself, without reading the (B·T, V)
-// logits again (one dispatch fewer per logits window, and nothing of the logits size read). The field
-// read-back (readGrpoLossFields) returns only what is asked, in one round trip of exactly those bytes.
+// logits again (one dispatch fewer per logits window, and nothing of the logits size read). Without the
+// logits at all (the step pipeline: the policy is scored in row chunks, src/model/head.ts) the same
+// outputs and dlogp come out and there are no dlogits; with neither logits nor a gather the loss names
+// the missing field. The field read-back (readGrpoLossFields) returns only what is asked, in one round trip of exactly those bytes.
 import { describe, expect, it } from 'vitest';
 import { statsSince } from '../src/gpu/context.ts';
 import { grpo_loss, readGrpoLoss, readGrpoLossFields, DEFAULT_GRPO_LOSS_CONFIG, type GrpoLossConfig } from '../src/grpo/loss.ts';
@@ -22,7 +24,7 @@ function rng(seed: number): () => number {
 }
 
 describe('loss from the forward\'s gather', () => {
-  it('bitwise the same outputs and dlogits, one gather fewer', async () => {
+  it('bitwise the same outputs and dlogits, one gather fewer; the same dlogp without logits', async () => {
     const gpu = await testGpu();
     const [B, T, V] = [3, 7, 261];
     const N = B * T;
@@ -42,7 +44,7 @@ describe('loss from the forward\'s gather', () => {
       ref_per_token_logps: gpu.upload('ref', ref),
     };
 
-    const run = async (reuse: boolean) => {
+    const run = async (reuse: boolean, withLogits = true) => {
       const l = gpu.upload('logits', logits);
       const scored = { per_token_logps: gpu.createBuffer('lp', N * 4), lse: gpu.createBuffer('lse', N * 8), per_token_entropy: gpu.createBuffer('ent', N * 4) };
       if (reuse) {
@@ -52,7 +54,7 @@ describe('loss from the forward\'s gather', () => {
         await rec.submit();
       }
       const s0 = { ...gpu.stats };
-      const res = await grpo_loss(gpu, { B, T, V, logits: l, ...up, scored: reuse ? scored : null }, cfg, { dlogits: 'in-place', scoreMaskedRows: true });
+      const res = await grpo_loss(gpu, { B, T, V, logits: withLogits ? l : null, ...up, scored: reuse ? scored : null }, cfg, { dlogits: withLogits ? 'in-place' : 'buffer', scoreMaskedRows: true });
       const work = statsSince(gpu.stats, s0);
       const out = await readGrpoLoss(gpu, res, { dlogits: true });
       res.destroy();
@@ -68,6 +70,13 @@ describe('loss from the forward\'s gather', () => {
     expect(reused.out.losses).toEqual(own.out.losses);
     expect(Math.abs(own.out.loss)).toBeGreaterThan(0);
     expect(reused.work.dispatches).toBeLessThan(own.work.dispatches);
+    const noLogits = await run(true, false);
+    for (const k of ['per_token_logps', 'lse', 'per_token_entropy', 'per_token_kl', 'importance_ratio', 'per_token_loss', 'clip', 'dlogp', 'token_weight'] as const) {
+      expect(Array.from(noLogits.out[k]!), k).toEqual(Array.from(own.out[k]!));
+    }
+    expect(noLogits.out.losses).toEqual(own.out.losses);
+    expect(noLogits.out.dlogits).toBeNull();
+    await expect(grpo_loss(gpu, { B, T, V, ...up }, cfg)).rejects.toThrow(/logits: needed unless the per-token log-probs are given/);
     Object.values(up).forEach((b) => b.destroy());
   });
 

@@ -37,16 +37,30 @@ describe('step memory plan', () => {
     expect(p.bytes.optimizer).toBe(2 * 8798208 * 4);
     expect(p.bytes.grads).toBe((8798208 + norms) * 4);
     expect(p.rows).toBe(8 * 256);
-    expect(p.bytes.logits_chunk).toBe(8 * 256 * V * 4);
+    // The backward's head chunk: 220 rows (220 × V × 4 ≤ 128 MiB, one storage binding) of logits, hidden
+    // rows and their gradient (2C), and ids / mask / lse (2) / dlogp per row.
+    const R = 220;
+    expect(R * V * 4).toBeLessThanOrEqual(128 * 2 ** 20);
+    expect((R + 1) * V * 4).toBeGreaterThan(128 * 2 ** 20);
+    expect(p.bytes.logits_chunk).toBe(R * (V + 2 * C + 5) * 4);
     // Checkpointing keeps L layer inputs (N, C) instead of L full activation sets.
     const full = planStep(cfg, { ...o, checkpointing: false });
     expect(full.bytes.activations - p.bytes.activations).toBeGreaterThan((L - 1) * 8 * 512 * (4864 * 3) * 4);
-    // The peak is the larger of the reference forward and the backward + step (the reference's workspace is freed between).
+    // The peak is the larger of the reference forward and the backward + step + re-evaluation (the
+    // reference's workspace is freed between): the backward's head chunk, then (once it is freed) the
+    // optimizer's moments with θ_old (the largest adapter tensor, r × 4864 of down_proj's A) or with a
+    // scoring chunk (logits, hidden rows, ids / mask / logp / lse (2) / entropy per row).
     const b = p.bytes;
-    expect(p.total_bytes).toBe(Math.max(b.weights + b.activations + b.logits_chunk + b.grads + b.reference, b.weights + b.activations + b.logits_chunk + b.grads + b.optimizer + b.scratch));
-    expect(p.peak).toBe('reference forward');
-    // The 2048 × 151936 f32 logits (1.16 GiB) exceed WebGPU's default maxBufferSize.
-    expect(p.buffers).toContainEqual({ name: 'logits (rows, V)', bytes: 8 * 256 * V * 4, status: 'does not fit' });
+    const thetaOld = 16 * 4864 * 4;
+    const scoring = R * (V + C + 6) * 4;
+    const atStep = b.weights + b.activations + b.grads + b.scratch - thetaOld + Math.max(b.logits_chunk, b.optimizer + Math.max(thetaOld, scoring));
+    expect(p.total_bytes).toBe(Math.max(b.weights + b.activations + b.grads + b.reference, atStep));
+    expect(p.peak).toBe('backward + step');
+    // The 2048 × 151936 f32 logits (1.16 GiB) would exceed WebGPU's default maxBufferSize; one chunk fits a binding.
+    expect(p.buffers.map((x) => x.name)).not.toContain('logits chunk (R, V)');
+    // The frozen bf16 embedding (V, C) is 259.7 MiB: just past the default maxBufferSize (256 MiB).
+    // Fused attention keeps no (B, Hq, T, T) probabilities, so there is nothing of that size to flag.
+    expect(p.buffers).toEqual([{ name: 'embedding (V, C)', bytes: V * C * 2, status: 'does not fit' }]);
   });
 
   for (const [lora, checkpointing] of [[true, false], [false, false], [true, true], [false, true]]) {

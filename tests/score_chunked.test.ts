@@ -1,7 +1,8 @@
-// Chunked scoring (src/model/score.ts without save): a headless forward, then the LM head and the
-// log-prob / entropy gather over row chunks. Per-token log-probs, entropies and log-sum-exps equal the
-// full-logits path (save) on every golden tiny model for odd chunk sizes, the golden log-probs hold, and
-// the chunked path never allocates the (B·C, V) logits.
+// Chunked scoring (src/model/score.ts): a headless forward, then the LM head and the log-prob / entropy
+// gather over row chunks. Per-token log-probs, entropies and log-sum-exps equal the full-logits path (a
+// forward with logits, then one gather) on every golden tiny model for odd chunk sizes
+// (CausalLM.logitsChunkRows), with and without saved activations, the golden log-probs hold, and the
+// chunked path never allocates the (B·C, V) logits.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
@@ -9,7 +10,9 @@ import { padBatch } from '../src/grpo/batch.ts';
 import { parseBatch } from '../src/io/batch.ts';
 import { parseSafeTensors, toF64 } from '../src/io/safetensors.ts';
 import { CausalLM } from '../src/model/model.ts';
-import { logitsChunkRows, score_completions } from '../src/model/score.ts';
+import { logprob_gather_forward } from '../src/kernels/logprob_gather.ts';
+import { logitsChunkRows } from '../src/model/memory.ts';
+import { score_completions } from '../src/model/score.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import { expectClose } from './helpers/close.ts';
 import { GOLDEN, GOLDEN_MODELS } from './helpers/golden.ts';
@@ -25,15 +28,20 @@ describe.each(GOLDEN_MODELS)('%s', (m) => {
     const read = async (s: ReturnType<typeof score_completions>) => ({
       logp: await gpu.readF32(s.per_token_logps, n), ent: await gpu.readF32(s.per_token_entropy, n), lse: await gpu.readF32(s.lse, 2 * n),
     });
+    // The full-logits path: (B·C, V) logits from one forward, one gather over them.
     let rec = gpu.recorder('full');
-    const full = score_completions(rec, model, padded, { save: true });
+    const f = model.forward(rec, { B: padded.B, T: padded.L, input_ids: padded.input_ids, attention_mask: padded.attention_mask, position_ids: padded.position_ids }, { logits_to_keep: padded.C });
+    const full = { logp: gpu.createBuffer('logp', n * 4), lse: gpu.createBuffer('lse', n * 8), entropy: gpu.createBuffer('entropy', n * 4) };
+    const ids = gpu.upload('ids', padded.completion_ids);
+    const mask = gpu.upload('mask', padded.completion_mask);
+    logprob_gather_forward(rec, { logits: f.logits, ids, mask, ...full, N: n, V, temperature: 1, skipMasked: false });
     await rec.submit();
-    const want = await read(full);
-    for (const chunkRows of [1, 5, 7, n]) {
+    const want = { logp: await gpu.readF32(full.logp, n), ent: await gpu.readF32(full.entropy, n), lse: await gpu.readF32(full.lse, 2 * n) };
+    for (const [chunkRows, save] of [[1, false], [5, true], [7, false], [n, true]] as const) {
+      model.logitsChunkRows = chunkRows;
       const created = vi.spyOn(gpu, 'createBuffer');
       rec = gpu.recorder('chunked');
-      const s = score_completions(rec, model, padded, { chunkRows });
-      expect(s.logits).toBeNull();
+      const s = score_completions(rec, model, padded, { save });
       await rec.submit();
       // The biggest logits buffer allocated is one chunk, never (B·C, V).
       const logitsBytes = created.mock.calls.filter(([label]) => /logits/.test(label)).map(([, bytes]) => bytes);
@@ -47,21 +55,23 @@ describe.each(GOLDEN_MODELS)('%s', (m) => {
       s.destroy();
     }
     // README: per_token_logps rtol 1e-4, atol 1e-5 where completion_mask = 1 (default chunking).
+    model.logitsChunkRows = null;
     rec = gpu.recorder('default');
     const d = score_completions(rec, model, padded);
     await rec.submit();
     const st = parseSafeTensors(new Uint8Array(readFileSync(join(GOLDEN, m, 'golden.safetensors'))));
     expectClose(await gpu.readF32(d.per_token_logps, n), toF64(st, 'per_token_logps'), { rtol: 1e-4, atol: 1e-5, mask: padded.completion_mask, label: `${m} golden logp` });
-    full.destroy();
+    [...Object.values(full), ids, mask].forEach((b) => b.destroy());
     d.destroy();
     model.destroy();
   });
 });
 
 describe('logitsChunkRows', () => {
-  it('fills one storage binding, at least one row, at most every row', () => {
+  it('fills one storage binding of at most 128 MiB, at least one row, at most every row', () => {
     expect(logitsChunkRows(151936, 2048, 128 * 2 ** 20)).toBe(220); // 220 × 151936 × 4 ≤ 128 MiB
     expect(logitsChunkRows(97, 30, 128 * 2 ** 20)).toBe(30);
     expect(logitsChunkRows(10 ** 9, 30, 128 * 2 ** 20)).toBe(1);
+    expect(logitsChunkRows(151936, 2048, 2 ** 31)).toBe(220); // a device binding 2 GiB still gets 128 MiB chunks
   });
 });

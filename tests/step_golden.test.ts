@@ -1,7 +1,7 @@
 // The step pipeline (src/grpo/step.ts) end to end on every golden tiny model (tests/golden/models,
 // README there), from the model's batch.json: per-token log-probs, entropy, reference log-probs, KL,
-// loss, every parameter's gradient as the pipeline leaves it (dlogits written in place over the
-// logits, unlike the model test), the grad norm and its per-group split, and the post-step log-probs
+// loss, every parameter's gradient as the pipeline leaves it (the loss's dlogp taken through the head
+// chunk by chunk, unlike the model test's dlogits), the grad norm and its per-group split, and the post-step log-probs
 // of one clipped AdamW step. The step itself is also checked in the README's two tight stages: AdamW on
 // the golden gradients against post_step.param.*, and a forward of post_step.param.* against
 // post_step.per_token_logps.

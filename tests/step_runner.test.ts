@@ -4,34 +4,12 @@
 // the step (a second run scores exactly as the first), and the same update started from the assembled
 // batch as if imported (render / sample / reward skipped, identical log-probs). Successive updates
 // continue from the stepped weights against the frozen copy of the loaded ones (issue 15).
-import { readFileSync, readdirSync, copyFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createStepRunner } from '../src/worker/runner.ts';
 import { DEFAULT_SETTINGS } from '../src/store/settings.ts';
 import { STAGES, type StagePayloads, type StepSettings, type StepStart } from '../src/worker/protocol.ts';
-import { parseConfig } from '../src/model/config.ts';
-import { randomWeights, tempDir, writeModelFolder } from './fixtures/models.ts';
+import { droppedFolder } from './helpers/dropped_folder.ts';
 import { testGpu } from './helpers/gpu.ts';
-
-const TOKENIZER_DIR = resolve(__dirname, '../public/models/tiny-adder');
-
-/** A model folder as the page sends it: File objects named like a dropped directory (random weights from `seed`; `extraVocab` pads the embedding). */
-function droppedFolder(name = 'tiny', seed = 9, extraVocab = 0): File[] {
-  const vocab = JSON.parse(readFileSync(join(TOKENIZER_DIR, 'tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> }; added_tokens: { id: number }[] };
-  const V = Math.max(...Object.values(vocab.model.vocab), ...vocab.added_tokens.map((t) => t.id)) + 1;
-  const hf = {
-    architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', vocab_size: V + extraVocab, hidden_size: 16, num_attention_heads: 2, num_key_value_heads: 1,
-    num_hidden_layers: 2, intermediate_size: 24, rms_norm_eps: 1e-6, rope_theta: 1e6, max_position_embeddings: 128, tie_word_embeddings: true,
-  };
-  const dir = writeModelFolder(join(tempDir('runner'), name), hf, randomWeights(parseConfig(hf), seed));
-  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(TOKENIZER_DIR, f), join(dir, f));
-  return readdirSync(dir).map((f) => {
-    const file = new File([readFileSync(join(dir, f))], f);
-    Object.defineProperty(file, 'webkitRelativePath', { value: `${name}/${f}` });
-    return file;
-  });
-}
 
 /**
  * TRL's loss aggregations (huggingface/trl trl/trainer/grpo_trainer.py _compute_loss) over a (B, C) per-token

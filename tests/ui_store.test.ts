@@ -34,7 +34,7 @@ describe('persistence', () => {
     a.getState().pushError({ kind: 'bad-file', message: 'nope' });
 
     const saved = JSON.parse(storage.data.get(STORAGE_KEY)!);
-    expect(Object.keys(saved.state).sort()).toEqual(['loss', 'prompts', 'rewards', 'sampling']);
+    expect(Object.keys(saved.state).sort()).toEqual(['loss', 'prompts', 'rewards', 'sampling', 'trainer']);
 
     const b = createStudioStore(storage).getState();
     expect(b.prompts[0]).toEqual({ system: '', user: 'What is 2 + 2?', answer: '4' });

@@ -1,12 +1,16 @@
 // The batch's rewards as the trainer combined them: `rewards`, else TRL's nansum of rewards_per_func ·
-// reward_weights. Shared by the reward rules and the report's group statistics.
-import { combineRewards } from '../grpo/advantages.ts';
+// reward_weights; a row where every reward function returned None (all NaN) is NaN, as TRL marks it
+// (huggingface/trl trl/trainer/grpo_trainer.py at f2cd577: `rewards[unscorable_mask] = nan`) so the group
+// statistics leave it out. Shared by the reward rules and the report's group statistics.
+import { combineRewards, unscorableRows as unscorableOf, withUnscorable } from '../grpo/advantages.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 
+/** Rows where every reward function returned None (rewards_per_func all NaN). */
+export const unscorableRows = (batch: GrpoBatch): number[] => unscorableOf(batch.rewards_per_func);
+
 export function batchRewards(batch: GrpoBatch): ArrayLike<number> | undefined {
-  if (batch.rewards) return batch.rewards;
-  if (batch.rewards_per_func) return combineRewards(batch.rewards_per_func, batch.reward_weights);
-  return undefined;
+  const base = batch.rewards ?? (batch.rewards_per_func ? combineRewards(batch.rewards_per_func, batch.reward_weights) : undefined);
+  return base && withUnscorable(base, batch.rewards_per_func);
 }
 
 /** Whether a per-sample field has one value per sample. */

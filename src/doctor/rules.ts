@@ -15,6 +15,10 @@ import { templateMismatch } from './rules/template-mismatch.ts';
 import { positionIdsShift } from './rules/position-ids-shift.ts';
 import { logprobMismatch } from './rules/logprob-mismatch.ts';
 import { nonfinite } from './rules/nonfinite.ts';
+import { unscorableRewards } from './rules/unscorable-rewards.ts';
+import { importanceSamplingCorrection } from './rules/importance-sampling-correction.ts';
+import { numItemsInBatch } from './rules/num-items-in-batch.ts';
+import { loggedKl } from './rules/logged-kl.ts';
 
 export const RULES: readonly Rule[] = [
   maskLengthMismatch,
@@ -23,6 +27,7 @@ export const RULES: readonly Rule[] = [
   promptPaddingSide,
   zeroStdGroup,
   advantageMismatch,
+  unscorableRewards,
   eosInsideCompletion,
   padEqualsEos,
   truncatedCompletion,
@@ -31,6 +36,9 @@ export const RULES: readonly Rule[] = [
   templateMismatch,
   positionIdsShift,
   logprobMismatch,
+  importanceSamplingCorrection,
+  numItemsInBatch,
+  loggedKl,
   nonfinite,
 ];
 

@@ -4,6 +4,8 @@
 // std is Bessel-corrected, per group ("group") or over the whole batch ("batch"). TRL: ε = 1e-4; verl:
 // ε = 1e-6 and a single-sample group gets mean 0, std 1 (TRL: std 0, so A = 0). A group whose std is ~0 (TRL: isclose(std, 0))
 // gets A = 0 everywhere, so it contributes nothing but the KL term to the loss — reported per group.
+// A NaN reward is TRL's unscorable row (every reward function returned None): TRL leaves it out of the
+// group statistics (nanmean / nanstd) and gives it advantage 0; verl has no such rows (NaN propagates).
 // Everything is float64 so the result is a reference for the float32 values a trainer wrote.
 import type { ScaleRewards } from '../io/batch.ts';
 import type { VERL_ADV_ESTIMATORS } from './settings/verl_advantages.ts';
@@ -54,14 +56,38 @@ export function combineRewards(rewardsPerFunc: readonly (readonly number[])[], w
   return out;
 }
 
-function meanStd(xs: ArrayLike<number>, rows: readonly number[]): { mean: number; std: number } {
-  const n = rows.length;
+/** TRL's unscorable rows: every reward function returned None (NaN); a row with no functions is not one. */
+export function unscorableRows(rewardsPerFunc: readonly (readonly number[])[] | undefined): number[] {
+  const out: number[] = [];
+  rewardsPerFunc?.forEach((row, b) => {
+    if (Array.isArray(row) && row.length > 0 && row.every((x) => Number.isNaN(x))) out.push(b);
+  });
+  return out;
+}
+
+/**
+ * The rewards with TRL's unscorable rows set to NaN (`rewards[unscorable_mask] = nan` in
+ * `_generate_and_score_completions`), so the TRL estimator leaves them out of the group statistics and
+ * gives them advantage 0; `rewards` itself (nansum: 0 there) is returned when there are none.
+ */
+export function withUnscorable(rewards: ArrayLike<number>, rewardsPerFunc: readonly (readonly number[])[] | undefined): ArrayLike<number> {
+  const none = unscorableRows(rewardsPerFunc);
+  if (none.length === 0) return rewards;
+  const out = Float64Array.from(rewards);
+  for (const b of none) if (b < out.length) out[b] = NaN;
+  return out;
+}
+
+/** Mean and Bessel std of xs[rows]; `skipNaN` leaves NaN values out (TRL's nanmean / nanstd). */
+function meanStd(xs: ArrayLike<number>, rows: readonly number[], skipNaN = false): { mean: number; std: number } {
+  let n = 0;
   let sum = 0;
-  for (const i of rows) sum += xs[i];
+  for (const i of rows) if (!(skipNaN && Number.isNaN(xs[i]))) [sum, n] = [sum + xs[i], n + 1];
   const mean = sum / n;
   let ss = 0;
-  for (const i of rows) ss += (xs[i] - mean) ** 2;
-  return { mean, std: n > 1 ? Math.sqrt(ss / (n - 1)) : 0 }; // Bessel; one sample: 0, as TRL
+  for (const i of rows) if (!(skipNaN && Number.isNaN(xs[i]))) ss += (xs[i] - mean) ** 2;
+  // Bessel; one sample: 0, as TRL (nanstd's NaN there ends as A = 0 as well); no sample: NaN.
+  return { mean, std: n > 1 ? Math.sqrt(ss / (n - 1)) : n === 1 ? 0 : NaN };
 }
 
 const range = (lo: number, hi: number) => Array.from({ length: hi - lo }, (_, k) => lo + k);
@@ -97,11 +123,12 @@ export function computeAdvantages(rewards: ArrayLike<number>, opts: AdvantageOpt
   const scale = opts.scale_rewards ?? 'group';
   const estimator = opts.estimator ?? 'trl';
   const eps = ADVANTAGE_EPSILON[estimator];
+  const skipNaN = estimator === 'trl';
   const advantages = new Float64Array(B);
   const groups: GroupStats[] = [];
   const groupOf = new Int32Array(B);
   rowsOf.forEach((rows, g) => {
-    let { mean, std } = meanStd(rewards, rows);
+    let { mean, std } = meanStd(rewards, rows, skipNaN);
     if (estimator === 'verl' && rows.length === 1) [mean, std] = [0, 1];
     groups.push({ group: g, mean, std, zero_std: Math.abs(std) <= ZERO_STD_ATOL });
     for (const i of rows) {
@@ -111,9 +138,10 @@ export function computeAdvantages(rewards: ArrayLike<number>, opts: AdvantageOpt
   });
   let batch_std: number | undefined;
   if (scale !== 'none') {
-    if (scale === 'batch') batch_std = meanStd(rewards, range(0, B)).std;
+    if (scale === 'batch') batch_std = meanStd(rewards, range(0, B), skipNaN).std;
     for (let i = 0; i < B; i++) advantages[i] /= (batch_std ?? groups[groupOf[i]].std) + eps;
   }
+  if (skipNaN) for (let i = 0; i < B; i++) if (Number.isNaN(advantages[i])) advantages[i] = 0; // torch.nan_to_num
   return { advantages, groups, batch_std, epsilon: eps };
 }
 

@@ -1,8 +1,9 @@
 // The GRPO loss on the GPU, end to end, as one call: logits (B·T, V) → per-token log-probs, entropy,
 // KL to the reference, importance ratio, per-token loss and clip flags (TRL GRPOTrainer._compute_loss),
-// every aggregation at once, and (optionally) the gradient back to the logits for the chosen loss_type.
-// Used by the `loss` CLI verb and by the step pipeline, which hands its logits buffer over directly
-// (aligned so logits[b, t] scores completion_ids[b, t]): no CPU round trip until `readGrpoLoss`.
+// every aggregation at once, and (optionally) the gradient for the chosen loss_type: back to the logits,
+// or, when the logits were never materialised (the step pipeline scores the policy in row chunks, and
+// its backward recomputes each chunk's logits: src/model/head.ts), only to the per-token log-probs
+// (dlogp). Used by the `loss` CLI verb and by the step pipeline: no CPU round trip until `readGrpoLoss`.
 import type { Gpu, Recorder } from '../gpu/context.ts';
 import { kl_forward } from '../kernels/kl.ts';
 import { logprob_gather_backward, logprob_gather_forward, type LogitsDtype } from '../kernels/logprob_gather.ts';
@@ -58,7 +59,8 @@ export interface GrpoLossInputs {
   B: number;
   T: number;
   V: number;
-  logits: GPUBuffer; // (B·T, V): logits[b, t] scores completion_ids[b, t]
+  /** (B·T, V): logits[b, t] scores completion_ids[b, t]. Absent: `scored` is required and the backward stops at dlogp. */
+  logits?: GPUBuffer | null;
   logitsDtype?: LogitsDtype;
   completion_ids: GPUBuffer; // (B, T) i32
   completion_mask: GPUBuffer; // (B, T) i32, 1 on completion tokens
@@ -102,7 +104,7 @@ export interface GrpoLossResult {
   stats: GPUBuffer; // (16): AGGREGATIONS then STATS slots
   dlogp: GPUBuffer | null;
   token_weight: GPUBuffer | null; // ∂loss/∂per_token_loss of the chosen aggregation (with the backward)
-  dlogits: GPUBuffer | null; // (B·T, V); the logits buffer itself when in place
+  dlogits: GPUBuffer | null; // (B·T, V); the logits buffer itself when in place; null without logits
   destroy(): void; // frees what grpo_loss created (never the inputs)
 }
 
@@ -115,7 +117,9 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
   const N = B * T;
   const dtype = inputs.logitsDtype ?? 'f32';
   if (![B, T, V].every((x) => Number.isInteger(x) && x > 0)) throw new GrpoLossError(`B, T, V must be positive integers, got ${B}, ${T}, ${V}`);
-  checkSize('logits', inputs.logits, N * V * (dtype === 'f16' ? 2 : 4));
+  const logits = inputs.logits ?? null;
+  if (logits) checkSize('logits', logits, N * V * (dtype === 'f16' ? 2 : 4));
+  else if (!inputs.scored) throw new GrpoLossError('logits: needed unless the per-token log-probs are given (scored)');
   checkSize('completion_ids', inputs.completion_ids, N * 4);
   checkSize('completion_mask', inputs.completion_mask, N * 4);
   checkSize('advantages', inputs.advantages, B * 4);
@@ -124,7 +128,7 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
   if (config.beta !== 0 && !inputs.ref_per_token_logps) throw new GrpoLossError(`beta = ${config.beta} needs ref_per_token_logps`);
   const backward = opts.backward ?? true;
   const inPlace = opts.dlogits === 'in-place';
-  if (backward && inPlace && dtype !== 'f32') throw new GrpoLossError('in-place dlogits needs f32 logits');
+  if (backward && inPlace && (dtype !== 'f32' || !logits)) throw new GrpoLossError('in-place dlogits needs f32 logits');
 
   const created: GPUBuffer[] = [];
   const buf = (label: string, bytes: number): GPUBuffer => {
@@ -149,13 +153,13 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
     stats: buf('loss_stats', STATS.size * 4),
     dlogp: backward ? buf('dlogp', N * 4) : null,
     token_weight: backward ? buf('token_weight', N * 4) : null,
-    dlogits: backward ? (inPlace ? inputs.logits : buf('dlogits', N * V * 4)) : null,
+    dlogits: backward && logits ? (inPlace ? logits : buf('dlogits', N * V * 4)) : null,
   };
 
   const rec = opts.rec ?? gpu.recorder('grpo_loss');
   if (!scored) {
     logprob_gather_forward(rec, {
-      logits: inputs.logits,
+      logits: logits!,
       dtype,
       ids: inputs.completion_ids,
       mask: inputs.completion_mask,
@@ -169,9 +173,9 @@ export async function grpo_loss(gpu: Gpu, inputs: GrpoLossInputs, config: GrpoLo
     });
   }
   recordLossTerms(rec, { B, T, logp: out.per_token_logps, mask: inputs.completion_mask, advantages: inputs.advantages, old: inputs.old_per_token_logps ?? null, ref: inputs.ref_per_token_logps ?? null }, out, config);
-  if (out.dlogp && out.token_weight && out.dlogits) {
+  if (logits && out.dlogp && out.token_weight && out.dlogits) {
     logprob_gather_backward(rec, {
-      logits: inputs.logits,
+      logits,
       dtype,
       ids: inputs.completion_ids,
       mask: inputs.completion_mask,

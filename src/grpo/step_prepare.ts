@@ -4,7 +4,7 @@
 import { BatchFormatError, type GrpoBatch } from '../io/batch.ts';
 import { assertComputable, modelLimits } from '../io/validate.ts';
 import { generate } from '../model/generate.ts';
-import { computeAdvantages, groupRows } from './advantages.ts';
+import { computeAdvantages, groupRows, withUnscorable } from './advantages.ts';
 import { assembleBatch, checkScorable, padBatch, type PaddedBatch } from './batch.ts';
 import { scoreRewards } from './rewards.ts';
 import { batchConfigOf } from './step_config.ts';
@@ -74,7 +74,8 @@ export async function advantages(ctx: StageContext, state: StepState): Promise<S
   // The first stage that computes from an imported batch: the page and the CLI stop here on the same verdict.
   if (src.kind === 'batch') assertComputable(src.batch, { purpose: 'step', ...modelLimits(ctx.opts.policy.config) });
   if (src.kind === 'batch' && src.batch.advantages) return { data: { advantages: [...src.batch.advantages], groups: null, from: 'batch' } };
-  const rewards = src.kind === 'batch' ? src.batch.rewards : need(state, 'reward').data.rewards;
+  const scored = src.kind === 'batch' ? src.batch : need(state, 'reward').data;
+  const rewards = scored.rewards;
   if (!rewards) throw new BatchFormatError('the batch has neither "advantages" nor "rewards": nothing to take a step on');
   const G = src.kind === 'batch' ? src.batch.num_generations : src.generation.num_generations;
   // Labelled groups (verl uid, a rank's slice): a group missing rows had its mean/std over rows we lack.
@@ -82,7 +83,9 @@ export async function advantages(ctx: StageContext, state: StepState): Promise<S
   const groups = labels && groupRows(rewards.length, G, labels);
   const partial = groups ? groups.complete.indexOf(false) : -1;
   if (groups && partial >= 0) throw new BatchFormatError(`group_ids: group ${labels![groups.rows[partial][0]]} has ${groups.rows[partial].length} of its ${G} rows here, so its advantages cannot be recomputed from rewards; include "advantages" or merge the slices`);
-  const a = computeAdvantages(rewards, { num_generations: G, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator, groups: groups?.rows });
+  // TRL: a sample no reward function scored is out of the group statistics, advantage 0 (verl has no such rows).
+  const r = c.advantage_estimator === 'trl' ? withUnscorable(rewards, scored.rewards_per_func) : rewards;
+  const a = computeAdvantages(r, { num_generations: G, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator, groups: groups?.rows });
   return { data: { advantages: Array.from(a.advantages), groups: a.groups, from: 'rewards' } };
 }
 

@@ -2,12 +2,13 @@
 // reference forward → loss (every aggregation; the configured one drives the gradient) → backward →
 // clip + optimizer step → re-evaluate the same batch with the new weights.
 //
-// Buffers stay on the GPU between stages (StepState's `device` fields): the policy forward's logits and
-// activations feed the loss and the backward in place, and nothing goes CPU → GPU between policy forward
-// and optimizer step. The loss takes the policy forward's per-token log-probs and log-sum-exp as they
-// are (GrpoLossInputs.scored): the (B·C, V) logits are read by one gather forward, and then once more only
-// by the backward that overwrites them. Each stage reads back only what is shown (per-token arrays
-// (B, C), losses, norms), in one round trip.
+// Buffers stay on the GPU between stages (StepState's `device` fields): the policy forward's activations
+// and per-token log-probs / log-sum-exp feed the loss and the backward in place, and nothing goes CPU → GPU
+// between policy forward and optimizer step. The (B·C, V) logits never exist at once: the policy is scored
+// in row chunks (src/model/score.ts), the loss works on the per-token log-probs (GrpoLossInputs.scored) and
+// stops at their gradient dlogp, and the backward recomputes each chunk's logits and turns them into
+// dlogits in place (src/model/head.ts; CausalLM.logitsChunkRows caps the chunk). Each stage reads back
+// only what is shown (per-token arrays (B, C), losses, norms), in one round trip.
 //
 // old_per_token_logps: the batch's, or else the policy's own log-probs before the step (ratio 1, as TRL
 // with one iteration per generation). Reference: a given model (a second checkpoint, the LoRA base with
@@ -23,15 +24,19 @@ import { clipCoefFor, Optimizer } from './optimizer.ts';
 import { lossMaskOf } from './step_prepare.ts';
 import { need, referenceLabel, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
 
+/** The mask the loss (and so its gradient) applies: completion_mask · tool_mask when a tool mask exists. */
+function lossMask(state: StepState, s: CompletionScores): GPUBuffer {
+  return need(state, 'assemble').device.loss_mask ?? s.completion_mask;
+}
+
 /**
  * The loss's inputs over the assembled batch for these scores (policy forward or re-evaluation): their
- * logits, and their gather (every row scored at the loss's temperature, so the loss need not redo it).
+ * per-token gather (every row scored at the loss's temperature); no logits.
  */
 function lossInputs(ctx: StageContext, state: StepState, p: PaddedBatch, s: CompletionScores, old: GPUBuffer | null): GrpoLossInputs {
-  if (!s.logits) throw new Error('the loss needs the full logits: score the policy with save');
   return {
-    B: p.B, T: p.C, V: ctx.opts.policy.config.vocab_size, logits: s.logits,
-    completion_ids: s.completion_ids, completion_mask: need(state, 'assemble').device.loss_mask ?? s.completion_mask, advantages: need(state, 'assemble').device.advantages,
+    B: p.B, T: p.C, V: ctx.opts.policy.config.vocab_size,
+    completion_ids: s.completion_ids, completion_mask: lossMask(state, s), advantages: need(state, 'assemble').device.advantages,
     old_per_token_logps: old, ref_per_token_logps: state.reference_forward?.device.ref_per_token_logps ?? null, scored: s,
   };
 }
@@ -75,9 +80,9 @@ export async function referenceForward(ctx: StageContext, state: StepState): Pro
 }
 
 /**
- * Per-token KL, loss and every aggregation, and dlogits of the chosen one written over the logits (no
- * second (rows, V) buffer). The loss splits into its policy and β·KL terms with the backward's token
- * weights (∂loss/∂per_token_loss): kl_term = Σ weight·β·KL.
+ * Per-token KL, loss and every aggregation, and the gradient of the chosen one with respect to the
+ * per-token log-probs (dlogp; the backward takes it to the logits chunk by chunk). The loss splits into
+ * its policy and β·KL terms with the backward's token weights (∂loss/∂per_token_loss): kl_term = Σ weight·β·KL.
  */
 export async function loss(ctx: StageContext, state: StepState): Promise<StageOutput<'loss'>> {
   const { gpu, opts } = ctx;
@@ -85,7 +90,7 @@ export async function loss(ctx: StageContext, state: StepState): Promise<StageOu
   const s = need(state, 'policy_forward').device.scores;
   const rec = gpu.recorder('loss');
   const inputs = lossInputs(ctx, state, p, s, need(state, 'assemble').device.old_per_token_logps);
-  const result = ctx.own(await grpo_loss(gpu, inputs, opts.config.loss, { rec, dlogits: 'in-place', scoreMaskedRows: true }));
+  const result = ctx.own(await grpo_loss(gpu, inputs, opts.config.loss, { rec, scoreMaskedRows: true }));
   await rec.finish();
   const r = await readGrpoLossFields(gpu, result, ['importance_ratio', 'per_token_kl', 'per_token_loss', 'clip', 'token_weight']);
   const weight = r.token_weight!;
@@ -122,7 +127,9 @@ export async function loss(ctx: StageContext, state: StepState): Promise<StageOu
 export async function backward(ctx: StageContext, state: StepState): Promise<StageOutput<'backward'>> {
   const { gpu, opts } = ctx;
   const rec = gpu.recorder('backward');
-  opts.policy.backward(rec, need(state, 'loss').device.result.dlogits!);
+  const s = need(state, 'policy_forward').device.scores;
+  const dlogp = need(state, 'loss').device.result.dlogp!;
+  opts.policy.backward(rec, { dlogp, lse: s.lse, ids: s.completion_ids, mask: lossMask(state, s), temperature: opts.config.loss.temperature });
   await rec.finish();
   // Under a LoRA adapter only A and B train: the norms and the step see the adapter alone (TRL + PEFT).
   const optimizer = opts.optimizer ?? ctx.own(new Optimizer(gpu, opts.policy.trainableParams.values(), opts.config.optimizer));

@@ -1,7 +1,7 @@
 // The step pipeline's data: where an update starts (StepSource), what each stage shows (StageData, read
 // back to the CPU), and StepState, the one record through which stages hand their outputs to each other:
 // one optional field per stage holding its shown data and, for GPU stages, the device buffers the next
-// stages consume in place (logits, log-probs, the loss's gradient, optimizer state).
+// stages consume in place (activations, log-probs, the loss's gradient, optimizer state).
 import type { Gpu, GpuStats } from '../gpu/context.ts';
 import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
 import type { Decoder, FinishReason, GenerateOptions } from '../model/generate.ts';
@@ -137,7 +137,7 @@ export interface StageResult<S extends StageId = StageId> {
 /** What GPU stages leave on the device for the stages after them (never read back). */
 export interface StageDevice {
   assemble: { advantages: GPUBuffer; old_per_token_logps: GPUBuffer | null; loss_mask: GPUBuffer | null }; // (B), (B, C), (B, C) completion_mask · tool_mask when a tool mask exists
-  /** Logits (overwritten by dlogits in the loss), saved activations, per-token log-probs. */
+  /** Saved activations and per-token log-probs / lse / entropy (the backward recomputes the logits chunk by chunk). */
   policy_forward: { scores: CompletionScores };
   reference_forward: { ref_per_token_logps: GPUBuffer }; // (B, C)
   loss: { result: GrpoLossResult };

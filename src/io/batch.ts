@@ -80,20 +80,32 @@ export interface GrpoBatch {
   old_per_token_logps?: number[][]; // (B, C_i)
   ref_per_token_logps?: number[][]; // (B, C_i)
   sampling_per_token_logps?: number[][]; // (B, C_i) from the inference engine (vLLM)
+  /**
+   * The trainer's effective loss mask as the studio computed it (completion × truncation × tool × entropy ×
+   * off-policy × importance-sampling masks; written on export, read back as data — the loss recomputes it).
+   */
+  effective_loss_mask?: number[][]; // (B, C_i)
   /** Conversation per sample (length B) or per prompt (length B / G). */
   messages?: ChatMessage[][];
   prompt_texts?: string[];
   completion_texts?: string[];
   config?: BatchConfig;
+  /**
+   * Run context in the trainer's names (TRL: num_processes, rank, gradient_accumulation_steps,
+   * num_items_in_batch); a key absent here is read from `config`, where the importers put it.
+   */
+  run?: Record<string, unknown>;
+  /** What the trainer logged for this batch, in its own names (TRL / OpenRLHF "kl", verl "actor/kl_loss"). */
+  metrics?: Record<string, number>;
 }
 
 /** The per-token (B, C_i) fields that must line up with completion_ids. */
-export const PER_TOKEN_FIELDS = ['completion_mask', 'tool_mask', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'per_token_advantages'] as const;
+export const PER_TOKEN_FIELDS = ['completion_mask', 'tool_mask', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'per_token_advantages', 'effective_loss_mask'] as const;
 
 /** The per-sample (B) fields. */
 export const PER_SAMPLE_FIELDS = ['rewards', 'advantages', 'group_ids', 'rewards_per_func', 'prompt_texts', 'completion_texts'] as const;
 
-const RAGGED_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_mask', 'prompt_mask', 'rewards_per_func', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'per_token_advantages'] as const;
+const RAGGED_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_mask', 'prompt_mask', 'rewards_per_func', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'per_token_advantages', 'effective_loss_mask'] as const;
 const VECTOR_FIELDS = ['eos_token_ids', 'rewards', 'reward_weights', 'advantages', 'group_ids'] as const;
 const REQUIRED = ['num_generations', 'pad_token_id', 'eos_token_ids', 'prompt_ids', 'completion_ids', 'completion_mask'] as const;
 
@@ -101,7 +113,7 @@ const REQUIRED = ['num_generations', 'pad_token_id', 'eos_token_ids', 'prompt_id
 export const MAX_JSON_DEPTH = 256;
 
 /** Every top-level field grpo-batch/v1 defines (anything else in a file is reported as unknown). */
-export const BATCH_FIELDS: ReadonlySet<string> = new Set(['format', ...REQUIRED, ...RAGGED_FIELDS, ...VECTOR_FIELDS, 'messages', 'prompt_texts', 'completion_texts', 'config']);
+export const BATCH_FIELDS: ReadonlySet<string> = new Set(['format', ...REQUIRED, ...RAGGED_FIELDS, ...VECTOR_FIELDS, 'messages', 'prompt_texts', 'completion_texts', 'config', 'run', 'metrics']);
 
 /**
  * Python's json.dump writes NaN, Infinity and -Infinity as bare words; JSON.parse refuses them. Rewrite
@@ -183,8 +195,8 @@ export function parseBatch(text: string, source = 'batch'): GrpoBatch {
   for (const f of ['messages', 'prompt_texts', 'completion_texts'] as const) {
     if (f in obj && obj[f] !== null && !Array.isArray(obj[f])) throw new BatchFormatError(`${source}: field "${f}" must be an array`);
   }
-  if ('config' in obj && obj.config !== null && (typeof obj.config !== 'object' || Array.isArray(obj.config))) {
-    throw new BatchFormatError(`${source}: field "config" must be an object`);
+  for (const f of ['config', 'run', 'metrics'] as const) {
+    if (f in obj && obj[f] !== null && (typeof obj[f] !== 'object' || Array.isArray(obj[f]))) throw new BatchFormatError(`${source}: field "${f}" must be an object`);
   }
   // Optional fields given as null are treated as absent.
   for (const k of Object.keys(obj)) if (obj[k] === null) delete obj[k];

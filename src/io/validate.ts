@@ -82,7 +82,7 @@ export function validateBatch(batch: GrpoBatch, opts: ValidateOptions = {}): Fin
   for (const f of PER_SAMPLE_FIELDS) rowCount(f, batch[f], [B], 'one per sample');
   rowCount('messages', batch.messages, [B, B / G].filter(Number.isInteger), 'one conversation per sample or per prompt');
 
-  for (const f of ['completion_mask', 'tool_mask', 'prompt_mask'] as const) {
+  for (const f of ['completion_mask', 'tool_mask', 'prompt_mask', 'effective_loss_mask'] as const) {
     batch[f]?.forEach((row, b) => {
       const t = firstBad(row, (m) => m !== 0 && m !== 1);
       if (t >= 0) err(f, `${f}[${b}][${t}] = ${JSON.stringify(row[t])}: masks hold 0 or 1`, b, t);
@@ -109,6 +109,7 @@ export function validateBatch(batch: GrpoBatch, opts: ValidateOptions = {}): Fin
       err('messages', `messages[${i}] is not a list of {role, content} messages`, i);
     }
   });
+  for (const [key, v] of Object.entries(batch.metrics ?? {})) if (typeof v !== 'number') err(`metrics.${key}`, `metrics.${key} = ${JSON.stringify(v)} is not a number`);
   for (const [field, message] of validateConfig(batch.config)) err(field, message);
   if (opts.purpose === 'step') checkStepInputs(batch, err);
   return out;

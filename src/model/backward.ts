@@ -1,7 +1,8 @@
-// The causal LM's backward pass as kernel launches (llm.c's gpt2_backward): from dlogits through the
-// head, final norm, every layer in reverse (MLP, norm, attention, RoPE / QK-norm, QKV projections,
-// norm) to the embeddings. Every parameter gradient accumulates (+=): a tied embedding receives the
-// head's and the embedding's contributions, and micro-batches add up.
+// The causal LM's backward pass as kernel launches (llm.c's gpt2_backward): from dlogits (or, chunk by
+// chunk, from the loss's per-token dlogp: src/model/head.ts) through the head, final norm, every layer
+// in reverse (MLP, norm, attention, RoPE / QK-norm, QKV projections, norm) to the embeddings. Every
+// parameter gradient accumulates (+=): a tied embedding receives the head's and the embedding's
+// contributions, and micro-batches add up.
 import type { Recorder } from '../gpu/context.ts';
 import { attention_backward } from '../kernels/attention.ts';
 import { column_copy_forward } from '../kernels/column_copy.ts';
@@ -13,11 +14,15 @@ import { rope_backward } from '../kernels/rope.ts';
 import { silu_gate_backward } from '../kernels/silu_gate.ts';
 import { lmHeadName } from './config.ts';
 import { layerForward } from './forward.ts';
+import { recordHeadBackward, type HeadGrad } from './head.ts';
 import type { LayerOps } from './layer_ops.ts';
 import type { Workspace } from './workspace.ts';
 
-/** Records the backward of the forward saved in `ws` for `dlogits` (rows, V); gradients accumulate. */
-export function recordBackward(rec: Recorder, ops: LayerOps, ws: Workspace, dlogits: GPUBuffer): void {
+/** What arrives at the head: dlogits (rows, V), or per-token dlogp turned into dlogits in chunks of `chunkRows` rows. */
+export type HeadInput = { dlogits: GPUBuffer } | { grad: HeadGrad; chunkRows: number };
+
+/** Records the backward of the forward saved in `ws` from the head's gradient; parameter gradients accumulate. */
+export function recordBackward(rec: Recorder, ops: LayerOps, ws: Workspace, top: HeadInput): void {
   const cfg = ops.config;
   const { B, T, keep } = ws;
   const N = B * T;
@@ -26,20 +31,16 @@ export function recordBackward(rec: Recorder, ops: LayerOps, ws: Workspace, dlog
   const g = ws.grads();
   const rows = ws.rows;
   const head = lmHeadName(cfg);
+  const hidden = keep ? s.lnf_kept : s.lnf; // (rows, C)
+  const dhidden = keep ? g.dlnf_kept : g.dln;
 
-  matmul_backward(rec, {
-    dinp: keep ? g.dlnf_kept : g.dln,
-    dweight: ops.gBase(head),
-    dout: dlogits,
-    inp: keep ? s.lnf_kept : s.lnf,
-    weight: ops.w(head),
-    M: rows,
-    K: C,
-    N: V,
-    weightLayout: 'out_in',
-    weightDtype: ops.dt(head),
-    accumulate: true,
-  });
+  if ('grad' in top) recordHeadBackward(rec, ops, hidden, dhidden, rows, top.chunkRows, top.grad);
+  else {
+    matmul_backward(rec, {
+      dinp: dhidden, dweight: ops.gBase(head), dout: top.dlogits, inp: hidden, weight: ops.w(head),
+      M: rows, K: C, N: V, weightLayout: 'out_in', weightDtype: ops.dt(head), accumulate: true,
+    });
+  }
   if (keep) {
     rec.clear(g.dln);
     for (let b = 0; b < B; b++) rec.copy(g.dlnf_kept, b * keep * C * 4, g.dln, (b * T + T - keep - 1) * C * 4, keep * C * 4);

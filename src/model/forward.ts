@@ -40,7 +40,7 @@ export interface ForwardOptions {
    * head scores only each row's last position (next-token logits, rows = B). No backward.
    */
   kvCache?: KVCache;
-  /** Stop before the head: no (rows, V) logits buffer; the caller runs CausalLM.head on row chunks of `hidden`. Not with save. */
+  /** Stop before the head: no (rows, V) logits buffer; the caller runs the head on row chunks of `hidden` (src/model/head.ts). */
   headless?: boolean;
 }
 
@@ -119,7 +119,7 @@ export function recordForward(rec: Recorder, ops: LayerOps, ws: Workspace, kv?: 
   return { logits: s.logits, hidden: headIn, rows, V, B, T };
 }
 
-/** logits (rows, V) = hidden (rows, C) · headᵀ: the LM head, also run by chunked scoring on a few rows at a time. */
+/** logits (rows, V) = hidden (rows, C) · headᵀ: the LM head, also run on row chunks (src/model/head.ts). */
 export function recordHead(rec: Recorder, ops: LayerOps, logits: GPUBuffer, hidden: GPUBuffer, rows: number): void {
   const { hidden_size: C, vocab_size: V } = ops.config;
   const head = lmHeadName(ops.config);

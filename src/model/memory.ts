@@ -1,7 +1,8 @@
 // The memory plan: every GPU buffer the runtime will allocate for a config at batch B × T, computed
 // before any weight is read, so the UI and CLI can say "this will not fit" up front. The activation
 // table below is the one model.ts allocates from (one source of truth for sizes), and each big buffer
-// is checked against the adapter's maxBufferSize / maxStorageBufferBindingSize.
+// is checked against the adapter's maxBufferSize / maxStorageBufferBindingSize. The head runs in row
+// chunks (src/model/head.ts), so the logits planned are one chunk, and dlogits are written over it.
 import { countParams, type ModelConfig } from './config.ts';
 
 /** Element counts of one layer's saved activations (f32). N = B·T rows. */
@@ -81,6 +82,17 @@ export interface BufferLimits {
 /** WebGPU's default limits (what an adapter guarantees before raising them). */
 export const DEFAULT_LIMITS: BufferLimits = { maxBufferSize: 256 * 2 ** 20, maxStorageBufferBindingSize: 128 * 2 ** 20 };
 
+/**
+ * Bytes of one logits chunk at most: WebGPU's default binding size, even where the device binds more
+ * (a chunk of a few hundred rows already fills a GPU; a bigger one only raises the peak).
+ */
+export const LOGITS_CHUNK_BYTES = DEFAULT_LIMITS.maxStorageBufferBindingSize;
+
+/** Rows of one logits chunk: as many (V f32 each) as one storage binding (at most LOGITS_CHUNK_BYTES) holds, at most `rows`. */
+export function logitsChunkRows(V: number, rows: number, maxBindingBytes: number): number {
+  return Math.max(1, Math.min(rows, Math.floor(Math.min(maxBindingBytes, LOGITS_CHUNK_BYTES) / (V * 4))));
+}
+
 export interface MemoryPlan {
   model: string;
   params: number;
@@ -88,6 +100,8 @@ export interface MemoryPlan {
   T: number;
   /** Rows the head scores: B·T, or B·logits_to_keep. */
   rows: number;
+  /** Rows of one logits chunk. */
+  chunk_rows: number;
   bytes: {
     weights: number;
     reference_weights: number; // weights held beside the policy for the reference (the studio's frozen copy, a reference checkpoint), else 0
@@ -96,14 +110,13 @@ export interface MemoryPlan {
     activations_saved: number; // every layer's activations kept for backward
     activations_inference: number; // one layer's set, reused (scoring / sampling)
     backward_scratch: number;
-    logits: number; // (rows, V)
-    logits_full: number; // (B·T, V) without logits_to_keep
-    dlogits: number; // (rows, V)
+    logits: number; // one chunk (R, V) of the head's rows (src/model/head.ts); dlogits are written over it
+    logits_full: number; // (B·T, V) without logits_to_keep, if it were materialised
   };
   totals: {
-    /** Scoring / generation: weights (+ reference weights) + one layer of activations + logits. */
+    /** Scoring / generation: weights (+ reference weights) + one layer of activations + one logits chunk. */
     inference: number;
-    /** One GRPO step with AdamW: weights (+ reference weights), grads, optimizer state, saved activations, logits, dlogits. */
+    /** One GRPO step with AdamW: weights (+ reference weights), grads, optimizer state, saved activations, one logits chunk (dlogits in place). */
     train: number;
   };
   /** The biggest single buffers, and those past a limit. */
@@ -124,7 +137,8 @@ export function planMemory(cfg: ModelConfig, opts: { B: number; T: number; logit
   const F = 4;
   const layer = layerActivationSizes(cfg, B, T);
   const shared = sharedActivationSizes(cfg, B, T, keep);
-  const { logits: logitsElems, ...sharedRest } = shared;
+  const { logits: _full, ...sharedRest } = shared;
+  const R = logitsChunkRows(cfg.vocab_size, rows, limits.maxStorageBufferBindingSize);
   const scratch = backwardScratchSizes(cfg, B, T, keep);
   const bytes = {
     weights: params * F,
@@ -134,17 +148,16 @@ export function planMemory(cfg: ModelConfig, opts: { B: number; T: number; logit
     activations_saved: (cfg.num_hidden_layers * sum(layer) + sum(sharedRest)) * F,
     activations_inference: (sum(layer) + sum(sharedRest)) * F,
     backward_scratch: sum(scratch) * F,
-    logits: logitsElems * F,
+    logits: R * cfg.vocab_size * F,
     logits_full: B * T * cfg.vocab_size * F,
-    dlogits: logitsElems * F,
   };
   const totals = {
     inference: bytes.weights + bytes.reference_weights + bytes.activations_inference + bytes.logits,
-    train: bytes.weights + bytes.reference_weights + bytes.grads + bytes.adamw + bytes.activations_saved + bytes.backward_scratch + bytes.logits + bytes.dlogits,
+    train: bytes.weights + bytes.reference_weights + bytes.grads + bytes.adamw + bytes.activations_saved + bytes.backward_scratch + bytes.logits,
   };
   const candidates: { name: string; bytes: number }[] = [
     { name: 'embedding (V, C)', bytes: cfg.vocab_size * cfg.hidden_size * F },
-    { name: 'logits (rows, V)', bytes: bytes.logits },
+    { name: 'logits chunk (R, V)', bytes: bytes.logits },
     { name: 'mlp hidden (N, I)', bytes: B * T * cfg.intermediate_size * F },
     { name: 'residual (N, C)', bytes: B * T * cfg.hidden_size * F },
   ];
@@ -159,16 +172,16 @@ export function planMemory(cfg: ModelConfig, opts: { B: number; T: number; logit
       }
     }
   }
-  return { model: opts.name ?? cfg.architecture, params, B, T, rows, bytes, totals, largest: candidates, violations };
+  return { model: opts.name ?? cfg.architecture, params, B, T, rows, chunk_rows: R, bytes, totals, largest: candidates, violations };
 }
 
 /** A short human summary (CLI / UI). */
 export function formatPlan(p: MemoryPlan): string {
   const gib = (x: number) => `${(x / 2 ** 30).toFixed(2)} GiB`;
   const lines = [
-    `${p.model}: ${(p.params / 1e6).toFixed(1)}M params, batch ${p.B}×${p.T}, ${p.rows} scored rows`,
+    `${p.model}: ${(p.params / 1e6).toFixed(1)}M params, batch ${p.B}×${p.T}, ${p.rows} scored rows (logits in chunks of ${p.chunk_rows})`,
     `  weights ${gib(p.bytes.weights)}${p.bytes.reference_weights ? ` (+ ${gib(p.bytes.reference_weights)} reference)` : ''}, grads ${gib(p.bytes.grads)}, AdamW ${gib(p.bytes.adamw)}`,
-    `  activations ${gib(p.bytes.activations_saved)} saved / ${gib(p.bytes.activations_inference)} inference, logits ${gib(p.bytes.logits)} (full ${gib(p.bytes.logits_full)})`,
+    `  activations ${gib(p.bytes.activations_saved)} saved / ${gib(p.bytes.activations_inference)} inference, logits chunk ${gib(p.bytes.logits)} (full ${gib(p.bytes.logits_full)})`,
     `  total: inference ${gib(p.totals.inference)}, train step ${gib(p.totals.train)}`,
   ];
   for (const v of p.violations) lines.push(`  ! ${v.name} is ${gib(v.bytes)} > ${v.limit} ${gib(v.value)}`);

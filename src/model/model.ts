@@ -10,7 +10,9 @@
 import type { Gpu, Recorder } from '../gpu/context.ts';
 import { recordBackward } from './backward.ts';
 import { numel, paramGroups, paramSpecs, type ModelConfig, type ParamGroup } from './config.ts';
-import { checkInputs, recordForward, recordHead, type ForwardInputs, type ForwardOptions, type ForwardResult } from './forward.ts';
+import { checkInputs, recordForward, type ForwardInputs, type ForwardOptions, type ForwardResult } from './forward.ts';
+import { recordHeadChunks, type HeadChunk, type HeadGrad } from './head.ts';
+import { logitsChunkRows } from './memory.ts';
 import { LayerOps, type Param } from './layer_ops.ts';
 import { loadCheckpoint, type CheckpointInfo, type LoadOptions } from './loader.ts';
 import type { LoraAdapter } from './lora_adapter.ts';
@@ -32,6 +34,8 @@ export class CausalLM {
   adapter: LoraAdapter | null = null;
   /** Gradient checkpointing: a saved forward keeps only each layer's input; the backward recomputes the rest. */
   checkpointing = false;
+  /** Rows per logits chunk of the head (scoring and the chunked backward); null: as many as one storage binding (at most 128 MiB) holds. */
+  logitsChunkRows: number | null = null;
   private ws: Workspace | null = null;
   private forwarded = false;
   private readonly ops: LayerOps;
@@ -153,7 +157,7 @@ export class CausalLM {
     const cfg = this.config;
     const cache = opts.kvCache;
     if (cache && (opts.save || opts.logits_to_keep !== undefined)) throw new RangeError('forward: kvCache cannot be combined with save or logits_to_keep');
-    if (opts.headless && (opts.save || cache)) throw new RangeError('forward: headless cannot be combined with save or kvCache');
+    if (opts.headless && cache) throw new RangeError('forward: headless cannot be combined with kvCache');
     if (cache && cache.B !== x.B) throw new RangeError(`forward: kvCache holds ${cache.B} rows, input has B = ${x.B}`);
     const keep = cache ? 1 : (opts.logits_to_keep ?? 0);
     checkInputs(cfg, x, cache ? 0 : keep);
@@ -169,9 +173,14 @@ export class CausalLM {
     return out;
   }
 
-  /** Records the LM head on `rows` rows: logits (rows, V) = hidden (rows, C) · headᵀ (after a headless forward). */
-  head(rec: Recorder, logits: GPUBuffer, hidden: GPUBuffer, rows: number): void {
-    recordHead(rec, this.ops, logits, hidden, rows);
+  /** Rows per logits chunk for `rows` scored rows: the configured cap, else what one storage binding holds. */
+  chunkRows(rows: number): number {
+    return Math.min(rows, this.logitsChunkRows ?? logitsChunkRows(this.config.vocab_size, rows, this.gpu.limits.maxStorageBufferBindingSize));
+  }
+
+  /** Records the LM head over `rows` rows of `hidden` (a headless forward's) in chunks, `each` consuming a chunk's logits. */
+  headChunks(rec: Recorder, hidden: GPUBuffer, rows: number, each: (k: HeadChunk) => void): void {
+    recordHeadChunks(rec, this.ops, hidden, rows, this.chunkRows(rows), each);
   }
 
   /** Frees the activation workspace (the next forward allocates it again); a backward then needs a new forward. */
@@ -202,17 +211,20 @@ export class CausalLM {
   }
 
   /**
-   * Records the backward pass of the last forward (which must have had `save: true`) for `dlogits`
-   * (rows, V), aligned with that forward's logits. Gradients are added to `grads` (call zeroGrads
-   * first unless accumulating micro-batches): a tied embedding receives the head's and the
-   * embedding's contributions.
+   * Records the backward pass of the last forward (which must have had `save: true`) from `top`: dlogits
+   * (rows, V) aligned with that forward's logits, or (after a headless forward) the per-token gradient of
+   * the scored log-probs, whose dlogits are made chunk by chunk from recomputed logits (src/model/head.ts).
+   * Gradients are added to `grads` (call zeroGrads first unless accumulating micro-batches): a tied
+   * embedding receives the head's and the embedding's contributions.
    */
-  backward(rec: Recorder, dlogits: GPUBuffer, opts: { accumulate?: boolean } = {}): void {
+  backward(rec: Recorder, top: GPUBuffer | HeadGrad, opts: { accumulate?: boolean } = {}): void {
     const ws = this.ws;
     if (!ws || !this.forwarded || !ws.save) throw new Error('backward: run forward with { save: true } first');
+    const chunked = 'dlogp' in top;
+    if (!chunked && ws.headless) throw new Error('backward: a headless forward has no logits; give the per-token gradient (dlogp) instead of dlogits');
     if (!opts.accumulate) this.zeroGrads(rec);
     else this.ensureGrads(rec);
-    recordBackward(rec, this.ops, ws, dlogits);
+    recordBackward(rec, this.ops, ws, chunked ? { grad: top, chunkRows: this.chunkRows(ws.rows) } : { dlogits: top });
   }
 
   // ------------------------------------------------------------------ readback

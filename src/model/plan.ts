@@ -10,17 +10,19 @@
 // with a LoRA adapter the base is frozen in its checkpoint dtype (bf16 linear, head and embedding weights
 // packed; scoring loads the same way), only A and B have f32 grads and moments, norm weights keep a
 // gradient target, and the reference is the adapter-off view with an inference workspace of its own.
-// dlogits overwrite the logits in place. Scoring without a backward (the reference, the `score` verb)
-// runs the head in row chunks (src/model/score.ts): one chunk of logits, as many rows as one storage
-// binding holds, never (rows, V). `checkpointing` plans gradient checkpointing: only each layer's
-// input is kept and one layer's activations are recomputed at a time. The reference frees its workspace
-// once its log-probs are out, so the peak is the larger of two moments: the reference forward (weights,
-// the policy's saved activations and logits, grads of an earlier update, the reference workspace) and
-// the backward + optimizer step (weights, grads, optimizer, activations, logits, scratch).
+// The head runs in row chunks everywhere (src/model/head.ts): scoring (policy, reference, the `score`
+// verb) holds one chunk of logits at a time, as many rows as one storage binding holds, never (rows, V);
+// the backward recomputes each chunk's logits and writes dlogits over them, so it holds one chunk of
+// logits plus the chunk's hidden rows and their gradient. `checkpointing` plans gradient checkpointing:
+// only each layer's input is kept and one layer's activations are recomputed at a time. The reference
+// frees its workspace once its log-probs are out, so the peak is the larger of two moments: the
+// reference forward (weights, the policy's saved activations, grads of an earlier update, the reference
+// workspace and its chunk) and the backward + optimizer step + re-evaluation (weights, grads,
+// activations, backward scratch, and then either the head's backward chunk or, once it is freed, the
+// optimizer's moments with θ_old (step) or a scoring chunk (re-evaluation).
 import { linearModules } from './lora.ts';
-import { backwardScratchSizes, layerActivationSizes, sharedActivationSizes, type BufferLimits } from './memory.ts';
+import { backwardScratchSizes, layerActivationSizes, logitsChunkRows, sharedActivationSizes, type BufferLimits } from './memory.ts';
 import { numel, paramSpecs, type ModelConfig } from './config.ts';
-import { logitsChunkRows } from './score.ts';
 
 export interface PlanOptions {
   B: number; // rows (prompts × generations)
@@ -45,7 +47,7 @@ export interface StepPlan {
     grads: number;
     optimizer: number; // AdamW exp_avg + exp_avg_sq
     activations: number; // saved for the backward (or one layer's set when scoring)
-    logits_chunk: number; // the policy's (rows, V) f32 logits (kept for the in-place dlogits); scoring: one chunk
+    logits_chunk: number; // one chunk of logits (R, V) with its hidden rows (and their gradient in the backward)
     reference: number; // the reference forward's workspace
     scratch: number; // backward gradient scratch, LoRA intermediates, the optimizer's θ_old
   };
@@ -75,10 +77,12 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
   const trainable = lora ? adapterParams : params;
 
   const layer = sum(layerActivationSizes(cfg, B, T));
-  const { logits, ...shared } = sharedActivationSizes(cfg, B, T, C);
-  // A chunked scoring pass: the chunk's logits, hidden rows, ids / mask / log-prob / entropy (score.ts).
+  const shared = sharedActivationSizes(cfg, B, T, C, true);
+  // One head chunk (head.ts): logits and hidden rows, plus per row ids / mask / log-prob / lse / entropy
+  // when scoring, or dhidden and ids / mask / lse / dlogp in the backward.
   const R = logitsChunkRows(cfg.vocab_size, rows, o.limits.maxStorageBufferBindingSize);
   const chunk = R * (cfg.vocab_size + cfg.hidden_size + 6);
+  const backChunk = R * (cfg.vocab_size + 2 * cfg.hidden_size + 5);
   const N = B * T;
   const saved = o.scoreOnly ? layer : o.checkpointing ? cfg.num_hidden_layers * N * cfg.hidden_size + layer - N * cfg.hidden_size : cfg.num_hidden_layers * layer;
   const loraScratch = 2 * N * r * modules.length; // u and du per adapted module
@@ -89,21 +93,23 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
     grads: o.scoreOnly ? 0 : (lora ? adapterParams + normParams : params) * F,
     optimizer: o.scoreOnly ? 0 : 2 * trainable * F,
     activations: (saved + sum(shared)) * F,
-    logits_chunk: (o.scoreOnly ? chunk : logits) * F,
+    logits_chunk: (o.scoreOnly ? chunk : backChunk) * F,
     reference: lora && !o.scoreOnly ? (layer + sum(shared) + chunk) * F : 0,
     scratch: o.scoreOnly ? loraScratch * F : (sum(backwardScratchSizes(cfg, B, T, C)) + loraScratch + thetaOld) * F,
   };
-  const att = B * cfg.num_attention_heads * T * T * F;
+  // Fused attention keeps no (B, Hq, T, T) probabilities (src/kernels/attention.ts): none to check.
   const buffers: StepPlan['buffers'] = [];
-  for (const [name, b] of [['logits (rows, V)', bytes.logits_chunk], ['attention probabilities (B, Hq, T, T)', att], ['embedding (V, C)', cfg.vocab_size * cfg.hidden_size * F], ['MLP hidden (N, I)', N * cfg.intermediate_size * F]] as const) {
+  for (const [name, b] of [['logits chunk (R, V)', R * cfg.vocab_size * F], ['embedding (V, C)', cfg.vocab_size * cfg.hidden_size * (packed('embedding', [cfg.vocab_size, cfg.hidden_size]) ? 2 : F)], ['MLP hidden (N, I)', N * cfg.intermediate_size * F]] as const) {
     if (b > o.limits.maxBufferSize) buffers.push({ name, bytes: b, status: 'does not fit' });
     else if (b > o.limits.maxStorageBufferBindingSize) buffers.push({ name, bytes: b, status: 'windowed' });
   }
-  const common = bytes.weights + bytes.activations + bytes.logits_chunk;
+  const common = bytes.weights + bytes.activations;
   const atReference = common + bytes.grads + bytes.reference;
-  const atStep = common + bytes.grads + bytes.optimizer + bytes.scratch;
+  // The backward's chunk is freed when it is submitted, before the optimizer allocates its moments.
+  const afterBackward = bytes.optimizer + Math.max(thetaOld, chunk) * F;
+  const atStep = common + bytes.grads + bytes.scratch - thetaOld * F + Math.max(bytes.logits_chunk, afterBackward);
   const peak = o.scoreOnly ? 'scoring' : atReference > atStep ? 'reference forward' : 'backward + step';
-  return { params, trainable_params: trainable, rows, bytes, total_bytes: o.scoreOnly ? common + bytes.scratch : Math.max(atReference, atStep), peak, buffers };
+  return { params, trainable_params: trainable, rows, bytes, total_bytes: o.scoreOnly ? common + bytes.logits_chunk + bytes.scratch : Math.max(atReference, atStep), peak, buffers };
 }
 
 /** The plan as the CLI prints it. */

@@ -2,11 +2,13 @@
 // score input_ids[:, P:]), then per-token log-probs and entropies of the completion tokens from those
 // logits on the GPU. Used by the `score` CLI verb and the studio (policy and reference alike).
 //
-// Without `save` (the reference, the `score` verb) the head runs in row chunks (Liger-style): a headless
-// forward, then per chunk of rows the head matmul into one (rows, V) chunk of logits and the log-prob /
-// entropy gather, so the peak is one chunk of logits, never (B·C, V). The chunk holds as many rows as fit
-// one storage binding (the device's maxStorageBufferBindingSize). With `save` (the policy, whose logits
-// the loss turns into dlogits in place for the backward) the whole (B·C, V) logits stay.
+// The head runs in row chunks (Liger-style, src/model/head.ts): a headless forward, then per chunk of
+// rows the head matmul into one (rows, V) chunk of logits and the log-prob / entropy gather, so the peak
+// is one chunk of logits, never (B·C, V). The chunk holds as many rows as fit one storage binding (the
+// device's maxStorageBufferBindingSize, at most 128 MiB: memory.ts logitsChunkRows) unless the model
+// sets CausalLM.logitsChunkRows. With `save` (the policy) the activations stay for a backward, which
+// recomputes each chunk's logits from the saved hidden rows and takes the per-token gradient of these
+// log-probs through them (CausalLM.backward with a HeadGrad).
 import type { Recorder } from '../gpu/context.ts';
 import { logprob_gather_forward } from '../kernels/logprob_gather.ts';
 import type { CausalLM } from './model.ts';
@@ -17,8 +19,6 @@ export interface CompletionScores {
   lse: GPUBuffer; // (B, C, 2)
   completion_ids: GPUBuffer; // (B, C) i32
   completion_mask: GPUBuffer; // (B, C) i32
-  /** The forward's logits (B·C, V) with `save`: the model's workspace buffer, valid until its next forward (not freed by destroy); null when scored in chunks. */
-  logits: GPUBuffer | null;
   destroy(): void;
 }
 
@@ -39,16 +39,10 @@ export interface ScoredBatch {
  * consumers mask with completion_mask). Logits are divided by `temperature` first. `save` keeps the
  * activations for a backward (the step pipeline).
  */
-/** Rows of one logits chunk: as many (V f32 each) as one storage binding holds, at most `rows`. */
-export function logitsChunkRows(V: number, rows: number, maxBindingBytes: number): number {
-  return Math.max(1, Math.min(rows, Math.floor(maxBindingBytes / (V * 4))));
-}
-
-export function score_completions(rec: Recorder, model: CausalLM, batch: ScoredBatch, opts: { temperature?: number; save?: boolean; chunkRows?: number /* tests: rows per logits chunk */ } = {}): CompletionScores {
+export function score_completions(rec: Recorder, model: CausalLM, batch: ScoredBatch, opts: { temperature?: number; save?: boolean } = {}): CompletionScores {
   const gpu = rec.gpu;
   const { B, L, C } = batch;
-  const headless = !opts.save;
-  const f = model.forward(rec, { B, T: L, input_ids: batch.input_ids, attention_mask: batch.attention_mask, position_ids: batch.position_ids }, { logits_to_keep: C, save: opts.save, headless });
+  const f = model.forward(rec, { B, T: L, input_ids: batch.input_ids, attention_mask: batch.attention_mask, position_ids: batch.position_ids }, { logits_to_keep: C, save: opts.save, headless: true });
   const V = f.V;
   const out = {
     per_token_logps: gpu.createBuffer('per_token_logps', B * C * 4),
@@ -58,37 +52,22 @@ export function score_completions(rec: Recorder, model: CausalLM, batch: ScoredB
     completion_mask: gpu.upload('completion_mask', batch.completion_mask),
   };
   const temperature = opts.temperature ?? 1;
-  const destroy = () => Object.values(out).forEach((b) => b.destroy());
-  if (!headless) {
-    logprob_gather_forward(rec, {
-      logits: f.logits, ids: out.completion_ids, mask: out.completion_mask, logp: out.per_token_logps, lse: out.lse, entropy: out.per_token_entropy,
-      N: B * C, V, temperature, skipMasked: false,
-    });
-    return { ...out, logits: f.logits, destroy };
-  }
-  const Cm = model.config.hidden_size;
-  const rows = B * C;
-  const R = opts.chunkRows ?? logitsChunkRows(V, rows, gpu.limits.maxStorageBufferBindingSize);
-  // One set of chunk buffers for every chunk (freed once the recorder is submitted).
+  const R = model.chunkRows(B * C);
+  // One set of per-row chunk buffers for every chunk (freed once the recorder is submitted).
   const k = {
-    hidden: rec.scratch('score.hidden_chunk', R * Cm * 4), // (R, C)
-    logits: rec.scratch('score.logits_chunk', R * V * 4), // (R, V)
     ids: rec.scratch('score.ids_chunk', R * 4),
     mask: rec.scratch('score.mask_chunk', R * 4),
     logp: rec.scratch('score.logp_chunk', R * 4),
     lse: rec.scratch('score.lse_chunk', R * 8),
     entropy: rec.scratch('score.entropy_chunk', R * 4),
   };
-  for (let r0 = 0; r0 < rows; r0 += R) {
-    const n = Math.min(R, rows - r0);
-    rec.copy(f.hidden, r0 * Cm * 4, k.hidden, 0, n * Cm * 4);
+  model.headChunks(rec, f.hidden, B * C, ({ r0, n, logits }) => {
     rec.copy(out.completion_ids, r0 * 4, k.ids, 0, n * 4);
     rec.copy(out.completion_mask, r0 * 4, k.mask, 0, n * 4);
-    model.head(rec, k.logits, k.hidden, n);
-    logprob_gather_forward(rec, { logits: k.logits, ids: k.ids, mask: k.mask, logp: k.logp, lse: k.lse, entropy: k.entropy, N: n, V, temperature, skipMasked: false });
+    logprob_gather_forward(rec, { logits, ids: k.ids, mask: k.mask, logp: k.logp, lse: k.lse, entropy: k.entropy, N: n, V, temperature, skipMasked: false });
     rec.copy(k.logp, 0, out.per_token_logps, r0 * 4, n * 4);
     rec.copy(k.lse, 0, out.lse, r0 * 8, n * 8);
     rec.copy(k.entropy, 0, out.per_token_entropy, r0 * 4, n * 4);
-  }
-  return { ...out, logits: null, destroy };
+  });
+  return { ...out, destroy: () => Object.values(out).forEach((b) => b.destroy()) };
 }

@@ -9,8 +9,8 @@ import { studioStore } from './index.ts';
 import { StudioClient } from '../worker/client.ts';
 import { Cancelled, StudioFailure } from '../worker/errors.ts';
 import { importStore } from './import.ts';
-import { STAGES, type LoadProgress, type LossSettings, type ModelChoice, type StepSettings, type StepStart } from '../worker/protocol.ts';
-import { lossSettingsOf } from '../worker/settings.ts';
+import { STAGES, type LoadProgress, type LossSettings, type ModelChoice, type StepSettings, type StepStart, type TemplateVariant } from '../worker/protocol.ts';
+import { lossSettingsOf, presetOfBatch, promptConversation, trainerOfFormat } from '../worker/settings.ts';
 import type { ReportInput } from '../report/html.ts';
 
 let client: StudioClient | null = null;
@@ -78,10 +78,11 @@ export async function importBatchFile(file: File): Promise<void> {
   importStore.getState().set({ name: file.name, progress: { label: 'starting', loaded: 0, total: 0 }, cancel: () => abort.abort() });
   try {
     // The File itself goes to the worker (a handle, not its bytes): reading, parsing and checking happen there.
-    const { batch, report, token_texts, trainer, notes } = await worker().request({ type: 'import-batch', file, name: file.name }, { onProgress: progress, signal: abort.signal });
+    const { batch, report, token_texts, trainer, format, notes } = await worker().request({ type: 'import-batch', file, name: file.name }, { onProgress: progress, signal: abort.signal });
     await dropRun(false);
 
     store().setLoss(lossSettingsOf(batch.config));
+    store().setPreset(presetOfBatch(trainerOfFormat(format), batch.config));
     // What the reader had to assume or could not read is shown with the batch, not hidden.
     store().setImported({ batch, name: file.name, report, token_texts, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
   } catch (e) {
@@ -103,6 +104,8 @@ export function exportBatch(): void {
   const rows = (a: Float32Array | null | undefined) => a && batch.completion_ids.map((ids, b) => Array.from(a.subarray(b * C, b * C + ids.length)));
   out.old_per_token_logps = rows(run.loss?.old_per_token_logps) ?? batch.old_per_token_logps;
   out.ref_per_token_logps = rows(run.reference_forward?.ref_per_token_logps) ?? batch.ref_per_token_logps;
+  // The trainer preset's effective loss mask (0/1), so a reader sees which tokens the trainer's loss kept.
+  out.effective_loss_mask = rows(run.loss?.trainer?.terms?.effective_loss_mask) ?? batch.effective_loss_mask;
   // Strict JSON: a NaN reward (a reward function that did not apply) must not make the file unreadable to JSON.parse / jq.
   download(new Blob([serializeBatch(out, { strictJson: true })], { type: 'application/json' }), (batchName || 'batch').replace(/\.json$/, '') + '.grpo-batch.json');
 }
@@ -182,8 +185,8 @@ export async function loadReference(source: ModelChoice | null): Promise<void> {
 }
 
 function settings(): StepSettings {
-  const { prompts, sampling, rewards, loss, weights } = store();
-  return { prompts, sampling, rewards, loss, weights };
+  const { prompts, sampling, rewards, loss, trainer, weights } = store();
+  return { prompts, sampling, rewards, loss, trainer, weights };
 }
 
 /** Where a new update starts: the imported batch when the stepper is set to it, else the prompt set. */
@@ -239,7 +242,8 @@ export async function runWhatIf(loss: LossSettings): Promise<void> {
   const seq = ++whatIfSeq;
   store().setWhatIfSettings(loss);
   try {
-    const r = await worker().request({ type: 'what-if', loss });
+    // The what-if follows the trainer preset as the form has it now (the current side: the update's own).
+    const r = await worker().request({ type: 'what-if', loss, trainer: store().trainer });
     if (seq === whatIfSeq) store().setWhatIf(r);
   } catch (e) {
     if (seq === whatIfSeq) {
@@ -253,6 +257,16 @@ export async function runWhatIf(loss: LossSettings): Promise<void> {
 export async function runBeforeAfter(): Promise<void> {
   try {
     store().setBeforeAfter(await worker().request({ type: 'before-after' }));
+  } catch (e) {
+    fail(e);
+  }
+}
+
+/** Renders the prompt set with two chat-template variants in the worker (bounded) and shows their token diff. */
+export async function runTemplateDiff(variants: [TemplateVariant, TemplateVariant]): Promise<void> {
+  store().setTemplateDiff(null);
+  try {
+    store().setTemplateDiff(await worker().request({ type: 'template-diff', conversations: store().prompts.map(promptConversation), variants }));
   } catch (e) {
     fail(e);
   }

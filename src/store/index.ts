@@ -28,6 +28,7 @@ export function createStudioStore(storage: StateStorage) {
             rewards: Array.isArray(s.rewards) ? s.rewards : current.rewards,
             sampling: { ...current.sampling, ...s.sampling },
             loss: { ...current.loss, ...s.loss },
+            trainer: s.trainer && typeof s.trainer === 'object' ? { ...current.trainer, ...s.trainer } : current.trainer,
           };
         },
       },

@@ -6,7 +6,7 @@ import type { StateCreator } from 'zustand';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
-import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type LossSettings, type WhatIfResult, type BeforeAfterResult, type WeightsMode } from '../worker/protocol.ts';
+import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type LossSettings, type WhatIfResult, type BeforeAfterResult, type WeightsMode, type TemplateDiff } from '../worker/protocol.ts';
 
 export type Status = 'idle' | 'busy' | 'ready' | 'error';
 
@@ -97,12 +97,15 @@ export interface BatchSlice {
 }
 
 export type Overlay = 'none' | 'attention' | 'completion' | 'tool';
-export type HeatMetric = 'none' | 'logp' | 'old_logp' | 'ref_logp' | 'sampling_logp' | 'entropy' | 'kl' | 'ratio' | 'loss' | 'weight' | 'clip' | 'dlogp' | 'whatif_dloss' | 'whatif_dgrad' | 'whatif_dweight' | 'diff';
+export type HeatMetric = 'none' | 'logp' | 'old_logp' | 'ref_logp' | 'sampling_logp' | 'entropy' | 'kl' | 'ratio' | 'loss' | 'weight' | 'clip' | 'dlogp' | 'whatif_dloss' | 'whatif_dgrad' | 'whatif_dweight' | 'diff' | 'trainer_loss' | 'trainer_dlogp' | 'effective_mask' | 'mask_factor' | 'is_weight';
 
 export interface ViewSlice {
   /** A batch pinned to compare the batch on screen with, token by token. */
   diffBase: { name: string; batch: GrpoBatch } | null;
   setDiffBase(b: ViewSlice['diffBase']): void;
+  /** The prompt set rendered with two chat-template variants, aligned token by token (null until asked). */
+  templateDiff: TemplateDiff | null;
+  setTemplateDiff(d: TemplateDiff | null): void;
   overlay: Overlay;
   heat: HeatMetric;
   /** The selected cell (sample, column of the grid), or null. */
@@ -216,6 +219,8 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
 
   diffBase: null,
   setDiffBase: (diffBase) => set({ diffBase }),
+  templateDiff: null,
+  setTemplateDiff: (templateDiff) => set({ templateDiff }),
   overlay: 'completion',
   heat: 'none',
   selected: null,

@@ -4,8 +4,10 @@
 import type { StateCreator } from 'zustand';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROBLEMS, DEFAULT_REWARDS as TASK_REWARDS, additionAnswer, additionQuestion } from '../grpo/default_task.ts';
 import type { RewardKind, RewardSpec } from '../grpo/rewards.ts';
-import type { LossSettings, PromptItem, SamplingSettings } from '../worker/protocol.ts';
-import { DEFAULT_SAMPLING } from '../worker/settings.ts';
+import type { LossSettings, PromptItem, SamplingSettings, TrainerPreset } from '../worker/protocol.ts';
+import { DEFAULT_SAMPLING, DEFAULT_TRAINER, lossHolds, lossSettingsOf } from '../worker/settings.ts';
+import type { TrainerId } from '../grpo/settings/types.ts';
+import { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
 import { specOf } from '../grpo/settings/table.ts';
 import { TRL_SETTINGS } from '../grpo/settings/trl.ts';
 
@@ -17,11 +19,18 @@ export interface SettingsSlice {
   sampling: SamplingSettings;
   rewards: RewardSpec[];
   loss: LossSettings;
+  /** The trainer the loss side follows, its config and run context (its own field names). */
+  trainer: TrainerPreset;
   setPrompt(i: number, patch: Partial<PromptItem>): void;
   addPrompt(): void;
   removePrompt(i: number): void;
   setSampling(patch: Partial<SamplingSettings>): void;
   setLoss(patch: Partial<LossSettings>): void;
+  /** Another trainer: its settings start from its table's defaults. */
+  setTrainer(trainer: TrainerId): void;
+  /** One preset field (undefined: back to the default). A TRL field LossSettings holds is set there, one value for both forms. */
+  setTrainerField(where: 'config' | 'run', name: string, value: unknown): void;
+  setPreset(preset: TrainerPreset): void;
   setReward(i: number, patch: Partial<RewardSpec>): void;
   addReward(kind: RewardKind): void;
   removeReward(i: number): void;
@@ -84,10 +93,12 @@ export function newReward(kind: RewardKind): RewardSpec {
 /** The default task's rewards (correctness, format), as the tiny-adder model was trained to earn them. */
 export const DEFAULT_REWARDS: RewardSpec[] = structuredClone([...TASK_REWARDS]);
 
-export const DEFAULT_SETTINGS = { prompts: DEFAULT_PROMPTS, sampling: DEFAULT_SAMPLING_SETTINGS, rewards: DEFAULT_REWARDS, loss: DEFAULT_LOSS };
+export const DEFAULT_SETTINGS = { prompts: DEFAULT_PROMPTS, sampling: DEFAULT_SAMPLING_SETTINGS, rewards: DEFAULT_REWARDS, loss: DEFAULT_LOSS, trainer: DEFAULT_TRAINER };
 
 /** The keys local storage keeps. */
-export const PERSISTED_KEYS = ['prompts', 'sampling', 'rewards', 'loss'] as const;
+export const PERSISTED_KEYS = ['prompts', 'sampling', 'rewards', 'loss', 'trainer'] as const;
+
+const without = (o: Record<string, unknown>, k: string) => Object.fromEntries(Object.entries(o).filter(([x]) => x !== k));
 
 export const createSettingsSlice: StateCreator<SettingsSlice, [], [], SettingsSlice> = (set) => ({
   ...structuredClone(DEFAULT_SETTINGS),
@@ -96,6 +107,20 @@ export const createSettingsSlice: StateCreator<SettingsSlice, [], [], SettingsSl
   removePrompt: (i) => set((s) => ({ prompts: s.prompts.filter((_, j) => j !== i) })),
   setSampling: (patch) => set((s) => ({ sampling: { ...s.sampling, ...patch } })),
   setLoss: (patch) => set((s) => ({ loss: { ...s.loss, ...patch } })),
+  setTrainer: (trainer) => set({ trainer: { trainer, config: {}, run: {} } }),
+  setTrainerField: (where, name, value) =>
+    set((s) => {
+      const t = s.trainer;
+      if (where === 'config' && t.trainer === 'trl' && value !== undefined && lossHolds(name, value)) {
+        return { loss: { ...s.loss, ...lossSettingsOf({ [name]: value }) }, trainer: { ...t, config: without(t.config, name) } };
+      }
+      // A default value is no setting: the preset lists only what differs from the trainer's table.
+      const spec = TRAINER_TABLES[t.trainer][where].find((x) => x.name === name);
+      const rest = without(t[where], name);
+      const isDefault = value === undefined || (spec !== undefined && JSON.stringify(value) === JSON.stringify(spec.default));
+      return { trainer: { ...t, [where]: isDefault ? rest : { ...rest, [name]: value } } };
+    }),
+  setPreset: (trainer) => set({ trainer }),
   setReward: (i, patch) => set((s) => ({ rewards: s.rewards.map((r, j) => (j === i ? ({ ...r, ...patch } as RewardSpec) : r)) })),
   addReward: (kind) => set((s) => ({ rewards: [...s.rewards, newReward(kind)] })),
   removeReward: (i) => set((s) => ({ rewards: s.rewards.filter((_, j) => j !== i) })),

@@ -1,8 +1,14 @@
 // The names and flags the page renders: stage ids and labels (the worker protocol's), loss aggregation
 // names and clip bits (the shared constants of src/kernels/types.ts), the default model's name. The page
 // imports them from here so it reads everything through the store layer (ui → store → worker), and
-// groupLabel (the group a sample belongs to: its label, or ⌊i / G⌋) for the same reason.
+// groupLabel (the group a sample belongs to: its label, or ⌊i / G⌋) for the same reason; the trainer
+// settings tables and the effective-mask factor names for the trainer preset form and overlays.
 export { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../kernels/types.ts';
 export { STAGES, STAGE_LABELS } from '../worker/protocol.ts';
 export { DEFAULT_MODEL_NAME } from '../grpo/default_task.ts';
 export { groupLabel } from '../io/batch.ts';
+export { MASK_FACTORS } from '../grpo/trainers/effective_mask.ts';
+export { TRAINERS, type TrainerId, type SettingSpec } from '../grpo/settings/types.ts';
+export { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
+export { checkSetting } from '../grpo/settings/table.ts';
+export { trainerConfigOf } from '../worker/settings.ts';

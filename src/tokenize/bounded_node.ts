@@ -9,19 +9,9 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type { ChatMessage } from '../io/batch.ts';
-import type { RenderOptions, Tokenizer } from './tokenizer.ts';
+import { TemplateError, type RenderOptions, type Tokenizer } from './tokenizer.ts';
 
-/** A chat template that did not finish within its bounds, or raised. The CLI maps the name to exit 2. */
-export class TemplateError extends Error {
-  constructor(
-    message: string,
-    /** "raised": the template itself raised (as it would in-thread); "bounds": it overran time or memory. */
-    readonly kind: 'raised' | 'bounds' = 'bounds',
-  ) {
-    super(message);
-    this.name = 'TemplateError';
-  }
-}
+export { TemplateError };
 
 export interface TemplateBounds {
   /** Wall time for one render, after the worker has loaded the tokenizer. */

@@ -9,6 +9,18 @@
 import { AutoTokenizer, PreTrainedTokenizer } from '@huggingface/transformers';
 import type { ChatMessage } from '../io/batch.ts';
 
+/** A chat template that did not finish within its bounds, or raised. The CLI maps the name to exit 2. */
+export class TemplateError extends Error {
+  constructor(
+    message: string,
+    /** "raised": the template itself raised (as it would in-thread); "bounds": it overran time or memory. */
+    readonly kind: 'raised' | 'bounds' = 'bounds',
+  ) {
+    super(message);
+    this.name = 'TemplateError';
+  }
+}
+
 /** One token of a rendered sequence: [start, end) in UTF-16 code units of `text`. */
 export interface TokenSpan {
   id: number;

@@ -12,6 +12,8 @@ import { DiffPanel } from './panels/DiffPanel.tsx';
 import { DoctorPanel } from './panels/DoctorPanel.tsx';
 import { ErrorBanner } from './panels/ErrorBanner.tsx';
 import { LossPanel } from './panels/LossPanel.tsx';
+import { LossTablePanel } from './panels/LossTablePanel.tsx';
+import { TrainerPanel } from './panels/TrainerPanel.tsx';
 import { ModelPanel } from './panels/ModelPanel.tsx';
 import { PromptPanel, SamplingPanel } from './panels/PromptPanel.tsx';
 import { RewardsPanel } from './panels/RewardsPanel.tsx';
@@ -97,6 +99,7 @@ export function App() {
           <SamplingPanel />
           <RewardsPanel />
           <LossPanel />
+          <TrainerPanel />
         </aside>
         <main className="center">
           <Stepper />
@@ -115,6 +118,7 @@ export function App() {
         </main>
         <aside className="right">
           <DoctorPanel />
+          <LossTablePanel />
           <WhatIfPanel />
           <BeforeAfterPanel />
           <DiffPanel />

@@ -1,11 +1,12 @@
 // Token inspector (the hovered or selected cell: id, visible text, position, position id, every mask bit,
-// log-probs, ratio, KL, loss and its weight under the chosen aggregation) and sample inspector (the
+// log-probs, ratio, KL, loss and its weight under the chosen aggregation; the trainer preset's per-token loss, IS
+// weight and effective mask with the factor that removed the token) and sample inspector (the
 // rendered text with the prompt | completion boundary, reward per function, advantage, group mean/std).
 import { useHover } from '../store/hover.ts';
 import { groupLabel } from '../store/vocabulary.ts';
 import { useStudio } from '../store/index.ts';
 import { groupStats, rewardNames } from '../store/derived.ts';
-import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../store/vocabulary.ts';
+import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS, MASK_FACTORS } from '../store/vocabulary.ts';
 import { FLAG, FLAG_TEXT, REGION_NAMES, classifyCell, visibleText } from './grid/cells.ts';
 import { useGridModel } from './grid/useGrid.ts';
 import { heatAccessor } from './grid/heat.ts';
@@ -57,6 +58,16 @@ export function TokenInspector() {
       ['clip', clip === undefined ? '—' : [clip & CLIP_LOW ? 'low' : '', clip & CLIP_HIGH ? 'high' : '', clip & DELTA_BINDS ? 'δ' : ''].filter(Boolean).join(', ') || 'none'],
       ['Δ logp after step', fmt(at('dlogp'))],
     );
+    const trainer = run.loss?.trainer;
+    const factor = at('mask_factor');
+    if (trainer?.terms) {
+      rows.push(
+        [`${trainer.trainer} loss`, fmt(at('trainer_loss'))],
+        [`${trainer.trainer} ∂loss/∂logp`, fmt(at('trainer_dlogp'))],
+        ['IS weight', trainer.terms.importance_sampling_ratio ? fmt(at('is_weight')) : '(no correction)'],
+        ['effective mask', factor === undefined ? '—' : factor === 0 ? '1' : `0 (${MASK_FACTORS[factor]})`],
+      );
+    }
   }
   return (
     <div className="inspector" data-testid="token-inspector">
@@ -75,7 +86,11 @@ export function TokenInspector() {
 }
 
 /** Tooltips of the inspector's rows that need one. */
-const HELP: Record<string, string> = { position: TERM_HELP.position, 'position id': TERM_HELP.position_id };
+const HELP: Record<string, string> = {
+  position: TERM_HELP.position,
+  'position id': TERM_HELP.position_id,
+  'effective mask': 'the trainer preset’s loss mask: completion × truncation × tool × entropy × off-policy × importance-sampling masks; 0 names the first factor that removed the token',
+};
 
 const mul = (a?: number, b?: number) => (a === undefined || b === undefined ? undefined : a * b);
 

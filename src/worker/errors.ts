@@ -33,6 +33,7 @@ const BY_NAME: Record<string, ErrorKind> = {
   SettingsError: 'settings',
   OptimizerConfigError: 'settings',
   SamplingError: 'settings',
+  TemplateError: 'settings',
 };
 
 /** What the user can do about a GPU failure, appended to its message. */

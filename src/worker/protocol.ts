@@ -18,6 +18,14 @@ import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
 import type { ImportanceSamplingLevel, KlEstimator, LossType } from '../kernels/types.ts';
 import type { LogpLossResult } from '../grpo/loss_from_logps.ts';
 import type { RowPart } from './rows.ts';
+import type { TrainerId } from '../grpo/settings/types.ts';
+import type { LossCell } from '../grpo/trainers/from_logps.ts';
+import type { ChatMessage } from '../io/batch.ts';
+import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
+import type { Tokenizer } from '../tokenize/tokenizer.ts';
+import type { TemplateDiff, TemplateVariant } from '../tokenize/template_diff.ts';
+
+export type { TemplateDiff, TemplateVariant };
 
 // ------------------------------------------------------------------------------------------ stages
 
@@ -88,6 +96,17 @@ export interface LossSettings {
 }
 
 /**
+ * The trainer whose objective the loss side follows, with its config and run context in its own field names
+ * (src/grpo/settings tables). For TRL, `config` holds only what LossSettings cannot: the fields LossSettings
+ * has are taken from it (src/worker/settings.ts trainerConfigOf).
+ */
+export interface TrainerPreset {
+  trainer: TrainerId;
+  config: Record<string, unknown>;
+  run: Record<string, unknown>;
+}
+
+/**
  * Where a new update's weights start: 'continue' from the weights the last update stepped to (the
  * default, as TRL: the policy keeps training while the frozen-copy reference stays the model as loaded,
  * so KL before the step grows), or 'loaded': every update from the weights as loaded.
@@ -100,8 +119,36 @@ export interface StepSettings {
   sampling: SamplingSettings;
   rewards: RewardSpec[];
   loss: LossSettings;
+  /** Absent: TRL with only the LossSettings fields. */
+  trainer?: TrainerPreset;
   /** Default 'continue'. */
   weights?: WeightsMode;
+}
+
+/** The chosen trainer's objective on the update's scored log-probs, (B, C) per-token arrays. */
+export interface TrainerTerms {
+  loss: number;
+  per_token_loss: Float32Array | null;
+  per_token_kl: Float32Array | null;
+  /** The importance-sampling weights the loss multiplies by (vLLM / rollout correction), null when off. */
+  importance_sampling_ratio: Float32Array | null;
+  /** 1 where the token is in the loss. */
+  effective_loss_mask: Float32Array;
+  /** Which factor removed each token: index into MASK_FACTORS (0 = kept). */
+  removed_by: Uint8Array;
+  /** ∂loss/∂per_token_logps of the trainer's objective: the per-token gradient that trainer would take. */
+  dlogp: Float32Array | null;
+}
+
+/** What the loss stage shows for the trainer preset: its terms (or why it cannot form them) and every loss type. */
+export interface TrainerView {
+  trainer: TrainerId;
+  /** The config and run the objective read (for TRL: LossSettings' fields with the preset's). */
+  config: Record<string, unknown>;
+  run: Record<string, unknown>;
+  terms: TrainerTerms | null;
+  error: string | null;
+  table: LossCell[];
 }
 
 // ------------------------------------------------------------------------------------------ results
@@ -152,6 +199,8 @@ export interface StageExtras {
     report: DoctorReport;
   };
   loss: {
+    /** The chosen trainer's objective on the same log-probs (the studio loss above drives the gradient). */
+    trainer?: TrainerView;
     /**
      * The Doctor's report again, now that old_per_token_logps exist (the policy's own, before the step):
      * the sampler-vs-trainer log-prob rule needs both arrays, and at assemble only the sampler's exist.
@@ -184,6 +233,8 @@ export interface WhatIfResult {
   whatif: WhatIfSide;
   /** |current loss − the loss stage's loss|: the recomputation's self-check (float32 rounding only). */
   check: number;
+  /** The trainer preset's objective on both sides (the update's preset, and the what-if's), or why not. */
+  trainer: { preset: TrainerPreset; current: TrainerTerms | null; whatif: TrainerTerms | null; error: string | null };
   notes: string[];
   ms: number;
 }
@@ -224,8 +275,8 @@ export interface StepRunner {
   runStage(stage: StageId, settings: StepSettings, start?: StepStart): Promise<StageResult>;
   /** Drops the update; undo (default) also undoes its optimizer step, else the stepped weights stay (the next update continues from them). */
   reset(undo?: boolean): Promise<void>;
-  /** The loss of the current update's batch under other loss settings (the update must have reached its loss stage). */
-  whatIf(loss: LossSettings): Promise<WhatIfResult>;
+  /** The loss of the current update's batch under other loss settings and trainer preset (default: the update's); the update must have reached its loss stage. */
+  whatIf(loss: LossSettings, trainer?: TrainerPreset): Promise<WhatIfResult>;
   /** Re-samples the update's prompts with the same seed from the stepped weights and scores them (the update must have taken its step). */
   beforeAfter(): Promise<BeforeAfterResult>;
   /**
@@ -233,6 +284,8 @@ export interface StepRunner {
    * rules run) and its decoded token texts; without a loaded model, the report without them.
    */
   inspect(batch: GrpoBatch): { report: DoctorReport; token_texts?: TokenTexts };
+  /** The conversations rendered with two template variants by the loaded tokenizer, aligned token by token. */
+  templateDiff(conversations: ChatMessage[][], variants: [TemplateVariant, TemplateVariant]): Promise<TemplateDiff>;
   dispose(): void;
 }
 
@@ -240,7 +293,7 @@ export interface StepRunner {
  * What src/worker/runner.ts exports for the worker. `runJsReward` runs user JS rewards in the sandbox worker
  * (with its time limit); the reward stage uses it for `kind: 'js'` rewards.
  */
-export type CreateStepRunner = (gpu: Gpu, deps: { runJsReward: JsRewardRunner }) => StepRunner;
+export type CreateStepRunner = (gpu: Gpu, deps: { runJsReward: JsRewardRunner; /** Bounded chat-template rendering (the template sandbox in the page). */ templateRenderer?: (tok: Tokenizer) => BoundedRenderer }) => StepRunner;
 
 // ------------------------------------------------------------------------------------------ messages
 
@@ -265,8 +318,9 @@ export type Request =
   | { type: 'load-reference'; source: ModelChoice | null }
   | { type: 'run-stage'; stage: StageId; settings: StepSettings; start?: StepStart }
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
-  | { type: 'what-if'; loss: LossSettings }
+  | { type: 'what-if'; loss: LossSettings; trainer?: TrainerPreset }
   | { type: 'before-after' }
+  | { type: 'template-diff'; conversations: ChatMessage[][]; variants: [TemplateVariant, TemplateVariant] }
   | { type: 'reset'; undo?: boolean };
 
 /** Response payloads by request type. */
@@ -281,6 +335,7 @@ export interface Responses {
   'score-rewards': RewardTable;
   'what-if': WhatIfResult;
   'before-after': BeforeAfterResult;
+  'template-diff': TemplateDiff;
   reset: Record<string, never>;
 }
 

@@ -2,7 +2,9 @@
 // tokenizer from the page's ModelChoice (the embedded default, a Hub id or a dropped folder), turns the
 // page's settings into a StepConfig and the start of the update (the prompt set, or an imported batch),
 // runs the pipeline stage by stage and hands each stage's data through unchanged, adding what the page
-// needs besides: decoded token texts and the Doctor's report on the assembled batch. A run starts at
+// needs besides: decoded token texts, the Doctor's report on the assembled batch and, at the loss stage, the
+// trainer preset's view of the same log-probs (src/worker/trainer_view.ts; the backward refuses a gradient
+// the preset's trainer would not take). A run starts at
 // `render` with the settings of that moment, from the weights the last update stepped to (StepSettings
 // `weights: 'continue'`, as TRL, with the optimizer's moments and step count carried over) or from the
 // weights as loaded ('loaded', fresh optimizer); reset() undoes the last optimizer step (weights and
@@ -19,11 +21,15 @@ import { planMemory } from '../model/memory.ts';
 import { CausalLM } from '../model/model.ts';
 import { FileSource, parseJSONFile, readStream, type ModelSource } from '../model/source.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
-import type { GrpoBatch } from '../io/batch.ts';
+import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
+import { diffTemplates, type TemplateDiff, type TemplateVariant } from '../tokenize/template_diff.ts';
+import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
 import type { DoctorReport } from '../doctor/types.ts';
-import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide } from './protocol.ts';
+import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerPreset, TrainerView } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
-import { batchConfigOf } from './settings.ts';
+import { batchConfigOf, DEFAULT_TRAINER, promptConversation } from './settings.ts';
+import { gradientProblem, trainerView, trainerWhatIf } from './trainer_view.ts';
+import { SettingsError } from '../grpo/settings/types.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
 import { StepPipeline } from '../grpo/step.ts';
@@ -31,7 +37,7 @@ import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
 import { Optimizer } from '../grpo/optimizer.ts';
 import type { StageData, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
-import { computeAdvantages } from '../grpo/advantages.ts';
+import { computeAdvantages, withUnscorable } from '../grpo/advantages.ts';
 
 /** A model folder served over plain HTTP (the embedded default under public/models/, at the URL the page resolved). */
 class UrlSource implements ModelSource {
@@ -128,10 +134,15 @@ class PipelineRunner implements StepRunner {
   private optimizer: Optimizer | null = null;
   private tokenizer: { tokenizer: Tokenizer; kind: string; name: string } | null = null;
   private pipe: StepPipeline | null = null;
+  /** The trainer preset and loss settings the current update was started with, and its loss stage's trainer view. */
+  private ranPreset: TrainerPreset | null = null;
+  private ranLoss: LossSettings | null = null;
+  private view: { preset: TrainerPreset; loss: LossSettings; view: TrainerView } | null = null;
 
   constructor(
     private readonly gpu: Gpu,
     private readonly runJs: JsRewardRunner,
+    private readonly templateRenderer?: (tok: Tokenizer) => BoundedRenderer,
   ) {}
 
   /**
@@ -235,13 +246,15 @@ class PipelineRunner implements StepRunner {
           ? { kind: 'batch', batch: start.batch }
           : {
               kind: 'prompts',
-              prompts: settings.prompts.map((p) => ({ messages: [...(p.system ? [{ role: 'system', content: p.system }] : []), { role: 'user', content: p.user }], answer: p.answer })),
+              prompts: settings.prompts.map((p) => ({ messages: promptConversation(p), answer: p.answer })),
               tokenizer,
               generation: { ...s, eos_token_ids: s.eos_token_ids ?? undefined },
               decoder: () => kvDecoder(policy),
               rewards: settings.rewards,
               runJs: this.runJs,
             };
+      this.ranPreset = settings.trainer ?? null;
+      this.ranLoss = settings.loss;
       const config = stepConfigFromBatch(batchConfigOf(settings.loss), settings.loss.max_completion_length);
       // Changed optimizer settings start from fresh moments (step 1, shown by the step stage).
       if (JSON.stringify(this.optimizer?.config) !== JSON.stringify(config.optimizer)) this.dropOptimizer();
@@ -260,8 +273,19 @@ class PipelineRunner implements StepRunner {
     }
     const pipe = this.pipe;
     if (pipe.nextStage !== stage) throw new Error(`stage "${stage}" cannot run now: the next stage is ${pipe.nextStage ? `"${pipe.nextStage}"` : 'none (reset first)'}`);
+    if (stage === 'backward' && this.view) {
+      const problem = gradientProblem(this.view.view, pipe.data('loss')!.loss, this.view.preset, this.view.loss);
+      if (problem) throw new SettingsError(problem);
+    }
     const r = await pipe.next();
-    return { ...r, data: withExtras(r.id, r.data, tokenizer, pipe, policy.config.model_type) };
+    const data = withExtras(r.id, r.data, tokenizer, pipe, policy.config.model_type);
+    if (r.id === 'loss' && data) {
+      // The preset and loss settings of this update are the ones sent with its first stage.
+      const preset = this.ranPreset ?? DEFAULT_TRAINER;
+      this.view = { preset, loss: this.ranLoss!, view: await trainerView(this.gpu, pipe, preset, this.ranLoss!) };
+      return { ...r, data: { ...(data as StagePayloads['loss']), trainer: this.view.view } };
+    }
+    return { ...r, data };
   }
 
   inspect(batch: GrpoBatch): { report: DoctorReport; token_texts?: TokenTexts } {
@@ -274,9 +298,21 @@ class PipelineRunner implements StepRunner {
     return { report: diagnose(batch, { tokenizer: tok, model_type: this.policy.config.model_type }), token_texts: tokenTexts(tok, batch) };
   }
 
+  async templateDiff(conversations: ChatMessage[][], variants: [TemplateVariant, TemplateVariant]): Promise<TemplateDiff> {
+    const tok = this.tokenizer?.tokenizer;
+    if (!tok) throw new Error('load a model first: the template diff renders with its tokenizer');
+    if (!this.templateRenderer) throw new Error('no bounded chat-template renderer here (the page passes its template sandbox)');
+    const renderer = this.templateRenderer(tok);
+    try {
+      return await diffTemplates(tok, conversations, variants, renderer);
+    } finally {
+      await renderer.close();
+    }
+  }
+
   private whatIfCurrent: { pipe: StepPipeline; side: WhatIfSide; scratch: LossScratch } | null = null;
 
-  async whatIf(loss: LossSettings): Promise<WhatIfResult> {
+  async whatIf(loss: LossSettings, preset?: TrainerPreset): Promise<WhatIfResult> {
     const t0 = performance.now();
     const pipe = this.pipe;
     const l = pipe?.data('loss');
@@ -296,7 +332,8 @@ class PipelineRunner implements StepRunner {
     const advantagesFor = (c: StepConfig): Float32Array => {
       const same = c.scale_rewards === ran.scale_rewards && c.advantage_estimator === ran.advantage_estimator;
       if (same || !rewards) return Float32Array.from(adv.advantages);
-      return Float32Array.from(computeAdvantages(rewards, { num_generations: a.batch.num_generations, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator }).advantages);
+      const r = c.advantage_estimator === 'trl' ? withUnscorable(rewards, a.batch.rewards_per_func) : rewards; // as the advantages stage
+      return Float32Array.from(computeAdvantages(r, { num_generations: a.batch.num_generations, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator }).advantages);
     };
     if (!rewards && (next.scale_rewards !== ran.scale_rewards || next.advantage_estimator !== ran.advantage_estimator)) notes.push('the batch has advantages but no rewards: advantage scaling cannot be recomputed');
     const scratch = this.whatIfCurrent?.pipe === pipe ? this.whatIfCurrent.scratch : new LossScratch(this.gpu);
@@ -317,7 +354,8 @@ class PipelineRunner implements StepRunner {
       setTimeout(() => warmLossPipelines(this.gpu, next.loss), 0);
     }
     const current = this.whatIfCurrent.side;
-    return { settings: loss, current, whatif: await side(next), check: Math.abs(current.terms.loss - l.loss), notes, ms: performance.now() - t0 };
+    const whatif = await side(next);
+    return { settings: loss, current, whatif, check: Math.abs(current.terms.loss - l.loss), trainer: await trainerWhatIf(this.gpu, pipe, this.view?.view.terms ?? null, preset ?? this.view?.preset ?? DEFAULT_TRAINER, { ...loss, temperature: ran.loss.temperature }), notes, ms: performance.now() - t0 };
   }
 
   async beforeAfter(): Promise<BeforeAfterResult> {
@@ -339,6 +377,7 @@ class PipelineRunner implements StepRunner {
   private async drop(undo: boolean): Promise<void> {
     this.whatIfCurrent?.scratch.destroy();
     this.whatIfCurrent = null;
+    this.view = null;
     if (undo) await this.pipe?.reset();
     this.pipe?.destroy();
     this.pipe = null;
@@ -365,4 +404,4 @@ class PipelineRunner implements StepRunner {
 }
 
 /** `runJsReward` defaults to the sandbox worker (the browser); Node callers without JS rewards need none. */
-export const createStepRunner = (gpu: Gpu, deps: Partial<Parameters<CreateStepRunner>[1]> = {}): StepRunner => new PipelineRunner(gpu, deps.runJsReward ?? ((spec, samples) => runJsReward(spec, samples)));
+export const createStepRunner = (gpu: Gpu, deps: Partial<Parameters<CreateStepRunner>[1]> = {}): StepRunner => new PipelineRunner(gpu, deps.runJsReward ?? ((spec, samples) => runJsReward(spec, samples)), deps.templateRenderer);

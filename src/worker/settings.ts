@@ -2,13 +2,20 @@
 // serves both directions: the worker sends the page's settings through the batch-config parser
 // (stepConfigFromBatch) so one validator checks both, and an imported batch's config fills the loss
 // panel, so stepping a batch from a Python trainer uses that trainer's settings and the panel shows them.
-// Which values are acceptable is the settings tables' (src/grpo/settings), not a list kept here.
+// Which values are acceptable is the settings tables' (src/grpo/settings), not a list kept here. Also: a
+// prompt of the prompt set as the conversation the chat template renders (the render stage, the template diff).
+// The trainer preset (TrainerPreset) maps the same way: an imported batch's config fills it, and for TRL the
+// fields the loss panel has are taken from LossSettings, so one value serves both forms.
 import { scaleRewardsOf, type BatchConfig } from '../io/batch.ts';
 import type { LossType } from '../kernels/types.ts';
 import { GRPO_LOSS_SETTINGS } from '../grpo/settings/studio.ts';
 import { checkSetting, specOf } from '../grpo/settings/table.ts';
 import { TRL_SETTINGS } from '../grpo/settings/trl.ts';
-import type { LossSettings } from './protocol.ts';
+import type { ChatMessage } from '../io/batch.ts';
+import { TRL_LOSS_TYPES } from '../kernels/types.ts';
+import { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
+import type { TrainerId } from '../grpo/settings/types.ts';
+import type { LossSettings, PromptItem, TrainerPreset } from './protocol.ts';
 
 /** The sampler defaults the worker applies, for the page's sampling form. */
 export { DEFAULT_SAMPLING } from '../model/sampler.ts';
@@ -63,4 +70,51 @@ export function lossSettingsOf(c: BatchConfig | undefined): Partial<LossSettings
     if (num(o.weight_decay)) out.weight_decay = o.weight_decay;
   }
   return out;
+}
+
+/** The default preset: TRL, everything else from LossSettings and the TRL table's defaults. */
+export const DEFAULT_TRAINER: TrainerPreset = { trainer: 'trl', config: {}, run: {} };
+
+/** The TRL config LossSettings stands for (TRL names); a studio-only aggregation name leaves loss_type out. */
+function trlConfigOfLoss(l: LossSettings): Record<string, unknown> {
+  const c = batchConfigOf(l);
+  const keys = ['beta', 'epsilon', 'epsilon_high', 'delta', 'temperature', 'kl_estimator', 'importance_sampling_level', 'max_completion_length', 'scale_rewards'] as const;
+  const out: Record<string, unknown> = Object.fromEntries(keys.map((k) => [k, c[k]]));
+  if ((TRL_LOSS_TYPES as readonly string[]).includes(l.loss_type)) out.loss_type = l.loss_type;
+  return out;
+}
+
+/** The config the preset's trainer reads: for TRL, LossSettings' fields with the preset's other fields. */
+export function trainerConfigOf(p: TrainerPreset, l: LossSettings): Record<string, unknown> {
+  return p.trainer === 'trl' ? { ...trlConfigOfLoss(l), ...p.config } : p.config;
+}
+
+/** Whether LossSettings holds TRL field `name` (then the loss panel and TRL preset edit the same value). */
+export function lossHolds(name: string, value: unknown): boolean {
+  return Object.keys(lossSettingsOf({ [name]: value })).length > 0;
+}
+
+/** A batch format's trainer: verl and OpenRLHF dumps read as theirs, everything else as TRL. */
+export function trainerOfFormat(format: string): TrainerId {
+  return format === 'verl' || format === 'openrlhf' ? format : 'trl';
+}
+
+/**
+ * The preset an imported batch's config fills: its keys the trainer's tables know (config or run), values as
+ * written (a bad one is named when the loss runs, never replaced); for TRL without the fields LossSettings takes.
+ */
+export function presetOfBatch(trainer: TrainerId, c: BatchConfig | undefined): TrainerPreset {
+  const t = TRAINER_TABLES[trainer];
+  const entries = Object.entries(c ?? {});
+  const known = (table: typeof t.config) => (k: string) => table.some((s) => s.name === k);
+  return {
+    trainer,
+    config: Object.fromEntries(entries.filter(([k, v]) => known(t.config)(k) && !(trainer === 'trl' && lossHolds(k, v)))),
+    run: Object.fromEntries(entries.filter(([k]) => known(t.run)(k))),
+  };
+}
+
+/** A prompt of the prompt set as the chat template sees it: the system message (when given), then the user's. */
+export function promptConversation(p: PromptItem): ChatMessage[] {
+  return [...(p.system ? [{ role: 'system', content: p.system }] : []), { role: 'user', content: p.user }];
 }

@@ -11,6 +11,7 @@ import { parseInWorker, type ParseRun } from './import_job.ts';
 import type { Request, RequestEnvelope, Responses, StepRunner, WorkerMessage } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
 import { rowPaths, streamRows } from './rows.ts';
+import { sandboxRenderer } from './template_sandbox.ts';
 
 /** User JS rewards run in a sandbox worker started from this one, so a hang never blocks a stage. */
 const runJs: JsRewardRunner = (spec, samples) => runJsReward(spec, samples);
@@ -23,7 +24,7 @@ let runner: Promise<StepRunner> | null = null;
 /** The step pipeline is loaded on first use, so importing a batch never waits for it; a failed start is retried next time. */
 function stepRunner(): Promise<StepRunner> {
   runner ??= Promise.all([import('./runner.ts'), gpu()])
-    .then(([m, g]) => m.createStepRunner(g, { runJsReward: runJs }))
+    .then(([m, g]) => m.createStepRunner(g, { runJsReward: runJs, templateRenderer: (tok) => sandboxRenderer(tok) }))
     .catch((e: unknown) => {
       runner = null;
       throw e;
@@ -92,8 +93,10 @@ async function handle(id: number, req: Request): Promise<Responses[Request['type
       return (await stepRunner()).runStage(req.stage, req.settings, req.start);
     case 'before-after':
       return (await stepRunner()).beforeAfter();
+    case 'template-diff':
+      return (await stepRunner()).templateDiff(req.conversations, req.variants);
     case 'what-if':
-      return (await stepRunner()).whatIf(req.loss);
+      return (await stepRunner()).whatIf(req.loss, req.trainer);
     case 'score-rewards':
       return scoreRewards(req.rewards, req.samples, runJs);
     case 'reset':

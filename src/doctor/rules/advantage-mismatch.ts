@@ -1,10 +1,12 @@
 // advantage-mismatch: the advantages in the batch are not what the rewards give under the configured
 // scale_rewards. Catches a wrong group layout (interleaved instead of consecutive rows), the wrong std
 // (population vs Bessel, batch vs group), missing normalisation, or rewards combined without weights.
+// Rows where every reward function returned None are left out of the statistics with advantage 0, as TRL
+// does (batchRewards marks them NaN; computeAdvantages skips NaN for the TRL estimator).
 import { combineRewards, computeAdvantages, type AdvantageEstimator } from '../../grpo/advantages.ts';
 import type { ScaleRewards } from '../../io/batch.ts';
 import type { Rule } from '../types.ts';
-import { batchRewards, groupName, perSample } from '../rewards.ts';
+import { batchRewards, groupName, perSample, unscorableRows } from '../rewards.ts';
 
 /** float32 advantages of float32 rewards: ~1e-7 relative, amplified by 1/(std + ε) for near-flat groups. */
 const ATOL = 1e-4;
@@ -21,7 +23,9 @@ export const advantageMismatch: Rule = {
     const out = [];
     if (batch.rewards && batch.rewards_per_func && batch.rewards_per_func.length === batch.rewards.length) {
       const combined = combineRewards(batch.rewards_per_func, batch.reward_weights);
-      const i = batch.rewards.findIndex((r, k) => !(Math.abs(r - combined[k]) <= ATOL + RTOL * Math.abs(combined[k])));
+      // An unscorable row's reward is NaN in TRL (nansum would say 0): either is accepted there.
+      const none = new Set(unscorableRows(batch));
+      const i = batch.rewards.findIndex((r, k) => !none.has(k) && !(Math.abs(r - combined[k]) <= ATOL + RTOL * Math.abs(combined[k])));
       if (i >= 0) out.push({
         rule: this.id, severity: 'error' as const, sample: i, field: 'rewards',
         message: `sample ${i}: rewards = ${batch.rewards[i]} but Σ rewards_per_func · reward_weights = ${combined[i]}`,

@@ -1,7 +1,9 @@
 // nonfinite: NaN or ±Inf in a numeric field. One NaN anywhere in a per-token array poisons the loss even
 // where the mask is 0 (NaN · 0 = NaN). TRL's NaN in rewards_per_func means "reward not applicable" and is
-// skipped by nansum — reported as info, or a warning when every function is NaN for a sample.
+// skipped by nansum — reported as info; a sample where every function is NaN is TRL's unscorable row
+// (the unscorable-rewards rule), whose `rewards` entry TRL itself sets to NaN.
 import type { Finding, Rule } from '../types.ts';
+import { unscorableRows } from '../rewards.ts';
 import { listSamples } from '../util.ts';
 
 const FIELDS = ['rewards', 'advantages', 'reward_weights', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps'] as const;
@@ -14,12 +16,13 @@ export const nonfinite: Rule = {
   seed: '001 (exact-zero/invalid loss diagnostics); TRL nansum over reward functions',
   check(ctx) {
     const out: Finding[] = [];
+    const none = new Set(unscorableRows(ctx.batch));
     for (const field of FIELDS) {
       const v = ctx.batch[field];
       if (!v) continue;
       const rows: unknown[][] = Array.isArray(v[0]) ? (v as number[][]) : [v as number[]];
       const where: [number, number][] = [];
-      rows.forEach((row, b) => row.forEach((x, t) => typeof x === 'number' && !Number.isFinite(x) && where.push([b, t])));
+      rows.forEach((row, b) => row.forEach((x, t) => typeof x === 'number' && !Number.isFinite(x) && !(field === 'rewards' && Number.isNaN(x) && none.has(t)) && where.push([b, t])));
       if (where.length === 0) continue;
       const perToken = Array.isArray(v[0]);
       const [b, t] = where[0];
@@ -38,12 +41,10 @@ export const nonfinite: Rule = {
     }
     const rpf = ctx.batch.rewards_per_func;
     if (rpf) {
-      const withNaN = rpf.map((row, b) => (row.some((x) => Number.isNaN(x)) ? b : -1)).filter((b) => b >= 0);
-      const allNaN = withNaN.filter((b) => rpf[b].length > 0 && rpf[b].every((x) => Number.isNaN(x)));
+      const withNaN = rpf.map((row, b) => (row.some((x) => Number.isNaN(x)) && !none.has(b) ? b : -1)).filter((b) => b >= 0);
       const inf = rpf.map((row, b) => (row.some((x) => x === Infinity || x === -Infinity) ? b : -1)).filter((b) => b >= 0);
       if (inf.length) out.push({ rule: this.id, severity: 'error', field: 'rewards_per_func', sample: inf[0], message: `rewards_per_func has ±Inf for samples ${listSamples(inf)}`, hint: 'A reward function returned an infinite score.' });
-      if (allNaN.length) out.push({ rule: this.id, severity: 'warning', field: 'rewards_per_func', sample: allNaN[0], message: `every reward function is NaN (None) for samples ${listSamples(allNaN)}: their reward is 0 by nansum`, hint: 'At least one reward function must apply to every sample (TRL warns about this too).' });
-      else if (withNaN.length) out.push({ rule: this.id, severity: 'info', field: 'rewards_per_func', sample: withNaN[0], message: `rewards_per_func holds NaN (a function returned None) for samples ${listSamples(withNaN)}; skipped by nansum`, hint: 'Expected in multi-task setups where a reward function applies to some samples only.' });
+      if (withNaN.length) out.push({ rule: this.id, severity: 'info', field: 'rewards_per_func', sample: withNaN[0], message: `rewards_per_func holds NaN (a function returned None) for samples ${listSamples(withNaN)}; skipped by nansum`, hint: 'Expected in multi-task setups where a reward function applies to some samples only.' });
     }
     return out;
   },

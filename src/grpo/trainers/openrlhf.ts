@@ -9,7 +9,8 @@ import { resolveSettings } from '../settings/resolve.ts';
 import { OPENRLHF_RUN, OPENRLHF_SETTINGS, type OpenrlhfConfig, type OpenrlhfRun } from '../settings/openrlhf.ts';
 import type { PpoKl, PpoLossParams } from '../../kernels/types.ts';
 import { aggregationWeights, packInputs, rowCounts, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
-import type { TrainerLoss, TrainerLossCase, TrainerLossOutputs } from './types.ts';
+import type { TrainerLoss, TrainerInputs, TrainerLossOutputs } from './types.ts';
+import { openrlhfIs } from '../is_correction.ts';
 
 function pair(v: unknown, field: string): [number, number] {
   if (!Array.isArray(v) || v.length !== 2) throw new SettingsError(`config.${field}: expected [low, high], got ${JSON.stringify(v)}`);
@@ -17,7 +18,7 @@ function pair(v: unknown, field: string): [number, number] {
 }
 
 /** The window normalisers training_step passes to aggregate_loss: given, or derived as _optimizer_step_loss_norm does. */
-function lossBatchInfo(c: TrainerLossCase, run: OpenrlhfRun): { dp: number; tokens: number; samples: number } {
+function lossBatchInfo(c: TrainerInputs, run: OpenrlhfRun): { dp: number; tokens: number; samples: number } {
   const info = run.loss_batch_info as Record<string, unknown> | null;
   if (info) {
     const num = (k: string): number => {
@@ -36,28 +37,8 @@ function lossBatchInfo(c: TrainerLossCase, run: OpenrlhfRun): { dp: number; toke
   };
 }
 
-/** PolicyLoss's vLLM IS factor per token, from exp(old − rollout) (detached). */
-function isFactor(c: TrainerLossCase, type: string, [lo, hi]: [number, number], old: Float32Array, rollout: Float32Array): Float64Array {
-  const { B, T } = c;
-  const w = new Float64Array(B * T);
-  for (let b = 0; b < B; b++) {
-    let s = 0;
-    let n = 0;
-    for (let t = 0; t < T; t++) [s, n] = [s + (old[b * T + t] - rollout[b * T + t]) * c.completion_mask[b * T + t], n + c.completion_mask[b * T + t]];
-    const seq = Math.exp(s / n); // masked_mean without an epsilon: an empty row gives NaN, which no range holds
-    for (let t = 0; t < T; t++) {
-      const i = b * T + t;
-      const e = Math.exp(old[i] - rollout[i]);
-      if (type === 'tis') w[i] = Math.min(Math.max(e, lo), hi);
-      else if (type === 'icepop') w[i] = e >= lo && e <= hi ? e : 0;
-      else w[i] = seq >= lo && seq <= hi ? e : 0;
-    }
-  }
-  return w;
-}
-
 /** The objective on any backend (GPU kernels, or their float64 twins in the tests). */
-export async function openrlhfObjective(be: PpoBackend, c: TrainerLossCase, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
+export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
   const cfg = resolveSettings<OpenrlhfConfig>(OPENRLHF_SETTINGS, c.config, 'config');
   const run = resolveSettings<OpenrlhfRun>(OPENRLHF_RUN, c.run, 'run');
   const { B, T } = c;
@@ -82,7 +63,7 @@ export async function openrlhfObjective(be: PpoBackend, c: TrainerLossCase, opts
   const token: Aggregation = { mode: 'token-mean', dp: info.dp, tokens: info.tokens, seqs: null, norm: T, scale: 1 };
   const wPg = aggregationWeights(M, B, T, gspo ? { ...token, mode: 'seq-mean-token-mean', seqs: info.samples } : token);
   const wAux = aggregationWeights(M, B, T, token);
-  const isw = isOn && !gspo ? isFactor(c, cfg['algo.advantage.is_correction_type'], pair(cfg['algo.advantage.is_correction_threshold'], 'algo.advantage.is_correction_threshold'), old, rollout!) : null;
+  const isw = isOn && !gspo ? openrlhfIs(old, rollout!, c.completion_mask, B, T, cfg['algo.advantage.is_correction_type'], pair(cfg['algo.advantage.is_correction_threshold'], 'algo.advantage.is_correction_threshold')).factor : null;
   const kl: PpoKl = klOn ? cfg['algo.kl.estimator'] : 'none';
   const params: PpoLossParams = {
     mode: gspo ? 'gspo_seq' : 'clip',
@@ -120,6 +101,8 @@ export async function openrlhfObjective(be: PpoBackend, c: TrainerLossCase, opts
     off_policy_mask: null,
     loss: r.value,
     dlogits: r.dlogits,
+    dlogp: r.grad?.dlogp ?? null,
+    dentropy: r.grad?.dentropy ?? null,
   };
 }
 

@@ -9,7 +9,8 @@ import type { Gpu } from '../../gpu/context.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../../kernels/logprob_gather.ts';
 import { ppo_loss_forward } from '../../kernels/ppo_loss.ts';
 import { PPO_INPUTS, type PpoLossParams } from '../../kernels/types.ts';
-import type { TrainerLossCase } from './types.ts';
+import { SettingsError } from '../settings/types.ts';
+import { checkScored, type ScoredLogps, type TrainerInputs, type TrainerLossCase } from './types.ts';
 
 /** What the trainer module decides from the current log-probs and entropies ((B, T)). */
 export interface PpoPlan {
@@ -27,7 +28,13 @@ export interface PpoBackend {
   /** Log-probs at `temperature` (0 where completion_mask = 0) and entropies at `entropyTemperature`, (B, T). */
   logprobs(temperature: number, entropyTemperature: number): Promise<{ logp: Floats; entropy: Floats }>;
   /** ppo_loss_forward on the last log-probs; with `backward`, dlogits through logprob_gather_backward. */
-  objective(plan: PpoPlan, backward: boolean): Promise<{ out: { loss: Floats; kl: Floats; contrib: Floats }; dlogits: Floats | null }>;
+  objective(plan: PpoPlan, backward: boolean): Promise<{ out: { loss: Floats; kl: Floats; contrib: Floats }; dlogits: Floats | null; grad?: PerTokenGrad | null }>;
+}
+
+/** ∂loss/∂per_token_logps and ∂loss/∂per_token_entropy, (B, T): what the gather backward turns into dlogits. */
+export interface PerTokenGrad {
+  dlogp: Floats;
+  dentropy: Floats;
 }
 
 export interface PpoRun {
@@ -37,6 +44,7 @@ export interface PpoRun {
   kl: Floats; // (B, T)
   value: number; // the loss: Σ of the per-token shares, summed in float64
   dlogits: Floats | null; // (B, T, V)
+  grad: PerTokenGrad | null; // read back by the scored backend only
 }
 
 /** The two passes of an objective: log-probs, the trainer's decisions on them (`plan`), the objective. */
@@ -47,10 +55,10 @@ export async function runPpo(
   const { logp, entropy } = await be.logprobs(o.temperature, o.entropyTemperature);
   const plan = o.plan(logp, entropy);
   if (plan.inputs.length !== PPO_INPUTS.length * logp.length) throw new Error(`ppo inputs: expected ${PPO_INPUTS.length * logp.length} floats, got ${plan.inputs.length}`);
-  const { out, dlogits } = await be.objective(plan, o.backward);
+  const { out, dlogits, grad } = await be.objective(plan, o.backward);
   let value = 0;
   for (const v of out.contrib) value += v;
-  return { logp, entropy, loss: out.loss, kl: out.kl, value, dlogits };
+  return { logp, entropy, loss: out.loss, kl: out.kl, value, dlogits, grad: grad ?? null };
 }
 
 /** Runs `f` with a GPU backend for case `c`; its buffers are freed afterwards. */
@@ -93,6 +101,46 @@ export async function withGpuBackend<R>(gpu: Gpu, c: TrainerLossCase, f: (be: Pp
         const res = await gpu.readF32(out, 4 * N);
         const pick = (k: number): Float32Array => Float32Array.from({ length: N }, (_, i) => res[4 * i + k]);
         return { out: { loss: pick(0), kl: pick(1), contrib: pick(2) }, dlogits: dlogits ? await gpu.readF32(dlogits, N * V) : null };
+      },
+    };
+    return await f(be);
+  } finally {
+    for (const b of bufs) b.destroy();
+  }
+}
+
+/**
+ * A backend over log-probs the step's forward already scored (ScoredLogps): the same objective kernel, no
+ * gather and no dlogits; the kernel's ∂loss/∂logp and ∂loss/∂entropy are read back instead (the per-token
+ * gradient the trainer would take, shown by the page). `field` names the
+ * trainer's temperature setting, which must be the forward's.
+ */
+export async function withScoredBackend<R>(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, field: string, f: (be: PpoBackend) => Promise<R>): Promise<R> {
+  const { B, T } = c;
+  const N = B * T;
+  const bufs: GPUBuffer[] = [];
+  const keep = (b: GPUBuffer): GPUBuffer => (bufs.push(b), b);
+  // Both trainers multiply their log-probs by the response mask: 0 on padding, as the gather writes them.
+  const logpHost = Float32Array.from(scored.per_token_logps, (x, i) => (c.completion_mask[i] ? x : 0));
+  try {
+    const logp = keep(gpu.upload('logp', logpHost));
+    const entropy = keep(gpu.upload('entropy', scored.per_token_entropy));
+    const be: PpoBackend = {
+      async logprobs(t, entropyT) {
+        checkScored(scored, N, t, field);
+        if (entropyT !== t) throw new SettingsError(`${field}: the trainer takes its entropy at temperature ${entropyT} and its log-probs at ${t}; the forward scored both at ${t}`);
+        return { logp: logpHost, entropy: scored.per_token_entropy };
+      },
+      async objective(plan, backward) {
+        if (backward) throw new Error('a scored backend has no backward');
+        const out = keep(gpu.createBuffer('ppo_out', 16 * N));
+        const rec = gpu.recorder('trainer objective (scored)');
+        const scratch = { dlogp: keep(gpu.createBuffer('dlogp', 4 * N)), dentropy: keep(gpu.createBuffer('dentropy', 4 * N)) };
+        ppo_loss_forward(rec, { logp, entropy, inputs: keep(gpu.upload('ppo_inputs', plan.inputs)), out, ...scratch, B, T, params: plan.params });
+        await rec.finish();
+        const [res, dlogp, dentropy] = await Promise.all([gpu.readF32(out, 4 * N), gpu.readF32(scratch.dlogp, N), gpu.readF32(scratch.dentropy, N)]);
+        const pick = (k: number): Float32Array => Float32Array.from({ length: N }, (_, i) => res[4 * i + k]);
+        return { out: { loss: pick(0), kl: pick(1), contrib: pick(2) }, dlogits: null, grad: { dlogp, dentropy } };
       },
     };
     return await f(be);

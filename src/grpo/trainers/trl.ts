@@ -10,7 +10,7 @@ import { TRL_ROW_STATS, trl_loss_backward, trl_loss_forward, trl_loss_value } fr
 import { parseTrlConfig, parseTrlRun } from '../settings/trl.ts';
 import { SettingsError } from '../settings/types.ts';
 import { resolveTrlParams } from './trl_params.ts';
-import type { TrainerLoss, TrainerLossCase } from './types.ts';
+import { checkScored, type ScoredLogps, type TrainerInputs, type TrainerLoss, type TrainerLossOutputs } from './types.ts';
 
 /**
  * torch.quantile (linear interpolation) of the float32 entropies of mask = 1 tokens: TRL's
@@ -27,7 +27,7 @@ export function entropyThreshold(entropy: Float32Array, mask: ArrayLike<number>,
   return Math.fround(v[lo] + Math.fround(Math.fround(v[hi] - v[lo]) * (pos - lo)));
 }
 
-function checkShapes(c: TrainerLossCase): void {
+function checkShapes(c: TrainerInputs, g: { logits: Float32Array; V: number } | null): void {
   const N = c.B * c.T;
   if (c.advantages.length !== c.B) throw new SettingsError(`advantages: TRL takes one advantage per sequence (${c.B}), got ${c.advantages.length}`);
   const per: Array<[string, ArrayLike<number> | null]> = [
@@ -39,17 +39,24 @@ function checkShapes(c: TrainerLossCase): void {
     ['sampling_per_token_logps', c.sampling_per_token_logps],
   ];
   for (const [name, a] of per) if (a && a.length !== N) throw new SettingsError(`${name}: expected ${N} values (B·T), got ${a.length}`);
-  if (c.logits.length !== N * c.V) throw new SettingsError(`logits: expected ${N * c.V} values (B·T·V), got ${c.logits.length}`);
+  if (g && g.logits.length !== N * g.V) throw new SettingsError(`logits: expected ${N * g.V} values (B·T·V), got ${g.logits.length}`);
 }
 
-export const trlLoss: TrainerLoss = async (gpu: Gpu, c: TrainerLossCase, opts) => {
-  checkShapes(c);
+export const trlLoss: TrainerLoss = (gpu, c, opts) => trlObjective(gpu, c, { logits: c.logits, V: c.V }, opts);
+
+/** TRL's objective on log-probs the studio's forward already scored (every position, at `scored.temperature`): its gradient stops at dlogp, dentropy. */
+export const trlLossFromLogps = (gpu: Gpu, c: TrainerInputs, scored: ScoredLogps): Promise<TrainerLossOutputs> => trlObjective(gpu, c, scored, { backward: false });
+
+/** The log-probs come from a gather of the logits (the CLI, dlogits possible) or as scored by the step's forward. */
+async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Array; V: number } | ScoredLogps, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
+  checkShapes(c, 'logits' in src ? src : null);
   const parsedConfig = parseTrlConfig(c.config);
   const parsedRun = parseTrlRun(c.run);
   const [config, run] = [parsedConfig.values, parsedRun.values];
   const unknown_settings = [...parsedConfig.unknown.map((k) => `config.${k}`), ...parsedRun.unknown.map((k) => `run.${k}`)];
-  const { B, T, V } = c;
+  const { B, T } = c;
   const N = B * T;
+  if (!('logits' in src)) checkScored(src, N, config.temperature, 'config.temperature');
   const mask = Float64Array.from(c.completion_mask, (m, i) => m * (c.tool_mask ? c.tool_mask[i] : 1)); // TRL's `mask`
   const aux = new Float32Array(4 * N); // (B, T, 4): old, ref, sampling, mask
   for (let i = 0; i < N; i++) {
@@ -66,16 +73,26 @@ export const trlLoss: TrainerLoss = async (gpu: Gpu, c: TrainerLossCase, opts) =
   const up = (label: string, data: ArrayBufferView) => (created.push(gpu.upload(label, data)), created.at(-1)!);
   const buf = (label: string, bytes: number) => (created.push(gpu.createBuffer(label, bytes)), created.at(-1)!);
   try {
-    const logits = up('logits', c.logits);
-    const ids = up('completion_ids', c.completion_ids);
-    const every = up('rows_scored', new Int32Array(N).fill(1)); // score padding too (see header)
-    const rows = { logits, ids, mask: every, N, V, temperature: config.temperature };
-    const logp = buf('per_token_logps', N * 4);
-    const lse = buf('lse', N * 8);
-    const entropy = buf('per_token_entropy', N * 4);
-    const rec1 = gpu.recorder('trl_logps');
-    logprob_gather_forward(rec1, { ...rows, logp, lse, entropy, skipMasked: false });
-    await rec1.submit();
+    let logp: GPUBuffer;
+    let entropy: GPUBuffer;
+    let gather: { rows: { logits: GPUBuffer; ids: GPUBuffer; mask: GPUBuffer; N: number; V: number; temperature: number }; lse: GPUBuffer } | null = null;
+    if ('logits' in src) {
+      const V = src.V;
+      const logits = up('logits', src.logits);
+      const ids = up('completion_ids', c.completion_ids);
+      const every = up('rows_scored', new Int32Array(N).fill(1)); // score padding too (see header)
+      const rows = { logits, ids, mask: every, N, V, temperature: config.temperature };
+      logp = buf('per_token_logps', N * 4);
+      const lse = buf('lse', N * 8);
+      entropy = buf('per_token_entropy', N * 4);
+      const rec1 = gpu.recorder('trl_logps');
+      logprob_gather_forward(rec1, { ...rows, logp, lse, entropy, skipMasked: false });
+      await rec1.submit();
+      gather = { rows, lse };
+    } else {
+      logp = up('per_token_logps', src.per_token_logps);
+      entropy = up('per_token_entropy', src.per_token_entropy);
+    }
     let threshold: number | null = null;
     if (config.top_entropy_quantile < 1) threshold = entropyThreshold(await gpu.readF32(entropy, N), mask, 1 - config.top_entropy_quantile);
     const p = resolveTrlParams(config, run, present, threshold);
@@ -92,20 +109,22 @@ export const trlLoss: TrainerLoss = async (gpu: Gpu, c: TrainerLossCase, opts) =
     const rec = gpu.recorder('trl_loss');
     trl_loss_forward(rec, { ...k, entropy }, p);
     let dlogits: GPUBuffer | null = null;
-    if (opts.backward) {
-      const dlogp = buf('dlogp', N * 4);
-      const dentropy = buf('dentropy', N * 4);
-      dlogits = buf('dlogits', N * V * 4);
-      trl_loss_backward(rec, { ...k, dlogp, dentropy }, p);
-      logprob_gather_backward(rec, { ...rows, lse, dlogp, dlogits, dentropy: p.entropy_coef !== 0 ? { dentropy, entropy } : null });
+    // From scored log-probs the backward stops at ∂loss/∂logp, ∂loss/∂entropy (read back: the page shows them).
+    const grad = opts.backward || !gather ? { dlogp: buf('dlogp', N * 4), dentropy: buf('dentropy', N * 4) } : null;
+    if (grad) trl_loss_backward(rec, { ...k, ...grad }, p);
+    if (grad && gather) {
+      dlogits = buf('dlogits', N * gather.rows.V * 4);
+      logprob_gather_backward(rec, { ...gather.rows, lse: gather.lse, dlogp: grad.dlogp, dlogits, dentropy: p.entropy_coef !== 0 ? { dentropy: grad.dentropy, entropy } : null });
     }
     await rec.submit();
-    const [lp, ent, tok, rs, dl] = await Promise.all([
+    const [lp, ent, tok, rs, dl, dlogp, dentropy] = await Promise.all([
       gpu.readF32(logp, N),
       gpu.readF32(entropy, N),
       gpu.readF32(k.tok, 4 * N),
       gpu.readF32(k.rows, TRL_ROW_STATS * B),
-      dlogits ? gpu.readF32(dlogits, N * V) : null,
+      dlogits && gather ? gpu.readF32(dlogits, N * gather.rows.V) : null,
+      grad && !gather ? gpu.readF32(grad.dlogp, N) : null,
+      grad && !gather ? gpu.readF32(grad.dentropy, N) : null,
     ]);
     const col = (j: number) => Float32Array.from({ length: N }, (_, i) => tok[4 * i + j]);
     const opsm = p.off_policy_mask_threshold !== null ? Float32Array.from({ length: N }, (_, i) => rs[Math.floor(i / T) * TRL_ROW_STATS + 5]) : null;
@@ -124,9 +143,11 @@ export const trlLoss: TrainerLoss = async (gpu: Gpu, c: TrainerLossCase, opts) =
       effective_loss_mask: effective,
       loss: trl_loss_value(rs, p),
       dlogits: dl,
+      dlogp,
+      dentropy,
       unknown_settings,
     };
   } finally {
     created.forEach((b) => b.destroy());
   }
-};
+}

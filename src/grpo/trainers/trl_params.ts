@@ -26,6 +26,10 @@ export function resolveTrlParams(c: TrlConfig, run: TrlRun, x: TrlInputsPresent,
     if (!x.sampling) throw new SettingsError('config.use_vllm: the vLLM importance-sampling correction needs tensor "sampling_per_token_logps"');
   }
   if (c.beta !== 0 && !x.ref) throw new SettingsError(`config.beta = ${c.beta} needs tensor "ref_per_token_logps"`);
+  // dapo / cispo / vespo divide by the generation batch's items over every process: one rank's count is not it.
+  if (run.num_processes > 1 && run.num_items_in_batch === null && ['dapo', 'cispo', 'vespo'].includes(c.loss_type)) {
+    throw new SettingsError(`run.num_items_in_batch: needed by loss_type ${c.loss_type} with num_processes = ${run.num_processes} (the loss-mask tokens of the generation batch over every process)`);
+  }
   const bonus = c.entropy_coef !== 0 || c.use_adaptive_entropy;
   // TRL starts _last_world_entropy at +inf: the adaptive coefficient applies from the step after a measurement.
   const lastWorld = run.last_world_entropy ?? Infinity;

@@ -3,7 +3,7 @@
 // into GPU kernel launches (float64 twins in src/ref/) and returns every per-token term the trainer forms,
 // in the names of tests/golden/trainers/README.md.
 import type { Gpu } from '../../gpu/context.ts';
-import type { TrainerId } from '../settings/types.ts';
+import { SettingsError, type TrainerId } from '../settings/types.ts';
 
 /** One micro-batch on the CPU, aligned so logits[b, t] scores completion_ids[b, t]. Per-token arrays are (B, T) row-major. */
 export interface TrainerLossCase {
@@ -25,6 +25,29 @@ export interface TrainerLossCase {
   sampling_per_token_logps: Float32Array | null; // (B, T) vLLM / rollout log-probs
 }
 
+/** A micro-batch without its logits: what the objectives read besides the log-probs. */
+export type TrainerInputs = Omit<TrainerLossCase, 'logits' | 'V'>;
+
+/**
+ * Log-probs and entropies the studio's own forward scored (every position, logits / `temperature`), for the
+ * loss and what-if of a step: the objectives run on them instead of gathering from logits.
+ */
+export interface ScoredLogps {
+  per_token_logps: Float32Array; // (B, T)
+  per_token_entropy: Float32Array; // (B, T)
+  temperature: number;
+}
+
+/** Scored log-probs fit the micro-batch and were taken at the trainer's temperature (`field` names the setting). */
+export function checkScored(s: ScoredLogps, N: number, temperature: number, field: string): void {
+  for (const [name, a] of [['per_token_logps', s.per_token_logps], ['per_token_entropy', s.per_token_entropy]] as const) {
+    if (a.length !== N) throw new SettingsError(`${name}: expected ${N} values (B·T), got ${a.length}`);
+  }
+  if (s.temperature !== temperature) {
+    throw new SettingsError(`${field}: ${temperature} differs from the temperature the forward scored with (${s.temperature}); a new temperature needs a new forward`);
+  }
+}
+
 /** Everything the trainer forms, (B, T) row-major unless noted; null where the trainer does not form it. */
 export interface TrainerLossOutputs {
   per_token_logps: Float64Array | Float32Array;
@@ -44,6 +67,9 @@ export interface TrainerLossOutputs {
   off_policy_mask: Float64Array | Float32Array | null;
   loss: number;
   dlogits: Float32Array | Float64Array | null; // (B, T, V); float64 from the twin chain in tests
+  /** From scored log-probs (no logits): ∂loss/∂per_token_logps and ∂loss/∂per_token_entropy, (B, T). */
+  dlogp?: Float32Array | Float64Array | null;
+  dentropy?: Float32Array | Float64Array | null;
   /** config / run keys the trainer's settings table does not know (listed, never silently dropped). */
   unknown_settings?: string[];
 }

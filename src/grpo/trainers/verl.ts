@@ -11,7 +11,7 @@ import { VERL_RUN, VERL_SETTINGS, type VerlConfig, type VerlRun } from '../setti
 import type { PpoKl, PpoLossParams, PpoMode } from '../../kernels/types.ts';
 import { aggregationWeights, packInputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
 import { rolloutCorrection, type RolloutCorrectionSettings } from './verl_rollout.ts';
-import type { TrainerLoss, TrainerLossCase, TrainerLossOutputs } from './types.ts';
+import type { TrainerLoss, TrainerInputs, TrainerLossOutputs } from './types.ts';
 
 const MODES: Record<string, PpoMode> = { vanilla: 'clip', gspo: 'gspo_token', sapo: 'sapo', cispo: 'cispo', gpg: 'pg', clip_cov: 'clip', kl_cov: 'kl_cov', geo_mean: 'geo_mean' };
 const KLS: Record<string, PpoKl> = { kl: 'k1', k1: 'k1', abs: 'abs', mse: 'k2', k2: 'k2', low_var_kl: 'k3', k3: 'k3' };
@@ -22,7 +22,7 @@ function need(a: Float32Array | null, name: string, why: string): Float32Array {
 }
 
 /** clip_cov: candidates with lb < cov < ub that the clip did not already bind lose their gradient (corr = 0). */
-function clipCovSelection(c: TrainerLossCase, logp: ArrayLike<number>, old: ArrayLike<number>, M: ArrayLike<number>, cfg: VerlConfig, lo: number, hi: number): Float64Array {
+function clipCovSelection(c: TrainerInputs, logp: ArrayLike<number>, old: ArrayLike<number>, M: ArrayLike<number>, cfg: VerlConfig, lo: number, hi: number): Float64Array {
   const N = c.B * c.T;
   let total = 0;
   let sa = 0;
@@ -48,7 +48,7 @@ function clipCovSelection(c: TrainerLossCase, logp: ArrayLike<number>, old: Arra
 }
 
 /** kl_cov: the top max(1, int(ratio·N)) tokens by (A − mean A)(logp − mean logp) over valid tokens. */
-function klCovSelection(c: TrainerLossCase, logp: ArrayLike<number>, M: ArrayLike<number>, ratio: number): Float64Array {
+function klCovSelection(c: TrainerInputs, logp: ArrayLike<number>, M: ArrayLike<number>, ratio: number): Float64Array {
   const valid: number[] = [];
   for (let i = 0; i < c.B * c.T; i++) if (M[i] > 0) valid.push(i);
   const sel = new Float64Array(c.B * c.T);
@@ -63,7 +63,7 @@ function klCovSelection(c: TrainerLossCase, logp: ArrayLike<number>, M: ArrayLik
 }
 
 /** The objective on any backend (GPU kernels, or their float64 twins in the tests). */
-export async function verlObjective(be: PpoBackend, c: TrainerLossCase, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
+export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
   const cfg = resolveSettings<VerlConfig>(VERL_SETTINGS, c.config, 'config');
   const run = resolveSettings<VerlRun>(VERL_RUN, c.run, 'run');
   const { B, T } = c;
@@ -161,6 +161,8 @@ export async function verlObjective(be: PpoBackend, c: TrainerLossCase, opts: { 
     off_policy_mask: null,
     loss: r.value,
     dlogits: r.dlogits,
+    dlogp: r.grad?.dlogp ?? null,
+    dentropy: r.grad?.dentropy ?? null,
   };
 }
 

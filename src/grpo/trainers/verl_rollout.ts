@@ -19,19 +19,23 @@ export interface RolloutCorrectionSettings {
 
 export interface RolloutCorrection {
   weights: Float64Array | null; // (B, T) rollout_is_weights, 0 on padding
+  /** The weights before truncation at rollout_is_threshold and batch normalisation (the Doctor names them). */
+  raw: Float64Array | null; // (B, T)
   mask: Float64Array; // (B, T) response_mask after rejection sampling
 }
 
 const clampSafe = (x: number): number => Math.min(Math.max(x, -SAFETY_BOUND), SAFETY_BOUND);
 
-function isWeights(lr: ArrayLike<number>, M: ArrayLike<number>, B: number, T: number, s: RolloutCorrectionSettings): Float64Array {
+function isWeights(lr: ArrayLike<number>, M: ArrayLike<number>, B: number, T: number, s: RolloutCorrectionSettings): { w: Float64Array; raw: Float64Array } {
   const w = new Float64Array(B * T);
+  const raws = new Float64Array(B * T);
   for (let b = 0; b < B; b++) {
     let sum = 0;
     for (let t = 0; t < T; t++) sum += M[b * T + t] ? lr[b * T + t] * M[b * T + t] : 0;
     for (let t = 0; t < T; t++) {
       const i = b * T + t;
       const raw = Math.exp(clampSafe(s.rollout_is === 'token' ? lr[i] : sum)) * M[i];
+      raws[i] = raw;
       w[i] = Math.min(raw, s.rollout_is_threshold);
     }
   }
@@ -55,7 +59,7 @@ function isWeights(lr: ArrayLike<number>, M: ArrayLike<number>, B: number, T: nu
     }
     if (mean > 1e-8) for (let i = 0; i < B * T; i++) w[i] /= mean;
   }
-  return w;
+  return { w, raw: raws };
 }
 
 /** Parses rollout_rs / rollout_rs_threshold as verl's _parse_rollout_rs_thresholds does. */
@@ -122,8 +126,10 @@ export function rolloutCorrection(lr: ArrayLike<number>, M: ArrayLike<number>, B
   let any = false;
   for (let i = 0; i < B * T; i++) any ||= M[i] !== 0;
   if (!any) throw new SettingsError('rollout correction: response_mask has no valid token (verl raises)');
+  const is = s.rollout_is === null ? null : isWeights(lr, M, B, T, s);
   return {
-    weights: s.rollout_is === null ? null : isWeights(lr, M, B, T, s),
+    weights: is?.w ?? null,
+    raw: is?.raw ?? null,
     mask: s.rollout_rs === null ? Float64Array.from(M) : rejectionMask(lr, M, B, T, s.rollout_rs, s.rollout_rs_threshold),
   };
 }

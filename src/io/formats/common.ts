@@ -117,6 +117,12 @@ export class Dump {
     }
   }
 
+  /** What the trainer logged for the step, from a "metrics" JSON object in the metadata (numbers only). */
+  metrics(): Record<string, number> | undefined {
+    const m = Object.entries(this.metaObject('metrics')).filter(([, v]) => typeof v === 'number');
+    return m.length ? (Object.fromEntries(m) as Record<string, number>) : undefined;
+  }
+
   /** The JSON object stored under a metadata key (e.g. "config"), {} when absent. */
   metaObject(key: string): Record<string, unknown> {
     const v = this.meta(key);

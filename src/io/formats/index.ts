@@ -72,7 +72,7 @@ export function importBatch(
 }
 
 /** Row-wise fields concatenated when files are merged; everything else must agree or comes from the first. */
-const ROW_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_mask', 'prompt_mask', 'rewards', 'rewards_per_func', 'advantages', 'per_token_advantages', 'group_ids', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'prompt_texts', 'completion_texts'] as const;
+const ROW_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_mask', 'prompt_mask', 'rewards', 'rewards_per_func', 'advantages', 'per_token_advantages', 'group_ids', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'effective_loss_mask', 'prompt_texts', 'completion_texts'] as const;
 
 /**
  * Join the files of one step into one batch, in the given order (TRL: sorted by rank). Files must be of

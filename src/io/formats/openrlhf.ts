@@ -15,7 +15,7 @@ import { Dump, intOf, row, splitLossMask, tokenIds, toolMasks, scalarAdvantages,
 const MAPPED = ['sequences', 'attention_mask', 'action_mask', 'action_log_probs', 'base_action_log_probs', 'rollout_log_probs', 'advantages', 'rewards'];
 const KNOWN_UNMAPPED = ['returns', 'values', 'kl', 'scores', 'response_length', 'truncated', 'total_length'];
 const PER_ACTION = { action_log_probs: 'old_per_token_logps', base_action_log_probs: 'ref_per_token_logps', rollout_log_probs: 'sampling_per_token_logps', advantages: 'per_token_advantages' } as const;
-const META = ['index', 'n_samples_per_prompt', 'config', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'prompts', 'format'];
+const META = ['index', 'n_samples_per_prompt', 'config', 'metrics', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'prompts', 'format'];
 
 export function detect(d: Dump): boolean {
   return d.has('sequences') && d.has('action_mask');
@@ -80,6 +80,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   }
   if (d.has('rewards')) batch.rewards = row(d.floats('rewards', 1), 0, 0, B);
   batch.config = { ...cfg };
+  batch.metrics = d.metrics(); // e.g. verl "actor/kl_loss", OpenRLHF "kl": the Doctor's logged-kl rule
   for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1`);
   const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k));
   unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));

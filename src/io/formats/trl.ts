@@ -7,18 +7,22 @@
 // - each process keeps only its rows: advantages[process_slice], process_slice = rank·B … (rank+1)·B
 //   over the gathered batch, so row b is global sample rank·B + b of group ⌊(rank·B + b) / G⌋ and a
 //   rank's file can hold part of a group;
-// - advantages are (B), or (B, T) in subclasses that return per-token advantages.
+// - advantages are (B), or (B, T) in subclasses that return per-token advantages;
+// - num_items_in_batch (dapo's normaliser) is gathered over every process: carried as run.num_items_in_batch;
+//   what the trainer logged for the step (e.g. "kl") may come as a "metrics" JSON object.
 // Rows are kept padded (grpo-batch/v1 allows it; the masks say what is real) so no bug is trimmed away.
 import type { BatchConfig, GrpoBatch } from '../batch.ts';
 import { Dump, intOf, row, rows, scalarAdvantages, tokenIds, type ImportOptions, type ImportResult } from './common.ts';
 
 /** GRPOConfig fields carried into batch.config (same names); the rest of the config is counted in notes. */
-const CONFIG_FIELDS = ['loss_type', 'beta', 'epsilon', 'epsilon_high', 'delta', 'temperature', 'importance_sampling_level', 'scale_rewards', 'max_completion_length', 'max_prompt_length', 'num_generations', 'mask_truncated_completions', 'top_entropy_quantile', 'chat_template_kwargs', 'gradient_accumulation_steps', 'per_device_train_batch_size', 'steps_per_generation', 'num_iterations'] as const;
+const CONFIG_FIELDS = ['loss_type', 'beta', 'epsilon', 'epsilon_high', 'delta', 'temperature', 'importance_sampling_level', 'scale_rewards', 'max_completion_length', 'max_prompt_length', 'num_generations', 'mask_truncated_completions', 'top_entropy_quantile', 'chat_template_kwargs', 'gradient_accumulation_steps', 'per_device_train_batch_size', 'steps_per_generation', 'num_iterations', 'use_vllm', 'vllm_importance_sampling_correction', 'vllm_importance_sampling_mode', 'vllm_importance_sampling_clip_min', 'vllm_importance_sampling_clip_max', 'vllm_importance_sampling_cap'] as const;
 
 /** Keys of the dict this reader maps, and keys it knows but does not carry (listed in notes). */
 const MAPPED = ['prompt_ids', 'prompt_mask', 'completion_ids', 'completion_mask', 'advantages', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'tool_mask'];
-const KNOWN_UNMAPPED = ['num_items_in_batch', 'importance_sampling_ratio', 'pixel_values', 'image_grid_thw', 'pixel_attention_mask', 'image_sizes', 'token_type_ids', 'mm_token_type_ids', 'spatial_shapes', 'image_position_ids', 'num_images', 'num_tiles', 'max_left_pad'];
-const META = ['config', 'run', 'rank', 'num_processes', 'gradient_accumulation_steps', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'rewards', 'rewards_per_func', 'reward_weights', 'prompts', 'completions', 'format'];
+/** 0-d tensors carried into the config. */
+const SCALARS = ['num_items_in_batch'];
+const KNOWN_UNMAPPED = ['importance_sampling_ratio', 'pixel_values', 'image_grid_thw', 'pixel_attention_mask', 'image_sizes', 'token_type_ids', 'mm_token_type_ids', 'spatial_shapes', 'image_position_ids', 'num_images', 'num_tiles', 'max_left_pad'];
+const META = ['config', 'run', 'metrics', 'rank', 'num_processes', 'gradient_accumulation_steps', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'rewards', 'rewards_per_func', 'reward_weights', 'prompts', 'completions', 'format'];
 
 export function detect(d: Dump): boolean {
   return d.has('completion_ids') && d.has('completion_mask') && d.has('prompt_ids');
@@ -71,11 +75,15 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   }
   perSampleMeta(d, batch, B, rank, numProcesses);
   batch.config = trlConfig(cfg, rank, numProcesses, d.meta('gradient_accumulation_steps') ?? run.gradient_accumulation_steps);
+  // inputs["num_items_in_batch"]: dapo's normaliser, gathered over every process (not recomputable from one rank).
+  const items = d.has('num_items_in_batch') ? d.scalar('num_items_in_batch') : typeof run.num_items_in_batch === 'number' ? run.num_items_in_batch : undefined;
+  if (items !== undefined) batch.run = { num_items_in_batch: items };
+  batch.metrics = d.metrics();
   const dropped = Object.keys(cfg).filter((k) => !(CONFIG_FIELDS as readonly string[]).includes(k)).length;
   if (dropped > 0) notes.push(`${dropped} other GRPOConfig field(s) in the metadata are not used by the studio`);
   if (numProcesses > 1) notes.push(`rank ${rank} of ${numProcesses}: rows are global samples ${rank * B}…${rank * B + B - 1}; groups cut by the slice are kept as partial groups (convert all ranks together to check them)`);
-  for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1${k === 'num_items_in_batch' ? ` (= ${d.scalar(k)})` : ''}`);
-  const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k));
+  for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1`);
+  const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k) && !SCALARS.includes(k));
   unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));
   return { batch, format: 'trl', trainer: 'TRL GRPOTrainer', unknownKeys, notes };
 }

@@ -13,7 +13,7 @@ import { Dump, intOf, type Tensor2D, labelsFromKeys, largestGroup, row, rows, sc
 
 const MAPPED = ['prompts', 'responses', 'input_ids', 'attention_mask', 'response_mask', 'advantages', 'old_log_probs', 'ref_log_prob', 'rollout_log_probs', 'token_level_rewards'];
 const KNOWN_UNMAPPED = ['position_ids', 'returns', 'token_level_scores', 'values', 'entropys', 'rm_scores', 'response_length', 'prompt_length'];
-const META = ['uid', 'config', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'format'];
+const META = ['uid', 'config', 'metrics', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'format'];
 
 export function detect(d: Dump): boolean {
   return d.has('responses') && d.has('prompts');
@@ -73,6 +73,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     if (!batch.advantages) notes.push('advantages vary within responses (not a GRPO outcome advantage): kept per token only');
   }
   batch.config = verlConfig(cfg);
+  batch.metrics = d.metrics(); // e.g. verl "actor/kl_loss", OpenRLHF "kl": the Doctor's logged-kl rule
   for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1`);
   const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k));
   unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));

@@ -3,7 +3,8 @@
 import { fmt } from '../fields.tsx';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../store/vocabulary.ts';
 import { REGION_COLORS } from './colors.ts';
-import { HEAT_LABELS, heatColor, type HeatSource } from './heat.ts';
+import { FACTOR_COLORS, HEAT_LABELS, heatColor, type HeatSource } from './heat.ts';
+import { MASK_FACTORS } from '../../store/vocabulary.ts';
 
 export function Legend() {
   const names = ['pad', 'prompt', 'special', 'completion', 'EOS', 'after EOS'];
@@ -37,6 +38,17 @@ export function HeatLegend({ src }: { src: HeatSource }) {
         low-clipped <i style={{ width: 12, background: heatColor(src, CLIP_HIGH) }} />
         high-clipped <i style={{ width: 12, background: heatColor(src, DELTA_BINDS) }} />
         δ binds
+      </span>
+    );
+  }
+  if (src.metric === 'mask_factor') {
+    return (
+      <span className="heat-legend small" data-testid="heat-legend" title="the first factor of the trainer's effective loss mask that removed the token">
+        {MASK_FACTORS.map((f, k) => (
+          <span key={f}>
+            <i style={{ width: 12, background: FACTOR_COLORS[k] }} /> {f}{' '}
+          </span>
+        ))}
       </span>
     );
   }

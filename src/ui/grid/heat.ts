@@ -36,7 +36,15 @@ export const HEAT_LABELS: Record<HeatMetric, string> = {
   whatif_dgrad: 'what-if Δ ∂loss/∂logp',
   whatif_dweight: 'what-if Δ aggregation weight',
   diff: 'diff vs pinned batch (1 = token or mask changed)',
+  trainer_loss: 'trainer per-token loss',
+  trainer_dlogp: 'trainer ∂loss/∂logp',
+  effective_mask: 'effective loss mask (trainer)',
+  mask_factor: 'what removed the token (trainer)',
+  is_weight: 'importance-sampling weight (trainer)',
 };
+
+/** The mask_factor overlay's colour per MASK_FACTORS index (kept, completion, truncation, tool, entropy, off-policy, IS, rejection). */
+export const FACTOR_COLORS = ['rgb(40,44,56)', 'rgb(20,24,38)', 'rgb(190,90,255)', 'rgb(70,200,160)', 'rgb(255,196,64)', 'rgb(255,80,80)', 'rgb(70,130,255)', 'rgb(255,140,40)'];
 
 /** Per-token data that lives beside the run: a what-if result, a diff against a pinned batch. */
 export interface HeatExtras {
@@ -96,6 +104,16 @@ export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: R
       return fromGrid(run, run.loss?.clip);
     case 'dlogp':
       return fromGrid(run, run.re_evaluate?.delta_per_token_logps);
+    case 'trainer_loss':
+      return fromGrid(run, run.loss?.trainer?.terms?.per_token_loss);
+    case 'trainer_dlogp':
+      return fromGrid(run, run.loss?.trainer?.terms?.dlogp);
+    case 'effective_mask':
+      return fromGrid(run, run.loss?.trainer?.terms?.effective_loss_mask);
+    case 'mask_factor':
+      return fromGrid(run, run.loss?.trainer?.terms?.removed_by);
+    case 'is_weight':
+      return fromGrid(run, run.loss?.trainer?.terms?.importance_sampling_ratio);
   }
 }
 
@@ -111,7 +129,7 @@ function diffAccessor(diff: BatchDiff | null | undefined): Accessor | undefined 
   return (b, j) => (changed.get(b)?.has(j) ? 1 : 0);
 }
 
-const CENTERED: Partial<Record<HeatMetric, number>> = { ratio: 1, loss: 0, dlogp: 0, whatif_dloss: 0, whatif_dgrad: 0, whatif_dweight: 0 };
+const CENTERED: Partial<Record<HeatMetric, number>> = { ratio: 1, is_weight: 1, trainer_loss: 0, trainer_dlogp: 0, loss: 0, dlogp: 0, whatif_dloss: 0, whatif_dgrad: 0, whatif_dweight: 0 };
 
 /**
  * The heat source over the cells that count (completion_mask = 1): range from those values only, so
@@ -160,6 +178,7 @@ export function shownHeat(s: Pick<StudioState, 'heat' | 'batch' | 'run' | 'whatI
 
 /** The colour of value v. Non-finite values are magenta: they must never look like a normal number. */
 export function heatColor(src: HeatSource, v: number): string {
+  if (src.metric === 'mask_factor') return FACTOR_COLORS[v] ?? 'rgb(255,0,255)';
   if (src.metric === 'clip') return v & CLIP_LOW ? 'rgb(70,130,255)' : v & CLIP_HIGH ? 'rgb(255,140,40)' : v & DELTA_BINDS ? 'rgb(190,90,255)' : 'rgb(40,44,56)';
   if (!Number.isFinite(v)) return 'rgb(255,0,255)';
   const t = Math.min(1, Math.max(0, (v - src.lo) / (src.hi - src.lo || 1)));
@@ -169,6 +188,6 @@ export function heatColor(src: HeatSource, v: number): string {
 
 /** Text colour readable on heatColor(src, v): dark on the bright end of the sequential scale. */
 export function heatTextColor(src: HeatSource, v: number): string {
-  if (src.center !== null || src.metric === 'clip' || !Number.isFinite(v)) return '#e6edf3';
+  if (src.center !== null || src.metric === 'clip' || src.metric === 'mask_factor' || !Number.isFinite(v)) return '#e6edf3';
   return (v - src.lo) / (src.hi - src.lo || 1) > 0.55 ? '#0d1117' : '#e6edf3';
 }

@@ -2,10 +2,11 @@
 // batch against the imported one it started from, step N against step N + 1 of an export) and this panel
 // says what differs — rows, prompt and completion tokens, mask entries, rewards, advantages, config keys
 // — with the changed rows listed (a click selects the row) and the grid's "diff" heat marking the
-// changed completion cells.
+// changed completion cells. Below it, the prompt set rendered with two chat templates (TemplateDiff.tsx).
 import { useStudio } from '../../store/index.ts';
 import { Section, fmt } from '../fields.tsx';
 import { useBatchDiff } from '../grid/useGrid.ts';
+import { TemplateDiffPanel } from './TemplateDiff.tsx';
 
 const MAX_ROWS = 40;
 
@@ -78,6 +79,7 @@ export function DiffPanel() {
           {diff.changed.length > MAX_ROWS && <div className="muted">… and {diff.changed.length - MAX_ROWS} more rows</div>}
         </div>
       )}
+      <TemplateDiffPanel />
     </Section>
   );
 }

@@ -4,6 +4,7 @@
 // The table puts the current settings beside the what-if (every aggregation, mean KL, clipping, the
 // gradient norm w.r.t. the log-probs and the rows whose gradient moved most); the grid's heat shows the
 // per-token difference (what-if Δ loss, Δ ∂loss/∂logp); "Apply" makes the what-if the next update's settings.
+// The trainer preset's loss is recomputed too: the update's preset beside the one the form has now.
 import { useMemo } from 'react';
 import { useStudio } from '../../store/index.ts';
 import type { LossSettings, WhatIfResult, WhatIfSide } from '../../worker/protocol.ts';
@@ -28,6 +29,8 @@ function summary(side: WhatIfSide, mask: Int32Array, B: number, C: number) {
   }
   return { meanKl: kl ? klSum / Math.max(1, n) : NaN, grad: Math.sqrt(total), rowGrad: rows.map(Math.sqrt) };
 }
+
+const norm = (a: Float32Array) => Math.sqrt(a.reduce((s, x) => s + x * x, 0));
 
 function WhatIfTable({ w, ranType }: { w: WhatIfResult; ranType: string }) {
   const padded = useStudio((s) => s.run.assemble?.padded);
@@ -58,9 +61,11 @@ function WhatIfTable({ w, ranType }: { w: WhatIfResult; ranType: string }) {
         <tbody>
           {row('loss (drives the gradient)', w.current.terms.loss, w.whatif.terms.loss, 'the loss under each side’s own loss_type', 'chosen')}
           {AGGREGATIONS.map((a) => row(a, w.current.terms.losses[a], w.whatif.terms.losses[a], aggregationTitle(a)))}
+          {w.trainer.current && w.trainer.whatif && row(`${w.trainer.preset.trainer} loss (trainer preset)`, w.trainer.current.loss, w.trainer.whatif.loss, 'the trainer preset’s objective: the update’s preset (current) and the form’s preset under the what-if settings')}
           {row('mean KL', cur.meanKl, next.meanKl, 'Σ M·KL / Σ M with each side’s estimator')}
           {row('clipped tokens', cc.region, nc.region, 'tokens whose ratio is outside [1 − ε_low, 1 + ε_high] on the side the advantage makes binding')}
           {row('‖∂loss/∂logp‖₂', cur.grad, next.grad, 'gradient norm w.r.t. the per-token log-probs (before the backward through the model)')}
+          {w.trainer.current?.dlogp && w.trainer.whatif?.dlogp && row(`‖∂loss/∂logp‖₂ (${w.trainer.preset.trainer})`, norm(w.trainer.current.dlogp), norm(w.trainer.whatif.dlogp), 'the trainer preset’s per-token gradient norm: the update’s preset and the form’s under the what-if settings')}
         </tbody>
       </table>
       <div className="small muted" data-testid="whatif-rows">
@@ -69,6 +74,11 @@ function WhatIfTable({ w, ranType }: { w: WhatIfResult; ranType: string }) {
       <div className="small muted">
         recomputed in {w.ms.toFixed(0)} ms from the update's log-probs (self-check |current − loss stage| = {fmt(w.check, 2)})
       </div>
+      {w.trainer.error && (
+        <div className="bad small" data-testid="whatif-trainer-error">
+          {w.trainer.error}
+        </div>
+      )}
       {w.notes.map((n) => (
         <div key={n} className="warn small">
           {n}

@@ -1,0 +1,95 @@
+// The trainer objectives on log-probs the studio's forward already scored: what the step's loss stage, the
+// what-if and the loss table show for the chosen trainer preset. Same kernels as `grpo-studio loss` (TRL's
+// trl_loss_forward; verl's and OpenRLHF's ppo_loss_forward through withScoredBackend), only the gather from
+// logits is replaced by the forward's per-token log-probs and entropies.
+import type { Gpu } from '../../gpu/context.ts';
+import { TRL_LOSS_TYPES } from '../../kernels/types.ts';
+import { OPENRLHF_SETTINGS } from '../settings/openrlhf.ts';
+import { specOf } from '../settings/table.ts';
+import type { TrainerId } from '../settings/types.ts';
+import { VERL_AGG_MODES, VERL_LOSS_MODES } from '../settings/verl.ts';
+import { openrlhfObjective } from './openrlhf.ts';
+import { withScoredBackend } from './ppo_run.ts';
+import { trlLossFromLogps } from './trl.ts';
+import type { ScoredLogps, TrainerInputs, TrainerLossOutputs } from './types.ts';
+import { verlObjective } from './verl.ts';
+
+/** The trainer's objective (forward only) on scored log-probs. */
+export function trainerLossFromLogps(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps): Promise<TrainerLossOutputs> {
+  switch (c.trainer) {
+    case 'trl':
+      return trlLossFromLogps(gpu, c, scored);
+    case 'verl':
+      return withScoredBackend(gpu, c, scored, 'config.temperature', (be) => verlObjective(be, c, { backward: false }));
+    case 'openrlhf':
+      return withScoredBackend(gpu, c, scored, 'config.rollout.temperature', (be) => openrlhfObjective(be, c, { backward: false }));
+  }
+}
+
+/** One column of the loss table: a loss type of the trainer, as the config fields it sets, with its formula. */
+export interface LossColumn {
+  label: string;
+  patch: Record<string, string>;
+  formula: string;
+}
+
+/** Each loss type's formula in one line (the tooltip of its column); sources as in docs/trainers/*.md. */
+const FORMULAS: Record<string, string> = {
+  grpo: 'L = −min(min(r, δ)·A, clip(r, 1 − ε, 1 + ε_high)·A); mean_b(Σ_t L·M / n_b) / gas (trl grpo_trainer.py _compute_loss)',
+  bnpo: 'Σ L·M / Σ M of the micro-batch / gas',
+  dr_grpo: 'Σ L·M / (B · max_completion_length · gas)',
+  dapo: 'Σ L·M / (num_items_in_batch / num_processes)',
+  cispo: 'L = −min(r, ε_high).detach()·A·logp; Σ L·M / (num_items_in_batch / num_processes)',
+  sapo: 'L = −σ(τ(r − 1))·4/τ·A (τ by the sign of A); mean_b(Σ_t L·M / n_b) / gas',
+  luspo: 'mean over B·T of L·n_b (padding included) / gas',
+  vespo: 'L = −φ·A·logp, φ = exp(λ + k·log w − λ·w) detached; Σ L·M / (num_items_in_batch / num_processes)',
+  vanilla: 'dual-clip PPO: max(−A·r, −A·clip(r, 1 − ε_low, 1 + ε_high)), A < 0: min(·, −A·clip_ratio_c) (verl core_algos.py)',
+  gspo: 'sequence ratio exp(mean_t(logp − old)) per token, clipped (verl: seq-mean-token-mean; OpenRLHF: per-sample mean)',
+  gpg: 'L = −A·logp (no ratio)',
+  clip_cov: 'vanilla with the gradient cut on tokens whose (A − Ā)(logp − l̄) lies in (clip_cov_lb, clip_cov_ub)',
+  kl_cov: '−A·r + ppo_kl_coef·|logp − old| on the top kl_cov_ratio covariance tokens',
+  geo_mean: 'L_b = −A·exp(mean_t clip(logp − old)) per sequence (GMPO geometric-mean ratio)',
+  ppo: 'OpenRLHF PolicyLoss: −min(r·A, clip(r, 1 − ε_low, 1 + ε_high)·A), dual clip when set; token-mean',
+};
+const VERL_AGG: Record<string, string> = {
+  'token-mean': 'Σ L·M / Σ M',
+  'seq-mean-token-sum': 'mean_b Σ_t L·M',
+  'seq-mean-token-mean': 'mean_b (Σ_t L·M / Σ_t M)',
+  'seq-mean-token-sum-norm': 'Σ L·M / loss_scale_factor (default T)',
+};
+
+/** Every loss type of `trainer` (verl: every policy_loss mode × loss_agg_mode). */
+export function lossColumns(trainer: TrainerId): LossColumn[] {
+  switch (trainer) {
+    case 'trl':
+      return TRL_LOSS_TYPES.map((t) => ({ label: t, patch: { loss_type: t }, formula: FORMULAS[t] }));
+    case 'verl':
+      return VERL_LOSS_MODES.flatMap((m) => VERL_AGG_MODES.map((a) => ({ label: `${m} · ${a}`, patch: { loss_mode: m, loss_agg_mode: a }, formula: `${FORMULAS[m]}; ${a}: ${VERL_AGG[a]}` })));
+    case 'openrlhf':
+      return (specOf(OPENRLHF_SETTINGS, 'actor.policy_loss_type').values ?? []).map((t) => ({ label: t, patch: { 'actor.policy_loss_type': t }, formula: FORMULAS[t] }));
+  }
+}
+
+/** A column's loss, or why the trainer cannot form it on this batch (its SettingsError, one line). */
+export interface LossCell {
+  label: string;
+  patch: Record<string, string>;
+  formula: string;
+  loss: number | null;
+  error: string | null;
+}
+
+/** The loss table: the chosen trainer's every loss type on the same completions, the rest of the config as given. */
+export async function lossTable(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps): Promise<LossCell[]> {
+  const cells: LossCell[] = [];
+  for (const col of lossColumns(c.trainer)) {
+    try {
+      const r = await trainerLossFromLogps(gpu, { ...c, config: { ...c.config, ...col.patch } }, scored);
+      cells.push({ ...col, loss: r.loss, error: null });
+    } catch (e) {
+      if (!(e instanceof Error) || e.name !== 'SettingsError') throw e;
+      cells.push({ ...col, loss: null, error: e.message });
+    }
+  }
+  return cells;
+}

@@ -1,0 +1,209 @@
+// End-to-end checks of the trainer preset (issue 12) in headless chromium with WebGPU on SwiftShader: a TRL
+// tool batch (tests/fixtures/formats/trl-rank0.safetensors: a tool call whose output tokens have tool_mask 0)
+// and a vLLM-corrected batch (trl-rank1 with sampling_per_token_logps that disagree on two tokens, stepped
+// with TRL's vllm_importance_sampling_mode = token_mask) are imported and stepped to their loss on the
+// embedded model. The DOM's TRL loss must equal TRL's formula evaluated here in float64 on the log-probs
+// `grpo-studio score` gives for the same batch and model; tool tokens show effective mask 0 with factor
+// "tool", IS-masked tokens the IS factor; the backward refuses a gradient the studio loss would not match;
+// switching the preset to OpenRLHF changes the loss table; a what-if follows the preset (its TRL row is the
+// loss table's cell of the what-if loss type).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { run as scoreCli, type ScoreResult } from '../../src/cli/score.ts';
+import { readBatchFiles } from '../../src/cli/args.ts';
+import { serializeBatch, type GrpoBatch } from '../../src/io/batch.ts';
+import { dismissErrors, errorTexts, openStudio, root, waitForUpdate, type Studio } from './harness.ts';
+
+const MODEL = path.join(root, 'public/models/tiny-adder');
+const TOOL = path.join(root, 'tests/fixtures/formats/trl-rank0.safetensors');
+const VLLM_BASE = path.join(root, 'tests/fixtures/formats/trl-rank1.safetensors');
+const NUM_ITEMS = 35; // the fixtures' num_items_in_batch: loss-mask tokens of both ranks
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'trainers-e2e-'));
+
+let studio: Studio;
+let page: Page;
+
+beforeAll(async () => {
+  studio = await openStudio('trainers');
+  page = studio.page;
+  await page.getByTestId('model-info').waitFor({ timeout: 120_000 });
+}, 240_000);
+
+afterAll(async () => {
+  await studio?.close();
+});
+
+/** The model's per-token log-probs of `file` from the CLI (`grpo-studio score`), ragged like completion_ids. */
+async function scored(file: string): Promise<number[][]> {
+  const out = path.join(tmp, `${path.basename(file)}.score.json`);
+  expect(await scoreCli(['--model', MODEL, '--batch', file, '--out', out])).toBe(0);
+  return (JSON.parse(fs.readFileSync(out, 'utf8')) as ScoreResult).per_token_logps;
+}
+
+/**
+ * TRL's dapo loss (huggingface/trl grpo_trainer.py _compute_loss) in float64: L = −min(r·A, clip(r, 1 − ε,
+ * 1 + ε)·A) × IS, r = exp(logp − old), Σ L·M / (num_items_in_batch / num_processes), M = completion_mask ×
+ * tool_mask. β·KL is 0: the reference is the frozen policy (its log-probs are the policy's).
+ */
+function dapoLoss(b: GrpoBatch, logp: number[][], eps: number, numProcesses: number, is: (i: number, t: number) => number): number {
+  let sum = 0;
+  b.completion_ids.forEach((ids, i) => {
+    for (let t = 0; t < ids.length; t++) {
+      const M = b.completion_mask[i][t] * (b.tool_mask ? b.tool_mask[i][t] : 1);
+      if (!M) continue;
+      const A = b.advantages![i];
+      const r = Math.exp(logp[i][t] - b.old_per_token_logps![i][t]);
+      sum += -Math.min(r * A, Math.min(Math.max(r, 1 - eps), 1 + eps) * A) * is(i, t);
+    }
+  });
+  return sum / (NUM_ITEMS / numProcesses);
+}
+
+const close = (a: number, b: number) => expect(Math.abs(a - b), `${a} vs ${b}`).toBeLessThanOrEqual(1e-4 * Math.abs(b) + 1e-6);
+
+async function importFile(file: string | { name: string; mimeType: string; buffer: Buffer }): Promise<void> {
+  await page.getByTestId('import-input').setInputFiles(file);
+  const name = typeof file === 'string' ? path.basename(file) : file.name;
+  await expect.poll(async () => (await page.getByTestId('doctor-summary').textContent()) ?? '', { timeout: 30_000 }).toMatch(new RegExp(`^${name.replace('.', '\\.')}: `));
+  await expect.poll(() => page.getByTestId('step-from').inputValue()).toBe('import');
+}
+
+/** Runs the update from the start; returns the stage statuses (it stops at the first failed stage). */
+async function runUpdate(): Promise<string[]> {
+  await dismissErrors(page);
+  await page.getByTestId('step-reset').click();
+  await page.getByTestId('step-run').click();
+  return waitForUpdate(page, 180_000);
+}
+
+const trainerLoss = async () => Number(await page.getByTestId('trainer-loss').getAttribute('data-value'));
+const inspectorRows = async () => Object.fromEntries(
+  await page.getByTestId('token-inspector').locator('.kv > span:nth-child(odd)').evaluateAll((ks) => ks.map((k) => [k.textContent ?? '', k.nextElementSibling?.textContent ?? ''])),
+) as Record<string, string>;
+
+/** Selects completion position j of sample b with the keyboard (the grid starts at sample 0, the boundary). */
+async function selectToken(b: number, j: number): Promise<Record<string, string>> {
+  await page.getByTestId('grid-scroll').focus();
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('ArrowUp'); // selects (0, P)
+  for (let k = 0; k < b; k++) await page.keyboard.press('ArrowDown');
+  for (let k = 0; k < j; k++) await page.keyboard.press('ArrowRight');
+  return inspectorRows();
+}
+
+describe('trainer preset in chromium', () => {
+  it('a TRL tool batch: the preset from its config, TRL’s loss, tool tokens out of the effective mask, the gradient refused', async () => {
+    await importFile(TOOL);
+    // The preset's section opens on click (closed, it keeps its fields out of the page's Tab order).
+    await page.locator('summary', { hasText: 'Trainer preset: trl' }).click();
+    expect(await page.getByTestId('trainer').inputValue()).toBe('trl');
+    expect(await page.getByTestId('trainer-field-num_processes').inputValue()).toBe('2');
+    expect(await page.getByTestId('trainer-field-gradient_accumulation_steps').inputValue()).toBe('2');
+    // dapo over 2 processes needs the generation batch's token count: named, not guessed from this rank.
+    let statuses = await runUpdate();
+    expect(statuses[STAGE.loss]).toBe('done');
+    expect(await page.getByTestId('trainer-error').textContent()).toMatch(/^run\.num_items_in_batch: needed by loss_type dapo with num_processes = 2/);
+    expect(statuses[STAGE.backward]).toBe('error');
+    expect((await errorTexts(page, 'settings')).join('\n')).toContain('run.num_items_in_batch');
+    // The loss table still shows the loss types that need no global count; dapo's cell says why it has none.
+    expect(await page.locator('td[data-loss-type="dapo"]').textContent()).toBe('n/a');
+    expect(await page.locator('td[data-loss-type="dapo"]').getAttribute('title')).toContain('run.num_items_in_batch');
+    expect(await page.locator('td[data-loss-type="grpo"]').getAttribute('data-value')).toMatch(/^-?\d/);
+    // An invalid value is refused with the field named; then the run's count.
+    await page.getByTestId('trainer-field-num_items_in_batch').fill('-3');
+    expect(await page.getByTestId('trainer-field-error').textContent()).toMatch(/^run\.num_items_in_batch: -3 is out of range/);
+    await page.getByTestId('trainer-field-num_items_in_batch').fill(String(NUM_ITEMS));
+    expect(await page.getByTestId('trainer-field-error').count()).toBe(0);
+    statuses = await runUpdate();
+    expect(statuses[STAGE.loss]).toBe('done');
+
+    const batch = readBatchFiles([TOOL]).batch;
+    close(await trainerLoss(), dapoLoss(batch, await scored(TOOL), 0.2, 2, () => 1));
+    // The loss table: TRL's eight loss types, the preset's own (dapo) marked and equal to the loss.
+    const cells = page.locator('[data-testid="loss-table"][data-trainer="trl"] td[data-loss-type]');
+    expect(await cells.evaluateAll((els) => els.map((e) => e.getAttribute('data-loss-type')))).toEqual(['grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo', 'sapo', 'luspo', 'vespo']);
+    expect(Number(await page.locator('td.chosen[data-loss-type="dapo"]').getAttribute('data-value'))).toBe(await trainerLoss());
+    expect(await page.locator('td[data-loss-type="sapo"]').getAttribute('title')).toContain('σ(τ(r − 1))');
+    // The studio loss divides by this rank's tokens, TRL by num_items_in_batch / num_processes: the step refuses.
+    expect(statuses[STAGE.backward]).toBe('error');
+    expect((await errorTexts(page, 'settings')).join('\n')).toMatch(/the TRL loss .* differs from the studio loss .*run\.num_processes/);
+
+    // Row 4 is the tool call: positions 2 and 3 are tool output.
+    expect(batch.tool_mask![4].slice(0, 6)).toEqual([1, 1, 0, 0, 1, 1]);
+    const tool = await selectToken(4, 2);
+    expect(tool['effective mask']).toBe('0 (tool)');
+    expect(tool.tool_mask).toBe('0');
+    expect((await selectToken(4, 4))['effective mask']).toBe('1');
+    // The overlays: effective mask, the removing factor (legend names them), IS weights absent without vLLM.
+    const heats = await page.getByTestId('heat').locator('option').evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
+    expect(heats).toEqual(expect.arrayContaining(['effective_mask', 'mask_factor', 'trainer_loss', 'trainer_dlogp']));
+    expect(heats).not.toContain('is_weight');
+    await page.getByTestId('heat').selectOption('mask_factor');
+    expect(await page.getByTestId('heat-legend').textContent()).toContain('tool');
+    await page.getByTestId('heat').selectOption('none');
+  }, 600_000);
+
+  it('switching the preset to OpenRLHF changes the loss table (and the step refuses its gradient)', async () => {
+    await page.getByTestId('trainer').selectOption('openrlhf');
+    const statuses = await runUpdate();
+    expect(statuses[STAGE.loss]).toBe('done');
+    expect(await page.locator('[data-testid="loss-table"][data-trainer="openrlhf"] td[data-loss-type]').evaluateAll((els) => els.map((e) => e.getAttribute('data-loss-type')))).toEqual(['ppo', 'gspo']);
+    expect(await page.getByTestId('trainer-loss').getAttribute('data-trainer')).toBe('openrlhf');
+    expect((await errorTexts(page, 'settings')).join('\n')).toContain('trainer: openrlhf');
+  }, 300_000);
+
+  it('a vLLM-corrected batch: token_mask drops the tokens whose IS ratio leaves [clip_min, clip_max], named in the inspector', async () => {
+    // trl-rank1 as grpo-batch/v1, with vLLM's log-probs 1 nat above the trainer's old ones on two tokens
+    // (IS ratio e^−1 < clip_min 0.5) and TRL's vLLM settings in its config.
+    const batch = readBatchFiles([VLLM_BASE]).batch;
+    const off = new Set(['0:1', '3:0']);
+    batch.sampling_per_token_logps = batch.old_per_token_logps!.map((row, i) => row.map((x, t) => (off.has(`${i}:${t}`) ? x + 1 : batch.sampling_per_token_logps![i][t])));
+    batch.config = { ...batch.config, num_items_in_batch: NUM_ITEMS, use_vllm: true, vllm_importance_sampling_mode: 'token_mask', vllm_importance_sampling_clip_min: 0.5, vllm_importance_sampling_clip_max: 3 };
+    const file = path.join(tmp, 'vllm.json');
+    fs.writeFileSync(file, serializeBatch(batch));
+    await importFile({ name: 'vllm.json', mimeType: 'application/json', buffer: fs.readFileSync(file) });
+    expect(await page.getByTestId('trainer').inputValue()).toBe('trl');
+    expect(await page.getByTestId('trainer-field-vllm_importance_sampling_mode').inputValue()).toBe('token_mask');
+    expect(await page.getByTestId('trainer-field-num_items_in_batch').inputValue()).toBe(String(NUM_ITEMS));
+    const statuses = await runUpdate();
+    expect(statuses[STAGE.loss]).toBe('done');
+
+    const isRatio = (i: number, t: number) => {
+      const w = Math.exp(batch.old_per_token_logps![i][t] - batch.sampling_per_token_logps![i][t]);
+      return w >= 0.5 && w <= 3 ? w : 0;
+    };
+    close(await trainerLoss(), dapoLoss(batch, await scored(file), 0.2, 2, isRatio));
+    const masked = await selectToken(0, 1);
+    expect(masked['effective mask']).toBe('0 (importance sampling)');
+    expect(masked['IS weight']).toBe('0');
+    expect((await selectToken(3, 0))['effective mask']).toBe('0 (importance sampling)');
+    const kept = await selectToken(0, 0);
+    expect(kept['effective mask']).toBe('1');
+    expect(Number(kept['IS weight'])).toBeCloseTo(isRatio(0, 0), 3);
+    const heats = await page.getByTestId('heat').locator('option').evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
+    expect(heats).toContain('is_weight');
+    // A what-if follows the preset too: TRL's bnpo with the same vLLM correction is the loss table's bnpo cell.
+    await page.getByTestId('whatif-loss-type').selectOption('bnpo');
+    await page.locator('[data-testid="whatif-table"][data-loss-type="bnpo"]').waitFor({ timeout: 30_000 });
+    const trlRow = await page.locator('[data-testid="whatif-table"] tr', { hasText: 'trl loss (trainer preset)' }).locator('td').allTextContents();
+    // The row shows 4 significant digits of the update's dapo (current) and the what-if's bnpo.
+    const cell = async (t: string) => Number(await page.locator(`td[data-loss-type="${t}"]`).getAttribute('data-value'));
+    for (const [shown, t] of [[trlRow[1], 'dapo'], [trlRow[2], 'bnpo']] as const) expect(Math.abs(Number(shown) - (await cell(t))), `${t}: ${shown}`).toBeLessThanOrEqual(5e-4 * Math.abs(await cell(t)));
+    // The studio loss does not apply the vLLM correction: the step names the setting instead of another gradient.
+    expect(statuses[STAGE.backward]).toBe('error');
+    expect((await errorTexts(page, 'settings')).join('\n')).toContain('config.vllm_importance_sampling_mode = "token_mask"');
+    // The export carries the effective mask, and it reads back.
+    const [d] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export').click()]);
+    const exported = JSON.parse(fs.readFileSync((await d.path())!, 'utf8')) as GrpoBatch;
+    expect(exported.effective_loss_mask![0].slice(0, 3)).toEqual([1, 0, 1]);
+    expect(exported.effective_loss_mask![3][0]).toBe(0);
+    expect(studio.pageErrors).toEqual([]);
+  }, 300_000);
+});
+
+/** Stage indices in the stepper (render … re_evaluate). */
+const STAGE = { loss: 7, backward: 8 } as const;
+

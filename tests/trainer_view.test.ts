@@ -1,0 +1,116 @@
+// The trainer preset in the studio worker (src/worker/trainer_view.ts through src/worker/runner.ts): the loss
+// stage's trainer view on a real update of a tiny random Qwen2 — TRL at the studio's settings gives the
+// studio loss; a tool batch's tool tokens leave the effective mask with factor "tool"; a vLLM batch in
+// token_mask mode drops exactly the tokens whose exp(logp − sampling) leaves [clip_min, clip_max], with
+// factor "importance sampling"; verl's settings errors are named; the backward refuses another trainer's
+// or an unapplied setting's gradient. Expected values are recomputed here from the update's own arrays.
+import { describe, expect, it } from 'vitest';
+import { createStepRunner } from '../src/worker/runner.ts';
+import { DEFAULT_SETTINGS } from '../src/store/settings.ts';
+import { STAGES, type StagePayloads, type StepSettings, type StepStart, type TrainerPreset } from '../src/worker/protocol.ts';
+import { MASK_FACTORS } from '../src/grpo/trainers/effective_mask.ts';
+import { TRL_LOSS_TYPES } from '../src/kernels/types.ts';
+import type { GrpoBatch } from '../src/io/batch.ts';
+import { droppedFolder } from './helpers/dropped_folder.ts';
+import { testGpu } from './helpers/gpu.ts';
+
+const factor = (name: (typeof MASK_FACTORS)[number]) => MASK_FACTORS.indexOf(name);
+
+describe('trainer view of the step', () => {
+  it('follows the preset on the same log-probs, with its masks, and guards the gradient', async () => {
+    const runner = createStepRunner(await testGpu());
+    await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, () => {});
+    const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
+    settings.sampling = { ...settings.sampling, num_generations: 3, max_new_tokens: 5 };
+    settings.rewards = [...settings.rewards, { kind: 'length', name: 'length', weight: 1, enabled: true, target_tokens: 2 }];
+
+    /** Runs stages up to and including `last`; returns their payloads. */
+    const runTo = async (last: (typeof STAGES)[number], s: StepSettings, start?: StepStart) => {
+      await runner.reset();
+      const out: Partial<StagePayloads> = {};
+      for (const stage of STAGES.slice(0, STAGES.indexOf(last) + 1)) (out as Record<string, unknown>)[stage] = (await runner.runStage(stage, s, stage === 'render' ? start : undefined)).data;
+      return out as StagePayloads;
+    };
+
+    // TRL at the studio's own settings: the trainer loss is the studio loss, the table's own column too.
+    const first = await runTo('loss', settings);
+    const view = first.loss.trainer!;
+    expect(view.error).toBeNull();
+    expect(view.trainer).toBe('trl');
+    expect(view.config.loss_type).toBe(settings.loss.loss_type);
+    expect(Math.abs(view.terms!.loss - first.loss.loss)).toBeLessThanOrEqual(1e-5 * Math.abs(first.loss.loss) + 1e-7);
+    expect(view.table.map((c) => c.label)).toEqual([...TRL_LOSS_TYPES]);
+    expect(view.table.find((c) => c.label === settings.loss.loss_type)!.loss).toBeCloseTo(view.terms!.loss, 6);
+    const { B, C } = first.assemble.padded;
+    const M = first.assemble.padded.completion_mask;
+    for (let i = 0; i < B * C; i++) expect(view.terms!.effective_loss_mask[i]).toBe(M[i]);
+    // A what-if under another preset follows that trainer on the same log-probs: the loss table's value.
+    const w = await runner.whatIf(settings.loss, { trainer: 'trl', config: { loss_type: 'cispo' }, run: {} });
+    expect(w.trainer.current!.loss).toBe(view.terms!.loss);
+    expect(w.trainer.whatif!.loss).toBeCloseTo(view.table.find((c) => c.label === 'cispo')!.loss!, 6);
+    expect(w.trainer.whatif!.loss).not.toBeCloseTo(view.terms!.loss, 6);
+    // TRL's per-token gradient at the studio's settings is the studio loss's own ∂loss/∂logp (other kernels).
+    const studioDlogp = w.current.terms.dlogp;
+    const gmax = studioDlogp.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+    expect(gmax).toBeGreaterThan(0);
+    for (let i = 0; i < B * C; i++) if (M[i]) expect(Math.abs(view.terms!.dlogp![i] - studioDlogp[i]), `dlogp[${i}]`).toBeLessThanOrEqual(1e-5 * gmax);
+    expect(await runner.runStage('backward', settings)).toMatchObject({ id: 'backward' });
+
+    // Another trainer: its loss is shown (or its settings error, naming the field); the backward refuses.
+    const verl = { ...settings, trainer: { trainer: 'verl', config: {}, run: {} } as TrainerPreset };
+    const v1 = await runTo('loss', verl);
+    expect(v1.loss.trainer!.error).toMatch(/ppo_micro_batch_size_per_gpu/);
+    await expect(runner.runStage('backward', verl)).rejects.toThrow(/ppo_micro_batch_size_per_gpu/);
+    verl.trainer.config = { ppo_mini_batch_size: B, ppo_micro_batch_size_per_gpu: B, rollout_is: null };
+    const v2 = await runTo('loss', verl);
+    // On-policy vanilla PPO (ratio 1), token-mean, scale 1, no rollout IS weights: Σ −A·M / Σ M.
+    let num = 0;
+    let den = 0;
+    for (let i = 0; i < B * C; i++) [num, den] = [num - v2.advantages.advantages[Math.floor(i / C)] * M[i], den + M[i]];
+    expect(v2.loss.trainer!.error).toBeNull();
+    expect(v2.loss.trainer!.terms!.loss).toBeCloseTo(num / den, 6);
+    expect(v2.loss.trainer!.table).toHaveLength(32);
+    await expect(runner.runStage('backward', verl)).rejects.toThrow(/trainer: verl/);
+
+    // A TRL setting the studio loss does not apply: shown, and the backward names it.
+    const cispo = { ...settings, trainer: { trainer: 'trl', config: { loss_type: 'cispo' }, run: {} } as TrainerPreset };
+    const c1 = await runTo('loss', cispo);
+    expect(c1.loss.trainer!.config.loss_type).toBe('cispo');
+    expect(c1.loss.trainer!.terms!.loss).toBeCloseTo(c1.loss.trainer!.table.find((c) => c.label === 'cispo')!.loss!, 6);
+    await expect(runner.runStage('backward', cispo)).rejects.toThrow(/config\.loss_type = "cispo"/);
+
+    // mask_truncated_completions: rows without EOS leave the loss, named "truncation"; the others are untouched.
+    const trunc = { ...settings, trainer: { trainer: 'trl', config: { mask_truncated_completions: true }, run: {} } as TrainerPreset };
+    const tr = (await runTo('loss', trunc)).loss.trainer!.terms!;
+    const eos = first.assemble.batch.eos_token_ids;
+    const truncatedRows = first.assemble.batch.completion_ids.map((r) => !r.some((id) => eos.includes(id)));
+    expect(truncatedRows.some(Boolean) && !truncatedRows.every(Boolean), 'the random model truncates some rows, not all').toBe(true);
+    for (let i = 0; i < B * C; i++) expect(MASK_FACTORS[tr.removed_by[i]], `token ${i}`).toBe(!M[i] ? 'completion' : truncatedRows[Math.floor(i / C)] ? 'truncation' : 'kept');
+    await expect(runner.runStage('backward', trunc)).rejects.toThrow(/config\.mask_truncated_completions = true/);
+
+    // A tool batch and a vLLM-corrected batch, imported: the same completions with a tool span and sampling log-probs.
+    const batch: GrpoBatch = structuredClone(first.assemble.batch);
+    const logp = first.policy_forward.per_token_logps;
+    batch.tool_mask = batch.completion_ids.map((r, b) => r.map((_, t) => (b === 1 && t >= 1 && t <= 2 ? 0 : 1)));
+    // Sampling log-probs 2 above the trainer's on every third token: exp(logp − sampling) = e^−2 < 0.5 there.
+    const off = (t: number) => (t % 3 === 0 ? 2 : 0);
+    batch.sampling_per_token_logps = batch.completion_ids.map((r, b) => r.map((_, t) => logp[b * C + t] + off(t)));
+    batch.old_per_token_logps = undefined;
+    const vllm = { ...settings, trainer: { trainer: 'trl', config: { use_vllm: true, vllm_importance_sampling_mode: 'token_mask', vllm_importance_sampling_clip_min: 0.5, vllm_importance_sampling_clip_max: 3 }, run: {} } as TrainerPreset };
+    const imp = await runTo('loss', vllm, { kind: 'batch', batch });
+    const t = imp.loss.trainer!.terms!;
+    for (let b = 0; b < B; b++) {
+      for (let p = 0; p < C; p++) {
+        const i = b * C + p;
+        const want = !M[i] ? 'completion' : batch.tool_mask[b][p] === 0 ? 'tool' : off(p) ? 'importance sampling' : 'kept';
+        expect(MASK_FACTORS[t.removed_by[i]], `sample ${b} position ${p}`).toBe(want);
+        expect(t.effective_loss_mask[i]).toBe(want === 'kept' ? 1 : 0);
+        if (want === 'importance sampling') expect(t.importance_sampling_ratio![i]).toBe(0);
+      }
+    }
+    expect(t.removed_by.some((f) => f === factor('tool'))).toBe(true);
+    expect(t.removed_by.some((f) => f === factor('importance sampling'))).toBe(true);
+    await expect(runner.runStage('backward', vllm)).rejects.toThrow(/config\.vllm_importance_sampling_mode = "token_mask"/);
+    runner.dispose();
+  }, 300_000);
+});
