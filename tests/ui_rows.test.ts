@@ -79,6 +79,14 @@ describe('row streaming', () => {
     expect(back.completion_texts[100_000] === before.completion_texts[100_000]).toBe(true);
     expect(back).toEqual(before);
   });
+
+  it('keeps arrays of different lengths as they were, a huge string on a row past the shorter ones included', () => {
+    const batch = { completion_ids: [[1], [2], [3]], completion_mask: [[1]], completion_texts: ['a', 'b', 'x'.repeat(PIECE_CHARS + 5)] };
+    const before = structuredClone(batch);
+    const c = new RowCollector();
+    const sent = streamRows({ batch }, rowPaths(batch, FIELDS, ['batch']), (p) => c.add(structuredClone(p)), () => {}, 1);
+    expect(c.restore(sent).batch).toEqual(before);
+  });
 });
 
 describe('StudioClient with row parts, progress and cancel', () => {

@@ -57,7 +57,8 @@ export function streamRows<T extends object>(result: T, paths: string[][], post:
     // A sample with a huge string goes alone: its first piece in the part, the rest appended after it.
     if (arrays.some((a) => huge(a[b0]))) {
       progress(b0, B);
-      post(paths.map((path, i) => ({ path, rows: [huge(arrays[i][b0]) ? (arrays[i][b0] as string).slice(0, PIECE_CHARS) : arrays[i][b0]] })));
+      const first = (a: unknown[]) => (b0 >= a.length ? [] : [huge(a[b0]) ? (a[b0] as string).slice(0, PIECE_CHARS) : a[b0]]);
+      post(paths.map((path, i) => ({ path, rows: first(arrays[i]) })));
       paths.forEach((path, i) => {
         const row = arrays[i][b0];
         if (!huge(row)) return;
