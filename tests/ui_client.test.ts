@@ -21,7 +21,7 @@ describe('StudioClient', () => {
     const { port, sent, reply } = fakePort();
     const client = new StudioClient(port, { onProgress: () => {}, onDeviceLost: () => {} });
     const a = client.request({ type: 'reset' });
-    const b = client.request({ type: 'import-batch', bytes: new TextEncoder().encode('{'), name: 'x.json' });
+    const b = client.request({ type: 'import-batch', file: new Blob(['{']), name: 'x.json' });
     expect(sent.map((m) => m.request.type)).toEqual(['reset', 'import-batch']);
     reply({ id: sent[1].id, ok: false, error: { kind: 'bad-file', message: 'x.json: not valid JSON' } });
     reply({ id: sent[0].id, ok: true, result: {} });

@@ -7,8 +7,9 @@ import type { RewardSample, RewardTable } from '../grpo/rewards.ts';
 import { groupLabel, serializeBatch } from '../io/batch.ts';
 import { studioStore } from './index.ts';
 import { StudioClient } from '../worker/client.ts';
-import { StudioFailure } from '../worker/errors.ts';
-import { STAGES, type LossSettings, type ModelChoice, type StepSettings, type StepStart, type TemplateVariant } from '../worker/protocol.ts';
+import { Cancelled, StudioFailure } from '../worker/errors.ts';
+import { importStore } from './import.ts';
+import { STAGES, type LoadProgress, type LossSettings, type ModelChoice, type StepSettings, type StepStart, type TemplateVariant } from '../worker/protocol.ts';
 import { lossSettingsOf, presetOfBatch, promptConversation, trainerOfFormat } from '../worker/settings.ts';
 import type { ReportInput } from '../report/html.ts';
 
@@ -62,14 +63,22 @@ export function loadDefaultModel(): Promise<void> {
   return loadModel({ kind: 'embedded', name: DEFAULT_MODEL_NAME, url: new URL(`${DEFAULT_MODEL_PATH}/`, document.baseURI).href });
 }
 
+let currentImport: AbortController | null = null;
+
 /**
- * Reads a batch file (grpo-batch/v1, or a trainer's dump: src/io/formats), checks it in the worker (schema + Doctor) and shows it. Its config (TRL's
- * loss, optimizer and clipping fields) fills the loss settings, so stepping it replays that trainer's update.
+ * Reads a batch file (grpo-batch/v1, or a trainer's dump: src/io/formats), checks it in the worker (schema +
+ * Doctor) and shows it, with progress and a cancel (importStore) on the way. Its config (TRL's loss,
+ * optimizer and clipping fields) fills the loss settings, so stepping it replays that trainer's update.
  */
 export async function importBatchFile(file: File): Promise<void> {
+  importStore.getState().cancel?.();
+  const abort = new AbortController();
+  currentImport = abort;
+  const progress = (p: LoadProgress) => importStore.getState().set({ progress: p });
+  importStore.getState().set({ name: file.name, progress: { label: 'starting', loaded: 0, total: 0 }, cancel: () => abort.abort() });
   try {
-    const bytes = new Uint8Array(await file.arrayBuffer());
-    const { batch, report, token_texts, trainer, format, notes } = await worker().request({ type: 'import-batch', bytes, name: file.name });
+    // The File itself goes to the worker (a handle, not its bytes): reading, parsing and checking happen there.
+    const { batch, report, token_texts, trainer, format, notes } = await worker().request({ type: 'import-batch', file, name: file.name }, { onProgress: progress, signal: abort.signal });
     await dropRun(false);
 
     store().setLoss(lossSettingsOf(batch.config));
@@ -77,7 +86,11 @@ export async function importBatchFile(file: File): Promise<void> {
     // What the reader had to assume or could not read is shown with the batch, not hidden.
     store().setImported({ batch, name: file.name, report, token_texts, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
   } catch (e) {
-    fail(e);
+    // A cancel is the user's choice, not an error: the batch on screen stays as it was.
+    if (!(e instanceof Cancelled)) fail(e);
+  } finally {
+    // A newer import replaced this one: its progress bar stays.
+    if (currentImport === abort) importStore.getState().set({ name: null, progress: null, cancel: null });
   }
 }
 

@@ -21,6 +21,7 @@ import { StageOutput } from './panels/StageOutput.tsx';
 import { Stepper } from './panels/Stepper.tsx';
 import { WhatIfPanel } from './panels/WhatIfPanel.tsx';
 import { TokenGrid } from './grid/TokenGrid.tsx';
+import { ImportProgress } from './panels/ImportProgress.tsx';
 
 function Header() {
   const adapter = useStudio((s) => s.adapter);
@@ -51,6 +52,7 @@ function Header() {
           e.target.value = '';
         }}
       />
+      <ImportProgress />
       <button disabled={!batch} onClick={exportBatch} data-testid="export">
         Export batch
       </button>

@@ -3,7 +3,7 @@
 // the step, as numbers), grad norms per parameter group, and log-probs before / after the step. A chart
 // appears once its data exists (an imported batch has rewards/advantages and old/ref log-probs; the
 // rest comes from a step).
-import { useMemo } from 'react';
+import { useDeferredValue, useMemo } from 'react';
 import { Bar, BarChart, CartesianGrid, Legend, Line, LineChart, ReferenceArea, ReferenceLine, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
 import { groupLabel } from '../store/vocabulary.ts';
 import { useStudio } from '../store/index.ts';
@@ -30,11 +30,18 @@ function ChartBox({ title, children, testId, height = 150 }: { title: string; ch
 /** Axis titles by x key: every chart says what its x axis counts. */
 const X_TITLES: Record<string, string> = { t: 'completion position t', sample: 'sample (rows of a group are adjacent)' };
 
-/** Grid, axes, tooltip and legend of the per-sample and per-token charts (x from `xKey`). */
-function frame(xKey: string): React.ReactElement[] {
+const NO_LINES = () => [];
+
+/**
+ * Grid, axes, tooltip and legend of the per-sample and per-token charts (x from `xKey`, n points). The x
+ * ticks are every ⌈n / 12⌉-th point, given as a number: left to choose, recharts measures the label of
+ * every point in the DOM (seconds for a 2,048-token completion); horizontal grid lines only, for the same reason
+ * (the grid's default generator measures every x label even when vertical lines are off).
+ */
+function frame(xKey: string, n: number): React.ReactElement[] {
   return [
-    <CartesianGrid key="grid" stroke="#21262d" />,
-    <XAxis key="x" dataKey={xKey} tick={AXIS} height={30} label={{ value: X_TITLES[xKey] ?? xKey, position: 'insideBottom', offset: -2, fill: '#7d8590', fontSize: 10 }} />,
+    <CartesianGrid key="grid" stroke="#21262d" vertical={false} verticalCoordinatesGenerator={NO_LINES} />,
+    <XAxis key="x" dataKey={xKey} tick={AXIS} height={30} interval={Math.max(0, Math.ceil(n / 12) - 1)} label={{ value: X_TITLES[xKey] ?? xKey, position: 'insideBottom', offset: -2, fill: '#7d8590', fontSize: 10 }} />,
     <YAxis key="y" tick={AXIS} />,
     <Tooltip key="tooltip" {...TOOLTIP} />,
     <Legend key="legend" verticalAlign="top" height={18} wrapperStyle={{ fontSize: 10 }} />,
@@ -46,7 +53,7 @@ function TokenLines({ title, testId, rows, lines, dots = false }: { title: strin
   return (
     <ChartBox title={title} testId={testId}>
       <LineChart data={rows}>
-        {frame('t')}
+        {frame('t', rows.length)}
         {lines.map(([k, color]) => (
           <Line key={k} dataKey={k} stroke={color} dot={dots} isAnimationActive={false} />
         ))}
@@ -55,6 +62,13 @@ function TokenLines({ title, testId, rows, lines, dots = false }: { title: strin
   );
 }
 
+/**
+ * More samples than this are drawn as bins: the mean of each run of samples, as two lines (one SVG path
+ * each). recharts renders a React component per bar and re-renders them synchronously once laid out:
+ * a bar per sample of 200,000 rows froze the page, and even 512 bars held it for a quarter second.
+ */
+const MAX_BARS = 256;
+
 function RewardsChart() {
   const batch = useStudio((s) => s.batch);
   const groups = useStudio(groupStats);
@@ -62,30 +76,49 @@ function RewardsChart() {
     if (!batch) return null;
     const { rewards, advantages: adv } = batch;
     if (!rewards && !adv) return null;
-    const rows = batch.completion_ids.map((_, i) => ({ sample: i, reward: rewards?.[i], advantage: adv?.[i], group: groupLabel(batch, i) }));
+    const B = batch.completion_ids.length;
     const zero = (groups ?? []).filter((g) => g.zero_std).map((g) => g.group);
+    const zeroSet = new Set(zero);
+    const per = Math.ceil(B / MAX_BARS);
+    if (per > 1) {
+      // Mean reward / advantage of each run of `per` samples, at the run's first sample.
+      const mean = (a: number[] | undefined, i: number) => (a ? a.slice(i, i + per).reduce((s, v) => s + v, 0) / Math.min(per, B - i) : undefined);
+      const rows = Array.from({ length: Math.ceil(B / per) }, (_, k) => ({ sample: k * per, reward: mean(rewards, k * per), advantage: mean(adv, k * per) }));
+      return { rows, zero, spans: [], per };
+    }
+    const rows = batch.completion_ids.map((_, i) => ({ sample: i, reward: rewards?.[i], advantage: adv?.[i], group: groupLabel(batch, i) }));
     // Shade runs of adjacent samples of one flat group (labelled groups need not be adjacent).
     const spans: { x1: number; x2: number; group: number }[] = [];
     for (const r of rows) {
-      if (!zero.includes(r.group)) continue;
+      if (!zeroSet.has(r.group)) continue;
       const last = spans[spans.length - 1];
       if (last && last.x2 === r.sample - 1 && last.group === r.group) last.x2 = r.sample;
       else spans.push({ x1: r.sample, x2: r.sample, group: r.group });
     }
-    return { rows, zero, spans };
+    return { rows, zero, spans, per };
   }, [batch, groups]);
   if (!data) return null;
+  const zeroText = data.zero.length > 20 ? `${data.zero.slice(0, 20).join(', ')} … (${data.zero.length} groups)` : data.zero.join(', ');
   return (
-    <ChartBox title={`rewards & advantages per sample${data.zero.length ? ` — zero-std groups: ${data.zero.join(', ')}` : ''}`} testId="chart-rewards">
-      <BarChart data={data.rows}>
-        {frame('sample')}
-        {data.spans.map((z) => (
-          <ReferenceArea key={z.x1} x1={z.x1} x2={z.x2} fill="#f85149" fillOpacity={0.12} label={{ value: 'zero std', fill: '#f85149', fontSize: 10 }} />
-        ))}
-        <ReferenceLine y={0} stroke="#7d8590" />
-        <Bar dataKey="reward" fill="#58a6ff" isAnimationActive={false} />
-        <Bar dataKey="advantage" fill="#f2cc60" isAnimationActive={false} />
-      </BarChart>
+    <ChartBox title={`rewards & advantages per sample${data.per > 1 ? ` (mean of each ${data.per} samples)` : ''}${data.zero.length ? ` — zero-std groups: ${zeroText}` : ''}`} testId="chart-rewards">
+      {data.per > 1 ? (
+        <LineChart data={data.rows}>
+          {frame('sample', data.rows.length)}
+          <ReferenceLine y={0} stroke="#7d8590" />
+          <Line dataKey="reward" stroke="#58a6ff" dot={false} isAnimationActive={false} />
+          <Line dataKey="advantage" stroke="#f2cc60" dot={false} isAnimationActive={false} />
+        </LineChart>
+      ) : (
+        <BarChart data={data.rows}>
+          {frame('sample', data.rows.length)}
+          {data.spans.map((z) => (
+            <ReferenceArea key={z.x1} x1={z.x1} x2={z.x2} fill="#f85149" fillOpacity={0.12} label={{ value: 'zero std', fill: '#f85149', fontSize: 10 }} />
+          ))}
+          <ReferenceLine y={0} stroke="#7d8590" />
+          <Bar dataKey="reward" fill="#58a6ff" isAnimationActive={false} />
+          <Bar dataKey="advantage" fill="#f2cc60" isAnimationActive={false} />
+        </BarChart>
+      )}
     </ChartBox>
   );
 }
@@ -197,16 +230,30 @@ function BeforeAfter() {
   );
 }
 
+/**
+ * Renders the SVG charts in a deferred render after a new batch: React slices that render between frames,
+ * so the grid of a big import shows at once and the page keeps answering while hundreds of bars and a
+ * 2,048-point curve are built (in the first, urgent render they would hold the page for their whole cost).
+ */
+function Deferred({ children }: { children: React.ReactNode }) {
+  const batch = useStudio((s) => s.batch);
+  return useDeferredValue(batch) === batch ? children : null;
+}
+
 export function Charts() {
   const batch = useStudio((s) => s.batch);
   return (
     <Section title="Charts">
       {!batch && <div className="muted">charts appear with a batch</div>}
-      <RewardsChart />
+      <Deferred>
+        <RewardsChart />
+      </Deferred>
       <LossTable />
       <GradNorms />
-      <BeforeAfter />
-      <TokenCurves />
+      <Deferred>
+        <BeforeAfter />
+        <TokenCurves />
+      </Deferred>
     </Section>
   );
 }

@@ -12,6 +12,7 @@ import { useGridModel } from './grid/useGrid.ts';
 import { heatAccessor } from './grid/heat.ts';
 import { KV, fmt } from './fields.tsx';
 import { TERM_HELP } from './explain.ts';
+import { preview, previewNote } from './preview.ts';
 
 const bitText = (m: number | null) => (m === null ? 'none' : String(m));
 
@@ -38,7 +39,7 @@ export function TokenInspector() {
     ['id', info.id === null ? '—' : String(info.id)],
     ['text', text === undefined ? '(no tokenizer)' : JSON.stringify(visibleText(text))],
     [TERM_HELP.position.split(':')[0], `${cell.col} (${info.side} [${info.index}])`],
-    [TERM_HELP.position_id.split(':')[0], String(grid.position_ids[b * grid.W + cell.col])],
+    [TERM_HELP.position_id.split(':')[0], String(grid.row(b).position_ids[cell.col])],
     ['attention_mask', bitText(info.attention)],
   ];
   if (info.side === 'completion') {
@@ -93,6 +94,21 @@ const HELP: Record<string, string> = {
 
 const mul = (a?: number, b?: number) => (a === undefined || b === undefined ? undefined : a * b);
 
+/** A text of the batch, rendered up to PREVIEW_CHARS with its full length named beyond that. */
+function Bounded({ text, className }: { text: string; className: string }) {
+  const p = preview(text);
+  return (
+    <span className={className}>
+      {p.text}
+      {p.truncated && (
+        <span className="muted small" data-testid="text-truncated" data-length={p.length}>
+          {previewNote(p)}
+        </span>
+      )}
+    </span>
+  );
+}
+
 export function SampleInspector() {
   const selected = useStudio((s) => s.selected);
   const focus = useStudio((s) => s.focus);
@@ -113,9 +129,9 @@ export function SampleInspector() {
   return (
     <div className="inspector" data-testid="sample-inspector">
       <div className="sample-text mono">
-        {promptText !== null ? <span className="t-prompt">{promptText}</span> : <span className="t-prompt">[{batch.prompt_ids[b].join(', ')}]</span>}
+        <Bounded className="t-prompt" text={promptText ?? `[${batch.prompt_ids[b].join(', ')}]`} />
         <span className="t-boundary" title="prompt | completion boundary">▌</span>
-        {completionText !== null ? <span className="t-completion">{completionText}</span> : <span className="t-completion">[{batch.completion_ids[b].join(', ')}]</span>}
+        <Bounded className="t-completion" text={completionText ?? `[${batch.completion_ids[b].join(', ')}]`} />
       </div>
       <div className="kv">
         <KV mono k="sample / group" v={`${b} / ${g}`} />

@@ -1,7 +1,11 @@
 // Page side of the worker protocol: typed request → promise of the typed response, plus events
-// (load progress, device lost). One client per page; requests are answered in any order, by id.
-import { StudioFailure } from './errors.ts';
+// (load progress, device lost). One client per page; requests are answered in any order, by id. A request
+// may carry its own progress callback and be cancelled through an AbortSignal (the
+// promise rejects with Cancelled at once; whatever the worker still sends for it is dropped). Results sent
+// in row slices (src/worker/rows.ts) are put back together before the promise resolves.
+import { Cancelled, StudioFailure } from './errors.ts';
 import type { LoadProgress, Request, RequestEnvelope, Responses, WorkerErrorInfo, WorkerMessage } from './protocol.ts';
+import { RowCollector } from './rows.ts';
 
 export interface ClientEvents {
   onProgress(p: LoadProgress): void;
@@ -17,7 +21,7 @@ export interface PortLike {
 
 export class StudioClient {
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: unknown): void }>();
+  private readonly pending = new Map<number, Pending>();
 
   constructor(
     private readonly port: PortLike,
@@ -32,24 +36,53 @@ export class StudioClient {
     };
   }
 
-  request<T extends Request['type']>(request: Extract<Request, { type: T }>): Promise<Responses[T]> {
+  request<T extends Request['type']>(request: Extract<Request, { type: T }>, opts: RequestOptions = {}): Promise<Responses[T]> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      if (opts.signal?.aborted) return reject(new Cancelled());
+      const onAbort = () => {
+        if (!this.pending.delete(id)) return;
+        this.port.postMessage({ id: this.nextId++, request: { type: 'cancel', target: id } });
+        reject(new Cancelled());
+      };
+      opts.signal?.addEventListener('abort', onAbort, { once: true });
+      const done = () => opts.signal?.removeEventListener('abort', onAbort);
+      this.pending.set(id, {
+        resolve: (v) => (done(), resolve(v as Responses[T])),
+        reject: (e) => (done(), reject(e)),
+        onProgress: opts.onProgress,
+        rows: new RowCollector(),
+      });
       this.port.postMessage({ id, request });
     });
   }
 
   private receive(msg: WorkerMessage): void {
     if ('event' in msg) {
-      if (msg.event === 'progress') this.events.onProgress(msg.progress);
+      if (msg.event === 'progress') {
+        if (msg.id === undefined) this.events.onProgress(msg.progress);
+        else this.pending.get(msg.id)?.onProgress?.(msg.progress);
+      } else if (msg.event === 'rows') this.pending.get(msg.id)?.rows.add(msg.parts);
       else this.events.onDeviceLost(msg.error);
       return;
     }
     const p = this.pending.get(msg.id);
     if (!p) return;
     this.pending.delete(msg.id);
-    if (msg.ok) p.resolve(msg.result);
+    if (msg.ok) p.resolve(p.rows.restore(msg.result));
     else p.reject(new StudioFailure(msg.error.kind, msg.error.message, msg.error.detail));
   }
+}
+
+export interface RequestOptions {
+  /** Progress events of this request. */
+  onProgress?: (p: LoadProgress) => void;
+  signal?: AbortSignal;
+}
+
+interface Pending {
+  resolve(v: unknown): void;
+  reject(e: unknown): void;
+  onProgress?: (p: LoadProgress) => void;
+  rows: RowCollector;
 }

@@ -14,6 +14,14 @@ export class StudioFailure extends Error {
   }
 }
 
+/** A request the user stopped (an import): not an error to show. */
+export class Cancelled extends Error {
+  constructor() {
+    super('cancelled');
+    this.name = 'Cancelled';
+  }
+}
+
 const BY_NAME: Record<string, ErrorKind> = {
   BatchFormatError: 'bad-file',
   InputError: 'bad-file',

@@ -17,6 +17,7 @@ import type { MemoryPlan } from '../model/memory.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
 import type { ImportanceSamplingLevel, KlEstimator, LossType } from '../kernels/types.ts';
 import type { LogpLossResult } from '../grpo/loss_from_logps.ts';
+import type { RowPart } from './rows.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 import type { LossCell } from '../grpo/trainers/from_logps.ts';
 import type { ChatMessage } from '../io/batch.ts';
@@ -311,7 +312,10 @@ export interface WorkerErrorInfo {
 
 export type Request =
   | { type: 'init' }
-  | { type: 'import-batch'; bytes: Uint8Array; name: string }
+  /** A file handle: the worker reads it (with progress), the page never holds its bytes. */
+  | { type: 'import-batch'; file: Blob; name: string }
+  /** Stops request `target` (an import): its parse worker is terminated, its answer never comes. */
+  | { type: 'cancel'; target: number }
   | { type: 'load-model'; source: ModelChoice }
   | { type: 'load-reference'; source: ModelChoice | null }
   | { type: 'run-stage'; stage: StageId; settings: StepSettings; start?: StepStart }
@@ -326,6 +330,7 @@ export interface Responses {
   init: { adapter: AdapterReport };
   /** The Doctor's report (schema problems included); report.skipped says which rules could not run. */
   'import-batch': { batch: GrpoBatch; report: DoctorReport; token_texts?: TokenTexts; format: string; trainer: string; notes: string[] };
+  cancel: Record<string, never>;
   'load-model': { model: ModelInfo };
   'load-reference': { model: ModelInfo };
   'run-stage': StageResult;
@@ -346,5 +351,8 @@ export interface RequestEnvelope {
 export type WorkerMessage =
   | { id: number; ok: true; result: Responses[Request['type']] }
   | { id: number; ok: false; error: WorkerErrorInfo }
-  | { event: 'progress'; progress: LoadProgress }
+  /** Progress of request `id` (an import), or of the model load when `id` is absent. */
+  | { event: 'progress'; progress: LoadProgress; id?: number }
+  /** Row slices of request `id`'s result, sent before it (src/worker/rows.ts). */
+  | { event: 'rows'; id: number; parts: RowPart[] }
   | { event: 'device-lost'; error: WorkerErrorInfo };

@@ -1,13 +1,16 @@
 // The studio worker: everything heavy runs here, off the page's thread — WebGPU (the only place that
 // touches it), batch parsing and the Doctor, model loading and the one-step pipeline. It answers the
 // requests of protocol.ts one message per request, and reports load progress and a lost device as events.
-import { diagnose } from '../doctor/index.ts';
+// An import is parsed in a worker of its own (import_job.ts) that a cancel terminates, and its batch goes
+// to the page in row slices (rows.ts) so the page's thread is never held for long.
 import { browserGpu } from '../gpu/browser.ts';
 import { scoreRewards, type JsRewardRunner } from '../grpo/rewards.ts';
-import { readAnyBatch } from '../io/formats/index.ts';
+import { PER_SAMPLE_FIELDS, PER_TOKEN_FIELDS } from '../io/batch.ts';
 import { errorInfo } from './errors.ts';
+import { parseInWorker, type ParseRun } from './import_job.ts';
 import type { Request, RequestEnvelope, Responses, StepRunner, WorkerMessage } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
+import { rowPaths, streamRows } from './rows.ts';
 import { sandboxRenderer } from './template_sandbox.ts';
 
 /** User JS rewards run in a sandbox worker started from this one, so a hang never blocks a stage. */
@@ -43,17 +46,41 @@ async function gpu() {
   return g;
 }
 
-async function handle(req: Request): Promise<Responses[Request['type']]> {
+/** A batch's fields with one entry per sample: what is sent to the page in row slices. */
+const ROW_FIELDS = ['prompt_ids', 'completion_ids', 'prompt_mask', 'messages', ...PER_TOKEN_FIELDS, ...PER_SAMPLE_FIELDS];
+
+/** Imports in flight, by request id: a cancel stops the parse (a later stage of a cancelled import is dropped by the page). */
+const imports = new Map<number, ParseRun>();
+
+async function importBatch(id: number, req: Extract<Request, { type: 'import-batch' }>): Promise<Responses['import-batch']> {
+  const progress = (label: string, loaded = 0, total = 0) => post({ event: 'progress', id, progress: { label, loaded, total } });
+  // Any supported trainer dump (grpo-batch/v1 JSON, TRL / verl / OpenRLHF safetensors, prime-rl JSONL).
+  const job = parseInWorker({ file: req.file, name: req.name, doctor: !runner }, (p) => post({ event: 'progress', id, progress: p }));
+  imports.set(id, job);
+  let parsed;
+  try {
+    parsed = await job.done;
+  } finally {
+    imports.delete(id);
+  }
+  const { batch, format, trainer, notes, unknownKeys } = parsed.read;
+  const read = { batch, format, trainer, notes: [...notes, ...(unknownKeys.length ? [`keys not read: ${unknownKeys.join(', ')}`] : [])] };
+  // With a model loaded, its tokenizer checks the batch too (retokenization, chat template) and decodes the grid's tokens.
+  if (!parsed.report) progress('tokenizer checks');
+  const result = parsed.report ? { ...read, report: parsed.report } : { ...read, ...(await runner!).inspect(batch) };
+  const paths = [...rowPaths(batch, ROW_FIELDS, ['batch']), ...(result.token_texts ? rowPaths(result.token_texts, ['prompt', 'completion'], ['token_texts']) : [])];
+  return streamRows(result, paths, (parts) => post({ event: 'rows', id, parts }), (done, total) => progress('sending rows to the page', done, total));
+}
+
+async function handle(id: number, req: Request): Promise<Responses[Request['type']]> {
   switch (req.type) {
     case 'init':
       return { adapter: (await gpu()).adapter };
-    case 'import-batch': {
-      // Any supported trainer dump (grpo-batch/v1 JSON, TRL / verl / OpenRLHF safetensors, prime-rl JSONL).
-      const { batch, format, trainer, notes, unknownKeys } = readAnyBatch(req.bytes, req.name);
-      const read = { batch, format, trainer, notes: [...notes, ...(unknownKeys.length ? [`keys not read: ${unknownKeys.join(', ')}`] : [])] };
-      // With a model loaded, its tokenizer checks the batch too (retokenization, chat template) and decodes the grid's tokens.
-      return runner ? { ...read, ...(await runner).inspect(batch) } : { ...read, report: diagnose(batch) };
-    }
+    case 'import-batch':
+      return importBatch(id, req);
+    case 'cancel':
+      imports.get(req.target)?.cancel();
+      return {};
     case 'load-model': {
       const r = await stepRunner();
       return { model: await r.load(req.source, (progress) => post({ event: 'progress', progress })) };
@@ -81,7 +108,7 @@ async function handle(req: Request): Promise<Responses[Request['type']]> {
 self.onmessage = async (ev: MessageEvent<RequestEnvelope>) => {
   const { id, request } = ev.data;
   try {
-    post({ id, ok: true, result: await handle(request) });
+    post({ id, ok: true, result: await handle(id, request) });
   } catch (e) {
     post({ id, ok: false, error: errorInfo(e) });
   }

@@ -47,17 +47,27 @@ export interface CellInfo {
   flags: number;
 }
 
-/** Per-batch facts the classification needs, computed once. */
+/**
+ * Per-batch facts the classification needs. The widths are computed once from the row lengths (O(B));
+ * the per-row facts that scan a row's tokens are computed on first use, so a 200,000-row batch costs only
+ * the rows that are drawn or inspected.
+ */
 export interface GridContext {
   batch: GrpoBatch;
   P: number; // boundary column
   C: number; // completion columns
   eos: Set<number>;
   special: Set<number>;
-  /** Per sample: index of the first EOS in completion_ids (−1: none, truncated). */
-  firstEos: Int32Array;
-  /** Per sample: length of the leading run of pad_token_id in prompt_ids (left padding kept in the data). */
-  leadingPads: Int32Array;
+  /** Index of the first EOS in completion_ids[b] (−1: none, truncated). */
+  firstEos(b: number): number;
+  /** Length of the leading run of pad_token_id in prompt_ids[b] (left padding kept in the data). */
+  leadingPads(b: number): number;
+}
+
+/** A per-row integer computed on first use (−2 marks "not yet"). */
+function lazyRows(B: number, compute: (b: number) => number): (b: number) => number {
+  const memo = new Int32Array(B).fill(-2);
+  return (b) => (memo[b] === -2 ? (memo[b] = compute(b)) : memo[b]);
 }
 
 export function gridContext(batch: GrpoBatch, specialIds: Iterable<number> = []): GridContext {
@@ -70,21 +80,17 @@ export function gridContext(batch: GrpoBatch, specialIds: Iterable<number> = [])
     P = Math.max(P, lens(batch.prompt_ids, b), lens(batch.prompt_mask, b));
     C = Math.max(C, lens(batch.completion_ids, b), lens(batch.completion_mask, b), lens(batch.tool_mask, b));
   }
-  const firstEos = new Int32Array(B).fill(-1);
-  const leadingPads = new Int32Array(B);
-  for (let b = 0; b < B; b++) {
+  const firstEos = lazyRows(B, (b) => {
     const ids = batch.completion_ids[b];
-    for (let t = 0; t < ids.length; t++) {
-      if (eos.has(ids[t])) {
-        firstEos[b] = t;
-        break;
-      }
-    }
+    for (let t = 0; t < ids.length; t++) if (eos.has(ids[t])) return t;
+    return -1;
+  });
+  const leadingPads = lazyRows(B, (b) => {
     const p = batch.prompt_ids[b] ?? [];
     let n = 0;
     while (n < p.length && p[n] === batch.pad_token_id) n++;
-    leadingPads[b] = n;
-  }
+    return n;
+  });
   return { batch, P, C, eos, special: new Set([...specialIds, ...batch.eos_token_ids]), firstEos, leadingPads };
 }
 
@@ -100,12 +106,12 @@ export function classifyCell(ctx: GridContext, b: number, col: number): CellInfo
     const index = col - (P - ids.length);
     const pm = batch.prompt_mask?.[b];
     // The prompt mask is right-aligned to the boundary on its own, like the ids.
-    const attention = pm ? maskBit(pm, col - (P - pm.length)) : index >= 0 ? (index < ctx.leadingPads[b] ? 0 : 1) : null;
+    const attention = pm ? maskBit(pm, col - (P - pm.length)) : index >= 0 ? (index < ctx.leadingPads(b) ? 0 : 1) : null;
     let region: Region = REGION.absent;
     let id: number | null = null;
     if (index >= 0) {
       id = ids[index];
-      region = index < ctx.leadingPads[b] ? REGION.pad : ctx.special.has(id) ? REGION.special : REGION.prompt;
+      region = index < ctx.leadingPads(b) ? REGION.pad : ctx.special.has(id) ? REGION.special : REGION.prompt;
     }
     let flags = 0;
     if (pm) {
@@ -128,7 +134,7 @@ export function classifyCell(ctx: GridContext, b: number, col: number): CellInfo
   let id: number | null = null;
   if (index < ids.length) {
     id = ids[index];
-    const e = ctx.firstEos[b];
+    const e = ctx.firstEos(b);
     region = e >= 0 && index > e ? REGION.after_eos : index === e ? REGION.eos : ctx.special.has(id) ? REGION.special : REGION.completion;
   }
   let flags = 0;
@@ -158,12 +164,10 @@ export interface RowReadout {
   mismatch: boolean;
 }
 
-export function rowReadout(ctx: GridContext, b: number): RowReadout {
-  const bt = ctx.batch;
-  const len = (rows: number[][] | undefined) => (rows ? (rows[b]?.length ?? 0) : null);
-  const r: RowReadout = {
-    sample: b,
-    group: groupLabel(bt, b),
+/** The lengths of one sample's per-token fields (null: the batch has no such field). O(1): no token is read. */
+function rowLengths(bt: GrpoBatch, b: number) {
+  const len = (rows: unknown[][] | undefined) => (rows ? (rows[b]?.length ?? 0) : null);
+  return {
     prompt_ids: bt.prompt_ids[b]?.length ?? 0,
     prompt_mask: len(bt.prompt_mask),
     completion_ids: bt.completion_ids[b].length,
@@ -171,18 +175,43 @@ export function rowReadout(ctx: GridContext, b: number): RowReadout {
     tool_mask: len(bt.tool_mask),
     old_per_token_logps: len(bt.old_per_token_logps),
     ref_per_token_logps: len(bt.ref_per_token_logps),
-    first_eos: ctx.firstEos[b],
-    masked_tokens: (bt.completion_mask[b] ?? []).reduce((s, m) => s + (m === 1 ? 1 : 0), 0),
-    mismatch: false,
   };
-  const c = r.completion_ids;
-  r.mismatch =
-    (r.prompt_mask !== null && r.prompt_mask !== r.prompt_ids) ||
-    [r.completion_mask, r.tool_mask, r.old_per_token_logps, r.ref_per_token_logps].some((n) => n !== null && n !== c);
-  return r;
 }
 
-/** The whole grid as flat (B, W) arrays for the canvas, W = P + C. */
+/** Whether any of sample b's fields is not as long as its ids (the grid marks the row). */
+export function rowMismatch(ctx: GridContext, b: number): boolean {
+  const r = rowLengths(ctx.batch, b);
+  const c = r.completion_ids;
+  return (
+    (r.prompt_mask !== null && r.prompt_mask !== r.prompt_ids) ||
+    [r.completion_mask, r.tool_mask, r.old_per_token_logps, r.ref_per_token_logps].some((n) => n !== null && n !== c)
+  );
+}
+
+export function rowReadout(ctx: GridContext, b: number): RowReadout {
+  const bt = ctx.batch;
+  return {
+    sample: b,
+    group: groupLabel(bt, b),
+    ...rowLengths(bt, b),
+    first_eos: ctx.firstEos(b),
+    masked_tokens: (bt.completion_mask[b] ?? []).reduce((s, m) => s + (m === 1 ? 1 : 0), 0),
+    mismatch: rowMismatch(ctx, b),
+  };
+}
+
+/** One sample's cells as the canvas draws them: (W) arrays, W = P + C. */
+export interface RowCells {
+  region: Uint8Array;
+  ids: Int32Array; // −1 where absent
+  attention: Int8Array; // −1 none, 2 non-binary
+  completion: Int8Array;
+  tool: Int8Array;
+  flags: Uint8Array;
+  position_ids: Int32Array; // from the attention bits (HF generate) or arange
+}
+
+/** The whole grid as flat (B, W) arrays (the saved report; the page builds rows on demand with gridRow). */
 export interface GridModel {
   B: number;
   P: number;
@@ -194,11 +223,40 @@ export interface GridModel {
   completion: Int8Array; // (B, W)
   tool: Int8Array; // (B, W)
   flags: Uint8Array; // (B, W)
-  position_ids: Int32Array; // (B, W) from the attention bits (HF generate) or arange
+  position_ids: Int32Array; // (B, W)
   rows: RowReadout[];
 }
 
 const bit = (m: MaskBit) => (m === null ? -1 : m === 0 || m === 1 ? m : 2);
+
+/** Classifies every column of sample b. */
+export function gridRow(ctx: GridContext, b: number): RowCells {
+  const W = ctx.P + ctx.C;
+  const r: RowCells = {
+    region: new Uint8Array(W),
+    ids: new Int32Array(W),
+    attention: new Int8Array(W),
+    completion: new Int8Array(W),
+    tool: new Int8Array(W),
+    flags: new Uint8Array(W),
+    position_ids: new Int32Array(W),
+  };
+  const arange = ctx.batch.config?.position_ids === 'arange';
+  let seen = 0;
+  for (let c = 0; c < W; c++) {
+    const cell = classifyCell(ctx, b, c);
+    r.region[c] = cell.region;
+    r.ids[c] = cell.id ?? -1;
+    r.attention[c] = bit(cell.attention);
+    r.completion[c] = bit(cell.completion);
+    r.tool[c] = bit(cell.tool);
+    r.flags[c] = cell.flags;
+    const a = cell.attention === 1 ? 1 : 0;
+    seen += a;
+    r.position_ids[c] = arange ? c : a ? seen - 1 : 1;
+  }
+  return r;
+}
 
 export function buildGrid(ctx: GridContext): GridModel {
   const B = ctx.batch.completion_ids.length;
@@ -217,22 +275,10 @@ export function buildGrid(ctx: GridContext): GridModel {
     position_ids: new Int32Array(B * W),
     rows: [],
   };
-  const arange = ctx.batch.config?.position_ids === 'arange';
+  const fields = ['region', 'ids', 'attention', 'completion', 'tool', 'flags', 'position_ids'] as const;
   for (let b = 0; b < B; b++) {
-    let seen = 0;
-    for (let c = 0; c < W; c++) {
-      const cell = classifyCell(ctx, b, c);
-      const k = b * W + c;
-      g.region[k] = cell.region;
-      g.ids[k] = cell.id ?? -1;
-      g.attention[k] = bit(cell.attention);
-      g.completion[k] = bit(cell.completion);
-      g.tool[k] = bit(cell.tool);
-      g.flags[k] = cell.flags;
-      const a = cell.attention === 1 ? 1 : 0;
-      seen += a;
-      g.position_ids[k] = arange ? c : a ? seen - 1 : 1;
-    }
+    const r = gridRow(ctx, b);
+    for (const f of fields) g[f].set(r[f], b * W);
     g.rows.push(rowReadout(ctx, b));
   }
   return g;

@@ -18,7 +18,8 @@ export function DiffPanel() {
   const select = useStudio((s) => s.select);
   const setHeat = useStudio((s) => s.setHeat);
   const diff = useBatchDiff();
-  const P = batch ? Math.max(0, ...batch.prompt_ids.map((r) => r.length)) : 0;
+  // reduce, not Math.max(...rows): a spread of 200,000 rows overflows the stack and takes the page down.
+  const P = batch ? batch.prompt_ids.reduce((m, r) => Math.max(m, r.length), 0) : 0;
   const s = diff?.summary;
   return (
     <Section title="Diff batches">

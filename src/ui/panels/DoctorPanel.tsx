@@ -5,6 +5,9 @@ import { useStudio } from '../../store/index.ts';
 import type { Finding } from '../../worker/protocol.ts';
 import { Section } from '../fields.tsx';
 
+/** Findings rendered as list items: a batch with a finding on each of 200,000 rows must not become 200,000 DOM nodes. */
+const MAX_SHOWN = 500;
+
 export function DoctorPanel() {
   const findings = useStudio((s) => s.findings);
   const skipped = useStudio((s) => s.skipped);
@@ -44,7 +47,7 @@ export function DoctorPanel() {
         </ul>
       ) : null}
       <ul className="findings" data-testid="findings">
-        {findings.map((f, k) => {
+        {findings.slice(0, MAX_SHOWN).map((f, k) => {
           const active = focus?.rule === f.rule && focus.sample === f.sample && focus.span?.[0] === f.span?.[0];
           return (
             <li
@@ -78,6 +81,11 @@ export function DoctorPanel() {
           );
         })}
       </ul>
+      {findings.length > MAX_SHOWN && (
+        <div className="small muted" data-testid="findings-more">
+          … and {findings.length - MAX_SHOWN} more findings (counted above; Save report lists every one)
+        </div>
+      )}
       {skipped.length > 0 && (
         <details>
           <summary className="small muted">{skipped.length} rules skipped</summary>
