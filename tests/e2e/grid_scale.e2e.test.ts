@@ -47,9 +47,6 @@ const inspector = async (id: string) =>
   Object.fromEntries(await studio.page.getByTestId(id).locator('.kv > span:nth-child(odd)').evaluateAll((ks) => ks.map((k) => [k.textContent ?? '', k.nextElementSibling?.textContent ?? '']))) as Record<string, string>;
 
 beforeAll(async () => {
-  // Build the bundle users get: under vitest NODE_ENV is "test", and Vite's build then ships React's
-  // development build (double renders, dev checks), several times slower on the main thread.
-  process.env.NODE_ENV = 'production';
   studio = await openStudio('grid-scale');
   await studio.page.locator('[data-testid="gpu-badge"].ready').waitFor({ timeout: 60_000 });
   await studio.page.getByTestId('model-info').waitFor({ timeout: 120_000 });

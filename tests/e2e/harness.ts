@@ -41,7 +41,15 @@ export interface Studio {
 /** Builds into .out/<name>-dist, serves it and opens one page at `viewport`. */
 export async function openStudio(name: string, viewport = { width: 1600, height: 1000 }): Promise<Studio> {
   const outDir = path.join(root, `.out/${name}-dist`);
-  await build({ root, logLevel: 'warn', build: { outDir, emptyOutDir: true } });
+  // The bundle users get: under vitest NODE_ENV is "test", and Vite's build would then ship React's
+  // development build (double renders, dev checks), several times slower on the main thread.
+  const env = process.env.NODE_ENV;
+  process.env.NODE_ENV = 'production';
+  try {
+    await build({ root, logLevel: 'warn', build: { outDir, emptyOutDir: true } });
+  } finally {
+    process.env.NODE_ENV = env;
+  }
   const server = await serve(outDir);
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
   const ctx = await chromium.launchPersistentContext(fs.mkdtempSync(path.join(os.tmpdir(), `${name}-`)), {
