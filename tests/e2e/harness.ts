@@ -94,3 +94,14 @@ export const errorTexts = (page: Page, kind: string) => page.locator(`[data-test
 export async function dismissErrors(page: Page): Promise<void> {
   for (const x of await page.locator('[data-testid="errors"] [title="dismiss"]').all()) await x.click();
 }
+
+/**
+ * Saves .out/<name>; a README screenshot (`docs`) is also copied to docs/<name> under UPDATE_SCREENSHOTS=1,
+ * so `npm test` leaves tracked files alone.
+ */
+export async function screenshot(page: Page, name: string, docs = false): Promise<void> {
+  const file = path.join(root, '.out', name);
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  await page.screenshot({ path: file });
+  if (docs && process.env.UPDATE_SCREENSHOTS === '1') fs.copyFileSync(file, path.join(root, 'docs', name));
+}

@@ -18,9 +18,8 @@ import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { parseBatch } from '../../src/io/batch.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openStudio as launch, root, waitForUpdate, type Studio } from './harness.ts';
+import { openStudio as launch, root, screenshot, waitForUpdate, type Studio } from './harness.ts';
 
-const shots = path.join(root, '.out');
 const fixture = path.join(root, 'tests/e2e/fixtures/r1-mask-mismatch.json');
 
 /**
@@ -45,13 +44,6 @@ async function importFixture(): Promise<void> {
 const lossRows = (page: Page) =>
   page.getByTestId('loss-values').locator('tbody tr').evaluateAll((rows) => rows.map((r) => Array.from(r.querySelectorAll('td')).slice(0, 3).map((td) => td.textContent ?? '')));
 
-/** Saves .out/<name>; a README screenshot (`docs`) is also copied to docs/<name> under UPDATE_SCREENSHOTS=1. */
-async function screenshot(name: string, docs = false): Promise<void> {
-  const file = path.join(shots, name);
-  await page.screenshot({ path: file });
-  if (docs && process.env.UPDATE_SCREENSHOTS === '1') fs.copyFileSync(file, path.join(root, 'docs', name));
-}
-
 let studio: Studio;
 let page: Page;
 let base: string;
@@ -60,7 +52,6 @@ let pageErrors: string[];
 beforeAll(async () => {
   studio = await launch('studio-e2e');
   ({ page, base, pageErrors } = studio);
-  fs.mkdirSync(shots, { recursive: true });
 }, 180_000);
 
 afterAll(async () => {
@@ -162,7 +153,7 @@ describe('studio in chromium', () => {
     expect(await page.getByTestId('token-inspector').textContent()).toContain('completion_mask1');
     expect(await page.getByTestId('sample-inspector').textContent()).toContain('What is 25 + 34?');
     expect(await page.getByTestId('chart-grads').isVisible()).toBe(true);
-    await screenshot('studio-step.png', true);
+    await screenshot(page, 'studio-step.png', true);
 
     // Export that batch and step it again as an import.
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export').click()]);
@@ -215,7 +206,7 @@ describe('studio in chromium', () => {
     const inspector = await page.getByTestId('token-inspector').textContent();
     expect(inspector).toContain('mask entry with no id');
     await page.getByTestId('overlay').selectOption('completion');
-    await screenshot('studio-import.png', true);
+    await screenshot(page, 'studio-import.png', true);
 
     // Stepping it on the embedded model (vocabulary 328; the batch is Qwen-tokenized) stops at the first stage
     // that computes, with the field and the model's range named, one line and no stack trace.
@@ -275,7 +266,7 @@ describe('studio in chromium', () => {
     expect(importMs).toBeLessThan(10_000);
     // Two animation frames per step at 60 Hz are ~33 ms; headless chromium paints the 2D canvas on the CPU.
     expect(msPerFrame).toBeLessThan(150);
-    await screenshot('studio-big.png');
+    await screenshot(page, 'studio-big.png');
   });
 
   it('reports a bad file as a clear error', async () => {
@@ -321,7 +312,7 @@ describe('studio in chromium', () => {
     expect(errors.some((e) => e.startsWith('sample 1') && e.includes('timed out'))).toBe(true);
     expect(errors.some((e) => e.startsWith('sample 2') && e.includes('boom'))).toBe(true);
     expect(Date.now() - t0).toBeLessThan(30_000);
-    await screenshot('studio-rewards.png');
+    await screenshot(page, 'studio-rewards.png');
   });
 
   it('keeps prompts and settings across a reload', async () => {

@@ -13,7 +13,7 @@ import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NONFINITE_NOTE } from '../../src/io/batch.ts';
-import { dismissErrors, errorTexts, openStudio, root, stageStatuses, waitForUpdate, type Studio } from './harness.ts';
+import { dismissErrors, errorTexts, openStudio, root, screenshot, stageStatuses, waitForUpdate, type Studio } from './harness.ts';
 
 const fixture = path.join(root, 'tests/e2e/fixtures/r1-mask-mismatch.json');
 const SIZES = [
@@ -219,6 +219,7 @@ describe('studio v2 in chromium', () => {
     const cells = await page.locator('[data-testid="whatif-table"] tbody tr.chosen td').allTextContents();
     expect(cells[1]).toBe((/loss \([\w-]+\) (\S+)/.exec((await page.getByTestId('loss-headline').textContent()) ?? '') ?? [])[1]);
     expect(await page.getByTestId('heat-legend').isVisible()).toBe(true);
+    await screenshot(page, 'studio-whatif.png', true);
     // Nothing was resampled or re-run: same completions, byte for byte, and the same stage results.
     expect(await exported()).toBe(before);
     expect(await page.locator('.stage [data-testid="stage-meta"]').allTextContents()).toEqual(stagesBefore);
