@@ -4,9 +4,8 @@
 // on a SmolLM2-135M-shaped Llama with random weights (a second random model as reference) at batch
 // 8 × 256 (128 prompt + 128 completion tokens; --quick: 2 × 32 and a 2048-token vocabulary, for software
 // adapters). Per stage: wall ms of the second run (the first compiles pipelines) and the peak bytes our
-// GPU buffers held; per model: the peak against the plan of src/model/memory.ts (weights + grads + AdamW
-// state + saved activations + backward scratch + one logits chunk, dlogits being written over it) plus
-// the reference's weights and its inference workspace. Per stage also the GPU work of that second run:
+// GPU buffers held; per model: the peak against the step's plan (src/model/plan.ts, as `grpo-studio plan`
+// and the page show it) with the reference checkpoint held beside the policy. Per stage also the GPU work of that second run:
 // dispatches, compute passes, bind-group cache hit rate, KiB read back and CPU ms spent encoding.
 import { join, resolve, dirname } from 'node:path';
 import { readFileSync } from 'node:fs';
@@ -16,7 +15,8 @@ import { StepPipeline } from '../src/grpo/step.ts';
 import { stepConfigFromBatch } from '../src/grpo/step_config.ts';
 import { parseBatch, type GrpoBatch } from '../src/io/batch.ts';
 import { countParams, type ModelConfig } from '../src/model/config.ts';
-import { planMemory } from '../src/model/memory.ts';
+import { DEFAULT_LIMITS } from '../src/model/memory.ts';
+import { planStep } from '../src/model/plan.ts';
 import { CausalLM } from '../src/model/model.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import { smolLM2, weights } from './model.ts';
@@ -54,11 +54,9 @@ async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: Caus
   pipe.destroy();
 
   const cfg: ModelConfig = policy.config;
-  const plan = planMemory(cfg, { B, T: P + C, logits_to_keep: C });
-  const refPlan = planMemory(reference.config, { B, T: P + C, logits_to_keep: C });
-  const b = plan.bytes;
-  const planned = b.weights + b.grads + b.adamw + b.activations_saved + b.backward_scratch + b.logits;
-  const plannedRef = refPlan.totals.inference; // its weights, one layer's activations and its logits
+  // The step's plan with the reference checkpoint held beside the policy (its weights and, during its
+  // forward, its workspace), as src/model/plan.ts plans the page's update.
+  const planned = planStep(cfg, { B, T: P + C, prompt: P, adapter: null, checkpointing: false, dtype: 'f32', limits: DEFAULT_LIMITS, held_reference_bytes: reference.weightBytes }).total_bytes;
   const peak = Math.max(...results.map((r) => r.peakBytes));
   const common = { model: name, params: countParams(cfg), B, P, C };
   const ran = results.filter((r) => !r.skipped);
@@ -80,8 +78,7 @@ async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: Caus
     ...work(sum),
     'peak MiB': peak / MiB,
     'plan MiB': planned / MiB,
-    'plan+ref MiB': (planned + plannedRef) / MiB,
-    'peak/plan+ref': peak / (planned + plannedRef),
+    'peak/plan': peak / planned,
   });
   return rows;
 }

@@ -49,7 +49,11 @@ describe('StepRunner', () => {
     const info = await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, (p) => progress.push(p.label));
     expect(info.model_type).toBe('qwen2');
     expect(info.tokenizer.eos_token_ids).toHaveLength(1);
-    expect(info.memory_plan.totals.train).toBeGreaterThan(0);
+    // The plan holds the frozen copy (as much as the f32 weights) and the undo copy of every trainable weight.
+    const plan = info.memory_plan.plan;
+    expect(plan.bytes.reference_weights).toBe(plan.bytes.weights);
+    expect(plan.bytes.undo).toBe(4 * plan.trainable_params);
+    expect(plan.total_bytes).toBeGreaterThan(plan.bytes.weights + plan.bytes.reference_weights + plan.bytes.grads + plan.bytes.optimizer);
     expect(progress.some((l) => l.startsWith('policy weights'))).toBe(true);
 
     const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
@@ -57,6 +61,12 @@ describe('StepRunner', () => {
     // A random model earns no task reward; a length reward makes the advantages (and so the gradient) non-zero.
     settings.rewards = [...settings.rewards, { kind: 'length', name: 'length', weight: 1, enabled: true, target_tokens: 2 }];
     await expect(runner.runStage('loss', settings)).rejects.toThrow(/the next stage is "render"/);
+    // The plan before the step is for this prompt set: 2 prompts × G 3 rows of the longest rendering + 4 tokens.
+    const planned = runner.plan(settings);
+    expect(planned.options).toMatchObject({ B: 6, T: planned.options.prompt + 4, adapter: null });
+    expect(planned.options.prompt).toBeGreaterThan(0);
+    expect(planned.plan.rows).toBe(6 * 4);
+    expect(runner.plan({ ...settings, sampling: { ...settings.sampling, num_generations: 6 } }).plan.bytes.activations).toBe(2 * planned.plan.bytes.activations);
 
     const run = async () => {
       const out: Partial<StagePayloads> = {};
@@ -167,14 +177,14 @@ describe('StepRunner', () => {
     const runner = createStepRunner(await testGpu());
     const loaded = await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, () => {});
     expect(loaded.reference).toBeNull();
-    expect(loaded.memory_plan.bytes.reference_weights).toBe(loaded.memory_plan.bytes.weights); // the frozen copy, f32
+    expect(loaded.memory_plan.plan.bytes.reference_weights).toBe(loaded.memory_plan.plan.bytes.weights); // the frozen copy, f32
     await expect(runner.loadReference({ kind: 'local', name: 'wide', files: droppedFolder('wide', 9, 8) }, () => {})).rejects.toThrow(/wide: the reference's vocabulary \(\d+ tokens\) differs from the policy's/);
     const labels: string[] = [];
     const info = await runner.loadReference({ kind: 'local', name: 'tiny-ref', files: droppedFolder('tiny-ref', 10) }, (p) => labels.push(p.label));
     expect(labels.some((l) => l.startsWith('reference weights'))).toBe(true);
-    expect(info.reference).toMatchObject({ name: 'tiny-ref', model_type: 'qwen2', num_parameters: loaded.num_parameters, bytes: loaded.memory_plan.bytes.weights });
-    expect(info.memory_plan.bytes.reference_weights).toBe(2 * loaded.memory_plan.bytes.weights);
-    expect(info.memory_plan.totals.train - loaded.memory_plan.totals.train).toBe(info.reference!.bytes);
+    expect(info.reference).toMatchObject({ name: 'tiny-ref', model_type: 'qwen2', num_parameters: loaded.num_parameters, bytes: loaded.memory_plan.plan.bytes.weights });
+    expect(info.memory_plan.plan.bytes.reference_weights).toBe(2 * loaded.memory_plan.plan.bytes.weights);
+    expect(info.memory_plan.plan.total_bytes - loaded.memory_plan.plan.total_bytes).toBe(info.reference!.bytes);
 
     const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
     settings.sampling = { ...settings.sampling, num_generations: 3, max_new_tokens: 4 };
@@ -197,7 +207,7 @@ describe('StepRunner', () => {
     // Dropping it: back to the frozen copy of the loaded weights (the update continues from the stepped ones).
     const back = await runner.loadReference(null, () => {});
     expect(back.reference).toBeNull();
-    expect(back.memory_plan.bytes.reference_weights).toBe(loaded.memory_plan.bytes.weights);
+    expect(back.memory_plan.plan.bytes.reference_weights).toBe(loaded.memory_plan.plan.bytes.weights);
     const again = await run(runner);
     expect(again.reference_forward.reference_label).toBe('frozen-copy of the loaded weights');
     runner.dispose();

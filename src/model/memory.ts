@@ -1,9 +1,7 @@
-// The memory plan: every GPU buffer the runtime will allocate for a config at batch B × T, computed
-// before any weight is read, so the UI and CLI can say "this will not fit" up front. The activation
-// table below is the one model.ts allocates from (one source of truth for sizes), and each big buffer
-// is checked against the adapter's maxBufferSize / maxStorageBufferBindingSize. The head runs in row
-// chunks (src/model/head.ts), so the logits planned are one chunk, and dlogits are written over it.
-import { countParams, type ModelConfig } from './config.ts';
+// The sizes of the runtime's GPU buffers for a config at batch B × T: the activation tables model.ts
+// allocates from (one source of truth for sizes), the backward's scratch, the device limits and the head's
+// row chunk (src/model/head.ts). src/model/plan.ts adds them up into the memory plan of one step.
+import type { ModelConfig } from './config.ts';
 
 /** Element counts of one layer's saved activations (f32). N = B·T rows. */
 export function layerActivationSizes(cfg: ModelConfig, B: number, T: number): Record<string, number> {
@@ -72,8 +70,6 @@ export function backwardScratchSizes(cfg: ModelConfig, B: number, T: number, kee
   return s;
 }
 
-const sum = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
-
 export interface BufferLimits {
   maxBufferSize: number;
   maxStorageBufferBindingSize: number;
@@ -91,99 +87,4 @@ export const LOGITS_CHUNK_BYTES = DEFAULT_LIMITS.maxStorageBufferBindingSize;
 /** Rows of one logits chunk: as many (V f32 each) as one storage binding (at most LOGITS_CHUNK_BYTES) holds, at most `rows`. */
 export function logitsChunkRows(V: number, rows: number, maxBindingBytes: number): number {
   return Math.max(1, Math.min(rows, Math.floor(Math.min(maxBindingBytes, LOGITS_CHUNK_BYTES) / (V * 4))));
-}
-
-export interface MemoryPlan {
-  model: string;
-  params: number;
-  B: number;
-  T: number;
-  /** Rows the head scores: B·T, or B·logits_to_keep. */
-  rows: number;
-  /** Rows of one logits chunk. */
-  chunk_rows: number;
-  bytes: {
-    weights: number;
-    reference_weights: number; // weights held beside the policy for the reference (the studio's frozen copy, a reference checkpoint), else 0
-    grads: number;
-    adamw: number; // exp_avg + exp_avg_sq
-    activations_saved: number; // every layer's activations kept for backward
-    activations_inference: number; // one layer's set, reused (scoring / sampling)
-    backward_scratch: number;
-    logits: number; // one chunk (R, V) of the head's rows (src/model/head.ts); dlogits are written over it
-    logits_full: number; // (B·T, V) without logits_to_keep, if it were materialised
-  };
-  totals: {
-    /** Scoring / generation: weights (+ reference weights) + one layer of activations + one logits chunk. */
-    inference: number;
-    /** One GRPO step with AdamW: weights (+ reference weights), grads, optimizer state, saved activations, one logits chunk (dlogits in place). */
-    train: number;
-  };
-  /** The biggest single buffers, and those past a limit. */
-  largest: { name: string; bytes: number }[];
-  violations: { name: string; bytes: number; limit: keyof BufferLimits; value: number }[];
-}
-
-/**
- * The plan for `cfg` at batch B × T (logits_to_keep: completion width C, so rows = B·C); reference_bytes:
- * the reference's weights on the GPU besides the policy's (a frozen copy, a second checkpoint), as held.
- */
-export function planMemory(cfg: ModelConfig, opts: { B: number; T: number; logits_to_keep?: number; limits?: BufferLimits; name?: string; reference_bytes?: number }): MemoryPlan {
-  const { B, T } = opts;
-  const limits = opts.limits ?? DEFAULT_LIMITS;
-  const keep = opts.logits_to_keep ?? 0;
-  const rows = B * (keep || T);
-  const params = countParams(cfg);
-  const F = 4;
-  const layer = layerActivationSizes(cfg, B, T);
-  const shared = sharedActivationSizes(cfg, B, T, keep);
-  const { logits: _full, ...sharedRest } = shared;
-  const R = logitsChunkRows(cfg.vocab_size, rows, limits.maxStorageBufferBindingSize);
-  const scratch = backwardScratchSizes(cfg, B, T, keep);
-  const bytes = {
-    weights: params * F,
-    reference_weights: opts.reference_bytes ?? 0,
-    grads: params * F,
-    adamw: 2 * params * F,
-    activations_saved: (cfg.num_hidden_layers * sum(layer) + sum(sharedRest)) * F,
-    activations_inference: (sum(layer) + sum(sharedRest)) * F,
-    backward_scratch: sum(scratch) * F,
-    logits: R * cfg.vocab_size * F,
-    logits_full: B * T * cfg.vocab_size * F,
-  };
-  const totals = {
-    inference: bytes.weights + bytes.reference_weights + bytes.activations_inference + bytes.logits,
-    train: bytes.weights + bytes.reference_weights + bytes.grads + bytes.adamw + bytes.activations_saved + bytes.backward_scratch + bytes.logits,
-  };
-  const candidates: { name: string; bytes: number }[] = [
-    { name: 'embedding (V, C)', bytes: cfg.vocab_size * cfg.hidden_size * F },
-    { name: 'logits chunk (R, V)', bytes: bytes.logits },
-    { name: 'mlp hidden (N, I)', bytes: B * T * cfg.intermediate_size * F },
-    { name: 'residual (N, C)', bytes: B * T * cfg.hidden_size * F },
-  ];
-  if (cfg.family === 'gpt2') candidates.push({ name: 'qkv (N, 3C)', bytes: shared.qkv * F });
-  candidates.sort((a, b) => b.bytes - a.bytes);
-  const violations: MemoryPlan['violations'] = [];
-  for (const c of candidates) {
-    for (const limit of ['maxBufferSize', 'maxStorageBufferBindingSize'] as const) {
-      if (c.bytes > limits[limit]) {
-        violations.push({ name: c.name, bytes: c.bytes, limit, value: limits[limit] });
-        break; // past maxBufferSize implies past the binding size too
-      }
-    }
-  }
-  return { model: opts.name ?? cfg.architecture, params, B, T, rows, chunk_rows: R, bytes, totals, largest: candidates, violations };
-}
-
-/** A short human summary (CLI / UI). */
-export function formatPlan(p: MemoryPlan): string {
-  const gib = (x: number) => `${(x / 2 ** 30).toFixed(2)} GiB`;
-  const lines = [
-    `${p.model}: ${(p.params / 1e6).toFixed(1)}M params, batch ${p.B}×${p.T}, ${p.rows} scored rows (logits in chunks of ${p.chunk_rows})`,
-    `  weights ${gib(p.bytes.weights)}${p.bytes.reference_weights ? ` (+ ${gib(p.bytes.reference_weights)} reference)` : ''}, grads ${gib(p.bytes.grads)}, AdamW ${gib(p.bytes.adamw)}`,
-    `  activations ${gib(p.bytes.activations_saved)} saved / ${gib(p.bytes.activations_inference)} inference, logits chunk ${gib(p.bytes.logits)} (full ${gib(p.bytes.logits_full)})`,
-    `  total: inference ${gib(p.totals.inference)}, train step ${gib(p.totals.train)}`,
-  ];
-  for (const v of p.violations) lines.push(`  ! ${v.name} is ${gib(v.bytes)} > ${v.limit} ${gib(v.value)}`);
-  return lines.join('\n');
 }

@@ -36,6 +36,14 @@ export interface PlanOptions {
   /** Scoring only (no backward, no optimizer): the `score` verb. */
   scoreOnly?: boolean;
   limits: BufferLimits;
+  /**
+   * Weights held beside the policy for the whole session (the page: the frozen copy of the weights as
+   * loaded, and a second checkpoint loaded as reference), in bytes. The CLI holds none: its frozen-copy
+   * reference is the policy's own pre-step log-probs.
+   */
+  held_reference_bytes?: number;
+  /** The page keeps a copy of the trainable weights for an exact undo of the step. */
+  undo?: boolean;
 }
 
 export interface StepPlan {
@@ -50,6 +58,8 @@ export interface StepPlan {
     logits_chunk: number; // one chunk of logits (R, V) with its hidden rows (and their gradient in the backward)
     reference: number; // the reference forward's workspace
     scratch: number; // backward gradient scratch, LoRA intermediates, the optimizer's θ_old
+    reference_weights: number; // held reference weights (PlanOptions.held_reference_bytes)
+    undo: number; // the page's copy of the trainable weights before the step
   };
   total_bytes: number; // the planned peak: max of the two moments below
   peak: 'reference forward' | 'backward + step' | 'scoring';
@@ -94,8 +104,12 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
     optimizer: o.scoreOnly ? 0 : 2 * trainable * F,
     activations: (saved + sum(shared)) * F,
     logits_chunk: (o.scoreOnly ? chunk : backChunk) * F,
-    reference: lora && !o.scoreOnly ? (layer + sum(shared) + chunk) * F : 0,
+    // A reference other than the policy's own pre-step log-probs (the adapter-off view, a held frozen copy
+    // or checkpoint) scores with a workspace of its own, sized here as the policy's (same shapes).
+    reference: (lora || (o.held_reference_bytes ?? 0) > 0) && !o.scoreOnly ? (layer + sum(shared) + chunk) * F : 0,
     scratch: o.scoreOnly ? loraScratch * F : (sum(backwardScratchSizes(cfg, B, T, C)) + loraScratch + thetaOld) * F,
+    reference_weights: o.held_reference_bytes ?? 0,
+    undo: o.undo && !o.scoreOnly ? trainable * F : 0,
   };
   // Fused attention keeps no (B, Hq, T, T) probabilities (src/kernels/attention.ts): none to check.
   const buffers: StepPlan['buffers'] = [];
@@ -103,11 +117,12 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
     if (b > o.limits.maxBufferSize) buffers.push({ name, bytes: b, status: 'does not fit' });
     else if (b > o.limits.maxStorageBufferBindingSize) buffers.push({ name, bytes: b, status: 'windowed' });
   }
-  const common = bytes.weights + bytes.activations;
+  const common = bytes.weights + bytes.reference_weights + bytes.activations;
   const atReference = common + bytes.grads + bytes.reference;
   // The backward's chunk is freed when it is submitted, before the optimizer allocates its moments.
   const afterBackward = bytes.optimizer + Math.max(thetaOld, chunk) * F;
-  const atStep = common + bytes.grads + bytes.scratch - thetaOld * F + Math.max(bytes.logits_chunk, afterBackward);
+  // The undo copy is taken before the weights change, once the backward has run: alive at the step.
+  const atStep = common + bytes.grads + bytes.scratch - thetaOld * F + Math.max(bytes.logits_chunk, afterBackward + bytes.undo);
   const peak = o.scoreOnly ? 'scoring' : atReference > atStep ? 'reference forward' : 'backward + step';
   return { params, trainable_params: trainable, rows, bytes, total_bytes: o.scoreOnly ? common + bytes.logits_chunk + bytes.scratch : Math.max(atReference, atStep), peak, buffers };
 }
@@ -118,8 +133,9 @@ export function formatStepPlan(name: string, o: PlanOptions, p: StepPlan): strin
   const what = o.scoreOnly ? 'scoring' : o.adapter !== null ? `LoRA r = ${o.adapter} (all linear layers)` : 'full fine-tuning';
   const lines = [
     `${name}: ${(p.params / 1e6).toFixed(1)}M params, ${what}, batch ${o.B}×${o.T} (prompt ${o.prompt}), ${p.rows} scored rows${o.checkpointing ? ', gradient checkpointing' : ''}`,
-    ...Object.entries(p.bytes).map(([k, v]) => `  ${k.padEnd(13)} ${gib(v).padStart(12)}`),
-    `  ${'total'.padEnd(13)} ${gib(p.total_bytes).padStart(12)}   (peak at the ${p.peak}; the reference's workspace is freed before the backward)`,
+    // What only the page holds (a reference copy, the undo copy) is listed where it is held.
+    ...Object.entries(p.bytes).filter(([k, v]) => v > 0 || (k !== 'reference_weights' && k !== 'undo')).map(([k, v]) => `  ${k.padEnd(17)} ${gib(v).padStart(12)}`),
+    `  ${'total'.padEnd(17)} ${gib(p.total_bytes).padStart(12)}   (peak at the ${p.peak}; the reference's workspace is freed before the backward)`,
   ];
   for (const b of p.buffers) lines.push(b.status === 'does not fit' ? `  ! ${b.name} is ${gib(b.bytes)} > maxBufferSize ${gib(o.limits.maxBufferSize)}: does not fit` : `  ${b.name} is ${gib(b.bytes)} > maxStorageBufferBindingSize: bound in windows`);
   return lines.join('\n');

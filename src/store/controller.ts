@@ -272,6 +272,19 @@ export async function runTemplateDiff(variants: [TemplateVariant, TemplateVarian
   }
 }
 
+/**
+ * The memory plan of an update with the current prompt set, G and completion length (the plan before a
+ * step). A plan asked for while another is on its way answers after it: the last request wins.
+ */
+export async function refreshPlan(): Promise<void> {
+  if (store().modelStatus !== 'ready') return;
+  try {
+    store().setPlan(await worker().request({ type: 'plan', settings: settings() }));
+  } catch (e) {
+    fail(e);
+  }
+}
+
 /** Makes the what-if settings the loss settings of the next update (the results on screen then read as stale). */
 export function applyWhatIf(): void {
   const w = store().whatIfSettings;

@@ -6,7 +6,7 @@ import type { StateCreator } from 'zustand';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
-import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type LossSettings, type WhatIfResult, type BeforeAfterResult, type WeightsMode, type TemplateDiff } from '../worker/protocol.ts';
+import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type LossSettings, type WhatIfResult, type BeforeAfterResult, type WeightsMode, type TemplateDiff, type PagePlan } from '../worker/protocol.ts';
 
 export type Status = 'idle' | 'busy' | 'ready' | 'error';
 
@@ -106,6 +106,9 @@ export interface ViewSlice {
   /** The prompt set rendered with two chat-template variants, aligned token by token (null until asked). */
   templateDiff: TemplateDiff | null;
   setTemplateDiff(d: TemplateDiff | null): void;
+  /** The memory plan of an update with the current prompt set, G and completion length (null: not asked yet, the model's default-task plan stands). */
+  plan: PagePlan | null;
+  setPlan(p: PagePlan | null): void;
   overlay: Overlay;
   heat: HeatMetric;
   /** The selected cell (sample, column of the grid), or null. */
@@ -221,6 +224,8 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   setDiffBase: (diffBase) => set({ diffBase }),
   templateDiff: null,
   setTemplateDiff: (templateDiff) => set({ templateDiff }),
+  plan: null,
+  setPlan: (plan) => set({ plan }),
   overlay: 'completion',
   heat: 'none',
   selected: null,

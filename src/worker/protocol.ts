@@ -13,7 +13,7 @@ import type { StageData, StageResult as PipelineStageResult } from '../grpo/step
 import type { AdvantageEstimator } from '../grpo/advantages.ts';
 import type { OptimizerConfig } from '../grpo/optimizer.ts';
 import type { JsRewardRunner, RewardSample, RewardSpec, RewardTable } from '../grpo/rewards.ts';
-import type { MemoryPlan } from '../model/memory.ts';
+import type { PlanOptions, StepPlan } from '../model/plan.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
 import type { ImportanceSamplingLevel, KlEstimator, LossType } from '../kernels/types.ts';
 import type { LogpLossResult } from '../grpo/loss_from_logps.ts';
@@ -164,10 +164,16 @@ export interface ModelInfo {
   vocab_size: number;
   tokenizer: { kind: string; bos_token_id: number | null; eos_token_ids: number[]; pad_token_id: number | null; special_token_ids: number[] };
   chat_template: string | null;
-  /** For the prompt set and G as they were at load time (src/model/memory.ts); reference_weights: the frozen copy plus a reference checkpoint. */
-  memory_plan: MemoryPlan;
+  /** The step's memory plan (src/model/plan.ts, as `grpo-studio plan`) for the default task's prompts; the page asks for its current prompt set with a 'plan' request. */
+  memory_plan: PagePlan;
   /** A second checkpoint loaded as the reference (β > 0), or null: the frozen copy of the policy as loaded. */
   reference: ReferenceInfo | null;
+}
+
+/** The memory plan of one update of the page: the shape it was planned for, and the plan. */
+export interface PagePlan {
+  options: Omit<PlanOptions, 'limits'>;
+  plan: StepPlan;
 }
 
 /** A reference checkpoint held beside the policy: what the reference stage will name, and its GPU bytes. */
@@ -279,6 +285,8 @@ export interface StepRunner {
   reset(undo?: boolean): Promise<void>;
   /** The loss of the current update's batch under other loss settings and trainer preset (default: the update's); the update must have reached its loss stage. */
   whatIf(loss: LossSettings, trainer?: TrainerPreset): Promise<WhatIfResult>;
+  /** The memory plan of an update with `settings`' prompts, G and completion length, as the step would run it now. */
+  plan(settings: StepSettings): PagePlan;
   /** Re-samples the update's prompts with the same seed from the stepped weights and scores them (the update must have taken its step). */
   beforeAfter(): Promise<BeforeAfterResult>;
   /**
@@ -321,6 +329,8 @@ export type Request =
   | { type: 'run-stage'; stage: StageId; settings: StepSettings; start?: StepStart }
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
   | { type: 'what-if'; loss: LossSettings; trainer?: TrainerPreset }
+  /** The memory plan of an update with these prompts and sampling settings, before it runs. */
+  | { type: 'plan'; settings: StepSettings }
   | { type: 'before-after' }
   | { type: 'template-diff'; conversations: ChatMessage[][]; variants: [TemplateVariant, TemplateVariant] }
   | { type: 'reset'; undo?: boolean };
@@ -336,6 +346,7 @@ export interface Responses {
   'run-stage': StageResult;
   'score-rewards': RewardTable;
   'what-if': WhatIfResult;
+  plan: PagePlan;
   'before-after': BeforeAfterResult;
   'template-diff': TemplateDiff;
   reset: Record<string, never>;

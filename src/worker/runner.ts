@@ -17,7 +17,7 @@ import { countParams, ModelLoadError } from '../model/config.ts';
 import { kvDecoder } from '../model/generate.ts';
 import { HubSource } from '../model/hub.ts';
 import type { LoadProgress as ModelLoadProgress } from '../model/loader.ts';
-import { planMemory } from '../model/memory.ts';
+import { planStep } from '../model/plan.ts';
 import { CausalLM } from '../model/model.ts';
 import { FileSource, parseJSONFile, readStream, type ModelSource } from '../model/source.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
@@ -25,7 +25,7 @@ import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
 import { diffTemplates, type TemplateDiff, type TemplateVariant } from '../tokenize/template_diff.ts';
 import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
 import type { DoctorReport } from '../doctor/types.ts';
-import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerPreset, TrainerView } from './protocol.ts';
+import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, PagePlan, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerPreset, TrainerView } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
 import { batchConfigOf, DEFAULT_TRAINER, promptConversation } from './settings.ts';
 import { gradientProblem, trainerView, trainerWhatIf } from './trainer_view.ts';
@@ -199,16 +199,14 @@ class PipelineRunner implements StepRunner {
     return this.info();
   }
 
-  /** The loaded model as the page shows it; the memory plan at the default task's shape (its prompts rendered with this tokenizer, G completions each). */
+  /** The loaded model as the page shows it, with the memory plan of an update on the default task. */
   private info(): ModelInfo {
     const policy = this.policy!;
     const { tokenizer, kind, name } = this.tokenizer!;
     const cfg = policy.config;
-    const P = Math.max(...DEFAULT_PROMPTS.map((p) => tokenizer.renderChat(p.messages).ids.length));
-    const C = DEFAULT_GRPO_CONFIG.max_completion_length ?? 8;
     const eos = tokenizer.eos_token_id;
     const ref = this.refModel;
-    const reference_bytes = this.frozen!.weightBytes + (ref?.model.weightBytes ?? 0);
+    const P = Math.max(...DEFAULT_PROMPTS.map((p) => tokenizer.renderChat(p.messages).ids.length));
     return {
       name,
       model_type: cfg.model_type,
@@ -218,7 +216,7 @@ class PipelineRunner implements StepRunner {
       vocab_size: cfg.vocab_size,
       tokenizer: { kind, bos_token_id: tokenizer.bos_token_id ?? null, eos_token_ids: eos === undefined ? [] : [eos], pad_token_id: tokenizer.pad_token_id ?? null, special_token_ids: [...tokenizer.special_token_ids] },
       chat_template: (tokenizer.hf.chat_template as string | null | undefined) ?? null,
-      memory_plan: planMemory(cfg, { B: DEFAULT_PROMPTS.length * DEFAULT_GRPO_CONFIG.num_generations, T: P + C, logits_to_keep: C, limits: this.gpu.limits, name, reference_bytes }),
+      memory_plan: this.planFor(DEFAULT_PROMPTS.length * DEFAULT_GRPO_CONFIG.num_generations, P, DEFAULT_GRPO_CONFIG.max_completion_length ?? 8),
       reference: ref && {
         name: ref.name,
         model_type: ref.model.config.model_type,
@@ -367,6 +365,33 @@ class PipelineRunner implements StepRunner {
     const after = await pipe.resample();
     const side = (x: StageData['sample'], y: StageData['reward']): SampledSide => ({ completion_texts: x.completion_texts, lengths: x.completion_ids.map((c) => c.length), rewards: y.rewards, rewards_per_func: y.rewards_per_func });
     return { G: s.completion_ids.length / render.prompt_ids.length, names: r.names, before: side(s, r), after: side(after.sample, after.reward) };
+  }
+
+  plan(settings: StepSettings): PagePlan {
+    const tokenizer = this.tokenizer?.tokenizer;
+    if (!this.policy || !tokenizer) throw new Error('load a model first');
+    const P = Math.max(1, ...settings.prompts.map((p) => tokenizer.renderChat(promptConversation(p)).ids.length));
+    return this.planFor(settings.prompts.length * settings.sampling.num_generations, P, settings.sampling.max_new_tokens);
+  }
+
+  /**
+   * The plan of an update of B rows, prompts of up to P tokens and C new tokens, as this runner holds it:
+   * the policy's storage and adapter, the frozen copy and any reference checkpoint, the undo copy.
+   */
+  private planFor(B: number, P: number, C: number): PagePlan {
+    const policy = this.policy!;
+    const cfg = policy.config;
+    const options = {
+      B,
+      T: P + C,
+      prompt: P,
+      adapter: policy.adapter?.config.r ?? null,
+      checkpointing: policy.checkpointing,
+      dtype: policy.info?.dtypes.includes('BF16') ? ('bf16' as const) : ('f32' as const),
+      held_reference_bytes: this.frozen!.weightBytes + (this.refModel?.model.weightBytes ?? 0),
+      undo: true,
+    };
+    return { options, plan: planStep(cfg, { ...options, limits: this.gpu.limits }) };
   }
 
   async reset(undo = true): Promise<void> {

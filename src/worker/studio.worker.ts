@@ -97,6 +97,8 @@ async function handle(id: number, req: Request): Promise<Responses[Request['type
       return (await stepRunner()).templateDiff(req.conversations, req.variants);
     case 'what-if':
       return (await stepRunner()).whatIf(req.loss, req.trainer);
+    case 'plan':
+      return (await stepRunner()).plan(req.settings);
     case 'score-rewards':
       return scoreRewards(req.rewards, req.samples, runJs);
     case 'reset':

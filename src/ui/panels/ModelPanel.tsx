@@ -2,10 +2,10 @@
 // limits, load progress, the tokenizer, the chat template and the memory plan of the loaded model, and
 // the reference KL is measured against: the frozen copy of the weights as loaded, or a second checkpoint
 // (a Hub id or a folder), with the GPU memory each holds.
-import { useRef, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { useStudio } from '../../store/index.ts';
 import { DEFAULT_MODEL_NAME } from '../../store/vocabulary.ts';
-import { loadDefaultModel, loadModel, loadReference } from '../../store/controller.ts';
+import { loadDefaultModel, loadModel, loadReference, refreshPlan } from '../../store/controller.ts';
 import { KV, Section, formatBytes } from '../fields.tsx';
 import type { ModelChoice } from '../../worker/protocol.ts';
 
@@ -158,7 +158,7 @@ function ReferenceView() {
   const folderRef = useRef<HTMLInputElement>(null);
   if (!model) return null;
   const ref = model.reference;
-  const frozenBytes = model.memory_plan.bytes.reference_weights - (ref?.bytes ?? 0);
+  const frozenBytes = model.memory_plan.plan.bytes.reference_weights - (ref?.bytes ?? 0);
   return (
     <div data-testid="reference-model">
       <h4>Reference</h4>
@@ -194,22 +194,38 @@ function ReferenceView() {
   );
 }
 
+/**
+ * The memory plan of the next update (src/model/plan.ts, the same as `grpo-studio plan`) for the current
+ * prompt set, G and completion length, asked of the worker whenever those change; the default task's
+ * plan from the model load until then.
+ */
 function MemoryPlanView() {
-  const plan = useStudio((s) => s.model?.memory_plan);
-  if (!plan) return null;
+  const model = useStudio((s) => s.model);
+  const asked = useStudio((s) => s.plan);
+  const prompts = useStudio((s) => s.prompts);
+  const G = useStudio((s) => s.sampling.num_generations);
+  const C = useStudio((s) => s.sampling.max_new_tokens);
+  useEffect(() => {
+    if (!model) return;
+    const t = setTimeout(() => void refreshPlan(), 200);
+    return () => clearTimeout(t);
+  }, [model, prompts, G, C]);
+  const current = asked ?? model?.memory_plan;
+  if (!current) return null;
+  const { options: o, plan } = current;
   return (
-    <details open>
-      <summary className="small">
-        memory plan (B {plan.B} × T {plan.T}): train step {formatBytes(plan.totals.train)}, inference {formatBytes(plan.totals.inference)}
+    <details open data-testid="memory-plan" data-total={plan.total_bytes}>
+      <summary className="small" title="the peak of one update: the larger of the reference forward and the backward + optimizer step (src/model/plan.ts; `grpo-studio plan` prints the same)">
+        memory plan ({o.B} rows × {o.T} tokens, prompt {o.prompt}{o.adapter !== null ? `, LoRA r ${o.adapter}` : ''}): peak {formatBytes(plan.total_bytes)} at the {plan.peak}
       </summary>
       <div className="kv small">
         {Object.entries(plan.bytes).map(([k, v]) => (
           <KV key={k} k={k} v={formatBytes(v)} />
         ))}
       </div>
-      {plan.violations.map((v) => (
-        <div key={v.name} className="warn small">
-          {v.name} is {formatBytes(v.bytes)} &gt; {v.limit} {formatBytes(v.value)}
+      {plan.buffers.map((b) => (
+        <div key={b.name} className={b.status === 'does not fit' ? 'warn small' : 'small muted'}>
+          {b.name} is {formatBytes(b.bytes)}: {b.status === 'does not fit' ? 'larger than maxBufferSize, does not fit' : 'past one storage binding, bound in windows'}
         </div>
       ))}
     </details>
