@@ -46,6 +46,15 @@ describe('reference model in chromium', () => {
     expect(await page.getByTestId('step-weights').inputValue()).toBe('continue');
     expect(await page.getByTestId('reference-name').textContent()).toContain('frozen copy of the loaded weights');
     expect(await page.getByTestId('model-info').textContent()).toContain('reference_weights');
+    // The plan before a step follows the prompt set: doubling G doubles the rows planned and raises the peak.
+    const plan = page.getByTestId('memory-plan');
+    const G = Number(await page.getByTestId('num-generations').inputValue());
+    await expect.poll(async () => (await plan.locator('summary').textContent()) ?? '', { timeout: 10_000 }).toContain(`(${4 * G} rows`);
+    const before = Number(await plan.getAttribute('data-total'));
+    await page.getByTestId('num-generations').fill(String(2 * G));
+    await expect.poll(async () => (await plan.locator('summary').textContent()) ?? '', { timeout: 10_000 }).toContain(`(${8 * G} rows`);
+    expect(Number(await plan.getAttribute('data-total'))).toBeGreaterThan(before);
+    await page.getByTestId('num-generations').fill(String(G));
     expect(await policyWeights()).toBe('policy: as loaded');
 
     await runUpdate('step-run', 'policy: loaded + 1 step');
