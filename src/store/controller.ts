@@ -9,7 +9,7 @@ import { studioStore } from './index.ts';
 import { StudioClient } from '../worker/client.ts';
 import { Cancelled, StudioFailure } from '../worker/errors.ts';
 import { importStore } from './import.ts';
-import { STAGES, type LoadProgress, type LossSettings, type ModelChoice, type StepSettings, type StepStart, type TemplateVariant } from '../worker/protocol.ts';
+import { STAGES, type LoadProgress, type LossSettings, type ModelChoice, type ModelInfo, type StepSettings, type StepStart, type TemplateVariant } from '../worker/protocol.ts';
 import { lossSettingsOf, presetOfBatch, promptConversation, trainerOfFormat } from '../worker/settings.ts';
 import type { ReportInput } from '../report/html.ts';
 
@@ -146,14 +146,19 @@ function download(blob: Blob, name: string): void {
   setTimeout(() => URL.revokeObjectURL(a.href), 1000);
 }
 
-export async function loadModel(source: ModelChoice): Promise<void> {
+/**
+ * Runs a model-changing request (policy, reference): the model panel is busy with `label` meanwhile; on
+ * success the update on screen is dropped (it was computed with the old model) and the answer shown; on
+ * failure the model that worked before stays.
+ */
+async function changeModel(label: string, request: () => Promise<ModelInfo>, after: () => void = () => {}): Promise<void> {
   const previous = store().modelStatus === 'ready' ? store().model : null;
   store().setModel('busy');
-  store().setLoadProgress({ label: 'starting', loaded: 0, total: 0 });
+  store().setLoadProgress({ label, loaded: 0, total: 0 });
   try {
-    const { model } = await worker().request({ type: 'load-model', source });
+    const model = await request();
     store().resetRun();
-    store().setPolicySteps(0);
+    after();
     store().setModel('ready', model);
   } catch (e) {
     store().setModel(previous ? 'ready' : 'error', previous);
@@ -163,25 +168,16 @@ export async function loadModel(source: ModelChoice): Promise<void> {
   }
 }
 
+export function loadModel(source: ModelChoice): Promise<void> {
+  return changeModel('starting', async () => (await worker().request({ type: 'load-model', source })).model, () => store().setPolicySteps(0));
+}
+
 /**
  * Loads a second checkpoint as the reference of the next updates, or (null) goes back to the frozen copy
- * of the policy as loaded. The update on screen was computed against the old reference and is dropped;
- * the policy's weights stay. On failure the reference loaded before stays.
+ * of the policy as loaded. The policy's weights stay; on failure the reference loaded before stays.
  */
-export async function loadReference(source: ModelChoice | null): Promise<void> {
-  const previous = store().model;
-  store().setModel('busy');
-  store().setLoadProgress({ label: 'reference', loaded: 0, total: 0 });
-  try {
-    const { model } = await worker().request({ type: 'load-reference', source });
-    store().resetRun();
-    store().setModel('ready', model);
-  } catch (e) {
-    store().setModel(previous ? 'ready' : 'error', previous);
-    fail(e);
-  } finally {
-    store().setLoadProgress(null);
-  }
+export function loadReference(source: ModelChoice | null): Promise<void> {
+  return changeModel('reference', async () => (await worker().request({ type: 'load-reference', source })).model);
 }
 
 function settings(): StepSettings {
