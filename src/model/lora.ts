@@ -12,6 +12,7 @@
 // the adapter name dropped). Options that change the math and are not implemented are refused by name.
 import { parseSafeTensors, toF32, writeSafeTensors, type TensorOut } from '../io/safetensors.ts';
 import { ModelLoadError, paramSpecs, type ModelConfig, type ParamGroup } from './config.ts';
+import { Rng } from './rng.ts';
 import type { ModelSource } from './source.ts';
 
 export interface LoraConfig {
@@ -155,4 +156,47 @@ export function saveLoraAdapter(w: LoraWeights): { 'adapter_model.safetensors': 
     'adapter_model.safetensors': writeSafeTensors(tensors, { format: 'pt' }),
     'adapter_config.json': JSON.stringify(w.config.raw, null, 2) + '\n',
   };
+}
+
+/** What a new adapter is made from (the page's "create"): PEFT LoraConfig fields, and the seed of A's init. */
+export interface NewLoraOptions {
+  r: number;
+  lora_alpha: number;
+  use_rslora: boolean;
+  target_modules: string[] | 'all-linear';
+  seed: number;
+}
+
+/**
+ * A fresh adapter as PEFT's LoraLayer.reset_lora_parameters(init_lora_weights=True) makes it: A from
+ * kaiming_uniform_(a=√5), i.e. U(±1/√in), here from a seeded RNG; B = 0, so the first forward is the
+ * base's exactly. The config is the adapter_config.json that saving writes (lora_dropout 0: one
+ * deterministic step has no dropout). Throws ModelLoadError naming the field the options get wrong.
+ */
+export function initLoraWeights(model: ModelConfig, opts: NewLoraOptions, base_model_name_or_path: string | null): LoraWeights {
+  const config = parseLoraConfig(
+    {
+      peft_type: 'LORA',
+      task_type: 'CAUSAL_LM',
+      base_model_name_or_path,
+      r: opts.r,
+      lora_alpha: opts.lora_alpha,
+      use_rslora: opts.use_rslora,
+      target_modules: opts.target_modules,
+      lora_dropout: 0,
+      bias: 'none',
+      fan_in_fan_out: model.family === 'gpt2', // PEFT sets it for Conv1D layers
+      init_lora_weights: true,
+      inference_mode: false,
+    },
+    'new adapter',
+  );
+  const targeted = linearModules(model).filter((m) => isTargeted(config.target_modules, m.name));
+  if (!targeted.length) throw new ModelLoadError(`new adapter: target_modules ${JSON.stringify(config.target_modules)} matches no linear module of this ${model.model_type} model`);
+  const rng = new Rng(opts.seed);
+  const modules = targeted.map((m) => {
+    const bound = 1 / Math.sqrt(m.in);
+    return { ...m, A: Float32Array.from({ length: config.r * m.in }, () => (2 * rng.next() - 1) * bound), B: new Float32Array(m.out * config.r) };
+  });
+  return { config, modules };
 }

@@ -14,6 +14,7 @@ import type { AdvantageEstimator } from '../grpo/advantages.ts';
 import type { OptimizerConfig } from '../grpo/optimizer.ts';
 import type { JsRewardRunner, RewardSample, RewardSpec, RewardTable } from '../grpo/rewards.ts';
 import type { PlanOptions, StepPlan } from '../model/plan.ts';
+import type { NewLoraOptions } from '../model/lora.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
 import type { ImportanceSamplingLevel, KlEstimator, LossType } from '../kernels/types.ts';
 import type { LogpLossResult } from '../grpo/loss_from_logps.ts';
@@ -168,6 +169,31 @@ export interface ModelInfo {
   memory_plan: PagePlan;
   /** A second checkpoint loaded as the reference (β > 0), or null: the frozen copy of the policy as loaded. */
   reference: ReferenceInfo | null;
+  /** The PEFT LoRA adapter the policy carries (only it trains), or null: every weight trains. */
+  adapter: AdapterInfo | null;
+}
+
+/** A LoRA adapter for the loaded model: a dropped PEFT folder (adapter_config.json + adapter_model.safetensors), or a new one. */
+export type AdapterChoice = { kind: 'local'; name: string; files: File[] } | { kind: 'create'; options: NewLoraOptions };
+
+/**
+ * The reference while an adapter is attached and no reference checkpoint is loaded: the base with the adapter
+ * disabled (TRL creating the adapter from peft_config), or a frozen copy of the adapter as loaded (TRL handed
+ * an already-wrapped PeftModel).
+ */
+export type AdapterReference = 'base-without-adapter' | 'frozen-adapter';
+
+export interface AdapterInfo {
+  name: string;
+  r: number;
+  lora_alpha: number;
+  use_rslora: boolean;
+  scaling: number;
+  target_modules: string[] | string;
+  modules: string[]; // the adapted linear modules, HF names
+  num_parameters: number; // trainable: every A and B
+  reference: AdapterReference;
+  base_model_name_or_path: string | null;
 }
 
 /** The memory plan of one update of the page: the shape it was planned for, and the plan. */
@@ -279,6 +305,16 @@ export interface StepRunner {
    * null drops it (back to the frozen copy). Answers the policy's ModelInfo with the reference and plan updated.
    */
   loadReference(source: ModelChoice | null, onProgress: (p: LoadProgress) => void): Promise<ModelInfo>;
+  /**
+   * Attaches a LoRA adapter (null removes it): the policy then holds its base in checkpoint dtype (bf16 stays
+   * bf16; a bf16 model is reloaded for that, and again in f32 when the adapter is removed) and only the adapter
+   * trains. Drops the current update and the optimizer; the base goes back to its weights as loaded.
+   */
+  loadAdapter(choice: AdapterChoice | null, onProgress: (p: LoadProgress) => void): Promise<ModelInfo>;
+  /** Which reference the next updates use while an adapter is attached (drops the current update). */
+  adapterReference(reference: AdapterReference): Promise<ModelInfo>;
+  /** The stepped adapter as a PEFT folder: file name → bytes. */
+  saveAdapter(): Promise<Record<string, Uint8Array>>;
   /** Runs the stage after the last completed one and returns its result. */
   runStage(stage: StageId, settings: StepSettings, start?: StepStart): Promise<StageResult>;
   /** Drops the update; undo (default) also undoes its optimizer step, else the stepped weights stay (the next update continues from them). */
@@ -326,6 +362,9 @@ export type Request =
   | { type: 'cancel'; target: number }
   | { type: 'load-model'; source: ModelChoice }
   | { type: 'load-reference'; source: ModelChoice | null }
+  | { type: 'load-adapter'; source: AdapterChoice | null }
+  | { type: 'adapter-reference'; reference: AdapterReference }
+  | { type: 'save-adapter' }
   | { type: 'run-stage'; stage: StageId; settings: StepSettings; start?: StepStart }
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
   | { type: 'what-if'; loss: LossSettings; trainer?: TrainerPreset }
@@ -343,6 +382,9 @@ export interface Responses {
   cancel: Record<string, never>;
   'load-model': { model: ModelInfo };
   'load-reference': { model: ModelInfo };
+  'load-adapter': { model: ModelInfo };
+  'adapter-reference': { model: ModelInfo };
+  'save-adapter': { files: Record<string, Uint8Array> };
   'run-stage': StageResult;
   'score-rewards': RewardTable;
   'what-if': WhatIfResult;

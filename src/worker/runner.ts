@@ -11,6 +11,7 @@
 // moments). The frozen-copy reference (β > 0) is a GPU snapshot of the weights taken once at load, so KL
 // before the step measures how far the continued policy has moved from the loaded model;
 // loadReference() puts a second checkpoint in its place (TRL's ref_model / the CLI's --ref-model).
+// loadAdapter() attaches a PEFT LoRA adapter (src/worker/adapter.ts): only it trains, over a frozen base.
 import type { Gpu } from '../gpu/context.ts';
 import { diagnose } from '../doctor/index.ts';
 import { countParams, ModelLoadError } from '../model/config.ts';
@@ -25,7 +26,8 @@ import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
 import { diffTemplates, type TemplateDiff, type TemplateVariant } from '../tokenize/template_diff.ts';
 import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
 import type { DoctorReport } from '../doctor/types.ts';
-import type { CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, PagePlan, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerPreset, TrainerView } from './protocol.ts';
+import { AdapterSlot } from './adapter.ts';
+import type { AdapterChoice, AdapterReference, CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, PagePlan, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerPreset, TrainerView } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
 import { batchConfigOf, DEFAULT_TRAINER, promptConversation } from './settings.ts';
 import { gradientProblem, trainerView, trainerWhatIf } from './trainer_view.ts';
@@ -133,6 +135,10 @@ class PipelineRunner implements StepRunner {
   /** The optimizer of updates that continue from stepped weights: its moments and step count carry over, as a trainer's next step. */
   private optimizer: Optimizer | null = null;
   private tokenizer: { tokenizer: Tokenizer; kind: string; name: string } | null = null;
+  /** Where the policy came from and how its weights are held: f32 to train them all, checkpoint dtype as an adapter's frozen base. */
+  private choice: ModelChoice | null = null;
+  private storage: 'f32' | 'checkpoint' = 'f32';
+  private adapter: AdapterSlot | null = null;
   private pipe: StepPipeline | null = null;
   /** The trainer preset and loss settings the current update was started with, and its loss stage's trainer view. */
   private ranPreset: TrainerPreset | null = null;
@@ -150,11 +156,12 @@ class PipelineRunner implements StepRunner {
    * failed load (no tokenizer.json, an offline Hub id, a mismatched vocabulary) keeps the model that worked.
    * The frozen-copy reference is snapshotted here, once; a reference checkpoint of the previous model is dropped.
    */
-  async load(choice: ModelChoice, onProgress: (p: LoadProgress) => void): Promise<ModelInfo> {
+  async load(choice: ModelChoice, onProgress: (p: LoadProgress) => void, storage: 'f32' | 'checkpoint' = 'f32'): Promise<ModelInfo> {
     const source = sourceOf(choice);
     onProgress({ label: 'tokenizer', loaded: 0, total: 0 });
     const { tokenizer, kind } = await loadTokenizer(source);
     const policy = await CausalLM.from_pretrained(source, this.gpu, {
+      storage,
       onProgress: (p: ModelLoadProgress) => onProgress({ label: `policy weights${p.file ? `: ${p.file}` : ''} (${p.phase})`, loaded: p.loaded, total: p.total }),
     });
     let frozen: CausalLM;
@@ -172,6 +179,8 @@ class PipelineRunner implements StepRunner {
     this.policy = policy;
     this.frozen = frozen;
     this.tokenizer = { tokenizer, kind, name: source.name };
+    this.choice = choice;
+    this.storage = storage;
     return this.info();
   }
 
@@ -199,6 +208,49 @@ class PipelineRunner implements StepRunner {
     return this.info();
   }
 
+  async loadAdapter(choice: AdapterChoice | null, onProgress: (p: LoadProgress) => void): Promise<ModelInfo> {
+    const policy = this.policy;
+    if (!policy || !this.frozen || !this.choice) throw new Error('load a model first: an adapter belongs to its base model');
+    const next = choice ? await AdapterSlot.open(this.gpu, choice, policy, this.choice) : null;
+    await this.drop(false);
+    this.dropOptimizer();
+    this.adapter?.destroy();
+    this.adapter = null;
+    policy.adapter = null;
+    const storage = next ? 'checkpoint' : 'f32';
+    if (storage !== this.storage && policy.info?.dtypes.includes('BF16')) {
+      // bf16 weights are held as bf16 only frozen: the base under an adapter; to train them all, as f32. A reload either way.
+      const ref = this.refModel;
+      this.refModel = null;
+      try {
+        await this.load(this.choice, onProgress, storage);
+      } catch (e) {
+        next?.destroy();
+        throw e;
+      } finally {
+        this.refModel = ref;
+      }
+    } else {
+      await policy.loadWeightsFrom(this.frozen);
+      this.storage = storage;
+    }
+    this.adapter = next;
+    this.policy!.adapter = next?.adapter ?? null;
+    return this.info();
+  }
+
+  async adapterReference(reference: AdapterReference): Promise<ModelInfo> {
+    if (!this.adapter) throw new Error('no adapter: the adapter reference applies to a loaded or created adapter');
+    await this.drop(false);
+    this.adapter.setReference(reference);
+    return this.info();
+  }
+
+  async saveAdapter(): Promise<Record<string, Uint8Array>> {
+    if (!this.adapter) throw new Error('no adapter to save: load or create one first');
+    return this.adapter.save();
+  }
+
   /** The loaded model as the page shows it, with the memory plan of an update on the default task. */
   private info(): ModelInfo {
     const policy = this.policy!;
@@ -224,6 +276,7 @@ class PipelineRunner implements StepRunner {
         dtype: ref.model.info?.dtypes.join(', ') ?? 'F32',
         bytes: ref.model.weightBytes,
       },
+      adapter: this.adapter?.info() ?? null,
     };
   }
 
@@ -236,6 +289,7 @@ class PipelineRunner implements StepRunner {
       await this.drop(false);
       if (settings.weights === 'loaded') {
         await policy.loadWeightsFrom(frozen);
+        this.adapter?.restoreLoaded();
         this.dropOptimizer();
       }
       const s = settings.sampling;
@@ -259,10 +313,11 @@ class PipelineRunner implements StepRunner {
       this.optimizer ??= new Optimizer(this.gpu, policy.trainableParams.values(), config.optimizer);
       // β = 0: no reference at all, as TRL (which then loads none).
       const ref = this.refModel;
+      const lora = !ref && this.adapter ? this.adapter.referenceOf(policy) : null;
       this.pipe = new StepPipeline(this.gpu, {
         policy,
-        reference: config.loss.beta === 0 ? null : ref ? ref.model : frozen,
-        reference_source: ref ? { kind: 'model', name: ref.name } : { kind: 'frozen-copy' },
+        reference: config.loss.beta === 0 ? null : ref ? ref.model : lora ? lora.model : frozen,
+        reference_source: ref ? { kind: 'model', name: ref.name } : lora ? lora.source : { kind: 'frozen-copy' },
         config,
         source,
         undo: true,
@@ -419,6 +474,8 @@ class PipelineRunner implements StepRunner {
     this.pipe?.destroy();
     this.pipe = null;
     this.dropOptimizer();
+    this.adapter?.destroy();
+    this.adapter = null;
     this.policy?.destroy();
     this.policy = null;
     this.frozen?.destroy();

@@ -89,6 +89,14 @@ async function handle(id: number, req: Request): Promise<Responses[Request['type
       const r = await stepRunner();
       return { model: await r.loadReference(req.source, (progress) => post({ event: 'progress', progress })) };
     }
+    case 'load-adapter': {
+      const r = await stepRunner();
+      return { model: await r.loadAdapter(req.source, (progress) => post({ event: 'progress', progress })) };
+    }
+    case 'adapter-reference':
+      return { model: await (await stepRunner()).adapterReference(req.reference) };
+    case 'save-adapter':
+      return { files: await (await stepRunner()).saveAdapter() };
     case 'run-stage':
       return (await stepRunner()).runStage(req.stage, req.settings, req.start);
     case 'before-after':
