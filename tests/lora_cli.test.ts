@@ -11,8 +11,8 @@ import { promisify } from 'node:util';
 import { describe, expect, it, vi } from 'vitest';
 import { main } from '../src/cli/main.ts';
 import type { StepCliResult } from '../src/cli/step.ts';
-import { parseSafeTensors, shapeOf, toF64 } from '../src/io/safetensors.ts';
 import { expectClose } from './helpers/close.ts';
+import { expectSavedAdapter } from './helpers/lora_saved.ts';
 import { GOLDEN_ROOT } from './helpers/golden.ts';
 
 const ROOT = resolve(__dirname, '..');
@@ -21,7 +21,6 @@ const CASES = ['llama-gqa-all-proj-r4', 'qwen2-qv-r2-rslora', 'qwen3-all-linear-
 const run = promisify(execFile);
 const tmpDir = () => mkdtempSync(join(tmpdir(), 'lora-cli-'));
 const read = <T>(path: string): T => JSON.parse(readFileSync(path, 'utf8')) as T;
-const st = (path: string) => parseSafeTensors(new Uint8Array(readFileSync(path)));
 
 type Expected = Pick<StepCliResult, 'per_token_logps' | 'ref_per_token_logps' | 'per_token_kl' | 'post_step_per_token_logps' | 'loss' | 'grad_norm'>;
 
@@ -44,32 +43,8 @@ describe.each(CASES)('grpo-studio step --adapter %s', (c) => {
     expectClose([got.loss], [want.loss], { rtol: 1e-4, atol: 1e-6, label: `${c} loss` });
     expectClose([got.grad_norm], [want.grad_norm], { rtol: 1e-4, atol: 1e-6, label: `${c} grad_norm` });
 
-    // The saved folder: the input's keys, shapes and F32; the config's fields unchanged.
-    const input = st(join(dir, 'adapter', 'adapter_model.safetensors'));
-    const out_st = st(join(saved, 'adapter_model.safetensors'));
-    expect([...out_st.tensors.keys()].sort()).toEqual([...input.tensors.keys()].sort());
-    const cfgIn = read<Record<string, unknown>>(join(dir, 'adapter', 'adapter_config.json'));
-    const cfgOut = read<Record<string, unknown>>(join(saved, 'adapter_config.json'));
-    for (const f of ['peft_type', 'r', 'lora_alpha', 'use_rslora', 'target_modules', 'fan_in_fan_out']) expect(cfgOut[f], f).toEqual(cfgIn[f]);
-    const golden = st(join(dir, 'golden.safetensors'));
-    const expected = st(join(dir, 'expected_adapter', 'adapter_model.safetensors'));
-    const coef = toF64(golden, 'grad_clip_coef')[0];
-    const { lr, eps } = read<{ config: { optimizer: { lr: number; eps: number } } }>(join(dir, 'batch.json')).config.optimizer;
-    const update = (g: number) => (lr * g) / (Math.abs(g) + eps); // AdamW's first step: m̂ = g, v̂ = g²
-    for (const [k, info] of out_st.tensors) {
-      expect(info.dtype, k).toBe('F32');
-      expect(info.shape, k).toEqual(shapeOf(input, k));
-      const g = toF64(golden, `grad.${k}`).map((x) => x * coef);
-      const gmax = g.reduce((s, x) => Math.max(s, Math.abs(x)), 0);
-      const exp = toF64(expected, k);
-      const a = toF64(out_st, k);
-      for (let i = 0; i < exp.length; i++) {
-        const tolG = 1e-4 * Math.abs(g[i]) + 1e-5 * gmax;
-        const U = Math.max(Math.abs(update(g[i] + tolG) - update(g[i])), Math.abs(update(g[i] - tolG) - update(g[i])));
-        const tol = 1e-6 + 1e-6 * Math.abs(exp[i]) + U;
-        if (Math.abs(a[i] - exp[i]) > tol) expect.fail(`${c} ${k}[${i}]: saved ${a[i]}, expected ${exp[i]} (tolerance ${tol})`);
-      }
-    }
+    const file = (f: string) => new Uint8Array(readFileSync(join(saved, f)));
+    expectSavedAdapter(dir, { 'adapter_model.safetensors': file('adapter_model.safetensors'), 'adapter_config.json': file('adapter_config.json') }, c);
   });
 });
 

@@ -5,7 +5,8 @@
 //   backward  dB += doutᵀ·u;  du = scaling·(dout·B);  dA += duᵀ·x;  dx += du·A
 // The base weights never see a gradient (the model skips them while an adapter is attached).
 // Parameters are named by their PEFT keys, so the optimizer, the grad norm and the saved file all use
-// the same names. Float64 twin: RefModel with a LoraWeights (src/ref/model.ts).
+// the same names; their parameter group is the base weight's prefixed "lora.", so the per-group grad and
+// update norms say that only the adapter trains. Float64 twin: RefModel with a LoraWeights (src/ref/model.ts).
 import type { Gpu, Recorder } from '../gpu/context.ts';
 import { scale_forward } from '../kernels/grad_norm.ts';
 import { matmul_backward, matmul_forward } from '../kernels/matmul.ts';
@@ -17,6 +18,7 @@ interface GpuModule {
   B: Param; // (out, r)
   in: number;
   out: number;
+  group: string; // the base weight's group
   u: GPUBuffer | null; // (M, r) scaling·x·Aᵀ of the last forward
   du: GPUBuffer | null; // (M, r) backward scratch
   M: number;
@@ -36,13 +38,13 @@ export class LoraAdapter {
     for (const m of weights) {
       const spec = (which: 'A' | 'B', shape: number[], data: Float32Array): Param => {
         const name = loraKey(m.name, which);
-        const p = { name, shape, group: m.group, buffer: gpu.upload(name, data) };
+        const p = { name, shape, group: `lora.${m.group}`, buffer: gpu.upload(name, data) };
         this.params.set(name, p);
         return p;
       };
       const A = spec('A', [config.r, m.in], m.A);
       const B = spec('B', [m.out, config.r], m.B);
-      this.modules.set(m.name, { A, B, in: m.in, out: m.out, u: null, du: null, M: 0 });
+      this.modules.set(m.name, { A, B, in: m.in, out: m.out, group: m.group, u: null, du: null, M: 0 });
     }
   }
 
@@ -107,7 +109,7 @@ export class LoraAdapter {
     const modules: LoraModule[] = [];
     for (const [name, m] of this.modules) {
       const [A, B] = await Promise.all([this.gpu.readF32(m.A.buffer, m.A.buffer.size / 4), this.gpu.readF32(m.B.buffer, m.B.buffer.size / 4)]);
-      modules.push({ name, in: m.in, out: m.out, group: m.A.group, A, B });
+      modules.push({ name, in: m.in, out: m.out, group: m.group, A, B });
     }
     return { config: this.config, modules };
   }
