@@ -9,7 +9,7 @@ import { studioStore } from './index.ts';
 import { StudioClient } from '../worker/client.ts';
 import { Cancelled, StudioFailure } from '../worker/errors.ts';
 import { importStore } from './import.ts';
-import { STAGES, type LoadProgress, type LossSettings, type ModelChoice, type ModelInfo, type StepSettings, type StepStart, type TemplateVariant } from '../worker/protocol.ts';
+import { STAGES, type AdapterChoice, type AdapterReference, type LoadProgress, type LossSettings, type ModelChoice, type ModelInfo, type StepSettings, type StepStart, type TemplateVariant } from '../worker/protocol.ts';
 import { lossSettingsOf, presetOfBatch, promptConversation, trainerOfFormat } from '../worker/settings.ts';
 import type { ReportInput } from '../report/html.ts';
 
@@ -178,6 +178,28 @@ export function loadModel(source: ModelChoice): Promise<void> {
  */
 export function loadReference(source: ModelChoice | null): Promise<void> {
   return changeModel('reference', async () => (await worker().request({ type: 'load-reference', source })).model);
+}
+
+/**
+ * Attaches a LoRA adapter (a dropped PEFT folder or a new one), or (null) removes it: the base goes back to
+ * its weights as loaded (a bf16 model is reloaded) and the optimizer starts afresh, so the step count does too.
+ */
+export function loadAdapter(source: AdapterChoice | null): Promise<void> {
+  return changeModel(source ? 'adapter' : 'removing the adapter', async () => (await worker().request({ type: 'load-adapter', source })).model, () => store().setPolicySteps(0));
+}
+
+export function setAdapterReference(reference: AdapterReference): Promise<void> {
+  return changeModel('adapter reference', async () => (await worker().request({ type: 'adapter-reference', reference })).model);
+}
+
+/** Downloads the stepped adapter as a PEFT folder's two files (no zip writer in the page: two downloads). */
+export async function saveAdapter(): Promise<void> {
+  try {
+    const { files } = await worker().request({ type: 'save-adapter' });
+    for (const [name, bytes] of Object.entries(files)) download(new Blob([bytes as Uint8Array<ArrayBuffer>], { type: name.endsWith('.json') ? 'application/json' : 'application/octet-stream' }), name);
+  } catch (e) {
+    fail(e);
+  }
 }
 
 function settings(): StepSettings {

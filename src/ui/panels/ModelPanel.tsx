@@ -1,13 +1,14 @@
 // Model panel: pick the embedded default, a Hub id or a local folder; shows the GPU adapter and its
 // limits, load progress, the tokenizer, the chat template and the memory plan of the loaded model, and
 // the reference KL is measured against: the frozen copy of the weights as loaded, or a second checkpoint
-// (a Hub id or a folder), with the GPU memory each holds.
+// (a Hub id or a folder), with the GPU memory each holds; and the LoRA adapter section (LoraSection.tsx).
 import { useEffect, useRef, useState } from 'react';
 import { useStudio } from '../../store/index.ts';
 import { DEFAULT_MODEL_NAME } from '../../store/vocabulary.ts';
 import { loadDefaultModel, loadModel, loadReference, refreshPlan } from '../../store/controller.ts';
 import { KV, Section, formatBytes } from '../fields.tsx';
-import type { ModelChoice } from '../../worker/protocol.ts';
+import { droppedFiles, folderChoice } from '../dropped_files.ts';
+import { LoraSection } from './LoraSection.tsx';
 
 function AdapterInfo() {
   const adapter = useStudio((s) => s.adapter);
@@ -34,28 +35,6 @@ function AdapterInfo() {
       </details>
     </div>
   );
-}
-
-/** Files of a dropped folder (recursively), with their relative paths. */
-async function droppedFiles(items: DataTransferItemList): Promise<File[]> {
-  const out: File[] = [];
-  const walk = async (entry: FileSystemEntry | null): Promise<void> => {
-    if (!entry) return;
-    if (entry.isFile) {
-      const f = await new Promise<File>((res, rej) => (entry as FileSystemFileEntry).file(res, rej));
-      Object.defineProperty(f, 'webkitRelativePath', { value: entry.fullPath.replace(/^\//, '') });
-      out.push(f);
-    } else {
-      const reader = (entry as FileSystemDirectoryEntry).createReader();
-      for (;;) {
-        const batch = await new Promise<FileSystemEntry[]>((res, rej) => reader.readEntries(res, rej));
-        if (batch.length === 0) break;
-        for (const e of batch) await walk(e);
-      }
-    }
-  };
-  for (const item of Array.from(items)) await walk(item.webkitGetAsEntry());
-  return out;
 }
 
 export function ModelPanel() {
@@ -136,18 +115,13 @@ export function ModelPanel() {
           </details>
           <MemoryPlanView />
           <ReferenceView />
+          <LoraSection />
         </div>
       )}
       <h4>GPU</h4>
       <AdapterInfo />
     </Section>
   );
-}
-
-/** A picked or dropped folder as the worker loads it, named by its top directory. */
-function folderChoice(files: File[]): ModelChoice | null {
-  if (files.length === 0) return null;
-  return { kind: 'local', name: files[0].webkitRelativePath.split('/')[0] || 'local folder', files };
 }
 
 /** The reference of the next updates (β > 0): the frozen copy, or a second checkpoint loaded here (its vocabulary must be the policy's). */

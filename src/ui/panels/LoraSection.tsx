@@ -1,0 +1,118 @@
+// The Model panel's "LoRA adapter" section: load a PEFT adapter folder (picked or dropped), or create one
+// here (r, lora_alpha, use_rslora, target_modules; A Kaiming-uniform from a seed, B = 0, as PEFT), remove
+// it, pick the reference it implies (base without adapter, or a frozen copy of the loaded adapter), and save
+// the stepped adapter as a PEFT folder. With an adapter only it trains over a frozen base held in its
+// checkpoint dtype (src/worker/adapter.ts); the memory plan above counts it.
+import { useRef, useState } from 'react';
+import { useStudio } from '../../store/index.ts';
+import { loadAdapter, saveAdapter, setAdapterReference } from '../../store/controller.ts';
+import { CheckField, NumberField, SelectField, fmt } from '../fields.tsx';
+import { droppedFiles, folderChoice } from '../dropped_files.ts';
+import type { AdapterReference } from '../../worker/protocol.ts';
+
+const REFERENCES = ['base-without-adapter', 'frozen-adapter'] as const satisfies readonly AdapterReference[];
+const REFERENCE_LABELS: Record<AdapterReference, string> = {
+  'base-without-adapter': 'base without adapter (TRL with peft_config)',
+  'frozen-adapter': 'frozen copy of the loaded adapter (TRL with a PeftModel)',
+};
+const TARGETS = ['all-linear', 'list'] as const;
+type Targets = (typeof TARGETS)[number];
+
+/** The create form: PEFT LoraConfig fields; target_modules "all-linear" or a comma-separated list of module names. */
+function CreateAdapter({ busy }: { busy: boolean }) {
+  const [r, setR] = useState(8);
+  const [alpha, setAlpha] = useState(16);
+  const [rslora, setRslora] = useState(false);
+  const [targets, setTargets] = useState<Targets>('all-linear');
+  const [list, setList] = useState('q_proj, v_proj');
+  const [seed, setSeed] = useState(0);
+  const names = list.split(',').map((t) => t.trim()).filter(Boolean);
+  const create = () => void loadAdapter({ kind: 'create', options: { r, lora_alpha: alpha, use_rslora: rslora, target_modules: targets === 'all-linear' ? 'all-linear' : names, seed } });
+  return (
+    <details data-testid="lora-create">
+      <summary className="small">create one here</summary>
+      <div className="row">
+        <NumberField label="r" value={r} onChange={(v) => setR(v ?? 8)} min={1} integer detached testId="lora-r" />
+        <NumberField label="lora_alpha" value={alpha} onChange={(v) => setAlpha(v ?? 16)} detached testId="lora-alpha" />
+        <CheckField label="use_rslora" value={rslora} onChange={setRslora} title="scaling = lora_alpha / √r instead of lora_alpha / r" />
+      </div>
+      <div className="row">
+        <SelectField<Targets> label="target_modules" value={targets} options={TARGETS} labels={{ list: 'these modules' }} onChange={setTargets} testId="lora-targets" />
+        {targets === 'list' && <input className="grow" aria-label="target_modules list" value={list} onChange={(e) => setList(e.target.value)} data-testid="lora-target-list" title="module names, matched exactly or as a dotted suffix (PEFT)" />}
+      </div>
+      <div className="row">
+        <NumberField label="init seed" value={seed} onChange={(v) => setSeed(v ?? 0)} min={0} integer detached title="seed of lora_A's Kaiming-uniform init (lora_B starts at 0)" />
+        <span className="small muted" title="dropout is random; one deterministic step has none">lora_dropout 0 (ignored)</span>
+      </div>
+      <button disabled={busy || (targets === 'list' && names.length === 0)} onClick={create} data-testid="lora-create-button">
+        Create adapter
+      </button>
+    </details>
+  );
+}
+
+export function LoraSection() {
+  const model = useStudio((s) => s.model);
+  const busy = useStudio((s) => s.modelStatus === 'busy');
+  const [dragging, setDragging] = useState(false);
+  const folderRef = useRef<HTMLInputElement>(null);
+  if (!model) return null;
+  const a = model.adapter;
+  const loadFolder = (files: File[]) => {
+    const c = folderChoice(files);
+    if (c?.kind === 'local') void loadAdapter(c);
+  };
+  const bf16 = model.dtype.includes('BF16');
+  return (
+    <div data-testid="lora-adapter">
+      <h4>LoRA adapter</h4>
+      {a ? (
+        <div className="small" data-testid="lora-info">
+          <div>
+            <b data-testid="lora-name">{a.name}</b>: r {a.r}, lora_alpha {a.lora_alpha}
+            {a.use_rslora ? ' (rsLoRA)' : ''}, scaling {fmt(a.scaling)} · target_modules {JSON.stringify(a.target_modules)} · {a.modules.length} modules, {a.num_parameters.toLocaleString()} trainable params
+            {a.base_model_name_or_path && <> · base {a.base_model_name_or_path}</>}
+          </div>
+          <div className="muted">only the adapter trains (grad norm and AdamW over lora_A / lora_B); the base is frozen in its checkpoint dtype{bf16 ? ' (bf16 stays bf16)' : ''}</div>
+          {model.reference ? (
+            <div className="muted">reference: the reference model {model.reference.name} (it replaces the adapter's reference while loaded)</div>
+          ) : (
+            <SelectField label="reference" value={a.reference} options={REFERENCES} labels={REFERENCE_LABELS} onChange={(r) => void setAdapterReference(r)} testId="lora-reference" />
+          )}
+          <div className="row">
+            <button disabled={busy} onClick={() => void saveAdapter()} data-testid="lora-save" title="adapter_config.json + adapter_model.safetensors (F32, PEFT key names): two downloads">
+              Save adapter
+            </button>
+            <button disabled={busy} onClick={() => void loadAdapter(null)} data-testid="lora-remove">
+              Remove adapter
+            </button>
+          </div>
+        </div>
+      ) : (
+        <div className="small muted">none: every weight trains{bf16 ? ' (in f32)' : ''}</div>
+      )}
+      <div
+        className={dragging ? 'dropzone over' : 'dropzone'}
+        onDragOver={(e) => {
+          e.preventDefault();
+          setDragging(true);
+        }}
+        onDragLeave={() => setDragging(false)}
+        onDrop={(e) => {
+          e.preventDefault();
+          e.stopPropagation();
+          setDragging(false);
+          void droppedFiles(e.dataTransfer.items).then(loadFolder);
+        }}
+      >
+        drop an adapter folder (adapter_config.json, adapter_model.safetensors) or{' '}
+        <button className="link-button" disabled={busy} onClick={() => folderRef.current?.click()} data-testid="lora-folder-button">
+          pick one
+        </button>
+        <input ref={folderRef} type="file" hidden data-testid="lora-folder-input" {...({ webkitdirectory: '' } as object)} multiple onChange={(e) => { loadFolder(Array.from(e.target.files ?? [])); e.target.value = ''; }} />
+      </div>
+      <CreateAdapter busy={busy} />
+      {bf16 && <div className="small muted">attaching or removing an adapter reloads this bf16 model (frozen base in bf16, or f32 to train every weight): stepped weights are dropped</div>}
+    </div>
+  );
+}
