@@ -50,10 +50,11 @@ function smallTokenizer(folder: string, V: number): File[] {
   return [file(folder, 'tokenizer.json', JSON.stringify(tok)), file(folder, 'tokenizer_config.json', JSON.stringify(cfg))];
 }
 
-/** The golden base as a dropped folder with a tokenizer of its vocabulary. */
-function baseFolder(): File[] {
-  const V = read<{ vocab_size: number }>(join(CASE, 'model', 'config.json')).vocab_size;
-  return [...folderFiles('model', join(CASE, 'model')), ...smallTokenizer('model', V)];
+/** A golden base (default: the case's) as a dropped folder with a tokenizer of its vocabulary. */
+function baseFolder(dir = join(CASE, 'model')): File[] {
+  const V = read<{ vocab_size: number }>(join(dir, 'config.json')).vocab_size;
+  const files = readdirSync(dir).filter((f) => f === 'config.json' || f.endsWith('.safetensors'));
+  return [...files.map((f) => file('model', f, readFileSync(join(dir, f)))), ...smallTokenizer('model', V)];
 }
 
 const batch = (): GrpoBatch => parseBatch(readFileSync(join(CASE, 'batch.json'), 'utf8'));
@@ -158,6 +159,31 @@ describe('StepRunner with a LoRA adapter', () => {
     expect(Array.from(full.policy_forward!.per_token_logps)).toEqual(Array.from(base.policy_forward!.per_token_logps));
     expect(Object.keys(full.backward!.group_grad_norms).some((g) => !g.startsWith('lora.'))).toBe(true);
     await expect(runner.saveAdapter()).rejects.toThrow(/no adapter/);
+    runner.dispose();
+  });
+
+  it('a bf16 model: attaching an adapter reloads it with a frozen bf16 base and no frozen copy; removing it reloads it in f32', async () => {
+    const runner = createStepRunner(await testGpu());
+    const dir = join(GOLDEN_ROOT, 'models', 'tiny-llama-bf16');
+    const full = await runner.load({ kind: 'local', name: 'model', files: baseFolder(dir) }, () => {});
+    expect(full.memory_plan.options).toMatchObject({ dtype: 'bf16', adapter: null }); // every weight trains (as f32)
+    expect(full.memory_plan.plan.bytes.reference_weights).toBe(full.memory_plan.plan.bytes.weights); // the frozen copy
+    const progress: string[] = [];
+    const info = await runner.loadAdapter({ kind: 'create', options: { r: 2, lora_alpha: 4, use_rslora: false, target_modules: ['q_proj', 'v_proj'], seed: 3 } }, (p) => progress.push(p.label));
+    expect(progress.some((l) => l.startsWith('policy weights'))).toBe(true); // reloaded
+    expect(info.memory_plan.options).toMatchObject({ dtype: 'bf16', adapter: 2 });
+    expect(info.memory_plan.plan.bytes.weights).toBeLessThan(full.memory_plan.plan.bytes.weights); // bf16 stays bf16
+    expect(info.memory_plan.plan.bytes.reference_weights).toBe(0); // the reference is the base itself, adapter off
+    expect(info.memory_plan.plan.trainable_params).toBe(info.adapter!.num_parameters);
+    const b = parseBatch(readFileSync(join(dir, 'batch.json'), 'utf8'));
+    const r = await runAll(runner, settingsOf(b), b);
+    expect(r.reference_forward!.reference_label).toBe('base without adapter');
+    expect(Array.from(r.reference_forward!.ref_per_token_logps!)).toEqual(Array.from(r.policy_forward!.per_token_logps)); // B = 0
+    for (const g of Object.keys(r.backward!.group_grad_norms)) expect(g).toMatch(/^lora\.layers\.\d+\.attention$/);
+    const removed = await runner.loadAdapter(null, () => {});
+    expect(removed.memory_plan.options.adapter).toBeNull();
+    expect(removed.memory_plan.plan.bytes.weights).toBe(full.memory_plan.plan.bytes.weights);
+    expect(removed.memory_plan.plan.bytes.reference_weights).toBe(full.memory_plan.plan.bytes.reference_weights);
     runner.dispose();
   });
 

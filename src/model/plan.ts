@@ -28,8 +28,10 @@ export interface PlanOptions {
   B: number; // rows (prompts × generations)
   T: number; // tokens per row, prompt + completion
   prompt: number; // prompt tokens: the head scores B·(T − prompt) rows
-  /** LoRA rank on every linear layer (PEFT all-linear); null: full fine-tuning. */
+  /** LoRA rank on every linear layer (PEFT all-linear) or on `adapter_modules`; null: full fine-tuning. */
   adapter: number | null;
+  /** The adapted linear modules (HF names) of an adapter with narrower target_modules; absent: all of them. */
+  adapter_modules?: string[];
   checkpointing: boolean;
   /** Checkpoint dtype of the weights (config.json torch_dtype): a frozen base keeps bf16 weights packed. */
   dtype: 'f32' | 'bf16';
@@ -80,7 +82,8 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
   const lora = o.adapter !== null;
   const frozen = lora || !!o.scoreOnly; // the `score` verb and a LoRA base load with storage 'checkpoint'
   const packed = (name: string, shape: number[]) => frozen && o.dtype === 'bf16' && shape.length === 2 && !name.endsWith('wpe.weight');
-  const modules = lora ? linearModules(cfg) : [];
+  const adapted = o.adapter_modules && new Set(o.adapter_modules);
+  const modules = lora ? linearModules(cfg).filter((m) => !adapted || adapted.has(m.name)) : [];
   const r = o.adapter ?? 0;
   const adapterParams = modules.reduce((s, m) => s + r * (m.in + m.out), 0);
   const normParams = specs.filter((p) => /(norm|ln_[12f])\.(weight|bias)$/.test(p.name)).reduce((s, p) => s + numel(p.shape), 0);
@@ -130,7 +133,7 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
 /** The plan as the CLI prints it. */
 export function formatStepPlan(name: string, o: PlanOptions, p: StepPlan): string {
   const gib = (x: number) => `${(x / 2 ** 30).toFixed(3)} GiB`;
-  const what = o.scoreOnly ? 'scoring' : o.adapter !== null ? `LoRA r = ${o.adapter} (all linear layers)` : 'full fine-tuning';
+  const what = o.scoreOnly ? 'scoring' : o.adapter !== null ? `LoRA r = ${o.adapter} (${o.adapter_modules ? `${o.adapter_modules.length} modules` : 'all linear layers'})` : 'full fine-tuning';
   const lines = [
     `${name}: ${(p.params / 1e6).toFixed(1)}M params, ${what}, batch ${o.B}×${o.T} (prompt ${o.prompt}), ${p.rows} scored rows${o.checkpointing ? ', gradient checkpointing' : ''}`,
     // What only the page holds (a reference copy, the undo copy) is listed where it is held.

@@ -136,7 +136,7 @@ export function tokenTexts(tok: Tokenizer, batch: GrpoBatch): TokenTexts {
 
 class PipelineRunner implements StepRunner {
   private policy: CausalLM | null = null;
-  /** The weights as loaded: the frozen-copy reference, and what 'loaded' restores. */
+  /** The weights as loaded: the frozen-copy reference, and what 'loaded' restores. None under an adapter: the base is frozen itself. */
   private frozen: CausalLM | null = null;
   /** A second checkpoint as the reference, replacing the frozen copy as reference while it is loaded. */
   private refModel: { model: CausalLM; name: string } | null = null;
@@ -172,13 +172,13 @@ class PipelineRunner implements StepRunner {
       storage,
       onProgress: (p: ModelLoadProgress) => onProgress({ label: `policy weights${p.file ? `: ${p.file}` : ''} (${p.phase})`, loaded: p.loaded, total: p.total }),
     });
-    let frozen: CausalLM;
+    let frozen: CausalLM | null = null;
     try {
       // A tokenizer may have fewer ids than the embedding (padded vocabularies), never more: its ids would index past it.
       if (tokenizer.vocab_size > policy.config.vocab_size) {
         throw new ModelLoadError(`${source.name}: the tokenizer has ${tokenizer.vocab_size} tokens but the model's vocab_size is ${policy.config.vocab_size}: they do not belong together`);
       }
-      frozen = await policy.snapshot();
+      if (storage === 'f32') frozen = await policy.snapshot();
     } catch (e) {
       policy.destroy();
       throw e;
@@ -218,30 +218,40 @@ class PipelineRunner implements StepRunner {
 
   async loadAdapter(choice: AdapterChoice | null, onProgress: (p: LoadProgress) => void): Promise<ModelInfo> {
     const policy = this.policy;
-    if (!policy || !this.frozen || !this.choice) throw new Error('load a model first: an adapter belongs to its base model');
+    if (!policy || !this.choice) throw new Error('load a model first: an adapter belongs to its base model');
     const next = choice ? await AdapterSlot.open(this.gpu, choice, policy, this.choice) : null;
     await this.drop(false);
     this.dropOptimizer();
-    this.adapter?.destroy();
+    const old = this.adapter;
     this.adapter = null;
     policy.adapter = null;
     const storage = next ? 'checkpoint' : 'f32';
     if (storage !== this.storage && policy.info?.dtypes.includes('BF16')) {
-      // bf16 weights are held as bf16 only frozen: the base under an adapter; to train them all, as f32. A reload either way.
+      // bf16 weights are held as bf16 only frozen: the base under an adapter; to train them all, as f32. A reload
+      // either way; if it fails, the model and adapter that worked stay.
       const ref = this.refModel;
       this.refModel = null;
       try {
         await this.load(this.choice, onProgress, storage);
       } catch (e) {
         next?.destroy();
+        this.adapter = old;
+        policy.adapter = old?.adapter ?? null;
         throw e;
       } finally {
         this.refModel = ref;
       }
     } else {
-      await policy.loadWeightsFrom(this.frozen);
+      // The base as loaded under an adapter; the copy of it that restarts a full-weight run is then not needed.
+      if (next && this.frozen) {
+        await policy.loadWeightsFrom(this.frozen);
+        this.frozen.destroy();
+        this.frozen = null;
+      }
+      this.frozen ??= next ? null : await policy.snapshot();
       this.storage = storage;
     }
+    old?.destroy();
     this.adapter = next;
     this.policy!.adapter = next?.adapter ?? null;
     return this.info();
@@ -292,11 +302,11 @@ class PipelineRunner implements StepRunner {
     const policy = this.policy;
     const frozen = this.frozen;
     const tokenizer = this.tokenizer?.tokenizer;
-    if (!policy || !frozen || !tokenizer) throw new Error('load a model first');
+    if (!policy || !tokenizer || !(frozen || this.adapter)) throw new Error('load a model first');
     if (stage === 'render' || !this.pipe) {
       await this.drop(false);
       if (settings.weights === 'loaded') {
-        await policy.loadWeightsFrom(frozen);
+        if (frozen) await policy.loadWeightsFrom(frozen);
         this.adapter?.restoreLoaded();
         this.dropOptimizer();
       }
@@ -324,7 +334,7 @@ class PipelineRunner implements StepRunner {
       const lora = !ref && this.adapter ? this.adapter.referenceOf(policy) : null;
       this.pipe = new StepPipeline(this.gpu, {
         policy,
-        reference: config.loss.beta === 0 ? null : ref ? ref.model : lora ? lora.model : frozen,
+        reference: config.loss.beta === 0 ? null : ref ? ref.model : lora ? lora.model : frozen!,
         reference_source: ref ? { kind: 'model', name: ref.name } : lora ? lora.source : { kind: 'frozen-copy' },
         config,
         source,
@@ -450,9 +460,10 @@ class PipelineRunner implements StepRunner {
       T: P + C,
       prompt: P,
       adapter: policy.adapter?.config.r ?? null,
+      adapter_modules: this.adapter?.info().modules,
       checkpointing: policy.checkpointing,
       dtype: policy.info?.dtypes.includes('BF16') ? ('bf16' as const) : ('f32' as const),
-      held_reference_bytes: this.frozen!.weightBytes + (this.refModel?.model.weightBytes ?? 0),
+      held_reference_bytes: (this.frozen?.weightBytes ?? 0) + (this.refModel?.model.weightBytes ?? 0),
       undo: true,
     };
     return { options, plan: planStep(cfg, { ...options, limits: this.gpu.limits }) };
