@@ -3,7 +3,8 @@
 // run an update to its end, and see that the reference stage names the base without the adapter, that the
 // grad-norm chart lists only adapter groups, that the memory plan counts the adapter, and that "Save
 // adapter" downloads a PEFT folder: adapter_config.json with the chosen r / lora_alpha / target_modules and
-// adapter_model.safetensors with F32 tensors under PEFT key names.
+// adapter_model.safetensors with F32 tensors under PEFT key names. Then the other reference (a frozen copy
+// of the adapter as created) and removing the adapter.
 import fs from 'node:fs';
 import type { Download, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -59,6 +60,19 @@ describe('LoRA adapter in chromium', () => {
       expect(t.dtype).toBe('F32');
       expect(t.shape[k.includes('lora_A') ? 0 : 1]).toBe(4);
     }
+
+    // The other reference: the frozen copy of the adapter as created (KL to it, not to the base).
+    await page.getByTestId('lora-reference').selectOption('frozen-adapter');
+    await expect.poll(async () => page.getByTestId('reference-name').textContent(), { timeout: 60_000 }).toContain('frozen copy of the loaded adapter');
+    await page.getByTestId('step-run').click();
+    expect(await waitForUpdate(page)).not.toContain('error');
+    expect(await page.getByTestId('reference-kind').textContent()).toContain('frozen copy of the loaded adapter');
+
+    // Removed: every weight trains again, against the frozen copy of the loaded weights.
+    await page.getByTestId('lora-remove').click();
+    await expect.poll(async () => page.getByTestId('lora-info').count(), { timeout: 60_000 }).toBe(0);
+    expect(await page.getByTestId('reference-name').textContent()).toContain('frozen copy of the loaded weights');
+    await expect.poll(async () => (await page.getByTestId('memory-plan').locator('summary').textContent()) ?? '', { timeout: 10_000 }).not.toContain('LoRA');
     expect(studio.pageErrors).toEqual([]);
   });
 });

@@ -144,12 +144,14 @@ function ReferenceView() {
               use the frozen copy
             </button>
           </>
+        ) : model.adapter ? (
+          <span data-testid="reference-adapter">{model.adapter.reference === 'frozen-adapter' ? 'frozen copy of the loaded adapter' : 'base without adapter'} (the LoRA adapter's reference, below) · shares the base's weights</span>
         ) : (
           <span title="TRL's default with β > 0: a snapshot of the policy taken at load; updates that continue from stepped weights measure KL against it">
             frozen copy of the loaded weights · {formatBytes(frozenBytes)}
           </span>
         )}
-        {ref && <div className="muted">the frozen copy stays for “loaded weights (restart)”: {formatBytes(frozenBytes)}</div>}
+        {ref && !model.adapter && <div className="muted">the frozen copy stays for “loaded weights (restart)”: {formatBytes(frozenBytes)}</div>}
       </div>
       <div className="row">
         <input className="grow" aria-label="reference model Hub id" placeholder="reference: Hub id" value={hub} onChange={(e) => setHub(e.target.value)} data-testid="reference-hub-id" />
