@@ -13,6 +13,7 @@ import { parseBatch, type GrpoBatch } from '../src/io/batch.ts';
 import type { CausalLM } from '../src/model/model.ts';
 import { DEFAULT_SETTINGS } from '../src/store/settings.ts';
 import { STAGES, type StagePayloads, type StepRunner, type StepSettings } from '../src/worker/protocol.ts';
+import { checkBaseModel } from '../src/worker/adapter.ts';
 import { createStepRunner } from '../src/worker/runner.ts';
 import { lossSettingsOf } from '../src/worker/settings.ts';
 import { expectClose } from './helpers/close.ts';
@@ -201,5 +202,18 @@ describe('StepRunner with a LoRA adapter', () => {
     // The failed loads kept the adapter that worked.
     expect((await runner.adapterReference('base-without-adapter')).adapter!.name).toBe('a');
     runner.dispose();
+  });
+
+  it("base_model_name_or_path must name the loaded model where both are names (Hub id, embedded model), not paths or renamable folders", () => {
+    const hub = { kind: 'hub', id: 'Qwen/Qwen2.5-0.5B-Instruct' } as const;
+    expect(() => checkBaseModel('Qwen/Qwen2.5-0.5B', hub, 'my-adapter')).toThrow('my-adapter/adapter_config.json: "base_model_name_or_path" is "Qwen/Qwen2.5-0.5B", but the loaded model is Qwen/Qwen2.5-0.5B-Instruct');
+    expect(() => checkBaseModel('Qwen/Qwen2.5-0.5B-Instruct', hub, 'a')).not.toThrow();
+    expect(() => checkBaseModel('/models/Qwen2.5-0.5B-Instruct/', hub, 'a')).not.toThrow(); // a path on the training machine
+    expect(() => checkBaseModel('../model', hub, 'a')).not.toThrow();
+    const embedded = { kind: 'embedded', name: 'tiny-adder', url: 'http://localhost/models/tiny-adder/' } as const;
+    expect(() => checkBaseModel('someone/tiny-adder', embedded, 'a')).not.toThrow();
+    expect(() => checkBaseModel('HuggingFaceTB/SmolLM2-135M', embedded, 'a')).toThrow(/is "HuggingFaceTB\/SmolLM2-135M", but the loaded model is tiny-adder$/);
+    expect(() => checkBaseModel('HuggingFaceTB/SmolLM2-135M', { kind: 'local', name: 'renamed', files: [] }, 'a')).not.toThrow();
+    expect(() => checkBaseModel(null, hub, 'a')).not.toThrow();
   });
 });

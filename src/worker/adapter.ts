@@ -21,8 +21,7 @@ function modelId(model: ModelChoice): string | null {
  * adapter_config.json's base_model_name_or_path against the loaded model, where both are names (a path on
  * the training machine, "../model", says nothing here): the last path components must agree.
  */
-function checkBaseModel(w: LoraWeights, model: ModelChoice, where: string): void {
-  const base = w.config.raw.base_model_name_or_path;
+export function checkBaseModel(base: unknown, model: ModelChoice, where: string): void {
   const id = modelId(model);
   if (typeof base !== 'string' || !id || /^[./~]|\\/.test(base)) return;
   const last = (s: string) => s.replace(/\/+$/, '').split('/').pop()!.toLowerCase();
@@ -49,7 +48,7 @@ export class AdapterSlot {
     let name: string;
     if (choice.kind === 'local') {
       weights = await loadLoraAdapter(FileSource.fromFiles(choice.files, choice.name), policy.config);
-      checkBaseModel(weights, model, choice.name);
+      checkBaseModel(weights.config.raw.base_model_name_or_path, model, choice.name);
       name = choice.name;
     } else {
       weights = initLoraWeights(policy.config, choice.options, modelId(model));
