@@ -6,6 +6,7 @@ import type { AdvantageEstimator } from './advantages.ts';
 import { DEFAULT_GRPO_LOSS_CONFIG, parseGrpoLossConfig, type GrpoLossConfig } from './loss.ts';
 import { parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
 import { parseTrlConfig } from './settings/trl.ts';
+import type { TrainerObjective } from './step_objective.ts';
 
 /** Everything one update needs besides the data: TRL's loss fields, the optimizer, clipping, positions. */
 export interface StepConfig {
@@ -16,6 +17,8 @@ export interface StepConfig {
   /** How advantages are computed when the batch has rewards but no advantages (and from sampled rewards). */
   scale_rewards: ScaleRewards;
   advantage_estimator: AdvantageEstimator;
+  /** The trainer objective the loss and gradient follow (src/grpo/step_objective.ts); unset or null: the studio loss. */
+  trainer?: TrainerObjective | null;
 }
 
 /**
