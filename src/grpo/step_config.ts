@@ -21,6 +21,12 @@ export interface StepConfig {
   trainer?: TrainerObjective | null;
 }
 
+/** The batch-config fields stepConfigFromBatch reads: what the studio loss (and the step around it) applies. */
+export const STEP_CONFIG_FIELDS: readonly string[] = [
+  'loss_type', 'beta', 'epsilon', 'epsilon_high', 'delta', 'temperature', 'max_completion_length', 'kl_estimator', 'importance_sampling_level',
+  'num_items_in_batch', 'max_grad_norm', 'optimizer', 'position_ids', 'scale_rewards', 'advantage_estimator',
+];
+
 /**
  * A batch file's `config` (TRL names: epsilon / epsilon_high, optimizer {name, lr, betas, eps,
  * weight_decay}, max_grad_norm) as a StepConfig. Missing fields take TRL's defaults (epsilon_high =

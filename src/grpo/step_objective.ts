@@ -7,6 +7,7 @@
 // the same way through trainerInputs, so what the page shows and what the step differentiates agree.
 import type { Gpu } from '../gpu/context.ts';
 import { firstEos, type PaddedBatch } from './batch.ts';
+import { TRAINER_TABLES } from './settings/trainers.ts';
 import type { TrainerId } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
 import type { ScoredLogps, TrainerInputs, TrainerLossOutputs } from './trainers/types.ts';
@@ -16,6 +17,29 @@ export interface TrainerObjective {
   trainer: TrainerId;
   config: Record<string, unknown>;
   run: Record<string, unknown>;
+}
+
+/** A batch format's trainer: verl and OpenRLHF dumps read as theirs, everything else as TRL. */
+export function trainerOfFormat(format: string): TrainerId {
+  return format === 'verl' || format === 'openrlhf' ? format : 'trl';
+}
+
+/**
+ * The objective a step with this trainer, config and run follows, or null where the studio loss is that
+ * objective: TRL with every loss / batch setting either one StepConfig.loss carries (`studio(name)`) or at
+ * TRL's default, and every run-context value at its default. Anything else (another trainer, a TRL loss type
+ * or setting the studio loss does not apply, processes / accumulation steps / num_items_in_batch) runs the
+ * trainer's own objective, which names a setting it cannot take.
+ */
+export function objectiveFor(trainer: TrainerId, config: Record<string, unknown>, run: Record<string, unknown>, studio: (name: string) => boolean): TrainerObjective | null {
+  const t = TRAINER_TABLES.trl;
+  const offDefault = (table: typeof t.config, values: Record<string, unknown>, held: (name: string) => boolean) =>
+    Object.entries(values).some(([k, v]) => {
+      const spec = table.find((s) => s.name === k);
+      return !spec || (spec.scope !== 'sampling' && spec.scope !== 'advantages' && spec.scope !== 'optimizer' && !held(k) && JSON.stringify(v) !== JSON.stringify(spec.default));
+    });
+  const isStudio = trainer === 'trl' && !offDefault(t.config, config, studio) && !offDefault(t.run, run, () => false);
+  return isStudio ? null : { trainer, config, run };
 }
 
 /** What the update has scored: the batch, the forward's per-token log-probs / entropies, advantages, reference. */
