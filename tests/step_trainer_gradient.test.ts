@@ -135,4 +135,18 @@ describe(`${M}: the step's gradient is the trainer preset's`, () => {
       reference.destroy();
     }, 300_000);
   }
+
+  it('TRL steps_per_generation > 1: the loss names it (NaN) and the backward refuses, never another split', async () => {
+    const gpu = await testGpu();
+    const policy = await CausalLM.from_pretrained(new FolderSource(join(GOLDEN, M)), gpu);
+    const trainer: TrainerObjective = { trainer: 'trl', config: { loss_type: 'bnpo' }, run: { steps_per_generation: 2, gradient_accumulation_steps: 2 } };
+    const pipe = new StepPipeline(gpu, { policy, reference: null, config: { ...stepConfigFromBatch(batch.config, C), trainer }, source: { kind: 'batch', batch } });
+    while (pipe.nextStage !== 'backward') await pipe.next();
+    const l = pipe.data('loss')!;
+    expect(l.objective_error).toMatch(/^run\.steps_per_generation = 2: /);
+    expect(l.loss).toBeNaN();
+    await expect(pipe.next()).rejects.toThrow(/run\.steps_per_generation = 2/);
+    pipe.destroy();
+    policy.destroy();
+  }, 300_000);
 });

@@ -8,7 +8,7 @@
 import type { Gpu } from '../gpu/context.ts';
 import { firstEos, type PaddedBatch } from './batch.ts';
 import { TRAINER_TABLES } from './settings/trainers.ts';
-import type { TrainerId } from './settings/types.ts';
+import { SettingsError, type TrainerId } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
 import type { ScoredLogps, TrainerInputs, TrainerLossOutputs } from './trainers/types.ts';
 
@@ -38,8 +38,21 @@ export function objectiveFor(trainer: TrainerId, config: Record<string, unknown>
       const spec = table.find((s) => s.name === k);
       return !spec || (spec.scope !== 'sampling' && spec.scope !== 'advantages' && spec.scope !== 'optimizer' && !held(k) && JSON.stringify(v) !== JSON.stringify(spec.default));
     });
-  const isStudio = trainer === 'trl' && !offDefault(t.config, config, studio) && !offDefault(t.run, run, () => false);
+  const isStudio = trainer === 'trl' && !offDefault(t.config, config, studio) && !offDefault(t.run, run, () => false) && microBatches({ config, run }) === null;
   return isStudio ? null : { trainer, config, run };
+}
+
+/**
+ * TRL's steps_per_generation > 1 (config or run), as `field = value`, or null. TRL then shuffles the generation
+ * batch with its own RNG and splits it into micro-batches whose gradients accumulate
+ * (src/grpo/trainers/micro_batches.ts); the step takes the batch as one micro-batch, so it refuses rather
+ * than differentiate another split (bnpo and other per-micro-batch normalisers depend on it).
+ */
+function microBatches(o: { config: Record<string, unknown>; run: Record<string, unknown> }): string | null {
+  for (const [where, v] of [['config', o.config.steps_per_generation], ['run', o.run.steps_per_generation]] as const) {
+    if (typeof v === 'number' && v > 1) return `${where}.steps_per_generation = ${v}`;
+  }
+  return null;
 }
 
 /** What the update has scored: the batch, the forward's per-token log-probs / entropies, advantages, reference. */
@@ -105,6 +118,8 @@ export interface TrainerGrad {
  * B·C floats each, the only CPU → GPU copy between forward and step). Throws SettingsError naming a setting.
  */
 export async function trainerObjective(gpu: Gpu, p: PreparedObjective): Promise<{ out: TrainerLossOutputs; grad: TrainerGrad }> {
+  const micro = p.x.trainer === 'trl' ? microBatches(p.x) : null;
+  if (micro) throw new SettingsError(`${micro}: the step takes the generation batch as one micro-batch (TRL's shuffled split and accumulation are not reproduced); set it to 1 to take the step`);
   const out = await trainerLossFromLogps(gpu, p.x, p.scored);
   if (!out.dlogp) throw new Error(`${p.x.trainer}: the objective formed no per-token gradient`);
   const dent = out.dentropy && out.dentropy.some((v) => v !== 0) ? out.dentropy : null;
