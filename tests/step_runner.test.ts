@@ -5,6 +5,7 @@
 // batch as if imported (render / sample / reward skipped, identical log-probs). Successive updates
 // continue from the stepped weights against the frozen copy of the loaded ones (issue 15).
 import { describe, expect, it } from 'vitest';
+import type { GrpoBatch } from '../src/io/batch.ts';
 import { createStepRunner } from '../src/worker/runner.ts';
 import { DEFAULT_SETTINGS } from '../src/store/settings.ts';
 import { STAGES, type StagePayloads, type StepSettings, type StepStart } from '../src/worker/protocol.ts';
@@ -61,6 +62,15 @@ describe('StepRunner', () => {
     // A random model earns no task reward; a length reward makes the advantages (and so the gradient) non-zero.
     settings.rewards = [...settings.rewards, { kind: 'length', name: 'length', weight: 1, enabled: true, target_tokens: 2 }];
     await expect(runner.runStage('loss', settings)).rejects.toThrow(/the next stage is "render"/);
+    // An import's Doctor can leave the tokenizer's rules (decode → encode of every row) for later, saying so.
+    const own: GrpoBatch = { format: 'grpo-batch/v1', num_generations: 1, pad_token_id: 0, eos_token_ids: [info.tokenizer.eos_token_ids[0]], prompt_ids: [[5, 6]], completion_ids: [[7, info.tokenizer.eos_token_ids[0]]], completion_mask: [[1, 1]] };
+    const quick = runner.inspect(own, { deferTokenizerRules: true });
+    expect(quick.deferred).toBe(true);
+    expect(quick.token_texts?.completion[0]).toHaveLength(2);
+    expect(quick.report.skipped.filter((k) => /running after the import/.test(k.reason)).map((k) => k.rule).sort()).toEqual(['retokenization-mismatch', 'template-mismatch']);
+    const whole = runner.inspect(own);
+    expect(whole.deferred).toBe(false);
+    expect(whole.report.skipped.some((k) => /running after the import/.test(k.reason))).toBe(false);
     // The plan before the step is for this prompt set: 2 prompts × G 3 rows of the longest rendering + 4 tokens.
     const planned = runner.plan(settings);
     expect(planned.options).toMatchObject({ B: 6, T: planned.options.prompt + 4, adapter: null });

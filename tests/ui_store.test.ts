@@ -149,6 +149,22 @@ describe('stepper state', () => {
     expect(s.getState().stages.render.status).toBe('pending');
   });
 
+  it("takes an import's deferred full report only while that batch is the imported one", () => {
+    const s = createStudioStore(memoryStorage());
+    s.getState().setImported({ ...imported, report: { ...report, skipped: [{ rule: 'retokenization-mismatch', reason: 'running after the import' }] } });
+    const full = { findings: [], skipped: [], counts: { error: 0, warning: 0, info: 0 } };
+    s.getState().setImportedReport(batch, full);
+    expect(s.getState().skipped).toEqual([]);
+    expect(s.getState().findings).toEqual([]);
+    expect(s.getState().imported!.report).toBe(full);
+    // A newer import: a late report on the old batch changes nothing.
+    const other = { ...batch, prompt_ids: [[6]] };
+    s.getState().setImported({ ...imported, batch: other });
+    s.getState().setImportedReport(batch, full);
+    expect(s.getState().findings).toEqual(report.findings);
+    expect(s.getState().imported!.report).toBe(report);
+  });
+
   it('shows each distinct error once', () => {
     const s = createStudioStore(memoryStorage());
     s.getState().pushError({ kind: 'out-of-memory', message: 'logits do not fit' });

@@ -36,6 +36,10 @@ export function diagnose(batch: GrpoBatch, options: DoctorOptions = {}): DoctorR
   const findings: Finding[] = validateBatch(batch, { vocab_size: options.vocab_size ?? options.tokenizer?.vocab_size, max_positions: options.max_positions, purpose: 'inspect' });
   const skipped: DoctorReport['skipped'] = [];
   for (const rule of RULES) {
+    if (rule.needsTokenizer && options.tokenizer && options.defer_tokenizer_rules) {
+      skipped.push({ rule: rule.id, reason: options.defer_tokenizer_rules });
+      continue;
+    }
     try {
       const r = rule.check(ctx);
       if (typeof r === 'string') skipped.push({ rule: rule.id, reason: r });

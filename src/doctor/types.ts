@@ -29,6 +29,11 @@ export interface DoctorOptions {
   /** The model's vocabulary (else the tokenizer's) and, for learned positions, its n_positions: see modelLimits in src/io/validate.ts. */
   vocab_size?: number;
   max_positions?: number;
+  /**
+   * Skip the rules that need the tokenizer (they decode and re-encode every row: seconds on a big batch)
+   * with this reason; the caller runs the full Doctor afterwards (the page, after an import is shown).
+   */
+  defer_tokenizer_rules?: string;
   /** logprob-mismatch fires when mean |Δ| exceeds this (default 0.05) or max |Δ| exceeds 20× it. */
   logprob_threshold?: number;
 }

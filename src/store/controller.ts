@@ -78,13 +78,15 @@ export async function importBatchFile(file: File): Promise<void> {
   importStore.getState().set({ name: file.name, progress: { label: 'starting', loaded: 0, total: 0 }, cancel: () => abort.abort() });
   try {
     // The File itself goes to the worker (a handle, not its bytes): reading, parsing and checking happen there.
-    const { batch, report, token_texts, trainer, format, notes } = await worker().request({ type: 'import-batch', file, name: file.name }, { onProgress: progress, signal: abort.signal });
+    const { batch, report, token_texts, trainer, format, notes, tokenizer_checks } = await worker().request({ type: 'import-batch', file, name: file.name }, { onProgress: progress, signal: abort.signal });
     await dropRun(false);
 
     store().setLoss(lossSettingsOf(batch.config));
     store().setPreset(presetOfBatch(trainerOfFormat(format), batch.config));
     // What the reader had to assume or could not read is shown with the batch, not hidden.
     store().setImported({ batch, name: file.name, report, token_texts, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
+    // The batch is on screen; the tokenizer's checks (a decode → encode of every row) follow.
+    if (tokenizer_checks !== null) void worker().request({ type: 'tokenizer-checks', import: tokenizer_checks }).then((r) => r.report && store().setImportedReport(batch, r.report), fail);
   } catch (e) {
     // A cancel is the user's choice, not an error: the batch on screen stays as it was.
     if (!(e instanceof Cancelled)) fail(e);

@@ -87,6 +87,8 @@ export interface BatchSlice {
   cursor: number;
   running: boolean;
   setImported(imported: ImportedBatch): void;
+  /** The Doctor's full report on the imported `batch` (its deferred tokenizer checks done); ignored if another batch was imported since. */
+  setImportedReport(batch: GrpoBatch, report: DoctorReport): void;
   setStepFrom(from: BatchSlice['stepFrom']): void;
   stageStarted(stage: StageId, settings?: StepSettings): void;
   stageDone(result: StageResult): void;
@@ -190,6 +192,13 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   cursor: 0,
   running: false,
   setImported: (imported) => set(() => ({ imported, stepFrom: 'import', ...freshRun(), ...showing(imported), selected: null, focus: null })),
+  setImportedReport: (batch, report) =>
+    set((s) => {
+      if (s.imported?.batch !== batch) return {};
+      const imported = { ...s.imported, report };
+      // The findings on screen change only while the imported batch is the one shown.
+      return s.batchOrigin === 'import' && s.batch === batch ? { imported, findings: report.findings, skipped: report.skipped } : { imported };
+    }),
   setStepFrom: (stepFrom) => set((s) => ({ stepFrom, ...freshRun(), ...showing(stepFrom === 'import' ? s.imported : null) })),
   // An update from the loaded weights restores them at its first stage; the step stage moves them one step on.
   stageStarted: (stage, settings) =>

@@ -293,7 +293,7 @@ export interface StepRunner {
    * The Doctor's report on an imported batch with the loaded tokenizer (retokenization and chat-template
    * rules run) and its decoded token texts; without a loaded model, the report without them.
    */
-  inspect(batch: GrpoBatch): { report: DoctorReport; token_texts?: TokenTexts };
+  inspect(batch: GrpoBatch, opts?: { deferTokenizerRules?: boolean }): { report: DoctorReport; token_texts?: TokenTexts; /** the tokenizer rules were skipped, to run later */ deferred?: boolean };
   /** The conversations rendered with two template variants by the loaded tokenizer, aligned token by token. */
   templateDiff(conversations: ChatMessage[][], variants: [TemplateVariant, TemplateVariant]): Promise<TemplateDiff>;
   dispose(): void;
@@ -324,6 +324,8 @@ export type Request =
   | { type: 'import-batch'; file: Blob; name: string }
   /** Stops request `target` (an import): its parse worker is terminated, its answer never comes. */
   | { type: 'cancel'; target: number }
+  /** The full Doctor report (tokenizer rules included) on the batch of import request `import`, the last one imported. */
+  | { type: 'tokenizer-checks'; import: number }
   | { type: 'load-model'; source: ModelChoice }
   | { type: 'load-reference'; source: ModelChoice | null }
   | { type: 'run-stage'; stage: StageId; settings: StepSettings; start?: StepStart }
@@ -339,7 +341,10 @@ export type Request =
 export interface Responses {
   init: { adapter: AdapterReport };
   /** The Doctor's report (schema problems included); report.skipped says which rules could not run. */
-  'import-batch': { batch: GrpoBatch; report: DoctorReport; token_texts?: TokenTexts; format: string; trainer: string; notes: string[] };
+  /** tokenizer_checks: the rules needing the tokenizer were deferred (seconds on a big batch); ask for them with this id. */
+  'import-batch': { batch: GrpoBatch; report: DoctorReport; token_texts?: TokenTexts; format: string; trainer: string; notes: string[]; tokenizer_checks: number | null };
+  /** null: a newer batch was imported meanwhile (its own checks are under way). */
+  'tokenizer-checks': { report: DoctorReport | null };
   cancel: Record<string, never>;
   'load-model': { model: ModelInfo };
   'load-reference': { model: ModelInfo };

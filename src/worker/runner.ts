@@ -58,7 +58,15 @@ function withExtras(id: StageId, data: StageData[StageId] | null, tok: Tokenizer
 
 /** Decoded text of every token (special tokens as written), for the grid and the inspector. */
 export function tokenTexts(tok: Tokenizer, batch: GrpoBatch): TokenTexts {
-  const texts = (rows: number[][]) => rows.map((row) => row.map((t) => tok.decode([t])));
+  // A token's text alone does not depend on where it stands: decode each distinct id once (a 1,024 × 2,560
+  // batch holds 2.6M tokens but at most the vocabulary's ids; one decode per token took seconds).
+  const cache = new Map<number, string>();
+  const text = (t: number) => {
+    let s = cache.get(t);
+    if (s === undefined) cache.set(t, (s = tok.decode([t])));
+    return s;
+  };
+  const texts = (rows: number[][]) => rows.map((row) => row.map(text));
   return { prompt: texts(batch.prompt_ids), completion: texts(batch.completion_ids) };
 }
 
@@ -221,14 +229,15 @@ class PipelineRunner implements StepRunner {
     return { ...r, data };
   }
 
-  inspect(batch: GrpoBatch): { report: DoctorReport; token_texts?: TokenTexts } {
+  inspect(batch: GrpoBatch, opts: { deferTokenizerRules?: boolean } = {}): { report: DoctorReport; token_texts?: TokenTexts; deferred?: boolean } {
     const tok = this.tokenizer?.tokenizer;
     if (!tok || !this.policy) return { report: diagnose(batch) };
     // A batch with ids past this tokenizer's vocabulary comes from another model: its tokenizer would
     // decode and retokenize nonsense, so the Doctor runs without it and the grid shows the ids.
     const inVocab = [...batch.prompt_ids, ...batch.completion_ids].every((row) => row.every((t) => Number.isInteger(t) && t >= 0 && t < tok.vocab_size));
     if (!inVocab) return { report: diagnose(batch) };
-    return { report: diagnose(batch, { tokenizer: tok, model_type: this.policy.config.model_type }), token_texts: tokenTexts(tok, batch) };
+    const defer = opts.deferTokenizerRules ? 'running after the import (decode → encode of every row)' : undefined;
+    return { report: diagnose(batch, { tokenizer: tok, model_type: this.policy.config.model_type, defer_tokenizer_rules: defer }), token_texts: tokenTexts(tok, batch), deferred: !!defer };
   }
 
   async templateDiff(conversations: ChatMessage[][], variants: [TemplateVariant, TemplateVariant]): Promise<TemplateDiff> {

@@ -5,7 +5,7 @@
 // to the page in row slices (rows.ts) so the page's thread is never held for long.
 import { browserGpu } from '../gpu/browser.ts';
 import { scoreRewards, type JsRewardRunner } from '../grpo/rewards.ts';
-import { PER_SAMPLE_FIELDS, PER_TOKEN_FIELDS } from '../io/batch.ts';
+import { PER_SAMPLE_FIELDS, PER_TOKEN_FIELDS, type GrpoBatch } from '../io/batch.ts';
 import { errorInfo } from './errors.ts';
 import { parseInWorker, type ParseRun } from './import_job.ts';
 import type { Request, RequestEnvelope, Responses, StepRunner, WorkerMessage } from './protocol.ts';
@@ -52,6 +52,9 @@ const ROW_FIELDS = ['prompt_ids', 'completion_ids', 'prompt_mask', 'messages', .
 /** Imports in flight, by request id: a cancel stops the parse (a later stage of a cancelled import is dropped by the page). */
 const imports = new Map<number, ParseRun>();
 
+/** The last imported batch, kept for its deferred tokenizer checks (a newer import replaces it). */
+let lastImport: { id: number; batch: GrpoBatch } | null = null;
+
 async function importBatch(id: number, req: Extract<Request, { type: 'import-batch' }>): Promise<Responses['import-batch']> {
   const progress = (label: string, loaded = 0, total = 0) => post({ event: 'progress', id, progress: { label, loaded, total } });
   // Any supported trainer dump (grpo-batch/v1 JSON, TRL / verl / OpenRLHF safetensors, prime-rl JSONL).
@@ -65,9 +68,12 @@ async function importBatch(id: number, req: Extract<Request, { type: 'import-bat
   }
   const { batch, format, trainer, notes, unknownKeys } = parsed.read;
   const read = { batch, format, trainer, notes: [...notes, ...(unknownKeys.length ? [`keys not read: ${unknownKeys.join(', ')}`] : [])] };
-  // With a model loaded, its tokenizer checks the batch too (retokenization, chat template) and decodes the grid's tokens.
-  if (!parsed.report) progress('tokenizer checks');
-  const result = parsed.report ? { ...read, report: parsed.report } : { ...read, ...(await runner!).inspect(batch) };
+  // With a model loaded, its tokenizer decodes the grid's tokens now; its slow checks (retokenization,
+  // chat template: a decode → encode of every row) run on request once the batch is on screen.
+  if (!parsed.report) progress('Doctor checks');
+  lastImport = { id, batch };
+  const checked = parsed.report ? { report: parsed.report } : (await runner!).inspect(batch, { deferTokenizerRules: true });
+  const result: Responses['import-batch'] = { ...read, report: checked.report, token_texts: checked.token_texts, tokenizer_checks: checked.deferred ? id : null };
   const paths = [...rowPaths(batch, ROW_FIELDS, ['batch']), ...(result.token_texts ? rowPaths(result.token_texts, ['prompt', 'completion'], ['token_texts']) : [])];
   return streamRows(result, paths, (parts) => post({ event: 'rows', id, parts }), (done, total) => progress('sending rows to the page', done, total));
 }
@@ -81,6 +87,10 @@ async function handle(id: number, req: Request): Promise<Responses[Request['type
     case 'cancel':
       imports.get(req.target)?.cancel();
       return {};
+    case 'tokenizer-checks': {
+      if (lastImport?.id !== req.import) return { report: null };
+      return { report: (await stepRunner()).inspect(lastImport.batch).report };
+    }
     case 'load-model': {
       const r = await stepRunner();
       return { model: await r.load(req.source, (progress) => post({ event: 'progress', progress })) };
