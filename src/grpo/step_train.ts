@@ -1,11 +1,12 @@
 // The GPU stages of one update: policy forward (per-token log-probs, entropy, saved activations) →
-// reference forward → loss (every aggregation; the configured one drives the gradient) → backward →
-// clip + optimizer step → re-evaluate the same batch with the new weights.
+// reference forward → loss (every aggregation; the configured one drives the gradient, or, under a trainer
+// preset (StepConfig.trainer), that trainer's objective: src/grpo/step_objective.ts) → backward → clip +
+// optimizer step → re-evaluate the same batch with the new weights.
 //
 // Buffers stay on the GPU between stages (StepState's `device` fields): the policy forward's activations
 // and per-token log-probs / log-sum-exp feed the loss and the backward in place, and nothing goes CPU → GPU
-// between policy forward and optimizer step. The (B·C, V) logits never exist at once: the policy is scored
-// in row chunks (src/model/score.ts), the loss works on the per-token log-probs (GrpoLossInputs.scored) and
+// between policy forward and optimizer step except a trainer objective's per-token gradient (B·C floats).
+// The (B·C, V) logits never exist at once: the policy is scored in row chunks (src/model/score.ts), the loss works on the per-token log-probs (GrpoLossInputs.scored) and
 // stops at their gradient dlogp, and the backward recomputes each chunk's logits and turns them into
 // dlogits in place (src/model/head.ts; CausalLM.logitsChunkRows caps the chunk). Each stage reads back
 // only what is shown (per-token arrays (B, C), losses, norms), in one round trip.
