@@ -6,8 +6,8 @@
 // Buffers stay on the GPU between stages (StepState's `device` fields): the policy forward's activations
 // and per-token log-probs / log-sum-exp feed the loss and the backward in place, and nothing goes CPU → GPU
 // between policy forward and optimizer step except a trainer objective's per-token gradient (B·C floats).
-// The (B·C, V) logits never exist at once: the policy is scored in row chunks (src/model/score.ts), the loss works on the per-token log-probs (GrpoLossInputs.scored) and
-// stops at their gradient dlogp, and the backward recomputes each chunk's logits and turns them into
+// The (B·C, V) logits never exist at once: the policy is scored in row chunks (src/model/score.ts), the
+// loss works on the per-token log-probs (GrpoLossInputs.scored) and stops at their gradient dlogp, and the backward recomputes each chunk's logits and turns them into
 // dlogits in place (src/model/head.ts; CausalLM.logitsChunkRows caps the chunk). Each stage reads back
 // only what is shown (per-token arrays (B, C), losses, norms), in one round trip.
 //
