@@ -297,7 +297,8 @@ class PipelineRunner implements StepRunner {
     }
     const current = this.whatIfCurrent.side;
     const whatif = await side(next);
-    return { settings: loss, current, whatif, check: Math.abs(current.terms.loss - l.loss), trainer: await trainerWhatIf(this.gpu, pipe, this.view?.view.terms ?? null, preset ?? this.view?.preset ?? DEFAULT_TRAINER, { ...loss, temperature: ran.loss.temperature }), notes, ms: performance.now() - t0 };
+    // The self-check compares studio loss with studio loss (under a trainer preset the stage's `loss` is the trainer's).
+    return { settings: loss, current, whatif, check: Math.abs(current.terms.loss - l.losses[ran.loss.loss_type]), trainer: await trainerWhatIf(this.gpu, pipe, this.view?.view.terms ?? null, preset ?? this.view?.preset ?? DEFAULT_TRAINER, { ...loss, temperature: ran.loss.temperature }), notes, ms: performance.now() - t0 };
   }
 
   async beforeAfter(): Promise<BeforeAfterResult> {
