@@ -170,6 +170,8 @@ describe('trainer preset in chromium', () => {
     expect(await page.getByTestId('trainer').inputValue()).toBe('trl');
     expect(await page.getByTestId('trainer-field-vllm_importance_sampling_mode').inputValue()).toBe('token_mask');
     expect(await page.getByTestId('trainer-field-num_items_in_batch').inputValue()).toBe(String(NUM_ITEMS));
+    // The earlier updates took their (trainer) steps: this one starts from the weights as loaded, as `score` reads them.
+    await page.getByTestId('step-weights').selectOption('loaded');
     const statuses = await runUpdate();
     expect(statuses[STAGE.loss]).toBe('done');
 
