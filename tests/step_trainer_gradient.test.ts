@@ -10,8 +10,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { StepPipeline } from '../src/grpo/step.ts';
-import { stepConfigFromBatch } from '../src/grpo/step_config.ts';
-import type { TrainerObjective } from '../src/grpo/step_objective.ts';
+import { STEP_CONFIG_FIELDS, stepConfigFromBatch } from '../src/grpo/step_config.ts';
+import { objectiveFor, type TrainerObjective } from '../src/grpo/step_objective.ts';
 import type { StageData } from '../src/grpo/step_types.ts';
 import { parseTrlConfig, parseTrlRun } from '../src/grpo/settings/trl.ts';
 import { openrlhfObjective } from '../src/grpo/trainers/openrlhf.ts';
@@ -149,4 +149,22 @@ describe(`${M}: the step's gradient is the trainer preset's`, () => {
     pipe.destroy();
     policy.destroy();
   }, 300_000);
+});
+
+describe('which objective a step follows (objectiveFor)', () => {
+  const studio = (k: string) => STEP_CONFIG_FIELDS.includes(k);
+  it.each([
+    ['TRL, only fields the studio loss carries', 'trl', { loss_type: 'grpo', beta: 0.04, epsilon: 0.2 }, {}, false],
+    ['TRL, run context at its defaults', 'trl', {}, { num_processes: 1, gradient_accumulation_steps: 1, num_items_in_batch: null }, false],
+    ['TRL, a sampling setting (no effect on the loss)', 'trl', { num_generations: 8 }, {}, false],
+    ['TRL, a loss setting the studio loss does not apply', 'trl', { mask_truncated_completions: true }, {}, true],
+    ['TRL, two processes', 'trl', {}, { num_processes: 2 }, true],
+    ['TRL, steps_per_generation in config', 'trl', { steps_per_generation: 4 }, {}, true],
+    ['TRL, a key its tables do not know', 'trl', { not_a_trl_field: 1 }, {}, true],
+    ['verl at its defaults', 'verl', {}, {}, true],
+    ['OpenRLHF at its defaults', 'openrlhf', {}, {}, true],
+  ] as const)('%s', (_what, trainer, config, run, isTrainer) => {
+    const o = objectiveFor(trainer, { ...config }, { ...run }, studio);
+    expect(o).toEqual(isTrainer ? { trainer, config, run } : null);
+  });
 });
