@@ -7,9 +7,10 @@
 // and per-token log-probs / log-sum-exp feed the loss and the backward in place, and nothing goes CPU → GPU
 // between policy forward and optimizer step except a trainer objective's per-token gradient (B·C floats).
 // The (B·C, V) logits never exist at once: the policy is scored in row chunks (src/model/score.ts), the
-// loss works on the per-token log-probs (GrpoLossInputs.scored) and stops at their gradient dlogp, and the backward recomputes each chunk's logits and turns them into
-// dlogits in place (src/model/head.ts; CausalLM.logitsChunkRows caps the chunk). Each stage reads back
-// only what is shown (per-token arrays (B, C), losses, norms), in one round trip.
+// loss works on the per-token log-probs (GrpoLossInputs.scored) and stops at their gradient dlogp, and the
+// backward recomputes each chunk's logits and turns them into dlogits in place (src/model/head.ts;
+// CausalLM.logitsChunkRows caps the chunk). Each stage reads back only what is shown (per-token arrays
+// (B, C), losses, norms), in one round trip.
 //
 // old_per_token_logps: the batch's, or else the policy's own log-probs before the step (ratio 1, as TRL
 // with one iteration per generation). Reference: a given model (a second checkpoint, the LoRA base with
