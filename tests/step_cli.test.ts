@@ -121,6 +121,10 @@ describe('grpo-studio step follows the batch\'s trainer objective', () => {
     const plain = await stepInProcess(join(dir, 'batch.json'), ['--model', dir, '--ref-model', join(dir, 'ref')]);
     expect(plain.objective).toBeNull();
     expectClose([plain.loss, plain.grad_norm], [want.loss, want.grad_norm], { rtol: 1e-4, atol: 1e-6, label: 'studio loss, grad_norm' });
+    // The loss after the step is TRL's objective too: the first AdamW step (after clipping) does not depend on the
+    // gradient's scale beyond eps = 1e-8, so both runs reach the same weights and TRL's grpo halves the studio loss.
+    expectClose(got.post_step_per_token_logps.flat(), plain.post_step_per_token_logps.flat(), { rtol: 1e-4, atol: 1e-5, label: 'post-step logps' });
+    expectClose([got.loss_after], [plain.loss_after / 2], { rtol: 1e-3, atol: 1e-6, label: 'loss_after / 2' });
   });
 });
 
