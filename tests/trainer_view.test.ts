@@ -76,6 +76,9 @@ describe('trainer view of the step', () => {
     expect(v2.loss.trainer!.table).toHaveLength(32);
     expect(v2.loss.objective).toMatchObject({ trainer: 'verl' });
     expect(v2.loss.loss).toBeCloseTo(num / den, 6);
+    // The what-if's self-check compares the studio loss with the stage's studio aggregation, not the trainer's loss.
+    const wv = await runner.whatIf(settings.loss);
+    expect(wv.check).toBeLessThanOrEqual(1e-5 * Math.abs(v2.loss.losses[settings.loss.loss_type]) + 1e-7);
     expect(await runner.runStage('backward', verl)).toMatchObject({ id: 'backward' });
 
     // A TRL setting the studio loss does not apply: the step follows TRL's objective with it.
