@@ -104,6 +104,30 @@ describe('grpo-studio step reference variants', () => {
   });
 });
 
+describe('grpo-studio step follows the batch\'s trainer objective', () => {
+  const dir = join(GOLDEN, 'tiny-qwen2');
+
+  it('TRL grpo with run.gradient_accumulation_steps = 2: the objective is TRL\'s, loss and gradient halve (vs expected.json)', async () => {
+    const batch = read<{ config: Record<string, unknown>; run?: Record<string, unknown> }>(join(dir, 'batch.json'));
+    batch.run = { gradient_accumulation_steps: 2 };
+    const path = tmp('batch.json');
+    writeFileSync(path, JSON.stringify(batch));
+    const got = await stepInProcess(path, ['--model', dir, '--ref-model', join(dir, 'ref')]);
+    const want = read<Expected>(join(dir, 'expected.json'));
+    expect(got.objective).toMatchObject({ trainer: 'trl', config: { loss_type: 'grpo', beta: 0.04 }, run: { gradient_accumulation_steps: 2 } });
+    // TRL's grpo divides by the accumulation steps (trl grpo_trainer.py _compute_loss); README: rtol 1e-4, atol 1e-6.
+    expectClose([got.loss, got.grad_norm], [want.loss / 2, want.grad_norm / 2], { rtol: 1e-4, atol: 1e-6, label: 'loss, grad_norm / 2' });
+    // The same batch without run context is the studio loss: no objective, expected.json's numbers.
+    const plain = await stepInProcess(join(dir, 'batch.json'), ['--model', dir, '--ref-model', join(dir, 'ref')]);
+    expect(plain.objective).toBeNull();
+    expectClose([plain.loss, plain.grad_norm], [want.loss, want.grad_norm], { rtol: 1e-4, atol: 1e-6, label: 'studio loss, grad_norm' });
+    // The loss after the step is TRL's objective too: the first AdamW step (after clipping) does not depend on the
+    // gradient's scale beyond eps = 1e-8, so both runs reach the same weights and TRL's grpo halves the studio loss.
+    expectClose(got.post_step_per_token_logps.flat(), plain.post_step_per_token_logps.flat(), { rtol: 1e-4, atol: 1e-5, label: 'post-step logps' });
+    expectClose([got.loss_after], [plain.loss_after / 2], { rtol: 1e-3, atol: 1e-6, label: 'loss_after / 2' });
+  });
+});
+
 describe('grpo-studio step input errors', () => {
   const dir = join(GOLDEN, 'tiny-llama');
   const batch = () => read<Record<string, unknown> & { config: Record<string, unknown>; completion_ids: number[][] }>(join(dir, 'batch.json'));

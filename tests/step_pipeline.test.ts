@@ -144,3 +144,20 @@ describe('reset with undo', () => {
     reference.destroy();
   });
 });
+
+describe('advantages the step cannot take', () => {
+  it('refuses per-token advantages that vary inside a sequence, naming sample and positions, instead of recomputing them from rewards', async () => {
+    const gpu = await testGpu();
+    const dir = join(GOLDEN, 'tiny-llama');
+    const policy = await CausalLM.from_pretrained(new FolderSource(dir), gpu);
+    const batch = parseBatch(readFileSync(join(dir, 'batch.json'), 'utf8'));
+    // A critic's per-token advantages (as a verl GAE batch carries), with rewards present that GRPO could use.
+    batch.per_token_advantages = batch.completion_ids.map((row, b) => row.map((_, t) => (b === 1 && t === 2 ? 0.5 : 0.25)));
+    batch.rewards = batch.completion_ids.map((_, b) => b % 2);
+    delete batch.advantages;
+    const pipe = new StepPipeline(gpu, { policy, reference: null, config: stepConfigFromBatch(batch.config, 6), source: { kind: 'batch', batch } });
+    await expect(pipe.runToEnd()).rejects.toThrow(/^per_token_advantages: sample 1 has 0\.25 at position 0 and 0\.5 at position 2; the step takes one advantage per sequence/);
+    pipe.destroy();
+    policy.destroy();
+  });
+});

@@ -2,8 +2,9 @@
 // stage's trainer view on a real update of a tiny random Qwen2 — TRL at the studio's settings gives the
 // studio loss; a tool batch's tool tokens leave the effective mask with factor "tool"; a vLLM batch in
 // token_mask mode drops exactly the tokens whose exp(logp − sampling) leaves [clip_min, clip_max], with
-// factor "importance sampling"; verl's settings errors are named; the backward refuses another trainer's
-// or an unapplied setting's gradient. Expected values are recomputed here from the update's own arrays.
+// factor "importance sampling"; verl's settings errors are named and the backward refuses with them; another
+// trainer's or a non-default TRL setting's loss is the step's own (its gradient is the trainer's:
+// tests/step_trainer_gradient.test.ts). Expected values are recomputed here from the update's own arrays.
 import { describe, expect, it } from 'vitest';
 import { createStepRunner } from '../src/worker/runner.ts';
 import { DEFAULT_SETTINGS } from '../src/store/settings.ts';
@@ -17,7 +18,7 @@ import { testGpu } from './helpers/gpu.ts';
 const factor = (name: (typeof MASK_FACTORS)[number]) => MASK_FACTORS.indexOf(name);
 
 describe('trainer view of the step', () => {
-  it('follows the preset on the same log-probs, with its masks, and guards the gradient', async () => {
+  it('follows the preset on the same log-probs, with its masks, and the step takes its loss', async () => {
     const runner = createStepRunner(await testGpu());
     await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, () => {});
     const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
@@ -38,6 +39,7 @@ describe('trainer view of the step', () => {
     expect(view.error).toBeNull();
     expect(view.trainer).toBe('trl');
     expect(view.config.loss_type).toBe(settings.loss.loss_type);
+    expect(first.loss.objective, 'TRL at the studio settings: the studio loss forms the step').toBeNull();
     expect(Math.abs(view.terms!.loss - first.loss.loss)).toBeLessThanOrEqual(1e-5 * Math.abs(first.loss.loss) + 1e-7);
     expect(view.table.map((c) => c.label)).toEqual([...TRL_LOSS_TYPES]);
     expect(view.table.find((c) => c.label === settings.loss.loss_type)!.loss).toBeCloseTo(view.terms!.loss, 6);
@@ -56,10 +58,12 @@ describe('trainer view of the step', () => {
     for (let i = 0; i < B * C; i++) if (M[i]) expect(Math.abs(view.terms!.dlogp![i] - studioDlogp[i]), `dlogp[${i}]`).toBeLessThanOrEqual(1e-5 * gmax);
     expect(await runner.runStage('backward', settings)).toMatchObject({ id: 'backward' });
 
-    // Another trainer: its loss is shown (or its settings error, naming the field); the backward refuses.
+    // Another trainer: its loss is shown and is the step's (or its settings error, naming the field, and the backward refuses).
     const verl = { ...settings, trainer: { trainer: 'verl', config: {}, run: {} } as TrainerPreset };
     const v1 = await runTo('loss', verl);
     expect(v1.loss.trainer!.error).toMatch(/ppo_micro_batch_size_per_gpu/);
+    expect(v1.loss.objective_error).toBe(v1.loss.trainer!.error);
+    expect(v1.loss.loss).toBeNaN();
     await expect(runner.runStage('backward', verl)).rejects.toThrow(/ppo_micro_batch_size_per_gpu/);
     verl.trainer.config = { ppo_mini_batch_size: B, ppo_micro_batch_size_per_gpu: B, rollout_is: null };
     const v2 = await runTo('loss', verl);
@@ -70,14 +74,21 @@ describe('trainer view of the step', () => {
     expect(v2.loss.trainer!.error).toBeNull();
     expect(v2.loss.trainer!.terms!.loss).toBeCloseTo(num / den, 6);
     expect(v2.loss.trainer!.table).toHaveLength(32);
-    await expect(runner.runStage('backward', verl)).rejects.toThrow(/trainer: verl/);
+    expect(v2.loss.objective).toMatchObject({ trainer: 'verl' });
+    expect(v2.loss.loss).toBeCloseTo(num / den, 6);
+    // The what-if's self-check compares the studio loss with the stage's studio aggregation, not the trainer's loss.
+    const wv = await runner.whatIf(settings.loss);
+    expect(wv.check).toBeLessThanOrEqual(1e-5 * Math.abs(v2.loss.losses[settings.loss.loss_type]) + 1e-7);
+    expect(await runner.runStage('backward', verl)).toMatchObject({ id: 'backward' });
 
-    // A TRL setting the studio loss does not apply: shown, and the backward names it.
+    // A TRL setting the studio loss does not apply: the step follows TRL's objective with it.
     const cispo = { ...settings, trainer: { trainer: 'trl', config: { loss_type: 'cispo' }, run: {} } as TrainerPreset };
     const c1 = await runTo('loss', cispo);
     expect(c1.loss.trainer!.config.loss_type).toBe('cispo');
     expect(c1.loss.trainer!.terms!.loss).toBeCloseTo(c1.loss.trainer!.table.find((c) => c.label === 'cispo')!.loss!, 6);
-    await expect(runner.runStage('backward', cispo)).rejects.toThrow(/config\.loss_type = "cispo"/);
+    expect(c1.loss.loss).toBeCloseTo(c1.loss.trainer!.terms!.loss, 6);
+    expect(c1.loss.objective).toMatchObject({ trainer: 'trl', config: { loss_type: 'cispo' } });
+    expect(await runner.runStage('backward', cispo)).toMatchObject({ id: 'backward' });
 
     // mask_truncated_completions: rows without EOS leave the loss, named "truncation"; the others are untouched.
     const trunc = { ...settings, trainer: { trainer: 'trl', config: { mask_truncated_completions: true }, run: {} } as TrainerPreset };
@@ -86,7 +97,7 @@ describe('trainer view of the step', () => {
     const truncatedRows = first.assemble.batch.completion_ids.map((r) => !r.some((id) => eos.includes(id)));
     expect(truncatedRows.some(Boolean) && !truncatedRows.every(Boolean), 'the random model truncates some rows, not all').toBe(true);
     for (let i = 0; i < B * C; i++) expect(MASK_FACTORS[tr.removed_by[i]], `token ${i}`).toBe(!M[i] ? 'completion' : truncatedRows[Math.floor(i / C)] ? 'truncation' : 'kept');
-    await expect(runner.runStage('backward', trunc)).rejects.toThrow(/config\.mask_truncated_completions = true/);
+    expect(await runner.runStage('backward', trunc)).toMatchObject({ id: 'backward' });
 
     // A tool batch and a vLLM-corrected batch, imported: the same completions with a tool span and sampling log-probs.
     const batch: GrpoBatch = structuredClone(first.assemble.batch);
@@ -110,7 +121,8 @@ describe('trainer view of the step', () => {
     }
     expect(t.removed_by.some((f) => f === factor('tool'))).toBe(true);
     expect(t.removed_by.some((f) => f === factor('importance sampling'))).toBe(true);
-    await expect(runner.runStage('backward', vllm)).rejects.toThrow(/config\.vllm_importance_sampling_mode = "token_mask"/);
+    expect(imp.loss.loss).toBeCloseTo(t.loss, 6);
+    expect(await runner.runStage('backward', vllm)).toMatchObject({ id: 'backward' });
     runner.dispose();
   }, 300_000);
 });

@@ -105,10 +105,10 @@ export async function tokenizerFlag(args: ParsedArgs): Promise<Tokenizer | undef
  * A batch file (any supported format) read and validated for a computation (`score`, `step`) before any number is computed:
  * anything it cannot use is an InputError (exit 2) naming field, sample and position.
  */
-export function readBatchFor(path: string, purpose: NonNullable<ValidateOptions['purpose']>): GrpoBatch {
-  const { batch } = readBatchFiles([path]);
+export function readBatchFor(path: string, purpose: NonNullable<ValidateOptions['purpose']>): { batch: GrpoBatch; format: string } {
+  const { batch, format } = readBatchFiles([path]);
   assertComputable(batch, { purpose }, path);
-  return batch;
+  return { batch, format };
 }
 
 /** Checkpoint tensors the model does not use are named on stderr (HF warns too): never dropped without a word. */

@@ -22,7 +22,7 @@ export interface ScoreResult {
 
 export async function run(argv: string[]): Promise<number> {
   const { model: modelPath, batch: batchPath, refModel: refPath, out } = modelBatchArgs(argv, 'score');
-  const batch = readBatchFor(batchPath, 'score');
+  const { batch } = readBatchFor(batchPath, 'score');
   const padded = padBatch(batch);
   // Types and ranges of both were checked by the validator (src/io/validate_config.ts).
   const temperature = batch.config?.temperature ?? 1;

@@ -5,7 +5,10 @@
 // beta, epsilon, epsilon_high, delta, temperature, kl_estimator, importance_sampling_level, optimizer
 // {name, lr, betas, eps, weight_decay}, max_grad_norm, position_ids). Without --ref-model and with β > 0
 // the reference is a frozen copy of the policy. Writes JSON; per-token arrays are ragged over each
-// sample's completion (the batch's completion_ids lengths).
+// sample's completion (the batch's completion_ids lengths). The batch's trainer (its format: verl and
+// OpenRLHF dumps are theirs, anything else TRL), `config` and `run` pick the objective as on the page
+// (src/grpo/step_objective.ts): another trainer, or a TRL setting / run context the studio loss does not
+// apply, makes the loss and the gradient that trainer's; the result names it (`objective`).
 //
 // --adapter: the policy is the model plus a PEFT LoRA adapter; only the adapter trains. The reference
 // (no --ref-model, β > 0) is then the model with the adapter disabled, as TRL when it creates the adapter
@@ -17,7 +20,10 @@ import { basename, join, resolve } from 'node:path';
 import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
-import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
+import { STEP_CONFIG_FIELDS, stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
+import { objectiveFor, trainerOfFormat, type TrainerObjective } from '../grpo/step_objective.ts';
+import { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
+import type { GrpoBatch } from '../io/batch.ts';
 import type { ReferenceSource, StageData } from '../grpo/step_types.ts';
 import { loadLoraAdapter, saveLoraAdapter } from '../model/lora.ts';
 import { LoraAdapter } from '../model/lora_adapter.ts';
@@ -35,6 +41,8 @@ export interface StepCliResult {
   per_token_loss: number[][];
   loss: number;
   loss_type: string;
+  /** The trainer objective that formed loss, gradient and loss_after; null: the studio loss (loss_type). */
+  objective: TrainerObjective | null;
   losses: Record<string, number>;
   grad_norm: number;
   group_grad_norms: Record<string, number>;
@@ -59,6 +67,15 @@ function config(batchConfig: Parameters<typeof stepConfigFromBatch>[0], C: numbe
   }
 }
 
+/** The objective of the batch's trainer, config and run (run keys also read from config, where importers put them). */
+function objectiveOfBatch(batch: GrpoBatch, format: string): TrainerObjective | null {
+  const trainer = trainerOfFormat(format);
+  const { config: table, run: runTable } = TRAINER_TABLES[trainer];
+  const entries = Object.entries(batch.config ?? {});
+  const known = (t: typeof table) => Object.fromEntries(entries.filter(([k]) => t.some((s) => s.name === k)));
+  return objectiveFor(trainer, known(table), { ...known(runTable), ...batch.run }, (k) => STEP_CONFIG_FIELDS.includes(k));
+}
+
 export async function run(argv: string[]): Promise<number> {
   const { model: modelPath, batch: batchPath, refModel: refPath, out, args } = modelBatchArgs(argv, 'step', { values: ['adapter', 'save-adapter'], switches: ['ref-adapter', 'checkpointing'] });
   const adapterPath = flag(args, 'adapter');
@@ -66,9 +83,9 @@ export async function run(argv: string[]): Promise<number> {
   const refAdapter = args.flags.has('ref-adapter');
   if ((saveAdapter || refAdapter) && !adapterPath) throw new CliError(`--${saveAdapter ? 'save-adapter' : 'ref-adapter'} needs --adapter DIR`);
   if (refAdapter && refPath) throw new CliError('--ref-adapter and --ref-model both name the reference: give one');
-  const batch = readBatchFor(batchPath, 'step');
+  const { batch, format } = readBatchFor(batchPath, 'step');
   const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
-  const cfg = config(batch.config, C, batchPath);
+  const cfg = { ...config(batch.config, C, batchPath), trainer: objectiveOfBatch(batch, format) };
 
   const gpu = await nodeGpu();
   // Frozen weights (a LoRA base, a reference model) stay in their checkpoint dtype: bf16 at half the bytes.
@@ -102,6 +119,7 @@ export async function run(argv: string[]): Promise<number> {
       per_token_loss: rag(loss.per_token_loss),
       loss: loss.loss,
       loss_type: cfg.loss.loss_type,
+      objective: loss.objective,
       losses: loss.losses,
       grad_norm: d('backward').grad_norm,
       group_grad_norms: d('backward').group_grad_norms,
@@ -122,7 +140,8 @@ export async function run(argv: string[]): Promise<number> {
     return await writeResult(out, result, 'step');
   } catch (e) {
     const err = e as Error;
-    if (err.name === 'GrpoLossError') throw new CliError(`${batchPath}: ${err.message}`);
+    // A setting the batch's trainer objective rejects is named by the loss and refused by the backward: input error.
+    if (err.name === 'GrpoLossError' || err.name === 'SettingsError') throw new CliError(`${batchPath}: ${err.message}`);
     throw e;
   } finally {
     pipe.destroy();

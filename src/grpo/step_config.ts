@@ -6,6 +6,7 @@ import type { AdvantageEstimator } from './advantages.ts';
 import { DEFAULT_GRPO_LOSS_CONFIG, parseGrpoLossConfig, type GrpoLossConfig } from './loss.ts';
 import { parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
 import { parseTrlConfig } from './settings/trl.ts';
+import type { TrainerObjective } from './step_objective.ts';
 
 /** Everything one update needs besides the data: TRL's loss fields, the optimizer, clipping, positions. */
 export interface StepConfig {
@@ -16,7 +17,15 @@ export interface StepConfig {
   /** How advantages are computed when the batch has rewards but no advantages (and from sampled rewards). */
   scale_rewards: ScaleRewards;
   advantage_estimator: AdvantageEstimator;
+  /** The trainer objective the loss and gradient follow (src/grpo/step_objective.ts); unset or null: the studio loss. */
+  trainer?: TrainerObjective | null;
 }
+
+/** The batch-config fields stepConfigFromBatch reads: what the studio loss (and the step around it) applies. */
+export const STEP_CONFIG_FIELDS: readonly string[] = [
+  'loss_type', 'beta', 'epsilon', 'epsilon_high', 'delta', 'temperature', 'max_completion_length', 'kl_estimator', 'importance_sampling_level',
+  'num_items_in_batch', 'max_grad_norm', 'optimizer', 'position_ids', 'scale_rewards', 'advantage_estimator',
+];
 
 /**
  * A batch file's `config` (TRL names: epsilon / epsilon_high, optimizer {name, lr, betas, eps,

@@ -74,6 +74,9 @@ export async function advantages(ctx: StageContext, state: StepState): Promise<S
   // The first stage that computes from an imported batch: the page and the CLI stop here on the same verdict.
   if (src.kind === 'batch') assertComputable(src.batch, { purpose: 'step', ...modelLimits(ctx.opts.policy.config) });
   if (src.kind === 'batch' && src.batch.advantages) return { data: { advantages: [...src.batch.advantages], groups: null, from: 'batch' } };
+  // Per-token advantages that vary inside a sequence (a critic's GAE, a token-level reward) were the
+  // trainer's: the step takes one advantage per sequence, and rewards would give other numbers.
+  if (src.kind === 'batch' && src.batch.per_token_advantages) throw new BatchFormatError(`per_token_advantages: ${varyingAdvantage(src.batch.per_token_advantages, src.batch.completion_mask)}; the step takes one advantage per sequence (GRPO), and recomputing them from rewards would not be what the trainer used`);
   const scored = src.kind === 'batch' ? src.batch : need(state, 'reward').data;
   const rewards = scored.rewards;
   if (!rewards) throw new BatchFormatError('the batch has neither "advantages" nor "rewards": nothing to take a step on');
@@ -140,4 +143,18 @@ export async function assemble(ctx: StageContext, state: StepState): Promise<Sta
     loss_mask: padded.tool_mask ? ctx.own(gpu.upload('loss_mask', lossMaskOf(padded))) : null, // (B, C)
   };
   return { data: { batch, padded }, device };
+}
+
+/** Where per-token advantages first differ inside one sequence's loss mask, in words (the readers keep a constant row as `advantages`). */
+function varyingAdvantage(perToken: number[][], mask: number[][]): string {
+  for (let b = 0; b < perToken.length; b++) {
+    const m = mask[b] ?? [];
+    let first = -1;
+    for (let t = 0; t < perToken[b].length; t++) {
+      if (m[t] !== 1) continue;
+      if (first < 0) first = t;
+      else if (perToken[b][t] !== perToken[b][first]) return `sample ${b} has ${perToken[b][first]} at position ${first} and ${perToken[b][t]} at position ${t}`;
+    }
+  }
+  return 'they vary inside a sequence';
 }

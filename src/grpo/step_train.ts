@@ -1,14 +1,16 @@
 // The GPU stages of one update: policy forward (per-token log-probs, entropy, saved activations) →
-// reference forward → loss (every aggregation; the configured one drives the gradient) → backward →
-// clip + optimizer step → re-evaluate the same batch with the new weights.
+// reference forward → loss (every aggregation; the configured one drives the gradient, or, under a trainer
+// preset (StepConfig.trainer), that trainer's objective: src/grpo/step_objective.ts) → backward → clip +
+// optimizer step → re-evaluate the same batch with the new weights.
 //
 // Buffers stay on the GPU between stages (StepState's `device` fields): the policy forward's activations
 // and per-token log-probs / log-sum-exp feed the loss and the backward in place, and nothing goes CPU → GPU
-// between policy forward and optimizer step. The (B·C, V) logits never exist at once: the policy is scored
-// in row chunks (src/model/score.ts), the loss works on the per-token log-probs (GrpoLossInputs.scored) and
-// stops at their gradient dlogp, and the backward recomputes each chunk's logits and turns them into
-// dlogits in place (src/model/head.ts; CausalLM.logitsChunkRows caps the chunk). Each stage reads back
-// only what is shown (per-token arrays (B, C), losses, norms), in one round trip.
+// between policy forward and optimizer step except a trainer objective's per-token gradient (B·C floats).
+// The (B·C, V) logits never exist at once: the policy is scored in row chunks (src/model/score.ts), the
+// loss works on the per-token log-probs (GrpoLossInputs.scored) and stops at their gradient dlogp, and the
+// backward recomputes each chunk's logits and turns them into dlogits in place (src/model/head.ts;
+// CausalLM.logitsChunkRows caps the chunk). Each stage reads back only what is shown (per-token arrays
+// (B, C), losses, norms), in one round trip.
 //
 // old_per_token_logps: the batch's, or else the policy's own log-probs before the step (ratio 1, as TRL
 // with one iteration per generation). Reference: a given model (a second checkpoint, the LoRA base with
@@ -21,6 +23,9 @@ import { score_completions, type CompletionScores } from '../model/score.ts';
 import type { PaddedBatch } from './batch.ts';
 import { grpo_loss, readGrpoLossFields, type GrpoLossInputs } from './loss.ts';
 import { clipCoefFor, Optimizer } from './optimizer.ts';
+import { SettingsError } from './settings/types.ts';
+import { trainerLossFromLogps } from './trainers/from_logps.ts';
+import { trainerInputs, trainerObjective, type ScoredUpdate } from './step_objective.ts';
 import { lossMaskOf } from './step_prepare.ts';
 import { need, referenceLabel, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
 
@@ -38,6 +43,16 @@ function lossInputs(ctx: StageContext, state: StepState, p: PaddedBatch, s: Comp
     B: p.B, T: p.C, V: ctx.opts.policy.config.vocab_size,
     completion_ids: s.completion_ids, completion_mask: lossMask(state, s), advantages: need(state, 'assemble').device.advantages,
     old_per_token_logps: old, ref_per_token_logps: state.reference_forward?.device.ref_per_token_logps ?? null, scored: s,
+  };
+}
+
+/** The update as a trainer objective reads it, with these per-token log-probs / entropies (before or after the step). */
+function scoredUpdate(ctx: StageContext, state: StepState, per_token_logps: Float32Array, per_token_entropy: Float32Array): ScoredUpdate {
+  const a = need(state, 'assemble').data;
+  return {
+    padded: a.padded, per_token_logps, per_token_entropy, advantages: need(state, 'advantages').data.advantages,
+    ref_per_token_logps: state.reference_forward?.data.ref_per_token_logps ?? null,
+    old_per_token_logps: need(state, 'policy_forward').data.per_token_logps, temperature: ctx.opts.config.loss.temperature,
   };
 }
 
@@ -105,22 +120,37 @@ export async function loss(ctx: StageContext, state: StepState): Promise<StageOu
     klSum += r.per_token_kl?.[i] ?? 0;
     if (beta !== 0) kl_term += weight[i] * beta * r.per_token_kl![i];
   }
+  // A trainer preset: its objective forms the loss and the gradient (the studio's per-token terms stay shown).
+  const objective = opts.config.trainer ?? null;
+  const pf = need(state, 'policy_forward').data;
+  // A setting the trainer refuses is named here and by the backward, which then refuses (the stage's other terms stay shown).
+  let t: Awaited<ReturnType<typeof trainerObjective>> | null = null;
+  let objective_error: string | null = null;
+  try {
+    if (objective) t = await trainerObjective(gpu, trainerInputs(scoredUpdate(ctx, state, pf.per_token_logps, pf.per_token_entropy), objective));
+  } catch (e) {
+    if (!(e instanceof SettingsError)) throw e;
+    objective_error = e.message;
+  }
+  if (t) ctx.own({ destroy: () => [t.grad.dlogp, t.grad.dentropy].forEach((b) => b?.destroy()) });
   return {
     data: {
-      old_per_token_logps: p.old_per_token_logps ?? need(state, 'policy_forward').data.per_token_logps,
+      old_per_token_logps: p.old_per_token_logps ?? pf.per_token_logps,
       importance_ratio: r.importance_ratio,
       per_token_kl: r.per_token_kl,
       per_token_loss: r.per_token_loss,
       token_weight: weight,
       clip: r.clip,
-      loss: r.loss,
+      loss: t ? t.out.loss : objective ? NaN : r.loss,
       losses: r.losses,
-      policy_term: r.loss - kl_term,
-      kl_term,
+      policy_term: t ? NaN : r.loss - kl_term,
+      kl_term: t ? NaN : kl_term,
       mean_kl: r.per_token_kl ? klSum / Math.max(1, tokens) : NaN,
       clip_counts: r.clip_counts,
+      objective,
+      objective_error,
     },
-    device: { result },
+    device: { result, trainer: t?.grad ?? null },
   };
 }
 
@@ -128,8 +158,13 @@ export async function backward(ctx: StageContext, state: StepState): Promise<Sta
   const { gpu, opts } = ctx;
   const rec = gpu.recorder('backward');
   const s = need(state, 'policy_forward').device.scores;
-  const dlogp = need(state, 'loss').device.result.dlogp!;
-  opts.policy.backward(rec, { dlogp, lse: s.lse, ids: s.completion_ids, mask: lossMask(state, s), temperature: opts.config.loss.temperature });
+  const objective_error = need(state, 'loss').data.objective_error;
+  if (objective_error) throw new SettingsError(objective_error);
+  const l = need(state, 'loss').device;
+  // The trainer's gradient when a preset drives the step (its entropy term through dentropy), else the studio loss's.
+  const dlogp = l.trainer?.dlogp ?? l.result.dlogp!;
+  const dentropy = l.trainer?.dentropy ? { dentropy: l.trainer.dentropy, entropy: s.per_token_entropy } : null;
+  opts.policy.backward(rec, { dlogp, lse: s.lse, ids: s.completion_ids, mask: lossMask(state, s), temperature: opts.config.loss.temperature, dentropy });
   await rec.finish();
   // Under a LoRA adapter only A and B train: the norms and the step see the adapter alone (TRL + PEFT).
   const optimizer = opts.optimizer ?? ctx.own(new Optimizer(gpu, opts.policy.trainableParams.values(), opts.config.optimizer));
@@ -158,13 +193,21 @@ export async function reEvaluate(ctx: StageContext, state: StepState): Promise<S
   await rec.finish();
   const r = await readGrpoLossFields(gpu, res, ['per_token_logps', 'per_token_kl', 'per_token_loss']);
   const pre = before.data.per_token_logps;
+  // Under a trainer preset the loss after the step is that trainer's objective too (old log-probs: the policy's before).
+  const objective = opts.config.trainer;
+  let loss_after = r.loss;
+  if (objective) {
+    const entropy = await gpu.readF32(s.per_token_entropy, p.B * p.C);
+    const x = trainerInputs(scoredUpdate(ctx, state, r.per_token_logps, entropy), objective);
+    loss_after = (await trainerLossFromLogps(gpu, { ...x.x, old_per_token_logps: x.x.old_per_token_logps ?? Float32Array.from(pre) }, x.scored)).loss;
+  }
   return {
     data: {
       post_per_token_logps: r.per_token_logps,
       delta_per_token_logps: r.per_token_logps.map((x, i) => x - pre[i]),
       post_per_token_kl: r.per_token_kl,
       post_per_token_loss: r.per_token_loss,
-      loss_after: r.loss,
+      loss_after,
       losses_after: r.losses,
     },
   };

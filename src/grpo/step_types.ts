@@ -16,6 +16,7 @@ import type { Optimizer, OptimizerConfig } from './optimizer.ts';
 import type { JsRewardRunner, RewardSpec, RewardTable } from './rewards.ts';
 import type { StageId } from './stages.ts';
 import type { StepConfig } from './step_config.ts';
+import type { TrainerGrad, TrainerObjective } from './step_objective.ts';
 import type { WeightUndo } from './step_undo.ts';
 
 // ------------------------------------------------------------------------------------------ sources
@@ -106,6 +107,10 @@ export interface StageData {
     policy_term: number; // the loss without β·KL
     kl_term: number; // β·KL, same aggregation
     mean_kl: number; // Σ M·KL / Σ M
+    /** The trainer objective that formed `loss` and the gradient (null: the studio loss, whose split policy_term / kl_term are; NaN under a trainer). */
+    objective: TrainerObjective | null;
+    /** Why the objective could not be formed (a setting, named): the loss is NaN and the backward refuses with it. */
+    objective_error: string | null;
     clip_counts: ClipCounts;
   };
   backward: { grad_norm: number; group_grad_norms: Record<ParamGroup, number> };
@@ -140,7 +145,7 @@ export interface StageDevice {
   /** Saved activations and per-token log-probs / lse / entropy (the backward recomputes the logits chunk by chunk). */
   policy_forward: { scores: CompletionScores };
   reference_forward: { ref_per_token_logps: GPUBuffer }; // (B, C)
-  loss: { result: GrpoLossResult };
+  loss: { result: GrpoLossResult; trainer: TrainerGrad | null }; // trainer: the trainer objective's per-token gradient
   backward: { optimizer: Optimizer };
 }
 

@@ -159,7 +159,10 @@ function LossTable() {
   return (
     <div className="loss-values" data-testid="loss-values">
       <div className="chart-title" data-testid="loss-headline" title={aggregationTitle(lossType)}>
-        loss ({lossType}) {fmt(loss.loss)} = policy {fmt(loss.policy_term)} + β·KL {fmt(loss.kl_term)}
+        {/* Under a trainer preset the headline loss (and the gradient) is that trainer's objective; the table below stays the studio's aggregations. */}
+        {loss.objective
+          ? `loss (${loss.objective.trainer} objective) ${loss.objective_error ?? fmt(loss.loss)}`
+          : `loss (${lossType}) ${fmt(loss.loss)} = policy ${fmt(loss.policy_term)} + β·KL ${fmt(loss.kl_term)}`}
       </div>
       <table className="dense">
         <thead>

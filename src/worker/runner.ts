@@ -3,8 +3,8 @@
 // page's settings into a StepConfig and the start of the update (the prompt set, or an imported batch),
 // runs the pipeline stage by stage and hands each stage's data through unchanged, adding what the page
 // needs besides: decoded token texts, the Doctor's report on the assembled batch and, at the loss stage, the
-// trainer preset's view of the same log-probs (src/worker/trainer_view.ts; the backward refuses a gradient
-// the preset's trainer would not take). A run starts at
+// trainer preset's view of the same log-probs (src/worker/trainer_view.ts). The preset also picks the step's
+// objective (StepConfig.trainer): its loss and gradient are the trainer's. A run starts at
 // `render` with the settings of that moment, from the weights the last update stepped to (StepSettings
 // `weights: 'continue'`, as TRL, with the optimizer's moments and step count carried over) or from the
 // weights as loaded ('loaded', fresh optimizer); reset() undoes the last optimizer step (weights and
@@ -16,11 +16,10 @@ import type { Gpu } from '../gpu/context.ts';
 import { diagnose } from '../doctor/index.ts';
 import { countParams, ModelLoadError } from '../model/config.ts';
 import { kvDecoder } from '../model/generate.ts';
-import { HubSource } from '../model/hub.ts';
 import type { LoadProgress as ModelLoadProgress } from '../model/loader.ts';
 import { planStep } from '../model/plan.ts';
 import { CausalLM } from '../model/model.ts';
-import { FileSource, parseJSONFile, readStream, type ModelSource } from '../model/source.ts';
+import { loadTokenizer, sourceOf } from './model_source.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
 import { diffTemplates, type TemplateDiff, type TemplateVariant } from '../tokenize/template_diff.ts';
@@ -29,9 +28,8 @@ import type { DoctorReport } from '../doctor/types.ts';
 import { AdapterSlot } from './adapter.ts';
 import type { AdapterChoice, AdapterReference, CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, PagePlan, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerPreset, TrainerView } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
-import { batchConfigOf, DEFAULT_TRAINER, promptConversation } from './settings.ts';
-import { gradientProblem, trainerView, trainerWhatIf } from './trainer_view.ts';
-import { SettingsError } from '../grpo/settings/types.ts';
+import { batchConfigOf, DEFAULT_TRAINER, promptConversation, stepObjectiveOf } from './settings.ts';
+import { trainerView, trainerWhatIf } from './trainer_view.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
 import { StepPipeline } from '../grpo/step.ts';
@@ -40,66 +38,6 @@ import { Optimizer } from '../grpo/optimizer.ts';
 import type { StageData, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
 import { computeAdvantages, withUnscorable } from '../grpo/advantages.ts';
-
-/** A model folder served over plain HTTP (the embedded default under public/models/, at the URL the page resolved). */
-class UrlSource implements ModelSource {
-  constructor(
-    readonly name: string,
-    private readonly base: string,
-  ) {}
-
-  /**
-   * The file, or null where it is missing. Static hosts with a single-page-app fallback (the Vite dev
-   * server, many CDNs) answer a missing path with index.html and 200: no model file is ever HTML.
-   */
-  private async get(file: string, method: 'GET' | 'HEAD' = 'GET'): Promise<Response | null> {
-    const res = await fetch(new URL(file, this.base), { method });
-    return res.ok && !(res.headers.get('content-type') ?? '').startsWith('text/html') ? res : null;
-  }
-
-  private async need(file: string): Promise<Response> {
-    const res = await this.get(file);
-    if (!res?.body) throw new ModelLoadError(`${this.name}: no ${file} at ${new URL(file, this.base).href}`);
-    return res;
-  }
-
-  async exists(file: string): Promise<boolean> {
-    return (await this.get(file, 'HEAD')) !== null;
-  }
-
-  async readJSON(file: string): Promise<unknown> {
-    return parseJSONFile(this, file, await (await this.need(file)).text());
-  }
-
-  async readBytes(file: string, onProgress?: (loaded: number, total: number) => void): Promise<Uint8Array> {
-    const res = await this.need(file);
-    return readStream(res.body!, Number(res.headers.get('content-length') ?? 0), onProgress);
-  }
-}
-
-function sourceOf(choice: ModelChoice): ModelSource {
-  switch (choice.kind) {
-    case 'embedded':
-      return new UrlSource(choice.name, choice.url);
-    case 'hub':
-      return new HubSource(choice.id, { revision: choice.revision });
-    case 'local':
-      return FileSource.fromFiles(choice.files, choice.name);
-  }
-}
-
-/**
- * tokenizer.json + tokenizer_config.json from the model's source (a chat_template.jinja beside them when
- * the config has none), and what to call it: the config's tokenizer_class and the tokenizer.json model type.
- */
-async function loadTokenizer(source: ModelSource): Promise<{ tokenizer: Tokenizer; kind: string }> {
-  const { Tokenizer } = await import('../tokenize/tokenizer.ts');
-  const json = (await source.readJSON('tokenizer.json')) as { model?: { type?: string } };
-  const config = (await source.readJSON('tokenizer_config.json')) as Record<string, unknown>;
-  if (!config.chat_template && (await source.exists('chat_template.jinja'))) config.chat_template = new TextDecoder().decode(await source.readBytes('chat_template.jinja'));
-  const kind = [config.tokenizer_class, json.model?.type].filter((x) => typeof x === 'string').join(', ') || 'tokenizer';
-  return { tokenizer: await Tokenizer.fromJSON(json, config), kind };
-}
 
 /** A stage's data with the page's extras (src/worker/protocol.ts StageExtras): token texts and the Doctor's report. */
 function withExtras(id: StageId, data: StageData[StageId] | null, tok: Tokenizer, pipe: StepPipeline, model_type: string): StagePayloads[StageId] | null {
@@ -325,7 +263,8 @@ class PipelineRunner implements StepRunner {
             };
       this.ranPreset = settings.trainer ?? null;
       this.ranLoss = settings.loss;
-      const config = stepConfigFromBatch(batchConfigOf(settings.loss), settings.loss.max_completion_length);
+      // The preset's objective forms the loss and the gradient, unless the studio loss is TRL's own (null).
+      const config = { ...stepConfigFromBatch(batchConfigOf(settings.loss), settings.loss.max_completion_length), trainer: stepObjectiveOf(settings.trainer ?? DEFAULT_TRAINER, settings.loss) };
       // Changed optimizer settings start from fresh moments (step 1, shown by the step stage).
       if (JSON.stringify(this.optimizer?.config) !== JSON.stringify(config.optimizer)) this.dropOptimizer();
       this.optimizer ??= new Optimizer(this.gpu, policy.trainableParams.values(), config.optimizer);
@@ -344,10 +283,6 @@ class PipelineRunner implements StepRunner {
     }
     const pipe = this.pipe;
     if (pipe.nextStage !== stage) throw new Error(`stage "${stage}" cannot run now: the next stage is ${pipe.nextStage ? `"${pipe.nextStage}"` : 'none (reset first)'}`);
-    if (stage === 'backward' && this.view) {
-      const problem = gradientProblem(this.view.view, pipe.data('loss')!.loss, this.view.preset, this.view.loss);
-      if (problem) throw new SettingsError(problem);
-    }
     const r = await pipe.next();
     const data = withExtras(r.id, r.data, tokenizer, pipe, policy.config.model_type);
     if (r.id === 'loss' && data) {
@@ -427,7 +362,8 @@ class PipelineRunner implements StepRunner {
     }
     const current = this.whatIfCurrent.side;
     const whatif = await side(next);
-    return { settings: loss, current, whatif, check: Math.abs(current.terms.loss - l.loss), trainer: await trainerWhatIf(this.gpu, pipe, this.view?.view.terms ?? null, preset ?? this.view?.preset ?? DEFAULT_TRAINER, { ...loss, temperature: ran.loss.temperature }), notes, ms: performance.now() - t0 };
+    // The self-check compares studio loss with studio loss (under a trainer preset the stage's `loss` is the trainer's).
+    return { settings: loss, current, whatif, check: Math.abs(current.terms.loss - l.losses[ran.loss.loss_type]), trainer: await trainerWhatIf(this.gpu, pipe, this.view?.view.terms ?? null, preset ?? this.view?.preset ?? DEFAULT_TRAINER, { ...loss, temperature: ran.loss.temperature }), notes, ms: performance.now() - t0 };
   }
 
   async beforeAfter(): Promise<BeforeAfterResult> {

@@ -15,6 +15,7 @@ import type { ChatMessage } from '../io/batch.ts';
 import { TRL_LOSS_TYPES } from '../kernels/types.ts';
 import { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
+import { objectiveFor, trainerOfFormat, type TrainerObjective } from '../grpo/step_objective.ts';
 import type { LossSettings, PromptItem, TrainerPreset } from './protocol.ts';
 
 /** The sampler defaults the worker applies, for the page's sampling form. */
@@ -89,15 +90,17 @@ export function trainerConfigOf(p: TrainerPreset, l: LossSettings): Record<strin
   return p.trainer === 'trl' ? { ...trlConfigOfLoss(l), ...p.config } : p.config;
 }
 
+/** The objective the step's loss and gradient follow for this preset: null where the studio loss is TRL's own (LossSettings' fields are the studio loss's). */
+export function stepObjectiveOf(p: TrainerPreset, l: LossSettings): TrainerObjective | null {
+  return objectiveFor(p.trainer, trainerConfigOf(p, l), p.run, (k) => !(k in p.config));
+}
+
 /** Whether LossSettings holds TRL field `name` (then the loss panel and TRL preset edit the same value). */
 export function lossHolds(name: string, value: unknown): boolean {
   return Object.keys(lossSettingsOf({ [name]: value })).length > 0;
 }
 
-/** A batch format's trainer: verl and OpenRLHF dumps read as theirs, everything else as TRL. */
-export function trainerOfFormat(format: string): TrainerId {
-  return format === 'verl' || format === 'openrlhf' ? format : 'trl';
-}
+export { trainerOfFormat };
 
 /**
  * The preset an imported batch's config fills: its keys the trainer's tables know (config or run), values as

@@ -1,63 +1,35 @@
 // The trainer preset's side of an update: the chosen trainer's objective (src/grpo/trainers/from_logps.ts) on
 // the log-probs and entropies the step's policy forward scored, with the update's masks, advantages and
 // old / reference / sampling log-probs; the effective loss mask with the factor that removed each token; the
-// loss table (every loss type of the trainer on the same completions); the what-if's trainer side. And the
-// step's guard: the gradient is the studio loss's (src/grpo/loss.ts), so the backward refuses when the preset
-// asks for another objective.
-import { firstEos } from '../grpo/batch.ts';
+// loss table (every loss type of the trainer on the same completions); the what-if's trainer side. The step
+// itself forms its loss and gradient from the same objective (StepConfig.trainer, src/grpo/step_objective.ts).
 import type { StepPipeline } from '../grpo/step.ts';
 import { specOf } from '../grpo/settings/table.ts';
 import { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
 import { maskFactors } from '../grpo/trainers/effective_mask.ts';
 import { lossTable, trainerLossFromLogps } from '../grpo/trainers/from_logps.ts';
-import type { ScoredLogps, TrainerInputs } from '../grpo/trainers/types.ts';
+import { trainerInputs, type PreparedObjective } from '../grpo/step_objective.ts';
 import type { Gpu } from '../gpu/context.ts';
 import { trainerConfigOf } from './settings.ts';
 import type { LossSettings, TrainerPreset, TrainerTerms, TrainerView, WhatIfResult } from './protocol.ts';
 
 const f32 = (a: ArrayLike<number> | null): Float32Array | null => (a ? Float32Array.from(a) : null);
 
-/** The update's batch as the preset's trainer reads it, and the forward's scored log-probs. */
-function inputsOf(pipe: StepPipeline, preset: TrainerPreset, loss: LossSettings): { x: TrainerInputs; scored: ScoredLogps; truncated: Float32Array | null } {
+/** The update's batch as the preset's trainer reads it (the step's own reading: src/grpo/step_objective.ts). */
+function inputsOf(pipe: StepPipeline, preset: TrainerPreset, loss: LossSettings): PreparedObjective {
   const a = pipe.data('assemble');
   const pf = pipe.data('policy_forward');
   const adv = pipe.data('advantages');
   if (!a || !pf || !adv) throw new Error('the trainer view needs an update that has run its policy forward');
-  const p = a.padded;
-  const { B, C: T } = p;
-  const config = trainerConfigOf(preset, loss);
-  // TRL's mask_truncated_completions: rows without EOS leave completion_mask (and so the loss) before it is counted.
-  const truncated = preset.trainer === 'trl' && config.mask_truncated_completions === true
-    ? Float32Array.from({ length: B }, (_, b) => (firstEos(p.completion_ids.subarray(b * T, b * T + p.completion_lengths[b]), p.eos_token_ids) < 0 ? 1 : 0))
-    : null;
-  const tool = p.tool_mask ?? null;
-  // TRL reads tool_mask itself; verl's and OpenRLHF's response mask already excludes tool output.
-  const completion_mask = Int32Array.from(p.completion_mask, (m, i) => m * (truncated?.[Math.floor(i / T)] ? 0 : 1) * (tool && preset.trainer !== 'trl' ? tool[i] : 1));
-  const rowAdv = Float32Array.from(adv.advantages);
-  const ref = pipe.data('reference_forward')?.ref_per_token_logps ?? null;
-  const x: TrainerInputs = {
-    trainer: preset.trainer,
-    config,
-    run: preset.run,
-    B,
-    T,
-    completion_ids: p.completion_ids,
-    completion_mask,
-    tool_mask: preset.trainer === 'trl' && tool ? tool : null,
-    advantages: preset.trainer === 'trl' ? rowAdv : Float32Array.from({ length: B * T }, (_, i) => rowAdv[Math.floor(i / T)]),
-    // No stored old log-probs: the policy's own before the step (TRL's detach; verl's and OpenRLHF's actors
-    // compute old_log_probs with the same weights before the update).
-    old_per_token_logps: f32(p.old_per_token_logps ?? (preset.trainer === 'trl' ? null : pf.per_token_logps)),
-    ref_per_token_logps: f32(ref),
-    sampling_per_token_logps: f32(p.sampling_per_token_logps ?? null),
+  const update = {
+    padded: a.padded, per_token_logps: pf.per_token_logps, per_token_entropy: pf.per_token_entropy, advantages: adv.advantages,
+    ref_per_token_logps: pipe.data('reference_forward')?.ref_per_token_logps ?? null, old_per_token_logps: pf.per_token_logps, temperature: pipe.config.loss.temperature,
   };
-  return { x, scored: { per_token_logps: pf.per_token_logps, per_token_entropy: pf.per_token_entropy, temperature: pipe.config.loss.temperature }, truncated };
+  return trainerInputs(update, { trainer: preset.trainer, config: trainerConfigOf(preset, loss), run: preset.run });
 }
 
-type Prepared = ReturnType<typeof inputsOf>;
-
 /** The objective on prepared inputs: terms, effective mask and the factor that removed each token. */
-async function termsOf(gpu: Gpu, pipe: StepPipeline, { x, scored, truncated }: Prepared): Promise<TrainerTerms> {
+async function termsOf(gpu: Gpu, pipe: StepPipeline, { x, scored, truncated }: PreparedObjective): Promise<TrainerTerms> {
   const o = await trainerLossFromLogps(gpu, x, scored);
   const p = pipe.data('assemble')!.padded;
   const vespo = x.trainer === 'trl' && (x.config.loss_type ?? specOf(TRAINER_TABLES.trl.config, 'loss_type').default) === 'vespo';
@@ -91,7 +63,7 @@ export async function trainerWhatIf(gpu: Gpu, pipe: StepPipeline, current: Train
   }
 }
 
-/** The loss stage's trainer view; a settings problem becomes its `error` (the backward then refuses with it). */
+/** The loss stage's trainer view; a settings problem becomes its `error` (the step's backward refuses with the same one). */
 export async function trainerView(gpu: Gpu, pipe: StepPipeline, preset: TrainerPreset, loss: LossSettings): Promise<TrainerView> {
   const prepared = inputsOf(pipe, preset, loss);
   const { x, scored } = prepared;
@@ -105,31 +77,4 @@ export async function trainerView(gpu: Gpu, pipe: StepPipeline, preset: TrainerP
     if (error === null) throw e;
     return { ...base, terms: null, error, table };
   }
-}
-
-/**
- * Why the step cannot take the gradient for this preset, or null. The step's gradient is the studio loss's
- * (TRL's clipped objective with LossSettings); another trainer, a TRL setting LossSettings does not carry, or
- * a run context that changes the value (the trainer's loss ≠ the studio's) would make it another gradient.
- */
-export function gradientProblem(view: TrainerView, studioLoss: number, preset: TrainerPreset, loss: LossSettings): string | null {
-  if (view.error) return view.error;
-  if (preset.trainer !== 'trl') {
-    return `trainer: ${preset.trainer} — the step's gradient runs TRL's objective only; ${preset.trainer}'s loss, loss table and what-if are shown, its gradient is not computed (choose trl to take the step)`;
-  }
-  const table = TRAINER_TABLES.trl.config;
-  for (const [k, v] of Object.entries(preset.config)) {
-    const spec = table.find((s) => s.name === k);
-    if (spec && (spec.scope === 'loss' || spec.scope === 'batch') && JSON.stringify(v) !== JSON.stringify(spec.default)) {
-      return `config.${k} = ${JSON.stringify(v)}: the step's gradient runs the studio loss, which does not apply it (its loss, loss table and what-if are shown; set it back to ${JSON.stringify(spec.default)} to take the step)`;
-    }
-  }
-  // The studio's own aggregations (verl names) and KL estimators other than TRL's k3 are studio settings, not TRL's.
-  const studioOnly = !view.config.loss_type || (loss.beta !== 0 && loss.kl_estimator !== 'k3');
-  const t = view.terms!;
-  if (!studioOnly && Math.abs(t.loss - studioLoss) > 1e-4 * Math.abs(studioLoss) + 1e-6) {
-    const set = Object.keys(preset.run).map((k) => `run.${k}`);
-    return `the TRL loss ${t.loss} differs from the studio loss ${studioLoss} that the step would differentiate${set.length ? ` (${set.join(', ')})` : ''}: the step refuses rather than take another gradient`;
-  }
-  return null;
 }

@@ -1,0 +1,133 @@
+// Which objective forms the step's loss and gradient. StepConfig.trainer names a trainer preset (trl | verl |
+// openrlhf with its config and run context, in the trainer's own field names); when it is set, the loss
+// stage runs that trainer's objective (src/grpo/trainers/from_logps.ts) on the policy forward's per-token
+// log-probs and entropies, and the backward takes its ∂loss/∂logp and ∂loss/∂entropy to the logits chunk by
+// chunk, so the update is the trainer's gradient. Unset: the studio loss (src/grpo/loss.ts, TRL's clipped
+// objective with GrpoLossConfig). The page's trainer view and the CLI's `grpo-studio step` read the batch
+// the same way through trainerInputs, so what the page shows and what the step differentiates agree.
+import type { Gpu } from '../gpu/context.ts';
+import { firstEos, type PaddedBatch } from './batch.ts';
+import { TRAINER_TABLES } from './settings/trainers.ts';
+import { SettingsError, type TrainerId } from './settings/types.ts';
+import { trainerLossFromLogps } from './trainers/from_logps.ts';
+import type { ScoredLogps, TrainerInputs, TrainerLossOutputs } from './trainers/types.ts';
+
+/** A trainer and its settings: the objective a step's loss and gradient follow. */
+export interface TrainerObjective {
+  trainer: TrainerId;
+  config: Record<string, unknown>;
+  run: Record<string, unknown>;
+}
+
+/** A batch format's trainer: verl and OpenRLHF dumps read as theirs, everything else as TRL. */
+export function trainerOfFormat(format: string): TrainerId {
+  return format === 'verl' || format === 'openrlhf' ? format : 'trl';
+}
+
+/**
+ * The objective a step with this trainer, config and run follows, or null where the studio loss is that
+ * objective: TRL with every loss / batch setting either one StepConfig.loss carries (`studio(name)`) or at
+ * TRL's default, and every run-context value at its default. Anything else (another trainer, a TRL loss type
+ * or setting the studio loss does not apply, processes / accumulation steps / num_items_in_batch) runs the
+ * trainer's own objective, which names a setting it cannot take.
+ */
+export function objectiveFor(trainer: TrainerId, config: Record<string, unknown>, run: Record<string, unknown>, studio: (name: string) => boolean): TrainerObjective | null {
+  const t = TRAINER_TABLES.trl;
+  const offDefault = (table: typeof t.config, values: Record<string, unknown>, held: (name: string) => boolean) =>
+    Object.entries(values).some(([k, v]) => {
+      const spec = table.find((s) => s.name === k);
+      return !spec || (spec.scope !== 'sampling' && spec.scope !== 'advantages' && spec.scope !== 'optimizer' && !held(k) && JSON.stringify(v) !== JSON.stringify(spec.default));
+    });
+  const isStudio = trainer === 'trl' && !offDefault(t.config, config, studio) && !offDefault(t.run, run, () => false) && microBatches({ config, run }) === null;
+  return isStudio ? null : { trainer, config, run };
+}
+
+/**
+ * TRL's steps_per_generation > 1 (config or run), as `field = value`, or null. TRL then shuffles the generation
+ * batch with its own RNG and splits it into micro-batches whose gradients accumulate
+ * (src/grpo/trainers/micro_batches.ts); the step takes the batch as one micro-batch, so it refuses rather
+ * than differentiate another split (bnpo and other per-micro-batch normalisers depend on it).
+ */
+function microBatches(o: { config: Record<string, unknown>; run: Record<string, unknown> }): string | null {
+  for (const [where, v] of [['config', o.config.steps_per_generation], ['run', o.run.steps_per_generation]] as const) {
+    if (typeof v === 'number' && v > 1) return `${where}.steps_per_generation = ${v}`;
+  }
+  return null;
+}
+
+/** What the update has scored: the batch, the forward's per-token log-probs / entropies, advantages, reference. */
+export interface ScoredUpdate {
+  padded: PaddedBatch;
+  per_token_logps: Float32Array; // (B, C)
+  per_token_entropy: Float32Array; // (B, C)
+  advantages: ArrayLike<number>; // (B)
+  ref_per_token_logps: ArrayLike<number> | null; // (B, C)
+  /** old_per_token_logps when the batch has none: the policy's own before the step. */
+  old_per_token_logps: ArrayLike<number>; // (B, C)
+  temperature: number;
+}
+
+/** The objective's inputs, and the rows TRL's mask_truncated_completions removes (1 = removed), (B). */
+export interface PreparedObjective {
+  x: TrainerInputs;
+  scored: ScoredLogps;
+  truncated: Float32Array | null;
+}
+
+const f32 = (a: ArrayLike<number> | null | undefined): Float32Array | null => (a ? Float32Array.from(a) : null);
+
+/** The update's batch as `o`'s trainer reads it. */
+export function trainerInputs(u: ScoredUpdate, o: TrainerObjective): PreparedObjective {
+  const p = u.padded;
+  const { B, C: T } = p;
+  // TRL's mask_truncated_completions: rows without EOS leave completion_mask (and so the loss) before it is counted.
+  const truncated = o.trainer === 'trl' && o.config.mask_truncated_completions === true
+    ? Float32Array.from({ length: B }, (_, b) => (firstEos(p.completion_ids.subarray(b * T, b * T + p.completion_lengths[b]), p.eos_token_ids) < 0 ? 1 : 0))
+    : null;
+  const tool = p.tool_mask ?? null;
+  // TRL reads tool_mask itself; verl's and OpenRLHF's response mask already excludes tool output.
+  const completion_mask = Int32Array.from(p.completion_mask, (m, i) => m * (truncated?.[Math.floor(i / T)] ? 0 : 1) * (tool && o.trainer !== 'trl' ? tool[i] : 1));
+  const rowAdv = Float32Array.from(u.advantages);
+  const x: TrainerInputs = {
+    trainer: o.trainer,
+    config: o.config,
+    run: o.run,
+    B,
+    T,
+    completion_ids: p.completion_ids,
+    completion_mask,
+    tool_mask: o.trainer === 'trl' && tool ? tool : null,
+    advantages: o.trainer === 'trl' ? rowAdv : Float32Array.from({ length: B * T }, (_, i) => rowAdv[Math.floor(i / T)]),
+    // No stored old log-probs: the policy's own before the step (TRL's detach; verl's and OpenRLHF's actors
+    // compute old_log_probs with the same weights before the update).
+    old_per_token_logps: f32(p.old_per_token_logps ?? (o.trainer === 'trl' ? null : u.old_per_token_logps)),
+    ref_per_token_logps: f32(u.ref_per_token_logps),
+    sampling_per_token_logps: f32(p.sampling_per_token_logps),
+  };
+  return { x, scored: { per_token_logps: u.per_token_logps, per_token_entropy: u.per_token_entropy, temperature: u.temperature }, truncated };
+}
+
+/** The trainer's per-token gradient on the GPU for the backward: dlogp, and dentropy when an entropy term has one. */
+export interface TrainerGrad {
+  dlogp: GPUBuffer; // (B, C)
+  dentropy: GPUBuffer | null; // (B, C)
+}
+
+/**
+ * The objective's loss, per-token terms and gradient (∂loss/∂logp, ∂loss/∂entropy uploaded for the backward:
+ * B·C floats each, the only CPU → GPU copy between forward and step). Throws SettingsError naming a setting.
+ */
+export async function trainerObjective(gpu: Gpu, p: PreparedObjective): Promise<{ out: TrainerLossOutputs; grad: TrainerGrad }> {
+  const micro = p.x.trainer === 'trl' ? microBatches(p.x) : null;
+  if (micro) throw new SettingsError(`${micro}: the step takes the generation batch as one micro-batch (TRL's shuffled split and accumulation are not reproduced); set it to 1 to take the step`);
+  const out = await trainerLossFromLogps(gpu, p.x, p.scored);
+  if (!out.dlogp) throw new Error(`${p.x.trainer}: the objective formed no per-token gradient`);
+  const dent = out.dentropy && out.dentropy.some((v) => v !== 0) ? out.dentropy : null;
+  return {
+    out,
+    grad: {
+      dlogp: gpu.upload('trainer_dlogp', Float32Array.from(out.dlogp)),
+      dentropy: dent ? gpu.upload('trainer_dentropy', Float32Array.from(dent)) : null,
+    },
+  };
+}
