@@ -14,12 +14,12 @@
 // loadAdapter() attaches a PEFT LoRA adapter (src/worker/adapter.ts): only it trains, over a frozen base.
 import type { Gpu } from '../gpu/context.ts';
 import { diagnose } from '../doctor/index.ts';
-import { countParams, ModelLoadError } from '../model/config.ts';
+import { ModelLoadError } from '../model/config.ts';
 import { kvDecoder } from '../model/generate.ts';
 import type { LoadProgress as ModelLoadProgress } from '../model/loader.ts';
-import { planStep } from '../model/plan.ts';
 import { CausalLM } from '../model/model.ts';
 import { loadTokenizer, sourceOf } from './model_source.ts';
+import { modelInfo, pagePlan, type HeldModels } from './model_info.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
 import { diffTemplates, type TemplateDiff, type TemplateVariant } from '../tokenize/template_diff.ts';
@@ -31,7 +31,6 @@ import { runJsReward } from './reward_sandbox.ts';
 import { batchConfigOf, DEFAULT_TRAINER, promptConversation, stepObjectiveOf } from './settings.ts';
 import { trainerView, trainerWhatIf } from './trainer_view.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
-import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
 import { Optimizer } from '../grpo/optimizer.ts';
@@ -127,7 +126,7 @@ class PipelineRunner implements StepRunner {
     this.tokenizer = { tokenizer, kind, name: source.name };
     this.choice = choice;
     this.storage = storage;
-    return this.info();
+    return modelInfo(this.held());
   }
 
   async loadReference(choice: ModelChoice | null, onProgress: (p: LoadProgress) => void): Promise<ModelInfo> {
@@ -151,7 +150,7 @@ class PipelineRunner implements StepRunner {
     await this.drop(false);
     this.refModel?.model.destroy();
     this.refModel = next;
-    return this.info();
+    return modelInfo(this.held());
   }
 
   async loadAdapter(choice: AdapterChoice | null, onProgress: (p: LoadProgress) => void): Promise<ModelInfo> {
@@ -192,14 +191,14 @@ class PipelineRunner implements StepRunner {
     old?.destroy();
     this.adapter = next;
     this.policy!.adapter = next?.adapter ?? null;
-    return this.info();
+    return modelInfo(this.held());
   }
 
   async adapterReference(reference: AdapterReference): Promise<ModelInfo> {
     if (!this.adapter) throw new Error('no adapter: the adapter reference applies to a loaded or created adapter');
     await this.drop(false);
     this.adapter.setReference(reference);
-    return this.info();
+    return modelInfo(this.held());
   }
 
   async saveAdapter(): Promise<Record<string, Uint8Array>> {
@@ -207,33 +206,9 @@ class PipelineRunner implements StepRunner {
     return this.adapter.save();
   }
 
-  /** The loaded model as the page shows it, with the memory plan of an update on the default task. */
-  private info(): ModelInfo {
-    const policy = this.policy!;
-    const { tokenizer, kind, name } = this.tokenizer!;
-    const cfg = policy.config;
-    const eos = tokenizer.eos_token_id;
-    const ref = this.refModel;
-    const P = Math.max(...DEFAULT_PROMPTS.map((p) => tokenizer.renderChat(p.messages).ids.length));
-    return {
-      name,
-      model_type: cfg.model_type,
-      architectures: [cfg.architecture],
-      num_parameters: countParams(cfg),
-      dtype: policy.info?.dtypes.join(', ') ?? 'F32',
-      vocab_size: cfg.vocab_size,
-      tokenizer: { kind, bos_token_id: tokenizer.bos_token_id ?? null, eos_token_ids: eos === undefined ? [] : [eos], pad_token_id: tokenizer.pad_token_id ?? null, special_token_ids: [...tokenizer.special_token_ids] },
-      chat_template: (tokenizer.hf.chat_template as string | null | undefined) ?? null,
-      memory_plan: this.planFor(DEFAULT_PROMPTS.length * DEFAULT_GRPO_CONFIG.num_generations, P, DEFAULT_GRPO_CONFIG.max_completion_length ?? 8),
-      reference: ref && {
-        name: ref.name,
-        model_type: ref.model.config.model_type,
-        num_parameters: countParams(ref.model.config),
-        dtype: ref.model.info?.dtypes.join(', ') ?? 'F32',
-        bytes: ref.model.weightBytes,
-      },
-      adapter: this.adapter?.info() ?? null,
-    };
+  /** The held models as modelInfo / pagePlan read them. */
+  private held(): HeldModels {
+    return { limits: this.gpu.limits, policy: this.policy!, tokenizer: this.tokenizer!, frozen: this.frozen, refModel: this.refModel, adapter: this.adapter };
   }
 
   async runStage(stage: StageId, settings: StepSettings, start: StepStart = { kind: 'prompts' }): Promise<StageResult> {
@@ -381,28 +356,7 @@ class PipelineRunner implements StepRunner {
     const tokenizer = this.tokenizer?.tokenizer;
     if (!this.policy || !tokenizer) throw new Error('load a model first');
     const P = Math.max(1, ...settings.prompts.map((p) => tokenizer.renderChat(promptConversation(p)).ids.length));
-    return this.planFor(settings.prompts.length * settings.sampling.num_generations, P, settings.sampling.max_new_tokens);
-  }
-
-  /**
-   * The plan of an update of B rows, prompts of up to P tokens and C new tokens, as this runner holds it:
-   * the policy's storage and adapter, the frozen copy and any reference checkpoint, the undo copy.
-   */
-  private planFor(B: number, P: number, C: number): PagePlan {
-    const policy = this.policy!;
-    const cfg = policy.config;
-    const options = {
-      B,
-      T: P + C,
-      prompt: P,
-      adapter: policy.adapter?.config.r ?? null,
-      adapter_modules: this.adapter?.info().modules,
-      checkpointing: policy.checkpointing,
-      dtype: policy.info?.dtypes.includes('BF16') ? ('bf16' as const) : ('f32' as const),
-      held_reference_bytes: (this.frozen?.weightBytes ?? 0) + (this.refModel?.model.weightBytes ?? 0),
-      undo: true,
-    };
-    return { options, plan: planStep(cfg, { ...options, limits: this.gpu.limits }) };
+    return pagePlan(this.held(), settings.prompts.length * settings.sampling.num_generations, P, settings.sampling.max_new_tokens);
   }
 
   async reset(undo = true): Promise<void> {

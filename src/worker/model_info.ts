@@ -1,0 +1,67 @@
+// What the page is told about the models the studio worker's runner (src/worker/runner.ts) holds: the
+// policy and its tokenizer, a reference checkpoint, a LoRA adapter (src/worker/adapter.ts), and the memory
+// plan (src/model/plan.ts, as `grpo-studio plan`) of an update as the runner would run it: the policy's
+// storage and adapter, the frozen copy and any reference checkpoint, the undo copy.
+import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
+import { countParams } from '../model/config.ts';
+import type { BufferLimits } from '../model/memory.ts';
+import type { CausalLM } from '../model/model.ts';
+import { planStep } from '../model/plan.ts';
+import type { Tokenizer } from '../tokenize/tokenizer.ts';
+import type { AdapterSlot } from './adapter.ts';
+import type { ModelInfo, PagePlan } from './protocol.ts';
+
+export interface HeldModels {
+  limits: BufferLimits;
+  policy: CausalLM;
+  tokenizer: { tokenizer: Tokenizer; kind: string; name: string };
+  /** The weights as loaded (none under an adapter). */
+  frozen: CausalLM | null;
+  refModel: { model: CausalLM; name: string } | null;
+  adapter: AdapterSlot | null;
+}
+
+/** The plan of an update of B rows, prompts of up to P tokens and C new tokens. */
+export function pagePlan(h: HeldModels, B: number, P: number, C: number): PagePlan {
+  const policy = h.policy;
+  const options = {
+    B,
+    T: P + C,
+    prompt: P,
+    adapter: policy.adapter?.config.r ?? null,
+    adapter_modules: h.adapter?.info().modules,
+    checkpointing: policy.checkpointing,
+    dtype: policy.info?.dtypes.includes('BF16') ? ('bf16' as const) : ('f32' as const),
+    held_reference_bytes: (h.frozen?.weightBytes ?? 0) + (h.refModel?.model.weightBytes ?? 0),
+    undo: true,
+  };
+  return { options, plan: planStep(policy.config, { ...options, limits: h.limits }) };
+}
+
+/** The loaded model as the page shows it, with the memory plan of an update on the default task. */
+export function modelInfo(h: HeldModels): ModelInfo {
+  const { policy, refModel: ref } = h;
+  const { tokenizer, kind, name } = h.tokenizer;
+  const cfg = policy.config;
+  const eos = tokenizer.eos_token_id;
+  const P = Math.max(...DEFAULT_PROMPTS.map((p) => tokenizer.renderChat(p.messages).ids.length));
+  return {
+    name,
+    model_type: cfg.model_type,
+    architectures: [cfg.architecture],
+    num_parameters: countParams(cfg),
+    dtype: policy.info?.dtypes.join(', ') ?? 'F32',
+    vocab_size: cfg.vocab_size,
+    tokenizer: { kind, bos_token_id: tokenizer.bos_token_id ?? null, eos_token_ids: eos === undefined ? [] : [eos], pad_token_id: tokenizer.pad_token_id ?? null, special_token_ids: [...tokenizer.special_token_ids] },
+    chat_template: (tokenizer.hf.chat_template as string | null | undefined) ?? null,
+    memory_plan: pagePlan(h, DEFAULT_PROMPTS.length * DEFAULT_GRPO_CONFIG.num_generations, P, DEFAULT_GRPO_CONFIG.max_completion_length ?? 8),
+    reference: ref && {
+      name: ref.name,
+      model_type: ref.model.config.model_type,
+      num_parameters: countParams(ref.model.config),
+      dtype: ref.model.info?.dtypes.join(', ') ?? 'F32',
+      bytes: ref.model.weightBytes,
+    },
+    adapter: h.adapter?.info() ?? null,
+  };
+}
