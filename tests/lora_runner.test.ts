@@ -4,11 +4,14 @@
 // an import; per-token log-probs, reference (base without adapter), KL, loss, grad norm, post-step log-probs
 // and the saved PEFT folder against the golden values within the README's tolerances; only adapter groups in
 // the step's norms. A created adapter (PEFT init: B = 0) scores exactly as the base, and a step changes only
-// adapter tensors (every base weight bit-identical). Bad adapters fail with one line naming the key.
+// adapter tensors (every base weight bit-identical). Sampling goes through the adapter (the sampler's
+// log-probs are the adapted policy's). A bf16 base is reloaded frozen in bf16. Bad adapters fail with one
+// line naming the key.
 import { readFileSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseSafeTensors, toF64 } from '../src/io/safetensors.ts';
+import { parseSafeTensors, toF32, toF64, writeSafeTensors } from '../src/io/safetensors.ts';
+import { Rng } from '../src/model/rng.ts';
 import { parseBatch, type GrpoBatch } from '../src/io/batch.ts';
 import type { CausalLM } from '../src/model/model.ts';
 import { DEFAULT_SETTINGS } from '../src/store/settings.ts';
@@ -20,6 +23,7 @@ import { expectClose } from './helpers/close.ts';
 import { GOLDEN_ROOT } from './helpers/golden.ts';
 import { testGpu } from './helpers/gpu.ts';
 import { expectSavedAdapter } from './helpers/lora_saved.ts';
+import { droppedFolder } from './helpers/dropped_folder.ts';
 
 const CASE = join(GOLDEN_ROOT, 'lora', 'qwen2-qv-r2-rslora');
 const TOKENIZER_DIR = resolve(__dirname, '../public/models/tiny-adder');
@@ -61,11 +65,11 @@ function baseFolder(dir = join(CASE, 'model')): File[] {
 const batch = (): GrpoBatch => parseBatch(readFileSync(join(CASE, 'batch.json'), 'utf8'));
 const settingsOf = (b: GrpoBatch): StepSettings => ({ ...structuredClone(DEFAULT_SETTINGS), loss: { ...DEFAULT_SETTINGS.loss, ...lossSettingsOf(b.config) } });
 
-/** Every stage of an update started from `b` (as an imported batch). */
-async function runAll(runner: StepRunner, settings: StepSettings, b: GrpoBatch): Promise<Partial<StagePayloads>> {
+/** Every stage of an update started from `b` (as an imported batch), or from the prompt set. */
+async function runAll(runner: StepRunner, settings: StepSettings, b: GrpoBatch | null): Promise<Partial<StagePayloads>> {
   const out: Partial<StagePayloads> = {};
   for (const stage of STAGES) {
-    const r = await runner.runStage(stage, settings, { kind: 'batch', batch: b });
+    const r = await runner.runStage(stage, settings, b ? { kind: 'batch', batch: b } : { kind: 'prompts' });
     (out as Record<string, unknown>)[stage] = r.data;
   }
   return out;
@@ -160,6 +164,35 @@ describe('StepRunner with a LoRA adapter', () => {
     expect(Array.from(full.policy_forward!.per_token_logps)).toEqual(Array.from(base.policy_forward!.per_token_logps));
     expect(Object.keys(full.backward!.group_grad_norms).some((g) => !g.startsWith('lora.'))).toBe(true);
     await expect(runner.saveAdapter()).rejects.toThrow(/no adapter/);
+    runner.dispose();
+  });
+
+  it("sampling runs through the adapter: the sampler's log-probs are the adapted policy's, not the base's", async () => {
+    const runner = createStepRunner(await testGpu());
+    await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, () => {});
+    // A created adapter saved, its lora_B set to random values, and loaded back: an adapter that changes the model.
+    await runner.loadAdapter({ kind: 'create', options: { r: 4, lora_alpha: 8, use_rslora: false, target_modules: 'all-linear', seed: 5 } }, () => {});
+    const saved = await runner.saveAdapter();
+    const st = parseSafeTensors(saved['adapter_model.safetensors']);
+    const rng = new Rng(7);
+    const tensors = Object.fromEntries([...st.tensors].map(([k, t]) => [k, { dtype: 'F32' as const, shape: t.shape, data: k.includes('lora_B') ? rng.f32(t.shape[0] * t.shape[1], 0.5) : toF32(st, k) }]));
+    const files = [file('moved', 'adapter_config.json', saved['adapter_config.json'] as Uint8Array<ArrayBuffer>), file('moved', 'adapter_model.safetensors', writeSafeTensors(tensors) as Uint8Array<ArrayBuffer>)];
+    await runner.loadAdapter({ kind: 'local', name: 'moved', files }, () => {});
+    const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
+    settings.sampling = { ...settings.sampling, num_generations: 2, max_new_tokens: 4 };
+    const r = await runAll(runner, settings, null);
+    const C = r.assemble!.padded.C;
+    const at = (a: ArrayLike<number>, b: number, t: number) => a[b * C + t];
+    let samplerVsPolicy = 0;
+    let policyVsBase = 0;
+    r.sample!.sampling_per_token_logps.forEach((row, b) =>
+      row.forEach((x, t) => {
+        samplerVsPolicy = Math.max(samplerVsPolicy, Math.abs(x - at(r.policy_forward!.per_token_logps, b, t)));
+        policyVsBase = Math.max(policyVsBase, Math.abs(at(r.policy_forward!.per_token_logps, b, t) - at(r.reference_forward!.ref_per_token_logps!, b, t)));
+      }),
+    );
+    expect(policyVsBase).toBeGreaterThan(1e-2); // the adapter matters
+    expect(samplerVsPolicy).toBeLessThan(1e-4); // and the sampler used it
     runner.dispose();
   });
 
