@@ -40,7 +40,7 @@ describe('renderReport', () => {
 
   it('keeps hostile token text inside its JSON', () => {
     const evil = '</script><script>alert(1)</script>';
-    const html = renderReport({ name: '<b>x</b>', batch, report, tokenTexts: { prompt: batch.prompt_ids.map((r) => r.map(() => 'p')), completion: batch.completion_ids.map((r) => r.map(() => evil)) }, generator: 'test' });
+    const html = renderReport({ name: '<b>x</b>', batch, report, tokenTexts: { by_id: Object.fromEntries(batch.completion_ids.flat().map((t) => [t, evil])) }, generator: 'test' });
     expect(html.match(/<script/g)).toHaveLength(2); // the data block and the grid script, nothing injected
     expect(html).toContain('&lt;b&gt;x&lt;/b&gt;');
     expect((embedded(html).texts as string[]).filter((t) => t === evil).length).toBeGreaterThan(0);

@@ -66,7 +66,8 @@ describe('StepRunner', () => {
     const own: GrpoBatch = { format: 'grpo-batch/v1', num_generations: 1, pad_token_id: 0, eos_token_ids: [info.tokenizer.eos_token_ids[0]], prompt_ids: [[5, 6]], completion_ids: [[7, info.tokenizer.eos_token_ids[0]]], completion_mask: [[1, 1]] };
     const quick = runner.inspect(own, { deferTokenizerRules: true });
     expect(quick.deferred).toBe(true);
-    expect(quick.token_texts?.completion[0]).toHaveLength(2);
+    // One text per distinct id, each that id decoded alone.
+    expect(quick.token_texts?.by_id).toEqual({ 5: expect.any(String), 6: expect.any(String), 7: expect.any(String), [own.completion_ids[0][1]]: '<|im_end|>' });
     expect(quick.report.skipped.filter((k) => /running after the import/.test(k.reason)).map((k) => k.rule).sort()).toEqual(['retokenization-mismatch', 'template-mismatch']);
     const whole = runner.inspect(own);
     expect(whole.deferred).toBe(false);
@@ -96,7 +97,9 @@ describe('StepRunner', () => {
     expect(first.render.prompt_texts).toHaveLength(2);
     expect(first.sample.completion_ids).toHaveLength(B);
     expect(first.reward.names).toEqual(['correctness', 'format', 'length']);
-    expect(first.assemble.token_texts.completion.map((r) => r.length)).toEqual(first.sample.completion_ids.map((r) => r.length));
+    // A text for every id the assembled batch holds (prompt and completion), nothing else.
+    const held = new Set([...first.assemble.batch.prompt_ids.flat(), ...first.assemble.batch.completion_ids.flat()]);
+    expect(Object.keys(first.assemble.token_texts.by_id).map(Number).sort((a, b) => a - b)).toEqual([...held].sort((a, b) => a - b));
     for (const a of [first.policy_forward.per_token_logps, first.policy_forward.per_token_entropy, first.reference_forward.ref_per_token_logps, first.loss.per_token_loss, first.loss.token_weight, first.re_evaluate.post_per_token_logps]) {
       expect(isGrid(a)).toBe(true);
     }

@@ -81,7 +81,7 @@ describe('stepper state', () => {
     const stepBatch = { ...batch, completion_ids: [[7, 1]], completion_mask: [[1, 1]] };
     const assemble = {
       id: 'assemble', ms: 1, ...mem,
-      data: { batch: stepBatch, padded: { B: 1, C: 2 }, token_texts: { prompt: [['a']], completion: [['b', 'c']] }, report: { ...report, findings: [] } },
+      data: { batch: stepBatch, padded: { B: 1, C: 2 }, token_texts: { by_id: { 5: 'a', 7: 'b', 1: 'c' } }, report: { ...report, findings: [] } },
     } as unknown as StageResult<'assemble'>;
     s.getState().stageDone(assemble);
     expect(s.getState().cursor).toBe(STAGES.indexOf('assemble') + 1);

@@ -26,13 +26,12 @@ export async function run(argv: string[]): Promise<number> {
       throw new CliError(`--tokenizer ${dir}: ${(e as Error).message.split('\n')[0]}`);
     }
   }
-  const decode = (rows: number[][]) => rows.map((r) => r.map((t) => tokenizer!.decode([t])));
   const specialIds = tokenizer ? [...tokenizer.special_token_ids] : [];
   const html = renderReport({
     name: file.split('/').pop() ?? file,
     batch,
     report: diagnose(batch, { tokenizer }),
-    tokenTexts: tokenizer ? { prompt: decode(batch.prompt_ids), completion: decode(batch.completion_ids) } : null,
+    tokenTexts: tokenizer ? { by_id: tokenizer.textsById(batch.prompt_ids, batch.completion_ids) } : null,
     specialIds,
     heat: batch.old_per_token_logps ? { label: 'old_per_token_logps', rows: batch.old_per_token_logps } : null,
     generator: 'grpo-studio report',

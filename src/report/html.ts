@@ -16,7 +16,8 @@ export interface ReportInput {
   batch: GrpoBatch;
   report: DoctorReport;
   /** Decoded token texts (a tokenizer's), else the grid shows ids. */
-  tokenTexts?: { prompt: string[][]; completion: string[][] } | null;
+  /** The tokenizer's text of each token id (src/worker/protocol.ts TokenTexts). */
+  tokenTexts?: { by_id: Record<number, string> } | null;
   specialIds?: readonly number[];
   /** The settings the numbers were computed with (the studio's loss settings, or the batch's config). */
   settings?: Record<string, unknown> | null;
@@ -40,12 +41,10 @@ export function renderReport(x: ReportInput): string {
   const g = buildGrid(ctx);
   const texts: string[] = new Array(g.B * g.W).fill('');
   for (let b = 0; b < g.B; b++) {
-    const pt = x.tokenTexts?.prompt[b];
-    const ct = x.tokenTexts?.completion[b];
     for (let c = 0; c < g.W; c++) {
       const k = b * g.W + c;
       if (g.ids[k] < 0) continue;
-      const t = c >= g.P ? ct?.[c - g.P] : pt?.[c - (g.P - (pt?.length ?? 0))];
+      const t = x.tokenTexts?.by_id[g.ids[k]];
       texts[k] = t !== undefined ? visibleText(t) : String(g.ids[k]);
     }
   }

@@ -29,7 +29,7 @@ export function TokenInspector() {
   const info = classifyCell(ctx, cell.sample, cell.col);
   const b = cell.sample;
   const j = info.side === 'completion' ? info.index : -1;
-  const text = info.id === null ? undefined : info.side === 'completion' ? texts?.completion[b]?.[j] : texts?.prompt[b]?.[info.index];
+  const text = info.id === null ? undefined : texts?.by_id[info.id];
   const at = (m: Parameters<typeof heatAccessor>[0]) => (j >= 0 ? heatAccessor(m, ctx.batch, run)?.(b, j) : undefined);
   const clip = at('clip');
   const flags = (Object.keys(FLAG) as (keyof typeof FLAG)[]).filter((f) => info.flags & FLAG[f]);
@@ -119,8 +119,9 @@ export function SampleInspector() {
   const stats = useStudio(groupStats);
   if (!batch || b === null || b >= batch.completion_ids.length) return <div className="inspector muted" data-testid="sample-inspector">select a sample</div>;
   const g = groupLabel(batch, b);
-  const promptText = batch.prompt_texts?.[b] ?? texts?.prompt[b]?.join('') ?? null;
-  const completionText = batch.completion_texts?.[b] ?? texts?.completion[b]?.join('') ?? null;
+  const joined = (ids: number[]) => (texts ? ids.map((t) => texts.by_id[t] ?? '').join('') : null);
+  const promptText = batch.prompt_texts?.[b] ?? joined(batch.prompt_ids[b]);
+  const completionText = batch.completion_texts?.[b] ?? joined(batch.completion_ids[b]);
   const names = rewardNames(batch, run);
   const perFunc = batch.rewards_per_func;
   const reward = batch.rewards?.[b];

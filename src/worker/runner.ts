@@ -59,16 +59,7 @@ function withExtras(id: StageId, data: StageData[StageId] | null, tok: Tokenizer
 
 /** Decoded text of every token (special tokens as written), for the grid and the inspector. */
 export function tokenTexts(tok: Tokenizer, batch: GrpoBatch): TokenTexts {
-  // A token's text alone does not depend on where it stands: decode each distinct id once (a 1,024 × 2,560
-  // batch holds 2.6M tokens but at most the vocabulary's ids; one decode per token took seconds).
-  const cache = new Map<number, string>();
-  const text = (t: number) => {
-    let s = cache.get(t);
-    if (s === undefined) cache.set(t, (s = tok.decode([t])));
-    return s;
-  };
-  const texts = (rows: number[][]) => rows.map((row) => row.map(text));
-  return { prompt: texts(batch.prompt_ids), completion: texts(batch.completion_ids) };
+  return { by_id: tok.textsById(batch.prompt_ids, batch.completion_ids) };
 }
 
 class PipelineRunner implements StepRunner {

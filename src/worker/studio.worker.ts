@@ -74,7 +74,8 @@ async function importBatch(id: number, req: Extract<Request, { type: 'import-bat
   lastImport = { id, batch };
   const checked = parsed.report ? { report: parsed.report } : (await runner!).inspect(batch, { deferTokenizerRules: true });
   const result: Responses['import-batch'] = { ...read, report: checked.report, token_texts: checked.token_texts, tokenizer_checks: checked.deferred ? id : null };
-  const paths = [...rowPaths(batch, ROW_FIELDS, ['batch']), ...(result.token_texts ? rowPaths(result.token_texts, ['prompt', 'completion'], ['token_texts']) : [])];
+  // token_texts (one string per distinct id) travels with the result.
+  const paths = rowPaths(batch, ROW_FIELDS, ['batch']);
   return streamRows(result, paths, (parts) => post({ event: 'rows', id, parts }), (done, total) => progress('sending rows to the page', done, total));
 }
 

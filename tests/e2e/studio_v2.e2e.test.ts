@@ -192,7 +192,7 @@ describe('studio v2 in chromium', () => {
     await page.waitForTimeout(3_000);
     const times: number[] = [];
     const workerMs: string[] = [];
-    for (const t of ['grpo', 'dr_grpo', 'seq-mean-token-mean', 'bnpo']) {
+    for (const t of ['grpo', 'bnpo', 'seq-mean-token-mean', 'dr_grpo']) {
       times.push(
         await page.evaluate(async (t) => {
           const sel = document.querySelector<HTMLSelectElement>('[data-testid="whatif-loss-type"]')!;
@@ -225,8 +225,8 @@ describe('studio v2 in chromium', () => {
     expect(await page.locator('.stage [data-testid="stage-meta"]').allTextContents()).toEqual(stagesBefore);
     // Apply: the what-if becomes the next update's settings, and the results on screen read as stale.
     await page.getByTestId('whatif-apply').click();
-    expect(await page.getByTestId('loss-type').inputValue()).toBe('bnpo');
-    expect(await page.getByTestId('stale-note').textContent()).toContain(`loss_type "${ran}" → "bnpo"`);
+    expect(await page.getByTestId('loss-type').inputValue()).toBe('dr_grpo');
+    expect(await page.getByTestId('stale-note').textContent()).toContain(`loss_type "${ran}" → "dr_grpo"`);
     await page.getByTestId('loss-type').selectOption(ran);
     await page.getByTestId('heat').selectOption('none');
   });

@@ -66,7 +66,7 @@ export function paintGrid(g: CanvasRenderingContext2D, p: PaintInput): void {
       }
       if (bits && (!mask!.completionOnly || j >= 0)) paintMaskBit(g, bits[c], region, x, y, cellW);
       if (showText && region !== REGION.absent) {
-        const t = texts ? (j >= 0 ? texts.completion[b]?.[j] : texts.prompt[b]?.[c - (grid.P - (texts.prompt[b]?.length ?? 0))]) : undefined;
+        const t = texts?.by_id[row.ids[c]];
         const label = t !== undefined ? visibleText(t) : String(row.ids[c]);
         g.fillStyle = v !== undefined ? heatTextColor(src!, v) : REGION_TEXT[region];
         g.fillText(label.length > maxChars ? label.slice(0, maxChars - 1) + '…' : label, x + 3, y + ROW_H / 2);
