@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { build } from 'vite';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 
 export const root = path.resolve(import.meta.dirname, '../..');
 
@@ -104,4 +104,20 @@ export async function screenshot(page: Page, name: string, docs = false): Promis
   fs.mkdirSync(path.dirname(file), { recursive: true });
   await page.screenshot({ path: file });
   if (docs && process.env.UPDATE_SCREENSHOTS === '1') fs.copyFileSync(file, path.join(root, 'docs', name));
+}
+
+/**
+ * One studio for a whole test file: opened before its tests with the embedded default model loaded,
+ * handed to `use`, and closed after them.
+ */
+export function studioForFile(name: string, use: (studio: Studio) => void): void {
+  let studio: Studio | undefined;
+  beforeAll(async () => {
+    studio = await openStudio(name);
+    await studio.page.getByTestId('model-info').waitFor({ timeout: 120_000 });
+    use(studio);
+  }, 240_000);
+  afterAll(async () => {
+    await studio?.close();
+  });
 }

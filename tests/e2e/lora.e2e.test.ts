@@ -7,22 +7,14 @@
 // of the adapter as created) and removing the adapter.
 import fs from 'node:fs';
 import type { Download, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseSafeTensors } from '../../src/io/safetensors.ts';
-import { openStudio, waitForUpdate, type Studio } from './harness.ts';
+import { studioForFile, waitForUpdate, type Studio } from './harness.ts';
 
 let studio: Studio;
 let page: Page;
 
-beforeAll(async () => {
-  studio = await openStudio('lora');
-  page = studio.page;
-  await page.getByTestId('model-info').waitFor({ timeout: 120_000 });
-}, 240_000);
-
-afterAll(async () => {
-  await studio?.close();
-});
+studioForFile('lora', (s) => ({ studio, page } = { studio: s, page: s.page }));
 
 describe('LoRA adapter in chromium', () => {
   it('creates an adapter, trains only it against the base without adapter, and saves it as a PEFT folder', async () => {

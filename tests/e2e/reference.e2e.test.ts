@@ -7,21 +7,13 @@
 // loaded as reference, shown by name with its memory, and the reference stage names it.
 import path from 'node:path';
 import type { Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openStudio, root, waitForUpdate, type Studio } from './harness.ts';
+import { describe, expect, it } from 'vitest';
+import { studioForFile, root, waitForUpdate, type Studio } from './harness.ts';
 
 let studio: Studio;
 let page: Page;
 
-beforeAll(async () => {
-  studio = await openStudio('reference');
-  page = studio.page;
-  await page.getByTestId('model-info').waitFor({ timeout: 120_000 });
-}, 240_000);
-
-afterAll(async () => {
-  await studio?.close();
-});
+studioForFile('reference', (s) => ({ studio, page } = { studio: s, page: s.page }));
 
 /** Mean KL before the step (exact, from the data attribute) and the β·KL term of the loss headline. */
 async function kl(): Promise<{ mean: number; term: number }> {

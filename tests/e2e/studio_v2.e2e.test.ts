@@ -11,9 +11,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { NONFINITE_NOTE } from '../../src/io/batch.ts';
-import { dismissErrors, errorTexts, openStudio, root, screenshot, stageStatuses, waitForUpdate, type Studio } from './harness.ts';
+import { dismissErrors, errorTexts, studioForFile, root, screenshot, stageStatuses, waitForUpdate, type Studio } from './harness.ts';
 
 const fixture = path.join(root, 'tests/e2e/fixtures/r1-mask-mismatch.json');
 const SIZES = [
@@ -24,15 +24,7 @@ const SIZES = [
 let studio: Studio;
 let page: Page;
 
-beforeAll(async () => {
-  studio = await openStudio('studio-v2');
-  page = studio.page;
-  await page.getByTestId('model-info').waitFor({ timeout: 120_000 });
-}, 240_000);
-
-afterAll(async () => {
-  await studio?.close();
-});
+studioForFile('studio-v2', (s) => ({ studio, page } = { studio: s, page: s.page }));
 
 /** Presses Tab until the focused element matches `pred` (at most `max` presses); returns the test ids seen on the way. */
 async function tabUntil(pred: (el: { testid: string; cls: string }) => boolean, max = 250): Promise<string[]> {

@@ -8,27 +8,21 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_SETTINGS } from '../../src/store/settings.ts';
 import { contrastRatio } from '../../src/ui/grid/colors.ts';
 import { loadTokenizerDir } from '../../src/tokenize/node.ts';
 import type { Tokenizer } from '../../src/tokenize/tokenizer.ts';
 import { promptConversation } from '../../src/worker/settings.ts';
-import { dismissErrors, errorTexts, openStudio, root, type Studio } from './harness.ts';
+import { dismissErrors, errorTexts, studioForFile, root, type Studio } from './harness.ts';
 
 let studio: Studio;
 let page: Page;
 let tok: Tokenizer;
 
+studioForFile('template-diff', (s) => ({ studio, page } = { studio: s, page: s.page }));
 beforeAll(async () => {
   tok = await loadTokenizerDir(path.join(root, 'public/models/tiny-adder'));
-  studio = await openStudio('template-diff');
-  page = studio.page;
-  await page.getByTestId('model-info').waitFor({ timeout: 120_000 });
-}, 240_000);
-
-afterAll(async () => {
-  await studio?.close();
 });
 
 const CONVS = DEFAULT_SETTINGS.prompts.map(promptConversation);

@@ -12,11 +12,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { run as scoreCli, type ScoreResult } from '../../src/cli/score.ts';
 import { readBatchFiles } from '../../src/cli/args.ts';
 import { serializeBatch, type GrpoBatch } from '../../src/io/batch.ts';
-import { dismissErrors, errorTexts, openStudio, root, waitForUpdate, type Studio } from './harness.ts';
+import { dismissErrors, errorTexts, studioForFile, root, waitForUpdate, type Studio } from './harness.ts';
 
 const MODEL = path.join(root, 'public/models/tiny-adder');
 const TOOL = path.join(root, 'tests/fixtures/formats/trl-rank0.safetensors');
@@ -27,15 +27,7 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'trainers-e2e-'));
 let studio: Studio;
 let page: Page;
 
-beforeAll(async () => {
-  studio = await openStudio('trainers');
-  page = studio.page;
-  await page.getByTestId('model-info').waitFor({ timeout: 120_000 });
-}, 240_000);
-
-afterAll(async () => {
-  await studio?.close();
-});
+studioForFile('trainers', (s) => ({ studio, page } = { studio: s, page: s.page }));
 
 /** The model's per-token log-probs of `file` from the CLI (`grpo-studio score`), ragged like completion_ids. */
 async function scored(file: string): Promise<number[][]> {

@@ -3,11 +3,12 @@
 // it, pick the reference it implies (base without adapter, or a frozen copy of the loaded adapter), and save
 // the stepped adapter as a PEFT folder. With an adapter only it trains over a frozen base held in its
 // checkpoint dtype (src/worker/adapter.ts); the memory plan above counts it.
-import { useRef, useState } from 'react';
+import { useState } from 'react';
 import { useStudio } from '../../store/index.ts';
 import { loadAdapter, saveAdapter, setAdapterReference } from '../../store/controller.ts';
 import { CheckField, NumberField, SelectField, fmt } from '../fields.tsx';
-import { droppedFiles, folderChoice } from '../dropped_files.ts';
+import { folderChoice } from '../dropped_files.ts';
+import { FolderDrop } from '../FolderDrop.tsx';
 import type { AdapterReference } from '../../worker/protocol.ts';
 
 const REFERENCES = ['base-without-adapter', 'frozen-adapter'] as const satisfies readonly AdapterReference[];
@@ -54,8 +55,6 @@ function CreateAdapter({ busy }: { busy: boolean }) {
 export function LoraSection() {
   const model = useStudio((s) => s.model);
   const busy = useStudio((s) => s.modelStatus === 'busy');
-  const [dragging, setDragging] = useState(false);
-  const folderRef = useRef<HTMLInputElement>(null);
   if (!model) return null;
   const a = model.adapter;
   const loadFolder = (files: File[]) => {
@@ -91,26 +90,7 @@ export function LoraSection() {
       ) : (
         <div className="small muted">none: every weight trains{bf16 ? ' (in f32)' : ''}</div>
       )}
-      <div
-        className={dragging ? 'dropzone over' : 'dropzone'}
-        onDragOver={(e) => {
-          e.preventDefault();
-          setDragging(true);
-        }}
-        onDragLeave={() => setDragging(false)}
-        onDrop={(e) => {
-          e.preventDefault();
-          e.stopPropagation();
-          setDragging(false);
-          void droppedFiles(e.dataTransfer.items).then(loadFolder);
-        }}
-      >
-        drop an adapter folder (adapter_config.json, adapter_model.safetensors) or{' '}
-        <button className="link-button" disabled={busy} onClick={() => folderRef.current?.click()} data-testid="lora-folder-button">
-          pick one
-        </button>
-        <input ref={folderRef} type="file" hidden data-testid="lora-folder-input" {...({ webkitdirectory: '' } as object)} multiple onChange={(e) => { loadFolder(Array.from(e.target.files ?? [])); e.target.value = ''; }} />
-      </div>
+      <FolderDrop what="an adapter folder (adapter_config.json, adapter_model.safetensors)" busy={busy} testId="lora-folder" onFolder={loadFolder} />
       <CreateAdapter busy={busy} />
       {bf16 && <div className="small muted">attaching or removing an adapter reloads this bf16 model (frozen base in bf16, or f32 to train every weight): stepped weights are dropped</div>}
     </div>

@@ -7,7 +7,8 @@ import { useStudio } from '../../store/index.ts';
 import { DEFAULT_MODEL_NAME } from '../../store/vocabulary.ts';
 import { loadDefaultModel, loadModel, loadReference, refreshPlan } from '../../store/controller.ts';
 import { KV, Section, formatBytes } from '../fields.tsx';
-import { droppedFiles, folderChoice } from '../dropped_files.ts';
+import { folderChoice } from '../dropped_files.ts';
+import { FolderDrop } from '../FolderDrop.tsx';
 import { LoraSection } from './LoraSection.tsx';
 
 function AdapterInfo() {
@@ -43,8 +44,6 @@ export function ModelPanel() {
   const progress = useStudio((s) => s.loadProgress);
   const hubId = useStudio((s) => s.hubId);
   const setHubId = useStudio((s) => s.setHubId);
-  const [dragging, setDragging] = useState(false);
-  const folderRef = useRef<HTMLInputElement>(null);
   const busy = status === 'busy';
   const loadFolder = (files: File[]) => {
     const choice = folderChoice(files);
@@ -63,26 +62,7 @@ export function ModelPanel() {
           Load
         </button>
       </div>
-      <div
-        className={dragging ? 'dropzone over' : 'dropzone'}
-        onDragOver={(e) => {
-          e.preventDefault();
-          setDragging(true);
-        }}
-        onDragLeave={() => setDragging(false)}
-        onDrop={(e) => {
-          e.preventDefault();
-          e.stopPropagation();
-          setDragging(false);
-          void droppedFiles(e.dataTransfer.items).then(loadFolder);
-        }}
-      >
-        drop a model folder (config.json, *.safetensors, tokenizer.json) or{' '}
-        <button className="link-button" disabled={busy} onClick={() => folderRef.current?.click()} data-testid="model-folder-button">
-          pick one
-        </button>
-        <input ref={folderRef} type="file" hidden data-testid="model-folder-input" {...({ webkitdirectory: '' } as object)} multiple onChange={(e) => { loadFolder(Array.from(e.target.files ?? [])); e.target.value = ''; }} />
-      </div>
+      <FolderDrop what="a model folder (config.json, *.safetensors, tokenizer.json)" busy={busy} testId="model-folder" onFolder={loadFolder} />
       {progress && (
         <div className="progress" data-testid="load-progress">
           <div className="bar" style={{ width: progress.total > 0 ? `${(100 * progress.loaded) / progress.total}%` : '100%' }} />
