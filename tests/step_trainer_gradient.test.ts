@@ -13,22 +13,18 @@ import { StepPipeline } from '../src/grpo/step.ts';
 import { STEP_CONFIG_FIELDS, stepConfigFromBatch } from '../src/grpo/step_config.ts';
 import { objectiveFor, type TrainerObjective } from '../src/grpo/step_objective.ts';
 import type { StageData } from '../src/grpo/step_types.ts';
-import { parseTrlConfig, parseTrlRun } from '../src/grpo/settings/trl.ts';
 import { openrlhfObjective } from '../src/grpo/trainers/openrlhf.ts';
-import { entropyThreshold } from '../src/grpo/trainers/trl.ts';
-import { resolveTrlParams } from '../src/grpo/trainers/trl_params.ts';
 import type { TrainerLossCase } from '../src/grpo/trainers/types.ts';
 import { verlObjective } from '../src/grpo/trainers/verl.ts';
 import { parseBatch } from '../src/io/batch.ts';
 import { parseSafeTensors, toF32, toF64, toI32 } from '../src/io/safetensors.ts';
 import { CausalLM } from '../src/model/model.ts';
 import { FolderSource } from '../src/model/source_node.ts';
-import { logprob_gather_backward, logprob_gather_forward } from '../src/ref/logprob_gather.ts';
-import { trl_loss_backward, trl_loss_forward } from '../src/ref/trl_loss.ts';
 import { expectClose } from './helpers/close.ts';
 import { GOLDEN } from './helpers/golden.ts';
 import { testGpu } from './helpers/gpu.ts';
 import { twinBackend } from './helpers/ppo_twin.ts';
+import { trlTwinChain } from './helpers/trl_twin.ts';
 
 type F64 = Float64Array;
 
@@ -38,18 +34,7 @@ async function twinChain(c: TrainerLossCase): Promise<{ loss: number; dlogits: F
     const r = await (c.trainer === 'verl' ? verlObjective : openrlhfObjective)(twinBackend(c), c, { backward: true });
     return { loss: r.loss, dlogits: r.dlogits as F64 };
   }
-  const config = parseTrlConfig(c.config).values;
-  const N = c.B * c.T;
-  const mask = Float64Array.from(c.completion_mask, (m, i) => m * (c.tool_mask ? c.tool_mask[i] : 1));
-  const g = logprob_gather_forward(c.logits, c.completion_ids, null, N, c.V, config.temperature);
-  const threshold = config.top_entropy_quantile < 1 ? entropyThreshold(Float32Array.from(g.entropy), mask, 1 - config.top_entropy_quantile) : null;
-  const present = { B: c.B, T: c.T, ref: !!c.ref_per_token_logps, sampling: !!c.sampling_per_token_logps, localItems: mask.reduce((a, m) => a + m, 0) };
-  const p = resolveTrlParams(config, parseTrlRun(c.run).values, present, threshold);
-  const x = { logp: g.logp, entropy: g.entropy, old: c.old_per_token_logps, ref: c.ref_per_token_logps, sampling: c.sampling_per_token_logps, advantages: c.advantages, mask };
-  const f = trl_loss_forward(x, p);
-  const b = trl_loss_backward(x, f, p);
-  // TRL scores (and back-propagates through) every position; the masks are in dlogp.
-  const dlogits = logprob_gather_backward(c.logits, c.completion_ids, new Int32Array(N).fill(1), g.lse, b.dlogp, N, c.V, config.temperature, b.dentropy && { dentropy: b.dentropy, entropy: g.entropy });
+  const { f, dlogits } = trlTwinChain(c);
   return { loss: f.loss, dlogits };
 }
 

@@ -8,14 +8,11 @@ import path from 'node:path';
 import { testGpu } from './helpers/gpu.ts';
 import { GOLDEN_ROOT } from './helpers/golden.ts';
 import { expectClose, type CloseOptions } from './helpers/close.ts';
+import { trlTwinChain } from './helpers/trl_twin.ts';
 import { parseSafeTensors, toF64, type SafeTensors } from '../src/io/safetensors.ts';
 import { readTrainerCase } from '../src/cli/trainer_case.ts';
-import { trlLoss, entropyThreshold } from '../src/grpo/trainers/trl.ts';
+import { trlLoss } from '../src/grpo/trainers/trl.ts';
 import type { TrainerLossCase, TrainerLossOutputs } from '../src/grpo/trainers/types.ts';
-import { parseTrlConfig, parseTrlRun } from '../src/grpo/settings/trl.ts';
-import { resolveTrlParams } from '../src/grpo/trainers/trl_params.ts';
-import { logprob_gather_backward, logprob_gather_forward } from '../src/ref/logprob_gather.ts';
-import { trl_loss_backward, trl_loss_forward } from '../src/ref/trl_loss.ts';
 
 const DIR = path.join(GOLDEN_ROOT, 'trainers', 'trl');
 const CASES = readdirSync(DIR).filter((f) => /^case_\d+\.safetensors$/.test(f)).sort();
@@ -84,17 +81,7 @@ describe('TRL golden cases (float64 twin)', () => {
   for (const file of CASES.filter((f) => f !== 'case_16.safetensors')) {
     it(`${file}: the twin chain matches at 1e-3 of the tolerance`, () => {
       const { st, c } = load(file);
-      const config = parseTrlConfig(c.config).values;
-      const N = c.B * c.T;
-      const mask = Float64Array.from(c.completion_mask, (m, i) => m * (c.tool_mask ? c.tool_mask[i] : 1));
-      const g = logprob_gather_forward(c.logits, c.completion_ids, null, N, c.V, config.temperature);
-      const threshold = config.top_entropy_quantile < 1 ? entropyThreshold(Float32Array.from(g.entropy), mask, 1 - config.top_entropy_quantile) : null;
-      const present = { B: c.B, T: c.T, ref: !!c.ref_per_token_logps, sampling: !!c.sampling_per_token_logps, localItems: mask.reduce((a, m) => a + m, 0) };
-      const p = resolveTrlParams(config, parseTrlRun(c.run).values, present, threshold);
-      const x = { logp: g.logp, entropy: g.entropy, old: c.old_per_token_logps, ref: c.ref_per_token_logps, sampling: c.sampling_per_token_logps, advantages: c.advantages, mask };
-      const f = trl_loss_forward(x, p);
-      const b = trl_loss_backward(x, f, p);
-      const dlogits = logprob_gather_backward(c.logits, c.completion_ids, new Int32Array(N).fill(1), g.lse, b.dlogp, N, c.V, config.temperature, b.dentropy && { dentropy: b.dentropy, entropy: g.entropy });
+      const { g, mask, f, dlogits } = trlTwinChain(c);
       // The twin's dlogits stay float64 (the outputs type names the GPU's Float32Array).
       compare(file, st, c, { ...f, per_token_logps: g.logp, per_token_entropy: g.entropy, loss_mask: mask, dlogits: dlogits as unknown as Float32Array }, 1e-3);
     });
