@@ -9,6 +9,7 @@ import path from 'node:path';
 import { expectClose } from './helpers/close.ts';
 import { parseSafeTensors, toF32, toF64, toI32 } from '../src/io/safetensors.ts';
 import { caseWith, type CaseEdit } from './helpers/edit_case.ts';
+import { expectRefusal } from './helpers/cli_refusal.ts';
 import { AGGREGATIONS } from '../src/grpo/loss.ts';
 import { main } from '../src/cli/main.ts';
 
@@ -92,17 +93,7 @@ describe('grpo-studio loss', () => {
   ];
   for (const [what, edit, msg] of malformed) {
     it(`${what}: one-line reason naming it, exit 2`, async () => {
-      const f = edited(edit);
-      const err = vi.spyOn(console, 'error').mockImplementation(() => {});
-      try {
-        expect(await main(['loss', f])).toBe(2);
-        expect(err).toHaveBeenCalledTimes(1);
-        const line = String(err.mock.calls[0][0]);
-        expect(line.split('\n')).toHaveLength(1);
-        expect(line).toMatch(msg);
-      } finally {
-        err.mockRestore();
-      }
+      await expectRefusal(['loss', edited(edit)], msg);
     });
   }
 

@@ -10,6 +10,7 @@ import { expectClose } from './helpers/close.ts';
 import { GOLDEN_ROOT } from './helpers/golden.ts';
 import { parseSafeTensors, toF64, toI32 } from '../src/io/safetensors.ts';
 import { caseWith, type CaseEdit } from './helpers/edit_case.ts';
+import { expectRefusal } from './helpers/cli_refusal.ts';
 import { main } from '../src/cli/main.ts';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -95,17 +96,7 @@ describe('malformed trainer cases: one line naming the field, exit 2', () => {
   ];
   for (const [what, verb, file, edit, msg] of cases) {
     it(`${verb}: ${what}`, async () => {
-      const f = caseWith(file, edit);
-      const err = vi.spyOn(console, 'error').mockImplementation(() => {});
-      try {
-        expect(await main([verb, f])).toBe(2);
-        expect(err).toHaveBeenCalledTimes(1);
-        const line = String(err.mock.calls[0][0]);
-        expect(line.split('\n')).toHaveLength(1);
-        expect(line).toMatch(msg);
-      } finally {
-        err.mockRestore();
-      }
+      await expectRefusal([verb, caseWith(file, edit)], msg);
     });
   }
 });
