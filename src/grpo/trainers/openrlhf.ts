@@ -8,7 +8,7 @@ import { SettingsError } from '../settings/types.ts';
 import { resolveSettings } from '../settings/resolve.ts';
 import { OPENRLHF_RUN, OPENRLHF_SETTINGS, type OpenrlhfConfig, type OpenrlhfRun } from '../settings/openrlhf.ts';
 import type { PpoKl, PpoLossParams } from '../../kernels/types.ts';
-import { aggregationWeights, packInputs, rowCounts, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
+import { aggregationWeights, packInputs, rowCounts, ppoOutputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
 import type { TrainerLoss, TrainerInputs, TrainerLossOutputs } from './types.ts';
 import { openrlhfIs } from '../is_correction.ts';
 
@@ -90,20 +90,7 @@ export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: 
     backward: opts.backward,
     plan: () => ({ params, inputs }),
   });
-  return {
-    per_token_logps: r.logp,
-    per_token_entropy: entCoef === null ? null : r.entropy,
-    per_token_kl: klOn ? r.kl : null,
-    importance_sampling_ratio: isw,
-    per_token_loss: r.loss,
-    loss_mask: M,
-    entropy_mask: null,
-    off_policy_mask: null,
-    loss: r.value,
-    dlogits: r.dlogits,
-    dlogp: r.grad?.dlogp ?? null,
-    dentropy: r.grad?.dentropy ?? null,
-  };
+  return ppoOutputs(r, { entropy: entCoef !== null, kl: klOn, loss: true, importance_sampling_ratio: isw, loss_mask: M });
 }
 
 export const openrlhfLoss: TrainerLoss = (gpu, c, opts) => withGpuBackend(gpu, c, (be) => openrlhfObjective(be, c, opts));

@@ -10,7 +10,7 @@ import { logprob_gather_backward, logprob_gather_forward } from '../../kernels/l
 import { ppo_loss_forward } from '../../kernels/ppo_loss.ts';
 import { PPO_INPUTS, type PpoLossParams } from '../../kernels/types.ts';
 import { SettingsError } from '../settings/types.ts';
-import { checkScored, type ScoredLogps, type TrainerInputs, type TrainerLossCase } from './types.ts';
+import { checkScored, type ScoredLogps, type TrainerInputs, type TrainerLossCase, type TrainerLossOutputs } from './types.ts';
 
 /** What the trainer module decides from the current log-probs and entropies ((B, T)). */
 export interface PpoPlan {
@@ -59,6 +59,24 @@ export async function runPpo(
   let value = 0;
   for (const v of out.contrib) value += v;
   return { logp, entropy, loss: out.loss, kl: out.kl, value, dlogits, grad: grad ?? null };
+}
+
+/** What a PPO-family trainer reports of a run: the terms it forms (null where it forms none) and the run's loss and gradients. */
+export function ppoOutputs(r: PpoRun, shown: { entropy: boolean; kl: boolean; loss: boolean; importance_sampling_ratio: Floats | null; loss_mask: Floats }): TrainerLossOutputs {
+  return {
+    per_token_logps: r.logp,
+    per_token_entropy: shown.entropy ? r.entropy : null,
+    per_token_kl: shown.kl ? r.kl : null,
+    importance_sampling_ratio: shown.importance_sampling_ratio,
+    per_token_loss: shown.loss ? r.loss : null,
+    loss_mask: shown.loss_mask,
+    entropy_mask: null,
+    off_policy_mask: null,
+    loss: r.value,
+    dlogits: r.dlogits,
+    dlogp: r.grad?.dlogp ?? null,
+    dentropy: r.grad?.dentropy ?? null,
+  };
 }
 
 /** Runs `f` with a GPU backend for case `c`; its buffers are freed afterwards. */

@@ -9,7 +9,7 @@ import { SettingsError } from '../settings/types.ts';
 import { resolveSettings } from '../settings/resolve.ts';
 import { VERL_RUN, VERL_SETTINGS, type VerlConfig, type VerlRun } from '../settings/verl.ts';
 import type { PpoKl, PpoLossParams, PpoMode } from '../../kernels/types.ts';
-import { aggregationWeights, packInputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
+import { aggregationWeights, packInputs, ppoOutputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
 import { rolloutCorrection, type RolloutCorrectionSettings } from './verl_rollout.ts';
 import type { TrainerLoss, TrainerInputs, TrainerLossOutputs } from './types.ts';
 
@@ -150,20 +150,7 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
       return { params, inputs };
     },
   });
-  return {
-    per_token_logps: r.logp,
-    per_token_entropy: entropyShown ? r.entropy : null,
-    per_token_kl: cfg.use_kl_loss ? r.kl : null,
-    importance_sampling_ratio: isShown,
-    per_token_loss: lossMode === 'geo_mean' ? null : r.loss,
-    loss_mask: lossMask,
-    entropy_mask: null,
-    off_policy_mask: null,
-    loss: r.value,
-    dlogits: r.dlogits,
-    dlogp: r.grad?.dlogp ?? null,
-    dentropy: r.grad?.dentropy ?? null,
-  };
+  return ppoOutputs(r, { entropy: entropyShown, kl: cfg.use_kl_loss, loss: lossMode !== 'geo_mean', importance_sampling_ratio: isShown, loss_mask: lossMask });
 }
 
 export const verlLoss: TrainerLoss = (gpu, c, opts) => withGpuBackend(gpu, c, (be) => verlObjective(be, c, opts));
