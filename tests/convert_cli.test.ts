@@ -28,6 +28,16 @@ describe('grpo-studio convert', () => {
     expect(b.tool_mask![4]).toEqual([1, 1, 0, 0, 1, 1]);
   });
 
+  it('writes a batch with an element outside its domain as read (nothing repaired) and exits 1, naming it', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'convert-'));
+    const bad = path.join(dir, 'mask2.json');
+    writeFileSync(bad, JSON.stringify({ format: 'grpo-batch/v1', num_generations: 2, pad_token_id: 0, eos_token_ids: [1], prompt_ids: [[5], [5]], completion_ids: [[1], [1]], completion_mask: [[2], [1]], advantages: [1, -1] }));
+    const r = cli('convert', bad, '--out', path.join(dir, 'out.json'));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/1 schema error\(s\), first: completion_mask\[0\]\[0\] = 2: masks hold 0 or 1/);
+    expect(parseBatch(readFileSync(path.join(dir, 'out.json'), 'utf8')).completion_mask).toEqual([[2], [1]]);
+  });
+
   it('a broken dump is exit 2 with one line naming the file and key', () => {
     const bad = path.join(mkdtempSync(path.join(tmpdir(), 'convert-')), 'exp.safetensors');
     writeFileSync(bad, writeSafeTensors({

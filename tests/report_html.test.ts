@@ -48,11 +48,12 @@ describe('renderReport', () => {
 });
 
 describe('grpo-studio report', () => {
-  it('writes the report (exit 0) and refuses an unreadable batch with exit 2', async () => {
+  it('writes the report with the Doctor exit code (1 on error findings, 0 clean) and refuses an unreadable batch with exit 2', async () => {
     const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'report-')), 'r.html');
-    expect(await main(['report', fixture, '--out', out])).toBe(0);
+    expect(await main(['report', fixture, '--out', out])).toBe(1);
     const html = fs.readFileSync(out, 'utf8');
     expect(html).toContain('data-rule="mask-length-mismatch"');
+    expect(await main(['report', path.join(root, 'tests/fixtures/batches/clean.json'), '--out', out])).toBe(0);
     const bad = path.join(path.dirname(out), 'bad.json');
     fs.writeFileSync(bad, '{"format": "grpo-batch/v1",');
     expect(await main(['report', bad, '--out', out])).toBe(2);

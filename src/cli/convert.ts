@@ -2,9 +2,11 @@
 // supported format (TRL dict, verl DataProto, OpenRLHF Experience, prime-rl token export, or
 // grpo-batch/v1 itself); several files of one step (TRL ranks, OpenRLHF experiences) become one batch.
 // The detected format, the reader's notes and any unknown keys go to stderr, the batch to --out or
-// stdout. Nothing is repaired: a mask longer than its ids stays longer, for the Doctor to report.
+// stdout. Nothing is repaired: a mask longer than its ids stays longer, for the Doctor to report; an element
+// outside its domain (a mask of 2) is written as read and makes the exit code 1.
 import { writeFileSync } from 'node:fs';
 import { serializeBatch } from '../io/batch.ts';
+import { validateBatch } from '../io/validate.ts';
 import { CliError, flag, parseArgs, readBatchFiles, tokenizerFlag, tokenizerIds } from './args.ts';
 
 export async function run(argv: string[]): Promise<number> {
@@ -20,5 +22,8 @@ export async function run(argv: string[]): Promise<number> {
   console.error(`${args.positional.join(' + ')}: ${imported.trainer} (${imported.format}) → grpo-batch/v1, ${batch.completion_ids.length} samples, ${groups} group(s) of up to ${batch.num_generations}${out ? ` → ${out}` : ''}`);
   for (const n of imported.notes) console.error(`  note: ${n}`);
   if (imported.unknownKeys.length) console.error(`  unknown keys (not read): ${imported.unknownKeys.join(', ')}`);
-  return 0;
+  // The batch is written as read (nothing repaired); elements outside their domain make it exit 1, as the Doctor.
+  const errors = validateBatch(batch).filter((f) => f.severity === 'error');
+  if (errors.length) console.error(`  ${errors.length} schema error(s), first: ${errors[0].message} (grpo-studio doctor lists them all)`);
+  return errors.length ? 1 : 0;
 }

@@ -27,10 +27,11 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
   const specialIds = tokenizer ? [...tokenizer.special_token_ids] : [];
+  const report = diagnose(batch, { tokenizer });
   const html = renderReport({
     name: file.split('/').pop() ?? file,
     batch,
-    report: diagnose(batch, { tokenizer }),
+    report,
     tokenTexts: tokenizer ? { by_id: tokenizer.textsById(batch.prompt_ids, batch.completion_ids) } : null,
     specialIds,
     heat: batch.old_per_token_logps ? { label: 'old_per_token_logps', rows: batch.old_per_token_logps } : null,
@@ -41,5 +42,7 @@ export async function run(argv: string[]): Promise<number> {
     writeFileSync(out, html);
     console.error(`grpo-studio report: wrote ${out} (${(html.length / 1024).toFixed(1)} KiB)`);
   } else process.stdout.write(html);
-  return 0;
+  // As the Doctor: the report is written either way; error findings in it are exit 1.
+  if (report.counts.error) console.error(`grpo-studio report: ${report.counts.error} error finding(s) in the batch (shown in the report)`);
+  return report.counts.error ? 1 : 0;
 }
