@@ -25,17 +25,24 @@ function f32(shape: number[], value: (i: number) => number): TensorOut {
   return { dtype: 'F32', shape, data };
 }
 
+/** Token ids of a dump: `base + i % span` for text, `eos` to end a completion (the page benchmark keeps them inside the default model's vocabulary). */
+export interface DumpIds {
+  base: number;
+  span: number;
+  eos: number;
+}
+
 /** A TRL dump: prompts left-padded to P, completions right-padded to C with lengths spread over [C/4, C]. */
-export function trlDump(B: number, P: number, C: number): Uint8Array {
+export function trlDump(B: number, P: number, C: number, ids: DumpIds = { base: 100, span: 7000, eos: 2 }): Uint8Array {
   const plen = (b: number) => P / 2 + ((b * 37) % (P / 2));
   const clen = (b: number) => C / 4 + ((b * 101) % ((3 * C) / 4));
   const inPrompt = (i: number) => i % P >= P - plen(Math.floor(i / P));
   const inCompletion = (i: number) => i % C < clen(Math.floor(i / C));
   return writeSafeTensors(
     {
-      prompt_ids: i64([B, P], (i) => (inPrompt(i) ? 100 + (i % 5000) : 0)),
+      prompt_ids: i64([B, P], (i) => (inPrompt(i) ? ids.base + (i % ids.span) : 0)),
       prompt_mask: i64([B, P], (i) => +inPrompt(i)),
-      completion_ids: i64([B, C], (i) => (inCompletion(i) ? (i % C === clen(Math.floor(i / C)) - 1 ? 2 : 100 + (i % 7000)) : 0)),
+      completion_ids: i64([B, C], (i) => (inCompletion(i) ? (i % C === clen(Math.floor(i / C)) - 1 ? ids.eos : ids.base + (i % ids.span)) : 0)),
       completion_mask: i64([B, C], (i) => +inCompletion(i)),
       advantages: f32([B], (b) => ((b % 8) - 3.5) / 2.3),
       old_per_token_logps: f32([B, C], (i) => (inCompletion(i) ? -0.01 * (i % 300) : 0)),
@@ -43,7 +50,7 @@ export function trlDump(B: number, P: number, C: number): Uint8Array {
       sampling_per_token_logps: f32([B, C], (i) => (inCompletion(i) ? -0.0101 * (i % 300) : 0)),
       num_items_in_batch: { dtype: 'I64', shape: [], data: new BigInt64Array([123456n]) },
     },
-    { config: JSON.stringify({ num_generations: 8, beta: 0.04, loss_type: 'dapo' }), rank: '0', num_processes: '1', pad_token_id: '0', eos_token_id: '2' },
+    { config: JSON.stringify({ num_generations: 8, beta: 0.04, loss_type: 'dapo' }), rank: '0', num_processes: '1', pad_token_id: '0', eos_token_id: String(ids.eos) },
   );
 }
 

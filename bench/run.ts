@@ -16,11 +16,12 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   doctor: () => import('./doctor.ts'),
   trl: () => import('./trl.ts'),
   import: () => import('./import.ts'),
+  import_page: () => import('./import_page.ts'),
   attention: () => import('./attention.ts'),
 };
 
-/** Suites that run on the CPU only: with nothing else selected, no GPU adapter is opened. */
-const CPU_ONLY = new Set(['doctor']);
+/** Suites that need no Node GPU adapter (the CPU, or the page's own WebGPU): with nothing else selected, none is opened. */
+const CPU_ONLY = new Set(['doctor', 'import_page']);
 
 function table(rows: Row[]): string {
   const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];

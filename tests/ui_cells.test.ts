@@ -3,11 +3,12 @@
 // and agreement with the Doctor on where a mask-length mismatch is.
 import fs from 'node:fs';
 import path from 'node:path';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { diagnose } from '../src/doctor/index.ts';
 import { parseBatch, type GrpoBatch } from '../src/io/batch.ts';
 import { parseSafeTensors, toI32 } from '../src/io/safetensors.ts';
-import { FLAG, REGION, buildGrid, classifyCell, gridContext, rowReadout, spanColumns, visibleText } from '../src/ui/grid/cells.ts';
+import { FLAG, REGION, buildGrid, classifyCell, classifyColumns, emptyCells, gridContext, gridRow, rowReadout, spanColumns, visibleText } from '../src/ui/grid/cells.ts';
 import type { RunResults } from '../src/store/session.ts';
 import { heatSource } from '../src/ui/grid/heat.ts';
 
@@ -80,6 +81,45 @@ describe('classifyCell', () => {
   it('marks the special ids it is given and every EOS id in the prompt', () => {
     const ctx = gridContext(batch({ eos_token_ids: [1, 2], prompt_ids: [[9, 5, 2]], completion_ids: [[1]], completion_mask: [[1]] }), [9]);
     expect([0, 1, 2].map((c) => classifyCell(ctx, 0, c).region)).toEqual([REGION.special, REGION.prompt, REGION.special]);
+  });
+});
+
+describe('classifyColumns (what the canvas draws)', () => {
+  const mask = fc.array(fc.constantFrom(0, 1, 1, 1, 2, 0.5), { maxLength: 9 });
+  const ids = fc.array(fc.integer({ min: 0, max: 6 }), { maxLength: 9 });
+  it('classifies any column range exactly as the whole row, on ragged, misaligned and non-binary masks', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 4 }).chain((B) =>
+          fc.record({
+            prompt_ids: fc.array(ids, { minLength: B, maxLength: B }),
+            prompt_mask: fc.option(fc.array(mask, { minLength: B, maxLength: B }), { nil: undefined }),
+            completion_ids: fc.array(ids, { minLength: B, maxLength: B }),
+            completion_mask: fc.array(mask, { minLength: B, maxLength: B }),
+            tool_mask: fc.option(fc.array(mask, { minLength: B, maxLength: B }), { nil: undefined }),
+            c0: fc.nat(20),
+            c1: fc.nat(20),
+          }),
+        ),
+        (x) => {
+          const ctx = gridContext(batch({ prompt_ids: x.prompt_ids, prompt_mask: x.prompt_mask, completion_ids: x.completion_ids, completion_mask: x.completion_mask, tool_mask: x.tool_mask, eos_token_ids: [5] }), [3]);
+          const W = ctx.P + ctx.C;
+          const c0 = Math.min(x.c0, W);
+          const c1 = Math.max(c0, Math.min(x.c1, W));
+          for (let b = 0; b < x.completion_ids.length; b++) {
+            const row = gridRow(ctx, b);
+            // A reused buffer, dirty from another row: every cell of the range is written.
+            const out = emptyCells(c1 - c0 + 2);
+            for (const f of ['region', 'ids', 'attention', 'completion', 'tool', 'flags'] as const) out[f].fill(7);
+            classifyColumns(ctx, b, c0, c1, out);
+            for (const f of ['region', 'ids', 'attention', 'completion', 'tool', 'flags'] as const) expect(Array.from(out[f].subarray(0, c1 - c0))).toEqual(Array.from(row[f].subarray(c0, c1)));
+            // And the inspector's cell agrees with the row.
+            for (let c = c0; c < c1; c++) expect(classifyCell(ctx, b, c).region).toBe(row.region[c]);
+          }
+        },
+      ),
+      { numRuns: 500 },
+    );
   });
 });
 

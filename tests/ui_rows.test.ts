@@ -5,7 +5,7 @@
 // worker still sends.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { PIECE_CHARS, RowCollector, rowPaths, streamRows, type RowPart } from '../src/worker/rows.ts';
+import { PIECE_CHARS, RowCollector, packParts, packRows, rowPaths, streamRows, unpackParts, unpackRows, type RowPart } from '../src/worker/rows.ts';
 import { StudioClient, type PortLike } from '../src/worker/client.ts';
 import { Cancelled } from '../src/worker/errors.ts';
 import type { RequestEnvelope, WorkerMessage } from '../src/worker/protocol.ts';
@@ -16,6 +16,9 @@ function fakePort() {
   const reply = (msg: WorkerMessage) => port.onmessage!({ data: msg } as MessageEvent<WorkerMessage>);
   return { port, sent, reply };
 }
+
+/** A part's rows, packed or not. */
+const rowsOf = (x: RowPart): unknown[] => (x.packed ? unpackRows(x.packed) : x.rows);
 
 const FIELDS = ['completion_ids', 'completion_mask', 'rewards', 'completion_texts', 'prompt_ids'];
 
@@ -42,8 +45,11 @@ describe('row streaming', () => {
         expect(sent.batch.completion_ids).toEqual([]);
         expect(sent.batch.eos_token_ids).toEqual([1, 2]); // not per-row: sent whole
         for (const p of parts) {
-          const rows = p[0].rows.length;
-          const cost = p.reduce((s, x) => s + x.rows.reduce<number>((c, r) => c + (Array.isArray(r) ? r.length + 1 : 1), 0), 0);
+          // Rows of numbers travel packed (ids, masks), the rest as they are (texts, per-sample rewards).
+          expect(p.find((x) => x.path[1] === 'completion_ids')!.packed).toBeDefined();
+          expect(p.find((x) => x.path[1] === 'completion_texts')!.packed).toBeUndefined();
+          const rows = rowsOf(p[0]).length;
+          const cost = p.reduce((s, x) => s + rowsOf(x).reduce<number>((c, r) => c + (Array.isArray(r) ? r.length + 1 : 1), 0), 0);
           // A part goes over the budget only by its last sample (a sample is never split).
           if (rows > 1) expect(cost - (lens[seen[parts.indexOf(p)] + rows - 1] * 2 + 4)).toBeLessThan(budget);
         }
@@ -67,9 +73,9 @@ describe('row streaming', () => {
     const c = new RowCollector();
     const sent = streamRows({ batch }, rowPaths(batch, FIELDS, ['batch']), (parts) => {
       messages++;
-      for (const p of parts) for (const r of p.rows) if (typeof r === 'string') longest = Math.max(longest, r.length);
+      for (const p of parts) for (const r of rowsOf(p)) if (typeof r === 'string') longest = Math.max(longest, r.length);
       c.add(structuredClone(parts));
-    }, () => {});
+    }, () => {}, 100_000);
     expect(messages).toBeGreaterThan(10 + 2 * 4);
     expect(longest).toBe(PIECE_CHARS);
     const back = c.restore(sent).batch;
@@ -78,6 +84,33 @@ describe('row streaming', () => {
     expect(back.completion_texts[0] === big).toBe(true);
     expect(back.completion_texts[100_000] === before.completion_texts[100_000]).toBe(true);
     expect(back).toEqual(before);
+  });
+
+  it('packs rows of numbers exactly (−0, NaN, ±inf, fractions, empty rows) and leaves anything else to structured clone', () => {
+    const num = fc.oneof(fc.double(), fc.integer(), fc.constantFrom(-0, NaN, Infinity, -Infinity, 2 ** 53 + 2, 1.5));
+    fc.assert(
+      fc.property(fc.array(fc.array(num, { maxLength: 30 }), { maxLength: 20 }), (rows) => {
+        const p = packRows(rows)!;
+        expect(p.values.length).toBe(rows.reduce((n, r) => n + r.length, 0));
+        expect(unpackRows(structuredClone(p))).toEqual(rows);
+        // Object.is: −0 stays −0, NaN stays NaN.
+        unpackRows(p).forEach((r, i) => r.forEach((v, j) => expect(Object.is(v, rows[i][j])).toBe(true)));
+      }),
+    );
+    for (const bad of [[[1, 2], [3, null]], [[1], 'text'], [[1], undefined], [[1, '2']], [[1], [[2]]]]) expect(packRows(bad)).toBeNull();
+  });
+
+  it('hands a whole batch between workers packed: one message, buffers to transfer, the same batch back', () => {
+    const batch = { ...batchOf([3, 0, 5], 'hello'), prompt_ids: [[1, 2], [3, null as unknown as number], [4]] };
+    const before = structuredClone(batch);
+    const { value, parts, transfer } = packParts({ read: { batch } }, rowPaths(batch, FIELDS, ['read', 'batch']));
+    expect(batch).toEqual(before);
+    expect(value.read.batch.completion_ids).toEqual([]);
+    // completion_ids and completion_mask packed (2 buffers each); prompt_ids (a null in it), texts and rewards are not.
+    expect(parts.filter((x) => x.packed).map((x) => x.path[2]).sort()).toEqual(['completion_ids', 'completion_mask']);
+    expect(transfer.length).toBe(4);
+    const back = unpackParts(structuredClone(value), structuredClone(parts));
+    expect(back.read.batch).toEqual(before);
   });
 
   it('keeps arrays of different lengths as they were, a huge string on a row past the shorter ones included', () => {

@@ -9,6 +9,7 @@ import type { DoctorReport } from '../doctor/types.ts';
 import { readAnyBatch } from '../io/formats/index.ts';
 import type { ImportResult } from '../io/formats/common.ts';
 import { Cancelled, errorInfo, StudioFailure } from './errors.ts';
+import { BATCH_ROW_FIELDS, packParts, rowPaths, unpackParts, type RowPart } from './rows.ts';
 import type { LoadProgress, WorkerErrorInfo } from './protocol.ts';
 
 export interface ImportJob {
@@ -20,7 +21,8 @@ export interface ImportJob {
 
 export type ImportReply =
   | { progress: LoadProgress }
-  | { ok: true; read: ImportResult; report: DoctorReport | null }
+  /** The batch's rows travel packed in `parts` (rows.ts), their arrays emptied in `read`. */
+  | { ok: true; read: ImportResult; report: DoctorReport | null; parts: RowPart[] }
   | { ok: false; error: WorkerErrorInfo };
 
 /** Read progress is posted every this many bytes. */
@@ -47,13 +49,16 @@ async function readBlob(file: Blob, name: string, post: (r: ImportReply) => void
 }
 
 /** Worker side: one job in, progress and one answer out. */
-export async function handleImportMessage(job: ImportJob, post: (r: ImportReply) => void): Promise<void> {
+export async function handleImportMessage(job: ImportJob, post: (r: ImportReply, transfer?: Transferable[]) => void): Promise<void> {
   try {
     const bytes = await readBlob(job.file, job.name, post);
     post({ progress: { label: `parsing ${job.name}`, loaded: 0, total: 0 } });
     const read = readAnyBatch(bytes, job.name);
     if (job.doctor) post({ progress: { label: 'Doctor checks', loaded: 0, total: 0 } });
-    post({ ok: true, read, report: job.doctor ? diagnose(read.batch) : null });
+    const report = job.doctor ? diagnose(read.batch) : null;
+    // Transferred, not cloned: cloning the nested arrays cost both workers about as long as the parse.
+    const { value, parts, transfer } = packParts({ read, report }, rowPaths(read.batch, BATCH_ROW_FIELDS, ['read', 'batch']));
+    post({ ok: true, ...value, parts }, transfer);
   } catch (e) {
     post({ ok: false, error: errorInfo(e) });
   }
@@ -89,7 +94,7 @@ export function parseInWorker(job: ImportJob, onProgress: (p: LoadProgress) => v
   };
   w.onmessage = ({ data }) => {
     if ('progress' in data) return onProgress(data.progress);
-    if (data.ok) end(() => settle.resolve({ read: data.read, report: data.report }));
+    if (data.ok) end(() => settle.resolve(unpackParts({ read: data.read, report: data.report }, data.parts)));
     else end(() => settle.reject(new StudioFailure(data.error.kind, data.error.message, data.error.detail)));
   };
   // An error event here is the worker dying (e.g. out of memory on a huge file), not a bad file.

@@ -5,19 +5,20 @@
 // to the page in row slices (rows.ts) so the page's thread is never held for long.
 import { browserGpu } from '../gpu/browser.ts';
 import { scoreRewards, type JsRewardRunner } from '../grpo/rewards.ts';
-import { PER_SAMPLE_FIELDS, PER_TOKEN_FIELDS, type GrpoBatch } from '../io/batch.ts';
+import type { GrpoBatch } from '../io/batch.ts';
 import { errorInfo } from './errors.ts';
 import { parseInWorker, type ParseRun } from './import_job.ts';
 import type { Request, RequestEnvelope, Responses, StepRunner, WorkerMessage } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
-import { rowPaths, streamRows } from './rows.ts';
+import { BATCH_ROW_FIELDS, rowPaths, streamRows } from './rows.ts';
 import { sandboxRenderer } from './template_sandbox.ts';
 
 /** User JS rewards run in a sandbox worker started from this one, so a hang never blocks a stage. */
 const runJs: JsRewardRunner = (spec, samples) => runJsReward(spec, samples);
 
-// Results are structured-cloned, never transferred: the pipeline keeps reading the arrays it returned.
-const post = (msg: WorkerMessage) => (self as unknown as Worker).postMessage(msg);
+// Results are structured-cloned: the pipeline keeps reading the arrays it returned. Only the buffers of
+// packed row parts (fresh copies, rows.ts) are transferred.
+const post = (msg: WorkerMessage, transfer: Transferable[] = []) => (self as unknown as Worker).postMessage(msg, transfer);
 
 let runner: Promise<StepRunner> | null = null;
 
@@ -46,9 +47,6 @@ async function gpu() {
   return g;
 }
 
-/** A batch's fields with one entry per sample: what is sent to the page in row slices. */
-const ROW_FIELDS = ['prompt_ids', 'completion_ids', 'prompt_mask', 'messages', ...PER_TOKEN_FIELDS, ...PER_SAMPLE_FIELDS];
-
 /** Imports in flight, by request id: a cancel stops the parse (a later stage of a cancelled import is dropped by the page). */
 const imports = new Map<number, ParseRun>();
 
@@ -75,8 +73,8 @@ async function importBatch(id: number, req: Extract<Request, { type: 'import-bat
   const checked = parsed.report ? { report: parsed.report } : (await runner!).inspect(batch, { deferTokenizerRules: true });
   const result: Responses['import-batch'] = { ...read, report: checked.report, token_texts: checked.token_texts, tokenizer_checks: checked.deferred ? id : null };
   // token_texts (one string per distinct id) travels with the result.
-  const paths = rowPaths(batch, ROW_FIELDS, ['batch']);
-  return streamRows(result, paths, (parts) => post({ event: 'rows', id, parts }), (done, total) => progress('sending rows to the page', done, total));
+  const paths = rowPaths(batch, BATCH_ROW_FIELDS, ['batch']);
+  return streamRows(result, paths, (parts, transfer) => post({ event: 'rows', id, parts }, transfer), (done, total) => progress('sending rows to the page', done, total));
 }
 
 async function handle(id: number, req: Request): Promise<Responses[Request['type']]> {

@@ -155,6 +155,19 @@ describe('the grid at scale', () => {
     const ms = Date.now() - t0;
     const { gap, longest } = await stopFrames();
     console.log(`TRL 1,024 × 2,560 safetensors (${(bytes.byteLength / 2 ** 20).toFixed(0)} MiB): import → grid ${ms} ms, max frame gap ${gap.toFixed(0)} ms, longest main-thread task ${longest.toFixed(0)} ms`);
+
+    // The per-token chart draws all 2,048 positions of sample 0 on its canvas; its tooltip reads the exact
+    // float32 value under the pointer (what the file holds at row 0, position t), not a mean of bins.
+    const plot = studio.page.getByTestId('chart-tokens').locator('.chart-plot');
+    const box = (await plot.boundingBox())!;
+    for (const frac of [0.1, 0.5, 0.93]) {
+      await studio.page.mouse.move(box.x + 46 + frac * (box.width - 54), box.y + box.height / 2);
+      const tip = studio.page.getByTestId('chart-tokens-tip');
+      const t = Number(await tip.getAttribute('data-index'));
+      expect(t).toBeGreaterThanOrEqual(0);
+      expect(t).toBeLessThan(C);
+      expect(Number(await tip.locator('[data-key="old_logp"]').getAttribute('data-value'))).toBe(Math.fround(-((t % 97) / 40)));
+    }
     // The target is 100 ms on a normal machine; this one is 2 shared cores under several sessions' load.
     expect(longest).toBeLessThan(600);
     expect(gap).toBeLessThan(1000);

@@ -91,21 +91,23 @@ async function checkLayout(size: { width: number; height: number }): Promise<voi
   });
   expect(left.over, tag).toEqual([]);
   expect(left.scroll, tag).toBeLessThanOrEqual(1);
-  // No two tick labels of one chart axis overlap.
-  const overlaps = await page.locator('.chart svg').evaluateAll((svgs) =>
-    svgs.flatMap((svg, k) =>
-      Array.from(svg.querySelectorAll('.recharts-cartesian-axis')).flatMap((axis) => {
-        const boxes = Array.from(axis.querySelectorAll('.recharts-cartesian-axis-tick text')).map((t) => t.getBoundingClientRect());
+  // No two tick labels of one chart axis overlap (the charts' ticks are DOM labels over their canvas).
+  const overlaps = await page.locator('.chart-plot').evaluateAll((plots) =>
+    plots.flatMap((plot, k) =>
+      ['.tick.x', '.tick.y'].flatMap((axis) => {
+        const boxes = Array.from(plot.querySelectorAll(axis)).map((t) => t.getBoundingClientRect());
         const out: string[] = [];
         for (let i = 0; i < boxes.length; i++)
           for (let j = i + 1; j < boxes.length; j++) {
             const [a, b] = [boxes[i], boxes[j]];
-            if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1) out.push(`chart ${k}: ticks ${i} / ${j}`);
+            if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1) out.push(`chart ${k} ${axis}: ticks ${i} / ${j}`);
           }
         return out;
       }),
     ),
   );
+  // The check looked at ticks: every chart on screen has some.
+  expect(await page.locator('.chart-plot .tick').count(), tag).toBeGreaterThan(0);
   expect(overlaps, tag).toEqual([]);
 }
 
@@ -281,14 +283,24 @@ describe('studio v2 in chromium', () => {
     expect(rows.text).toMatch(/^".*"$/);
   });
 
-  it('saves a 64-row batch as one self-contained HTML report that opens offline and shows the findings', async () => {
+  it('saves a 96-row batch as one self-contained HTML report that opens offline and shows the findings', async () => {
     const src = JSON.parse(fs.readFileSync(fixture, 'utf8')) as Record<string, unknown[]> & { num_generations: number };
-    const B = 64;
+    // 96 rows: 8 copies of the fixture's mask-length mismatch, more than the page lists of one rule at first.
+    const B = 96;
     const rows = (k: string) => Array.from({ length: B }, (_, i) => src[k][i % 12]);
     const big = { ...src, prompt_ids: rows('prompt_ids'), completion_ids: rows('completion_ids'), completion_mask: rows('completion_mask'), rewards: Array.from({ length: B }, (_, i) => (i * 7) % 3) };
-    await page.getByTestId('import-input').setInputFiles({ name: 'batch64.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(big)) });
+    await page.getByTestId('import-input').setInputFiles({ name: 'batch96.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(big)) });
     await expect.poll(() => page.getByTestId('token-grid').getAttribute('data-rows'), { timeout: 20_000 }).toBe(String(B));
-    const onPage = await page.locator('[data-testid="findings"] > li').count();
+    // The page lists the first few findings of each rule (and a "show more" per rule); the report lists them all.
+    const total = (await page.locator('.counts .sev').allTextContents()).reduce((a, t) => a + Number(t), 0);
+    const perRule = await page.locator('li.finding').evaluateAll((els) => els.reduce<Record<string, number>>((m, e) => ({ ...m, [e.getAttribute('data-rule')!]: (m[e.getAttribute('data-rule')!] ?? 0) + 1 }), {}));
+    console.log(`96-row batch: ${total} findings; listed per rule ${JSON.stringify(perRule)}`);
+    expect(Math.max(...Object.values(perRule))).toBeLessThanOrEqual(5);
+    const more = page.locator('[data-testid="findings-more"][data-rule-more="mask-length-mismatch"]');
+    expect(await more.textContent()).toContain('(8 in all)');
+    await more.click();
+    expect(await page.locator('li.finding[data-rule="mask-length-mismatch"]').count()).toBe(8);
+    expect(await more.count()).toBe(0);
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByTestId('save-report').click()]);
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'report-')), download.suggestedFilename());
     await download.saveAs(file);
@@ -301,7 +313,7 @@ describe('studio v2 in chromium', () => {
     await studio.ctx.setOffline(true);
     try {
       await report.goto(`file://${file}`);
-      expect(await report.locator('li.finding').count()).toBe(onPage);
+      expect(await report.locator('li.finding').count()).toBe(total);
       expect(await report.getByTestId('report-counts').textContent()).toMatch(/^\d+ error\(s\)/);
       await report.locator('li.finding[data-rule="mask-length-mismatch"]').first().click();
       expect(await report.getByTestId('report-info').textContent()).toMatch(/^sample \d+ · columns/);

@@ -94,7 +94,22 @@ export function TokenGrid() {
     });
   }, [grid, batch, cellW, overlay, src, texts, focus, focusCols, selected, win, G]);
 
-  useLayoutEffect(() => draw(), [draw]);
+  // Every paint goes through the next animation frame (before that frame is shown): the changes of one
+  // frame (a scroll, a hover, a resize) paint once, and the commit of a new batch does not also pay for
+  // its first paint (a 1,024 × 2,560 import held the page 150 ms in one task with both).
+  const drawRef = useRef(draw);
+  const frame = useRef(0);
+  const paintSoon = useCallback(() => {
+    frame.current ||= requestAnimationFrame(() => {
+      frame.current = 0;
+      drawRef.current();
+    });
+  }, []);
+  useLayoutEffect(() => {
+    drawRef.current = draw;
+    paintSoon();
+  }, [draw, paintSoon]);
+  useEffect(() => () => cancelAnimationFrame(frame.current), []);
   // A new batch (or G) and every vertical scroll or resize of the body re-derive the window; the canvas
   // moves with the rows, so a vertical scroll inside the window repaints nothing.
   useLayoutEffect(() => updateWindow(), [updateWindow]);
@@ -104,7 +119,7 @@ export function TokenGrid() {
     if (!el || !body) return;
     const ro = new ResizeObserver(() => {
       updateWindow();
-      draw();
+      paintSoon();
     });
     ro.observe(el);
     ro.observe(body);
@@ -113,7 +128,7 @@ export function TokenGrid() {
       ro.disconnect();
       body.removeEventListener('scroll', updateWindow);
     };
-  }, [draw, updateWindow]);
+  }, [paintSoon, updateWindow]);
 
   // A new batch opens on the prompt | completion boundary: the end of the prompts and as much of the
   // completions as fits (what the trainer scores), not on the left padding.
@@ -196,7 +211,7 @@ export function TokenGrid() {
   return (
     <div className="token-grid" data-testid="token-grid" data-rows={grid.B} data-boundary={grid.P} data-width={grid.W} data-whatif={whatIf?.settings.loss_type}>
       <div className="grid-toolbar">
-        <span className="muted">{batchName}</span>
+        <span className="muted" data-testid="batch-name">{batchName}</span>
         <span data-testid="grid-dims">
           <abbr title="B: samples (rows) in the batch = prompts × G">B={grid.B}</abbr>{' '}
           <abbr title="G: num_generations, completions sampled per prompt (one group)">G={batch.num_generations}</abbr>{' '}
@@ -256,19 +271,19 @@ export function TokenGrid() {
           aria-label="token grid: arrow keys move the selected token, Shift+arrow by 10, Home / End to the row ends, Ctrl+Home / Ctrl+End to the first / last sample, PageUp / PageDown by a screen"
           data-testid="grid-scroll"
           onKeyDown={onKey}
-          onScroll={() => requestAnimationFrame(draw)}
+          onScroll={paintSoon}
           onMouseMove={(e) => {
             const c = cellAt(e);
             const h = hoverRef.current;
             if (c?.sample === h?.sample && c?.col === h?.col) return;
             hoverRef.current = c;
             hoverStore.getState().setCell(c);
-            requestAnimationFrame(draw);
+            paintSoon();
           }}
           onMouseLeave={() => {
             hoverRef.current = null;
             hoverStore.getState().setCell(null);
-            requestAnimationFrame(draw);
+            paintSoon();
           }}
           onClick={(e) => select(cellAt(e))}
         >

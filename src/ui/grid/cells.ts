@@ -98,55 +98,6 @@ function maskBit(row: number[] | undefined, i: number): MaskBit {
   return row && i >= 0 && i < row.length ? row[i] : null;
 }
 
-/** Classifies column `col` of sample `b`. */
-export function classifyCell(ctx: GridContext, b: number, col: number): CellInfo {
-  const { batch, P } = ctx;
-  if (col < P) {
-    const ids = batch.prompt_ids[b] ?? [];
-    const index = col - (P - ids.length);
-    const pm = batch.prompt_mask?.[b];
-    // The prompt mask is right-aligned to the boundary on its own, like the ids.
-    const attention = pm ? maskBit(pm, col - (P - pm.length)) : index >= 0 ? (index < ctx.leadingPads(b) ? 0 : 1) : null;
-    let region: Region = REGION.absent;
-    let id: number | null = null;
-    if (index >= 0) {
-      id = ids[index];
-      region = index < ctx.leadingPads(b) ? REGION.pad : ctx.special.has(id) ? REGION.special : REGION.prompt;
-    }
-    let flags = 0;
-    if (pm) {
-      if (id !== null && attention === null) flags |= FLAG.mask_missing;
-      if (id === null && attention !== null) flags |= FLAG.mask_extra;
-      if (attention !== null && attention !== 0 && attention !== 1) flags |= FLAG.non_binary;
-      if (attention === 1 && region === REGION.pad) flags |= FLAG.mask_on_pad;
-      if (attention === 0 && (region === REGION.prompt || region === REGION.special)) flags |= FLAG.mask_off_token;
-    }
-    return { region, side: 'prompt', index, id, attention, completion: null, tool: null, flags };
-  }
-
-  const index = col - P;
-  const ids = batch.completion_ids[b] ?? [];
-  const cm = batch.completion_mask[b];
-  const tm = batch.tool_mask?.[b];
-  const completion = maskBit(cm, index);
-  const tool = maskBit(tm, index);
-  let region: Region = REGION.absent;
-  let id: number | null = null;
-  if (index < ids.length) {
-    id = ids[index];
-    const e = ctx.firstEos(b);
-    region = e >= 0 && index > e ? REGION.after_eos : index === e ? REGION.eos : ctx.special.has(id) ? REGION.special : REGION.completion;
-  }
-  let flags = 0;
-  if (id !== null && completion === null) flags |= FLAG.mask_missing;
-  if (id === null && completion !== null) flags |= FLAG.mask_extra;
-  if (completion !== null && completion !== 0 && completion !== 1) flags |= FLAG.non_binary;
-  if (completion === 1 && (region === REGION.after_eos || region === REGION.absent)) flags |= FLAG.mask_on_pad;
-  if (completion === 0 && region !== REGION.after_eos && region !== REGION.absent) flags |= FLAG.mask_off_token;
-  if (tm && (id === null) !== (tool === null)) flags |= FLAG.tool_length;
-  return { region, side: 'completion', index, id, attention: completion, completion, tool, flags };
-}
-
 /** Lengths of ids vs every mask / per-token field of one sample (the grid's per-row readout). */
 export interface RowReadout {
   sample: number;
@@ -200,7 +151,7 @@ export function rowReadout(ctx: GridContext, b: number): RowReadout {
   };
 }
 
-/** One sample's cells as the canvas draws them: (W) arrays, W = P + C. */
+/** Cells of one sample as the canvas draws them: index k is column c0 + k of the columns classified. */
 export interface RowCells {
   region: Uint8Array;
   ids: Int32Array; // −1 where absent
@@ -208,7 +159,16 @@ export interface RowCells {
   completion: Int8Array;
   tool: Int8Array;
   flags: Uint8Array;
+}
+
+/** A whole row (W = P + C columns) and its position ids. */
+export interface FullRow extends RowCells {
   position_ids: Int32Array; // from the attention bits (HF generate) or arange
+}
+
+/** Room for n cells (classifyColumns fills them). */
+export function emptyCells(n: number): RowCells {
+  return { region: new Uint8Array(n), ids: new Int32Array(n), attention: new Int8Array(n), completion: new Int8Array(n), tool: new Int8Array(n), flags: new Uint8Array(n) };
 }
 
 /** The whole grid as flat (B, W) arrays (the saved report; the page builds rows on demand with gridRow). */
@@ -227,35 +187,108 @@ export interface GridModel {
   rows: RowReadout[];
 }
 
-const bit = (m: MaskBit) => (m === null ? -1 : m === 0 || m === 1 ? m : 2);
+/** A mask value as the row arrays hold it: −1 no entry, 0, 1, 2 any other value. */
+const bit = (m: number | undefined) => (m === undefined ? -1 : m === 0 || m === 1 ? m : 2);
 
-/** Classifies every column of sample b. */
-export function gridRow(ctx: GridContext, b: number): RowCells {
+/**
+ * Classifies columns [c0, c1) of sample b into `out` (out[k] is column c0 + k), one pass per side,
+ * straight into typed arrays. Each cell needs only O(1) facts of its row (left padding, first EOS), so
+ * the canvas classifies just the cells it draws: ~20 columns of a 2,560-column row, not the whole row.
+ */
+export function classifyColumns(ctx: GridContext, b: number, c0: number, c1: number, out: RowCells): void {
+  const { batch, P, special } = ctx;
+  const { region, ids, attention, completion, tool, flags } = out;
+  const n = c1 - c0;
+  region.fill(REGION.absent, 0, n);
+  flags.fill(0, 0, n);
+  for (const a of [ids, attention, completion, tool]) a.fill(-1, 0, n);
+
+  // Prompt side: the ids and the prompt mask are each right-aligned to the boundary on their own.
+  const pIds = batch.prompt_ids[b] ?? [];
+  const pm = batch.prompt_mask?.[b];
+  const pads = ctx.leadingPads(b);
+  for (let c = Math.max(c0, P - pIds.length); c < Math.min(c1, P); c++) {
+    const k = c - c0;
+    const i = c - (P - pIds.length);
+    ids[k] = pIds[i];
+    region[k] = i < pads ? REGION.pad : special.has(pIds[i]) ? REGION.special : REGION.prompt;
+    // Without a prompt mask, attention follows the left padding kept in the data.
+    if (!pm) attention[k] = i < pads ? 0 : 1;
+  }
+  if (pm)
+    for (let c = Math.max(c0, P - Math.max(pIds.length, pm.length)); c < Math.min(c1, P); c++) {
+      const k = c - c0;
+      const i = c - (P - pm.length);
+      const a = (attention[k] = i >= 0 ? bit(pm[i]) : -1);
+      const rg = region[k];
+      let f = 0;
+      if (rg !== REGION.absent && a === -1) f |= FLAG.mask_missing;
+      if (rg === REGION.absent && a !== -1) f |= FLAG.mask_extra;
+      if (a === 2) f |= FLAG.non_binary;
+      if (a === 1 && rg === REGION.pad) f |= FLAG.mask_on_pad;
+      if (a === 0 && (rg === REGION.prompt || rg === REGION.special)) f |= FLAG.mask_off_token;
+      flags[k] = f;
+    }
+
+  // Completion side: ids, completion_mask and tool_mask from the boundary; the first EOS ends the sequence.
+  const cIds = batch.completion_ids[b] ?? [];
+  const cm = batch.completion_mask[b] ?? [];
+  const tm = batch.tool_mask?.[b];
+  const e = ctx.firstEos(b);
+  const end = Math.min(c1, P + Math.max(cIds.length, cm.length, tm?.length ?? 0));
+  for (let c = Math.max(c0, P); c < end; c++) {
+    const k = c - c0;
+    const j = c - P;
+    let rg: Region = REGION.absent;
+    if (j < cIds.length) {
+      ids[k] = cIds[j];
+      rg = e >= 0 && j > e ? REGION.after_eos : j === e ? REGION.eos : special.has(cIds[j]) ? REGION.special : REGION.completion;
+    }
+    region[k] = rg;
+    const m = bit(cm[j]);
+    completion[k] = attention[k] = m;
+    if (tm) tool[k] = bit(tm[j]);
+    let f = 0;
+    if (rg !== REGION.absent && m === -1) f |= FLAG.mask_missing;
+    if (rg === REGION.absent && m !== -1) f |= FLAG.mask_extra;
+    if (m === 2) f |= FLAG.non_binary;
+    if (m === 1 && (rg === REGION.after_eos || rg === REGION.absent)) f |= FLAG.mask_on_pad;
+    if (m === 0 && rg !== REGION.after_eos && rg !== REGION.absent) f |= FLAG.mask_off_token;
+    if (tm && (rg === REGION.absent) !== (tool[k] === -1)) f |= FLAG.tool_length;
+    flags[k] = f;
+  }
+}
+
+/** Every column of sample b and its position ids (the inspector's row, the saved report's grid). */
+export function gridRow(ctx: GridContext, b: number): FullRow {
   const W = ctx.P + ctx.C;
-  const r: RowCells = {
-    region: new Uint8Array(W),
-    ids: new Int32Array(W),
-    attention: new Int8Array(W),
-    completion: new Int8Array(W),
-    tool: new Int8Array(W),
-    flags: new Uint8Array(W),
-    position_ids: new Int32Array(W),
-  };
+  const r = { ...emptyCells(W), position_ids: new Int32Array(W) };
+  classifyColumns(ctx, b, 0, W, r);
+  // Position ids as HF generate derives them from the attention mask (or arange when the config says so).
   const arange = ctx.batch.config?.position_ids === 'arange';
   let seen = 0;
   for (let c = 0; c < W; c++) {
-    const cell = classifyCell(ctx, b, c);
-    r.region[c] = cell.region;
-    r.ids[c] = cell.id ?? -1;
-    r.attention[c] = bit(cell.attention);
-    r.completion[c] = bit(cell.completion);
-    r.tool[c] = bit(cell.tool);
-    r.flags[c] = cell.flags;
-    const a = cell.attention === 1 ? 1 : 0;
-    seen += a;
+    const a = r.attention[c] === 1;
+    if (a) seen++;
     r.position_ids[c] = arange ? c : a ? seen - 1 : 1;
   }
   return r;
+}
+
+/** Column `col` of sample `b` as the inspector shows it: the row's classification and the raw mask values. */
+export function classifyCell(ctx: GridContext, b: number, col: number): CellInfo {
+  const { batch, P } = ctx;
+  const r = gridRow(ctx, b);
+  const id = r.region[col] === REGION.absent ? null : r.ids[col];
+  const base = { region: r.region[col] as Region, id, flags: r.flags[col] };
+  if (col < P) {
+    const pm = batch.prompt_mask?.[b];
+    const attention = pm ? maskBit(pm, col - (P - pm.length)) : r.attention[col] === -1 ? null : r.attention[col];
+    return { ...base, side: 'prompt', index: col - (P - (batch.prompt_ids[b]?.length ?? 0)), attention, completion: null, tool: null };
+  }
+  const index = col - P;
+  const completion = maskBit(batch.completion_mask[b], index);
+  return { ...base, side: 'completion', index, attention: completion, completion, tool: maskBit(batch.tool_mask?.[b], index) };
 }
 
 export function buildGrid(ctx: GridContext): GridModel {

@@ -4,7 +4,7 @@
 // completion boundary; a mask overlay dims cells with mask 0 and hatches missing entries; cells where a
 // mask disagrees with its region get a red frame; a heat overlay colours completion tokens by a metric.
 import type { TokenTexts } from '../../worker/protocol.ts';
-import { REGION, visibleText } from './cells.ts';
+import { REGION, emptyCells, visibleText } from './cells.ts';
 import { REGION_COLORS, REGION_TEXT } from './colors.ts';
 import { heatColor, heatTextColor, type HeatSource } from './heat.ts';
 import { HEADER_H, ROW_H, rowTop, type RowWindow } from './layout.ts';
@@ -49,13 +49,15 @@ export function paintGrid(g: CanvasRenderingContext2D, p: PaintInput): void {
       if (rel % 10 === 0 || (cellW >= 30 && rel % 5 === 0)) g.fillText(String(rel), c * cellW - left + 2, HEADER_H / 2);
     }
   }
+  const row = emptyCells(Math.max(0, c1 - c0));
   for (let b = win.first; b < win.last; b++) {
     const y = rowTop(b, G) - top;
-    const row = grid.row(b);
+    grid.cells(b, c0, c1, row);
     const bits = mask ? row[mask.field] : null;
     for (let c = c0; c < c1; c++) {
       const x = c * cellW - left;
-      const region = row.region[c];
+      const k = c - c0;
+      const region = row.region[k];
       const j = c - grid.P;
       const v = src && j >= 0 && region !== REGION.absent ? src.get(b, j) : undefined;
       g.fillStyle = v !== undefined ? heatColor(src!, v) : REGION_COLORS[region];
@@ -64,14 +66,14 @@ export function paintGrid(g: CanvasRenderingContext2D, p: PaintInput): void {
         g.fillStyle = 'rgba(14,17,23,0.55)';
         g.fillRect(x + 0.5, y + 0.5, cellW - 1, ROW_H - 1);
       }
-      if (bits && (!mask!.completionOnly || j >= 0)) paintMaskBit(g, bits[c], region, x, y, cellW);
+      if (bits && (!mask!.completionOnly || j >= 0)) paintMaskBit(g, bits[k], region, x, y, cellW);
       if (showText && region !== REGION.absent) {
-        const t = texts?.by_id[row.ids[c]];
-        const label = t !== undefined ? visibleText(t) : String(row.ids[c]);
+        const t = texts?.by_id[row.ids[k]];
+        const label = t !== undefined ? visibleText(t) : String(row.ids[k]);
         g.fillStyle = v !== undefined ? heatTextColor(src!, v) : REGION_TEXT[region];
         g.fillText(label.length > maxChars ? label.slice(0, maxChars - 1) + '…' : label, x + 3, y + ROW_H / 2);
       }
-      if (row.flags[c]) paintFlag(g, x, y, cellW);
+      if (row.flags[k]) paintFlag(g, x, y, cellW);
     }
   }
   // Prompt | completion boundary, from just above the first row (or the window's top) to its bottom.
