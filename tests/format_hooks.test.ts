@@ -51,7 +51,9 @@ describe('docs/import hooks', () => {
     expect(b.completion_mask[0]).toEqual([1, 1, 1, 0, 0, 0, 0]);
     expect(b.advantages![0]).toBeCloseTo(-1, 6);
     expect(b.advantages![6]).toBeCloseTo(0, 6); // rank 1 row 0: linspace(-1, 1, 6)[0] + 1
-    expect(b.config).toMatchObject({ loss_type: 'dapo', beta: 0, gradient_accumulation_steps: 1 });
+    expect(b.config).toMatchObject({ loss_type: 'dapo', beta: 0, gradient_accumulation_steps: 1, lr_scheduler_type: 'linear' });
+    // TrainerState: where the learning-rate schedule is.
+    expect(b.run).toMatchObject({ global_step: 0, max_steps: 40 });
     expect(diagnose(b).findings.filter((f) => f.severity === 'error')).toEqual([]);
   });
 

@@ -89,6 +89,15 @@ describe('TRL dict: nothing is repaired', () => {
   it('without num_generations the groups are unknown: one line naming the metadata key', () => {
     expect(() => readAnyBatch(trl(3, {}), 'n.safetensors')).toThrow(/^n\.safetensors: __metadata__ config has no num_generations/);
   });
+  it("keeps TrainingArguments' optimizer fields and the TrainerState the schedule reads (not listed as unknown)", () => {
+    const config = { num_generations: 2, learning_rate: 3e-6, optim: 'adamw_torch', adam_beta1: 0.8, adam_beta2: 0.95, adam_epsilon: 1e-6, weight_decay: 0.1, max_grad_norm: 0.2, lr_scheduler_type: 'cosine', warmup_ratio: 0.05, logging_steps: 10 };
+    const r = readAnyBatch(trl(3, { config: JSON.stringify(config), global_step: '40', max_steps: '500', pad_token_id: '0', eos_token_id: '2' }), 'o.safetensors');
+    const { num_generations: _, logging_steps: __, ...optimizer } = config;
+    expect(r.batch.config).toMatchObject({ ...optimizer, num_generations: 2 });
+    expect(r.batch.config).not.toHaveProperty('logging_steps');
+    expect(r.batch.run).toEqual({ global_step: 40, max_steps: 500 });
+    expect(r.unknownKeys).toEqual([]);
+  });
 });
 
 describe('verl DataProto with groups interleaved by uid', () => {

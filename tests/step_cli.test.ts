@@ -128,6 +128,38 @@ describe('grpo-studio step follows the batch\'s trainer objective', () => {
   });
 });
 
+describe("grpo-studio step takes a TRL config's optimizer step", () => {
+  const dir = join(GOLDEN, 'tiny-qwen2');
+
+  it('learning_rate on the linear schedule at run.global_step: 0.02 halfway through 100 steps is the golden 0.01 (vs expected.json)', async () => {
+    // The golden update is torch AdamW at lr 0.01; as TrainingArguments: learning_rate 0.02, linear decay over
+    // max_steps 100 (no warmup), at global_step 50 → 0.02 · (100 − 50) / 100 (transformers optimization.py).
+    const batch = read<{ config: Record<string, unknown>; run?: Record<string, unknown> }>(join(dir, 'batch.json'));
+    delete batch.config.optimizer;
+    Object.assign(batch.config, { learning_rate: 0.02, lr_scheduler_type: 'linear' });
+    batch.run = { global_step: 50, max_steps: 100 };
+    const path = tmp('batch.json');
+    writeFileSync(path, JSON.stringify(batch));
+    const got = await stepInProcess(path, ['--model', dir, '--ref-model', join(dir, 'ref')]);
+    expect(got.optimizer).toEqual({ name: 'adamw', lr: 0.01, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0, momentum: 0, no_decay: 'biases_and_norms' });
+    // The schedule's state is the optimizer's: the loss is still the studio's (no objective).
+    expect(got.objective).toBeNull();
+    const want = read<Expected>(join(dir, 'expected.json'));
+    expectClose(got.post_step_per_token_logps.flat(), want.post_step_per_token_logps.flat(), { rtol: 1e-4, atol: 1e-5, label: 'post-step logps at the scheduled lr' });
+
+    // Past the first step the schedule needs the run's length: an input error naming it.
+    batch.run = { global_step: 50 };
+    writeFileSync(path, JSON.stringify(batch));
+    const err = vi.spyOn(console, 'error').mockImplementation(() => {});
+    try {
+      expect(await main(['step', '--model', dir, '--batch', path])).toBe(2);
+      expect(err.mock.calls[0][0]).toMatch(/run\.max_steps: lr_scheduler_type linear at run\.global_step 50 needs the run's length/);
+    } finally {
+      err.mockRestore();
+    }
+  });
+});
+
 describe('grpo-studio step input errors', () => {
   const dir = join(GOLDEN, 'tiny-llama');
   const batch = () => read<Record<string, unknown> & { config: Record<string, unknown>; completion_ids: number[][] }>(join(dir, 'batch.json'));

@@ -12,13 +12,14 @@ import { Rng } from '../src/model/rng.ts';
 
 const check = tally('step_optimizer');
 
-// Odd sizes (none a multiple of the 256-thread workgroup); two tensors share a group.
-const SHAPES: [string, number[], string][] = [
-  ['embed.weight', [37, 13], 'embedding'],
-  ['layers.0.q.weight', [13, 13], 'layers.0.attention'],
-  ['layers.0.q.bias', [13], 'layers.0.attention'],
-  ['layers.0.norm.weight', [13], 'layers.0.norms'],
-  ['head.weight', [1031], 'lm_head'],
+// Odd sizes (none a multiple of the 256-thread workgroup); two tensors share a group. The last column: whether
+// transformers' Trainer decays the tensor (not biases, not norm weights: trainer.py get_decay_parameter_names).
+const SHAPES: [string, number[], string, boolean][] = [
+  ['embed.weight', [37, 13], 'embedding', true],
+  ['layers.0.q.weight', [13, 13], 'layers.0.attention', true],
+  ['layers.0.q.bias', [13], 'layers.0.attention', false],
+  ['layers.0.norm.weight', [13], 'layers.0.norms', false],
+  ['head.weight', [1031], 'lm_head', true],
 ];
 
 function setup(seed: number, gradScale = 1) {
@@ -48,6 +49,7 @@ function groupNorms(arrays: ArrayLike<number>[]): Record<string, number> {
 
 const cases: [string, OptimizerConfig, number][] = [
   ['AdamW with weight decay, clipped', { name: 'adamw', lr: 1e-2, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0.1, momentum: 0 }, 1.0],
+  ['AdamW with weight decay except biases and norms (transformers Trainer groups)', { name: 'adamw', lr: 1e-2, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0.3, momentum: 0, no_decay: 'biases_and_norms' }, 1.0],
   ['AdamW, no clipping (max_grad_norm 0)', { name: 'adamw', lr: 3e-3, betas: [0.8, 0.99], eps: 1e-6, weight_decay: 0, momentum: 0 }, 0],
   ['SGD with momentum and weight decay, clipped', { name: 'sgd', lr: 0.05, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0.01, momentum: 0.9 }, 0.5],
   ['plain SGD, clip inactive (norm below max)', { name: 'sgd', lr: 0.1, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0, momentum: 0 }, 1e6],
@@ -79,8 +81,9 @@ describe.each(cases)('%s', (_name, cfg, maxGradNorm) => {
 
       const before = p64.map((p) => Float64Array.from(p));
       p64.forEach((p, i) => {
-        if (cfg.name === 'adamw') ref.adamw_step(p, g[i], m64[i], v64[i], { lr: cfg.lr, beta1: cfg.betas[0], beta2: cfg.betas[1], eps: cfg.eps, weightDecay: cfg.weight_decay, step, gradScale: coef });
-        else ref.sgd_step(p, g[i], cfg.momentum ? m64[i] : null, { lr: cfg.lr, weightDecay: cfg.weight_decay, gradScale: coef, momentum: cfg.momentum, step });
+        const weightDecay = cfg.no_decay === 'biases_and_norms' && !SHAPES[i][3] ? 0 : cfg.weight_decay;
+        if (cfg.name === 'adamw') ref.adamw_step(p, g[i], m64[i], v64[i], { lr: cfg.lr, beta1: cfg.betas[0], beta2: cfg.betas[1], eps: cfg.eps, weightDecay, step, gradScale: coef });
+        else ref.sgd_step(p, g[i], cfg.momentum ? m64[i] : null, { lr: cfg.lr, weightDecay, gradScale: coef, momentum: cfg.momentum, step });
       });
       for (let i = 0; i < params.length; i++) {
         // README's AdamW tolerance (rtol 1e-6, atol 1e-6) for the weights: f32 state over three steps stays far inside it.
@@ -128,7 +131,8 @@ describe('Optimizer state and errors', () => {
   });
 
   it('parseOptimizerConfig fills torch defaults and names a bad field', () => {
-    expect(parseOptimizerConfig({ name: 'sgd', lr: 0.5 })).toEqual({ name: 'sgd', lr: 0.5, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0, momentum: 0 });
+    expect(parseOptimizerConfig({ name: 'sgd', lr: 0.5 })).toEqual({ name: 'sgd', lr: 0.5, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0, momentum: 0, no_decay: 'none' });
+    expect(() => parseOptimizerConfig({ no_decay: 'norms' })).toThrow(/config\.optimizer\.no_decay: expected "none" or "biases_and_norms"/);
     expect(() => parseOptimizerConfig({ betas: [0.9] })).toThrow(/config\.optimizer\.betas: expected two numbers/);
     expect(() => parseOptimizerConfig({ lr: -1 })).toThrow(/config\.optimizer\.lr: expected a number >= 0, got -1/);
   });

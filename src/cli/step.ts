@@ -20,7 +20,8 @@ import { basename, join, resolve } from 'node:path';
 import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
-import { STEP_CONFIG_FIELDS, stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
+import type { OptimizerConfig } from '../grpo/optimizer.ts';
+import { STEP_CONFIG_FIELDS, stepConfigFromBatch, trlOptimizerOf, type StepConfig } from '../grpo/step_config.ts';
 import { objectiveFor, trainerOfFormat, type TrainerObjective } from '../grpo/step_objective.ts';
 import { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
 import type { GrpoBatch } from '../io/batch.ts';
@@ -47,6 +48,8 @@ export interface StepCliResult {
   grad_norm: number;
   group_grad_norms: Record<string, number>;
   clip_coef: number;
+  /** The optimizer step taken: the batch's `optimizer`, or TRL's (learning rate at run.global_step's schedule). */
+  optimizer: OptimizerConfig;
   update_norm: number;
   group_update_norms: Record<string, number>;
   post_step_per_token_logps: number[][];
@@ -86,6 +89,16 @@ export async function run(argv: string[]): Promise<number> {
   const { batch, format } = readBatchFor(batchPath, 'step');
   const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
   const cfg = { ...config(batch.config, C, batchPath), trainer: objectiveOfBatch(batch, format) };
+  // A TRL batch without the studio's own `optimizer` steps as TRL's trainer would: TrainingArguments' AdamW at
+  // the scheduled learning rate (learning_rate, adam_*, weight_decay, lr_scheduler_type; run.global_step).
+  if (trainerOfFormat(format) === 'trl' && batch.config?.optimizer === undefined) {
+    try {
+      cfg.optimizer = trlOptimizerOf(batch.config ?? {}, { ...batch.config, ...batch.run });
+    } catch (e) {
+      if ((e as Error).name === 'SettingsError') throw new CliError(`${batchPath}: ${(e as Error).message}`);
+      throw e;
+    }
+  }
 
   const gpu = await nodeGpu();
   // Frozen weights (a LoRA base, a reference model) stay in their checkpoint dtype: bf16 at half the bytes.
@@ -124,6 +137,7 @@ export async function run(argv: string[]): Promise<number> {
       grad_norm: d('backward').grad_norm,
       group_grad_norms: d('backward').group_grad_norms,
       clip_coef: step.clip_coef,
+      optimizer: cfg.optimizer,
       update_norm: step.update_norm,
       group_update_norms: step.group_update_norms,
       post_step_per_token_logps: rag(d('re_evaluate').post_per_token_logps),

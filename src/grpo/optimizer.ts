@@ -18,10 +18,21 @@ export interface OptimizerConfig {
   eps: number; // AdamW only
   weight_decay: number;
   momentum: number; // SGD only (0: plain SGD, no buffer)
+  /** Parameters without weight decay: none (torch.optim over one group), or biases and norm weights as transformers' Trainer groups them. */
+  no_decay?: 'none' | 'biases_and_norms';
 }
 
 /** torch.optim.AdamW defaults (lr as TRL's GRPOConfig: 1e-6; weight_decay 0 as transformers' TrainingArguments). */
 const DEFAULT_OPTIMIZER: OptimizerConfig = { name: 'adamw', lr: 1e-6, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0, momentum: 0 };
+
+/**
+ * Parameters transformers' Trainer gives no weight decay (huggingface/transformers src/transformers/trainer.py
+ * get_decay_parameter_names): nn.LayerNorm modules and names matching bias / layernorm / rmsnorm / norm.
+ * GPT-2's ln_1 / ln_2 / ln_f are LayerNorm modules there, matched by name here.
+ */
+export function hfNoDecay(name: string): boolean {
+  return /bias|layernorm|rmsnorm|(?:^|\.)norm(?:$|\.)|_norm(?:$|\.)|(?:^|\.)ln_(?:\d+|f)\./.test(name.toLowerCase());
+}
 
 export class OptimizerConfigError extends Error {
   constructor(message: string) {
@@ -53,7 +64,13 @@ export function parseOptimizerConfig(raw: unknown, where = 'config.optimizer'): 
     eps: num('eps', (x) => x > 0, 'a number > 0'),
     weight_decay: num('weight_decay', (x) => x >= 0, 'a number >= 0'),
     momentum: num('momentum', (x) => x >= 0 && x < 1, 'a number in [0, 1)'),
+    no_decay: noDecay(o.no_decay ?? 'none', where),
   };
+}
+
+function noDecay(v: unknown, where: string): 'none' | 'biases_and_norms' {
+  if (v === 'none' || v === 'biases_and_norms') return v;
+  throw new OptimizerConfigError(`${where}.no_decay: expected "none" or "biases_and_norms", got ${JSON.stringify(v)}`);
 }
 
 /** Gradient norms before clipping. Group norms are √(Σ over the group's tensors of Σ g²). */
@@ -172,10 +189,11 @@ export class Optimizer {
         const grad = this.gradOf(grads, p);
         rec.copy(p.buffer, 0, prev, 0, n * 4);
         const s = this.stateOf(rec, p);
+        const weightDecay = c.no_decay === 'biases_and_norms' && hfNoDecay(p.name) ? 0 : c.weight_decay;
         if (c.name === 'adamw') {
-          adamw_step(rec, { param: p.buffer, grad, m: s[0], v: s[1], n, lr: c.lr, beta1: c.betas[0], beta2: c.betas[1], eps: c.eps, weightDecay: c.weight_decay, step, gradScale: clip_coef });
+          adamw_step(rec, { param: p.buffer, grad, m: s[0], v: s[1], n, lr: c.lr, beta1: c.betas[0], beta2: c.betas[1], eps: c.eps, weightDecay, step, gradScale: clip_coef });
         } else {
-          sgd_step(rec, { param: p.buffer, grad, n, lr: c.lr, weightDecay: c.weight_decay, gradScale: clip_coef, momentum: c.momentum, buf: s[0], step });
+          sgd_step(rec, { param: p.buffer, grad, n, lr: c.lr, weightDecay, gradScale: clip_coef, momentum: c.momentum, buf: s[0], step });
         }
         sgd_step(rec, { param: prev, grad: p.buffer, n, lr: 1, weightDecay: 0, gradScale: 1 });
         sumsq_forward(rec, { inp: prev, n, out, outIndex: i });

@@ -5,7 +5,9 @@ import { BatchFormatError, type BatchConfig, type PositionIdsMode, type ScaleRew
 import type { AdvantageEstimator } from './advantages.ts';
 import { DEFAULT_GRPO_LOSS_CONFIG, parseGrpoLossConfig, type GrpoLossConfig } from './loss.ts';
 import { parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
-import { parseTrlConfig } from './settings/trl.ts';
+import { parseTrlConfig, parseTrlRun, TRL_RUN_SETTINGS, TRL_SETTINGS } from './settings/trl.ts';
+import type { SettingsTable } from './settings/table.ts';
+import { trlOptimizer } from './trainers/trl_optimizer.ts';
 import type { TrainerObjective } from './step_objective.ts';
 
 /** Everything one update needs besides the data: TRL's loss fields, the optimizer, clipping, positions. */
@@ -69,4 +71,15 @@ export function batchConfigOf(config: StepConfig, model_type: string): BatchConf
     kl_estimator: l.kl_estimator, importance_sampling_level: l.importance_sampling_level, max_completion_length: l.max_completion_length,
     optimizer: { ...optimizer }, max_grad_norm, position_ids, scale_rewards, advantage_estimator, model_type,
   };
+}
+
+const knownTo = (table: SettingsTable, o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([k]) => table.some((s) => s.name === k)));
+
+/**
+ * The optimizer step of TRL's trainer for a config and run in TRL's names (GRPOConfig / TrainingArguments,
+ * TrainerState; keys the tables do not know are left to the objective to list): src/grpo/trainers/trl_optimizer.ts.
+ * Throws SettingsError naming the field.
+ */
+export function trlOptimizerOf(config: Record<string, unknown>, run: Record<string, unknown>): OptimizerConfig {
+  return trlOptimizer(parseTrlConfig(knownTo(TRL_SETTINGS, config)).values, parseTrlRun(knownTo(TRL_RUN_SETTINGS, run)).values);
 }

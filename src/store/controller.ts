@@ -82,7 +82,7 @@ export async function importBatchFile(file: File): Promise<void> {
     await dropRun(false);
 
     store().setLoss(lossSettingsOf(batch.config));
-    store().setPreset(presetOfBatch(trainerOfFormat(format), batch.config));
+    store().setPreset(presetOfBatch(trainerOfFormat(format), batch.config, batch.run));
     // What the reader had to assume or could not read is shown with the batch, not hidden.
     store().setImported({ batch, name: file.name, report, token_texts, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
     // The batch is on screen; the tokenizer's checks (a decode → encode of every row) follow.

@@ -28,11 +28,11 @@ import type { DoctorReport } from '../doctor/types.ts';
 import { AdapterSlot } from './adapter.ts';
 import type { AdapterChoice, AdapterReference, CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, PagePlan, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerPreset, TrainerView } from './protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
-import { batchConfigOf, DEFAULT_TRAINER, promptConversation, stepObjectiveOf } from './settings.ts';
+import { batchConfigOf, DEFAULT_TRAINER, promptConversation, stepObjectiveOf, trainerConfigOf } from './settings.ts';
 import { trainerView, trainerWhatIf } from './trainer_view.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { StepPipeline } from '../grpo/step.ts';
-import { stepConfigFromBatch, type StepConfig } from '../grpo/step_config.ts';
+import { stepConfigFromBatch, trlOptimizerOf, type StepConfig } from '../grpo/step_config.ts';
 import { Optimizer } from '../grpo/optimizer.ts';
 import type { StageData, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
@@ -230,7 +230,10 @@ class PipelineRunner implements StepRunner {
       this.ranPreset = settings.trainer ?? null;
       this.ranLoss = settings.loss;
       // The preset's objective forms the loss and the gradient, unless the studio loss is TRL's own (null).
-      const config = { ...stepConfigFromBatch(batchConfigOf(settings.loss), settings.loss.max_completion_length), trainer: stepObjectiveOf(settings.trainer ?? DEFAULT_TRAINER, settings.loss) };
+      const preset = settings.trainer ?? DEFAULT_TRAINER;
+      const config = { ...stepConfigFromBatch(batchConfigOf(settings.loss), settings.loss.max_completion_length), trainer: stepObjectiveOf(preset, settings.loss) };
+      // Under TRL, AdamW steps as transformers' Trainer does (decay groups, adam_epsilon, the scheduled learning rate).
+      if (preset.trainer === 'trl' && settings.loss.optimizer === 'adamw') config.optimizer = trlOptimizerOf(trainerConfigOf(preset, settings.loss), preset.run);
       // Changed optimizer settings start from fresh moments (step 1, shown by the step stage).
       if (JSON.stringify(this.optimizer?.config) !== JSON.stringify(config.optimizer)) this.dropOptimizer();
       this.optimizer ??= new Optimizer(this.gpu, policy.trainableParams.values(), config.optimizer);

@@ -63,6 +63,11 @@ export function lossSettingsOf(c: BatchConfig | undefined): Partial<LossSettings
   if (valid('max_completion_length', c.max_completion_length)) out.max_completion_length = c.max_completion_length;
   if (c.position_ids) out.position_ids = c.position_ids;
   if (valid('max_grad_norm', c.max_grad_norm)) out.max_grad_norm = c.max_grad_norm as number;
+  // TrainingArguments' names (a TRL config): the same optimizer fields, one value for the panel and the preset.
+  if (valid('learning_rate', c.learning_rate)) out.lr = c.learning_rate as number;
+  const beta = (k: 'adam_beta1' | 'adam_beta2') => (valid(k, c[k]) ? (c[k] as number) : (specOf(TRL_SETTINGS, k).default as number));
+  if (valid('adam_beta1', c.adam_beta1) || valid('adam_beta2', c.adam_beta2)) out.betas = [beta('adam_beta1'), beta('adam_beta2')];
+  if (valid('weight_decay', c.weight_decay)) out.weight_decay = c.weight_decay as number;
   const o = c.optimizer as Record<string, unknown> | undefined;
   if (o && typeof o === 'object') {
     if (o.name === 'adamw' || o.name === 'sgd') out.optimizer = o.name;
@@ -81,6 +86,7 @@ function trlConfigOfLoss(l: LossSettings): Record<string, unknown> {
   const c = batchConfigOf(l);
   const keys = ['beta', 'epsilon', 'epsilon_high', 'delta', 'temperature', 'kl_estimator', 'importance_sampling_level', 'max_completion_length', 'scale_rewards'] as const;
   const out: Record<string, unknown> = Object.fromEntries(keys.map((k) => [k, c[k]]));
+  Object.assign(out, { learning_rate: l.lr, adam_beta1: l.betas[0], adam_beta2: l.betas[1], weight_decay: l.weight_decay });
   if ((TRL_LOSS_TYPES as readonly string[]).includes(l.loss_type)) out.loss_type = l.loss_type;
   return out;
 }
@@ -106,14 +112,15 @@ export { trainerOfFormat };
  * The preset an imported batch's config fills: its keys the trainer's tables know (config or run), values as
  * written (a bad one is named when the loss runs, never replaced); for TRL without the fields LossSettings takes.
  */
-export function presetOfBatch(trainer: TrainerId, c: BatchConfig | undefined): TrainerPreset {
+export function presetOfBatch(trainer: TrainerId, c: BatchConfig | undefined, run?: Record<string, unknown>): TrainerPreset {
   const t = TRAINER_TABLES[trainer];
   const entries = Object.entries(c ?? {});
   const known = (table: typeof t.config) => (k: string) => table.some((s) => s.name === k);
   return {
     trainer,
     config: Object.fromEntries(entries.filter(([k, v]) => known(t.config)(k) && !(trainer === 'trl' && lossHolds(k, v)))),
-    run: Object.fromEntries(entries.filter(([k]) => known(t.run)(k))),
+    // Run keys from the config (where importers put some) and the batch's run (num_items_in_batch, TrainerState).
+    run: Object.fromEntries([...entries, ...Object.entries(run ?? {})].filter(([k]) => known(t.run)(k))),
   };
 }
 

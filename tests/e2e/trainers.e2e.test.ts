@@ -95,7 +95,10 @@ describe('trainer preset in chromium', () => {
     expect(await page.getByTestId('trainer').inputValue()).toBe('trl');
     expect(await page.getByTestId('trainer-field-num_processes').inputValue()).toBe('2');
     expect(await page.getByTestId('trainer-field-gradient_accumulation_steps').inputValue()).toBe('2');
-    // dapo over 2 processes needs the generation batch's token count: named, not guessed from this rank.
+    // The file's 0-d num_items_in_batch (TRL's count gathered over both processes) fills the run context.
+    expect(await page.getByTestId('trainer-field-num_items_in_batch').inputValue()).toBe(String(NUM_ITEMS));
+    // Without it, dapo over 2 processes needs the generation batch's token count: named, not guessed from this rank.
+    await page.getByTestId('trainer-field-num_items_in_batch').fill('');
     let statuses = await runUpdate();
     expect(statuses[STAGE.loss]).toBe('done');
     expect(await page.getByTestId('trainer-error').textContent()).toMatch(/^run\.num_items_in_batch: needed by loss_type dapo with num_processes = 2/);
@@ -122,6 +125,8 @@ describe('trainer preset in chromium', () => {
     expect(await page.locator('td[data-loss-type="sapo"]').getAttribute('title')).toContain('σ(τ(r − 1))');
     // TRL divides by num_items_in_batch / num_processes: the step's loss and gradient are TRL's objective's.
     expect(statuses[STAGE.backward]).toBe('done');
+    // The optimizer step is TRL's too: the file's learning_rate (1e-6; no global_step: the run's first step), not the page's.
+    expect(Number(await page.getByTestId('optimizer-step').getAttribute('data-lr'))).toBe(1e-6);
     expect(await page.getByTestId('loss-headline').textContent()).toMatch(/^loss \(trl objective\) /);
 
     // Row 4 is the tool call: positions 2 and 3 are tool output.

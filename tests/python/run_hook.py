@@ -31,8 +31,8 @@ def trl():
             self.accelerator = Obj(process_index=rank, num_processes=2)
             self.processing_class = Obj(tokenizer=Obj(pad_token_id=PAD, eos_token_id=EOS))
             self.args = Obj(to_dict=lambda: {"num_generations": 4, "beta": 0.0, "loss_type": "dapo", "scale_rewards": "group",
-                                             "gradient_accumulation_steps": 1, "report_to": ["none"], "lr_scheduler_type": object()})
-            self.state = Obj(global_step=0)
+                                             "gradient_accumulation_steps": 1, "report_to": ["none"], "lr_scheduler_type": "linear", "accelerator_config": object()})
+            self.state = Obj(global_step=0, max_steps=40)
             self.rank = rank
 
         def _generate_and_score_completions(self, inputs):

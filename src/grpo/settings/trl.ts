@@ -1,7 +1,9 @@
 // TRL's settings, one row per GRPOConfig field the studio reads (huggingface/trl trl/trainer/grpo_config.py at
 // f2cd577: names, defaults and allowed values as there), plus the run context TRL's normalisers read
 // (trl/trainer/grpo_trainer.py: accelerator.num_processes, current_gradient_accumulation_steps,
-// inputs["num_items_in_batch"], _last_world_entropy) and the studio-only fields marked `studio`.
+// inputs["num_items_in_batch"], _last_world_entropy) and the studio-only fields marked `studio`. GRPOConfig
+// inherits transformers' TrainingArguments: its optimizer and learning-rate schedule fields are rows here too
+// (huggingface/transformers src/transformers/training_args.py), with the TrainerState the schedule reads.
 // Everything that parses a TRL config — loss cases, batch files, the step pipeline, the page — reads this table.
 import { TRL_LOSS_TYPES, VLLM_IS_MODES, KL_ESTIMATORS, type KlEstimator, type TrlLossType } from '../../kernels/types.ts';
 import { parseSettings, type ParsedSettings, type SettingsTable } from './table.ts';
@@ -9,6 +11,13 @@ import type { SettingSpec } from './types.ts';
 
 const CFG = 'huggingface/trl trl/trainer/grpo_config.py';
 const TRAINER = 'huggingface/trl trl/trainer/grpo_trainer.py';
+const ARGS = 'huggingface/transformers src/transformers/training_args.py';
+const STATE = 'huggingface/transformers src/transformers/trainer_callback.py (TrainerState)';
+
+/** transformers OptimizerNames whose update is torch.optim.AdamW's (the studio's AdamW). */
+export const TRL_OPTIMS = ['adamw_torch', 'adamw_torch_fused'] as const;
+/** transformers SchedulerType values the studio computes (optimization.py get_*_schedule_with_warmup). */
+export const TRL_LR_SCHEDULERS = ['linear', 'cosine', 'constant', 'constant_with_warmup'] as const;
 
 type Row = Omit<SettingSpec, 'trainer'>;
 const rows = (xs: Row[]): SettingSpec[] => xs.map((x) => ({ trainer: 'trl', source: x.studio ? undefined : CFG, ...x }));
@@ -56,7 +65,15 @@ export const TRL_SETTINGS: SettingsTable = rows([
   { name: 'multi_objective_aggregation', type: 'enum', values: ['sum_then_normalize', 'normalize_then_sum'], default: 'sum_then_normalize', scope: 'advantages', doc: 'Weighted sum then normalise, or normalise each function then sum (GDPO).' },
   { name: 'reward_weights', type: 'number-list', nullable: true, default: null, scope: 'advantages', doc: 'Per reward function weight (null = all 1).' },
   // optimizer
-  { name: 'learning_rate', type: 'number', min: 0, default: 1e-6, scope: 'optimizer', doc: 'AdamW learning rate.' },
+  { name: 'learning_rate', type: 'number', min: 0, default: 1e-6, scope: 'optimizer', doc: 'AdamW learning rate before the schedule (GRPOConfig: 1e-6).' },
+  { name: 'optim', type: 'enum', values: TRL_OPTIMS, default: 'adamw_torch_fused', scope: 'optimizer', source: ARGS, doc: 'torch.optim.AdamW (fused or not: the same update). 8-bit, paged and other optimizers are not reproduced.' },
+  { name: 'adam_beta1', type: 'number', min: 0, max: 1, default: 0.9, scope: 'optimizer', source: ARGS, doc: 'AdamW β1.' },
+  { name: 'adam_beta2', type: 'number', min: 0, max: 1, default: 0.999, scope: 'optimizer', source: ARGS, doc: 'AdamW β2.' },
+  { name: 'adam_epsilon', type: 'number', min: 0, exclusive: true, default: 1e-8, scope: 'optimizer', source: ARGS, doc: 'AdamW ε.' },
+  { name: 'weight_decay', type: 'number', min: 0, default: 0, scope: 'optimizer', source: ARGS, doc: 'AdamW weight decay, not on biases and norm weights (Trainer.get_decay_parameter_names).' },
+  { name: 'lr_scheduler_type', type: 'enum', values: TRL_LR_SCHEDULERS, default: 'linear', scope: 'optimizer', source: ARGS, doc: "The learning rate at run.global_step: linear / cosine decay to 0 over run.max_steps, after warmup." },
+  { name: 'warmup_steps', type: 'number', min: 0, default: 0, scope: 'optimizer', source: ARGS, doc: 'Linear warmup steps; a value in (0, 1) is a ratio of run.max_steps.' },
+  { name: 'warmup_ratio', type: 'number', min: 0, max: 1, default: 0, scope: 'optimizer', source: ARGS, doc: 'Warmup as a ratio of run.max_steps, used when warmup_steps is 0 (transformers 4.x).' },
   { name: 'max_grad_norm', type: 'number', min: 0, default: 1, scope: 'optimizer', doc: 'Gradient clipping (transformers TrainingArguments).' },
   { name: 'num_iterations', type: 'integer', min: 1, default: 1, scope: 'optimizer', doc: 'Updates per generation batch (μ).' },
   { name: 'steps_per_generation', type: 'integer', min: 1, nullable: true, default: null, scope: 'optimizer', doc: 'Optimizer steps per generation batch (null = gradient_accumulation_steps).' },
@@ -72,6 +89,8 @@ export const TRL_RUN_SETTINGS: SettingsTable = rows([
   { name: 'steps_per_generation', type: 'integer', min: 1, nullable: true, default: null, scope: 'run', source: TRAINER, doc: 'Micro-batches per generation batch.' },
   { name: 'num_items_in_batch', type: 'number', min: 0, nullable: true, default: null, scope: 'run', source: TRAINER, doc: 'Loss-mask tokens of the whole generation batch over all processes (null = this micro-batch’s).' },
   { name: 'last_world_entropy', type: 'number', nullable: true, default: null, scope: 'run', source: TRAINER, doc: 'Adaptive entropy: the previous step’s world entropy (null = +inf, TRL’s start value).' },
+  { name: 'global_step', type: 'integer', min: 0, nullable: true, default: null, scope: 'optimizer', source: STATE, doc: 'trainer.state.global_step: optimizer steps done before this one; the schedule’s position (null: the first step).' },
+  { name: 'max_steps', type: 'integer', min: 1, nullable: true, default: null, scope: 'optimizer', source: STATE, doc: 'trainer.state.max_steps: the steps the linear / cosine schedule decays over.' },
 ]);
 
 export interface TrlConfig {
@@ -114,6 +133,14 @@ export interface TrlConfig {
   multi_objective_aggregation: 'sum_then_normalize' | 'normalize_then_sum';
   reward_weights: number[] | null;
   learning_rate: number;
+  optim: (typeof TRL_OPTIMS)[number];
+  adam_beta1: number;
+  adam_beta2: number;
+  adam_epsilon: number;
+  weight_decay: number;
+  lr_scheduler_type: (typeof TRL_LR_SCHEDULERS)[number];
+  warmup_steps: number;
+  warmup_ratio: number;
   max_grad_norm: number;
   num_iterations: number;
   steps_per_generation: number | null;
@@ -127,6 +154,8 @@ export interface TrlRun {
   steps_per_generation: number | null;
   num_items_in_batch: number | null;
   last_world_entropy: number | null;
+  global_step: number | null;
+  max_steps: number | null;
 }
 
 /** A GRPOConfig-like object → typed values, with GRPOConfig.__post_init__'s rewrites (legacy scale_rewards booleans, the deprecated cap). */

@@ -15,14 +15,18 @@ import type { BatchConfig, GrpoBatch } from '../batch.ts';
 import { Dump, intOf, row, rows, scalarAdvantages, tokenIds, type ImportOptions, type ImportResult } from './common.ts';
 
 /** GRPOConfig fields carried into batch.config (same names); the rest of the config is counted in notes. */
-const CONFIG_FIELDS = ['loss_type', 'beta', 'epsilon', 'epsilon_high', 'delta', 'temperature', 'importance_sampling_level', 'scale_rewards', 'max_completion_length', 'max_prompt_length', 'num_generations', 'mask_truncated_completions', 'top_entropy_quantile', 'chat_template_kwargs', 'gradient_accumulation_steps', 'per_device_train_batch_size', 'steps_per_generation', 'num_iterations', 'use_vllm', 'vllm_importance_sampling_correction', 'vllm_importance_sampling_mode', 'vllm_importance_sampling_clip_min', 'vllm_importance_sampling_clip_max', 'vllm_importance_sampling_cap'] as const;
+const CONFIG_FIELDS = ['loss_type', 'beta', 'epsilon', 'epsilon_high', 'delta', 'temperature', 'importance_sampling_level', 'scale_rewards', 'max_completion_length', 'max_prompt_length', 'num_generations', 'mask_truncated_completions', 'top_entropy_quantile', 'chat_template_kwargs', 'gradient_accumulation_steps', 'per_device_train_batch_size', 'steps_per_generation', 'num_iterations', 'use_vllm', 'vllm_importance_sampling_correction', 'vllm_importance_sampling_mode', 'vllm_importance_sampling_clip_min', 'vllm_importance_sampling_clip_max', 'vllm_importance_sampling_cap',
+  // TrainingArguments' optimizer step: what the studio's AdamW and learning-rate schedule take.
+  'learning_rate', 'optim', 'adam_beta1', 'adam_beta2', 'adam_epsilon', 'weight_decay', 'max_grad_norm', 'lr_scheduler_type', 'warmup_steps', 'warmup_ratio'] as const;
+/** TrainerState values the learning-rate schedule reads, as the hook saves them (top-level metadata or in "run"). */
+const STATE_FIELDS = ['global_step', 'max_steps'] as const;
 
 /** Keys of the dict this reader maps, and keys it knows but does not carry (listed in notes). */
 const MAPPED = ['prompt_ids', 'prompt_mask', 'completion_ids', 'completion_mask', 'advantages', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'tool_mask'];
 /** 0-d tensors carried into the config. */
 const SCALARS = ['num_items_in_batch'];
 const KNOWN_UNMAPPED = ['importance_sampling_ratio', 'pixel_values', 'image_grid_thw', 'pixel_attention_mask', 'image_sizes', 'token_type_ids', 'mm_token_type_ids', 'spatial_shapes', 'image_position_ids', 'num_images', 'num_tiles', 'max_left_pad'];
-const META = ['config', 'run', 'metrics', 'rank', 'num_processes', 'gradient_accumulation_steps', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'rewards', 'rewards_per_func', 'reward_weights', 'prompts', 'completions', 'format'];
+const META = ['config', 'run', 'metrics', 'rank', 'num_processes', 'gradient_accumulation_steps', ...STATE_FIELDS, 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'rewards', 'rewards_per_func', 'reward_weights', 'prompts', 'completions', 'format'];
 
 export function detect(d: Dump): boolean {
   return d.has('completion_ids') && d.has('completion_mask') && d.has('prompt_ids');
@@ -78,6 +82,10 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   // inputs["num_items_in_batch"]: dapo's normaliser, gathered over every process (not recomputable from one rank).
   const items = d.has('num_items_in_batch') ? d.scalar('num_items_in_batch') : typeof run.num_items_in_batch === 'number' ? run.num_items_in_batch : undefined;
   if (items !== undefined) batch.run = { num_items_in_batch: items };
+  for (const k of STATE_FIELDS) {
+    const v = intOf(d.meta(k)) ?? intOf(run[k]);
+    if (v !== undefined) batch.run = { ...batch.run, [k]: v };
+  }
   batch.metrics = d.metrics();
   const dropped = Object.keys(cfg).filter((k) => !(CONFIG_FIELDS as readonly string[]).includes(k)).length;
   if (dropped > 0) notes.push(`${dropped} other GRPOConfig field(s) in the metadata are not used by the studio`);

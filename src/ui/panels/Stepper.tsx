@@ -9,7 +9,7 @@ import { useRef } from 'react';
 import { studioStore, useStudio } from '../../store/index.ts';
 import { STAGES, STAGE_LABELS } from '../../store/vocabulary.ts';
 import { nextStage, resetStep, runNextUpdate, runToEnd, setStepFrom } from '../../store/controller.ts';
-import { formatBytes } from '../fields.tsx';
+import { fmt, formatBytes } from '../fields.tsx';
 import { staleFields } from '../../store/derived.ts';
 
 export function Stepper() {
@@ -92,8 +92,8 @@ export function Stepper() {
                 {st.status === 'done' && st.gpuBytes !== undefined ? ` · ${formatBytes(st.gpuBytes)}` : ''}
               </span>
               {id === 'step' && optimizerStep && (
-                <span className="stage-meta" data-testid="optimizer-step" title="torch's state['step']: an update that continues from stepped weights carries the optimizer's moments and step count over, as a trainer's next step">
-                  {optimizerStep.optimizer.name} step {optimizerStep.step}
+                <span className="stage-meta" data-testid="optimizer-step" data-lr={optimizerStep.optimizer.lr} title="torch's state['step']: an update that continues from stepped weights carries the optimizer's moments and step count over, as a trainer's next step. lr: the learning rate this step took (under TRL, learning_rate at run.global_step's schedule)">
+                  {optimizerStep.optimizer.name} step {optimizerStep.step} · lr {fmt(optimizerStep.optimizer.lr)}
                 </span>
               )}
               {id === 'reference_forward' && reference && (

@@ -1,0 +1,56 @@
+// The optimizer step TRL's GRPOTrainer takes, from its config (GRPOConfig inherits transformers'
+// TrainingArguments) and run (TrainerState): torch.optim.AdamW with adam_beta1/2, adam_epsilon, weight decay on
+// every parameter but biases and norm weights, at the learning rate the scheduler gives this step.
+//   - Decay groups: no_decay 'biases_and_norms' (src/grpo/optimizer.ts hfNoDecay).
+//   - Schedules: huggingface/transformers src/transformers/optimization.py
+//     _get_{linear,cosine,constant}_schedule_with_warmup_lr_lambda; the warmup length is
+//     TrainingArguments.get_warmup_steps (warmup_steps ≥ 1 as is, in (0, 1) a ratio, else ⌈T·warmup_ratio⌉).
+// The scheduler is stepped after each optimizer step, so the step after global_step completed ones runs at
+// learning_rate · λ(global_step). Without run.global_step this is the run's first step (λ(0)); a schedule that
+// needs run.max_steps there (linear or cosine past a warmup) is an error naming it, never a guessed rate.
+import { SettingsError } from '../settings/types.ts';
+import type { TrlConfig, TrlRun } from '../settings/trl.ts';
+import type { OptimizerConfig } from '../optimizer.ts';
+
+/** The warmup length for T total steps (TrainingArguments.get_warmup_steps). */
+function warmupSteps(c: TrlConfig, T: number | null): number {
+  const ratio = c.warmup_steps > 0 && c.warmup_steps < 1 ? c.warmup_steps : c.warmup_steps >= 1 ? null : c.warmup_ratio;
+  if (ratio === null) return Math.floor(c.warmup_steps);
+  if (ratio === 0) return 0;
+  if (T === null) throw new SettingsError(`run.max_steps: needed for a warmup given as a ratio (${c.warmup_steps > 0 ? `warmup_steps ${c.warmup_steps}` : `warmup_ratio ${c.warmup_ratio}`}); give trainer.state.max_steps`);
+  return Math.ceil(T * ratio);
+}
+
+/** λ(step) of the schedule, learning_rate · λ being the rate of the optimizer step after `step` completed ones. */
+export function trlLrFactor(c: TrlConfig, run: TrlRun): number {
+  const s = run.global_step ?? 0;
+  const T = run.max_steps;
+  const W = warmupSteps(c, T);
+  // get_constant_schedule has no warmup at all.
+  if (c.lr_scheduler_type === 'constant') return 1;
+  if (s < W) return s / Math.max(1, W);
+  if (c.lr_scheduler_type === 'constant_with_warmup') return 1;
+  if (T === null) {
+    // The first step after a warmup of 0 is λ = 1 for both decays; any later one needs the run's length.
+    if (s === 0) return 1;
+    throw new SettingsError(`run.max_steps: lr_scheduler_type ${c.lr_scheduler_type} at run.global_step ${s} needs the run's length (trainer.state.max_steps)`);
+  }
+  if (c.lr_scheduler_type === 'linear') return Math.max(0, (T - s) / Math.max(1, T - W));
+  const progress = (s - W) / Math.max(1, T - W);
+  // cosine with num_cycles 0.5: half a cosine from 1 down to 0.
+  return Math.max(0, 0.5 * (1 + Math.cos(Math.PI * progress)));
+}
+
+/** The AdamW of TRL's optimizer step for this config and run. Throws SettingsError naming the field. */
+export function trlOptimizer(c: TrlConfig, run: TrlRun): OptimizerConfig {
+  for (const k of ['adam_beta1', 'adam_beta2'] as const) if (!(c[k] < 1)) throw new SettingsError(`config.${k}: expected a number in [0, 1), got ${c[k]}`);
+  return {
+    name: 'adamw',
+    lr: c.learning_rate * trlLrFactor(c, run),
+    betas: [c.adam_beta1, c.adam_beta2],
+    eps: c.adam_epsilon,
+    weight_decay: c.weight_decay,
+    momentum: 0,
+    no_decay: 'biases_and_norms',
+  };
+}
