@@ -119,9 +119,21 @@ export class Optimizer {
   constructor(
     private readonly gpu: Gpu,
     params: Iterable<Param>,
-    readonly config: OptimizerConfig,
+    private cfg: OptimizerConfig,
   ) {
     this.params = [...params];
+  }
+
+  get config(): OptimizerConfig {
+    return this.cfg;
+  }
+
+  /**
+   * The learning rate of the next steps: a schedule moves it between steps while the moments and the step
+   * count carry on (any other change of the settings needs a new optimizer).
+   */
+  setLearningRate(lr: number): void {
+    this.cfg = { ...this.cfg, lr };
   }
 
   private stateOf(rec: Recorder, p: Param): GPUBuffer[] {

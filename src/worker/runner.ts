@@ -232,10 +232,17 @@ class PipelineRunner implements StepRunner {
       // The preset's objective forms the loss and the gradient, unless the studio loss is TRL's own (null).
       const preset = settings.trainer ?? DEFAULT_TRAINER;
       const config = { ...stepConfigFromBatch(batchConfigOf(settings.loss), settings.loss.max_completion_length), trainer: stepObjectiveOf(preset, settings.loss) };
-      // Under TRL, AdamW steps as transformers' Trainer does (decay groups, adam_epsilon, the scheduled learning rate).
-      if (preset.trainer === 'trl' && settings.loss.optimizer === 'adamw') config.optimizer = trlOptimizerOf(trainerConfigOf(preset, settings.loss), preset.run);
-      // Changed optimizer settings start from fresh moments (step 1, shown by the step stage).
-      if (JSON.stringify(this.optimizer?.config) !== JSON.stringify(config.optimizer)) this.dropOptimizer();
+      // Under TRL, AdamW steps as transformers' Trainer does (decay groups, adam_epsilon, the scheduled learning
+      // rate); an update that continues a run is that many steps further along the schedule.
+      if (preset.trainer === 'trl' && settings.loss.optimizer === 'adamw') {
+        const g = preset.run.global_step;
+        const run = typeof g === 'number' ? { ...preset.run, global_step: g + (this.optimizer?.t ?? 0) } : preset.run;
+        config.optimizer = trlOptimizerOf(trainerConfigOf(preset, settings.loss), run);
+      }
+      // Changed optimizer settings start from fresh moments (step 1, shown by the step stage); the learning rate alone may move.
+      const withoutLr = (c: StepConfig['optimizer'] | undefined) => JSON.stringify(c && { ...c, lr: 0 });
+      if (withoutLr(this.optimizer?.config) !== withoutLr(config.optimizer)) this.dropOptimizer();
+      this.optimizer?.setLearningRate(config.optimizer.lr);
       this.optimizer ??= new Optimizer(this.gpu, policy.trainableParams.values(), config.optimizer);
       // β = 0: no reference at all, as TRL (which then loads none).
       const ref = this.refModel;

@@ -142,6 +142,19 @@ describe('trainer preset in chromium', () => {
     await page.getByTestId('heat').selectOption('mask_factor');
     expect(await page.getByTestId('heat-legend').textContent()).toContain('tool');
     await page.getByTestId('heat').selectOption('none');
+
+    // TRL's lr schedule (linear, no warmup): at run.global_step 10 of max_steps 20 the step takes 1e-6 · 10/20;
+    // the next update continues the run one step further, 1e-6 · 9/20, its moments carried over (step 2).
+    await page.getByTestId('trainer-field-global_step').fill('10');
+    await page.getByTestId('trainer-field-max_steps').fill('20');
+    statuses = await runUpdate();
+    expect(statuses[STAGE.backward]).toBe('done');
+    const lr = async () => Number(await page.getByTestId('optimizer-step').getAttribute('data-lr'));
+    expect(await lr()).toBeCloseTo(1e-6 * 0.5, 20);
+    await page.getByTestId('step-next-update').click();
+    await waitForUpdate(page, 180_000);
+    expect(await page.getByTestId('optimizer-step').textContent()).toMatch(/^adamw step 2 · lr /);
+    expect(await lr()).toBeCloseTo(1e-6 * 0.45, 20);
   }, 600_000);
 
   it('switching the preset to OpenRLHF changes the loss table, and the step takes OpenRLHF’s gradient', async () => {
