@@ -24,6 +24,13 @@ describe('learning rate schedule', () => {
     expect(factor(c, { global_step: 200, max_steps: 110 })).toBe(0);
   });
 
+  it('cosine: num_cycles from lr_scheduler_kwargs (a full cycle is back at 1 at the end)', () => {
+    const c = { lr_scheduler_type: 'cosine', lr_scheduler_kwargs: { num_cycles: 1 } };
+    // 0.5·(1 + cos(π·num_cycles·2·progress)): progress 1/4 → 0.5, 1 → 1.
+    expect(factor(c, { global_step: 25, max_steps: 100 })).toBeCloseTo(0.5, 15);
+    expect(factor(c, { global_step: 100, max_steps: 100 })).toBeCloseTo(1, 15);
+  });
+
   it('cosine: half a cosine from 1 to 0 after the warmup', () => {
     const c = { lr_scheduler_type: 'cosine', warmup_steps: 4 };
     expect(factor(c, { global_step: 1, max_steps: 104 })).toBe(0.25);
@@ -34,6 +41,7 @@ describe('learning rate schedule', () => {
 
   it('constant ignores any warmup; constant_with_warmup warms up then holds', () => {
     expect(factor({ lr_scheduler_type: 'constant', warmup_steps: 50 }, { global_step: 3 })).toBe(1);
+    expect(factor({ lr_scheduler_type: 'constant', warmup_ratio: 0.1 }, { global_step: 3 })).toBe(1); // no run length needed
     expect(factor({ lr_scheduler_type: 'constant_with_warmup', warmup_steps: 8 }, { global_step: 2 })).toBe(0.25);
     expect(factor({ lr_scheduler_type: 'constant_with_warmup', warmup_steps: 8 }, { global_step: 9000 })).toBe(1);
   });
@@ -62,8 +70,11 @@ describe("TRL's AdamW", () => {
   });
 
   it('refuses optimizers it does not reproduce and betas of 1, naming the field', () => {
-    expect(() => trlOptimizerOf({ optim: 'adamw_8bit' }, {})).toThrow(/config\.optim: expected one of adamw_torch, adamw_torch_fused, got "adamw_8bit"/);
-    expect(() => trlOptimizerOf({ lr_scheduler_type: 'polynomial' }, {})).toThrow(/config\.lr_scheduler_type: expected one of/);
+    expect(() => trlOptimizerOf({ optim: 'adamw_8bit' }, {})).toThrow(/^config\.optim: expected one of adamw_torch, adamw_torch_fused \(torch\.optim\.AdamW\), got "adamw_8bit"/);
+    expect(() => trlOptimizerOf({ lr_scheduler_type: 'cosine_with_min_lr' }, {})).toThrow(/^config\.lr_scheduler_type: expected one of linear, cosine, constant, constant_with_warmup, got "cosine_with_min_lr"/);
+    expect(() => trlOptimizerOf({ lr_scheduler_type: 'cosine', lr_scheduler_kwargs: { min_lr: 1e-7 } }, {})).toThrow(/^config\.lr_scheduler_kwargs: min_lr for cosine is not reproduced/);
+    // The loss and the advantages of such a dump do not depend on them: the TRL config still parses.
+    expect(parseTrlConfig({ optim: 'paged_adamw_8bit', lr_scheduler_type: 'cosine_with_min_lr', warmup_ratio: null, lr_scheduler_kwargs: { min_lr: 1e-7 } }).values.optim).toBe('paged_adamw_8bit');
     expect(() => trlOptimizerOf({ adam_beta2: 1 }, {})).toThrow(/config\.adam_beta2: expected a number in \[0, 1\)/);
   });
 

@@ -11,6 +11,7 @@ import { parseSafeTensors, toI32 } from '../src/io/safetensors.ts';
 import { FLAG, REGION, buildGrid, classifyCell, classifyColumns, emptyCells, gridContext, gridRow, rowReadout, spanColumns, visibleText } from '../src/ui/grid/cells.ts';
 import type { RunResults } from '../src/store/session.ts';
 import { heatSource } from '../src/ui/grid/heat.ts';
+import { refCell } from './helpers/grid_cells_ref.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
 const golden = path.resolve(root, 'tests/golden/models/tiny-llama');
@@ -85,9 +86,10 @@ describe('classifyCell', () => {
 });
 
 describe('classifyColumns (what the canvas draws)', () => {
-  const mask = fc.array(fc.constantFrom(0, 1, 1, 1, 2, 0.5), { maxLength: 9 });
+  // Masks with non-binary values and null entries; ids with pad (0), EOS (5) and a special id (3).
+  const mask = fc.array(fc.constantFrom<number | null>(0, 1, 1, 1, 2, 0.5, null), { maxLength: 9 });
   const ids = fc.array(fc.integer({ min: 0, max: 6 }), { maxLength: 9 });
-  it('classifies any column range exactly as the whole row, on ragged, misaligned and non-binary masks', () => {
+  it('classifies any column range as the plain per-cell twin does, on ragged, misaligned, non-binary and null masks', () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 1, max: 4 }).chain((B) =>
@@ -102,19 +104,24 @@ describe('classifyColumns (what the canvas draws)', () => {
           }),
         ),
         (x) => {
-          const ctx = gridContext(batch({ prompt_ids: x.prompt_ids, prompt_mask: x.prompt_mask, completion_ids: x.completion_ids, completion_mask: x.completion_mask, tool_mask: x.tool_mask, eos_token_ids: [5] }), [3]);
+          const bt = batch({ prompt_ids: x.prompt_ids, prompt_mask: x.prompt_mask as number[][] | undefined, completion_ids: x.completion_ids, completion_mask: x.completion_mask as number[][], tool_mask: x.tool_mask as number[][] | undefined, eos_token_ids: [5] });
+          const ctx = gridContext(bt, [3]);
           const W = ctx.P + ctx.C;
           const c0 = Math.min(x.c0, W);
           const c1 = Math.max(c0, Math.min(x.c1, W));
           for (let b = 0; b < x.completion_ids.length; b++) {
-            const row = gridRow(ctx, b);
             // A reused buffer, dirty from another row: every cell of the range is written.
             const out = emptyCells(c1 - c0 + 2);
             for (const f of ['region', 'ids', 'attention', 'completion', 'tool', 'flags'] as const) out[f].fill(7);
             classifyColumns(ctx, b, c0, c1, out);
-            for (const f of ['region', 'ids', 'attention', 'completion', 'tool', 'flags'] as const) expect(Array.from(out[f].subarray(0, c1 - c0))).toEqual(Array.from(row[f].subarray(c0, c1)));
-            // And the inspector's cell agrees with the row.
-            for (let c = c0; c < c1; c++) expect(classifyCell(ctx, b, c).region).toBe(row.region[c]);
+            const row = gridRow(ctx, b);
+            for (let c = c0; c < c1; c++) {
+              const want = refCell(bt, new Set([3]), b, c);
+              const k = c - c0;
+              expect({ region: out.region[k], id: out.ids[k], attention: out.attention[k], completion: out.completion[k], tool: out.tool[k], flags: out.flags[k] }, `sample ${b} column ${c}`).toEqual(want);
+              expect(row.region[c]).toBe(want.region);
+              expect(classifyCell(ctx, b, c).flags).toBe(want.flags);
+            }
           }
         },
       ),

@@ -89,9 +89,10 @@ export async function run(argv: string[]): Promise<number> {
   const { batch, format } = readBatchFor(batchPath, 'step');
   const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
   const cfg = { ...config(batch.config, C, batchPath), trainer: objectiveOfBatch(batch, format) };
-  // A TRL batch without the studio's own `optimizer` steps as TRL's trainer would: TrainingArguments' AdamW at
-  // the scheduled learning rate (learning_rate, adam_*, weight_decay, lr_scheduler_type; run.global_step).
-  if (trainerOfFormat(format) === 'trl' && batch.config?.optimizer === undefined) {
+  // A TRL batch steps as TRL's trainer would (as the page's TRL preset does): TrainingArguments' AdamW at the
+  // scheduled learning rate (learning_rate, adam_*, weight_decay, lr_scheduler_type; run.global_step), values
+  // from the studio's `optimizer` object where the batch has one. SGD stays the studio's.
+  if (trainerOfFormat(format) === 'trl' && cfg.optimizer.name === 'adamw') {
     try {
       cfg.optimizer = trlOptimizerOf(batch.config ?? {}, { ...batch.config, ...batch.run });
     } catch (e) {

@@ -75,11 +75,26 @@ export function batchConfigOf(config: StepConfig, model_type: string): BatchConf
 
 const knownTo = (table: SettingsTable, o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([k]) => table.some((s) => s.name === k)));
 
+/** The studio's `optimizer` object's fields in TrainingArguments' names (only those it sets; validated by parseOptimizerConfig). */
+export function trlNamesOfOptimizer(raw: unknown): Record<string, unknown> {
+  if (raw === undefined || raw === null) return {};
+  const o = parseOptimizerConfig(raw);
+  const set = (k: string) => Object.prototype.hasOwnProperty.call(raw, k);
+  return {
+    ...(set('lr') && { learning_rate: o.lr }),
+    ...(set('betas') && { adam_beta1: o.betas[0], adam_beta2: o.betas[1] }),
+    ...(set('eps') && { adam_epsilon: o.eps }),
+    ...(set('weight_decay') && { weight_decay: o.weight_decay }),
+  };
+}
+
 /**
  * The optimizer step of TRL's trainer for a config and run in TRL's names (GRPOConfig / TrainingArguments,
- * TrainerState; keys the tables do not know are left to the objective to list): src/grpo/trainers/trl_optimizer.ts.
- * Throws SettingsError naming the field.
+ * TrainerState; keys the tables do not know are left to the objective to list), the studio's `optimizer`
+ * object, where the config has one, giving its values: src/grpo/trainers/trl_optimizer.ts. Throws
+ * SettingsError / OptimizerConfigError naming the field.
  */
 export function trlOptimizerOf(config: Record<string, unknown>, run: Record<string, unknown>): OptimizerConfig {
-  return trlOptimizer(parseTrlConfig(knownTo(TRL_SETTINGS, config)).values, parseTrlRun(knownTo(TRL_RUN_SETTINGS, run)).values);
+  const c = { ...config, ...trlNamesOfOptimizer(config.optimizer) };
+  return trlOptimizer(parseTrlConfig(knownTo(TRL_SETTINGS, c)).values, parseTrlRun(knownTo(TRL_RUN_SETTINGS, run)).values);
 }

@@ -26,7 +26,7 @@ export function TokenInspector() {
   const cell = hovered ?? selected;
   if (!model || !cell || cell.sample >= model.grid.B) return <div className="inspector muted" data-testid="token-inspector">hover or click a token</div>;
   const { ctx, grid } = model;
-  const info = classifyCell(ctx, cell.sample, cell.col);
+  const info = classifyCell(ctx, cell.sample, cell.col, model.grid.row(cell.sample));
   const b = cell.sample;
   const j = info.side === 'completion' ? info.index : -1;
   const text = info.id === null ? undefined : texts?.by_id[info.id];

@@ -235,8 +235,9 @@ class PipelineRunner implements StepRunner {
       // Under TRL, AdamW steps as transformers' Trainer does (decay groups, adam_epsilon, the scheduled learning
       // rate); an update that continues a run is that many steps further along the schedule.
       if (preset.trainer === 'trl' && settings.loss.optimizer === 'adamw') {
+        // (After a change of other optimizer settings the moments start afresh, and the position from run.global_step.)
         const g = preset.run.global_step;
-        const run = typeof g === 'number' ? { ...preset.run, global_step: g + (this.optimizer?.t ?? 0) } : preset.run;
+        const run = { ...preset.run, global_step: (typeof g === 'number' ? g : 0) + (this.optimizer?.t ?? 0) };
         config.optimizer = trlOptimizerOf(trainerConfigOf(preset, settings.loss), run);
       }
       // Changed optimizer settings start from fresh moments (step 1, shown by the step stage); the learning rate alone may move.

@@ -66,14 +66,17 @@ export const TRL_SETTINGS: SettingsTable = rows([
   { name: 'reward_weights', type: 'number-list', nullable: true, default: null, scope: 'advantages', doc: 'Per reward function weight (null = all 1).' },
   // optimizer
   { name: 'learning_rate', type: 'number', min: 0, default: 1e-6, scope: 'optimizer', doc: 'AdamW learning rate before the schedule (GRPOConfig: 1e-6).' },
-  { name: 'optim', type: 'enum', values: TRL_OPTIMS, default: 'adamw_torch_fused', scope: 'optimizer', source: ARGS, doc: 'torch.optim.AdamW (fused or not: the same update). 8-bit, paged and other optimizers are not reproduced.' },
+  // optim and lr_scheduler_type are any string here (a dump's loss and advantages do not depend on them); the
+  // optimizer step refuses the values it does not reproduce (src/grpo/trainers/trl_optimizer.ts).
+  { name: 'optim', type: 'string', default: 'adamw_torch_fused', scope: 'optimizer', source: ARGS, doc: `The optimizer: ${TRL_OPTIMS.join(' or ')} (torch.optim.AdamW, the same update); 8-bit, paged and other optimizers are refused by the step.` },
   { name: 'adam_beta1', type: 'number', min: 0, max: 1, default: 0.9, scope: 'optimizer', source: ARGS, doc: 'AdamW β1.' },
   { name: 'adam_beta2', type: 'number', min: 0, max: 1, default: 0.999, scope: 'optimizer', source: ARGS, doc: 'AdamW β2.' },
   { name: 'adam_epsilon', type: 'number', min: 0, exclusive: true, default: 1e-8, scope: 'optimizer', source: ARGS, doc: 'AdamW ε.' },
   { name: 'weight_decay', type: 'number', min: 0, default: 0, scope: 'optimizer', source: ARGS, doc: 'AdamW weight decay, not on biases and norm weights (Trainer.get_decay_parameter_names).' },
-  { name: 'lr_scheduler_type', type: 'enum', values: TRL_LR_SCHEDULERS, default: 'linear', scope: 'optimizer', source: ARGS, doc: "The learning rate at run.global_step: linear / cosine decay to 0 over run.max_steps, after warmup." },
+  { name: 'lr_scheduler_type', type: 'string', default: 'linear', scope: 'optimizer', source: ARGS, doc: `The learning rate at run.global_step: ${TRL_LR_SCHEDULERS.join(', ')} (linear / cosine decay to 0 over run.max_steps, after warmup).` },
+  { name: 'lr_scheduler_kwargs', type: 'object', nullable: true, default: null, scope: 'optimizer', source: ARGS, doc: "The scheduler's extra arguments: cosine's num_cycles (default 0.5); any other is refused by the step." },
   { name: 'warmup_steps', type: 'number', min: 0, default: 0, scope: 'optimizer', source: ARGS, doc: 'Linear warmup steps; a value in (0, 1) is a ratio of run.max_steps.' },
-  { name: 'warmup_ratio', type: 'number', min: 0, max: 1, default: 0, scope: 'optimizer', source: ARGS, doc: 'Warmup as a ratio of run.max_steps, used when warmup_steps is 0 (transformers 4.x).' },
+  { name: 'warmup_ratio', type: 'number', min: 0, max: 1, nullable: true, default: null, scope: 'optimizer', source: ARGS, doc: 'Warmup as a ratio of run.max_steps, used when warmup_steps is 0 (transformers 4.x; null = 0, deprecated in 5.x).' },
   { name: 'max_grad_norm', type: 'number', min: 0, default: 1, scope: 'optimizer', doc: 'Gradient clipping (transformers TrainingArguments).' },
   { name: 'num_iterations', type: 'integer', min: 1, default: 1, scope: 'optimizer', doc: 'Updates per generation batch (μ).' },
   { name: 'steps_per_generation', type: 'integer', min: 1, nullable: true, default: null, scope: 'optimizer', doc: 'Optimizer steps per generation batch (null = gradient_accumulation_steps).' },
@@ -133,14 +136,15 @@ export interface TrlConfig {
   multi_objective_aggregation: 'sum_then_normalize' | 'normalize_then_sum';
   reward_weights: number[] | null;
   learning_rate: number;
-  optim: (typeof TRL_OPTIMS)[number];
+  optim: string;
   adam_beta1: number;
   adam_beta2: number;
   adam_epsilon: number;
   weight_decay: number;
-  lr_scheduler_type: (typeof TRL_LR_SCHEDULERS)[number];
+  lr_scheduler_type: string;
+  lr_scheduler_kwargs: Record<string, unknown> | null;
   warmup_steps: number;
-  warmup_ratio: number;
+  warmup_ratio: number | null;
   max_grad_norm: number;
   num_iterations: number;
   steps_per_generation: number | null;

@@ -9,25 +9,39 @@
 // learning_rate · λ(global_step). Without run.global_step this is the run's first step (λ(0)); a schedule that
 // needs run.max_steps there (linear or cosine past a warmup) is an error naming it, never a guessed rate.
 import { SettingsError } from '../settings/types.ts';
-import type { TrlConfig, TrlRun } from '../settings/trl.ts';
+import { TRL_LR_SCHEDULERS, TRL_OPTIMS, type TrlConfig, type TrlRun } from '../settings/trl.ts';
 import type { OptimizerConfig } from '../optimizer.ts';
 
 /** The warmup length for T total steps (TrainingArguments.get_warmup_steps). */
 function warmupSteps(c: TrlConfig, T: number | null): number {
-  const ratio = c.warmup_steps > 0 && c.warmup_steps < 1 ? c.warmup_steps : c.warmup_steps >= 1 ? null : c.warmup_ratio;
+  const ratio = c.warmup_steps > 0 && c.warmup_steps < 1 ? c.warmup_steps : c.warmup_steps >= 1 ? null : (c.warmup_ratio ?? 0);
   if (ratio === null) return Math.floor(c.warmup_steps);
   if (ratio === 0) return 0;
   if (T === null) throw new SettingsError(`run.max_steps: needed for a warmup given as a ratio (${c.warmup_steps > 0 ? `warmup_steps ${c.warmup_steps}` : `warmup_ratio ${c.warmup_ratio}`}); give trainer.state.max_steps`);
   return Math.ceil(T * ratio);
 }
 
+/** cosine's num_cycles: lr_scheduler_kwargs may set it; any other kwarg is refused (it would change the rate). */
+function numCycles(c: TrlConfig): number {
+  const kw = c.lr_scheduler_kwargs ?? {};
+  const other = Object.keys(kw).filter((k) => !(c.lr_scheduler_type === 'cosine' && k === 'num_cycles'));
+  if (other.length) throw new SettingsError(`config.lr_scheduler_kwargs: ${other.join(', ')} for ${c.lr_scheduler_type} is not reproduced by the studio (only cosine's num_cycles)`);
+  const n = kw.num_cycles ?? 0.5;
+  if (typeof n !== 'number' || !Number.isFinite(n)) throw new SettingsError(`config.lr_scheduler_kwargs.num_cycles: expected a number, got ${JSON.stringify(n)}`);
+  return n;
+}
+
 /** λ(step) of the schedule, learning_rate · λ being the rate of the optimizer step after `step` completed ones. */
 export function trlLrFactor(c: TrlConfig, run: TrlRun): number {
+  if (!(TRL_LR_SCHEDULERS as readonly string[]).includes(c.lr_scheduler_type)) {
+    throw new SettingsError(`config.lr_scheduler_type: expected one of ${TRL_LR_SCHEDULERS.join(', ')}, got ${JSON.stringify(c.lr_scheduler_type)}`);
+  }
+  const cycles = numCycles(c);
+  // get_constant_schedule has no warmup at all.
+  if (c.lr_scheduler_type === 'constant') return 1;
   const s = run.global_step ?? 0;
   const T = run.max_steps;
   const W = warmupSteps(c, T);
-  // get_constant_schedule has no warmup at all.
-  if (c.lr_scheduler_type === 'constant') return 1;
   if (s < W) return s / Math.max(1, W);
   if (c.lr_scheduler_type === 'constant_with_warmup') return 1;
   if (T === null) {
@@ -37,12 +51,14 @@ export function trlLrFactor(c: TrlConfig, run: TrlRun): number {
   }
   if (c.lr_scheduler_type === 'linear') return Math.max(0, (T - s) / Math.max(1, T - W));
   const progress = (s - W) / Math.max(1, T - W);
-  // cosine with num_cycles 0.5: half a cosine from 1 down to 0.
-  return Math.max(0, 0.5 * (1 + Math.cos(Math.PI * progress)));
+  return Math.max(0, 0.5 * (1 + Math.cos(Math.PI * cycles * 2 * progress)));
 }
 
 /** The AdamW of TRL's optimizer step for this config and run. Throws SettingsError naming the field. */
 export function trlOptimizer(c: TrlConfig, run: TrlRun): OptimizerConfig {
+  if (!(TRL_OPTIMS as readonly string[]).includes(c.optim)) {
+    throw new SettingsError(`config.optim: expected one of ${TRL_OPTIMS.join(', ')} (torch.optim.AdamW), got ${JSON.stringify(c.optim)}: the studio does not reproduce that optimizer's update`);
+  }
   for (const k of ['adam_beta1', 'adam_beta2'] as const) if (!(c[k] < 1)) throw new SettingsError(`config.${k}: expected a number in [0, 1), got ${c[k]}`);
   return {
     name: 'adamw',

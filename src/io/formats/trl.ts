@@ -17,7 +17,7 @@ import { Dump, intOf, row, rows, scalarAdvantages, tokenIds, type ImportOptions,
 /** GRPOConfig fields carried into batch.config (same names); the rest of the config is counted in notes. */
 const CONFIG_FIELDS = ['loss_type', 'beta', 'epsilon', 'epsilon_high', 'delta', 'temperature', 'importance_sampling_level', 'scale_rewards', 'max_completion_length', 'max_prompt_length', 'num_generations', 'mask_truncated_completions', 'top_entropy_quantile', 'chat_template_kwargs', 'gradient_accumulation_steps', 'per_device_train_batch_size', 'steps_per_generation', 'num_iterations', 'use_vllm', 'vllm_importance_sampling_correction', 'vllm_importance_sampling_mode', 'vllm_importance_sampling_clip_min', 'vllm_importance_sampling_clip_max', 'vllm_importance_sampling_cap',
   // TrainingArguments' optimizer step: what the studio's AdamW and learning-rate schedule take.
-  'learning_rate', 'optim', 'adam_beta1', 'adam_beta2', 'adam_epsilon', 'weight_decay', 'max_grad_norm', 'lr_scheduler_type', 'warmup_steps', 'warmup_ratio'] as const;
+  'learning_rate', 'optim', 'adam_beta1', 'adam_beta2', 'adam_epsilon', 'weight_decay', 'max_grad_norm', 'lr_scheduler_type', 'lr_scheduler_kwargs', 'warmup_steps', 'warmup_ratio'] as const;
 /** TrainerState values the learning-rate schedule reads, as the hook saves them (top-level metadata or in "run"). */
 const STATE_FIELDS = ['global_step', 'max_steps'] as const;
 

@@ -148,12 +148,13 @@ function draw(canvas: HTMLCanvasElement, geo: Geometry, height: number, p: Serie
   if (p.spans?.length) {
     const band = geo.plotW / p.n;
     g.font = '10px sans-serif';
+    const labelW = p.spanLabel ? g.measureText(p.spanLabel).width + 4 : Infinity;
     for (const s of p.spans) {
       const x = M.left + s.x0 * band;
       const w = (s.x1 - s.x0 + 1) * band;
       g.fillStyle = 'rgba(248,81,73,0.12)';
       g.fillRect(x, M.top, w, geo.plotH);
-      if (p.spanLabel && w >= g.measureText(p.spanLabel).width + 4) {
+      if (p.spanLabel && w >= labelW) {
         g.fillStyle = '#f85149';
         g.fillText(p.spanLabel, x + 2, M.top + 10);
       }
@@ -202,7 +203,9 @@ export function SeriesChart(p: SeriesChartProps) {
     const x = e.clientX - e.currentTarget.getBoundingClientRect().left - M.left;
     setHover(x < 0 || x > geo.plotW ? null : Math.min(n - 1, Math.max(0, Math.floor((x / geo.plotW) * n))));
   };
-  const tipLeft = geo && hover !== null ? geo.xOf(hover) : 0;
+  // A hover from before the series got shorter (another sample selected) shows nothing until the pointer moves.
+  const at = hover !== null && hover < n ? hover : null;
+  const tipLeft = geo && at !== null ? geo.xOf(at) : 0;
 
   return (
     <div className="chart" data-testid={testId}>
@@ -233,16 +236,16 @@ export function SeriesChart(p: SeriesChartProps) {
         <span className="axis-title" style={{ left: M.left }}>
           {p.xTitle}
         </span>
-        {geo && hover !== null && (
+        {geo && at !== null && (
           <>
             <div className="chart-cursor" style={{ left: tipLeft, top: M.top, height: geo.plotH }} />
-            <div className="chart-tip" data-testid={`${testId}-tip`} data-index={hover} style={tipLeft > geo.width / 2 ? { right: geo.width - tipLeft + 8 } : { left: tipLeft + 8 }}>
+            <div className="chart-tip" data-testid={`${testId}-tip`} data-index={at} style={tipLeft > geo.width / 2 ? { right: geo.width - tipLeft + 8 } : { left: tipLeft + 8 }}>
               <div>
-                {p.xKey} {hover}
+                {p.xKey} {at}
               </div>
               {series.map((s) => (
-                <div key={s.key} data-key={s.key} data-value={s.get(hover) ?? ''} style={{ color: s.color }}>
-                  {s.key} {fmt(s.get(hover))}
+                <div key={s.key} data-key={s.key} data-value={s.get(at) ?? ''} style={{ color: s.color }}>
+                  {s.key} {fmt(s.get(at))}
                 </div>
               ))}
             </div>

@@ -109,7 +109,14 @@ export function TokenGrid() {
     drawRef.current = draw;
     paintSoon();
   }, [draw, paintSoon]);
-  useEffect(() => () => cancelAnimationFrame(frame.current), []);
+  useEffect(
+    () => () => {
+      // 0 again: a remount (React StrictMode runs effects twice) must be able to schedule a frame.
+      cancelAnimationFrame(frame.current);
+      frame.current = 0;
+    },
+    [],
+  );
   // A new batch (or G) and every vertical scroll or resize of the body re-derive the window; the canvas
   // moves with the rows, so a vertical scroll inside the window repaints nothing.
   useLayoutEffect(() => updateWindow(), [updateWindow]);

@@ -187,8 +187,8 @@ export interface GridModel {
   rows: RowReadout[];
 }
 
-/** A mask value as the row arrays hold it: −1 no entry, 0, 1, 2 any other value. */
-const bit = (m: number | undefined) => (m === undefined ? -1 : m === 0 || m === 1 ? m : 2);
+/** A mask value as the row arrays hold it: −1 no entry (or a null one), 0, 1, 2 any other value. */
+const bit = (m: number | null | undefined) => (m === undefined || m === null ? -1 : m === 0 || m === 1 ? m : 2);
 
 /**
  * Classifies columns [c0, c1) of sample b into `out` (out[k] is column c0 + k), one pass per side,
@@ -275,10 +275,9 @@ export function gridRow(ctx: GridContext, b: number): FullRow {
   return r;
 }
 
-/** Column `col` of sample `b` as the inspector shows it: the row's classification and the raw mask values. */
-export function classifyCell(ctx: GridContext, b: number, col: number): CellInfo {
+/** Column `col` of sample `b` as the inspector shows it: the row's classification (`r`: gridRow's, kept by the caller) and the raw mask values. */
+export function classifyCell(ctx: GridContext, b: number, col: number, r: RowCells = gridRow(ctx, b)): CellInfo {
   const { batch, P } = ctx;
-  const r = gridRow(ctx, b);
   const id = r.region[col] === REGION.absent ? null : r.ids[col];
   const base = { region: r.region[col] as Region, id, flags: r.flags[col] };
   if (col < P) {

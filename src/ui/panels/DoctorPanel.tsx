@@ -38,9 +38,11 @@ export function DoctorPanel() {
   for (const f of findings) counts[f.severity]++;
   const open = (f: Finding) => setFocus({ sample: f.sample, field: f.field, span: f.span, rule: f.rule });
   const groups = useMemo(() => byRule(findings), [findings]);
-  // How many of each rule's findings are listed; a new report starts again from the first few.
-  const [shown, setShown] = useState<{ of: readonly Finding[]; n: Record<string, number> }>({ of: findings, n: {} });
-  const limit = (rule: string) => (shown.of === findings ? shown.n[rule] : undefined) ?? FIRST_PER_RULE;
+  // How many of each rule's findings are listed; another batch starts again from the first few (its deferred
+  // tokenizer findings arriving later keep what was opened).
+  const [shown, setShown] = useState<{ of: unknown; n: Record<string, number> }>({ of: batch, n: {} });
+  const opened = shown.of === batch ? shown.n : {};
+  const limit = (rule: string) => opened[rule] ?? FIRST_PER_RULE;
   return (
     <Section
       title="Doctor"
@@ -105,7 +107,7 @@ export function DoctorPanel() {
           ...(list.length > limit(rule)
             ? [
                 <li key={`${rule}/more`} className="findings-more small">
-                  <button data-testid="findings-more" data-rule-more={rule} onClick={() => setShown({ of: findings, n: { ...(shown.of === findings ? shown.n : {}), [rule]: limit(rule) + MORE_PER_CLICK } })}>
+                  <button data-testid="findings-more" data-rule-more={rule} onClick={() => setShown({ of: batch, n: { ...opened, [rule]: limit(rule) + MORE_PER_CLICK } })}>
                     show {Math.min(MORE_PER_CLICK, list.length - limit(rule))} more <code>{rule}</code> ({list.length.toLocaleString('en-US')} in all)
                   </button>
                 </li>,
