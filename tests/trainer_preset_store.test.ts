@@ -16,24 +16,22 @@ function memoryStorage(): StateStorage {
 describe('trainer preset', () => {
   it('defaults to TRL at the loss settings, and TRL fields the loss panel has are one value', () => {
     const s = createStudioStore(memoryStorage());
-    // The page's own runs hold the learning rate (they have no run length for TRL's linear decay).
-    const PAGE = { lr_scheduler_type: 'constant' };
-    expect(s.getState().trainer).toEqual({ trainer: 'trl', config: PAGE, run: {} });
+    expect(s.getState().trainer).toEqual({ trainer: 'trl', config: {}, run: {} });
     s.getState().setTrainerField('config', 'beta', 0.1);
     expect(s.getState().loss.beta).toBe(0.1);
-    expect(s.getState().trainer.config).toEqual(PAGE);
+    expect(s.getState().trainer.config).toEqual({});
     s.getState().setTrainerField('config', 'loss_type', 'cispo'); // not a studio aggregation: the preset keeps it
-    expect(s.getState().trainer.config).toEqual({ ...PAGE, loss_type: 'cispo' });
+    expect(s.getState().trainer.config).toEqual({ loss_type: 'cispo' });
     expect(s.getState().loss.loss_type).toBe(DEFAULT_LOSS.loss_type);
     expect(trainerConfigOf(s.getState().trainer, s.getState().loss)).toMatchObject({ loss_type: 'cispo', beta: 0.1, epsilon: DEFAULT_LOSS.epsilon_low });
     s.getState().setTrainerField('config', 'loss_type', 'bnpo');
-    expect(s.getState().trainer.config).toEqual(PAGE);
+    expect(s.getState().trainer.config).toEqual({});
     expect(s.getState().loss.loss_type).toBe('bnpo');
     s.getState().setTrainerField('config', 'top_entropy_quantile', 0.5);
     s.getState().setTrainerField('run', 'num_processes', 2);
-    expect(s.getState().trainer).toEqual({ trainer: 'trl', config: { ...PAGE, top_entropy_quantile: 0.5 }, run: { num_processes: 2 } });
+    expect(s.getState().trainer).toEqual({ trainer: 'trl', config: { top_entropy_quantile: 0.5 }, run: { num_processes: 2 } });
     s.getState().setTrainerField('config', 'top_entropy_quantile', 1); // TRL's default: no longer a setting
-    expect(s.getState().trainer.config).toEqual(PAGE);
+    expect(s.getState().trainer.config).toEqual({});
   });
 
   it('another trainer starts from its defaults and is persisted', () => {

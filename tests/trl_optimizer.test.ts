@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { hfNoDecay } from '../src/grpo/optimizer.ts';
 import { parseTrlConfig, parseTrlRun } from '../src/grpo/settings/trl.ts';
 import { trlLrFactor, trlOptimizer } from '../src/grpo/trainers/trl_optimizer.ts';
-import { trlOptimizerOf } from '../src/grpo/step_config.ts';
+import { trlOptimizerApplies, trlOptimizerOf } from '../src/grpo/step_config.ts';
 import { paramSpecs, parseConfig, type ModelConfig } from '../src/model/config.ts';
 
 const factor = (config: Record<string, unknown>, run: Record<string, unknown>) => trlLrFactor(parseTrlConfig(config).values, parseTrlRun(run).values);
@@ -94,5 +94,18 @@ describe("TRL's AdamW", () => {
       expect(expected.length, family).toBeGreaterThan(0);
       expect(specs.some((p) => !hfNoDecay(p.name)), family).toBe(true);
     }
+  });
+});
+
+describe('which optimizer step a TRL batch takes', () => {
+  it("TRL's trainer's when the batch names TrainingArguments' optimizer / schedule or TrainerState, and has no studio optimizer", () => {
+    expect(trlOptimizerApplies({}, {})).toBe(false);
+    // learning_rate, betas and weight_decay are every AdamW's values: the studio's AdamW takes them.
+    expect(trlOptimizerApplies({ learning_rate: 1e-6, weight_decay: 0.1 }, {})).toBe(false);
+    expect(trlOptimizerApplies({ lr_scheduler_type: 'linear' }, {})).toBe(true);
+    expect(trlOptimizerApplies({ optim: 'adamw_torch' }, {})).toBe(true);
+    expect(trlOptimizerApplies({}, { global_step: 3 })).toBe(true);
+    expect(trlOptimizerApplies({}, { global_step: null })).toBe(false);
+    expect(trlOptimizerApplies({ optimizer: { name: 'adamw', lr: 0.01 }, lr_scheduler_type: 'cosine' }, { global_step: 3 })).toBe(false);
   });
 });

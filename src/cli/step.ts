@@ -21,7 +21,7 @@ import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import type { OptimizerConfig } from '../grpo/optimizer.ts';
-import { STEP_CONFIG_FIELDS, stepConfigFromBatch, trlOptimizerOf, type StepConfig } from '../grpo/step_config.ts';
+import { STEP_CONFIG_FIELDS, stepConfigFromBatch, trlOptimizerApplies, trlOptimizerOf, type StepConfig } from '../grpo/step_config.ts';
 import { objectiveFor, trainerOfFormat, type TrainerObjective } from '../grpo/step_objective.ts';
 import { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
 import type { GrpoBatch } from '../io/batch.ts';
@@ -89,12 +89,12 @@ export async function run(argv: string[]): Promise<number> {
   const { batch, format } = readBatchFor(batchPath, 'step');
   const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
   const cfg = { ...config(batch.config, C, batchPath), trainer: objectiveOfBatch(batch, format) };
-  // A TRL batch steps as TRL's trainer would (as the page's TRL preset does): TrainingArguments' AdamW at the
-  // scheduled learning rate (learning_rate, adam_*, weight_decay, lr_scheduler_type; run.global_step), values
-  // from the studio's `optimizer` object where the batch has one. SGD stays the studio's.
-  if (trainerOfFormat(format) === 'trl' && cfg.optimizer.name === 'adamw') {
+  // A TRL batch that speaks TrainingArguments steps as TRL's trainer would (as the page's TRL preset does):
+  // AdamW at the scheduled learning rate (learning_rate, adam_*, weight_decay, lr_scheduler_type; run.global_step).
+  const run = { ...batch.config, ...batch.run };
+  if (trainerOfFormat(format) === 'trl' && trlOptimizerApplies(batch.config ?? {}, run)) {
     try {
-      cfg.optimizer = trlOptimizerOf(batch.config ?? {}, { ...batch.config, ...batch.run });
+      cfg.optimizer = trlOptimizerOf(batch.config ?? {}, run);
     } catch (e) {
       if ((e as Error).name === 'SettingsError') throw new CliError(`${batchPath}: ${(e as Error).message}`);
       throw e;

@@ -55,12 +55,21 @@ export function stepConfigFromBatch(cfg: BatchConfig | undefined, C: number): St
   if (typeof mgn !== 'number' || !Number.isFinite(mgn)) throw new BatchFormatError(`config.max_grad_norm: expected a number, got ${JSON.stringify(mgn)}`);
   return {
     loss,
-    optimizer: parseOptimizerConfig(c.optimizer),
+    optimizer: c.optimizer === undefined ? adamwOfTrlNames(c) : parseOptimizerConfig(c.optimizer),
     max_grad_norm: mgn,
     position_ids: c.position_ids ?? 'from_attention_mask',
     scale_rewards: parseTrlConfig({ scale_rewards: c.scale_rewards }).values.scale_rewards, // the TRL table: "median" names the field
     advantage_estimator: c.advantage_estimator ?? 'trl',
   };
+}
+
+/**
+ * Without a studio `optimizer` object, AdamW's values in TrainingArguments' names (learning_rate, adam_beta1/2,
+ * adam_epsilon, weight_decay; TRL's defaults for the missing ones), as the page's loss panel reads them.
+ */
+function adamwOfTrlNames(c: BatchConfig): OptimizerConfig {
+  const t = parseTrlConfig(scoped(TRL_SETTINGS, c as Record<string, unknown>)).values;
+  return { name: 'adamw', lr: t.learning_rate, betas: [t.adam_beta1, t.adam_beta2], eps: t.adam_epsilon, weight_decay: t.weight_decay, momentum: 0, no_decay: 'none' };
 }
 
 /** A StepConfig written back in a batch file's terms (the inverse of stepConfigFromBatch). */
@@ -73,28 +82,32 @@ export function batchConfigOf(config: StepConfig, model_type: string): BatchConf
   };
 }
 
-const knownTo = (table: SettingsTable, o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([k]) => table.some((s) => s.name === k)));
+/** `o`'s keys that the table's rows of `scope` name: the optimizer step reads only those (a studio-only loss_type is not its business). */
+const scoped = (table: SettingsTable, o: Record<string, unknown>, scope = 'optimizer') => Object.fromEntries(Object.entries(o).filter(([k]) => table.some((s) => s.name === k && s.scope === scope)));
 
-/** The studio's `optimizer` object's fields in TrainingArguments' names (only those it sets; validated by parseOptimizerConfig). */
-export function trlNamesOfOptimizer(raw: unknown): Record<string, unknown> {
-  if (raw === undefined || raw === null) return {};
-  const o = parseOptimizerConfig(raw);
-  const set = (k: string) => Object.prototype.hasOwnProperty.call(raw, k);
-  return {
-    ...(set('lr') && { learning_rate: o.lr }),
-    ...(set('betas') && { adam_beta1: o.betas[0], adam_beta2: o.betas[1] }),
-    ...(set('eps') && { adam_epsilon: o.eps }),
-    ...(set('weight_decay') && { weight_decay: o.weight_decay }),
-  };
+/**
+ * TrainingArguments' fields that make a batch's optimizer step TRL's trainer's (decay groups, schedule): those
+ * beyond the values every AdamW has (learning_rate, adam_beta1/2, weight_decay, which the page's loss panel
+ * holds), and TrainerState's position (run).
+ */
+const TRAINER_STEP_FIELDS = ['optim', 'adam_epsilon', 'lr_scheduler_type', 'lr_scheduler_kwargs', 'warmup_steps', 'warmup_ratio'];
+const STATE_FIELDS = TRL_RUN_SETTINGS.filter((x) => x.scope === 'optimizer').map((x) => x.name);
+
+/**
+ * Whether a TRL batch's optimizer step is TRL's trainer's (trlOptimizerOf): it names TrainingArguments' optimizer
+ * or schedule (optim, adam_epsilon, lr_scheduler_*, warmup_*) or TrainerState's global_step / max_steps, and has
+ * no studio `optimizer` object (torch.optim semantics: one decay group, a constant lr). The page decides the same
+ * from its TRL preset, so the CLI and the page take the same step.
+ */
+export function trlOptimizerApplies(config: Record<string, unknown>, run: Record<string, unknown>): boolean {
+  return config.optimizer === undefined && (TRAINER_STEP_FIELDS.some((k) => config[k] !== undefined && config[k] !== null) || STATE_FIELDS.some((k) => run[k] !== undefined && run[k] !== null));
 }
 
 /**
- * The optimizer step of TRL's trainer for a config and run in TRL's names (GRPOConfig / TrainingArguments,
- * TrainerState; keys the tables do not know are left to the objective to list), the studio's `optimizer`
- * object, where the config has one, giving its values: src/grpo/trainers/trl_optimizer.ts. Throws
- * SettingsError / OptimizerConfigError naming the field.
+ * The optimizer step of TRL's trainer for a config and run in TRL's names (TrainingArguments' optimizer fields,
+ * TrainerState; every other key is the objective's to check or list): src/grpo/trainers/trl_optimizer.ts.
+ * Throws SettingsError naming the field.
  */
 export function trlOptimizerOf(config: Record<string, unknown>, run: Record<string, unknown>): OptimizerConfig {
-  const c = { ...config, ...trlNamesOfOptimizer(config.optimizer) };
-  return trlOptimizer(parseTrlConfig(knownTo(TRL_SETTINGS, c)).values, parseTrlRun(knownTo(TRL_RUN_SETTINGS, run)).values);
+  return trlOptimizer(parseTrlConfig(scoped(TRL_SETTINGS, config)).values, parseTrlRun(scoped(TRL_RUN_SETTINGS, run)).values);
 }

@@ -32,7 +32,7 @@ import { batchConfigOf, DEFAULT_TRAINER, promptConversation, stepObjectiveOf, tr
 import { trainerView, trainerWhatIf } from './trainer_view.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { StepPipeline } from '../grpo/step.ts';
-import { stepConfigFromBatch, trlOptimizerOf, type StepConfig } from '../grpo/step_config.ts';
+import { stepConfigFromBatch, trlOptimizerApplies, trlOptimizerOf, type StepConfig } from '../grpo/step_config.ts';
 import { Optimizer } from '../grpo/optimizer.ts';
 import type { StageData, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
@@ -232,9 +232,10 @@ class PipelineRunner implements StepRunner {
       // The preset's objective forms the loss and the gradient, unless the studio loss is TRL's own (null).
       const preset = settings.trainer ?? DEFAULT_TRAINER;
       const config = { ...stepConfigFromBatch(batchConfigOf(settings.loss), settings.loss.max_completion_length), trainer: stepObjectiveOf(preset, settings.loss) };
-      // Under TRL, AdamW steps as transformers' Trainer does (decay groups, adam_epsilon, the scheduled learning
-      // rate); an update that continues a run is that many steps further along the schedule.
-      if (preset.trainer === 'trl' && settings.loss.optimizer === 'adamw') {
+      // A TRL preset that speaks TrainingArguments (an imported dump's optim, lr_scheduler_type, … or TrainerState)
+      // steps as transformers' Trainer does (decay groups, adam_epsilon, the scheduled learning rate); an update
+      // that continues a run is that many steps further along the schedule.
+      if (preset.trainer === 'trl' && settings.loss.optimizer === 'adamw' && trlOptimizerApplies(preset.config, preset.run)) {
         // (After a change of other optimizer settings the moments start afresh, and the position from run.global_step.)
         const g = preset.run.global_step;
         const run = { ...preset.run, global_step: (typeof g === 'number' ? g : 0) + (this.optimizer?.t ?? 0) };

@@ -16,7 +16,6 @@ import { TRL_LOSS_TYPES } from '../kernels/types.ts';
 import { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 import { objectiveFor, trainerOfFormat, type TrainerObjective } from '../grpo/step_objective.ts';
-import { trlNamesOfOptimizer } from '../grpo/step_config.ts';
 import type { LossSettings, PromptItem, TrainerPreset } from './protocol.ts';
 
 /** The sampler defaults the worker applies, for the page's sampling form. */
@@ -79,12 +78,8 @@ export function lossSettingsOf(c: BatchConfig | undefined): Partial<LossSettings
   return out;
 }
 
-/**
- * The default preset: TRL, everything else from LossSettings and the TRL table's defaults, except the learning
- * rate schedule: the page's own runs (not an imported batch, which brings its config) hold the rate constant,
- * since they have no run length for TRL's default linear decay.
- */
-export const DEFAULT_TRAINER: TrainerPreset = { trainer: 'trl', config: { lr_scheduler_type: 'constant' }, run: {} };
+/** The default preset: TRL, everything else from LossSettings and the TRL table's defaults. */
+export const DEFAULT_TRAINER: TrainerPreset = { trainer: 'trl', config: {}, run: {} };
 
 /** The TRL config LossSettings stands for (TRL names); a studio-only aggregation name leaves loss_type out. */
 function trlConfigOfLoss(l: LossSettings): Record<string, unknown> {
@@ -123,8 +118,7 @@ export function presetOfBatch(trainer: TrainerId, c: BatchConfig | undefined, ru
   const known = (table: typeof t.config) => (k: string) => table.some((s) => s.name === k);
   return {
     trainer,
-    // For TRL, the studio `optimizer` object's fields in TrainingArguments' names too (its eps is adam_epsilon).
-    config: Object.fromEntries([...entries, ...Object.entries(trainer === 'trl' ? trlNamesOfOptimizer(c?.optimizer) : {})].filter(([k, v]) => known(t.config)(k) && !(trainer === 'trl' && lossHolds(k, v)))),
+    config: Object.fromEntries(entries.filter(([k, v]) => known(t.config)(k) && !(trainer === 'trl' && lossHolds(k, v)))),
     // Run keys from the config (where importers put some) and the batch's run (num_items_in_batch, TrainerState).
     run: Object.fromEntries([...entries, ...Object.entries(run ?? {})].filter(([k]) => known(t.run)(k))),
   };
