@@ -15,6 +15,7 @@ import { Rng } from '../src/model/rng.ts';
 import { parseBatch, type GrpoBatch } from '../src/io/batch.ts';
 import type { CausalLM } from '../src/model/model.ts';
 import { DEFAULT_SETTINGS } from '../src/store/settings.ts';
+import { smallSettings } from './helpers/small_settings.ts';
 import { STAGES, type StagePayloads, type StepRunner, type StepSettings } from '../src/worker/protocol.ts';
 import { checkBaseModel } from '../src/worker/adapter.ts';
 import { createStepRunner } from '../src/worker/runner.ts';
@@ -190,8 +191,7 @@ describe('StepRunner with a LoRA adapter', () => {
     const tensors = Object.fromEntries([...st.tensors].map(([k, t]) => [k, { dtype: 'F32' as const, shape: t.shape, data: k.includes('lora_B') ? rng.f32(t.shape[0] * t.shape[1], 0.5) : toF32(st, k) }]));
     const files = [file('moved', 'adapter_config.json', saved['adapter_config.json'] as Uint8Array<ArrayBuffer>), file('moved', 'adapter_model.safetensors', writeSafeTensors(tensors) as Uint8Array<ArrayBuffer>)];
     await runner.loadAdapter({ kind: 'local', name: 'moved', files }, () => {});
-    const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
-    settings.sampling = { ...settings.sampling, num_generations: 2, max_new_tokens: 4 };
+    const settings = smallSettings(2, 4, false);
     const r = await runAll(runner, settings, null);
     const C = r.assemble!.padded.C;
     const at = (a: ArrayLike<number>, b: number, t: number) => a[b * C + t];

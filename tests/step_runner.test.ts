@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import type { GrpoBatch } from '../src/io/batch.ts';
 import { createStepRunner } from '../src/worker/runner.ts';
-import { DEFAULT_SETTINGS } from '../src/store/settings.ts';
+import { smallSettings } from './helpers/small_settings.ts';
 import { STAGES, type StagePayloads, type StepSettings, type StepStart } from '../src/worker/protocol.ts';
 import { droppedFolder } from './helpers/dropped_folder.ts';
 import { testGpu } from './helpers/gpu.ts';
@@ -57,10 +57,7 @@ describe('StepRunner', () => {
     expect(plan.total_bytes).toBeGreaterThan(plan.bytes.weights + plan.bytes.reference_weights + plan.bytes.grads + plan.bytes.optimizer);
     expect(progress.some((l) => l.startsWith('policy weights'))).toBe(true);
 
-    const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
-    settings.sampling = { ...settings.sampling, num_generations: 3, max_new_tokens: 4 };
-    // A random model earns no task reward; a length reward makes the advantages (and so the gradient) non-zero.
-    settings.rewards = [...settings.rewards, { kind: 'length', name: 'length', weight: 1, enabled: true, target_tokens: 2 }];
+    const settings = smallSettings(3, 4);
     await expect(runner.runStage('loss', settings)).rejects.toThrow(/the next stage is "render"/);
     // An import's Doctor can leave the tokenizer's rules (decode → encode of every row) for later, saying so.
     const own: GrpoBatch = { format: 'grpo-batch/v1', num_generations: 1, pad_token_id: 0, eos_token_ids: [info.tokenizer.eos_token_ids[0]], prompt_ids: [[5, 6]], completion_ids: [[7, info.tokenizer.eos_token_ids[0]]], completion_mask: [[1, 1]] };
@@ -143,9 +140,7 @@ describe('StepRunner', () => {
   it('continues from the stepped weights (and optimizer state) against the frozen copy of the loaded ones; reset undoes only the last step; "loaded" restarts', async () => {
     const runner = createStepRunner(await testGpu());
     await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, () => {});
-    const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
-    settings.sampling = { ...settings.sampling, num_generations: 3, max_new_tokens: 4 };
-    settings.rewards = [...settings.rewards, { kind: 'length', name: 'length', weight: 1, enabled: true, target_tokens: 2 }];
+    const settings = smallSettings(3, 4);
     expect(settings.loss.beta).toBeGreaterThan(0);
     const run = async (s: StepSettings, start?: StepStart) => {
       const out: Partial<StagePayloads> = {};
@@ -199,8 +194,7 @@ describe('StepRunner', () => {
     expect(info.memory_plan.plan.bytes.reference_weights).toBe(2 * loaded.memory_plan.plan.bytes.weights);
     expect(info.memory_plan.plan.total_bytes - loaded.memory_plan.plan.total_bytes).toBe(info.reference!.bytes);
 
-    const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
-    settings.sampling = { ...settings.sampling, num_generations: 3, max_new_tokens: 4 };
+    const settings = smallSettings(3, 4, false);
     const run = async (r: typeof runner, start?: StepStart) => {
       const out: Partial<StagePayloads> = {};
       for (const stage of STAGES) (out as Record<string, unknown>)[stage] = (await r.runStage(stage, settings, stage === 'render' ? start : undefined)).data;

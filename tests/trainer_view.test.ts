@@ -7,7 +7,7 @@
 // tests/step_trainer_gradient.test.ts). Expected values are recomputed here from the update's own arrays.
 import { describe, expect, it } from 'vitest';
 import { createStepRunner } from '../src/worker/runner.ts';
-import { DEFAULT_SETTINGS } from '../src/store/settings.ts';
+import { smallSettings } from './helpers/small_settings.ts';
 import { STAGES, type StagePayloads, type StepSettings, type StepStart, type TrainerPreset } from '../src/worker/protocol.ts';
 import { MASK_FACTORS } from '../src/grpo/trainers/effective_mask.ts';
 import { TRL_LOSS_TYPES } from '../src/kernels/types.ts';
@@ -21,9 +21,7 @@ describe('trainer view of the step', () => {
   it('follows the preset on the same log-probs, with its masks, and the step takes its loss', async () => {
     const runner = createStepRunner(await testGpu());
     await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, () => {});
-    const settings: StepSettings = structuredClone({ ...DEFAULT_SETTINGS, prompts: DEFAULT_SETTINGS.prompts.slice(0, 2) });
-    settings.sampling = { ...settings.sampling, num_generations: 3, max_new_tokens: 5 };
-    settings.rewards = [...settings.rewards, { kind: 'length', name: 'length', weight: 1, enabled: true, target_tokens: 2 }];
+    const settings = smallSettings(3, 5);
 
     /** Runs stages up to and including `last`; returns their payloads. */
     const runTo = async (last: (typeof STAGES)[number], s: StepSettings, start?: StepStart) => {
