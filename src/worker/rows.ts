@@ -96,10 +96,16 @@ const huge = (row: unknown) => typeof row === 'string' && row.length > PIECE_CHA
 /** Elements per message: a few milliseconds to receive on a slow machine (packed numbers ~1.3 ms per 100,000). */
 export const ROWS_BUDGET = 300_000;
 
-/** What one row costs to deserialize, in elements: its length for an array, a string's length / 64 (a copy). */
+/** Structured clone costs the receiver ~3× the packed path per element: what is not packed weighs 3×. */
+const CLONED = 3;
+
+/**
+ * What one row costs to receive, in packed numbers: its length for a row of numbers (packed), 3× that for
+ * any other array, a string's length / 64 (a copy) 3×.
+ */
 function weight(row: unknown): number {
-  if (Array.isArray(row)) return row.length + 1;
-  if (typeof row === 'string') return 1 + (row.length >> 6);
+  if (Array.isArray(row)) return (row.length + 1) * (row.length === 0 || typeof row[0] === 'number' ? 1 : CLONED);
+  if (typeof row === 'string') return CLONED * (1 + (row.length >> 6));
   if (ArrayBuffer.isView(row)) return 1 + (row.byteLength >> 8);
   return 1;
 }
