@@ -4,19 +4,23 @@
 // gpu and io (safetensors); grpo may use all of these and tokenize. io and tokenize are where input
 // enters: they parse and render and import none of the layers that consume them (so any layer may read
 // a parsed batch without a cycle). The Doctor sits above io and grpo; the worker runs grpo, model and
-// the Doctor; the store talks to the worker; the page reads the store; the CLI uses everything but the page.
-// src/ref/ is the float64 test oracle: tests and bench import it, production never does.
+// the Doctor; the store talks to the worker; the page reads the store; the CLI uses everything but the page,
+// and reaches neither the page nor the store through anything it imports. src/view/ is what the page and
+// the saved report (src/report/) both draw: the grid's cells, colours and region names, pure (it reads
+// io's batch and nothing else: no React, no DOM), so the report renders in Node without the page.
+// src/oracle/ is the float64 test oracle: tests and bench import it, production never does.
 // Type-only imports count (tsPreCompilationDeps), except where a rule says otherwise: the page may name
 // the worker's message types, which carry no code.
 // src/grpo/settings/ (the settings table), src/grpo/default_task.ts and src/kernels/types.ts (loss types,
-// aggregation names, clip flags) are declarative: the store reads them for its forms' state and re-exports
-// what the page shows (src/store/vocabulary.ts), so the page still imports only the store.
+// aggregation names, clip flags) and src/model/lora_fields.ts (a new LoRA adapter's fields) are declarative:
+// the store reads them for its forms' state and re-exports what the page shows (src/store/vocabulary.ts),
+// so the page still imports only the store.
 
 /** src/<dir>/ as a path regex. */
 const dir = (...names) => `^src/(${names.join('|')})/`;
 
 /** Settings tables, the default task and the shared kernel constants: names, defaults, flags; no computation. */
-const DECLARATIVE = '^src/(grpo/settings/|grpo/default_task\\.ts$|kernels/types\\.ts$)';
+const DECLARATIVE = '^src/(grpo/settings/|grpo/default_task\\.ts$|kernels/types\\.ts$|model/lora_fields\\.ts$)';
 
 const BELOW_PAGE = ['worker', 'doctor', 'grpo', 'model', 'kernels', 'gpu', 'io', 'tokenize'];
 
@@ -24,11 +28,11 @@ module.exports = {
   forbidden: [
     { name: 'no-circular', severity: 'error', comment: 'no import cycles, type-only ones included', from: {}, to: { circular: true } },
     {
-      name: 'no-ref-in-production',
+      name: 'no-oracle-in-production',
       severity: 'error',
-      comment: 'src/ref is the test oracle: only tests, bench and other twins import it',
-      from: { path: '^src/', pathNot: '^src/ref/' },
-      to: { path: '^src/ref/' },
+      comment: 'src/oracle is the test oracle: only tests, bench and other twins import it',
+      from: { path: '^src/', pathNot: '^src/oracle/' },
+      to: { path: '^src/oracle/' },
     },
     { name: 'gpu-is-the-bottom', severity: 'error', comment: 'gpu imports nothing of ours', from: { path: dir('gpu') }, to: { path: '^src/', pathNot: dir('gpu') } },
     {
@@ -55,9 +59,9 @@ module.exports = {
     {
       name: 'ingestion-is-the-top',
       severity: 'error',
-      comment: 'io and tokenize parse input; they import nothing from the layers that consume it (the shared constants aside: a validator checks names against them)',
+      comment: 'io and tokenize parse input; they import nothing from the layers that consume it (the shared constants and the settings tables aside: readers carry and validators check every field a table names)',
       from: { path: dir('io', 'tokenize') },
-      to: { path: dir('grpo', 'model', 'kernels', 'gpu', 'doctor', 'worker', 'store', 'ui', 'cli'), pathNot: '^src/kernels/types\\.ts$' },
+      to: { path: dir('grpo', 'model', 'kernels', 'gpu', 'doctor', 'worker', 'store', 'ui', 'cli'), pathNot: '^src/(kernels/types\\.ts$|grpo/settings/)' },
     },
     {
       name: 'doctor-below-the-apps',
@@ -92,7 +96,34 @@ module.exports = {
       from: { path: '^src/(ui/|main\\.tsx)' },
       to: { path: dir(...BELOW_PAGE, 'cli'), dependencyTypesNot: ['type-only'] },
     },
-    { name: 'cli-is-headless', severity: 'error', from: { path: dir('cli') }, to: { path: dir('ui', 'store') } },
+    {
+      name: 'view-is-pure',
+      severity: 'error',
+      comment: 'the grid model the page and the report share reads the batch (io) and nothing else: no React, no store, no package',
+      from: { path: dir('view') },
+      to: { pathNot: dir('view', 'io') },
+    },
+    {
+      name: 'view-is-for-display',
+      severity: 'error',
+      comment: 'only the page and the report draw the grid; the layers below them never import it',
+      from: { path: dir(...BELOW_PAGE) },
+      to: { path: dir('view') },
+    },
+    {
+      name: 'report-below-the-apps',
+      severity: 'error',
+      comment: 'the report is rendered by the CLI and by the store, in Node as in the page: it never imports the page, the store, the worker or the CLI',
+      from: { path: dir('report') },
+      to: { path: dir('ui', 'store', 'worker', 'cli') },
+    },
+    {
+      name: 'cli-is-headless',
+      severity: 'error',
+      comment: 'the CLI reaches neither the page nor the store, directly or through any module it imports',
+      from: { path: dir('cli') },
+      to: { path: dir('ui', 'store'), reachable: true },
+    },
   ],
   options: {
     tsPreCompilationDeps: true,

@@ -6,7 +6,7 @@
 // memory use). The read-only pass has the fused kernel's access pattern (four loads in flight per
 // thread); the naive passes are plain one-element loops, as a straightforward port would write them, so
 // naive/fused mixes the 5× traffic with that per-pass difference (compare naive's GB/s to the roofline's).
-import { Gpu, GpuError, packParams, type Recorder } from '../src/gpu/context.ts';
+import { Gpu, GpuError, type Recorder } from '../src/gpu/context.ts';
 import { bindingLimit, rowsPerWindow, rowWindow } from '../src/kernels/windows.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../src/kernels/logprob_gather.ts';
 import { timeKernels } from './timing.ts';
@@ -34,8 +34,8 @@ function read_only(rec: Recorder, logits: GPUBuffer, out: GPUBuffer, N: number, 
       kernel: 'bench_read_forward',
       shader: 'bench_read_forward',
       constants: { WG },
-      bindings: [w.binding, { buffer: out, offset: r0 * 4, size: rc * 4 }],
-      params: packParams([['u32', rc], ['u32', V], ['u32', w.base]]),
+      bindings: { logits: w.binding, out: { buffer: out, offset: r0 * 4, size: rc * 4 } },
+      params: [['rows', 'u32', rc], ['V', 'u32', V], ['elem_base', 'u32', w.base]],
       workgroups: Gpu.grid(rc),
     });
   }
@@ -51,8 +51,8 @@ function naive(rec: Recorder, b: { logits: GPUBuffer; ids: GPUBuffer; rowMax: GP
         kernel: `bench_naive_forward pass ${pass}`,
         shader: 'bench_naive_forward',
         constants: { WG, PASS: pass },
-        bindings: [lw.binding, b.ids, b.rowMax, b.lse, rowWindow(rec.gpu, b.logSoftmax, r0, rc, V).binding, b.logp, b.entropy],
-        params: packParams([['u32', r0], ['u32', rc], ['u32', V], ['u32', lw.base], ['f32', 1]]),
+        bindings: { logits: lw.binding, ids: b.ids, row_max: b.rowMax, lse: b.lse, log_softmax: rowWindow(rec.gpu, b.logSoftmax, r0, rc, V).binding, logp: b.logp, entropy: b.entropy },
+        params: [['row_start', 'u32', r0], ['rows', 'u32', rc], ['V', 'u32', V], ['elem_base', 'u32', lw.base], ['temperature', 'f32', 1]],
         workgroups: Gpu.grid(rc),
       });
     }

@@ -11,7 +11,7 @@
 
 override WG: u32 = 128;
 override SEQUENCE_LEVEL: bool = false;
-override LOSS_TYPE: u32 = 0u;    // index into AGGREGATIONS (src/ref/loss_reduce.ts)
+override LOSS_TYPE: u32 = 0u;    // index into AGGREGATIONS (src/oracle/loss_reduce.ts)
 override KL_ESTIMATOR: u32 = 3u; // 1, 2 or 3
 
 struct Params {

@@ -6,7 +6,7 @@
 // Lane 0 of each group folds its rows into its own partials (the per-row nonlinear terms S_b / n_b need
 // the whole row first); one tree over the workgroup ends it.
 // out (16): [0..7] grpo, bnpo, dr_grpo, dapo, token-mean, seq-mean-token-sum, seq-mean-token-mean,
-// seq-mean-token-sum-norm (src/ref/loss_reduce.ts AGGREGATIONS order); [8] N = Σ M; [9] #(n_b > 0);
+// seq-mean-token-sum-norm (src/oracle/loss_reduce.ts AGGREGATIONS order); [8] N = Σ M; [9] #(n_b > 0);
 // [10] low-clipped, [11] high-clipped, [12] region (low or high), [13] δ binding. Counts are exact in
 // f32 up to 2^24 tokens.
 

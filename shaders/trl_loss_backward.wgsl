@@ -5,7 +5,7 @@
 // (sequence level: ∂r_b/∂logp_t = r_b·M_t/n_b, summed over the row first), directly for cispo/vespo (their
 // ratio factor is detached) and through the k3 KL. torch.minimum splits a tie's gradient in halves; clamp
 // passes gradient where min ≤ x ≤ max. dentropy = −entropy_coef·M'_t / (divisor or Σ M'·gas). Totals over the
-// micro-batch (N, Σ M') come from the forward's `rows`. The float64 twin is src/ref/trl_loss.ts.
+// micro-batch (N, Σ M') come from the forward's `rows`. The float64 twin is src/oracle/trl_loss.ts.
 
 override WG: u32 = 64;
 override LOSS: u32 = 0u;          // 0 clipped surrogate, 1 cispo, 2 sapo, 3 vespo

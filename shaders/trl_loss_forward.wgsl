@@ -6,7 +6,7 @@
 // −min(r, ε_high)·A·logp (cispo), −σ(τ(r − 1))·4/τ·A (sapo), −φ·A·logp (vespo; no IS factor).
 // Rows are independent and T is small next to V, so a row per invocation keeps every sum in registers with
 // no cross-thread reduction. The per-row sums the aggregation needs go to `rows`; the host reads B·8 floats
-// for the loss and the backward reads them for the normalisers. The float64 twin is src/ref/trl_loss.ts.
+// for the loss and the backward reads them for the normalisers. The float64 twin is src/oracle/trl_loss.ts.
 
 override WG: u32 = 64;
 override LOSS: u32 = 0u;          // 0 clipped surrogate, 1 cispo, 2 sapo, 3 vespo

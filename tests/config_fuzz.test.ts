@@ -1,10 +1,11 @@
 // Issue 13, config values (fast-check): random `config` objects built from valid and invalid values of the
-// fields the step and score read. Whatever the validator accepts, the step's own parser accepts too (no
+// fields the step and score read. Whatever the validator accepts, the step's own resolution accepts too (no
 // config passes validation and then fails mid-computation), every accepted value lies in its field's
 // domain, and every rejection names its field in one line.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { stepConfigFromBatch } from '../src/grpo/step_config.ts';
+import { stepConfigOf } from '../src/grpo/step_config.ts';
+import { effectiveSettings } from '../src/grpo/settings/effective.ts';
 import { validateConfig } from '../src/io/validate.ts';
 
 const junk = [null, '1.0', '', true, -1, 0, NaN, Infinity, [], {}, 'median', 1.5, 2];
@@ -39,7 +40,7 @@ describe('config fuzzing', () => {
           expect(message).not.toContain('\n');
         }
         if (problems.length) return;
-        const s = stepConfigFromBatch(c, 8);
+        const s = stepConfigOf(effectiveSettings('trl', [{ origin: 'file', config: c }]), 8);
         if ('temperature' in c) expect(s.loss.temperature).toBeGreaterThan(0);
         if ('scale_rewards' in c) expect(['group', 'batch', 'none']).toContain(s.scale_rewards);
         if ('position_ids' in c) expect(['from_attention_mask', 'arange']).toContain(s.position_ids);

@@ -1,5 +1,5 @@
 // The layer rule (.dependency-cruiser.cjs) holds on src/ and bench/: no cycles, imports only in the
-// layers' direction, no production import of the src/ref test oracle. A second tree with one planted
+// layers' direction, no production import of the src/oracle test oracle. A second tree with one planted
 // violation per rule checks that each rule really fires (a config that matched nothing would pass the
 // first test on anything).
 import { describe, expect, it } from 'vitest';
@@ -31,7 +31,7 @@ function cruise(cwd: string, dirs: string[]): Violation[] {
 const show = (v: Violation[]) => v.map((x) => `${x.rule.name}: ${x.from} → ${x.to}`).join('\n');
 
 describe('dependency rule', () => {
-  it('src/ and bench/ have no cycle, no upward import and no production import of src/ref', () => {
+  it('src/ and bench/ have no cycle, no upward import and no production import of src/oracle', () => {
     const v = cruise(root, ['src', 'bench']);
     expect(show(v)).toBe('');
   });
@@ -41,11 +41,11 @@ describe('dependency rule', () => {
     try {
       const files: Record<string, string> = {
         'tsconfig.json': JSON.stringify({ compilerOptions: { allowImportingTsExtensions: true, noEmit: true, module: 'ESNext', moduleResolution: 'Bundler' } }),
-        'src/ref/twin.ts': "import { k } from '../kernels/k.ts';\nexport const twin = k;\n", // allowed: twins may import production
+        'src/oracle/twin.ts': "import { k } from '../kernels/k.ts';\nexport const twin = k;\n", // allowed: twins may import production
         'src/kernels/k.ts': "import { g } from '../gpu/g.ts';\nexport const k = g;\n",
         'src/gpu/g.ts': "import type { K } from '../kernels/types.ts';\nexport const g: K = 1;\n", // gpu → kernels (type-only still counts)
         'src/kernels/types.ts': 'export type K = number;\n',
-        'src/grpo/step.ts': "import { twin } from '../ref/twin.ts';\nexport const step = twin;\n", // production → ref
+        'src/grpo/step.ts': "import { twin } from '../oracle/twin.ts';\nexport const step = twin;\n", // production → oracle
         'src/model/m.ts': "import { step } from '../grpo/step.ts';\nexport const m = step;\n", // model → grpo
         'src/io/a.ts': "import { b } from './b.ts';\nexport const a = 1 + b;\n", // a ⇄ b cycle
         'src/io/b.ts': "import { a } from './a.ts';\nexport const b = () => a;\n",
@@ -57,6 +57,11 @@ describe('dependency rule', () => {
         'src/doctor/d.ts': "import { v } from '../io/v.ts';\nexport const d = v;\n", // allowed: doctor above io
         'src/io/w.ts': "import { d } from '../doctor/d.ts';\nexport const w = d;\n", // io → doctor
         'src/cli/c.ts': "import { s } from '../store/s.ts';\nexport const c = s;\n", // cli → store
+        'src/view/v.ts': "import { STAGES } from '../worker/protocol.ts';\nexport const v = STAGES;\n", // view → worker
+        'src/ui/grid.ts': "import { v } from '../view/v.ts';\nexport const grid = v;\n", // allowed: the page draws the view
+        'src/report/r.ts': "import { v } from '../view/v.ts';\nimport { s } from '../store/s.ts';\nexport const r = [v, s];\n", // report → store (→ view allowed)
+        'src/grpo/g.ts': "import { v } from '../view/v.ts';\nexport const g = v;\n", // grpo → view
+        'src/cli/report.ts': "import { r } from '../report/r.ts';\nexport const cr = r;\n", // cli ⇝ store, through the report
       };
       for (const [f, text] of Object.entries(files)) {
         mkdirSync(path.dirname(path.join(dir, f)), { recursive: true });
@@ -71,9 +76,13 @@ describe('dependency rule', () => {
           'ingestion-is-the-top: src/io/v.ts → src/kernels/k.ts',
           'ingestion-is-the-top: src/io/w.ts → src/doctor/d.ts',
           'cli-is-headless: src/cli/c.ts → src/store/s.ts',
+          'cli-is-headless: src/cli/report.ts → src/store/s.ts',
+          'report-below-the-apps: src/report/r.ts → src/store/s.ts',
+          'view-is-for-display: src/grpo/g.ts → src/view/v.ts',
+          'view-is-pure: src/view/v.ts → src/worker/protocol.ts',
           'model-below-grpo: src/model/m.ts → src/grpo/step.ts',
           'no-circular: src/io/a.ts → src/io/b.ts',
-          'no-ref-in-production: src/grpo/step.ts → src/ref/twin.ts',
+          'no-oracle-in-production: src/grpo/step.ts → src/oracle/twin.ts',
           'store-talks-to-the-worker: src/store/s.ts → src/model/m.ts',
           'ui-reads-the-store: src/ui/bad.ts → src/worker/protocol.ts',
         ].sort(),

@@ -82,6 +82,11 @@ const EXPECT: Record<string, (fs: Finding[]) => void> = {
     expect(fs[0].message).toMatch(/sequence IS ratio 2\.718 > vllm_importance_sampling_clip_max = 2: all 2 loss tokens masked/);
     expect(fs[1].message).toMatch(/sequence IS ratio 0\.3679 < vllm_importance_sampling_clip_min = 0\.5/);
   },
+  'trainer-nonfinite': (fs) => {
+    // −0.5 − (−100) = 99.5 > ln(FLT_MAX): inf in float32, inf · 0 = NaN; sample 3's log-ratio 80 stays finite.
+    expect(fs.map((f) => [f.sample, f.span, f.severity])).toEqual([[1, [1, 2], 'error']]);
+    expect(fs[0].message).toMatch(/^sample 1: exp\(old − rollout\) overflows float32 at 1 token\(s\) \(position 1: log-ratio 99\.5; .*icepop.*inf · 0 = NaN/);
+  },
   'num-items-in-batch': (fs) => {
     expect(fs.map((f) => f.severity)).toEqual(['error']);
     expect(fs[0].message).toMatch(/dapo over 2 processes .* one rank \(11 loss-mask tokens\)/);

@@ -1,12 +1,12 @@
 // The GPU layer's honesty (src/gpu): a failed dispatch's error names THAT kernel, not the recorder around
-// it, whatever the failure (a bad binding caught when the bind group is made, a too-small binding caught
+// it, whatever the failure (a bad binding caught when the bind group is made, a grid too large caught
 // only when the command buffer is finished, an allocation that cannot be made), and a failed submit
 // releases what the recorder held (its scratch, its place among open recorders) and leaves the device
 // usable. Also: consecutive dispatches share one compute pass, params bound by dynamic offset keep each
 // dispatch's own values while the bind groups are hit again on the next run, read-backs reuse pooled
 // staging buffers, and outgrown shared scratch is destroyed.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { GpuError, packParams, statsSince, type Gpu, type Recorder } from '../src/gpu/context.ts';
+import { GpuError, statsSince, type Gpu, type Recorder } from '../src/gpu/context.ts';
 import { sharedScratch } from '../src/kernels/scratch.ts';
 import { testGpu } from './helpers/gpu.ts';
 
@@ -14,7 +14,7 @@ const WG = 256;
 
 /** x *= factor over n elements (shaders/scale_forward.wgsl), dispatched by hand under the kernel name `kernel`. */
 function scale(rec: Recorder, kernel: string, x: GPUBuffer, n: number, factor: number): void {
-  rec.dispatch({ kernel, shader: 'scale_forward', constants: { WG }, bindings: [x], params: packParams([['u32', n], ['f32', factor]]), workgroups: [Math.ceil(n / WG)] });
+  rec.dispatch({ kernel, shader: 'scale_forward', constants: { WG }, bindings: { x }, params: [['n', 'u32', n], ['factor', 'f32', factor]], workgroups: [Math.ceil(n / WG)] });
 }
 
 async function failure(p: Promise<unknown>): Promise<GpuError> {
@@ -76,19 +76,24 @@ describe('GPU errors name the failing kernel', () => {
     await stillWorks(gpu);
   });
 
-  it('a params binding smaller than the shader needs (caught only when the command buffer is finished)', async () => {
+  it('a grid larger than the device allows (caught only when the command buffer is finished)', async () => {
     const gpu = await testGpu();
-    const n = 64;
-    const [p, g, m, v] = ['param', 'grad', 'm', 'v'].map((l) => gpu.createBuffer(l, n * 4));
+    const x = gpu.createBuffer('x', 1024);
     const err = await failingSubmit(gpu, (rec) => {
-      scale(rec, 'good before', p, n, 2);
-      // adamw_step's Params is 9 words (48 bytes with padding); 4 words is too small.
-      rec.dispatch({ kernel: 'adamw with short params', shader: 'adamw_step', constants: { WG }, bindings: [p, g, m, v], params: packParams([['u32', n]]), workgroups: [1] });
-      scale(rec, 'good after', p, n, 2);
+      scale(rec, 'good before', x, 256, 2);
+      rec.dispatch({
+        kernel: 'too many workgroups',
+        shader: 'scale_forward',
+        constants: { WG },
+        bindings: { x },
+        params: [['n', 'u32', 256], ['factor', 'f32', 2]],
+        workgroups: [gpu.limits.maxComputeWorkgroupsPerDimension + 1],
+      });
+      scale(rec, 'good after', x, 256, 2);
     });
-    expect(err.kernel).toBe('adamw with short params');
+    expect(err.kernel).toBe('too many workgroups');
     expect(err.kind).toBe('validation');
-    for (const b of [p, g, m, v]) b.destroy();
+    x.destroy();
     await stillWorks(gpu);
   });
 
@@ -112,7 +117,7 @@ describe('GPU errors name the failing kernel', () => {
     const x = gpu.createBuffer('x', 1024);
     const rec = gpu.recorder('outer recorder');
     scale(rec, 'good before', x, 256, 2);
-    rec.dispatch({ kernel: 'missing shader', shader: 'no_such_shader', bindings: [x], workgroups: [1] });
+    rec.dispatch({ kernel: 'missing shader', shader: 'no_such_shader', bindings: { x }, workgroups: [1] });
     // Recording is deferred: the unknown name surfaces at submit, not as an exception mid-launcher.
     await expect(rec.submit()).rejects.toThrow(/no_such_shader/);
     expect(gpu.openRecorderCount).toBe(0);

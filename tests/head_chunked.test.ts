@@ -1,7 +1,7 @@
 // The chunked head backward (src/model/head.ts: CausalLM.backward with a per-token HeadGrad after a
 // headless saved forward) against the float64 twin: the twin scores the same rows, takes a random
-// per-token dlogp and dentropy back to dlogits (src/ref/logprob_gather.ts) and through its model
-// (src/ref/model.ts). Every family, tied and untied heads, every row kept or logits_to_keep, chunks of
+// per-token dlogp and dentropy back to dlogits (src/oracle/logprob_gather.ts) and through its model
+// (src/oracle/model.ts). Every family, tied and untied heads, every row kept or logits_to_keep, chunks of
 // 1, 4 and all rows, a temperature ≠ 1, masked rows, under gradient checkpointing and under a LoRA
 // adapter (whose head stays frozen), and the bf16 frozen-weight error still names the weight.
 import { describe, expect, it } from 'vitest';
@@ -11,8 +11,8 @@ import { isTargeted, linearModules, parseLoraConfig, type LoraWeights } from '..
 import { LoraAdapter } from '../src/model/lora_adapter.ts';
 import { CausalLM } from '../src/model/model.ts';
 import { Rng } from '../src/model/rng.ts';
-import { logprob_gather_backward, logprob_gather_forward } from '../src/ref/logprob_gather.ts';
-import { RefModel } from '../src/ref/model.ts';
+import { logprob_gather_backward, logprob_gather_forward } from '../src/oracle/logprob_gather.ts';
+import { RefModel } from '../src/oracle/model.ts';
 import { expectClose } from './helpers/close.ts';
 import { testGpu } from './helpers/gpu.ts';
 import { randomWeights, TINY_CONFIGS } from './fixtures/models.ts';

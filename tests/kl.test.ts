@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
 import { Rng } from '../src/model/rng.ts';
 import { expectClose } from './helpers/close.ts';
-import { kl_forward as klRef } from '../src/ref/kl.ts';
+import { kl_forward as klRef } from '../src/oracle/kl.ts';
 import type { KlEstimator } from '../src/kernels/types.ts';
 import { kl_forward } from '../src/kernels/kl.ts';
 

@@ -16,7 +16,7 @@ import { CausalLM } from '../src/model/model.ts';
 import { Rng } from '../src/model/rng.ts';
 import { score_completions } from '../src/model/score.ts';
 import { FolderSource } from '../src/model/source_node.ts';
-import { RefModel } from '../src/ref/model.ts';
+import { RefModel } from '../src/oracle/model.ts';
 import { expectClose } from './helpers/close.ts';
 import { GOLDEN, GOLDEN_ROOT } from './helpers/golden.ts';
 import { testGpu } from './helpers/gpu.ts';

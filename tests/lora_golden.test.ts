@@ -1,5 +1,5 @@
 // PEFT LoRA against the float64 references in tests/golden/lora (README there, "LoRA adapters"): for every
-// case, the float64 twin (src/ref/model.ts with the adapter) reproduces the golden logits with and without
+// case, the float64 twin (src/oracle/model.ts with the adapter) reproduces the golden logits with and without
 // the adapter and the adapter gradients through TRL's loss; the GPU step pipeline (policy = base + adapter,
 // reference = adapter disabled) gives the per-token log-probs, KL, loss, adapter gradients, grad norm and
 // end-to-end post-step log-probs, and leaves the base weights untouched; AdamW on the golden gradients gives
@@ -20,11 +20,11 @@ import { LoraAdapter } from '../src/model/lora_adapter.ts';
 import { CausalLM } from '../src/model/model.ts';
 import { score_completions } from '../src/model/score.ts';
 import { FolderSource } from '../src/model/source_node.ts';
-import { grpo_loss_backward, grpo_loss_forward } from '../src/ref/grpo_loss.ts';
-import { kl_forward } from '../src/ref/kl.ts';
-import { logprob_gather_backward, logprob_gather_forward } from '../src/ref/logprob_gather.ts';
-import { loss_weights } from '../src/ref/loss_reduce.ts';
-import { RefModel } from '../src/ref/model.ts';
+import { grpo_loss_backward, grpo_loss_forward } from '../src/oracle/grpo_loss.ts';
+import { kl_forward } from '../src/oracle/kl.ts';
+import { logprob_gather_backward, logprob_gather_forward } from '../src/oracle/logprob_gather.ts';
+import { loss_weights } from '../src/oracle/loss_reduce.ts';
+import { RefModel } from '../src/oracle/model.ts';
 import { GOLDEN_ROOT } from './helpers/golden.ts';
 import { testGpu } from './helpers/gpu.ts';
 import { tally } from './helpers/tally.ts';

@@ -9,7 +9,7 @@ import { LoraAdapter } from '../src/model/lora_adapter.ts';
 import type { ForwardInputs } from '../src/model/forward.ts';
 import { CausalLM } from '../src/model/model.ts';
 import { Rng } from '../src/model/rng.ts';
-import { RefModel } from '../src/ref/model.ts';
+import { RefModel } from '../src/oracle/model.ts';
 import { expectClose } from './helpers/close.ts';
 import { centralDiff } from './helpers/fd.ts';
 import { testGpu } from './helpers/gpu.ts';

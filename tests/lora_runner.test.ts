@@ -19,7 +19,8 @@ import { smallSettings } from './helpers/small_settings.ts';
 import { STAGES, type StagePayloads, type StepRunner, type StepSettings } from '../src/worker/protocol.ts';
 import { checkBaseModel } from '../src/worker/adapter.ts';
 import { createStepRunner } from '../src/worker/runner.ts';
-import { lossSettingsOf } from '../src/worker/settings.ts';
+import { noEdits, pageSettings } from '../src/worker/settings.ts';
+import { trainerOfBatch } from '../src/grpo/settings/effective.ts';
 import { expectClose } from './helpers/close.ts';
 import { GOLDEN_ROOT } from './helpers/golden.ts';
 import { testGpu } from './helpers/gpu.ts';
@@ -64,7 +65,11 @@ function baseFolder(dir = join(CASE, 'model')): File[] {
 }
 
 const batch = (): GrpoBatch => parseBatch(readFileSync(join(CASE, 'batch.json'), 'utf8'));
-const settingsOf = (b: GrpoBatch): StepSettings => ({ ...structuredClone(DEFAULT_SETTINGS), loss: { ...DEFAULT_SETTINGS.loss, ...lossSettingsOf(b.config) } });
+/** The page's settings for an update from the imported batch: its own config / run over its trainer's defaults, no edits. */
+const settingsOf = (b: GrpoBatch): StepSettings => {
+  const { prompts, sampling, rewards } = structuredClone(DEFAULT_SETTINGS);
+  return { prompts, sampling, rewards, settings: pageSettings(trainerOfBatch(b), { kind: 'batch', batch: b, name: 'batch.json' }, noEdits()) };
+};
 
 /** Every stage of an update started from `b` (as an imported batch), or from the prompt set. */
 async function runAll(runner: StepRunner, settings: StepSettings, b: GrpoBatch | null): Promise<Partial<StagePayloads>> {

@@ -1,5 +1,5 @@
 // grpo_loss_from_logps (src/grpo/loss.ts), the what-if's loss: per-token KL, ratio, loss, clip flags, every
-// aggregation, the aggregation weights and dloss/dlogp from log-probs already computed, against the float64 twins (src/ref) on an
+// aggregation, the aggregation weights and dloss/dlogp from log-probs already computed, against the float64 twins (src/oracle) on an
 // odd-sized batch with a fully masked row, a row with A = 0 and ratios beyond both clip bounds; for
 // settings a what-if switches between (loss type, β, KL estimator, IS level, δ, old = policy).
 import { describe, expect, it } from 'vitest';
@@ -8,9 +8,9 @@ import { expectClose, maxAbs } from './helpers/close.ts';
 import { Rng } from '../src/model/rng.ts';
 import { AGGREGATIONS, type GrpoLossConfig } from '../src/grpo/loss.ts';
 import { grpo_loss_from_logps } from '../src/grpo/loss_from_logps.ts';
-import * as refLoss from '../src/ref/grpo_loss.ts';
-import * as refReduce from '../src/ref/loss_reduce.ts';
-import { kl_forward as refKl } from '../src/ref/kl.ts';
+import * as refLoss from '../src/oracle/grpo_loss.ts';
+import * as refReduce from '../src/oracle/loss_reduce.ts';
+import { kl_forward as refKl } from '../src/oracle/kl.ts';
 
 const BASE: GrpoLossConfig = { loss_type: 'dapo', beta: 0.04, epsilon_low: 0.2, epsilon_high: 0.28, delta: null, temperature: 1, max_completion_length: 40, kl_estimator: 'k3', importance_sampling_level: 'token' };
 

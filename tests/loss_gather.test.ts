@@ -1,4 +1,4 @@
-// logprob_gather_forward / logprob_gather_backward (GPU) against their float64 twins (src/ref/logprob_gather.ts):
+// logprob_gather_forward / logprob_gather_backward (GPU) against their float64 twins (src/oracle/logprob_gather.ts):
 // odd N and V (not multiples of the workgroup), ±1e4 logits, -inf entries (also as the target), fully
 // masked rows, temperature 1 and 0.7, f16 storage, in-place backward, and V = 151936 with enough rows
 // that the [N, V] buffer is split across dispatches.
@@ -10,7 +10,7 @@ import { fdGradient } from './helpers/fd.ts';
 import type { Gpu } from '../src/gpu/context.ts';
 import { f16ToF32 } from '../src/io/safetensors.ts';
 import { logprob_gather_backward, logprob_gather_forward, type LogitsDtype } from '../src/kernels/logprob_gather.ts';
-import * as ref from '../src/ref/logprob_gather.ts';
+import * as ref from '../src/oracle/logprob_gather.ts';
 import { bindingLimit, rowsPerWindow, rowWindow } from '../src/kernels/windows.ts';
 
 // Tolerances (the golden README's, for the same float32 computation):

@@ -1,6 +1,6 @@
 // The GRPO loss pipeline (src/grpo/loss.ts on the GPU) against every golden loss case
 // (tests/golden/loss, PyTorch float64 mirroring TRL), with the tolerances of the golden README.
-// The float64 refs in src/ref/ are checked against the same files at near-float64 precision, since they
+// The float64 refs in src/oracle/ are checked against the same files at near-float64 precision, since they
 // are the oracle of every other kernel test.
 import { afterAll, describe, expect, it } from 'vitest';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -10,10 +10,10 @@ import { expectClose, maxAbs, type CloseOptions } from './helpers/close.ts';
 import { parseSafeTensors, toF64, toI32, type SafeTensors } from '../src/io/safetensors.ts';
 import { readLossCase, uploadLossCase, type LossCase } from '../src/cli/loss.ts';
 import { AGGREGATIONS, grpo_loss, readGrpoLoss } from '../src/grpo/loss.ts';
-import { logprob_gather_backward, logprob_gather_forward } from '../src/ref/logprob_gather.ts';
-import { kl_forward } from '../src/ref/kl.ts';
-import { grpo_loss_backward, grpo_loss_forward } from '../src/ref/grpo_loss.ts';
-import { loss_reduce_forward, loss_weights } from '../src/ref/loss_reduce.ts';
+import { logprob_gather_backward, logprob_gather_forward } from '../src/oracle/logprob_gather.ts';
+import { kl_forward } from '../src/oracle/kl.ts';
+import { grpo_loss_backward, grpo_loss_forward } from '../src/oracle/grpo_loss.ts';
+import { loss_reduce_forward, loss_weights } from '../src/oracle/loss_reduce.ts';
 import { CLIP_HIGH, CLIP_LOW } from '../src/kernels/types.ts';
 
 const GOLDEN = path.resolve(__dirname, 'golden', 'loss');
@@ -81,7 +81,7 @@ describe('golden loss cases', () => {
 
 describe('float64 refs (the oracle of the kernel tests)', () => {
   for (const file of CASES) {
-    it(`${file}: src/ref reproduces the golden at float64 precision`, () => {
+    it(`${file}: src/oracle reproduces the golden at float64 precision`, () => {
       const { st, c } = load(file);
       const { B, T, V, config: cfg } = c;
       const M = c.completion_mask;

@@ -12,11 +12,11 @@ import type { Gpu } from '../src/gpu/context.ts';
 import { grpo_loss_backward, grpo_loss_forward } from '../src/kernels/grpo_loss.ts';
 import { loss_reduce_forward, STATS } from '../src/kernels/loss_reduce.ts';
 import { AGGREGATIONS, grpo_loss, readGrpoLoss, type GrpoLossConfig } from '../src/grpo/loss.ts';
-import * as refLoss from '../src/ref/grpo_loss.ts';
-import * as refReduce from '../src/ref/loss_reduce.ts';
+import * as refLoss from '../src/oracle/grpo_loss.ts';
+import * as refReduce from '../src/oracle/loss_reduce.ts';
 import { CLIP_HIGH, CLIP_LOW } from '../src/kernels/types.ts';
-import { logprob_gather_forward as refGather } from '../src/ref/logprob_gather.ts';
-import { kl_forward as refKl } from '../src/ref/kl.ts';
+import { logprob_gather_forward as refGather } from '../src/oracle/logprob_gather.ts';
+import { kl_forward as refKl } from '../src/oracle/kl.ts';
 
 const BASE: GrpoLossConfig = {
   loss_type: 'grpo',

@@ -2,7 +2,7 @@
 // the copied block must match exactly and every other column of dst must keep its value.
 import { describe, expect, it } from 'vitest';
 import { column_copy_forward } from '../src/kernels/column_copy.ts';
-import { column_copy_forward as columnCopyRef } from '../src/ref/column_copy.ts';
+import { column_copy_forward as columnCopyRef } from '../src/oracle/column_copy.ts';
 import { testGpu } from './helpers/gpu.ts';
 import { Rng } from '../src/model/rng.ts';
 

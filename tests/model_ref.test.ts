@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { numel, paramSpecs, parseConfig, type ModelConfig } from '../src/model/config.ts';
 import type { ForwardInputs } from '../src/model/forward.ts';
 import { CausalLM } from '../src/model/model.ts';
-import { RefModel } from '../src/ref/model.ts';
+import { RefModel } from '../src/oracle/model.ts';
 import { expectClose } from './helpers/close.ts';
 import { centralDiff } from './helpers/fd.ts';
 import { testGpu } from './helpers/gpu.ts';

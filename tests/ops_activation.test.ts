@@ -1,5 +1,5 @@
 // GELU (tanh approximation), the SiLU-gated activation and the residual add, forward and backward, GPU
-// against the float64 twins in src/ref/ on odd sizes with extreme values (±0, 1e-30, the sigmoid tails,
+// against the float64 twins in src/oracle/ on odd sizes with extreme values (±0, 1e-30, the sigmoid tails,
 // ±1e4, ±3e38); the twins' backward passes are checked against central finite differences first.
 // Also the window split that lets every elementwise kernel run on tensors larger than one binding.
 //
@@ -14,9 +14,9 @@ import { describe, expect, it } from 'vitest';
 import { testGpu } from './helpers/gpu.ts';
 import { Rng } from '../src/model/rng.ts';
 import { tally } from './helpers/tally.ts';
-import * as geluRef from '../src/ref/gelu.ts';
-import * as siluRef from '../src/ref/silu_gate.ts';
-import * as residualRef from '../src/ref/residual.ts';
+import * as geluRef from '../src/oracle/gelu.ts';
+import * as siluRef from '../src/oracle/silu_gate.ts';
+import * as residualRef from '../src/oracle/residual.ts';
 import { gelu_backward, gelu_forward } from '../src/kernels/gelu.ts';
 import { silu_gate_backward, silu_gate_forward } from '../src/kernels/silu_gate.ts';
 import { residual_accumulate, residual_forward } from '../src/kernels/residual.ts';

@@ -22,7 +22,7 @@ import { testGpu } from './helpers/gpu.ts';
 import { Rng } from '../src/model/rng.ts';
 import { expectClose } from './helpers/close.ts';
 import { dot, fdGradient } from './helpers/fd.ts';
-import { attention_backward as attBackRef, attention_forward as attRef } from '../src/ref/attention.ts';
+import { attention_backward as attBackRef, attention_forward as attRef } from '../src/oracle/attention.ts';
 import type { AttentionBackwardShape, AttentionShape } from '../src/kernels/types.ts';
 import { attention_backward, attention_forward } from '../src/kernels/attention.ts';
 

@@ -7,7 +7,7 @@ import { testGpu } from './helpers/gpu.ts';
 import { Rng } from '../src/model/rng.ts';
 import { expectClose } from './helpers/close.ts';
 import { dot, fdGradient } from './helpers/fd.ts';
-import { embedding_backward as embBackRef, embedding_forward as embRef } from '../src/ref/embedding.ts';
+import { embedding_backward as embBackRef, embedding_forward as embRef } from '../src/oracle/embedding.ts';
 import { embedding_backward, embedding_forward } from '../src/kernels/embedding.ts';
 
 const U = 2 ** -24;

@@ -13,7 +13,7 @@ import { testGpu } from './helpers/gpu.ts';
 import { Rng } from '../src/model/rng.ts';
 import { expectClose } from './helpers/close.ts';
 import { dot, fdGradient } from './helpers/fd.ts';
-import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../src/ref/matmul.ts';
+import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../src/oracle/matmul.ts';
 import { matmul_backward, matmul_forward } from '../src/kernels/matmul.ts';
 import type { Gpu } from '../src/gpu/context.ts';
 

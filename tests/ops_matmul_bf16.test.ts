@@ -1,6 +1,6 @@
 // embedding_forward with a packed bf16 table (WTE_BF16), and
 // matmul_forward / matmul_backward (dinp) with a packed bf16 weight (B_BF16 in shaders/matmul_forward.wgsl)
-// against the float64 twin (src/ref/matmul.ts) on the weight's exact f32 values (bf16ToF32): odd shapes,
+// against the float64 twin (src/oracle/matmul.ts) on the weight's exact f32 values (bf16ToF32): odd shapes,
 // both layouts, odd element counts (a half-filled last word), bias, accumulation, binding-window splits
 // (the windows start at odd bf16 elements) and the few-row sizes that take the f32 GEMV elsewhere. A bf16
 // weight is frozen: asking for its dweight is refused. Tolerance as tests/ops_matmul.test.ts: the weight
@@ -10,9 +10,9 @@ import type { Gpu } from '../src/gpu/context.ts';
 import { bf16ToF32 } from '../src/io/safetensors.ts';
 import { embedding_forward } from '../src/kernels/embedding.ts';
 import { matmul_backward, matmul_forward } from '../src/kernels/matmul.ts';
-import { embedding_forward as embRef } from '../src/ref/embedding.ts';
+import { embedding_forward as embRef } from '../src/oracle/embedding.ts';
 import { Rng } from '../src/model/rng.ts';
-import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../src/ref/matmul.ts';
+import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../src/oracle/matmul.ts';
 import { expectClose } from './helpers/close.ts';
 import { testGpu } from './helpers/gpu.ts';
 

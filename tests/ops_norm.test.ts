@@ -1,5 +1,5 @@
 // LayerNorm and RMSNorm (forward and backward) and the column-sum pass, GPU against the float64 twins
-// in src/ref/, on odd shapes (C = 33, 48, 97, 896; N = 1, 7, 301) with extreme rows: large |x|,
+// in src/oracle/, on odd shapes (C = 33, 48, 97, 896; N = 1, 7, 301) with extreme rows: large |x|,
 // variance far below eps, a large mean over a small spread, and all-equal rows. The twins' backward
 // passes are checked first against central finite differences of their forward passes.
 //
@@ -15,9 +15,9 @@ import { Rng } from '../src/model/rng.ts';
 import { tally } from './helpers/tally.ts';
 import { maxAbs } from './helpers/close.ts';
 import { dot, fdGradient } from './helpers/fd.ts';
-import * as ref from '../src/ref/layernorm.ts';
-import * as rmsRef from '../src/ref/rmsnorm.ts';
-import { colsum_forward as colsumRef } from '../src/ref/colsum.ts';
+import * as ref from '../src/oracle/layernorm.ts';
+import * as rmsRef from '../src/oracle/rmsnorm.ts';
+import { colsum_forward as colsumRef } from '../src/oracle/colsum.ts';
 import { layernorm_backward, layernorm_forward } from '../src/kernels/layernorm.ts';
 import { rmsnorm_backward, rmsnorm_forward } from '../src/kernels/rmsnorm.ts';
 import { colsum_forward } from '../src/kernels/colsum.ts';

@@ -1,5 +1,5 @@
 // AdamW and SGD steps, the sum-of-squares reduction behind clip_grad_norm_, and in-place scaling: GPU
-// against the float64 twins in src/ref/, and against the golden PyTorch float64 step: one clipped
+// against the float64 twins in src/oracle/, and against the golden PyTorch float64 step: one clipped
 // AdamW step on every tiny model's golden gradients vs post_step.param.*, and the global gradient norm
 // of the golden gradients vs grad_norm.
 import { readFileSync, readdirSync, existsSync } from 'node:fs';
@@ -11,8 +11,8 @@ import { Rng } from '../src/model/rng.ts';
 import { tally } from './helpers/tally.ts';
 import { maxAbs } from './helpers/close.ts';
 import { parseSafeTensors, toF32, toF64, type SafeTensors } from '../src/io/safetensors.ts';
-import * as optRef from '../src/ref/optimizer.ts';
-import * as normRef from '../src/ref/grad_norm.ts';
+import * as optRef from '../src/oracle/optimizer.ts';
+import * as normRef from '../src/oracle/grad_norm.ts';
 import { adamw_step, sgd_step } from '../src/kernels/optimizer.ts';
 import { clipCoef, globalNorm, scale_forward, sumsq_forward } from '../src/kernels/grad_norm.ts';
 

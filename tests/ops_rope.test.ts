@@ -6,7 +6,7 @@ import { testGpu } from './helpers/gpu.ts';
 import { Rng } from '../src/model/rng.ts';
 import { closeReport, expectClose } from './helpers/close.ts';
 import { dot, fdGradient } from './helpers/fd.ts';
-import { rope_backward as ropeBackRef, rope_forward as ropeRef } from '../src/ref/rope.ts';
+import { rope_backward as ropeBackRef, rope_forward as ropeRef } from '../src/oracle/rope.ts';
 import { rope_backward, rope_forward } from '../src/kernels/rope.ts';
 
 // Per element: the shader's angle is within ~2e-7 rad of the exact one (fixed-point range reduction, see

@@ -1,5 +1,5 @@
 // rope_scaling (config.json) types llama3 and linear: the GPU kernel against the float64 twin
-// (src/ref/rope.ts, written from HF modeling_rope_utils.py on its own) on odd shapes and positions past
+// (src/oracle/rope.ts, written from HF modeling_rope_utils.py on its own) on odd shapes and positions past
 // the original context (up to 131072, Llama-3.2's max_position_embeddings), with Llama-3.2-1B's real
 // scaling; the launcher's inverse frequencies against the twin's; the three llama3 bands (kept, blended,
 // divided) on hand-checked values; the tiny GPU model with rope_scaling against the twin model; and
@@ -12,8 +12,8 @@ import type { RopeScaling } from '../src/kernels/types.ts';
 import { parseConfig, paramSpecs } from '../src/model/config.ts';
 import { CausalLM } from '../src/model/model.ts';
 import { Rng } from '../src/model/rng.ts';
-import { RefModel } from '../src/ref/model.ts';
-import { rope_backward as ropeBackRef, rope_forward as ropeRef, rope_inv_freq } from '../src/ref/rope.ts';
+import { RefModel } from '../src/oracle/model.ts';
+import { rope_backward as ropeBackRef, rope_forward as ropeRef, rope_inv_freq } from '../src/oracle/rope.ts';
 import { expectClose } from './helpers/close.ts';
 import { testGpu } from './helpers/gpu.ts';
 import { randomWeights, TINY_CONFIGS } from './fixtures/models.ts';

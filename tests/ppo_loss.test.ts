@@ -1,4 +1,4 @@
-// ppo_loss_forward (GPU) against its float64 twin (src/ref/ppo_loss.ts), for every policy mode and KL
+// ppo_loss_forward (GPU) against its float64 twin (src/oracle/ppo_loss.ts), for every policy mode and KL
 // estimator: odd shapes (T above the workgroup size, a single token), extreme inputs (log-ratios past the
 // ±20 clamp and the GSPO cap, KL past its ±10 clamp, A = 0, IS weights 0, fully masked rows); and the twin's
 // ∂loss/∂logp and ∂loss/∂entropy against central differences of its own Σ contrib (modes without a
@@ -9,7 +9,7 @@ import { expectClose, maxAbs } from './helpers/close.ts';
 import { fdGradient } from './helpers/fd.ts';
 import { Rng } from '../src/model/rng.ts';
 import { ppo_loss_forward } from '../src/kernels/ppo_loss.ts';
-import * as ref from '../src/ref/ppo_loss.ts';
+import * as ref from '../src/oracle/ppo_loss.ts';
 import { PPO_INPUTS, PPO_KL, PPO_MODES, type PpoKl, type PpoLossParams, type PpoMode } from '../src/kernels/types.ts';
 
 const K = PPO_INPUTS.length;

@@ -166,7 +166,7 @@ describe('grpo-studio step input errors', () => {
 
   it.each([
     ['an unknown optimizer', (b: ReturnType<typeof batch>) => void (b.config.optimizer = { name: 'adam', lr: 1e-3 }), /config\.optimizer\.name: expected "adamw" or "sgd", got "adam"/],
-    ['an unknown loss_type', (b: ReturnType<typeof batch>) => void (b.config.loss_type = 'ppo'), /config\.loss_type = "ppo": expected one of "grpo", /],
+    ['an unknown loss_type', (b: ReturnType<typeof batch>) => void (b.config.loss_type = 'ppo'), /config\.loss_type = "ppo": expected one of grpo, /],
     ['neither advantages nor rewards', (b: ReturnType<typeof batch>) => void delete b.advantages, /neither "advantages" nor "rewards"/],
     ['a token outside the vocabulary', (b: ReturnType<typeof batch>) => void (b.completion_ids[4][1] = 101), /\(policy llama, vocab_size 101\): completion_ids\[4\]\[1\] = 101 is not a token id in \[0, 101\)/],
   ])('%s: one line naming the field, exit 2', async (_what, edit, message) => {

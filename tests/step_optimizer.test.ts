@@ -1,11 +1,11 @@
 // src/grpo/optimizer.ts on random odd-sized tensors against float64 twins: the global and per-group
 // gradient norms, clip_grad_norm_'s coefficient, AdamW over three steps (state kept between steps) and
-// SGD with weight decay and momentum (src/ref/optimizer.ts), the update sizes ‖Δθ‖ per group, reset(),
+// SGD with weight decay and momentum (src/oracle/optimizer.ts), the update sizes ‖Δθ‖ per group, reset(),
 // and the refusal to step on a non-finite gradient.
 import { describe, expect, it } from 'vitest';
 import { clipCoefFor, Optimizer, parseOptimizerConfig, type OptimizerConfig } from '../src/grpo/optimizer.ts';
 import type { Param } from '../src/model/layer_ops.ts';
-import * as ref from '../src/ref/optimizer.ts';
+import * as ref from '../src/oracle/optimizer.ts';
 import { tally } from './helpers/tally.ts';
 import { testGpu } from './helpers/gpu.ts';
 import { Rng } from '../src/model/rng.ts';

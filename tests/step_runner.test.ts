@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { GrpoBatch } from '../src/io/batch.ts';
 import { createStepRunner } from '../src/worker/runner.ts';
 import { smallSettings } from './helpers/small_settings.ts';
+import { settingOf } from '../src/grpo/settings/effective.ts';
 import { STAGES, type StagePayloads, type StepSettings, type StepStart } from '../src/worker/protocol.ts';
 import { droppedFolder } from './helpers/dropped_folder.ts';
 import { testGpu } from './helpers/gpu.ts';
@@ -103,7 +104,8 @@ describe('StepRunner', () => {
     // The configured aggregation recomputed in float64 from the per-token loss and the mask (TRL's
     // definitions), and the loss's split into policy and β·KL terms.
     const M = first.assemble.padded.completion_mask;
-    const want = trlAggregate(settings.loss.loss_type, first.loss.per_token_loss, M, B, C, settings.loss.max_completion_length);
+    const ran = (name: string) => settingOf(settings.settings, 'config', name).value;
+    const want = trlAggregate(ran('loss_type') as string, first.loss.per_token_loss, M, B, C, (ran('max_completion_length') as number | null) ?? C);
     expect(Math.abs(first.loss.loss - want.loss)).toBeLessThanOrEqual(1e-5 * (want.scale + 1e-6));
     for (let i = 0; i < B * C; i++) expect(Math.abs(first.loss.token_weight[i] - want.weight[i]), `token_weight[${i}]`).toBeLessThanOrEqual(1e-6 * want.weight[i]);
     expect(first.loss.policy_term + first.loss.kl_term).toBeCloseTo(first.loss.loss, 6);
@@ -141,7 +143,7 @@ describe('StepRunner', () => {
     const runner = createStepRunner(await testGpu());
     await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, () => {});
     const settings = smallSettings(3, 4);
-    expect(settings.loss.beta).toBeGreaterThan(0);
+    expect(settingOf(settings.settings, 'config', 'beta').value).toBeGreaterThan(0);
     const run = async (s: StepSettings, start?: StepStart) => {
       const out: Partial<StagePayloads> = {};
       for (const stage of STAGES) (out as Record<string, unknown>)[stage] = (await runner.runStage(stage, s, stage === 'render' ? start : undefined)).data;

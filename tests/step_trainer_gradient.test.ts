@@ -3,14 +3,14 @@
 // entropy bonus), an OpenRLHF preset (dual clip, k2 KL loss, asymmetric clip) and a non-default TRL preset
 // (sapo over two processes and two accumulation steps), the pipeline's loss, every parameter gradient and the
 // grad norm equal an independent chain: the step's own logits (a full-logits forward of the same weights,
-// read back here) → the float64 twins of the trainer objective (src/ref/: logprob_gather, ppo_loss / trl_loss)
+// read back here) → the float64 twins of the trainer objective (src/oracle/: logprob_gather, ppo_loss / trl_loss)
 // → dlogits → the model's backward fed those dlogits (no per-token dlogp, no chunked head). The gradients must
 // also differ from the studio loss's (the golden grad.<param>), so a step that ignored the preset fails.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { StepPipeline } from '../src/grpo/step.ts';
-import { STEP_CONFIG_FIELDS, stepConfigFromBatch } from '../src/grpo/step_config.ts';
+import { stepConfigFromBatch, studioLossHolds } from '../src/grpo/step_config.ts';
 import { objectiveFor, type TrainerObjective } from '../src/grpo/step_objective.ts';
 import type { StageData } from '../src/grpo/step_types.ts';
 import { openrlhfObjective } from '../src/grpo/trainers/openrlhf.ts';
@@ -137,7 +137,7 @@ describe(`${M}: the step's gradient is the trainer preset's`, () => {
 });
 
 describe('which objective a step follows (objectiveFor)', () => {
-  const studio = (k: string) => STEP_CONFIG_FIELDS.includes(k);
+  const studio = studioLossHolds;
   it.each([
     ['TRL, only fields the studio loss carries', 'trl', { loss_type: 'grpo', beta: 0.04, epsilon: 0.2 }, {}, false],
     ['TRL, run context at its defaults', 'trl', {}, { num_processes: 1, gradient_accumulation_steps: 1, num_items_in_batch: null }, false],

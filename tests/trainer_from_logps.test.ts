@@ -15,7 +15,7 @@ import { readTrainerCase } from '../src/cli/trainer_case.ts';
 import { lossColumns, lossTable, trainerLossFromLogps } from '../src/grpo/trainers/from_logps.ts';
 import type { ScoredLogps, TrainerLossCase } from '../src/grpo/trainers/types.ts';
 import { TRL_LOSS_TYPES } from '../src/kernels/types.ts';
-import { logprob_gather_backward as ref_gather_backward, logprob_gather_forward as ref_gather_forward } from '../src/ref/logprob_gather.ts';
+import { logprob_gather_backward as ref_gather_backward, logprob_gather_forward as ref_gather_forward } from '../src/oracle/logprob_gather.ts';
 
 const TRAINERS = ['trl', 'verl', 'openrlhf'] as const;
 const COMPARED = ['per_token_kl', 'importance_sampling_ratio', 'per_token_loss'] as const;

@@ -1,6 +1,6 @@
 // TRL's objective (src/grpo/trainers/trl.ts on the GPU) against every tests/golden/trainers/trl case — float64
 // runs of TRL's own `_compute_loss` — every output the case holds, with the README's tolerances (masks exact).
-// The float64 twin chain (src/ref/logprob_gather.ts + src/ref/trl_loss.ts) is checked against the same files
+// The float64 twin chain (src/oracle/logprob_gather.ts + src/oracle/trl_loss.ts) is checked against the same files
 // at near-float64 precision, since it is the oracle of the kernel tests.
 import { afterAll, describe, expect, it } from 'vitest';
 import { readdirSync, readFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// The trainer preset in the studio worker (src/worker/trainer_view.ts through src/worker/runner.ts): the loss
+// The trainer's settings in the studio worker (src/worker/trainer_view.ts through src/worker/runner.ts): the loss
 // stage's trainer view on a real update of a tiny random Qwen2 — TRL at the studio's settings gives the
 // studio loss; a tool batch's tool tokens leave the effective mask with factor "tool"; a vLLM batch in
 // token_mask mode drops exactly the tokens whose exp(logp − sampling) leaves [clip_min, clip_max], with
@@ -7,8 +7,10 @@
 // tests/step_trainer_gradient.test.ts). Expected values are recomputed here from the update's own arrays.
 import { describe, expect, it } from 'vitest';
 import { createStepRunner } from '../src/worker/runner.ts';
-import { smallSettings } from './helpers/small_settings.ts';
-import { STAGES, type StagePayloads, type StepSettings, type StepStart, type TrainerPreset } from '../src/worker/protocol.ts';
+import { pageSettingsWith, smallSettings } from './helpers/small_settings.ts';
+import { STAGES, type StagePayloads, type StepSettings, type StepStart } from '../src/worker/protocol.ts';
+import { settingOf } from '../src/grpo/settings/effective.ts';
+import { stepConfigOf } from '../src/grpo/step_config.ts';
 import { MASK_FACTORS } from '../src/grpo/trainers/effective_mask.ts';
 import { TRL_LOSS_TYPES } from '../src/kernels/types.ts';
 import type { GrpoBatch } from '../src/io/batch.ts';
@@ -22,6 +24,7 @@ describe('trainer view of the step', () => {
     const runner = createStepRunner(await testGpu());
     await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, () => {});
     const settings = smallSettings(3, 5);
+    const lossType = settingOf(settings.settings, 'config', 'loss_type').value as string;
 
     /** Runs stages up to and including `last`; returns their payloads. */
     const runTo = async (last: (typeof STAGES)[number], s: StepSettings, start?: StepStart) => {
@@ -36,16 +39,17 @@ describe('trainer view of the step', () => {
     const view = first.loss.trainer!;
     expect(view.error).toBeNull();
     expect(view.trainer).toBe('trl');
-    expect(view.config.loss_type).toBe(settings.loss.loss_type);
+    expect(view.config.loss_type).toBe(lossType);
     expect(first.loss.objective, 'TRL at the studio settings: the studio loss forms the step').toBeNull();
     expect(Math.abs(view.terms!.loss - first.loss.loss)).toBeLessThanOrEqual(1e-5 * Math.abs(first.loss.loss) + 1e-7);
     expect(view.table.map((c) => c.label)).toEqual([...TRL_LOSS_TYPES]);
-    expect(view.table.find((c) => c.label === settings.loss.loss_type)!.loss).toBeCloseTo(view.terms!.loss, 6);
+    expect(view.table.find((c) => c.label === lossType)!.loss).toBeCloseTo(view.terms!.loss, 6);
     const { B, C } = first.assemble.padded;
     const M = first.assemble.padded.completion_mask;
     for (let i = 0; i < B * C; i++) expect(view.terms!.effective_loss_mask[i]).toBe(M[i]);
-    // A what-if under another preset follows that trainer on the same log-probs: the loss table's value.
-    const w = await runner.whatIf(settings.loss, { trainer: 'trl', config: { loss_type: 'cispo' }, run: {} });
+    // A what-if under another TRL loss type follows that objective on the same log-probs: the loss table's value.
+    const w = await runner.whatIf(pageSettingsWith({ config: { loss_type: 'cispo' } }));
+    expect(w.settings.config.loss_type).toBe('cispo');
     expect(w.trainer.current!.loss).toBe(view.terms!.loss);
     expect(w.trainer.whatif!.loss).toBeCloseTo(view.table.find((c) => c.label === 'cispo')!.loss!, 6);
     expect(w.trainer.whatif!.loss).not.toBeCloseTo(view.terms!.loss, 6);
@@ -57,13 +61,13 @@ describe('trainer view of the step', () => {
     expect(await runner.runStage('backward', settings)).toMatchObject({ id: 'backward' });
 
     // Another trainer: its loss is shown and is the step's (or its settings error, naming the field, and the backward refuses).
-    const verl = { ...settings, trainer: { trainer: 'verl', config: {}, run: {} } as TrainerPreset };
+    const verl: StepSettings = { ...settings, settings: pageSettingsWith({}, 'verl') };
     const v1 = await runTo('loss', verl);
     expect(v1.loss.trainer!.error).toMatch(/ppo_micro_batch_size_per_gpu/);
     expect(v1.loss.objective_error).toBe(v1.loss.trainer!.error);
     expect(v1.loss.loss).toBeNaN();
     await expect(runner.runStage('backward', verl)).rejects.toThrow(/ppo_micro_batch_size_per_gpu/);
-    verl.trainer.config = { ppo_mini_batch_size: B, ppo_micro_batch_size_per_gpu: B, rollout_is: null };
+    verl.settings = pageSettingsWith({ config: { ppo_mini_batch_size: B, ppo_micro_batch_size_per_gpu: B, rollout_is: null } }, 'verl');
     const v2 = await runTo('loss', verl);
     // On-policy vanilla PPO (ratio 1), token-mean, scale 1, no rollout IS weights: Σ −A·M / Σ M.
     let num = 0;
@@ -75,12 +79,15 @@ describe('trainer view of the step', () => {
     expect(v2.loss.objective).toMatchObject({ trainer: 'verl' });
     expect(v2.loss.loss).toBeCloseTo(num / den, 6);
     // The what-if's self-check compares the studio loss with the stage's studio aggregation, not the trainer's loss.
-    const wv = await runner.whatIf(settings.loss);
-    expect(wv.check).toBeLessThanOrEqual(1e-5 * Math.abs(v2.loss.losses[settings.loss.loss_type]) + 1e-7);
+    const wv = await runner.whatIf(verl.settings);
+    const verlStudioType = stepConfigOf(verl.settings, C).loss.loss_type;
+    expect(wv.check).toBeLessThanOrEqual(1e-5 * Math.abs(v2.loss.losses[verlStudioType]) + 1e-7);
+    expect(wv.trainer.current!.loss).toBe(v2.loss.trainer!.terms!.loss);
+    expect(wv.trainer.whatif!.loss).toBeCloseTo(v2.loss.trainer!.terms!.loss, 6);
     expect(await runner.runStage('backward', verl)).toMatchObject({ id: 'backward' });
 
     // A TRL setting the studio loss does not apply: the step follows TRL's objective with it.
-    const cispo = { ...settings, trainer: { trainer: 'trl', config: { loss_type: 'cispo' }, run: {} } as TrainerPreset };
+    const cispo: StepSettings = { ...settings, settings: pageSettingsWith({ config: { loss_type: 'cispo' } }) };
     const c1 = await runTo('loss', cispo);
     expect(c1.loss.trainer!.config.loss_type).toBe('cispo');
     expect(c1.loss.trainer!.terms!.loss).toBeCloseTo(c1.loss.trainer!.table.find((c) => c.label === 'cispo')!.loss!, 6);
@@ -89,7 +96,7 @@ describe('trainer view of the step', () => {
     expect(await runner.runStage('backward', cispo)).toMatchObject({ id: 'backward' });
 
     // mask_truncated_completions: rows without EOS leave the loss, named "truncation"; the others are untouched.
-    const trunc = { ...settings, trainer: { trainer: 'trl', config: { mask_truncated_completions: true }, run: {} } as TrainerPreset };
+    const trunc: StepSettings = { ...settings, settings: pageSettingsWith({ config: { mask_truncated_completions: true } }) };
     const tr = (await runTo('loss', trunc)).loss.trainer!.terms!;
     const eos = first.assemble.batch.eos_token_ids;
     const truncatedRows = first.assemble.batch.completion_ids.map((r) => !r.some((id) => eos.includes(id)));
@@ -105,7 +112,7 @@ describe('trainer view of the step', () => {
     const off = (t: number) => (t % 3 === 0 ? 2 : 0);
     batch.sampling_per_token_logps = batch.completion_ids.map((r, b) => r.map((_, t) => logp[b * C + t] + off(t)));
     batch.old_per_token_logps = undefined;
-    const vllm = { ...settings, trainer: { trainer: 'trl', config: { use_vllm: true, vllm_importance_sampling_mode: 'token_mask', vllm_importance_sampling_clip_min: 0.5, vllm_importance_sampling_clip_max: 3 }, run: {} } as TrainerPreset };
+    const vllm: StepSettings = { ...settings, settings: pageSettingsWith({ config: { use_vllm: true, vllm_importance_sampling_mode: 'token_mask', vllm_importance_sampling_clip_min: 0.5, vllm_importance_sampling_clip_max: 3 } }) };
     const imp = await runTo('loss', vllm, { kind: 'batch', batch });
     const t = imp.loss.trainer!.terms!;
     for (let b = 0; b < B; b++) {

@@ -1,4 +1,4 @@
-// shaders/trl_loss_{forward,backward}.wgsl against their float64 twin (src/ref/trl_loss.ts), and the twin's
+// shaders/trl_loss_{forward,backward}.wgsl against their float64 twin (src/oracle/trl_loss.ts), and the twin's
 // gradient against central differences of its own loss. Covers setting combinations the goldens do not
 // (every loss type at both IS levels, vLLM modes × loss types, entropy bonus with dapo's global divisor, δ,
 // bias-corrected KL, off-policy and entropy masks together), odd shapes and extreme values.
@@ -9,8 +9,8 @@ import { closeReport, expectClose } from './helpers/close.ts';
 import { centralDiff } from './helpers/fd.ts';
 import { TRL_ROW_STATS, trl_loss_backward as gpuBackward, trl_loss_forward as gpuForward, trl_loss_value } from '../src/kernels/trl_loss.ts';
 import type { TrlLossParams } from '../src/kernels/types.ts';
-import { trl_loss_backward, trl_loss_forward, type TrlLossInputs } from '../src/ref/trl_loss.ts';
-import { logprob_gather_backward, logprob_gather_forward } from '../src/ref/logprob_gather.ts';
+import { trl_loss_backward, trl_loss_forward, type TrlLossInputs } from '../src/oracle/trl_loss.ts';
+import { logprob_gather_backward, logprob_gather_forward } from '../src/oracle/logprob_gather.ts';
 
 function params(B: number, T: number, o: Partial<TrlLossParams>): TrlLossParams {
   return {

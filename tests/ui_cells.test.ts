@@ -1,4 +1,4 @@
-// The grid's cell classification (src/ui/grid/cells.ts) and heat ranges (heat.ts): regions, mask bits and
+// The grid's cell classification (src/view/cells.ts) and heat ranges (heat.ts): regions, mask bits and
 // mismatch flags on hand-made batches, position ids and attention bits against the golden PyTorch batch,
 // and agreement with the Doctor on where a mask-length mismatch is.
 import fs from 'node:fs';
@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { diagnose } from '../src/doctor/index.ts';
 import { parseBatch, type GrpoBatch } from '../src/io/batch.ts';
 import { parseSafeTensors, toI32 } from '../src/io/safetensors.ts';
-import { FLAG, REGION, buildGrid, classifyCell, classifyColumns, emptyCells, gridContext, gridRow, rowReadout, spanColumns, visibleText } from '../src/ui/grid/cells.ts';
+import { FLAG, REGION, buildGrid, classifyCell, classifyColumns, emptyCells, gridContext, gridRow, rowReadout, spanColumns, visibleText } from '../src/view/cells.ts';
 import type { RunResults } from '../src/store/session.ts';
 import { heatSource } from '../src/ui/grid/heat.ts';
 import { refCell } from './helpers/grid_cells_ref.ts';

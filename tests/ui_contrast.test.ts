@@ -1,8 +1,8 @@
 // The token grid's text is readable on every cell colour: WCAG AA (4.5:1) for each region's text on its
 // fill. White on the EOS amber and the muted grey on pad / after-EOS cells failed this before.
 import { describe, expect, it } from 'vitest';
-import { REGION_COLORS, REGION_TEXT, contrastRatio } from '../src/ui/grid/colors.ts';
-import { REGION } from '../src/ui/grid/cells.ts';
+import { REGION_COLORS, REGION_TEXT, contrastRatio } from '../src/view/colors.ts';
+import { REGION } from '../src/view/cells.ts';
 
 describe('grid colours', () => {
   it('contrast ratio matches known WCAG values', () => {

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import type { GrpoBatch } from '../src/io/batch.ts';
-import { buildGrid, gridContext } from '../src/ui/grid/cells.ts';
+import { buildGrid, gridContext } from '../src/view/cells.ts';
 import { gridView } from '../src/ui/grid/useGrid.ts';
 import { GROUP_GAP, HEADER_H, OVERSCAN_PX, ROW_H, WINDOW_QUANTUM, gridHeight, rowAt, rowTop, rowWindow, rowsIn } from '../src/ui/grid/layout.ts';
 

@@ -1,16 +1,19 @@
 // The studio store (src/store): only the settings slices reach local storage and come back after a
 // "reload" (a new store on the same storage); stage results are kept by stage and move the cursor; an
 // assembled batch replaces the view until reset, an imported one stays (and comes back when the update
-// starts from it); an imported batch's config fills the loss settings; the group statistics the page
+// starts from it); an imported batch's settings are its own config over the trainer's defaults (never an
+// earlier batch's or form's), and a step from the prompt set does not use them; the group statistics the page
 // shows come from the worker (the advantages stage, else the Doctor's report on import), never recomputed.
 import { describe, expect, it } from 'vitest';
 import type { StateStorage } from 'zustand/middleware';
 import type { GrpoBatch } from '../src/io/batch.ts';
-import { groupStats } from '../src/store/derived.ts';
+import { effectiveOf, groupStats } from '../src/store/derived.ts';
 import { STORAGE_KEY, createStudioStore } from '../src/store/index.ts';
-import { DEFAULT_LOSS, DEFAULT_PROMPTS } from '../src/store/settings.ts';
+import { DEFAULT_PROMPTS, DEFAULT_SAMPLING_SETTINGS } from '../src/store/settings.ts';
 import { STAGES, type StageResult } from '../src/worker/protocol.ts';
-import { batchConfigOf, lossSettingsOf } from '../src/worker/settings.ts';
+import { settingOf, trainerOfBatch, type EffectiveSettings } from '../src/grpo/settings/effective.ts';
+import { stepConfigOf } from '../src/grpo/step_config.ts';
+import { DEFAULT_TASK_LAYER } from '../src/worker/settings.ts';
 
 function memoryStorage(): StateStorage & { data: Map<string, string> } {
   const data = new Map<string, string>();
@@ -28,19 +31,20 @@ describe('persistence', () => {
     const a = createStudioStore(storage);
     a.getState().setPrompt(0, { user: 'What is 2 + 2?', answer: '4' });
     a.getState().setSampling({ num_generations: 3, top_p: 0.9 });
-    a.getState().setLoss({ beta: 0, loss_type: 'dr_grpo' });
+    a.getState().setSetting('config', 'beta', 0);
+    a.getState().setSetting('config', 'loss_type', 'dr_grpo');
     a.getState().addReward('js');
     a.getState().setImported(imported);
     a.getState().pushError({ kind: 'bad-file', message: 'nope' });
 
     const saved = JSON.parse(storage.data.get(STORAGE_KEY)!);
-    expect(Object.keys(saved.state).sort()).toEqual(['loss', 'prompts', 'rewards', 'sampling', 'trainer']);
+    expect(Object.keys(saved.state).sort()).toEqual(['edits', 'prompts', 'rewards', 'sampling', 'trainer']);
 
     const b = createStudioStore(storage).getState();
     expect(b.prompts[0]).toEqual({ system: '', user: 'What is 2 + 2?', answer: '4' });
     expect(b.sampling.num_generations).toBe(3);
     expect(b.sampling.top_p).toBe(0.9);
-    expect(b.loss.loss_type).toBe('dr_grpo');
+    expect(b.edits.trl.config).toEqual({ beta: 0, loss_type: 'dr_grpo' });
     expect(b.rewards.at(-1)?.kind).toBe('js');
     expect(b.batch).toBeNull();
     expect(b.errors).toEqual([]);
@@ -48,10 +52,19 @@ describe('persistence', () => {
 
   it('keeps current defaults for keys an older stored shape lacks', () => {
     const storage = memoryStorage();
-    storage.setItem(STORAGE_KEY, JSON.stringify({ state: { loss: { beta: 0.5 }, prompts: 'garbage' }, version: 1 }));
+    // An older shape (version 1: a full loss form, a preset object) is no edits: dropped, not reinterpreted.
+    storage.setItem(STORAGE_KEY, JSON.stringify({ state: { loss: { beta: 0.5 }, trainer: { trainer: 'verl', config: {}, run: {} }, prompts: 'garbage', sampling: { top_p: 0.5 } }, version: 1 }));
     const s = createStudioStore(storage).getState();
-    expect(s.loss).toEqual({ ...DEFAULT_LOSS, beta: 0.5 });
+    // The user's sampling from the older version survives it.
+    expect(s.trainer).toBe('trl');
+    expect(s.edits.trl).toEqual({ config: {}, run: {} });
+    expect('loss' in s).toBe(false);
     expect(s.prompts).toEqual(DEFAULT_PROMPTS);
+    expect(s.sampling.top_p).toBe(0.5);
+    expect(s.sampling.num_generations).toBe(DEFAULT_SAMPLING_SETTINGS.num_generations);
+    const kept = memoryStorage();
+    kept.setItem(STORAGE_KEY, JSON.stringify({ state: { prompts: [{ system: '', user: 'u', answer: 'a' }] }, version: 1 }));
+    expect(createStudioStore(kept).getState().prompts).toEqual([{ system: '', user: 'u', answer: 'a' }]);
   });
 
   it('resetSettings restores the defaults', () => {
@@ -127,14 +140,43 @@ describe('stepper state', () => {
     expect(groupStats(s.getState())).toBeNull();
   });
 
-  it("maps a batch's TRL config onto the loss settings and back", () => {
+  it("an imported batch's TRL config is its update's settings, over TRL's defaults, never an earlier batch's", () => {
+    const s = createStudioStore(memoryStorage());
+    const settings = (): EffectiveSettings => {
+      const e = effectiveOf(s.getState());
+      if (!('settings' in e)) throw new Error(e.error);
+      return e.settings;
+    };
     const cfg = { loss_type: 'dr_grpo', beta: 0.1, epsilon: 0.3, scale_rewards: false, optimizer: { name: 'sgd', lr: 0.5, betas: [0.8, 0.9] }, max_grad_norm: 0, foo: 1 };
-    const l = lossSettingsOf(cfg);
-    // TRL: epsilon_high defaults to epsilon; scale_rewards false means "none".
-    expect(l).toEqual({ loss_type: 'dr_grpo', beta: 0.1, epsilon_low: 0.3, epsilon_high: 0.3, scale_rewards: 'none', optimizer: 'sgd', lr: 0.5, betas: [0.8, 0.9], max_grad_norm: 0 });
-    expect(lossSettingsOf({ loss_type: 'not-a-loss', beta: 'x' as unknown as number })).toEqual({});
-    const back = batchConfigOf({ ...DEFAULT_LOSS, ...l });
-    expect(lossSettingsOf(back)).toEqual({ ...DEFAULT_LOSS, ...l });
+    const a = { ...batch, config: cfg };
+    s.getState().setSetting('config', 'epsilon_high', 0.5); // an edit before the import is not carried into it
+    s.getState().startFromBatch(trainerOfBatch(a));
+    s.getState().setImported({ ...imported, batch: a, name: 'a.json' });
+    const step = stepConfigOf(settings(), 4);
+    // TRL: epsilon_high defaults to epsilon; scale_rewards false means "none"; max_grad_norm 0: no clipping.
+    expect(step.loss).toMatchObject({ loss_type: 'dr_grpo', beta: 0.1, epsilon_low: 0.3, epsilon_high: 0.3 });
+    expect(step.scale_rewards).toBe('none');
+    expect(step.optimizer).toMatchObject({ name: 'sgd', lr: 0.5, betas: [0.8, 0.9] });
+    expect(step.max_grad_norm).toBe(0);
+    expect(settingOf(settings(), 'config', 'beta').provenance).toEqual({ origin: 'file', label: 'a.json' });
+
+    // A second batch with a sparse config: TRL's defaults for what it does not set, nothing from a.json.
+    const b = { ...batch, config: { beta: 0.2 } };
+    s.getState().startFromBatch(trainerOfBatch(b));
+    s.getState().setImported({ ...imported, batch: b, name: 'b.json' });
+    const second = settings();
+    expect(settingOf(second, 'config', 'beta')).toEqual({ value: 0.2, provenance: { origin: 'file', label: 'b.json' } });
+    for (const name of ['loss_type', 'epsilon', 'epsilon_high', 'scale_rewards', 'optimizer', 'max_grad_norm']) expect(settingOf(second, 'config', name).provenance).toEqual({ origin: 'default' });
+    expect(stepConfigOf(second, 4).optimizer.name).toBe('adamw');
+
+    // A file value the table refuses: the settings cannot be formed, and the error names the file and the field.
+    s.getState().setImported({ ...imported, batch: { ...batch, config: { loss_type: 'not-a-loss' } }, name: 'c.json' });
+    const bad = effectiveOf(s.getState());
+    expect('error' in bad && bad.error).toMatch(/^c\.json: .*loss_type/);
+
+    // A step from the prompt set runs with the default task's preset, not the file's values.
+    s.getState().setStepFrom('prompts');
+    expect(settingOf(settings(), 'config', 'beta')).toEqual({ value: DEFAULT_TASK_LAYER.config!.beta, provenance: { origin: 'preset', label: 'default task' } });
   });
 
   it('keeps an imported batch on reset and marks a failed stage', () => {

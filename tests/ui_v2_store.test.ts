@@ -6,30 +6,40 @@ import { describe, expect, it } from 'vitest';
 import type { StateStorage } from 'zustand/middleware';
 import { createStudioStore } from '../src/store/index.ts';
 import { numberProblem } from '../src/ui/fields.tsx';
-import { staleFields } from '../src/store/derived.ts';
+import { effectiveOf, staleFields } from '../src/store/derived.ts';
+import { settingOf } from '../src/grpo/settings/effective.ts';
 
 function memoryStorage(): StateStorage {
   const data = new Map<string, string>();
   return { getItem: (k) => data.get(k) ?? null, setItem: (k, v) => void data.set(k, v), removeItem: (k) => void data.delete(k) };
 }
 
-const settingsOf = (s: ReturnType<ReturnType<typeof createStudioStore>['getState']>) => ({ prompts: s.prompts, sampling: s.sampling, rewards: s.rewards, loss: s.loss });
+type State = ReturnType<ReturnType<typeof createStudioStore>['getState']>;
+const effective = (s: State) => {
+  const e = effectiveOf(s);
+  if (!('settings' in e)) throw new Error(e.error);
+  return e.settings;
+};
+const settingsOf = (s: State) => ({ prompts: s.prompts, sampling: s.sampling, rewards: s.rewards, settings: effective(s) });
 
 describe('results keep the settings they were computed with', () => {
   it('captures the settings at the first stage; later changes are stale fields, not new labels', () => {
     const store = createStudioStore(memoryStorage());
     const s = store.getState();
     s.stageStarted('render', structuredClone(settingsOf(s)));
-    const ranType = store.getState().runSettings!.loss.loss_type;
+    const ranType = settingOf(store.getState().runSettings!.settings, 'config', 'loss_type').value;
     expect(staleFields(store.getState().runSettings, settingsOf(store.getState()))).toEqual([]);
     const other = ranType === 'grpo' ? 'bnpo' : 'grpo';
-    store.getState().setLoss({ loss_type: other, beta: 0.5 });
+    store.getState().setSetting('config', 'loss_type', other);
+    store.getState().setSetting('config', 'beta', 0.5);
     // Later stages do not replace the captured settings.
     store.getState().stageStarted('sample');
-    expect(store.getState().runSettings!.loss.loss_type).toBe(ranType);
+    expect(settingOf(store.getState().runSettings!.settings, 'config', 'loss_type').value).toBe(ranType);
     const stale = staleFields(store.getState().runSettings, settingsOf(store.getState()));
-    expect(stale).toContain(`loss_type "${ranType}" → "${other}"`);
-    expect(stale.some((f) => f.startsWith('beta '))).toBe(true);
+    // Each changed setting by name, with where its value came from then and now.
+    expect(stale).toContain(`config.loss_type: "${ranType}" (preset) → "${other}" (edited)`);
+    expect(stale.some((f) => f.startsWith('config.beta: '))).toBe(true);
+    expect(stale).toHaveLength(2);
     store.getState().setSampling({ seed: 7 });
     expect(staleFields(store.getState().runSettings, settingsOf(store.getState()))).toContain('sampling changed');
     store.getState().resetRun();

@@ -54,8 +54,8 @@ describe('element domains: stopped for a computation, an error finding for the D
     ['completion_mask −1', (b) => (b.completion_mask[2][1] = -1), /completion_mask\[2\]\[1\] = -1/],
     ['completion_mask 0.5', (b) => (b.completion_mask[0][2] = 0.5), /completion_mask\[0\]\[2\] = 0.5/],
     ['a string reward', (b) => ((b.rewards as unknown[]) = [1, '0', 1, 0]), /rewards\[1\] = "0" is not a number/],
-    ['scale_rewards "median"', (b) => (b.config = { scale_rewards: 'median' as never }), /config.scale_rewards = "median": expected one of "group", "batch", "none"/],
-    ['temperature "1.0"', (b) => (b.config = { temperature: '1.0' as never }), /config.temperature = "1.0": expected a number > 0/],
+    ['scale_rewards "median"', (b) => (b.config = { scale_rewards: 'median' as never }), /config.scale_rewards = "median": expected one of group, batch, none$/],
+    ['temperature "1.0"', (b) => (b.config = { temperature: '1.0' as never }), /config.temperature = "1.0": expected a finite number$/],
     ['pad_token_id < 0', (b) => (b.pad_token_id = -1), /pad_token_id = -1 is not a token id/],
     ['rewards-only, B not a multiple of G', (b) => ((b.num_generations = 3), (b.rewards = [1, 0, 1, 0])), /4 samples is not a multiple of num_generations = 3/],
   ];
@@ -124,8 +124,10 @@ describe('step inputs must be finite where the trainer would produce NaN', () =>
 describe('config values', () => {
   it('checks the fields the step and score read; unknown keys pass', () => {
     expect(validateConfig({ loss_type: 'dr_grpo', beta: 0, epsilon: 0.2, epsilon_high: null, delta: 2, kl_estimator: 'k1', vendor_key: 'x' })).toEqual([]);
-    const bad = validateConfig({ loss_type: 'grpo2', beta: -1, epsilon: 1.5, delta: 0, kl_estimator: 'k4', max_completion_length: 2.5, position_ids: 'left' });
+    const bad = validateConfig({ loss_type: 'grpo2', beta: -1, epsilon: -0.5, delta: 0, kl_estimator: 'k4', max_completion_length: 2.5, position_ids: 'left' });
     expect(bad.map(([f]) => f)).toEqual(['config.loss_type', 'config.beta', 'config.epsilon', 'config.delta', 'config.kl_estimator', 'config.max_completion_length', 'config.position_ids']);
+    // One rule per field, the trainer's: TRL bounds ε below by 0 only, and max_grad_norm 0 is "no clipping".
+    expect(validateConfig({ epsilon: 1.5, max_grad_norm: 0 })).toEqual([]);
   });
 });
 
@@ -159,7 +161,7 @@ describe('CLI verbs stop with exit 2 and one line', () => {
     b.config = { ...b.config, temperature: '1.0' as never };
     let r = await cli(['score', '--model', GPT2, '--batch', tmpFile(b)]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^grpo-studio score: .*batch.json: config.temperature = "1.0": expected a number > 0$/);
+    expect(r.stderr).toMatch(/^grpo-studio score: .*batch.json: config.temperature = "1.0": expected a finite number$/);
 
     const a = golden();
     a.advantages![3] = NaN;

@@ -1,5 +1,5 @@
-// `grpo-studio step --model DIR --batch BATCH.json [--ref-model DIR] [--adapter DIR [--ref-adapter]
-// [--save-adapter DIR]] [--checkpointing] [--out RESULT.json]`: one GRPO update
+// `grpo-studio step --model DIR --batch BATCH.json [--ref-model DIR] [--adapter DIR | --create-adapter SPEC]
+// [--ref-adapter] [--save-adapter DIR] [--checkpointing] [--out RESULT.json]`: one GRPO update
 // on a batch in any supported format (src/io/formats) with the step pipeline (src/grpo/step.ts): policy forward, reference forward,
 // loss, backward, clipped optimizer step and re-evaluation, configured by the batch's `config` (loss_type,
 // beta, epsilon, epsilon_high, delta, temperature, kl_estimator, importance_sampling_level, optimizer
@@ -14,6 +14,10 @@
 // (no --ref-model, β > 0) is then the model with the adapter disabled, as TRL when it creates the adapter
 // from peft_config; --ref-adapter makes it a frozen copy of the loaded adapter instead, as TRL when handed
 // an already-wrapped PeftModel. --save-adapter writes the stepped adapter as a PEFT folder.
+// --create-adapter SPEC: a new adapter instead of a loaded one, then as --adapter. SPEC is PEFT LoraConfig's
+// names plus the init seed, e.g. `r=16,lora_alpha=32,use_rslora=true,target_modules=q_proj,v_proj,seed=0`
+// (absent keys at their defaults; src/model/lora_fields.ts), made by initLoraWeights as the page's "create":
+// lora_A Kaiming-uniform from the seed, lora_B = 0.
 // --checkpointing: gradient checkpointing (each layer's activations recomputed in the backward).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
@@ -21,12 +25,12 @@ import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import type { OptimizerConfig } from '../grpo/optimizer.ts';
-import { STEP_CONFIG_FIELDS, stepConfigFromBatch, trlOptimizerApplies, trlOptimizerOf, type StepConfig } from '../grpo/step_config.ts';
-import { objectiveFor, trainerOfFormat, type TrainerObjective } from '../grpo/step_objective.ts';
-import { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
+import { stepConfigOf, type StepConfig } from '../grpo/step_config.ts';
+import type { TrainerObjective } from '../grpo/step_objective.ts';
+import { effectiveSettings, fileLayer, trainerOfBatch, type EffectiveSettings } from '../grpo/settings/effective.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import type { ReferenceSource, StageData } from '../grpo/step_types.ts';
-import { loadLoraAdapter, saveLoraAdapter } from '../model/lora.ts';
+import { initLoraWeights, loadLoraAdapter, newLoraOptionsFromText, saveLoraAdapter } from '../model/lora.ts';
 import { LoraAdapter } from '../model/lora_adapter.ts';
 import { CausalLM } from '../model/model.ts';
 import { openModelSource } from '../model/source_node.ts';
@@ -57,60 +61,53 @@ export interface StepCliResult {
   timings_ms: Record<string, number>;
   gpu_bytes: Record<string, number>; // peak bytes held during each stage
   adapter: unknown;
+  /** The settings the update ran with (the batch's trainer, config and run) and where each value came from. */
+  settings: EffectiveSettings;
 }
 
-/** Bad config fields are input errors: one line and exit 2. */
-function config(batchConfig: Parameters<typeof stepConfigFromBatch>[0], C: number, source: string): StepConfig {
+/**
+ * The update's settings: the batch's own (its trainer's defaults under its `config` / `run`, the one resolution
+ * the page uses for the same file) and the StepConfig they give. Bad values are input errors: one line, exit 2.
+ */
+export function stepSettingsOfFile(batch: GrpoBatch, source: string): { settings: EffectiveSettings; config: StepConfig } {
+  const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
   try {
-    return stepConfigFromBatch(batchConfig, C);
+    const settings = effectiveSettings(trainerOfBatch(batch), [fileLayer(batch, basename(source))]);
+    return { settings, config: stepConfigOf(settings, C) };
   } catch (e) {
     const err = e as Error;
-    if (err.name === 'GrpoLossError' || err.name === 'OptimizerConfigError' || err.name === 'SettingsError') throw new CliError(`${source}: ${err.message}`);
+    if (err.name === 'GrpoLossError' || err.name === 'OptimizerConfigError' || err.name === 'SettingsError' || err.name === 'BatchFormatError') throw new CliError(`${source}: ${err.message}`);
     throw e;
   }
 }
 
-/** The objective of the batch's trainer, config and run (run keys also read from config, where importers put them). */
-function objectiveOfBatch(batch: GrpoBatch, format: string): TrainerObjective | null {
-  const trainer = trainerOfFormat(format);
-  const { config: table, run: runTable } = TRAINER_TABLES[trainer];
-  const entries = Object.entries(batch.config ?? {});
-  const known = (t: typeof table) => Object.fromEntries(entries.filter(([k]) => t.some((s) => s.name === k)));
-  return objectiveFor(trainer, known(table), { ...known(runTable), ...batch.run }, (k) => STEP_CONFIG_FIELDS.includes(k));
-}
-
 export async function run(argv: string[]): Promise<number> {
-  const { model: modelPath, batch: batchPath, refModel: refPath, out, args } = modelBatchArgs(argv, 'step', { values: ['adapter', 'save-adapter'], switches: ['ref-adapter', 'checkpointing'] });
+  const { model: modelPath, batch: batchPath, refModel: refPath, out, args } = modelBatchArgs(argv, 'step', { values: ['adapter', 'create-adapter', 'save-adapter'], switches: ['ref-adapter', 'checkpointing'] });
   const adapterPath = flag(args, 'adapter');
+  const createSpec = flag(args, 'create-adapter');
+  if (adapterPath && createSpec !== undefined) throw new CliError('--adapter and --create-adapter both give the adapter: give one');
+  // Checked before any weight is read: a bad SPEC is one line, not a model load later.
+  const newAdapter = createSpec === undefined ? null : newLoraOptionsFromText(createSpec, '--create-adapter');
+  const lora = adapterPath !== undefined || newAdapter !== null;
   const saveAdapter = flag(args, 'save-adapter');
   const refAdapter = args.flags.has('ref-adapter');
-  if ((saveAdapter || refAdapter) && !adapterPath) throw new CliError(`--${saveAdapter ? 'save-adapter' : 'ref-adapter'} needs --adapter DIR`);
+  if ((saveAdapter || refAdapter) && !lora) throw new CliError(`--${saveAdapter ? 'save-adapter' : 'ref-adapter'} needs --adapter DIR or --create-adapter SPEC`);
   if (refAdapter && refPath) throw new CliError('--ref-adapter and --ref-model both name the reference: give one');
-  const { batch, format } = readBatchFor(batchPath, 'step');
-  const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
-  const cfg = { ...config(batch.config, C, batchPath), trainer: objectiveOfBatch(batch, format) };
-  // A TRL batch that speaks TrainingArguments steps as TRL's trainer would (as the page's TRL preset does):
-  // AdamW at the scheduled learning rate (learning_rate, adam_*, weight_decay, lr_scheduler_type; run.global_step).
-  const run = { ...batch.config, ...batch.run };
-  if (trainerOfFormat(format) === 'trl' && trlOptimizerApplies(batch.config ?? {}, run)) {
-    try {
-      cfg.optimizer = trlOptimizerOf(batch.config ?? {}, run);
-    } catch (e) {
-      if ((e as Error).name === 'SettingsError') throw new CliError(`${batchPath}: ${(e as Error).message}`);
-      throw e;
-    }
-  }
+  const { batch } = readBatchFor(batchPath, 'step');
+  const { settings, config: cfg } = stepSettingsOfFile(batch, batchPath);
 
   const gpu = await nodeGpu();
   // Frozen weights (a LoRA base, a reference model) stay in their checkpoint dtype: bf16 at half the bytes.
-  const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu, { storage: adapterPath ? 'checkpoint' : 'f32' });
+  const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu, { storage: lora ? 'checkpoint' : 'f32' });
   warnUnused('step', modelPath, policy.info);
   checkBatchForModel(batch, policy.config, batchPath, 'step', 'policy');
-  const adapter = adapterPath ? LoraAdapter.fromWeights(gpu, await loadLoraAdapter(openModelSource(adapterPath), policy.config)) : null;
+  // A created adapter's base_model_name_or_path is --model as given, as PEFT records the name_or_path the base was loaded from.
+  const weights = adapterPath ? await loadLoraAdapter(openModelSource(adapterPath), policy.config) : newAdapter && initLoraWeights(policy.config, newAdapter, modelPath, '--create-adapter');
+  const adapter = weights ? LoraAdapter.fromWeights(gpu, weights) : null;
   policy.adapter = adapter;
   policy.checkpointing = args.flags.has('checkpointing');
   // With an adapter and no reference model: the base with the adapter disabled (β > 0), unless --ref-adapter
-  // asks for the frozen copy of the loaded adapter, which for this update is the policy before the step (null).
+  // asks for the frozen copy of the loaded (or created) adapter, which for this update is the policy before the step (null).
   const adapterOff = adapter && !refPath && !refAdapter && cfg.loss.beta !== 0 ? policy.withAdapter(null) : null;
   const reference = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' }) : adapterOff;
   if (refPath && reference) warnUnused('step', refPath, reference.info);
@@ -146,6 +143,7 @@ export async function run(argv: string[]): Promise<number> {
       timings_ms: Object.fromEntries(results.filter((r) => !r.skipped).map((r) => [r.id, r.ms])),
       gpu_bytes: Object.fromEntries(results.filter((r) => !r.skipped).map((r) => [r.id, r.peakBytes])),
       adapter: gpu.adapter,
+      settings,
     };
     if (saveAdapter) {
       const files = saveLoraAdapter(await adapter!.read());

@@ -17,6 +17,7 @@ import { logprobMismatch } from './rules/logprob-mismatch.ts';
 import { nonfinite } from './rules/nonfinite.ts';
 import { unscorableRewards } from './rules/unscorable-rewards.ts';
 import { importanceSamplingCorrection } from './rules/importance-sampling-correction.ts';
+import { trainerNonfinite } from './rules/trainer-nonfinite.ts';
 import { numItemsInBatch } from './rules/num-items-in-batch.ts';
 import { loggedKl } from './rules/logged-kl.ts';
 
@@ -37,6 +38,7 @@ export const RULES: readonly Rule[] = [
   positionIdsShift,
   logprobMismatch,
   importanceSamplingCorrection,
+  trainerNonfinite,
   numItemsInBatch,
   loggedKl,
   nonfinite,

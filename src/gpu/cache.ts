@@ -2,8 +2,10 @@
 // shader + entry point + override constants and get an explicit layout read off their WGSL (layout.ts)
 // whose params uniform takes a dynamic offset; layouts are shared by every pipeline with the same binding
 // kinds, and bind groups are keyed by layout + exact buffer windows. WGSL is loaded through the
-// `//#include` resolver (wgsl.ts), so browser and Node see the same text.
-import { entryBindings, layoutEntries, type BindingKind } from './layout.ts';
+// `//#include` resolver (wgsl.ts), so browser and Node see the same text. Each pipeline comes with its
+// entry point's interface by name (layout.ts entryInterface), which the recorder holds every dispatch's
+// named bindings and params to.
+import { entryBindings, entryInterface, layoutEntries, type BindingKind, type KernelInterface } from './layout.ts';
 import type { GpuStats } from './stats.ts';
 import { resolveIncludes } from './wgsl.ts';
 
@@ -18,9 +20,16 @@ export interface Journal {
   modules: string[];
 }
 
+/** A compute pipeline, its layout's key (binding kinds) and the interface its launchers must match. */
+export interface CachedPipeline {
+  pipeline: GPUComputePipeline;
+  layout: string;
+  iface: KernelInterface;
+}
+
 export class PipelineCache {
   private readonly modules = new Map<string, { module: GPUShaderModule; code: string }>();
-  private readonly pipelines = new Map<string, { pipeline: GPUComputePipeline; layout: string }>();
+  private readonly pipelines = new Map<string, CachedPipeline>();
   private readonly layouts = new Map<string, { group: GPUBindGroupLayout; pipeline: GPUPipelineLayout }>();
   // Bind groups by layout + exact buffer windows: createBindGroup is the largest per-dispatch CPU cost
   // (10-25 µs on Dawn), and a step or decode loop binds the same buffers every time. The params uniform
@@ -64,9 +73,10 @@ export class PipelineCache {
   /**
    * Cached compute pipeline for `shaders/<shader>.wgsl`, entry point and override constants, with an
    * explicit layout read off the WGSL (layout.ts) whose params uniform takes a dynamic offset; `layout`
-   * is that layout's key (binding kinds), which bind groups are cached under.
+   * is that layout's key (binding kinds), which bind groups are cached under, and `iface` the entry
+   * point's storage variables and params fields by name.
    */
-  pipeline(shader: string, constants: Constants = {}, entryPoint = 'main'): { pipeline: GPUComputePipeline; layout: string } {
+  pipeline(shader: string, constants: Constants = {}, entryPoint = 'main'): CachedPipeline {
     const keys = Object.keys(constants).sort();
     const key = `${shader}:${entryPoint}:${keys.map((k) => `${k}=${Number(constants[k])}`).join(',')}`;
     let p = this.pipelines.get(key);
@@ -75,8 +85,9 @@ export class PipelineCache {
       for (const k of keys) c[k] = Number(constants[k]);
       const { module, code } = this.module(shader);
       const layout = entryBindings(code, entryPoint).join(',');
+      const iface = entryInterface(code, entryPoint);
       const pipeline = this.device.createComputePipeline({ label: key, layout: this.layout(layout).pipeline, compute: { module, entryPoint, constants: c } });
-      p = { pipeline, layout };
+      p = { pipeline, layout, iface };
       this.pipelines.set(key, p);
       this.journal?.pipelines.push(key);
     }

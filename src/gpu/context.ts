@@ -15,6 +15,7 @@ export { GpuError, type GpuErrorKind } from './errors.ts';
 export { statsSince, zeroStats, type GpuStats } from './stats.ts';
 export type { Constants, ShaderSources } from './cache.ts';
 export type { Binding, Dispatch } from './recorder.ts';
+export type { ParamWord } from './layout.ts';
 
 /** Everything a user (or a bug report) needs to know about the adapter we are running on. */
 export interface AdapterReport {
@@ -298,16 +299,4 @@ export class Gpu {
       return result as T;
     });
   }
-}
-
-/** Packs a params struct: a list of [type, value] words, padded to 16 bytes (uniform layout). */
-export function packParams(words: Array<['u32' | 'i32' | 'f32', number]>): ArrayBuffer {
-  const buf = new ArrayBuffer(Math.max(16, Math.ceil((words.length * 4) / 16) * 16));
-  const dv = new DataView(buf);
-  words.forEach(([t, v], i) => {
-    if (t === 'f32') dv.setFloat32(i * 4, v, true);
-    else if (t === 'i32') dv.setInt32(i * 4, v, true);
-    else dv.setUint32(i * 4, v >>> 0, true);
-  });
-  return buf;
 }

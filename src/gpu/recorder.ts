@@ -1,9 +1,12 @@
 // Command recording: dispatches, copies and clears accumulate and go out in one submit, consecutive
 // dispatches in one compute pass, with the params of every dispatch in shared uniform pages bound by
 // dynamic offset. It knows the GPU context only through RecorderHost (context.ts's Gpu), so the two
-// modules do not import each other; `Recorder` (context.ts) is GpuRecorder<Gpu>.
-import type { Constants, PipelineCache } from './cache.ts';
+// modules do not import each other; `Recorder` (context.ts) is GpuRecorder<Gpu>. A dispatch names its
+// buffers and params words as the shader does; the shader's interface orders them when the pipeline is
+// built, and a name that does not match refuses the dispatch (layout.ts bindByName).
+import type { CachedPipeline, Constants, PipelineCache } from './cache.ts';
 import { GpuError } from './errors.ts';
+import { bindByName, type ParamWord } from './layout.ts';
 import type { GpuStats } from './stats.ts';
 
 /** Bytes of one params page: the packed params of up to PARAMS_PAGE / 256 dispatches of one recorder. */
@@ -32,15 +35,28 @@ export interface Dispatch {
   shader: string;
   constants?: Constants;
   entryPoint?: string;
-  bindings: Binding[]; // @group(0) @binding(i) in order
+  /** The storage buffers by the names of the shader's variables (the entry point's, every one of them). */
+  bindings: Record<string, Binding>;
   workgroups: [number, number?, number?];
-  /** Packed params for a uniform at @binding(bindings.length), if the shader takes one. */
-  params?: ArrayBuffer;
+  /** The params uniform's fields as the shader's struct names them, in its order, if the shader takes one. */
+  params?: ParamWord[];
+}
+
+/** Packs params words as a uniform struct of 4-byte scalars, padded to 16 bytes (uniform layout). */
+function packParams(words: ParamWord[]): Uint8Array {
+  const buf = new ArrayBuffer(Math.max(16, Math.ceil((words.length * 4) / 16) * 16));
+  const dv = new DataView(buf);
+  words.forEach(([, t, v], i) => {
+    if (t === 'f32') dv.setFloat32(i * 4, v, true);
+    else if (t === 'i32') dv.setInt32(i * 4, v, true);
+    else dv.setUint32(i * 4, v >>> 0, true);
+  });
+  return new Uint8Array(buf);
 }
 
 /** A recorded command; encoded at submit (and again, alone, when a failed submit is diagnosed). */
 type Op =
-  | { kind: 'dispatch'; d: Dispatch; resources: GPUBufferBinding[]; slot: number }
+  | { kind: 'dispatch'; d: Dispatch; resources: Record<string, GPUBufferBinding>; slot: number; paramsSize: number }
   | { kind: 'copy'; src: GPUBuffer; srcOffset: number; dst: GPUBuffer; dstOffset: number; size: number }
   | { kind: 'clear'; buf: GPUBuffer; offset: number; size?: number };
 
@@ -89,11 +105,28 @@ export class GpuRecorder<G extends RecorderHost> {
   dispatch(d: Dispatch): void {
     const t0 = performance.now();
     this.kernels.push(d.kernel);
-    const resources: GPUBufferBinding[] = d.bindings.map((b) => ('buffer' in b ? { buffer: b.buffer, offset: b.offset ?? 0, size: b.size } : { buffer: b }));
-    let slot = -1;
-    if (d.params) slot = this.addParams(new Uint8Array(d.params));
-    this.ops.push({ kind: 'dispatch', d, resources, slot });
+    const resources: Record<string, GPUBufferBinding> = {};
+    for (const [name, b] of Object.entries(d.bindings)) resources[name] = 'buffer' in b ? { buffer: b.buffer, offset: b.offset ?? 0, size: b.size } : { buffer: b };
+    const words = d.params && packParams(d.params);
+    const slot = words ? this.addParams(words) : -1;
+    this.ops.push({ kind: 'dispatch', d, resources, slot, paramsSize: words?.byteLength ?? 0 });
     this.gpu.stats.encodeMs += performance.now() - t0;
+  }
+
+  /**
+   * The pipeline of a recorded dispatch and its storage buffers in binding order, the names checked
+   * against the shader (bindByName). A mismatch is a GpuError naming the kernel and the shader file;
+   * thrown while encoding, it fails the submit like any invalid command, and the diagnosis names it.
+   */
+  private bind(op: Extract<Op, { kind: 'dispatch' }>): { p: CachedPipeline; storage: GPUBufferBinding[] } {
+    const { d } = op;
+    const where = `shaders/${d.shader}.wgsl (entry point ${d.entryPoint ?? 'main'})`;
+    try {
+      const p = this.gpu.cache.pipeline(d.shader, d.constants, d.entryPoint);
+      return { p, storage: bindByName(p.iface, op.resources, d.params) };
+    } catch (e) {
+      throw new GpuError('validation', d.kernel, `${where}: ${e instanceof Error ? e.message : String(e)}`);
+    }
   }
 
   /** Copies params into the next aligned slot that does not straddle a page; returns its byte offset. */
@@ -160,9 +193,9 @@ export class GpuRecorder<G extends RecorderHost> {
         continue;
       }
       const { d, slot } = op;
-      const { pipeline, layout } = gpu.cache.pipeline(d.shader, d.constants, d.entryPoint);
-      const resources = slot < 0 ? op.resources : [...op.resources, { buffer: gpu.paramsPage(Math.floor(slot / PARAMS_PAGE)), offset: 0, size: d.params!.byteLength }];
-      const bindGroup = gpu.cache.bindGroup(d.kernel, layout, resources);
+      const { p, storage } = this.bind(op);
+      const resources = slot < 0 ? storage : [...storage, { buffer: gpu.paramsPage(Math.floor(slot / PARAMS_PAGE)), offset: 0, size: op.paramsSize }];
+      const bindGroup = gpu.cache.bindGroup(d.kernel, p.layout, resources);
       if (this.timestamps) end();
       if (!pass) {
         const timestampWrites = this.timestamps ? { querySet: this.timestamps, beginningOfPassWriteIndex: 2 * k, endOfPassWriteIndex: 2 * k + 1 } : undefined;
@@ -170,7 +203,7 @@ export class GpuRecorder<G extends RecorderHost> {
         pass = enc.beginComputePass({ label: this.timestamps || ops.length === 1 ? d.kernel : this.label, timestampWrites });
         gpu.stats.computePasses++;
       }
-      pass.setPipeline(pipeline);
+      pass.setPipeline(p.pipeline);
       pass.setBindGroup(0, bindGroup, slot < 0 ? [] : [slot % PARAMS_PAGE]);
       const [x, y = 1, z = 1] = d.workgroups;
       pass.dispatchWorkgroups(x, y, z);
@@ -223,7 +256,7 @@ export class GpuRecorder<G extends RecorderHost> {
     const a = allocErrors.findIndex((e) => e !== null);
     if (a >= 0) {
       const { buffer, label, bytes } = this.allocs[a];
-      const user = this.ops.find((op) => op.kind === 'dispatch' && op.resources.some((r) => r.buffer === buffer));
+      const user = this.ops.find((op) => op.kind === 'dispatch' && Object.values(op.resources).some((r) => r.buffer === buffer));
       gpu.cache.forget(journal);
       throw new GpuError('out-of-memory', user ? opName(user) : label, `scratch "${label}" of ${bytes} bytes could not be allocated: ${allocErrors[a]!.message}`);
     }

@@ -1,14 +1,18 @@
-// The settings one update runs with (StepConfig), read from a batch file's `config` (TRL names) and
-// written back into one, so an exported batch replays the same update. Kept in its own file: the
-// settings table (src/grpo/settings/) will replace this hand-written mapping.
+// The settings one update runs with (StepConfig), from the effective settings (src/grpo/settings/effective.ts:
+// the trainer's defaults under a preset / a file / the user's edits): the studio loss from the TRL-named
+// fields, the trainer's objective where the studio loss is not it, and the optimizer step. `grpo-studio
+// step` and the page's worker both call stepConfigOf, so the same settings give the same update.
+// batchConfigOf writes a StepConfig back into a batch file's `config`, so an exported batch replays it.
 import { BatchFormatError, type BatchConfig, type PositionIdsMode, type ScaleRewards } from '../io/batch.ts';
 import type { AdvantageEstimator } from './advantages.ts';
-import { DEFAULT_GRPO_LOSS_CONFIG, parseGrpoLossConfig, type GrpoLossConfig } from './loss.ts';
+import { AGGREGATIONS, DEFAULT_GRPO_LOSS_CONFIG, parseGrpoLossConfig, type GrpoLossConfig } from './loss.ts';
 import { parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
+import { configTable, runTable, type EffectiveSettings } from './settings/effective.ts';
+import { STUDIO_SETTINGS } from './settings/studio.ts';
 import { parseTrlConfig, parseTrlRun, TRL_RUN_SETTINGS, TRL_SETTINGS } from './settings/trl.ts';
 import type { SettingsTable } from './settings/table.ts';
 import { trlOptimizer } from './trainers/trl_optimizer.ts';
-import type { TrainerObjective } from './step_objective.ts';
+import { objectiveFor, type TrainerObjective } from './step_objective.ts';
 
 /** Everything one update needs besides the data: TRL's loss fields, the optimizer, clipping, positions. */
 export interface StepConfig {
@@ -23,11 +27,9 @@ export interface StepConfig {
   trainer?: TrainerObjective | null;
 }
 
-/** The batch-config fields stepConfigFromBatch reads: what the studio loss (and the step around it) applies. */
-export const STEP_CONFIG_FIELDS: readonly string[] = [
-  'loss_type', 'beta', 'epsilon', 'epsilon_high', 'delta', 'temperature', 'max_completion_length', 'kl_estimator', 'importance_sampling_level',
-  'num_items_in_batch', 'max_grad_norm', 'optimizer', 'position_ids', 'scale_rewards', 'advantage_estimator',
-];
+/** The TRL fields the studio loss applies itself (GRPO_LOSS_SETTINGS under TRL's names): the rest of a TRL config is the objective's. */
+const STUDIO_LOSS_FIELDS: ReadonlySet<string> = new Set(['loss_type', 'beta', 'epsilon', 'epsilon_high', 'delta', 'temperature', 'max_completion_length', 'kl_estimator', 'importance_sampling_level', 'num_items_in_batch']);
+export const studioLossHolds = (name: string): boolean => STUDIO_LOSS_FIELDS.has(name);
 
 /**
  * A batch file's `config` (TRL names: epsilon / epsilon_high, optimizer {name, lr, betas, eps,
@@ -51,8 +53,9 @@ export function stepConfigFromBatch(cfg: BatchConfig | undefined, C: number): St
     importance_sampling_level: c.importance_sampling_level ?? d.importance_sampling_level,
     num_items_in_batch: c.num_items_in_batch,
   });
-  const mgn = c.max_grad_norm ?? 1.0;
-  if (typeof mgn !== 'number' || !Number.isFinite(mgn)) throw new BatchFormatError(`config.max_grad_norm: expected a number, got ${JSON.stringify(mgn)}`);
+  // transformers' Trainer clips only when max_grad_norm > 0: 0 and null both mean no clipping.
+  const mgn = c.max_grad_norm === null ? 0 : (c.max_grad_norm ?? 1.0);
+  if (typeof mgn !== 'number' || !Number.isFinite(mgn) || mgn < 0) throw new BatchFormatError(`config.max_grad_norm: expected a number >= 0 or null, got ${JSON.stringify(mgn)}`);
   return {
     loss,
     optimizer: c.optimizer === undefined ? adamwOfTrlNames(c) : parseOptimizerConfig(c.optimizer),
@@ -110,4 +113,47 @@ export function trlOptimizerApplies(config: Record<string, unknown>, run: Record
  */
 export function trlOptimizerOf(config: Record<string, unknown>, run: Record<string, unknown>): OptimizerConfig {
   return trlOptimizer(parseTrlConfig(scoped(TRL_SETTINGS, config)).values, parseTrlRun(scoped(TRL_RUN_SETTINGS, run)).values);
+}
+
+/** What the studio's own rows and the TRL rows the studio loss reads hold in a non-TRL trainer's config. */
+const studioView = (settings: EffectiveSettings): BatchConfig => {
+  // A TRL loss type that is no studio aggregation (sapo, cispo, …) is the objective's: the studio loss keeps its default.
+  if (settings.trainer === 'trl') return { ...settings.config, ...pick(settings.run, ['num_items_in_batch']), loss_type: isAggregation(settings.config.loss_type) ? (settings.config.loss_type as string | undefined) : undefined };
+  const own = new Set(runTable(settings.trainer).map((s) => s.name).concat(configTable(settings.trainer).filter((s) => !s.studio && s.trainer === settings.trainer).map((s) => s.name)));
+  const shared = new Set([...STUDIO_SETTINGS, ...TRL_SETTINGS].map((s) => s.name));
+  // verl's `temperature` is TRL's too (logits / T before the log-softmax); OpenRLHF's is rollout.temperature.
+  const t = settings.trainer === 'verl' ? settings.config.temperature : settings.config['rollout.temperature'];
+  return { ...Object.fromEntries(Object.entries(settings.config).filter(([k]) => shared.has(k) && !own.has(k))), ...(t === undefined ? {} : { temperature: t as number }) };
+};
+
+const isAggregation = (v: unknown): boolean => v === undefined || (AGGREGATIONS as readonly unknown[]).includes(v);
+
+const pick = (o: Record<string, unknown>, keys: readonly string[]) => Object.fromEntries(keys.filter((k) => o[k] !== undefined && o[k] !== null).map((k) => [k, o[k]]));
+
+/** The trainer's objective under these settings: its own config rows (studio rows left out) and run context. */
+export function trainerObjectiveOf(settings: EffectiveSettings): TrainerObjective {
+  const { trainer } = settings;
+  const known = (table: SettingsTable, o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([k]) => table.some((s) => s.name === k && !s.studio)));
+  return { trainer, config: known(configTable(trainer).filter((s) => s.trainer === trainer), settings.config), run: known(runTable(trainer), settings.run) };
+}
+
+/**
+ * The update's StepConfig from the effective settings: the studio loss (TRL's names; C = the batch's widest
+ * completion, the default max_completion_length), the trainer's objective wherever the studio loss is not
+ * it, and the optimizer step — the studio's `optimizer` object (torch.optim), else TRL's trainer's when the
+ * config names TrainingArguments' optimizer / schedule or TrainerState (trlOptimizerApplies; `steps_done`
+ * updates after run.global_step, as the page's continued updates), else AdamW of learning_rate / adam_* /
+ * weight_decay. Throws GrpoLossError / OptimizerConfigError / SettingsError naming the field.
+ */
+export function stepConfigOf(settings: EffectiveSettings, C: number, opts: { steps_done?: number } = {}): StepConfig {
+  const studio = studioView(settings);
+  const config = stepConfigFromBatch(studio, C);
+  const o = trainerObjectiveOf(settings);
+  const held = (k: string) => settings.trainer === 'trl' && studioLossHolds(k) && (k !== 'loss_type' || isAggregation(o.config.loss_type));
+  const trainer = objectiveFor(o.trainer, o.config, o.run, held);
+  if (settings.trainer === 'trl' && trlOptimizerApplies(settings.config, settings.run)) {
+    const g = settings.run.global_step;
+    config.optimizer = trlOptimizerOf(settings.config, { ...settings.run, global_step: (typeof g === 'number' ? g : 0) + (opts.steps_done ?? 0) });
+  }
+  return { ...config, trainer };
 }

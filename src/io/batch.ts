@@ -5,6 +5,8 @@
 // that are not 0/1, NaN — is left as read, for validateBatch (src/io/validate.ts) and the Doctor to report.
 // Nothing is ever padded, truncated or repaired here.
 
+import { TRAINERS, type TrainerId } from '../grpo/settings/types.ts';
+
 export const BATCH_FORMAT = 'grpo-batch/v1';
 
 /** A structurally unreadable batch file. The CLI maps this class name to exit code 2. */
@@ -89,6 +91,11 @@ export interface GrpoBatch {
   messages?: ChatMessage[][];
   prompt_texts?: string[];
   completion_texts?: string[];
+  /**
+   * The trainer whose field names `config` and `run` use and whose objective the batch follows (absent:
+   * TRL). The importers set it from the dump's format, so a converted verl or OpenRLHF batch stays theirs.
+   */
+  trainer?: TrainerId;
   config?: BatchConfig;
   /**
    * Run context in the trainer's names (TRL: num_processes, rank, gradient_accumulation_steps,
@@ -113,7 +120,7 @@ const REQUIRED = ['num_generations', 'pad_token_id', 'eos_token_ids', 'prompt_id
 export const MAX_JSON_DEPTH = 256;
 
 /** Every top-level field grpo-batch/v1 defines (anything else in a file is reported as unknown). */
-export const BATCH_FIELDS: ReadonlySet<string> = new Set(['format', ...REQUIRED, ...RAGGED_FIELDS, ...VECTOR_FIELDS, 'messages', 'prompt_texts', 'completion_texts', 'config', 'run', 'metrics']);
+export const BATCH_FIELDS: ReadonlySet<string> = new Set(['format', ...REQUIRED, ...RAGGED_FIELDS, ...VECTOR_FIELDS, 'messages', 'prompt_texts', 'completion_texts', 'trainer', 'config', 'run', 'metrics']);
 
 /**
  * Python's json.dump writes NaN, Infinity and -Infinity as bare words; JSON.parse refuses them. Rewrite
@@ -194,6 +201,9 @@ export function parseBatch(text: string, source = 'batch'): GrpoBatch {
   }
   for (const f of ['messages', 'prompt_texts', 'completion_texts'] as const) {
     if (f in obj && obj[f] !== null && !Array.isArray(obj[f])) throw new BatchFormatError(`${source}: field "${f}" must be an array`);
+  }
+  if ('trainer' in obj && obj.trainer !== null && !(TRAINERS as readonly unknown[]).includes(obj.trainer)) {
+    throw new BatchFormatError(`${source}: field "trainer" = ${JSON.stringify(obj.trainer)}: expected one of ${TRAINERS.join(', ')}`);
   }
   for (const f of ['config', 'run', 'metrics'] as const) {
     if (f in obj && obj[f] !== null && (typeof obj[f] !== 'object' || Array.isArray(obj[f]))) throw new BatchFormatError(`${source}: field "${f}" must be an object`);

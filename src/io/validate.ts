@@ -110,7 +110,7 @@ export function validateBatch(batch: GrpoBatch, opts: ValidateOptions = {}): Fin
     }
   });
   for (const [key, v] of Object.entries(batch.metrics ?? {})) if (typeof v !== 'number') err(`metrics.${key}`, `metrics.${key} = ${JSON.stringify(v)} is not a number`);
-  for (const [field, message] of validateConfig(batch.config)) err(field, message);
+  for (const [field, message] of validateConfig(batch.config, batch.trainer ?? 'trl', batch.run)) err(field, message);
   if (opts.purpose === 'step') checkStepInputs(batch, err);
   return out;
 }

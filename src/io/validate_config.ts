@@ -1,49 +1,29 @@
-// The batch `config` checked field by field before anything reads it: a wrong type or a value out of range
-// (`scale_rewards: "median"`, `temperature: "1.0"`) is an error naming the field, never a silent default
-// or a string coerced into arithmetic. Seam: these are the fields the step and score read today; once the
-// trainer settings table (src/grpo/settings/table.ts, SettingSpec) lands, validateConfig checks every field
-// against it instead and this list goes away. Unknown keys are kept and not checked (exporters add their own).
-import { AGGREGATIONS, KL_ESTIMATORS } from '../kernels/types.ts';
+// The batch `config` and `run` checked field by field before anything reads them, against the batch trainer's
+// settings tables (src/grpo/settings/effective.ts configTable / runTable: the trainer's rows and the studio's)
+// — the same rows, bounds and allowed values the step, the page's forms and the CLI use, so a field has one
+// rule everywhere. A wrong type or a value out of range (`scale_rewards: "median"`, `temperature: "1.0"`) is an
+// error naming the field, never a silent default or a string coerced into arithmetic. Keys no table names
+// are kept and not checked (exporters add their own); the importers list them.
+import { rowOf } from '../grpo/settings/effective.ts';
+import { checkSetting } from '../grpo/settings/table.ts';
+import type { TrainerId } from '../grpo/settings/types.ts';
 
-type Check = (v: unknown) => string | undefined;
-
-const num = (ok: (x: number) => boolean, what: string): Check => (v) => (typeof v === 'number' && Number.isFinite(v) && ok(v) ? undefined : `expected ${what}`);
-const oneOf = (values: readonly (string | boolean)[]): Check => (v) => (values.includes(v as string) ? undefined : `expected one of ${values.map((x) => JSON.stringify(x)).join(', ')}`);
-const nullable = (check: Check): Check => (v) => (v === null ? undefined : check(v));
-const kind = (type: 'string' | 'object'): Check => (v) => (typeof v === type && v !== null && !Array.isArray(v) ? undefined : `expected ${type === 'object' ? 'an object' : 'a string'}`);
-
-const positiveInt = num((x) => Number.isInteger(x) && x > 0, 'a positive integer');
-
-/** Field → check, for the config fields read by the step, score and the Doctor. */
-const CONFIG_CHECKS: Record<string, Check> = {
-  loss_type: oneOf(AGGREGATIONS),
-  beta: num((x) => x >= 0, 'a number ≥ 0'),
-  epsilon: num((x) => x >= 0 && x < 1, 'a number in [0, 1)'),
-  epsilon_high: nullable(num((x) => x >= 0, 'null or a number ≥ 0')),
-  delta: nullable(num((x) => x > 0, 'null or a number > 0')),
-  temperature: num((x) => x > 0, 'a number > 0'),
-  kl_estimator: oneOf(KL_ESTIMATORS),
-  importance_sampling_level: oneOf(['token', 'sequence']),
-  scale_rewards: oneOf(['group', 'batch', 'none', true, false]),
-  advantage_estimator: oneOf(['trl', 'verl']),
-  max_completion_length: positiveInt,
-  max_prompt_length: positiveInt,
-  num_items_in_batch: nullable(num((x) => x > 0, 'null or a number > 0')),
-  max_grad_norm: num((x) => x > 0, 'a number > 0'),
-  position_ids: oneOf(['from_attention_mask', 'arange']),
-  model_type: kind('string'),
-  chat_template_kwargs: kind('object'),
-  optimizer: kind('object'),
-};
-
-/** [field, one-line message] for every config value that cannot be used; [] for a usable (or absent) config. */
-export function validateConfig(config: Record<string, unknown> | undefined): [string, string][] {
-  if (!config) return [];
+/** [field, one-line message] for every config / run value that cannot be used; [] for usable (or absent) ones. */
+export function validateConfig(config: Record<string, unknown> | undefined, trainer: TrainerId = 'trl', run?: Record<string, unknown>): [string, string][] {
   const out: [string, string][] = [];
-  for (const [key, check] of Object.entries(CONFIG_CHECKS)) {
-    if (!(key in config) || config[key] === undefined) continue;
-    const problem = check(config[key]);
-    if (problem) out.push([`config.${key}`, `config.${key} = ${JSON.stringify(config[key]) ?? String(config[key])}: ${problem}`]);
+  for (const [where, values] of [['config', config], ['run', run]] as const) {
+    for (const [key, v] of Object.entries(values ?? {})) {
+      // A run-context key in config (the importers put rank / num_processes there) is checked as its run row.
+      const spec = rowOf(trainer, where, key) ?? (where === 'config' ? rowOf(trainer, 'run', key) : undefined);
+      if (!spec || v === undefined) continue;
+      // GRPOConfig.__post_init__ reads the legacy booleans of scale_rewards (true = group, false = none).
+      if (spec.name === 'scale_rewards' && typeof v === 'boolean') continue;
+      try {
+        checkSetting(spec, v, where);
+      } catch (e) {
+        out.push([`${where}.${key}`, `${where}.${key} = ${JSON.stringify(v) ?? String(v)}: ${(e as Error).message.replace(/^[^:]*: /, '').replace(/, got .*$/s, '')}`]);
+      }
+    }
   }
   return out;
 }

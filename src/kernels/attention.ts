@@ -10,7 +10,7 @@
 // tile ran several times slower on the software adapter (barriers cost a coroutine switch there).
 // Causal + attention mask + GQA (query head h reads kv head h / (Hq / Hkv)); deterministic (no
 // atomics, fixed summation order). A query row with no visible key gets out = 0, lse = -inf, dq = 0.
-import { packParams, type Recorder, Gpu } from '../gpu/context.ts';
+import { type Binding, type Recorder, Gpu } from '../gpu/context.ts';
 import type { AttentionBackwardShape, AttentionShape } from './types.ts';
 import { sharedScratch } from './scratch.ts';
 import { prefix } from './windows.ts';
@@ -55,19 +55,19 @@ export function attention_forward(
     kernel,
     shader: 'attention_forward',
     constants: { BQ, BK, DH: D },
-    bindings: [
-      prefix(gpu, kernel, 'q', args.q, B * Tq * Hq * D),
-      prefix(gpu, kernel, 'k', args.k, B * TkvMax * Hkv * D),
-      prefix(gpu, kernel, 'v', args.v, B * TkvMax * Hkv * D),
-      prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * Tk),
-      prefix(gpu, kernel, 'out', args.out, B * Tq * Hq * D),
-      prefix(gpu, kernel, 'lse', args.lse, B * Hq * Tq),
+    bindings: {
+      q: prefix(gpu, kernel, 'q', args.q, B * Tq * Hq * D),
+      k: prefix(gpu, kernel, 'k', args.k, B * TkvMax * Hkv * D),
+      v: prefix(gpu, kernel, 'v', args.v, B * TkvMax * Hkv * D),
+      attention_mask: prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * Tk),
+      out: prefix(gpu, kernel, 'out', args.out, B * Tq * Hq * D),
+      lse: prefix(gpu, kernel, 'lse', args.lse, B * Hq * Tq),
+    },
+    params: [
+      ['Tq', 'u32', Tq], ['Tk', 'u32', Tk], ['TkvMax', 'u32', TkvMax], ['Hq', 'u32', Hq],
+      ['Hkv', 'u32', Hkv], ['D', 'u32', D], ['blocks', 'u32', blocks], ['scale', 'f32', args.scale],
+      ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups],
     ],
-    params: packParams([
-      ['u32', Tq], ['u32', Tk], ['u32', TkvMax], ['u32', Hq],
-      ['u32', Hkv], ['u32', D], ['u32', blocks], ['f32', args.scale],
-      ['f32', -Infinity], ['u32', groups],
-    ]),
     workgroups: Gpu.grid(groups),
   });
 }
@@ -93,11 +93,11 @@ export function attention_backward(
   const BQ = rowsPerGroup(gpu, kernel, Hq, Hkv, D, 2 * D); // dkdv: the dk and dv accumulators (dq: 1)
   const [dq, dout, q, out] = (['dq', 'dout', 'q', 'out'] as const).map((f) => prefix(gpu, kernel, f, args[f], B * T * Hq * D));
   const [dk, dv, k, v] = (['dk', 'dv', 'k', 'v'] as const).map((f) => prefix(gpu, kernel, f, args[f], B * T * Hkv * D));
-  const mask = prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * T);
+  const attention_mask = prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * T);
   const lse = prefix(gpu, kernel, 'lse', args.lse, B * Hq * T);
   const delta = prefix(gpu, kernel, 'delta', sharedScratch(gpu, 'attention_backward:delta', B * Hq * T * 4), B * Hq * T); // (B, Hq, T)
   // One pass per side, each over row blocks of one (b, head): queries of (b, h), keys of (b, kvh).
-  const pass = (side: 'dq' | 'dkdv', heads: number, bindings: typeof q[]) => {
+  const pass = (side: 'dq' | 'dkdv', heads: number, bindings: Record<string, Binding>) => {
     const blocks = Math.ceil(T / BQ);
     const groups = B * heads * blocks;
     rec.dispatch({
@@ -105,10 +105,13 @@ export function attention_backward(
       shader: `attention_backward_${side}`,
       constants: { BQ, DH: D },
       bindings,
-      params: packParams([['u32', T], ['u32', Hq], ['u32', Hkv], ['u32', D], ['u32', blocks], ['f32', args.scale], ['f32', -Infinity], ['u32', groups]]),
+      params: [
+        ['T', 'u32', T], ['Hq', 'u32', Hq], ['Hkv', 'u32', Hkv], ['D', 'u32', D],
+        ['blocks', 'u32', blocks], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups],
+      ],
       workgroups: Gpu.grid(groups),
     });
   };
-  pass('dq', Hq, [q, k, v, mask, out, dout, lse, delta, dq]);
-  pass('dkdv', Hkv, [q, k, v, mask, dout, lse, delta, dk, dv]);
+  pass('dq', Hq, { q, k, v, attention_mask, out, dout, lse, delta, dq });
+  pass('dkdv', Hkv, { q, k, v, attention_mask, dout, lse, delta, dk, dv });
 }

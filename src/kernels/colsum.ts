@@ -1,7 +1,7 @@
 // Launcher for shaders/colsum_forward.wgsl: out (C) = or += the column sums of inp (P, C).
 // Used as the second pass of the layernorm/rmsnorm weight-gradient reductions (rows summed in a fixed
 // order: deterministic, no float atomics) and usable for any bias gradient.
-import { Gpu, packParams, type Binding, type Recorder } from '../gpu/context.ts';
+import { Gpu, type Binding, type Recorder } from '../gpu/context.ts';
 import { checkSize } from './windows.ts';
 
 const WG = 256;
@@ -22,8 +22,8 @@ export function colsum_forward(
     kernel: 'colsum_forward',
     shader: 'colsum_forward',
     constants: { WG },
-    bindings: [args.inp, args.out],
-    params: packParams([['u32', args.P], ['u32', args.C], ['u32', args.accumulate ? 1 : 0]]),
+    bindings: { inp: args.inp, out: args.out },
+    params: [['P', 'u32', args.P], ['C', 'u32', args.C], ['accumulate', 'u32', args.accumulate ? 1 : 0]],
     workgroups: Gpu.grid(Math.ceil(args.C / WG)),
   });
 }

@@ -2,7 +2,7 @@
 // over row-major matrices with their own row lengths. The model uses it to split GPT-2's fused c_attn
 // output (N, 3C) into q, k, v and, in backward, to merge dq, dk, dv into dqkv. Matrices bigger than one
 // storage binding go in row blocks.
-import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
+import { Gpu, type Recorder } from '../gpu/context.ts';
 import { bindingLimit, checkSize, rowsPerWindow, rowWindow } from './windows.ts';
 
 const WG = 256;
@@ -37,12 +37,12 @@ export function column_copy_forward(
       kernel: 'column_copy_forward',
       shader: 'column_copy_forward',
       constants: { WG },
-      bindings: [s.binding, d.binding],
-      params: packParams([
-        ['u32', rc], ['u32', cols],
-        ['u32', s.base], ['u32', srcLd], ['u32', srcCol],
-        ['u32', d.base], ['u32', dstLd], ['u32', dstCol],
-      ]),
+      bindings: { src: s.binding, dst: d.binding },
+      params: [
+        ['rows', 'u32', rc], ['cols', 'u32', cols],
+        ['src_base', 'u32', s.base], ['src_ld', 'u32', srcLd], ['src_col', 'u32', srcCol],
+        ['dst_base', 'u32', d.base], ['dst_ld', 'u32', dstLd], ['dst_col', 'u32', dstCol],
+      ],
       workgroups: Gpu.grid(Math.ceil((rc * cols) / WG)),
     });
   }

@@ -3,10 +3,8 @@
 // 151936 x 896 f32 = 544 MB; lavapipe binds at most 128 MiB), so every such kernel runs once per
 // window. Unlike the row windows of windows.ts, flat windows start at multiples of the offset
 // alignment, so every operand is bound at the same byte offset and the shader indexes from 0.
-import { Gpu, packParams, type Binding, type Constants, type Recorder } from '../gpu/context.ts';
+import { Gpu, type Binding, type Constants, type ParamWord, type Recorder } from '../gpu/context.ts';
 import { bindingLimit, checkSize } from './windows.ts';
-
-export type Word = ['u32' | 'i32' | 'f32', number];
 
 export interface FlatWindow {
   elemStart: number; // first element of the window in the whole tensor
@@ -36,8 +34,8 @@ export function bindWindow(buf: GPUBuffer, w: FlatWindow): Binding {
 
 /**
  * Dispatches `shader` over n elements, one thread per element, window by window. `buffers` are bound
- * in insertion order (each through the same window, each checked to hold n elements, the error
- * naming the field); the uniform params are [count, ...extra].
+ * by the shader's variable names (each through the same window, each checked to hold n elements, the
+ * error naming the field); the uniform params are [n: the window's count, ...extra].
  */
 export function dispatchElementwise(
   rec: Recorder,
@@ -47,7 +45,7 @@ export function dispatchElementwise(
     entryPoint?: string;
     n: number;
     buffers: Record<string, GPUBuffer>;
-    extra?: Word[];
+    extra?: ParamWord[];
     constants?: Constants;
     limit?: number; // lowers the binding size, so tests can exercise the window split
   },
@@ -59,8 +57,8 @@ export function dispatchElementwise(
       shader: d.shader,
       entryPoint: d.entryPoint,
       constants: { WG: wg, ...d.constants },
-      bindings: Object.values(d.buffers).map((b) => bindWindow(b, w)),
-      params: packParams([['u32', w.count], ...(d.extra ?? [])]),
+      bindings: Object.fromEntries(Object.entries(d.buffers).map(([name, b]) => [name, bindWindow(b, w)])),
+      params: [['n', 'u32', w.count], ...(d.extra ?? [])],
       workgroups: Gpu.grid(Math.ceil(w.count / wg)),
     });
   }

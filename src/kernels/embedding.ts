@@ -5,7 +5,7 @@
 // Signature additions to the brief (optional): `P` (rows of wpe; default: wpe's byte size / (4·C))
 // and `bindingLimit` (tests only). Ids are clamped to [0, V) and positions to [0, P) on the GPU: the
 // caller validates them and reports the offending sample and position.
-import { Gpu, packParams, type Binding, type Recorder } from '../gpu/context.ts';
+import { Gpu, type Binding, type Recorder } from '../gpu/context.ts';
 import type { WeightDtype } from './matmul.ts';
 import { sharedScratch } from './scratch.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
@@ -55,11 +55,11 @@ export function embedding_forward(
       kernel,
       shader: 'embedding_forward',
       constants: { WG, WTE_BF16: bf16 },
-      bindings: [ids, w.binding, positionIds, wpe, out],
-      params: packParams([
-        ['u32', N], ['u32', C], ['u32', V], ['u32', P],
-        ['u32', row0], ['u32', Math.min(rows, V - row0)], ['u32', w.base], ['u32', args.wpe ? 1 : 0],
-      ]),
+      bindings: { ids, wte: w.binding, position_ids: positionIds, wpe, out },
+      params: [
+        ['N', 'u32', N], ['C', 'u32', C], ['V', 'u32', V], ['P', 'u32', P],
+        ['row0', 'u32', row0], ['rows', 'u32', Math.min(rows, V - row0)], ['wte_base', 'u32', w.base], ['has_wpe', 'u32', args.wpe ? 1 : 0],
+      ],
       workgroups: Gpu.grid(Math.ceil((N * C) / WG)),
     });
   }
@@ -69,14 +69,14 @@ export function embedding_forward(
 function scatter(rec: Recorder, kernel: string, dtable: GPUBuffer, idsBuf: GPUBuffer, dout: Binding, N: number, C: number, rows: number, accumulate: boolean, limit?: number): void {
   const gpu = rec.gpu;
   const ids = prefix(gpu, kernel, 'ids', idsBuf, N);
-  const lk = prefix(gpu, kernel, 'links', sharedScratch(gpu, 'embedding_backward:links', N * 4), N); // (N) u32
+  const links = prefix(gpu, kernel, 'links', sharedScratch(gpu, 'embedding_backward:links', N * 4), N); // (N) u32
   if (!accumulate) rec.clear(dtable, 0, rows * C * 4);
   rec.dispatch({
     kernel: `${kernel}:links`,
     shader: 'embedding_backward_links',
     constants: { WG },
-    bindings: [ids, lk],
-    params: packParams([['u32', N], ['u32', rows]]),
+    bindings: { ids, links },
+    params: [['N', 'u32', N], ['V', 'u32', rows]],
     workgroups: Gpu.grid(Math.ceil(N / WG)),
   });
   const per = rowsPerWindow(gpu, bindingLimit(gpu, limit), rows, C);
@@ -87,8 +87,8 @@ function scatter(rec: Recorder, kernel: string, dtable: GPUBuffer, idsBuf: GPUBu
       kernel,
       shader: 'embedding_backward',
       constants: { WG },
-      bindings: [ids, lk, dout, w.binding],
-      params: packParams([['u32', N], ['u32', C], ['u32', rows], ['u32', row0], ['u32', count], ['u32', w.base]]),
+      bindings: { ids, links, dout, dtable: w.binding },
+      params: [['N', 'u32', N], ['C', 'u32', C], ['V', 'u32', rows], ['row0', 'u32', row0], ['rows', 'u32', count], ['base', 'u32', w.base]],
       workgroups: Gpu.grid(Math.ceil((N * C) / WG)),
     });
   }

@@ -1,5 +1,5 @@
 // Launchers for shaders/gelu_{forward,backward}.wgsl: GPT-2's gelu_new (tanh approximation).
-// Twin: src/ref/gelu.ts. dinp is overwritten; out/dinp must not alias their inputs.
+// Twin: src/oracle/gelu.ts. dinp is overwritten; out/dinp must not alias their inputs.
 import { dispatchElementwise } from './elementwise.ts';
 import type { Recorder } from '../gpu/context.ts';
 

@@ -2,8 +2,8 @@
 // (deterministic two-kernel reduction, shaders/sumsq_forward.wgsl); after one small readback of the
 // per-tensor sums, globalNorm and clipCoef give torch's total norm and clip coefficient on the CPU,
 // and the coefficient goes to the optimizer as gradScale. scale_forward scales a tensor in place
-// (for when the clipped gradient itself is wanted). Twin: src/ref/grad_norm.ts.
-import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
+// (for when the clipped gradient itself is wanted). Twin: src/oracle/grad_norm.ts.
+import { Gpu, type Recorder } from '../gpu/context.ts';
 import { sharedScratch } from './scratch.ts';
 import { checkSize } from './windows.ts';
 import { bindWindow, dispatchElementwise, flatWindows } from './elementwise.ts';
@@ -34,8 +34,8 @@ export function sumsq_forward(
       kernel: 'sumsq_forward',
       shader: 'sumsq_forward',
       constants: { WG },
-      bindings: [bindWindow(inp, w), part],
-      params: packParams([['u32', w.count], ['u32', K], ['u32', base]]),
+      bindings: { inp: bindWindow(inp, w), part },
+      params: [['n', 'u32', w.count], ['K', 'u32', K], ['part_base', 'u32', base]],
       workgroups: Gpu.grid(counts[i]),
     });
     base += counts[i];
@@ -45,15 +45,15 @@ export function sumsq_forward(
     shader: 'sumsq_forward',
     entryPoint: 'finish',
     constants: { WG },
-    bindings: [part, args.out],
-    params: packParams([['u32', P], ['u32', args.outIndex]]),
+    bindings: { parts: part, out: args.out },
+    params: [['P', 'u32', P], ['out_index', 'u32', args.outIndex]],
     workgroups: [1],
   });
 }
 
 /** x *= factor, in place. */
 export function scale_forward(rec: Recorder, args: { x: GPUBuffer /* (n) */; n: number; factor: number }): void {
-  dispatchElementwise(rec, { kernel: 'scale_forward', shader: 'scale_forward', n: args.n, buffers: { x: args.x }, extra: [['f32', args.factor]] });
+  dispatchElementwise(rec, { kernel: 'scale_forward', shader: 'scale_forward', n: args.n, buffers: { x: args.x }, extra: [['factor', 'f32', args.factor]] });
 }
 
 /** torch's total 2-norm from per-tensor sums of squares (summed in float64). */

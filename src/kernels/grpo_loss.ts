@@ -1,19 +1,19 @@
 // Launchers for shaders/grpo_loss_{forward,backward}.wgsl: TRL's per-token GRPO loss, importance ratio and
 // clip flags, and dloss/dlogp for one aggregation. One workgroup per sequence (B workgroups).
-import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
+import { Gpu, type ParamWord, type Recorder } from '../gpu/context.ts';
 import { AGGREGATIONS, type KlEstimator, type LossType, type PolicyLossParams } from './types.ts';
 import { STATS } from './loss_reduce.ts';
 import { bindAll } from './windows.ts';
 
 const WG = 128;
 
-function policyWords(p: PolicyLossParams): Array<['u32' | 'f32', number]> {
+function policyWords(p: PolicyLossParams): ParamWord[] {
   return [
-    ['f32', p.beta],
-    ['f32', p.epsilon_low],
-    ['f32', p.epsilon_high],
-    ['f32', p.delta ?? 0],
-    ['u32', p.delta === null ? 0 : 1],
+    ['beta', 'f32', p.beta],
+    ['eps_low', 'f32', p.epsilon_low],
+    ['eps_high', 'f32', p.epsilon_high],
+    ['delta', 'f32', p.delta ?? 0],
+    ['has_delta', 'u32', p.delta === null ? 0 : 1],
   ];
 }
 
@@ -38,11 +38,11 @@ export function grpo_loss_forward(
     kernel: 'grpo_loss_forward',
     shader: 'grpo_loss_forward',
     constants: { WG, SEQUENCE_LEVEL: args.params.importance_sampling_level === 'sequence' },
-    bindings: bindAll(rec.gpu, 'grpo_loss_forward', [
-      ['logp', args.logp, BT], ['oldLogp', args.oldLogp, BT], ['kl', args.kl, BT], ['advantages', args.advantages, args.B],
-      ['mask', args.mask, BT], ['loss', args.loss, BT], ['ratio', args.ratio, BT], ['clip', args.clip, BT],
-    ]),
-    params: packParams([['u32', args.B], ['u32', args.T], ...policyWords(args.params)]),
+    bindings: bindAll(rec.gpu, 'grpo_loss_forward', {
+      logp: [args.logp, BT], old_logp: [args.oldLogp, BT, 'oldLogp'], kl: [args.kl, BT], advantages: [args.advantages, args.B],
+      mask: [args.mask, BT], loss: [args.loss, BT], ratio: [args.ratio, BT], clip: [args.clip, BT],
+    }),
+    params: [['B', 'u32', args.B], ['T', 'u32', args.T], ...policyWords(args.params)],
     workgroups: Gpu.grid(args.B),
   });
 }
@@ -84,18 +84,18 @@ export function grpo_loss_backward(
       LOSS_TYPE: AGGREGATIONS.indexOf(p.loss_type),
       KL_ESTIMATOR: Number(p.kl_estimator.slice(1)),
     },
-    bindings: bindAll(rec.gpu, 'grpo_loss_backward', [
-      ['logp', args.logp, BT], ['refLogp', args.refLogp, BT], ['advantages', args.advantages, args.B], ['mask', args.mask, BT],
-      ['ratio', args.ratio, BT], ['stats', args.stats, STATS.size], ['dlogp', args.dlogp, BT], ['token_weight', args.token_weight, BT],
-    ]),
-    params: packParams([
-      ['u32', args.B],
-      ['u32', args.T],
+    bindings: bindAll(rec.gpu, 'grpo_loss_backward', {
+      logp: [args.logp, BT], ref_logp: [args.refLogp, BT, 'refLogp'], advantages: [args.advantages, args.B], mask: [args.mask, BT],
+      ratio: [args.ratio, BT], stats: [args.stats, STATS.size], dlogp: [args.dlogp, BT], token_weight: [args.token_weight, BT],
+    }),
+    params: [
+      ['B', 'u32', args.B],
+      ['T', 'u32', args.T],
       ...policyWords(p),
-      ['f32', p.max_completion_length],
-      ['f32', p.num_items_in_batch ?? 0],
-      ['f32', p.loss_scale_factor ?? args.T],
-    ]),
+      ['max_completion_length', 'f32', p.max_completion_length],
+      ['num_items_in_batch', 'f32', p.num_items_in_batch ?? 0],
+      ['loss_scale_factor', 'f32', p.loss_scale_factor ?? args.T],
+    ],
     workgroups: Gpu.grid(args.B),
   });
 }

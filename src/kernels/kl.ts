@@ -1,5 +1,5 @@
 // Launcher for shaders/kl_forward.wgsl (per-token KL of the policy to the reference).
-import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
+import { Gpu, type Recorder } from '../gpu/context.ts';
 import type { KlEstimator } from './types.ts';
 import { bindAll } from './windows.ts';
 
@@ -20,8 +20,8 @@ export function kl_forward(
     kernel: 'kl_forward',
     shader: 'kl_forward',
     constants: { WG, KL_ESTIMATOR: Number(args.estimator.slice(1)) },
-    bindings: bindAll(rec.gpu, 'kl_forward', [['logp', args.logp, n], ['refLogp', args.refLogp, n], ['kl', args.kl, n]]),
-    params: packParams([['u32', n]]),
+    bindings: bindAll(rec.gpu, 'kl_forward', { logp: [args.logp, n], ref_logp: [args.refLogp, n, 'refLogp'], kl: [args.kl, n] }),
+    params: [['n', 'u32', n]],
     workgroups: Gpu.grid(Math.ceil(n / WG)),
   });
 }

@@ -1,10 +1,10 @@
 // Launchers for shaders/layernorm_{forward,backward}.wgsl (GPT-2 LayerNorm), and the plumbing both
 // norms share (rmsnorm.ts uses it): row-kernel sizing and the two-pass deterministic backward.
-// Twin: src/ref/layernorm.ts.
+// Twin: src/oracle/layernorm.ts.
 // Weight gradients: `accumulate` adds into dweight/dbias (micro-batches), otherwise they are overwritten.
 // dinp is overwritten unless `accumulateDinp` (adds into a residual stream's gradient, as llm.c does).
 // out must not alias inp: WebGPU rejects a buffer bound both read-only and writable in one dispatch.
-import { Gpu, packParams, type Binding, type Recorder } from '../gpu/context.ts';
+import { Gpu, type Binding, type ParamWord, type Recorder } from '../gpu/context.ts';
 import { colsum_forward, rowsPerPartial } from './colsum.ts';
 import { sharedScratch } from './scratch.ts';
 import { bindAll } from './windows.ts';
@@ -17,14 +17,14 @@ export function rowThreads(C: number): number {
 }
 
 /** A norm forward: one workgroup per row of `shader`, params (N, C, eps). */
-export function normForward(rec: Recorder, shader: string, bindings: Binding[], N: number, C: number, eps: number): void {
+export function normForward(rec: Recorder, shader: string, bindings: Record<string, Binding>, N: number, C: number, eps: number): void {
   if (N === 0) return;
   rec.dispatch({
     kernel: shader,
     shader,
     constants: { WG: rowThreads(C) },
     bindings,
-    params: packParams([['u32', N], ['u32', C], ['f32', eps]]),
+    params: [['N', 'u32', N], ['C', 'u32', C], ['eps', 'f32', eps]],
     workgroups: Gpu.grid(N),
   });
 }
@@ -32,30 +32,39 @@ export function normForward(rec: Recorder, shader: string, bindings: Binding[], 
 /**
  * A norm backward in two deterministic passes of `shader`: 'main' writes dinp, one workgroup per row;
  * 'dweight' writes (P, C) partial sums over R-row chunks, one partial per gradient in `grads` (bound
- * after `partBindings`), and colsum adds each gradient's P partials in a fixed order (no atomics).
+ * as `<gradient>_part` beside `partBindings`), and colsum adds each gradient's P partials in a fixed
+ * order (no atomics).
  */
 export function normBackward(
   rec: Recorder,
   shader: string,
-  o: { N: number; C: number; accumulate: boolean; accumulateDinp?: boolean; rowBindings: Binding[]; partBindings: Binding[]; grads: Array<[string, Binding]> },
+  o: {
+    N: number;
+    C: number;
+    accumulate: boolean;
+    accumulateDinp?: boolean;
+    rowBindings: Record<string, Binding>;
+    partBindings: Record<string, Binding>;
+    grads: Array<[string, Binding]>;
+  },
 ): void {
   const { N, C } = o;
   if (N === 0) return;
   const R = rowsPerPartial(N);
   const P = Math.ceil(N / R);
-  const params = packParams([['u32', N], ['u32', C], ['u32', o.accumulateDinp ? 1 : 0], ['u32', R]]);
+  const params: ParamWord[] = [['N', 'u32', N], ['C', 'u32', C], ['accumulate', 'u32', o.accumulateDinp ? 1 : 0], ['R', 'u32', R]];
   rec.dispatch({ kernel: shader, shader, constants: { WG: rowThreads(C) }, bindings: o.rowBindings, params, workgroups: Gpu.grid(N) });
-  const parts = o.grads.map(([field]) => sharedScratch(rec.gpu, `${shader}:${field}_part`, P * C * 4)); // (P, C) each
+  const parts = o.grads.map(([field]) => [`${field}_part`, sharedScratch(rec.gpu, `${shader}:${field}_part`, P * C * 4)] as const); // (P, C) each
   rec.dispatch({
     kernel: `${shader}.dweight`,
     shader,
     entryPoint: 'dweight',
     constants: { WG: 256 },
-    bindings: [...o.partBindings, ...parts],
+    bindings: { ...o.partBindings, ...Object.fromEntries(parts) },
     params,
     workgroups: Gpu.grid(Math.ceil((P * C) / 256)),
   });
-  o.grads.forEach(([, out], i) => colsum_forward(rec, { out, inp: parts[i], P, C, accumulate: o.accumulate }));
+  o.grads.forEach(([, out], i) => colsum_forward(rec, { out, inp: parts[i][1], P, C, accumulate: o.accumulate }));
 }
 
 export function layernorm_forward(
@@ -73,9 +82,9 @@ export function layernorm_forward(
   },
 ): void {
   const { N, C } = args;
-  const bindings = bindAll(rec.gpu, 'layernorm_forward', [
-    ['inp', args.inp, N * C], ['weight', args.weight, C], ['bias', args.bias, C], ['out', args.out, N * C], ['mean', args.mean, N], ['rstd', args.rstd, N],
-  ]);
+  const bindings = bindAll(rec.gpu, 'layernorm_forward', {
+    inp: [args.inp, N * C], weight: [args.weight, C], bias: [args.bias, C], out: [args.out, N * C], mean: [args.mean, N], rstd: [args.rstd, N],
+  });
   normForward(rec, 'layernorm_forward', bindings, N, C, args.eps);
 }
 
@@ -98,17 +107,17 @@ export function layernorm_backward(
 ): void {
   const { N, C } = args;
   const kernel = 'layernorm_backward';
-  const [dout, inp, mean, rstd, weight, dinp, dweight, dbias] = bindAll(rec.gpu, kernel, [
-    ['dout', args.dout, N * C], ['inp', args.inp, N * C], ['mean', args.mean, N], ['rstd', args.rstd, N],
-    ['weight', args.weight, C], ['dinp', args.dinp, N * C], ['dweight', args.dweight, C], ['dbias', args.dbias, C],
-  ]);
+  const { dout, inp, mean, rstd, weight, dinp, dweight, dbias } = bindAll(rec.gpu, kernel, {
+    dout: [args.dout, N * C], inp: [args.inp, N * C], mean: [args.mean, N], rstd: [args.rstd, N],
+    weight: [args.weight, C], dinp: [args.dinp, N * C], dweight: [args.dweight, C], dbias: [args.dbias, C],
+  });
   normBackward(rec, kernel, {
     N,
     C,
     accumulate: args.accumulate,
     accumulateDinp: args.accumulateDinp,
-    rowBindings: [dout, inp, mean, rstd, weight, dinp],
-    partBindings: [dout, inp, mean, rstd],
+    rowBindings: { dout, inp, mean, rstd, weight, dinp },
+    partBindings: { dout, inp, mean, rstd },
     grads: [['dweight', dweight], ['dbias', dbias]],
   });
 }

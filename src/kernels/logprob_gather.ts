@@ -1,7 +1,7 @@
 // Launchers for shaders/logprob_gather_{forward,backward}.wgsl: per-row log-prob of the target token,
 // split log-sum-exp and entropy from logits (N, V), and the gradient back to the logits. [N, V] buffers
 // bigger than maxStorageBufferBindingSize go out as several dispatches over row windows (windows.ts).
-import { Gpu, GpuError, packParams, type Binding, type Recorder } from '../gpu/context.ts';
+import { Gpu, GpuError, type Binding, type Recorder } from '../gpu/context.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
 export type LogitsDtype = 'f32' | 'f16';
@@ -45,7 +45,7 @@ export function logprob_gather_forward(
   const gpu = rec.gpu;
   const { N, V } = args;
   const { dtype, WG, ids, mask } = checkRows(kernel, gpu, args);
-  const outs = [prefix(gpu, kernel, 'logp', args.logp, N), prefix(gpu, kernel, 'lse', args.lse, 2 * N), prefix(gpu, kernel, 'entropy', args.entropy, N)];
+  const outs = { logp: prefix(gpu, kernel, 'logp', args.logp, N), lse: prefix(gpu, kernel, 'lse', args.lse, 2 * N), entropy: prefix(gpu, kernel, 'entropy', args.entropy, N) };
   const eb = ELEM_BYTES[dtype];
   const per = rowsPerWindow(gpu, bindingLimit(gpu), N, V, eb);
   for (let r0 = 0; r0 < N; r0 += per) {
@@ -55,15 +55,15 @@ export function logprob_gather_forward(
       kernel,
       shader: 'logprob_gather_forward',
       constants: { WG, F16: dtype === 'f16' },
-      bindings: [w.binding, ids, mask, ...outs],
-      params: packParams([
-        ['u32', r0],
-        ['u32', rc],
-        ['u32', V],
-        ['u32', w.base],
-        ['f32', 1 / args.temperature],
-        ['u32', args.skipMasked === false ? 0 : 1],
-      ]),
+      bindings: { logits: w.binding, ids, mask, ...outs },
+      params: [
+        ['row_start', 'u32', r0],
+        ['rows', 'u32', rc],
+        ['V', 'u32', V],
+        ['elem_base', 'u32', w.base],
+        ['inv_temperature', 'f32', 1 / args.temperature],
+        ['skip_masked', 'u32', args.skipMasked === false ? 0 : 1],
+      ],
       workgroups: Gpu.grid(rc),
     });
   }
@@ -91,8 +91,8 @@ export function logprob_gather_backward(
   const lse = prefix(gpu, kernel, 'lse', args.lse, 2 * N);
   const dlogp = prefix(gpu, kernel, 'dlogp', args.dlogp, N);
   const ent = args.dentropy
-    ? [prefix(gpu, kernel, 'dentropy', args.dentropy.dentropy, N), prefix(gpu, kernel, 'entropy', args.dentropy.entropy, N)]
-    : [gpu.zeros(16), gpu.zeros(16)];
+    ? { dentropy: prefix(gpu, kernel, 'dentropy', args.dentropy.dentropy, N), entropy: prefix(gpu, kernel, 'entropy', args.dentropy.entropy, N) }
+    : { dentropy: gpu.zeros(16), entropy: gpu.zeros(16) };
   // Rows are split by the f32 dlogits; the (smaller or equal) logits window covers the same rows.
   const per = rowsPerWindow(gpu, bindingLimit(gpu), N, V);
   for (let r0 = 0; r0 < N; r0 += per) {
@@ -103,15 +103,15 @@ export function logprob_gather_backward(
       kernel,
       shader: 'logprob_gather_backward',
       constants: { WG, F16: dtype === 'f16', IN_PLACE: inPlace, ENTROPY: !!args.dentropy },
-      bindings: [inPlace ? gpu.zeros(16) : lw.binding, ids, mask, lse, dlogp, dw.binding, ...ent],
-      params: packParams([
-        ['u32', r0],
-        ['u32', rc],
-        ['u32', V],
-        ['u32', lw.base],
-        ['u32', dw.base],
-        ['f32', 1 / args.temperature],
-      ]),
+      bindings: { logits: inPlace ? gpu.zeros(16) : lw.binding, ids, mask, lse, dlogp, dlogits: dw.binding, ...ent },
+      params: [
+        ['row_start', 'u32', r0],
+        ['rows', 'u32', rc],
+        ['V', 'u32', V],
+        ['elem_base', 'u32', lw.base],
+        ['dlogits_base', 'u32', dw.base],
+        ['inv_temperature', 'f32', 1 / args.temperature],
+      ],
       workgroups: Gpu.grid(rc),
     });
   }

@@ -1,6 +1,6 @@
 // Launcher for shaders/loss_reduce_forward.wgsl: every aggregation of the per-token loss and the clip
 // counts in one single-workgroup launch. Output layout: STATS below.
-import { packParams, type Recorder } from '../gpu/context.ts';
+import type { Recorder } from '../gpu/context.ts';
 import { bindAll } from './windows.ts';
 
 /** Slots of the (16) f32 output after the AGGREGATIONS (0..7). */
@@ -34,16 +34,16 @@ export function loss_reduce_forward(
     kernel: 'loss_reduce_forward',
     shader: 'loss_reduce_forward',
     constants: { WG, LANES: args.lanes ?? lanesFor(args.T) },
-    bindings: bindAll(rec.gpu, 'loss_reduce_forward', [
-      ['loss', args.loss, args.B * args.T], ['mask', args.mask, args.B * args.T], ['clip', args.clip, args.B * args.T], ['out', args.out, STATS.size],
-    ]),
-    params: packParams([
-      ['u32', args.B],
-      ['u32', args.T],
-      ['f32', args.max_completion_length],
-      ['f32', args.num_items_in_batch ?? 0],
-      ['f32', args.loss_scale_factor ?? args.T],
-    ]),
+    bindings: bindAll(rec.gpu, 'loss_reduce_forward', {
+      loss: [args.loss, args.B * args.T], mask: [args.mask, args.B * args.T], clip: [args.clip, args.B * args.T], out: [args.out, STATS.size],
+    }),
+    params: [
+      ['B', 'u32', args.B],
+      ['T', 'u32', args.T],
+      ['max_completion_length', 'f32', args.max_completion_length],
+      ['num_items_in_batch', 'f32', args.num_items_in_batch ?? 0],
+      ['loss_scale_factor', 'f32', args.loss_scale_factor ?? args.T],
+    ],
     workgroups: [1],
   });
 }

@@ -11,7 +11,7 @@
 // Signature additions to the brief (all optional): matmul_backward's `accumulateDinp` (dinp += ...,
 // for inputs feeding several projections, e.g. q/k/v), matmul_forward's `accumulate` (out += ...,
 // LoRA's delta onto the base output) and `bindingLimit` on both launchers.
-import { Gpu, packParams, type Binding, type Recorder } from '../gpu/context.ts';
+import { Gpu, type Binding, type Recorder } from '../gpu/context.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
 export type WeightLayout = 'out_in' | 'in_out';
@@ -90,14 +90,14 @@ export function gemmDispatch(
     kernel,
     shader: 'matmul_forward',
     constants: { TILE_M, TILE_N, TILE_K, TRANS_A: g.a.trans ?? false, TRANS_B: g.b.trans ?? false, CAUSAL: g.causal?.mode ?? 0, B_BF16: g.bBf16 ?? false },
-    bindings: [g.a.binding, g.b.binding, g.bias?.binding ?? rec.gpu.zeros(16), g.c.binding],
-    params: packParams([
-      ['u32', g.M], ['u32', g.N], ['u32', g.K], ['u32', flags],
-      ['u32', g.a.base ?? 0], ['u32', g.a.ld], ['u32', g.b.base ?? 0], ['u32', g.b.ld],
-      ['u32', g.c.base ?? 0], ['u32', g.c.ld], ['u32', g.bias?.base ?? 0], ['u32', g.zInner ?? 1],
-      ['u32', g.b.div ?? 1], ['u32', g.a.zo ?? 0], ['u32', g.a.zi ?? 0], ['u32', g.b.zo ?? 0],
-      ['u32', g.b.zi ?? 0], ['u32', g.c.zo ?? 0], ['u32', g.c.zi ?? 0], ['u32', g.causal?.offset ?? 0],
-    ]),
+    bindings: { a: g.a.binding, b: g.b.binding, bias: g.bias?.binding ?? rec.gpu.zeros(16), c: g.c.binding },
+    params: [
+      ['M', 'u32', g.M], ['N', 'u32', g.N], ['K', 'u32', g.K], ['flags', 'u32', flags],
+      ['a_base', 'u32', g.a.base ?? 0], ['lda', 'u32', g.a.ld], ['b_base', 'u32', g.b.base ?? 0], ['ldb', 'u32', g.b.ld],
+      ['c_base', 'u32', g.c.base ?? 0], ['ldc', 'u32', g.c.ld], ['bias_off', 'u32', g.bias?.base ?? 0], ['z_inner', 'u32', g.zInner ?? 1],
+      ['b_div', 'u32', g.b.div ?? 1], ['a_zo', 'u32', g.a.zo ?? 0], ['a_zi', 'u32', g.a.zi ?? 0], ['b_zo', 'u32', g.b.zo ?? 0],
+      ['b_zi', 'u32', g.b.zi ?? 0], ['c_zo', 'u32', g.c.zo ?? 0], ['c_zi', 'u32', g.c.zi ?? 0], ['causal_off', 'u32', g.causal?.offset ?? 0],
+    ],
     workgroups: [Math.ceil(g.N / TILE_N), Math.ceil(g.M / TILE_M), Z],
   });
 }
@@ -192,13 +192,13 @@ export function matmul_forward(
       kernel: 'matmul_rows_forward',
       shader: 'matmul_rows_forward',
       constants: { ROWS: 2 ** Math.ceil(Math.log2(M)), SPLIT: ROWS_SPLIT },
-      bindings: [
-        prefix(gpu, 'matmul_forward', 'inp', args.inp, M * K),
-        prefix(gpu, 'matmul_forward', 'weight', args.weight, N * K),
-        args.bias ? prefix(gpu, 'matmul_forward', 'bias', args.bias, N) : gpu.zeros(16),
-        prefix(gpu, 'matmul_forward', 'out', args.out, M * N),
-      ],
-      params: packParams([['u32', M], ['u32', N], ['u32', K], ['u32', args.bias ? 1 : 0]]),
+      bindings: {
+        x: prefix(gpu, 'matmul_forward', 'inp', args.inp, M * K),
+        w: prefix(gpu, 'matmul_forward', 'weight', args.weight, N * K),
+        bias: args.bias ? prefix(gpu, 'matmul_forward', 'bias', args.bias, N) : gpu.zeros(16),
+        out: prefix(gpu, 'matmul_forward', 'out', args.out, M * N),
+      },
+      params: [['M', 'u32', M], ['N', 'u32', N], ['K', 'u32', K], ['has_bias', 'u32', args.bias ? 1 : 0]],
       workgroups: Gpu.grid(Math.ceil(N / ROWS_COLS)),
     });
     return;
@@ -284,8 +284,8 @@ export function matmul_backward(
         kernel: 'matmul_backward:dbias',
         shader: 'matmul_backward',
         constants: { WG: BIAS_WG },
-        bindings: [w.binding, dbias],
-        params: packParams([['u32', mc], ['u32', N], ['u32', w.base], ['u32', args.accumulate || m0 > 0 ? 1 : 0]]),
+        bindings: { dout: w.binding, dbias },
+        params: [['rows', 'u32', mc], ['N', 'u32', N], ['base', 'u32', w.base], ['accumulate', 'u32', args.accumulate || m0 > 0 ? 1 : 0]],
         workgroups: Gpu.grid(Math.ceil(N / BIAS_WG)),
       });
     }

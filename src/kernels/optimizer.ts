@@ -1,6 +1,6 @@
 // Launchers for shaders/adamw_step.wgsl and shaders/sgd_step.wgsl: torch.optim.AdamW / torch.optim.SGD
 // semantics exactly, one parameter tensor per call (param, m, v, buf are updated in place).
-// Twin: src/ref/optimizer.ts. `gradScale` multiplies the gradient first: pass the clip_grad_norm_
+// Twin: src/oracle/optimizer.ts. `gradScale` multiplies the gradient first: pass the clip_grad_norm_
 // coefficient (kernels/grad_norm.ts clipCoef) instead of rewriting the gradients, or 1.
 //
 // The step-dependent scalars are computed here in float64 and passed as f32 uniforms, as torch computes
@@ -45,14 +45,14 @@ export function adamw_step(rec: Recorder, a: AdamWArgs): void {
     buffers: { param: a.param, grad: a.grad, m: a.m, v: a.v },
     limit: a.limit,
     extra: [
-      ['f32', s.decay],
-      ['f32', 1 - a.beta1],
-      ['f32', a.beta2],
-      ['f32', 1 - a.beta2],
-      ['f32', s.stepSize],
-      ['f32', s.bc2Sqrt],
-      ['f32', a.eps],
-      ['f32', a.gradScale],
+      ['decay', 'f32', s.decay],
+      ['one_minus_beta1', 'f32', 1 - a.beta1],
+      ['beta2', 'f32', a.beta2],
+      ['one_minus_beta2', 'f32', 1 - a.beta2],
+      ['step_size', 'f32', s.stepSize],
+      ['bc2_sqrt', 'f32', s.bc2Sqrt],
+      ['eps', 'f32', a.eps],
+      ['grad_scale', 'f32', a.gradScale],
     ],
   });
 }
@@ -82,13 +82,13 @@ export function sgd_step(rec: Recorder, a: SgdArgs): void {
     n: a.n,
     buffers: momentum !== 0 ? { param: a.param, grad: a.grad, buf: a.buf! } : { param: a.param, grad: a.grad },
     extra: [
-      ['f32', a.lr],
-      ['f32', a.weightDecay],
-      ['f32', momentum],
-      ['f32', 1 - (a.dampening ?? 0)],
-      ['u32', a.nesterov ? 1 : 0],
-      ['u32', (a.step ?? 1) === 1 ? 1 : 0],
-      ['f32', a.gradScale],
+      ['lr', 'f32', a.lr],
+      ['weight_decay', 'f32', a.weightDecay],
+      ['momentum', 'f32', momentum],
+      ['one_minus_dampening', 'f32', 1 - (a.dampening ?? 0)],
+      ['nesterov', 'u32', a.nesterov ? 1 : 0],
+      ['first', 'u32', (a.step ?? 1) === 1 ? 1 : 0],
+      ['grad_scale', 'f32', a.gradScale],
     ],
   });
 }

@@ -1,6 +1,6 @@
 // Launcher for shaders/ppo_loss_forward.wgsl: verl's and OpenRLHF's per-token policy terms, KL, loss shares
 // and ∂loss/∂logp, ∂loss/∂entropy for the log-prob backward. One workgroup per sequence (B workgroups).
-import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
+import { Gpu, type Recorder } from '../gpu/context.ts';
 import { PPO_INPUTS, PPO_KL, PPO_MODES, type PpoLossParams } from './types.ts';
 import { bindAll } from './windows.ts';
 
@@ -29,26 +29,26 @@ export function ppo_loss_forward(
     kernel: 'ppo_loss_forward',
     shader: 'ppo_loss_forward',
     constants: { WG, MODE: PPO_MODES.indexOf(p.mode), KL: PPO_KL.indexOf(p.kl) },
-    bindings: bindAll(rec.gpu, 'ppo_loss_forward', [
-      ['logp', args.logp, BT], ['entropy', args.entropy, BT], ['inputs', args.inputs, PPO_INPUTS.length * BT],
-      ['out', args.out, 4 * BT], ['dlogp', args.dlogp, BT], ['dentropy', args.dentropy, BT],
-    ]),
-    params: packParams([
-      ['u32', B],
-      ['u32', T],
-      ['f32', p.eps_low],
-      ['f32', p.eps_high],
-      ['f32', p.dual_clip],
-      ['f32', p.ratio_clamp],
-      ['f32', finite(p.kl_inner)],
-      ['f32', finite(p.kl_outer)],
-      ['f32', p.kl_coef],
-      ['f32', p.ent_coef],
-      ['f32', p.tau_pos],
-      ['f32', p.tau_neg],
-      ['f32', p.kl_cov_coef],
-      ['u32', p.geo_seq_is ? 1 : 0],
-    ]),
+    bindings: bindAll(rec.gpu, 'ppo_loss_forward', {
+      logp: [args.logp, BT], entropy: [args.entropy, BT], inp: [args.inputs, PPO_INPUTS.length * BT, 'inputs'],
+      outp: [args.out, 4 * BT, 'out'], dlogp: [args.dlogp, BT], dentropy: [args.dentropy, BT],
+    }),
+    params: [
+      ['B', 'u32', B],
+      ['T', 'u32', T],
+      ['eps_low', 'f32', p.eps_low],
+      ['eps_high', 'f32', p.eps_high],
+      ['dual_clip', 'f32', p.dual_clip],
+      ['ratio_clamp', 'f32', p.ratio_clamp],
+      ['kl_inner', 'f32', finite(p.kl_inner)],
+      ['kl_outer', 'f32', finite(p.kl_outer)],
+      ['kl_coef', 'f32', p.kl_coef],
+      ['ent_coef', 'f32', p.ent_coef],
+      ['tau_pos', 'f32', p.tau_pos],
+      ['tau_neg', 'f32', p.tau_neg],
+      ['kl_cov_coef', 'f32', p.kl_cov_coef],
+      ['geo_seq_is', 'u32', p.geo_seq_is ? 1 : 0],
+    ],
     workgroups: Gpu.grid(B),
   });
 }

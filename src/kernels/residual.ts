@@ -1,6 +1,6 @@
 // Launchers for shaders/residual_{forward,backward}.wgsl: the residual add out = a + b, and the
 // in-place accumulate dst += src that is the residual's backward (each branch's gradient is added
-// into the stream's gradient). Twin: src/ref/residual.ts.
+// into the stream's gradient). Twin: src/oracle/residual.ts.
 import { dispatchElementwise } from './elementwise.ts';
 import type { Recorder } from '../gpu/context.ts';
 

@@ -1,5 +1,5 @@
 // Launchers for shaders/rmsnorm_{forward,backward}.wgsl: Llama/Qwen RMSNorm, w * x / sqrt(mean(x^2) + eps),
-// also Qwen3's per-head q_norm/k_norm (N = B*T*H rows, C = head_dim). Twin: src/ref/rmsnorm.ts.
+// also Qwen3's per-head q_norm/k_norm (N = B*T*H rows, C = head_dim). Twin: src/oracle/rmsnorm.ts.
 // Weight gradient: `accumulate` adds into dweight, otherwise overwrites. dinp is overwritten unless
 // `accumulateDinp`. Not in place: out must not alias inp (WebGPU rejects a buffer bound both read-only
 // and writable in one dispatch; an in-place variant would need a second copy of the kernel).
@@ -20,7 +20,7 @@ export function rmsnorm_forward(
   },
 ): void {
   const { N, C } = args;
-  const bindings = bindAll(rec.gpu, 'rmsnorm_forward', [['inp', args.inp, N * C], ['weight', args.weight, C], ['out', args.out, N * C], ['rstd', args.rstd, N]]);
+  const bindings = bindAll(rec.gpu, 'rmsnorm_forward', { inp: [args.inp, N * C], weight: [args.weight, C], out: [args.out, N * C], rstd: [args.rstd, N] });
   normForward(rec, 'rmsnorm_forward', bindings, N, C, args.eps);
 }
 
@@ -41,16 +41,16 @@ export function rmsnorm_backward(
 ): void {
   const { N, C } = args;
   const kernel = 'rmsnorm_backward';
-  const [dout, inp, rstd, weight, dinp, dweight] = bindAll(rec.gpu, kernel, [
-    ['dout', args.dout, N * C], ['inp', args.inp, N * C], ['rstd', args.rstd, N], ['weight', args.weight, C], ['dinp', args.dinp, N * C], ['dweight', args.dweight, C],
-  ]);
+  const { dout, inp, rstd, weight, dinp, dweight } = bindAll(rec.gpu, kernel, {
+    dout: [args.dout, N * C], inp: [args.inp, N * C], rstd: [args.rstd, N], weight: [args.weight, C], dinp: [args.dinp, N * C], dweight: [args.dweight, C],
+  });
   normBackward(rec, kernel, {
     N,
     C,
     accumulate: args.accumulate,
     accumulateDinp: args.accumulateDinp,
-    rowBindings: [dout, inp, rstd, weight, dinp],
-    partBindings: [dout, inp, rstd],
+    rowBindings: { dout, inp, rstd, weight, dinp },
+    partBindings: { dout, inp, rstd },
     grads: [['dweight', dweight]],
   });
 }

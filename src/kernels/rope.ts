@@ -2,7 +2,7 @@
 // (the same shader rotating by the opposite angle). The per-frequency fixed-point turn table the shader
 // needs (see its header) is computed here in float64 and cached per device, theta, head_dim and
 // rope_scaling (linear, llama3: the inverse frequencies as HF's modeling_rope_utils.py computes them).
-import { Gpu, packParams, type Recorder } from '../gpu/context.ts';
+import { Gpu, type Recorder } from '../gpu/context.ts';
 import type { RopeScaling } from './types.ts';
 import { prefix } from './windows.ts';
 
@@ -64,8 +64,8 @@ function rope(rec: Recorder, kernel: string, sign: 1 | -1, x: GPUBuffer, s: Rope
     kernel,
     shader: 'rope_forward',
     constants: { WG, SIGN: sign },
-    bindings: [prefix(gpu, kernel, 'x', x, N * H * D), prefix(gpu, kernel, 'positionIds', s.positionIds, N), table(gpu, D, s.theta, s.scaling)],
-    params: packParams([['u32', N], ['u32', H], ['u32', D]]),
+    bindings: { x: prefix(gpu, kernel, 'x', x, N * H * D), position_ids: prefix(gpu, kernel, 'positionIds', s.positionIds, N), freq: table(gpu, D, s.theta, s.scaling) },
+    params: [['N', 'u32', N], ['H', 'u32', H], ['D', 'u32', D]],
     workgroups: Gpu.grid(Math.ceil((N * H * D) / 2 / WG)),
   });
 }

@@ -1,5 +1,5 @@
 // Launchers for shaders/silu_gate_{forward,backward}.wgsl: the Llama/Qwen MLP activation
-// out = silu(gate) * up, gate and up in separate (N, I) buffers (n = N * I). Twin: src/ref/silu_gate.ts.
+// out = silu(gate) * up, gate and up in separate (N, I) buffers (n = N * I). Twin: src/oracle/silu_gate.ts.
 // dgate and dup are overwritten.
 import { dispatchElementwise } from './elementwise.ts';
 import type { Recorder } from '../gpu/context.ts';

@@ -2,7 +2,7 @@
 // invocation per row, and its gradient to the per-token log-probs and entropies. The branches (loss type, IS
 // level and vLLM mode, KL, masks, aggregation) are override constants, so each setting compiles its own
 // pipeline (cached by the Gpu) and the kernel does no per-token branching on uniforms.
-import { packParams, type Recorder } from '../gpu/context.ts';
+import type { ParamWord, Recorder } from '../gpu/context.ts';
 import type { TrlLossParams, VllmIsMode } from './types.ts';
 import { bindAll } from './windows.ts';
 
@@ -22,30 +22,29 @@ export function trlAggregation(p: TrlLossParams): { agg: number; divisor: number
   return { agg: p.loss_type === 'bnpo' ? 1 : p.loss_type === 'luspo' ? 3 : 0, divisor: 1, entGlobal: false };
 }
 
-function params(p: TrlLossParams): ArrayBuffer {
+function params(p: TrlLossParams): ParamWord[] {
   const { divisor } = trlAggregation(p);
-  return packParams([
-    ['u32', p.B],
-    ['u32', p.T],
-    ['f32', p.epsilon_low],
-    ['f32', p.epsilon_high],
-    ['f32', p.delta ?? 0],
-    ['f32', p.beta],
-    ['f32', p.vllm_is_min ?? -F32_MAX],
-    ['f32', p.vllm_is_max ?? F32_MAX],
-    ['f32', p.off_policy_mask_threshold ?? 0],
-    ['f32', p.entropy_threshold ?? 0],
-    ['f32', p.sapo_temperature_pos],
-    ['f32', p.sapo_temperature_neg],
-    ['f32', p.vespo_k_pos],
-    ['f32', p.vespo_lambda_pos],
-    ['f32', p.vespo_k_neg],
-    ['f32', p.vespo_lambda_neg],
-    ['f32', divisor],
-    ['f32', p.gradient_accumulation_steps],
-    ['f32', p.entropy_coef],
-    ['f32', 0],
-  ]);
+  return [
+    ['B', 'u32', p.B],
+    ['T', 'u32', p.T],
+    ['eps_low', 'f32', p.epsilon_low],
+    ['eps_high', 'f32', p.epsilon_high],
+    ['delta', 'f32', p.delta ?? 0],
+    ['beta', 'f32', p.beta],
+    ['is_min', 'f32', p.vllm_is_min ?? -F32_MAX],
+    ['is_max', 'f32', p.vllm_is_max ?? F32_MAX],
+    ['opsm_threshold', 'f32', p.off_policy_mask_threshold ?? 0],
+    ['entropy_threshold', 'f32', p.entropy_threshold ?? 0],
+    ['tau_pos', 'f32', p.sapo_temperature_pos],
+    ['tau_neg', 'f32', p.sapo_temperature_neg],
+    ['k_pos', 'f32', p.vespo_k_pos],
+    ['lambda_pos', 'f32', p.vespo_lambda_pos],
+    ['k_neg', 'f32', p.vespo_k_neg],
+    ['lambda_neg', 'f32', p.vespo_lambda_neg],
+    ['divisor', 'f32', divisor],
+    ['gas', 'f32', p.gradient_accumulation_steps],
+    ['entropy_coef', 'f32', p.entropy_coef],
+  ];
 }
 
 /** The override constants both passes share. */
@@ -86,14 +85,14 @@ export function trl_loss_forward(rec: Recorder, a: TrlLossBuffers & { entropy: G
       HAS_SAMPLING: a.hasSampling,
       EMASK: p.entropy_threshold !== null,
     },
-    bindings: bindAll(rec.gpu, kernel, [
-      ['logp', a.logp, N],
-      ['entropy', a.entropy, N],
-      ['aux', a.aux, 4 * N],
-      ['advantages', a.advantages, p.B],
-      ['tok', a.tok, 4 * N],
-      ['rows', a.rows, TRL_ROW_STATS * p.B],
-    ]),
+    bindings: bindAll(rec.gpu, kernel, {
+      logp: [a.logp, N],
+      entropy: [a.entropy, N],
+      aux: [a.aux, 4 * N],
+      advantages: [a.advantages, p.B],
+      tok: [a.tok, 4 * N],
+      rows: [a.rows, TRL_ROW_STATS * p.B],
+    }),
     params: params(p),
     workgroups: [Math.ceil(p.B / WG), 1],
   });
@@ -107,15 +106,15 @@ export function trl_loss_backward(rec: Recorder, a: TrlLossBuffers & { dlogp: GP
     kernel,
     shader: kernel,
     constants: { ...common(p, a.hasOld), AGG: agg, ENT_GLOBAL: entGlobal },
-    bindings: bindAll(rec.gpu, kernel, [
-      ['logp', a.logp, N],
-      ['aux', a.aux, 4 * N],
-      ['advantages', a.advantages, p.B],
-      ['tok', a.tok, 4 * N],
-      ['rows', a.rows, TRL_ROW_STATS * p.B],
-      ['dlogp', a.dlogp, N],
-      ['dentropy', a.dentropy, N],
-    ]),
+    bindings: bindAll(rec.gpu, kernel, {
+      logp: [a.logp, N],
+      aux: [a.aux, 4 * N],
+      advantages: [a.advantages, p.B],
+      tok: [a.tok, 4 * N],
+      rows: [a.rows, TRL_ROW_STATS * p.B],
+      dlogp: [a.dlogp, N],
+      dentropy: [a.dentropy, N],
+    }),
     params: params(p),
     workgroups: [Math.ceil(p.B / WG), 1],
   });

@@ -1,6 +1,6 @@
 // Shared types and constants of the GRPO kernels: the names and bit layouts that a WGSL kernel, its
-// launcher, its float64 twin in src/ref/ and the layers above (grpo, worker, UI) must agree on. Kept here,
-// at the kernel layer, so production code never imports the test oracle (src/ref) for a constant.
+// launcher, its float64 twin in src/oracle/ and the layers above (grpo, worker, UI) must agree on. Kept here,
+// at the kernel layer, so production code never imports the test oracle (src/oracle) for a constant.
 // Nothing in this file computes.
 
 /** Every aggregation the studio shows, in the order loss_reduce_forward writes them (TRL + verl). */
@@ -70,7 +70,7 @@ export const VLLM_IS_MODES = ['token_truncate', 'token_mask', 'sequence_truncate
 export type VllmIsMode = (typeof VLLM_IS_MODES)[number] | 'off';
 
 /**
- * Everything the TRL per-row kernel (shaders/trl_loss_{forward,backward}.wgsl) and its twin (src/ref/trl_loss.ts)
+ * Everything the TRL per-row kernel (shaders/trl_loss_{forward,backward}.wgsl) and its twin (src/oracle/trl_loss.ts)
  * need, resolved from GRPOConfig + run context by src/grpo/trainers/trl.ts. Nulls are TRL's None.
  */
 export interface TrlLossParams {

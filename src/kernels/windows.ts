@@ -60,7 +60,12 @@ export function prefix(gpu: Gpu, kernel: string, field: string, buffer: GPUBuffe
   return { buffer, offset: 0, size };
 }
 
-/** prefix() for each [field, buffer, elements], in order: a launcher's bindings, every size checked. */
-export function bindAll(gpu: Gpu, kernel: string, fields: Array<[string, GPUBuffer, number]>): Binding[] {
-  return fields.map(([field, buf, elems]) => prefix(gpu, kernel, field, buf, elems));
+/**
+ * prefix() for each shader variable name → [buffer, elements, the launcher's argument name where it
+ * differs], in order: a launcher's named bindings, every size checked (errors name the argument).
+ */
+export function bindAll(gpu: Gpu, kernel: string, fields: Record<string, [GPUBuffer, number, string?]>): Record<string, Binding> {
+  const out: Record<string, Binding> = {};
+  for (const [name, [buf, elems, arg]] of Object.entries(fields)) out[name] = prefix(gpu, kernel, arg ?? name, buf, elems);
+  return out;
 }

@@ -2,7 +2,7 @@
 // shards listed in model.safetensors.index.json, one shard at a time (a shard's bytes are dropped once
 // its tensors are handed over). Every parameter the config implies must be present with the shape the
 // config implies; F32 / F16 / BF16 (and F64) are widened to f32. The consumer (GPU upload in model.ts,
-// the float64 reference in ref/model.ts) receives each tensor through `onTensor`, with its stored bytes
+// the float64 reference in src/oracle/model.ts) receives each tensor through `onTensor`, with its stored bytes
 // too (a frozen model keeps BF16 weights packed on the GPU).
 import { parseSafeTensors, tensorBytes, toF32, type DType } from '../io/safetensors.ts';
 import { ModelLoadError, paramSpecs, parseConfig, numel, type ModelConfig, type ParamSpec } from './config.ts';

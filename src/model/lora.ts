@@ -1,7 +1,8 @@
 // Hugging Face PEFT LoRA adapters, the GPU-independent part: adapter_config.json → LoraConfig, which of
 // the model's linear modules carry an adapter (PEFT's target_modules rule), the PEFT tensor names, and
-// reading / writing an adapter folder. The GPU adapter (src/model/lora_adapter.ts) and the float64
-// twin (src/ref/model.ts) both start from `loadLoraAdapter`'s tensors.
+// reading / writing an adapter folder, and a new adapter as PEFT initialises one (its options, for the page
+// and the CLI alike: src/model/lora_fields.ts). The GPU adapter (src/model/lora_adapter.ts) and the float64
+// twin (src/oracle/model.ts) both start from `loadLoraAdapter`'s tensors.
 //
 // Semantics follow huggingface/peft `src/peft/tuners/lora/layer.py` (LoraLayer.update_layer: scaling =
 // lora_alpha / r, or lora_alpha / √r with use_rslora; Linear.forward: y = base(x) + scaling·B(A(x))),
@@ -12,6 +13,7 @@
 // the adapter name dropped). Options that change the math and are not implemented are refused by name.
 import { parseSafeTensors, toF32, writeSafeTensors, type TensorOut } from '../io/safetensors.ts';
 import { ModelLoadError, paramSpecs, type ModelConfig, type ParamGroup } from './config.ts';
+import { LORA_CREATE_FIELDS, type LoraFieldSpec, type NewLoraOptions } from './lora_fields.ts';
 import { Rng } from './rng.ts';
 import type { ModelSource } from './source.ts';
 
@@ -158,22 +160,75 @@ export function saveLoraAdapter(w: LoraWeights): { 'adapter_model.safetensors': 
   };
 }
 
-/** What a new adapter is made from (the page's "create"): PEFT LoraConfig fields, and the seed of A's init. */
-export interface NewLoraOptions {
-  r: number;
-  lora_alpha: number;
-  use_rslora: boolean;
-  target_modules: string[] | 'all-linear';
-  seed: number;
+const FIELD_NAMES = Object.keys(LORA_CREATE_FIELDS) as (keyof NewLoraOptions)[];
+
+/** What a value of `spec` must be, as the one-line error says it. */
+function expected(spec: LoraFieldSpec): string {
+  if (spec.kind === 'boolean') return 'true or false';
+  if (spec.kind === 'modules') return '"all-linear" or a non-empty list of module names';
+  if (spec.kind === 'number') return 'a finite number';
+  if (spec.max !== undefined) return `an integer from ${spec.min} to ${spec.max}`;
+  return spec.min === 1 ? 'a positive integer' : `an integer >= ${spec.min}`;
+}
+
+function fits(spec: LoraFieldSpec, v: unknown): boolean {
+  if (spec.kind === 'boolean') return typeof v === 'boolean';
+  if (spec.kind === 'modules') return v === 'all-linear' || (Array.isArray(v) && v.length > 0 && v.every((t) => typeof t === 'string' && t.trim() !== ''));
+  if (typeof v !== 'number' || !Number.isFinite(v) || (spec.kind === 'integer' && !Number.isInteger(v))) return false;
+  return (spec.min === undefined || v >= spec.min) && (spec.max === undefined || v <= spec.max);
+}
+
+/** New-adapter options checked against LORA_CREATE_FIELDS; throws ModelLoadError naming the first field out of bounds. */
+export function checkNewLoraOptions(opts: NewLoraOptions, where: string): NewLoraOptions {
+  for (const name of FIELD_NAMES) {
+    const spec: LoraFieldSpec = LORA_CREATE_FIELDS[name];
+    if (!fits(spec, opts[name])) throw new ModelLoadError(`${where}: "${name}" must be ${expected(spec)}, got ${JSON.stringify(opts[name]) ?? String(opts[name])}`);
+  }
+  return opts;
+}
+
+/**
+ * New-adapter options from `key=value,key=value` text (the CLI's --create-adapter), keys as LORA_CREATE_FIELDS
+ * names them, absent keys at their defaults. target_modules takes the comma-separated names that follow it
+ * (`target_modules=q_proj,v_proj,seed=1`): module names never hold "=". Text that is not a number or a
+ * boolean is kept as typed, so the bounds check quotes it.
+ */
+export function newLoraOptionsFromText(text: string, where: string): NewLoraOptions {
+  const given = new Map<keyof NewLoraOptions, string[]>();
+  let last: keyof NewLoraOptions | null = null;
+  for (const token of text.split(',').map((t) => t.trim()).filter(Boolean)) {
+    const eq = token.indexOf('=');
+    if (eq < 0) {
+      if (last === null || LORA_CREATE_FIELDS[last].kind !== 'modules') throw new ModelLoadError(`${where}: "${token}" is not key=value (keys: ${FIELD_NAMES.join(', ')})`);
+      given.get(last)!.push(token);
+      continue;
+    }
+    const key = token.slice(0, eq).trim();
+    if (!(FIELD_NAMES as string[]).includes(key)) throw new ModelLoadError(`${where}: unknown key "${key}" (keys: ${FIELD_NAMES.join(', ')})`);
+    last = key as keyof NewLoraOptions;
+    if (given.has(last)) throw new ModelLoadError(`${where}: "${key}" is given twice`);
+    given.set(last, [token.slice(eq + 1).trim()]);
+  }
+  const value = (spec: LoraFieldSpec, [v, ...more]: string[]): unknown => {
+    if (spec.kind === 'modules') return more.length === 0 && v === 'all-linear' ? v : [v, ...more].filter(Boolean);
+    if (spec.kind === 'boolean') return v === 'true' ? true : v === 'false' ? false : v;
+    return v !== '' && Number.isFinite(Number(v)) ? Number(v) : v;
+  };
+  const opts = Object.fromEntries(FIELD_NAMES.map((k) => [k, given.has(k) ? value(LORA_CREATE_FIELDS[k], given.get(k)!) : LORA_CREATE_FIELDS[k].default]));
+  return checkNewLoraOptions(opts as unknown as NewLoraOptions, where);
 }
 
 /**
  * A fresh adapter as PEFT's LoraLayer.reset_lora_parameters(init_lora_weights=True) makes it: A from
  * kaiming_uniform_(a=√5), i.e. U(±1/√in), here from a seeded RNG; B = 0, so the first forward is the
  * base's exactly. The config is the adapter_config.json that saving writes (lora_dropout 0: one
- * deterministic step has no dropout). Throws ModelLoadError naming the field the options get wrong.
+ * deterministic step has no dropout). The page's "create" (src/worker/adapter.ts) and the CLI's
+ * --create-adapter both make their adapter here. Throws ModelLoadError, prefixed `where`, naming the field
+ * the options get wrong; a target_modules entry that selects no module is refused too (PEFT refuses only a
+ * list that selects none, which would let a misspelt name leave out the modules it meant).
  */
-export function initLoraWeights(model: ModelConfig, opts: NewLoraOptions, base_model_name_or_path: string | null): LoraWeights {
+export function initLoraWeights(model: ModelConfig, opts: NewLoraOptions, base_model_name_or_path: string | null, where = 'new adapter'): LoraWeights {
+  checkNewLoraOptions(opts, where);
   const config = parseLoraConfig(
     {
       peft_type: 'LORA',
@@ -189,10 +244,14 @@ export function initLoraWeights(model: ModelConfig, opts: NewLoraOptions, base_m
       init_lora_weights: true,
       inference_mode: false,
     },
-    'new adapter',
+    where,
   );
-  const targeted = linearModules(model).filter((m) => isTargeted(config.target_modules, m.name));
-  if (!targeted.length) throw new ModelLoadError(`new adapter: target_modules ${JSON.stringify(config.target_modules)} matches no linear module of this ${model.model_type} model`);
+  const linear = linearModules(model);
+  const targeted = linear.filter((m) => isTargeted(config.target_modules, m.name));
+  const known = () => `its linear modules end in ${[...new Set(linear.map((m) => m.name.split('.').pop()))].join(', ')}`;
+  if (!targeted.length) throw new ModelLoadError(`${where}: target_modules ${JSON.stringify(config.target_modules)} matches no linear module of this ${model.model_type} model (${known()})`);
+  const unmatched = opts.target_modules === 'all-linear' ? [] : opts.target_modules.filter((t) => !targeted.some((m) => isTargeted([t], m.name)));
+  if (unmatched.length) throw new ModelLoadError(`${where}: target_modules entry "${unmatched[0]}" matches no linear module of this ${model.model_type} model (${known()})`);
   const rng = new Rng(opts.seed);
   const modules = targeted.map((m) => {
     const bound = 1 / Math.sqrt(m.in);

@@ -6,7 +6,7 @@
 // The base weights never see a gradient (the model skips them while an adapter is attached).
 // Parameters are named by their PEFT keys, so the optimizer, the grad norm and the saved file all use
 // the same names; their parameter group is the base weight's prefixed "lora.", so the per-group grad and
-// update norms say that only the adapter trains. Float64 twin: RefModel with a LoraWeights (src/ref/model.ts).
+// update norms say that only the adapter trains. Float64 twin: RefModel with a LoraWeights (src/oracle/model.ts).
 import type { Gpu, Recorder } from '../gpu/context.ts';
 import { scale_forward } from '../kernels/grad_norm.ts';
 import { matmul_backward, matmul_forward } from '../kernels/matmul.ts';

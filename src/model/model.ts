@@ -3,7 +3,7 @@
 // backward to every parameter's gradient. Structured like llm.c's gpt2_forward / gpt2_backward: one
 // table of activation buffers (src/model/workspace.ts, sizes in src/model/memory.ts), a layer loop of
 // kernel launches per pass (src/model/forward.ts, src/model/backward.ts, building blocks in
-// src/model/layer_ops.ts), and the float64 twin of the whole thing in src/ref/model.ts.
+// src/model/layer_ops.ts), and the float64 twin of the whole thing in src/oracle/model.ts.
 //
 // Every launch goes into the caller's Recorder: one submit can hold forward, loss and backward, with
 // nothing read back in between.

@@ -4,12 +4,12 @@
 // to see in an issue thread: the token grid with the prompt | completion boundary, completion_mask and an
 // optional per-token heat, the Doctor's findings (a click highlights the cells), the settings and the
 // losses. Written by `grpo-studio report` and by the studio's "Save report" button, from the same code.
-// Cells are classified in Node by the grid model the studio uses (src/ui/grid/cells.ts, pure), so the
+// Cells are classified in Node by the grid model the studio uses (src/view/cells.ts, pure), so the
 // report and the page agree on every cell.
 import type { DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
-import { buildGrid, gridContext, REGION_NAMES, spanColumns, visibleText } from '../ui/grid/cells.ts';
-import { REGION_COLORS, REGION_TEXT } from '../ui/grid/colors.ts';
+import { buildGrid, gridContext, REGION_NAMES, spanColumns, visibleText } from '../view/cells.ts';
+import { REGION_COLORS, REGION_TEXT } from '../view/colors.ts';
 
 export interface ReportInput {
   name: string;

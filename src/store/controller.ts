@@ -9,9 +9,12 @@ import { studioStore } from './index.ts';
 import { StudioClient } from '../worker/client.ts';
 import { Cancelled, StudioFailure } from '../worker/errors.ts';
 import { importStore } from './import.ts';
-import { STAGES, type AdapterChoice, type AdapterReference, type LoadProgress, type LossSettings, type ModelChoice, type ModelInfo, type StepSettings, type StepStart, type TemplateVariant } from '../worker/protocol.ts';
-import { lossSettingsOf, presetOfBatch, promptConversation, trainerOfFormat } from '../worker/settings.ts';
+import { STAGES, type AdapterChoice, type AdapterReference, type LoadProgress, type ModelChoice, type ModelInfo, type StepSettings, type StepStart, type TemplateVariant } from '../worker/protocol.ts';
+import { pageSettings, promptConversation } from '../worker/settings.ts';
+import { settingsChanges, trainerOfBatch } from '../grpo/settings/effective.ts';
+import { baseOf, effectiveOf, ranValue } from './derived.ts';
 import type { ReportInput } from '../report/html.ts';
+import type { TrainerId } from '../grpo/settings/types.ts';
 
 let client: StudioClient | null = null;
 
@@ -78,13 +81,18 @@ export async function importBatchFile(file: File): Promise<void> {
   importStore.getState().set({ name: file.name, progress: { label: 'starting', loaded: 0, total: 0 }, cancel: () => abort.abort() });
   try {
     // The File itself goes to the worker (a handle, not its bytes): reading, parsing and checking happen there.
-    const { batch, report, token_texts, trainer, format, notes, tokenizer_checks } = await worker().request({ type: 'import-batch', file, name: file.name }, { onProgress: progress, signal: abort.signal });
+    const { batch, report, token_texts, trainer, notes, tokenizer_checks } = await worker().request({ type: 'import-batch', file, name: file.name }, { onProgress: progress, signal: abort.signal });
     await dropRun(false);
 
-    store().setLoss(lossSettingsOf(batch.config));
-    store().setPreset(presetOfBatch(trainerOfFormat(format), batch.config, batch.run));
+    // The batch's own settings are the base of its updates, with no edits: nothing an earlier batch or form set
+    // carries over. What that changes against the settings before is listed with the reader's notes.
+    const before = effectiveOf(store());
+    store().startFromBatch(trainerOfBatch(batch));
     // What the reader had to assume or could not read is shown with the batch, not hidden.
     store().setImported({ batch, name: file.name, report, token_texts, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
+    const after = effectiveOf(store());
+    const changed = 'settings' in before && 'settings' in after ? settingsChanges(before.settings, after.settings) : 'error' in after ? [`settings: ${after.error}`] : [];
+    if (changed.length) store().setImportedNotes([...(store().imported?.notes ?? []), `settings now (${changed.length} changed): ${changed.join('; ')}`]);
     // The batch is on screen; the tokenizer's checks (a decode → encode of every row) follow.
     if (tokenizer_checks !== null) void worker().request({ type: 'tokenizer-checks', import: tokenizer_checks }).then((r) => r.report && store().setImportedReport(batch, r.report), fail);
   } catch (e) {
@@ -131,8 +139,8 @@ export async function saveReport(heat: ReportInput['heat']): Promise<void> {
     report: { findings: s.findings, skipped: s.skipped, counts },
     tokenTexts: s.tokenTexts,
     specialIds: s.model?.tokenizer.special_token_ids,
-    settings: s.runSettings ? { ...s.runSettings.loss, ...s.runSettings.sampling } : null,
-    losses: loss && s.runSettings ? { chosen: s.runSettings.loss.loss_type, before: loss.losses, after: s.run.re_evaluate?.losses_after } : null,
+    settings: s.runSettings ? { trainer: s.runSettings.settings.trainer, ...s.runSettings.settings.config, ...s.runSettings.settings.run, ...s.runSettings.sampling } : null,
+    losses: loss && s.runSettings ? { chosen: String(ranValue(s.runSettings.settings, 'loss_type')), before: loss.losses, after: s.run.re_evaluate?.losses_after } : null,
     heat,
     generator: 'GRPO Studio (page)',
   });
@@ -204,9 +212,13 @@ export async function saveAdapter(): Promise<void> {
   }
 }
 
+/** The next update's settings; throws the reason they cannot be formed (a value the tables refuse). */
 function settings(): StepSettings {
-  const { prompts, sampling, rewards, loss, trainer, weights } = store();
-  return { prompts, sampling, rewards, loss, trainer, weights };
+  const s = store();
+  const { prompts, sampling, rewards, weights } = s;
+  const e = effectiveOf(s);
+  if ('error' in e) throw new Error(e.error);
+  return { prompts, sampling, rewards, settings: e.settings, weights };
 }
 
 /** Where a new update starts: the imported batch when the stepper is set to it, else the prompt set. */
@@ -223,6 +235,8 @@ export function settingsProblem(): string | null {
   const { formErrors, prompts, stepFrom, imported } = store();
   const bad = Object.entries(formErrors);
   if (bad.length > 0) return `settings: ${bad.map(([f, p]) => `${f}: ${p}`).join('; ')}`;
+  const e = effectiveOf(store());
+  if ('error' in e) return `settings: ${e.error}`;
   if (stepFrom === 'import' && imported) return null;
   if (prompts.length === 0) return 'prompts: the prompt set is empty';
   const empty = prompts.findIndex((p) => p.user.trim() === '');
@@ -257,13 +271,22 @@ export async function nextStage(): Promise<boolean> {
 
 let whatIfSeq = 0;
 
-/** Recomputes the loss of this update's batch under `loss` (no resampling, no forward); only the latest answer is shown. */
-export async function runWhatIf(loss: LossSettings): Promise<void> {
+/**
+ * Recomputes the loss of this update's batch under the what-if's edits (config values in the trainer's names,
+ * over the settings the update ran with; no resampling, no forward) under `trainer` (the update's, or another:
+ * a preset what-if starts from that trainer's defaults); only the latest answer is shown.
+ */
+export async function runWhatIf(edits: Record<string, unknown>, trainer?: TrainerId): Promise<void> {
   const seq = ++whatIfSeq;
-  store().setWhatIfSettings(loss);
+  const s = store();
+  const ran = s.runSettings;
+  if (!ran) return;
+  const t = trainer ?? s.whatIfSettings?.trainer ?? ran.settings.trainer;
+  store().setWhatIfSettings({ trainer: t, edits });
   try {
-    // The what-if follows the trainer preset as the form has it now (the current side: the update's own).
-    const r = await worker().request({ type: 'what-if', loss, trainer: store().trainer });
+    // The update's base and edits under the what-if trainer, then the what-if's own values: the page's one resolution.
+    const settings = pageSettings(t, baseOf(s), s.edits, [{ origin: 'edited', label: 'what-if', config: edits }]);
+    const r = await worker().request({ type: 'what-if', settings });
     if (seq === whatIfSeq) store().setWhatIf(r);
   } catch (e) {
     if (seq === whatIfSeq) {
@@ -305,10 +328,12 @@ export async function refreshPlan(): Promise<void> {
   }
 }
 
-/** Makes the what-if settings the loss settings of the next update (the results on screen then read as stale). */
+/** Makes the what-if's trainer and values the next update's (the results on screen then read as stale). */
 export function applyWhatIf(): void {
   const w = store().whatIfSettings;
-  if (w) store().setLoss(w);
+  if (!w) return;
+  store().setTrainer(w.trainer);
+  store().editConfig(w.edits);
 }
 
 export async function runToEnd(): Promise<void> {

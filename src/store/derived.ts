@@ -5,8 +5,11 @@ import type { GroupStats } from '../grpo/advantages.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import type { BatchSlice, RunResults } from './session.ts';
 import type { StudioState } from './index.ts';
-import type { LossSettings, StepSettings } from '../worker/protocol.ts';
+import type { StepSettings } from '../worker/protocol.ts';
 import { diffBatches, type BatchDiff } from '../io/batch_diff.ts';
+import { AGGREGATIONS, type LossType } from '../kernels/types.ts';
+import { pageSettings, type SettingsBase } from '../worker/settings.ts';
+import { settingOf, settingsChanges, type EffectiveSettings } from '../grpo/settings/effective.ts';
 
 /**
  * Each group's reward mean / std: the advantages stage's; for a batch that came from a file (shown as
@@ -24,13 +27,51 @@ export function rewardNames(batch: GrpoBatch, run: RunResults): string[] {
   return run.reward?.names ?? Array.from({ length: F }, (_, f) => `reward ${f}`);
 }
 
+/** What the next update starts from: the imported batch (its own settings) when the stepper is set to it, else the prompt set. */
+export function baseOf(s: Pick<StudioState, 'stepFrom' | 'imported'>): SettingsBase {
+  return s.stepFrom === 'import' && s.imported ? { kind: 'batch', batch: s.imported.batch, name: s.imported.name } : { kind: 'prompts' };
+}
+
+let lastEffective: { key: unknown[]; value: { settings: EffectiveSettings } | { error: string } } | null = null;
+
 /**
- * What differs between the settings an update ran with and the form now: loss fields by name, the other
- * panels as a whole. Empty when the results on screen are current.
+ * The settings the next update runs with (the one resolution the CLI uses: src/worker/settings.ts pageSettings),
+ * or why they cannot be formed (a file value the table refuses). Memoised on its inputs: selectors must
+ * return the same object while nothing changed.
  */
-export function staleFields(ran: StepSettings | null, now: StepSettings): string[] {
+export function effectiveOf(s: Pick<StudioState, 'trainer' | 'edits' | 'stepFrom' | 'imported'>): { settings: EffectiveSettings } | { error: string } {
+  const base = baseOf(s);
+  const key = [s.trainer, s.edits, base.kind === 'batch' ? base.batch : null];
+  if (lastEffective && lastEffective.key.every((k, i) => k === key[i])) return lastEffective.value;
+  let value: { settings: EffectiveSettings } | { error: string };
+  try {
+    value = { settings: pageSettings(s.trainer, base, s.edits) };
+  } catch (e) {
+    value = { error: `${base.kind === 'batch' ? `${base.name}: ` : ''}${(e as Error).message}` };
+  }
+  lastEffective = { key, value };
+  return value;
+}
+
+/** A config value of the settings an update ran with (its row's default where no layer set it). */
+export function ranValue(settings: EffectiveSettings, name: string): unknown {
+  return settingOf(settings, 'config', name).value;
+}
+
+/** The studio loss type the results on screen ran with (the update's), else the next update's. */
+export function lossTypeOf(s: Pick<StudioState, 'runSettings' | 'trainer' | 'edits' | 'stepFrom' | 'imported'>): LossType {
+  const e = s.runSettings ? { settings: s.runSettings.settings } : effectiveOf(s);
+  const v = 'settings' in e ? ranValue(e.settings, 'loss_type') : undefined;
+  return ((AGGREGATIONS as readonly unknown[]).includes(v) ? v : 'dapo') as LossType;
+}
+
+/**
+ * What differs between the settings an update ran with and the form now: settings by name with where each
+ * value comes from, the other panels as a whole. Empty when the results on screen are current.
+ */
+export function staleFields(ran: StepSettings | null, now: Omit<StepSettings, 'settings'> & { settings: EffectiveSettings | null }): string[] {
   if (!ran) return [];
-  const out = (Object.keys(now.loss) as (keyof LossSettings)[]).filter((k) => JSON.stringify(ran.loss[k]) !== JSON.stringify(now.loss[k])).map((k) => `${k} ${JSON.stringify(ran.loss[k])} → ${JSON.stringify(now.loss[k])}`);
+  const out = now.settings ? settingsChanges(ran.settings, now.settings) : ['settings: cannot be formed'];
   for (const k of ['prompts', 'sampling', 'rewards'] as const) if (JSON.stringify(ran[k]) !== JSON.stringify(now[k])) out.push(`${k} changed`);
   return out;
 }

@@ -5,6 +5,7 @@ import { createJSONStorage, persist, type StateStorage } from 'zustand/middlewar
 import { createStore } from 'zustand/vanilla';
 import { createSessionSlices, type SessionSlices } from './session.ts';
 import { createSettingsSlice, PERSISTED_KEYS, type SettingsSlice } from './settings.ts';
+import { TRAINERS, type TrainerId } from '../grpo/settings/types.ts';
 
 export type StudioState = SettingsSlice & SessionSlices;
 
@@ -16,8 +17,11 @@ export function createStudioStore(storage: StateStorage) {
       (...a) => ({ ...createSettingsSlice(...a), ...createSessionSlices(...a) }),
       {
         name: STORAGE_KEY,
-        version: 1,
+        version: 2,
         storage: createJSONStorage(() => storage),
+        // An older version's prompts, sampling and rewards are the user's: merge keeps them and drops the rest
+        // (without a migrate, zustand would drop the whole stored state on the version change).
+        migrate: (persisted) => persisted as StudioState,
         partialize: (s) => Object.fromEntries(PERSISTED_KEYS.map((k) => [k, s[k]])) as Pick<StudioState, (typeof PERSISTED_KEYS)[number]>,
         // A stored value from an older shape keeps the current defaults for keys it lacks.
         merge: (stored, current) => {
@@ -27,8 +31,9 @@ export function createStudioStore(storage: StateStorage) {
             prompts: Array.isArray(s.prompts) ? s.prompts : current.prompts,
             rewards: Array.isArray(s.rewards) ? s.rewards : current.rewards,
             sampling: { ...current.sampling, ...s.sampling },
-            loss: { ...current.loss, ...s.loss },
-            trainer: s.trainer && typeof s.trainer === 'object' ? { ...current.trainer, ...s.trainer } : current.trainer,
+            // Older shapes (a full loss form, a preset object) are not edits: they are dropped, not reinterpreted.
+            trainer: TRAINERS.includes(s.trainer as TrainerId) ? (s.trainer as TrainerId) : current.trainer,
+            edits: s.edits && typeof s.edits === 'object' ? { ...current.edits, ...s.edits } : current.edits,
           };
         },
       },

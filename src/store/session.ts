@@ -6,7 +6,8 @@ import type { StateCreator } from 'zustand';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
-import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type LossSettings, type WhatIfResult, type BeforeAfterResult, type WeightsMode, type TemplateDiff, type PagePlan } from '../worker/protocol.ts';
+import type { TrainerId } from '../grpo/settings/types.ts';
+import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type WhatIfResult, type BeforeAfterResult, type WeightsMode, type TemplateDiff, type PagePlan } from '../worker/protocol.ts';
 
 export type Status = 'idle' | 'busy' | 'ready' | 'error';
 
@@ -67,11 +68,11 @@ export interface BatchSlice {
    * labels read them (never the form's current values) and a form that differs marks the results stale.
    */
   runSettings: StepSettings | null;
-  /** The what-if form (loss settings to try on this update's batch), null until first changed. */
-  whatIfSettings: LossSettings | null;
+  /** The what-if form: a trainer and config values to try on this update's batch over its settings, null until first changed. */
+  whatIfSettings: { trainer: TrainerId; edits: Record<string, unknown> } | null;
   /** The latest what-if result: the loss recomputed on the same batch under whatIfSettings. */
   whatIf: WhatIfResult | null;
-  setWhatIfSettings(s: LossSettings | null): void;
+  setWhatIfSettings(s: { trainer: TrainerId; edits: Record<string, unknown> } | null): void;
   setWhatIf(r: WhatIfResult | null): void;
   /** The before/after check of this update (its samples vs the same prompts re-sampled after the step). */
   beforeAfter: BeforeAfterResult | null;
@@ -89,6 +90,8 @@ export interface BatchSlice {
   setImported(imported: ImportedBatch): void;
   /** The Doctor's full report on the imported `batch` (its deferred tokenizer checks done); ignored if another batch was imported since. */
   setImportedReport(batch: GrpoBatch, report: DoctorReport): void;
+  /** The imported batch's notes (the reader's, then what its settings changed). */
+  setImportedNotes(notes: string[]): void;
   setStepFrom(from: BatchSlice['stepFrom']): void;
   stageStarted(stage: StageId, settings?: StepSettings): void;
   stageDone(result: StageResult): void;
@@ -192,6 +195,7 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   cursor: 0,
   running: false,
   setImported: (imported) => set(() => ({ imported, stepFrom: 'import', ...freshRun(), ...showing(imported), selected: null, focus: null })),
+  setImportedNotes: (notes) => set((s) => (s.imported ? { imported: { ...s.imported, notes } } : {})),
   setImportedReport: (batch, report) =>
     set((s) => {
       if (s.imported?.batch !== batch) return {};

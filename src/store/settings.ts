@@ -1,36 +1,36 @@
-// The settings slices: prompt set, sampling, rewards and loss. These are what the user types, so they
-// are the only slices persisted to local storage (src/store/index.ts) and survive a reload. Defaults are
-// the default task's (src/grpo/default_task.ts), so a first visit opens on something that learns.
+// The settings slices: prompt set, sampling, rewards, the trainer and the user's setting edits. These are
+// what the user types, so they are the only slices persisted to local storage (src/store/index.ts) and
+// survive a reload. The loss / advantage / optimizer settings are NOT held here as values: the store keeps
+// the user's edits (per trainer, in its own names) and derives the effective settings of the next update
+// from them over its base (src/store/derived.ts effectiveOf: the default task's preset, or the imported
+// batch's own settings), so nothing an earlier import set is carried into another batch.
 import type { StateCreator } from 'zustand';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROBLEMS, DEFAULT_REWARDS as TASK_REWARDS, additionAnswer, additionQuestion } from '../grpo/default_task.ts';
 import type { RewardKind, RewardSpec } from '../grpo/rewards.ts';
-import type { LossSettings, PromptItem, SamplingSettings, TrainerPreset } from '../worker/protocol.ts';
-import { DEFAULT_SAMPLING, DEFAULT_TRAINER, lossHolds, lossSettingsOf } from '../worker/settings.ts';
+import type { PromptItem, SamplingSettings } from '../worker/protocol.ts';
+import { DEFAULT_SAMPLING, noEdits, type SettingsEdits } from '../worker/settings.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
-import { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
-import { specOf } from '../grpo/settings/table.ts';
-import { TRL_SETTINGS } from '../grpo/settings/trl.ts';
-
-/** GRPOConfig's default for a field the default task leaves unset (one table: src/grpo/settings/trl.ts). */
-const trlDefault = <T>(name: string) => specOf(TRL_SETTINGS, name).default as T;
 
 export interface SettingsSlice {
   prompts: PromptItem[];
   sampling: SamplingSettings;
   rewards: RewardSpec[];
-  loss: LossSettings;
-  /** The trainer the loss side follows, its config and run context (its own field names). */
-  trainer: TrainerPreset;
+  /** The trainer whose objective the loss side follows (an import sets the batch's). */
+  trainer: TrainerId;
+  /** The user's setting values, per trainer, in its own names: the top layer of the effective settings. */
+  edits: SettingsEdits;
   setPrompt(i: number, patch: Partial<PromptItem>): void;
   addPrompt(): void;
   removePrompt(i: number): void;
   setSampling(patch: Partial<SamplingSettings>): void;
-  setLoss(patch: Partial<LossSettings>): void;
-  /** Another trainer: its settings start from its table's defaults. */
+  /** Another trainer: its own edits (kept per trainer) over its defaults. */
   setTrainer(trainer: TrainerId): void;
-  /** One preset field (undefined: back to the default). A TRL field LossSettings holds is set there, one value for both forms. */
-  setTrainerField(where: 'config' | 'run', name: string, value: unknown): void;
-  setPreset(preset: TrainerPreset): void;
+  /** One setting of the current trainer, in its own names (undefined: no edit, the base's value shows through). */
+  setSetting(where: 'config' | 'run', name: string, value: unknown): void;
+  /** Several config values at once (a what-if applied). */
+  editConfig(values: Record<string, unknown>): void;
+  /** An import: the batch's trainer, and no edits (the batch's own settings are its base). */
+  startFromBatch(trainer: TrainerId): void;
   setReward(i: number, patch: Partial<RewardSpec>): void;
   addReward(kind: RewardKind): void;
   removeReward(i: number): void;
@@ -46,26 +46,6 @@ export const DEFAULT_SAMPLING_SETTINGS: SamplingSettings = {
   max_new_tokens: DEFAULT_GRPO_CONFIG.max_completion_length ?? 8,
   seed: 42,
   eos_token_ids: null,
-};
-
-export const DEFAULT_LOSS: LossSettings = {
-  loss_type: DEFAULT_GRPO_CONFIG.loss_type,
-  beta: DEFAULT_GRPO_CONFIG.beta ?? 0.04,
-  kl_estimator: DEFAULT_GRPO_CONFIG.kl_estimator ?? trlDefault('kl_estimator'),
-  epsilon_low: DEFAULT_GRPO_CONFIG.epsilon ?? trlDefault('epsilon'),
-  epsilon_high: DEFAULT_GRPO_CONFIG.epsilon_high ?? 0.28,
-  delta: null,
-  temperature: DEFAULT_GRPO_CONFIG.temperature ?? trlDefault('temperature'),
-  scale_rewards: trlDefault('scale_rewards'),
-  advantage_estimator: 'trl',
-  importance_sampling_level: trlDefault('importance_sampling_level'),
-  optimizer: 'adamw',
-  lr: DEFAULT_GRPO_CONFIG.learning_rate,
-  betas: [0.9, 0.999],
-  weight_decay: 0,
-  max_grad_norm: DEFAULT_GRPO_CONFIG.max_grad_norm,
-  position_ids: 'from_attention_mask',
-  max_completion_length: DEFAULT_GRPO_CONFIG.max_completion_length ?? 8,
 };
 
 /** The source a new JS reward starts with: exact match after dropping trailing special-token text. */
@@ -93,10 +73,10 @@ export function newReward(kind: RewardKind): RewardSpec {
 /** The default task's rewards (correctness, format), as the tiny-adder model was trained to earn them. */
 export const DEFAULT_REWARDS: RewardSpec[] = structuredClone([...TASK_REWARDS]);
 
-export const DEFAULT_SETTINGS = { prompts: DEFAULT_PROMPTS, sampling: DEFAULT_SAMPLING_SETTINGS, rewards: DEFAULT_REWARDS, loss: DEFAULT_LOSS, trainer: DEFAULT_TRAINER };
+export const DEFAULT_SETTINGS = { prompts: DEFAULT_PROMPTS, sampling: DEFAULT_SAMPLING_SETTINGS, rewards: DEFAULT_REWARDS, trainer: 'trl' as TrainerId, edits: noEdits() };
 
 /** The keys local storage keeps. */
-export const PERSISTED_KEYS = ['prompts', 'sampling', 'rewards', 'loss', 'trainer'] as const;
+export const PERSISTED_KEYS = ['prompts', 'sampling', 'rewards', 'trainer', 'edits'] as const;
 
 const without = (o: Record<string, unknown>, k: string) => Object.fromEntries(Object.entries(o).filter(([x]) => x !== k));
 
@@ -106,21 +86,15 @@ export const createSettingsSlice: StateCreator<SettingsSlice, [], [], SettingsSl
   addPrompt: () => set((s) => ({ prompts: [...s.prompts, { system: '', user: '', answer: '' }] })),
   removePrompt: (i) => set((s) => ({ prompts: s.prompts.filter((_, j) => j !== i) })),
   setSampling: (patch) => set((s) => ({ sampling: { ...s.sampling, ...patch } })),
-  setLoss: (patch) => set((s) => ({ loss: { ...s.loss, ...patch } })),
-  setTrainer: (trainer) => set({ trainer: { trainer, config: {}, run: {} } }),
-  setTrainerField: (where, name, value) =>
+  setTrainer: (trainer) => set({ trainer }),
+  setSetting: (where, name, value) =>
     set((s) => {
-      const t = s.trainer;
-      if (where === 'config' && t.trainer === 'trl' && value !== undefined && lossHolds(name, value)) {
-        return { loss: { ...s.loss, ...lossSettingsOf({ [name]: value }) }, trainer: { ...t, config: without(t.config, name) } };
-      }
-      // A default value is no setting: the preset lists only what differs from the trainer's table.
-      const spec = TRAINER_TABLES[t.trainer][where].find((x) => x.name === name);
-      const rest = without(t[where], name);
-      const isDefault = value === undefined || (spec !== undefined && JSON.stringify(value) === JSON.stringify(spec.default));
-      return { trainer: { ...t, [where]: isDefault ? rest : { ...rest, [name]: value } } };
+      const mine = s.edits[s.trainer];
+      const rest = without(mine[where], name);
+      return { edits: { ...s.edits, [s.trainer]: { ...mine, [where]: value === undefined ? rest : { ...rest, [name]: value } } } };
     }),
-  setPreset: (trainer) => set({ trainer }),
+  editConfig: (values) => set((s) => ({ edits: { ...s.edits, [s.trainer]: { ...s.edits[s.trainer], config: { ...s.edits[s.trainer].config, ...values } } } })),
+  startFromBatch: (trainer) => set({ trainer, edits: noEdits() }),
   setReward: (i, patch) => set((s) => ({ rewards: s.rewards.map((r, j) => (j === i ? ({ ...r, ...patch } as RewardSpec) : r)) })),
   addReward: (kind) => set((s) => ({ rewards: [...s.rewards, newReward(kind)] })),
   removeReward: (i) => set((s) => ({ rewards: s.rewards.filter((_, j) => j !== i) })),

@@ -2,7 +2,8 @@
 // names and clip bits (the shared constants of src/kernels/types.ts), the default model's name. The page
 // imports them from here so it reads everything through the store layer (ui → store → worker), and
 // groupLabel (the group a sample belongs to: its label, or ⌊i / G⌋) for the same reason; the trainer
-// settings tables and the effective-mask factor names for the trainer preset form and overlays.
+// settings tables and the effective-mask factor names for the trainer preset form and overlays; the new
+// LoRA adapter's fields for the create form.
 export { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../kernels/types.ts';
 export { MASK_FACTORS, STAGES, STAGE_LABELS } from '../worker/protocol.ts';
 export { DEFAULT_MODEL_NAME } from '../grpo/default_task.ts';
@@ -10,4 +11,6 @@ export { groupLabel } from '../io/batch.ts';
 export { TRAINERS, type TrainerId, type SettingSpec } from '../grpo/settings/types.ts';
 export { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
 export { checkSetting } from '../grpo/settings/table.ts';
-export { trainerConfigOf } from '../worker/settings.ts';
+export { LORA_CREATE_FIELDS } from '../model/lora_fields.ts';
+export { configTable, runTable, settingOf, type EffectiveSettings, type Provenance } from '../grpo/settings/effective.ts';
+export { effectiveOf, lossTypeOf, ranValue } from './derived.ts';

@@ -6,7 +6,7 @@
 import { useMemo } from 'react';
 import { useStudio } from '../store/index.ts';
 import { groupStats } from '../store/derived.ts';
-import { AGGREGATIONS, groupLabel } from '../store/vocabulary.ts';
+import { AGGREGATIONS, groupLabel, lossTypeOf } from '../store/vocabulary.ts';
 import { aggregationTitle } from './explain.ts';
 import { heatAccessor } from './grid/heat.ts';
 import { SeriesChart, type Series, type Span } from './chart/SeriesChart.tsx';
@@ -88,7 +88,7 @@ function LossTable() {
   const loss = useStudio((s) => s.run.loss);
   const after = useStudio((s) => s.run.re_evaluate);
   // The aggregation the update ran with, not the form's: changing the form afterwards must not relabel these numbers.
-  const lossType = useStudio((s) => s.runSettings?.loss.loss_type ?? s.loss.loss_type);
+  const lossType = useStudio(lossTypeOf);
   if (!loss) return null;
   const c = loss.clip_counts;
   return (

@@ -3,11 +3,11 @@
 // weight and effective mask with the factor that removed the token) and sample inspector (the
 // rendered text with the prompt | completion boundary, reward per function, advantage, group mean/std).
 import { useHover } from '../store/hover.ts';
-import { groupLabel } from '../store/vocabulary.ts';
+import { groupLabel, lossTypeOf } from '../store/vocabulary.ts';
 import { useStudio } from '../store/index.ts';
 import { groupStats, rewardNames } from '../store/derived.ts';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS, MASK_FACTORS } from '../store/vocabulary.ts';
-import { FLAG, FLAG_TEXT, REGION_NAMES, classifyCell, visibleText } from './grid/cells.ts';
+import { FLAG, FLAG_TEXT, REGION_NAMES, classifyCell, visibleText } from '../view/cells.ts';
 import { useGridModel } from './grid/useGrid.ts';
 import { heatAccessor } from './grid/heat.ts';
 import { KV, fmt } from './fields.tsx';
@@ -20,7 +20,7 @@ export function TokenInspector() {
   const hovered = useHover((s) => s.cell);
   const selected = useStudio((s) => s.selected);
   const run = useStudio((s) => s.run);
-  const lossType = useStudio((s) => s.runSettings?.loss.loss_type ?? s.loss.loss_type);
+  const lossType = useStudio(lossTypeOf);
   const model = useGridModel();
   const texts = useStudio((s) => s.tokenTexts);
   const cell = hovered ?? selected;

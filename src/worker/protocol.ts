@@ -12,7 +12,7 @@ import type { Gpu } from '../gpu/context.ts';
 import type { StageData, StageResult as PipelineStageResult } from '../grpo/step_types.ts';
 import type { JsRewardRunner, RewardSample, RewardSpec, RewardTable } from '../grpo/rewards.ts';
 import type { PlanOptions, StepPlan } from '../model/plan.ts';
-import type { NewLoraOptions } from '../model/lora.ts';
+import type { NewLoraOptions } from '../model/lora_fields.ts';
 import type { LogpLossResult } from '../grpo/loss_from_logps.ts';
 import type { RowPart } from './rows.ts';
 import type { ChatMessage } from '../io/batch.ts';
@@ -46,8 +46,10 @@ export const STAGE_LABELS: Record<StageId, string> = {
 // ------------------------------------------------------------------------------------------ settings
 
 // What the page sends with its requests (src/worker/protocol_settings.ts).
-export type { ModelChoice, PromptItem, SamplingSettings, LossSettings, TrainerPreset, WeightsMode, StepSettings, TrainerTerms, TrainerView } from './protocol_settings.ts';
-import type { ModelChoice, LossSettings, TrainerPreset, StepSettings, TrainerTerms, TrainerView } from './protocol_settings.ts';
+export type { ModelChoice, PromptItem, SamplingSettings, WeightsMode, StepSettings, TrainerTerms, TrainerView } from './protocol_settings.ts';
+import type { ModelChoice, StepSettings, TrainerTerms, TrainerView } from './protocol_settings.ts';
+import type { EffectiveSettings } from '../grpo/settings/effective.ts';
+import type { TrainerId } from '../grpo/settings/types.ts';
 
 // ------------------------------------------------------------------------------------------ results
 
@@ -161,13 +163,17 @@ export interface WhatIfSide {
  * settings. `notes` name settings a what-if cannot change (temperature needs a new forward).
  */
 export interface WhatIfResult {
-  settings: LossSettings;
+  /** The what-if's settings (the update's under the what-if's edits), in the trainer's names. */
+  settings: EffectiveSettings;
   current: WhatIfSide;
   whatif: WhatIfSide;
   /** |current loss − the loss stage's loss|: the recomputation's self-check (float32 rounding only). */
   check: number;
-  /** The trainer preset's objective on both sides (the update's preset, and the what-if's), or why not. */
-  trainer: { preset: TrainerPreset; current: TrainerTerms | null; whatif: TrainerTerms | null; error: string | null };
+  /**
+   * The what-if trainer's objective, or why not, beside the update's own terms: `current` is null when the
+   * what-if names another trainer than the update ran (its objective has no value for the update).
+   */
+  trainer: { trainer: TrainerId; current: TrainerTerms | null; whatif: TrainerTerms | null; error: string | null };
   notes: string[];
   ms: number;
 }
@@ -219,7 +225,7 @@ export interface StepRunner {
   /** Drops the update; undo (default) also undoes its optimizer step, else the stepped weights stay (the next update continues from them). */
   reset(undo?: boolean): Promise<void>;
   /** The loss of the current update's batch under other loss settings and trainer preset (default: the update's); the update must have reached its loss stage. */
-  whatIf(loss: LossSettings, trainer?: TrainerPreset): Promise<WhatIfResult>;
+  whatIf(settings: EffectiveSettings): Promise<WhatIfResult>;
   /** The memory plan of an update with `settings`' prompts, G and completion length, as the step would run it now. */
   plan(settings: StepSettings): PagePlan;
   /** Re-samples the update's prompts with the same seed from the stepped weights and scores them (the update must have taken its step). */
@@ -268,7 +274,7 @@ export type Request =
   | { type: 'save-adapter' }
   | { type: 'run-stage'; stage: StageId; settings: StepSettings; start?: StepStart }
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
-  | { type: 'what-if'; loss: LossSettings; trainer?: TrainerPreset }
+  | { type: 'what-if'; settings: EffectiveSettings }
   /** The memory plan of an update with these prompts and sampling settings, before it runs. */
   | { type: 'plan'; settings: StepSettings }
   | { type: 'before-after' }

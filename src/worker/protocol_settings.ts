@@ -1,12 +1,9 @@
 // The settings half of the page ↔ worker contract (src/worker/protocol.ts re-exports it): what the page
 // sends with every stepper request — the model choice, prompt set, sampling, rewards, loss settings, the
 // trainer preset and where the weights start — and the trainer view the loss stage shows for the preset.
-import type { PositionIdsMode, ScaleRewards } from '../io/batch.ts';
-import type { AdvantageEstimator } from '../grpo/advantages.ts';
-import type { OptimizerConfig } from '../grpo/optimizer.ts';
+import type { EffectiveSettings } from '../grpo/settings/effective.ts';
 import type { RewardSpec } from '../grpo/rewards.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
-import type { ImportanceSamplingLevel, KlEstimator, LossType } from '../kernels/types.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 import type { LossCell } from '../grpo/trainers/from_logps.ts';
 
@@ -35,39 +32,6 @@ export interface SamplingSettings extends Omit<SamplerSettings, 'eos_token_ids'>
   eos_token_ids: number[] | null;
 }
 
-/** The loss & optimizer panel, flat; src/worker/settings.ts maps it to a batch file's config (TRL names) and back. */
-export interface LossSettings {
-  /** The aggregation that drives the gradient: a TRL loss_type or a verl aggregation (AGGREGATIONS). */
-  loss_type: LossType;
-  beta: number;
-  kl_estimator: KlEstimator;
-  epsilon_low: number;
-  epsilon_high: number;
-  delta: number | null;
-  temperature: number;
-  scale_rewards: ScaleRewards;
-  advantage_estimator: AdvantageEstimator;
-  importance_sampling_level: ImportanceSamplingLevel;
-  optimizer: OptimizerConfig['name'];
-  lr: number;
-  betas: [number, number];
-  weight_decay: number;
-  max_grad_norm: number; // 0 = no clipping
-  position_ids: PositionIdsMode;
-  max_completion_length: number; // L_max for dr_grpo
-}
-
-/**
- * The trainer whose objective the loss side follows, with its config and run context in its own field names
- * (src/grpo/settings tables). For TRL, `config` holds only what LossSettings cannot: the fields LossSettings
- * has are taken from it (src/worker/settings.ts trainerConfigOf).
- */
-export interface TrainerPreset {
-  trainer: TrainerId;
-  config: Record<string, unknown>;
-  run: Record<string, unknown>;
-}
-
 /**
  * Where a new update's weights start: 'continue' from the weights the last update stepped to (the
  * default, as TRL: the policy keeps training while the frozen-copy reference stays the model as loaded,
@@ -80,9 +44,11 @@ export interface StepSettings {
   prompts: PromptItem[];
   sampling: SamplingSettings;
   rewards: RewardSpec[];
-  loss: LossSettings;
-  /** Absent: TRL with only the LossSettings fields. */
-  trainer?: TrainerPreset;
+  /**
+   * The loss, advantage and optimizer settings in the trainer's own names, resolved on the page from the
+   * update's base and the user's edits (src/worker/settings.ts pageSettings), with each value's provenance.
+   */
+  settings: EffectiveSettings;
   /** Default 'continue'. */
   weights?: WeightsMode;
 }
@@ -105,7 +71,7 @@ export interface TrainerTerms {
 /** What the loss stage shows for the trainer preset: its terms (or why it cannot form them) and every loss type. */
 export interface TrainerView {
   trainer: TrainerId;
-  /** The config and run the objective read (for TRL: LossSettings' fields with the preset's). */
+  /** The config and run the objective read (the trainer's own rows of the update's settings). */
   config: Record<string, unknown>;
   run: Record<string, unknown>;
   terms: TrainerTerms | null;

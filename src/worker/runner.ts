@@ -26,13 +26,14 @@ import { diffTemplates, type TemplateDiff, type TemplateVariant } from '../token
 import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import { AdapterSlot } from './adapter.ts';
-import type { AdapterChoice, AdapterReference, CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, PagePlan, LossSettings, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerPreset, TrainerView } from './protocol.ts';
+import type { AdapterChoice, AdapterReference, CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, PagePlan, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerView } from './protocol.ts';
+import type { EffectiveSettings } from '../grpo/settings/effective.ts';
 import { runJsReward } from './reward_sandbox.ts';
-import { batchConfigOf, DEFAULT_TRAINER, promptConversation, stepObjectiveOf, trainerConfigOf } from './settings.ts';
+import { promptConversation } from './settings.ts';
 import { trainerView, trainerWhatIf } from './trainer_view.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { StepPipeline } from '../grpo/step.ts';
-import { stepConfigFromBatch, trlOptimizerApplies, trlOptimizerOf, type StepConfig } from '../grpo/step_config.ts';
+import { stepConfigOf, type StepConfig } from '../grpo/step_config.ts';
 import { Optimizer } from '../grpo/optimizer.ts';
 import type { StageData, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
@@ -76,10 +77,9 @@ class PipelineRunner implements StepRunner {
   private storage: 'f32' | 'checkpoint' = 'f32';
   private adapter: AdapterSlot | null = null;
   private pipe: StepPipeline | null = null;
-  /** The trainer preset and loss settings the current update was started with, and its loss stage's trainer view. */
-  private ranPreset: TrainerPreset | null = null;
-  private ranLoss: LossSettings | null = null;
-  private view: { preset: TrainerPreset; loss: LossSettings; view: TrainerView } | null = null;
+  /** The settings the current update was started with, and its loss stage's trainer view. */
+  private ran: EffectiveSettings | null = null;
+  private view: TrainerView | null = null;
 
   constructor(
     private readonly gpu: Gpu,
@@ -227,20 +227,11 @@ class PipelineRunner implements StepRunner {
               rewards: settings.rewards,
               runJs: this.runJs,
             };
-      this.ranPreset = settings.trainer ?? null;
-      this.ranLoss = settings.loss;
-      // The preset's objective forms the loss and the gradient, unless the studio loss is TRL's own (null).
-      const preset = settings.trainer ?? DEFAULT_TRAINER;
-      const config = { ...stepConfigFromBatch(batchConfigOf(settings.loss), settings.loss.max_completion_length), trainer: stepObjectiveOf(preset, settings.loss) };
-      // A TRL preset that speaks TrainingArguments (an imported dump's optim, lr_scheduler_type, … or TrainerState)
-      // steps as transformers' Trainer does (decay groups, adam_epsilon, the scheduled learning rate); an update
-      // that continues a run is that many steps further along the schedule.
-      if (preset.trainer === 'trl' && settings.loss.optimizer === 'adamw' && trlOptimizerApplies(preset.config, preset.run)) {
-        // (After a change of other optimizer settings the moments start afresh, and the position from run.global_step.)
-        const g = preset.run.global_step;
-        const run = { ...preset.run, global_step: (typeof g === 'number' ? g : 0) + (this.optimizer?.t ?? 0) };
-        config.optimizer = trlOptimizerOf(trainerConfigOf(preset, settings.loss), run);
-      }
+      this.ran = settings.settings;
+      // The CLI's resolution (stepConfigOf): the studio loss, the trainer's objective where the studio loss is not it,
+      // the optimizer step; an update that continues a run is that many steps further along TRL's lr schedule.
+      const C = start.kind === 'batch' ? start.batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0) : settings.sampling.max_new_tokens;
+      const config = stepConfigOf(settings.settings, C, { steps_done: this.optimizer?.t ?? 0 });
       // Changed optimizer settings start from fresh moments (step 1, shown by the step stage); the learning rate alone may move.
       const withoutLr = (c: StepConfig['optimizer'] | undefined) => JSON.stringify(c && { ...c, lr: 0 });
       if (withoutLr(this.optimizer?.config) !== withoutLr(config.optimizer)) this.dropOptimizer();
@@ -264,10 +255,9 @@ class PipelineRunner implements StepRunner {
     const r = await pipe.next();
     const data = withExtras(r.id, r.data, tokenizer, pipe, policy.config.model_type);
     if (r.id === 'loss' && data) {
-      // The preset and loss settings of this update are the ones sent with its first stage.
-      const preset = this.ranPreset ?? DEFAULT_TRAINER;
-      this.view = { preset, loss: this.ranLoss!, view: await trainerView(this.gpu, pipe, preset, this.ranLoss!) };
-      return { ...r, data: { ...(data as StagePayloads['loss']), trainer: this.view.view } };
+      // The settings of this update are the ones sent with its first stage.
+      this.view = await trainerView(this.gpu, pipe, this.ran!);
+      return { ...r, data: { ...(data as StagePayloads['loss']), trainer: this.view } };
     }
     return { ...r, data };
   }
@@ -297,7 +287,7 @@ class PipelineRunner implements StepRunner {
 
   private whatIfCurrent: { pipe: StepPipeline; side: WhatIfSide; scratch: LossScratch } | null = null;
 
-  async whatIf(loss: LossSettings, preset?: TrainerPreset): Promise<WhatIfResult> {
+  async whatIf(settings: EffectiveSettings): Promise<WhatIfResult> {
     const t0 = performance.now();
     const pipe = this.pipe;
     const l = pipe?.data('loss');
@@ -306,10 +296,11 @@ class PipelineRunner implements StepRunner {
     const adv = pipe?.data('advantages');
     if (!pipe || !l || !a || !pf || !adv) throw new Error('what-if needs an update that has reached its loss stage: run it to "loss" first');
     const ran = pipe.config;
-    // Validated like the step's own settings (one parser): a bad value is named, not used.
-    const next = stepConfigFromBatch(batchConfigOf({ ...loss, temperature: ran.loss.temperature }), loss.max_completion_length);
+    // The step's own resolution (one parser): a bad value is named, not used. The temperature stays the update's.
+    const asked = stepConfigOf(settings, a.padded.C);
+    const next: StepConfig = { ...asked, loss: { ...asked.loss, temperature: ran.loss.temperature } };
     const notes: string[] = [];
-    if (loss.temperature !== ran.loss.temperature) notes.push(`temperature stays ${ran.loss.temperature}: a new temperature needs a new forward (log-probs change), which a what-if does not run`);
+    if (asked.loss.temperature !== ran.loss.temperature) notes.push(`temperature stays ${ran.loss.temperature}: a new temperature needs a new forward (log-probs change), which a what-if does not run`);
     const ref = pipe.data('reference_forward')?.ref_per_token_logps ?? null;
     if (next.loss.beta !== 0 && !ref) throw new Error(`β = ${next.loss.beta} needs reference log-probs, and this update ran with β = 0 (no reference forward): run it with β > 0 first`);
     const { B, C } = a.padded;
@@ -341,7 +332,9 @@ class PipelineRunner implements StepRunner {
     const current = this.whatIfCurrent.side;
     const whatif = await side(next);
     // The self-check compares studio loss with studio loss (under a trainer preset the stage's `loss` is the trainer's).
-    return { settings: loss, current, whatif, check: Math.abs(current.terms.loss - l.losses[ran.loss.loss_type]), trainer: await trainerWhatIf(this.gpu, pipe, this.view?.view.terms ?? null, preset ?? this.view?.preset ?? DEFAULT_TRAINER, { ...loss, temperature: ran.loss.temperature }), notes, ms: performance.now() - t0 };
+    // The trainer side: the update's own terms only beside the same trainer's (a preset what-if has no current value).
+    const own = this.ran?.trainer === settings.trainer ? (this.view?.terms ?? null) : null;
+    return { settings, current, whatif, check: Math.abs(current.terms.loss - l.losses[ran.loss.loss_type]), trainer: await trainerWhatIf(this.gpu, pipe, own, settings), notes, ms: performance.now() - t0 };
   }
 
   async beforeAfter(): Promise<BeforeAfterResult> {

@@ -113,7 +113,7 @@ async function handle(id: number, req: Request): Promise<Responses[Request['type
     case 'template-diff':
       return (await stepRunner()).templateDiff(req.conversations, req.variants);
     case 'what-if':
-      return (await stepRunner()).whatIf(req.loss, req.trainer);
+      return (await stepRunner()).whatIf(req.settings);
     case 'plan':
       return (await stepRunner()).plan(req.settings);
     case 'score-rewards':

@@ -9,14 +9,15 @@ import { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
 import { maskFactors } from '../grpo/trainers/effective_mask.ts';
 import { lossTable, trainerLossFromLogps } from '../grpo/trainers/from_logps.ts';
 import { trainerInputs, type PreparedObjective } from '../grpo/step_objective.ts';
+import { trainerObjectiveOf } from '../grpo/step_config.ts';
+import type { EffectiveSettings } from '../grpo/settings/effective.ts';
 import type { Gpu } from '../gpu/context.ts';
-import { trainerConfigOf } from './settings.ts';
-import type { LossSettings, TrainerPreset, TrainerTerms, TrainerView, WhatIfResult } from './protocol.ts';
+import type { TrainerTerms, TrainerView, WhatIfResult } from './protocol.ts';
 
 const f32 = (a: ArrayLike<number> | null): Float32Array | null => (a ? Float32Array.from(a) : null);
 
-/** The update's batch as the preset's trainer reads it (the step's own reading: src/grpo/step_objective.ts). */
-function inputsOf(pipe: StepPipeline, preset: TrainerPreset, loss: LossSettings): PreparedObjective {
+/** The update's batch as the settings' trainer reads it (the step's own reading: src/grpo/step_objective.ts). */
+function inputsOf(pipe: StepPipeline, settings: EffectiveSettings): PreparedObjective {
   const a = pipe.data('assemble');
   const pf = pipe.data('policy_forward');
   const adv = pipe.data('advantages');
@@ -25,7 +26,7 @@ function inputsOf(pipe: StepPipeline, preset: TrainerPreset, loss: LossSettings)
     padded: a.padded, per_token_logps: pf.per_token_logps, per_token_entropy: pf.per_token_entropy, advantages: adv.advantages,
     ref_per_token_logps: pipe.data('reference_forward')?.ref_per_token_logps ?? null, old_per_token_logps: pf.per_token_logps, temperature: pipe.config.loss.temperature,
   };
-  return trainerInputs(update, { trainer: preset.trainer, config: trainerConfigOf(preset, loss), run: preset.run });
+  return trainerInputs(update, trainerObjectiveOf(settings));
 }
 
 /** The objective on prepared inputs: terms, effective mask and the factor that removed each token. */
@@ -45,29 +46,30 @@ async function termsOf(gpu: Gpu, pipe: StepPipeline, { x, scored, truncated }: P
   };
 }
 
-/** The preset's objective on the update's log-probs. Throws SettingsError naming a setting. */
-function trainerTerms(gpu: Gpu, pipe: StepPipeline, preset: TrainerPreset, loss: LossSettings): Promise<TrainerTerms> {
-  return termsOf(gpu, pipe, inputsOf(pipe, preset, loss));
+/** The settings' trainer objective on the update's log-probs. Throws SettingsError naming a setting. */
+function trainerTerms(gpu: Gpu, pipe: StepPipeline, settings: EffectiveSettings): Promise<TrainerTerms> {
+  return termsOf(gpu, pipe, inputsOf(pipe, settings));
 }
 
 const settingsError = (e: unknown): string | null => (e instanceof Error && e.name === 'SettingsError' ? e.message : null);
 
-/** The what-if's trainer side: the update's own trainer terms (`current`) beside `preset`'s under the what-if's loss settings. */
-export async function trainerWhatIf(gpu: Gpu, pipe: StepPipeline, current: TrainerTerms | null, preset: TrainerPreset, loss: LossSettings): Promise<WhatIfResult['trainer']> {
+/** The what-if's trainer side: the update's own trainer terms (`current`, null under another trainer) beside the what-if settings' objective. */
+export async function trainerWhatIf(gpu: Gpu, pipe: StepPipeline, current: TrainerTerms | null, settings: EffectiveSettings): Promise<WhatIfResult['trainer']> {
+  const { trainer } = settings;
   try {
-    return { preset, current, whatif: await trainerTerms(gpu, pipe, preset, loss), error: null };
+    return { trainer, current, whatif: await trainerTerms(gpu, pipe, settings), error: null };
   } catch (e) {
     const error = settingsError(e);
     if (error === null) throw e;
-    return { preset, current, whatif: null, error };
+    return { trainer, current, whatif: null, error };
   }
 }
 
 /** The loss stage's trainer view; a settings problem becomes its `error` (the step's backward refuses with the same one). */
-export async function trainerView(gpu: Gpu, pipe: StepPipeline, preset: TrainerPreset, loss: LossSettings): Promise<TrainerView> {
-  const prepared = inputsOf(pipe, preset, loss);
+export async function trainerView(gpu: Gpu, pipe: StepPipeline, settings: EffectiveSettings): Promise<TrainerView> {
+  const prepared = inputsOf(pipe, settings);
   const { x, scored } = prepared;
-  const base = { trainer: preset.trainer, config: x.config, run: x.run };
+  const base = { trainer: settings.trainer, config: x.config, run: x.run };
   // The table is formed column by column (a column the trainer refuses shows why), also when the preset's own fails.
   const table = await lossTable(gpu, x, scored);
   try {

@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_SETTINGS } from '../../src/store/settings.ts';
-import { contrastRatio } from '../../src/ui/grid/colors.ts';
+import { contrastRatio } from '../../src/view/colors.ts';
 import { loadTokenizerDir } from '../../src/tokenize/node.ts';
 import type { Tokenizer } from '../../src/tokenize/tokenizer.ts';
 import { promptConversation } from '../../src/worker/settings.ts';

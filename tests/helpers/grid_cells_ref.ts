@@ -1,8 +1,8 @@
-// A plain twin of the grid's cell classification (src/ui/grid/cells.ts classifyColumns), cell by cell with
+// A plain twin of the grid's cell classification (src/view/cells.ts classifyColumns), cell by cell with
 // nothing shared or cached, written from the rules in that file's header: the oracle of the grid's property
 // test. Encoding as RowCells: ids −1 where absent; mask bits −1 (no entry, or null), 0, 1, 2 (another value).
 import type { GrpoBatch } from '../../src/io/batch.ts';
-import { FLAG, REGION } from '../../src/ui/grid/cells.ts';
+import { FLAG, REGION } from '../../src/view/cells.ts';
 
 export interface RefCell {
   region: number;

@@ -1,10 +1,10 @@
-// The float64 twin chain of the verl / OpenRLHF objectives: a PpoBackend on src/ref's logprob_gather and
+// The float64 twin chain of the verl / OpenRLHF objectives: a PpoBackend on src/oracle's logprob_gather and
 // ppo_loss (the oracles of the kernels), so a trainer module's decisions can be checked against the golden
 // cases without float32 in the way.
 import type { PpoBackend } from '../../src/grpo/trainers/ppo_run.ts';
 import type { TrainerLossCase } from '../../src/grpo/trainers/types.ts';
-import * as gather from '../../src/ref/logprob_gather.ts';
-import * as ppo from '../../src/ref/ppo_loss.ts';
+import * as gather from '../../src/oracle/logprob_gather.ts';
+import * as ppo from '../../src/oracle/ppo_loss.ts';
 
 export function twinBackend(c: TrainerLossCase): PpoBackend {
   const N = c.B * c.T;

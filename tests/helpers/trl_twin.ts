@@ -1,12 +1,12 @@
-// TRL's objective on a case's logits through the float64 twins alone (src/ref/): log-probs and entropies of
+// TRL's objective on a case's logits through the float64 twins alone (src/oracle/): log-probs and entropies of
 // every position, the loss mask (completion × tool), trl_loss_forward / backward and the gather backward —
 // the independent chain the TRL golden tests and the step's gradient tests compare with.
 import { parseTrlConfig, parseTrlRun } from '../../src/grpo/settings/trl.ts';
 import { entropyThreshold } from '../../src/grpo/trainers/trl.ts';
 import { resolveTrlParams } from '../../src/grpo/trainers/trl_params.ts';
 import type { TrainerLossCase } from '../../src/grpo/trainers/types.ts';
-import { logprob_gather_backward, logprob_gather_forward } from '../../src/ref/logprob_gather.ts';
-import { trl_loss_backward, trl_loss_forward } from '../../src/ref/trl_loss.ts';
+import { logprob_gather_backward, logprob_gather_forward } from '../../src/oracle/logprob_gather.ts';
+import { trl_loss_backward, trl_loss_forward } from '../../src/oracle/trl_loss.ts';
 
 export function trlTwinChain(c: TrainerLossCase) {
   const config = parseTrlConfig(c.config).values;

@@ -38,6 +38,7 @@ function rangeText(s: SettingSpec): string {
 
 /** One value checked against its spec; `where` prefixes the field name in errors ("config"). */
 export function checkSetting(s: SettingSpec, v: unknown, where: string): SettingValue {
+  if (s.list && Array.isArray(v) && v.length > 0) return v.map((x) => checkSetting({ ...s, list: false }, x, where)) as SettingValue;
   const field = `${where}.${s.name}`;
   const bad = (what: string) => new SettingsError(`${field}: expected ${what}, got ${JSON.stringify(v)}`);
   if (v === null) {

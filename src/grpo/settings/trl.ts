@@ -14,8 +14,12 @@ const TRAINER = 'huggingface/trl trl/trainer/grpo_trainer.py';
 const ARGS = 'huggingface/transformers src/transformers/training_args.py';
 const STATE = 'huggingface/transformers src/transformers/trainer_callback.py (TrainerState)';
 
-/** transformers OptimizerNames whose update is torch.optim.AdamW's (the studio's AdamW). */
-export const TRL_OPTIMS = ['adamw_torch', 'adamw_torch_fused'] as const;
+/**
+ * transformers OptimizerNames the studio reproduces: torch.optim.AdamW's update, and "sgd" = torch.optim.SGD
+ * (lr only: momentum 0, weight decay added to the gradient, on the same decay groups) as
+ * Trainer.get_optimizer_cls_and_kwargs builds it (huggingface/transformers src/transformers/trainer.py).
+ */
+export const TRL_OPTIMS = ['adamw_torch', 'adamw_torch_fused', 'sgd'] as const;
 /** transformers SchedulerType values the studio computes (optimization.py get_*_schedule_with_warmup). */
 export const TRL_LR_SCHEDULERS = ['linear', 'cosine', 'constant', 'constant_with_warmup'] as const;
 
@@ -24,12 +28,12 @@ const rows = (xs: Row[]): SettingSpec[] => xs.map((x) => ({ trainer: 'trl', sour
 
 export const TRL_SETTINGS: SettingsTable = rows([
   // loss
-  { name: 'loss_type', type: 'enum', values: TRL_LOSS_TYPES, default: 'dapo', scope: 'loss', doc: 'How per-token losses are formed and aggregated (_compute_loss).' },
-  { name: 'beta', type: 'number', min: 0, default: 0, scope: 'loss', doc: 'KL coefficient: per_token_loss += β·(exp(ref − logp) − (ref − logp) − 1).' },
-  { name: 'epsilon', type: 'number', min: 0, default: 0.2, scope: 'loss', doc: 'Lower clip: clamp(r, 1 − ε, 1 + ε_high).' },
-  { name: 'epsilon_high', type: 'number', min: 0, nullable: true, default: null, scope: 'loss', doc: 'Upper clip (null = epsilon); cispo: the cap on the detached ratio.' },
-  { name: 'delta', type: 'number', min: 0, exclusive: true, nullable: true, default: null, scope: 'loss', doc: 'Two-sided clipping: the unclipped ratio is capped at δ.' },
-  { name: 'importance_sampling_level', type: 'enum', values: ['token', 'sequence'], default: 'token', scope: 'loss', doc: 'Ratio per token, or exp(mean masked log-ratio) per sequence (GSPO).' },
+  { name: 'loss_type', form: 'loss', type: 'enum', values: TRL_LOSS_TYPES, default: 'dapo', scope: 'loss', doc: 'How per-token losses are formed and aggregated (_compute_loss).' },
+  { name: 'beta', form: 'loss', type: 'number', min: 0, default: 0, scope: 'loss', doc: 'KL coefficient: per_token_loss += β·(exp(ref − logp) − (ref − logp) − 1).' },
+  { name: 'epsilon', form: 'loss', type: 'number', min: 0, default: 0.2, scope: 'loss', doc: 'Lower clip: clamp(r, 1 − ε, 1 + ε_high).' },
+  { name: 'epsilon_high', form: 'loss', type: 'number', min: 0, nullable: true, default: null, scope: 'loss', doc: 'Upper clip (null = epsilon); cispo: the cap on the detached ratio.' },
+  { name: 'delta', form: 'loss', type: 'number', min: 0, exclusive: true, nullable: true, default: null, scope: 'loss', doc: 'Two-sided clipping: the unclipped ratio is capped at δ.' },
+  { name: 'importance_sampling_level', form: 'loss', type: 'enum', values: ['token', 'sequence'], default: 'token', scope: 'loss', doc: 'Ratio per token, or exp(mean masked log-ratio) per sequence (GSPO).' },
   { name: 'use_bias_correction_kl', type: 'boolean', default: false, scope: 'loss', doc: 'per_token_kl ×= the policy ratio coef_1.' },
   { name: 'top_entropy_quantile', type: 'number', min: 0, max: 1, default: 1, scope: 'loss', doc: 'Keep tokens with entropy ≥ torch.quantile(entropies, 1 − q) (get_high_entropy_mask).' },
   { name: 'off_policy_mask_threshold', type: 'number', nullable: true, default: null, scope: 'loss', doc: 'Drop rows with A < 0 and mean(sampling − logp) > threshold (get_off_policy_mask).' },
@@ -45,13 +49,17 @@ export const TRL_SETTINGS: SettingsTable = rows([
   { name: 'vespo_lambda_pos', type: 'number', default: 3, scope: 'loss', doc: 'vespo: λ for A ≥ 0 (clamped ≥ 1e-4).' },
   { name: 'vespo_k_neg', type: 'number', default: 3, scope: 'loss', doc: 'vespo: k for A < 0.' },
   { name: 'vespo_lambda_neg', type: 'number', default: 2, scope: 'loss', doc: 'vespo: λ for A < 0.' },
-  { name: 'max_completion_length', type: 'integer', min: 1, default: 512, scope: 'loss', doc: 'dr_grpo divides by B·max_completion_length; also the sampling cap.' },
+  { name: 'use_liger_kernel', type: 'boolean', default: false, scope: 'loss', source: ARGS, doc: "TrainingArguments.use_liger_kernel: TRL's loss is Liger's fused LigerFusedLinearGRPOLoss (grpo_trainer.py compute_liger_loss): the same per-token terms; dapo/cispo/vespo divide by this micro-batch's loss-mask tokens (not num_items_in_batch), then every loss type by gradient_accumulation_steps." },
+  { name: 'max_completion_length', form: 'loss', type: 'integer', min: 1, default: 512, scope: 'loss', doc: 'dr_grpo divides by B·max_completion_length; also the sampling cap.' },
   // sampling
-  { name: 'temperature', type: 'number', min: 0, exclusive: true, default: 1, scope: 'sampling', doc: 'Logits are divided by it before log-softmax (sampling and loss).' },
+  { name: 'temperature', form: 'loss', type: 'number', min: 0, exclusive: true, default: 1, scope: 'sampling', doc: 'Logits are divided by it before log-softmax (sampling and loss).' },
   { name: 'top_p', type: 'number', min: 0, max: 1, default: 1, scope: 'sampling', doc: 'Nucleus sampling.' },
   { name: 'top_k', type: 'integer', min: 0, default: 0, scope: 'sampling', doc: 'Top-k sampling (0 = off).' },
   { name: 'min_p', type: 'number', min: 0, max: 1, nullable: true, default: null, scope: 'sampling', doc: 'Min-p sampling.' },
   { name: 'repetition_penalty', type: 'number', min: 0, exclusive: true, default: 1, scope: 'sampling', doc: 'Repetition penalty.' },
+  { name: 'max_prompt_length', type: 'integer', min: 1, nullable: true, default: 512, scope: 'sampling', doc: 'Prompts are truncated to it (left); null = no truncation.' },
+  { name: 'chat_template_kwargs', type: 'object', nullable: true, default: null, scope: 'sampling', doc: 'Keyword arguments of the chat template when prompts are rendered (e.g. enable_thinking).' },
+  { name: 'per_device_train_batch_size', type: 'integer', min: 1, default: 8, scope: 'optimizer', source: ARGS, doc: 'Completions per process per micro-batch (TrainingArguments).' },
   { name: 'mask_truncated_completions', type: 'boolean', default: false, scope: 'batch', doc: 'Completions without EOS get completion_mask (and tool_mask) 0 before num_items_in_batch is counted.' },
   { name: 'use_vllm', type: 'boolean', default: false, scope: 'sampling', doc: 'Generation by vLLM: enables the importance-sampling correction.' },
   { name: 'vllm_importance_sampling_correction', type: 'boolean', default: true, scope: 'loss', doc: 'Multiply the loss by the vLLM IS ratio exp(old − sampling).' },
@@ -61,36 +69,36 @@ export const TRL_SETTINGS: SettingsTable = rows([
   { name: 'vllm_importance_sampling_cap', type: 'number', min: 0, nullable: true, default: null, scope: 'loss', doc: 'Deprecated alias of vllm_importance_sampling_clip_max.' },
   // advantages
   { name: 'num_generations', type: 'integer', min: 2, default: 8, scope: 'advantages', doc: 'Completions per prompt: the group size.' },
-  { name: 'scale_rewards', type: 'enum', values: ['group', 'batch', 'none'], default: 'group', scope: 'advantages', doc: 'Divide (r − group mean) by the group std, the batch std, or nothing (true = group, false = none).' },
+  { name: 'scale_rewards', form: 'loss', type: 'enum', values: ['group', 'batch', 'none'], default: 'group', scope: 'advantages', doc: 'Divide (r − group mean) by the group std, the batch std, or nothing (true = group, false = none).' },
   { name: 'multi_objective_aggregation', type: 'enum', values: ['sum_then_normalize', 'normalize_then_sum'], default: 'sum_then_normalize', scope: 'advantages', doc: 'Weighted sum then normalise, or normalise each function then sum (GDPO).' },
   { name: 'reward_weights', type: 'number-list', nullable: true, default: null, scope: 'advantages', doc: 'Per reward function weight (null = all 1).' },
   // optimizer
-  { name: 'learning_rate', type: 'number', min: 0, default: 1e-6, scope: 'optimizer', doc: 'AdamW learning rate before the schedule (GRPOConfig: 1e-6).' },
+  { name: 'learning_rate', form: 'loss', type: 'number', min: 0, default: 1e-6, scope: 'optimizer', doc: 'AdamW learning rate before the schedule (GRPOConfig: 1e-6).' },
   // optim and lr_scheduler_type are any string here (a dump's loss and advantages do not depend on them); the
   // optimizer step refuses the values it does not reproduce (src/grpo/trainers/trl_optimizer.ts).
-  { name: 'optim', type: 'string', default: 'adamw_torch_fused', scope: 'optimizer', source: ARGS, doc: `The optimizer: ${TRL_OPTIMS.join(' or ')} (torch.optim.AdamW, the same update); 8-bit, paged and other optimizers are refused by the step.` },
+  { name: 'optim', form: 'loss', type: 'string', default: 'adamw_torch_fused', scope: 'optimizer', source: ARGS, doc: `The optimizer: ${TRL_OPTIMS.join(', ')} (torch.optim.AdamW; SGD); 8-bit, paged and other optimizers are refused by the step.` },
   { name: 'adam_beta1', type: 'number', min: 0, max: 1, default: 0.9, scope: 'optimizer', source: ARGS, doc: 'AdamW β1.' },
   { name: 'adam_beta2', type: 'number', min: 0, max: 1, default: 0.999, scope: 'optimizer', source: ARGS, doc: 'AdamW β2.' },
   { name: 'adam_epsilon', type: 'number', min: 0, exclusive: true, default: 1e-8, scope: 'optimizer', source: ARGS, doc: 'AdamW ε.' },
-  { name: 'weight_decay', type: 'number', min: 0, default: 0, scope: 'optimizer', source: ARGS, doc: 'AdamW weight decay, not on biases and norm weights (Trainer.get_decay_parameter_names).' },
+  { name: 'weight_decay', form: 'loss', type: 'number', min: 0, default: 0, scope: 'optimizer', source: ARGS, doc: 'AdamW weight decay, not on biases and norm weights (Trainer.get_decay_parameter_names).' },
   { name: 'lr_scheduler_type', type: 'string', default: 'linear', scope: 'optimizer', source: ARGS, doc: `The learning rate at run.global_step: ${TRL_LR_SCHEDULERS.join(', ')} (linear / cosine decay to 0 over run.max_steps, after warmup).` },
   { name: 'lr_scheduler_kwargs', type: 'object', nullable: true, default: null, scope: 'optimizer', source: ARGS, doc: "The scheduler's extra arguments: cosine's num_cycles (default 0.5); any other is refused by the step." },
   { name: 'warmup_steps', type: 'number', min: 0, default: 0, scope: 'optimizer', source: ARGS, doc: 'Linear warmup steps; a value in (0, 1) is a ratio of run.max_steps.' },
   { name: 'warmup_ratio', type: 'number', min: 0, max: 1, nullable: true, default: null, scope: 'optimizer', source: ARGS, doc: 'Warmup as a ratio of run.max_steps, used when warmup_steps is 0 (transformers 4.x; null = 0, deprecated in 5.x).' },
-  { name: 'max_grad_norm', type: 'number', min: 0, default: 1, scope: 'optimizer', doc: 'Gradient clipping (transformers TrainingArguments).' },
+  { name: 'max_grad_norm', form: 'loss', type: 'number', min: 0, nullable: true, default: 1, scope: 'optimizer', source: ARGS, doc: 'Gradient clipping at this global norm; 0 or null: none (transformers Trainer clips only when > 0).' },
   { name: 'num_iterations', type: 'integer', min: 1, default: 1, scope: 'optimizer', doc: 'Updates per generation batch (μ).' },
   { name: 'steps_per_generation', type: 'integer', min: 1, nullable: true, default: null, scope: 'optimizer', doc: 'Optimizer steps per generation batch (null = gradient_accumulation_steps).' },
   // studio-only
-  { name: 'kl_estimator', type: 'enum', values: KL_ESTIMATORS, default: 'k3', scope: 'loss', studio: true, doc: 'The studio can show k1/k2/k3; TRL always uses k3.' },
+  { name: 'kl_estimator', form: 'loss', type: 'enum', values: KL_ESTIMATORS, default: 'k3', scope: 'loss', studio: true, doc: 'The studio can show k1/k2/k3; TRL always uses k3.' },
 ]);
 
 /** TRL's run context: what the normalisers read besides GRPOConfig (one rank's view). */
 export const TRL_RUN_SETTINGS: SettingsTable = rows([
   { name: 'num_processes', type: 'integer', min: 1, default: 1, scope: 'run', source: TRAINER, doc: 'accelerator.num_processes: dapo/cispo/vespo divide by num_items_in_batch / num_processes.' },
-  { name: 'rank', type: 'integer', min: 0, default: 0, scope: 'run', source: TRAINER, doc: 'This process (its slice of the generation batch).' },
+  { name: 'rank', type: 'integer', list: true, min: 0, default: 0, scope: 'run', source: TRAINER, doc: 'This process (its slice of the generation batch); a batch merged from several ranks’ files lists the ranks it holds.' },
   { name: 'gradient_accumulation_steps', type: 'integer', min: 1, default: 1, scope: 'run', source: TRAINER, doc: 'current_gradient_accumulation_steps: grpo/bnpo/dr_grpo/sapo/luspo divide by it.' },
   { name: 'steps_per_generation', type: 'integer', min: 1, nullable: true, default: null, scope: 'run', source: TRAINER, doc: 'Micro-batches per generation batch.' },
-  { name: 'num_items_in_batch', type: 'number', min: 0, nullable: true, default: null, scope: 'run', source: TRAINER, doc: 'Loss-mask tokens of the whole generation batch over all processes (null = this micro-batch’s).' },
+  { name: 'num_items_in_batch', type: 'number', min: 0, exclusive: true, nullable: true, default: null, scope: 'run', source: TRAINER, doc: 'Loss-mask tokens of the whole generation batch over all processes (null = this micro-batch’s).' },
   { name: 'last_world_entropy', type: 'number', nullable: true, default: null, scope: 'run', source: TRAINER, doc: 'Adaptive entropy: the previous step’s world entropy (null = +inf, TRL’s start value).' },
   { name: 'global_step', type: 'integer', min: 0, nullable: true, default: null, scope: 'optimizer', source: STATE, doc: 'trainer.state.global_step: optimizer steps done before this one; the schedule’s position (null: the first step).' },
   { name: 'max_steps', type: 'integer', min: 1, nullable: true, default: null, scope: 'optimizer', source: STATE, doc: 'trainer.state.max_steps: the steps the linear / cosine schedule decays over.' },
@@ -118,12 +126,16 @@ export interface TrlConfig {
   vespo_lambda_pos: number;
   vespo_k_neg: number;
   vespo_lambda_neg: number;
+  use_liger_kernel: boolean;
   max_completion_length: number;
   temperature: number;
   top_p: number;
   top_k: number;
   min_p: number | null;
   repetition_penalty: number;
+  max_prompt_length: number | null;
+  chat_template_kwargs: Record<string, unknown> | null;
+  per_device_train_batch_size: number;
   mask_truncated_completions: boolean;
   use_vllm: boolean;
   vllm_importance_sampling_correction: boolean;
@@ -145,7 +157,7 @@ export interface TrlConfig {
   lr_scheduler_kwargs: Record<string, unknown> | null;
   warmup_steps: number;
   warmup_ratio: number | null;
-  max_grad_norm: number;
+  max_grad_norm: number | null;
   num_iterations: number;
   steps_per_generation: number | null;
   kl_estimator: KlEstimator;

@@ -30,6 +30,10 @@ export interface SettingSpec {
   source?: string;
   /** A studio-only setting (no trainer has it, e.g. kl_estimator), kept in the same table and marked. */
   studio?: boolean;
+  /** A list of such values is one too: a batch merged from several files holds each file's (TRL `rank`: the ranks it holds). */
+  list?: boolean;
+  /** Shown in the page's "Loss & optimizer" panel (and the what-if form); every row is in the trainer form. */
+  form?: 'loss';
 }
 
 /** A config or run value that cannot be used, naming the field. CLI: exit 2. */

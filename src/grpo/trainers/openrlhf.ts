@@ -4,13 +4,17 @@
 // dual clip, vLLM IS correction tis / icepop / seq-mask-tis), compute_approx_kl (openrlhf/models/utils.py,
 // clamped ±10) and the optimizer-step normalisers of openrlhf/utils/loss_utils.py _optimizer_step_loss_norm.
 // Log-probs are × action_mask (0 on padding); the entropy is that of the untempered logits (Actor.forward).
+// Where OpenRLHF's float32 IS weight overflows (openrlhf_overflow.ts) the outputs carry its NaN / inf, not a
+// finite stand-in; the combinations OpenRLHF cannot run are refused first (settings/openrlhf_rules.ts).
 import { SettingsError } from '../settings/types.ts';
 import { resolveSettings } from '../settings/resolve.ts';
+import { trainerRefusal } from '../settings/rules.ts';
 import { OPENRLHF_RUN, OPENRLHF_SETTINGS, type OpenrlhfConfig, type OpenrlhfRun } from '../settings/openrlhf.ts';
 import type { PpoKl, PpoLossParams } from '../../kernels/types.ts';
 import { aggregationWeights, packInputs, rowCounts, ppoOutputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
 import type { TrainerLoss, TrainerInputs, TrainerLossOutputs } from './types.ts';
 import { openrlhfIs } from '../is_correction.ts';
+import { openrlhfIsOverflow, type IsOverflowToken } from './openrlhf_overflow.ts';
 
 function pair(v: unknown, field: string): [number, number] {
   if (!Array.isArray(v) || v.length !== 2) throw new SettingsError(`config.${field}: expected [low, high], got ${JSON.stringify(v)}`);
@@ -41,6 +45,8 @@ function lossBatchInfo(c: TrainerInputs, run: OpenrlhfRun): { dp: number; tokens
 export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
   const cfg = resolveSettings<OpenrlhfConfig>(OPENRLHF_SETTINGS, c.config, 'config');
   const run = resolveSettings<OpenrlhfRun>(OPENRLHF_RUN, c.run, 'run');
+  const refusal = trainerRefusal('openrlhf', { ...cfg }, { ...run }); // openrlhf_rules.ts: what OpenRLHF cannot run
+  if (refusal) throw refusal;
   const { B, T } = c;
   const N = B * T;
   const old = c.old_per_token_logps;
@@ -54,16 +60,18 @@ export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: 
   if (klOn && !c.ref_per_token_logps) throw new SettingsError('ref_per_token_logps (base_action_log_probs): required by algo.kl.use_loss');
   const entCoef: number | null = cfg['actor.entropy_coef'];
   const temperature: number = cfg['rollout.temperature'];
-  if (entCoef !== null && entCoef !== 0 && temperature !== 1) {
-    // Actor.forward divides the logits in place after taking their entropy: backward fails in OpenRLHF itself.
-    throw new SettingsError('config.actor.entropy_coef: OpenRLHF fails in backward when rollout.temperature ≠ 1 and entropy_coef ≠ 0');
-  }
   const info = lossBatchInfo(c, run);
   const M = Float64Array.from(c.completion_mask);
   const token: Aggregation = { mode: 'token-mean', dp: info.dp, tokens: info.tokens, seqs: null, norm: T, scale: 1 };
   const wPg = aggregationWeights(M, B, T, gspo ? { ...token, mode: 'seq-mean-token-mean', seqs: info.samples } : token);
   const wAux = aggregationWeights(M, B, T, token);
-  const isw = isOn && !gspo ? openrlhfIs(old, rollout!, c.completion_mask, B, T, cfg['algo.advantage.is_correction_type'], pair(cfg['algo.advantage.is_correction_threshold'], 'algo.advantage.is_correction_threshold')).factor : null;
+  const isType = cfg['algo.advantage.is_correction_type'];
+  const bounds = pair(cfg['algo.advantage.is_correction_threshold'], 'algo.advantage.is_correction_threshold');
+  const isw = isOn && !gspo ? openrlhfIs(old, rollout!, c.completion_mask, B, T, isType, bounds).factor : null;
+  // Where OpenRLHF's float32 weight is inf or NaN the kernels take a finite 0 (WGSL promises nothing for
+  // non-finite arithmetic); the trainer's non-finite outcome is written in after them (withOverflow).
+  const overflow = isw ? openrlhfIsOverflow(old, rollout!, c.completion_mask, B, T, isType, bounds) : [];
+  for (const o of overflow) isw![o.b * T + o.t] = 0;
   const kl: PpoKl = klOn ? cfg['algo.kl.estimator'] : 'none';
   const params: PpoLossParams = {
     mode: gspo ? 'gspo_seq' : 'clip',
@@ -90,7 +98,33 @@ export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: 
     backward: opts.backward,
     plan: () => ({ params, inputs }),
   });
-  return ppoOutputs(r, { entropy: entCoef !== null, kl: klOn, loss: true, importance_sampling_ratio: isw, loss_mask: M });
+  const out = ppoOutputs(r, { entropy: entCoef !== null, kl: klOn, loss: true, importance_sampling_ratio: isw, loss_mask: M });
+  return overflow.length ? withOverflow(out, overflow, c.advantages, wPg, T) : out;
+}
+
+/**
+ * OpenRLHF's outcome at tokens whose IS weight w is NaN or +inf (openrlhf_overflow.ts): the per-token loss is
+ * w · L, where L = −min(r·A, clip(r)·A) (or its dual clip) has the sign of −A (r > 0) and is 0 when A = 0,
+ * so NaN, or ±inf (NaN again at A = 0: inf · 0); aggregate_loss adds it × the token's weight (0 on padding:
+ * NaN again), so the loss is NaN or ±inf. Its gradient is NaN at those tokens (torch gives NaN or ±inf there,
+ * by the clip branch; both are non-finite) and, through the softmax, on every logit of their position.
+ */
+function withOverflow(out: TrainerLossOutputs, overflow: IsOverflowToken[], advantages: ArrayLike<number>, wPg: ArrayLike<number>, T: number): TrainerLossOutputs {
+  const loss = Float64Array.from(out.per_token_loss!);
+  const ratio = Float64Array.from(out.importance_sampling_ratio!);
+  const dlogp = out.dlogp ? Float64Array.from(out.dlogp) : null;
+  const dlogits = out.dlogits ? Float64Array.from(out.dlogits) : null;
+  const V = dlogits ? dlogits.length / loss.length : 0;
+  let total = out.loss;
+  for (const o of overflow) {
+    const i = o.b * T + o.t;
+    ratio[i] = o.weight;
+    loss[i] = o.weight * -Math.sign(advantages[i]);
+    total += loss[i] * wPg[i];
+    if (dlogp) dlogp[i] = NaN;
+    dlogits?.fill(NaN, i * V, (i + 1) * V);
+  }
+  return { ...out, per_token_loss: loss, importance_sampling_ratio: ratio, loss: total, dlogp, dlogits };
 }
 
 export const openrlhfLoss: TrainerLoss = (gpu, c, opts) => withGpuBackend(gpu, c, (be) => openrlhfObjective(be, c, opts));

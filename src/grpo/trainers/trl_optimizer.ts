@@ -57,11 +57,11 @@ export function trlLrFactor(c: TrlConfig, run: TrlRun): number {
 /** The AdamW of TRL's optimizer step for this config and run. Throws SettingsError naming the field. */
 export function trlOptimizer(c: TrlConfig, run: TrlRun): OptimizerConfig {
   if (!(TRL_OPTIMS as readonly string[]).includes(c.optim)) {
-    throw new SettingsError(`config.optim: expected one of ${TRL_OPTIMS.join(', ')} (torch.optim.AdamW), got ${JSON.stringify(c.optim)}: the studio does not reproduce that optimizer's update`);
+    throw new SettingsError(`config.optim: expected one of ${TRL_OPTIMS.join(', ')}, got ${JSON.stringify(c.optim)}: the studio does not reproduce that optimizer's update`);
   }
   for (const k of ['adam_beta1', 'adam_beta2'] as const) if (!(c[k] < 1)) throw new SettingsError(`config.${k}: expected a number in [0, 1), got ${c[k]}`);
   return {
-    name: 'adamw',
+    name: c.optim === 'sgd' ? 'sgd' : 'adamw',
     lr: c.learning_rate * trlLrFactor(c, run),
     betas: [c.adam_beta1, c.adam_beta2],
     eps: c.adam_epsilon,

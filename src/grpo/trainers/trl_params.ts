@@ -1,7 +1,10 @@
-// Resolves a TRL config + run context + one micro-batch into the kernel's TrlLossParams, with the checks
-// GRPOConfig.__post_init__ and GRPOTrainer make (huggingface/trl trl/trainer/grpo_config.py, grpo_trainer.py at
-// f2cd577): epsilon_high null = epsilon, the vLLM IS bounds, the inputs a setting needs, adaptive-entropy gating.
+// Resolves a TRL config + run context + one micro-batch into the kernel's TrlLossParams (huggingface/trl
+// trl/trainer/grpo_trainer.py at f2cd577): first the cross-field rules TRL itself enforces and the ones one
+// batch cannot satisfy (src/grpo/settings/trl_rules.ts, through trainerRefusal), then epsilon_high null =
+// epsilon, the inputs a setting needs, adaptive-entropy gating and the loss normaliser — TRL's own, or that of
+// its Liger loss (use_liger_kernel: compute_liger_loss).
 import type { TrlLossParams, VllmIsMode } from '../../kernels/types.ts';
+import { trainerRefusal } from '../settings/rules.ts';
 import { SettingsError } from '../settings/types.ts';
 import type { TrlConfig, TrlRun } from '../settings/trl.ts';
 
@@ -15,21 +18,13 @@ export interface TrlInputsPresent {
 }
 
 export function resolveTrlParams(c: TrlConfig, run: TrlRun, x: TrlInputsPresent, entropy_threshold: number | null): TrlLossParams {
+  const refusal = trainerRefusal('trl', { ...c }, { ...run });
+  if (refusal) throw refusal;
   const vllm = c.use_vllm && c.vllm_importance_sampling_correction;
   const lo = c.vllm_importance_sampling_clip_min;
   const hi = c.vllm_importance_sampling_clip_max;
-  if (vllm) {
-    if (lo !== null && hi !== null && lo >= hi) throw new SettingsError(`config.vllm_importance_sampling_clip_min: ${lo} must be less than vllm_importance_sampling_clip_max (${hi})`);
-    if (c.vllm_importance_sampling_mode.endsWith('truncate') && lo === null && hi === null) {
-      throw new SettingsError('config.vllm_importance_sampling_clip_max: a *_truncate mode needs vllm_importance_sampling_clip_min or _max');
-    }
-    if (!x.sampling) throw new SettingsError('config.use_vllm: the vLLM importance-sampling correction needs tensor "sampling_per_token_logps"');
-  }
+  if (vllm && !x.sampling) throw new SettingsError('config.use_vllm: the vLLM importance-sampling correction needs tensor "sampling_per_token_logps"');
   if (c.beta !== 0 && !x.ref) throw new SettingsError(`config.beta = ${c.beta} needs tensor "ref_per_token_logps"`);
-  // dapo / cispo / vespo divide by the generation batch's items over every process: one rank's count is not it.
-  if (run.num_processes > 1 && run.num_items_in_batch === null && ['dapo', 'cispo', 'vespo'].includes(c.loss_type)) {
-    throw new SettingsError(`run.num_items_in_batch: needed by loss_type ${c.loss_type} with num_processes = ${run.num_processes} (the loss-mask tokens of the generation batch over every process)`);
-  }
   const bonus = c.entropy_coef !== 0 || c.use_adaptive_entropy;
   // TRL starts _last_world_entropy at +inf: the adaptive coefficient applies from the step after a measurement.
   const lastWorld = run.last_world_entropy ?? Infinity;
@@ -57,8 +52,22 @@ export function resolveTrlParams(c: TrlConfig, run: TrlRun, x: TrlInputsPresent,
     vespo_lambda_neg: c.vespo_lambda_neg,
     max_completion_length: c.max_completion_length,
     gradient_accumulation_steps: run.gradient_accumulation_steps,
-    num_items_in_batch: run.num_items_in_batch ?? x.localItems,
-    num_processes: run.num_processes,
+    ...normaliser(c, run, x.localItems),
     entropy_coef: coef,
   };
+}
+
+/**
+ * The kernel's dapo / cispo / vespo divisor is max(num_items_in_batch, 1) / num_processes, with no
+ * gradient_accumulation_steps. TRL's own loss: the run's num_items_in_batch (this micro-batch's count when not
+ * given). Its Liger loss (compute_liger_loss) never reads num_items_in_batch: LigerFusedLinearGRPOLoss divides
+ * these loss types by max(this micro-batch's loss-mask tokens all-reduced over processes / world size, 1)
+ * (linkedin/Liger-Kernel src/liger_kernel/chunked_loss/fused_linear_ppo.py _compute_dapo_normalizer, v0.8.0)
+ * and TRL then divides every loss type by gradient_accumulation_steps. With one process (trl_rules.ts refuses
+ * more) that is max(local, 1) · gas over 1 process. The other loss types normalise alike in both paths
+ * (per-sequence mean over B, Σ M, B · max_completion_length, B · T; then ÷ gas).
+ */
+function normaliser(c: TrlConfig, run: TrlRun, localItems: number): { num_items_in_batch: number; num_processes: number } {
+  if (c.use_liger_kernel) return { num_items_in_batch: Math.max(localItems, 1) * run.gradient_accumulation_steps, num_processes: 1 };
+  return { num_items_in_batch: run.num_items_in_batch ?? localItems, num_processes: run.num_processes };
 }

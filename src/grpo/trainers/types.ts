@@ -1,6 +1,6 @@
 // A trainer objective on one micro-batch: what `grpo-studio loss CASE` runs and what the step pipeline
 // calls. Each trainer module (trl.ts, verl.ts, openrlhf.ts) turns the trainer's own config and run context
-// into GPU kernel launches (float64 twins in src/ref/) and returns every per-token term the trainer forms,
+// into GPU kernel launches (float64 twins in src/oracle/) and returns every per-token term the trainer forms,
 // in the names of tests/golden/trainers/README.md.
 import type { Gpu } from '../../gpu/context.ts';
 import { SettingsError, type TrainerId } from '../settings/types.ts';

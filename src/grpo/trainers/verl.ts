@@ -7,6 +7,7 @@
 // the GPU kernels (ppo_run.ts).
 import { SettingsError } from '../settings/types.ts';
 import { resolveSettings } from '../settings/resolve.ts';
+import { trainerRefusal } from '../settings/rules.ts';
 import { VERL_RUN, VERL_SETTINGS, type VerlConfig, type VerlRun } from '../settings/verl.ts';
 import type { PpoKl, PpoLossParams, PpoMode } from '../../kernels/types.ts';
 import { aggregationWeights, packInputs, ppoOutputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
@@ -66,6 +67,8 @@ function klCovSelection(c: TrainerInputs, logp: ArrayLike<number>, M: ArrayLike<
 export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
   const cfg = resolveSettings<VerlConfig>(VERL_SETTINGS, c.config, 'config');
   const run = resolveSettings<VerlRun>(VERL_RUN, c.run, 'run');
+  const refusal = trainerRefusal('verl', { ...cfg }, { ...run }); // verl_rules.ts: what verl itself refuses
+  if (refusal) throw refusal;
   const { B, T } = c;
   const N = B * T;
   const legacy = cfg.use_legacy_worker_impl !== 'disable';
@@ -81,8 +84,7 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
   if (legacy) {
     if (run.micro_batch_loss_scale !== null) scale = run.micro_batch_loss_scale;
     else if (cfg.use_dynamic_bsz) scale = B / cfg.ppo_mini_batch_size;
-    else if (cfg.ppo_micro_batch_size_per_gpu === null) throw new SettingsError('config.ppo_micro_batch_size_per_gpu: required for the loss scale (or run.micro_batch_loss_scale)');
-    else scale = 1 / Math.floor(cfg.ppo_mini_batch_size / cfg.ppo_micro_batch_size_per_gpu);
+    else scale = 1 / Math.floor(cfg.ppo_mini_batch_size / cfg.ppo_micro_batch_size_per_gpu!); // set: verl_rules.ts refuses null without use_dynamic_bsz
   }
   const epsLow: number = cfg.clip_ratio_low ?? cfg.clip_ratio;
   const epsHigh: number = cfg.clip_ratio_high ?? cfg.clip_ratio;

@@ -84,5 +84,6 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1`);
   const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k));
   unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));
+  batch.trainer = 'openrlhf';
   return { batch, format: 'openrlhf', trainer: 'OpenRLHF PPO (Experience)', unknownKeys, notes };
 }

@@ -12,21 +12,27 @@
 //   what the trainer logged for the step (e.g. "kl") may come as a "metrics" JSON object.
 // Rows are kept padded (grpo-batch/v1 allows it; the masks say what is real) so no bug is trimmed away.
 import type { BatchConfig, GrpoBatch } from '../batch.ts';
+import { configTable, runTable } from '../../grpo/settings/effective.ts';
 import { Dump, intOf, row, rows, scalarAdvantages, tokenIds, type ImportOptions, type ImportResult } from './common.ts';
 
-/** GRPOConfig fields carried into batch.config (same names); the rest of the config is counted in notes. */
-const CONFIG_FIELDS = ['loss_type', 'beta', 'epsilon', 'epsilon_high', 'delta', 'temperature', 'importance_sampling_level', 'scale_rewards', 'max_completion_length', 'max_prompt_length', 'num_generations', 'mask_truncated_completions', 'top_entropy_quantile', 'chat_template_kwargs', 'gradient_accumulation_steps', 'per_device_train_batch_size', 'steps_per_generation', 'num_iterations', 'use_vllm', 'vllm_importance_sampling_correction', 'vllm_importance_sampling_mode', 'vllm_importance_sampling_clip_min', 'vllm_importance_sampling_clip_max', 'vllm_importance_sampling_cap',
-  // TrainingArguments' optimizer step: what the studio's AdamW and learning-rate schedule take.
-  'learning_rate', 'optim', 'adam_beta1', 'adam_beta2', 'adam_epsilon', 'weight_decay', 'max_grad_norm', 'lr_scheduler_type', 'lr_scheduler_kwargs', 'warmup_steps', 'warmup_ratio'] as const;
-/** TrainerState values the learning-rate schedule reads, as the hook saves them (top-level metadata or in "run"). */
-const STATE_FIELDS = ['global_step', 'max_steps'] as const;
+/**
+ * GRPOConfig / TrainingArguments fields carried into batch.config (same names): every row of the studio's TRL
+ * settings table, config and run context alike (src/grpo/settings/trl.ts), so a value the trainer set is never
+ * dropped on import; the rest of args.to_dict() is counted in notes.
+ */
+const ROWS = [...configTable('trl'), ...runTable('trl')].filter((s) => !s.studio);
+const CONFIG_FIELDS: ReadonlySet<string> = new Set(ROWS.map((s) => s.name));
+/** Rows where null is a value of its own (vllm_importance_sampling_clip_max: null = no bound, not the default 3). */
+const NULL_MEANS: ReadonlySet<string> = new Set(ROWS.filter((s) => s.nullable && s.default !== null).map((s) => s.name));
+/** Run-context rows carried into batch.run; rank, num_processes and gradient_accumulation_steps go with the config, as GRPOConfig's. */
+const RUN_FIELDS = runTable('trl').map((s) => s.name).filter((k) => !['rank', 'num_processes', 'gradient_accumulation_steps'].includes(k));
 
 /** Keys of the dict this reader maps, and keys it knows but does not carry (listed in notes). */
 const MAPPED = ['prompt_ids', 'prompt_mask', 'completion_ids', 'completion_mask', 'advantages', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'tool_mask'];
 /** 0-d tensors carried into the config. */
 const SCALARS = ['num_items_in_batch'];
 const KNOWN_UNMAPPED = ['importance_sampling_ratio', 'pixel_values', 'image_grid_thw', 'pixel_attention_mask', 'image_sizes', 'token_type_ids', 'mm_token_type_ids', 'spatial_shapes', 'image_position_ids', 'num_images', 'num_tiles', 'max_left_pad'];
-const META = ['config', 'run', 'metrics', 'rank', 'num_processes', 'gradient_accumulation_steps', ...STATE_FIELDS, 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'rewards', 'rewards_per_func', 'reward_weights', 'prompts', 'completions', 'format'];
+const META = ['config', 'run', 'metrics', 'rank', 'num_processes', 'gradient_accumulation_steps', ...RUN_FIELDS, 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'rewards', 'rewards_per_func', 'reward_weights', 'prompts', 'completions', 'format'];
 
 export function detect(d: Dump): boolean {
   return d.has('completion_ids') && d.has('completion_mask') && d.has('prompt_ids');
@@ -79,20 +85,21 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   }
   perSampleMeta(d, batch, B, rank, numProcesses);
   batch.config = trlConfig(cfg, rank, numProcesses, d.meta('gradient_accumulation_steps') ?? run.gradient_accumulation_steps);
-  // inputs["num_items_in_batch"]: dapo's normaliser, gathered over every process (not recomputable from one rank).
-  const items = d.has('num_items_in_batch') ? d.scalar('num_items_in_batch') : typeof run.num_items_in_batch === 'number' ? run.num_items_in_batch : undefined;
-  if (items !== undefined) batch.run = { num_items_in_batch: items };
-  for (const k of STATE_FIELDS) {
-    const v = intOf(d.meta(k)) ?? intOf(run[k]);
+  // The run context, every row of the table's (inputs["num_items_in_batch"], dapo's normaliser gathered over every
+  // process, first as the dict's 0-d tensor; TrainerState; the adaptive entropy's last world entropy): the hook's
+  // top-level keys or its "run" object, as written (the validator names a bad one, nothing is dropped).
+  for (const k of RUN_FIELDS) {
+    const v = k === 'num_items_in_batch' && d.has(k) ? d.scalar(k) : (d.meta(k) ?? run[k]);
     if (v !== undefined) batch.run = { ...batch.run, [k]: v };
   }
   batch.metrics = d.metrics();
-  const dropped = Object.keys(cfg).filter((k) => !(CONFIG_FIELDS as readonly string[]).includes(k)).length;
+  const dropped = Object.keys(cfg).filter((k) => !CONFIG_FIELDS.has(k)).length;
   if (dropped > 0) notes.push(`${dropped} other GRPOConfig field(s) in the metadata are not used by the studio`);
   if (numProcesses > 1) notes.push(`rank ${rank} of ${numProcesses}: rows are global samples ${rank * B}…${rank * B + B - 1}; groups cut by the slice are kept as partial groups (convert all ranks together to check them)`);
   for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1`);
   const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k) && !SCALARS.includes(k));
   unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));
+  unknownKeys.push(...Object.keys(run).filter((k) => !runTable('trl').some((s) => s.name === k)).map((k) => `__metadata__.run.${k}`));
   return { batch, format: 'trl', trainer: 'TRL GRPOTrainer', unknownKeys, notes };
 }
 
@@ -117,7 +124,7 @@ function perSampleMeta(d: Dump, batch: GrpoBatch, B: number, rank: number, numPr
 
 function trlConfig(cfg: Record<string, unknown>, rank: number, numProcesses: number, gas: unknown): BatchConfig {
   const out: BatchConfig = { advantage_estimator: 'trl' };
-  for (const k of CONFIG_FIELDS) if (cfg[k] !== undefined && cfg[k] !== null) (out as Record<string, unknown>)[k] = cfg[k];
+  for (const [k, v] of Object.entries(cfg)) if (CONFIG_FIELDS.has(k) && v !== undefined && (v !== null || NULL_MEANS.has(k))) (out as Record<string, unknown>)[k] = v;
   if (out.gradient_accumulation_steps === undefined && intOf(gas) !== undefined) out.gradient_accumulation_steps = intOf(gas);
   out.rank = rank;
   out.num_processes = numProcesses;

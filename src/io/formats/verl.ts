@@ -77,6 +77,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1`);
   const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k));
   unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));
+  batch.trainer = 'verl';
   return { batch, format: 'verl', trainer: 'verl RayPPOTrainer', unknownKeys, notes };
 }
 

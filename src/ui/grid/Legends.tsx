@@ -2,7 +2,7 @@
 // mean), and the heat overlay's colour scale with its range, so no colour on the canvas is unexplained.
 import { fmt } from '../fields.tsx';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../store/vocabulary.ts';
-import { REGION_COLORS } from './colors.ts';
+import { REGION_COLORS } from '../../view/colors.ts';
 import { FACTOR_COLORS, HEAT_LABELS, heatColor, type HeatSource } from './heat.ts';
 import { MASK_FACTORS } from '../../store/vocabulary.ts';
 

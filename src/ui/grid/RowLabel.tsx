@@ -1,7 +1,7 @@
 // One row label of the token grid: sample id, advantage, and the lengths of ids vs every mask / per-token
 // field (mismatches in bold), with the whole readout as a tooltip. Only the labels of the drawn window exist.
 import { fmt } from '../fields.tsx';
-import type { RowReadout } from './cells.ts';
+import type { RowReadout } from '../../view/cells.ts';
 
 export function RowLabel({ r, adv }: { r: RowReadout; adv?: number }) {
   const bad = (n: number | null) => n !== null && n !== r.completion_ids;

@@ -7,7 +7,8 @@ import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } fr
 import { hoverStore } from '../../store/hover.ts';
 import { useStudio } from '../../store/index.ts';
 import type { Overlay } from '../../store/session.ts';
-import { spanColumns } from './cells.ts';
+import { ranValue } from '../../store/vocabulary.ts';
+import { spanColumns } from '../../view/cells.ts';
 import { useBatchDiff, useGridModel } from './useGrid.ts';
 import { HEAT_LABELS, availableHeats, heatSource } from './heat.ts';
 import { HeatLegend, Legend } from './Legends.tsx';
@@ -216,7 +217,7 @@ export function TokenGrid() {
   const labels: number[] = [];
   for (let b = win.first; b < Math.min(win.last, grid.B); b++) labels.push(b);
   return (
-    <div className="token-grid" data-testid="token-grid" data-rows={grid.B} data-boundary={grid.P} data-width={grid.W} data-whatif={whatIf?.settings.loss_type}>
+    <div className="token-grid" data-testid="token-grid" data-rows={grid.B} data-boundary={grid.P} data-width={grid.W} data-whatif={whatIf ? String(ranValue(whatIf.settings, 'loss_type')) : undefined}>
       <div className="grid-toolbar">
         <span className="muted" data-testid="batch-name">{batchName}</span>
         <span data-testid="grid-dims">

@@ -4,8 +4,8 @@
 // completion boundary; a mask overlay dims cells with mask 0 and hatches missing entries; cells where a
 // mask disagrees with its region get a red frame; a heat overlay colours completion tokens by a metric.
 import type { TokenTexts } from '../../worker/protocol.ts';
-import { REGION, emptyCells, visibleText } from './cells.ts';
-import { REGION_COLORS, REGION_TEXT } from './colors.ts';
+import { REGION, emptyCells, visibleText } from '../../view/cells.ts';
+import { REGION_COLORS, REGION_TEXT } from '../../view/colors.ts';
 import { heatColor, heatTextColor, type HeatSource } from './heat.ts';
 import { HEADER_H, ROW_H, rowTop, type RowWindow } from './layout.ts';
 import type { GridView } from './useGrid.ts';

@@ -7,7 +7,7 @@ import type { GrpoBatch } from '../../io/batch.ts';
 import type { BatchDiff } from '../../io/batch_diff.ts';
 import { batchDiff } from '../../store/derived.ts';
 import { useStudio } from '../../store/index.ts';
-import { classifyColumns, gridContext, gridRow, rowMismatch, rowReadout, type FullRow, type GridContext, type RowCells, type RowReadout } from './cells.ts';
+import { classifyColumns, gridContext, gridRow, rowMismatch, rowReadout, type FullRow, type GridContext, type RowCells, type RowReadout } from '../../view/cells.ts';
 
 /** Whole rows kept classified for the inspector, and row readouts for the labels (the oldest go first). */
 const ROW_CACHE = 64;

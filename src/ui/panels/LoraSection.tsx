@@ -2,10 +2,12 @@
 // here (r, lora_alpha, use_rslora, target_modules; A Kaiming-uniform from a seed, B = 0, as PEFT), remove
 // it, pick the reference it implies (base without adapter, or a frozen copy of the loaded adapter), and save
 // the stepped adapter as a PEFT folder. With an adapter only it trains over a frozen base held in its
-// checkpoint dtype (src/worker/adapter.ts); the memory plan above counts it.
+// checkpoint dtype (src/worker/adapter.ts); the memory plan above counts it. The create form's defaults,
+// bounds and hints are LORA_CREATE_FIELDS, the table `grpo-studio step --create-adapter` reads too.
 import { useState } from 'react';
 import { useStudio } from '../../store/index.ts';
 import { loadAdapter, saveAdapter, setAdapterReference } from '../../store/controller.ts';
+import { LORA_CREATE_FIELDS as F } from '../../store/vocabulary.ts';
 import { CheckField, NumberField, SelectField, fmt } from '../fields.tsx';
 import { folderChoice } from '../dropped_files.ts';
 import { FolderDrop } from '../FolderDrop.tsx';
@@ -21,28 +23,28 @@ type Targets = (typeof TARGETS)[number];
 
 /** The create form: PEFT LoraConfig fields; target_modules "all-linear" or a comma-separated list of module names. */
 function CreateAdapter({ busy }: { busy: boolean }) {
-  const [r, setR] = useState(8);
-  const [alpha, setAlpha] = useState(16);
-  const [rslora, setRslora] = useState(false);
-  const [targets, setTargets] = useState<Targets>('all-linear');
-  const [list, setList] = useState('q_proj, v_proj');
-  const [seed, setSeed] = useState(0);
+  const [r, setR] = useState(F.r.default);
+  const [alpha, setAlpha] = useState(F.lora_alpha.default);
+  const [rslora, setRslora] = useState<boolean>(F.use_rslora.default);
+  const [targets, setTargets] = useState<Targets>(F.target_modules.default);
+  const [list, setList] = useState('q_proj, v_proj'); // what the list field offers once "these modules" is picked
+  const [seed, setSeed] = useState(F.seed.default);
   const names = list.split(',').map((t) => t.trim()).filter(Boolean);
   const create = () => void loadAdapter({ kind: 'create', options: { r, lora_alpha: alpha, use_rslora: rslora, target_modules: targets === 'all-linear' ? 'all-linear' : names, seed } });
   return (
     <details data-testid="lora-create">
       <summary className="small">create one here</summary>
       <div className="row">
-        <NumberField label="r" value={r} onChange={(v) => setR(v ?? 8)} min={1} integer detached testId="lora-r" />
-        <NumberField label="lora_alpha" value={alpha} onChange={(v) => setAlpha(v ?? 16)} detached testId="lora-alpha" />
-        <CheckField label="use_rslora" value={rslora} onChange={setRslora} title="scaling = lora_alpha / √r instead of lora_alpha / r" />
+        <NumberField label="r" value={r} onChange={(v) => setR(v ?? F.r.default)} min={F.r.min} integer detached title={F.r.doc} testId="lora-r" />
+        <NumberField label="lora_alpha" value={alpha} onChange={(v) => setAlpha(v ?? F.lora_alpha.default)} detached title={F.lora_alpha.doc} testId="lora-alpha" />
+        <CheckField label="use_rslora" value={rslora} onChange={setRslora} title={F.use_rslora.doc} />
       </div>
       <div className="row">
-        <SelectField<Targets> label="target_modules" value={targets} options={TARGETS} labels={{ list: 'these modules' }} onChange={setTargets} testId="lora-targets" />
-        {targets === 'list' && <input className="grow" aria-label="target_modules list" value={list} onChange={(e) => setList(e.target.value)} data-testid="lora-target-list" title="module names, matched exactly or as a dotted suffix (PEFT)" />}
+        <SelectField<Targets> label="target_modules" value={targets} options={TARGETS} labels={{ list: 'these modules' }} onChange={setTargets} title={F.target_modules.doc} testId="lora-targets" />
+        {targets === 'list' && <input className="grow" aria-label="target_modules list" value={list} onChange={(e) => setList(e.target.value)} data-testid="lora-target-list" title={F.target_modules.doc} />}
       </div>
       <div className="row">
-        <NumberField label="init seed" value={seed} onChange={(v) => setSeed(v ?? 0)} min={0} integer detached title="seed of lora_A's Kaiming-uniform init (lora_B starts at 0)" />
+        <NumberField label="init seed" value={seed} onChange={(v) => setSeed(v ?? F.seed.default)} min={F.seed.min} max={F.seed.max} integer detached title={F.seed.doc} />
         <span className="small muted" title="dropout is random; one deterministic step has none">lora_dropout 0 (ignored)</span>
       </div>
       <button disabled={busy || (targets === 'list' && names.length === 0)} onClick={create} data-testid="lora-create-button">

@@ -1,33 +1,32 @@
-// Loss settings: the aggregation (TRL loss_type or verl's), β and the KL estimator, clipping ε low/high
-// and δ, temperature, reward scaling, importance-sampling level, optimizer, and the position-ids policy.
+// Loss & optimizer: the rows of the trainer's table marked for this panel (form: 'loss' — the aggregation,
+// β and the KL estimator, clipping ε / ε_high and δ, temperature, reward scaling and advantage ε,
+// importance-sampling level, max completion length, position ids, optimizer, learning rate, weight decay,
+// gradient clipping), in the trainer's own names with the table's bounds, each showing where its value comes
+// from. The trainer preset form edits the same values.
 import { useStudio } from '../../store/index.ts';
-import { AGGREGATIONS } from '../../store/vocabulary.ts';
-import { NumberField, Section, SelectField } from '../fields.tsx';
-import { aggregationTitle } from '../explain.ts';
+import { configTable, effectiveOf, settingOf } from '../../store/vocabulary.ts';
+import { Section } from '../fields.tsx';
+import { SettingField } from '../SettingField.tsx';
 
 export function LossPanel() {
-  const l = useStudio((s) => s.loss);
-  const set = useStudio((s) => s.setLoss);
+  const trainer = useStudio((s) => s.trainer);
+  const effective = useStudio(effectiveOf);
+  const setSetting = useStudio((s) => s.setSetting);
+  const rows = configTable(trainer).filter((s) => s.form === 'loss');
   return (
     <Section title="Loss & optimizer">
-      <div className="grid2">
-        <SelectField label="loss_type / aggregation" value={l.loss_type} options={AGGREGATIONS} titles={aggregationTitle} testId="loss-type" onChange={(v) => set({ loss_type: v })} />
-        <NumberField label="β (KL coef)" testId="beta" value={l.beta} min={0} onChange={(v) => set({ beta: v! })} />
-        <SelectField label="KL estimator" value={l.kl_estimator} options={['k1', 'k2', 'k3'] as const} onChange={(v) => set({ kl_estimator: v })} />
-        <NumberField label="ε low" value={l.epsilon_low} min={0} onChange={(v) => set({ epsilon_low: v! })} />
-        <NumberField label="ε high" value={l.epsilon_high} min={0} onChange={(v) => set({ epsilon_high: v! })} />
-        <NumberField label="δ (ratio cap)" value={l.delta} nullable min={1} onChange={(v) => set({ delta: v })} />
-        <NumberField label="temperature (trainer)" title="the temperature the trainer divides logits by when it scores completions (TRL GRPOConfig.temperature); should equal the sampler's" value={l.temperature} min={1e-6} onChange={(v) => set({ temperature: v! })} />
-        <SelectField label="scale_rewards" value={l.scale_rewards} options={['group', 'batch', 'none'] as const} onChange={(v) => set({ scale_rewards: v })} />
-        <SelectField label="advantage ε" value={l.advantage_estimator} options={['trl', 'verl'] as const} labels={{ trl: 'trl (std + 1e-4)', verl: 'verl (std + 1e-6)' }} onChange={(v) => set({ advantage_estimator: v })} />
-        <SelectField label="importance sampling" value={l.importance_sampling_level} options={['token', 'sequence'] as const} onChange={(v) => set({ importance_sampling_level: v })} />
-        <NumberField integer label="max completion length" value={l.max_completion_length} min={1} onChange={(v) => set({ max_completion_length: v! })} title="L_max for dr_grpo (verl seq-mean-token-sum-norm divides by the padded width T instead)" />
-        <SelectField label="position ids" value={l.position_ids} options={['from_attention_mask', 'arange'] as const} onChange={(v) => set({ position_ids: v })} title="arange is what a forward without position_ids gets: left padding shifts GPT-2's learned positions" />
-        <SelectField label="optimizer" value={l.optimizer} options={['adamw', 'sgd'] as const} onChange={(v) => set({ optimizer: v })} />
-        <NumberField label="lr" testId="lr" value={l.lr} min={0} onChange={(v) => set({ lr: v! })} />
-        <NumberField label="weight decay" value={l.weight_decay} min={0} onChange={(v) => set({ weight_decay: v! })} />
-        <NumberField label="max grad norm (0 off)" value={l.max_grad_norm} min={0} onChange={(v) => set({ max_grad_norm: v! })} />
-      </div>
+      {'error' in effective ? (
+        <div className="bad small" data-testid="settings-error">
+          {effective.error}
+        </div>
+      ) : (
+        <div className="grid2">
+          {rows.map((spec) => {
+            const { value, provenance } = settingOf(effective.settings, 'config', spec.name);
+            return <SettingField key={`${trainer}.${spec.name}`} spec={spec} where="config" value={value} provenance={provenance} testId={`loss-field-${spec.name}`} onCommit={(v) => setSetting('config', spec.name, v)} />;
+          })}
+        </div>
+      )}
     </Section>
   );
 }

@@ -3,7 +3,7 @@
 // Until the batch is assembled the grid has nothing to draw; this table is the only view of them.
 import { useStudio } from '../../store/index.ts';
 import { fmt } from '../fields.tsx';
-import { visibleText } from '../grid/cells.ts';
+import { visibleText } from '../../view/cells.ts';
 
 export function StageOutput() {
   const run = useStudio((s) => s.run);

@@ -7,7 +7,7 @@
 // restarts from the loaded weights; Reset undoes the update's step. The reference stage names its reference.
 import { useRef } from 'react';
 import { studioStore, useStudio } from '../../store/index.ts';
-import { STAGES, STAGE_LABELS } from '../../store/vocabulary.ts';
+import { effectiveOf, STAGES, STAGE_LABELS } from '../../store/vocabulary.ts';
 import { nextStage, resetStep, runNextUpdate, runToEnd, setStepFrom } from '../../store/controller.ts';
 import { fmt, formatBytes } from '../fields.tsx';
 import { staleFields } from '../../store/derived.ts';
@@ -125,8 +125,8 @@ function StaleNote() {
   const prompts = useStudio((s) => s.prompts);
   const sampling = useStudio((s) => s.sampling);
   const rewards = useStudio((s) => s.rewards);
-  const loss = useStudio((s) => s.loss);
-  const changed = staleFields(ran, { prompts, sampling, rewards, loss });
+  const effective = useStudio(effectiveOf);
+  const changed = staleFields(ran, { prompts, sampling, rewards, settings: 'settings' in effective ? effective.settings : null });
   if (changed.length === 0) return null;
   return (
     <div className="stale-note small" data-testid="stale-note" title={changed.join('\n')}>

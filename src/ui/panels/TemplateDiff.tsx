@@ -8,7 +8,7 @@ import { runTemplateDiff } from '../../store/controller.ts';
 import { useStudio } from '../../store/index.ts';
 import type { TemplateDiff as Diff, TemplateVariant } from '../../worker/protocol.ts';
 import { CheckField, SelectField } from '../fields.tsx';
-import { visibleText } from '../grid/cells.ts';
+import { visibleText } from '../../view/cells.ts';
 
 type Thinking = 'template default' | 'true' | 'false';
 const THINKING: readonly Thinking[] = ['template default', 'true', 'false'];

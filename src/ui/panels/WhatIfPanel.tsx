@@ -4,14 +4,17 @@
 // The table puts the current settings beside the what-if (every aggregation, mean KL, clipping, the
 // gradient norm w.r.t. the log-probs and the rows whose gradient moved most); the grid's heat shows the
 // per-token difference (what-if Δ loss, Δ ∂loss/∂logp); "Apply" makes the what-if the next update's settings.
-// The trainer preset's loss is recomputed too: the update's preset beside the one the form has now.
+// The trainer's objective is recomputed too; the trainer itself is a what-if (verl or OpenRLHF on the same
+// batch, from that trainer's defaults): its column "current" is then empty, since the update ran another.
+// The form's fields are the loss panel's rows (one table, one check) over the settings the update ran with.
 import { useMemo } from 'react';
 import { useStudio } from '../../store/index.ts';
-import type { LossSettings, WhatIfResult, WhatIfSide } from '../../worker/protocol.ts';
-import { AGGREGATIONS } from '../../store/vocabulary.ts';
+import type { WhatIfResult, WhatIfSide } from '../../worker/protocol.ts';
+import { AGGREGATIONS, configTable, ranValue, settingOf, TRAINERS } from '../../store/vocabulary.ts';
 import { applyWhatIf, runWhatIf } from '../../store/controller.ts';
 import { aggregationTitle } from '../explain.ts';
-import { NumberField, Section, SelectField, fmt } from '../fields.tsx';
+import { Section, SelectField, fmt } from '../fields.tsx';
+import { SettingField } from '../SettingField.tsx';
 
 /** Mean KL over tokens with completion_mask = 1, ‖∂loss/∂logp‖₂ in all and per row. */
 function summary(side: WhatIfSide, mask: Int32Array, B: number, C: number) {
@@ -49,23 +52,23 @@ function WhatIfTable({ w, ranType }: { w: WhatIfResult; ranType: string }) {
   );
   return (
     <>
-      <table className="dense" data-testid="whatif-table" data-loss-type={w.settings.loss_type} data-ms={w.ms.toFixed(1)}>
+      <table className="dense" data-testid="whatif-table" data-loss-type={String(ranValue(w.settings, 'loss_type'))} data-ms={w.ms.toFixed(1)}>
         <thead>
           <tr>
             <th>term</th>
             <th>current ({ranType})</th>
-            <th>what-if ({w.settings.loss_type})</th>
+            <th>what-if ({String(ranValue(w.settings, 'loss_type'))})</th>
             <th>Δ</th>
           </tr>
         </thead>
         <tbody>
           {row('loss (drives the gradient)', w.current.terms.loss, w.whatif.terms.loss, 'the loss under each side’s own loss_type', 'chosen')}
           {AGGREGATIONS.map((a) => row(a, w.current.terms.losses[a], w.whatif.terms.losses[a], aggregationTitle(a)))}
-          {w.trainer.current && w.trainer.whatif && row(`${w.trainer.preset.trainer} loss (trainer preset)`, w.trainer.current.loss, w.trainer.whatif.loss, 'the trainer preset’s objective: the update’s preset (current) and the form’s preset under the what-if settings')}
+          {w.trainer.whatif && row(`${w.trainer.trainer} loss (trainer objective)`, w.trainer.current?.loss ?? NaN, w.trainer.whatif.loss, w.trainer.current ? 'the trainer’s objective: the update’s (current) and under the what-if settings' : `the update ran another trainer’s objective: ${w.trainer.trainer}’s is shown under the what-if settings only`)}
           {row('mean KL', cur.meanKl, next.meanKl, 'Σ M·KL / Σ M with each side’s estimator')}
           {row('clipped tokens', cc.region, nc.region, 'tokens whose ratio is outside [1 − ε_low, 1 + ε_high] on the side the advantage makes binding')}
           {row('‖∂loss/∂logp‖₂', cur.grad, next.grad, 'gradient norm w.r.t. the per-token log-probs (before the backward through the model)')}
-          {w.trainer.current?.dlogp && w.trainer.whatif?.dlogp && row(`‖∂loss/∂logp‖₂ (${w.trainer.preset.trainer})`, norm(w.trainer.current.dlogp), norm(w.trainer.whatif.dlogp), 'the trainer preset’s per-token gradient norm: the update’s preset and the form’s under the what-if settings')}
+          {w.trainer.current?.dlogp && w.trainer.whatif?.dlogp && row(`‖∂loss/∂logp‖₂ (${w.trainer.trainer})`, norm(w.trainer.current.dlogp), norm(w.trainer.whatif.dlogp), 'the trainer preset’s per-token gradient norm: the update’s preset and the form’s under the what-if settings')}
         </tbody>
       </table>
       <div className="small muted" data-testid="whatif-rows">
@@ -90,7 +93,7 @@ function WhatIfTable({ w, ranType }: { w: WhatIfResult; ranType: string }) {
 
 export function WhatIfPanel() {
   const hasLoss = useStudio((s) => !!s.run.loss);
-  const ran = useStudio((s) => s.runSettings?.loss ?? null);
+  const ran = useStudio((s) => s.runSettings?.settings ?? null);
   const form = useStudio((s) => s.whatIfSettings);
   const w = useStudio((s) => s.whatIf);
   if (!hasLoss || !ran) {
@@ -100,29 +103,29 @@ export function WhatIfPanel() {
       </Section>
     );
   }
-  const l = form ?? ran;
-  const set = (patch: Partial<LossSettings>) => void runWhatIf({ ...l, ...patch });
+  const trainer = form?.trainer ?? ran.trainer;
+  const edits = form?.edits ?? {};
+  // The form shows the what-if's values: its own, else the update's (a value of the update's trainer only under it).
+  const shown = (name: string) => (name in edits ? { value: edits[name], provenance: { origin: 'edited' as const, label: 'what-if' } } : trainer === ran.trainer ? settingOf(ran, 'config', name) : { value: configTable(trainer).find((s) => s.name === name)?.default ?? null, provenance: { origin: 'default' as const } });
+  const rows = configTable(trainer).filter((s) => s.form === 'loss' && s.scope !== 'optimizer');
   return (
     <Section title="What-if (same batch)">
       <div className="grid2" data-testid="whatif-form">
-        <SelectField label="loss_type" value={l.loss_type} options={AGGREGATIONS} titles={aggregationTitle} testId="whatif-loss-type" onChange={(v) => set({ loss_type: v })} />
-        <NumberField detached label="β" value={l.beta} min={0} testId="whatif-beta" onChange={(v) => set({ beta: v! })} />
-        <NumberField detached label="ε low" value={l.epsilon_low} min={0} max={0.999} onChange={(v) => set({ epsilon_low: v! })} />
-        <NumberField detached label="ε high" value={l.epsilon_high} min={0} onChange={(v) => set({ epsilon_high: v! })} />
-        <NumberField detached label="δ (ratio cap)" value={l.delta} nullable min={1} onChange={(v) => set({ delta: v })} />
-        <SelectField label="KL estimator" value={l.kl_estimator} options={['k1', 'k2', 'k3'] as const} onChange={(v) => set({ kl_estimator: v })} />
-        <SelectField label="importance sampling" value={l.importance_sampling_level} options={['token', 'sequence'] as const} onChange={(v) => set({ importance_sampling_level: v })} />
-        <SelectField label="scale_rewards" value={l.scale_rewards} options={['group', 'batch', 'none'] as const} onChange={(v) => set({ scale_rewards: v })} />
+        <SelectField label="trainer" value={trainer} options={TRAINERS} testId="whatif-trainer" title="recompute the objective of another trainer on the same batch (from its defaults)" onChange={(t) => void runWhatIf({}, t)} />
+        {rows.map((spec) => {
+          const { value, provenance } = shown(spec.name);
+          return <SettingField key={`${trainer}.${spec.name}`} detached spec={spec} where="config" value={value} provenance={provenance} testId={`whatif-field-${spec.name}`} onCommit={(v) => void runWhatIf(v === undefined ? Object.fromEntries(Object.entries(edits).filter(([k]) => k !== spec.name)) : { ...edits, [spec.name]: v })} />;
+        })}
       </div>
       <div className="row">
-        <button disabled={!form} onClick={applyWhatIf} data-testid="whatif-apply" title="make these the loss settings of the next update">
+        <button disabled={!form} onClick={applyWhatIf} data-testid="whatif-apply" title="make these the settings of the next update">
           Apply to settings
         </button>
-        <button disabled={!form} onClick={() => void runWhatIf(ran)} title="back to the settings the update ran with">
+        <button disabled={!form} onClick={() => void runWhatIf({}, ran.trainer)} title="back to the settings the update ran with">
           Back to current
         </button>
       </div>
-      {w && <WhatIfTable w={w} ranType={ran.loss_type} />}
+      {w && <WhatIfTable w={w} ranType={String(ranValue(ran, 'loss_type'))} />}
     </Section>
   );
 }

@@ -3,8 +3,9 @@
 // completions starting at P (right padding). Unlike the trainer's padBatch, this view never refuses a
 // batch: ids and each mask are aligned on their own, so a mask one token longer than its ids shows as an
 // extra cell, and every cell where a mask disagrees with the region it covers is flagged.
-import type { GrpoBatch } from '../../io/batch.ts';
-import { groupLabel } from '../../store/vocabulary.ts';
+// Pure (no React, no DOM) and in src/view/ so the page's canvas and the saved report classify every cell
+// with the same code.
+import { groupLabel, type GrpoBatch } from '../io/batch.ts';
 
 /** What a cell holds. `absent`: no id here (the row is shorter than the grid). */
 export const REGION = { absent: 0, pad: 1, prompt: 2, special: 3, completion: 4, eos: 5, after_eos: 6 } as const;

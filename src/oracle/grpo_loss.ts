@@ -77,7 +77,7 @@ export function dkl_dlogp(d: number, estimator: KlEstimator): number {
 }
 
 /**
- * dlogp[b, t] = ∂loss/∂logp given weights[b, t] = ∂loss/∂per_token_loss[b, t] (ref/loss_reduce.ts loss_weights).
+ * dlogp[b, t] = ∂loss/∂logp given weights[b, t] = ∂loss/∂per_token_loss[b, t] (oracle/loss_reduce.ts loss_weights).
  * Sequence level couples the row: r_b depends on every masked-in logp of row b.
  */
 export function grpo_loss_backward(

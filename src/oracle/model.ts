@@ -1,5 +1,5 @@
 // Float64 twin of src/model/model.ts: the same GPT-2 / Llama / Qwen2 / Qwen3 forward and backward,
-// composed from the op twins in src/ref/ (no op is re-implemented here), so a GPU model can be checked
+// composed from the op twins in src/oracle/ (no op is re-implemented here), so a GPU model can be checked
 // against it on any random config and the model-level gradients against finite differences.
 // Slow by design (plain loops): tiny configs only. With a PEFT LoRA adapter (src/model/lora.ts) every
 // adapted linear layer adds scaling·(x·Aᵀ)·Bᵀ, and backward also returns ∂/∂A and ∂/∂B under their PEFT keys.

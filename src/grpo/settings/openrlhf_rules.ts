@@ -1,0 +1,21 @@
+// OpenRLHF's cross-field rules on the fields of the OpenRLHF table (openrlhf.ts), at OpenRLHF/OpenRLHF
+// 3c3be62. train_ppo_ray.py's argument checks and PolicyLoss.__init__'s assertions concern single fields
+// (the table's rows: dual_clip > 1, the correction type); the one combination OpenRLHF cannot run is a
+// failure of its own code rather than a check, listed here so it is refused with its reason.
+import type { OpenrlhfConfig, OpenrlhfRun } from './openrlhf.ts';
+import type { TrainerRule } from './trainer_rules.ts';
+
+export const OPENRLHF_RULES: readonly TrainerRule<OpenrlhfConfig, OpenrlhfRun>[] = [
+  {
+    fields: ['config.actor.entropy_coef', 'config.rollout.temperature'],
+    by: 'trainer',
+    source: 'OpenRLHF/OpenRLHF openrlhf/models/actor.py Actor.forward, openrlhf/models/utils.py log_probs_from_logits',
+    // Actor.forward takes the entropy of output["logits"], then log_probs_from_logits divides that same tensor
+    // by the temperature in place: autograd's in-place check fails in loss.backward().
+    check: (c) => {
+      const coef = c['actor.entropy_coef'];
+      const t = c['rollout.temperature'];
+      return coef !== null && coef !== 0 && t !== 1 ? `${coef} with rollout.temperature = ${t}: OpenRLHF fails in backward when rollout.temperature ≠ 1 and entropy_coef ≠ 0 (the entropy's logits are divided by the temperature in place)` : null;
+    },
+  },
+];

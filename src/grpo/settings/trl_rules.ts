@@ -1,0 +1,115 @@
+// TRL's cross-field rules on the fields of the TRL table (trl.ts), at huggingface/trl f2cd577: every check
+// GRPOConfig.__post_init__ (trl/trainer/grpo_config.py) and GRPOTrainer.__init__ (trl/trainer/grpo_trainer.py)
+// raises on for these fields, the one Liger-Kernel's GRPO loss raises on its first forward (TRL pins
+// liger-kernel 0.8.0), then the combinations TRL runs but one rank's batch cannot reproduce. Trainer rules
+// come first, so a setting TRL refuses is refused with TRL's reason.
+// Not here: what TRL only warns about (luspo without sequence-level IS, vespo with sequence-level IS,
+// sequence-level IS with bnpo / dr_grpo / dapo / cispo): TRL runs those and the objective computes them. The
+// generation-batch checks (generation_batch_size divisible by num_generations) need generation_batch_size,
+// which the table does not hold; Liger's PEFT checks need the adapter, not a setting.
+import type { TrlConfig, TrlRun } from './trl.ts';
+import type { TrainerRule } from './trainer_rules.ts';
+
+const CONFIG = 'huggingface/trl trl/trainer/grpo_config.py GRPOConfig.__post_init__';
+const INIT = 'huggingface/trl trl/trainer/grpo_trainer.py GRPOTrainer.__init__';
+const LIGER = 'linkedin/Liger-Kernel src/liger_kernel/chunked_loss/grpo_loss.py LigerFusedLinearGRPOFunction.forward (v0.8.0)';
+const LIGER_NORM = 'linkedin/Liger-Kernel src/liger_kernel/chunked_loss/fused_linear_ppo.py _compute_dapo_normalizer (v0.8.0)';
+const QUANTILE = 'huggingface/trl trl/trainer/grpo_trainer.py get_high_entropy_mask';
+const COMPUTE_LOSS = 'huggingface/trl trl/trainer/grpo_trainer.py _compute_loss';
+
+/** The loss types whose normaliser is a global token count (num_items_in_batch, or Liger's all-reduced count). */
+const GLOBAL_COUNT = ['dapo', 'cispo', 'vespo'];
+
+/** vllm_importance_sampling_clip_max as __post_init__ leaves it: the deprecated cap, when set, replaces it. */
+const clipMax = (c: TrlConfig) => c.vllm_importance_sampling_cap ?? c.vllm_importance_sampling_clip_max;
+
+export const TRL_RULES: readonly TrainerRule<TrlConfig, TrlRun>[] = [
+  {
+    fields: ['config.vllm_importance_sampling_mode', 'config.loss_type', 'config.use_vllm', 'config.vllm_importance_sampling_correction'],
+    by: 'trainer',
+    source: INIT,
+    check: (c) =>
+      c.loss_type === 'vespo' && c.use_vllm && c.vllm_importance_sampling_correction && c.vllm_importance_sampling_mode !== 'token_truncate' && c.vllm_importance_sampling_mode !== 'token_mask'
+        ? `TRL refuses loss_type vespo with the vLLM correction (use_vllm, vllm_importance_sampling_correction) in ${c.vllm_importance_sampling_mode}: "VESPO loss requires \`vllm_importance_sampling_mode\` to be either 'token_truncate' or 'token_mask'. Got: ${c.vllm_importance_sampling_mode}."`
+        : null,
+  },
+  {
+    fields: ['config.vllm_importance_sampling_clip_min', 'config.vllm_importance_sampling_clip_max'],
+    by: 'trainer',
+    source: CONFIG,
+    // Checked whatever use_vllm is: __post_init__ does not look at it.
+    check: (c) => {
+      const [lo, hi] = [c.vllm_importance_sampling_clip_min, clipMax(c)];
+      return lo !== null && hi !== null && lo >= hi ? `TRL refuses: "vllm_importance_sampling_clip_min (${lo}) must be less than vllm_importance_sampling_clip_max (${hi})."` : null;
+    },
+  },
+  {
+    fields: ['config.vllm_importance_sampling_clip_max', 'config.vllm_importance_sampling_clip_min', 'config.vllm_importance_sampling_mode', 'config.vllm_importance_sampling_correction'],
+    by: 'trainer',
+    source: CONFIG,
+    check: (c) =>
+      c.vllm_importance_sampling_correction && c.vllm_importance_sampling_mode.endsWith('_truncate') && c.vllm_importance_sampling_clip_min === null && clipMax(c) === null
+        ? `a *_truncate mode needs vllm_importance_sampling_clip_min or vllm_importance_sampling_clip_max (vllm_importance_sampling_mode = ${c.vllm_importance_sampling_mode}); TRL refuses: "At least one of \`vllm_importance_sampling_clip_min\` or \`vllm_importance_sampling_clip_max\` must be set when \`vllm_importance_sampling_mode\` is a \`*_truncate\` mode."`
+        : null,
+  },
+  {
+    fields: ['config.use_liger_kernel', 'config.off_policy_mask_threshold'],
+    by: 'trainer',
+    source: INIT,
+    check: (c) => (c.use_liger_kernel && c.off_policy_mask_threshold !== null ? `TRL refuses use_liger_kernel with off_policy_mask_threshold = ${c.off_policy_mask_threshold}: "Liger kernel does not support off-policy sequence masking yet."` : null),
+  },
+  {
+    fields: ['config.use_liger_kernel', 'config.top_entropy_quantile'],
+    by: 'trainer',
+    source: INIT,
+    check: (c) => (c.use_liger_kernel && c.top_entropy_quantile < 1 ? `TRL refuses use_liger_kernel with top_entropy_quantile = ${c.top_entropy_quantile} (NotImplementedError): "Liger Kernels don't currently support masking token positions based on entropy."` : null),
+  },
+  {
+    fields: ['config.use_liger_kernel', 'config.entropy_coef', 'config.use_adaptive_entropy'],
+    by: 'trainer',
+    source: INIT,
+    // _entropy_bonus_enabled: a non-zero coefficient, or adaptive mode whatever the coefficient.
+    check: (c) =>
+      c.use_liger_kernel && (c.entropy_coef !== 0 || c.use_adaptive_entropy)
+        ? `TRL refuses use_liger_kernel with an entropy bonus (entropy_coef = ${c.entropy_coef}, use_adaptive_entropy = ${c.use_adaptive_entropy}; NotImplementedError): "Entropy bonus is not supported with Liger kernel."`
+        : null,
+  },
+  {
+    fields: ['config.use_liger_kernel', 'config.importance_sampling_level', 'config.loss_type'],
+    by: 'trainer',
+    source: LIGER,
+    check: (c) =>
+      c.use_liger_kernel && c.importance_sampling_level === 'sequence' && ['cispo', 'sapo', 'vespo'].includes(c.loss_type)
+        ? `Liger's GRPO loss (use_liger_kernel) raises for importance_sampling_level = sequence with loss_type ${c.loss_type}: "Sequence-level importance sampling is not supported for loss_type='${c.loss_type}'. Use importance_sampling_level='token' instead."`
+        : null,
+  },
+  // What TRL runs but one rank's batch cannot reproduce.
+  {
+    fields: ['config.top_entropy_quantile', 'run.num_processes'],
+    by: 'studio',
+    source: QUANTILE,
+    check: (c, r) =>
+      c.top_entropy_quantile < 1 && r.num_processes > 1
+        ? `${c.top_entropy_quantile} with num_processes = ${r.num_processes}: TRL takes the entropy threshold (torch.quantile) over the entropies gathered from every process, which this rank's batch does not hold; the studio cannot reproduce the entropy mask`
+        : null,
+  },
+  {
+    fields: ['run.num_processes', 'config.use_liger_kernel', 'config.loss_type'],
+    by: 'studio',
+    source: LIGER_NORM,
+    check: (c, r) =>
+      c.use_liger_kernel && GLOBAL_COUNT.includes(c.loss_type) && r.num_processes > 1
+        ? `${r.num_processes} with use_liger_kernel and loss_type ${c.loss_type}: Liger divides by this micro-batch's loss-mask tokens summed over every process (all_reduce) / num_processes, which this rank's batch does not hold`
+        : null,
+  },
+  {
+    fields: ['run.num_items_in_batch', 'config.loss_type', 'run.num_processes'],
+    by: 'studio',
+    source: COMPUTE_LOSS,
+    // Without Liger, dapo / cispo / vespo divide by the generation batch's items over every process.
+    check: (c, r) =>
+      !c.use_liger_kernel && GLOBAL_COUNT.includes(c.loss_type) && r.num_processes > 1 && r.num_items_in_batch === null
+        ? `needed by loss_type ${c.loss_type} with num_processes = ${r.num_processes} (the loss-mask tokens of the generation batch over every process)`
+        : null,
+  },
+];
