@@ -2,7 +2,7 @@
 // human and --json output.
 import { describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { QWEN3_DIR } from './helpers/tokenizers.ts';
@@ -44,6 +44,16 @@ describe('grpo-studio doctor', () => {
     expect(JSON.parse(withTok.stdout).findings.some((f: { rule: string }) => f.rule === 'template-mismatch')).toBe(true);
   });
 
+  it('a --tokenizer that does not fit the batch is not applied: its rules are skipped with the reason, the exit code is the batch\'s', () => {
+    const tiny = path.join(root, 'public/models/tiny-adder');
+    const r = doctor(fixture('template-mismatch'), '--tokenizer', tiny);
+    expect(r.code).toBe(0);
+    for (const rule of ['token-out-of-vocabulary', 'retokenization-mismatch', 'template-mismatch']) {
+      expect(r.stdout).toContain(`  [${rule}] --tokenizer ${tiny} does not fit this batch: pad_token_id 151643 is not its pad (302 "<|endoftext|>")`);
+    }
+    expect(r.stdout).toMatch(/0 error\(s\), 0 warning\(s\), 0 info/);
+  });
+
   it('exit 2 with a one-line reason on unreadable input', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'doctor-'));
     const cases: [string[], RegExp][] = [];
@@ -55,6 +65,10 @@ describe('grpo-studio doctor', () => {
     cases.push([[path.join(dir, 'missing.json')], /missing required field "completion_mask"/]);
     cases.push([[path.join(dir, 'absent.json')], /cannot read .*ENOENT/]);
     cases.push([[fixture('clean'), '--tokenizer', dir], /--tokenizer .*tokenizer\.json/]);
+    const badConfig = mkdtempSync(path.join(tmpdir(), 'doctor-model-'));
+    for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(path.join(root, 'public/models/tiny-adder', f), path.join(badConfig, f));
+    writeFileSync(path.join(badConfig, 'config.json'), '{"vocab_size": ');
+    cases.push([[fixture('clean'), '--tokenizer', badConfig], /--tokenizer .*: config\.json is not valid JSON/]);
     cases.push([[fixture('clean'), '--bogus'], /unknown option --bogus/]);
     for (const [args, msg] of cases) {
       const r = doctor(...args);

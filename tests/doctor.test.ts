@@ -26,6 +26,11 @@ beforeAll(async () => {
 
 /** What each fixture must produce for its rule, beyond "at least one finding". */
 const EXPECT: Record<string, (fs: Finding[]) => void> = {
+  'token-out-of-vocabulary': (fs) => {
+    // First offending id per row (Qwen3's tokenizer has 151669 tokens), with how many the row holds.
+    expect(fs.map((f) => [f.field, f.sample, f.span, f.severity])).toEqual([['prompt_ids', 2, [4, 5], 'error'], ['completion_ids', 1, [2, 3], 'error']]);
+    expect(fs[1].message).toMatch(/completion_ids\[1\]\[2\] = 151936 is outside the vocabulary of 151669 tokens \(2 such ids in the row\)/);
+  },
   'mask-length-mismatch': (fs) => {
     expect(fs.map((f) => f.sample)).toEqual([0, 1, 2, 3]);
     expect(fs[0].message).toMatch(/completion_mask has 5 entries, completion_ids has 3 \(2 extra\)/);
@@ -118,7 +123,7 @@ describe('each rule fires on its crafted batch', () => {
 
   for (const rule of RULES) {
     it(rule.id, () => {
-      const report = diagnose(load(rule.id), rule.needsTokenizer ? { tokenizer: qwen } : {});
+      const report = diagnose(load(rule.id), rule.needsTokenizer || rule.needsVocabulary ? { tokenizer: qwen } : {});
       const mine = ofRule(report.findings, rule.id);
       expect(mine.length).toBeGreaterThan(0);
       EXPECT[rule.id](mine);

@@ -3,25 +3,11 @@
 // worker that dies is an internal failure naming the file, and a cancel terminates the worker and
 // rejects with Cancelled (what a hung or 10-second parse of a huge file needs).
 import { describe, expect, it } from 'vitest';
-import { handleImportMessage, parseInWorker, type ImportJob, type ImportReply } from '../src/worker/import_job.ts';
+import { parseInWorker } from '../src/worker/import_job.ts';
 import { Cancelled, StudioFailure } from '../src/worker/errors.ts';
 import { diagnose } from '../src/doctor/index.ts';
 import type { LoadProgress } from '../src/worker/protocol.ts';
-
-/** A worker that runs the real worker side in this thread, or never answers (`hang`). */
-function fakeWorker(mode: 'run' | 'hang' | 'die') {
-  const state = { terminated: false };
-  const w = {
-    onmessage: null as ((ev: { data: ImportReply }) => void) | null,
-    onerror: null as ((ev: { message?: string }) => void) | null,
-    terminate: () => void (state.terminated = true),
-    postMessage(job: ImportJob) {
-      if (mode === 'hang') return;
-      queueMicrotask(() => (mode === 'die' ? w.onerror?.({ message: 'Out of memory' }) : void handleImportMessage(job, (r) => w.onmessage?.({ data: r }))));
-    },
-  };
-  return { w, state };
-}
+import { fakeWorker } from './helpers/import_worker.ts';
 
 const file = (o: object) => new Blob([JSON.stringify(o)]);
 const good = { format: 'grpo-batch/v1', num_generations: 2, pad_token_id: 0, eos_token_ids: [2], prompt_ids: [[5], [5]], completion_ids: [[7, 2], [8]], completion_mask: [[1, 1], [1]] };

@@ -4,7 +4,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { stepSettingsOfFile } from '../src/cli/step.ts';
+import { stepSettingsOfFile } from '../src/cli/args.ts';
 import { effectiveSettings, fileLayer, trainerOfBatch } from '../src/grpo/settings/effective.ts';
 import { TRL_RUN_SETTINGS, TRL_SETTINGS } from '../src/grpo/settings/trl.ts';
 import type { SettingSpec } from '../src/grpo/settings/types.ts';

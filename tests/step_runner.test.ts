@@ -61,7 +61,7 @@ describe('StepRunner', () => {
     const settings = smallSettings(3, 4);
     await expect(runner.runStage('loss', settings)).rejects.toThrow(/the next stage is "render"/);
     // An import's Doctor can leave the tokenizer's rules (decode → encode of every row) for later, saying so.
-    const own: GrpoBatch = { format: 'grpo-batch/v1', num_generations: 1, pad_token_id: 0, eos_token_ids: [info.tokenizer.eos_token_ids[0]], prompt_ids: [[5, 6]], completion_ids: [[7, info.tokenizer.eos_token_ids[0]]], completion_mask: [[1, 1]] };
+    const own: GrpoBatch = { format: 'grpo-batch/v1', num_generations: 1, pad_token_id: info.tokenizer.pad_token_id!, eos_token_ids: [info.tokenizer.eos_token_ids[0]], prompt_ids: [[5, 6]], completion_ids: [[7, info.tokenizer.eos_token_ids[0]]], completion_mask: [[1, 1]] };
     const quick = runner.inspect(own, { deferTokenizerRules: true });
     expect(quick.deferred).toBe(true);
     // One text per distinct id, each that id decoded alone.
@@ -70,6 +70,10 @@ describe('StepRunner', () => {
     const whole = runner.inspect(own);
     expect(whole.deferred).toBe(false);
     expect(whole.report.skipped.some((k) => /running after the import/.test(k.reason))).toBe(false);
+    // A batch padded with ordinary text is another model's: the loaded tokenizer neither checks nor names its tokens.
+    const foreign = runner.inspect({ ...own, pad_token_id: 5 }, { deferTokenizerRules: true });
+    expect(foreign.token_texts).toBeUndefined();
+    expect(foreign.report.skipped.filter((k) => /^the loaded model's tokenizer \(tiny\) does not fit this batch: pad_token_id 5 /.test(k.reason)).map((k) => k.rule).sort()).toEqual(['retokenization-mismatch', 'template-mismatch', 'token-out-of-vocabulary']);
     // The plan before the step is for this prompt set: 2 prompts × G 3 rows of the longest rendering + 4 tokens.
     const planned = runner.plan(settings);
     expect(planned.options).toMatchObject({ B: 6, T: planned.options.prompt + 4, adapter: null });

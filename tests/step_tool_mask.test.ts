@@ -21,8 +21,10 @@ describe('step on an imported batch with tool tokens', () => {
     expect(batch.tool_mask![4]).toEqual([1, 1, 0, 1, 1]);
     const tokens = batch.completion_mask.flat().reduce((a, b) => a + b, 0);
     expect(tokens).toBe(28);
-    writeFileSync(join(dir, 'with.json'), serializeBatch({ ...batch, config: { ...batch.config, loss_type: 'dapo', beta: 0 } }));
-    writeFileSync(join(dir, 'without.json'), serializeBatch({ ...batch, tool_mask: undefined, config: { ...batch.config, loss_type: 'dapo', beta: 0 } }));
+    // Stepped as a TRL batch (trainer absent): TRL's loss_type and TRL's loss mask, not verl's.
+    const trl = { ...batch, trainer: undefined, config: { ...batch.config, loss_type: 'dapo', beta: 0 } };
+    writeFileSync(join(dir, 'with.json'), serializeBatch(trl));
+    writeFileSync(join(dir, 'without.json'), serializeBatch({ ...trl, tool_mask: undefined }));
     vi.spyOn(console, 'log').mockImplementation(() => {});
     const step = async (f: string) => {
       expect(await main(['step', '--model', join(ROOT, 'tests/golden/models/tiny-llama'), '--batch', join(dir, `${f}.json`), '--out', join(dir, `${f}.out.json`)])).toBe(0);

@@ -49,7 +49,8 @@ describe('bounded chat-template rendering', () => {
     cpSync(QWEN3_DIR, dir, { recursive: true });
     const cfgPath = join(dir, 'tokenizer_config.json');
     writeFileSync(cfgPath, JSON.stringify({ ...JSON.parse(readFileSync(cfgPath, 'utf8')), chat_template: LOOP }));
-    const err = await promisify(execFile)(process.execPath, [join(ROOT, 'bin/grpo-studio.mjs'), 'doctor', join(ROOT, 'tests/fixtures/batches/clean.json'), '--tokenizer', dir], { cwd: ROOT, env: { ...process.env } }).catch((e: { code: number; stderr: string }) => e);
+    // A batch of Qwen3 ids: the tokenizer fits it, so the Doctor would render with its template.
+    const err = await promisify(execFile)(process.execPath, [join(ROOT, 'bin/grpo-studio.mjs'), 'doctor', join(ROOT, 'tests/fixtures/batches/retokenization-mismatch.json'), '--tokenizer', dir], { cwd: ROOT, env: { ...process.env } }).catch((e: { code: number; stderr: string }) => e);
     expect((err as { code: number }).code).toBe(2);
     expect((err as { stderr: string }).stderr.trim()).toMatch(/^grpo-studio doctor: rendering a one-message probe: the chat template (did not finish within 5000 ms|needed more than 256 MB of memory)$/);
   }, 60_000);

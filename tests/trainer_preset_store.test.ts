@@ -30,31 +30,31 @@ describe('trainer settings', () => {
     // No edits: the default task's preset.
     expect(settingOf(settingsOf(s.getState()), 'config', 'beta')).toEqual({ value: DEFAULT_TASK_LAYER.config!.beta, provenance: { origin: 'preset', label: 'default task' } });
 
-    s.getState().setSetting('config', 'beta', 0.1);
+    s.getState().setSetting('prompts', 'config', 'beta', 0.1);
     expect(s.getState().edits.trl.config).toEqual({ beta: 0.1 }); // one key, whichever panel set it
     expect(settingOf(settingsOf(s.getState()), 'config', 'beta')).toEqual({ value: 0.1, provenance: { origin: 'edited' } });
 
     // A TRL loss type that is no studio aggregation is kept as the trainer's; the studio loss keeps an aggregation.
-    s.getState().setSetting('config', 'loss_type', 'cispo');
+    s.getState().setSetting('prompts', 'config', 'loss_type', 'cispo');
     expect(s.getState().edits.trl.config).toEqual({ beta: 0.1, loss_type: 'cispo' });
     expect(settingsOf(s.getState()).config).toMatchObject({ loss_type: 'cispo', beta: 0.1, epsilon: DEFAULT_TASK_LAYER.config!.epsilon });
     expect(lossTypeOf(s.getState())).toBe('dapo');
-    s.getState().setSetting('config', 'loss_type', 'bnpo');
+    s.getState().setSetting('prompts', 'config', 'loss_type', 'bnpo');
     expect(s.getState().edits.trl.config).toEqual({ beta: 0.1, loss_type: 'bnpo' });
     expect(lossTypeOf(s.getState())).toBe('bnpo');
 
-    s.getState().setSetting('config', 'top_entropy_quantile', 0.5);
-    s.getState().setSetting('run', 'num_processes', 2);
+    s.getState().setSetting('prompts', 'config', 'top_entropy_quantile', 0.5);
+    s.getState().setSetting('prompts', 'run', 'num_processes', 2);
     expect(s.getState().edits.trl).toEqual({ config: { beta: 0.1, loss_type: 'bnpo', top_entropy_quantile: 0.5 }, run: { num_processes: 2 } });
     // A value equal to the row's default is still the user's setting; clearing the edit lets the layer below show.
-    s.getState().setSetting('config', 'top_entropy_quantile', 1);
+    s.getState().setSetting('prompts', 'config', 'top_entropy_quantile', 1);
     expect(settingOf(settingsOf(s.getState()), 'config', 'top_entropy_quantile')).toEqual({ value: 1, provenance: { origin: 'edited' } });
-    s.getState().setSetting('config', 'top_entropy_quantile', undefined);
+    s.getState().setSetting('prompts', 'config', 'top_entropy_quantile', undefined);
     expect(s.getState().edits.trl.config).toEqual({ beta: 0.1, loss_type: 'bnpo' });
     expect(settingOf(settingsOf(s.getState()), 'config', 'top_entropy_quantile').provenance).toEqual({ origin: 'default' });
 
     // A value the row refuses cannot form the settings: the error names the field.
-    s.getState().setSetting('config', 'vllm_importance_sampling_mode', 'tokenmask');
+    s.getState().setSetting('prompts', 'config', 'vllm_importance_sampling_mode', 'tokenmask');
     const bad = effectiveOf(s.getState());
     expect('error' in bad && bad.error).toMatch(/vllm_importance_sampling_mode/);
   });
@@ -62,14 +62,14 @@ describe('trainer settings', () => {
   it('another trainer keeps its own edits over its defaults, and is persisted', () => {
     const storage = memoryStorage();
     const a = createStudioStore(storage);
-    a.getState().setSetting('run', 'num_processes', 4);
-    a.getState().setTrainer('verl');
+    a.getState().setSetting('prompts', 'run', 'num_processes', 4);
+    a.getState().setTrainer('prompts', 'verl');
     expect(a.getState().trainer).toBe('verl');
     expect(a.getState().edits.verl).toEqual({ config: {}, run: {} });
     expect(a.getState().edits.trl.run).toEqual({ num_processes: 4 }); // TRL's edits are kept for TRL
     expect(settingsOf(a.getState()).provenance['run.num_processes']).toBeUndefined();
-    a.getState().setSetting('config', 'loss_mode', 'gspo');
-    a.getState().setSetting('config', 'loss_agg_mode', 'token-mean'); // verl's default, set by the user
+    a.getState().setSetting('prompts', 'config', 'loss_mode', 'gspo');
+    a.getState().setSetting('prompts', 'config', 'loss_agg_mode', 'token-mean'); // verl's default, set by the user
     const v = settingsOf(a.getState());
     expect(v.trainer).toBe('verl');
     expect(settingOf(v, 'config', 'loss_mode')).toEqual({ value: 'gspo', provenance: { origin: 'edited' } });
@@ -80,7 +80,7 @@ describe('trainer settings', () => {
     expect(b.trainer).toBe('verl');
     expect(b.edits.verl).toEqual({ config: { loss_mode: 'gspo', loss_agg_mode: 'token-mean' }, run: {} });
     expect(b.edits.trl).toEqual({ config: {}, run: { num_processes: 4 } });
-    b.setTrainer('trl');
+    b.setTrainer('prompts', 'trl');
     expect(settingOf(settingsOf(restored.getState()), 'run', 'num_processes')).toEqual({ value: 4, provenance: { origin: 'edited' } });
   });
 
@@ -105,18 +105,30 @@ describe('trainer settings', () => {
 
   it('an import starts from the batch trainer with no edits; the prompt set does not use the file', () => {
     const s = createStudioStore(memoryStorage());
-    s.getState().setSetting('config', 'beta', 0.3);
-    s.getState().setSetting('config', 'epsilon', 0.1);
+    s.getState().setSetting('prompts', 'config', 'beta', 0.3);
+    s.getState().setSetting('prompts', 'config', 'epsilon', 0.1);
     const batch: GrpoBatch = { format: 'grpo-batch/v1', num_generations: 1, pad_token_id: 0, eos_token_ids: [1], prompt_ids: [[5]], completion_ids: [[1]], completion_mask: [[1]], config: { beta: 0.07 } };
     s.getState().startFromBatch(trainerOfBatch(batch));
     s.getState().setImported({ batch, name: 'a.json', report: { findings: [], skipped: [], counts: { error: 0, warning: 0, info: 0 } } });
-    expect(s.getState().edits.trl).toEqual({ config: {}, run: {} });
+    // The batch's own edits start empty; the prompt set's stay the user's (nothing entered is lost).
+    expect(s.getState().batchEdits.trl).toEqual({ config: {}, run: {} });
+    expect(s.getState().edits.trl.config).toEqual({ beta: 0.3, epsilon: 0.1 });
     const fromFile = settingsOf(s.getState());
     expect(settingOf(fromFile, 'config', 'beta')).toEqual({ value: 0.07, provenance: { origin: 'file', label: 'a.json' } });
     // The earlier edit (epsilon 0.1) and the default task's preset are not carried into the batch.
     expect(settingOf(fromFile, 'config', 'epsilon').provenance).toEqual({ origin: 'default' });
     s.getState().setStepFrom('prompts');
     const fromPrompts = settingsOf(s.getState());
-    expect(settingOf(fromPrompts, 'config', 'beta')).toEqual({ value: DEFAULT_TASK_LAYER.config!.beta, provenance: { origin: 'preset', label: 'default task' } });
+    expect(settingOf(fromPrompts, 'config', 'beta')).toEqual({ value: 0.3, provenance: { origin: 'edited' } });
+    expect(settingOf(fromPrompts, 'config', 'epsilon_high')).toEqual({ value: DEFAULT_TASK_LAYER.config!.epsilon_high, provenance: { origin: 'preset', label: 'default task' } });
+    // Edits made on the batch are the batch's: the prompt set does not see them, a new import starts without them.
+    s.getState().setStepFrom('import');
+    s.getState().setSetting('batch', 'config', 'beta', 0.5);
+    expect(settingOf(settingsOf(s.getState()), 'config', 'beta')).toEqual({ value: 0.5, provenance: { origin: 'edited' } });
+    s.getState().setStepFrom('prompts');
+    expect(settingOf(settingsOf(s.getState()), 'config', 'beta').value).toBe(0.3);
+    s.getState().startFromBatch(trainerOfBatch(batch));
+    s.getState().setImported({ batch, name: 'a.json', report: { findings: [], skipped: [], counts: { error: 0, warning: 0, info: 0 } } });
+    expect(settingOf(settingsOf(s.getState()), 'config', 'beta')).toEqual({ value: 0.07, provenance: { origin: 'file', label: 'a.json' } });
   });
 });

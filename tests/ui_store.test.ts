@@ -31,8 +31,8 @@ describe('persistence', () => {
     const a = createStudioStore(storage);
     a.getState().setPrompt(0, { user: 'What is 2 + 2?', answer: '4' });
     a.getState().setSampling({ num_generations: 3, top_p: 0.9 });
-    a.getState().setSetting('config', 'beta', 0);
-    a.getState().setSetting('config', 'loss_type', 'dr_grpo');
+    a.getState().setSetting('prompts', 'config', 'beta', 0);
+    a.getState().setSetting('prompts', 'config', 'loss_type', 'dr_grpo');
     a.getState().addReward('js');
     a.getState().setImported(imported);
     a.getState().pushError({ kind: 'bad-file', message: 'nope' });
@@ -149,7 +149,7 @@ describe('stepper state', () => {
     };
     const cfg = { loss_type: 'dr_grpo', beta: 0.1, epsilon: 0.3, scale_rewards: false, optimizer: { name: 'sgd', lr: 0.5, betas: [0.8, 0.9] }, max_grad_norm: 0, foo: 1 };
     const a = { ...batch, config: cfg };
-    s.getState().setSetting('config', 'epsilon_high', 0.5); // an edit before the import is not carried into it
+    s.getState().setSetting('prompts', 'config', 'epsilon_high', 0.5); // an edit before the import is not carried into it
     s.getState().startFromBatch(trainerOfBatch(a));
     s.getState().setImported({ ...imported, batch: a, name: 'a.json' });
     const step = stepConfigOf(settings(), 4);

@@ -30,8 +30,8 @@ describe('results keep the settings they were computed with', () => {
     const ranType = settingOf(store.getState().runSettings!.settings, 'config', 'loss_type').value;
     expect(staleFields(store.getState().runSettings, settingsOf(store.getState()))).toEqual([]);
     const other = ranType === 'grpo' ? 'bnpo' : 'grpo';
-    store.getState().setSetting('config', 'loss_type', other);
-    store.getState().setSetting('config', 'beta', 0.5);
+    store.getState().setSetting('prompts', 'config', 'loss_type', other);
+    store.getState().setSetting('prompts', 'config', 'beta', 0.5);
     // Later stages do not replace the captured settings.
     store.getState().stageStarted('sample');
     expect(settingOf(store.getState().runSettings!.settings, 'config', 'loss_type').value).toBe(ranType);

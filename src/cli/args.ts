@@ -7,6 +7,9 @@ import { importBatch, type ImportOptions, type ImportResult } from '../io/format
 import { assertComputable, modelLimits, type ValidateOptions } from '../io/validate.ts';
 import type { ModelConfig } from '../model/config.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
+import { basename } from 'node:path';
+import { stepConfigOf, type StepConfig } from '../grpo/step_config.ts';
+import { effectiveSettings, fileLayer, trainerOfBatch, type EffectiveSettings } from '../grpo/settings/effective.ts';
 
 export class CliError extends Error {
   constructor(message: string) {
@@ -158,4 +161,20 @@ export function nest(a: ArrayLike<number>, shape: number[], offset = 0): Nested[
   const [n, ...rest] = shape;
   const stride = rest.reduce((x, y) => x * y, 1);
   return Array.from({ length: n }, (_, i) => (rest.length ? nest(a, rest, offset + i * stride) : a[offset + i]));
+}
+
+/**
+ * The update's settings: the batch's own (its trainer's defaults under its `config` / `run`, the one resolution
+ * the page uses for the same file) and the StepConfig they give. Bad values are input errors: one line, exit 2.
+ */
+export function stepSettingsOfFile(batch: GrpoBatch, source: string): { settings: EffectiveSettings; config: StepConfig } {
+  const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
+  try {
+    const settings = effectiveSettings(trainerOfBatch(batch), [fileLayer(batch, basename(source))]);
+    return { settings, config: stepConfigOf(settings, C) };
+  } catch (e) {
+    const err = e as Error;
+    if (err.name === 'GrpoLossError' || err.name === 'OptimizerConfigError' || err.name === 'SettingsError' || err.name === 'BatchFormatError') throw new CliError(`${source}: ${err.message}`);
+    throw e;
+  }
 }

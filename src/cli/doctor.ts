@@ -1,10 +1,14 @@
 // `grpo-studio doctor BATCH... [--tokenizer DIR] [--json]`: check a batch in any supported format
 // (grpo-batch/v1, TRL, verl, OpenRLHF, prime-rl; several files of one step are merged) and print the
-// findings grouped by severity, after the detected format and the reader's notes. Exit 1 if any error,
-// 0 otherwise; an unreadable file or tokenizer folder is exit 2 with one line (BatchFormatError /
-// CliError, mapped in main.ts).
-import { CliError, parseArgs, readBatchFiles, tokenizerFlag, tokenizerIds } from './args.ts';
-import { diagnose, type DoctorReport, type Finding, type Severity } from '../doctor/index.ts';
+// findings grouped by severity, after the detected format and the reader's notes. The files are read as the
+// page reads them (their own pad / EOS ids) and the Doctor's options come from doctorOptions, as on the page:
+// a --tokenizer that does not fit the batch is not applied, and its rules are listed as skipped with the
+// reason. Exit 1 if any error, 0 otherwise; an unreadable file or tokenizer folder is exit 2 with one line
+// (BatchFormatError / CliError, mapped in main.ts).
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { CliError, flag, parseArgs, readBatchFiles, tokenizerFlag, type ParsedArgs } from './args.ts';
+import { diagnose, doctorOptions, modelFacts, type DoctorReport, type Finding, type KnownModel, type Severity } from '../doctor/index.ts';
 import type { ImportResult } from '../io/formats/index.ts';
 
 /** Human output shows this many findings per rule and severity; --json always has all of them. */
@@ -42,17 +46,39 @@ function formatReport(report: DoctorReport, source: string, imported: ImportResu
   return lines.join('\n');
 }
 
+/**
+ * --tokenizer DIR as the Doctor knows it: the tokenizer, and the facts of the folder's config.json when it is a
+ * model folder (the page knows the same of its loaded model). No name: a folder may be named anything.
+ */
+export async function modelFlag(args: ParsedArgs): Promise<KnownModel | undefined> {
+  const tokenizer = await tokenizerFlag(args);
+  if (!tokenizer) return undefined;
+  const dir = flag(args, 'tokenizer')!;
+  const file = path.join(dir, 'config.json');
+  let config: unknown;
+  if (existsSync(file)) {
+    try {
+      config = JSON.parse(readFileSync(file, 'utf8'));
+    } catch (e) {
+      throw new CliError(`--tokenizer ${dir}: config.json is not valid JSON (${(e as Error).message})`);
+    }
+    if (config === null || typeof config !== 'object' || Array.isArray(config)) throw new CliError(`--tokenizer ${dir}: config.json is not a JSON object`);
+  }
+  return { tokenizer, config: config ? modelFacts(config) : undefined, label: `--tokenizer ${dir}` };
+}
+
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, { values: ['tokenizer'], switches: ['json'] });
   if (args.positional.length === 0) throw new CliError('usage: grpo-studio doctor BATCH... [--tokenizer DIR] [--json]');
-  const tokenizer = await tokenizerFlag(args);
-  const imported = readBatchFiles(args.positional, tokenizerIds(tokenizer));
+  const model = await modelFlag(args);
+  const imported = readBatchFiles(args.positional);
+  const options = doctorOptions(imported.batch, model);
   // The chat template runs in-thread inside the Doctor: first prove in a bounded worker that it finishes.
-  if (tokenizer) {
+  if (options.tokenizer) {
     const { preflightTemplate } = await import('../tokenize/bounded_node.ts');
-    await preflightTemplate(tokenizer, imported.batch.messages, imported.batch.config?.chat_template_kwargs);
+    await preflightTemplate(options.tokenizer, imported.batch.messages, imported.batch.config?.chat_template_kwargs);
   }
-  const report = diagnose(imported.batch, { tokenizer });
+  const report = diagnose(imported.batch, options);
   const source = args.positional.join(' + ');
   if (args.flags.has('json')) {
     const { format, trainer, unknownKeys, notes } = imported;

@@ -1,33 +1,26 @@
 // `grpo-studio report BATCH.json [--out report.html] [--tokenizer DIR]`: one self-contained offline HTML
 // file with the batch's token grid, the Doctor's findings linked to cells, the settings (the batch's
 // config) and nothing fetched from anywhere: attach it to an issue so a maintainer sees the exact tokens.
-// With --tokenizer the grid shows decoded tokens and the Doctor also runs its tokenizer rules. Writes to
+// With a --tokenizer that fits the batch (src/doctor/tokenizer_fit.ts, as `doctor`) the grid shows decoded
+// tokens and the Doctor also runs its tokenizer rules. Writes to
 // --out, else to stdout. Exit 0 when written (the findings are in the report; `doctor` is the CI gate);
 // 2 for an unreadable batch or tokenizer (one line).
 import { writeFileSync } from 'node:fs';
 import { CliError, flag, parseArgs, readInput } from './args.ts';
-import { diagnose } from '../doctor/index.ts';
+import { modelFlag } from './doctor.ts';
+import { diagnose, doctorOptions } from '../doctor/index.ts';
 import { parseBatch } from '../io/batch.ts';
 import { renderReport } from '../report/html.ts';
-import type { Tokenizer } from '../tokenize/tokenizer.ts';
 
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, { values: ['out', 'tokenizer'] });
   if (args.positional.length !== 1) throw new CliError('usage: grpo-studio report BATCH.json [--out report.html] [--tokenizer DIR]');
   const file = args.positional[0];
   const batch = parseBatch(new TextDecoder().decode(readInput(file)), file);
-  let tokenizer: Tokenizer | undefined;
-  const dir = flag(args, 'tokenizer');
-  if (dir) {
-    const { loadTokenizerDir } = await import('../tokenize/node.ts');
-    try {
-      tokenizer = await loadTokenizerDir(dir);
-    } catch (e) {
-      throw new CliError(`--tokenizer ${dir}: ${(e as Error).message.split('\n')[0]}`);
-    }
-  }
+  const options = doctorOptions(batch, await modelFlag(args));
+  const tokenizer = options.tokenizer;
   const specialIds = tokenizer ? [...tokenizer.special_token_ids] : [];
-  const report = diagnose(batch, { tokenizer });
+  const report = diagnose(batch, options);
   const html = renderReport({
     name: file.split('/').pop() ?? file,
     batch,

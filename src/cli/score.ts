@@ -9,8 +9,7 @@ import { kl_forward } from '../kernels/kl.ts';
 import { CausalLM } from '../model/model.ts';
 import { score_completions } from '../model/score.ts';
 import { openModelSource } from '../model/source_node.ts';
-import type { KlEstimator } from '../kernels/types.ts';
-import { checkBatchForModel, modelBatchArgs, readBatchFor, warnUnused, writeResult } from './args.ts';
+import { checkBatchForModel, modelBatchArgs, readBatchFor, stepSettingsOfFile, warnUnused, writeResult } from './args.ts';
 
 export interface ScoreResult {
   per_token_logps: number[][];
@@ -24,9 +23,9 @@ export async function run(argv: string[]): Promise<number> {
   const { model: modelPath, batch: batchPath, refModel: refPath, out } = modelBatchArgs(argv, 'score');
   const { batch } = readBatchFor(batchPath, 'score');
   const padded = padBatch(batch);
-  // Types and ranges of both were checked by the validator (src/io/validate_config.ts).
-  const temperature = batch.config?.temperature ?? 1;
-  const estimator: KlEstimator = batch.config?.kl_estimator ?? 'k3';
+  // The batch's settings as `step` and the page resolve them (its trainer's names: verl's temperature,
+  // OpenRLHF's rollout.temperature): the same temperature scores the same batch everywhere.
+  const { temperature, kl_estimator: estimator } = stepSettingsOfFile(batch, batchPath).config.loss;
 
   const gpu = await nodeGpu();
   // Scoring never trains: weights stay in their checkpoint dtype (bf16 at half the bytes).

@@ -25,16 +25,14 @@ import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import type { OptimizerConfig } from '../grpo/optimizer.ts';
-import { stepConfigOf, type StepConfig } from '../grpo/step_config.ts';
 import type { TrainerObjective } from '../grpo/step_objective.ts';
-import { effectiveSettings, fileLayer, trainerOfBatch, type EffectiveSettings } from '../grpo/settings/effective.ts';
-import type { GrpoBatch } from '../io/batch.ts';
+import type { EffectiveSettings } from '../grpo/settings/effective.ts';
 import type { ReferenceSource, StageData } from '../grpo/step_types.ts';
 import { initLoraWeights, loadLoraAdapter, newLoraOptionsFromText, saveLoraAdapter } from '../model/lora.ts';
 import { LoraAdapter } from '../model/lora_adapter.ts';
 import { CausalLM } from '../model/model.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { checkBatchForModel, CliError, flag, modelBatchArgs, readBatchFor, warnUnused, writeResult } from './args.ts';
+import { checkBatchForModel, CliError, flag, modelBatchArgs, readBatchFor, stepSettingsOfFile, warnUnused, writeResult } from './args.ts';
 
 export interface StepCliResult {
   per_token_logps: number[][];
@@ -63,22 +61,6 @@ export interface StepCliResult {
   adapter: unknown;
   /** The settings the update ran with (the batch's trainer, config and run) and where each value came from. */
   settings: EffectiveSettings;
-}
-
-/**
- * The update's settings: the batch's own (its trainer's defaults under its `config` / `run`, the one resolution
- * the page uses for the same file) and the StepConfig they give. Bad values are input errors: one line, exit 2.
- */
-export function stepSettingsOfFile(batch: GrpoBatch, source: string): { settings: EffectiveSettings; config: StepConfig } {
-  const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
-  try {
-    const settings = effectiveSettings(trainerOfBatch(batch), [fileLayer(batch, basename(source))]);
-    return { settings, config: stepConfigOf(settings, C) };
-  } catch (e) {
-    const err = e as Error;
-    if (err.name === 'GrpoLossError' || err.name === 'OptimizerConfigError' || err.name === 'SettingsError' || err.name === 'BatchFormatError') throw new CliError(`${source}: ${err.message}`);
-    throw e;
-  }
 }
 
 export async function run(argv: string[]): Promise<number> {

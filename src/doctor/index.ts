@@ -10,6 +10,7 @@ import { batchRewards, perSample } from './rewards.ts';
 import type { DoctorContext, DoctorOptions, DoctorReport, Finding, Severity } from './types.ts';
 
 export type { DoctorOptions, DoctorReport, Finding, RuleInfo, Severity } from './types.ts';
+export { doctorOptions, modelFacts, tokenizerFit, type KnownModel, type ModelFacts, type TokenizerFit } from './tokenizer_fit.ts';
 export { RULE_INFO, RULES } from './rules.ts';
 
 const ORDER: Record<Severity, number> = { error: 0, warning: 1, info: 2 };
@@ -33,11 +34,13 @@ function context(batch: GrpoBatch, options: DoctorOptions): DoctorContext {
 
 export function diagnose(batch: GrpoBatch, options: DoctorOptions = {}): DoctorReport {
   const ctx = context(batch, options);
-  const findings: Finding[] = validateBatch(batch, { vocab_size: options.vocab_size ?? options.tokenizer?.vocab_size, max_positions: options.max_positions, purpose: 'inspect' });
+  // Ids past the vocabulary are token-out-of-vocabulary's findings: the schema checks only that they are ids.
+  const findings: Finding[] = validateBatch(batch, { max_positions: options.max_positions, purpose: 'inspect' });
   const skipped: DoctorReport['skipped'] = [];
   for (const rule of RULES) {
-    if (rule.needsTokenizer && options.tokenizer && options.defer_tokenizer_rules) {
-      skipped.push({ rule: rule.id, reason: options.defer_tokenizer_rules });
+    const skip = rule.needsTokenizer && (options.tokenizer ? options.defer_tokenizer_rules : options.tokenizer_unfit);
+    if (skip) {
+      skipped.push({ rule: rule.id, reason: skip });
       continue;
     }
     try {

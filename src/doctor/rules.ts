@@ -1,5 +1,6 @@
 // The rule registry: one rule per bug class, in the order the report lists them. The UI lists RULE_INFO.
 import type { Rule, RuleInfo } from './types.ts';
+import { tokenOutOfVocabulary } from './rules/token-out-of-vocabulary.ts';
 import { maskLengthMismatch } from './rules/mask-length-mismatch.ts';
 import { maskCoversPadding } from './rules/mask-covers-padding.ts';
 import { completionContainsPrompt } from './rules/completion-contains-prompt.ts';
@@ -22,6 +23,7 @@ import { numItemsInBatch } from './rules/num-items-in-batch.ts';
 import { loggedKl } from './rules/logged-kl.ts';
 
 export const RULES: readonly Rule[] = [
+  tokenOutOfVocabulary,
   maskLengthMismatch,
   maskCoversPadding,
   completionContainsPrompt,

@@ -17,17 +17,23 @@ export interface RuleInfo {
   /** The debugging report (shared/seeds/*.txt) or source that motivated it. */
   seed: string;
   needsTokenizer?: boolean;
+  /** Needs the vocabulary size of the batch's model (its config.json, else its tokenizer). */
+  needsVocabulary?: boolean;
 }
 
+/** What the Doctor knows beside the batch. The page and the CLI derive them with doctorOptions (src/doctor/tokenizer_fit.ts). */
 export interface DoctorOptions {
-  /** Enables retokenization-mismatch and template-mismatch, names tokens in messages, checks id range. */
+  /** Enables retokenization-mismatch and template-mismatch, names tokens in messages, bounds the ids. Pass only one that fits the batch. */
   tokenizer?: Tokenizer;
+  /** Why the tokenizer at hand was not passed (it does not fit the batch): the tokenizer rules are skipped with it. */
+  tokenizer_unfit?: string;
   /** HF model_type of the policy (overrides batch.config.model_type), for position-ids-shift. */
   model_type?: string;
   /** Position ids the scorer uses (overrides batch.config.position_ids). */
   position_ids?: 'from_attention_mask' | 'arange';
-  /** The model's vocabulary (else the tokenizer's) and, for learned positions, its n_positions: see modelLimits in src/io/validate.ts. */
+  /** The vocabulary of the batch's model (else the tokenizer's), for token-out-of-vocabulary. */
   vocab_size?: number;
+  /** For learned positions, the model's n_positions: the padded rows must fit (see modelLimits in src/io/validate.ts). */
   max_positions?: number;
   /**
    * Skip the rules that need the tokenizer (they decode and re-encode every row: seconds on a big batch)

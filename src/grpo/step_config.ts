@@ -8,10 +8,11 @@ import type { AdvantageEstimator } from './advantages.ts';
 import { AGGREGATIONS, DEFAULT_GRPO_LOSS_CONFIG, parseGrpoLossConfig, type GrpoLossConfig } from './loss.ts';
 import { parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
 import { configTable, runTable, type EffectiveSettings } from './settings/effective.ts';
-import { STUDIO_SETTINGS } from './settings/studio.ts';
+import { GRPO_LOSS_SETTINGS, STUDIO_SETTINGS } from './settings/studio.ts';
 import { parseTrlConfig, parseTrlRun, TRL_RUN_SETTINGS, TRL_SETTINGS } from './settings/trl.ts';
 import type { SettingsTable } from './settings/table.ts';
 import { trlOptimizer } from './trainers/trl_optimizer.ts';
+import { trainerRefusal } from './settings/rules.ts';
 import { objectiveFor, type TrainerObjective } from './step_objective.ts';
 
 /** Everything one update needs besides the data: TRL's loss fields, the optimizer, clipping, positions. */
@@ -28,7 +29,7 @@ export interface StepConfig {
 }
 
 /** The TRL fields the studio loss applies itself (GRPO_LOSS_SETTINGS under TRL's names): the rest of a TRL config is the objective's. */
-const STUDIO_LOSS_FIELDS: ReadonlySet<string> = new Set(['loss_type', 'beta', 'epsilon', 'epsilon_high', 'delta', 'temperature', 'max_completion_length', 'kl_estimator', 'importance_sampling_level', 'num_items_in_batch']);
+const STUDIO_LOSS_FIELDS: ReadonlySet<string> = new Set(GRPO_LOSS_SETTINGS.map((s) => (s.name === 'epsilon_low' ? 'epsilon' : s.name)));
 export const studioLossHolds = (name: string): boolean => STUDIO_LOSS_FIELDS.has(name);
 
 /**
@@ -143,14 +144,18 @@ export function trainerObjectiveOf(settings: EffectiveSettings): TrainerObjectiv
  * it, and the optimizer step — the studio's `optimizer` object (torch.optim), else TRL's trainer's when the
  * config names TrainingArguments' optimizer / schedule or TrainerState (trlOptimizerApplies; `steps_done`
  * updates after run.global_step, as the page's continued updates), else AdamW of learning_rate / adam_* /
- * weight_decay. Throws GrpoLossError / OptimizerConfigError / SettingsError naming the field.
+ * weight_decay. A combination the trainer refuses is refused here (TrainerRefusal, its reason and source).
+ * Throws GrpoLossError / OptimizerConfigError / SettingsError naming the field.
  */
-export function stepConfigOf(settings: EffectiveSettings, C: number, opts: { steps_done?: number } = {}): StepConfig {
+export function stepConfigOf(settings: EffectiveSettings, C: number, opts: { steps_done?: number; /** false: leave the trainer's refusal to its objective (a what-if shows it beside the studio loss) */ refuse?: boolean } = {}): StepConfig {
   const studio = studioView(settings);
   const config = stepConfigFromBatch(studio, C);
   const o = trainerObjectiveOf(settings);
   const held = (k: string) => settings.trainer === 'trl' && studioLossHolds(k) && (k !== 'loss_type' || isAggregation(o.config.loss_type));
   const trainer = objectiveFor(o.trainer, o.config, o.run, held);
+  // What the trainer itself would refuse is refused before anything runs, with its reason (trl_rules.ts, …).
+  const refusal = trainer && opts.refuse !== false ? trainerRefusal(trainer.trainer, trainer.config, trainer.run) : null;
+  if (refusal) throw refusal;
   if (settings.trainer === 'trl' && trlOptimizerApplies(settings.config, settings.run)) {
     const g = settings.run.global_step;
     config.optimizer = trlOptimizerOf(settings.config, { ...settings.run, global_step: (typeof g === 'number' ? g : 0) + (opts.steps_done ?? 0) });

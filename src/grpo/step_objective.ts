@@ -122,6 +122,10 @@ export async function trainerObjective(gpu: Gpu, p: PreparedObjective): Promise<
   if (micro) throw new SettingsError(`${micro}: the step takes the generation batch as one micro-batch (TRL's shuffled split and accumulation are not reproduced); set it to 1 to take the step`);
   const out = await trainerLossFromLogps(gpu, p.x, p.scored);
   if (!out.dlogp) throw new Error(`${p.x.trainer}: the objective formed no per-token gradient`);
+  // The trainer's own float32 outcome can be NaN / ±inf (OpenRLHF icepop over an overflowing IS ratio): the
+  // trainer would then step its weights to NaN. The studio shows that loss and refuses the step, pointing at
+  // the Doctor's trainer-nonfinite finding that names the tokens.
+  if (!Number.isFinite(out.loss)) throw new SettingsError(`${p.x.trainer}: the trainer's loss is ${out.loss} on this batch (its float32 code overflows: see the Doctor's trainer-nonfinite finding for the tokens); the step is not taken`);
   const dent = out.dentropy && out.dentropy.some((v) => v !== 0) ? out.dentropy : null;
   return {
     out,

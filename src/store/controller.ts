@@ -12,7 +12,7 @@ import { importStore } from './import.ts';
 import { STAGES, type AdapterChoice, type AdapterReference, type LoadProgress, type ModelChoice, type ModelInfo, type StepSettings, type StepStart, type TemplateVariant } from '../worker/protocol.ts';
 import { pageSettings, promptConversation } from '../worker/settings.ts';
 import { settingsChanges, trainerOfBatch } from '../grpo/settings/effective.ts';
-import { baseOf, effectiveOf, ranValue } from './derived.ts';
+import { baseKindOf, baseOf, baseSettingsOf, effectiveOf, ranValue } from './derived.ts';
 import type { ReportInput } from '../report/html.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 
@@ -114,6 +114,14 @@ export function exportBatch(): void {
   const rows = (a: Float32Array | null | undefined) => a && batch.completion_ids.map((ids, b) => Array.from(a.subarray(b * C, b * C + ids.length)));
   out.old_per_token_logps = rows(run.loss?.old_per_token_logps) ?? batch.old_per_token_logps;
   out.ref_per_token_logps = rows(run.reference_forward?.ref_per_token_logps) ?? batch.ref_per_token_logps;
+  // The settings the results were computed with, exactly (the trainer's names, no derived shapes), so the file
+  // replays the same update in the CLI or on another page: its trainer, config and run context.
+  const ran = run.loss ? store().runSettings?.settings : undefined;
+  if (ran) {
+    out.trainer = ran.trainer === 'trl' ? undefined : ran.trainer;
+    out.config = { ...ran.config, ...(batch.config?.model_type ? { model_type: batch.config.model_type } : {}) };
+    out.run = Object.keys(ran.run).length ? { ...ran.run } : undefined;
+  }
   // The trainer preset's effective loss mask (0/1), so a reader sees which tokens the trainer's loss kept.
   out.effective_loss_mask = rows(run.loss?.trainer?.terms?.effective_loss_mask) ?? batch.effective_loss_mask;
   // Strict JSON: a NaN reward (a reward function that did not apply) must not make the file unreadable to JSON.parse / jq.
@@ -285,7 +293,7 @@ export async function runWhatIf(edits: Record<string, unknown>, trainer?: Traine
   store().setWhatIfSettings({ trainer: t, edits });
   try {
     // The update's base and edits under the what-if trainer, then the what-if's own values: the page's one resolution.
-    const settings = pageSettings(t, baseOf(s), s.edits, [{ origin: 'edited', label: 'what-if', config: edits }]);
+    const settings = pageSettings(t, baseOf(s), baseSettingsOf(s).edits, [{ origin: 'edited', label: 'what-if', config: edits }]);
     const r = await worker().request({ type: 'what-if', settings });
     if (seq === whatIfSeq) store().setWhatIf(r);
   } catch (e) {
@@ -332,8 +340,9 @@ export async function refreshPlan(): Promise<void> {
 export function applyWhatIf(): void {
   const w = store().whatIfSettings;
   if (!w) return;
-  store().setTrainer(w.trainer);
-  store().editConfig(w.edits);
+  const base = baseKindOf(store());
+  store().setTrainer(base, w.trainer);
+  store().editConfig(base, w.edits);
 }
 
 export async function runToEnd(): Promise<void> {

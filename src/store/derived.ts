@@ -8,7 +8,9 @@ import type { StudioState } from './index.ts';
 import type { StepSettings } from '../worker/protocol.ts';
 import { diffBatches, type BatchDiff } from '../io/batch_diff.ts';
 import { AGGREGATIONS, type LossType } from '../kernels/types.ts';
-import { pageSettings, type SettingsBase } from '../worker/settings.ts';
+import { pageSettings, type SettingsBase, type SettingsEdits } from '../worker/settings.ts';
+import type { BaseKind } from './settings.ts';
+import type { TrainerId } from '../grpo/settings/types.ts';
 import { settingOf, settingsChanges, type EffectiveSettings } from '../grpo/settings/effective.ts';
 
 /**
@@ -27,10 +29,25 @@ export function rewardNames(batch: GrpoBatch, run: RunResults): string[] {
   return run.reward?.names ?? Array.from({ length: F }, (_, f) => `reward ${f}`);
 }
 
-/** What the next update starts from: the imported batch (its own settings) when the stepper is set to it, else the prompt set. */
-export function baseOf(s: Pick<StudioState, 'stepFrom' | 'imported'>): SettingsBase {
-  return s.stepFrom === 'import' && s.imported ? { kind: 'batch', batch: s.imported.batch, name: s.imported.name } : { kind: 'prompts' };
+type BaseState = Pick<StudioState, 'trainer' | 'edits' | 'batchTrainer' | 'batchEdits' | 'stepFrom' | 'imported'>;
+
+/** Which base the next update has: the imported batch when the stepper is set to it, else the prompt set. */
+export function baseKindOf(s: Pick<StudioState, 'stepFrom' | 'imported'>): BaseKind {
+  return s.stepFrom === 'import' && s.imported ? 'batch' : 'prompts';
 }
+
+/** What the next update starts from: the imported batch (its own settings), or the prompt set (the default task's preset). */
+export function baseOf(s: Pick<StudioState, 'stepFrom' | 'imported'>): SettingsBase {
+  return baseKindOf(s) === 'batch' ? { kind: 'batch', batch: s.imported!.batch, name: s.imported!.name } : { kind: 'prompts' };
+}
+
+/** The trainer and the user's edits of the next update's base. */
+export function baseSettingsOf(s: BaseState): { trainer: TrainerId; edits: SettingsEdits } {
+  return baseKindOf(s) === 'batch' ? { trainer: s.batchTrainer, edits: s.batchEdits } : { trainer: s.trainer, edits: s.edits };
+}
+
+/** The trainer the next update follows. */
+export const trainerOf = (s: BaseState): TrainerId => baseSettingsOf(s).trainer;
 
 let lastEffective: { key: unknown[]; value: { settings: EffectiveSettings } | { error: string } } | null = null;
 
@@ -39,13 +56,14 @@ let lastEffective: { key: unknown[]; value: { settings: EffectiveSettings } | { 
  * or why they cannot be formed (a file value the table refuses). Memoised on its inputs: selectors must
  * return the same object while nothing changed.
  */
-export function effectiveOf(s: Pick<StudioState, 'trainer' | 'edits' | 'stepFrom' | 'imported'>): { settings: EffectiveSettings } | { error: string } {
+export function effectiveOf(s: BaseState): { settings: EffectiveSettings } | { error: string } {
   const base = baseOf(s);
-  const key = [s.trainer, s.edits, base.kind === 'batch' ? base.batch : null];
+  const { trainer, edits } = baseSettingsOf(s);
+  const key = [trainer, edits, base.kind === 'batch' ? base.batch : null];
   if (lastEffective && lastEffective.key.every((k, i) => k === key[i])) return lastEffective.value;
   let value: { settings: EffectiveSettings } | { error: string };
   try {
-    value = { settings: pageSettings(s.trainer, base, s.edits) };
+    value = { settings: pageSettings(trainer, base, edits) };
   } catch (e) {
     value = { error: `${base.kind === 'batch' ? `${base.name}: ` : ''}${(e as Error).message}` };
   }
@@ -59,7 +77,7 @@ export function ranValue(settings: EffectiveSettings, name: string): unknown {
 }
 
 /** The studio loss type the results on screen ran with (the update's), else the next update's. */
-export function lossTypeOf(s: Pick<StudioState, 'runSettings' | 'trainer' | 'edits' | 'stepFrom' | 'imported'>): LossType {
+export function lossTypeOf(s: BaseState & Pick<StudioState, 'runSettings'>): LossType {
   const e = s.runSettings ? { settings: s.runSettings.settings } : effectiveOf(s);
   const v = 'settings' in e ? ranValue(e.settings, 'loss_type') : undefined;
   return ((AGGREGATIONS as readonly unknown[]).includes(v) ? v : 'dapo') as LossType;

@@ -1,9 +1,11 @@
-// The settings slices: prompt set, sampling, rewards, the trainer and the user's setting edits. These are
-// what the user types, so they are the only slices persisted to local storage (src/store/index.ts) and
-// survive a reload. The loss / advantage / optimizer settings are NOT held here as values: the store keeps
-// the user's edits (per trainer, in its own names) and derives the effective settings of the next update
-// from them over its base (src/store/derived.ts effectiveOf: the default task's preset, or the imported
-// batch's own settings), so nothing an earlier import set is carried into another batch.
+// The settings slices: prompt set, sampling, rewards, and for each base of an update — the page's own prompt
+// set, and an imported batch — its trainer and the user's setting edits. The prompt set's are what the user
+// types for the studio's own task, so they are persisted to local storage (src/store/index.ts) and survive a
+// reload; an imported batch's start empty with each import and go with it. The loss / advantage / optimizer
+// settings are NOT held here as values: the effective settings of the next update are derived from the base's
+// edits over its own settings (src/store/derived.ts effectiveOf: the default task's preset, or the imported
+// batch's `config` / `run`), so nothing an earlier import or the other base set is carried over, and nothing
+// the user entered for the prompt set is lost by importing a batch.
 import type { StateCreator } from 'zustand';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROBLEMS, DEFAULT_REWARDS as TASK_REWARDS, additionAnswer, additionQuestion } from '../grpo/default_task.ts';
 import type { RewardKind, RewardSpec } from '../grpo/rewards.ts';
@@ -15,21 +17,23 @@ export interface SettingsSlice {
   prompts: PromptItem[];
   sampling: SamplingSettings;
   rewards: RewardSpec[];
-  /** The trainer whose objective the loss side follows (an import sets the batch's). */
+  /** The prompt set's trainer (whose objective the loss side follows) and the user's values, per trainer, in its own names. */
   trainer: TrainerId;
-  /** The user's setting values, per trainer, in its own names: the top layer of the effective settings. */
   edits: SettingsEdits;
+  /** The imported batch's: its trainer (from its format) and the user's values on it; reset by each import. */
+  batchTrainer: TrainerId;
+  batchEdits: SettingsEdits;
   setPrompt(i: number, patch: Partial<PromptItem>): void;
   addPrompt(): void;
   removePrompt(i: number): void;
   setSampling(patch: Partial<SamplingSettings>): void;
-  /** Another trainer: its own edits (kept per trainer) over its defaults. */
-  setTrainer(trainer: TrainerId): void;
-  /** One setting of the current trainer, in its own names (undefined: no edit, the base's value shows through). */
-  setSetting(where: 'config' | 'run', name: string, value: unknown): void;
+  /** Another trainer for that base: its own edits (kept per trainer) over its defaults. */
+  setTrainer(base: BaseKind, trainer: TrainerId): void;
+  /** One setting of the base's trainer, in its own names (undefined: no edit, the base's value shows through). */
+  setSetting(base: BaseKind, where: 'config' | 'run', name: string, value: unknown): void;
   /** Several config values at once (a what-if applied). */
-  editConfig(values: Record<string, unknown>): void;
-  /** An import: the batch's trainer, and no edits (the batch's own settings are its base). */
+  editConfig(base: BaseKind, values: Record<string, unknown>): void;
+  /** An import: the batch's trainer, and no edits on it (its own settings are its base); the prompt set's stay. */
   startFromBatch(trainer: TrainerId): void;
   setReward(i: number, patch: Partial<RewardSpec>): void;
   addReward(kind: RewardKind): void;
@@ -75,6 +79,12 @@ export const DEFAULT_REWARDS: RewardSpec[] = structuredClone([...TASK_REWARDS]);
 
 export const DEFAULT_SETTINGS = { prompts: DEFAULT_PROMPTS, sampling: DEFAULT_SAMPLING_SETTINGS, rewards: DEFAULT_REWARDS, trainer: 'trl' as TrainerId, edits: noEdits() };
 
+/** An update's base: the page's own prompt set, or the imported batch. */
+export type BaseKind = 'prompts' | 'batch';
+
+/** The state keys of a base's trainer and edits. */
+const KEYS = { prompts: { trainer: 'trainer', edits: 'edits' }, batch: { trainer: 'batchTrainer', edits: 'batchEdits' } } as const;
+
 /** The keys local storage keeps. */
 export const PERSISTED_KEYS = ['prompts', 'sampling', 'rewards', 'trainer', 'edits'] as const;
 
@@ -82,21 +92,31 @@ const without = (o: Record<string, unknown>, k: string) => Object.fromEntries(Ob
 
 export const createSettingsSlice: StateCreator<SettingsSlice, [], [], SettingsSlice> = (set) => ({
   ...structuredClone(DEFAULT_SETTINGS),
+  batchTrainer: 'trl',
+  batchEdits: noEdits(),
   setPrompt: (i, patch) => set((s) => ({ prompts: s.prompts.map((p, j) => (j === i ? { ...p, ...patch } : p)) })),
   addPrompt: () => set((s) => ({ prompts: [...s.prompts, { system: '', user: '', answer: '' }] })),
   removePrompt: (i) => set((s) => ({ prompts: s.prompts.filter((_, j) => j !== i) })),
   setSampling: (patch) => set((s) => ({ sampling: { ...s.sampling, ...patch } })),
-  setTrainer: (trainer) => set({ trainer }),
-  setSetting: (where, name, value) =>
+  setTrainer: (base, trainer) => set({ [KEYS[base].trainer]: trainer }),
+  setSetting: (base, where, name, value) =>
     set((s) => {
-      const mine = s.edits[s.trainer];
+      const { trainer, edits } = KEYS[base];
+      const all = s[edits];
+      const mine = all[s[trainer]];
       const rest = without(mine[where], name);
-      return { edits: { ...s.edits, [s.trainer]: { ...mine, [where]: value === undefined ? rest : { ...rest, [name]: value } } } };
+      return { [edits]: { ...all, [s[trainer]]: { ...mine, [where]: value === undefined ? rest : { ...rest, [name]: value } } } };
     }),
-  editConfig: (values) => set((s) => ({ edits: { ...s.edits, [s.trainer]: { ...s.edits[s.trainer], config: { ...s.edits[s.trainer].config, ...values } } } })),
-  startFromBatch: (trainer) => set({ trainer, edits: noEdits() }),
+  editConfig: (base, values) =>
+    set((s) => {
+      const { trainer, edits } = KEYS[base];
+      const mine = s[edits][s[trainer]];
+      return { [edits]: { ...s[edits], [s[trainer]]: { ...mine, config: { ...mine.config, ...values } } } };
+    }),
+  startFromBatch: (trainer) => set({ batchTrainer: trainer, batchEdits: noEdits() }),
   setReward: (i, patch) => set((s) => ({ rewards: s.rewards.map((r, j) => (j === i ? ({ ...r, ...patch } as RewardSpec) : r)) })),
   addReward: (kind) => set((s) => ({ rewards: [...s.rewards, newReward(kind)] })),
   removeReward: (i) => set((s) => ({ rewards: s.rewards.filter((_, j) => j !== i) })),
-  resetSettings: () => set(structuredClone(DEFAULT_SETTINGS)),
+  // Every edit goes, the imported batch's too (its own settings show through again); its trainer stays the batch's.
+  resetSettings: () => set({ ...structuredClone(DEFAULT_SETTINGS), batchEdits: noEdits() }),
 });

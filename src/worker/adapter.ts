@@ -13,7 +13,7 @@ import { FileSource } from '../model/source.ts';
 import type { AdapterChoice, AdapterInfo, AdapterReference, ModelChoice } from './protocol.ts';
 
 /** The model's own name where it is exact (a Hub id, the embedded folder); a dropped folder may be renamed, so none. */
-function modelId(model: ModelChoice): string | null {
+export function modelId(model: ModelChoice): string | null {
   return model.kind === 'hub' ? model.id : model.kind === 'embedded' ? model.name : null;
 }
 

@@ -4,7 +4,7 @@
 // handle (no bytes cross the page's thread) and is read here with progress. `handleImportMessage` is the
 // worker side (read, readAnyBatch, then the Doctor unless the studio worker checks with its tokenizer);
 // `parseInWorker` the caller side.
-import { diagnose } from '../doctor/index.ts';
+import { diagnose, doctorOptions } from '../doctor/index.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import { readAnyBatch } from '../io/formats/index.ts';
 import type { ImportResult } from '../io/formats/common.ts';
@@ -55,7 +55,8 @@ export async function handleImportMessage(job: ImportJob, post: (r: ImportReply,
     post({ progress: { label: `parsing ${job.name}`, loaded: 0, total: 0 } });
     const read = readAnyBatch(bytes, job.name);
     if (job.doctor) post({ progress: { label: 'Doctor checks', loaded: 0, total: 0 } });
-    const report = job.doctor ? diagnose(read.batch) : null;
+    // No model here: the batch alone, as `grpo-studio doctor` without --tokenizer.
+    const report = job.doctor ? diagnose(read.batch, doctorOptions(read.batch)) : null;
     // Transferred, not cloned: cloning the nested arrays cost both workers about as long as the parse.
     const { value, parts, transfer } = packParts({ read, report }, rowPaths(read.batch, BATCH_ROW_FIELDS, ['read', 'batch']));
     post({ ok: true, ...value, parts }, transfer);

@@ -173,7 +173,7 @@ export interface WhatIfResult {
    * The what-if trainer's objective, or why not, beside the update's own terms: `current` is null when the
    * what-if names another trainer than the update ran (its objective has no value for the update).
    */
-  trainer: { trainer: TrainerId; current: TrainerTerms | null; whatif: TrainerTerms | null; error: string | null };
+  trainer: { trainer: TrainerId; current: TrainerTerms | null; whatif: TrainerTerms | null; error: string | null; /** values the refusal offers */ offer: Record<string, unknown> | null };
   notes: string[];
   ms: number;
 }
@@ -231,8 +231,9 @@ export interface StepRunner {
   /** Re-samples the update's prompts with the same seed from the stepped weights and scores them (the update must have taken its step). */
   beforeAfter(): Promise<BeforeAfterResult>;
   /**
-   * The Doctor's report on an imported batch with the loaded tokenizer (retokenization and chat-template
-   * rules run) and its decoded token texts; without a loaded model, the report without them.
+   * The Doctor's report on an imported batch with the loaded model (src/worker/inspect.ts): where its tokenizer
+   * fits the batch, the retokenization and chat-template rules run and the token texts come with it; where it
+   * does not, or without a loaded model, the report without them (the skipped list says why).
    */
   inspect(batch: GrpoBatch, opts?: { deferTokenizerRules?: boolean }): { report: DoctorReport; token_texts?: TokenTexts; /** the tokenizer rules were skipped, to run later */ deferred?: boolean };
   /** The conversations rendered with two template variants by the loaded tokenizer, aligned token by token. */

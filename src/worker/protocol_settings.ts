@@ -76,5 +76,7 @@ export interface TrainerView {
   run: Record<string, unknown>;
   terms: TrainerTerms | null;
   error: string | null;
+  /** Config values the trainer's refusal offers (a verl micro-batch size), or null. */
+  offer: Record<string, unknown> | null;
   table: LossCell[];
 }

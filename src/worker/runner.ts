@@ -13,7 +13,7 @@
 // loadReference() puts a second checkpoint in its place (TRL's ref_model / the CLI's --ref-model).
 // loadAdapter() attaches a PEFT LoRA adapter (src/worker/adapter.ts): only it trains, over a frozen base.
 import type { Gpu } from '../gpu/context.ts';
-import { diagnose } from '../doctor/index.ts';
+import { diagnose, doctorOptions, type KnownModel } from '../doctor/index.ts';
 import { ModelLoadError } from '../model/config.ts';
 import { kvDecoder } from '../model/generate.ts';
 import type { LoadProgress as ModelLoadProgress } from '../model/loader.ts';
@@ -26,6 +26,7 @@ import { diffTemplates, type TemplateDiff, type TemplateVariant } from '../token
 import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import { AdapterSlot } from './adapter.ts';
+import { inspectBatch, loadedModel, tokenTexts } from './inspect.ts';
 import type { AdapterChoice, AdapterReference, CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, PagePlan, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerView } from './protocol.ts';
 import type { EffectiveSettings } from '../grpo/settings/effective.ts';
 import { runJsReward } from './reward_sandbox.ts';
@@ -40,13 +41,13 @@ import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/lo
 import { computeAdvantages, withUnscorable } from '../grpo/advantages.ts';
 
 /** A stage's data with the page's extras (src/worker/protocol.ts StageExtras): token texts and the Doctor's report. */
-function withExtras(id: StageId, data: StageData[StageId] | null, tok: Tokenizer, pipe: StepPipeline, model_type: string): StagePayloads[StageId] | null {
-  // With the tokenizer the Doctor also checks retokenization and the chat template; model_type and the
-  // position-ids policy are the ones this step scores with.
-  const doctor = (batch: GrpoBatch) => diagnose(batch, { tokenizer: tok, model_type, position_ids: pipe.config.position_ids });
+function withExtras(id: StageId, data: StageData[StageId] | null, model: KnownModel, pipe: StepPipeline): StagePayloads[StageId] | null {
+  // The Doctor's options as on import (the tokenizer only where it fits the batch), with this step's position ids
+  // where the batch records none.
+  const doctor = (batch: GrpoBatch) => diagnose(batch, doctorOptions(batch, model, { position_ids: pipe.config.position_ids }));
   if (id === 'assemble' && data) {
     const a = data as StageData['assemble'];
-    return { ...a, token_texts: tokenTexts(tok, a.batch), report: doctor(a.batch) };
+    return { ...a, token_texts: tokenTexts(model.tokenizer, a.batch), report: doctor(a.batch) };
   }
   const assembled = pipe.data('assemble');
   if (id === 'loss' && data && assembled && !assembled.batch.old_per_token_logps) {
@@ -56,11 +57,6 @@ function withExtras(id: StageId, data: StageData[StageId] | null, tok: Tokenizer
     return { ...l, report: doctor({ ...assembled.batch, old_per_token_logps: old }) };
   }
   return data as StagePayloads[StageId] | null;
-}
-
-/** Decoded text of every token (special tokens as written), for the grid and the inspector. */
-export function tokenTexts(tok: Tokenizer, batch: GrpoBatch): TokenTexts {
-  return { by_id: tok.textsById(batch.prompt_ids, batch.completion_ids) };
 }
 
 class PipelineRunner implements StepRunner {
@@ -231,7 +227,9 @@ class PipelineRunner implements StepRunner {
       // The CLI's resolution (stepConfigOf): the studio loss, the trainer's objective where the studio loss is not it,
       // the optimizer step; an update that continues a run is that many steps further along TRL's lr schedule.
       const C = start.kind === 'batch' ? start.batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0) : settings.sampling.max_new_tokens;
-      const config = stepConfigOf(settings.settings, C, { steps_done: this.optimizer?.t ?? 0 });
+      // A combination the trainer refuses runs to the loss stage, which shows the refusal (and what it offers) beside
+      // the loss table; the backward refuses with the same message the CLI gives before it starts.
+      const config = stepConfigOf(settings.settings, C, { steps_done: this.optimizer?.t ?? 0, refuse: false });
       // Changed optimizer settings start from fresh moments (step 1, shown by the step stage); the learning rate alone may move.
       const withoutLr = (c: StepConfig['optimizer'] | undefined) => JSON.stringify(c && { ...c, lr: 0 });
       if (withoutLr(this.optimizer?.config) !== withoutLr(config.optimizer)) this.dropOptimizer();
@@ -253,7 +251,7 @@ class PipelineRunner implements StepRunner {
     const pipe = this.pipe;
     if (pipe.nextStage !== stage) throw new Error(`stage "${stage}" cannot run now: the next stage is ${pipe.nextStage ? `"${pipe.nextStage}"` : 'none (reset first)'}`);
     const r = await pipe.next();
-    const data = withExtras(r.id, r.data, tokenizer, pipe, policy.config.model_type);
+    const data = withExtras(r.id, r.data, this.known()!, pipe);
     if (r.id === 'loss' && data) {
       // The settings of this update are the ones sent with its first stage.
       this.view = await trainerView(this.gpu, pipe, this.ran!);
@@ -263,14 +261,12 @@ class PipelineRunner implements StepRunner {
   }
 
   inspect(batch: GrpoBatch, opts: { deferTokenizerRules?: boolean } = {}): { report: DoctorReport; token_texts?: TokenTexts; deferred?: boolean } {
-    const tok = this.tokenizer?.tokenizer;
-    if (!tok || !this.policy) return { report: diagnose(batch) };
-    // A batch with ids past this tokenizer's vocabulary comes from another model: its tokenizer would
-    // decode and retokenize nonsense, so the Doctor runs without it and the grid shows the ids.
-    const inVocab = [...batch.prompt_ids, ...batch.completion_ids].every((row) => row.every((t) => Number.isInteger(t) && t >= 0 && t < tok.vocab_size));
-    if (!inVocab) return { report: diagnose(batch) };
-    const defer = opts.deferTokenizerRules ? 'running after the import (decode → encode of every row)' : undefined;
-    return { report: diagnose(batch, { tokenizer: tok, model_type: this.policy.config.model_type, defer_tokenizer_rules: defer }), token_texts: tokenTexts(tok, batch), deferred: !!defer };
+    return inspectBatch(batch, this.known(), opts);
+  }
+
+  /** The loaded model as the Doctor knows it (src/worker/inspect.ts), or null before a load. */
+  private known(): KnownModel | null {
+    return this.policy && this.tokenizer && this.choice ? loadedModel(this.tokenizer.tokenizer, this.policy.config, this.choice, this.tokenizer.name) : null;
   }
 
   async templateDiff(conversations: ChatMessage[][], variants: [TemplateVariant, TemplateVariant]): Promise<TemplateDiff> {
@@ -297,7 +293,7 @@ class PipelineRunner implements StepRunner {
     if (!pipe || !l || !a || !pf || !adv) throw new Error('what-if needs an update that has reached its loss stage: run it to "loss" first');
     const ran = pipe.config;
     // The step's own resolution (one parser): a bad value is named, not used. The temperature stays the update's.
-    const asked = stepConfigOf(settings, a.padded.C);
+    const asked = stepConfigOf(settings, a.padded.C, { refuse: false });
     const next: StepConfig = { ...asked, loss: { ...asked.loss, temperature: ran.loss.temperature } };
     const notes: string[] = [];
     if (asked.loss.temperature !== ran.loss.temperature) notes.push(`temperature stays ${ran.loss.temperature}: a new temperature needs a new forward (log-probs change), which a what-if does not run`);

@@ -11,6 +11,7 @@ import { lossTable, trainerLossFromLogps } from '../grpo/trainers/from_logps.ts'
 import { trainerInputs, type PreparedObjective } from '../grpo/step_objective.ts';
 import { trainerObjectiveOf } from '../grpo/step_config.ts';
 import type { EffectiveSettings } from '../grpo/settings/effective.ts';
+import { TrainerRefusal } from '../grpo/settings/trainer_rules.ts';
 import type { Gpu } from '../gpu/context.ts';
 import type { TrainerTerms, TrainerView, WhatIfResult } from './protocol.ts';
 
@@ -52,16 +53,18 @@ function trainerTerms(gpu: Gpu, pipe: StepPipeline, settings: EffectiveSettings)
 }
 
 const settingsError = (e: unknown): string | null => (e instanceof Error && e.name === 'SettingsError' ? e.message : null);
+/** The values a trainer's refusal offers (src/grpo/settings/trainer_rules.ts), for the page to propose. */
+const offerOf = (e: unknown): Record<string, unknown> | null => (e instanceof TrainerRefusal ? e.offer : null);
 
 /** The what-if's trainer side: the update's own trainer terms (`current`, null under another trainer) beside the what-if settings' objective. */
 export async function trainerWhatIf(gpu: Gpu, pipe: StepPipeline, current: TrainerTerms | null, settings: EffectiveSettings): Promise<WhatIfResult['trainer']> {
   const { trainer } = settings;
   try {
-    return { trainer, current, whatif: await trainerTerms(gpu, pipe, settings), error: null };
+    return { trainer, current, whatif: await trainerTerms(gpu, pipe, settings), error: null, offer: null };
   } catch (e) {
     const error = settingsError(e);
     if (error === null) throw e;
-    return { trainer, current, whatif: null, error };
+    return { trainer, current, whatif: null, error, offer: offerOf(e) };
   }
 }
 
@@ -73,10 +76,10 @@ export async function trainerView(gpu: Gpu, pipe: StepPipeline, settings: Effect
   // The table is formed column by column (a column the trainer refuses shows why), also when the preset's own fails.
   const table = await lossTable(gpu, x, scored);
   try {
-    return { ...base, terms: await termsOf(gpu, pipe, prepared), error: null, table };
+    return { ...base, terms: await termsOf(gpu, pipe, prepared), error: null, offer: null, table };
   } catch (e) {
     const error = settingsError(e);
     if (error === null) throw e;
-    return { ...base, terms: null, error, table };
+    return { ...base, terms: null, error, offer: offerOf(e), table };
   }
 }

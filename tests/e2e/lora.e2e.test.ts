@@ -18,7 +18,7 @@ studioForFile('lora', (s) => ({ studio, page } = { studio: s, page: s.page }));
 
 describe('LoRA adapter in chromium', () => {
   it('creates an adapter, trains only it against the base without adapter, and saves it as a PEFT folder', async () => {
-    expect(Number(await page.getByTestId('beta').inputValue())).toBeGreaterThan(0);
+    expect(Number(await page.getByTestId('loss-field-beta').inputValue())).toBeGreaterThan(0);
     await page.getByTestId('lora-create').locator('summary').click();
     await page.getByTestId('lora-r').fill('4');
     await page.getByTestId('lora-alpha').fill('8');

@@ -34,7 +34,7 @@ async function runUpdate(button: string, endsOn: string): Promise<void> {
 
 describe('reference model in chromium', () => {
   it('continues from the stepped weights against the frozen copy: KL > 0 before the second step; Reset undoes exactly one step; restart gives KL 0', async () => {
-    expect(Number(await page.getByTestId('beta').inputValue())).toBeGreaterThan(0);
+    expect(Number(await page.getByTestId('loss-field-beta').inputValue())).toBeGreaterThan(0);
     expect(await page.getByTestId('step-weights').inputValue()).toBe('continue');
     expect(await page.getByTestId('reference-name').textContent()).toContain('frozen copy of the loaded weights');
     expect(await page.getByTestId('model-info').textContent()).toContain('reference_weights');

@@ -160,11 +160,11 @@ describe('studio v2 in chromium', () => {
     const before = await page.getByTestId('loss-headline').textContent();
     const ran = /loss \(([\w-]+)\)/.exec(before ?? '')![1];
     const other = ran === 'grpo' ? 'bnpo' : 'grpo';
-    await page.getByTestId('loss-type').selectOption(other);
+    await page.getByTestId('loss-field-loss_type').selectOption(other);
     expect(await page.getByTestId('loss-headline').textContent()).toBe(before);
     expect(await page.locator('tr.chosen').getAttribute('data-agg')).toBe(ran);
-    expect(await page.getByTestId('stale-note').textContent()).toContain(`loss_type "${ran}" → "${other}"`);
-    await page.getByTestId('loss-type').selectOption(ran);
+    expect(await page.getByTestId('stale-note').textContent()).toContain(`config.loss_type: "${ran}" (preset) → "${other}" (edited)`);
+    await page.getByTestId('loss-field-loss_type').selectOption(ran);
     expect(await page.getByTestId('stale-note').count()).toBe(0);
   });
 
@@ -179,7 +179,7 @@ describe('studio v2 in chromium', () => {
     const ran = /loss \(([\w-]+)\)/.exec((await page.getByTestId('loss-headline').textContent()) ?? '')![1];
     // A first what-if makes the Δ heat overlays available; then time each switch from the change event
     // to the table and the grid both showing the new what-if (the grid paints in the same commit).
-    await page.getByTestId('whatif-loss-type').selectOption('bnpo');
+    await page.getByTestId('whatif-field-loss_type').selectOption('bnpo');
     await page.locator('[data-testid="whatif-table"][data-loss-type="bnpo"]').waitFor({ timeout: 30_000 });
     await page.getByTestId('heat').selectOption('whatif_dgrad');
     // The worker compiles the other aggregations' pipelines after its first what-if answer: let it finish.
@@ -189,7 +189,7 @@ describe('studio v2 in chromium', () => {
     for (const t of ['grpo', 'bnpo', 'seq-mean-token-mean', 'dr_grpo']) {
       times.push(
         await page.evaluate(async (t) => {
-          const sel = document.querySelector<HTMLSelectElement>('[data-testid="whatif-loss-type"]')!;
+          const sel = document.querySelector<HTMLSelectElement>('[data-testid="whatif-field-loss_type"]')!;
           const t0 = performance.now();
           sel.value = t;
           sel.dispatchEvent(new Event('change', { bubbles: true }));
@@ -219,9 +219,9 @@ describe('studio v2 in chromium', () => {
     expect(await page.locator('.stage [data-testid="stage-meta"]').allTextContents()).toEqual(stagesBefore);
     // Apply: the what-if becomes the next update's settings, and the results on screen read as stale.
     await page.getByTestId('whatif-apply').click();
-    expect(await page.getByTestId('loss-type').inputValue()).toBe('dr_grpo');
-    expect(await page.getByTestId('stale-note').textContent()).toContain(`loss_type "${ran}" → "dr_grpo"`);
-    await page.getByTestId('loss-type').selectOption(ran);
+    expect(await page.getByTestId('loss-field-loss_type').inputValue()).toBe('dr_grpo');
+    expect(await page.getByTestId('stale-note').textContent()).toContain(`config.loss_type: "${ran}" (preset) → "dr_grpo" (edited)`);
+    await page.getByTestId('loss-field-loss_type').selectOption(ran);
     await page.getByTestId('heat').selectOption('none');
   });
 
@@ -396,7 +396,8 @@ describe('studio v2 in chromium', () => {
     const cases: [string, string, RegExp][] = [
       ['num-generations', 'abc', /G \(num_generations\): "abc" is not a number/],
       ['top-p', '2', /top-p \(1 off\): 2 is above the maximum 1/],
-      ['lr', '-1', /lr: -1 is below the minimum 0/],
+      // A table row's field: the table's own check, named by the trainer's field name.
+      ['loss-field-learning_rate', '-1', /config\.learning_rate: -1 is out of range \(a number >= 0\)/],
     ];
     for (const [id, bad, message] of cases) {
       const field = page.getByTestId(id);

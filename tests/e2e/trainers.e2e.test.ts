@@ -200,9 +200,9 @@ describe('trainer preset in chromium', () => {
     const heats = await page.getByTestId('heat').locator('option').evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
     expect(heats).toContain('is_weight');
     // A what-if follows the preset too: TRL's bnpo with the same vLLM correction is the loss table's bnpo cell.
-    await page.getByTestId('whatif-loss-type').selectOption('bnpo');
+    await page.getByTestId('whatif-field-loss_type').selectOption('bnpo');
     await page.locator('[data-testid="whatif-table"][data-loss-type="bnpo"]').waitFor({ timeout: 30_000 });
-    const trlRow = await page.locator('[data-testid="whatif-table"] tr', { hasText: 'trl loss (trainer preset)' }).locator('td').allTextContents();
+    const trlRow = await page.locator('[data-testid="whatif-table"] tr', { hasText: 'trl loss (trainer objective)' }).locator('td').allTextContents();
     // The row shows 4 significant digits of the update's dapo (current) and the what-if's bnpo.
     const cell = async (t: string) => Number(await page.locator(`td[data-loss-type="${t}"]`).getAttribute('data-value'));
     for (const [shown, t] of [[trlRow[1], 'dapo'], [trlRow[2], 'bnpo']] as const) expect(Math.abs(Number(shown) - (await cell(t))), `${t}: ${shown}`).toBeLessThanOrEqual(5e-4 * Math.abs(await cell(t)));

@@ -29,7 +29,7 @@ export function trainerRefusal(trainer: TrainerId, config: Record<string, unknow
   const r = { ...defaultsOf<Record<string, unknown>>(tables.run), ...run };
   for (const rule of trainerRules(trainer)) {
     const text = rule.check(c, r);
-    if (text !== null) return new TrainerRefusal(rule, text);
+    if (text !== null) return new TrainerRefusal(rule, text, rule.offer?.(c, r) ?? null);
   }
   return null;
 }

@@ -19,6 +19,11 @@ export interface TrainerRule<C, R> {
   check(config: C, run: R): string | null;
   /** Where the trainer makes the check or the computation (repository path and function). */
   source: string;
+  /**
+   * Values that satisfy the rule where the trainer's own configs set one (verl's examples set the micro-batch
+   * size its dataclass leaves null): the page offers them beside the refusal, never applies them unasked.
+   */
+  offer?(config: C, run: R): Record<string, unknown> | null;
 }
 
 /** A rule's refusal: a SettingsError (CLI exit 2) that also carries the fields, the source and who refuses. */
@@ -26,10 +31,13 @@ export class TrainerRefusal extends SettingsError {
   readonly fields: readonly string[];
   readonly source: string;
   readonly by: 'trainer' | 'studio';
-  constructor(rule: { fields: readonly string[]; source: string; by: 'trainer' | 'studio' }, text: string) {
-    super(`${rule.fields[0]}: ${text} [${rule.source}]`);
+  /** Config values that would satisfy the rule (TrainerRule.offer), or null. */
+  readonly offer: Record<string, unknown> | null;
+  constructor(rule: { fields: readonly string[]; source: string; by: 'trainer' | 'studio' }, text: string, offer: Record<string, unknown> | null = null) {
+    super(`${rule.fields[0]}: ${text}${offer ? ` (e.g. ${Object.entries(offer).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(', ')})` : ''} [${rule.source}]`);
     this.fields = rule.fields;
     this.source = rule.source;
     this.by = rule.by;
+    this.offer = offer;
   }
 }

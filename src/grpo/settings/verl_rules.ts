@@ -15,6 +15,8 @@ export const VERL_RULES: readonly TrainerRule<VerlConfig, VerlRun>[] = [
       !c.use_dynamic_bsz && c.ppo_micro_batch_size_per_gpu === null
         ? `null with use_dynamic_bsz false: verl refuses (assert): "[actor] Please set at least one of 'actor.ppo_micro_batch_size' or 'actor.ppo_micro_batch_size_per_gpu' if use_dynamic_bsz is not enabled."`
         : null,
+    // One micro-batch per mini-batch (loss scale 1): what a single-GPU update of the whole mini-batch does.
+    offer: (c) => ({ ppo_micro_batch_size_per_gpu: c.ppo_mini_batch_size }),
   },
   {
     fields: ['config.ppo_micro_batch_size_per_gpu', 'config.ppo_mini_batch_size'],

@@ -219,12 +219,18 @@ export function idListOf(v: unknown): number[] | undefined {
 }
 
 /**
- * pad / EOS ids: from the caller's tokenizer, else the dump's metadata, else inferred as the most common
+ * pad / EOS ids: from the dump's metadata, else the caller's tokenizer, else inferred as the most common
  * last trained token of the completions — said so in `notes`, since a wrong EOS changes what the Doctor sees.
  */
 export function tokenIds(opts: ImportOptions, meta: { pad?: unknown; eos?: unknown }, lastTokens: number[], notes: string[]): { pad_token_id: number; eos_token_ids: number[] } {
-  let eos = opts.eos_token_ids ?? idListOf(meta.eos);
-  let pad = opts.pad_token_id ?? intOf(meta.pad);
+  // The file's own ids first: they are what the trainer used. A tokenizer's fill only what the file lacks
+  // (convert --tokenizer), and one that disagrees is named, never silently written over the file's.
+  const fileEos = idListOf(meta.eos);
+  const filePad = intOf(meta.pad);
+  let eos = fileEos ?? opts.eos_token_ids;
+  let pad = filePad ?? opts.pad_token_id;
+  if (fileEos && opts.eos_token_ids && fileEos.join() !== opts.eos_token_ids.join()) notes.push(`EOS ids [${fileEos}] from the file kept: the tokenizer's are [${opts.eos_token_ids}]`);
+  if (filePad !== undefined && opts.pad_token_id !== undefined && filePad !== opts.pad_token_id) notes.push(`pad id ${filePad} from the file kept: the tokenizer's is ${opts.pad_token_id}`);
   if (!eos) {
     const count = new Map<number, number>();
     for (const id of lastTokens) count.set(id, (count.get(id) ?? 0) + 1);

@@ -4,12 +4,13 @@
 // gradient clipping), in the trainer's own names with the table's bounds, each showing where its value comes
 // from. The trainer preset form edits the same values.
 import { useStudio } from '../../store/index.ts';
-import { configTable, effectiveOf, settingOf } from '../../store/vocabulary.ts';
+import { baseKindOf, configTable, effectiveOf, trainerOf, settingOf } from '../../store/vocabulary.ts';
 import { Section } from '../fields.tsx';
 import { SettingField } from '../SettingField.tsx';
 
 export function LossPanel() {
-  const trainer = useStudio((s) => s.trainer);
+  const trainer = useStudio(trainerOf);
+  const base = useStudio(baseKindOf);
   const effective = useStudio(effectiveOf);
   const setSetting = useStudio((s) => s.setSetting);
   const rows = configTable(trainer).filter((s) => s.form === 'loss');
@@ -23,7 +24,7 @@ export function LossPanel() {
         <div className="grid2">
           {rows.map((spec) => {
             const { value, provenance } = settingOf(effective.settings, 'config', spec.name);
-            return <SettingField key={`${trainer}.${spec.name}`} spec={spec} where="config" value={value} provenance={provenance} testId={`loss-field-${spec.name}`} onCommit={(v) => setSetting('config', spec.name, v)} />;
+            return <SettingField key={`${trainer}.${spec.name}`} spec={spec} where="config" value={value} provenance={provenance} testId={`loss-field-${spec.name}`} onCommit={(v) => setSetting(base, 'config', spec.name, v)} />;
           })}
         </div>
       )}

@@ -3,7 +3,7 @@
 // (TRL's loss_type values; verl's policy-loss modes × loss_agg_mode; OpenRLHF's policy_loss_type), each with
 // its formula as the tooltip and the preset's own one marked.
 import { useStudio } from '../../store/index.ts';
-import { TRAINER_TABLES } from '../../store/vocabulary.ts';
+import { baseKindOf, TRAINER_TABLES } from '../../store/vocabulary.ts';
 import type { TrainerView } from '../../worker/protocol.ts';
 import { Section, fmt } from '../fields.tsx';
 
@@ -75,6 +75,17 @@ function Table({ view }: { view: TrainerView }) {
   );
 }
 
+/** Sets the values a trainer's refusal offers as the user's edits (the next update's settings; the results read as stale). */
+function OfferButton({ offer }: { offer: Record<string, unknown> }) {
+  const setSetting = useStudio((s) => s.setSetting);
+  const base = useStudio(baseKindOf);
+  return (
+    <button className="small" data-testid="trainer-offer" onClick={() => Object.entries(offer).forEach(([k, v]) => setSetting(base, 'config', k, v))}>
+      use {Object.entries(offer).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(', ')}
+    </button>
+  );
+}
+
 export function LossTablePanel() {
   const view = useStudio((s) => s.run.loss?.trainer ?? null);
   if (!view) {
@@ -93,6 +104,7 @@ export function LossTablePanel() {
       ) : (
         <div className="bad small" data-testid="trainer-error">
           {view.error}
+          {view.offer && <OfferButton offer={view.offer} />}
         </div>
       )}
       {view.table.length > 0 && <Table view={view} />}

@@ -3,14 +3,15 @@
 // default, allowed values, one-line meaning and source as the tooltip), each field showing where its value
 // comes from. The loss panel shows some of the same rows: one value, edited in either.
 import { useStudio } from '../../store/index.ts';
-import { configTable, effectiveOf, runTable, settingOf, TRAINERS } from '../../store/vocabulary.ts';
+import { baseKindOf, configTable, effectiveOf, trainerOf, runTable, settingOf, TRAINERS } from '../../store/vocabulary.ts';
 import { Section, SelectField } from '../fields.tsx';
 import { SettingField } from '../SettingField.tsx';
 
 const SHOWN: Record<string, string> = { loss: 'loss', run: 'run context', batch: 'batch', sampling: 'sampling', advantages: 'advantages', optimizer: 'optimizer' };
 
 export function TrainerPanel() {
-  const trainer = useStudio((s) => s.trainer);
+  const trainer = useStudio(trainerOf);
+  const base = useStudio(baseKindOf);
   const effective = useStudio(effectiveOf);
   const setTrainer = useStudio((s) => s.setTrainer);
   const setSetting = useStudio((s) => s.setSetting);
@@ -22,7 +23,7 @@ export function TrainerPanel() {
   return (
     // Closed until opened: its dozens of fields would otherwise sit in every Tab walk through the page.
     <Section title={`Trainer preset: ${trainer}`} open={false}>
-      <SelectField label="trainer" value={trainer} options={TRAINERS} testId="trainer" title="whose objective the loss, gradient, what-if, loss table and overlays follow" onChange={setTrainer} />
+      <SelectField label="trainer" value={trainer} options={TRAINERS} testId="trainer" title="whose objective the loss, gradient, what-if, loss table and overlays follow" onChange={(t) => setTrainer(base, t)} />
       {'error' in effective && (
         <div className="bad small" data-testid="settings-error">
           {effective.error}
@@ -38,7 +39,7 @@ export function TrainerPanel() {
               <div className="grid2">
                 {rows.map(({ spec, where }) => {
                   const { value, provenance } = settingOf(effective.settings, where, spec.name);
-                  return <SettingField key={`${trainer}.${where}.${spec.name}`} spec={spec} where={where} value={value} provenance={provenance} testId={`trainer-field-${spec.name}`} onCommit={(v) => setSetting(where, spec.name, v)} />;
+                  return <SettingField key={`${trainer}.${where}.${spec.name}`} spec={spec} where={where} value={value} provenance={provenance} testId={`trainer-field-${spec.name}`} onCommit={(v) => setSetting(base, where, spec.name, v)} />;
                 })}
               </div>
             </details>

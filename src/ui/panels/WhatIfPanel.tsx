@@ -16,6 +16,11 @@ import { aggregationTitle } from '../explain.ts';
 import { Section, SelectField, fmt } from '../fields.tsx';
 import { SettingField } from '../SettingField.tsx';
 
+/** The what-if's own values (the layer it added over the update's settings). */
+function editsOfWhatIf(w: WhatIfResult): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(w.settings.config).filter(([k]) => w.settings.provenance[`config.${k}`]?.label === 'what-if'));
+}
+
 /** Mean KL over tokens with completion_mask = 1, ‖∂loss/∂logp‖₂ in all and per row. */
 function summary(side: WhatIfSide, mask: Int32Array, B: number, C: number) {
   const { per_token_kl: kl, dlogp } = side.terms;
@@ -80,6 +85,11 @@ function WhatIfTable({ w, ranType }: { w: WhatIfResult; ranType: string }) {
       {w.trainer.error && (
         <div className="bad small" data-testid="whatif-trainer-error">
           {w.trainer.error}
+          {w.trainer.offer && (
+            <button className="small" data-testid="whatif-offer" onClick={() => void runWhatIf({ ...editsOfWhatIf(w), ...w.trainer.offer }, w.trainer.trainer)}>
+              use {Object.entries(w.trainer.offer).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(', ')}
+            </button>
+          )}
         </div>
       )}
       {w.notes.map((n) => (
