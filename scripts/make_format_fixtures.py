@@ -1,4 +1,4 @@
-# Writes the trainer-format fixtures of tests/fixtures/formats/ (tests/formats.test.ts): small batches
+# Writes the trainer-format fixtures of tests/fixtures/formats/ (tests/io/formats.test.ts): small batches
 # built from each trainer's documented keys, shapes, padding and alignment, each with a planted bug the
 # Doctor must flag. Deterministic (no RNG), so re-running reproduces the committed bytes; the test does.
 #   python3 scripts/make_format_fixtures.py [OUT_DIR]     (default tests/fixtures/formats)

@@ -49,15 +49,25 @@ describe('dependency rule', () => {
         'src/model/m.ts': "import { step } from '../grpo/step.ts';\nexport const m = step;\n", // model → grpo
         'src/io/a.ts': "import { b } from './b.ts';\nexport const a = 1 + b;\n", // a ⇄ b cycle
         'src/io/b.ts': "import { a } from './a.ts';\nexport const b = () => a;\n",
-        'src/worker/protocol.ts': 'export type Msg = { type: string };\nexport const STAGES = [1];\n',
-        'src/ui/ok.ts': "import type { Msg } from '../worker/protocol.ts';\nexport const ok = (m: Msg) => m;\n", // allowed: type only
-        'src/ui/bad.ts': "import { STAGES } from '../worker/protocol.ts';\nexport const bad = STAGES;\n", // ui → worker (value)
+        'src/bridge/protocol.ts': 'export type Msg = { type: string };\nexport const STAGES = [1];\n',
+        'src/bridge/client.ts': "import type { Msg } from './protocol.ts';\nexport const client = (m: Msg) => m;\n",
+        'src/ui/ok.ts': "import type { Msg } from '../bridge/protocol.ts';\nexport const ok = (m: Msg) => m;\n", // allowed: type only
+        'src/ui/bad.ts': "import { STAGES } from '../bridge/protocol.ts';\nexport const bad = STAGES;\n", // ui → bridge (value)
         'src/store/s.ts': "import { m } from '../model/m.ts';\nexport const s = m;\n", // store → model
+        // allowed: store → bridge, the client included; store → worker (type-only still counts)
+        'src/store/talk.ts': "import { client } from '../bridge/client.ts';\nimport type { W } from '../worker/w.ts';\nexport const talk: W = client({ type: '' }).type.length;\n",
+        // allowed: worker → the bridge's contract; worker → bridge/client.ts (the page's end)
+        'src/worker/w.ts': "import { STAGES } from '../bridge/protocol.ts';\nimport { client } from '../bridge/client.ts';\nexport type W = number;\nexport const w = [STAGES, client];\n",
+        // bridge → worker; bridge → store (type-only still counts)
+        'src/bridge/up.ts': "import { w } from '../worker/w.ts';\nimport type { S } from '../store/s.ts';\nexport const up: S[] = [w];\n",
+        // allowed: bridge → the settings tables, a type of the GPU stack; bridge → grpo (value)
+        'src/bridge/settings.ts': "import { table } from '../grpo/settings/table.ts';\nimport type { K } from '../kernels/k.ts';\nimport { step } from '../grpo/step.ts';\nexport const settings: K[] = [table, step];\n",
+        'src/grpo/settings/table.ts': 'export const table = 1;\n',
         'src/io/v.ts': "import type { K } from '../kernels/types.ts';\nimport { k } from '../kernels/k.ts';\nexport const v: K = k;\n", // io → kernels (types.ts allowed)
         'src/doctor/d.ts': "import { v } from '../io/v.ts';\nexport const d = v;\n", // allowed: doctor above io
         'src/io/w.ts': "import { d } from '../doctor/d.ts';\nexport const w = d;\n", // io → doctor
         'src/cli/c.ts': "import { s } from '../store/s.ts';\nexport const c = s;\n", // cli → store
-        'src/view/v.ts': "import { STAGES } from '../worker/protocol.ts';\nexport const v = STAGES;\n", // view → worker
+        'src/view/v.ts': "import { STAGES } from '../bridge/protocol.ts';\nexport const v = STAGES;\n", // view → bridge
         'src/ui/grid.ts': "import { v } from '../view/v.ts';\nexport const grid = v;\n", // allowed: the page draws the view
         'src/report/r.ts': "import { v } from '../view/v.ts';\nimport { s } from '../store/s.ts';\nexport const r = [v, s];\n", // report → store (→ view allowed)
         'src/grpo/g.ts': "import { v } from '../view/v.ts';\nexport const g = v;\n", // grpo → view
@@ -79,12 +89,17 @@ describe('dependency rule', () => {
           'cli-is-headless: src/cli/report.ts → src/store/s.ts',
           'report-below-the-apps: src/report/r.ts → src/store/s.ts',
           'view-is-for-display: src/grpo/g.ts → src/view/v.ts',
-          'view-is-pure: src/view/v.ts → src/worker/protocol.ts',
+          'view-is-pure: src/view/v.ts → src/bridge/protocol.ts',
           'model-below-grpo: src/model/m.ts → src/grpo/step.ts',
           'no-circular: src/io/a.ts → src/io/b.ts',
           'no-oracle-in-production: src/grpo/step.ts → src/oracle/twin.ts',
           'store-talks-to-the-worker: src/store/s.ts → src/model/m.ts',
-          'ui-reads-the-store: src/ui/bad.ts → src/worker/protocol.ts',
+          'ui-reads-the-store: src/ui/bad.ts → src/bridge/protocol.ts',
+          'store-never-imports-the-worker: src/store/talk.ts → src/worker/w.ts',
+          'worker-never-the-client: src/worker/w.ts → src/bridge/client.ts',
+          'bridge-imports-neither-end: src/bridge/up.ts → src/worker/w.ts',
+          'bridge-imports-neither-end: src/bridge/up.ts → src/store/s.ts',
+          'bridge-runs-nothing: src/bridge/settings.ts → src/grpo/step.ts',
         ].sort(),
       );
     } finally {

@@ -16,7 +16,7 @@ export interface ReportInput {
   batch: GrpoBatch;
   report: DoctorReport;
   /** Decoded token texts (a tokenizer's), else the grid shows ids. */
-  /** The tokenizer's text of each token id (src/worker/protocol.ts TokenTexts). */
+  /** The tokenizer's text of each token id (src/bridge/protocol.ts TokenTexts). */
   tokenTexts?: { by_id: Record<number, string> } | null;
   specialIds?: readonly number[];
   /** The settings the numbers were computed with (the studio's loss settings, or the batch's config). */

@@ -6,11 +6,11 @@ import { DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH } from '../grpo/default_task.ts'
 import type { RewardSample, RewardTable } from '../grpo/rewards.ts';
 import { groupLabel, serializeBatch } from '../io/batch.ts';
 import { studioStore } from './index.ts';
-import { StudioClient } from '../worker/client.ts';
-import { Cancelled, StudioFailure } from '../worker/errors.ts';
+import { StudioClient } from '../bridge/client.ts';
+import { Cancelled, StudioFailure } from '../bridge/errors.ts';
 import { importStore } from './import.ts';
-import { STAGES, type AdapterChoice, type AdapterReference, type LoadProgress, type ModelChoice, type ModelInfo, type StepSettings, type StepStart, type TemplateVariant } from '../worker/protocol.ts';
-import { pageSettings, promptConversation } from '../worker/settings.ts';
+import { STAGES, type AdapterChoice, type AdapterReference, type LoadProgress, type ModelChoice, type ModelInfo, type StepSettings, type StepStart, type TemplateVariant } from '../bridge/protocol.ts';
+import { pageSettings, promptConversation } from '../bridge/settings.ts';
 import { settingsChanges, trainerOfBatch } from '../grpo/settings/effective.ts';
 import { baseKindOf, baseOf, baseSettingsOf, effectiveOf, ranValue } from './derived.ts';
 import type { ReportInput } from '../report/html.ts';

@@ -5,10 +5,10 @@ import type { GroupStats } from '../grpo/advantages.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import type { BatchSlice, RunResults } from './session.ts';
 import type { StudioState } from './index.ts';
-import type { StepSettings } from '../worker/protocol.ts';
+import type { StepSettings } from '../bridge/protocol.ts';
 import { diffBatches, type BatchDiff } from '../io/batch_diff.ts';
 import { AGGREGATIONS, type LossType } from '../kernels/types.ts';
-import { pageSettings, type SettingsBase, type SettingsEdits } from '../worker/settings.ts';
+import { pageSettings, type SettingsBase, type SettingsEdits } from '../bridge/settings.ts';
 import type { BaseKind } from './settings.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 import { settingOf, settingsChanges, type EffectiveSettings } from '../grpo/settings/effective.ts';
@@ -52,7 +52,7 @@ export const trainerOf = (s: BaseState): TrainerId => baseSettingsOf(s).trainer;
 let lastEffective: { key: unknown[]; value: { settings: EffectiveSettings } | { error: string } } | null = null;
 
 /**
- * The settings the next update runs with (the one resolution the CLI uses: src/worker/settings.ts pageSettings),
+ * The settings the next update runs with (the one resolution the CLI uses: src/bridge/settings.ts pageSettings),
  * or why they cannot be formed (a file value the table refuses). Memoised on its inputs: selectors must
  * return the same object while nothing changed.
  */

@@ -2,7 +2,7 @@
 // its own, like hover.ts: progress changes often and only the import bar subscribes.
 import { useStore } from 'zustand';
 import { createStore } from 'zustand/vanilla';
-import type { LoadProgress } from '../worker/protocol.ts';
+import type { LoadProgress } from '../bridge/protocol.ts';
 
 export interface ImportState {
   name: string | null;

@@ -7,7 +7,7 @@ import type { AdapterReport } from '../gpu/context.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
-import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type WhatIfResult, type BeforeAfterResult, type WeightsMode, type TemplateDiff, type PagePlan } from '../worker/protocol.ts';
+import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type WhatIfResult, type BeforeAfterResult, type WeightsMode, type TemplateDiff, type PagePlan } from '../bridge/protocol.ts';
 
 export type Status = 'idle' | 'busy' | 'ready' | 'error';
 

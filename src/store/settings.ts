@@ -9,8 +9,8 @@
 import type { StateCreator } from 'zustand';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_PROBLEMS, DEFAULT_REWARDS as TASK_REWARDS, additionAnswer, additionQuestion } from '../grpo/default_task.ts';
 import type { RewardKind, RewardSpec } from '../grpo/rewards.ts';
-import type { PromptItem, SamplingSettings } from '../worker/protocol.ts';
-import { DEFAULT_SAMPLING, noEdits, type SettingsEdits } from '../worker/settings.ts';
+import type { PromptItem, SamplingSettings } from '../bridge/protocol.ts';
+import { DEFAULT_SAMPLING, noEdits, type SettingsEdits } from '../bridge/settings.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 
 export interface SettingsSlice {

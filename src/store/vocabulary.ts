@@ -5,7 +5,7 @@
 // settings tables and the effective-mask factor names for the trainer preset form and overlays; the new
 // LoRA adapter's fields for the create form.
 export { AGGREGATIONS, CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../kernels/types.ts';
-export { MASK_FACTORS, STAGES, STAGE_LABELS } from '../worker/protocol.ts';
+export { MASK_FACTORS, STAGES, STAGE_LABELS } from '../bridge/protocol.ts';
 export { DEFAULT_MODEL_NAME } from '../grpo/default_task.ts';
 export { groupLabel } from '../io/batch.ts';
 export { TRAINERS, type TrainerId, type SettingSpec } from '../grpo/settings/types.ts';

@@ -27,7 +27,7 @@ function parse(spec: SettingSpec, t: string): unknown {
 }
 
 function tooltip(spec: SettingSpec): string {
-  const allowed = spec.values ? ` — one of ${spec.values.join(', ')}${spec.nullable ? ', null' : ''}` : '';
+  const allowed = !spec.values ? '' : spec.type === 'enum' ? ` — one of ${spec.values.join(', ')}${spec.nullable ? ', null' : ''}` : ` — the studio reproduces ${spec.values.join(', ')}`;
   return `${spec.doc} (${spec.type}, default ${JSON.stringify(spec.default)}${allowed})${spec.source ? ` — ${spec.source}` : ''}${spec.studio ? ' — studio-only' : ''}`;
 }
 
@@ -82,9 +82,11 @@ export function SettingField({ spec, where, value, provenance, onCommit, testId,
       </select>
     );
   } else {
+    const list = spec.type === 'string' && spec.values ? `values-${spec.name}` : undefined;
     input = (
       <input
         type="text"
+        list={list}
         className={problem ? 'bad' : undefined}
         aria-invalid={problem !== null}
         data-testid={testId}
@@ -96,6 +98,19 @@ export function SettingField({ spec, where, value, provenance, onCommit, testId,
         }}
       />
     );
+    // A string row's reproduced values are offered, not imposed (a dump's other value is read, then refused where used).
+    if (list) {
+      input = (
+        <>
+          {input}
+          <datalist id={list}>
+            {spec.values!.map((o) => (
+              <option key={o} value={o} />
+            ))}
+          </datalist>
+        </>
+      );
+    }
   }
   return (
     <Field label={spec.name} title={problem ?? tooltip(spec)}>

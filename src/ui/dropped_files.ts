@@ -1,6 +1,6 @@
 // A dropped or picked folder as the worker reads it: File objects with their paths relative to the
 // dropped directory (webkitRelativePath), for the model, reference and adapter folder inputs.
-import type { ModelChoice } from '../worker/protocol.ts';
+import type { ModelChoice } from '../bridge/protocol.ts';
 
 /** Files of a dropped folder (recursively), with their relative paths. */
 export async function droppedFiles(items: DataTransferItemList): Promise<File[]> {

@@ -1,5 +1,5 @@
 // The grid's cell and text colours by region, in one pure module so the contrast test reads the same
-// values the canvas and the saved report paint (tests/ui_contrast.test.ts).
+// values the canvas and the saved report paint (tests/ui/ui_contrast.test.ts).
 
 /** Cell colour by REGION value (absent, pad, prompt, special, completion, EOS, after EOS). */
 export const REGION_COLORS = ['#0e1117', '#2b2f3a', '#1f4a73', '#5b3f8c', '#1f6b45', '#a07a18', '#4a2f2f'] as const;

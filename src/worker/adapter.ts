@@ -10,7 +10,7 @@ import { initLoraWeights, loadLoraAdapter, loraKey, saveLoraAdapter, type LoraWe
 import { LoraAdapter } from '../model/lora_adapter.ts';
 import type { CausalLM } from '../model/model.ts';
 import { FileSource } from '../model/source.ts';
-import type { AdapterChoice, AdapterInfo, AdapterReference, ModelChoice } from './protocol.ts';
+import type { AdapterChoice, AdapterInfo, AdapterReference, ModelChoice } from '../bridge/protocol.ts';
 
 /** The model's own name where it is exact (a Hub id, the embedded folder); a dropped folder may be renamed, so none. */
 export function modelId(model: ModelChoice): string | null {

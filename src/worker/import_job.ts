@@ -8,9 +8,9 @@ import { diagnose, doctorOptions } from '../doctor/index.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import { readAnyBatch } from '../io/formats/index.ts';
 import type { ImportResult } from '../io/formats/common.ts';
-import { Cancelled, errorInfo, StudioFailure } from './errors.ts';
-import { BATCH_ROW_FIELDS, packParts, rowPaths, unpackParts, type RowPart } from './rows.ts';
-import type { LoadProgress, WorkerErrorInfo } from './protocol.ts';
+import { Cancelled, errorInfo, StudioFailure } from '../bridge/errors.ts';
+import { BATCH_ROW_FIELDS, packParts, rowPaths, unpackParts, type RowPart } from '../bridge/rows.ts';
+import type { LoadProgress, WorkerErrorInfo } from '../bridge/protocol.ts';
 
 export interface ImportJob {
   file: Blob;
@@ -21,7 +21,7 @@ export interface ImportJob {
 
 export type ImportReply =
   | { progress: LoadProgress }
-  /** The batch's rows travel packed in `parts` (rows.ts), their arrays emptied in `read`. */
+  /** The batch's rows travel packed in `parts` (src/bridge/rows.ts), their arrays emptied in `read`. */
   | { ok: true; read: ImportResult; report: DoctorReport | null; parts: RowPart[] }
   | { ok: false; error: WorkerErrorInfo };
 

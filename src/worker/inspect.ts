@@ -9,7 +9,7 @@ import type { GrpoBatch } from '../io/batch.ts';
 import type { ModelConfig } from '../model/config.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import { modelId } from './adapter.ts';
-import type { ModelChoice, TokenTexts } from './protocol.ts';
+import type { ModelChoice, TokenTexts } from '../bridge/protocol.ts';
 
 /** Decoded text of every token (special tokens as written), for the grid and the inspector. */
 export function tokenTexts(tok: Tokenizer, batch: GrpoBatch): TokenTexts {

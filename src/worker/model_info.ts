@@ -9,7 +9,7 @@ import type { CausalLM } from '../model/model.ts';
 import { planStep } from '../model/plan.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import type { AdapterSlot } from './adapter.ts';
-import type { ModelInfo, PagePlan } from './protocol.ts';
+import type { ModelInfo, PagePlan } from '../bridge/protocol.ts';
 
 export interface HeldModels {
   limits: BufferLimits;

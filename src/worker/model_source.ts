@@ -5,7 +5,7 @@ import { ModelLoadError } from '../model/config.ts';
 import { HubSource } from '../model/hub.ts';
 import { FileSource, parseJSONFile, readStream, type ModelSource } from '../model/source.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
-import type { ModelChoice } from './protocol.ts';
+import type { ModelChoice } from '../bridge/protocol.ts';
 
 /** A model folder served over plain HTTP (the embedded default under public/models/, at the URL the page resolved). */
 class UrlSource implements ModelSource {

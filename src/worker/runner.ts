@@ -1,4 +1,4 @@
-// The studio worker's StepRunner (src/worker/protocol.ts) over the step pipeline: loads a model and its
+// The studio worker's StepRunner (src/bridge/protocol.ts) over the step pipeline: loads a model and its
 // tokenizer from the page's ModelChoice (the embedded default, a Hub id or a dropped folder), turns the
 // page's settings into a StepConfig and the start of the update (the prompt set, or an imported batch),
 // runs the pipeline stage by stage and hands each stage's data through unchanged, adding what the page
@@ -27,10 +27,10 @@ import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import { AdapterSlot } from './adapter.ts';
 import { inspectBatch, loadedModel, tokenTexts } from './inspect.ts';
-import type { AdapterChoice, AdapterReference, CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, PagePlan, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerView } from './protocol.ts';
+import type { AdapterChoice, AdapterReference, CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, PagePlan, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerView } from '../bridge/protocol.ts';
 import type { EffectiveSettings } from '../grpo/settings/effective.ts';
 import { runJsReward } from './reward_sandbox.ts';
-import { promptConversation } from './settings.ts';
+import { promptConversation } from '../bridge/settings.ts';
 import { trainerView, trainerWhatIf } from './trainer_view.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { StepPipeline } from '../grpo/step.ts';
@@ -40,7 +40,7 @@ import type { StageData, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
 import { computeAdvantages, withUnscorable } from '../grpo/advantages.ts';
 
-/** A stage's data with the page's extras (src/worker/protocol.ts StageExtras): token texts and the Doctor's report. */
+/** A stage's data with the page's extras (src/bridge/protocol.ts StageExtras): token texts and the Doctor's report. */
 function withExtras(id: StageId, data: StageData[StageId] | null, model: KnownModel, pipe: StepPipeline): StagePayloads[StageId] | null {
   // The Doctor's options as on import (the tokenizer only where it fits the batch), with this step's position ids
   // where the batch records none.

@@ -1,23 +1,24 @@
 // The studio worker: everything heavy runs here, off the page's thread — WebGPU (the only place that
 // touches it), batch parsing and the Doctor, model loading and the one-step pipeline. It answers the
-// requests of protocol.ts one message per request, and reports load progress and a lost device as events.
+// requests of src/bridge/protocol.ts one message per request, and reports load progress and a lost device
+// as events.
 // An import is parsed in a worker of its own (import_job.ts) that a cancel terminates, and its batch goes
-// to the page in row slices (rows.ts) so the page's thread is never held for long.
+// to the page in row slices (src/bridge/rows.ts) so the page's thread is never held for long.
 import { browserGpu } from '../gpu/browser.ts';
 import { scoreRewards, type JsRewardRunner } from '../grpo/rewards.ts';
 import type { GrpoBatch } from '../io/batch.ts';
-import { errorInfo } from './errors.ts';
+import { errorInfo } from '../bridge/errors.ts';
 import { parseInWorker, type ParseRun } from './import_job.ts';
-import type { Request, RequestEnvelope, Responses, StepRunner, WorkerMessage } from './protocol.ts';
+import type { Request, RequestEnvelope, Responses, StepRunner, WorkerMessage } from '../bridge/protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
-import { BATCH_ROW_FIELDS, rowPaths, streamRows } from './rows.ts';
+import { BATCH_ROW_FIELDS, rowPaths, streamRows } from '../bridge/rows.ts';
 import { sandboxRenderer } from './template_sandbox.ts';
 
 /** User JS rewards run in a sandbox worker started from this one, so a hang never blocks a stage. */
 const runJs: JsRewardRunner = (spec, samples) => runJsReward(spec, samples);
 
 // Results are structured-cloned: the pipeline keeps reading the arrays it returned. Only the buffers of
-// packed row parts (fresh copies, rows.ts) are transferred.
+// packed row parts (fresh copies, src/bridge/rows.ts) are transferred.
 const post = (msg: WorkerMessage, transfer: Transferable[] = []) => (self as unknown as Worker).postMessage(msg, transfer);
 
 let runner: Promise<StepRunner> | null = null;

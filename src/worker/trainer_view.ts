@@ -13,7 +13,7 @@ import { trainerObjectiveOf } from '../grpo/step_config.ts';
 import type { EffectiveSettings } from '../grpo/settings/effective.ts';
 import { TrainerRefusal } from '../grpo/settings/trainer_rules.ts';
 import type { Gpu } from '../gpu/context.ts';
-import type { TrainerTerms, TrainerView, WhatIfResult } from './protocol.ts';
+import type { TrainerTerms, TrainerView, WhatIfResult } from '../bridge/protocol.ts';
 
 const f32 = (a: ArrayLike<number> | null): Float32Array | null => (a ? Float32Array.from(a) : null);
 

@@ -13,7 +13,7 @@ import { DEFAULT_SETTINGS } from '../../src/store/settings.ts';
 import { contrastRatio } from '../../src/view/colors.ts';
 import { loadTokenizerDir } from '../../src/tokenize/node.ts';
 import type { Tokenizer } from '../../src/tokenize/tokenizer.ts';
-import { promptConversation } from '../../src/worker/settings.ts';
+import { promptConversation } from '../../src/bridge/settings.ts';
 import { dismissErrors, errorTexts, studioForFile, root, type Studio } from './harness.ts';
 
 let studio: Studio;

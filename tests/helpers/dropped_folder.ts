@@ -1,6 +1,6 @@
 // A model folder as the page sends a dropped directory (File objects with webkitRelativePath): a random tiny
-// Qwen2 with the default task's tokenizer, for the StepRunner tests (tests/step_runner.test.ts,
-// tests/trainer_view.test.ts).
+// Qwen2 with the default task's tokenizer, for the StepRunner tests (tests/worker/step_runner.test.ts,
+// tests/worker/trainer_view.test.ts).
 import { copyFileSync, readFileSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseConfig } from '../../src/model/config.ts';

@@ -3,8 +3,8 @@
 // since a random model earns no task reward and a flat reward gives zero advantages and a zero gradient.
 // `config` (TRL names) are the test's edits over the default task's preset, resolved as the page resolves them.
 import { DEFAULT_SETTINGS } from '../../src/store/settings.ts';
-import type { StepSettings } from '../../src/worker/protocol.ts';
-import { noEdits, pageSettings } from '../../src/worker/settings.ts';
+import type { StepSettings } from '../../src/bridge/protocol.ts';
+import { noEdits, pageSettings } from '../../src/bridge/settings.ts';
 import type { TrainerId } from '../../src/grpo/settings/types.ts';
 
 /** The page's settings for the prompt set under `trainer` with these edits (config / run in its names). */

@@ -1,5 +1,5 @@
 # Runs the Python hook of a docs/import/<trainer>.md page unchanged on synthetic tensors with the
-# trainer's documented shapes (tests/format_hooks.test.ts then imports what it wrote):
+# trainer's documented shapes (tests/io/format_hooks.test.ts then imports what it wrote):
 #   python3 tests/python/run_hook.py trl|verl|openrlhf DOC.md OUT_DIR
 # The trainer objects the hook touches are small stand-ins (no trl / verl / openrlhf installed);
 # `safetensors` is the dependency-free shim in tests/python/shim (on PYTHONPATH).

@@ -76,12 +76,12 @@ export const TRL_SETTINGS: SettingsTable = rows([
   { name: 'learning_rate', form: 'loss', type: 'number', min: 0, default: 1e-6, scope: 'optimizer', doc: 'AdamW learning rate before the schedule (GRPOConfig: 1e-6).' },
   // optim and lr_scheduler_type are any string here (a dump's loss and advantages do not depend on them); the
   // optimizer step refuses the values it does not reproduce (src/grpo/trainers/trl_optimizer.ts).
-  { name: 'optim', form: 'loss', type: 'string', default: 'adamw_torch_fused', scope: 'optimizer', source: ARGS, doc: `The optimizer: ${TRL_OPTIMS.join(', ')} (torch.optim.AdamW; SGD); 8-bit, paged and other optimizers are refused by the step.` },
+  { name: 'optim', form: 'loss', type: 'string', values: TRL_OPTIMS, default: 'adamw_torch_fused', scope: 'optimizer', source: ARGS, doc: `The optimizer: ${TRL_OPTIMS.join(', ')} (torch.optim.AdamW; SGD); 8-bit, paged and other optimizers are refused by the step.` },
   { name: 'adam_beta1', type: 'number', min: 0, max: 1, default: 0.9, scope: 'optimizer', source: ARGS, doc: 'AdamW β1.' },
   { name: 'adam_beta2', type: 'number', min: 0, max: 1, default: 0.999, scope: 'optimizer', source: ARGS, doc: 'AdamW β2.' },
   { name: 'adam_epsilon', type: 'number', min: 0, exclusive: true, default: 1e-8, scope: 'optimizer', source: ARGS, doc: 'AdamW ε.' },
   { name: 'weight_decay', form: 'loss', type: 'number', min: 0, default: 0, scope: 'optimizer', source: ARGS, doc: 'AdamW weight decay, not on biases and norm weights (Trainer.get_decay_parameter_names).' },
-  { name: 'lr_scheduler_type', type: 'string', default: 'linear', scope: 'optimizer', source: ARGS, doc: `The learning rate at run.global_step: ${TRL_LR_SCHEDULERS.join(', ')} (linear / cosine decay to 0 over run.max_steps, after warmup).` },
+  { name: 'lr_scheduler_type', type: 'string', values: TRL_LR_SCHEDULERS, default: 'linear', scope: 'optimizer', source: ARGS, doc: `The learning rate at run.global_step: ${TRL_LR_SCHEDULERS.join(', ')} (linear / cosine decay to 0 over run.max_steps, after warmup).` },
   { name: 'lr_scheduler_kwargs', type: 'object', nullable: true, default: null, scope: 'optimizer', source: ARGS, doc: "The scheduler's extra arguments: cosine's num_cycles (default 0.5); any other is refused by the step." },
   { name: 'warmup_steps', type: 'number', min: 0, default: 0, scope: 'optimizer', source: ARGS, doc: 'Linear warmup steps; a value in (0, 1) is a ratio of run.max_steps.' },
   { name: 'warmup_ratio', type: 'number', min: 0, max: 1, nullable: true, default: null, scope: 'optimizer', source: ARGS, doc: 'Warmup as a ratio of run.max_steps, used when warmup_steps is 0 (transformers 4.x; null = 0, deprecated in 5.x).' },

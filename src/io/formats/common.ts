@@ -244,3 +244,48 @@ export function tokenIds(opts: ImportOptions, meta: { pad?: unknown; eos?: unkno
   }
   return { pad_token_id: pad, eos_token_ids: eos };
 }
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * A trainer's config object (verl's OmegaConf.to_container(config), OpenRLHF's hierarchized args) as
+ * [path, value] leaves, its nested objects walked ("a.b.c"): lists, scalars and null are leaves, and so is an
+ * object at a path `whole` names (a setting whose value is an object). Nesting deeper than 32 is refused.
+ */
+export function configLeaves(d: Dump, o: Record<string, unknown>, whole: (path: string) => boolean, prefix = ''): [string, unknown][] {
+  if (prefix.split('.').length > 32) d.fail(`__metadata__ config nests deeper than 32 levels at ${prefix.slice(0, 80)}…`);
+  return Object.entries(o).flatMap(([k, v]): [string, unknown][] => {
+    const path = prefix + k;
+    return isPlainObject(v) && !whole(path) ? configLeaves(d, v, whole, `${path}.`) : [[path, v]];
+  });
+}
+
+/**
+ * One file's values of a settings table's leaves, gathered from every place the trainer writes them (verl's
+ * nested config, its hook's flat keys and DataProto.meta_info; OpenRLHF's nested and flat args). A leaf given
+ * at two places with different values is an error naming both; equal ones are one value.
+ */
+export class LeafValues {
+  readonly values = new Map<string, { where: string; value: unknown }>();
+  constructor(private readonly d: Dump) {}
+
+  set(leaf: string, where: string, value: unknown): void {
+    const was = this.values.get(leaf);
+    if (!was) this.values.set(leaf, { where, value });
+    else if (JSON.stringify(was.value) !== JSON.stringify(value)) this.d.fail(`__metadata__ ${was.where} = ${JSON.stringify(was.value)} and ${where} = ${JSON.stringify(value)} both set ${leaf} and disagree`);
+  }
+
+  get(leaf: string): unknown {
+    return this.values.get(leaf)?.value;
+  }
+
+  /** The leaves as one object, in the table's names. */
+  object(): Record<string, unknown> {
+    return Object.fromEntries([...this.values].map(([k, v]) => [k, v.value]));
+  }
+}
+
+/** A config path as the messages name it: nested "config.a.b", a flat key with dots config["a.b"]. */
+export const flatKey = (k: string): string => (k.includes('.') ? `config[${JSON.stringify(k)}]` : `config.${k}`);
+
+export { isPlainObject };

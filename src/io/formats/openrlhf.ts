@@ -9,13 +9,22 @@
 // - `index` is each row's sample position in the rollout batch; its group is index // n_samples_per_prompt.
 // Row b's prompt is every token before its first action, its completion the rest (right padding
 // included), so each row's completion_mask is action_mask from the first action on, same length.
+// Settings (the rows of src/grpo/settings/openrlhf.ts, named by train_ppo_ray.py's argparse dests such as
+// `actor.eps_clip`): `config` is the args, flat (vars(args) before hierarchize: {"actor.eps_clip": 0.2}) or
+// nested as the trainer holds them (openrlhf/utils/config.py hierarchize splits each dest on "."; a dump of
+// args gives {"actor": {"eps_clip": 0.2}}). Nested paths are joined back with "." (exactly hierarchize's
+// inverse) and the table's rows carried; other nested args are counted in notes. n_samples_per_prompt is the
+// metadata's, else args.rollout.n_samples_per_prompt (nested or flat), else the older flat name. A value given
+// at two of these places with different values is an error naming both. `run` (OPENRLHF_RUN) is carried as
+// written, as the TRL reader does.
 import type { GrpoBatch } from '../batch.ts';
-import { Dump, intOf, row, splitLossMask, tokenIds, toolMasks, scalarAdvantages, type ImportOptions, type ImportResult } from './common.ts';
+import { configTable, runTable } from '../../grpo/settings/effective.ts';
+import { configLeaves, Dump, flatKey, intOf, isPlainObject, LeafValues, row, splitLossMask, tokenIds, toolMasks, scalarAdvantages, type ImportOptions, type ImportResult } from './common.ts';
 
 const MAPPED = ['sequences', 'attention_mask', 'action_mask', 'action_log_probs', 'base_action_log_probs', 'rollout_log_probs', 'advantages', 'rewards'];
 const KNOWN_UNMAPPED = ['returns', 'values', 'kl', 'scores', 'response_length', 'truncated', 'total_length'];
 const PER_ACTION = { action_log_probs: 'old_per_token_logps', base_action_log_probs: 'ref_per_token_logps', rollout_log_probs: 'sampling_per_token_logps', advantages: 'per_token_advantages' } as const;
-const META = ['index', 'n_samples_per_prompt', 'config', 'metrics', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'prompts', 'format'];
+const META = ['index', 'n_samples_per_prompt', 'config', 'run', 'metrics', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'prompts', 'format'];
 
 export function detect(d: Dump): boolean {
   return d.has('sequences') && d.has('action_mask');
@@ -36,10 +45,10 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   if (attention && attention.cols !== T) d.fail(`attention_mask has ${attention.cols} columns, sequences has ${T}`);
   if (!attention) notes.push('no attention_mask: every prompt token is taken as real');
 
-  const cfg = d.metaObject('config');
-  const n = intOf(d.meta('n_samples_per_prompt')) ?? intOf(cfg.n_samples_per_prompt);
+  const cfg = openrlhfSettings(d, d.metaObject('config'), notes);
+  const n = samplesPerPrompt(d, d.metaObject('config'));
   const index = d.meta('index');
-  if (n === undefined || n < 1) d.fail('__metadata__ has no n_samples_per_prompt: groups (index // n_samples_per_prompt) cannot be formed');
+  if (n === undefined || n < 1) d.fail('__metadata__ has no n_samples_per_prompt (nor config.rollout.n_samples_per_prompt, args as the trainer holds them): groups (index // n_samples_per_prompt) cannot be formed');
   if (!Array.isArray(index) || index.length !== B) d.fail(`__metadata__ "index" must list ${B} sample positions (one per row), got ${Array.isArray(index) ? index.length : typeof index}`);
   const bad = index.findIndex((i) => !Number.isInteger(i) || i < 0);
   if (bad >= 0) d.fail(`__metadata__ index[${bad}] = ${JSON.stringify(index[bad])} is not a sample position`);
@@ -79,11 +88,44 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     if (!batch.advantages) notes.push('advantages vary within responses (GAE or shaped rewards): kept per token only');
   }
   if (d.has('rewards')) batch.rewards = row(d.floats('rewards', 1), 0, 0, B);
-  batch.config = { ...cfg };
+  batch.config = cfg;
+  const run = d.metaObject('run');
+  if (Object.keys(run).length) batch.run = run;
   batch.metrics = d.metrics(); // e.g. verl "actor/kl_loss", OpenRLHF "kl": the Doctor's logged-kl rule
   for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1`);
   const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k));
   unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));
+  unknownKeys.push(...Object.keys(run).filter((k) => !runTable('openrlhf').some((s) => s.name === k)).map((k) => `__metadata__.run.${k}`));
   batch.trainer = 'openrlhf';
   return { batch, format: 'openrlhf', trainer: 'OpenRLHF PPO (Experience)', unknownKeys, notes };
+}
+
+/** The table's rows (config and run) by name: a nested path that joins to one is carried, an object row kept whole. */
+const ROWS = new Map([...configTable('openrlhf'), ...runTable('openrlhf')].map((s) => [s.name, s]));
+
+/** The args' flat keys as written, and the nested args' table rows under their dest names (LeafValues: agree or fail). */
+function openrlhfSettings(d: Dump, cfg: Record<string, unknown>, notes: string[]): Record<string, unknown> {
+  const leaves = new LeafValues(d);
+  const unread: string[] = [];
+  for (const [k, v] of Object.entries(cfg)) {
+    if (!isPlainObject(v) || ROWS.get(k)?.type === 'object') {
+      leaves.set(k, flatKey(k), v);
+      continue;
+    }
+    for (const [p, x] of configLeaves(d, v, (path) => ROWS.get(path)?.type === 'object', `${k}.`)) {
+      if (ROWS.has(p)) leaves.set(p, `config.${p}`, x);
+      else if (p !== 'rollout.n_samples_per_prompt') unread.push(p);
+    }
+  }
+  if (unread.length) notes.push(`config: ${unread.length} nested arg(s) the studio does not read, not carried (${unread.slice(0, 4).join(', ')}${unread.length > 4 ? ', …' : ''})`);
+  return leaves.object();
+}
+
+/** n_samples_per_prompt: the metadata's, args.rollout.n_samples_per_prompt (nested or flat), or the older flat name; all given must agree. */
+function samplesPerPrompt(d: Dump, cfg: Record<string, unknown>): number | undefined {
+  const n = new LeafValues(d);
+  const nested = isPlainObject(cfg.rollout) ? cfg.rollout.n_samples_per_prompt : undefined;
+  const given: [string, unknown][] = [['n_samples_per_prompt', d.meta('n_samples_per_prompt')], [flatKey('rollout.n_samples_per_prompt'), cfg['rollout.n_samples_per_prompt']], ['config.rollout.n_samples_per_prompt', nested], [flatKey('n_samples_per_prompt'), cfg.n_samples_per_prompt]];
+  for (const [where, v] of given) if (v !== undefined) n.set('n_samples_per_prompt', where, intOf(v) ?? v);
+  return intOf(n.get('n_samples_per_prompt'));
 }

@@ -8,12 +8,41 @@
 // - GRPO's reward is token_level_rewards.sum(-1); advantages (B, R) = the scalar (r − mean) / (std + 1e-6)
 //   (or r − mean when algorithm.norm_adv_by_std_in_grpo is false) times response_mask; a uid with one
 //   row gets mean 0, std 1.
+// Settings (the rows of src/grpo/settings/verl.ts, in its leaf names) come from three places, mapped once here:
+// - `config` as the docs' hook writes it: flat leaf names (rollout_n, loss_agg_mode, …), kept as written;
+// - `config` as verl holds it, OmegaConf.to_container(config, resolve=True) of the driver's config (layout of
+//   verl/trainer/config/_generated_ppo_trainer.yaml at b178a3c): NESTED below maps each path to its leaf
+//   (actor_rollout_ref.actor.policy_loss.loss_mode → loss_mode, algorithm.rollout_correction.* → rollout_*,
+//   actor_rollout_ref.rollout.temperature → temperature, trainer.use_legacy_worker_impl, …). The actor's
+//   batch sizes are the driver's normalised as verl/workers/fsdp_workers.py ActorRolloutRefWorker.__init__
+//   does (actorBatchSizes). Other nested fields are counted in notes, not carried;
+// - `meta_info` (DataProto.meta_info as the dump saves it): temperature (ray_trainer.py sets it from
+//   actor_rollout_ref.rollout.temperature; dp_actor.py reads it), pad / EOS ids.
+// A leaf given at two of these places with different values is an error naming both. `run` (the run context
+// of VERL_RUN) is carried as written, as the TRL reader does.
 import type { BatchConfig, GrpoBatch } from '../batch.ts';
-import { Dump, intOf, type Tensor2D, labelsFromKeys, largestGroup, row, rows, scalarAdvantages, splitLossMask, tokenIds, toolMasks, type ImportOptions, type ImportResult } from './common.ts';
+import { runTable } from '../../grpo/settings/effective.ts';
+import { configLeaves, Dump, flatKey, intOf, isPlainObject, LeafValues, type Tensor2D, labelsFromKeys, largestGroup, row, rows, scalarAdvantages, splitLossMask, tokenIds, toolMasks, type ImportOptions, type ImportResult } from './common.ts';
 
 const MAPPED = ['prompts', 'responses', 'input_ids', 'attention_mask', 'response_mask', 'advantages', 'old_log_probs', 'ref_log_prob', 'rollout_log_probs', 'token_level_rewards'];
 const KNOWN_UNMAPPED = ['position_ids', 'returns', 'token_level_scores', 'values', 'entropys', 'rm_scores', 'response_length', 'prompt_length'];
-const META = ['uid', 'config', 'metrics', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'format'];
+const META = ['uid', 'config', 'meta_info', 'run', 'metrics', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'format'];
+
+const A = 'actor_rollout_ref.actor.';
+/** verl's nested config path → the table's leaf (verl/trainer/config/_generated_ppo_trainer.yaml at b178a3c). */
+const NESTED: ReadonlyMap<string, string> = new Map([
+  ...['loss_agg_mode', 'clip_ratio', 'clip_ratio_low', 'clip_ratio_high', 'clip_ratio_c', 'entropy_coeff', 'calculate_entropy', 'use_kl_loss', 'kl_loss_coef', 'kl_loss_type', 'loss_scale_factor', 'tau_pos', 'tau_neg', 'ppo_epochs', 'use_dynamic_bsz'].map((k) => [A + k, k] as const),
+  ...['loss_mode', 'clip_cov_ratio', 'clip_cov_lb', 'clip_cov_ub', 'kl_cov_ratio', 'ppo_kl_coef'].map((k) => [`${A}policy_loss.${k}`, k] as const),
+  ...['rollout_is', 'rollout_is_threshold', 'rollout_is_batch_normalize', 'rollout_rs', 'rollout_rs_threshold', 'bypass_mode', 'loss_type'].map((k) => [`algorithm.rollout_correction.${k}`, k] as const),
+  ...['adv_estimator', 'norm_adv_by_std_in_grpo', 'gamma'].map((k) => [`algorithm.${k}`, k] as const),
+  ['actor_rollout_ref.rollout.temperature', 'temperature'],
+  ['actor_rollout_ref.rollout.n', 'rollout_n'],
+  ['trainer.use_legacy_worker_impl', 'use_legacy_worker_impl'],
+]);
+/** Nested paths actorBatchSizes reads (the sizes and what normalises them). */
+const SIZES = [`${A}ppo_mini_batch_size`, `${A}ppo_micro_batch_size`, `${A}ppo_micro_batch_size_per_gpu`, `${A}ulysses_sequence_parallel_size`, `${A}strategy`, 'trainer.nnodes', 'trainer.n_gpus_per_node'];
+/** The table leaves the nested config gives (NESTED's and the batch sizes): tests check every table row has one. */
+export const VERL_NESTED_LEAVES: ReadonlySet<string> = new Set([...NESTED.values(), 'ppo_mini_batch_size', 'ppo_micro_batch_size_per_gpu']);
 
 export function detect(d: Dump): boolean {
   return d.has('responses') && d.has('prompts');
@@ -42,9 +71,10 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   const split = lossMask.map(splitLossMask);
   const completion_ids = rows(responses);
   const lastTrained = completion_ids.map((r, b) => r[lossMask[b].lastIndexOf(1)]).filter((x) => x !== undefined);
-  const { pad_token_id, eos_token_ids } = tokenIds(opts, { pad: d.meta('pad_token_id'), eos: d.meta('eos_token_ids') ?? d.meta('eos_token_id') }, lastTrained, notes);
+  const metaInfo = d.metaObject('meta_info');
+  const { pad_token_id, eos_token_ids } = tokenIds(opts, { pad: d.meta('pad_token_id') ?? metaInfo.pad_token_id, eos: d.meta('eos_token_ids') ?? d.meta('eos_token_id') ?? metaInfo.eos_token_id }, lastTrained, notes);
 
-  const cfg = d.metaObject('config');
+  const cfg = verlSettings(d, d.metaObject('config'), metaInfo, notes);
   const G = intOf(cfg.rollout_n) ?? largestGroup(group_ids);
   if (intOf(cfg.rollout_n) === undefined) notes.push(`no config.rollout_n: num_generations = ${G}, the largest uid group`);
   const batch: GrpoBatch = {
@@ -73,12 +103,80 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     if (!batch.advantages) notes.push('advantages vary within responses (not a GRPO outcome advantage): kept per token only');
   }
   batch.config = verlConfig(cfg);
+  const run = d.metaObject('run');
+  if (Object.keys(run).length) batch.run = run;
   batch.metrics = d.metrics(); // e.g. verl "actor/kl_loss", OpenRLHF "kl": the Doctor's logged-kl rule
   for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1`);
   const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k));
   unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));
+  unknownKeys.push(...Object.keys(run).filter((k) => !runTable('verl').some((s) => s.name === k)).map((k) => `__metadata__.run.${k}`));
   batch.trainer = 'verl';
   return { batch, format: 'verl', trainer: 'verl RayPPOTrainer', unknownKeys, notes };
+}
+
+/**
+ * The table's leaves from the dump's `config` (flat hook keys, kept as written, and verl's nested config through
+ * NESTED) and `meta_info`; a leaf two places give differently is an error naming both (LeafValues).
+ */
+function verlSettings(d: Dump, cfg: Record<string, unknown>, metaInfo: Record<string, unknown>, notes: string[]): Record<string, unknown> {
+  const leaves = new LeafValues(d);
+  const nested = new Map<string, unknown>();
+  for (const [k, v] of Object.entries(cfg)) {
+    if (isPlainObject(v)) for (const [p, x] of configLeaves(d, v, () => false, `${k}.`)) nested.set(p, x);
+    else leaves.set(k, flatKey(k), v);
+  }
+  const unread: string[] = [];
+  for (const [p, v] of nested) {
+    if (typeof v === 'string' && v.startsWith('${') && (NESTED.has(p) || SIZES.includes(p))) d.fail(`__metadata__ config.${p} = ${JSON.stringify(v)} is an unresolved interpolation: save OmegaConf.to_container(config, resolve=True)`);
+    const leaf = NESTED.get(p);
+    if (leaf !== undefined) leaves.set(leaf, `config.${p}`, v);
+    else if (!SIZES.includes(p)) unread.push(p);
+  }
+  actorBatchSizes(d, nested, leaves, notes);
+  if (metaInfo.temperature !== undefined) leaves.set('temperature', 'meta_info.temperature', metaInfo.temperature);
+  const otherInfo = Object.keys(metaInfo).filter((k) => !['temperature', 'pad_token_id', 'eos_token_id'].includes(k));
+  if (otherInfo.length) notes.push(`meta_info: ${otherInfo.join(', ')} read, not used`);
+  if (unread.length) notes.push(`config: ${unread.length} nested field(s) the studio does not read, not carried (${unread.slice(0, 4).join(', ')}${unread.length > 4 ? ', …' : ''})`);
+  return leaves.object();
+}
+
+/**
+ * The actor's batch sizes as dp_actor.py reads them (the table's ppo_mini_batch_size, ppo_micro_batch_size_per_gpu)
+ * from the driver's nested config, normalised as verl/workers/fsdp_workers.py ActorRolloutRefWorker.__init__
+ * does: ppo_mini_batch_size × rollout.n // (world // ulysses_sequence_parallel_size), world = trainer.nnodes ×
+ * trainer.n_gpus_per_node (main_ppo.py's global pool); the deprecated global ppo_micro_batch_size // the same
+ * becomes the per-GPU size. Megatron (another data-parallel size) or a config without those fields: the driver's
+ * value is not the actor's, so it is not carried, and the notes say why.
+ */
+function actorBatchSizes(d: Dump, nested: Map<string, unknown>, leaves: LeafValues, notes: string[]): void {
+  const [mini, micro, perGpu] = [nested.get(`${A}ppo_mini_batch_size`), nested.get(`${A}ppo_micro_batch_size`), nested.get(`${A}ppo_micro_batch_size_per_gpu`)];
+  if (perGpu !== undefined) leaves.set('ppo_micro_batch_size_per_gpu', `config.${A}ppo_micro_batch_size_per_gpu`, perGpu);
+  if (mini === undefined && (micro === undefined || micro === null)) return;
+  if (micro !== undefined && micro !== null && perGpu !== undefined && perGpu !== null) {
+    d.fail(`__metadata__ config.${A}ppo_micro_batch_size and ppo_micro_batch_size_per_gpu are both set: verl refuses it ("[actor] You have set both 'actor.ppo_micro_batch_size' AND 'actor.ppo_micro_batch_size_per_gpu'", verl/workers/config/actor.py)`);
+  }
+  const n = intOf(nested.get('actor_rollout_ref.rollout.n'));
+  const world = (intOf(nested.get('trainer.nnodes')) ?? NaN) * (intOf(nested.get('trainer.n_gpus_per_node')) ?? NaN);
+  const sp = intOf(nested.get(`${A}ulysses_sequence_parallel_size`) ?? 1) ?? NaN;
+  const strategy = nested.get(`${A}strategy`);
+  const dp = Math.floor(world / sp);
+  const why = strategy !== 'fsdp' && strategy !== 'fsdp2' ? `strategy ${JSON.stringify(strategy)} is not fsdp / fsdp2`
+    : !(dp >= 1) ? 'the config has no trainer.nnodes × trainer.n_gpus_per_node ÷ ulysses_sequence_parallel_size ≥ 1'
+    : mini !== undefined && n === undefined ? 'the config has no actor_rollout_ref.rollout.n' : '';
+  if (why) {
+    notes.push(`config.${A}ppo_mini_batch_size / ppo_micro_batch_size not carried: the actor normalises them by rollout.n and its data-parallel size (fsdp_workers.py), and ${why}`);
+    return;
+  }
+  if (mini !== undefined) {
+    const m = intOf(mini);
+    const v = m === undefined ? mini : Math.floor((m * n!) / dp);
+    leaves.set('ppo_mini_batch_size', `config.${A}ppo_mini_batch_size × rollout.n // ${dp} GPUs`, v);
+    if (m !== undefined) notes.push(`ppo_mini_batch_size = ${m} × rollout.n ${n} // (${world} GPUs // sp ${sp}) = ${v}: the actor's, as fsdp_workers.py normalises it`);
+  }
+  if (micro !== undefined && micro !== null) {
+    const m = intOf(micro);
+    leaves.set('ppo_micro_batch_size_per_gpu', `config.${A}ppo_micro_batch_size // ${dp} GPUs`, m === undefined ? micro : Math.floor(m / dp));
+  }
 }
 
 /** verl's settings in the studio's names; the hook's own keys are kept alongside. */

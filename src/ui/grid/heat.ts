@@ -5,7 +5,7 @@ import type { GrpoBatch } from '../../io/batch.ts';
 import type { BatchDiff } from '../../io/batch_diff.ts';
 import type { HeatMetric, RunResults } from '../../store/session.ts';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../store/vocabulary.ts';
-import type { WhatIfResult } from '../../worker/protocol.ts';
+import type { WhatIfResult } from '../../bridge/protocol.ts';
 import type { StudioState } from '../../store/index.ts';
 import { batchDiff } from '../../store/derived.ts';
 

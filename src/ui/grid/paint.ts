@@ -3,7 +3,7 @@
 // region (pad / prompt / special / completion / EOS / after EOS); a bright line marks the prompt →
 // completion boundary; a mask overlay dims cells with mask 0 and hatches missing entries; cells where a
 // mask disagrees with its region get a red frame; a heat overlay colours completion tokens by a metric.
-import type { TokenTexts } from '../../worker/protocol.ts';
+import type { TokenTexts } from '../../bridge/protocol.ts';
 import { REGION, emptyCells, visibleText } from '../../view/cells.ts';
 import { REGION_COLORS, REGION_TEXT } from '../../view/colors.ts';
 import { heatColor, heatTextColor, type HeatSource } from './heat.ts';

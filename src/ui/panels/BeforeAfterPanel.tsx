@@ -4,7 +4,7 @@
 // scoring above 0 (correctness in the default task); the table says which function that is.
 import { useState } from 'react';
 import { useStudio } from '../../store/index.ts';
-import type { SampledSide } from '../../worker/protocol.ts';
+import type { SampledSide } from '../../bridge/protocol.ts';
 import { runBeforeAfter } from '../../store/controller.ts';
 import { Section, fmt } from '../fields.tsx';
 

@@ -3,7 +3,7 @@
 // highlights the token span in the grid (the grid scrolls to it) — and the rules that could not run.
 import { useMemo, useState } from 'react';
 import { useStudio } from '../../store/index.ts';
-import type { Finding } from '../../worker/protocol.ts';
+import type { Finding } from '../../bridge/protocol.ts';
 import { Section } from '../fields.tsx';
 
 /**

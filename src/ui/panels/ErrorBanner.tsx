@@ -1,6 +1,6 @@
 // Errors as clear messages at the top of the page, one per distinct message, each dismissable.
 import { useStudio } from '../../store/index.ts';
-import type { ErrorKind } from '../../worker/protocol.ts';
+import type { ErrorKind } from '../../bridge/protocol.ts';
 
 const TITLES: Record<ErrorKind, string> = {
   'bad-file': 'Bad file',

@@ -11,7 +11,7 @@ import { LORA_CREATE_FIELDS as F } from '../../store/vocabulary.ts';
 import { CheckField, NumberField, SelectField, fmt } from '../fields.tsx';
 import { folderChoice } from '../dropped_files.ts';
 import { FolderDrop } from '../FolderDrop.tsx';
-import type { AdapterReference } from '../../worker/protocol.ts';
+import type { AdapterReference } from '../../bridge/protocol.ts';
 
 const REFERENCES = ['base-without-adapter', 'frozen-adapter'] as const satisfies readonly AdapterReference[];
 const REFERENCE_LABELS: Record<AdapterReference, string> = {

@@ -4,7 +4,7 @@
 // its formula as the tooltip and the preset's own one marked.
 import { useStudio } from '../../store/index.ts';
 import { baseKindOf, TRAINER_TABLES } from '../../store/vocabulary.ts';
-import type { TrainerView } from '../../worker/protocol.ts';
+import type { TrainerView } from '../../bridge/protocol.ts';
 import { Section, fmt } from '../fields.tsx';
 
 type Cell = TrainerView['table'][number];

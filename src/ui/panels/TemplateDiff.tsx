@@ -6,7 +6,7 @@
 import { useState } from 'react';
 import { runTemplateDiff } from '../../store/controller.ts';
 import { useStudio } from '../../store/index.ts';
-import type { TemplateDiff as Diff, TemplateVariant } from '../../worker/protocol.ts';
+import type { TemplateDiff as Diff, TemplateVariant } from '../../bridge/protocol.ts';
 import { CheckField, SelectField } from '../fields.tsx';
 import { visibleText } from '../../view/cells.ts';
 

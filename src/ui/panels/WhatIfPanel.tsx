@@ -9,7 +9,7 @@
 // The form's fields are the loss panel's rows (one table, one check) over the settings the update ran with.
 import { useMemo } from 'react';
 import { useStudio } from '../../store/index.ts';
-import type { WhatIfResult, WhatIfSide } from '../../worker/protocol.ts';
+import type { WhatIfResult, WhatIfSide } from '../../bridge/protocol.ts';
 import { AGGREGATIONS, configTable, ranValue, settingOf, TRAINERS } from '../../store/vocabulary.ts';
 import { applyWhatIf, runWhatIf } from '../../store/controller.ts';
 import { aggregationTitle } from '../explain.ts';

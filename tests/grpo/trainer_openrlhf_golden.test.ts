@@ -1,0 +1,34 @@
+// OpenRLHF's objective (src/grpo/trainers/openrlhf.ts on the GPU) against every OpenRLHF loss case of
+// tests/golden/trainers (float64 runs of OpenRLHF's own code at 3c3be62), with the README's tolerances; the
+// float64 twin chain (tests/helpers/ppo_twin.ts) must use under 1% of them.
+import { afterAll, describe, expect, it } from 'vitest';
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import { testGpu } from '../helpers/gpu.ts';
+import { checkTrainerOutputs, readTrainerCase, TRAINER_GOLDEN } from '../helpers/trainer_case.ts';
+import { openrlhfLoss, openrlhfObjective } from '../../src/grpo/trainers/openrlhf.ts';
+import { twinBackend } from '../helpers/ppo_twin.ts';
+
+const DIR = path.join(TRAINER_GOLDEN, 'openrlhf');
+const CASES = readdirSync(DIR).filter((f) => /^case_\d+\.safetensors$/.test(f)).sort();
+const worst: Record<string, number> = {};
+afterAll(() => console.log('openrlhf: worst fraction of the golden tolerance per output:\n' + Object.entries(worst).map(([k, v]) => `  ${k.padEnd(26)} ${v.toFixed(4)}`).join('\n')));
+
+describe('openrlhf golden loss cases', () => {
+  it('are all there', () => expect(CASES.length).toBe(7));
+  for (const file of CASES) {
+    it(`${file}: loss, per-token terms, masks and dlogits match OpenRLHF`, async () => {
+      const gpu = await testGpu();
+      const { st, c } = readTrainerCase(path.join(DIR, file));
+      const r = await openrlhfLoss(gpu, c, { backward: true });
+      const w = checkTrainerOutputs(file, st, c, r, Number(c.config['rollout.temperature'] ?? 1), true);
+      for (const [k, v] of Object.entries(w)) worst[k] = Math.max(worst[k] ?? 0, v);
+    }, 120_000);
+    it(`${file}: the float64 twin chain matches within 1% of the tolerances`, async () => {
+      const { st, c } = readTrainerCase(path.join(DIR, file));
+      const r = await openrlhfObjective(twinBackend(c), c, { backward: true });
+      const w = checkTrainerOutputs(file, st, c, r, Number(c.config['rollout.temperature'] ?? 1), true);
+      for (const [k, v] of Object.entries(w)) expect(v, `${file} ${k}: fraction of the tolerance`).toBeLessThan(0.01);
+    }, 120_000);
+  }
+});

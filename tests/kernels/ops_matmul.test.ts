@@ -1,0 +1,219 @@
+// matmul_forward / matmul_backward (GPU) against their float64 twins: odd shapes that are not multiples
+// of the 64×64×16 tiles, both weight layouts, bias, accumulation, the few-row (decode) kernel for
+// 'out_in' weights, binding-window splits (forced by a lowered binding limit, and once for real past
+// lavapipe's 128 MiB); and the twin's backward against
+// central finite differences of the twin's forward.
+//
+// Tolerance: the inputs are exact f32 values and the twin is exact in float64, so the only error is the
+// GPU's f32 accumulation. Each of the K fused multiply-adds rounds by at most u = 2⁻²⁴ of the running
+// sum, itself bounded by S = Σ_k |x_k·w_k| (+ |b| + |previous value|); the roundings have random signs
+// and grow like √K, so an element passes within 4·u·√K·S (headroom ×4; the rigorous worst case is K·u·S).
+import { describe, expect, it } from 'vitest';
+import { testGpu } from '../helpers/gpu.ts';
+import { Rng } from '../../src/model/rng.ts';
+import { expectClose } from '../helpers/close.ts';
+import { dot, fdGradient } from '../helpers/fd.ts';
+import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../../src/oracle/matmul.ts';
+import { matmul_backward, matmul_forward } from '../../src/kernels/matmul.ts';
+import type { Gpu } from '../../src/gpu/context.ts';
+
+const U = 2 ** -24;
+const abs = (a: ArrayLike<number>) => Float64Array.from(a, Math.abs);
+
+/** Per-element tolerance from S (same shape as the result) and the length of the sums. */
+function tolFrom(S: Float64Array, K: number) {
+  return (i: number) => 4 * U * Math.sqrt(K) * S[i] + 1e-30;
+}
+
+async function forwardCase(gpu: Gpu, rng: Rng, M: number, K: number, N: number, layout: WeightLayout, withBias: boolean, bindingLimit?: number) {
+  const inp = rng.f32(M * K);
+  const weight = rng.f32(N * K, 0.5);
+  const bias = withBias ? rng.f32(N) : null;
+  // Extreme but finite rows: a row of large values and a row of zeros.
+  for (let k = 0; k < K; k++) {
+    inp[k] *= 1e3;
+    if (M > 2) inp[K + k] = 0;
+  }
+  const out = gpu.createBuffer('out', M * N * 4);
+  const rec = gpu.recorder('matmul test');
+  matmul_forward(rec, {
+    out,
+    inp: gpu.upload('inp', inp),
+    weight: gpu.upload('weight', weight),
+    bias: bias ? gpu.upload('bias', bias) : undefined,
+    M,
+    K,
+    N,
+    weightLayout: layout,
+    bindingLimit,
+  });
+  const kernels = [...rec.kernels];
+  await rec.submit();
+  const got = await gpu.readF32(out, M * N);
+  const want = mmRef(inp, weight, bias, M, K, N, layout);
+  const S = mmRef(abs(inp), abs(weight), bias ? abs(bias) : null, M, K, N, layout);
+  const r = expectClose(got, want, { atol: 0, rtol: 0, atolAt: tolFrom(S, K), label: `forward ${M}x${K}x${N} ${layout}` });
+  return { worst: r.worst, kernels };
+}
+
+describe('matmul_forward', () => {
+  // M picks the row tile (8, 16, 32 or 64 rows): every size is covered.
+  const shapes: Array<[number, number, number]> = [[37, 53, 29], [130, 97, 201], [1, 67, 5], [65, 16, 64], [3, 200, 1], [13, 29, 70], [30, 45, 131]];
+  for (const layout of ['out_in', 'in_out'] as WeightLayout[]) {
+    it(`${layout}: odd shapes, with and without bias`, async () => {
+      const gpu = await testGpu();
+      const rng = new Rng(layout === 'out_in' ? 11 : 12);
+      let worst = 0;
+      for (const [M, K, N] of shapes) {
+        for (const withBias of [true, false]) worst = Math.max(worst, (await forwardCase(gpu, rng, M, K, N, layout, withBias)).worst);
+      }
+      console.log(`matmul_forward ${layout}: worst ${worst.toFixed(3)} of tolerance`);
+    });
+  }
+
+  it('out_in with M <= 16 (decode): the few-row kernel, odd K and N, with and without bias', async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(15);
+    let worst = 0;
+    for (const M of [1, 3, 16]) {
+      for (const K of [37, 576, 1537]) {
+        for (const N of [29, 577, 2049]) {
+          for (const withBias of [true, false]) {
+            const r = await forwardCase(gpu, rng, M, K, N, 'out_in', withBias);
+            expect(r.kernels).toEqual(['matmul_rows_forward']);
+            worst = Math.max(worst, r.worst);
+          }
+        }
+      }
+    }
+    console.log(`matmul_rows_forward: worst ${worst.toFixed(3)} of tolerance`);
+  });
+
+  it('keeps the tiled GEMM for 17 rows, and for few rows whose weight exceeds one binding', async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(16);
+    expect((await forwardCase(gpu, rng, 17, 37, 29, 'out_in', true)).kernels).toEqual(['matmul_forward']);
+    // 16 KiB windows: the 201×97 weight (78 KB) needs several.
+    const { kernels } = await forwardCase(gpu, rng, 3, 97, 201, 'out_in', true, 16 * 1024);
+    expect(kernels.length).toBeGreaterThan(1);
+    expect(kernels.every((k) => k === 'matmul_forward')).toBe(true);
+  });
+
+  it('splits operands past a (lowered) binding limit in M, N and K blocks', async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(13);
+    // 16 KiB windows: the weight (201×97 f32 = 78 KB) and the output (130×201 = 105 KB) need several.
+    for (const layout of ['out_in', 'in_out'] as WeightLayout[]) {
+      const { kernels } = await forwardCase(gpu, rng, 130, 97, 201, layout, true, 16 * 1024);
+      expect(kernels.length).toBeGreaterThan(4);
+    }
+  });
+
+  it('splits a weight bigger than the real 128 MiB binding limit (out_in, like a big-vocab lm_head)', async () => {
+    const gpu = await testGpu();
+    const [M, K] = [3, 32];
+    const N = Math.ceil((gpu.limits.maxStorageBufferBindingSize / (K * 4)) * 1.05); // weight just past the limit
+    // 35M weights: a cheap integer hash instead of Box-Muller keeps the test fast; values in [-1, 1).
+    const weight = new Float32Array(N * K);
+    for (let i = 0; i < weight.length; i++) weight[i] = ((Math.imul(i + 1, 2654435761) >>> 8) / 2 ** 23) - 1;
+    const inp = new Rng(14).f32(M * K);
+    const out = gpu.createBuffer('out', M * N * 4);
+    const rec = gpu.recorder('matmul big');
+    matmul_forward(rec, { out, inp: gpu.upload('inp', inp), weight: gpu.upload('weight', weight), M, K, N, weightLayout: 'out_in' });
+    expect(rec.kernels.length).toBeGreaterThan(1);
+    await rec.submit();
+    const got = await gpu.readF32(out, M * N);
+    const want = new Float64Array(M * N);
+    const S = new Float64Array(M * N);
+    for (let m = 0; m < M; m++) {
+      for (let n = 0; n < N; n++) {
+        let [s, a] = [0, 0];
+        for (let k = 0; k < K; k++) {
+          const t = inp[m * K + k] * weight[n * K + k];
+          s += t;
+          a += Math.abs(t);
+        }
+        want[m * N + n] = s;
+        S[m * N + n] = a;
+      }
+    }
+    expectClose(got, want, { atol: 0, rtol: 0, atolAt: tolFrom(S, K), label: 'forward past the binding limit' });
+  });
+});
+
+describe('matmul_backward', () => {
+  for (const layout of ['out_in', 'in_out'] as WeightLayout[]) {
+    for (const bindingLimit of [undefined, 8 * 1024]) {
+      it(`${layout}${bindingLimit ? ', split windows' : ''}: dinp, dweight, dbias (overwrite and accumulate)`, async () => {
+        const gpu = await testGpu();
+        const rng = new Rng(layout === 'out_in' ? 21 : 22);
+        let worst = 0;
+        for (const [M, K, N] of [[37, 53, 29], [130, 97, 201], [1, 19, 3]] as Array<[number, number, number]>) {
+          const inp = rng.f32(M * K);
+          const weight = rng.f32(N * K, 0.5);
+          const dout = rng.f32(M * N);
+          const want = mmBackRef(dout, inp, weight, M, K, N, layout);
+          const Sdinp = mmBackRef(abs(dout), abs(inp), abs(weight), M, K, N, layout);
+          for (const accumulate of [false, true]) {
+            const prevW = rng.f32(N * K);
+            const prevB = rng.f32(N);
+            const prevX = rng.f32(M * K);
+            const dinp = gpu.upload('dinp', prevX);
+            const dweight = gpu.upload('dweight', prevW);
+            const dbias = gpu.upload('dbias', prevB);
+            const rec = gpu.recorder('matmul backward test');
+            matmul_backward(rec, {
+              dinp,
+              dweight,
+              dbias,
+              dout: gpu.upload('dout', dout),
+              inp: gpu.upload('inp', inp),
+              weight: gpu.upload('weight', weight),
+              M,
+              K,
+              N,
+              weightLayout: layout,
+              accumulate,
+              accumulateDinp: accumulate,
+              bindingLimit,
+            });
+            await rec.submit();
+            const add = (x: Float64Array, prev: Float32Array) => (accumulate ? x.map((v, i) => v + prev[i]) : x);
+            const addAbs = (x: Float64Array, prev: Float32Array) => (accumulate ? x.map((v, i) => v + Math.abs(prev[i])) : x);
+            const label = `${M}x${K}x${N} ${layout} acc=${accumulate}`;
+            const checks: Array<[GPUBuffer, Float64Array, Float64Array, number, string]> = [
+              [dinp, add(want.dinp, prevX), addAbs(Sdinp.dinp, prevX), N, 'dinp'],
+              [dweight, add(want.dweight, prevW), addAbs(Sdinp.dweight, prevW), M, 'dweight'],
+              [dbias, add(want.dbias, prevB), addAbs(Sdinp.dbias, prevB), M, 'dbias'],
+            ];
+            for (const [buf, exp, S, len, name] of checks) {
+              const got = await gpu.readF32(buf, exp.length);
+              const r = expectClose(got, exp, { atol: 0, rtol: 0, atolAt: tolFrom(S, len + 1), label: `${name} ${label}` });
+              worst = Math.max(worst, r.worst);
+            }
+          }
+        }
+        console.log(`matmul_backward ${layout}${bindingLimit ? ' split' : ''}: worst ${worst.toFixed(3)} of tolerance`);
+      });
+    }
+  }
+
+  it('float64 twin: backward matches central finite differences of the forward', () => {
+    const rng = new Rng(23);
+    for (const layout of ['out_in', 'in_out'] as WeightLayout[]) {
+      const [M, K, N] = [5, 7, 3];
+      const inp = Float64Array.from(rng.f32(M * K));
+      const weight = Float64Array.from(rng.f32(N * K));
+      const bias = Float64Array.from(rng.f32(N));
+      const g = rng.f32(M * N); // L = Σ g ⊙ y
+      const L = () => dot(g, mmRef(inp, weight, bias, M, K, N, layout));
+      const grads = mmBackRef(g, inp, weight, M, K, N, layout);
+      const h = 1e-5;
+      for (const [x, dx] of [[inp, grads.dinp], [weight, grads.dweight], [bias, grads.dbias]] as Array<[Float64Array, Float64Array]>) {
+        const fd = fdGradient(L, x, h);
+        // L is linear in each input: central differences are exact up to float64 rounding (~1e-16/h).
+        expectClose(fd, dx, { atol: 1e-9, rtol: 1e-8, label: `fd ${layout}` });
+      }
+    }
+  });
+});
