@@ -2,7 +2,7 @@
 // (tests/golden/trainers/README.md, kind = advantages): TRL's advantage block on `rewards_per_func` (B, F)
 // (NaN = a reward function returned None), or verl's estimator on `token_level_rewards` / `response_mask` /
 // `index`; writes `advantages` (and verl's `returns`) as nested lists. CPU float64: no GPU needed.
-import { CliError, flag, nest, parseArgs, readInput, writeResult } from './args.ts';
+import { checkOutPath, CliError, flag, nest, parseArgs, readInput, writeResult } from './args.ts';
 import { parseSafeTensors, shapeOf, toF64, toI32, type SafeTensors } from '../io/safetensors.ts';
 import { trlAdvantages, verlAdvantages, type VerlAdvantageConfig } from '../grpo/advantages.ts';
 import { parseTrlConfig, parseTrlRun } from '../grpo/settings/trl.ts';
@@ -63,6 +63,7 @@ function verl(st: SafeTensors, source: string): Record<string, unknown> {
 
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, { values: ['out'] });
+  checkOutPath(flag(args, 'out'));
   if (args.positional.length !== 1) throw new CliError('usage: grpo-studio advantages CASE.safetensors [--out RESULT.json]');
   const path = args.positional[0];
   const st = parseSafeTensors(readInput(path), path);

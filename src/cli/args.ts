@@ -1,13 +1,13 @@
 // Tiny argument parser shared by every CLI verb: positionals plus `--flag value` / `--switch`, and the
 // input / output plumbing every verb repeats (read an input file, write the JSON result).
 // Bad input raises CliError, which main() turns into a one-line reason and exit code 2.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { accessSync, closeSync, constants, fstatSync, mkdirSync, openSync, readSync, statSync, writeFileSync } from 'node:fs';
 import type { GrpoBatch } from '../io/batch.ts';
 import { importBatch, type ImportOptions, type ImportResult } from '../io/formats/index.ts';
 import { assertComputable, modelLimits, type ValidateOptions } from '../io/validate.ts';
 import type { ModelConfig } from '../model/config.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
-import { basename } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 import { stepConfigOf, type StepConfig } from '../grpo/step_config.ts';
 import { effectiveSettings, fileLayer, trainerOfBatch, type EffectiveSettings } from '../grpo/settings/effective.ts';
 
@@ -65,16 +65,162 @@ export function modelBatchArgs(
   const batch = flag(args, 'batch');
   if (!model || !batch) throw new CliError(`${verb} needs --model DIR and --batch BATCH (grpo-batch/v1 JSON, or a TRL / verl / OpenRLHF / prime-rl dump)`);
   if (args.positional.length) throw new CliError(`unexpected argument "${args.positional[0]}"`);
+  checkOutPath(flag(args, 'out'));
   return { model, batch, refModel: flag(args, 'ref-model'), out: flag(args, 'out'), args };
 }
 
-/** An input file's bytes; a missing or unreadable file is a CliError naming it, not a stack trace. */
+/**
+ * Inputs that are not regular files (a pipe, a device such as /dev/zero, a /proc file) have no size to trust:
+ * they are read up to this many bytes and refused beyond. 2 GiB - 1 is also the most a regular file can be read
+ * in one piece (Node's readFileSync), so no input the studio can use is turned away by it. Tests lower it.
+ */
+export const inputLimits = { nonRegularBytes: 2 ** 31 - 1 };
+
+const errCode = (e: unknown): string => (e as NodeJS.ErrnoException).code ?? (e as Error).message.split('\n')[0];
+
+/**
+ * An input file's bytes; a missing or unreadable file is a CliError naming it, not a stack trace. A regular
+ * file is read at its size; anything else (pipe, device) at most inputLimits.nonRegularBytes, in bounded chunks.
+ */
 export function readInput(path: string): Uint8Array {
+  let fd: number;
   try {
-    // A fresh copy: a pooled Buffer may sit at an offset typed-array views of its contents cannot use.
-    return new Uint8Array(readFileSync(path));
+    fd = openSync(path, 'r');
   } catch (e) {
-    throw new CliError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    throw new CliError(`cannot read ${path}: ${errCode(e)}`);
+  }
+  try {
+    const st = fstatSync(fd);
+    if (st.isDirectory()) throw new CliError(`cannot read ${path}: it is a directory`);
+    const read = (buf: Uint8Array, at: number): number => {
+      for (;;) {
+        try {
+          return readSync(fd, buf, at, buf.byteLength - at, null);
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== 'EAGAIN') throw new CliError(`cannot read ${path}: ${errCode(e)}`);
+        }
+      }
+    };
+    // A regular file is read at its size (a /proc file says 0 and is read as a stream).
+    if (st.isFile() && st.size > 0) {
+      if (st.size > 2 ** 31 - 1) throw new CliError(`cannot read ${path}: ${st.size} bytes, more than the 2 GiB one input may hold`);
+      // A fresh buffer owned by this call: typed-array views of its contents start at offset 0.
+      const out = new Uint8Array(st.size);
+      let got = 0;
+      while (got < out.byteLength) {
+        const n = read(out, got);
+        if (n === 0) break;
+        got += n;
+      }
+      return got === out.byteLength ? out : out.slice(0, got);
+    }
+    // A pipe or device: bounded chunks, refused past the cap (never an unbounded buffer).
+    const cap = inputLimits.nonRegularBytes;
+    const chunks: Uint8Array[] = [];
+    let total = 0;
+    for (;;) {
+      const buf = new Uint8Array(Math.min(1 << 20, cap + 1 - total));
+      const n = read(buf, 0);
+      if (n === 0) break;
+      chunks.push(buf.subarray(0, n));
+      total += n;
+      if (total > cap) throw new CliError(`cannot read ${path}: not a regular file, and longer than ${cap} bytes (the most read from a pipe or device)`);
+    }
+    const out = new Uint8Array(total);
+    let off = 0;
+    for (const c of chunks) {
+      out.set(c, off);
+      off += c.byteLength;
+    }
+    return out;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * `--out FILE` (or another output flag) checked before any work: its folder must exist and the path must not be
+ * a folder. A CliError naming the path, so a long run never ends in a failed write.
+ */
+export function checkOutPath(path: string | undefined, what = '--out'): void {
+  if (path === undefined) return;
+  if (path === '') throw new CliError(`${what}: empty path`);
+  let st;
+  try {
+    st = statSync(path);
+  } catch {
+    st = undefined;
+  }
+  if (st?.isDirectory()) throw new CliError(`${what} ${path}: is a directory, expected a file path`);
+  const dir = dirname(resolve(path));
+  let d;
+  try {
+    d = statSync(dir);
+  } catch (e) {
+    throw new CliError(`${what} ${path}: its folder ${dir} does not exist (${errCode(e)})`);
+  }
+  if (!d.isDirectory()) throw new CliError(`${what} ${path}: ${dir} is not a folder`);
+}
+
+/** Writes an output file; any failure (missing folder, a folder in the way, no permission, full disk) is a CliError naming it. */
+export function writeOutput(path: string, data: string | Uint8Array, what = '--out'): void {
+  checkOutPath(path, what);
+  try {
+    writeFileSync(path, data);
+  } catch (e) {
+    throw new CliError(`${what} ${path}: cannot write (${errCode(e)})`);
+  }
+}
+
+/**
+ * An output folder (`--save-adapter DIR`) checked before any work: an existing folder we may write in, or a path
+ * whose nearest existing ancestor is such a folder. No recursive mkdir (Node's loops forever under /proc).
+ */
+export function checkOutDir(path: string, what: string): void {
+  if (path === '') throw new CliError(`${what}: empty path`);
+  let p = resolve(path);
+  for (;;) {
+    let st;
+    try {
+      st = statSync(p);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT') throw new CliError(`${what} ${path}: cannot use ${p} (${errCode(e)})`);
+      const up = dirname(p);
+      if (up === p) throw new CliError(`${what} ${path}: no existing folder above it`);
+      p = up;
+      continue;
+    }
+    if (!st.isDirectory()) throw new CliError(`${what} ${path}: ${p} is not a folder`);
+    try {
+      accessSync(p, constants.W_OK);
+    } catch (e) {
+      throw new CliError(`${what} ${path}: ${p} is not writable (${errCode(e)})`);
+    }
+    // /proc and /sys look writable to root but refuse new entries: say so now, not after the step.
+    if (/^\/(proc|sys)(\/|$)/.test(p) && p !== resolve(path)) throw new CliError(`${what} ${path}: cannot create a folder under ${p}`);
+    return;
+  }
+}
+
+/** Creates `path` (and missing parents) one level at a time, then writes the files; failures are a CliError naming the path. */
+export function writeOutDir(path: string, files: Record<string, Uint8Array | string>, what: string): void {
+  checkOutDir(path, what);
+  const missing: string[] = [];
+  for (let p = resolve(path); ; p = dirname(p)) {
+    try {
+      statSync(p);
+      break;
+    } catch {
+      missing.unshift(p);
+    }
+    if (dirname(p) === p) break;
+  }
+  try {
+    for (const p of missing) mkdirSync(p);
+    for (const [name, data] of Object.entries(files)) writeFileSync(resolve(path, name), data);
+  } catch (e) {
+    throw new CliError(`${what} ${path}: cannot write (${errCode(e)})`);
   }
 }
 
@@ -111,6 +257,10 @@ export async function tokenizerFlag(args: ParsedArgs): Promise<Tokenizer | undef
 export function readBatchFor(path: string, purpose: NonNullable<ValidateOptions['purpose']>): { batch: GrpoBatch; format: string } {
   const { batch, format } = readBatchFiles([path]);
   assertComputable(batch, { purpose }, path);
+  // Scoring reads at least one prompt and one completion position (checkScorable, the step pipeline): said here with the file.
+  const P = batch.prompt_ids.reduce((m, r) => Math.max(m, r.length), 0);
+  const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
+  if (P < 1 || C < 1) throw new CliError(`${path}: the batch needs at least one prompt token and one completion token (P = ${P}, C = ${C})`);
   return { batch, format };
 }
 
@@ -125,6 +275,16 @@ export function warnUnused(verb: string, source: string, info: { unused: string[
 /** The batch against the model that will read it: ids and pad/EOS within its vocabulary, rows within its positions. */
 export function checkBatchForModel(batch: GrpoBatch, cfg: ModelConfig, path: string, purpose: NonNullable<ValidateOptions['purpose']>, which: string): void {
   assertComputable(batch, { purpose, ...modelLimits(cfg) }, `${path} (${which} ${cfg.model_type}, vocab_size ${cfg.vocab_size})`);
+}
+
+/**
+ * The reference must read the policy's token ids: one vocabulary (as the step pipeline requires). `score` and
+ * `step` refuse another with this one line, naming both folders.
+ */
+export function checkSameVocabulary(policy: ModelConfig, policyPath: string, ref: ModelConfig, refPath: string): void {
+  if (ref.vocab_size !== policy.vocab_size) {
+    throw new CliError(`--ref-model ${refPath}: the reference's vocabulary (${ref.vocab_size} tokens) differs from the policy's (${policy.vocab_size}, --model ${policyPath})`);
+  }
 }
 
 /**
@@ -147,7 +307,7 @@ export async function writeResult(out: string | undefined, result: unknown, verb
     })
       .slice('{"result":'.length, -1)
       .replace(/"\\u0000(NaN|Infinity|-Infinity)"/g, '$1') + '\n';
-  if (out) writeFileSync(out, json);
+  if (out) writeOutput(out, json);
   else await new Promise<void>((resolve, reject) => process.stdout.write(json, (e) => (e ? reject(e) : resolve())));
   if (!bad) return 0;
   console.error(`grpo-studio ${verb}: the result holds ${count} non-finite value(s), first in ${bad}; written as NaN / Infinity`);

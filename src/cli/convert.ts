@@ -4,19 +4,19 @@
 // The detected format, the reader's notes and any unknown keys go to stderr, the batch to --out or
 // stdout. Nothing is repaired: a mask longer than its ids stays longer, for the Doctor to report; an element
 // outside its domain (a mask of 2) is written as read and makes the exit code 1.
-import { writeFileSync } from 'node:fs';
 import { serializeBatch } from '../io/batch.ts';
 import { validateBatch } from '../io/validate.ts';
-import { CliError, flag, parseArgs, readBatchFiles, tokenizerFlag, tokenizerIds } from './args.ts';
+import { checkOutPath, CliError, flag, parseArgs, readBatchFiles, tokenizerFlag, tokenizerIds, writeOutput } from './args.ts';
 
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, { values: ['out', 'tokenizer'] });
   if (args.positional.length === 0) throw new CliError('usage: grpo-studio convert IN... [--out batch.json] [--tokenizer DIR]');
+  checkOutPath(flag(args, 'out'));
   const imported = readBatchFiles(args.positional, tokenizerIds(await tokenizerFlag(args)));
   const { batch } = imported;
   const json = serializeBatch(batch);
   const out = flag(args, 'out');
-  if (out) writeFileSync(out, json);
+  if (out) writeOutput(out, json);
   else process.stdout.write(json);
   const groups = batch.group_ids ? new Set(batch.group_ids).size : batch.completion_ids.length / batch.num_generations;
   console.error(`${args.positional.join(' + ')}: ${imported.trainer} (${imported.format}) → grpo-batch/v1, ${batch.completion_ids.length} samples, ${groups} group(s) of up to ${batch.num_generations}${out ? ` → ${out}` : ''}`);

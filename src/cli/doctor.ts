@@ -76,7 +76,13 @@ export async function run(argv: string[]): Promise<number> {
   // The chat template runs in-thread inside the Doctor: first prove in a bounded worker that it finishes.
   if (options.tokenizer) {
     const { preflightTemplate } = await import('../tokenize/bounded_node.ts');
-    await preflightTemplate(options.tokenizer, imported.batch.messages, imported.batch.config?.chat_template_kwargs);
+    try {
+      await preflightTemplate(options.tokenizer, imported.batch.messages, imported.batch.config?.chat_template_kwargs);
+    } catch (e) {
+      // "the chat template did not finish …" alone does not say whose template: name the folder.
+      if ((e as Error).name === 'TemplateError') throw new CliError(`--tokenizer ${flag(args, 'tokenizer')}: ${(e as Error).message.split('\n')[0]}`);
+      throw e;
+    }
   }
   const report = diagnose(imported.batch, options);
   const source = args.positional.join(' + ');

@@ -3,7 +3,7 @@
 // writes per-token outputs [B][T], every aggregation and dlogits [B][T][V] as JSON. Masked rows are
 // scored too, so every position matches what TRL computes. A case with a `trainer` in its metadata
 // (golden/trainers) runs that trainer's own objective instead (trainer_case.ts).
-import { CliError, flag, nest, parseArgs, readInput, writeResult } from './args.ts';
+import { checkOutPath, CliError, flag, nest, parseArgs, readInput, writeResult } from './args.ts';
 import { parseSafeTensors, shapeOf, toF32, toI32, type SafeTensors } from '../io/safetensors.ts';
 import { grpo_loss, parseGrpoLossConfig, readGrpoLoss, GrpoLossError, type GrpoLossConfig, type GrpoLossInputs } from '../grpo/loss.ts';
 import type { Gpu } from '../gpu/context.ts';
@@ -100,6 +100,7 @@ export function uploadLossCase(gpu: Gpu, c: LossCase): GrpoLossInputs {
 
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, { values: ['out'] });
+  checkOutPath(flag(args, 'out'));
   if (args.positional.length !== 1) throw new CliError('usage: grpo-studio loss CASE.safetensors [--out RESULT.json]');
   const path = args.positional[0];
   const st = parseSafeTensors(readInput(path), path);

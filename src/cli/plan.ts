@@ -41,7 +41,14 @@ export async function run(argv: string[]): Promise<number> {
   const prompt = flag(args, 'prompt') ? positiveInt('prompt', flag(args, 'prompt')!) : Math.floor(T / 2);
   if (prompt >= T) throw new CliError(`--prompt ${prompt} leaves no completion tokens of the ${T} in --batch`);
   const raw = await readConfig(model);
-  const cfg = parseConfig(raw);
+  let cfg;
+  try {
+    cfg = parseConfig(raw);
+  } catch (e) {
+    // "config.json: …" alone does not say which one: name the --model given.
+    if (e instanceof ModelLoadError) throw new ModelLoadError(`${model}: ${e.message}`);
+    throw e;
+  }
   const dtypeName = raw.torch_dtype ?? raw.dtype;
   const opts: PlanOptions = {
     B, T, prompt,

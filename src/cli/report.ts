@@ -5,8 +5,7 @@
 // tokens and the Doctor also runs its tokenizer rules. Writes to
 // --out, else to stdout. Exit 0 when written (the findings are in the report; `doctor` is the CI gate);
 // 2 for an unreadable batch or tokenizer (one line).
-import { writeFileSync } from 'node:fs';
-import { CliError, flag, parseArgs, readInput } from './args.ts';
+import { checkOutPath, CliError, flag, parseArgs, readInput, writeOutput } from './args.ts';
 import { modelFlag } from './doctor.ts';
 import { diagnose, doctorOptions } from '../doctor/index.ts';
 import { parseBatch } from '../io/batch.ts';
@@ -16,6 +15,7 @@ export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, { values: ['out', 'tokenizer'] });
   if (args.positional.length !== 1) throw new CliError('usage: grpo-studio report BATCH.json [--out report.html] [--tokenizer DIR]');
   const file = args.positional[0];
+  checkOutPath(flag(args, 'out'));
   const batch = parseBatch(new TextDecoder().decode(readInput(file)), file);
   const options = doctorOptions(batch, await modelFlag(args));
   const tokenizer = options.tokenizer;
@@ -32,7 +32,7 @@ export async function run(argv: string[]): Promise<number> {
   });
   const out = flag(args, 'out');
   if (out) {
-    writeFileSync(out, html);
+    writeOutput(out, html);
     console.error(`grpo-studio report: wrote ${out} (${(html.length / 1024).toFixed(1)} KiB)`);
   } else process.stdout.write(html);
   // As the Doctor: the report is written either way; error findings in it are exit 1.

@@ -9,7 +9,7 @@ import { kl_forward } from '../kernels/kl.ts';
 import { CausalLM } from '../model/model.ts';
 import { score_completions } from '../model/score.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { checkBatchForModel, modelBatchArgs, readBatchFor, stepSettingsOfFile, warnUnused, writeResult } from './args.ts';
+import { checkBatchForModel, checkSameVocabulary, modelBatchArgs, readBatchFor, stepSettingsOfFile, warnUnused, writeResult } from './args.ts';
 
 export interface ScoreResult {
   per_token_logps: number[][];
@@ -35,6 +35,7 @@ export async function run(argv: string[]): Promise<number> {
   checkScorable(batch, padded, policy.config.vocab_size, 'policy');
   const ref = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' }) : null;
   if (ref) warnUnused('score', refPath!, ref.info);
+  if (ref) checkSameVocabulary(policy.config, modelPath, ref.config, refPath!);
   if (ref) checkBatchForModel(batch, ref.config, batchPath, 'score', 'reference');
 
   const n = padded.B * padded.C;

@@ -19,8 +19,7 @@
 // (absent keys at their defaults; src/model/lora_fields.ts), made by initLoraWeights as the page's "create":
 // lora_A Kaiming-uniform from the seed, lora_B = 0.
 // --checkpointing: gradient checkpointing (each layer's activations recomputed in the backward).
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { basename, resolve } from 'node:path';
 import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
@@ -32,7 +31,7 @@ import { initLoraWeights, loadLoraAdapter, newLoraOptionsFromText, saveLoraAdapt
 import { LoraAdapter } from '../model/lora_adapter.ts';
 import { CausalLM } from '../model/model.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { checkBatchForModel, CliError, flag, modelBatchArgs, readBatchFor, stepSettingsOfFile, warnUnused, writeResult } from './args.ts';
+import { checkBatchForModel, checkOutDir, checkSameVocabulary, CliError, flag, modelBatchArgs, readBatchFor, stepSettingsOfFile, warnUnused, writeOutDir, writeResult } from './args.ts';
 
 export interface StepCliResult {
   per_token_logps: number[][];
@@ -75,6 +74,8 @@ export async function run(argv: string[]): Promise<number> {
   const refAdapter = args.flags.has('ref-adapter');
   if ((saveAdapter || refAdapter) && !lora) throw new CliError(`--${saveAdapter ? 'save-adapter' : 'ref-adapter'} needs --adapter DIR or --create-adapter SPEC`);
   if (refAdapter && refPath) throw new CliError('--ref-adapter and --ref-model both name the reference: give one');
+  // Checked before the step: a folder that cannot be written is one line now, not a failure (or a hang) after the work.
+  if (saveAdapter !== undefined) checkOutDir(saveAdapter, '--save-adapter');
   const { batch } = readBatchFor(batchPath, 'step');
   const { settings, config: cfg } = stepSettingsOfFile(batch, batchPath);
 
@@ -93,6 +94,7 @@ export async function run(argv: string[]): Promise<number> {
   const adapterOff = adapter && !refPath && !refAdapter && cfg.loss.beta !== 0 ? policy.withAdapter(null) : null;
   const reference = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' }) : adapterOff;
   if (refPath && reference) warnUnused('step', refPath, reference.info);
+  if (refPath && reference) checkSameVocabulary(policy.config, modelPath, reference.config, refPath);
   if (refPath && reference) checkBatchForModel(batch, reference.config, batchPath, 'step', 'reference');
   const reference_source: ReferenceSource | undefined = refPath ? { kind: 'model', name: basename(resolve(refPath)) } : adapterOff ? { kind: 'base-without-adapter' } : adapter ? { kind: 'frozen-adapter' } : undefined;
   const pipe = new StepPipeline(gpu, { policy, reference, reference_source, config: cfg, source: { kind: 'batch', batch } });
@@ -129,8 +131,7 @@ export async function run(argv: string[]): Promise<number> {
     };
     if (saveAdapter) {
       const files = saveLoraAdapter(await adapter!.read());
-      mkdirSync(saveAdapter, { recursive: true });
-      for (const [name, data] of Object.entries(files)) writeFileSync(join(saveAdapter, name), data);
+      writeOutDir(saveAdapter, files, '--save-adapter');
     }
     return await writeResult(out, result, 'step');
   } catch (e) {

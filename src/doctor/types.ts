@@ -42,6 +42,12 @@ export interface DoctorOptions {
   defer_tokenizer_rules?: string;
   /** logprob-mismatch fires when mean |Δ| exceeds this (default 0.05) or max |Δ| exceeds 20× it. */
   logprob_threshold?: number;
+  /**
+   * Ids the importer inferred rather than read (from the dump's metadata or a tokenizer), each with what it
+   * was inferred from (the reader's note). Findings that depend on an inferred id are warnings naming it,
+   * never errors (src/doctor/padding.ts inferredCaveat).
+   */
+  inferred?: { pad_token_id?: string; eos_token_ids?: string };
 }
 
 /** What every rule sees: the batch plus facts derived once. */

@@ -124,24 +124,42 @@ export const BATCH_FIELDS: ReadonlySet<string> = new Set(['format', ...REQUIRED,
 
 /**
  * Python's json.dump writes NaN, Infinity and -Infinity as bare words; JSON.parse refuses them. Rewrite
- * them (outside strings) into tagged strings and turn those back into numbers with a reviver.
+ * them (outside strings) into tagged strings — "\u0000NaN" — and turn those back into numbers with a
+ * reviver. A real string value can start with the tag too (any text can be escaped into JSON), so when a
+ * word was rewritten every real string value starting with U+0000 gets one more U+0000 in front, which the
+ * reviver takes off again: a string never becomes a number, and a number never becomes a string.
  */
 function parsePythonJson(text: string, source: string): unknown {
-  const NONFINITE: Record<string, number> = { NaN: NaN, Infinity: Infinity, '-Infinity': -Infinity };
+  const NONFINITE = new Map<string, number>([['NaN', NaN], ['Infinity', Infinity], ['-Infinity', -Infinity]]);
   let out = '';
   let last = 0;
+  let rewritten = false;
   let inString = false;
   let depth = 0;
+  /** Where the contents of the current string start, when they start with the tag (-1: they do not). */
+  let tagged = -1;
+  /** Contents positions of tagged real string values, escaped only if some word was rewritten. */
+  const taggedValues: number[] = [];
   // Character codes, not text[i]: this loop sees every character of files of hundreds of MB.
   for (let i = 0; i < text.length; i++) {
     const ch = text.charCodeAt(i);
     if (inString) {
       if (ch === 0x5c /* \ */) i++;
-      else if (ch === 0x22 /* " */) inString = false;
+      else if (ch === 0x22 /* " */) {
+        inString = false;
+        if (tagged >= 0) {
+          // A value, not an object key: the next character that is not JSON whitespace is not ':'.
+          let j = i + 1;
+          while (j < text.length && (text.charCodeAt(j) === 0x20 || text.charCodeAt(j) === 0x0a || text.charCodeAt(j) === 0x0d || text.charCodeAt(j) === 0x09)) j++;
+          if (text.charCodeAt(j) !== 0x3a /* : */) taggedValues.push(tagged);
+          tagged = -1;
+        }
+      }
       continue;
     }
     if (ch === 0x22) {
       inString = true;
+      if (text.startsWith('\\u0000', i + 1)) tagged = i + 1;
       continue;
     }
     // JSON.parse recurses per level and reports a stack overflow as a syntax error: say what it is instead.
@@ -151,7 +169,9 @@ function parsePythonJson(text: string, source: string): unknown {
     else if (ch === 0x4e /* N */ || ch === 0x49 /* I */ || ch === 0x2d /* - */) {
       for (const word of ['-Infinity', 'Infinity', 'NaN']) {
         if (text.startsWith(word, i)) {
-          out += text.slice(last, i) + `"\\u0000${word}"`;
+          rewritten = true;
+          out += escapeTagged(text, last, i, taggedValues) + `"\\u0000${word}"`;
+          taggedValues.length = 0;
           i += word.length - 1;
           last = i + 1;
           break;
@@ -160,9 +180,24 @@ function parsePythonJson(text: string, source: string): unknown {
     }
   }
   // The reviver runs once per value: only pay for it when a non-finite word was rewritten.
-  if (last === 0) return JSON.parse(text);
-  out += text.slice(last);
-  return JSON.parse(out, (_k, v) => (typeof v === 'string' && v.startsWith('\u0000') && v.slice(1) in NONFINITE ? NONFINITE[v.slice(1)] : v));
+  if (!rewritten) return JSON.parse(text);
+  out += escapeTagged(text, last, text.length, taggedValues);
+  return JSON.parse(out, (_k, v) => {
+    if (typeof v !== 'string' || v.charCodeAt(0) !== 0) return v;
+    if (v.charCodeAt(1) === 0) return v.slice(1); // a real string that starts with U+0000, escaped above
+    return NONFINITE.has(v.slice(1)) ? NONFINITE.get(v.slice(1)) : v;
+  });
+}
+
+/** text[from, to) with one more "\u0000" at the start of each tagged real string value (positions ascending, inside the span). */
+function escapeTagged(text: string, from: number, to: number, at: readonly number[]): string {
+  let s = '';
+  let p = from;
+  for (const q of at) {
+    s += text.slice(p, q) + '\\u0000';
+    p = q;
+  }
+  return s + text.slice(p, to);
 }
 
 /**

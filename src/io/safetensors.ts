@@ -19,9 +19,12 @@ export interface SafeTensors {
 
 const ELEM_BYTES: Record<DType, number> = { F64: 8, F32: 4, F16: 2, BF16: 2, I64: 8, I32: 4, I16: 2, I8: 1, U8: 1, BOOL: 1 };
 
+/** A message fit for one terminal line: control and other non-printable characters (a binary header's bytes) escaped. */
+const printable = (s: string): string => s.replace(/[\p{C}\u2028\u2029]/gu, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+
 export class SafeTensorsError extends Error {
   constructor(message: string) {
-    super(message);
+    super(printable(message));
     this.name = 'SafeTensorsError';
   }
 }
@@ -42,7 +45,11 @@ export function parseSafeTensors(bytes: Uint8Array, source = 'safetensors'): Saf
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const n64 = dv.getBigUint64(0, true);
   if (n64 === 0n || n64 > BigInt(Math.min(MAX_HEADER_BYTES, bytes.byteLength - 8))) {
-    throw new SafeTensorsError(`${source}: header length ${n64} does not fit in a ${bytes.byteLength}-byte file (at most ${MAX_HEADER_BYTES} bytes)`);
+    throw new SafeTensorsError(
+      n64 === 0n ? `${source}: header length 0: no header`
+        : n64 > BigInt(bytes.byteLength - 8) ? `${source}: header length ${n64} exceeds the file (${bytes.byteLength} bytes)`
+        : `${source}: header length ${n64} exceeds the format's ${MAX_HEADER_BYTES}-byte bound`,
+    );
   }
   const n = Number(n64);
   let header: unknown;
@@ -74,7 +81,7 @@ export function parseSafeTensors(bytes: Uint8Array, source = 'safetensors'): Saf
     }
     const size = t.shape.reduce((a, b) => a * b, 1) * ELEM_BYTES[t.dtype];
     if (o[1] - o[0] !== size) throw bad(`(${t.dtype} ${JSON.stringify(t.shape)}) needs ${size} bytes but data_offsets [${o[0]}, ${o[1]}] hold ${o[1] - o[0]}`);
-    if (o[1] > data.byteLength) throw bad(`has data_offsets [${o[0]}, ${o[1]}] past the end of the ${data.byteLength}-byte data section`);
+    if (o[1] > data.byteLength) throw new SafeTensorsError(`${source}: data truncated: tensor "${name}" needs bytes [${8 + n + o[0]}, ${8 + n + o[1]}), file has ${bytes.byteLength}`);
     tensors.set(name, { dtype: t.dtype, shape: t.shape, data_offsets: [o[0], o[1]] });
   }
   // No two tensors may share bytes: sorted by begin, each must start at or after the previous end.
@@ -98,7 +105,9 @@ function view(st: SafeTensors, name: string): { info: TensorInfo; bytes: Uint8Ar
 function aligned<T>(bytes: Uint8Array, size: number, make: (b: ArrayBufferLike, o: number, n: number) => T): T {
   const n = bytes.byteLength / size;
   if (bytes.byteOffset % size === 0) return make(bytes.buffer, bytes.byteOffset, n);
-  const copy = bytes.slice();
+  // A real copy: on a Node Buffer (readFileSync), slice() is a view of the same memory, not a copy.
+  const copy = new Uint8Array(bytes.byteLength);
+  copy.set(bytes);
   return make(copy.buffer, 0, n);
 }
 
@@ -151,33 +160,88 @@ export function toF64(st: SafeTensors, name: string): Float64Array {
   return Float64Array.from(toF32(st, name));
 }
 
-/** Any integer tensor as i32. */
+/** Any integer tensor as i32 (floating dtypes refused): a value outside int32 is an error naming its element, never a wrap. */
 export function toI32(st: SafeTensors, name: string): Int32Array {
-  const { info, bytes } = view(st, name);
-  switch (info.dtype) {
-    case 'I32':
-      return aligned(bytes, 4, (b, o, n) => new Int32Array(b, o, n));
-    case 'I64': {
-      // Ids and masks are i32 on the GPU: a value outside i32 is an error, never a silent wrap.
-      const wide = aligned(bytes, 8, (b, o, n) => new BigInt64Array(b, o, n));
-      const out = new Int32Array(wide.length);
-      for (let i = 0; i < wide.length; i++) {
-        const x = wide[i];
-        if (x < -2147483648n || x > 2147483647n) throw new SafeTensorsError(`tensor "${name}" (I64) holds ${x} at flat index ${i}, outside the int32 range the studio reads ids and masks in`);
-        out[i] = Number(x);
-      }
-      return out;
-    }
-    case 'I16':
-      return Int32Array.from(aligned(bytes, 2, (b, o, n) => new Int16Array(b, o, n)));
-    case 'I8':
-      return Int32Array.from(new Int8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-    case 'U8':
-    case 'BOOL':
-      return Int32Array.from(bytes);
-    default:
-      throw new SafeTensorsError(`tensor "${name}" has dtype ${info.dtype}, expected an integer type`);
+  const { info } = view(st, name);
+  if (!INT_DTYPES.has(info.dtype)) throw new SafeTensorsError(`tensor "${name}" has dtype ${info.dtype}, expected an integer type`);
+  return wholeNumbers(st, name, INT32_RANGE, (i, value, why) => {
+    throw new SafeTensorsError(`tensor "${name}" (${info.dtype}) holds ${value} at flat index ${i} (element ${elementAt(info.shape, i) || '[]'}), which ${why}: ids and masks are read as int32`);
+  });
+}
+
+const INT_DTYPES: ReadonlySet<DType> = new Set(['I64', 'I32', 'I16', 'I8', 'U8', 'BOOL']);
+
+/**
+ * Every integer of magnitude below 2^bits is held exactly by a floating dtype; from 2^bits on, neighbours
+ * round together (F32: 16777217 is stored as 16777216; BF16: 1001 as 1000), so a value there may be a
+ * rounded integer and cannot be known exact.
+ */
+export const EXACT_INT_BITS: Readonly<Partial<Record<DType, number>>> = { F64: 53, F32: 24, F16: 11, BF16: 8 };
+
+/** The values a whole-number tensor may hold: [min, max] inclusive, and how a message names the range. */
+export interface IntRange {
+  min: number;
+  max: number;
+  /** e.g. "a token id in [0, 2^31)". */
+  what: string;
+}
+
+export const INT32_RANGE: IntRange = { min: -(2 ** 31), max: 2 ** 31 - 1, what: 'an int32 in [-2^31, 2^31)' };
+export const TOKEN_ID_RANGE: IntRange = { min: 0, max: 2 ** 31 - 1, what: 'a token id in [0, 2^31)' };
+
+/** "[b][t]" of flat index i in a tensor of this shape ("" for a scalar). */
+export function elementAt(shape: readonly number[], i: number): string {
+  if (shape.length === 0) return '';
+  const idx: number[] = [];
+  for (let d = shape.length - 1; d >= 0; d--) {
+    const n = shape[d] || 1;
+    idx.unshift(i % n);
+    i = Math.floor(i / n);
   }
+  return idx.map((x) => `[${x}]`).join('');
+}
+
+/**
+ * A tensor of whole numbers (ids, masks) as i32, read exactly or not at all. Integer dtypes are taken as
+ * stored (I64 from its full 64 bits); a floating dtype only when every value is a finite integer of
+ * magnitude below 2^EXACT_INT_BITS[dtype] (beyond, it may be a rounded integer). Every value must lie in
+ * `range`. The first element that fails goes to `bad(flatIndex, value as text, why)`, which throws.
+ */
+export function wholeNumbers(st: SafeTensors, name: string, range: IntRange, bad: (i: number, value: string, why: string) => never): Int32Array {
+  const { info, bytes } = view(st, name);
+  const outside = `is not ${range.what}`;
+  if (info.dtype === 'I64') {
+    // Little-endian 32-bit words (no BigInt per element): a value fits int32 when its high word is its low word's sign.
+    const words = aligned(bytes, 4, (b, o, n) => new Int32Array(b, o, n));
+    const out = new Int32Array(words.length / 2);
+    for (let i = 0; i < out.length; i++) {
+      const lo = words[2 * i];
+      if (words[2 * i + 1] !== lo >> 31 || lo < range.min || lo > range.max) bad(i, String(aligned(bytes.subarray(8 * i, 8 * i + 8), 8, (b, o) => new BigInt64Array(b, o, 1))[0]), outside);
+      out[i] = lo;
+    }
+    return out;
+  }
+  if (INT_DTYPES.has(info.dtype)) {
+    const src =
+      info.dtype === 'I32' ? aligned(bytes, 4, (b, o, n) => new Int32Array(b, o, n))
+      : info.dtype === 'I16' ? aligned(bytes, 2, (b, o, n) => new Int16Array(b, o, n))
+      : info.dtype === 'I8' ? new Int8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+      : bytes;
+    for (let i = 0; i < src.length; i++) if (src[i] < range.min || src[i] > range.max) bad(i, String(src[i]), outside);
+    return Int32Array.from(src);
+  }
+  const bits = EXACT_INT_BITS[info.dtype]!;
+  const limit = 2 ** bits;
+  const f = info.dtype === 'F64' ? toF64(st, name) : toF32(st, name);
+  const out = new Int32Array(f.length);
+  for (let i = 0; i < f.length; i++) {
+    const x = f[i];
+    if (!Number.isInteger(x)) bad(i, String(x), 'is not an integer');
+    if (Math.abs(x) >= limit) bad(i, String(x), `is at or beyond 2^${bits} = ${limit}, where ${info.dtype} no longer holds every integer: it may be a rounded value (save ids and masks as int64 or int32)`);
+    if (x < range.min || x > range.max) bad(i, String(x), outside);
+    out[i] = x;
+  }
+  return out;
 }
 
 export function shapeOf(st: SafeTensors, name: string): number[] {

@@ -66,6 +66,18 @@ function posInt(cfg: Json, key: string, fallback?: number): number {
   return v;
 }
 
+/**
+ * More transformer blocks than any published model has by two orders of magnitude: a corrupt or hostile config.
+ * Refused up front, so the per-layer lists built from it (parameters, plans) stay bounded.
+ */
+export const MAX_LAYERS = 65_536;
+
+function layers(cfg: Json, key: string): number {
+  const n = posInt(cfg, key);
+  if (n > MAX_LAYERS) throw new ModelLoadError(`config.json: "${key}" = ${n} exceeds the ${MAX_LAYERS} layers the studio reads`);
+  return n;
+}
+
 function reject(cond: boolean, what: string): void {
   if (cond) throw new ModelLoadError(`config.json: ${what} is not supported`);
 }
@@ -116,7 +128,7 @@ export function parseConfig(raw: unknown): ModelConfig {
     return {
       ...common(),
       hidden_size: C,
-      num_hidden_layers: posInt(cfg, 'n_layer'),
+      num_hidden_layers: layers(cfg, 'n_layer'),
       num_attention_heads: H,
       num_key_value_heads: H,
       head_dim: C / H,
@@ -149,7 +161,7 @@ export function parseConfig(raw: unknown): ModelConfig {
   return {
     ...common(),
     hidden_size: C,
-    num_hidden_layers: posInt(cfg, 'num_hidden_layers'),
+    num_hidden_layers: layers(cfg, 'num_hidden_layers'),
     num_attention_heads: Hq,
     num_key_value_heads: Hkv,
     head_dim: D,

@@ -117,7 +117,8 @@ export async function loadCheckpoint(
     const bytes = await source.readBytes(file, (loaded, total) => progress({ phase: 'download', file, fileIndex: fi, files: files.length, loaded, total }));
     const st = parseSafeTensors(bytes, `${source.name}/${file}`);
     const stored = new Map<string, string>(); // stored name → parameter name
-    for (const name of pending.keys()) for (const a of aliases(name)) if (st.tensors.has(a)) stored.set(a, name);
+    // With an index, a parameter is read from the shard its weight_map names: a second copy elsewhere is not used.
+    for (const name of pending.keys()) for (const a of aliases(name)) if (st.tensors.has(a) && (!weightMap || weightMap.get(a) === file)) stored.set(a, name);
     for (const [storedName, info] of st.tensors) {
       const paramName = stored.get(storedName);
       if (!paramName) {
@@ -137,6 +138,8 @@ export async function loadCheckpoint(
       dtypes.add(info.dtype);
       const data = toF32(st, storedName);
       if (data.length !== numel(spec.shape)) throw new ModelLoadError(`${source.name}: tensor "${storedName}" has ${data.length} elements`);
+      const bad = firstNonFinite(data);
+      if (bad >= 0) throw new ModelLoadError(`${source.name}/${file}: tensor "${storedName}" holds ${data[bad]} at flat index ${bad}: a checkpoint with NaN or infinite weights cannot be used`);
       await onTensor(spec, data, { dtype: info.dtype, bytes: tensorBytes(st, storedName) });
       pending.delete(paramName);
       progress({ phase: 'tensors', file, fileIndex: fi, files: files.length, loaded: ++handed, total: specs.length });
@@ -150,6 +153,12 @@ export async function loadCheckpoint(
   }
   progress({ phase: 'done', loaded: specs.length, total: specs.length });
   return { config, hfConfig, files, dtypes: [...dtypes], unused };
+}
+
+/** Index of the first NaN or ±Infinity (x - x is 0 only for finite x), or -1: one linear pass, no allocation. */
+function firstNonFinite(a: Float32Array): number {
+  for (let i = 0; i < a.length; i++) if (a[i] - a[i] !== 0) return i;
+  return -1;
 }
 
 function missingError(source: ModelSource, names: string[]): ModelLoadError {

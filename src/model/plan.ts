@@ -100,7 +100,7 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
   const saved = o.scoreOnly ? layer : o.checkpointing ? cfg.num_hidden_layers * N * cfg.hidden_size + layer - N * cfg.hidden_size : cfg.num_hidden_layers * layer;
   const loraScratch = 2 * N * r * modules.length; // u and du per adapted module
   // The optimizer copies one trainable tensor at a time (θ_old, for ‖Δθ‖): the largest one.
-  const thetaOld = lora ? Math.max(...modules.map((m) => r * Math.max(m.in, m.out))) : Math.max(...specs.map((p) => numel(p.shape)));
+  const thetaOld = lora ? modules.reduce((m, x) => Math.max(m, r * Math.max(x.in, x.out)), 0) : specs.reduce((m, p) => Math.max(m, numel(p.shape)), 0); // no spread: 30,000 layers overflow the stack
   const bytes = {
     weights: specs.reduce((s, p) => s + numel(p.shape) * (packed(p.name, p.shape) ? 2 : F), 0) + adapterParams * F,
     grads: o.scoreOnly ? 0 : (lora ? adapterParams + normParams : params) * F,

@@ -14,6 +14,10 @@ import { importBatch } from '../../src/io/formats/index.ts';
 import { writeSafeTensors } from '../../src/io/safetensors.ts';
 import { validateBatch } from '../../src/io/validate.ts';
 import { noEdits, pageSettings } from '../../src/bridge/settings.ts';
+import { OPENRLHF_RUN, OPENRLHF_SETTINGS } from '../../src/grpo/settings/openrlhf.ts';
+import { VERL_RUN, VERL_SETTINGS } from '../../src/grpo/settings/verl.ts';
+import type { TrainerRefusal } from '../../src/grpo/settings/trainer_rules.ts';
+import type { TrainerId } from '../../src/grpo/settings/types.ts';
 
 /** A valid value of the row that is not its default (bounds and allowed values from the row itself). */
 function otherValue(s: SettingSpec): unknown {
@@ -24,11 +28,13 @@ function otherValue(s: SettingSpec): unknown {
     case 'enum':
       return s.values!.find((v) => v !== d);
     case 'string':
-      return s.name === 'optim' ? 'sgd' : s.name === 'lr_scheduler_type' ? 'constant' : 'x';
+      // verl's rollout_rs / rollout_rs_threshold / adv_estimator: values verl parses (rollout_corr_helper.py, core_algos.py).
+      return { optim: 'sgd', lr_scheduler_type: 'constant', rollout_rs: 'token_k1', rollout_rs_threshold: '0.5_2', adv_estimator: 'grpo' }[s.name] ?? 'x';
     case 'number-list':
       return [0.5, 2];
     case 'object':
-      return { num_cycles: 0.25 };
+      // OpenRLHF's loss_batch_info is _optimizer_step_loss_norm's {dp_size, batch_num_tokens, global_batch_size}.
+      return s.name === 'loss_batch_info' ? { dp_size: 2, batch_num_tokens: 12, global_batch_size: 3 } : { num_cycles: 0.25 };
     case 'integer': {
       const base = typeof d === 'number' ? d : (s.min ?? 0);
       return s.max !== undefined && base + 1 > s.max ? base - 1 : base + 1;
@@ -157,5 +163,254 @@ describe('the CLI and the page resolve every fixture to the same update', () => 
       page = (e as Error).message;
     }
     expect(page).toEqual(cli);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// verl and OpenRLHF: the same walk through their readers, on dumps saved the way the trainers hold their data.
+
+/** A dict of paths ("a.b.c") as the nested object they name. */
+function nest(flat: Record<string, unknown>): Record<string, unknown> {
+  const root: Record<string, unknown> = {};
+  for (const [path, v] of Object.entries(flat)) {
+    const parts = path.split('.');
+    let node = root;
+    for (const p of parts.slice(0, -1)) node = (node[p] ??= {}) as Record<string, unknown>;
+    node[parts[parts.length - 1]] = v;
+  }
+  return root;
+}
+
+const i32 = (rows: number[][]) => ({ dtype: 'I32' as const, shape: [rows.length, rows[0].length], data: Int32Array.from(rows.flat()) });
+const f32 = (rows: number[][]) => ({ dtype: 'F32' as const, shape: [rows.length, rows[0].length], data: Float32Array.from(rows.flat()) });
+const bytesOf = (x: unknown) => JSON.stringify(x);
+
+/**
+ * Where each verl row sits in verl's own config (OmegaConf.to_container of the driver's config), from
+ * volcengine/verl b178a3c verl/trainer/config/_generated_ppo_trainer.yaml; temperature is also
+ * DataProto.meta_info["temperature"] (ray_trainer.py sets it from the rollout's, dp_actor.py reads it).
+ */
+const ACT = 'actor_rollout_ref.actor';
+const VERL_PATHS: Record<string, string> = {
+  loss_mode: `${ACT}.policy_loss.loss_mode`, loss_agg_mode: `${ACT}.loss_agg_mode`, clip_ratio: `${ACT}.clip_ratio`,
+  clip_ratio_low: `${ACT}.clip_ratio_low`, clip_ratio_high: `${ACT}.clip_ratio_high`, clip_ratio_c: `${ACT}.clip_ratio_c`,
+  entropy_coeff: `${ACT}.entropy_coeff`, calculate_entropy: `${ACT}.calculate_entropy`, use_kl_loss: `${ACT}.use_kl_loss`,
+  kl_loss_coef: `${ACT}.kl_loss_coef`, kl_loss_type: `${ACT}.kl_loss_type`, loss_scale_factor: `${ACT}.loss_scale_factor`,
+  tau_pos: `${ACT}.tau_pos`, tau_neg: `${ACT}.tau_neg`, clip_cov_ratio: `${ACT}.policy_loss.clip_cov_ratio`,
+  clip_cov_lb: `${ACT}.policy_loss.clip_cov_lb`, clip_cov_ub: `${ACT}.policy_loss.clip_cov_ub`, kl_cov_ratio: `${ACT}.policy_loss.kl_cov_ratio`,
+  ppo_kl_coef: `${ACT}.policy_loss.ppo_kl_coef`, temperature: 'actor_rollout_ref.rollout.temperature', ppo_epochs: `${ACT}.ppo_epochs`,
+  ppo_mini_batch_size: `${ACT}.ppo_mini_batch_size`, ppo_micro_batch_size_per_gpu: `${ACT}.ppo_micro_batch_size_per_gpu`,
+  use_dynamic_bsz: `${ACT}.use_dynamic_bsz`, use_legacy_worker_impl: 'trainer.use_legacy_worker_impl',
+  rollout_is: 'algorithm.rollout_correction.rollout_is', rollout_is_threshold: 'algorithm.rollout_correction.rollout_is_threshold',
+  rollout_is_batch_normalize: 'algorithm.rollout_correction.rollout_is_batch_normalize', rollout_rs: 'algorithm.rollout_correction.rollout_rs',
+  rollout_rs_threshold: 'algorithm.rollout_correction.rollout_rs_threshold', bypass_mode: 'algorithm.rollout_correction.bypass_mode',
+  loss_type: 'algorithm.rollout_correction.loss_type', adv_estimator: 'algorithm.adv_estimator',
+  norm_adv_by_std_in_grpo: 'algorithm.norm_adv_by_std_in_grpo', gamma: 'algorithm.gamma',
+};
+
+/**
+ * Fields of the same config the studio does not read, several with a row's leaf name at another path (the
+ * critic's loss_agg_mode and mini-batch, the validation temperature): they must not become the actor's.
+ * rollout.n = 2 and 2 GPUs on 1 node: fsdp_workers.py gives the actor ppo_mini_batch_size × 2 // 2, the value as written.
+ */
+const VERL_OTHER: Record<string, unknown> = {
+  [`${ACT}.strategy`]: 'fsdp', [`${ACT}.ulysses_sequence_parallel_size`]: 1, [`${ACT}.ppo_micro_batch_size`]: null, [`${ACT}.optim.lr`]: 1e-6,
+  'actor_rollout_ref.rollout.n': 2, 'actor_rollout_ref.rollout.val_kwargs.temperature': 0, 'critic.loss_agg_mode': 'token-mean',
+  'critic.ppo_mini_batch_size': 256, 'algorithm.kl_ctrl.kl_coef': 0.001, 'trainer.nnodes': 1, 'trainer.n_gpus_per_node': 2, 'trainer.logger': ['console'],
+};
+
+/**
+ * A DataProto after compute_advantage, saved as docs/import/verl.md's hook does (batch.batch's tensors, uid in the
+ * metadata): 4 rows, uids interleaved as _balance_batch leaves them, prompts left-padded, responses right-padded,
+ * advantages (B, R) = the row's scalar × response_mask. `meta` is the rest of the metadata (config, meta_info, run).
+ */
+function verlDump(meta: Record<string, unknown>): Uint8Array {
+  const mask = [[1, 1, 0], [1, 1, 1], [1, 1, 1], [1, 1, 0]];
+  const prompts = [[0, 11, 12], [0, 21, 22], [0, 11, 12], [0, 21, 22]];
+  const responses = [[40, 2, 0], [41, 42, 2], [43, 44, 2], [45, 2, 0]];
+  const adv = [0.5, -0.5, -0.5, 0.5];
+  return writeSafeTensors(
+    {
+      prompts: i32(prompts), responses: i32(responses), input_ids: i32(prompts.map((p, b) => [...p, ...responses[b]])),
+      attention_mask: i32(prompts.map((p, b) => [...p.map((t) => (t ? 1 : 0)), ...mask[b]])), response_mask: i32(mask),
+      advantages: f32(mask.map((m, b) => m.map((x) => x * adv[b]))), old_log_probs: f32(mask.map((m) => m.map((x) => -0.5 * x))),
+      token_level_rewards: f32(mask.map((m, b) => m.map((_, t) => (t === m.lastIndexOf(1) ? (adv[b] > 0 ? 1 : 0) : 0)))),
+    },
+    { uid: bytesOf(['u1', 'u0', 'u1', 'u0']), pad_token_id: '0', eos_token_id: '2', ...Object.fromEntries(Object.entries(meta).map(([k, v]) => [k, bytesOf(v)])) },
+  );
+}
+
+/**
+ * An OpenRLHF Experience saved as docs/import/openrlhf.md's hook does: sequences = left-padded prompt ⧺ right-padded
+ * response (B, 6), action_mask over sequences[:, 1:] (B, 5), index [2, 0, 3, 1]; `meta` is the rest of the metadata.
+ */
+function openrlhfDump(meta: Record<string, unknown>): Uint8Array {
+  const seqs = [[0, 21, 22, 40, 2, 0], [11, 12, 13, 41, 42, 2], [0, 21, 22, 43, 2, 0], [11, 12, 13, 44, 2, 0]];
+  // sequences[:, 1:] from column 2 on are response tokens; 1 through the EOS.
+  const action = [[0, 0, 1, 1, 0], [0, 0, 1, 1, 1], [0, 0, 1, 1, 0], [0, 0, 1, 1, 0]];
+  const adv = [1, -1, -1, 1];
+  return writeSafeTensors(
+    {
+      sequences: i32(seqs), attention_mask: i32(seqs.map((r) => r.map((t) => (t ? 1 : 0)))), action_mask: i32(action),
+      action_log_probs: f32(action.map((m) => m.map((x) => -0.3 * x))), advantages: f32(action.map((m, b) => m.map((x) => x * adv[b]))),
+      rewards: { dtype: 'F32' as const, shape: [4], data: Float32Array.of(1, 0, 0, 1) },
+    },
+    { index: bytesOf([2, 0, 3, 1]), pad_token_id: '0', eos_token_id: '2', ...Object.fromEntries(Object.entries(meta).map(([k, v]) => [k, bytesOf(v)])) },
+  );
+}
+
+/** args fields OpenRLHF has beside the table's (train_ppo_ray.py dests), one with a row's leaf name elsewhere (eval's n). */
+const OPENRLHF_OTHER: Record<string, unknown> = { 'rollout.n_samples_per_prompt': 2, 'eval.n_samples_per_prompt': 4, 'algo.advantage.estimator': 'group_norm', 'ds.zero_stage': 2, 'actor.pretrain': 'Qwen/Qwen3-0.6B' };
+
+/** The batch's values of the table's rows, resolved as the step reads them (a run row may arrive in config). */
+function resolved(batch: GrpoBatch): Record<string, unknown> {
+  const s = effectiveSettings(trainerOfBatch(batch), [fileLayer(batch, 'f')]);
+  return { ...s.config, ...s.run };
+}
+
+interface TrainerWalk {
+  trainer: TrainerId;
+  config: readonly SettingSpec[];
+  run: readonly SettingSpec[];
+  /** The dump with every row's value: the trainer's own nested layout, or the flat names (docs' hook keys). */
+  dump(values: Record<string, unknown>, run: Record<string, unknown>, form: 'nested' | 'flat'): Uint8Array;
+}
+
+const WALKS: TrainerWalk[] = [
+  {
+    trainer: 'verl',
+    config: VERL_SETTINGS,
+    run: VERL_RUN,
+    dump: (values, run, form) =>
+      form === 'nested'
+        ? verlDump({ config: nest({ ...VERL_OTHER, ...Object.fromEntries(Object.entries(values).map(([k, v]) => [VERL_PATHS[k], v])) }), meta_info: { temperature: values.temperature, global_token_num: [6, 6, 6, 5] }, run })
+        : verlDump({ config: { rollout_n: 2, ...values, ...run } }),
+  },
+  {
+    trainer: 'openrlhf',
+    config: OPENRLHF_SETTINGS,
+    run: OPENRLHF_RUN,
+    // Nested: the args as hierarchize leaves them (openrlhf/utils/config.py splits each dest on "."), no top-level n.
+    dump: (values, run, form) => (form === 'nested' ? openrlhfDump({ config: nest({ ...OPENRLHF_OTHER, ...values }), run }) : openrlhfDump({ config: { ...OPENRLHF_OTHER, ...values, ...run } })),
+  },
+];
+
+describe.each(WALKS)('every $trainer row round-trips import → export → import', (w) => {
+  const values = Object.fromEntries(w.config.map((s) => [s.name, otherValue(s)]));
+  const run = Object.fromEntries(w.run.map((s) => [s.name, otherValue(s)]));
+  const rows = [...w.config, ...w.run].map((s) => [s.name, s.scope === 'run' ? run[s.name] : values[s.name]] as const);
+
+  it.each(['nested', 'flat'] as const)('the values are not the defaults, and the %s dump imports with no config finding', (form) => {
+    for (const [name, v] of rows) expect([name, v]).not.toEqual([name, [...w.config, ...w.run].find((s) => s.name === name)!.default]);
+    const r = importBatch([{ name: 'dump.safetensors', bytes: w.dump(values, run, form) }]);
+    expect(r.format).toBe(w.trainer);
+    expect(r.batch.num_generations).toBe(2);
+    expect(r.unknownKeys).toEqual([]);
+    expect(validateBatch(r.batch).filter((f) => f.field?.startsWith('config') || f.field?.startsWith('run'))).toEqual([]);
+  });
+
+  describe.each(['nested', 'flat'] as const)('%s', (form) => {
+    let done: [GrpoBatch, GrpoBatch] | undefined;
+    const twice = () => {
+      const first = read(w.dump(values, run, form), 'dump.safetensors');
+      return (done ??= [first, parseBatch(serializeBatch(first), 'export.json')]);
+    };
+    it.each(rows)('%s', (name, v) => {
+      const [first, again] = twice();
+      expect(trainerOfBatch(first)).toBe(w.trainer);
+      expect(resolved(first)[name]).toEqual(v);
+      expect(trainerOfBatch(again)).toBe(w.trainer);
+      expect(resolved(again)[name]).toEqual(v);
+    });
+  });
+});
+
+describe.each(WALKS)('every $trainer row reaches its objective, or the file is refused naming it', (w) => {
+  // verl's actor refuses its own dataclass default (no micro-batch size without dynamic batching): start from
+  // the value its refusal offers, as the page does (verl_rules.ts).
+  let base: Record<string, unknown> = {};
+  try {
+    stepConfigOf(effectiveSettings(w.trainer, []), 4);
+  } catch (e) {
+    base = (e as TrainerRefusal).offer ?? {};
+  }
+  const walk = (where: 'config' | 'run', name: string, v: unknown): 'refused' | unknown => {
+    const layer = { origin: 'file' as const, trainer: w.trainer, config: { ...base, ...(where === 'config' ? { [name]: v } : {}) }, run: where === 'run' ? { [name]: v } : {} };
+    try {
+      return stepConfigOf(effectiveSettings(w.trainer, [layer]), 4).trainer?.[where][name];
+    } catch (e) {
+      expect((e as Error).message).toContain(name);
+      return 'refused';
+    }
+  };
+  it.each(w.config.map((s) => [s.name, s] as const))('config.%s', (name, spec) => {
+    const v = otherValue(spec);
+    const got = walk('config', name, v);
+    // 257 sequences do not split into micro-batches of 256: verl's fsdp_workers.py assert, quoted.
+    if (w.trainer === 'verl' && name === 'ppo_mini_batch_size') expect(got).toBe('refused');
+    else expect(got).toEqual(v);
+  });
+  it.each(w.run.map((s) => [s.name, s] as const))('run.%s', (name, spec) => {
+    expect(walk('run', name, otherValue(spec))).toEqual(otherValue(spec));
+  });
+});
+
+describe('verl: the nested config is read as verl reads it', () => {
+  it('every row of the verl table has its place in verl\'s config (a new row needs one here)', () => {
+    expect(Object.keys(VERL_PATHS).sort()).toEqual(VERL_SETTINGS.map((s) => s.name).sort());
+  });
+
+  const nested = (extra: Record<string, unknown>, meta: Record<string, unknown> = {}) => read(verlDump({ config: nest({ ...VERL_OTHER, ...extra }), ...meta }), 'v.safetensors');
+
+  it("the actor's mini-batch is the driver's × rollout.n // (GPUs // sequence parallel), as fsdp_workers.py normalises it", () => {
+    // verl's GSM8K example: 256 prompts × n 5 on 8 GPUs → 160 sequences per actor; micro 32 → loss scale 1 / 5.
+    const b = nested({ 'actor_rollout_ref.rollout.n': 5, 'trainer.n_gpus_per_node': 8, [`${ACT}.ppo_mini_batch_size`]: 256, [`${ACT}.ppo_micro_batch_size_per_gpu`]: 32 });
+    expect(resolved(b)).toMatchObject({ ppo_mini_batch_size: 160, ppo_micro_batch_size_per_gpu: 32 });
+    // The deprecated global micro-batch is divided by the data-parallel size (then it is the per-GPU one).
+    const old = nested({ 'trainer.n_gpus_per_node': 4, [`${ACT}.ppo_mini_batch_size`]: 8, [`${ACT}.ppo_micro_batch_size`]: 8, [`${ACT}.ppo_micro_batch_size_per_gpu`]: null });
+    expect(resolved(old)).toMatchObject({ ppo_mini_batch_size: 4, ppo_micro_batch_size_per_gpu: 2 });
+  });
+
+  it('the same leaf at another path (critic, validation sampling) is not the actor’s; a default-only config keeps its nulls', () => {
+    const b = nested({ [`${ACT}.loss_agg_mode`]: 'seq-mean-token-sum', 'actor_rollout_ref.rollout.temperature': 0.7, 'algorithm.rollout_correction.rollout_is': null });
+    expect(resolved(b)).toMatchObject({ loss_agg_mode: 'seq-mean-token-sum', temperature: 0.7, rollout_is: null });
+    expect(b.config).not.toHaveProperty('lr');
+  });
+
+  it('norm_adv_by_std_in_grpo and the temperature reach the studio side of the update (advantages, log-probs)', () => {
+    const b = nested({ 'algorithm.norm_adv_by_std_in_grpo': false, 'actor_rollout_ref.rollout.temperature': 0.7, [`${ACT}.ppo_micro_batch_size_per_gpu`]: 1 });
+    const cfg = stepConfigOf(effectiveSettings('verl', [fileLayer(b, 'v')]), 3);
+    expect([cfg.scale_rewards, cfg.loss.temperature, cfg.trainer?.config.temperature]).toEqual(['none', 0.7, 0.7]);
+  });
+
+  it('a leaf given twice with different values is refused naming both places', () => {
+    expect(() => nested({ 'actor_rollout_ref.rollout.temperature': 0.7 }, { meta_info: { temperature: 1 } })).toThrow(/config\.actor_rollout_ref\.rollout\.temperature = 0\.7 and meta_info\.temperature = 1/);
+    const both = verlDump({ config: { loss_agg_mode: 'token-mean', ...nest({ ...VERL_OTHER, [`${ACT}.loss_agg_mode`]: 'seq-mean-token-mean' }) } });
+    expect(() => read(both, 'v.safetensors')).toThrow(/config\.loss_agg_mode = "token-mean" and config\.actor_rollout_ref\.actor\.loss_agg_mode = "seq-mean-token-mean"/);
+    // Equal values are one value.
+    expect(resolved(read(verlDump({ config: { loss_agg_mode: 'seq-mean-token-mean', ...nest({ ...VERL_OTHER, [`${ACT}.loss_agg_mode`]: 'seq-mean-token-mean' }) } }), 'v.safetensors')).loss_agg_mode).toBe('seq-mean-token-mean');
+  });
+
+  it('what the studio does not read is said, never dropped in silence; an unresolved interpolation is refused', () => {
+    const r = importBatch([{ name: 'v.safetensors', bytes: verlDump({ config: nest(VERL_OTHER), meta_info: { global_token_num: [6, 6, 6, 5] } }) }]);
+    expect(r.notes.join('\n')).toMatch(/config: \d+ nested field\(s\) the studio does not read, not carried \(.*critic\.loss_agg_mode/s);
+    expect(r.notes.join('\n')).toMatch(/meta_info: global_token_num read, not used/);
+    const megatron = importBatch([{ name: 'v.safetensors', bytes: verlDump({ config: nest({ ...VERL_OTHER, [`${ACT}.strategy`]: 'megatron', [`${ACT}.ppo_mini_batch_size`]: 8 }) }) }]);
+    expect(megatron.batch.config).not.toHaveProperty('ppo_mini_batch_size');
+    expect(megatron.notes.join('\n')).toMatch(/ppo_mini_batch_size .*not carried.*"megatron"/);
+    expect(() => nested({ [`${ACT}.clip_ratio_low`]: '${actor_rollout_ref.actor.clip_ratio}' })).toThrow(/clip_ratio_low = .* unresolved interpolation: save OmegaConf\.to_container\(config, resolve=True\)/);
+  });
+});
+
+describe('OpenRLHF: args as the trainer holds them', () => {
+  it('nested args give n_samples_per_prompt (issue 21: "__metadata__ has no n_samples_per_prompt") and the rows', () => {
+    const b = read(openrlhfDump({ config: nest({ 'rollout.n_samples_per_prompt': 2, 'actor.eps_clip': 0.1 }) }), 'e.safetensors');
+    expect(b.num_generations).toBe(2);
+    expect(b.group_ids).toEqual([1, 0, 1, 0]);
+    expect(resolved(b)['actor.eps_clip']).toBe(0.1);
+  });
+  it('the metadata, flat and nested args must agree on n_samples_per_prompt and on each row', () => {
+    expect(() => read(openrlhfDump({ n_samples_per_prompt: '4', config: nest({ 'rollout.n_samples_per_prompt': 2 }) }), 'e.safetensors')).toThrow(/n_samples_per_prompt = 4 and config\.rollout\.n_samples_per_prompt = 2/);
+    expect(() => read(openrlhfDump({ config: { 'actor.eps_clip': 0.3, ...nest({ 'rollout.n_samples_per_prompt': 2, 'actor.eps_clip': 0.1 }) } }), 'e.safetensors')).toThrow(/config\["actor\.eps_clip"\] = 0\.3 and config\.actor\.eps_clip = 0\.1/);
   });
 });

@@ -27,6 +27,12 @@ export interface SettingSpec {
   scope: 'loss' | 'advantages' | 'sampling' | 'optimizer' | 'run' | 'batch';
   /** One line: meaning and formula, shown as the form's tooltip and in docs. */
   doc: string;
+  /**
+   * Where the value sits in the trainer's own config object when it is saved whole (verl's
+   * OmegaConf.to_container(config): `actor_rollout_ref.actor.loss_agg_mode`); absent: the name itself (TRL's
+   * args.to_dict(), OpenRLHF's flat args). The readers map these paths to the row once, at the edge.
+   */
+  path?: string;
   /** Where the trainer defines / reads it (repository path), for the tooltip and docs. */
   source?: string;
   /** A studio-only setting (no trainer has it, e.g. kl_estimator), kept in the same table and marked. */

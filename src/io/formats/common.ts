@@ -4,7 +4,7 @@
 // pad / EOS ids a dump may lack. Everything is linear in the tensor size: one typed-array view per
 // tensor, one Array.from per row, no per-element objects.
 import { BatchFormatError, type GrpoBatch } from '../batch.ts';
-import { shapeOf, toF32, toF64, toI32, type SafeTensors } from '../safetensors.ts';
+import { INT32_RANGE, shapeOf, TOKEN_ID_RANGE, toF32, toF64, toI32, wholeNumbers, type SafeTensors } from '../safetensors.ts';
 
 /** What a reader returns: the canonical batch plus what the page and `convert` tell the user. */
 export interface ImportResult {
@@ -49,32 +49,22 @@ export class Dump {
     return shapeOf(this.st, key);
   }
 
-  /** An integer tensor of rank 2 as Int32 (I64 read from its low words, checked to fit). */
-  ints(key: string): Tensor2D<Int32Array> {
+  /**
+   * A whole-number tensor of rank 2 (ids, or a mask when the key names one) as Int32, read exactly or refused.
+   * Any integer dtype as stored (I64 from all 64 bits); a float, BF16 or F16 one (a hook's cast) only when every
+   * value is an exact integer the dtype holds without rounding (below 2^24 / 2^8 / 2^11; F64 below 2^53). Ids
+   * must lie in [0, 2^31), masks in int32. The first value that fails is one line naming the file, the tensor,
+   * the sample, the position and the value — never an id silently wrapped, rounded or cast.
+   */
+  ints(key: string, kind: 'ids' | 'mask' = /mask/i.test(key) ? 'mask' : 'ids'): Tensor2D<Int32Array> {
     const [rows, cols] = this.dims(key, 2);
     const info = this.st.tensors.get(key)!;
-    const bytes = this.st.data.subarray(info.data_offsets[0], info.data_offsets[1]);
-    let data: Int32Array;
-    if (info.dtype === 'I64') {
-      const words = new Int32Array(bytes.byteOffset % 4 === 0 ? bytes.buffer : bytes.slice().buffer, bytes.byteOffset % 4 === 0 ? bytes.byteOffset : 0, bytes.byteLength / 4);
-      data = new Int32Array(rows * cols);
-      for (let i = 0; i < data.length; i++) {
-        const lo = words[2 * i];
-        if (words[2 * i + 1] !== lo >> 31) this.fail(`${key}[${Math.floor(i / cols)}][${i % cols}] does not fit in 32 bits`);
-        data[i] = lo;
-      }
-    } else if (['I32', 'I16', 'I8', 'U8', 'BOOL'].includes(info.dtype)) {
-      const src = info.dtype === 'I32' ? new Int32Array(bytes.slice().buffer) : info.dtype === 'I16' ? new Int16Array(bytes.slice().buffer) : info.dtype === 'I8' ? new Int8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : bytes;
-      data = src instanceof Int32Array ? src : Int32Array.from(src);
-    } else if (['F32', 'F64', 'BF16', 'F16'].includes(info.dtype)) {
-      // Masks saved as float: read them, but only whole numbers are accepted as ids or mask values.
-      const f = toF32(this.st, key);
-      data = new Int32Array(f.length);
-      for (let i = 0; i < f.length; i++) {
-        if (!Number.isInteger(f[i])) this.fail(`${key}[${Math.floor(i / cols)}][${i % cols}] = ${f[i]} is not an integer (dtype ${info.dtype})`);
-        data[i] = f[i];
-      }
-    } else this.fail(`${key} has dtype ${info.dtype}, expected an integer tensor`);
+    if (!['I64', 'I32', 'I16', 'I8', 'U8', 'BOOL', 'F64', 'F32', 'BF16', 'F16'].includes(info.dtype)) this.fail(`${key} has dtype ${info.dtype}, expected an integer tensor`);
+    const data = wholeNumbers(this.st, key, kind === 'ids' ? TOKEN_ID_RANGE : INT32_RANGE, (i, value, why) => {
+      const b = Math.floor(i / cols);
+      const t = i % cols;
+      this.fail(`${key}[${b}][${t}] (sample ${b}, position ${t}) = ${value} (dtype ${info.dtype}) ${why}`);
+    });
     return { key, rows, cols, data };
   }
 
@@ -90,7 +80,12 @@ export class Dump {
   scalar(key: string): number {
     const info = this.st.tensors.get(key);
     if (!info || info.shape.reduce((a, b) => a * b, 1) === 0) this.fail(`${key} is missing or empty`);
-    return ['F32', 'F64', 'BF16', 'F16'].includes(info.dtype) ? toF64(this.st, key)[0] : toI32(this.st, key)[0];
+    if (['F32', 'F64', 'BF16', 'F16'].includes(info.dtype)) return toF64(this.st, key)[0];
+    try {
+      return toI32(this.st, key)[0];
+    } catch (e) {
+      return this.fail((e as Error).message);
+    }
   }
 
   /** [rows, cols] of a tensor of the given rank (rank 1: cols = 1). */

@@ -20,11 +20,13 @@ const DUMP_FORMATS: { id: string; detect(d: Dump): boolean; read(d: Dump, opts: 
   { id: 'openrlhf', detect: openrlhf.detect, read: openrlhf.read },
 ];
 
-/** A safetensors file: u64 little-endian header length that fits the file, then a JSON header. */
+/**
+ * A safetensors file: a u64 little-endian header length, then a JSON header. Text (JSON, JSONL) never holds a NUL
+ * byte and a length under 2^56 always does, so a NUL in the first 8 bytes means "safetensors": a header length past
+ * the file or a truncated data section is then reported as such by parseSafeTensors, not as text that is not JSON.
+ */
 function isSafetensors(bytes: Uint8Array): boolean {
-  if (bytes.byteLength < 10 || bytes[8] !== 0x7b) return false;
-  const dv = new DataView(bytes.buffer, bytes.byteOffset, 8);
-  return dv.getUint32(4, true) === 0 && 8 + dv.getUint32(0, true) <= bytes.byteLength;
+  return bytes.subarray(0, 8).includes(0);
 }
 
 /**

@@ -17,9 +17,12 @@ const KNOWN = ['schema_version', 'step', 'rank', 'micro_step', 'micro_sequence_i
 
 type Record_ = Record<string, unknown>;
 
-/** The first line is a JSON object with token_ids and loss_mask. */
+/** The first non-blank line is a JSON object with token_ids and loss_mask (blank lines are skipped, as read() does). */
 export function detect(text: string): boolean {
-  const line = text.slice(0, text.indexOf('\n') < 0 ? undefined : text.indexOf('\n'));
+  const start = text.search(/\S/);
+  if (start < 0) return false;
+  const end = text.indexOf('\n', start);
+  const line = text.slice(start, end < 0 ? undefined : end);
   try {
     const r = JSON.parse(line);
     return r !== null && typeof r === 'object' && Array.isArray(r.token_ids) && Array.isArray(r.loss_mask);
@@ -47,12 +50,21 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   if (records.length === 0) fail('no records');
   const notes: string[] = [];
   const list = (r: Record_, key: string, b: number): unknown[] => (Array.isArray(r[key]) ? (r[key] as unknown[]) : fail(`record ${b}: "${key}" must be a list`));
-  const ints = (r: Record_, key: string, b: number) =>
-    list(r, key, b).map((v, t) => (typeof v === 'boolean' ? +v : Number.isInteger(v) ? (v as number) : fail(`record ${b}: ${key}[${t}] = ${JSON.stringify(v)} is not an integer`)));
+  // Whole numbers, exactly: token ids in [0, 2^31), loss_mask values in int32. loss_mask may be true / false (the
+  // writer's .tolist() of a bool tensor); a boolean or string among token ids, or any string, is refused by position.
+  const ints = (r: Record_, key: string, b: number, kind: 'ids' | 'mask') =>
+    list(r, key, b).map((v, t) => {
+      if (typeof v === 'boolean' && kind === 'mask') return +v;
+      const at = `record ${b}: ${key}[${t}] (sample ${b}, position ${t}) = ${JSON.stringify(v)}`;
+      if (typeof v !== 'number') return fail(`${at} is ${v === null ? 'null' : `a ${Array.isArray(v) ? 'list' : typeof v}`}, not an integer`);
+      if (!Number.isInteger(v)) return fail(`${at} is not an integer`);
+      if (kind === 'ids' ? v < 0 || v > 2 ** 31 - 1 : v < -(2 ** 31) || v > 2 ** 31 - 1) return fail(`${at} is not ${kind === 'ids' ? 'a token id in [0, 2^31)' : 'an int32 in [-2^31, 2^31)'}`);
+      return v;
+    });
   const floats = (r: Record_, key: string, b: number) => list(r, key, b).map((v) => (v === null ? NaN : (v as number)));
 
-  const tokens = records.map((r, b) => ints(r, 'token_ids', b));
-  const loss = records.map((r, b) => ints(r, 'loss_mask', b));
+  const tokens = records.map((r, b) => ints(r, 'token_ids', b, 'ids'));
+  const loss = records.map((r, b) => ints(r, 'loss_mask', b, 'mask'));
   // Prompt = tokens before the first trained token; a loss_mask of another length keeps its length.
   const P = loss.map((m) => Math.max(0, m.indexOf(1)));
   const split = loss.map((m, b) => splitLossMask(m.slice(P[b])));

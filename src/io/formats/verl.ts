@@ -22,6 +22,7 @@
 // of VERL_RUN) is carried as written, as the TRL reader does.
 import type { BatchConfig, GrpoBatch } from '../batch.ts';
 import { runTable } from '../../grpo/settings/effective.ts';
+import { VERL_SETTINGS } from '../../grpo/settings/verl.ts';
 import { configLeaves, Dump, flatKey, intOf, isPlainObject, LeafValues, type Tensor2D, labelsFromKeys, largestGroup, row, rows, scalarAdvantages, splitLossMask, tokenIds, toolMasks, type ImportOptions, type ImportResult } from './common.ts';
 
 const MAPPED = ['prompts', 'responses', 'input_ids', 'attention_mask', 'response_mask', 'advantages', 'old_log_probs', 'ref_log_prob', 'rollout_log_probs', 'token_level_rewards'];
@@ -29,20 +30,15 @@ const KNOWN_UNMAPPED = ['position_ids', 'returns', 'token_level_scores', 'values
 const META = ['uid', 'config', 'meta_info', 'run', 'metrics', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'format'];
 
 const A = 'actor_rollout_ref.actor.';
-/** verl's nested config path → the table's leaf (verl/trainer/config/_generated_ppo_trainer.yaml at b178a3c). */
+/** The actor's batch sizes: normalised from the driver's by actorBatchSizes, not read as written. */
+const NORMALISED = new Set(['ppo_mini_batch_size', 'ppo_micro_batch_size_per_gpu']);
+/** verl's nested config path → the table's leaf: each row's `path` (src/grpo/settings/verl.ts), and rollout.n (the group size). */
 const NESTED: ReadonlyMap<string, string> = new Map([
-  ...['loss_agg_mode', 'clip_ratio', 'clip_ratio_low', 'clip_ratio_high', 'clip_ratio_c', 'entropy_coeff', 'calculate_entropy', 'use_kl_loss', 'kl_loss_coef', 'kl_loss_type', 'loss_scale_factor', 'tau_pos', 'tau_neg', 'ppo_epochs', 'use_dynamic_bsz'].map((k) => [A + k, k] as const),
-  ...['loss_mode', 'clip_cov_ratio', 'clip_cov_lb', 'clip_cov_ub', 'kl_cov_ratio', 'ppo_kl_coef'].map((k) => [`${A}policy_loss.${k}`, k] as const),
-  ...['rollout_is', 'rollout_is_threshold', 'rollout_is_batch_normalize', 'rollout_rs', 'rollout_rs_threshold', 'bypass_mode', 'loss_type'].map((k) => [`algorithm.rollout_correction.${k}`, k] as const),
-  ...['adv_estimator', 'norm_adv_by_std_in_grpo', 'gamma'].map((k) => [`algorithm.${k}`, k] as const),
-  ['actor_rollout_ref.rollout.temperature', 'temperature'],
+  ...VERL_SETTINGS.filter((s) => s.path && !NORMALISED.has(s.name)).map((s) => [s.path!, s.name] as const),
   ['actor_rollout_ref.rollout.n', 'rollout_n'],
-  ['trainer.use_legacy_worker_impl', 'use_legacy_worker_impl'],
 ]);
 /** Nested paths actorBatchSizes reads (the sizes and what normalises them). */
 const SIZES = [`${A}ppo_mini_batch_size`, `${A}ppo_micro_batch_size`, `${A}ppo_micro_batch_size_per_gpu`, `${A}ulysses_sequence_parallel_size`, `${A}strategy`, 'trainer.nnodes', 'trainer.n_gpus_per_node'];
-/** The table leaves the nested config gives (NESTED's and the batch sizes): tests check every table row has one. */
-export const VERL_NESTED_LEAVES: ReadonlySet<string> = new Set([...NESTED.values(), 'ppo_mini_batch_size', 'ppo_micro_batch_size_per_gpu']);
 
 export function detect(d: Dump): boolean {
   return d.has('responses') && d.has('prompts');
@@ -150,9 +146,11 @@ function verlSettings(d: Dump, cfg: Record<string, unknown>, metaInfo: Record<st
  */
 function actorBatchSizes(d: Dump, nested: Map<string, unknown>, leaves: LeafValues, notes: string[]): void {
   const [mini, micro, perGpu] = [nested.get(`${A}ppo_mini_batch_size`), nested.get(`${A}ppo_micro_batch_size`), nested.get(`${A}ppo_micro_batch_size_per_gpu`)];
-  if (perGpu !== undefined) leaves.set('ppo_micro_batch_size_per_gpu', `config.${A}ppo_micro_batch_size_per_gpu`, perGpu);
-  if (mini === undefined && (micro === undefined || micro === null)) return;
-  if (micro !== undefined && micro !== null && perGpu !== undefined && perGpu !== null) {
+  const deprecated = micro !== undefined && micro !== null;
+  // With the deprecated global size, verl writes its per-GPU share over the (null) per-GPU field.
+  if (perGpu !== undefined && !deprecated) leaves.set('ppo_micro_batch_size_per_gpu', `config.${A}ppo_micro_batch_size_per_gpu`, perGpu);
+  if (mini === undefined && !deprecated) return;
+  if (deprecated && perGpu !== undefined && perGpu !== null) {
     d.fail(`__metadata__ config.${A}ppo_micro_batch_size and ppo_micro_batch_size_per_gpu are both set: verl refuses it ("[actor] You have set both 'actor.ppo_micro_batch_size' AND 'actor.ppo_micro_batch_size_per_gpu'", verl/workers/config/actor.py)`);
   }
   const n = intOf(nested.get('actor_rollout_ref.rollout.n'));
@@ -170,12 +168,12 @@ function actorBatchSizes(d: Dump, nested: Map<string, unknown>, leaves: LeafValu
   if (mini !== undefined) {
     const m = intOf(mini);
     const v = m === undefined ? mini : Math.floor((m * n!) / dp);
-    leaves.set('ppo_mini_batch_size', `config.${A}ppo_mini_batch_size × rollout.n // ${dp} GPUs`, v);
+    leaves.set('ppo_mini_batch_size', `config.${A}ppo_mini_batch_size × rollout.n // data-parallel ${dp}`, v);
     if (m !== undefined) notes.push(`ppo_mini_batch_size = ${m} × rollout.n ${n} // (${world} GPUs // sp ${sp}) = ${v}: the actor's, as fsdp_workers.py normalises it`);
   }
-  if (micro !== undefined && micro !== null) {
+  if (deprecated) {
     const m = intOf(micro);
-    leaves.set('ppo_micro_batch_size_per_gpu', `config.${A}ppo_micro_batch_size // ${dp} GPUs`, m === undefined ? micro : Math.floor(m / dp));
+    leaves.set('ppo_micro_batch_size_per_gpu', `config.${A}ppo_micro_batch_size // data-parallel ${dp}`, m === undefined ? micro : Math.floor(m / dp));
   }
 }
 
