@@ -52,6 +52,6 @@ describe('bounded chat-template rendering', () => {
     // A batch of Qwen3 ids: the tokenizer fits it, so the Doctor would render with its template.
     const err = await promisify(execFile)(process.execPath, [join(ROOT, 'bin/grpo-studio.mjs'), 'doctor', join(ROOT, 'tests/fixtures/batches/retokenization-mismatch.json'), '--tokenizer', dir], { cwd: ROOT, env: { ...process.env } }).catch((e: { code: number; stderr: string }) => e);
     expect((err as { code: number }).code).toBe(2);
-    expect((err as { stderr: string }).stderr.trim()).toMatch(/^grpo-studio doctor: rendering a one-message probe: the chat template (did not finish within 5000 ms|needed more than 256 MB of memory)$/);
+    expect((err as { stderr: string }).stderr.trim()).toMatch(/^grpo-studio doctor: --tokenizer \S+: rendering a one-message probe: the chat template (did not finish within 5000 ms|needed more than 256 MB of memory)$/);
   }, 60_000);
 });
