@@ -264,8 +264,11 @@ export interface WorkerErrorInfo {
 
 export type Request =
   | { type: 'init' }
-  /** A file handle: the worker reads it (with progress), the page never holds its bytes. */
-  | { type: 'import-batch'; file: Blob; name: string }
+  /**
+   * A file handle: the worker reads it (with progress), the page never holds its bytes. `also`: more files of the
+   * same step (several rank files dropped or selected at once), merged with the first as the CLI merges them.
+   */
+  | { type: 'import-batch'; file: Blob; name: string; also?: { file: Blob; name: string }[] }
   /** Stops request `target` (an import): its parse worker is terminated, its answer never comes. */
   | { type: 'cancel'; target: number }
   /** The full Doctor report (tokenizer rules included) on the batch of import request `import`, the last one imported. */

@@ -72,7 +72,8 @@ export async function run(argv: string[]): Promise<number> {
   if (args.positional.length === 0) throw new CliError('usage: grpo-studio doctor BATCH... [--tokenizer DIR] [--json]');
   const model = await modelFlag(args);
   const imported = readBatchFiles(args.positional);
-  const options = doctorOptions(imported.batch, model);
+  // The ids the reader inferred travel with the batch's options, as on the page (import_job.ts, inspect.ts).
+  const options = doctorOptions(imported.batch, model, {}, imported.inferred);
   // The chat template runs in-thread inside the Doctor: first prove in a bounded worker that it finishes.
   if (options.tokenizer) {
     const { preflightTemplate } = await import('../tokenize/bounded_node.ts');

@@ -101,13 +101,29 @@ export function tokenizerFit(batch: GrpoBatch, known: KnownModel): TokenizerFit 
 }
 
 /**
- * The Doctor's options for `batch` with the model at hand (none: the batch alone). `position_ids`: what a step
- * scores the batch with (the page's update), where the batch records none.
+ * The ids the importer inferred (ImportResult.inferred) that the model at hand does not confirm: a tokenizer of the
+ * batch's own model whose pad (else EOS) is the batch's pad, or whose EOS is the batch's only EOS, settles that id.
  */
-export function doctorOptions(batch: GrpoBatch, known?: KnownModel, step: { position_ids?: PositionIdsMode } = {}): DoctorOptions {
+function stillInferred(batch: GrpoBatch, inferred: DoctorOptions['inferred'], own: KnownModel | undefined): DoctorOptions['inferred'] {
+  if (!inferred) return undefined;
+  const tok = own?.tokenizer;
+  const out = { ...inferred };
+  if (tok && (tok.pad_token_id ?? tok.eos_token_id) === batch.pad_token_id) delete out.pad_token_id;
+  if (tok && tok.eos_token_id !== undefined && batch.eos_token_ids.length === 1 && batch.eos_token_ids[0] === tok.eos_token_id) delete out.eos_token_ids;
+  return out.pad_token_id === undefined && out.eos_token_ids === undefined ? undefined : out;
+}
+
+/**
+ * The Doctor's options for `batch` with the model at hand (none: the batch alone). `position_ids`: what a step
+ * scores the batch with (the page's update), where the batch records none. `inferred`: the ids the importer
+ * inferred (ImportResult.inferred), so the CLI and the page downgrade the same findings: those that rest on an
+ * inferred id are warnings naming the inference, unless the batch's own tokenizer confirms the id.
+ */
+export function doctorOptions(batch: GrpoBatch, known?: KnownModel, step: { position_ids?: PositionIdsMode } = {}, inferred?: DoctorOptions['inferred']): DoctorOptions {
   const fit = known && tokenizerFit(batch, known);
   const own = fit?.sameModel ? known : undefined;
   return {
+    inferred: stillInferred(batch, inferred, own),
     tokenizer: fit?.fits ? known!.tokenizer : undefined,
     tokenizer_unfit: fit && !fit.fits ? `${known!.label} does not fit this batch: ${fit.reasons.join('; ')}` : undefined,
     model_type: batch.config?.model_type ?? own?.config?.model_type,

@@ -21,7 +21,7 @@ export function validateConfig(config: Record<string, unknown> | undefined, trai
       try {
         checkSetting(spec, v, where);
       } catch (e) {
-        out.push([`${where}.${key}`, `${where}.${key} = ${JSON.stringify(v) ?? String(v)}: ${(e as Error).message.replace(/^[^:]*: /, '').replace(/, got .*$/s, '')}`]);
+        out.push([`${where}.${key}`, `${where}.${key} = ${typeof v === 'number' && !Number.isFinite(v) ? String(v) : (JSON.stringify(v) ?? String(v))}: ${(e as Error).message.replace(/^[^:]*: /, '').replace(/, got .*$/s, '')}`]);
       }
     }
   }

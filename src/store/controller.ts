@@ -68,20 +68,31 @@ export function loadDefaultModel(): Promise<void> {
 
 let currentImport: AbortController | null = null;
 
+/** One batch file: importBatchFiles([file]). */
+export function importBatchFile(file: File): Promise<void> {
+  return importBatchFiles([file]);
+}
+
 /**
  * Reads a batch file (grpo-batch/v1, or a trainer's dump: src/io/formats), checks it in the worker (schema +
  * Doctor) and shows it, with progress and a cancel (importStore) on the way. Its config (TRL's loss,
  * optimizer and clipping fields) fills the loss settings, so stepping it replays that trainer's update.
+ * Several files (the ranks or experiences of one step, dropped or selected together) are one import, merged
+ * in the worker exactly as `grpo-studio doctor a b` merges them (src/io/formats importBatch).
  */
-export async function importBatchFile(file: File): Promise<void> {
+export async function importBatchFiles(files: readonly File[]): Promise<void> {
+  if (files.length === 0) return;
+  const [file, ...more] = files;
+  const name = files.map((f) => f.name).join(' + ');
   importStore.getState().cancel?.();
   const abort = new AbortController();
   currentImport = abort;
   const progress = (p: LoadProgress) => importStore.getState().set({ progress: p });
-  importStore.getState().set({ name: file.name, progress: { label: 'starting', loaded: 0, total: 0 }, cancel: () => abort.abort() });
+  importStore.getState().set({ name, progress: { label: 'starting', loaded: 0, total: 0 }, cancel: () => abort.abort() });
   try {
-    // The File itself goes to the worker (a handle, not its bytes): reading, parsing and checking happen there.
-    const { batch, report, token_texts, trainer, notes, tokenizer_checks } = await worker().request({ type: 'import-batch', file, name: file.name }, { onProgress: progress, signal: abort.signal });
+    // The Files themselves go to the worker (handles, not their bytes): reading, parsing, merging and checking happen there.
+    const request = { type: 'import-batch' as const, file, name: file.name, ...(more.length ? { also: more.map((f) => ({ file: f, name: f.name })) } : {}) };
+    const { batch, report, token_texts, trainer, notes, tokenizer_checks } = await worker().request(request, { onProgress: progress, signal: abort.signal });
     await dropRun(false);
 
     // The batch's own settings are the base of its updates, with no edits: nothing an earlier batch or form set
@@ -89,7 +100,7 @@ export async function importBatchFile(file: File): Promise<void> {
     const before = effectiveOf(store());
     store().startFromBatch(trainerOfBatch(batch));
     // What the reader had to assume or could not read is shown with the batch, not hidden.
-    store().setImported({ batch, name: file.name, report, token_texts, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
+    store().setImported({ batch, name, report, token_texts, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
     const after = effectiveOf(store());
     const changed = 'settings' in before && 'settings' in after ? settingsChanges(before.settings, after.settings) : 'error' in after ? [`settings: ${after.error}`] : [];
     if (changed.length) store().setImportedNotes([...(store().imported?.notes ?? []), `settings now (${changed.length} changed): ${changed.join('; ')}`]);

@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from 'react';
 import { studioStore, useStudio } from '../store/index.ts';
 import { Charts } from './Charts.tsx';
-import { exportBatch, importBatchFile, saveReport, startStudio } from '../store/controller.ts';
+import { exportBatch, importBatchFiles, saveReport, startStudio } from '../store/controller.ts';
 import { shownHeat } from './grid/heat.ts';
 import { SampleInspector, TokenInspector } from './Inspector.tsx';
 import { BeforeAfterPanel } from './panels/BeforeAfterPanel.tsx';
@@ -44,11 +44,13 @@ function Header() {
         ref={importRef}
         type="file"
         accept=".json,.jsonl,.safetensors,application/json"
+        multiple
         hidden
         data-testid="import-input"
         onChange={(e) => {
-          const f = e.target.files?.[0];
-          if (f) void importBatchFile(f);
+          // Several files at once are the ranks / experiences of one step: one import, merged as the CLI merges them.
+          const files = Array.from(e.target.files ?? []);
+          if (files.length) void importBatchFiles(files);
           e.target.value = '';
         }}
       />
@@ -86,8 +88,8 @@ export function App() {
       onDrop={(e) => {
         e.preventDefault();
         setDropping(false);
-        const f = e.dataTransfer.files[0];
-        if (f) void importBatchFile(f);
+        const files = Array.from(e.dataTransfer.files);
+        if (files.length) void importBatchFiles(files);
       }}
     >
       <Header />

@@ -2,11 +2,12 @@
 // huge file can be stopped: cancelling terminates that worker (a hung or 10-second parse included) while
 // the studio worker, with the loaded model and its GPU device, carries on. The file travels as a File
 // handle (no bytes cross the page's thread) and is read here with progress. `handleImportMessage` is the
-// worker side (read, readAnyBatch, then the Doctor unless the studio worker checks with its tokenizer);
-// `parseInWorker` the caller side.
+// worker side (read, importBatch, then the Doctor unless the studio worker checks with its tokenizer);
+// `parseInWorker` the caller side. Several files of one step (TRL ranks, OpenRLHF experiences) travel in one job
+// and are merged here exactly as the CLI merges them (importBatch).
 import { diagnose, doctorOptions } from '../doctor/index.ts';
 import type { DoctorReport } from '../doctor/types.ts';
-import { readAnyBatch } from '../io/formats/index.ts';
+import { importBatch } from '../io/formats/index.ts';
 import type { ImportResult } from '../io/formats/common.ts';
 import { Cancelled, errorInfo, StudioFailure } from '../bridge/errors.ts';
 import { BATCH_ROW_FIELDS, packParts, rowPaths, unpackParts, type RowPart } from '../bridge/rows.ts';
@@ -15,6 +16,8 @@ import type { LoadProgress, WorkerErrorInfo } from '../bridge/protocol.ts';
 export interface ImportJob {
   file: Blob;
   name: string;
+  /** More files of the same step (several rank files dropped or selected at once), merged with `file` as the CLI merges them. */
+  also?: { file: Blob; name: string }[];
   /** Run the Doctor here (false: the caller runs it with the model's tokenizer). */
   doctor: boolean;
 }
@@ -51,12 +54,14 @@ async function readBlob(file: Blob, name: string, post: (r: ImportReply) => void
 /** Worker side: one job in, progress and one answer out. */
 export async function handleImportMessage(job: ImportJob, post: (r: ImportReply, transfer?: Transferable[]) => void): Promise<void> {
   try {
-    const bytes = await readBlob(job.file, job.name, post);
-    post({ progress: { label: `parsing ${job.name}`, loaded: 0, total: 0 } });
-    const read = readAnyBatch(bytes, job.name);
+    // Every file of the step, then the CLI's reader and merge (src/cli/args.ts readBatchFiles → importBatch): one
+    // file is read as it is, several are merged by mergeImports with its agreement checks.
+    const files: { name: string; bytes: Uint8Array }[] = [];
+    for (const f of [{ file: job.file, name: job.name }, ...(job.also ?? [])]) files.push({ name: f.name, bytes: await readBlob(f.file, f.name, post) });
+    const read = importBatch(files, {}, (_done, _total, name) => name && post({ progress: { label: `parsing ${name}`, loaded: 0, total: 0 } }));
     if (job.doctor) post({ progress: { label: 'Doctor checks', loaded: 0, total: 0 } });
     // No model here: the batch alone, as `grpo-studio doctor` without --tokenizer.
-    const report = job.doctor ? diagnose(read.batch, doctorOptions(read.batch)) : null;
+    const report = job.doctor ? diagnose(read.batch, doctorOptions(read.batch, undefined, {}, read.inferred)) : null;
     // Transferred, not cloned: cloning the nested arrays cost both workers about as long as the parse.
     const { value, parts, transfer } = packParts({ read, report }, rowPaths(read.batch, BATCH_ROW_FIELDS, ['read', 'batch']));
     post({ ok: true, ...value, parts }, transfer);

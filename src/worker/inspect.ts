@@ -4,7 +4,7 @@
 // the page and the CLI give one answer on one file whatever model is loaded; the grid's token texts come from
 // the tokenizer only where it fits the batch (another model's tokenizer would name every cell wrongly).
 import { diagnose, doctorOptions, modelFacts, type KnownModel } from '../doctor/index.ts';
-import type { DoctorReport } from '../doctor/types.ts';
+import type { DoctorOptions, DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import type { ModelConfig } from '../model/config.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
@@ -25,8 +25,9 @@ export function loadedModel(tokenizer: Tokenizer, config: ModelConfig, choice: M
  * The Doctor's report on an imported batch with the loaded model (null: none loaded). `deferTokenizerRules`
  * leaves the rules that decode and re-encode every row (seconds on a big batch) for a later call, saying so.
  */
-export function inspectBatch(batch: GrpoBatch, model: KnownModel | null, opts: { deferTokenizerRules?: boolean } = {}): { report: DoctorReport; token_texts?: TokenTexts; deferred?: boolean } {
-  const options = doctorOptions(batch, model ?? undefined);
+export function inspectBatch(batch: GrpoBatch, model: KnownModel | null, opts: { deferTokenizerRules?: boolean; inferred?: DoctorOptions['inferred'] } = {}): { report: DoctorReport; token_texts?: TokenTexts; deferred?: boolean } {
+  // `inferred`: the import's inferred ids (ImportResult.inferred), as import_job.ts and `grpo-studio doctor` pass them.
+  const options = doctorOptions(batch, model ?? undefined, {}, opts.inferred);
   if (!options.tokenizer) return { report: diagnose(batch, options) };
   const defer = opts.deferTokenizerRules ? 'running after the import (decode → encode of every row)' : undefined;
   return { report: diagnose(batch, { ...options, defer_tokenizer_rules: defer }), token_texts: tokenTexts(options.tokenizer, batch), deferred: !!defer };

@@ -57,7 +57,7 @@ let lastImport: { id: number; batch: GrpoBatch } | null = null;
 async function importBatch(id: number, req: Extract<Request, { type: 'import-batch' }>): Promise<Responses['import-batch']> {
   const progress = (label: string, loaded = 0, total = 0) => post({ event: 'progress', id, progress: { label, loaded, total } });
   // Any supported trainer dump (grpo-batch/v1 JSON, TRL / verl / OpenRLHF safetensors, prime-rl JSONL).
-  const job = parseInWorker({ file: req.file, name: req.name, doctor: !runner }, (p) => post({ event: 'progress', id, progress: p }));
+  const job = parseInWorker({ file: req.file, name: req.name, ...(req.also?.length ? { also: req.also } : {}), doctor: !runner }, (p) => post({ event: 'progress', id, progress: p }));
   imports.set(id, job);
   let parsed;
   try {

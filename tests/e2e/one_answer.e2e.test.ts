@@ -109,10 +109,11 @@ interface CliDoctor {
   counts: { error: number; warning: number; info: number };
 }
 
-async function cliDoctor(file: string): Promise<CliDoctor> {
+/** `grpo-studio doctor FILE… --tokenizer MODEL --json` in-process (several files: merged, as the page merges files selected together). */
+async function cliDoctor(file: string | string[]): Promise<CliDoctor> {
   const log = vi.spyOn(console, 'log').mockImplementation(() => {});
   try {
-    const code = await main(['doctor', file, '--tokenizer', MODEL, '--json']);
+    const code = await main(['doctor', ...[file].flat(), '--tokenizer', MODEL, '--json']);
     const out = JSON.parse(String(log.mock.calls.at(-1)![0])) as { findings: { rule: string; severity: string }[]; skipped: { rule: string }[]; counts: CliDoctor['counts'] };
     return { code, findings: out.findings.map((f) => `${f.rule}/${f.severity}`).sort(), skipped: out.skipped.map((s) => s.rule).sort(), counts: out.counts };
   } finally {
@@ -396,3 +397,33 @@ describe('a batch without config after one with config runs on the defaults', ()
 
 /** Stage indices in the stepper. */
 const STAGE = { advantages: STAGES.indexOf('advantages'), loss: STAGES.indexOf('loss') } as const;
+
+describe('several rank files at once (issue 21): the page merges them exactly as the CLI does', () => {
+  it('trl-rank0 + trl-rank1 selected together are one import whose Doctor equals `grpo-studio doctor rank0 rank1 --json`', async () => {
+    const files = [format('trl-rank0.safetensors'), format('trl-rank1.safetensors')];
+    await page.getByTestId('import-input').setInputFiles(files);
+    await expect.poll(async () => (await page.getByTestId('doctor-summary').textContent()) ?? '', { timeout: 60_000 }).toMatch(/^trl-rank0\.safetensors \+ trl-rank1\.safetensors: /);
+    const [onPage, cli] = [await pageDoctor(), await cliDoctor(files)];
+    expect(onPage.findings).toEqual(cli.findings);
+    expect(onPage.counts).toEqual(cli.counts);
+    expect(onPage.skipped).toEqual(cli.skipped);
+    // Both ranks are on the page, not the first file alone: group 2 is whole only when merged, and its flat rewards are flagged.
+    expect(cli.findings.some((f) => f.startsWith('zero-std-group/'))).toBe(true);
+    expect((await cliDoctor(files[0])).findings.some((f) => f.startsWith('zero-std-group/'))).toBe(false);
+  }, 300_000);
+
+  it('dropped together on the page, the same two files are the same one import', async () => {
+    const files = [format('trl-rank1.safetensors'), format('trl-rank0.safetensors')];
+    const payload = files.map((f) => ({ name: path.basename(f), bytes: [...fs.readFileSync(f)] }));
+    const dt = await page.evaluateHandle((fs_) => {
+      const d = new DataTransfer();
+      for (const f of fs_) d.items.add(new File([new Uint8Array(f.bytes)], f.name));
+      return d;
+    }, payload);
+    for (const type of ['dragover', 'drop']) await page.locator('.app').dispatchEvent(type, { dataTransfer: dt });
+    await expect.poll(async () => (await page.getByTestId('doctor-summary').textContent()) ?? '', { timeout: 60_000 }).toMatch(/^trl-rank1\.safetensors \+ trl-rank0\.safetensors: 12 samples/);
+    const [onPage, cli] = [await pageDoctor(), await cliDoctor(files)];
+    expect(onPage.findings).toEqual(cli.findings);
+    expect(onPage.counts).toEqual(cli.counts);
+  }, 300_000);
+});

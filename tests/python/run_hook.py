@@ -46,7 +46,9 @@ def trl():
                 cmask[b, :n] = 1
             pids = torch.tensor([[PAD, PAD, 11, 12, 13]] * B)
             return {"prompt_ids": pids, "prompt_mask": (pids != PAD).long(), "completion_ids": cids, "completion_mask": cmask,
-                    "advantages": torch.linspace(-1, 1, B) + self.rank, "num_items_in_batch": cmask.sum(),
+                    "advantages": torch.linspace(-1, 1, B) + self.rank,
+                    # TRL: accelerator.gather(completion_lengths).sum(), the same on every process.
+                    "num_items_in_batch": torch.tensor(sum(3 + (b + r) % 4 for r in range(2) for b in range(B))),
                     "old_per_token_logps": -torch.rand(B, C, generator=torch.Generator().manual_seed(self.rank)) * cmask,
                     "sampling_per_token_logps": torch.zeros(B, C)}
 

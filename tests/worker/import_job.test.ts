@@ -8,6 +8,11 @@ import { Cancelled, StudioFailure } from '../../src/bridge/errors.ts';
 import { diagnose } from '../../src/doctor/index.ts';
 import type { LoadProgress } from '../../src/bridge/protocol.ts';
 import { fakeWorker } from '../helpers/import_worker.ts';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { readBatchFiles } from '../../src/cli/args.ts';
+import { doctorOptions } from '../../src/doctor/index.ts';
+import { editSafetensors } from '../helpers/safetensors_edit.ts';
 
 const file = (o: object) => new Blob([JSON.stringify(o)]);
 const good = { format: 'grpo-batch/v1', num_generations: 2, pad_token_id: 0, eos_token_ids: [2], prompt_ids: [[5], [5]], completion_ids: [[7, 2], [8]], completion_mask: [[1, 1], [1]] };
@@ -69,5 +74,31 @@ describe('reading a big file in the import worker', () => {
       expect(p.loaded).toBeGreaterThan(i > 0 ? reads[i - 1].loaded : 0);
     }
     expect(seen[seen.length - 1].label).toBe('parsing big.json');
+  });
+});
+
+describe('several files in one import (dropped or selected together)', () => {
+  const formats = path.resolve(import.meta.dirname, '..', 'fixtures', 'formats');
+  const [r0, r1] = ['trl-rank0.safetensors', 'trl-rank1.safetensors'].map((n) => path.join(formats, n));
+  const blob = (p: string) => new Blob([readFileSync(p)]);
+
+  it("two TRL rank files give exactly the CLI's merge (readBatchFiles): batch, notes, keys and the Doctor's report", async () => {
+    const { w } = fakeWorker('run');
+    const labels: string[] = [];
+    // Given out of rank order, as a drop may list them: both sides sort by rank.
+    const { read, report } = await parseInWorker({ file: blob(r1), name: r1, also: [{ file: blob(r0), name: r0 }], doctor: true }, (p) => labels.push(p.label), () => w).done;
+    const cli = readBatchFiles([r1, r0]);
+    expect(read).toEqual(cli);
+    expect(read.batch.group_ids).toEqual([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+    expect(report).toEqual(diagnose(cli.batch, doctorOptions(cli.batch)));
+    expect(labels).toEqual([`parsing ${r1}`, `parsing ${r0}`, 'Doctor checks']);
+  });
+
+  it("files that disagree are the CLI's one-line refusal, as a bad-file failure", async () => {
+    const bytes = editSafetensors(new Uint8Array(readFileSync(r1)), { num_processes: '3', rewards: undefined });
+    const err = await parseInWorker({ file: blob(r0), name: r0, also: [{ file: new Blob([bytes as Uint8Array<ArrayBuffer>]), name: 'rank1-of-3.safetensors' }], doctor: true }, () => {}, () => fakeWorker('run').w).done.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(StudioFailure);
+    expect((err as StudioFailure).kind).toBe('bad-file');
+    expect((err as StudioFailure).message).toBe(`rank1-of-3.safetensors: cannot merge: config.num_processes 3, ${r0} has 2`);
   });
 });

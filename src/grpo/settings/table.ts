@@ -40,7 +40,7 @@ function rangeText(s: SettingSpec): string {
 export function checkSetting(s: SettingSpec, v: unknown, where: string): SettingValue {
   if (s.list && Array.isArray(v) && v.length > 0) return v.map((x) => checkSetting({ ...s, list: false }, x, where)) as SettingValue;
   const field = `${where}.${s.name}`;
-  const bad = (what: string) => new SettingsError(`${field}: expected ${what}, got ${JSON.stringify(v)}`);
+  const bad = (what: string) => new SettingsError(`${field}: expected ${what}, got ${typeof v === 'number' ? String(v) : JSON.stringify(v)}`);
   if (v === null) {
     if (s.nullable) return null;
     throw bad(`a value (not null)`);

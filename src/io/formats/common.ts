@@ -17,6 +17,17 @@ export interface ImportResult {
   unknownKeys: string[];
   /** What the reader inferred, assumed or read but did not map. */
   notes: string[];
+  /**
+   * Each row's sample position in the step's rollout batch, where the format records one (OpenRLHF `index`):
+   * mergeImports refuses two files that claim one position.
+   */
+  positions?: number[];
+  /**
+   * The pad / EOS ids the reader inferred rather than read (from the dump's carriers or the caller's tokenizer),
+   * each with what it was inferred from ("inferred from …"): handed to the Doctor (doctorOptions), whose findings
+   * that rest on an inferred id are warnings naming it, never errors.
+   */
+  inferred?: { pad_token_id?: string; eos_token_ids?: string };
 }
 
 /** Ids a dump may not carry (prime-rl, verl): from a tokenizer when the caller has one. */
@@ -213,34 +224,120 @@ export function idListOf(v: unknown): number[] | undefined {
   return n === undefined ? undefined : [n];
 }
 
+/** Token ids as a carrier may hold them: [0, 2^31), the range of the batch's ids. */
+const ID_LIMIT = 2 ** 31;
+
+/** A carrier's "no id": absent, JSON null, or Python's str(None) / "" as a hook's str() writes it. */
+const noId = (v: unknown): boolean => v === undefined || v === null || (typeof v === 'string' && /^\s*(none|null)?\s*$/i.test(v));
+
 /**
- * pad / EOS ids: from the dump's metadata, else the caller's tokenizer, else inferred as the most common
- * last trained token of the completions — said so in `notes`, since a wrong EOS changes what the Doctor sees.
+ * A pad / EOS id read from the place `where` names (a metadata key, a path inside a metadata object): an integer in
+ * [0, 2^31), given as a number or a numeric string, or an EOS list of them; undefined when the carrier holds none
+ * (absent, null, "None"). Anything else — 2^32, −1, 1.5, true, "abc", a list with such an entry — is one line naming
+ * the key and the value: an id is never wrapped, rounded or dropped on the way to the Doctor.
  */
-export function tokenIds(opts: ImportOptions, meta: { pad?: unknown; eos?: unknown }, lastTokens: number[], notes: string[]): { pad_token_id: number; eos_token_ids: number[] } {
-  // The file's own ids first: they are what the trainer used. A tokenizer's fill only what the file lacks
-  // (convert --tokenizer), and one that disagrees is named, never silently written over the file's.
-  const fileEos = idListOf(meta.eos);
-  const filePad = intOf(meta.pad);
-  let eos = fileEos ?? opts.eos_token_ids;
-  let pad = filePad ?? opts.pad_token_id;
-  if (fileEos && opts.eos_token_ids && fileEos.join() !== opts.eos_token_ids.join()) notes.push(`EOS ids [${fileEos}] from the file kept: the tokenizer's are [${opts.eos_token_ids}]`);
-  if (filePad !== undefined && opts.pad_token_id !== undefined && filePad !== opts.pad_token_id) notes.push(`pad id ${filePad} from the file kept: the tokenizer's is ${opts.pad_token_id}`);
-  if (!eos) {
-    const count = new Map<number, number>();
-    for (const id of lastTokens) count.set(id, (count.get(id) ?? 0) + 1);
-    const [id, n] = [...count].sort((a, b) => b[1] - a[1])[0] ?? [0, 0];
-    eos = [id];
-    notes.push(`no EOS id in the file: inferred ${id}, the last trained token of ${n} of ${lastTokens.length} completions; pass a tokenizer to be sure`);
-  }
-  if (pad === undefined) {
-    pad = eos[0];
-    notes.push(`no pad id in the file: using the EOS id ${pad} (the rows carry no padding to check)`);
-  }
-  return { pad_token_id: pad, eos_token_ids: eos };
+export function idsAt(d: { fail(message: string): never }, where: string, v: unknown, list: boolean): number[] | undefined {
+  if (noId(v)) return undefined;
+  const items = Array.isArray(v) && list ? v : [v];
+  if (items.length === 0) d.fail(`__metadata__ ${where} = [] holds no token id`);
+  return items.map((x) => {
+    const n = typeof x === 'string' && /^\s*\d+\s*$/.test(x) ? Number(x) : x;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n >= ID_LIMIT) {
+      d.fail(`__metadata__ ${where} = ${JSON.stringify(v)} is not a token id (an integer in [0, 2^31)${list ? ', or a list of them' : ''})`);
+    }
+    return n;
+  });
 }
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+/** One place a dump carries the trainer's pad or EOS id: its key as messages name it ("pad_token_id", "generation_config.eos_token_id") and the value there. */
+export interface IdCarrier {
+  kind: 'pad' | 'eos';
+  where: string;
+  value: unknown;
+}
+
+/** The carriers of an object found at `where` (a tokenizer's or generation config's to_dict()): its pad_token_id and eos_token_id. */
+export function carriersIn(where: string, o: unknown): IdCarrier[] {
+  if (!isPlainObject(o)) return [];
+  return [{ kind: 'pad', where: `${where}.pad_token_id`, value: o.pad_token_id }, { kind: 'eos', where: `${where}.eos_token_id`, value: o.eos_token_id }];
+}
+
+/** What a reader knows of its rows, for ids no carrier holds. */
+export interface IdEvidence {
+  /** The id at every masked-out position of a padding mask (TRL prompt_mask = 0, verl / OpenRLHF attention_mask = 0), and the mask's name. */
+  masked?: { mask: string; ids: Iterable<number> };
+  /** The writer trims all padding (prime-rl's token export): rows carry no pad to read or to check. */
+  unpadded?: boolean;
+  /** The last trained token of every trained span (each assistant turn's end, and each completion's). */
+  turnEnds: number[];
+}
+
+/** The last trained token of every trained span of `ids` under `mask` (a 1 followed by a non-1 or the row's end). */
+export function turnEnds(ids: readonly number[], mask: readonly number[], out: number[] = []): number[] {
+  const n = Math.min(ids.length, mask.length);
+  for (let t = 0; t < n; t++) if (mask[t] === 1 && (t + 1 === n || mask[t + 1] !== 1)) out.push(ids[t]);
+  return out;
+}
+
+/**
+ * pad / EOS ids, in this order: the dump's carriers (the first that holds one; one that disagrees with it is
+ * named in notes), else the caller's tokenizer (convert --tokenizer), else inferred — and then said so in
+ * `notes` and in `inferred`, the reason the Doctor names:
+ * - pad: the id at every masked-out position of a padding mask, when they are all one id (exact: the trainer
+ *   padded with it); none masked out and the writer keeps no padding: the EOS id (nothing to check); otherwise
+ *   (several ids under the mask, or no mask to read) the EOS id as a stand-in, named as such;
+ * - EOS: the most common last trained token over every trained span (each assistant turn ends with it).
+ * Carrier values are range-checked (idsAt): a bad one is a refusal naming its key.
+ */
+export function tokenIds(d: { fail(message: string): never }, opts: ImportOptions, carriers: readonly IdCarrier[], evidence: IdEvidence, notes: string[]): { pad_token_id: number; eos_token_ids: number[]; inferred?: ImportResult['inferred'] } {
+  let filePad: { where: string; id: number } | undefined;
+  let fileEos: { where: string; ids: number[] } | undefined;
+  for (const c of carriers) {
+    const ids = idsAt(d, c.where, c.value, c.kind === 'eos');
+    if (ids === undefined) continue;
+    if (c.kind === 'pad') {
+      if (!filePad) filePad = { where: c.where, id: ids[0] };
+      else if (filePad.id !== ids[0]) notes.push(`${c.where} = ${ids[0]} differs from ${filePad.where} = ${filePad.id}: ${filePad.id} kept`);
+    } else if (!fileEos) fileEos = { where: c.where, ids };
+    else if (fileEos.ids.join() !== ids.join()) notes.push(`${c.where} = [${ids}] differs from ${fileEos.where} = [${fileEos.ids}]: [${fileEos.ids}] kept`);
+  }
+  // The file's own ids first: they are what the trainer used. A tokenizer's fill only what the file lacks
+  // (convert --tokenizer), and one that disagrees is named, never silently written over the file's.
+  if (fileEos && opts.eos_token_ids && fileEos.ids.join() !== opts.eos_token_ids.join()) notes.push(`EOS ids [${fileEos.ids}] from the file kept: the tokenizer's are [${opts.eos_token_ids}]`);
+  if (filePad && opts.pad_token_id !== undefined && filePad.id !== opts.pad_token_id) notes.push(`pad id ${filePad.id} from the file kept: the tokenizer's is ${opts.pad_token_id}`);
+  let eos = fileEos?.ids ?? opts.eos_token_ids;
+  let pad = filePad?.id ?? opts.pad_token_id;
+  const inferred: NonNullable<ImportResult['inferred']> = {};
+  if (!eos) {
+    const count = new Map<number, number>();
+    for (const id of evidence.turnEnds) count.set(id, (count.get(id) ?? 0) + 1);
+    const [id, n] = [...count].sort((a, b) => b[1] - a[1])[0] ?? [0, 0];
+    eos = [id];
+    inferred.eos_token_ids = `inferred from the last trained token of ${n} of ${evidence.turnEnds.length} trained spans (assistant turns and completions)`;
+    notes.push(`no EOS id in the file: ${id} ${inferred.eos_token_ids}; pass a tokenizer to be sure`);
+  }
+  if (pad === undefined) {
+    const seen = new Map<number, number>();
+    for (const id of evidence.masked?.ids ?? []) seen.set(id, (seen.get(id) ?? 0) + 1);
+    const ids = [...seen.keys()];
+    if (ids.length === 1) {
+      pad = ids[0];
+      inferred.pad_token_id = `inferred from the ${seen.get(pad)} masked-out positions of ${evidence.masked!.mask}, all id ${pad}`;
+      notes.push(`no pad id in the file: ${pad}, ${inferred.pad_token_id}`);
+    } else {
+      pad = eos[0];
+      const why = ids.length > 1 ? `the masked-out positions of ${evidence.masked!.mask} hold several ids (${ids.slice(0, 4).join(', ')}${ids.length > 4 ? ', …' : ''}), so none is the pad`
+        : evidence.unpadded ? 'the writer trims padding, so the rows carry none to check' : `no masked-out position${evidence.masked ? ` in ${evidence.masked.mask}` : ''} to read one from`;
+      inferred.pad_token_id = `inferred as the EOS id, ${why}`;
+      notes.push(`no pad id in the file: using the EOS id ${pad} (${why})`);
+    }
+  }
+  return { pad_token_id: pad, eos_token_ids: eos, inferred: Object.keys(inferred).length ? inferred : undefined };
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
 
 /**
  * A trainer's config object (verl's OmegaConf.to_container(config), OpenRLHF's hierarchized args) as

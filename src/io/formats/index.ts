@@ -10,6 +10,8 @@ import * as trl from './trl.ts';
 import * as verl from './verl.ts';
 import * as openrlhf from './openrlhf.ts';
 import * as primeRl from './prime-rl.ts';
+import { configTable, runTable, trainerOfBatch } from '../../grpo/settings/effective.ts';
+import type { TrainerId } from '../../grpo/settings/types.ts';
 
 export type { ImportOptions, ImportResult } from './common.ts';
 
@@ -76,23 +78,78 @@ export function importBatch(
 /** Row-wise fields concatenated when files are merged; everything else must agree or comes from the first. */
 const ROW_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_mask', 'prompt_mask', 'rewards', 'rewards_per_func', 'advantages', 'per_token_advantages', 'group_ids', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'effective_loss_mask', 'prompt_texts', 'completion_texts'] as const;
 
+/** Batch fields the files of one step share: the group size, the trainer, the special ids, the reward weights. */
+const SHARED_FIELDS = ['num_generations', 'trainer', 'pad_token_id', 'eos_token_ids', 'reward_weights'] as const;
+
+/** Settings rows that belong to one file, not to the step: TRL's rank (each file is one process's slice). */
+const PER_FILE: ReadonlySet<string> = new Set(['rank']);
+
 /**
- * Join the files of one step into one batch, in the given order (TRL: sorted by rank). Files must be of
- * one format with the same num_generations, pad and EOS ids; an optional field must be in all or none.
+ * The settings the files must agree on: every row of the trainer's tables (src/grpo/settings/effective.ts
+ * runTable: num_processes, gradient_accumulation_steps, num_items_in_batch, global_step, max_steps, …; and
+ * configTable), looked up in both `config` and `run` (the importers put run context in config, as TRL's args do).
+ */
+function sharedSettings(trainer: TrainerId): string[] {
+  return [...new Set([...runTable(trainer), ...configTable(trainer)].map((s) => s.name))].filter((k) => !PER_FILE.has(k));
+}
+
+/** A value as the refusal names it (NaN and ±Infinity as themselves, not JSON's null). */
+function shown(v: unknown): string {
+  if (v === undefined) return 'absent';
+  if (typeof v === 'number' && !Number.isFinite(v)) return String(v);
+  return JSON.stringify(v) ?? String(v);
+}
+
+/** One value, the same in two files (numbers by value, NaN equal to NaN; lists and objects by content). */
+function same(a: unknown, b: unknown): boolean {
+  if (Object.is(a, b)) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * Join the files of one step into one batch, in the given order (TRL: sorted by rank). Nothing is taken from
+ * the first file on trust: the files must be of one format and agree on every run-context and config field
+ * either carries (SHARED_FIELDS and the trainer's table rows, a field absent in one and present in another
+ * included), else a BatchFormatError names both files and both values; an optional row field must be in all
+ * or none. TRL ranks must be distinct with the same number of rows (process_slice), a subset of
+ * 0 … num_processes − 1 (the missing ones named in a note); sample positions a format records (OpenRLHF
+ * `index`) must not be claimed by two files (their groups would mix prompts).
  */
 export function mergeImports(parts: { name: string; result: ImportResult }[]): ImportResult {
   if (parts.length === 1) return parts[0].result;
   const [head] = parts;
   const rank = (p: (typeof parts)[number]) => (typeof p.result.batch.config?.rank === 'number' ? p.result.batch.config.rank : 0);
   const sorted = head.result.format === 'trl' ? [...parts].sort((a, b) => rank(a) - rank(b)) : parts;
-  const first = sorted[0].result.batch;
-  for (const { name, result } of sorted) {
+  const ref = sorted[0];
+  const first = ref.result.batch;
+  const fail = (name: string, clash: string): never => {
+    throw new BatchFormatError(`${name}: cannot merge: ${clash}`);
+  };
+  for (const p of sorted) {
+    if (p.result.format !== ref.result.format) fail(p.name, `format ${p.result.format}, ${ref.name} is ${ref.result.format}`);
+  }
+  const settings = sharedSettings(trainerOfBatch(first));
+  for (const { name, result } of sorted.slice(1)) {
     const b = result.batch;
-    const clash = result.format !== head.result.format ? `format ${result.format}, ${head.name} is ${head.result.format}`
-      : b.num_generations !== first.num_generations ? `num_generations ${b.num_generations}, ${head.name} has ${first.num_generations}`
-      : b.pad_token_id !== first.pad_token_id ? `pad_token_id ${b.pad_token_id}, ${head.name} has ${first.pad_token_id}`
-      : b.eos_token_ids.join() !== first.eos_token_ids.join() ? `eos_token_ids [${b.eos_token_ids}], ${head.name} has [${first.eos_token_ids}]` : '';
-    if (clash) throw new BatchFormatError(`${name}: cannot merge: ${clash}`);
+    for (const f of SHARED_FIELDS) if (!same(b[f], first[f])) fail(name, `${f} ${shown(b[f])}, ${ref.name} has ${shown(first[f])}`);
+    for (const where of ['config', 'run'] as const) {
+      for (const k of settings) {
+        const [mine, theirs] = [b[where]?.[k], first[where]?.[k]];
+        if (!same(mine, theirs)) fail(name, `${where}.${k} ${shown(mine)}, ${ref.name} has ${shown(theirs)}`);
+      }
+    }
+  }
+  const notes: string[] = [];
+  if (ref.result.format === 'trl') notes.push(...trlRanks(sorted, rank));
+  // Sample positions (OpenRLHF index): a position claimed twice would put two prompts' samples in one group.
+  const owner = new Map<number, string>();
+  for (const { name, result } of sorted) {
+    result.positions?.forEach((pos, row) => {
+      const other = owner.get(pos);
+      if (other !== undefined) fail(name, `sample position ${pos} (row ${row}) is also in ${other}: two files claim one sample, so their groups would mix prompts`);
+      owner.set(pos, name);
+    });
   }
   // Conversations join only when every file has one per sample; per-prompt lists cannot be re-aligned.
   const perSample = sorted.every((p) => p.result.batch.messages?.length === p.result.batch.completion_ids.length);
@@ -105,11 +162,38 @@ export function mergeImports(parts: { name: string; result: ImportResult }[]): I
     (batch as unknown as Record<string, unknown[]>)[f] = sorted.flatMap((p) => p.result.batch[f] as unknown[]);
   }
   if (first.config?.rank !== undefined) batch.config = { ...first.config, rank: sorted.map(rank) };
+  const positions = sorted.every((p) => p.result.positions) ? sorted.flatMap((p) => p.result.positions!) : undefined;
   return {
     batch,
-    format: head.result.format,
-    trainer: head.result.trainer,
+    format: ref.result.format,
+    trainer: ref.result.trainer,
     unknownKeys: [...new Set(sorted.flatMap((p) => p.result.unknownKeys))],
-    notes: [`merged ${sorted.length} files: ${sorted.map((p) => p.name).join(', ')}`, ...(dropped ? ['messages dropped: not one conversation per sample in every file'] : []), ...new Set(sorted.flatMap((p) => p.result.notes.filter((n) => !n.startsWith('rank '))))],
+    inferred: sorted.some((p) => p.result.inferred) ? Object.assign({}, ...sorted.map((p) => p.result.inferred)) : undefined,
+    notes: [`merged ${sorted.length} files: ${sorted.map((p) => p.name).join(', ')}`, ...notes, ...(dropped ? ['messages dropped: not one conversation per sample in every file'] : []), ...new Set(sorted.flatMap((p) => p.result.notes.filter((n) => !n.startsWith('rank '))))],
+    ...(positions ? { positions } : {}),
   };
+}
+
+/**
+ * TRL rank files (sorted by rank): distinct ranks, each with the same number of rows (process_slice gives every
+ * process B rows, and the reader's group labels assume it). A subset of the num_processes ranks is allowed: the
+ * note names the missing ones.
+ */
+function trlRanks(sorted: { name: string; result: ImportResult }[], rank: (p: { name: string; result: ImportResult }) => number): string[] {
+  const ref = sorted[0];
+  const B = ref.result.batch.completion_ids.length;
+  const seen = new Map<number, string>();
+  for (const p of sorted) {
+    const r = rank(p);
+    const other = seen.get(r);
+    if (other !== undefined) throw new BatchFormatError(`${p.name}: cannot merge: rank ${r}, ${other} is rank ${r} too (one file per process)`);
+    seen.set(r, p.name);
+    const n = p.result.batch.completion_ids.length;
+    if (n !== B) throw new BatchFormatError(`${p.name}: cannot merge: rank ${r} has ${n} rows, ${ref.name} (rank ${rank(ref)}) has ${B} (TRL's process_slice gives every process the same number of rows)`);
+  }
+  const P = typeof ref.result.batch.config?.num_processes === 'number' ? ref.result.batch.config.num_processes : seen.size;
+  const missing = Array.from({ length: P }, (_, r) => r).filter((r) => !seen.has(r));
+  const held = [...seen.keys()];
+  if (missing.length === 0) return [];
+  return [`ranks ${held.join(', ')} of ${P}: rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} missing (global samples ${missing.map((r) => `${r * B}…${r * B + B - 1}`).join(', ')} are not here; groups they cut stay partial)`];
 }

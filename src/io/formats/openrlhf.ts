@@ -19,7 +19,7 @@
 // written, as the TRL reader does.
 import type { GrpoBatch } from '../batch.ts';
 import { configTable, runTable } from '../../grpo/settings/effective.ts';
-import { configLeaves, Dump, flatKey, intOf, isPlainObject, LeafValues, row, splitLossMask, tokenIds, toolMasks, scalarAdvantages, type ImportOptions, type ImportResult } from './common.ts';
+import { configLeaves, Dump, flatKey, intOf, isPlainObject, LeafValues, row, splitLossMask, tokenIds, toolMasks, scalarAdvantages, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 
 const MAPPED = ['sequences', 'attention_mask', 'action_mask', 'action_log_probs', 'base_action_log_probs', 'rollout_log_probs', 'advantages', 'rewards'];
 const KNOWN_UNMAPPED = ['returns', 'values', 'kl', 'scores', 'response_length', 'truncated', 'total_length'];
@@ -62,8 +62,16 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   if (empty) notes.push(`${empty} row(s) have no action token: empty completions`);
   const split = first.map((j, b) => splitLossMask(row(action, b, j)));
   const completion_ids = first.map((j, b) => row(seq, b, offset + 1 + j));
-  const lastTrained = completion_ids.map((r, b) => r[split[b].completion_mask.lastIndexOf(1)]).filter((x) => x !== undefined);
-  const { pad_token_id, eos_token_ids } = tokenIds(opts, { pad: d.meta('pad_token_id'), eos: d.meta('eos_token_ids') ?? d.meta('eos_token_id') }, lastTrained, notes);
+  const ends: number[] = [];
+  first.forEach((j, b) => turnEnds(completion_ids[b], row(action, b, j), ends));
+  // Pad: the sequences' masked-out positions (attention_mask 0: OpenRLHF left-pads prompts and right-pads responses with the pad id).
+  const masked: number[] = [];
+  if (attention) for (let i = 0; i < B * T; i++) if (attention.data[i] === 0) masked.push(seq.data[i]);
+  const { pad_token_id, eos_token_ids, inferred } = tokenIds(d, opts, [
+    { kind: 'pad', where: 'pad_token_id', value: d.meta('pad_token_id') },
+    { kind: 'eos', where: 'eos_token_ids', value: d.meta('eos_token_ids') },
+    { kind: 'eos', where: 'eos_token_id', value: d.meta('eos_token_id') },
+  ], { masked: attention && { mask: 'attention_mask', ids: masked }, turnEnds: ends }, notes);
   const batch: GrpoBatch = {
     format: 'grpo-batch/v1',
     num_generations: n,
@@ -97,7 +105,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));
   unknownKeys.push(...Object.keys(run).filter((k) => !runTable('openrlhf').some((s) => s.name === k)).map((k) => `__metadata__.run.${k}`));
   batch.trainer = 'openrlhf';
-  return { batch, format: 'openrlhf', trainer: 'OpenRLHF PPO (Experience)', unknownKeys, notes };
+  return { batch, format: 'openrlhf', trainer: 'OpenRLHF PPO (Experience)', unknownKeys, notes, positions: index as number[], inferred };
 }
 
 /** The table's rows (config and run) by name: a nested path that joins to one is carried, an object row kept whole. */

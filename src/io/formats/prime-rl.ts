@@ -9,7 +9,7 @@
 // - a record carries no group id and no pad / EOS id: the batch gets num_generations 1 (no groups; said so),
 //   and pad / EOS come from a tokenizer when given, else are inferred (said so in notes).
 import { BatchFormatError, type GrpoBatch } from '../batch.ts';
-import { scalarAdvantages, splitLossMask, tokenIds, toolMasks, type ImportOptions, type ImportResult } from './common.ts';
+import { scalarAdvantages, splitLossMask, tokenIds, toolMasks, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 
 /** Record keys of schema_version 1: mapped, or read and listed as not carried. */
 const MAPPED = { trainer_logprobs: 'old_per_token_logps', inference_logprobs: 'sampling_per_token_logps', advantages: 'per_token_advantages' } as const;
@@ -69,8 +69,12 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   const P = loss.map((m) => Math.max(0, m.indexOf(1)));
   const split = loss.map((m, b) => splitLossMask(m.slice(P[b])));
   const completion_ids = tokens.map((ids, b) => ids.slice(P[b]));
-  const lastTrained = completion_ids.map((ids, b) => ids[split[b].completion_mask.lastIndexOf(1)]).filter((x) => x !== undefined);
-  const { pad_token_id, eos_token_ids } = tokenIds(opts, {}, lastTrained, notes);
+  // EOS: voted over every assistant turn's last trained token, not only each record's last: a multi-turn export's
+  // final turns are often cut by the length limit (their last token is any text), while every finished turn ends with
+  // the EOS. Pad: the writer trims padding (token_export.py _trim_padding), so the rows hold none.
+  const ends: number[] = [];
+  completion_ids.forEach((ids, b) => turnEnds(ids, loss[b].slice(P[b]), ends));
+  const { pad_token_id, eos_token_ids, inferred } = tokenIds({ fail }, opts, [], { unpadded: true, turnEnds: ends }, notes);
   const batch: GrpoBatch = {
     format: 'grpo-batch/v1',
     num_generations: 1,
@@ -98,5 +102,5 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   const steps = [...new Set(records.map((r) => r.step))];
   batch.config = { step: steps.length === 1 ? steps[0] : steps, rank: records[0].rank };
   const unknownKeys = [...new Set(records.flatMap((r) => Object.keys(r)))].filter((k) => !KNOWN.includes(k));
-  return { batch, format: 'prime-rl', trainer: 'prime-rl (token export)', unknownKeys, notes };
+  return { batch, format: 'prime-rl', trainer: 'prime-rl (token export)', unknownKeys, notes, inferred };
 }

@@ -13,7 +13,7 @@
 // Rows are kept padded (grpo-batch/v1 allows it; the masks say what is real) so no bug is trimmed away.
 import type { BatchConfig, GrpoBatch } from '../batch.ts';
 import { configTable, runTable } from '../../grpo/settings/effective.ts';
-import { Dump, intOf, row, rows, scalarAdvantages, tokenIds, type ImportOptions, type ImportResult } from './common.ts';
+import { carriersIn, Dump, intOf, isPlainObject, row, rows, scalarAdvantages, tokenIds, turnEnds, type IdCarrier, type ImportOptions, type ImportResult } from './common.ts';
 
 /**
  * GRPOConfig / TrainingArguments fields carried into batch.config (same names): every row of the studio's TRL
@@ -27,12 +27,22 @@ const NULL_MEANS: ReadonlySet<string> = new Set(ROWS.filter((s) => s.nullable &&
 /** Run-context rows carried into batch.run; rank, num_processes and gradient_accumulation_steps go with the config, as GRPOConfig's. */
 const RUN_FIELDS = runTable('trl').map((s) => s.name).filter((k) => !['rank', 'num_processes', 'gradient_accumulation_steps'].includes(k));
 
+/**
+ * Metadata objects that carry the trainer's pad / EOS ids besides the hook's top-level keys, as saved from the
+ * trainer's own objects (to_dict()): GRPOTrainer pads prompt_ids and completion_ids with
+ * `self._tokenizer.pad_token_id` and cuts completions at `self._tokenizer.eos_token_id`, where `_tokenizer` is
+ * `processing_class` (or `processing_class.tokenizer` for a processor); its non-vLLM `generation_config` is
+ * GenerationConfig(pad_token_id=…, eos_token_id=… of that tokenizer, updated by args.generation_kwargs)
+ * (huggingface/trl trl/trainer/grpo_trainer.py at f2cd577, GRPOTrainer.__init__ and _generate_and_score_completions).
+ */
+const ID_OBJECTS = ['processing_class', 'tokenizer', 'generation_config'];
+
 /** Keys of the dict this reader maps, and keys it knows but does not carry (listed in notes). */
 const MAPPED = ['prompt_ids', 'prompt_mask', 'completion_ids', 'completion_mask', 'advantages', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'tool_mask'];
 /** 0-d tensors carried into the config. */
 const SCALARS = ['num_items_in_batch'];
 const KNOWN_UNMAPPED = ['importance_sampling_ratio', 'pixel_values', 'image_grid_thw', 'pixel_attention_mask', 'image_sizes', 'token_type_ids', 'mm_token_type_ids', 'spatial_shapes', 'image_position_ids', 'num_images', 'num_tiles', 'max_left_pad'];
-const META = ['config', 'run', 'metrics', 'rank', 'num_processes', 'gradient_accumulation_steps', ...RUN_FIELDS, 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'rewards', 'rewards_per_func', 'reward_weights', 'prompts', 'completions', 'format'];
+const META = ['config', 'run', 'metrics', 'rank', 'num_processes', 'gradient_accumulation_steps', ...RUN_FIELDS, 'pad_token_id', 'eos_token_id', 'eos_token_ids', ...ID_OBJECTS, 'state', 'rewards', 'rewards_per_func', 'reward_weights', 'prompts', 'completions', 'format'];
 
 export function detect(d: Dump): boolean {
   return d.has('completion_ids') && d.has('completion_mask') && d.has('prompt_ids');
@@ -56,18 +66,24 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   const completion_mask = rows(d.ints('completion_mask'));
   const tool_mask = d.has('tool_mask') ? rows(d.ints('tool_mask')) : undefined;
   const ids = rows(completion_ids);
-  const lastTrained = ids.map((r, b) => r[completion_mask[b].lastIndexOf(1)]).filter((x) => x !== undefined);
-  const { pad_token_id, eos_token_ids } = tokenIds(opts, { pad: d.meta('pad_token_id'), eos: d.meta('eos_token_ids') ?? d.meta('eos_token_id') }, lastTrained, notes);
+  const prompt_mask = d.has('prompt_mask') ? rows(d.ints('prompt_mask')) : undefined;
+  const prompts = rows(prompt_ids);
+  const ends: number[] = [];
+  ids.forEach((r, b) => turnEnds(r, tool_mask ? completion_mask[b].map((m, t) => m * (tool_mask[b][t] ?? 1)) : completion_mask[b], ends));
+  const { pad_token_id, eos_token_ids, inferred } = tokenIds(d, opts, trlIdCarriers(d, cfg), {
+    masked: prompt_mask && { mask: 'prompt_mask', ids: prompts.flatMap((r, b) => r.filter((_, t) => prompt_mask[b][t] === 0)) },
+    turnEnds: ends,
+  }, notes);
 
   const batch: GrpoBatch = {
     format: 'grpo-batch/v1',
     num_generations: G,
     pad_token_id,
     eos_token_ids,
-    prompt_ids: rows(prompt_ids),
+    prompt_ids: prompts,
     completion_ids: ids,
     completion_mask,
-    prompt_mask: d.has('prompt_mask') ? rows(d.ints('prompt_mask')) : undefined,
+    prompt_mask,
     tool_mask,
     // process_slice: row b of rank r is global sample r·B + b.
     group_ids: Array.from({ length: B }, (_, b) => Math.floor((rank * B + b) / G)),
@@ -88,10 +104,14 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   // The run context, every row of the table's (inputs["num_items_in_batch"], dapo's normaliser gathered over every
   // process, first as the dict's 0-d tensor; TrainerState; the adaptive entropy's last world entropy): the hook's
   // top-level keys or its "run" object, as written (the validator names a bad one, nothing is dropped).
+  // TrainerState (global_step, max_steps): the hook's keys, or the trainer's `state` object as saved (TrainerState's
+  // fields, e.g. dataclasses.asdict(self.state)); the rest of it is not used.
+  const state = d.metaObject('state');
   for (const k of RUN_FIELDS) {
-    const v = k === 'num_items_in_batch' && d.has(k) ? d.scalar(k) : (d.meta(k) ?? run[k]);
+    const v = k === 'num_items_in_batch' && d.has(k) ? d.scalar(k) : (d.meta(k) ?? run[k] ?? state[k]);
     if (v !== undefined) batch.run = { ...batch.run, [k]: v };
   }
+  countOfItems(d, batch.run?.num_items_in_batch);
   batch.metrics = d.metrics();
   const dropped = Object.keys(cfg).filter((k) => !CONFIG_FIELDS.has(k)).length;
   if (dropped > 0) notes.push(`${dropped} other GRPOConfig field(s) in the metadata are not used by the studio`);
@@ -100,7 +120,39 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k) && !SCALARS.includes(k));
   unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));
   unknownKeys.push(...Object.keys(run).filter((k) => !runTable('trl').some((s) => s.name === k)).map((k) => `__metadata__.run.${k}`));
-  return { batch, format: 'trl', trainer: 'TRL GRPOTrainer', unknownKeys, notes };
+  const stateRest = Object.keys(state).filter((k) => !RUN_FIELDS.includes(k));
+  if (stateRest.length) notes.push(`state: ${stateRest.length} other TrainerState field(s) not used (${stateRest.slice(0, 4).join(', ')}${stateRest.length > 4 ? ', …' : ''})`);
+  return { batch, format: 'trl', trainer: 'TRL GRPOTrainer', unknownKeys, notes, inferred };
+}
+
+/**
+ * Where a TRL dump carries pad / EOS, first found first: the hook's top-level keys; the tokenizer saved as the
+ * trainer holds it (`processing_class`, a processor's `processing_class.tokenizer`, or `tokenizer`); the
+ * `generation_config` GRPOTrainer builds from it; args.to_dict()'s `generation_kwargs` (which update that
+ * generation config). Later ones that disagree are named in the notes.
+ */
+function trlIdCarriers(d: Dump, cfg: Record<string, unknown>): IdCarrier[] {
+  const pc = d.meta('processing_class');
+  return [
+    { kind: 'pad', where: 'pad_token_id', value: d.meta('pad_token_id') },
+    { kind: 'eos', where: 'eos_token_ids', value: d.meta('eos_token_ids') },
+    { kind: 'eos', where: 'eos_token_id', value: d.meta('eos_token_id') },
+    ...(isPlainObject(pc) ? carriersIn('processing_class.tokenizer', pc.tokenizer) : []),
+    ...ID_OBJECTS.flatMap((k) => carriersIn(k, d.meta(k))),
+    ...carriersIn('config.generation_kwargs', cfg.generation_kwargs),
+  ];
+}
+
+/**
+ * num_items_in_batch is the divisor of dapo / cispo / vespo: a value that is no finite number (NaN or ±Inf from
+ * the 0-d tensor, a "NaN" / "Infinity" string in the metadata) is refused here, naming the file and where it was
+ * read, so nothing downstream can mistake it for "not given" and divide by this rank's own token count instead.
+ * (Its range, > 0, is the settings row's: checked by the validator as for any row.)
+ */
+function countOfItems(d: Dump, v: unknown): void {
+  if (v === undefined || v === null || (typeof v === 'number' && Number.isFinite(v))) return;
+  const where = d.has('num_items_in_batch') ? `the 0-d tensor num_items_in_batch (dtype ${d.st.tensors.get('num_items_in_batch')!.dtype})` : d.meta('num_items_in_batch') !== undefined ? '__metadata__ num_items_in_batch' : '__metadata__ run.num_items_in_batch';
+  d.fail(`${where} = ${typeof v === 'number' ? String(v) : JSON.stringify(v)}: not a token count (TRL divides the dapo / cispo / vespo loss by it); re-export inputs["num_items_in_batch"] as a finite number`);
 }
 
 /** Per-sample lists the hook may put in the metadata: this rank's B rows, or the gathered batch (sliced). */

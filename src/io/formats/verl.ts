@@ -23,7 +23,7 @@
 import type { BatchConfig, GrpoBatch } from '../batch.ts';
 import { runTable } from '../../grpo/settings/effective.ts';
 import { VERL_SETTINGS } from '../../grpo/settings/verl.ts';
-import { configLeaves, Dump, flatKey, intOf, isPlainObject, LeafValues, type Tensor2D, labelsFromKeys, largestGroup, row, rows, scalarAdvantages, splitLossMask, tokenIds, toolMasks, type ImportOptions, type ImportResult } from './common.ts';
+import { configLeaves, Dump, flatKey, intOf, isPlainObject, LeafValues, type Tensor2D, labelsFromKeys, largestGroup, row, rows, scalarAdvantages, splitLossMask, tokenIds, toolMasks, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 
 const MAPPED = ['prompts', 'responses', 'input_ids', 'attention_mask', 'response_mask', 'advantages', 'old_log_probs', 'ref_log_prob', 'rollout_log_probs', 'token_level_rewards'];
 const KNOWN_UNMAPPED = ['position_ids', 'returns', 'token_level_scores', 'values', 'entropys', 'rm_scores', 'response_length', 'prompt_length'];
@@ -66,9 +66,19 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   if (!d.has('response_mask')) notes.push('no response_mask: using attention_mask[:, P:], as verl compute_response_mask does');
   const split = lossMask.map(splitLossMask);
   const completion_ids = rows(responses);
-  const lastTrained = completion_ids.map((r, b) => r[lossMask[b].lastIndexOf(1)]).filter((x) => x !== undefined);
+  const ends: number[] = [];
+  completion_ids.forEach((r, b) => turnEnds(r, lossMask[b], ends));
   const metaInfo = d.metaObject('meta_info');
-  const { pad_token_id, eos_token_ids } = tokenIds(opts, { pad: d.meta('pad_token_id') ?? metaInfo.pad_token_id, eos: d.meta('eos_token_ids') ?? d.meta('eos_token_id') ?? metaInfo.eos_token_id }, lastTrained, notes);
+  // Pad: the prompts' masked-out positions (verl left-pads prompts with the tokenizer's pad, attention_mask 0 there).
+  const masked: number[] = [];
+  if (attention) for (let b = 0; b < B; b++) for (let t = 0; t < P; t++) if (attention.data[b * (P + R) + t] === 0) masked.push(prompts.data[b * P + t]);
+  const { pad_token_id, eos_token_ids, inferred } = tokenIds(d, opts, [
+    { kind: 'pad', where: 'pad_token_id', value: d.meta('pad_token_id') },
+    { kind: 'pad', where: 'meta_info.pad_token_id', value: metaInfo.pad_token_id },
+    { kind: 'eos', where: 'eos_token_ids', value: d.meta('eos_token_ids') },
+    { kind: 'eos', where: 'eos_token_id', value: d.meta('eos_token_id') },
+    { kind: 'eos', where: 'meta_info.eos_token_id', value: metaInfo.eos_token_id },
+  ], { masked: attention && { mask: 'attention_mask[:, :P]', ids: masked }, turnEnds: ends }, notes);
 
   const cfg = verlSettings(d, d.metaObject('config'), metaInfo, notes);
   const G = intOf(cfg.rollout_n) ?? largestGroup(group_ids);
@@ -107,7 +117,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));
   unknownKeys.push(...Object.keys(run).filter((k) => !runTable('verl').some((s) => s.name === k)).map((k) => `__metadata__.run.${k}`));
   batch.trainer = 'verl';
-  return { batch, format: 'verl', trainer: 'verl RayPPOTrainer', unknownKeys, notes };
+  return { batch, format: 'verl', trainer: 'verl RayPPOTrainer', unknownKeys, notes, inferred };
 }
 
 /**

@@ -1,0 +1,16 @@
+"""grpo_studio_dump: save a trainer's GRPO batch, as the trainer holds it, for GRPO Studio.
+
+    from grpo_studio_dump import dump_trl, dump_verl, dump_openrlhf
+
+    dump_trl(trainer, outputs, path=None)              # TRL GRPOTrainer._generate_and_score_completions
+    dump_verl(batch, config, tokenizer, path)          # verl RayPPOTrainer.fit, after compute_advantage
+    dump_openrlhf(experiences, args, tokenizer, path)  # OpenRLHF PPOTrainer.train_step, after make_experience_batch
+
+Pure Python. torch and safetensors are used when installed; else (or with GRPO_STUDIO_DUMP_PURE=1) the
+bundled writer saves torch tensors, numpy arrays or plain nested lists in the same safetensors layout.
+"""
+from ._dumps import dump_openrlhf, dump_trl, dump_verl
+from ._writer import PURE_ENV, save, save_bundled
+
+__version__ = "0.1.0"
+__all__ = ["dump_trl", "dump_verl", "dump_openrlhf", "save", "save_bundled", "PURE_ENV", "__version__"]
