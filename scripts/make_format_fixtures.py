@@ -6,6 +6,7 @@
 import json
 import math
 import os
+import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -189,6 +190,99 @@ def prime_rl():
         f.write("\n".join(lines) + "\n")
 
 
+def f32(x):
+    """x rounded to float32, as the trainer's tensor holds it (.tolist() gives the float32 value as a double)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def nemo_rl(planted):
+    """NeMo-RL train_data_step{N}.jsonl (nemo_rl/algorithms/grpo.py log_data → nemo_rl/utils/logger.py
+    log_batched_dict_as_jsonl): one line per sample, every key a one-element list of that row, plus "idx".
+    token_ids right-padded with the pad id past input_lengths to a multiple of 4; token_loss_mask 1 on generated
+    assistant tokens only (row 1 is multi-turn: 0 on the tool turn); generation_logprobs 0 off generated tokens;
+    prev_logprobs aligned with token_ids (0 at position 0); advantages NeMo-RL's default GRPO estimator (leave-one-out
+    baseline, Bessel std + 1e-6) over groups of one prompt, expanded over every column, float32.
+    Planted (nemo-rl-mask-on-pad.jsonl): row 0's token_loss_mask is 1 on its first pad → mask-covers-padding."""
+    prompts = [[11, 12, 13], [21, 22]]
+    comps = [[40, 41, EOS], [42, TOOL_OPEN, 90, 91, 43, EOS], [44, 45, 46, EOS], [47, EOS], [48, 49, 50, EOS], [51, 52, EOS]]
+    tools = {1: (2, 4)}
+    rewards = [1.0, 0.0, 0.5, 1.0, 1.0, 0.0]
+    G = 3
+    adv = []
+    for g in range(len(prompts)):
+        r = rewards[g * G:(g + 1) * G]
+        for i in range(G):
+            others = [x for j, x in enumerate(r) if j != i]
+            base = sum(others) / (G - 1)
+            var = (sum(x * x for x in others) / (G - 1) - base * base) * ((G - 1) / (G - 2))
+            std = math.sqrt(max(var, 0.0))
+            a = r[i] - base
+            adv.append(f32(a / (std + 1e-6) if std > 0 else a))
+    rows = [prompts[b // G] + comps[b] for b in range(len(comps))]
+    S = -(-max(len(r) for r in rows) // 4) * 4
+    lines = []
+    for b, ids in enumerate(rows):
+        n, p = len(ids), len(prompts[b // G])
+        mask = [0] * p + [1] * (n - p)
+        if b in tools:
+            for t in range(p + tools[b][0], p + tools[b][1]):
+                mask[t] = 0
+        gen = [f32(logp(b, t) + 0.002) if mask[t] else 0.0 for t in range(n)]
+        prev = [0.0] + [f32(logp(b, t)) for t in range(1, S)]
+        mask += [0] * (S - n)
+        if planted and b == 0:
+            mask[n] = 1
+        rec = {
+            "content": [["<|im_start|>user\nQ%d<|im_end|>\n" % (b // G), "A%d<|im_end|>" % b]],
+            "rewards": [rewards[b]], "input_lengths": [n], "token_ids": [ids + [PAD] * (S - n)],
+            "token_loss_mask": [mask], "sample_loss_mask": [1.0], "advantages": [[adv[b]] * S],
+            "generation_logprobs": [gen + [0.0] * (S - n)], "prev_logprobs": [prev], "idx": b,
+        }
+        lines.append(json.dumps(rec))
+    name = "nemo-rl-mask-on-pad.jsonl" if planted else "nemo-rl-train_data_step3.jsonl"
+    with open(os.path.join(OUT, name), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def slime(planted):
+    """slime's rollout dump (slime/observability/rollout_data_utils.py save_debug_rollout_data:
+    torch.save({"rollout_id", "samples": [Sample.to_dict()]})) as JSON, the form docs/import/slime.md's one line
+    writes. tokens = prompt + response, unpadded; loss_mask and rollout_log_probs over the response; group_index per
+    prompt; reward a float. Sample 1 is multi-turn (loss_mask 0 on tool tokens).
+    Planted (slime-short-loss-mask.json): sample 1's loss_mask is 2 entries shorter than response_length (a custom
+    generate that did not extend it over the last turn) → mask-length-mismatch."""
+    prompts = [[11, 12, 13], [21, 22]]
+    comps = [[40, 41, EOS], [42, TOOL_OPEN, 90, 91, 43, EOS], [44, 45, 46, EOS], [47, EOS], [48, 49, 50, EOS], [51, 52, EOS]]
+    tools = {1: (2, 4)}
+    rewards = [1.0, 0.0, 0.5, 1.0, 0.0, 0.0]
+    G = 3
+    samples = []
+    for b, c in enumerate(comps):
+        g = b // G
+        loss = [1] * len(c)
+        if b in tools:
+            for t in range(*tools[b]):
+                loss[t] = 0
+        if planted and b == 1:
+            loss = loss[:-2]
+        samples.append({
+            "group_index": g, "index": b, "rollout_id": None, "prompt": "Q%d" % g, "tokens": prompts[g] + c,
+            "multimodal_inputs": None, "multimodal_train_inputs": None, "multimodal_train_input_id": None,
+            "apply_chat_template_kwargs": {}, "response": "A%d" % b, "response_length": len(c), "label": "42",
+            "reward": rewards[b], "loss_mask": loss, "weight_versions": ["3"],
+            "rollout_log_probs": [f32(logp(b, t)) for t in range(len(c))],
+            "rollout_top_p_token_ids": None, "rollout_top_p_token_offsets": None, "rollout_routed_experts": None,
+            "remove_sample": False, "teacher_log_probs": None, "status": "completed", "metadata": {},
+            "generate_function_path": None, "custom_rm_path": None, "train_metadata": None, "session_id": None,
+            "non_generation_time": 0.0,
+            "spec_info": {"spec_accept_token_num": 0, "spec_draft_token_num": 0, "spec_verify_ct": 0, "completion_token_num": 0},
+            "prefix_cache_info": {"cached_tokens": 0, "total_prompt_tokens": 0},
+        })
+    name = "slime-short-loss-mask.json" if planted else "slime-rollout-3.json"
+    with open(os.path.join(OUT, name), "w") as f:
+        f.write(json.dumps({"rollout_id": 3, "samples": samples}) + "\n")
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     trl_two_ranks()
@@ -196,3 +290,7 @@ if __name__ == "__main__":
     openrlhf(False)
     openrlhf(True)
     prime_rl()
+    nemo_rl(False)
+    nemo_rl(True)
+    slime(False)
+    slime(True)

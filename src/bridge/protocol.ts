@@ -237,7 +237,7 @@ export interface StepRunner {
    * fits the batch, the retokenization and chat-template rules run and the token texts come with it; where it
    * does not, or without a loaded model, the report without them (the skipped list says why).
    */
-  inspect(batch: GrpoBatch, opts?: { deferTokenizerRules?: boolean }): { report: DoctorReport; token_texts?: TokenTexts; /** the tokenizer rules were skipped, to run later */ deferred?: boolean };
+  inspect(batch: GrpoBatch, opts?: { deferTokenizerRules?: boolean; /** the ids the reader inferred (ImportResult.inferred) */ inferred?: { pad_token_id?: string; eos_token_ids?: string } }): { report: DoctorReport; token_texts?: TokenTexts; /** the tokenizer rules were skipped, to run later */ deferred?: boolean };
   /** The conversations rendered with two template variants by the loaded tokenizer, aligned token by token. */
   templateDiff(conversations: ChatMessage[][], variants: [TemplateVariant, TemplateVariant]): Promise<TemplateDiff>;
   dispose(): void;

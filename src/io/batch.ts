@@ -129,7 +129,7 @@ export const BATCH_FIELDS: ReadonlySet<string> = new Set(['format', ...REQUIRED,
  * word was rewritten every real string value starting with U+0000 gets one more U+0000 in front, which the
  * reviver takes off again: a string never becomes a number, and a number never becomes a string.
  */
-function parsePythonJson(text: string, source: string): unknown {
+export function parsePythonJson(text: string, source: string): unknown {
   const NONFINITE = new Map<string, number>([['NaN', NaN], ['Infinity', Infinity], ['-Infinity', -Infinity]]);
   let out = '';
   let last = 0;

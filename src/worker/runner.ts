@@ -24,7 +24,7 @@ import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
 import { diffTemplates, type TemplateDiff, type TemplateVariant } from '../tokenize/template_diff.ts';
 import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
-import type { DoctorReport } from '../doctor/types.ts';
+import type { DoctorOptions, DoctorReport } from '../doctor/types.ts';
 import { AdapterSlot } from './adapter.ts';
 import { inspectBatch, loadedModel, tokenTexts } from './inspect.ts';
 import type { AdapterChoice, AdapterReference, CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, PagePlan, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerView } from '../bridge/protocol.ts';
@@ -260,7 +260,7 @@ class PipelineRunner implements StepRunner {
     return { ...r, data };
   }
 
-  inspect(batch: GrpoBatch, opts: { deferTokenizerRules?: boolean } = {}): { report: DoctorReport; token_texts?: TokenTexts; deferred?: boolean } {
+  inspect(batch: GrpoBatch, opts: { deferTokenizerRules?: boolean; inferred?: DoctorOptions['inferred'] } = {}): { report: DoctorReport; token_texts?: TokenTexts; deferred?: boolean } {
     return inspectBatch(batch, this.known(), opts);
   }
 

@@ -7,6 +7,7 @@
 import { browserGpu } from '../gpu/browser.ts';
 import { scoreRewards, type JsRewardRunner } from '../grpo/rewards.ts';
 import type { GrpoBatch } from '../io/batch.ts';
+import type { ImportResult } from '../io/formats/common.ts';
 import { errorInfo } from '../bridge/errors.ts';
 import { parseInWorker, type ParseRun } from './import_job.ts';
 import type { Request, RequestEnvelope, Responses, StepRunner, WorkerMessage } from '../bridge/protocol.ts';
@@ -52,7 +53,7 @@ async function gpu() {
 const imports = new Map<number, ParseRun>();
 
 /** The last imported batch, kept for its deferred tokenizer checks (a newer import replaces it). */
-let lastImport: { id: number; batch: GrpoBatch } | null = null;
+let lastImport: { id: number; batch: GrpoBatch; inferred: ImportResult['inferred'] } | null = null;
 
 async function importBatch(id: number, req: Extract<Request, { type: 'import-batch' }>): Promise<Responses['import-batch']> {
   const progress = (label: string, loaded = 0, total = 0) => post({ event: 'progress', id, progress: { label, loaded, total } });
@@ -70,8 +71,10 @@ async function importBatch(id: number, req: Extract<Request, { type: 'import-bat
   // With a model loaded, its tokenizer decodes the grid's tokens now; its slow checks (retokenization,
   // chat template: a decode → encode of every row) run on request once the batch is on screen.
   if (!parsed.report) progress('Doctor checks');
-  lastImport = { id, batch };
-  const checked = parsed.report ? { report: parsed.report } : (await runner!).inspect(batch, { deferTokenizerRules: true });
+  // The ids the reader inferred travel with the batch: the Doctor's findings that rest on them are warnings, as in the CLI.
+  const inferred = parsed.read.inferred;
+  lastImport = { id, batch, inferred };
+  const checked = parsed.report ? { report: parsed.report } : (await runner!).inspect(batch, { deferTokenizerRules: true, inferred });
   const result: Responses['import-batch'] = { ...read, report: checked.report, token_texts: checked.token_texts, tokenizer_checks: checked.deferred ? id : null };
   // token_texts (one string per distinct id) travels with the result.
   const paths = rowPaths(batch, BATCH_ROW_FIELDS, ['batch']);
@@ -89,7 +92,7 @@ async function handle(id: number, req: Request): Promise<Responses[Request['type
       return {};
     case 'tokenizer-checks': {
       if (lastImport?.id !== req.import) return { report: null };
-      return { report: (await stepRunner()).inspect(lastImport.batch).report };
+      return { report: (await stepRunner()).inspect(lastImport.batch, { inferred: lastImport.inferred }).report };
     }
     case 'load-model': {
       const r = await stepRunner();

@@ -54,7 +54,7 @@ describe('grpo-studio convert', () => {
     const r = cli('doctor', fixture('prime-rl-short-loss-mask.jsonl'));
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/^.*prime-rl-short-loss-mask\.jsonl: prime-rl \(token export\) \(prime-rl\) → grpo-batch\/v1/);
-    expect(r.stdout).toMatch(/note: no EOS id in the file: inferred 2/);
+    expect(r.stdout).toMatch(/note: no EOS id in the file: 2 inferred from the last trained token/);
     expect(r.stdout).toMatch(/\[mask-length-mismatch\].*sample 2: completion_mask has 3 entries, completion_ids has 5/);
     const json = JSON.parse(cli('doctor', fixture('verl-interleaved.safetensors'), '--json').stdout) as { format: string; unknownKeys: string[] };
     expect(json.format).toBe('verl');

@@ -177,11 +177,12 @@ describe('seed 000 (R1-distill mask = ids + 2, the longest + 1), padded by TRL-s
 
   it('pad id inferred (not in the dump): the 1s over the pads are a warning naming the inference, never an error', () => {
     const r = trlDump({ completions, masks, pad: EOS, noPad: true }); // padded with EOS, the pad id left out of the file
-    const note = r.notes.find((n) => n.startsWith('no pad id'))!;
+    // The importer says what it inferred (ImportResult.inferred): the pad id from prompt_mask's masked-out positions.
+    expect(r.inferred?.pad_token_id).toMatch(/^inferred from the \d+ masked-out positions of prompt_mask, all id 151645$/);
     const b = { ...r.batch, completion_mask: r.batch.completion_mask.map((m) => m.slice(0, 12)) };
-    const covers = of(diagnose(b, { inferred: { pad_token_id: note } }).findings, 'mask-covers-padding');
+    const covers = of(diagnose(b, { inferred: r.inferred }).findings, 'mask-covers-padding');
     expect(covers.map((f) => [f.sample, f.severity])).toEqual([[0, 'warning'], [1, 'warning'], [2, 'warning']]);
-    expect(covers[0].message).toMatch(/not certain: pad id 151645 inferred \(no pad id in the file: using the EOS id 151645/);
+    expect(covers[0].message).toMatch(/not certain: pad id 151645 inferred \(inferred from the \d+ masked-out positions of prompt_mask, all id 151645\)/);
   });
 });
 

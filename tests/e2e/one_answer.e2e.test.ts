@@ -1,7 +1,7 @@
 // Issue 20, "one batch, one answer": the page and `grpo-studio` give the same answer for the same file,
 // whatever was imported before. One page (the embedded default model, public/models/tiny-adder) imports every
-// fixture batch (tests/fixtures/batches/*.json, tests/fixtures/formats/*: TRL ranks one by one, the page takes
-// one file) and a few files derived from them, one after another; after each import the page is compared with
+// fixture batch (tests/fixtures/batches/*.json, tests/fixtures/formats/*: TRL ranks one by one; the last describe
+// imports both ranks at once, selected and dropped) and a few files derived from them, one after another; after each import the page is compared with
 // the CLI run in-process on that file alone (src/cli/main.ts, the binary's code path):
 //   (a) the Doctor's findings as a multiset of (rule, severity), and the rules it skipped, against
 //       `grpo-studio doctor FILE --tokenizer public/models/tiny-adder --json` (the page's tokenizer);

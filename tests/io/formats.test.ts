@@ -200,7 +200,8 @@ describe('prime-rl token export', () => {
     expect(b.advantages).toEqual([0.5, -0.5, 1, -1]);
     expect(b.num_generations).toBe(1);
     expect(b.eos_token_ids).toEqual([2]);
-    expect(r.notes.join('\n')).toMatch(/inferred 2/);
+    expect(r.notes.join('\n')).toMatch(/no EOS id in the file: 2 inferred from the last trained token/);
+    expect(r.inferred).toEqual({ eos_token_ids: expect.stringMatching(/^inferred from/), pad_token_id: expect.stringMatching(/^inferred as the EOS id, the writer trims padding/) });
     expect(r.notes.join('\n')).toMatch(/no group id/);
     expect(load('prime-rl-short-loss-mask.jsonl', { eos_token_ids: [2], pad_token_id: 0 }).notes.join('\n')).not.toMatch(/inferred/);
   });

@@ -140,3 +140,28 @@ describe('num_items_in_batch that is no number', () => {
     expect(() => effectiveSettings('trl', [fileLayer(batch, 'nan.json')])).toThrow(/run\.num_items_in_batch: expected a finite number or null, got NaN/);
   });
 });
+
+describe('verl files', () => {
+  const V = 'verl-interleaved.safetensors';
+  const uids = (): string[] => JSON.parse(parseSafeTensors(fixture(V)).metadata.uid);
+  const withUids = (u: string[]) => editSafetensors(fixture(V), { uid: JSON.stringify(u) });
+  const groupsOf = (ids: number[]) => new Set(ids).size;
+
+  it("groups follow verl's uid across files: another file's first group is not this file's", () => {
+    const u = uids();
+    const other = u.map((x) => `other-${x}`);
+    const one = merge([[V, fixture(V)]]).batch;
+    const both = merge([[V, fixture(V)], ['b.safetensors', withUids(other)]]).batch;
+    // Each file's uids label its groups 0, 1, …; merged, the other file's uids are new groups, never the first file's.
+    expect(groupsOf(both.group_ids!)).toBe(2 * groupsOf(one.group_ids!));
+    const B = one.completion_ids.length;
+    for (let b = 0; b < B; b++) expect(both.group_ids!.slice(B)).not.toContain(both.group_ids![b]);
+  });
+
+  it('one uid in two files is one group (verl balances a group over data-parallel ranks)', () => {
+    const u = uids();
+    const both = merge([[V, withUids(u.map((x) => `a-${x}`))], ['b.safetensors', withUids(u.map((x, i) => (i === 0 ? `a-${u[0]}` : `b-${x}`)))]]).batch;
+    const B = u.length;
+    expect(both.group_ids![B]).toBe(both.group_ids![0]);
+  });
+});

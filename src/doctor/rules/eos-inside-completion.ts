@@ -4,6 +4,7 @@
 // is a multi-turn boundary, not a bug.
 import type { Finding, Rule } from '../types.ts';
 import { firstRun } from '../util.ts';
+import { inferredCaveat } from '../padding.ts';
 
 export const eosInsideCompletion: Rule = {
   id: 'eos-inside-completion',
@@ -13,6 +14,8 @@ export const eosInsideCompletion: Rule = {
   seed: '002 (EOT counted 10+ times in a response; mask kept past EOS)',
   check(ctx) {
     const out: Finding[] = [];
+    // Where the first EOS is and which ids are pads: a warning naming the inference when the importer inferred them.
+    const caveat = inferredCaveat(ctx, ['eos_token_ids', 'pad_token_id']);
     ctx.batch.completion_ids.forEach((ids, b) => {
       const mask = ctx.batch.completion_mask[b] ?? [];
       const tool = ctx.batch.tool_mask?.[b];
@@ -31,8 +34,8 @@ export const eosInsideCompletion: Rule = {
       const run = firstRun(maskedIn.length ? maskedIn : after)!;
       out.push(maskedIn.length
         ? {
-            rule: this.id, severity: 'error', sample: b, span: run.span,
-            message: `sample ${b}: ${maskedIn.length} token(s) after the first EOS (position ${first}) are masked in, first at ${run.span[0]}`,
+            rule: this.id, severity: caveat.severity, sample: b, span: run.span,
+            message: `sample ${b}: ${maskedIn.length} token(s) after the first EOS (position ${first}) are masked in, first at ${run.span[0]}${caveat.note}`,
             hint: 'completion_mask must be 0 after the first EOS (TRL: seq_idx <= eos_idx), whatever the sampler appended.',
           }
         : {

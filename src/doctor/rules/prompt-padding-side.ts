@@ -2,6 +2,7 @@
 // token). Right padding puts pads between prompt and completion; pads in the middle or real tokens masked
 // out make the model see a different prompt than generation did (seed 002 bugs #4, #5).
 import type { Finding, Rule } from '../types.ts';
+import { inferredCaveat } from '../padding.ts';
 
 export const promptPaddingSide: Rule = {
   id: 'prompt-padding-side',
@@ -13,6 +14,9 @@ export const promptPaddingSide: Rule = {
     const out: Finding[] = [];
     const add = (b: number, severity: Finding['severity'], span: [number, number], message: string, hint: string) =>
       out.push({ rule: this.id, severity, sample: b, field: 'prompt_ids', span, message: `sample ${b}: ${message}`, hint });
+    // Findings that compare ids with the pad id: a warning naming the inference when the importer inferred it.
+    const caveat = inferredCaveat(ctx, ['pad_token_id']);
+    const byPad = (b: number, span: [number, number], message: string, hint: string) => add(b, caveat.severity, span, message + caveat.note, hint);
     ctx.batch.prompt_ids.forEach((ids, b) => {
       const mask = ctx.batch.prompt_mask?.[b];
       if (mask) {
@@ -26,7 +30,7 @@ export const promptPaddingSide: Rule = {
             'Pad prompts on the left (tokenizer.padding_side = "left"), so the completion follows the last prompt token directly.');
         }
         const unmaskedReal = mask.findIndex((m, t) => m === 0 && ids[t] !== ctx.pad);
-        if (unmaskedReal >= 0) add(b, 'error', [unmaskedReal, unmaskedReal + 1], `prompt token ${ids[unmaskedReal]} at position ${unmaskedReal} is masked out but is not the pad id`, 'prompt_mask must be 1 on every real prompt token.');
+        if (unmaskedReal >= 0) byPad(b, [unmaskedReal, unmaskedReal + 1], `prompt token ${ids[unmaskedReal]} at position ${unmaskedReal} is masked out but is not the pad id`, 'prompt_mask must be 1 on every real prompt token.');
         if (!ctx.padIsEos) {
           const attendedPad = mask.findIndex((m, t) => m === 1 && ids[t] === ctx.pad);
           if (attendedPad >= 0) add(b, 'warning', [attendedPad, attendedPad + 1], `a pad token at position ${attendedPad} has prompt_mask = 1`, 'Pads must have prompt_mask = 0; otherwise the model attends to them.');
@@ -38,11 +42,11 @@ export const promptPaddingSide: Rule = {
       if (ids[ids.length - 1] === ctx.pad && !ctx.padIsEos) {
         let s = ids.length;
         while (s > 0 && ids[s - 1] === ctx.pad) s--;
-        add(b, 'error', [s, ids.length], `the prompt row ends with ${ids.length - s} pad token(s): right padding`, 'Pad prompts on the left and give prompt_mask, or export unpadded rows.');
+        byPad(b, [s, ids.length], `the prompt row ends with ${ids.length - s} pad token(s): right padding`, 'Pad prompts on the left and give prompt_mask, or export unpadded rows.');
       } else if (ids[0] === ctx.pad) {
         let e = 0;
         while (e < ids.length && ids[e] === ctx.pad) e++;
-        add(b, 'error', [0, e], `the prompt row starts with ${e} pad token(s) but no prompt_mask masks them`, 'Export prompt_mask with padded rows (or un-pad the rows) so pads are not attended.');
+        byPad(b, [0, e], `the prompt row starts with ${e} pad token(s) but no prompt_mask masks them`, 'Export prompt_mask with padded rows (or un-pad the rows) so pads are not attended.');
       }
     });
     return out;

@@ -23,6 +23,12 @@ export interface ImportResult {
    */
   positions?: number[];
   /**
+   * Each row's group key as the trainer names it (verl's uid), where the batch's group_ids are labels local to
+   * this file: mergeImports labels the merged rows from the keys, so one uid is one group across files and two
+   * files' first groups do not become one.
+   */
+  group_keys?: unknown[];
+  /**
    * The pad / EOS ids the reader inferred rather than read (from the dump's carriers or the caller's tokenizer),
    * each with what it was inferred from ("inferred from …"): handed to the Doctor (doctorOptions), whose findings
    * that rest on an inferred id are warnings naming it, never errors.

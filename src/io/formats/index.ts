@@ -2,14 +2,17 @@
 // flag), each read into the canonical grpo-batch/v1. `readAnyBatch` is what the CLI verbs and the page's
 // worker call on a file's bytes; `mergeImports` joins the files of one step (TRL ranks, OpenRLHF
 // experiences, prime-rl ranks) into one batch whose group labels make split groups whole again.
-// Safetensors dumps: TRL dict, verl DataProto, OpenRLHF Experience. Text: grpo-batch/v1 JSON, prime-rl JSONL.
+// Safetensors dumps: TRL dict, verl DataProto, OpenRLHF Experience. Text: grpo-batch/v1 JSON, prime-rl JSONL,
+// NeMo-RL train_data_step{N}.jsonl, slime's rollout dump as JSON.
 import { BATCH_FIELDS, BatchFormatError, parseBatch, type GrpoBatch } from '../batch.ts';
 import { parseSafeTensors } from '../safetensors.ts';
-import { Dump, type ImportOptions, type ImportResult } from './common.ts';
+import { Dump, labelsFromKeys, type ImportOptions, type ImportResult } from './common.ts';
 import * as trl from './trl.ts';
 import * as verl from './verl.ts';
 import * as openrlhf from './openrlhf.ts';
 import * as primeRl from './prime-rl.ts';
+import * as nemoRl from './nemo_rl.ts';
+import * as slime from './slime.ts';
 import { configTable, runTable, trainerOfBatch } from '../../grpo/settings/effective.ts';
 import type { TrainerId } from '../../grpo/settings/types.ts';
 
@@ -49,6 +52,8 @@ export function readAnyBatch(bytes: Uint8Array, name: string, opts: ImportOption
     return f.read(d, opts);
   }
   const text = new TextDecoder().decode(bytes);
+  if (nemoRl.detect(text)) return nemoRl.read(text, name, opts);
+  if (slime.detect(text)) return slime.read(text, name, opts);
   if (primeRl.detect(text)) return primeRl.read(text, name, opts);
   const batch = parseBatch(text, name);
   return { batch, format: 'grpo-batch', trainer: 'grpo-batch/v1', unknownKeys: Object.keys(batch).filter((k) => !BATCH_FIELDS.has(k)), notes: [] };
@@ -162,6 +167,9 @@ export function mergeImports(parts: { name: string; result: ImportResult }[]): I
     (batch as unknown as Record<string, unknown[]>)[f] = sorted.flatMap((p) => p.result.batch[f] as unknown[]);
   }
   if (first.config?.rank !== undefined) batch.config = { ...first.config, rank: sorted.map(rank) };
+  // File-local group labels (verl's uid → 0, 1, … in each file) are relabelled from the trainer's own keys.
+  const group_keys = sorted.every((p) => p.result.group_keys) ? sorted.flatMap((p) => p.result.group_keys!) : undefined;
+  if (group_keys) batch.group_ids = labelsFromKeys(group_keys);
   const positions = sorted.every((p) => p.result.positions) ? sorted.flatMap((p) => p.result.positions!) : undefined;
   return {
     batch,
@@ -171,6 +179,7 @@ export function mergeImports(parts: { name: string; result: ImportResult }[]): I
     inferred: sorted.some((p) => p.result.inferred) ? Object.assign({}, ...sorted.map((p) => p.result.inferred)) : undefined,
     notes: [`merged ${sorted.length} files: ${sorted.map((p) => p.name).join(', ')}`, ...notes, ...(dropped ? ['messages dropped: not one conversation per sample in every file'] : []), ...new Set(sorted.flatMap((p) => p.result.notes.filter((n) => !n.startsWith('rank '))))],
     ...(positions ? { positions } : {}),
+    ...(group_keys ? { group_keys } : {}),
   };
 }
 

@@ -117,7 +117,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));
   unknownKeys.push(...Object.keys(run).filter((k) => !runTable('verl').some((s) => s.name === k)).map((k) => `__metadata__.run.${k}`));
   batch.trainer = 'verl';
-  return { batch, format: 'verl', trainer: 'verl RayPPOTrainer', unknownKeys, notes, inferred };
+  return { batch, format: 'verl', trainer: 'verl RayPPOTrainer', unknownKeys, notes, inferred, group_keys: uid };
 }
 
 /**

@@ -1,0 +1,38 @@
+// Rows of a JSON dump (NeMo-RL train_data_step{N}.jsonl, slime's rollout dump as JSON) read exactly: token ids
+// are integers in [0, 2^31), mask values int32 (true / false as 1 / 0, a bool tensor's .tolist()), floats are
+// numbers (null, NaN, ±Infinity as Python's json writes them, kept as NaN / ±Infinity). A boolean or a string
+// among ids, a fraction, an id out of range: one line naming the file, record, key, position and value — an id is
+// never rounded, wrapped or read from text.
+export type Fail = (message: string) => never;
+
+/** `v` as a list, or a refusal naming where it sits. */
+export function listAt(fail: Fail, v: unknown, at: string): unknown[] {
+  return Array.isArray(v) ? v : fail(`${at} must be a list, got ${v === null ? 'null' : typeof v}`);
+}
+
+/** Whole numbers: token ids in [0, 2^31) or mask values in int32 (booleans allowed for masks only). */
+export function intList(fail: Fail, v: unknown, at: string, kind: 'ids' | 'mask'): number[] {
+  return listAt(fail, v, at).map((x, t) => {
+    if (typeof x === 'boolean' && kind === 'mask') return +x;
+    const here = `${at}[${t}] (position ${t}) = ${JSON.stringify(x) ?? String(x)}`;
+    if (typeof x !== 'number') return fail(`${here} is ${x === null ? 'null' : `a ${Array.isArray(x) ? 'list' : typeof x}`}, not an integer`);
+    if (!Number.isInteger(x)) return fail(`${here} is not an integer`);
+    if (kind === 'ids' ? x < 0 || x > 2 ** 31 - 1 : x < -(2 ** 31) || x > 2 ** 31 - 1) return fail(`${here} is not ${kind === 'ids' ? 'a token id in [0, 2^31)' : 'an int32 in [-2^31, 2^31)'}`);
+    return x;
+  });
+}
+
+/** Numbers (null → NaN); a string or boolean is refused, never parsed. */
+export function floatList(fail: Fail, v: unknown, at: string): number[] {
+  return listAt(fail, v, at).map((x, t) => {
+    if (x === null) return NaN;
+    if (typeof x !== 'number') return fail(`${at}[${t}] (position ${t}) = ${JSON.stringify(x)} is not a number`);
+    return x;
+  });
+}
+
+/** One number (null → NaN), or a refusal. */
+export function numberAt(fail: Fail, v: unknown, at: string): number {
+  if (v === null) return NaN;
+  return typeof v === 'number' ? v : fail(`${at} = ${JSON.stringify(v)} is not a number`);
+}

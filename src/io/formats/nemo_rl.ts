@@ -1,0 +1,210 @@
+// NeMo-RL: the per-step training dump GRPO writes, train_data_step{N}.jsonl in the logger's log_dir
+// (NVIDIA-NeMo/RL at 7ea279a, nemo_rl/algorithms/grpo.py grpo_train "Log training data" and async_grpo_train;
+// the writer is nemo_rl/utils/logger.py Logger.log_batched_dict_as_jsonl). Facts honoured from those sources:
+// - the driver builds log_data = {agent_ref?, content, rewards, filtered_rewards? (dynamic sampling), input_lengths,
+//   token_ids, token_loss_mask, sample_loss_mask, advantages, generation_logprobs, prev_logprobs}, each .tolist()
+//   of a (B, …) tensor, and the logger writes one line per sample from make_microbatch_iterator(1): every key holds
+//   a list of ONE element (token_ids: [[… S ids]], rewards: [r]) plus "idx": i; an unwrapped line is read too;
+// - token_ids (B, S) are the flattened message logs, right-padded with tokenizer.pad_token_id past input_lengths
+//   (nemo_rl/data/llm_message_utils.py batched_message_log_to_flat_message; S rounded up to
+//   make_sequence_length_divisible_by); token_loss_mask is 1 on generated assistant messages only
+//   (add_grpo_token_loss_masks_and_generation_logprobs), 0 on the prompt, tool / environment turns and padding;
+// - generation_logprobs and prev_logprobs are aligned with token_ids (column t scores token t; the policy prepends
+//   0 for the first token, nemo_rl/models/policy/lm_policy.py get_logprobs), so the completion is a plain slice;
+//   prev_logprobs are zeros when force_on_policy_ratio skips that forward;
+// - advantages (B, S) = GRPOAdvantageEstimator's per-sample value expanded over every column
+//   (nemo_rl/algorithms/advantage_estimator.py), with groups = rows of one unique prompt (torch.unique over
+//   prompt ids, nemo_rl/algorithms/utils.py calculate_baseline_and_std_per_prompt): leave-one-out baseline and
+//   Bessel std + 1e-6 by default (examples/configs/grpo_math_1B.yaml), std 0 left unscaled;
+// - no pad / EOS id, no group id and no num_generations_per_prompt are written.
+// Mapping: prompt = token_ids before the first trained token; completion = the rest of the row, padding included
+// (so a mask over a pad is seen); groups = rows sharing that prompt; pad from the ids past input_lengths, EOS from a
+// tokenizer or voted over trained spans (both said so in notes / inferred).
+import { BatchFormatError, parsePythonJson, type BatchConfig, type GrpoBatch } from '../batch.ts';
+import { labelsFromKeys, largestGroup, scalarAdvantages, splitLossMask, tokenIds, toolMasks, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
+import { floatList, intList, numberAt, type Fail } from './json_rows.ts';
+
+const PER_TOKEN = ['token_ids', 'token_loss_mask', 'advantages', 'generation_logprobs', 'prev_logprobs'];
+const PER_SAMPLE = ['rewards', 'filtered_rewards', 'input_lengths', 'sample_loss_mask', 'content', 'agent_ref'];
+const KNOWN = [...PER_TOKEN, ...PER_SAMPLE, 'idx'];
+
+/** The first non-blank line is a JSON object with token_ids and token_loss_mask lists. */
+export function detect(text: string): boolean {
+  const start = text.search(/\S/);
+  if (start < 0) return false;
+  const end = text.indexOf('\n', start);
+  const line = text.slice(start, end < 0 ? undefined : end);
+  if (!line.includes('"token_loss_mask"')) return false;
+  try {
+    const r = parsePythonJson(line, 'line 1') as Record<string, unknown> | null;
+    return r !== null && typeof r === 'object' && Array.isArray(r.token_ids) && Array.isArray(r.token_loss_mask);
+  } catch {
+    return false;
+  }
+}
+
+type Rec = Record<string, unknown>;
+
+export function read(text: string, file: string, opts: ImportOptions): ImportResult {
+  const fail: Fail = (msg) => {
+    throw new BatchFormatError(`${file}: ${msg}`);
+  };
+  const records: { line: number; r: Rec }[] = [];
+  text.split('\n').forEach((line, i) => {
+    if (line.trim() === '') return;
+    let r: unknown;
+    try {
+      r = parsePythonJson(line, `${file}: line ${i + 1}`);
+    } catch (e) {
+      if (e instanceof BatchFormatError) throw e;
+      fail(`line ${i + 1} is not JSON (${(e as Error).message.split('\n')[0]})`);
+    }
+    if (r === null || typeof r !== 'object' || Array.isArray(r)) fail(`line ${i + 1} is not a JSON object`);
+    records.push({ line: i + 1, r: r as Rec });
+  });
+  if (records.length === 0) fail('no records');
+  const notes: string[] = [];
+  // log_batched_dict_as_jsonl slices the batch one row at a time: each key holds a one-element list.
+  const wrapped = Array.isArray((records[0].r.token_ids as unknown[])[0]);
+  const field = ({ line, r }: (typeof records)[number], key: string): unknown => {
+    const v = r[key];
+    if (!wrapped || v === undefined) return v;
+    if (!Array.isArray(v) || v.length !== 1) fail(`line ${line}: "${key}" holds ${Array.isArray(v) ? `${v.length} elements` : JSON.stringify(v)}, expected one (log_batched_dict_as_jsonl writes one sample per line)`);
+    return v[0];
+  };
+  const B = records.length;
+  const at = (b: number, key: string) => `line ${records[b].line}: ${key}`;
+  const tokens = records.map((rec, b) => intList(fail, field(rec, 'token_ids'), `${at(b, 'token_ids')} (sample ${b})`, 'ids'));
+  const loss = records.map((rec, b) => intList(fail, field(rec, 'token_loss_mask'), `${at(b, 'token_loss_mask')} (sample ${b})`, 'mask'));
+  // input_lengths: each row's real length; token_ids past it are the tokenizer's pad.
+  const lengths = records.map((rec, b) => {
+    const v = field(rec, 'input_lengths');
+    if (v === undefined) return tokens[b].length;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > tokens[b].length) fail(`${at(b, 'input_lengths')} = ${JSON.stringify(v)} is not a length in [0, ${tokens[b].length}] (the row's token_ids)`);
+    return v as number;
+  });
+  if (records.some((rec) => rec.r.input_lengths === undefined)) notes.push('no input_lengths: rows taken as unpadded (no pad to read)');
+  records.forEach((rec, b) => {
+    if (rec.r.idx !== undefined && rec.r.idx !== b) notes.push(`line ${rec.line}: idx ${JSON.stringify(rec.r.idx)} is not its row ${b}: rows kept in file order`);
+  });
+
+  // Prompt = ids before the first trained token (the initial prompt messages; a row with no trained token is all prompt).
+  const P = loss.map((m, b) => (m.indexOf(1) >= 0 ? m.indexOf(1) : lengths[b]));
+  const completionMasks = loss.map((m, b) => m.slice(P[b]));
+  const split = completionMasks.map(splitLossMask);
+  const prompt_ids = tokens.map((ids, b) => ids.slice(0, P[b]));
+  const completion_ids = tokens.map((ids, b) => ids.slice(P[b]));
+  const ends: number[] = [];
+  completion_ids.forEach((ids, b) => turnEnds(ids, completionMasks[b], ends));
+  const padIds: number[] = [];
+  tokens.forEach((ids, b) => {
+    for (let t = lengths[b]; t < ids.length; t++) padIds.push(ids[t]);
+  });
+  const { pad_token_id, eos_token_ids, inferred } = tokenIds({ fail }, opts, [], padIds.length ? { masked: { mask: 'token_ids past input_lengths', ids: padIds }, turnEnds: ends } : { unpadded: true, turnEnds: ends }, notes);
+
+  // Groups: NeMo-RL's baseline is per unique prompt (torch.unique over the prompt ids), wherever its rows sit.
+  const group_ids = labelsFromKeys(prompt_ids.map((p) => p.join(',')));
+  const G = largestGroup(group_ids);
+  notes.push(`groups by prompt ids (NeMo-RL's calculate_baseline_and_std_per_prompt): ${new Set(group_ids).size} group(s); num_generations = ${G}, the largest (the file has no num_generations_per_prompt)`);
+  const batch: GrpoBatch = {
+    format: 'grpo-batch/v1',
+    num_generations: G,
+    pad_token_id,
+    eos_token_ids,
+    prompt_ids,
+    completion_ids,
+    completion_mask: split.map((s) => s.completion_mask),
+    tool_mask: toolMasks(split),
+    group_ids,
+  };
+  if (batch.tool_mask) notes.push('token_loss_mask has zeros inside completions (tool / environment turns): kept as tool_mask');
+
+  const floats = (key: string) => (records.every((rec) => rec.r[key] === undefined) ? undefined : records.map((rec, b) => floatList(fail, field(rec, key), `${at(b, key)} (sample ${b})`).slice(P[b])));
+  const gen = floats('generation_logprobs');
+  if (gen) batch.sampling_per_token_logps = gen;
+  const prev = floats('prev_logprobs');
+  if (prev && prev.every((row, b) => row.every((v, t) => completionMasks[b][t] !== 1 || v === 0))) notes.push('prev_logprobs are 0 on every trained token (force_on_policy_ratio skips that forward): not carried');
+  else if (prev) batch.old_per_token_logps = prev;
+  if (gen || prev) notes.push('generation_logprobs → sampling_per_token_logps, prev_logprobs → old_per_token_logps (both aligned with token_ids: a plain slice)');
+
+  const perSample = (key: string) => (records.every((rec) => rec.r[key] === undefined) ? undefined : records.map((rec, b) => numberAt(fail, field(rec, key), at(b, key))));
+  const rewards = perSample('filtered_rewards') ?? perSample('rewards');
+  if (perSample('filtered_rewards')) notes.push('dynamic sampling: filtered_rewards (what the advantages were computed from) → rewards; "rewards" (total_reward) read, not carried');
+  let config: BatchConfig = {};
+  let carryRewards = true;
+  const adv = floats('advantages');
+  if (adv) {
+    batch.per_token_advantages = adv;
+    batch.advantages = scalarAdvantages(adv, completionMasks);
+    if (!batch.advantages) notes.push('advantages vary within completions (message-level penalties): kept per token only');
+    else if (rewards) ({ config, carryRewards } = estimator(rewards, batch.advantages, group_ids, notes));
+  }
+  if (rewards && carryRewards) batch.rewards = rewards;
+  const excluded = records.flatMap((rec, b) => (rec.r.sample_loss_mask === undefined ? [] : [[b, numberAt(fail, field(rec, 'sample_loss_mask'), at(b, 'sample_loss_mask'))]])).filter(([, m]) => m !== 1).map(([b]) => b);
+  if (excluded.length) notes.push(`sample_loss_mask is 0 on row(s) ${excluded.slice(0, 8).join(', ')}${excluded.length > 8 ? ', …' : ''}: NeMo-RL leaves them out of the loss; their masks are kept as read`);
+  const read = ['content', 'agent_ref'].filter((k) => records.some((rec) => rec.r[k] !== undefined));
+  if (read.length) notes.push(`${read.join(', ')}: read, not part of grpo-batch/v1`);
+  const step = /train_data_step(\d+)\.jsonl$/.exec(file);
+  batch.config = { ...config, ...(step ? { step: Number(step[1]) } : {}) };
+  const unknownKeys = [...new Set(records.flatMap((rec) => Object.keys(rec.r)))].filter((k) => !KNOWN.includes(k));
+  return { batch, format: 'nemo-rl', trainer: 'NeMo-RL GRPO (train_data_step jsonl)', unknownKeys, notes, inferred };
+}
+
+/** float32 as the trainer computes; the Doctor's advantage-mismatch tolerances. */
+const close = (a: number, b: number) => Math.abs(a - b) <= 1e-4 + 1e-3 * Math.abs(b);
+
+/**
+ * NeMo-RL's GRPO advantage for every row (calculate_baseline_and_std_per_prompt with valid_mask = 1, then
+ * GRPOAdvantageEstimator): baseline = group mean, or the mean of the other rows with leave_one_out; std = the
+ * Bessel std of the same rows (nan → 0); a group of one row gets baseline = its reward; normalize divides by
+ * std + 1e-6 where std > 0.
+ */
+export function nemoAdvantages(rewards: readonly number[], groups: readonly number[], leaveOneOut: boolean, normalize: boolean): number[] {
+  const rows = new Map<number, number[]>();
+  groups.forEach((g, b) => rows.set(g, [...(rows.get(g) ?? []), b]));
+  const out = new Array<number>(rewards.length).fill(0);
+  for (const idx of rows.values()) {
+    const n = idx.length;
+    if (n <= 1) continue; // baseline = reward: advantage 0
+    const S = idx.reduce((s, b) => s + rewards[b], 0);
+    const S2 = idx.reduce((s, b) => s + rewards[b] ** 2, 0);
+    const k = n - (leaveOneOut ? 1 : 0);
+    for (const b of idx) {
+      const base = leaveOneOut ? (S - rewards[b]) / k : S / k;
+      const sq = leaveOneOut ? (S2 - rewards[b] ** 2) / k : S2 / k;
+      let std = Math.sqrt((sq - base * base) * (k / (k - 1)));
+      if (Number.isNaN(std)) std = 0;
+      const a = rewards[b] - base;
+      out[b] = normalize && std > 0 ? a / (std + 1e-6) : a;
+    }
+  }
+  return out;
+}
+
+/**
+ * Which of NeMo-RL's GRPO settings (use_leave_one_out_baseline × normalize_rewards; the file carries neither) the
+ * advantages follow. Without leave-one-out they are verl's formula (Bessel std + 1e-6): rewards and advantages are
+ * carried and the Doctor recomputes them. With leave-one-out, which the Doctor does not recompute, the reader checks
+ * them here and carries the advantages without the rewards (else advantage-mismatch would be a false error); the note
+ * says so. Matching none: both carried, for the Doctor to report.
+ */
+function estimator(rewards: number[], advantages: number[], groups: number[], notes: string[]): { config: BatchConfig; carryRewards: boolean } {
+  const fits = (loo: boolean, norm: boolean) => {
+    const ref = nemoAdvantages(rewards, groups, loo, norm);
+    return advantages.every((a, b) => close(a, ref[b]));
+  };
+  for (const norm of [true, false]) {
+    if (fits(false, norm)) {
+      notes.push(`advantages follow NeMo-RL GRPO with use_leave_one_out_baseline = false, normalize_rewards = ${norm} ((r − mean)${norm ? ' / (std + 1e-6)' : ''}, verl's formula)`);
+      return { config: { advantage_estimator: 'verl', scale_rewards: norm ? 'group' : 'none' }, carryRewards: true };
+    }
+  }
+  for (const norm of [true, false]) {
+    if (fits(true, norm)) {
+      notes.push(`rewards not carried: the advantages follow NeMo-RL's leave-one-out baseline (use_leave_one_out_baseline = true, normalize_rewards = ${norm}; nemo_rl/algorithms/utils.py calculate_baseline_and_std_per_prompt), checked by the reader on all ${advantages.length} rows; the Doctor's advantage-mismatch recomputes (r − mean) / (std + ε) only, so carrying the rewards would raise a false error`);
+      return { config: { advantage_estimator: 'verl', scale_rewards: norm ? 'group' : 'none' }, carryRewards: false };
+    }
+  }
+  notes.push('advantages follow no NeMo-RL GRPO setting (leave-one-out on / off × normalize_rewards on / off) from these rewards: carried as read for the Doctor to compare with (r − mean) / (std + 1e-6)');
+  return { config: { advantage_estimator: 'verl', scale_rewards: 'group' }, carryRewards: true };
+}

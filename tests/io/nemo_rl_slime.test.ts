@@ -1,0 +1,215 @@
+// NeMo-RL's train_data_step{N}.jsonl and slime's rollout dump (as JSON) → grpo-batch/v1 (src/io/formats/nemo_rl.ts,
+// slime.ts). Fixtures: tests/fixtures/formats/nemo-rl-*.jsonl, slime-*.json, written by scripts/make_format_fixtures.py
+// in each trainer's own layout. Clean fixtures import with the right groups, ids, masks, advantages and log-probs and
+// no error finding; the planted bugs are found with their rows; `convert` runs on both in process.
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { main } from '../../src/cli/main.ts';
+import { diagnose, doctorOptions } from '../../src/doctor/index.ts';
+import { parseBatch } from '../../src/io/batch.ts';
+import { readAnyBatch, type ImportOptions, type ImportResult } from '../../src/io/formats/index.ts';
+import { nemoAdvantages } from '../../src/io/formats/nemo_rl.ts';
+
+const root = path.resolve(import.meta.dirname, '..', '..');
+const fixture = (name: string) => path.join(root, 'tests/fixtures/formats', name);
+const text = (name: string) => readFileSync(fixture(name), 'utf8');
+const imp = (body: string, name: string, opts: ImportOptions = {}) => readAnyBatch(new TextEncoder().encode(body), name, opts);
+const report = (r: ImportResult) => diagnose(r.batch, doctorOptions(r.batch, undefined, {}, r.inferred));
+const errors = (r: ImportResult) => report(r).findings.filter((f) => f.severity === 'error');
+
+/** The NeMo-RL fixture's lines as objects, edited by `edit`, back to JSONL. */
+function nemoEdited(edit: (rec: Record<string, any>, b: number) => void, name = 'nemo-rl-train_data_step3.jsonl'): string {
+  return text(name).trim().split('\n').map((l, b) => {
+    const rec = JSON.parse(l);
+    edit(rec, b);
+    return JSON.stringify(rec);
+  }).join('\n');
+}
+
+describe('NeMo-RL train_data_step{N}.jsonl', () => {
+  const clean = () => imp(text('nemo-rl-train_data_step3.jsonl'), 'train_data_step3.jsonl');
+
+  it('clean dump: groups by prompt, prompt/completion from the loss mask, log-probs sliced, LOO advantages, no error', () => {
+    const r = clean();
+    const b = r.batch;
+    expect(r.format).toBe('nemo-rl');
+    expect(r.unknownKeys).toEqual([]);
+    expect(b.group_ids).toEqual([0, 0, 0, 1, 1, 1]);
+    expect(b.num_generations).toBe(3);
+    expect(b.prompt_ids[0]).toEqual([11, 12, 13]);
+    expect(b.prompt_ids[3]).toEqual([21, 22]);
+    // Completion = the rest of the right-padded row (S = 12), pads included.
+    expect(b.completion_ids[0]).toEqual([40, 41, 2, 0, 0, 0, 0, 0, 0]);
+    expect(b.completion_mask[0]).toEqual([1, 1, 1, 0, 0, 0, 0, 0, 0]);
+    // Row 1 is multi-turn: token_loss_mask 0 on the tool turn → tool_mask.
+    expect(b.completion_ids[1]).toEqual([42, 7, 90, 91, 43, 2, 0, 0, 0]);
+    expect(b.tool_mask![1]).toEqual([1, 1, 0, 0, 1, 1, 1, 1, 1]);
+    expect(b.completion_mask[1].map((m, t) => m * b.tool_mask![1][t])).toEqual([1, 1, 0, 0, 1, 1, 0, 0, 0]);
+    // Log-probs aligned with token_ids: a plain slice from the prompt's end.
+    const line0 = JSON.parse(text('nemo-rl-train_data_step3.jsonl').split('\n')[0]);
+    expect(b.sampling_per_token_logps![0]).toEqual(line0.generation_logprobs[0].slice(3));
+    expect(b.old_per_token_logps![0]).toEqual(line0.prev_logprobs[0].slice(3));
+    // Advantages: NeMo-RL's default (leave-one-out baseline, normalised), one per row; rewards not carried (said so).
+    const lines = text('nemo-rl-train_data_step3.jsonl').trim().split('\n').map((l) => JSON.parse(l));
+    expect(b.advantages).toEqual(lines.map((l) => l.advantages[0][0]));
+    const loo = nemoAdvantages([1, 0, 0.5, 1, 1, 0], b.group_ids!, true, true);
+    b.advantages!.forEach((a, i) => expect(a).toBeCloseTo(loo[i], 5));
+    expect(b.rewards).toBeUndefined();
+    expect(r.notes.join('\n')).toMatch(/rewards not carried: the advantages follow NeMo-RL's leave-one-out baseline/);
+    expect(b.config?.step).toBe(3);
+    // Pad from the ids past input_lengths, EOS voted: both inferred and named.
+    expect(b.pad_token_id).toBe(0);
+    expect(b.eos_token_ids).toEqual([2]);
+    expect(r.inferred?.pad_token_id).toMatch(/past input_lengths, all id 0/);
+    expect(errors(r)).toEqual([]);
+  });
+
+  it('with the tokenizer\'s ids nothing is inferred and the clean dump still has no error', () => {
+    const r = imp(text('nemo-rl-train_data_step3.jsonl'), 'train_data_step3.jsonl', { pad_token_id: 0, eos_token_ids: [2] });
+    expect(r.inferred).toBeUndefined();
+    expect(errors(r)).toEqual([]);
+  });
+
+  it('planted: token_loss_mask 1 on a pad → mask-covers-padding on row 0 (a warning naming the inference, an error with the ids)', () => {
+    const inferred = imp(text('nemo-rl-mask-on-pad.jsonl'), 'nemo-rl-mask-on-pad.jsonl');
+    const w = report(inferred).findings.filter((f) => f.rule === 'mask-covers-padding');
+    expect(w).toHaveLength(1);
+    expect(w[0]).toMatchObject({ severity: 'warning', sample: 0 });
+    expect(w[0].message).toMatch(/not certain: pad id 0 inferred/);
+    const sure = imp(text('nemo-rl-mask-on-pad.jsonl'), 'nemo-rl-mask-on-pad.jsonl', { pad_token_id: 0, eos_token_ids: [2] });
+    const e = errors(sure);
+    expect(e.map((f) => [f.rule, f.sample])).toEqual([['mask-covers-padding', 0]]);
+  });
+
+  it('planted: prev_logprobs shifted by one (scored as logits[:, :-1] without the leading 0) → logprob-mismatch', () => {
+    const shifted = nemoEdited((rec) => {
+      rec.prev_logprobs[0] = [...rec.prev_logprobs[0].slice(1), 0];
+    });
+    const r = imp(shifted, 'shifted.jsonl');
+    const f = report(r).findings.filter((x) => x.rule === 'logprob-mismatch');
+    expect(f).toHaveLength(1);
+    const clean = report(imp(text('nemo-rl-train_data_step3.jsonl'), 'c.jsonl')).findings.filter((x) => x.rule === 'logprob-mismatch');
+    expect(clean).toEqual([]);
+  });
+
+  it('advantages without leave-one-out are verl\'s formula: rewards carried and checked by the Doctor; a wrong one is an error', () => {
+    const rewards = [1, 0, 0.5, 1, 1, 0];
+    const plain = nemoAdvantages(rewards, [0, 0, 0, 1, 1, 1], false, true);
+    const r = imp(nemoEdited((rec, b) => {
+      rec.advantages[0] = rec.advantages[0].map(() => plain[b]);
+    }), 'plain.jsonl');
+    expect(r.batch.rewards).toEqual(rewards);
+    expect(r.batch.config).toMatchObject({ advantage_estimator: 'verl', scale_rewards: 'group' });
+    expect(errors(r)).toEqual([]);
+    const wrong = imp(nemoEdited((rec, b) => {
+      rec.advantages[0] = rec.advantages[0].map(() => (b === 4 ? 5 : plain[b]));
+    }), 'wrong.jsonl');
+    expect(errors(wrong).map((f) => [f.rule, f.sample])).toEqual([['advantage-mismatch', 4]]);
+  });
+
+  it('ids are exact: a fraction, a boolean or a string among token_ids is refused naming line and position; unknown keys listed', () => {
+    const bad = (v: unknown) => () => imp(nemoEdited((rec, b) => {
+      if (b === 2) rec.token_ids[0][4] = v;
+    }), 'bad.jsonl');
+    expect(bad(41.5)).toThrow(/bad\.jsonl: line 3: token_ids \(sample 2\)\[4\] \(position 4\) = 41\.5 is not an integer/);
+    expect(bad(true)).toThrow(/= true is a boolean, not an integer/);
+    expect(bad('41')).toThrow(/= "41" is a string, not an integer/);
+    expect(bad(2 ** 31)).toThrow(/is not a token id in \[0, 2\^31\)/);
+    const extra = imp(nemoEdited((rec) => {
+      rec.reward_breakdown = [{ acc: 1 }];
+    }), 'x.jsonl');
+    expect(extra.unknownKeys).toEqual(['reward_breakdown']);
+  });
+
+  it('an unwrapped line (values not in one-element lists) reads the same; NaN log-probs as Python writes them are kept', () => {
+    const unwrapped = nemoEdited((rec) => {
+      for (const k of Object.keys(rec)) if (k !== 'idx') rec[k] = rec[k][0];
+      rec.generation_logprobs[4] = 'NAN_HERE';
+    }).replaceAll('"NAN_HERE"', 'NaN');
+    const a = imp(unwrapped, 'u.jsonl').batch;
+    expect(a.sampling_per_token_logps![0][1]).toBeNaN();
+    const c = clean().batch;
+    expect(a.completion_ids).toEqual(c.completion_ids);
+    expect(a.advantages).toEqual(c.advantages);
+    expect(a.group_ids).toEqual(c.group_ids);
+  });
+});
+
+describe('slime rollout dump (the torch.save dict as JSON)', () => {
+  it('clean dump: groups by group_index, response = last response_length tokens, loss_mask / rollout_log_probs over it, no error', () => {
+    const r = imp(text('slime-rollout-3.json'), 'slime-rollout-3.json');
+    const b = r.batch;
+    expect(r.format).toBe('slime');
+    expect(r.unknownKeys).toEqual([]);
+    expect(b.group_ids).toEqual([0, 0, 0, 1, 1, 1]);
+    expect(b.num_generations).toBe(3);
+    expect(b.prompt_ids[1]).toEqual([11, 12, 13]);
+    expect(b.completion_ids[1]).toEqual([42, 7, 90, 91, 43, 2]);
+    expect(b.completion_mask[1]).toEqual([1, 1, 1, 1, 1, 1]);
+    expect(b.tool_mask![1]).toEqual([1, 1, 0, 0, 1, 1]);
+    expect(b.prompt_ids[4]).toEqual([21, 22]);
+    expect(b.completion_ids[4]).toEqual([48, 49, 50, 2]);
+    const dump = JSON.parse(text('slime-rollout-3.json'));
+    expect(b.sampling_per_token_logps).toEqual(dump.samples.map((s: { rollout_log_probs: number[] }) => s.rollout_log_probs));
+    expect(b.old_per_token_logps).toBeUndefined();
+    expect(b.rewards).toEqual([1, 0, 0.5, 1, 0, 0]);
+    expect(b.advantages).toBeUndefined();
+    expect(b.config).toMatchObject({ advantage_estimator: 'verl', scale_rewards: 'group', step: 3 });
+    expect(r.inferred?.eos_token_ids).toMatch(/inferred from the last trained token/);
+    expect(errors(r)).toEqual([]);
+  });
+
+  it('planted: a loss_mask 2 shorter than response_length (slime asserts they are equal) → mask-length-mismatch on sample 1', () => {
+    const r = imp(text('slime-short-loss-mask.json'), 'slime-short-loss-mask.json');
+    expect(errors(r).map((f) => [f.rule, f.sample])).toEqual([['mask-length-mismatch', 1]]);
+    expect(errors(r)[0].message).toMatch(/completion_mask has 4 entries, completion_ids has 6/);
+  });
+
+  it('loss_mask None = all 1, remove_sample = all 0, a dict reward is not guessed, unknown keys listed, ids exact', () => {
+    const dump = JSON.parse(text('slime-rollout-3.json'));
+    dump.samples[0].loss_mask = null;
+    dump.samples[2].remove_sample = true;
+    dump.samples[3].extra_field = 1;
+    dump.step_info = {};
+    const r = imp(JSON.stringify(dump), 'd.json');
+    expect(r.batch.completion_mask[0]).toEqual([1, 1, 1]);
+    expect(r.batch.completion_mask[2]).toEqual([0, 0, 0, 0]);
+    expect(r.unknownKeys).toEqual(['step_info', 'samples[].extra_field']);
+    dump.samples[5].reward = { acc: 1, fmt: 0 };
+    const d = imp(JSON.stringify(dump), 'd.json');
+    expect(d.batch.rewards).toBeUndefined();
+    expect(d.notes.join('\n')).toMatch(/samples\[5\]\.reward \(sample 5\) is a dict \(acc, fmt\).*--reward-key/);
+    dump.samples[1].tokens[2] = 13.25;
+    expect(() => imp(JSON.stringify(dump), 'd.json')).toThrow(/d\.json: samples\[1\]\.tokens \(sample 1\)\[2\] \(position 2\) = 13\.25 is not an integer/);
+  });
+
+  it('a grpo-batch/v1 file and a prime-rl export are not taken for either format', () => {
+    expect(imp(text('prime-rl-short-loss-mask.jsonl'), 'p.jsonl').format).toBe('prime-rl');
+    const g = JSON.stringify({ format: 'grpo-batch/v1', num_generations: 1, pad_token_id: 0, eos_token_ids: [2], prompt_ids: [[5]], completion_ids: [[2]], completion_mask: [[1]] });
+    expect(imp(g, 'g.json').format).toBe('grpo-batch');
+  });
+});
+
+describe('grpo-studio convert (in process)', () => {
+  afterEach(() => void vi.restoreAllMocks());
+
+  for (const [file, trainer, summary] of [
+    ['nemo-rl-train_data_step3.jsonl', 'NeMo-RL GRPO', /6 samples, 2 group\(s\) of up to 3/],
+    ['slime-rollout-3.json', 'slime', /6 samples, 2 group\(s\) of up to 3/],
+  ] as const) {
+    it(`${file} → grpo-batch/v1, exit 0, the trainer and notes on stderr`, async () => {
+      const err: string[] = [];
+      vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void err.push(a.join(' ')));
+      const out = path.join(mkdtempSync(path.join(tmpdir(), 'convert-')), 'batch.json');
+      expect(await main(['convert', fixture(file), '--out', out])).toBe(0);
+      expect(err[0]).toContain(trainer);
+      expect(err[0]).toMatch(summary);
+      expect(err.join('\n')).toMatch(/note: no EOS id in the file/);
+      const b = parseBatch(readFileSync(out, 'utf8'));
+      expect(b.group_ids).toEqual([0, 0, 0, 1, 1, 1]);
+      expect(b.completion_ids[1].slice(0, 6)).toEqual([42, 7, 90, 91, 43, 2]);
+    });
+  }
+});
