@@ -53,8 +53,9 @@ async function page(file: string, m: Model | null): Promise<{ atImport: DoctorRe
   const job = { file: new Blob([readFileSync(file)]), name: path.basename(file), doctor: m === null };
   const { read, report } = await parseInWorker(job, () => {}, () => fakeWorker('run').w).done;
   if (!m) return { atImport: report!, final: report! };
-  const quick = inspectBatch(read.batch, m.page, { deferTokenizerRules: true });
-  return { atImport: quick.report, final: quick.deferred ? inspectBatch(read.batch, m.page).report : quick.report };
+  // With the ids the reader inferred, as studio.worker.ts passes them to the runner's inspect.
+  const quick = inspectBatch(read.batch, m.page, { deferTokenizerRules: true, inferred: read.inferred });
+  return { atImport: quick.report, final: quick.deferred ? inspectBatch(read.batch, m.page, { inferred: read.inferred }).report : quick.report };
 }
 
 async function cli(file: string, m: Model | null): Promise<DoctorReport> {

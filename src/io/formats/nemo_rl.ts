@@ -72,7 +72,6 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
     if (!Array.isArray(v) || v.length !== 1) fail(`line ${line}: "${key}" holds ${Array.isArray(v) ? `${v.length} elements` : JSON.stringify(v)}, expected one (log_batched_dict_as_jsonl writes one sample per line)`);
     return v[0];
   };
-  const B = records.length;
   const at = (b: number, key: string) => `line ${records[b].line}: ${key}`;
   const tokens = records.map((rec, b) => intList(fail, field(rec, 'token_ids'), `${at(b, 'token_ids')} (sample ${b})`, 'ids'));
   const loss = records.map((rec, b) => intList(fail, field(rec, 'token_loss_mask'), `${at(b, 'token_loss_mask')} (sample ${b})`, 'mask'));
@@ -141,7 +140,10 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   }
   if (rewards && carryRewards) batch.rewards = rewards;
   const excluded = records.flatMap((rec, b) => (rec.r.sample_loss_mask === undefined ? [] : [[b, numberAt(fail, field(rec, 'sample_loss_mask'), at(b, 'sample_loss_mask'))]])).filter(([, m]) => m !== 1).map(([b]) => b);
-  if (excluded.length) notes.push(`sample_loss_mask is 0 on row(s) ${excluded.slice(0, 8).join(', ')}${excluded.length > 8 ? ', …' : ''}: NeMo-RL leaves them out of the loss; their masks are kept as read`);
+  // NeMo-RL's loss takes token_mask × sample_mask (NVIDIA-NeMo/RL nemo_rl/algorithms/loss_functions.py ClippedPGLossFn): a row with
+  // sample_loss_mask 0 is no loss token at all, so its completion_mask is that product (else `step` would train on it).
+  for (const b of excluded) batch.completion_mask[b] = batch.completion_mask[b].map(() => 0);
+  if (excluded.length) notes.push(`sample_loss_mask is 0 on row(s) ${excluded.slice(0, 8).join(', ')}${excluded.length > 8 ? ', …' : ''}: NeMo-RL leaves them out of the loss (token_loss_mask × sample_mask): their completion_mask is 0`);
   const read = ['content', 'agent_ref'].filter((k) => records.some((rec) => rec.r[k] !== undefined));
   if (read.length) notes.push(`${read.join(', ')}: read, not part of grpo-batch/v1`);
   const step = /train_data_step(\d+)\.jsonl$/.exec(file);
