@@ -8,9 +8,10 @@ import type { AdvantageEstimator } from './advantages.ts';
 import { AGGREGATIONS, DEFAULT_GRPO_LOSS_CONFIG, parseGrpoLossConfig, type GrpoLossConfig } from './loss.ts';
 import { parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
 import { configTable, runTable, type EffectiveSettings } from './settings/effective.ts';
+import { TRAINER_TABLES } from './settings/trainers.ts';
 import { GRPO_LOSS_SETTINGS, STUDIO_SETTINGS } from './settings/studio.ts';
 import { parseTrlConfig, parseTrlRun, TRL_RUN_SETTINGS, TRL_SETTINGS } from './settings/trl.ts';
-import type { SettingsTable } from './settings/table.ts';
+import { specOf, type SettingsTable } from './settings/table.ts';
 import { trlOptimizer } from './trainers/trl_optimizer.ts';
 import { trainerRefusal } from './settings/rules.ts';
 import { objectiveFor, type TrainerObjective } from './step_objective.ts';
@@ -119,7 +120,15 @@ export function trlOptimizerOf(config: Record<string, unknown>, run: Record<stri
 /** What the studio's own rows and the TRL rows the studio loss reads hold in a non-TRL trainer's config. */
 const studioView = (settings: EffectiveSettings): BatchConfig => {
   // A TRL loss type that is no studio aggregation (sapo, cispo, …) is the objective's: the studio loss keeps its default.
-  if (settings.trainer === 'trl') return { ...settings.config, ...pick(settings.run, ['num_items_in_batch']), loss_type: isAggregation(settings.config.loss_type) ? (settings.config.loss_type as string | undefined) : undefined };
+  // max_completion_length left out is GRPOConfig's default, as TRL's objective takes it (not the batch's width).
+  if (settings.trainer === 'trl') {
+    return {
+      ...settings.config,
+      ...pick(settings.run, ['num_items_in_batch']),
+      max_completion_length: (settings.config.max_completion_length ?? specOf(TRL_SETTINGS, 'max_completion_length').default) as number,
+      loss_type: isAggregation(settings.config.loss_type) ? (settings.config.loss_type as string | undefined) : undefined,
+    };
+  }
   const own = new Set(runTable(settings.trainer).map((s) => s.name).concat(configTable(settings.trainer).filter((s) => !s.studio && s.trainer === settings.trainer).map((s) => s.name)));
   const shared = new Set([...STUDIO_SETTINGS, ...TRL_SETTINGS].map((s) => s.name));
   // verl's `temperature` is TRL's too (logits / T before the log-softmax); OpenRLHF's is rollout.temperature.
@@ -131,16 +140,20 @@ const isAggregation = (v: unknown): boolean => v === undefined || (AGGREGATIONS 
 
 const pick = (o: Record<string, unknown>, keys: readonly string[]) => Object.fromEntries(keys.filter((k) => o[k] !== undefined && o[k] !== null).map((k) => [k, o[k]]));
 
-/** The trainer's objective under these settings: its own config rows (studio rows left out) and run context. */
+/**
+ * The trainer's objective under these settings: the rows of its own tables (the studio's rows beside them left out;
+ * TRL's table's studio-marked kl_estimator kept, so TRL's rules refuse an estimator its objective would drop).
+ */
 export function trainerObjectiveOf(settings: EffectiveSettings): TrainerObjective {
   const { trainer } = settings;
-  const known = (table: SettingsTable, o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([k]) => table.some((s) => s.name === k && !s.studio)));
-  return { trainer, config: known(configTable(trainer).filter((s) => s.trainer === trainer), settings.config), run: known(runTable(trainer), settings.run) };
+  const known = (table: SettingsTable, o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([k]) => table.some((s) => s.name === k)));
+  return { trainer, config: known(TRAINER_TABLES[trainer].config, settings.config), run: known(runTable(trainer), settings.run) };
 }
 
 /**
- * The update's StepConfig from the effective settings: the studio loss (TRL's names; C = the batch's widest
- * completion, the default max_completion_length), the trainer's objective wherever the studio loss is not
+ * The update's StepConfig from the effective settings: the studio loss (TRL's names; max_completion_length left
+ * out is GRPOConfig's 512 for TRL, as its objective; C = the batch's widest completion, the studio loss's L_max
+ * beside verl's and OpenRLHF's objectives, whose tables have none), the trainer's objective wherever the studio loss is not
  * it, and the optimizer step — the studio's `optimizer` object (torch.optim), else TRL's trainer's when the
  * config names TrainingArguments' optimizer / schedule or TrainerState (trlOptimizerApplies; `steps_done`
  * updates after run.global_step, as the page's continued updates), else AdamW of learning_rate / adam_* /

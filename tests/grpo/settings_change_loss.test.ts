@@ -7,8 +7,10 @@
 // trainerLossFromLogps | no objective: the studio loss on the same log-probs), and must change (or the
 // resolution must refuse, naming the row). A row only matters in a context (sapo temperatures under sapo, …):
 // CONTEXT gives it as test data. A row without a context entry whose change does not move the loss fails, so a
-// new table row must be covered here or exempted in EXEMPT with its reason. No expected number is copied from
-// the implementation: only "it changed", beyond float32 noise.
+// new table row must be covered here or exempted in EXEMPT with its reason. KNOWN_BUGS lists rows that should move
+// the loss and do not (the walk asserts they still fail, so a fix flags the stale entry). A second walk checks that a
+// row left out of the file computes what its table default computes (DEFAULT_MISMATCH: the known exceptions).
+// No expected number is copied from the implementation: only "it changed", beyond float32 noise.
 import { describe, expect, it } from 'vitest';
 import { testGpu } from '../helpers/gpu.ts';
 import type { PaddedBatch } from '../../src/grpo/batch.ts';
@@ -154,9 +156,9 @@ async function stepLoss(trainer: TrainerId, config: Record<string, unknown>, run
 
 /** Beyond float32 noise: |Δ| > 1e-6 · (1 + |x|). */
 const differs = (a: number, b: number) => !(Math.abs(a - b) <= 1e-6 * (1 + Math.max(Math.abs(a), Math.abs(b))));
+/** Over the completion tokens; a term a path does not form (null) is 0 there. */
 const arrayDiffers = (a: ArrayLike<number> | null, b: ArrayLike<number> | null) => {
-  if (!a || !b) return !!a !== !!b;
-  for (let i = 0; i < a.length; i++) if (mask[i] && differs(a[i], b[i])) return true;
+  for (let i = 0; i < N; i++) if (mask[i] && differs(a?.[i] ?? 0, b?.[i] ?? 0)) return true;
   return false;
 };
 
@@ -208,11 +210,16 @@ const EXTRA: Record<TrainerId, readonly Key[]> = {
 };
 
 const VLLM = { use_vllm: true };
+/**
+ * num_items_in_batch as TRL's dumps carry it, = this micro-batch's tokens (the value TRL's default takes here): it
+ * keeps the step on TRL's objective at both values of a vllm_* row, so only the row's own effect is measured.
+ */
+const TRL_OBJECTIVE = { num_items_in_batch: mask.reduce((a, m) => a + m, 0) };
 const ENGINE = { use_legacy_worker_impl: 'disable' };
 
 const CONTEXT: Record<TrainerId, Record<Key, Context>> = {
   trl: {
-    loss_type: { values: ['dapo', 'grpo', 'bnpo', 'dr_grpo', 'cispo', 'sapo', 'luspo', 'vespo'], why: 'every loss type differs from dapo' },
+    loss_type: { run: { gradient_accumulation_steps: 2 }, values: ['dapo', 'grpo', 'bnpo', 'dr_grpo', 'cispo', 'sapo', 'luspo', 'vespo'], why: 'every loss type differs from dapo; on one micro-batch of one process without num_items_in_batch, dapo ≡ bnpo unless gas > 1 (bnpo divides by it)' },
     use_bias_correction_kl: { config: { beta: 0.1 }, why: 'scales the KL term: needs beta ≠ 0' },
     off_policy_mask_threshold: { values: [null, 0.1], why: 'a negative-advantage row whose mean(sampling − logp) is above 0.1 and below the derived 0.5' },
     use_adaptive_entropy: { config: { entropy_coef: 0.1 }, why: 'gates entropy_coef: with no last world entropy (+inf) adaptive mode applies 0' },
@@ -227,10 +234,10 @@ const CONTEXT: Record<TrainerId, Record<Key, Context>> = {
     max_completion_length: { config: { loss_type: 'dr_grpo' }, why: 'dr_grpo divides by B · max_completion_length' },
     use_vllm: { why: 'enables the vLLM IS correction (sampling log-probs present)' },
     vllm_importance_sampling_correction: { config: VLLM, why: 'with use_vllm' },
-    vllm_importance_sampling_mode: { config: VLLM, values: ['sequence_mask', 'sequence_truncate', 'token_mask', 'token_truncate'], why: 'with use_vllm; every mode differs on ratios out of [min, max]' },
-    vllm_importance_sampling_clip_min: { config: VLLM, why: 'with use_vllm; ratios below 0.5' },
-    vllm_importance_sampling_clip_max: { config: { ...VLLM, vllm_importance_sampling_mode: 'token_truncate' }, why: 'with use_vllm; token ratios above 3 truncated at 3 or 3.5' },
-    vllm_importance_sampling_cap: { config: VLLM, why: 'with use_vllm; the deprecated alias replaces clip_max' },
+    vllm_importance_sampling_mode: { config: VLLM, run: TRL_OBJECTIVE, values: ['sequence_mask', 'sequence_truncate', 'token_mask', 'token_truncate'], why: 'with use_vllm; every mode differs on ratios out of [min, max]' },
+    vllm_importance_sampling_clip_min: { config: VLLM, run: TRL_OBJECTIVE, why: 'with use_vllm; ratios below 0.5' },
+    vllm_importance_sampling_clip_max: { config: { ...VLLM, vllm_importance_sampling_mode: 'token_truncate' }, run: TRL_OBJECTIVE, why: 'with use_vllm; token ratios above 3 truncated at 3 or 3.5' },
+    vllm_importance_sampling_cap: { config: VLLM, run: TRL_OBJECTIVE, why: 'with use_vllm; the deprecated alias replaces clip_max' },
     kl_estimator: { config: { beta: 0.1 }, why: 'studio-only: the studio loss shows k1 / k2 / k3 of the KL term (needs beta ≠ 0)' },
     'run.num_processes': { run: { num_items_in_batch: 30 }, why: 'dapo divides num_items_in_batch by the processes (without it TRL refuses, tested in trainer_from_logps)' },
     'run.gradient_accumulation_steps': { config: { loss_type: 'grpo' }, why: 'grpo / bnpo / dr_grpo / sapo / luspo divide by it; dapo does not' },
@@ -248,8 +255,8 @@ const CONTEXT: Record<TrainerId, Record<Key, Context>> = {
     tau_pos: { config: { loss_mode: 'sapo' }, why: 'sapo only' },
     tau_neg: { config: { loss_mode: 'sapo' }, why: 'sapo only' },
     clip_cov_ratio: { config: { loss_mode: 'clip_cov' }, values: [0.0002, 0.5], why: 'clip_cov: the default has fewer slots than candidates (verl draws them at random: refused); 0.5 cuts every candidate' },
-    clip_cov_lb: { config: { loss_mode: 'clip_cov', clip_cov_ratio: 0.5 }, values: [1, -1], why: 'clip_cov: a lower bound below more covariances adds candidates' },
-    clip_cov_ub: { config: { loss_mode: 'clip_cov', clip_cov_ratio: 0.5 }, values: [5, 1.2], why: 'clip_cov: an upper bound below some candidates removes them' },
+    clip_cov_lb: { config: { loss_mode: 'clip_cov', clip_cov_ratio: 0.9 }, values: [1, -1], why: 'clip_cov: a lower bound below more covariances adds candidates' },
+    clip_cov_ub: { config: { loss_mode: 'clip_cov', clip_cov_ratio: 0.9 }, values: [5, 1.2], why: 'clip_cov: an upper bound below some candidates removes them' },
     kl_cov_ratio: { config: { loss_mode: 'kl_cov' }, why: 'kl_cov only' },
     ppo_kl_coef: { config: { loss_mode: 'kl_cov' }, why: 'kl_cov only' },
     // auto and enable are the same worker (the legacy dp_actor); disable is the engine worker.
@@ -260,7 +267,7 @@ const CONTEXT: Record<TrainerId, Record<Key, Context>> = {
     loss_type: { config: { bypass_mode: true }, why: 'bypass mode only' },
     ppo_epochs: { run: { on_policy: null }, why: 'on_policy is derived from num_mini_batches = 1 and ppo_epochs = 1' },
     ppo_mini_batch_size: { config: { ppo_micro_batch_size_per_gpu: 64 }, values: [256, 128], why: 'the loop scale 1 / (mini // micro)' },
-    ppo_micro_batch_size_per_gpu: { values: [256, 128], why: 'the loop scale 1 / (mini // micro); null is refused without use_dynamic_bsz' },
+    ppo_micro_batch_size_per_gpu: { values: [null, 256, 128], why: 'null is refused without use_dynamic_bsz (naming it); then the loop scale 1 / (mini // micro)' },
     use_dynamic_bsz: { why: 'the loop scale B / ppo_mini_batch_size' },
     'run.num_mini_batches': { run: { on_policy: null }, why: 'on_policy is derived from num_mini_batches = 1 and ppo_epochs = 1' },
     'run.on_policy': { values: [null, false], why: 'null derives on-policy (ratio 1) here; false uses the stored old log-probs' },
@@ -275,6 +282,7 @@ const CONTEXT: Record<TrainerId, Record<Key, Context>> = {
     'algo.advantage.is_correction_threshold': { config: { 'algo.advantage.is_correction_enable': true }, values: [[0.5, 5], [0.8, 2]], why: 'with is_correction_enable; a number list' },
     'algo.advantage.is_correction_type': { config: { 'algo.advantage.is_correction_enable': true }, values: ['tis', 'icepop', 'seq-mask-tis'], why: 'with is_correction_enable' },
     'run.other_samples': { config: { 'actor.policy_loss_type': 'gspo' }, why: 'gspo aggregates per sample' },
+    'run.loss_batch_info': { config: { 'actor.policy_loss_type': 'gspo' }, values: [null, { dp_size: 2, batch_num_tokens: 12, global_batch_size: 3 }], why: "an object: _optimizer_step_loss_norm's three normalisers (gspo reads global_batch_size too)" },
   },
 };
 
@@ -289,6 +297,16 @@ const EXEMPT: Record<TrainerId, Record<Key, string>> = {
   verl: {
     calculate_entropy: 'only shows the entropy: the loss reads it through entropy_coeff, a row of its own',
   },
+  openrlhf: {},
+};
+
+/**
+ * Rows that should change the step's loss and do not: each entry says why. The walk asserts they still fail, so
+ * a fix makes the test fail until the entry is removed.
+ */
+const KNOWN_BUGS: Record<TrainerId, Record<Key, string>> = {
+  trl: {},
+  verl: {},
   openrlhf: {},
 };
 
@@ -320,7 +338,42 @@ function derived(s: SettingSpec): unknown {
   }
 }
 
-const fieldOf = (where: 'config' | 'run', name: string) => (where === 'run' ? `run.${name}` : name);
+/**
+ * The row's failures (empty: it changes the step's loss, or the resolution refuses naming it). Values are compared
+ * with the default (values[0]); where the default itself is refused (naming the row), also with values[1].
+ */
+async function checkRow(trainer: TrainerId, key: Key, row: { spec: SettingSpec; where: 'config' | 'run' }): Promise<string[]> {
+  const ctx = CONTEXT[trainer][key];
+  const values = ctx?.values ?? [row.spec.default, derived(row.spec)];
+  if (values.length < 2 || values[1] === undefined) return [`${key}: no other value derives from the row (${row.spec.type}): give CONTEXT.${trainer}["${key}"].values`];
+  if (JSON.stringify(values[0]) !== JSON.stringify(row.spec.default)) return [`${key}: the values must start at the row's default ${JSON.stringify(row.spec.default)}`];
+  const layer = (v: unknown) => {
+    const config = { ...BASE[trainer].config, ...ctx?.config };
+    const run = { ...BASE[trainer].run, ...ctx?.run };
+    (row.where === 'run' ? run : config)[row.spec.name] = v;
+    return stepLoss(trainer, config, run);
+  };
+  const outcomes = [];
+  for (const v of values) outcomes.push(await layer(v));
+  const pairs: Array<[number, number]> = values.slice(1).map((_, i) => [0, i + 1]);
+  if ('error' in outcomes[0]) pairs.push(...values.slice(2).map((_, i): [number, number] => [1, i + 2]));
+  const failures: string[] = [];
+  for (const [i, j] of pairs) {
+    const [a, b] = [outcomes[i], outcomes[j]];
+    const what = `${trainer} ${key}: ${JSON.stringify(values[i])} → ${JSON.stringify(values[j])}`;
+    const refused = [a, b].find((o): o is { error: string } => 'error' in o);
+    if (refused) {
+      if (!refused.error.includes(row.spec.name)) failures.push(`${what}: refused for another reason: ${refused.error}`);
+      continue;
+    }
+    const [x, y] = [a as Computed, b as Computed];
+    const m = moved(x, y);
+    const hint = ctx ? '' : ' — the row has no CONTEXT entry: give it the context in which it matters, or EXEMPT it with the reason';
+    if (m === null) failures.push(`${what}: the step's loss did not move (${x.path} ${x.loss} → ${y.path} ${y.loss})${hint}`);
+    else if (m !== 'loss' && !ctx?.gradientOnly) failures.push(`${what}: only the ${m} moved (${x.path} → ${y.path}), the loss stayed ${x.loss}`);
+  }
+  return failures;
+}
 
 describe('the test data names real rows', () => {
   for (const trainer of ['trl', 'verl', 'openrlhf'] as const) {
@@ -339,34 +392,39 @@ describe('the test data names real rows', () => {
 for (const trainer of ['trl', 'verl', 'openrlhf'] as const) {
   describe(`${trainer}: every loss-affecting row changes the step's loss (or is refused, naming it)`, () => {
     it.each(walked(trainer).filter((r) => !(r.key in EXEMPT[trainer])).map((r) => [r.key, r] as const))('%s', async (key, row) => {
+      const failures = await checkRow(trainer, key, row);
+      const known = KNOWN_BUGS[trainer][key];
+      if (known) expect(failures, `${trainer} ${key} is listed in KNOWN_BUGS but now changes the loss: remove the entry`).not.toEqual([]);
+      else expect(failures).toEqual([]);
+    }, 60_000);
+  });
+}
+
+/**
+ * Where a file leaves a row out, the step must compute what it computes with the row at its table default (one
+ * table, one default): otherwise "the default" of the walk above is not the default a file gets.
+ */
+const DEFAULT_MISMATCH: Record<TrainerId, Record<Key, string>> = {
+  trl: {},
+  verl: {},
+  openrlhf: {},
+};
+
+for (const trainer of ['trl', 'verl', 'openrlhf'] as const) {
+  describe(`${trainer}: a row left out is its table default`, () => {
+    it.each(walked(trainer).map((r) => [r.key, r] as const))('%s', async (key, row) => {
       const ctx = CONTEXT[trainer][key];
-      const other = derived(row.spec);
-      const values = ctx?.values ?? [row.spec.default, other];
-      expect(values.length, `${key}: no other value derives from the row (${row.spec.type}): give CONTEXT.${trainer}["${key}"].values`).toBeGreaterThan(1);
-      expect(values[1], `${key}: no other value derives from the row (${row.spec.type}): give CONTEXT.${trainer}["${key}"].values`).not.toBeUndefined();
-      expect(JSON.stringify(values[0]), `${key}: the values start at the row's default`).toBe(JSON.stringify(row.spec.default));
-      const layer = (v: unknown) => {
-        const config = { ...BASE[trainer].config, ...ctx?.config };
-        const run = { ...BASE[trainer].run, ...ctx?.run };
-        (row.where === 'run' ? run : config)[row.spec.name] = v;
-        return stepLoss(trainer, config, run);
-      };
-      const base = await layer(values[0]);
-      for (const v of values.slice(1)) {
-        const got = await layer(v);
-        const what = `${trainer} ${key}: ${JSON.stringify(values[0])} → ${JSON.stringify(v)}`;
-        const refused = [base, got].find((o): o is { error: string } => 'error' in o);
-        if (refused) {
-          // The resolution refuses one of the two: its message names the row.
-          expect(refused.error, `${what}: refused for another reason`).toContain(row.spec.name);
-          continue;
-        }
-        const [a, b] = [base as Computed, got as Computed];
-        const m = moved(a, b);
-        const hint = ctx ? '' : ` — the row has no CONTEXT entry: give it the context in which it matters, or EXEMPT it with the reason`;
-        expect(m, `${what}: the step's loss did not move (${a.path} ${a.loss} → ${b.path} ${b.loss})${hint}`).not.toBeNull();
-        if (!ctx?.gradientOnly) expect(m, `${what}: only the ${m} moved, the loss stayed ${a.loss}`).toBe('loss');
-      }
+      const config = { ...BASE[trainer].config, ...ctx?.config };
+      const run = { ...BASE[trainer].run, ...ctx?.run };
+      const target = row.where === 'run' ? run : config;
+      delete target[row.spec.name];
+      const absent = await stepLoss(trainer, config, run);
+      target[row.spec.name] = row.spec.default;
+      const given = await stepLoss(trainer, config, run);
+      const same = 'error' in absent || 'error' in given ? JSON.stringify(absent) === JSON.stringify(given) : !differs(absent.loss, given.loss);
+      const text = `${trainer} ${key}: left out ${'error' in absent ? absent.error : `${absent.path} ${absent.loss}`}, at its default ${JSON.stringify(row.spec.default)} ${'error' in given ? given.error : `${given.path} ${given.loss}`}`;
+      if (DEFAULT_MISMATCH[trainer][key]) expect(same, `${text}: listed in DEFAULT_MISMATCH but now agrees: remove the entry`).toBe(false);
+      else expect(same, text).toBe(true);
     }, 60_000);
   });
 }

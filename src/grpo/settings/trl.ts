@@ -61,7 +61,7 @@ export const TRL_SETTINGS: SettingsTable = rows([
   { name: 'chat_template_kwargs', type: 'object', nullable: true, default: null, scope: 'sampling', doc: 'Keyword arguments of the chat template when prompts are rendered (e.g. enable_thinking).' },
   { name: 'per_device_train_batch_size', type: 'integer', min: 1, default: 8, scope: 'optimizer', source: ARGS, doc: 'Completions per process per micro-batch (TrainingArguments).' },
   { name: 'mask_truncated_completions', type: 'boolean', default: false, scope: 'batch', doc: 'Completions without EOS get completion_mask (and tool_mask) 0 before num_items_in_batch is counted.' },
-  { name: 'use_vllm', type: 'boolean', default: false, scope: 'sampling', doc: 'Generation by vLLM: enables the importance-sampling correction.' },
+  { name: 'use_vllm', type: 'boolean', default: false, scope: 'loss', doc: 'Generation by vLLM: enables the importance-sampling correction of the loss (vllm_importance_sampling_*).' },
   { name: 'vllm_importance_sampling_correction', type: 'boolean', default: true, scope: 'loss', doc: 'Multiply the loss by the vLLM IS ratio exp(old − sampling).' },
   { name: 'vllm_importance_sampling_mode', type: 'enum', values: VLLM_IS_MODES, default: 'sequence_mask', scope: 'loss', doc: 'token_/sequence_ ratio; truncate = clamp(min, max), mask = 0 outside [min, max].' },
   { name: 'vllm_importance_sampling_clip_min', type: 'number', min: 0, nullable: true, default: null, scope: 'loss', doc: 'Lower bound of the vLLM IS ratio (null = none).' },

@@ -112,4 +112,14 @@ export const TRL_RULES: readonly TrainerRule<TrlConfig, TrlRun>[] = [
         ? `needed by loss_type ${c.loss_type} with num_processes = ${r.num_processes} (the loss-mask tokens of the generation batch over every process)`
         : null,
   },
+  {
+    fields: ['config.kl_estimator', 'config.beta'],
+    by: 'studio',
+    source: COMPUTE_LOSS,
+    // TRL's per-token KL is k3 (exp(ref − logp) − (ref − logp) − 1); the studio's k1 / k2 are its own loss's what-ifs.
+    check: (c) =>
+      c.kl_estimator !== 'k3' && c.beta !== 0
+        ? `${c.kl_estimator} with beta ${c.beta}: TRL's objective computes k3 only (the studio's k1 / k2 apply to its own loss, which these settings do not follow); leave kl_estimator out or at k3`
+        : null,
+  },
 ];
