@@ -1,12 +1,13 @@
 """One call at each trainer's hook point (docs/import/python.md). Each writes exactly what GRPO Studio's
-readers take (src/io/formats/trl.ts, verl.ts, openrlhf.ts): the trainer's own tensors under its own names,
+readers take (src/io/formats/trl.ts, verl.ts, openrlhf.ts, nemo_rl.ts): the trainer's own tensors under its own names,
 and its own carriers of settings and ids in the metadata, as the trainer holds them."""
+import json
 import os
 import warnings
 from collections.abc import Mapping
 
 from . import _json
-from ._writer import is_tensor, save
+from ._writer import is_numpy_array, is_tensor, is_torch_tensor, save
 
 
 def _tokenizer_ids(tokenizer):
@@ -201,3 +202,80 @@ def dump_openrlhf(experiences, args, tokenizer, path, *, metrics=None, run=None)
         meta.update(ids)
         save(tensors, p, _extras(meta, metrics, run))
     return paths
+
+
+# ---------------------------------------------------------------------------------------------------- NeMo-RL
+
+# (key written, NeMo-RL's train_data name), in the order grpo.py builds log_data ("Log training data").
+NEMO_RL_KEYS = [("agent_ref", None), ("content", None), ("rewards", None), ("filtered_rewards", None), ("input_lengths", None),
+                ("token_ids", "input_ids"), ("token_loss_mask", "token_mask"), ("sample_loss_mask", "sample_mask"),
+                ("advantages", None), ("generation_logprobs", None), ("prev_logprobs", None)]
+
+
+def _plain(x):
+    """What NeMo-RL's `.tolist()` gives: tensors / numpy arrays as nested lists, numpy scalars as numbers."""
+    if is_torch_tensor(x) or is_numpy_array(x):
+        return x.tolist()
+    if type(x).__module__.split(".")[0] == "numpy" and hasattr(x, "item"):
+        return x.item()
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def _nemo_rl_path(path, step):
+    path = os.fspath(path)
+    if os.path.isdir(path) or path.endswith(("/", os.sep)):
+        if step is None:
+            raise ValueError("dump_nemo_rl: %r is a directory: pass step= (the file is train_data_step{step}.jsonl)" % path)
+        return os.path.join(path, "train_data_step%d.jsonl" % int(step))
+    if "{step}" in path:
+        if step is None:
+            raise ValueError("dump_nemo_rl: %r has {step}: pass step=" % path)
+        return path.replace("{step}", str(int(step)))
+    return path
+
+
+def dump_nemo_rl(train_data, path, *, step=None, rewards=None, filtered_rewards=None, content=None, agent_ref=None):
+    """NeMo-RL GRPO: call in grpo_train where it logs the training data (after train_data["prev_logprobs"] is set).
+
+    Writes what NeMo-RL's own Logger.log_batched_dict_as_jsonl writes for `train_data_step{N}.jsonl`: one JSON
+    line per sample, every key holding a one-element list (the row), plus "idx". `train_data` is the
+    BatchedDataDict (or any mapping) as grpo.py holds it — input_ids (B, S), input_lengths (B), token_mask (B, S),
+    sample_mask (B), advantages / generation_logprobs / prev_logprobs (B, S) — torch tensors, numpy arrays or
+    plain lists; the logged names (token_ids, token_loss_mask, sample_loss_mask) are taken too, so grpo.py's
+    log_data can be passed as is. `rewards` / `filtered_rewards` / `content` / `agent_ref` (per sample; not in
+    train_data) are written when given or when the mapping has them. `path` is the file; a directory (with
+    `step`) gets train_data_step{step}.jsonl, and "{step}" in `path` is replaced by `step` (the importer reads
+    the step from that file name). Returns the path written."""
+    items = dict(_items(train_data))
+    given = {"rewards": rewards, "filtered_rewards": filtered_rewards, "content": content, "agent_ref": agent_ref}
+    cols = []
+    for key, alias in NEMO_RL_KEYS:
+        v = given.get(key)
+        if v is None:
+            v = items.get(key)
+        if v is None and alias is not None:
+            v = items.get(alias)
+        if v is not None:
+            cols.append((key, _plain(v)))
+    names = [k for k, _ in cols]
+    for k, alias in (("token_ids", "input_ids"), ("token_loss_mask", "token_mask")):
+        if k not in names:
+            raise ValueError("dump_nemo_rl: train_data has no %r (or %r)" % (alias, k))
+    B = None
+    for k, v in cols:
+        if not isinstance(v, list):
+            raise ValueError("dump_nemo_rl: %s is not per sample (a (B, …) tensor or a list), got %s" % (k, type(v).__name__))
+        if B is None:
+            B = len(v)
+        elif len(v) != B:
+            raise ValueError("dump_nemo_rl: %s has %d rows, %s %d" % (k, len(v), cols[0][0], B))
+    path = _nemo_rl_path(path, step)
+    tmp = "%s.tmp%d" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for i in range(B):
+            # make_microbatch_iterator(1) slices every key to [i:i + 1]; json.dumps with its defaults.
+            f.write(json.dumps({**{k: v[i:i + 1] for k, v in cols}, "idx": i}, default=_json.jsonable) + "\n")
+    os.replace(tmp, path)
+    return path

@@ -9,7 +9,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { CliError, flag, parseArgs, readBatchFiles, tokenizerFlag, type ParsedArgs } from './args.ts';
 import { diagnose, doctorOptions, modelFacts, type DoctorReport, type Finding, type KnownModel, type Severity } from '../doctor/index.ts';
+import type { GrpoBatch } from '../io/batch.ts';
 import type { ImportResult } from '../io/formats/index.ts';
+import type { Tokenizer } from '../tokenize/tokenizer.ts';
 
 /** Human output shows this many findings per rule and severity; --json always has all of them. */
 const MAX_PER_RULE = 10;
@@ -67,6 +69,23 @@ export async function modelFlag(args: ParsedArgs): Promise<KnownModel | undefine
   return { tokenizer, config: config ? modelFacts(config) : undefined, label: `--tokenizer ${dir}` };
 }
 
+/**
+ * The Doctor renders the chat template in-thread: prove first, in a bounded worker (time and heap), that
+ * every conversation of `batch` renders, so a runaway template is exit 2 with one line naming the
+ * --tokenizer folder instead of a V8 fatal error. Shared by `doctor` and `report`.
+ */
+export async function boundTemplate(args: ParsedArgs, tokenizer: Tokenizer | undefined, batch: Pick<GrpoBatch, 'messages' | 'config'>): Promise<void> {
+  if (!tokenizer) return;
+  const { preflightTemplate } = await import('../tokenize/bounded_node.ts');
+  try {
+    await preflightTemplate(tokenizer, batch.messages, batch.config?.chat_template_kwargs);
+  } catch (e) {
+    // "the chat template did not finish …" alone does not say whose template: name the folder.
+    if ((e as Error).name === 'TemplateError') throw new CliError(`--tokenizer ${flag(args, 'tokenizer')}: ${(e as Error).message.split('\n')[0]}`);
+    throw e;
+  }
+}
+
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, { values: ['tokenizer'], switches: ['json'] });
   if (args.positional.length === 0) throw new CliError('usage: grpo-studio doctor BATCH... [--tokenizer DIR] [--json]');
@@ -75,16 +94,7 @@ export async function run(argv: string[]): Promise<number> {
   // The ids the reader inferred travel with the batch's options, as on the page (import_job.ts, inspect.ts).
   const options = doctorOptions(imported.batch, model, {}, imported.inferred);
   // The chat template runs in-thread inside the Doctor: first prove in a bounded worker that it finishes.
-  if (options.tokenizer) {
-    const { preflightTemplate } = await import('../tokenize/bounded_node.ts');
-    try {
-      await preflightTemplate(options.tokenizer, imported.batch.messages, imported.batch.config?.chat_template_kwargs);
-    } catch (e) {
-      // "the chat template did not finish …" alone does not say whose template: name the folder.
-      if ((e as Error).name === 'TemplateError') throw new CliError(`--tokenizer ${flag(args, 'tokenizer')}: ${(e as Error).message.split('\n')[0]}`);
-      throw e;
-    }
-  }
+  await boundTemplate(args, options.tokenizer, imported.batch);
   const report = diagnose(imported.batch, options);
   const source = args.positional.join(' + ');
   if (args.flags.has('json')) {

@@ -4,9 +4,9 @@
 // With a --tokenizer that fits the batch (src/doctor/tokenizer_fit.ts, as `doctor`) the grid shows decoded
 // tokens and the Doctor also runs its tokenizer rules. Writes to
 // --out, else to stdout. Exit 0 when written (the findings are in the report; `doctor` is the CI gate);
-// 2 for an unreadable batch or tokenizer (one line).
+// 2 for an unreadable batch or tokenizer, or a chat template that overruns its time or memory bound (one line).
 import { checkOutPath, CliError, flag, parseArgs, readInput, writeOutput } from './args.ts';
-import { modelFlag } from './doctor.ts';
+import { boundTemplate, modelFlag } from './doctor.ts';
 import { diagnose, doctorOptions } from '../doctor/index.ts';
 import { parseBatch } from '../io/batch.ts';
 import { renderReport } from '../report/html.ts';
@@ -19,6 +19,8 @@ export async function run(argv: string[]): Promise<number> {
   const batch = parseBatch(new TextDecoder().decode(readInput(file)), file);
   const options = doctorOptions(batch, await modelFlag(args));
   const tokenizer = options.tokenizer;
+  // The Doctor renders the chat template in-thread: bound it first, as `doctor` does (exit 2, one line).
+  await boundTemplate(args, tokenizer, batch);
   const specialIds = tokenizer ? [...tokenizer.special_token_ids] : [];
   const report = diagnose(batch, options);
   const html = renderReport({

@@ -155,8 +155,11 @@ export async function loadCheckpoint(
   return { config, hfConfig, files, dtypes: [...dtypes], unused };
 }
 
-/** Index of the first NaN or ±Infinity (x - x is 0 only for finite x), or -1: one linear pass, no allocation. */
-function firstNonFinite(a: Float32Array): number {
+/**
+ * Index of the first NaN or ±Infinity (x - x is 0 only for finite x), or -1: one linear pass, no allocation.
+ * Also the LoRA adapter's check (src/model/lora.ts loadLoraAdapter).
+ */
+export function firstNonFinite(a: Float32Array): number {
   for (let i = 0; i < a.length; i++) if (a[i] - a[i] !== 0) return i;
   return -1;
 }

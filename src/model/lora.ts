@@ -13,6 +13,7 @@
 // the adapter name dropped). Options that change the math and are not implemented are refused by name.
 import { parseSafeTensors, toF32, writeSafeTensors, type TensorOut } from '../io/safetensors.ts';
 import { ModelLoadError, paramSpecs, type ModelConfig, type ParamGroup } from './config.ts';
+import { firstNonFinite } from './loader.ts';
 import { LORA_CREATE_FIELDS, type LoraFieldSpec, type NewLoraOptions } from './lora_fields.ts';
 import { Rng } from './rng.ts';
 import type { ModelSource } from './source.ts';
@@ -135,7 +136,11 @@ export async function loadLoraAdapter(source: ModelSource, model: ModelConfig): 
       }
       if (!['F32', 'F16', 'BF16', 'F64'].includes(info.dtype)) throw new ModelLoadError(`${file}: "${key}" has dtype ${info.dtype}`);
       used.add(key);
-      return toF32(st, key);
+      const data = toF32(st, key);
+      // As the base checkpoint (loader.ts): NaN / ±Inf would reach the step as a non-finite loss (exit 3).
+      const bad = firstNonFinite(data);
+      if (bad >= 0) throw new ModelLoadError(`${file}: tensor "${key}" holds ${data[bad]} at flat index ${bad}: an adapter with NaN or infinite weights cannot be used`);
+      return data;
     };
     return { ...m, A: tensor('A', [config.r, m.in]), B: tensor('B', [m.out, config.r]) };
   });

@@ -11,7 +11,10 @@ import { promisify } from 'node:util';
 import { describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/main.ts';
 import type { StepCliResult } from '../../src/cli/step.ts';
+import { parseSafeTensors, toF32 } from '../../src/io/safetensors.ts';
+import { expectRefusal } from '../helpers/cli_refusal.ts';
 import { expectClose } from '../helpers/close.ts';
+import { editSafetensors } from '../helpers/safetensors_edit.ts';
 import { expectSavedAdapter } from '../helpers/lora_saved.ts';
 import { GOLDEN_ROOT } from '../helpers/golden.ts';
 
@@ -90,6 +93,24 @@ describe('grpo-studio step --adapter, in process', () => {
     } finally {
       err.mockRestore();
     }
+  });
+
+  // Issue 21, plumbing: NaN / ±Inf in the adapter's weights reached the step (exit 3); now the adapter file and
+  // tensor are named, as the base checkpoint's are (loader.ts firstNonFinite, shared).
+  it.each([
+    ['NaN', Number.NaN, /adapter_model\.safetensors: tensor "base_model\.model\.model\.layers\.0\.self_attn\.v_proj\.lora_B\.weight" holds NaN at flat index 5: an adapter with NaN or infinite weights cannot be used$/],
+    ['-Infinity', -Infinity, /adapter_model\.safetensors: tensor "base_model\.model\.model\.layers\.0\.self_attn\.v_proj\.lora_B\.weight" holds -Infinity at flat index 5: an adapter/],
+  ])('refuses an adapter with a %s weight: one line naming the file and tensor, exit 2', async (_what, value, message) => {
+    const d = tmpDir();
+    cpSync(join(dir, 'adapter'), d, { recursive: true });
+    const path = join(d, 'adapter_model.safetensors');
+    const bytes = new Uint8Array(readFileSync(path));
+    const key = 'base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight';
+    const st = parseSafeTensors(bytes, path);
+    const data = Float32Array.from(toF32(st, key));
+    data[5] = value;
+    writeFileSync(path, editSafetensors(bytes, {}, { [key]: { dtype: 'F32', shape: st.tensors.get(key)!.shape, data: new Uint8Array(data.buffer) } }));
+    await expectRefusal([...base, '--adapter', d, '--out', join(tmpDir(), 'R.json')], message);
   });
 
   it('--save-adapter without --adapter is a usage error', async () => {

@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { stepSettingsOfFile } from '../../src/cli/args.ts';
 import { diagnose } from '../../src/doctor/index.ts';
 import { mergeImports, readAnyBatch } from '../../src/io/formats/index.ts';
 import { python } from '../helpers/python.ts';
@@ -73,6 +74,11 @@ describe('docs/import hooks', () => {
     const report = diagnose(b);
     expect(report.findings.filter((f) => f.severity === 'error')).toEqual([]);
     expect(report.skipped.map((s) => s.rule)).not.toContain('advantage-mismatch'); // checked, and it matches
+    // Issue 21: the hook saves the actor's batch sizes, so `step` resolves its settings (it used to refuse,
+    // exit 2, "ppo_micro_batch_size_per_gpu: null with use_dynamic_bsz false"). 2 prompts × n 2 // 1 GPU = 4.
+    expect(b.config).toMatchObject({ ppo_micro_batch_size_per_gpu: 2, ppo_mini_batch_size: 4, use_dynamic_bsz: false });
+    const step = stepSettingsOfFile(b, path.join(dir, files[0]));
+    expect(step.config.trainer?.config).toMatchObject({ ppo_micro_batch_size_per_gpu: 2, ppo_mini_batch_size: 4 });
   });
 
   it('OpenRLHF: one file per experience (different widths), merged by index into whole groups', () => {

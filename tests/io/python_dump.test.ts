@@ -1,7 +1,8 @@
 // The Python package python/ (grpo_studio_dump), run by tests/python/dump_package.py (Debian's python3 with
 // torch, the package imported from the source tree) on objects shaped like each trainer's — TRL's dict and
 // trainer, a verl DataProto with an OmegaConf config and meta_info, OpenRLHF Experience dataclasses with
-// nested or flat args — in three modes: torch + safetensors.torch.save_file (tests/python/shim), torch with the
+// nested or flat args, NeMo-RL's grpo_train train_data (dump_nemo_rl: the trainer's own train_data_step{N}.jsonl,
+// checked byte for byte against its writer in dump_package.py) — in three modes: torch + safetensors.torch.save_file (tests/python/shim), torch with the
 // bundled writer, and no torch / numpy / safetensors at all (GRPO_STUDIO_DUMP_PURE=1, plain lists). Each dump
 // is read back with importBatch: ids, masks, advantages and log-probs equal the synthetic tensors exactly,
 // the trainer's settings arrive, nothing is unknown, and the Doctor finds no error on these clean dumps.
@@ -31,6 +32,7 @@ interface Run {
   trl: Dumped;
   verl: Dumped;
   openrlhf: Dumped;
+  nemo_rl: Dumped;
 }
 
 const runs = new Map<Mode, Run>();
@@ -57,7 +59,7 @@ function sameFields(r: ImportResult, d: Dumped): void {
 }
 
 function noErrors(r: ImportResult): void {
-  const report = diagnose(r.batch, doctorOptions(r.batch));
+  const report = diagnose(r.batch, doctorOptions(r.batch, undefined, {}, r.inferred));
   expect(report.findings.filter((f) => f.severity === 'error').map((f) => `${f.rule}: ${f.message}`)).toEqual([]);
   expect(report.skipped.map((s) => s.rule)).not.toContain('advantage-mismatch'); // checked against the rewards, and it matches
 }
@@ -121,12 +123,29 @@ describe.each(MODES)('grpo_studio_dump (%s)', (mode) => {
     expect(b.config).toMatchObject({ 'actor.eps_clip': 0.3, 'actor.policy_loss_type': 'ppo', 'algo.kl.init_coef': 0.02 });
     noErrors(r);
   });
+
+  it('dump_nemo_rl: train_data_step3.jsonl as NeMo-RL writes it; groups by prompt, the sample_loss_mask-0 row out of the loss', () => {
+    const run = dump(mode);
+    expect(run.nemo_rl.files).toEqual(['train_data_step3.jsonl']);
+    const r = importDump(run, run.nemo_rl);
+    expect(r.format).toBe('nemo-rl');
+    expect(r.unknownKeys).toEqual([]);
+    sameFields(r, run.nemo_rl);
+    const b = r.batch;
+    expect([b.num_generations, b.pad_token_id, b.eos_token_ids]).toEqual([3, 0, [2]]);
+    expect(b.completion_mask[4]).toEqual(b.completion_mask[4].map(() => 0)); // sample_loss_mask 0: no loss token
+    expect(b.completion_mask.filter((_, i) => i !== 4).every((m) => m.includes(1))).toBe(true);
+    expect(b.config).toMatchObject({ step: 3, advantage_estimator: 'verl', scale_rewards: 'group' });
+    expect(r.inferred?.pad_token_id).toMatch(/past input_lengths/); // NeMo-RL writes no pad / EOS id
+    expect(r.notes.join('\n')).toMatch(/sample_loss_mask is 0 on row\(s\) 4/);
+    noErrors(r);
+  });
 });
 
 describe('grpo_studio_dump writers agree', () => {
-  it('torch tensors: the bundled writer writes the same bytes as safetensors.torch.save_file (the shim)', () => {
+  it('torch tensors: the bundled writer writes the same bytes as safetensors.torch.save_file (the shim); the same JSONL', () => {
     const [a, b] = [dump('torch'), dump('safetensors')];
-    for (const d of ['trl', 'verl', 'openrlhf'] as const) {
+    for (const d of ['trl', 'verl', 'openrlhf', 'nemo_rl'] as const) {
       for (const f of a[d].files) expect([f, Buffer.compare(readFileSync(path.join(a.dir, f)), readFileSync(path.join(b.dir, f)))]).toEqual([f, 0]);
     }
   });

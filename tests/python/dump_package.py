@@ -1,14 +1,15 @@
 # Runs the grpo_studio_dump package (python/, imported from the source tree) on objects SHAPED like each
 # trainer's — TRL's _generate_and_score_completions dict with a trainer that has .args.to_dict(), .state,
 # .accelerator and .processing_class; a verl DataProto (.batch a TensorDict-like mapping, .non_tensor_batch
-# with uid, .meta_info) with an OmegaConf config; OpenRLHF Experience dataclasses with nested or flat args —
-# on synthetic tensors, and writes what tests/io/python_dump.test.ts reads back with the TypeScript importer:
+# with uid, .meta_info) with an OmegaConf config; OpenRLHF Experience dataclasses with nested or flat args;
+# NeMo-RL's grpo_train train_data (a BatchedDataDict-like mapping) — on synthetic tensors, and writes what
+# tests/io/python_dump.test.ts reads back with the TypeScript importer:
 #   python3 tests/python/dump_package.py MODE OUT_DIR
 # MODE: "safetensors" (torch tensors, safetensors.torch.save_file: tests/python/shim on PYTHONPATH),
 #       "torch" (torch tensors, no safetensors package: the bundled writer),
 #       "pure" (GRPO_STUDIO_DUMP_PURE=1; torch, numpy, safetensors made unimportable; plain Python lists).
-# Prints {"writer": …, "pyproject": …, "trl": {"files", "expect"}, "verl": …, "openrlhf": …} as JSON; each
-# "expect" holds the canonical grpo-batch/v1 fields the import must give (rows in merged order).
+# Prints {"writer": …, "pyproject": …, "trl": {"files", "expect"}, "verl": …, "openrlhf": …, "nemo_rl": …} as
+# JSON; each "expect" holds the canonical grpo-batch/v1 fields the import must give (rows in merged order).
 import dataclasses
 import json
 import os
@@ -277,6 +278,62 @@ def openrlhf():
     return {"files": [os.path.basename(p) for p in paths], "expect": exp_out}
 
 
+# ------------------------------------------------------------------------------------------- NeMo-RL
+# grpo_train's train_data where it logs "train_data_step{N}.jsonl": two prompts × 3 generations, input_ids (B, 12)
+# = prompt ⧺ generation ending in EOS, right-padded with PAD past input_lengths; token_mask 1 on the generation only;
+# sample_mask (loss_multiplier, float) 0 on row 4; advantages (B, 12) = the per-sample GRPO value (no leave-one-out,
+# normalize_rewards: (r − mean) / (Bessel std + 1e-6)) over every column; generation_logprobs 0 off the generation,
+# prev_logprobs over the whole sequence (0 for the first token). Written by dump_nemo_rl from the train_data names,
+# from grpo.py's log_data names, and compared byte for byte with a transcription of the trainer's own writer.
+def nemo_rl():
+    S = 12
+    prompts = [[11, 12, 13]] * 3 + [[21, 22, 23, 24, 25]] * 3
+    gens = [4, 6, 2, 3, 5, 7]
+    rewards = [1.0, 0.0, 0.5, 0.0, 1.0, 1.0]
+    sample_mask = [1.0, 1.0, 1.0, 1.0, 0.0, 1.0]
+    adv_s = group_adv(rewards, 3, 1e-6)
+    B = len(prompts)
+    ids, tmask, lens, adv, gen, prev = [], [], [], [], [], []
+    for b, (p, n) in enumerate(zip(prompts, gens)):
+        row = p + [40 + b + t for t in range(n - 1)] + [EOS]
+        lens.append(len(row))
+        ids.append(row + [PAD] * (S - len(row)))
+        tmask.append([0] * len(p) + [1] * n + [0] * (S - len(row)))
+        adv.append([adv_s[b]] * S)
+        gen.append([-(0.125 * (t - len(p) + 1) + 0.015625 * b) if m else 0.0 for t, m in enumerate(tmask[b])])
+        prev.append([0.0 if t == 0 or t >= len(row) else (g - 0.0625 if m else -0.5) for t, (g, m) in enumerate(zip(gen[b], tmask[b]))])
+    train_data = {"input_ids": T(ids), "input_lengths": T(lens), "advantages": T(adv, "float"), "generation_logprobs": T(gen, "float"),
+                  "token_mask": T(tmask), "sample_mask": T(sample_mask, "float"), "prev_logprobs": T(prev, "float")}
+    reward_t = T(rewards, "float")
+    content = [["Solve %d + %d." % (b, b), "Voilà: %d" % (2 * b)] for b in range(B)]
+    path = gsd.dump_nemo_rl(train_data, out, step=3, rewards=reward_t, content=content)
+    assert path == os.path.join(out, "train_data_step3.jsonl"), path
+
+    # grpo.py: log_data = {content, rewards, input_lengths, token_ids, …}.tolist(); Logger.log_batched_dict_as_jsonl:
+    # for i, sample in enumerate(BatchedDataDict(log_data).make_microbatch_iterator(1)): json.dumps({**sample, "idx": i}).
+    log_data = {"content": content, "rewards": L(reward_t), "input_lengths": L(train_data["input_lengths"]), "token_ids": L(train_data["input_ids"]),
+                "token_loss_mask": L(train_data["token_mask"]), "sample_loss_mask": L(train_data["sample_mask"]), "advantages": L(train_data["advantages"]),
+                "generation_logprobs": L(train_data["generation_logprobs"]), "prev_logprobs": L(train_data["prev_logprobs"])}
+    trainer = "".join(json.dumps({**{k: v[i:i + 1] for k, v in log_data.items()}, "idx": i}) + "\n" for i in range(B))
+    with open(path, encoding="utf-8") as f:
+        written = f.read()
+    assert written == trainer, "dump_nemo_rl differs from NeMo-RL's log_batched_dict_as_jsonl"
+    again = gsd.dump_nemo_rl(log_data, os.path.join(out, "log_data_step{step}.jsonl"), step=3)  # grpo.py's log_data, as is
+    with open(again, encoding="utf-8") as f:
+        assert f.read() == trainer, "dump_nemo_rl(log_data) differs"
+    os.remove(again)
+
+    P = [len(p) for p in prompts]
+    exp = {"prompt_ids": [L(train_data["input_ids"])[b][:P[b]] for b in range(B)],
+           "completion_ids": [L(train_data["input_ids"])[b][P[b]:] for b in range(B)],
+           "completion_mask": [[m * int(sample_mask[b]) for m in L(train_data["token_mask"])[b][P[b]:]] for b in range(B)],
+           "sampling_per_token_logps": [L(train_data["generation_logprobs"])[b][P[b]:] for b in range(B)],
+           "old_per_token_logps": [L(train_data["prev_logprobs"])[b][P[b]:] for b in range(B)],
+           "per_token_advantages": [L(train_data["advantages"])[b][P[b]:] for b in range(B)],
+           "advantages": [L(train_data["advantages"])[b][0] for b in range(B)], "rewards": L(reward_t), "group_ids": [0, 0, 0, 1, 1, 1]}
+    return {"files": [os.path.basename(path)], "expect": exp}
+
+
 def pyproject():
     """pyproject.toml parsed by tomllib (3.11+), and the in-tree backend's own reading of it."""
     import tomllib
@@ -298,5 +355,5 @@ def pyproject():
             "metadata": metadata.split("\n\n")[0].splitlines()}
 
 
-result = {"mode": mode, "writer": writer, "pyproject": pyproject(), "trl": trl(), "verl": verl(), "openrlhf": openrlhf()}
+result = {"mode": mode, "writer": writer, "pyproject": pyproject(), "trl": trl(), "verl": verl(), "openrlhf": openrlhf(), "nemo_rl": nemo_rl()}
 print(json.dumps(result))

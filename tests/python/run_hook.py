@@ -74,8 +74,11 @@ def verl():
                        "attention_mask": torch.cat([(prompts != PAD).long(), response_mask], 1), "response_mask": response_mask,
                        "old_log_probs": -0.5 * response_mask.float(), "token_level_rewards": level, "advantages": adv},
                 non_tensor_batch={"uid": uid})
-    config = Obj(actor_rollout_ref=Obj(rollout=Obj(n=2), actor=Obj(loss_agg_mode="token-mean")),
-                 algorithm=Obj(adv_estimator="grpo", norm_adv_by_std_in_grpo=False))
+    # The actor's batch sizes as verl's config holds them (the driver's, before fsdp_workers.py normalises them):
+    # 2 prompts per mini-batch × n 2 // 1 GPU = 4 rows, micro-batches of 2 per GPU; the deprecated global size unset.
+    config = Obj(actor_rollout_ref=Obj(rollout=Obj(n=2), actor=Obj(loss_agg_mode="token-mean", ppo_mini_batch_size=2, ppo_micro_batch_size=None,
+                                                                   ppo_micro_batch_size_per_gpu=2, use_dynamic_bsz=False, ulysses_sequence_parallel_size=1, strategy="fsdp")),
+                 algorithm=Obj(adv_estimator="grpo", norm_adv_by_std_in_grpo=False), trainer=Obj(nnodes=1, n_gpus_per_node=1))
     ns = {}
     exec(code, ns)
     ns["dump_verl_batch"](batch, config, Obj(pad_token_id=PAD, eos_token_id=EOS), "verl_step1.safetensors")

@@ -3,7 +3,7 @@
 // or the heap limit with a TemplateError, and `grpo-studio doctor --tokenizer` exits 2 with one line
 // instead of exhausting the heap after a minute.
 import { execFile } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -53,5 +53,21 @@ describe('bounded chat-template rendering', () => {
     const err = await promisify(execFile)(process.execPath, [join(ROOT, 'bin/grpo-studio.mjs'), 'doctor', join(ROOT, 'tests/fixtures/batches/retokenization-mismatch.json'), '--tokenizer', dir], { cwd: ROOT, env: { ...process.env } }).catch((e: { code: number; stderr: string }) => e);
     expect((err as { code: number }).code).toBe(2);
     expect((err as { stderr: string }).stderr.trim()).toMatch(/^grpo-studio doctor: --tokenizer \S+: rendering a one-message probe: the chat template (did not finish within 5000 ms|needed more than 256 MB of memory)$/);
+  }, 60_000);
+
+  // Issue 21, plumbing: `report --tokenizer` ran the same template in-thread (V8 fatal error); it now takes
+  // the Doctor's bounded preflight (boundTemplate in src/cli/doctor.ts).
+  it('grpo-studio report --tokenizer with a looping template: exit 2, one line, nothing written', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tok-loop-'));
+    cpSync(QWEN3_DIR, dir, { recursive: true });
+    const cfgPath = join(dir, 'tokenizer_config.json');
+    writeFileSync(cfgPath, JSON.stringify({ ...JSON.parse(readFileSync(cfgPath, 'utf8')), chat_template: LOOP }));
+    const out = join(dir, 'report.html');
+    const t0 = performance.now();
+    const err = await promisify(execFile)(process.execPath, [join(ROOT, 'bin/grpo-studio.mjs'), 'report', join(ROOT, 'tests/fixtures/batches/retokenization-mismatch.json'), '--tokenizer', dir, '--out', out], { cwd: ROOT, env: { ...process.env } }).catch((e: { code: number; stderr: string }) => e);
+    expect((err as { code: number }).code).toBe(2);
+    expect((err as { stderr: string }).stderr.trim()).toMatch(/^grpo-studio report: --tokenizer \S+: rendering a one-message probe: the chat template (did not finish within 5000 ms|needed more than 256 MB of memory)$/);
+    expect(existsSync(out)).toBe(false);
+    expect(performance.now() - t0).toBeLessThan(45_000);
   }, 60_000);
 });

@@ -14,7 +14,7 @@ export function listAt(fail: Fail, v: unknown, at: string): unknown[] {
 export function intList(fail: Fail, v: unknown, at: string, kind: 'ids' | 'mask'): number[] {
   return listAt(fail, v, at).map((x, t) => {
     if (typeof x === 'boolean' && kind === 'mask') return +x;
-    const here = `${at}[${t}] (position ${t}) = ${JSON.stringify(x) ?? String(x)}`;
+    const here = `${at}[${t}] (position ${t}) = ${typeof x === 'number' && !Number.isFinite(x) ? String(x) : (JSON.stringify(x) ?? String(x))}`;
     if (typeof x !== 'number') return fail(`${here} is ${x === null ? 'null' : `a ${Array.isArray(x) ? 'list' : typeof x}`}, not an integer`);
     if (!Number.isInteger(x)) return fail(`${here} is not an integer`);
     if (kind === 'ids' ? x < 0 || x > 2 ** 31 - 1 : x < -(2 ** 31) || x > 2 ** 31 - 1) return fail(`${here} is not ${kind === 'ids' ? 'a token id in [0, 2^31)' : 'an int32 in [-2^31, 2^31)'}`);
