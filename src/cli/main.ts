@@ -15,8 +15,8 @@ type Verb = { summary: string; load: () => Promise<{ run(argv: string[]): Promis
 const VERBS: Record<string, Verb> = {
   loss: { summary: 'loss CASE.safetensors [--out RESULT.json]   run the GRPO loss kernels on a loss case', load: () => import('./loss.ts') },
   advantages: { summary: 'advantages CASE.safetensors [--out RESULT.json]   TRL / verl advantages of an advantage case', load: () => import('./advantages.ts') },
-  doctor: { summary: 'doctor BATCH... [--tokenizer DIR] [--json]   check a batch (grpo-batch/v1, TRL, verl, OpenRLHF, prime-rl)', load: () => import('./doctor.ts') },
-  convert: { summary: 'convert IN... [--out batch.json] [--tokenizer DIR]   write grpo-batch/v1 from a TRL / verl / OpenRLHF / prime-rl dump', load: () => import('./convert.ts') },
+  doctor: { summary: 'doctor BATCH... [--tokenizer DIR] [--json]   check a batch (grpo-batch/v1, TRL, verl, OpenRLHF, prime-rl, NeMo-RL, slime)', load: () => import('./doctor.ts') },
+  convert: { summary: 'convert IN... [--out batch.json] [--tokenizer DIR]   write grpo-batch/v1 from a TRL / verl / OpenRLHF / prime-rl / NeMo-RL / slime dump', load: () => import('./convert.ts') },
   score: { summary: 'score --model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]   re-score a batch', load: () => import('./score.ts') },
   report: { summary: 'report BATCH.json [--out report.html] [--tokenizer DIR]   one self-contained offline HTML report (grid, findings, settings)', load: () => import('./report.ts') },
   plan: { summary: 'plan --model DIR_OR_CONFIG --batch BxT [--prompt P] [--adapter R] [--checkpointing] [--score] [--json]   memory plan of one step', load: () => import('./plan.ts') },

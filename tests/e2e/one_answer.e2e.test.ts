@@ -231,7 +231,7 @@ const notes: string[] = [];
 describe('one batch, one answer: the page and grpo-studio on every fixture, imported one after another', () => {
   it('has the fixtures this test is about', () => {
     expect(FILES.filter((f) => f.startsWith(BATCHES)).length).toBeGreaterThanOrEqual(22);
-    expect(FILES.filter((f) => f.startsWith(FORMATS)).length).toBe(6);
+    expect(FILES.filter((f) => f.startsWith(FORMATS)).length).toBeGreaterThanOrEqual(10); // TRL ×2, verl, OpenRLHF ×2, prime-rl, NeMo-RL ×2, slime ×2
   });
 
   const stepped: string[] = [];
