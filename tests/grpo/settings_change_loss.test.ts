@@ -20,6 +20,7 @@ import { TRAINER_TABLES } from '../../src/grpo/settings/trainers.ts';
 import type { SettingSpec, TrainerId } from '../../src/grpo/settings/types.ts';
 import { stepConfigOf } from '../../src/grpo/step_config.ts';
 import { trainerInputs, trainerObjective } from '../../src/grpo/step_objective.ts';
+import { otherValue } from '../helpers/setting_values.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // The batch: B = 6 completions in two groups of 3, T = 5, a vocabulary of 6 (EOS = 2, pad = 0). Row 2 has no EOS
@@ -317,34 +318,13 @@ function walked(trainer: TrainerId): Array<{ key: Key; spec: SettingSpec; where:
   return [...own.map((spec) => ({ key: spec.name, spec, where: 'config' as const })), ...run.map((spec) => ({ key: `run.${spec.name}`, spec, where: 'run' as const }))];
 }
 
-/** Another valid value from the row's own default and bounds, or undefined where the row gives none. */
-function derived(s: SettingSpec): unknown {
-  const d = s.default;
-  switch (s.type) {
-    case 'boolean':
-      return !d;
-    case 'enum':
-      return s.values!.find((v) => v !== d);
-    case 'integer':
-    case 'number': {
-      const step = s.type === 'integer' ? 1 : 0.5;
-      const base = typeof d === 'number' ? d : (s.min ?? 0);
-      const up = base + step;
-      if (s.max === undefined || up < s.max || (up === s.max && !s.exclusive)) return up;
-      return s.type === 'integer' ? base - 1 : (base + (s.min ?? 0)) / 2;
-    }
-    default:
-      return undefined; // string, number-list, object: the row names no other value
-  }
-}
-
 /**
  * The row's failures (empty: it changes the step's loss, or the resolution refuses naming it). Values are compared
  * with the default (values[0]); where the default itself is refused (naming the row), also with values[1].
  */
 async function checkRow(trainer: TrainerId, key: Key, row: { spec: SettingSpec; where: 'config' | 'run' }): Promise<string[]> {
   const ctx = CONTEXT[trainer][key];
-  const values = ctx?.values ?? [row.spec.default, derived(row.spec)];
+  const values = ctx?.values ?? [row.spec.default, otherValue(row.spec)];
   if (values.length < 2 || values[1] === undefined) return [`${key}: no other value derives from the row (${row.spec.type}): give CONTEXT.${trainer}["${key}"].values`];
   if (JSON.stringify(values[0]) !== JSON.stringify(row.spec.default)) return [`${key}: the values must start at the row's default ${JSON.stringify(row.spec.default)}`];
   const layer = (v: unknown) => {

@@ -7,7 +7,6 @@ import { describe, expect, it } from 'vitest';
 import { stepSettingsOfFile } from '../../src/cli/args.ts';
 import { effectiveSettings, fileLayer, trainerOfBatch } from '../../src/grpo/settings/effective.ts';
 import { TRL_RUN_SETTINGS, TRL_SETTINGS } from '../../src/grpo/settings/trl.ts';
-import type { SettingSpec } from '../../src/grpo/settings/types.ts';
 import { stepConfigOf } from '../../src/grpo/step_config.ts';
 import { parseBatch, serializeBatch, type GrpoBatch } from '../../src/io/batch.ts';
 import { importBatch } from '../../src/io/formats/index.ts';
@@ -18,34 +17,8 @@ import { OPENRLHF_RUN, OPENRLHF_SETTINGS } from '../../src/grpo/settings/openrlh
 import { VERL_RUN, VERL_SETTINGS } from '../../src/grpo/settings/verl.ts';
 import type { TrainerRefusal } from '../../src/grpo/settings/trainer_rules.ts';
 import type { TrainerId } from '../../src/grpo/settings/types.ts';
-
-/** A valid value of the row that is not its default (bounds and allowed values from the row itself). */
-function otherValue(s: SettingSpec): unknown {
-  const d = s.default;
-  switch (s.type) {
-    case 'boolean':
-      return !d;
-    case 'enum':
-      return s.values!.find((v) => v !== d);
-    case 'string':
-      // verl's rollout_rs / rollout_rs_threshold / adv_estimator: values verl parses (rollout_corr_helper.py, core_algos.py).
-      return { optim: 'sgd', lr_scheduler_type: 'constant', rollout_rs: 'token_k1', rollout_rs_threshold: '0.5_2', adv_estimator: 'grpo' }[s.name] ?? 'x';
-    case 'number-list':
-      return [0.5, 2];
-    case 'object':
-      // OpenRLHF's loss_batch_info is _optimizer_step_loss_norm's {dp_size, batch_num_tokens, global_batch_size}.
-      return s.name === 'loss_batch_info' ? { dp_size: 2, batch_num_tokens: 12, global_batch_size: 3 } : { num_cycles: 0.25 };
-    case 'integer': {
-      const base = typeof d === 'number' ? d : (s.min ?? 0);
-      return s.max !== undefined && base + 1 > s.max ? base - 1 : base + 1;
-    }
-    case 'number': {
-      const base = typeof d === 'number' ? d : (s.min ?? 0);
-      const up = base + 0.5;
-      return s.max !== undefined && up > s.max ? base / 2 : up;
-    }
-  }
-}
+import { otherValue } from '../helpers/setting_values.ts';
+import type { SettingSpec } from '../../src/grpo/settings/types.ts';
 
 /** A 2-row TRL dict as the docs' hook saves it, with `config` and `run` in the metadata. */
 function trlDump(config: Record<string, unknown>, run: Record<string, unknown> = {}): Uint8Array {
