@@ -13,6 +13,7 @@ import { GRPO_LOSS_SETTINGS, STUDIO_SETTINGS } from './settings/studio.ts';
 import { parseTrlConfig, parseTrlRun, TRL_RUN_SETTINGS, TRL_SETTINGS } from './settings/trl.ts';
 import { specOf, type SettingsTable } from './settings/table.ts';
 import { trlOptimizer } from './trainers/trl_optimizer.ts';
+import { verlOptimizer } from './trainers/verl_optimizer.ts';
 import { trainerRefusal } from './settings/rules.ts';
 import { objectiveFor, type TrainerObjective } from './step_objective.ts';
 
@@ -157,7 +158,9 @@ export function trainerObjectiveOf(settings: EffectiveSettings): TrainerObjectiv
  * it, and the optimizer step — the studio's `optimizer` object (torch.optim), else TRL's trainer's when the
  * config names TrainingArguments' optimizer / schedule or TrainerState (trlOptimizerApplies; `steps_done`
  * updates after run.global_step, as the page's continued updates), else AdamW of learning_rate / adam_* /
- * weight_decay. A combination the trainer refuses is refused here (TrainerRefusal, its reason and source).
+ * weight_decay; for verl (without a studio `optimizer` object) its actor's AdamW and grad_clip
+ * (src/grpo/trainers/verl_optimizer.ts: actor.optim.*, the schedule at run.global_steps, `steps_done` after it).
+ * A combination the trainer refuses is refused here (TrainerRefusal, its reason and source).
  * Throws GrpoLossError / OptimizerConfigError / SettingsError naming the field.
  */
 export function stepConfigOf(settings: EffectiveSettings, C: number, opts: { steps_done?: number; /** false: leave the trainer's refusal to its objective (a what-if shows it beside the studio loss) */ refuse?: boolean } = {}): StepConfig {
@@ -173,5 +176,6 @@ export function stepConfigOf(settings: EffectiveSettings, C: number, opts: { ste
     const g = settings.run.global_step;
     config.optimizer = trlOptimizerOf(settings.config, { ...settings.run, global_step: (typeof g === 'number' ? g : 0) + (opts.steps_done ?? 0) });
   }
+  if (settings.trainer === 'verl' && settings.config.optimizer === undefined) Object.assign(config, verlOptimizer(settings.config, settings.run, opts.steps_done ?? 0));
   return { ...config, trainer };
 }

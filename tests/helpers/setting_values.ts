@@ -13,7 +13,7 @@ export function otherValue(s: SettingSpec): unknown {
       // verl's rollout_rs / rollout_rs_threshold / adv_estimator: values verl parses (rollout_corr_helper.py, core_algos.py).
       return { optim: 'sgd', lr_scheduler_type: 'constant', rollout_rs: 'token_k1', rollout_rs_threshold: '0.5_2', adv_estimator: 'grpo' }[s.name] ?? 'x';
     case 'number-list':
-      return [0.5, 2];
+      return s.name === 'betas' ? [0.9, 0.95] : [0.5, 2]; // verl's AdamW betas: each in [0, 1)
     case 'object':
       // OpenRLHF's loss_batch_info is _optimizer_step_loss_norm's {dp_size, batch_num_tokens, global_batch_size}.
       return s.name === 'loss_batch_info' ? { dp_size: 2, batch_num_tokens: 12, global_batch_size: 3 } : { num_cycles: 0.25 };

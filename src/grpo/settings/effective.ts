@@ -7,9 +7,10 @@
 // [file]; the page with [preset] or [file] under the user's [edits]; nothing else carries a value over.
 //
 // The fields a trainer's batch config may hold are its own table's (trl.ts, verl.ts, openrlhf.ts) plus the
-// studio's (studio.ts: advantage / position-id policy, model family, the studio's optimizer object) and,
-// for verl and OpenRLHF, the TrainingArguments rows the studio's optimizer step and advantages read
-// (learning_rate, adam_*, weight_decay, max_grad_norm, scale_rewards): configTable(). A run-context key a
+// studio's (studio.ts: advantage / position-id policy, model family, the studio's optimizer object) and
+// TRL's scale_rewards for verl and OpenRLHF, plus, for OpenRLHF only, the TrainingArguments rows the studio's
+// optimizer step reads (learning_rate, adam_*, weight_decay, max_grad_norm; verl's actor has its own optimizer
+// rows, actor.optim.* and grad_clip): configTable(). A run-context key a
 // layer holds in `config` (the importers put rank / num_processes / gradient_accumulation_steps there, as
 // TRL's args do) is a run value. Keys no table knows are kept, unchecked, with their provenance (exporters
 // add their own), and listed by unknownKeys().
@@ -55,17 +56,23 @@ export interface EffectiveSettings {
 /** The studio's aggregations are valid TRL loss types for its own loss (verl's loss_agg_mode names). */
 const TRL_CONFIG: SettingsTable = TRL_SETTINGS.map((s) => (s.name === 'loss_type' ? { ...s, values: [...TRL_LOSS_TYPES, ...AGGREGATIONS.filter((a) => !(TRL_LOSS_TYPES as readonly string[]).includes(a))] } : s));
 
-/** TRL rows the studio's optimizer step and advantages read beside another trainer's objective. */
-const SHARED_TRL = TRL_SETTINGS.filter((s) => s.scope === 'optimizer' || s.name === 'scale_rewards');
+/**
+ * TRL rows the studio's optimizer step and advantages read beside another trainer's objective: scale_rewards for
+ * both, TrainingArguments' optimizer rows for OpenRLHF only — verl's actor takes its own (actor.optim.*, grad_clip:
+ * the optimizer rows of src/grpo/settings/verl.ts).
+ */
+const sharedTrl = (trainer: TrainerId): SettingsTable => (trainer === 'trl' ? [] : TRL_SETTINGS.filter((s) => (s.scope === 'optimizer' && trainer !== 'verl') || s.name === 'scale_rewards'));
 
-/** Values that mean the same under every trainer: the studio's rows and the shared TRL ones. */
-const PORTABLE: ReadonlySet<string> = new Set([...STUDIO_SETTINGS, ...SHARED_TRL].map((s) => s.name));
+/** Values that mean the same under this trainer as under any other: the studio's rows and the TRL ones it shares. */
+const portableNames = (t: TrainerId): ReadonlySet<string> =>
+  new Set([...STUDIO_SETTINGS, ...(t === 'trl' ? TRL_SETTINGS.filter((s) => s.scope === 'optimizer' || s.name === 'scale_rewards') : sharedTrl(t))].map((s) => s.name));
+const PORTABLE = { trl: portableNames('trl'), verl: portableNames('verl'), openrlhf: portableNames('openrlhf') } satisfies Record<TrainerId, ReadonlySet<string>>;
 
 /** Every config field a batch of this trainer may set, its own rows first. */
 export function configTable(trainer: TrainerId): SettingsTable {
   const own = trainer === 'trl' ? TRL_CONFIG : TRAINER_TABLES[trainer].config;
   const names = new Set(own.map((s) => s.name));
-  const extra = [...STUDIO_SETTINGS, ...(trainer === 'trl' ? [] : SHARED_TRL)].filter((s) => !names.has(s.name));
+  const extra = [...STUDIO_SETTINGS, ...sharedTrl(trainer)].filter((s) => !names.has(s.name));
   return [...own, ...extra];
 }
 
@@ -95,7 +102,7 @@ export function effectiveSettings(trainer: TrainerId, layers: readonly SettingsL
     const foreign = layer.trainer !== undefined && layer.trainer !== trainer;
     for (const where of ['config', 'run'] as const) {
       for (const [name, raw] of Object.entries(layer[where] ?? {})) {
-        if (raw === undefined || (foreign && !PORTABLE.has(name))) continue;
+        if (raw === undefined || (foreign && !PORTABLE[trainer].has(name))) continue;
         const place = placeOf(trainer, where, name);
         const spec = rowOf(trainer, place, name);
         const value = spec ? checkSetting(spec, normalised(spec, raw), place) : raw;

@@ -1,7 +1,8 @@
 // verl's settings the studio reproduces, one row per field, in verl's own leaf names (actor_rollout_ref.actor.*,
 // actor.policy_loss.*, algorithm.rollout_correction.*, algorithm.*, trainer.*) and the run context its actor
 // derives. Defaults are the dataclass defaults at volcengine/verl b178a3c (verl/workers/config/actor.py,
-// verl/trainer/config/algorithm.py); src/grpo/trainers/verl.ts reads a case's or batch's `config` / `run`
+// verl/trainer/config/algorithm.py; the actor's optimizer rows verl/workers/config/optimizer.py, lr as
+// _generated_ppo_trainer.yaml); src/grpo/trainers/verl.ts (the objective) and verl_optimizer.ts (the step) read a case's or batch's `config` / `run`
 // through this table, and docs/trainers/verl.md lists it.
 import type { SettingSpec } from './types.ts';
 
@@ -11,9 +12,14 @@ const RC = 'verl/trainer/ppo/rollout_corr_helper.py';
 const ALGO = 'verl/trainer/config/algorithm.py';
 const DP = 'verl/workers/actor/dp_actor.py';
 const LOSSES = 'verl/workers/utils/losses.py';
+const OPTIM = 'verl/workers/config/optimizer.py FSDPOptimizerConfig';
+const FSDPW = 'verl/workers/fsdp_workers.py ActorRolloutRefWorker._build_model_optimizer';
+const SCHED = 'verl/utils/torch_functional.py';
+const GEN = 'verl/trainer/config/_generated_ppo_trainer.yaml';
 
 export const VERL_LOSS_MODES = ['vanilla', 'gspo', 'sapo', 'cispo', 'gpg', 'clip_cov', 'kl_cov', 'geo_mean'] as const;
 export const VERL_KL_TYPES = ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'] as const;
+export const VERL_LR_SCHEDULERS = ['constant', 'cosine'] as const;
 export const VERL_AGG_MODES = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] as const;
 
 const s = (spec: Omit<SettingSpec, 'trainer'>): SettingSpec => ({ trainer: 'verl', ...spec });
@@ -43,6 +49,21 @@ export const VERL_SETTINGS: readonly SettingSpec[] = [
   s({ name: 'ppo_mini_batch_size', path: 'actor_rollout_ref.actor.ppo_mini_batch_size', type: 'integer', default: 256, min: 1, scope: 'optimizer', doc: 'sequences per optimizer step', source: ACTOR }),
   s({ name: 'ppo_micro_batch_size_per_gpu', path: 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu', type: 'integer', default: null, nullable: true, min: 1, scope: 'optimizer', doc: 'micro-batch size: loss × 1 / (ppo_mini_batch_size // ppo_micro_batch_size_per_gpu)', source: DP }),
   s({ name: 'use_dynamic_bsz', path: 'actor_rollout_ref.actor.use_dynamic_bsz', type: 'boolean', default: false, scope: 'optimizer', doc: 'dynamic micro-batches: loss × B / ppo_mini_batch_size', source: DP }),
+  // The actor's optimizer (actor_rollout_ref.actor.optim.*, grad_clip): torch.optim.AdamW over every actor parameter.
+  // weight_decay and lr_scheduler_type clash with TRL's TrainingArguments rows, optimizer with the studio's object: prefixed `optim.`.
+  s({ name: 'optim.optimizer', path: 'actor_rollout_ref.actor.optim.optimizer', type: 'string', values: ['AdamW'], default: 'AdamW', scope: 'optimizer', doc: 'optimizer class in optimizer_impl; the studio reproduces torch.optim.AdamW only (others are refused)', source: `${OPTIM} build_optimizer` }),
+  s({ name: 'optimizer_impl', path: 'actor_rollout_ref.actor.optim.optimizer_impl', type: 'string', values: ['torch.optim'], default: 'torch.optim', scope: 'optimizer', doc: 'module of the optimizer class; torch.optim only (torchao / bitsandbytes are refused)', source: `${OPTIM} build_optimizer` }),
+  s({ name: 'lr', form: 'loss', path: 'actor_rollout_ref.actor.optim.lr', type: 'number', default: 1e-6, min: 0, scope: 'optimizer', doc: 'AdamW learning rate, times the schedule factor at the step (the dataclass default is 1e-3; the trainer config sets 1e-6)', source: `${OPTIM}; ${GEN}` }),
+  s({ name: 'betas', path: 'actor_rollout_ref.actor.optim.betas', type: 'number-list', default: [0.9, 0.999], scope: 'optimizer', doc: 'AdamW (β1, β2); eps is torch\'s 1e-8', source: `${OPTIM}; ${FSDPW}` }),
+  s({ name: 'optim.weight_decay', form: 'loss', path: 'actor_rollout_ref.actor.optim.weight_decay', type: 'number', default: 0.01, min: 0, scope: 'optimizer', doc: 'AdamW decoupled weight decay on every actor parameter (one group: no bias / norm exemption)', source: OPTIM }),
+  s({ name: 'lr_warmup_steps', path: 'actor_rollout_ref.actor.optim.lr_warmup_steps', type: 'integer', default: -1, scope: 'optimizer', doc: 'warmup steps; < 0: int(lr_warmup_steps_ratio · total_training_steps)', source: FSDPW }),
+  s({ name: 'lr_warmup_steps_ratio', path: 'actor_rollout_ref.actor.optim.lr_warmup_steps_ratio', type: 'number', default: 0.0, min: 0, max: 1, scope: 'optimizer', doc: 'warmup as a fraction of total_training_steps (when lr_warmup_steps < 0)', source: FSDPW }),
+  s({ name: 'optim.lr_scheduler_type', path: 'actor_rollout_ref.actor.optim.lr_scheduler_type', type: 'enum', values: VERL_LR_SCHEDULERS, default: 'constant', scope: 'optimizer', doc: 'constant: λ = s / W during warmup, then 1; cosine: then max(m, (1 − m)/2 · cos(2π · num_cycles · p) + (1 + m)/2), p = (s − W) / (T − W)', source: `${FSDPW}; ${SCHED} get_constant_schedule_with_warmup / get_cosine_schedule_with_warmup` }),
+  s({ name: 'warmup_style', path: 'actor_rollout_ref.actor.optim.warmup_style', type: 'enum', values: VERL_LR_SCHEDULERS, default: null, nullable: true, scope: 'optimizer', doc: 'deprecated alias of lr_scheduler_type; a value differing from it is refused (the dataclass and the worker disagree)', source: OPTIM }),
+  s({ name: 'min_lr_ratio', path: 'actor_rollout_ref.actor.optim.min_lr_ratio', type: 'number', default: 0.0, nullable: true, min: 0, max: 1, scope: 'optimizer', doc: 'cosine: the floor m of the factor (null = 0)', source: `${SCHED} get_cosine_schedule_with_warmup` }),
+  s({ name: 'num_cycles', path: 'actor_rollout_ref.actor.optim.num_cycles', type: 'number', default: 0.5, scope: 'optimizer', doc: 'cosine: waves over the decay (0.5 = one half-cosine)', source: `${SCHED} get_cosine_schedule_with_warmup` }),
+  s({ name: 'total_training_steps', path: 'actor_rollout_ref.actor.optim.total_training_steps', type: 'integer', default: -1, scope: 'optimizer', doc: 'T of the schedule, injected by the driver (ray_trainer.py _create_dataloader); -1 = not known', source: `${OPTIM}; verl/trainer/ppo/ray_trainer.py` }),
+  s({ name: 'grad_clip', form: 'loss', path: 'actor_rollout_ref.actor.grad_clip', type: 'number', default: 1.0, min: 0, exclusive: true, scope: 'optimizer', doc: 'clip_grad_norm_ max_norm (0 would zero every gradient: refused); the step is skipped (zero_grad) when the grad norm is not finite', source: `${DP} _optimizer_step` }),
   s({ name: 'use_legacy_worker_impl', path: 'trainer.use_legacy_worker_impl', type: 'enum', values: ['auto', 'enable', 'disable'], default: 'auto', scope: 'loss', doc: 'auto/enable: the dp_actor loop (local aggregation); disable: the engine worker ppo_loss (global batch aggregation)', source: `${DP}; ${LOSSES}` }),
   s({ name: 'rollout_is', path: 'algorithm.rollout_correction.rollout_is', type: 'enum', values: ['token', 'sequence'], default: 'sequence', nullable: true, scope: 'loss', doc: 'rollout IS weight: token exp(clamp(old − rollout, ±20)) or sequence exp(clamp(Σ, ±20)), truncated at rollout_is_threshold', source: `${RC} compute_rollout_correction_weights` }),
   s({ name: 'rollout_is_threshold', path: 'algorithm.rollout_correction.rollout_is_threshold', type: 'number', default: 2.0, min: 0, exclusive: true, scope: 'loss', doc: 'upper truncation of the rollout IS weights', source: ALGO }),
@@ -64,6 +85,7 @@ export const VERL_RUN: readonly SettingSpec[] = [
   s({ name: 'dp_size', type: 'integer', default: 1, min: 1, scope: 'run', doc: 'engine worker: data-parallel size in agg_loss', source: LOSSES }),
   s({ name: 'batch_num_tokens', type: 'number', default: null, nullable: true, min: 0, exclusive: true, scope: 'run', doc: 'engine worker: global token count (token-mean); null = this micro-batch', source: LOSSES }),
   s({ name: 'global_batch_size', type: 'number', default: null, nullable: true, min: 0, exclusive: true, scope: 'run', doc: 'engine worker: global sequence count (seq-mean-*); null = this micro-batch', source: LOSSES }),
+  s({ name: 'global_steps', type: 'integer', default: null, nullable: true, min: 1, scope: 'optimizer', doc: "the driver's global_steps (1 = the first step): the update runs at lr · λ(global_steps − 1); null = the first step", source: `verl/trainer/ppo/ray_trainer.py fit; ${FSDPW} (update_actor steps the scheduler)` }),
 ];
 
 /** VERL_SETTINGS' values once read (resolveSettings): the fields the objective reads, typed. */
@@ -92,6 +114,19 @@ export interface VerlConfig {
   ppo_mini_batch_size: number;
   ppo_micro_batch_size_per_gpu: number | null;
   use_dynamic_bsz: boolean;
+  'optim.optimizer': string;
+  optimizer_impl: string;
+  lr: number;
+  betas: number[];
+  'optim.weight_decay': number;
+  lr_warmup_steps: number;
+  lr_warmup_steps_ratio: number;
+  'optim.lr_scheduler_type': (typeof VERL_LR_SCHEDULERS)[number];
+  warmup_style: (typeof VERL_LR_SCHEDULERS)[number] | null;
+  min_lr_ratio: number | null;
+  num_cycles: number;
+  total_training_steps: number;
+  grad_clip: number;
   use_legacy_worker_impl: 'auto' | 'enable' | 'disable';
   rollout_is: 'token' | 'sequence' | null;
   rollout_is_threshold: number;
@@ -109,4 +144,5 @@ export interface VerlRun {
   dp_size: number;
   batch_num_tokens: number | null;
   global_batch_size: number | null;
+  global_steps: number | null;
 }

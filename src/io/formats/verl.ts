@@ -17,7 +17,8 @@
 //   batch sizes are the driver's normalised as verl/workers/fsdp_workers.py ActorRolloutRefWorker.__init__
 //   does (actorBatchSizes). Other nested fields are counted in notes, not carried;
 // - `meta_info` (DataProto.meta_info as the dump saves it): temperature (ray_trainer.py sets it from
-//   actor_rollout_ref.rollout.temperature; dp_actor.py reads it), pad / EOS ids.
+//   actor_rollout_ref.rollout.temperature; dp_actor.py reads it), pad / EOS ids, global_steps (→ run.global_steps,
+//   the lr schedule's position).
 // A leaf given at two of these places with different values is an error naming both. `run` (the run context
 // of VERL_RUN) is carried as written, as the TRL reader does.
 import type { BatchConfig, GrpoBatch } from '../batch.ts';
@@ -110,6 +111,12 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   }
   batch.config = verlConfig(cfg);
   const run = d.metaObject('run');
+  // The schedule position: meta_info.global_steps where the hook's batch carries it (ray_trainer.py sets it on the
+  // generation batch), else run.global_steps as written; two different values are an error naming both.
+  if (metaInfo.global_steps !== undefined) {
+    if (run.global_steps !== undefined && run.global_steps !== metaInfo.global_steps) d.fail(`__metadata__ run.global_steps ${JSON.stringify(run.global_steps)} differs from meta_info.global_steps ${JSON.stringify(metaInfo.global_steps)}`);
+    run.global_steps = metaInfo.global_steps;
+  }
   if (Object.keys(run).length) batch.run = run;
   batch.metrics = d.metrics(); // e.g. verl "actor/kl_loss", OpenRLHF "kl": the Doctor's logged-kl rule
   for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1`);
@@ -134,13 +141,15 @@ function verlSettings(d: Dump, cfg: Record<string, unknown>, metaInfo: Record<st
   const unread: string[] = [];
   for (const [p, v] of nested) {
     if (typeof v === 'string' && v.startsWith('${') && (NESTED.has(p) || SIZES.includes(p))) d.fail(`__metadata__ config.${p} = ${JSON.stringify(v)} is an unresolved interpolation: save OmegaConf.to_container(config, resolve=True)`);
+    // build_optimizer passes override_optimizer_config's kwargs to the optimizer (eps, …): none is reproduced.
+    if (p.startsWith(`${A}optim.override_optimizer_config.`)) d.fail(`__metadata__ config.${p}: override_optimizer_config is not reproduced by the studio (the actor's AdamW takes lr, betas, weight_decay and eps 1e-8 only)`);
     const leaf = NESTED.get(p);
     if (leaf !== undefined) leaves.set(leaf, `config.${p}`, v);
     else if (!SIZES.includes(p)) unread.push(p);
   }
   actorBatchSizes(d, nested, leaves, notes);
   if (metaInfo.temperature !== undefined) leaves.set('temperature', 'meta_info.temperature', metaInfo.temperature);
-  const otherInfo = Object.keys(metaInfo).filter((k) => !['temperature', 'pad_token_id', 'eos_token_id'].includes(k));
+  const otherInfo = Object.keys(metaInfo).filter((k) => !['temperature', 'pad_token_id', 'eos_token_id', 'global_steps'].includes(k));
   if (otherInfo.length) notes.push(`meta_info: ${otherInfo.join(', ')} read, not used`);
   if (unread.length) notes.push(`config: ${unread.length} nested field(s) the studio does not read, not carried (${unread.slice(0, 4).join(', ')}${unread.length > 4 ? ', …' : ''})`);
   return leaves.object();
