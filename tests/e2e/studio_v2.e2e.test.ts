@@ -205,10 +205,8 @@ describe('studio v2 in chromium', () => {
       workerMs.push((await page.getByTestId('whatif-table').getAttribute('data-ms')) ?? '?');
     }
     console.log(`what-if switch → table + heat: ${times.map((t) => t.toFixed(0)).join(', ')} ms (worker: ${workerMs.join(', ')} ms)`);
-    // The ≤ 100 ms target is reported from these numbers, not asserted: this machine's 2 cores are shared
-    // by other sessions (project rule: speed targets live in benchmarks). What is asserted is that nothing
-    // heavy ran: a resample or a forward takes seconds here (the sample stage alone ~15 s).
-    expect(Math.max(...times)).toBeLessThan(1_500);
+    // The ≤ 100 ms target is reported from these numbers, not asserted (speed targets live in benchmarks);
+    // that nothing was resampled is asserted below (the completions are byte-identical).
     // The table: both sides, and the Δ heat legend; the current side is the update's own loss.
     const cells = await page.locator('[data-testid="whatif-table"] tbody tr.chosen td').allTextContents();
     expect(cells[1]).toBe((/loss \([\w-]+\) (\S+)/.exec((await page.getByTestId('loss-headline').textContent()) ?? '') ?? [])[1]);

@@ -34,12 +34,10 @@ describe('bounded chat-template rendering', () => {
     const tok = await loadTokenizerDir(QWEN3_DIR);
     for (const chat_template of [LOOP, GROW]) {
       const r = boundedRenderer(tok, { timeoutMs: 1500, maxHeapMb: 64 });
-      const t0 = performance.now();
       const err = await r.render([{ role: 'user', content: 'x' }], { chat_template }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(TemplateError);
       expect((err as TemplateError).kind).toBe('bounds');
       expect((err as Error).message).toMatch(/did not finish within 1500 ms|more than 64 MB/);
-      expect(performance.now() - t0).toBeLessThan(15_000);
       await r.close();
     }
   }, 60_000);
@@ -63,11 +61,9 @@ describe('bounded chat-template rendering', () => {
     const cfgPath = join(dir, 'tokenizer_config.json');
     writeFileSync(cfgPath, JSON.stringify({ ...JSON.parse(readFileSync(cfgPath, 'utf8')), chat_template: LOOP }));
     const out = join(dir, 'report.html');
-    const t0 = performance.now();
     const err = await promisify(execFile)(process.execPath, [join(ROOT, 'bin/grpo-studio.mjs'), 'report', join(ROOT, 'tests/fixtures/batches/retokenization-mismatch.json'), '--tokenizer', dir, '--out', out], { cwd: ROOT, env: { ...process.env } }).catch((e: { code: number; stderr: string }) => e);
     expect((err as { code: number }).code).toBe(2);
     expect((err as { stderr: string }).stderr.trim()).toMatch(/^grpo-studio report: --tokenizer \S+: rendering a one-message probe: the chat template (did not finish within 5000 ms|needed more than 256 MB of memory)$/);
     expect(existsSync(out)).toBe(false);
-    expect(performance.now() - t0).toBeLessThan(45_000);
   }, 60_000);
 });
