@@ -2,7 +2,7 @@
 // input / output plumbing every verb repeats (read an input file, write the JSON result).
 // Bad input raises CliError, which main() turns into a one-line reason and exit code 2.
 import { accessSync, closeSync, constants, fstatSync, mkdirSync, openSync, readSync, statSync, writeFileSync } from 'node:fs';
-import type { GrpoBatch } from '../io/batch.ts';
+import { widestCompletion, type GrpoBatch } from '../io/batch.ts';
 import { importBatch, type ImportOptions, type ImportResult } from '../io/formats/index.ts';
 import { assertComputable, modelLimits, type ValidateOptions } from '../io/validate.ts';
 import type { ModelConfig } from '../model/config.ts';
@@ -34,6 +34,7 @@ export function parseArgs(argv: string[], spec: { values: string[]; switches?: s
     }
     const [name, inline] = a.slice(2).split(/=(.*)/s, 2);
     if (spec.switches?.includes(name)) {
+      if (inline !== undefined) throw new CliError(`--${name} takes no value (got --${name}=${inline})`);
       flags.set(name, true);
     } else if (spec.values.includes(name)) {
       const v = inline ?? argv[++i];
@@ -259,7 +260,7 @@ export function readBatchFor(path: string, purpose: NonNullable<ValidateOptions[
   assertComputable(batch, { purpose }, path);
   // Scoring reads at least one prompt and one completion position (checkScorable, the step pipeline): said here with the file.
   const P = batch.prompt_ids.reduce((m, r) => Math.max(m, r.length), 0);
-  const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
+  const C = widestCompletion(batch);
   if (P < 1 || C < 1) throw new CliError(`${path}: the batch needs at least one prompt token and one completion token (P = ${P}, C = ${C})`);
   return { batch, format };
 }
@@ -328,7 +329,7 @@ export function nest(a: ArrayLike<number>, shape: number[], offset = 0): Nested[
  * the page uses for the same file) and the StepConfig they give. Bad values are input errors: one line, exit 2.
  */
 export function stepSettingsOfFile(batch: GrpoBatch, source: string): { settings: EffectiveSettings; config: StepConfig } {
-  const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
+  const C = widestCompletion(batch);
   try {
     const settings = effectiveSettings(trainerOfBatch(batch), [fileLayer(batch, basename(source))]);
     return { settings, config: stepConfigOf(settings, C) };

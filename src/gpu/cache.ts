@@ -25,6 +25,8 @@ export interface CachedPipeline {
   pipeline: GPUComputePipeline;
   layout: string;
   iface: KernelInterface;
+  /** Launcher signatures (binding names, params names and types) already held to `iface` by bindByName. */
+  verified: Set<string>;
 }
 
 export class PipelineCache {
@@ -87,7 +89,7 @@ export class PipelineCache {
       const layout = entryBindings(code, entryPoint).join(',');
       const iface = entryInterface(code, entryPoint);
       const pipeline = this.device.createComputePipeline({ label: key, layout: this.layout(layout).pipeline, compute: { module, entryPoint, constants: c } });
-      p = { pipeline, layout, iface };
+      p = { pipeline, layout, iface, verified: new Set() };
       this.pipelines.set(key, p);
       this.journal?.pipelines.push(key);
     }

@@ -123,7 +123,12 @@ export class GpuRecorder<G extends RecorderHost> {
     const where = `shaders/${d.shader}.wgsl (entry point ${d.entryPoint ?? 'main'})`;
     try {
       const p = this.gpu.cache.pipeline(d.shader, d.constants, d.entryPoint);
-      return { p, storage: bindByName(p.iface, op.resources, d.params) };
+      // The check depends only on the names and types, so it runs once per pipeline and launcher signature.
+      const sig = `${Object.keys(op.resources).join(',')}|${d.params ? d.params.map(([n, t]) => `${n}:${t}`).join(',') : '-'}`;
+      if (p.verified.has(sig)) return { p, storage: p.iface.storage.map((name) => op.resources[name]) };
+      const storage = bindByName(p.iface, op.resources, d.params);
+      p.verified.add(sig);
+      return { p, storage };
     } catch (e) {
       throw new GpuError('validation', d.kernel, `${where}: ${e instanceof Error ? e.message : String(e)}`);
     }

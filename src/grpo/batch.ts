@@ -3,7 +3,7 @@
 // completion_mask, position_ids from the attention mask (what HF generate feeds) or plain arange (what a
 // forward without position_ids gets). The padded view is what the model, loss and UI consume: flat,
 // row-major typed arrays with their shapes in the comments.
-import { BatchFormatError, PER_TOKEN_FIELDS, type GrpoBatch, type PositionIdsMode } from '../io/batch.ts';
+import { BatchFormatError, PER_TOKEN_FIELDS, widestCompletion, type GrpoBatch, type PositionIdsMode } from '../io/batch.ts';
 import { positionIds } from '../model/positions.ts';
 
 /** A batch as the model sees it. B rows, P = prompt width, C = completion width, L = P + C. */
@@ -109,7 +109,7 @@ export function padBatch(batch: GrpoBatch, opts: { position_ids?: PositionIdsMod
   checkRowLengths('prompt_mask', batch.prompt_mask, batch.prompt_ids);
   // reduce, not Math.max(...rows): a spread of 200k rows overflows the stack.
   const P = batch.prompt_ids.reduce((m, r) => Math.max(m, r.length), 0);
-  const C = batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
+  const C = widestCompletion(batch);
   const L = P + C;
   const pad = batch.pad_token_id;
 

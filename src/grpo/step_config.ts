@@ -11,7 +11,7 @@ import { configTable, runTable, type EffectiveSettings } from './settings/effect
 import { TRAINER_TABLES } from './settings/trainers.ts';
 import { GRPO_LOSS_SETTINGS, STUDIO_SETTINGS } from './settings/studio.ts';
 import { parseTrlConfig, parseTrlRun, TRL_RUN_SETTINGS, TRL_SETTINGS } from './settings/trl.ts';
-import { specOf, type SettingsTable } from './settings/table.ts';
+import { rowsIn, specOf, type SettingsTable } from './settings/table.ts';
 import { trlOptimizer } from './trainers/trl_optimizer.ts';
 import { verlOptimizer } from './trainers/verl_optimizer.ts';
 import { trainerRefusal } from './settings/rules.ts';
@@ -89,7 +89,7 @@ export function batchConfigOf(config: StepConfig, model_type: string): BatchConf
 }
 
 /** `o`'s keys that the table's rows of `scope` name: the optimizer step reads only those (a studio-only loss_type is not its business). */
-const scoped = (table: SettingsTable, o: Record<string, unknown>, scope = 'optimizer') => Object.fromEntries(Object.entries(o).filter(([k]) => table.some((s) => s.name === k && s.scope === scope)));
+const scoped = (table: SettingsTable, o: Record<string, unknown>, scope = 'optimizer') => rowsIn(table.filter((s) => s.scope === scope), o);
 
 /**
  * TrainingArguments' fields that make a batch's optimizer step TRL's trainer's (decay groups, schedule): those
@@ -147,8 +147,7 @@ const pick = (o: Record<string, unknown>, keys: readonly string[]) => Object.fro
  */
 export function trainerObjectiveOf(settings: EffectiveSettings): TrainerObjective {
   const { trainer } = settings;
-  const known = (table: SettingsTable, o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([k]) => table.some((s) => s.name === k)));
-  return { trainer, config: known(TRAINER_TABLES[trainer].config, settings.config), run: known(runTable(trainer), settings.run) };
+  return { trainer, config: rowsIn(TRAINER_TABLES[trainer].config, settings.config), run: rowsIn(runTable(trainer), settings.run) };
 }
 
 /**

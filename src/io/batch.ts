@@ -106,6 +106,11 @@ export interface GrpoBatch {
   metrics?: Record<string, number>;
 }
 
+/** The widest completion C (the padded width; the studio loss's L_max where a trainer's table has none). */
+export function widestCompletion(batch: Pick<GrpoBatch, 'completion_ids'>): number {
+  return batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0);
+}
+
 /** The per-token (B, C_i) fields that must line up with completion_ids. */
 export const PER_TOKEN_FIELDS = ['completion_mask', 'tool_mask', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'per_token_advantages', 'effective_loss_mask'] as const;
 

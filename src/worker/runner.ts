@@ -23,7 +23,7 @@ import { modelInfo, pagePlan, type HeldModels } from './model_info.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
 import { diffTemplates, type TemplateDiff, type TemplateVariant } from '../tokenize/template_diff.ts';
-import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
+import { widestCompletion, type ChatMessage, type GrpoBatch } from '../io/batch.ts';
 import type { DoctorOptions, DoctorReport } from '../doctor/types.ts';
 import { AdapterSlot } from './adapter.ts';
 import { inspectBatch, loadedModel, tokenTexts } from './inspect.ts';
@@ -226,7 +226,7 @@ class PipelineRunner implements StepRunner {
       this.ran = settings.settings;
       // The CLI's resolution (stepConfigOf): the studio loss, the trainer's objective where the studio loss is not it,
       // the optimizer step; an update that continues a run is that many steps further along TRL's lr schedule.
-      const C = start.kind === 'batch' ? start.batch.completion_ids.reduce((m, r) => Math.max(m, r.length), 0) : settings.sampling.max_new_tokens;
+      const C = start.kind === 'batch' ? widestCompletion(start.batch) : settings.sampling.max_new_tokens;
       // A combination the trainer refuses runs to the loss stage, which shows the refusal (and what it offers) beside
       // the loss table; the backward refuses with the same message the CLI gives before it starts.
       const config = stepConfigOf(settings.settings, C, { steps_done: this.optimizer?.t ?? 0, refuse: false });

@@ -19,6 +19,7 @@ import type { TrainerRefusal } from '../../src/grpo/settings/trainer_rules.ts';
 import type { TrainerId } from '../../src/grpo/settings/types.ts';
 import { otherValue } from '../helpers/setting_values.ts';
 import type { SettingSpec } from '../../src/grpo/settings/types.ts';
+import { f32, i32, nest } from '../helpers/dump_parts.ts';
 
 /** A 2-row TRL dict as the docs' hook saves it, with `config` and `run` in the metadata. */
 function trlDump(config: Record<string, unknown>, run: Record<string, unknown> = {}): Uint8Array {
@@ -144,20 +145,6 @@ describe('the CLI and the page resolve every fixture to the same update', () => 
 // ---------------------------------------------------------------------------------------------------------------
 // verl and OpenRLHF: the same walk through their readers, on dumps saved the way the trainers hold their data.
 
-/** A dict of paths ("a.b.c") as the nested object they name. */
-function nest(flat: Record<string, unknown>): Record<string, unknown> {
-  const root: Record<string, unknown> = {};
-  for (const [path, v] of Object.entries(flat)) {
-    const parts = path.split('.');
-    let node = root;
-    for (const p of parts.slice(0, -1)) node = (node[p] ??= {}) as Record<string, unknown>;
-    node[parts[parts.length - 1]] = v;
-  }
-  return root;
-}
-
-const i32 = (rows: number[][]) => ({ dtype: 'I32' as const, shape: [rows.length, rows[0].length], data: Int32Array.from(rows.flat()) });
-const f32 = (rows: number[][]) => ({ dtype: 'F32' as const, shape: [rows.length, rows[0].length], data: Float32Array.from(rows.flat()) });
 const bytesOf = (x: unknown) => JSON.stringify(x);
 
 /**

@@ -10,22 +10,10 @@ import { stepConfigOf, type StepConfig } from '../../src/grpo/step_config.ts';
 import type { GrpoBatch } from '../../src/io/batch.ts';
 import { importBatch } from '../../src/io/formats/index.ts';
 import { writeSafeTensors } from '../../src/io/safetensors.ts';
+import { f32, i32, nest } from '../helpers/dump_parts.ts';
 
 const ACT = 'actor_rollout_ref.actor';
 
-function nest(flat: Record<string, unknown>): Record<string, unknown> {
-  const root: Record<string, unknown> = {};
-  for (const [path, v] of Object.entries(flat)) {
-    const parts = path.split('.');
-    let node = root;
-    for (const p of parts.slice(0, -1)) node = (node[p] ??= {}) as Record<string, unknown>;
-    node[parts[parts.length - 1]] = v;
-  }
-  return root;
-}
-
-const i32 = (rows: number[][]) => ({ dtype: 'I32' as const, shape: [rows.length, rows[0].length], data: Int32Array.from(rows.flat()) });
-const f32 = (rows: number[][]) => ({ dtype: 'F32' as const, shape: [rows.length, rows[0].length], data: Float32Array.from(rows.flat()) });
 
 /** The driver's config fields the actor's batch sizes need (2 GPUs, rollout.n 2, micro-batch 1: verl's actor runs). */
 const BASE: Record<string, unknown> = {

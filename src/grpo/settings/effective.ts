@@ -69,11 +69,18 @@ const portableNames = (t: TrainerId): ReadonlySet<string> =>
 const PORTABLE = { trl: portableNames('trl'), verl: portableNames('verl'), openrlhf: portableNames('openrlhf') } satisfies Record<TrainerId, ReadonlySet<string>>;
 
 /** Every config field a batch of this trainer may set, its own rows first. */
-export function configTable(trainer: TrainerId): SettingsTable {
+function buildConfigTable(trainer: TrainerId): SettingsTable {
   const own = trainer === 'trl' ? TRL_CONFIG : TRAINER_TABLES[trainer].config;
   const names = new Set(own.map((s) => s.name));
   const extra = [...STUDIO_SETTINGS, ...sharedTrl(trainer)].filter((s) => !names.has(s.name));
   return [...own, ...extra];
+}
+/** Built once per trainer: rowOf runs for every key of every layer. */
+const CONFIG_TABLES = { trl: buildConfigTable('trl'), verl: buildConfigTable('verl'), openrlhf: buildConfigTable('openrlhf') } satisfies Record<TrainerId, SettingsTable>;
+
+/** Every config field a batch of this trainer may set, its own rows first. */
+export function configTable(trainer: TrainerId): SettingsTable {
+  return CONFIG_TABLES[trainer];
 }
 
 export function runTable(trainer: TrainerId): SettingsTable {

@@ -19,6 +19,11 @@ export function specOf(table: SettingsTable, name: string): SettingSpec {
   return s;
 }
 
+/** `o`'s entries whose keys a row of the table names (the rest belong to another table). */
+export function rowsIn(table: SettingsTable, o: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(o).filter(([k]) => table.some((s) => s.name === k)));
+}
+
 /** Every spec's default, by name. */
 export function defaultsOf<T>(table: SettingsTable): T {
   return Object.fromEntries(table.map((s) => [s.name, s.default])) as T;

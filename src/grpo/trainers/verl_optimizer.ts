@@ -14,13 +14,12 @@
 // update_actor steps the scheduler once per training step, after the update, and the driver's global_steps
 // is 1 on the first: the update of global_steps g runs at lr · λ(g − 1); without it, the run's first step (λ(0)).
 import type { OptimizerConfig } from '../optimizer.ts';
-import { parseSettings } from '../settings/table.ts';
+import { parseSettings, rowsIn } from '../settings/table.ts';
 import { SettingsError } from '../settings/types.ts';
 import { VERL_RUN, VERL_SETTINGS, type VerlConfig, type VerlRun } from '../settings/verl.ts';
 
 const ROWS = VERL_SETTINGS.filter((s) => s.scope === 'optimizer');
 const RUN_ROWS = VERL_RUN.filter((s) => s.scope === 'optimizer');
-const pick = (rows: typeof ROWS, o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([k]) => rows.some((s) => s.name === k)));
 
 /** λ at the update after `s` scheduler steps. Throws SettingsError naming the field verl's value depends on. */
 export function verlLrFactor(c: VerlConfig, s: number): number {
@@ -44,8 +43,8 @@ export function verlLrFactor(c: VerlConfig, s: number): number {
 
 /** verl's actor optimizer and grad_clip for a config and run in verl's names. Throws SettingsError naming the field. */
 export function verlOptimizer(config: Record<string, unknown>, run: Record<string, unknown>, steps_done = 0): { optimizer: OptimizerConfig; max_grad_norm: number } {
-  const c = parseSettings<VerlConfig>(ROWS, pick(ROWS, config), 'config').values;
-  const r = parseSettings<VerlRun>(RUN_ROWS, pick(RUN_ROWS, run), 'run').values;
+  const c = parseSettings<VerlConfig>(ROWS, rowsIn(ROWS, config), 'config').values;
+  const r = parseSettings<VerlRun>(RUN_ROWS, rowsIn(RUN_ROWS, run), 'run').values;
   if (c['optim.optimizer'] !== 'AdamW') throw new SettingsError(`config.optim.optimizer: ${JSON.stringify(c['optim.optimizer'])} is not reproduced by the studio (AdamW of torch.optim only)`);
   if (c.optimizer_impl !== 'torch.optim') throw new SettingsError(`config.optimizer_impl: ${JSON.stringify(c.optimizer_impl)} is not reproduced by the studio (torch.optim only)`);
   if (c.betas.length !== 2 || c.betas.some((b) => !(b >= 0 && b < 1))) throw new SettingsError(`config.betas: expected two numbers in [0, 1), got ${JSON.stringify(c.betas)}`);

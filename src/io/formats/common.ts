@@ -181,6 +181,21 @@ export function toolMasks(split: { completion_mask: number[]; tool_mask?: number
 }
 
 /**
+ * The rows of an unpadded prompt + completion dump (prime-rl, slime, NeMo-RL): row b's first `P[b]` tokens are its
+ * prompt, the rest its completion, and `loss[b]` (the trainer's loss mask over that completion) is split into
+ * completion_mask and tool_mask by splitLossMask.
+ */
+export function completionRows(tokens: readonly number[][], P: readonly number[], loss: readonly number[][]): { prompt_ids: number[][]; completion_ids: number[][]; completion_mask: number[][]; tool_mask: number[][] | undefined } {
+  const split = loss.map(splitLossMask);
+  return {
+    prompt_ids: tokens.map((ids, b) => ids.slice(0, P[b])),
+    completion_ids: tokens.map((ids, b) => ids.slice(P[b])),
+    completion_mask: split.map((s) => s.completion_mask),
+    tool_mask: toolMasks(split),
+  };
+}
+
+/**
  * Scalar advantages from per-token ones when every row is constant over its loss mask (GRPO's outcome
  * advantage broadcast over tokens, as verl and OpenRLHF store it); undefined when some row varies.
  */

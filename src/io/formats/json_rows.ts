@@ -3,6 +3,8 @@
 // numbers (null, NaN, ±Infinity as Python's json writes them, kept as NaN / ±Infinity). A boolean or a string
 // among ids, a fraction, an id out of range: one line naming the file, record, key, position and value — an id is
 // never rounded, wrapped or read from text.
+import { INT32_RANGE, TOKEN_ID_RANGE } from '../safetensors.ts';
+
 export type Fail = (message: string) => never;
 
 /** `v` as a list, or a refusal naming where it sits. */
@@ -10,14 +12,18 @@ export function listAt(fail: Fail, v: unknown, at: string): unknown[] {
   return Array.isArray(v) ? v : fail(`${at} must be a list, got ${v === null ? 'null' : typeof v}`);
 }
 
-/** Whole numbers: token ids in [0, 2^31) or mask values in int32 (booleans allowed for masks only). */
-export function intList(fail: Fail, v: unknown, at: string, kind: 'ids' | 'mask'): number[] {
+/**
+ * Whole numbers: token ids in [0, 2^31) or mask values in int32 (booleans allowed for masks only); the ranges are
+ * the safetensors reader's (TOKEN_ID_RANGE, INT32_RANGE). `sample`, when given, is named with the position.
+ */
+export function intList(fail: Fail, v: unknown, at: string, kind: 'ids' | 'mask', sample?: number): number[] {
+  const range = kind === 'ids' ? TOKEN_ID_RANGE : INT32_RANGE;
   return listAt(fail, v, at).map((x, t) => {
     if (typeof x === 'boolean' && kind === 'mask') return +x;
-    const here = `${at}[${t}] (position ${t}) = ${typeof x === 'number' && !Number.isFinite(x) ? String(x) : (JSON.stringify(x) ?? String(x))}`;
+    const here = `${at}[${t}] (${sample === undefined ? '' : `sample ${sample}, `}position ${t}) = ${typeof x === 'number' && !Number.isFinite(x) ? String(x) : (JSON.stringify(x) ?? String(x))}`;
     if (typeof x !== 'number') return fail(`${here} is ${x === null ? 'null' : `a ${Array.isArray(x) ? 'list' : typeof x}`}, not an integer`);
     if (!Number.isInteger(x)) return fail(`${here} is not an integer`);
-    if (kind === 'ids' ? x < 0 || x > 2 ** 31 - 1 : x < -(2 ** 31) || x > 2 ** 31 - 1) return fail(`${here} is not ${kind === 'ids' ? 'a token id in [0, 2^31)' : 'an int32 in [-2^31, 2^31)'}`);
+    if (x < range.min || x > range.max) return fail(`${here} is not ${range.what}`);
     return x;
   });
 }

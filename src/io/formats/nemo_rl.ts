@@ -21,7 +21,7 @@
 // (so a mask over a pad is seen); groups = rows sharing that prompt; pad from the ids past input_lengths, EOS from a
 // tokenizer or voted over trained spans (both said so in notes / inferred).
 import { BatchFormatError, parsePythonJson, type BatchConfig, type GrpoBatch } from '../batch.ts';
-import { labelsFromKeys, largestGroup, scalarAdvantages, splitLossMask, tokenIds, toolMasks, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
+import { completionRows, labelsFromKeys, largestGroup, scalarAdvantages, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 import { floatList, intList, numberAt, type Fail } from './json_rows.ts';
 
 const PER_TOKEN = ['token_ids', 'token_loss_mask', 'advantages', 'generation_logprobs', 'prev_logprobs'];
@@ -90,11 +90,9 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   // Prompt = ids before the first trained token (the initial prompt messages; a row with no trained token is all prompt).
   const P = loss.map((m, b) => (m.indexOf(1) >= 0 ? m.indexOf(1) : lengths[b]));
   const completionMasks = loss.map((m, b) => m.slice(P[b]));
-  const split = completionMasks.map(splitLossMask);
-  const prompt_ids = tokens.map((ids, b) => ids.slice(0, P[b]));
-  const completion_ids = tokens.map((ids, b) => ids.slice(P[b]));
+  const rows = completionRows(tokens, P, completionMasks);
   const ends: number[] = [];
-  completion_ids.forEach((ids, b) => turnEnds(ids, completionMasks[b], ends));
+  rows.completion_ids.forEach((ids, b) => turnEnds(ids, completionMasks[b], ends));
   const padIds: number[] = [];
   tokens.forEach((ids, b) => {
     for (let t = lengths[b]; t < ids.length; t++) padIds.push(ids[t]);
@@ -102,7 +100,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   const { pad_token_id, eos_token_ids, inferred } = tokenIds({ fail }, opts, [], padIds.length ? { masked: { mask: 'token_ids past input_lengths', ids: padIds }, turnEnds: ends } : { unpadded: true, turnEnds: ends }, notes);
 
   // Groups: NeMo-RL's baseline is per unique prompt (torch.unique over the prompt ids), wherever its rows sit.
-  const group_ids = labelsFromKeys(prompt_ids.map((p) => p.join(',')));
+  const group_ids = labelsFromKeys(rows.prompt_ids.map((p) => p.join(',')));
   const G = largestGroup(group_ids);
   notes.push(`groups by prompt ids (NeMo-RL's calculate_baseline_and_std_per_prompt): ${new Set(group_ids).size} group(s); num_generations = ${G}, the largest (the file has no num_generations_per_prompt)`);
   const batch: GrpoBatch = {
@@ -110,10 +108,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
     num_generations: G,
     pad_token_id,
     eos_token_ids,
-    prompt_ids,
-    completion_ids,
-    completion_mask: split.map((s) => s.completion_mask),
-    tool_mask: toolMasks(split),
+    ...rows,
     group_ids,
   };
   if (batch.tool_mask) notes.push('token_loss_mask has zeros inside completions (tool / environment turns): kept as tool_mask');

@@ -9,7 +9,8 @@
 // - a record carries no group id and no pad / EOS id: the batch gets num_generations 1 (no groups; said so),
 //   and pad / EOS come from a tokenizer when given, else are inferred (said so in notes).
 import { BatchFormatError, type GrpoBatch } from '../batch.ts';
-import { scalarAdvantages, splitLossMask, tokenIds, toolMasks, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
+import { completionRows, scalarAdvantages, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
+import { intList } from './json_rows.ts';
 
 /** Record keys of schema_version 1: mapped, or read and listed as not carried. */
 const MAPPED = { trainer_logprobs: 'old_per_token_logps', inference_logprobs: 'sampling_per_token_logps', advantages: 'per_token_advantages' } as const;
@@ -52,38 +53,27 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   const list = (r: Record_, key: string, b: number): unknown[] => (Array.isArray(r[key]) ? (r[key] as unknown[]) : fail(`record ${b}: "${key}" must be a list`));
   // Whole numbers, exactly: token ids in [0, 2^31), loss_mask values in int32. loss_mask may be true / false (the
   // writer's .tolist() of a bool tensor); a boolean or string among token ids, or any string, is refused by position.
-  const ints = (r: Record_, key: string, b: number, kind: 'ids' | 'mask') =>
-    list(r, key, b).map((v, t) => {
-      if (typeof v === 'boolean' && kind === 'mask') return +v;
-      const at = `record ${b}: ${key}[${t}] (sample ${b}, position ${t}) = ${JSON.stringify(v)}`;
-      if (typeof v !== 'number') return fail(`${at} is ${v === null ? 'null' : `a ${Array.isArray(v) ? 'list' : typeof v}`}, not an integer`);
-      if (!Number.isInteger(v)) return fail(`${at} is not an integer`);
-      if (kind === 'ids' ? v < 0 || v > 2 ** 31 - 1 : v < -(2 ** 31) || v > 2 ** 31 - 1) return fail(`${at} is not ${kind === 'ids' ? 'a token id in [0, 2^31)' : 'an int32 in [-2^31, 2^31)'}`);
-      return v;
-    });
+  const ints = (r: Record_, key: string, b: number, kind: 'ids' | 'mask') => intList(fail, list(r, key, b), `record ${b}: ${key}`, kind, b);
   const floats = (r: Record_, key: string, b: number) => list(r, key, b).map((v) => (v === null ? NaN : (v as number)));
 
   const tokens = records.map((r, b) => ints(r, 'token_ids', b, 'ids'));
   const loss = records.map((r, b) => ints(r, 'loss_mask', b, 'mask'));
   // Prompt = tokens before the first trained token; a loss_mask of another length keeps its length.
   const P = loss.map((m) => Math.max(0, m.indexOf(1)));
-  const split = loss.map((m, b) => splitLossMask(m.slice(P[b])));
-  const completion_ids = tokens.map((ids, b) => ids.slice(P[b]));
+  const completionLoss = loss.map((m, b) => m.slice(P[b]));
+  const rows = completionRows(tokens, P, completionLoss);
   // EOS: voted over every assistant turn's last trained token, not only each record's last: a multi-turn export's
   // final turns are often cut by the length limit (their last token is any text), while every finished turn ends with
   // the EOS. Pad: the writer trims padding (token_export.py _trim_padding), so the rows hold none.
   const ends: number[] = [];
-  completion_ids.forEach((ids, b) => turnEnds(ids, loss[b].slice(P[b]), ends));
+  rows.completion_ids.forEach((ids, b) => turnEnds(ids, completionLoss[b], ends));
   const { pad_token_id, eos_token_ids, inferred } = tokenIds({ fail }, opts, [], { unpadded: true, turnEnds: ends }, notes);
   const batch: GrpoBatch = {
     format: 'grpo-batch/v1',
     num_generations: 1,
     pad_token_id,
     eos_token_ids,
-    prompt_ids: tokens.map((ids, b) => ids.slice(0, P[b])),
-    completion_ids,
-    completion_mask: split.map((s) => s.completion_mask),
-    tool_mask: toolMasks(split),
+    ...rows,
   };
   if (batch.tool_mask) notes.push('loss_mask has zeros inside completions (tool / environment tokens): kept as tool_mask');
   for (const [key, field] of Object.entries(MAPPED) as [keyof typeof MAPPED, (typeof MAPPED)[keyof typeof MAPPED]][]) {
@@ -92,7 +82,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
     batch[field] = cols.map((c, b) => (c ?? []).slice(P[b]));
   }
   if (batch.per_token_advantages) {
-    batch.advantages = scalarAdvantages(batch.per_token_advantages, loss.map((m, b) => m.slice(P[b])));
+    batch.advantages = scalarAdvantages(batch.per_token_advantages, completionLoss);
     if (!batch.advantages) notes.push('advantages vary within completions: kept per token only');
   }
   notes.push('prime-rl records carry no group id: every sequence is its own group (num_generations = 1), so group rules see single samples');

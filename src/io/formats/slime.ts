@@ -15,7 +15,7 @@
 //   formula the studio calls verl's;
 // - no pad / EOS id is written and there is no padding.
 import { BatchFormatError, parsePythonJson, type GrpoBatch } from '../batch.ts';
-import { labelsFromKeys, largestGroup, splitLossMask, tokenIds, toolMasks, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
+import { completionRows, labelsFromKeys, largestGroup, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 import { floatList, intList, type Fail } from './json_rows.ts';
 
 /** Sample.to_dict() keys (every dataclass field, status / spec_info / prefix_cache_info as dicts). */
@@ -70,10 +70,9 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   });
   if (removed.length) notes.push(`remove_sample on sample(s) ${removed.join(', ')}: loss_mask all 0, as slime trains them`);
   if (recs.some((r) => r.loss_mask === null || r.loss_mask === undefined)) notes.push('loss_mask None on some samples: all 1 over the response, as slime fills it');
-  const split = loss.map(splitLossMask);
-  const completion_ids = tokens.map((ids, b) => ids.slice(P[b]));
+  const rows = completionRows(tokens, P, loss);
   const ends: number[] = [];
-  completion_ids.forEach((ids, b) => turnEnds(ids, loss[b], ends));
+  rows.completion_ids.forEach((ids, b) => turnEnds(ids, loss[b], ends));
   const { pad_token_id, eos_token_ids, inferred } = tokenIds({ fail }, opts, [], { unpadded: true, turnEnds: ends }, notes);
 
   const missing = recs.findIndex((r) => r.group_index === null || r.group_index === undefined);
@@ -86,10 +85,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
     num_generations: G,
     pad_token_id,
     eos_token_ids,
-    prompt_ids: tokens.map((ids, b) => ids.slice(0, P[b])),
-    completion_ids,
-    completion_mask: split.map((s) => s.completion_mask),
-    tool_mask: toolMasks(split),
+    ...rows,
     group_ids,
   };
   if (batch.tool_mask) notes.push('loss_mask has zeros inside responses (tool / environment tokens): kept as tool_mask');

@@ -10,7 +10,7 @@
 import { useMemo } from 'react';
 import { useStudio } from '../../store/index.ts';
 import type { WhatIfResult, WhatIfSide } from '../../bridge/protocol.ts';
-import { AGGREGATIONS, configTable, ranValue, settingOf, TRAINERS } from '../../store/vocabulary.ts';
+import { AGGREGATIONS, configTable, ranValue, settingOf, TRAINERS, type SettingSpec } from '../../store/vocabulary.ts';
 import { applyWhatIf, runWhatIf } from '../../store/controller.ts';
 import { aggregationTitle } from '../explain.ts';
 import { Section, SelectField, fmt } from '../fields.tsx';
@@ -116,14 +116,14 @@ export function WhatIfPanel() {
   const trainer = form?.trainer ?? ran.trainer;
   const edits = form?.edits ?? {};
   // The form shows the what-if's values: its own, else the update's (a value of the update's trainer only under it).
-  const shown = (name: string) => (name in edits ? { value: edits[name], provenance: { origin: 'edited' as const, label: 'what-if' } } : trainer === ran.trainer ? settingOf(ran, 'config', name) : { value: configTable(trainer).find((s) => s.name === name)?.default ?? null, provenance: { origin: 'default' as const } });
+  const shown = (spec: SettingSpec) => (spec.name in edits ? { value: edits[spec.name], provenance: { origin: 'edited' as const, label: 'what-if' } } : trainer === ran.trainer ? settingOf(ran, 'config', spec.name) : { value: spec.default, provenance: { origin: 'default' as const } });
   const rows = configTable(trainer).filter((s) => s.form === 'loss' && s.scope !== 'optimizer');
   return (
     <Section title="What-if (same batch)">
       <div className="grid2" data-testid="whatif-form">
         <SelectField label="trainer" value={trainer} options={TRAINERS} testId="whatif-trainer" title="recompute the objective of another trainer on the same batch (from its defaults)" onChange={(t) => void runWhatIf({}, t)} />
         {rows.map((spec) => {
-          const { value, provenance } = shown(spec.name);
+          const { value, provenance } = shown(spec);
           return <SettingField key={`${trainer}.${spec.name}`} detached spec={spec} where="config" value={value} provenance={provenance} testId={`whatif-field-${spec.name}`} onCommit={(v) => void runWhatIf(v === undefined ? Object.fromEntries(Object.entries(edits).filter(([k]) => k !== spec.name)) : { ...edits, [spec.name]: v })} />;
         })}
       </div>
