@@ -1,0 +1,111 @@
+// Batches with a planted sampler–trainer mismatch, for the mismatch explorer's tests (CLI, page, report).
+// Each position draws random logits z over a 60-token vocabulary (ids 4…63, so every tokenizer of ours can
+// decode them; id 3 never occurs); the trainer's log-prob is log softmax(z)[x] and the sampler's is what a
+// broken setup would return for the same token:
+//   clean        the same distribution, plus float noise (|Δ| ≈ 0.003, far below the 0.05 tolerance)
+//   top_p        planted rows: log p − log S with S ∈ [0.5, 0.8] per row — the sampler renormalised over
+//                the set it kept (the constant offset per sequence of issue 22's model)
+//   temperature  every row: tokens drawn from and scored by softmax(z / 0.7) on the sampler side only
+//   off_by_one   planted rows: the sampler's value at t is the trainer's at t + 1 (a hook one position late)
+//   divergence   two-turn rows (turn, tool response with tool_mask 0, turn); on planted rows the sampler's
+//                logits differ from turn 2 on (z + N(0, 1.5²)), tokens drawn from the sampler
+//   stale        every row: the sampler's logits are z + N(0, 0.8²) (other weights), tokens drawn from it
+// Tokens are always drawn from the sampler's distribution, as in a real rollout. Nothing here calls the
+// analysis: the planted rows are known by construction.
+import type { GrpoBatch } from '../../src/io/batch.ts';
+import { Rng } from '../../src/model/rng.ts';
+
+export type Planted = 'clean' | 'top_p' | 'temperature' | 'off_by_one' | 'divergence' | 'stale';
+export const PLANTED: readonly Planted[] = ['clean', 'top_p', 'temperature', 'off_by_one', 'divergence', 'stale'];
+
+const V = 60;
+const FIRST_ID = 4;
+const G = 4;
+const NOISE = 0.003;
+
+function logSoftmax(z: Float64Array): Float64Array {
+  let m = -Infinity;
+  for (const v of z) m = Math.max(m, v);
+  let s = 0;
+  for (const v of z) s += Math.exp(v - m);
+  const lse = m + Math.log(s);
+  return z.map((v) => v - lse);
+}
+
+function draw(logp: Float64Array, rng: Rng): number {
+  let u = rng.next();
+  for (let k = 0; k < logp.length; k++) {
+    u -= Math.exp(logp[k]);
+    if (u <= 0) return k;
+  }
+  return logp.length - 1;
+}
+
+const logits = (rng: Rng, scale = 2) => Float64Array.from({ length: V }, () => rng.normal() * scale);
+
+export function plantedBatch(pattern: Planted, opts: { seed?: number; B?: number; C?: number } = {}): { batch: GrpoBatch; planted: number[] } {
+  const rng = new Rng(opts.seed ?? 7);
+  const B = opts.B ?? 16;
+  const Cmax = opts.C ?? 48;
+  if (B % G !== 0) throw new Error(`plantedBatch: B = ${B} is not a multiple of num_generations = ${G}`);
+  const every = pattern === 'off_by_one' ? 4 : 3;
+  const planted = pattern === 'clean' ? [] : pattern === 'temperature' || pattern === 'stale' ? Array.from({ length: B }, (_, b) => b) : Array.from({ length: B }, (_, b) => b).filter((b) => b % every === 1);
+  const batch: GrpoBatch = {
+    format: 'grpo-batch/v1',
+    num_generations: G,
+    pad_token_id: 0,
+    eos_token_ids: [3],
+    prompt_ids: [],
+    completion_ids: [],
+    completion_mask: [],
+    old_per_token_logps: [],
+    sampling_per_token_logps: [],
+    rewards: [],
+    advantages: [],
+    ...(pattern === 'divergence' ? { tool_mask: [] } : {}),
+  };
+  for (let b = 0; b < B; b++) {
+    const on = planted.includes(b);
+    const C = Cmax - rng.int(0, Math.floor(Cmax / 3));
+    // divergence: turn 1 | tool response | turn 2
+    const turn1 = Math.floor(C * 0.4);
+    const toolLen = 6;
+    const ids: number[] = [];
+    const old: number[] = [];
+    const samp: number[] = [];
+    const tool: number[] = [];
+    const offset = pattern === 'top_p' && on ? -Math.log(0.5 + 0.3 * rng.next()) : 0;
+    // One more position than the row holds, for the off-by-one row's last value.
+    for (let t = 0; t <= C; t++) {
+      const z = logits(rng);
+      const lt = logSoftmax(z);
+      const isTool = pattern === 'divergence' && t >= turn1 && t < turn1 + toolLen;
+      let ls = lt;
+      if (pattern === 'temperature') ls = logSoftmax(z.map((v) => v / 0.7));
+      else if (pattern === 'stale') ls = logSoftmax(z.map((v) => v + rng.normal() * 0.8));
+      else if (pattern === 'divergence' && on && t >= turn1 + toolLen) ls = logSoftmax(z.map((v) => v + rng.normal() * 1.5));
+      const x = draw(ls, rng);
+      ids.push(FIRST_ID + x);
+      old.push(lt[x]);
+      // TRL writes 0 as the sampling log-prob of tool output (it was not sampled).
+      samp.push(isTool ? 0 : ls[x] + offset + rng.normal() * NOISE);
+      tool.push(isTool ? 0 : 1);
+    }
+    if (pattern === 'off_by_one' && on) for (let t = 0; t < C; t++) samp[t] = old[t + 1] + rng.normal() * NOISE;
+    batch.prompt_ids.push(Array.from({ length: 5 }, () => FIRST_ID + rng.int(0, V - 1)));
+    batch.completion_ids.push(ids.slice(0, C));
+    batch.completion_mask.push(new Array<number>(C).fill(1));
+    batch.old_per_token_logps!.push(old.slice(0, C));
+    batch.sampling_per_token_logps!.push(samp.slice(0, C));
+    batch.tool_mask?.push(tool.slice(0, C));
+    batch.rewards!.push(rng.next() < 0.5 ? 1 : 0);
+  }
+  // Group-normalised advantages (TRL's estimator: (r − mean) / (std + 1e-4), std unbiased).
+  for (let g = 0; g < B / G; g++) {
+    const r = batch.rewards!.slice(g * G, g * G + G);
+    const mean = r.reduce((a, v) => a + v, 0) / G;
+    const std = Math.sqrt(r.reduce((a, v) => a + (v - mean) ** 2, 0) / (G - 1));
+    for (const v of r) batch.advantages!.push((v - mean) / (std + 1e-4));
+  }
+  return { batch, planted };
+}
