@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { analyseMismatch, logRatioRows, mismatchInputOf } from '../../src/grpo/mismatch/analysis.ts';
 import { DIAGNOSES } from '../../src/grpo/mismatch/diagnoses.ts';
 import type { GrpoBatch } from '../../src/io/batch.ts';
-import { PLANTED, plantedBatch, type Planted } from '../helpers/mismatch_fixtures.ts';
+import { PLANTED, plantedBatch, realisticBatch, type Planted } from '../helpers/mismatch_fixtures.ts';
 
 const EXPECTED: Record<Exclude<Planted, 'clean'>, string> = {
   top_p: 'sampler-renormalised',
@@ -217,5 +217,37 @@ describe('input', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('diagnoses on samplers that really misbehave (every row)', () => {
+  // A real nucleus / top-k sampler's offset log S_t varies per token; a real temperature scales by 1/τ only
+  // roughly (log softmax(z/τ) = z/τ − lse(z/τ)); other weights move every token both ways.
+  const cases: Array<[Parameters<typeof realisticBatch>[0], number, number, string]> = [
+    ['nucleus', 0.9, 2, 'sampler-renormalised'],
+    ['nucleus', 0.7, 1, 'sampler-renormalised'],
+    ['top_k', 10, 2, 'sampler-renormalised'],
+    ['tempered', 0.7, 2, 'temperature-one-side'],
+    ['tempered', 0.9, 1, 'temperature-one-side'],
+    ['tempered', 1.1, 2, 'temperature-one-side'],
+    ['tempered', 1.3, 4, 'temperature-one-side'],
+    ['weights', 0.8, 2, 'stale-policy'],
+    ['weights', 1.5, 4, 'stale-policy'],
+  ];
+  for (const [kind, param, scale, id] of cases) {
+    it(`${kind} ${param} (logit scale ${scale}) → ${id}`, () => {
+      const r = analyse(realisticBatch(kind, param, { scale }));
+      expect(r.diagnoses.map((d) => d.id)).toContain(id);
+      // The diagnosis explains most rows, and nothing else claims more than a few.
+      expect(r.diagnoses.find((d) => d.id === id)!.rows.length).toBeGreaterThanOrEqual(11);
+    });
+  }
+
+  it('the temperature evidence estimates τ_sampler / τ_trainer', () => {
+    for (const tau of [0.7, 1.3]) {
+      const d = analyse(realisticBatch('tempered', tau, { scale: 1 })).diagnoses.find((x) => x.id === 'temperature-one-side')!;
+      const est = Number(/τ_sampler \/ τ_trainer ≈ ([\d.]+)/.exec(d.evidence)![1]);
+      expect(Math.abs(est - tau)).toBeLessThan(0.05);
+    }
   });
 });

@@ -109,3 +109,46 @@ export function plantedBatch(pattern: Planted, opts: { seed?: number; B?: number
   }
   return { batch, planted };
 }
+
+/**
+ * A sampler that really does what a broken setup does, on every row: `nucleus` renormalises over the top-p
+ * set (p = param), `top_k` over the K = param most likely tokens, `tempered` divides the logits by
+ * τ = param, `weights` adds N(0, param²) to them (other weights). `scale` is the logits' spread: 1 flat,
+ * 4 sharp. The sampler returns log-probs of the distribution it sampled from, as vLLM's processed log-probs.
+ */
+export function realisticBatch(kind: 'nucleus' | 'top_k' | 'tempered' | 'weights', param: number, opts: { seed?: number; scale?: number; B?: number; C?: number } = {}): GrpoBatch {
+  const rng = new Rng(opts.seed ?? 3);
+  const [B, C] = [opts.B ?? 16, opts.C ?? 40];
+  const kept = (lt: Float64Array, keep: (rank: number, mass: number) => boolean): Float64Array => {
+    const order = [...lt.keys()].sort((a, b) => lt[b] - lt[a]);
+    const set = new Set<number>();
+    let mass = 0;
+    for (const [rank, k] of order.entries()) {
+      if (!keep(rank, mass)) break;
+      set.add(k);
+      mass += Math.exp(lt[k]);
+    }
+    return lt.map((v, k) => (set.has(k) ? v - Math.log(mass) : -Infinity));
+  };
+  const batch: GrpoBatch = { format: 'grpo-batch/v1', num_generations: G, pad_token_id: 0, eos_token_ids: [3], prompt_ids: [], completion_ids: [], completion_mask: [], old_per_token_logps: [], sampling_per_token_logps: [] };
+  for (let b = 0; b < B; b++) {
+    const [ids, old, samp] = [[] as number[], [] as number[], [] as number[]];
+    for (let t = 0; t < C; t++) {
+      const z = logits(rng, opts.scale ?? 2);
+      const lt = logSoftmax(z);
+      const ls =
+        kind === 'nucleus' ? kept(lt, (_, mass) => mass < param)
+        : kind === 'top_k' ? kept(lt, (rank) => rank < param)
+        : kind === 'tempered' ? logSoftmax(z.map((v) => v / param))
+        : logSoftmax(z.map((v) => v + rng.normal() * param));
+      const x = draw(ls, rng);
+      [ids.push(FIRST_ID + x), old.push(lt[x]), samp.push(ls[x])];
+    }
+    batch.prompt_ids.push([FIRST_ID]);
+    batch.completion_ids.push(ids);
+    batch.completion_mask.push(ids.map(() => 1));
+    batch.old_per_token_logps!.push(old);
+    batch.sampling_per_token_logps!.push(samp);
+  }
+  return batch;
+}

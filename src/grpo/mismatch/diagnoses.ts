@@ -150,7 +150,7 @@ const temperature: Test = ({ compared: c, per_row }, candidates) => {
   const rows = candidates.filter((b) => per_row[b].tokens >= MIN_TOKENS);
   if (rows.length < 2) return null;
   const { kappa, c0, r2, n } = fit(c, rows);
-  if (!(r2 >= 0.6 && Math.abs(kappa) >= 0.1)) return null;
+  if (!(r2 >= 0.5 && Math.abs(kappa) >= 0.03)) return null;
   // sampler ≈ (1 − κ)·trainer − c: log-probs scaled as by logits / τ on one side, τ_sampler / τ_trainer ≈ 1 / (1 − κ).
   return {
     evidence: `d ≈ ${fmt(kappa)}·trainer_logp ${c0 < 0 ? '−' : '+'} ${fmt(Math.abs(c0))} (R² = ${fmt(r2)} over ${n} tokens): the sampler's log-probs scale by ${fmt(1 - kappa)}, as logits divided by a temperature ratio τ_sampler / τ_trainer ≈ ${fmt(1 / (1 - kappa))}`,
@@ -220,7 +220,7 @@ export const DIAGNOSES: readonly DiagnosisSpec[] = [
   {
     id: 'temperature-one-side',
     title: 'Temperature applied on one side only',
-    formula: 'least squares d ≈ κ·trainer_logp + c over the mismatched rows: R² ≥ 0.6 and |κ| ≥ 0.1 (log softmax(z / τ) scales log-probs by about 1/τ)',
+    formula: 'least squares d ≈ κ·trainer_logp + c over the mismatched rows: R² ≥ 0.5 and |κ| ≥ 0.03 (log softmax(z / τ) scales log-probs by about 1/τ)',
     fix: 'Divide the logits by the same temperature on both sides (TRL: temperature in GRPOConfig is applied to the training logits; verl: rollout.temperature; the sampler must return log-probs of the tempered distribution).',
     test: temperature,
   },
