@@ -90,6 +90,9 @@ describe('NeMo-RL train_data_step{N}.jsonl', () => {
     const r = imp(shifted, 'shifted.jsonl');
     const f = report(r).findings.filter((x) => x.rule === 'logprob-mismatch');
     expect(f).toHaveLength(1);
+    // The explorer's diagnosis names the shift where the rows hold enough tokens to show it: rows 2 and 4
+    // (4 compared tokens, sampler[t] = old[t − 1] + 0.002 in the fixture's values); row 0 has 2 pairs only.
+    expect(f[0].message).toMatch(/off-by-one: samples 2, 4\)/);
     const clean = report(imp(text('nemo-rl-train_data_step3.jsonl'), 'c.jsonl')).findings.filter((x) => x.rule === 'logprob-mismatch');
     expect(clean).toEqual([]);
   });

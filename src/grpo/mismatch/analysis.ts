@@ -8,7 +8,7 @@
 import type { GrpoBatch } from '../../io/batch.ts';
 import { InputError } from '../../io/validate.ts';
 import { diagnose } from './diagnoses.ts';
-import type { ClassRow, Distribution, Histogram, LogpSide, MismatchInput, MismatchOptions, MismatchReport, ProbabilityBin, RowMismatch, Statistic, Summary, TopToken } from './types.ts';
+import type { ClassRow, Diagnosis, Distribution, Histogram, LogpSide, MismatchInput, MismatchOptions, MismatchReport, ProbabilityBin, RowMismatch, Statistic, Summary, TopToken } from './types.ts';
 
 /** What a side of `batch` holds per token, by field; the sampler is always the batch's. */
 const FIELD_NAMES = { sampling_per_token_logps: 'the sampler', old_per_token_logps: 'the trainer' } as const;
@@ -336,6 +336,12 @@ export function analyseMismatch(x: MismatchInput, opts: MismatchOptions = {}): M
     diagnoses: diagnose({ input: x, compared: c, base, per_row, tolerance }),
     ...(adapter ? { adapter } : {}),
   };
+}
+
+/** The diagnoses alone (linear: no sorts), for the Doctor's logprob-mismatch finding. */
+export function diagnoseMismatch(x: MismatchInput, opts: MismatchOptions = {}): Diagnosis[] {
+  const c = compare(x);
+  return diagnose({ input: x, compared: c, base: x.base ? compare(x, x.base) : null, per_row: perRow(c, x.completion_ids.length), tolerance: opts.tolerance ?? 0.05 });
 }
 
 function meanAbs(a: Float64Array): number {

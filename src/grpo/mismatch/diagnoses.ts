@@ -30,6 +30,9 @@ interface DiagnosisSpec {
 }
 
 const MIN_TOKENS = 3;
+const MIN_KEPT = 0.05;
+/** Tokens a temperature fit needs before its R² means anything. */
+const MIN_FIT = 30;
 const fmt = (x: number) => (Math.abs(x) >= 1e-3 || x === 0 ? Number(x.toPrecision(3)).toString() : x.toExponential(2));
 
 /** Mean |trainer[p + s] − sampler[p]| over positions where both tokens are compared (NaN: fewer than MIN_TOKENS pairs). */
@@ -71,7 +74,7 @@ const adapterMissing: Test = ({ base, per_row, tolerance }, candidates) => {
   return rows.length ? { evidence: `on ${rows.length} mismatched rows the sampler matches the base model (mean |sampler − base| = ${fmt(baseSum / n)}) and not the policy with its LoRA adapter (mean |d| = ${fmt(withSum / n)})`, rows } : null;
 };
 
-const offByOne: Test = ({ compared: c, per_row }, candidates) => {
+const offByOne: Test = ({ compared: c, per_row, tolerance }, candidates) => {
   const rows: DiagnosisRow[] = [];
   let [before, after] = [0, 0];
   for (const b of candidates) {
@@ -79,8 +82,8 @@ const offByOne: Test = ({ compared: c, per_row }, candidates) => {
     const [plus, minus] = [shiftedMeanAbs(c, b, 1), shiftedMeanAbs(c, b, -1)];
     const s = !(minus < plus) ? 1 : -1;
     const best = s === 1 ? plus : minus;
-    // A shift must explain most of the gap, not just shave it: confident tokens (log-probs near 0) agree at any shift.
-    if (best < a / 4) {
+    // A shift must explain the gap down to the noise, not just shave it: confident tokens (log-probs near 0) agree at any shift.
+    if (best < a / 4 && best <= tolerance) {
       rows.push({ sample: b, value: s });
       [before, after] = [before + a, after + best];
     }
@@ -150,7 +153,7 @@ const temperature: Test = ({ compared: c, per_row }, candidates) => {
   const rows = candidates.filter((b) => per_row[b].tokens >= MIN_TOKENS);
   if (rows.length < 2) return null;
   const { kappa, c0, r2, n } = fit(c, rows);
-  if (!(r2 >= 0.5 && Math.abs(kappa) >= 0.03)) return null;
+  if (!(n >= MIN_FIT && r2 >= 0.5 && Math.abs(kappa) >= 0.03)) return null;
   // sampler ≈ (1 − κ)·trainer − c: log-probs scaled as by logits / τ on one side, τ_sampler / τ_trainer ≈ 1 / (1 − κ).
   return {
     evidence: `d ≈ ${fmt(kappa)}·trainer_logp ${c0 < 0 ? '−' : '+'} ${fmt(Math.abs(c0))} (R² = ${fmt(r2)} over ${n} tokens): the sampler's log-probs scale by ${fmt(1 - kappa)}, as logits divided by a temperature ratio τ_sampler / τ_trainer ≈ ${fmt(1 / (1 - kappa))}`,
@@ -162,7 +165,8 @@ const renormalised: Test = ({ compared: c, per_row, tolerance }, candidates) => 
   const rows: DiagnosisRow[] = [];
   for (const b of candidates) {
     const r = per_row[b];
-    if (!(r.mean < -tolerance)) continue;
+    // A kept mass below MIN_KEPT is no top-p / top-k setting anyone trains with: a gap that large is another bug.
+    if (!(r.mean < -tolerance && r.mean >= Math.log(MIN_KEPT))) continue;
     let [above, ss] = [0, 0];
     for (let i = c.rowStart[b]; i < c.rowStart[b + 1]; i++) {
       if (c.d[i] > tolerance) above++;
@@ -206,7 +210,7 @@ export const DIAGNOSES: readonly DiagnosisSpec[] = [
   {
     id: 'off-by-one',
     title: 'The two sides are aligned one position apart',
-    formula: 'per mismatched row: min over s ∈ {+1, −1} of mean_p |trainer[p + s] − sampler[p]| < mean |d| / 4',
+    formula: 'per mismatched row: min over s ∈ {+1, −1} of mean_p |trainer[p + s] − sampler[p]| < min(mean |d| / 4, tolerance), over ≥ 3 pairs',
     fix: 'Align log-probs with the tokens they score: logits[:, P−1 : L−1] score completion_ids = input_ids[:, P:] (drop the last logit, not the first).',
     test: offByOne,
   },
@@ -220,14 +224,14 @@ export const DIAGNOSES: readonly DiagnosisSpec[] = [
   {
     id: 'temperature-one-side',
     title: 'Temperature applied on one side only',
-    formula: 'least squares d ≈ κ·trainer_logp + c over the mismatched rows: R² ≥ 0.5 and |κ| ≥ 0.03 (log softmax(z / τ) scales log-probs by about 1/τ)',
+    formula: 'least squares d ≈ κ·trainer_logp + c over the mismatched rows (≥ 30 tokens): R² ≥ 0.5 and |κ| ≥ 0.03 (log softmax(z / τ) scales log-probs by about 1/τ)',
     fix: 'Divide the logits by the same temperature on both sides (TRL: temperature in GRPOConfig is applied to the training logits; verl: rollout.temperature; the sampler must return log-probs of the tempered distribution).',
     test: temperature,
   },
   {
     id: 'sampler-renormalised',
     title: 'The sampler renormalised over a top-p / top-k set',
-    formula: 'per mismatched row: mean d < −tolerance, d ≤ tolerance on ≥ 95% of its tokens and std d ≤ |mean d| / 2 (log p_sampler = log p_trainer − log S, S ≤ 1 the kept mass)',
+    formula: 'per mismatched row: log 0.05 ≤ mean d < −tolerance, d ≤ tolerance on ≥ 95% of its tokens and std d ≤ |mean d| / 2 (log p_sampler = log p_trainer − log S, S ≤ 1 the kept mass)',
     fix: 'Have the sampler return log-probs of the full distribution (vLLM: logprobs-mode processed vs raw), or sample with top_p = 1, top_k = −1 / 0 for training.',
     test: renormalised,
   },
