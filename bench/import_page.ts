@@ -16,11 +16,12 @@ const REPS = 4;
 
 /**
  * Page-side watcher, as source text: tsx compiles this file with esbuild's keepNames, whose __name helper
- * does not exist in the page. Starts at the file input's change event; stops when __bench.on is cleared.
+ * does not exist in the page. Starts at `event` on the element with data-testid `testId` (the mismatch
+ * explorer's bench starts at its button's click); stops when __bench.on is cleared.
  */
-const WATCH = `(() => {
+export const watchFrom = (testId: string, event: string) => `(() => {
   const b = (window.__bench = { t0: 0, longest: 0, gap: 0, last: 0, on: true });
-  document.querySelector('[data-testid="import-input"]').addEventListener('change', () => { b.t0 = b.last = performance.now(); }, { once: true, capture: true });
+  document.querySelector('[data-testid="${testId}"]').addEventListener('${event}', () => { b.t0 = b.last = performance.now(); }, { once: true, capture: true });
   new PerformanceObserver((l) => {
     for (const e of l.getEntries()) if (b.on && b.t0 && e.startTime >= b.t0) b.longest = Math.max(b.longest, e.duration);
   }).observe({ type: 'longtask' });
@@ -63,7 +64,7 @@ export async function run(_gpu: unknown, opts: BenchOptions): Promise<Row[]> {
       // encode of every row in the studio worker, ~3 s here) would otherwise delay this one's Doctor stage.
       if (rep > 0) await page.waitForTimeout(QUIET_MS);
       const name = path.basename(files[rep % 2]);
-      await page.evaluate(WATCH);
+      await page.evaluate(watchFrom('import-input', 'change'));
       await page.getByTestId('import-input').setInputFiles(files[rep % 2]);
       const shown = await page.waitForFunction(
         `document.querySelector('[data-testid="batch-name"]')?.textContent?.includes(${JSON.stringify(name)}) && document.querySelector('[data-testid="token-grid"]')?.getAttribute('data-rows') === '${B}' && performance.now()`,

@@ -4,10 +4,10 @@
 import { BatchFormatError, type GrpoBatch } from '../io/batch.ts';
 import { assertComputable, modelLimits } from '../io/validate.ts';
 import { generate } from '../model/generate.ts';
-import { computeAdvantages, groupRows, withUnscorable } from './advantages.ts';
+import { computeAdvantages, groupRows, withUnscorable, type AdvantageResult } from './advantages.ts';
 import { assembleBatch, checkScorable, padBatch, type PaddedBatch } from './batch.ts';
 import { scoreRewards } from './rewards.ts';
-import { batchConfigOf } from './step_config.ts';
+import { batchConfigOf, type StepConfig } from './step_config.ts';
 import { need, type PromptSource, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
 
 const FROM_BATCH: Skipped = { skipped: 'the update starts from an imported batch' };
@@ -78,18 +78,26 @@ export async function advantages(ctx: StageContext, state: StepState): Promise<S
   // trainer's: the step takes one advantage per sequence, and rewards would give other numbers.
   if (src.kind === 'batch' && src.batch.per_token_advantages) throw new BatchFormatError(`per_token_advantages: ${varyingAdvantage(src.batch.per_token_advantages, src.batch.completion_mask)}; the step takes one advantage per sequence (GRPO), and recomputing them from rewards would not be what the trainer used`);
   const scored = src.kind === 'batch' ? src.batch : need(state, 'reward').data;
+  const G = src.kind === 'batch' ? src.batch.num_generations : src.generation.num_generations;
+  const a = rewardAdvantages(scored, G, src.kind === 'batch' ? src.batch.group_ids : undefined, c);
+  return { data: { advantages: Array.from(a.advantages), groups: a.groups, from: 'rewards' } };
+}
+
+/**
+ * The group advantages of a batch's rewards as the step computes them (TRL's, or verl's with
+ * advantage_estimator "verl"); the mismatch explorer's corrections take them too when a batch has none.
+ * Throws BatchFormatError when there are no rewards or a labelled group is incomplete.
+ */
+export function rewardAdvantages(scored: Pick<GrpoBatch, 'rewards' | 'rewards_per_func'>, G: number, labels: number[] | undefined, c: Pick<StepConfig, 'advantage_estimator' | 'scale_rewards'>): AdvantageResult {
   const rewards = scored.rewards;
   if (!rewards) throw new BatchFormatError('the batch has neither "advantages" nor "rewards": nothing to take a step on');
-  const G = src.kind === 'batch' ? src.batch.num_generations : src.generation.num_generations;
   // Labelled groups (verl uid, a rank's slice): a group missing rows had its mean/std over rows we lack.
-  const labels = src.kind === 'batch' ? src.batch.group_ids : undefined;
   const groups = labels && groupRows(rewards.length, G, labels);
   const partial = groups ? groups.complete.indexOf(false) : -1;
   if (groups && partial >= 0) throw new BatchFormatError(`group_ids: group ${labels![groups.rows[partial][0]]} has ${groups.rows[partial].length} of its ${G} rows here, so its advantages cannot be recomputed from rewards; include "advantages" or merge the slices`);
   // TRL: a sample no reward function scored is out of the group statistics, advantage 0 (verl has no such rows).
   const r = c.advantage_estimator === 'trl' ? withUnscorable(rewards, scored.rewards_per_func) : rewards;
-  const a = computeAdvantages(r, { num_generations: G, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator, groups: groups?.rows });
-  return { data: { advantages: Array.from(a.advantages), groups: a.groups, from: 'rewards' } };
+  return computeAdvantages(r, { num_generations: G, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator, groups: groups?.rows });
 }
 
 /** TRL's loss mask: completion_mask · tool_mask (tool_mask absent = all 1). */

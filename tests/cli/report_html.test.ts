@@ -31,11 +31,12 @@ describe('renderReport', () => {
     const html = renderReport({ name: 'r1.json', batch, report, generator: 'test' });
     expect(report.findings.length).toBeGreaterThan(0);
     for (const f of report.findings) expect(html).toContain(`data-rule="${f.rule}"`);
-    const data = embedded(html) as { findings: { sample: number | null; cols: [number, number] | null }[]; B: number; P: number };
+    const data = embedded(html) as { marks: { sample: number | null; cols: [number, number] | null }[]; B: number; P: number };
     expect(data.B).toBe(batch.completion_ids.length);
     const i = report.findings.findIndex((f) => f.rule === 'mask-length-mismatch');
-    expect(data.findings[i].sample).toBe(5);
-    expect(data.findings[i].cols![0]).toBeGreaterThanOrEqual(data.P);
+    expect(html).toContain(`data-mark="${i}" data-rule="mask-length-mismatch"`);
+    expect(data.marks[i].sample).toBe(5);
+    expect(data.marks[i].cols![0]).toBeGreaterThanOrEqual(data.P);
   });
 
   it('keeps hostile token text inside its JSON', () => {

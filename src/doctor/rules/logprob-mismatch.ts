@@ -3,7 +3,8 @@
 // mean different weights, temperature, template or token alignment, and the PPO ratio is then off-policy.
 // The tokens compared and the diagnoses named are the mismatch explorer's (src/grpo/mismatch/), so the
 // Doctor, `grpo-studio mismatch` and the page's explorer never disagree on which tokens count or why.
-import { compare, diagnoseMismatch, mismatchInputOf } from '../../grpo/mismatch/analysis.ts';
+import { diagnoseMismatch, mismatchInputOf } from '../../grpo/mismatch/analysis.ts';
+import { compare } from '../../grpo/mismatch/compare.ts';
 import type { Rule } from '../types.ts';
 
 const SHOWN_ROWS = 6;

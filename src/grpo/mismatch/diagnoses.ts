@@ -4,8 +4,7 @@
 // also read as a stale policy. Only mismatched rows are candidates (mean |d| > tolerance, at least
 // MIN_TOKENS compared tokens), so a clean batch — kernels and bf16 noise below the tolerance — gets none.
 // docs/mismatch.md states each test with its thresholds. d = trainer − sampler (types.ts).
-import type { Compared } from './analysis.ts';
-import { turnsOf } from './analysis.ts';
+import { turnsOf, type Compared } from './compare.ts';
 import type { Diagnosis, DiagnosisId, DiagnosisRow, MismatchInput, RowMismatch } from './types.ts';
 
 export interface DiagnosisContext {
