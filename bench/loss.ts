@@ -10,7 +10,7 @@ import { Gpu, GpuError, type Recorder } from '../src/gpu/context.ts';
 import { bindingLimit, rowsPerWindow, rowWindow } from '../src/kernels/windows.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../src/kernels/logprob_gather.ts';
 import { timeKernels } from './timing.ts';
-import type { BenchOptions, Row } from './types.ts';
+import { ofPeak, type BenchOptions, type Row } from './types.ts';
 
 const WG = 256;
 
@@ -111,6 +111,7 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
           'wall ms': t === null ? null : +t.wallMs.toFixed(3),
           'moved MB': +(moved / 2 ** 20).toFixed(1),
           'GB/s': t === null ? null : +(moved / 1e9 / (t.ms / 1e3)).toFixed(2),
+          of_copy_peak: t === null ? null : ofPeak(moved / 1e9 / (t.ms / 1e3), opts.peak?.copy_gbps),
           'x read-only': t === null ? null : +(t.ms / tRead.ms).toFixed(3),
           'naive/fused': kernel === 'forward (fused)' && tNaive !== null ? +(tNaive.ms / tFwd.ms).toFixed(2) : null,
           'extra mem': +(extraBytes / bytes).toPrecision(3),

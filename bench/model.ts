@@ -11,7 +11,7 @@ import { countParams, numel, paramSpecs, parseConfig, type ModelConfig } from '.
 import type { ForwardInputs } from '../src/model/forward.ts';
 import { CausalLM } from '../src/model/model.ts';
 import { FolderSource } from '../src/model/source_node.ts';
-import type { BenchOptions, Row } from './types.ts';
+import { ofPeak, type BenchOptions, type Peak, type Row } from './types.ts';
 
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/golden/models');
 const TINY = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];
@@ -68,7 +68,7 @@ async function wall(gpu: Gpu, label: string, record: (rec: Recorder) => void, re
   return times.sort((a, b) => a - b)[Math.floor(reps / 2)];
 }
 
-async function measure(gpu: Gpu, name: string, model: CausalLM, B: number, T: number, reps: number): Promise<Row[]> {
+async function measure(gpu: Gpu, name: string, model: CausalLM, B: number, T: number, reps: number, peak: Peak | null | undefined): Promise<Row[]> {
   const x = inputs(model.config, B, T);
   const keep = Math.floor(T / 2);
   const V = model.config.vocab_size;
@@ -86,7 +86,8 @@ async function measure(gpu: Gpu, name: string, model: CausalLM, B: number, T: nu
   );
   const params = countParams(model.config);
   for (const [pass, ms] of [['forward', fwd], ['forward+backward', train]] as const) {
-    rows.push({ model: name, params, B, T, pass, ms, tokens_per_s: (B * T) / (ms / 1000), gflops: ((pass === 'forward' ? 2 : 6) * params * B * T) / (ms / 1000) / 1e9 });
+    const gflops = ((pass === 'forward' ? 2 : 6) * params * B * T) / (ms / 1000) / 1e9;
+    rows.push({ model: name, params, B, T, pass, ms, tokens_per_s: (B * T) / (ms / 1000), gflops, of_fma_peak: ofPeak(gflops, peak?.fma_gflops) });
   }
   dlogits.destroy();
   return rows;
@@ -97,14 +98,14 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
   const rows: Row[] = [];
   for (const m of TINY) {
     const model = await CausalLM.from_pretrained(new FolderSource(join(GOLDEN, m)), gpu);
-    rows.push(...(await measure(gpu, m, model, 6, 11, reps)));
+    rows.push(...(await measure(gpu, m, model, 6, 11, reps, opts.peak)));
     model.destroy();
   }
   const cfg = smolLM2(opts.quick ? 2048 : 8192);
   const model = CausalLM.fromWeights(gpu, cfg, weights(cfg));
   // Quick sizes stay small: a software adapter runs this model at about 1 GFLOP/s.
   const shapes: [number, number][] = opts.quick ? [[1, 16]] : [[1, 256], [4, 256], [8, 256]];
-  for (const [B, T] of shapes) rows.push(...(await measure(gpu, `SmolLM2-135M-shaped (V ${cfg.vocab_size})`, model, B, T, reps)));
+  for (const [B, T] of shapes) rows.push(...(await measure(gpu, `SmolLM2-135M-shaped (V ${cfg.vocab_size})`, model, B, T, reps, opts.peak)));
   model.destroy();
   return rows;
 }

@@ -5,9 +5,12 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { nodeGpu } from '../src/gpu/node.ts';
+import { measurePeak } from './peak.ts';
 import type { Row, Suite } from './types.ts';
 
 const SUITES: Record<string, () => Promise<Suite>> = {
+  peak: () => import('./peak.ts'),
+  gemm: () => import('./gemm.ts'),
   loss: () => import('./loss.ts'),
   model: () => import('./model.ts'),
   step: () => import('./step.ts'),
@@ -18,10 +21,12 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   import: () => import('./import.ts'),
   import_page: () => import('./import_page.ts'),
   attention: () => import('./attention.ts'),
+  mismatch: () => import('./mismatch.ts'),
+  mismatch_page: () => import('./mismatch_page.ts'),
 };
 
 /** Suites that need no Node GPU adapter (the CPU, or the page's own WebGPU): with nothing else selected, none is opened. */
-const CPU_ONLY = new Set(['doctor', 'import_page']);
+const CPU_ONLY = new Set(['doctor', 'import_page', 'mismatch', 'mismatch_page']);
 
 function table(rows: Row[]): string {
   const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
@@ -44,13 +49,19 @@ async function main(argv: string[]): Promise<void> {
   const gpu = only.every((s) => CPU_ONLY.has(s)) ? null : await nodeGpu();
   console.log(`adapter: ${gpu ? `${gpu.adapter.description || gpu.adapter.device} (${gpu.adapter.backend}); timestamps: ${gpu.hasTimestamps}` : 'none (CPU suites)'}; ${quick ? 'quick' : 'full'} sizes`);
   const results: Record<string, Row[]> = {};
-  for (const name of only) {
+  // The ceilings first, in the same run: every GPU suite reports its kernels as fractions of them.
+  const probe = gpu ? await measurePeak(gpu, { quick }) : null;
+  if (probe) {
+    results.peak = probe.rows;
+    console.log(`\n## peak\n${table(probe.rows)}`);
+  }
+  for (const name of only.filter((s) => s !== 'peak')) {
     const suite = await SUITES[name]();
-    const rows = await suite.run(gpu, { quick });
+    const rows = await suite.run(gpu, { quick, peak: probe?.peak ?? null });
     results[name] = rows;
     console.log(`\n## ${name}\n${table(rows)}`);
   }
-  writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), quick, adapter: gpu?.adapter ?? null, results }, null, 1) + '\n');
+  writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), quick, adapter: gpu?.adapter ?? null, peak: probe?.peak ?? null, results }, null, 1) + '\n');
   console.log(`\nwrote ${out}`);
 }
 
