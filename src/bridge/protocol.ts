@@ -21,6 +21,8 @@ import type { ChatMessage } from '../io/batch.ts';
 import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import type { TemplateDiff, TemplateVariant } from '../tokenize/template_diff.ts';
+import type { MismatchReport } from '../grpo/mismatch/types.ts';
+import type { Correction, CorrectionEffect } from '../grpo/mismatch/corrections.ts';
 
 export type { TemplateDiff, TemplateVariant };
 
@@ -196,6 +198,51 @@ export interface BeforeAfterResult {
   after: SampledSide;
 }
 
+/**
+ * Which batch the mismatch explorer reads, as the worker holds it (the page never sends a batch back: cloning
+ * a 1,024 × 2,560 batch would hold its thread): the import of request `import` (the one on screen), or the
+ * current update's assembled batch, whose trainer side is the batch's old_per_token_logps or else the
+ * policy's own log-probs before the step (the loss stage's).
+ */
+export type MismatchOf = { kind: 'import'; import: number } | { kind: 'update' };
+
+/** Per-token d = trainer − sampler of every row, packed and transferred: row b is values[offsets[b] … offsets[b + 1]), NaN where not compared. */
+export interface PackedLogRatio {
+  values: Float32Array;
+  offsets: Int32Array;
+}
+
+/** The explorer's answer: the analysis (src/grpo/mismatch) computed in the worker, and the rows of its heat. */
+export interface MismatchResult {
+  /** null when the batch lacks a side: `missing` names the field. */
+  report: MismatchReport | null;
+  missing: string | null;
+  log_ratio: PackedLogRatio | null;
+  /** The trainer side was scored with the loaded model (and the base with its adapter off, when one is loaded). */
+  recomputed: boolean;
+  ms: number;
+}
+
+/** One correction to weigh on the explorer's batch: a CORRECTIONS id, with the user's edits of its control rows (the trainer's names). */
+export interface CorrectionVariant {
+  id: string;
+  edits?: Record<string, unknown>;
+}
+
+/** A correction's effect as the page gets it: the counts, ESS, loss and gradient change; its (B, T) arrays stay in the worker. */
+export type CorrectionSummary = Omit<CorrectionEffect, 'weights' | 'gradient_factor'>;
+
+/**
+ * What each asked correction would do on the explorer's batch (src/grpo/mismatch/corrections.ts, the loss on the
+ * GPU), against the trainer side of its last analysis (the batch's, or the recompute); `table`: every correction
+ * the explorer offers (the page draws its controls from it and the trainers' settings tables).
+ */
+export interface CorrectionsResult {
+  table: readonly Correction[];
+  effects: CorrectionSummary[];
+  ms: number;
+}
+
 /** Where an update starts: the prompt set (render → sample → reward), or an imported batch (those three skipped). */
 export type StepStart = { kind: 'prompts' } | { kind: 'batch'; batch: GrpoBatch };
 
@@ -238,6 +285,15 @@ export interface StepRunner {
    * does not, or without a loaded model, the report without them (the skipped list says why).
    */
   inspect(batch: GrpoBatch, opts?: { deferTokenizerRules?: boolean; /** the ids the reader inferred (ImportResult.inferred) */ inferred?: { pad_token_id?: string; eos_token_ids?: string } }): { report: DoctorReport; token_texts?: TokenTexts; /** the tokenizer rules were skipped, to run later */ deferred?: boolean };
+  /** The current update's batch with its trainer side (old_per_token_logps: the batch's, else the loss stage's); null before its loss stage. */
+  updateBatch(): GrpoBatch | null;
+  /**
+   * The trainer side of `batch` scored with the loaded model as it is now (its LoRA adapter on), and with the
+   * adapter off (`base`, null without an adapter), at the temperature and position ids `settings` resolve to.
+   */
+  scoreSides(batch: GrpoBatch, settings: EffectiveSettings): Promise<{ trainer: number[][]; base: number[][] | null }>;
+  /** The loaded tokenizer's special ids and token texts where it fits `batch` (as the Doctor decides), else null. */
+  tokenizerFor(batch: GrpoBatch): { special_ids: ReadonlySet<number>; tokenText: (id: number) => string } | null;
   /** The conversations rendered with two template variants by the loaded tokenizer, aligned token by token. */
   templateDiff(conversations: ChatMessage[][], variants: [TemplateVariant, TemplateVariant]): Promise<TemplateDiff>;
   dispose(): void;
@@ -285,14 +341,22 @@ export type Request =
   | { type: 'plan'; settings: StepSettings }
   | { type: 'before-after' }
   | { type: 'template-diff'; conversations: ChatMessage[][]; variants: [TemplateVariant, TemplateVariant] }
-  | { type: 'reset'; undo?: boolean };
+  | { type: 'reset'; undo?: boolean }
+  /**
+   * The train–inference mismatch of a batch (src/grpo/mismatch), computed in the worker; `recompute`: the trainer
+   * side scored with the loaded model under these settings (their temperature, position ids) instead of the batch's.
+   */
+  | { type: 'mismatch'; of: MismatchOf; recompute?: EffectiveSettings }
+  /** What corrections would do on the batch the last 'mismatch' request analysed (`of` names it again). */
+  | { type: 'mismatch-corrections'; of: MismatchOf; /** 'all': every correction the explorer offers, unedited */ variants: CorrectionVariant[] | 'all' };
 
 /** Response payloads by request type. */
 export interface Responses {
   init: { adapter: AdapterReport };
   /** The Doctor's report (schema problems included); report.skipped says which rules could not run. */
   /** tokenizer_checks: the rules needing the tokenizer were deferred (seconds on a big batch); ask for them with this id. */
-  'import-batch': { batch: GrpoBatch; report: DoctorReport; token_texts?: TokenTexts; format: string; trainer: string; notes: string[]; tokenizer_checks: number | null };
+  /** import: this request's id, which names the batch in later requests (mismatch). */
+  'import-batch': { import: number; batch: GrpoBatch; report: DoctorReport; token_texts?: TokenTexts; format: string; trainer: string; notes: string[]; tokenizer_checks: number | null };
   /** null: a newer batch was imported meanwhile (its own checks are under way). */
   'tokenizer-checks': { report: DoctorReport | null };
   cancel: Record<string, never>;
@@ -308,6 +372,8 @@ export interface Responses {
   'before-after': BeforeAfterResult;
   'template-diff': TemplateDiff;
   reset: Record<string, never>;
+  mismatch: MismatchResult;
+  'mismatch-corrections': CorrectionsResult;
 }
 
 /** Page → worker: a request with an id; the worker answers with the same id. */

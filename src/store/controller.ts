@@ -9,12 +9,13 @@ import { studioStore } from './index.ts';
 import { StudioClient } from '../bridge/client.ts';
 import { Cancelled, StudioFailure } from '../bridge/errors.ts';
 import { importStore } from './import.ts';
-import { STAGES, type AdapterChoice, type AdapterReference, type LoadProgress, type ModelChoice, type ModelInfo, type StepSettings, type StepStart, type TemplateVariant } from '../bridge/protocol.ts';
+import { STAGES, type AdapterChoice, type AdapterReference, type LoadProgress, type ModelChoice, type ModelInfo, type PackedLogRatio, type StepSettings, type StepStart, type TemplateVariant } from '../bridge/protocol.ts';
 import { pageSettings, promptConversation } from '../bridge/settings.ts';
 import { settingsChanges, trainerOfBatch } from '../grpo/settings/effective.ts';
-import { baseKindOf, baseOf, baseSettingsOf, effectiveOf, ranValue } from './derived.ts';
+import { baseKindOf, baseOf, baseSettingsOf, effectiveOf, mismatchShown, mismatchTarget, ranValue } from './derived.ts';
 import type { ReportInput } from '../report/html.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
+import type { CorrectionsState } from './session.ts';
 
 let client: StudioClient | null = null;
 
@@ -92,7 +93,7 @@ export async function importBatchFiles(files: readonly File[]): Promise<void> {
   try {
     // The Files themselves go to the worker (handles, not their bytes): reading, parsing, merging and checking happen there.
     const request = { type: 'import-batch' as const, file, name: file.name, ...(more.length ? { also: more.map((f) => ({ file: f, name: f.name })) } : {}) };
-    const { batch, report, token_texts, trainer, notes, tokenizer_checks } = await worker().request(request, { onProgress: progress, signal: abort.signal });
+    const { import: importId, batch, report, token_texts, trainer, notes, tokenizer_checks } = await worker().request(request, { onProgress: progress, signal: abort.signal });
     await dropRun(false);
 
     // The batch's own settings are the base of its updates, with no edits: nothing an earlier batch or form set
@@ -100,7 +101,7 @@ export async function importBatchFiles(files: readonly File[]): Promise<void> {
     const before = effectiveOf(store());
     store().startFromBatch(trainerOfBatch(batch));
     // What the reader had to assume or could not read is shown with the batch, not hidden.
-    store().setImported({ batch, name, report, token_texts, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
+    store().setImported({ batch, name, importId, report, token_texts, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
     const after = effectiveOf(store());
     const changed = 'settings' in before && 'settings' in after ? settingsChanges(before.settings, after.settings) : 'error' in after ? [`settings: ${after.error}`] : [];
     if (changed.length) store().setImportedNotes([...(store().imported?.notes ?? []), `settings now (${changed.length} changed): ${changed.join('; ')}`]);
@@ -152,6 +153,8 @@ export async function saveReport(heat: ReportInput['heat']): Promise<void> {
   const counts = { error: 0, warning: 0, info: 0 };
   for (const f of s.findings) counts[f.severity]++;
   const loss = s.run.loss;
+  // The explorer's analysis of this batch when it has one (the same numbers `grpo-studio report` computes).
+  const shown = mismatchShown(s)?.result;
   const html = renderReport({
     name: s.batchName || 'batch',
     batch: s.batch,
@@ -160,11 +163,16 @@ export async function saveReport(heat: ReportInput['heat']): Promise<void> {
     specialIds: s.model?.tokenizer.special_token_ids,
     settings: s.runSettings ? { trainer: s.runSettings.settings.trainer, ...s.runSettings.settings.config, ...s.runSettings.settings.run, ...s.runSettings.sampling } : null,
     losses: loss && s.runSettings ? { chosen: String(ranValue(s.runSettings.settings, 'loss_type')), before: loss.losses, after: s.run.re_evaluate?.losses_after } : null,
-    heat,
+    // The log ratio is the report's own mismatch heat: passed once, as the explorer's analysis and rows.
+    heat: s.heat === 'log_ratio' ? null : heat,
+    mismatch: shown?.report && shown.log_ratio ? { report: shown.report, log_ratio: unpackLogRatio(shown.log_ratio) } : null,
     generator: 'GRPO Studio (page)',
   });
   download(new Blob([html], { type: 'text/html' }), (s.batchName || 'batch').replace(/\.json$/, '') + '.report.html');
 }
+
+/** The explorer's packed log-ratio rows as one row per sample (views, no copy). */
+const unpackLogRatio = ({ values, offsets }: PackedLogRatio): Float32Array[] => Array.from({ length: offsets.length - 1 }, (_, b) => values.subarray(offsets[b], offsets[b + 1]));
 
 /** Saves a blob as a file through a temporary link. */
 function download(blob: Blob, name: string): void {
@@ -313,6 +321,84 @@ export async function runWhatIf(edits: Record<string, unknown>, trainer?: Traine
       fail(e);
     }
   }
+}
+
+let mismatchSeq = 0;
+
+/**
+ * The train–inference mismatch of the batch on screen, computed in the worker (src/grpo/mismatch): its sampler
+ * side against its trainer side, or (`recompute`) against the trainer side scored with the loaded model (and the
+ * base, with its adapter off) under the settings the batch's numbers come from: the update's, or the import's
+ * own. The answer is kept under the batch it was asked for; only the latest request's is shown.
+ */
+export async function runMismatch(recompute = false): Promise<void> {
+  const s = store();
+  const target = mismatchTarget(s);
+  if (!target.key) return;
+  const seq = ++mismatchSeq;
+  const key = target.key;
+  const shown = s.mismatch?.key === key ? s.mismatch.result : null;
+  try {
+    let settings;
+    if (recompute) {
+      const e = s.batchOrigin === 'step' && s.runSettings ? { settings: s.runSettings.settings } : effectiveOf(s);
+      if ('error' in e) throw new StudioFailure('settings', e.error);
+      settings = e.settings;
+    }
+    // The answer on screen stays while the next one is computed.
+    s.setMismatch({ key, status: 'busy', recompute, result: shown });
+    const result = await worker().request({ type: 'mismatch', of: target.of, ...(settings ? { recompute: settings } : {}) });
+    if (seq === mismatchSeq) store().setMismatch({ key, status: 'ready', recompute, result });
+  } catch (e) {
+    if (seq !== mismatchSeq) return;
+    store().setMismatch({ key, status: 'error', recompute, result: shown });
+    fail(e);
+  }
+}
+
+/** The latest request per correction id ('all': the first, unedited one): an older answer is not shown over a newer one. */
+const correctionSeq = new Map<string, number>();
+let correctionSeqNext = 0;
+
+/**
+ * What the corrections would do on the explorer's batch (computed in the worker, the loss on the GPU) against the
+ * trainer side of the analysis on screen: every correction unedited, or (`edit`) one correction with the user's
+ * values of its control rows. Answers merge by correction id into the analysis' corrections.
+ */
+export async function runCorrections(edit?: { id: string; edits: Record<string, unknown> }): Promise<void> {
+  const s = store();
+  const shown = mismatchShown(s);
+  const target = mismatchTarget(s);
+  const key = shown?.result;
+  if (!key?.report || !target.key) return;
+  const ids = edit ? [edit.id] : ['all'];
+  const seq = ++correctionSeqNext;
+  for (const id of ids) correctionSeq.set(id, seq);
+  const before = s.mismatchCorrections?.key === key ? s.mismatchCorrections : { key, busy: [], table: [], effects: {}, edits: {} };
+  const edits = edit ? { ...before.edits, [edit.id]: edit.edits } : before.edits;
+  s.setMismatchCorrections({ ...before, edits, busy: [...new Set([...before.busy, ...ids])] });
+  // The state of this analysis' corrections now (another may have merged meanwhile), with this request's ids settled.
+  const settle = (change: (c: CorrectionsState) => Partial<CorrectionsState>) => {
+    const c = store().mismatchCorrections;
+    if (c?.key !== key || ids.some((id) => correctionSeq.get(id) !== seq)) return;
+    store().setMismatchCorrections({ ...c, ...change(c), busy: c.busy.filter((id) => !ids.includes(id)) });
+  };
+  try {
+    const r = await worker().request({ type: 'mismatch-corrections', of: target.of, variants: edit ? [edit] : 'all' });
+    settle((c) => ({ table: r.table, effects: { ...c.effects, ...Object.fromEntries(r.effects.map((e) => [e.id, e])) } }));
+  } catch (e) {
+    settle(() => ({}));
+    fail(e);
+  }
+}
+
+/**
+ * Opens the mismatch explorer with its log-ratio heat on the grid (the panel asks for the analysis of each batch
+ * it is shown with), or closes it.
+ */
+export function openMismatch(open: boolean): void {
+  store().setMismatchOpen(open);
+  if (open) store().setHeat('log_ratio');
 }
 
 /** Re-samples the update's prompts with the same seed from the stepped weights and scores them. */

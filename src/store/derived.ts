@@ -3,9 +3,9 @@
 // stage, or the Doctor's report computed when the batch was imported).
 import type { GroupStats } from '../grpo/advantages.ts';
 import type { GrpoBatch } from '../io/batch.ts';
-import type { BatchSlice, RunResults } from './session.ts';
+import type { BatchSlice, CorrectionsState, MismatchState, RunResults } from './session.ts';
 import type { StudioState } from './index.ts';
-import type { StepSettings } from '../bridge/protocol.ts';
+import type { MismatchOf, StepSettings } from '../bridge/protocol.ts';
 import { diffBatches, type BatchDiff } from '../io/batch_diff.ts';
 import { AGGREGATIONS, type LossType } from '../kernels/types.ts';
 import { pageSettings, type SettingsBase, type SettingsEdits } from '../bridge/settings.ts';
@@ -103,4 +103,28 @@ export function batchDiff(s: Pick<StudioState, 'batch' | 'diffBase'>): BatchDiff
   if (!a || !b || a === b) return null;
   if (lastDiff?.a !== a || lastDiff.b !== b) lastDiff = { a, b, diff: diffBatches(a, b) };
   return lastDiff.diff;
+}
+
+/**
+ * What the mismatch explorer reads for the batch on screen: the import the worker holds (by its request id), or
+ * the current update once its loss stage has run (its trainer side is the policy before the step where the
+ * batch has none), with the key its answer is kept under; or why there is nothing to ask yet.
+ */
+export function mismatchTarget(s: Pick<StudioState, 'batch' | 'batchOrigin' | 'imported' | 'run'>): { key: object; of: MismatchOf } | { key: null; reason: string } {
+  if (!s.batch) return { key: null, reason: 'no batch on screen: import one, or run an update' };
+  if (s.batchOrigin === 'import' && s.imported?.importId !== undefined) return { key: s.imported.batch, of: { kind: 'import', import: s.imported.importId } };
+  if (s.batchOrigin === 'step' && s.run.loss) return { key: s.run.loss, of: { kind: 'update' } };
+  return { key: null, reason: "an update's trainer side is the policy's log-probs before the step: run it to its loss stage" };
+}
+
+/** The explorer's answer for the batch on screen, or null (none asked yet, or one for another batch). */
+export function mismatchShown(s: Pick<StudioState, 'batch' | 'batchOrigin' | 'imported' | 'run' | 'mismatch'>): MismatchState | null {
+  const key = mismatchTarget(s).key;
+  return key && s.mismatch?.key === key ? s.mismatch : null;
+}
+
+/** The corrections' effects for the explorer's answer on screen, or null (not asked yet, or for another analysis). */
+export function correctionsShown(s: Pick<StudioState, 'batch' | 'batchOrigin' | 'imported' | 'run' | 'mismatch' | 'mismatchCorrections'>): CorrectionsState | null {
+  const result = mismatchShown(s)?.result;
+  return result && s.mismatchCorrections?.key === result ? s.mismatchCorrections : null;
 }

@@ -7,7 +7,7 @@ import type { AdapterReport } from '../gpu/context.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
-import { STAGES, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type WhatIfResult, type BeforeAfterResult, type WeightsMode, type TemplateDiff, type PagePlan } from '../bridge/protocol.ts';
+import { STAGES, type MismatchResult, type CorrectionSummary, type CorrectionsResult, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type WhatIfResult, type BeforeAfterResult, type WeightsMode, type TemplateDiff, type PagePlan } from '../bridge/protocol.ts';
 
 export type Status = 'idle' | 'busy' | 'ready' | 'error';
 
@@ -42,6 +42,8 @@ export interface ImportedBatch {
   batch: GrpoBatch;
   name: string;
   report: DoctorReport;
+  /** The import's request id: how the worker names this batch (it keeps the last import; the page never sends it back). */
+  importId?: number;
   /** Decoded tokens, when a model's tokenizer was loaded at import. */
   token_texts?: TokenTexts;
   /** The reader's notes: the trainer format it was read as, assumptions, keys it did not read. */
@@ -101,8 +103,42 @@ export interface BatchSlice {
   resetRun(): void;
 }
 
+/**
+ * The mismatch explorer's answer for one batch: `key` is what it was asked for (the imported batch, or the loss
+ * stage's payload of an update: a new update is a new key), so an answer for a batch no longer on screen is never shown.
+ */
+export interface MismatchState {
+  key: object;
+  status: 'busy' | 'ready' | 'error';
+  /** Asked with the trainer side recomputed by the loaded model. */
+  recompute: boolean;
+  result: MismatchResult | null;
+}
+
+/**
+ * What the corrections would do on the explorer's batch, for the analysis `key` (a MismatchResult: a new analysis,
+ * e.g. a recompute, is a new trainer side and so new effects), by correction id, with the user's edits of each.
+ */
+export interface CorrectionsState {
+  key: MismatchResult;
+  /** Corrections whose answer is on its way. */
+  busy: string[];
+  table: CorrectionsResult['table'];
+  effects: Record<string, CorrectionSummary>;
+  edits: Record<string, Record<string, unknown>>;
+}
+
+export interface MismatchSlice {
+  mismatchOpen: boolean;
+  mismatch: MismatchState | null;
+  mismatchCorrections: CorrectionsState | null;
+  setMismatchOpen(open: boolean): void;
+  setMismatch(m: MismatchState | null): void;
+  setMismatchCorrections(c: CorrectionsState | null): void;
+}
+
 export type Overlay = 'none' | 'attention' | 'completion' | 'tool';
-export type HeatMetric = 'none' | 'logp' | 'old_logp' | 'ref_logp' | 'sampling_logp' | 'entropy' | 'kl' | 'ratio' | 'loss' | 'weight' | 'clip' | 'dlogp' | 'whatif_dloss' | 'whatif_dgrad' | 'whatif_dweight' | 'diff' | 'trainer_loss' | 'trainer_dlogp' | 'effective_mask' | 'mask_factor' | 'is_weight';
+export type HeatMetric = 'none' | 'logp' | 'old_logp' | 'ref_logp' | 'sampling_logp' | 'entropy' | 'kl' | 'ratio' | 'loss' | 'weight' | 'clip' | 'dlogp' | 'whatif_dloss' | 'whatif_dgrad' | 'whatif_dweight' | 'diff' | 'trainer_loss' | 'trainer_dlogp' | 'effective_mask' | 'mask_factor' | 'is_weight' | 'log_ratio';
 
 export interface ViewSlice {
   /** A batch pinned to compare the batch on screen with, token by token. */
@@ -145,7 +181,7 @@ export interface ErrorSlice {
   dismissError(id: number): void;
 }
 
-export type SessionSlices = ModelSlice & BatchSlice & ViewSlice & ErrorSlice;
+export type SessionSlices = ModelSlice & BatchSlice & MismatchSlice & ViewSlice & ErrorSlice;
 
 const pendingStages = (): Record<StageId, StageState> => Object.fromEntries(STAGES.map((s) => [s, { status: 'pending' }])) as Record<StageId, StageState>;
 
@@ -232,6 +268,13 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   stageFailed: (stage) => set((s) => ({ stages: { ...s.stages, [stage]: { status: 'error' } }, running: false })),
   setRunning: (running) => set({ running }),
   resetRun: () => set((s) => ({ ...freshRun(), ...(s.batchOrigin === 'step' ? showing(s.stepFrom === 'import' ? s.imported : null) : {}) })),
+
+  mismatchOpen: false,
+  mismatch: null,
+  setMismatchOpen: (mismatchOpen) => set({ mismatchOpen }),
+  mismatchCorrections: null,
+  setMismatch: (mismatch) => set({ mismatch }),
+  setMismatchCorrections: (mismatchCorrections) => set({ mismatchCorrections }),
 
   diffBase: null,
   setDiffBase: (diffBase) => set({ diffBase }),

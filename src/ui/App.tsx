@@ -1,5 +1,6 @@
 // The studio page: header (adapter, import / export), settings on the left (model, prompts, sampling,
-// rewards, loss), the stepper and the token view in the middle, Doctor and charts on the right.
+// rewards, loss), the stepper and the token view in the middle, Doctor and charts on the right; the mismatch
+// explorer opens over the right column, leaving the grid and its inspectors in view.
 // A grpo-batch/v1 JSON dropped anywhere on the page is imported.
 import { useEffect, useRef, useState } from 'react';
 import { studioStore, useStudio } from '../store/index.ts';
@@ -22,6 +23,7 @@ import { Stepper } from './panels/Stepper.tsx';
 import { WhatIfPanel } from './panels/WhatIfPanel.tsx';
 import { TokenGrid } from './grid/TokenGrid.tsx';
 import { ImportProgress } from './panels/ImportProgress.tsx';
+import { MismatchOpenButton, MismatchPanel } from './panels/MismatchPanel.tsx';
 
 function Header() {
   const adapter = useStudio((s) => s.adapter);
@@ -61,6 +63,7 @@ function Header() {
       <button disabled={!batch} onClick={() => void saveReport(shownHeat(studioStore().getState()))} data-testid="save-report" title="one self-contained HTML file (grid, findings, settings, losses) that opens offline: attach it to an issue">
         Save report
       </button>
+      <MismatchOpenButton />
       <button title="restore default prompts, sampling, rewards and loss settings" onClick={() => confirm('Reset all settings to defaults?') && resetSettings()}>
         Defaults
       </button>
@@ -127,6 +130,7 @@ export function App() {
           <Charts />
         </aside>
       </div>
+      <MismatchPanel />
     </div>
   );
 }

@@ -5,7 +5,7 @@
 import { useHover } from '../store/hover.ts';
 import { groupLabel, lossTypeOf } from '../store/vocabulary.ts';
 import { useStudio } from '../store/index.ts';
-import { groupStats, rewardNames } from '../store/derived.ts';
+import { groupStats, mismatchShown, rewardNames } from '../store/derived.ts';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS, MASK_FACTORS } from '../store/vocabulary.ts';
 import { FLAG, FLAG_TEXT, REGION_NAMES, classifyCell, visibleText } from '../view/cells.ts';
 import { useGridModel } from './grid/useGrid.ts';
@@ -23,6 +23,7 @@ export function TokenInspector() {
   const lossType = useStudio(lossTypeOf);
   const model = useGridModel();
   const texts = useStudio((s) => s.tokenTexts);
+  const mismatch = useStudio((s) => mismatchShown(s)?.result ?? null);
   const cell = hovered ?? selected;
   if (!model || !cell || cell.sample >= model.grid.B) return <div className="inspector muted" data-testid="token-inspector">hover or click a token</div>;
   const { ctx, grid } = model;
@@ -49,6 +50,7 @@ export function TokenInspector() {
       ['ref logp', fmt(at('ref_logp'))],
       ['old logp', fmt(at('old_logp'))],
       ['sampling logp', fmt(at('sampling_logp'))],
+      ...(mismatch ? [['log ratio (trainer − sampler)', fmt(heatAccessor('log_ratio', ctx.batch, run, { mismatch })?.(b, j))] as [string, string]] : []),
       ['entropy', fmt(at('entropy'))],
       ['ratio', fmt(at('ratio'))],
       ['KL', fmt(at('kl'))],

@@ -39,6 +39,9 @@ import { Optimizer } from '../grpo/optimizer.ts';
 import type { StageData, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
 import { computeAdvantages, withUnscorable } from '../grpo/advantages.ts';
+import { checkScorable, padBatch, raggedFromPadded } from '../grpo/batch.ts';
+import { score_completions } from '../model/score.ts';
+import type { LoraAdapter } from '../model/lora_adapter.ts';
 
 /** A stage's data with the page's extras (src/bridge/protocol.ts StageExtras): token texts and the Doctor's report. */
 function withExtras(id: StageId, data: StageData[StageId] | null, model: KnownModel, pipe: StepPipeline): StagePayloads[StageId] | null {
@@ -50,13 +53,22 @@ function withExtras(id: StageId, data: StageData[StageId] | null, model: KnownMo
     return { ...a, token_texts: tokenTexts(model.tokenizer, a.batch), report: doctor(a.batch) };
   }
   const assembled = pipe.data('assemble');
-  if (id === 'loss' && data && assembled && !assembled.batch.old_per_token_logps) {
-    const l = data as StageData['loss'];
-    const C = assembled.padded.C;
-    const old = assembled.batch.completion_ids.map((ids, b) => Array.from(l.old_per_token_logps.subarray(b * C, b * C + ids.length)));
-    return { ...l, report: doctor({ ...assembled.batch, old_per_token_logps: old }) };
-  }
+  if (id === 'loss' && data && assembled && !assembled.batch.old_per_token_logps) return { ...(data as StageData['loss']), report: doctor(withTrainerSide(pipe)!) };
   return data as StagePayloads[StageId] | null;
+}
+
+/**
+ * The update's assembled batch with its trainer side: the batch's own old_per_token_logps, else the policy's log-probs
+ * before the step (the loss stage's, ragged like the completions); null before the loss stage. The Doctor's
+ * sampler-vs-trainer rule and the mismatch explorer read both sides from it.
+ */
+function withTrainerSide(pipe: StepPipeline): GrpoBatch | null {
+  const assembled = pipe.data('assemble');
+  const l = pipe.data('loss');
+  if (!assembled || !l) return null;
+  if (assembled.batch.old_per_token_logps) return assembled.batch;
+  const C = assembled.padded.C;
+  return { ...assembled.batch, old_per_token_logps: assembled.batch.completion_ids.map((ids, b) => Array.from(l.old_per_token_logps.subarray(b * C, b * C + ids.length))) };
 }
 
 class PipelineRunner implements StepRunner {
@@ -258,6 +270,42 @@ class PipelineRunner implements StepRunner {
       return { ...r, data: { ...(data as StagePayloads['loss']), trainer: this.view } };
     }
     return { ...r, data };
+  }
+
+  updateBatch(): GrpoBatch | null {
+    return this.pipe ? withTrainerSide(this.pipe) : null;
+  }
+
+  async scoreSides(batch: GrpoBatch, settings: EffectiveSettings): Promise<{ trainer: number[][]; base: number[][] | null }> {
+    const policy = this.policy;
+    if (!policy) throw new Error('load a model first: the trainer side is recomputed with it');
+    // As `grpo-studio score` (src/cli/score.ts): the batch padded as the step pads it, the settings' temperature.
+    const config = stepConfigOf(settings, widestCompletion(batch), { refuse: false });
+    const padded = padBatch(batch, { position_ids: config.position_ids });
+    checkScorable(batch, padded, policy.config.vocab_size, 'policy');
+    // Views of the policy's weights with a workspace of their own: an update between its forward and its backward
+    // keeps its saved activations. The adapter's view scores the trainer side; the adapter-off view, the base.
+    const score = async (adapter: LoraAdapter | null): Promise<number[][]> => {
+      const view = policy.withAdapter(adapter);
+      const rec = this.gpu.recorder('mismatch-score');
+      const s = score_completions(rec, view, padded, { temperature: config.loss.temperature });
+      try {
+        await rec.submit();
+        return raggedFromPadded(await this.gpu.readF32(s.per_token_logps, padded.B * padded.C), padded);
+      } finally {
+        s.destroy();
+        view.destroy();
+      }
+    };
+    const adapter = this.adapter?.adapter ?? null;
+    return { trainer: await score(adapter), base: adapter ? await score(null) : null };
+  }
+
+  tokenizerFor(batch: GrpoBatch): { special_ids: ReadonlySet<number>; tokenText: (id: number) => string } | null {
+    const known = this.known();
+    // The tokenizer only where the Doctor would decode the batch with it: another model's would name every token wrongly.
+    const tok = known && doctorOptions(batch, known).tokenizer;
+    return tok ? { special_ids: new Set(tok.special_token_ids), tokenText: (id) => tok.decode([id]) } : null;
   }
 
   inspect(batch: GrpoBatch, opts: { deferTokenizerRules?: boolean; inferred?: DoctorOptions['inferred'] } = {}): { report: DoctorReport; token_texts?: TokenTexts; deferred?: boolean } {

@@ -10,10 +10,11 @@ import type { GrpoBatch } from '../io/batch.ts';
 import type { ImportResult } from '../io/formats/common.ts';
 import { errorInfo } from '../bridge/errors.ts';
 import { parseInWorker, type ParseRun } from './import_job.ts';
-import type { Request, RequestEnvelope, Responses, StepRunner, WorkerMessage } from '../bridge/protocol.ts';
+import type { MismatchOf, Request, RequestEnvelope, Responses, StepRunner, WorkerMessage } from '../bridge/protocol.ts';
 import { runJsReward } from './reward_sandbox.ts';
 import { BATCH_ROW_FIELDS, rowPaths, streamRows } from '../bridge/rows.ts';
 import { sandboxRenderer } from './template_sandbox.ts';
+import { mismatchOf, transferOf } from './mismatch.ts';
 
 /** User JS rewards run in a sandbox worker started from this one, so a hang never blocks a stage. */
 const runJs: JsRewardRunner = (spec, samples) => runJsReward(spec, samples);
@@ -75,7 +76,7 @@ async function importBatch(id: number, req: Extract<Request, { type: 'import-bat
   const inferred = parsed.read.inferred;
   lastImport = { id, batch, inferred };
   const checked = parsed.report ? { report: parsed.report } : (await runner!).inspect(batch, { deferTokenizerRules: true, inferred });
-  const result: Responses['import-batch'] = { ...read, report: checked.report, token_texts: checked.token_texts, tokenizer_checks: checked.deferred ? id : null };
+  const result: Responses['import-batch'] = { import: id, ...read, report: checked.report, token_texts: checked.token_texts, tokenizer_checks: checked.deferred ? id : null };
   // token_texts (one string per distinct id) travels with the result.
   const paths = rowPaths(batch, BATCH_ROW_FIELDS, ['batch']);
   return streamRows(result, paths, (parts, transfer) => post({ event: 'rows', id, parts }, transfer), (done, total) => progress('sending rows to the page', done, total));
@@ -125,13 +126,62 @@ async function handle(id: number, req: Request): Promise<Responses[Request['type
     case 'reset':
       if (runner) await (await runner).reset(req.undo);
       return {};
+    case 'mismatch':
+      return mismatch(req);
+    case 'mismatch-corrections':
+      return corrections(req);
   }
+}
+
+/** The batch a mismatch request names: the last import (by its request id), or the current update's with its trainer side. */
+async function mismatchBatch(of: MismatchOf): Promise<GrpoBatch> {
+  if (of.kind === 'import') {
+    if (lastImport?.id !== of.import) throw new Error('the mismatch explorer asked for a batch that is no longer the last import: import it again');
+    return lastImport.batch;
+  }
+  const batch = (await stepRunner()).updateBatch();
+  if (!batch) throw new Error('the mismatch explorer needs the update to reach its loss stage (the trainer side is the policy before the step)');
+  return batch;
+}
+
+/** The trainer side of the last analysis (the batch's, or recomputed), which the corrections weigh against the sampler. */
+let lastTrainerSide: { completion_ids: GrpoBatch['completion_ids']; logps: ArrayLike<number>[] } | null = null;
+
+/**
+ * The mismatch explorer's analysis of the batch the request names, in this worker (never the page's thread: the
+ * batch can be 1,024 × 2,560). The loaded model, where there is one, names the tokens and scores a recompute;
+ * an imported batch needs none (its two sides are in the file).
+ */
+async function mismatch(req: Extract<Request, { type: 'mismatch' }>): Promise<Responses['mismatch']> {
+  const batch = await mismatchBatch(req.of);
+  const r = req.recompute ? await stepRunner() : runner ? await runner : null;
+  const sides = req.recompute ? await r!.scoreSides(batch, req.recompute) : null;
+  const result = mismatchOf(batch, { sides, tokenizer: r?.tokenizerFor(batch) ?? null });
+  const logps = sides?.trainer ?? batch.old_per_token_logps;
+  lastTrainerSide = result.report && logps ? { completion_ids: batch.completion_ids, logps } : null;
+  return result;
+}
+
+/** What the asked corrections would do on the batch of the last analysis, against its trainer side (loss and gradient on the GPU). */
+async function corrections(req: Extract<Request, { type: 'mismatch-corrections' }>): Promise<Responses['mismatch-corrections']> {
+  const t0 = performance.now();
+  const batch = await mismatchBatch(req.of);
+  const trainer = lastTrainerSide;
+  if (trainer?.completion_ids !== batch.completion_ids) throw new Error('the corrections weigh the trainer side of the last analysis: analyse this batch first');
+  // Loaded on first use, as the step pipeline: the trainers' objectives are not needed to import a batch.
+  const { CORRECTIONS, correctionEffects } = await import('../grpo/mismatch/corrections.ts');
+  const variants = req.variants === 'all' ? CORRECTIONS.map((c) => ({ id: c.id })) : req.variants;
+  const effects = await correctionEffects(await gpu(), batch, trainer.logps, variants);
+  // The (B, T) weights and gradient factors stay here: the page shows the counts (two 21 MB arrays per correction on a big batch).
+  return { table: CORRECTIONS, effects: effects.map(({ weights: _w, gradient_factor: _g, ...summary }) => summary), ms: performance.now() - t0 };
 }
 
 self.onmessage = async (ev: MessageEvent<RequestEnvelope>) => {
   const { id, request } = ev.data;
   try {
-    post({ id, ok: true, result: await handle(id, request) });
+    const result = await handle(id, request);
+    // The explorer's per-token log ratios (10 MB on a big batch) are transferred, not cloned on the page's thread.
+    post({ id, ok: true, result }, request.type === 'mismatch' ? transferOf(result as Responses['mismatch']) : []);
   } catch (e) {
     post({ id, ok: false, error: errorInfo(e) });
   }

@@ -1,10 +1,11 @@
 // Batches with a planted sampler–trainer mismatch, for the mismatch explorer's tests (CLI, page, report).
 // Each position draws random logits z over a 60-token vocabulary (ids 4…63, so every tokenizer of ours can
-// decode them; id 3 never occurs); the trainer's log-prob is log softmax(z)[x] and the sampler's is what a
-// broken setup would return for the same token:
+// decode them); pad and EOS are the embedded tiny-adder's (<|endoftext|> 302, <|im_end|> 304, which never
+// occurs: rows are truncated), so its tokenizer fits the batch. The trainer's log-prob is log softmax(z)[x]
+// and the sampler's is what a broken setup would return for the same token:
 //   clean        the same distribution, plus float noise (|Δ| ≈ 0.003, far below the 0.05 tolerance)
-//   top_p        planted rows: log p − log S with S ∈ [0.5, 0.8] per row — the sampler renormalised over
-//                the set it kept (the constant offset per sequence of issue 22's model)
+//   top_p        planted rows: a nucleus sampler with top_p ∈ [0.5, 0.8] per row — tokens drawn from the
+//                kept set and scored log p − log S_t, S_t the mass it kept at that step
 //   temperature  every row: tokens drawn from and scored by softmax(z / 0.7) on the sampler side only
 //   off_by_one   planted rows: the sampler's value at t is the trainer's at t + 1 (a hook one position late)
 //   divergence   two-turn rows (turn, tool response with tool_mask 0, turn); on planted rows the sampler's
@@ -22,6 +23,8 @@ const V = 60;
 const FIRST_ID = 4;
 const G = 4;
 const NOISE = 0.003;
+const PAD = 302;
+const EOS = 304;
 
 function logSoftmax(z: Float64Array): Float64Array {
   let m = -Infinity;
@@ -41,6 +44,24 @@ function draw(logp: Float64Array, rng: Rng): number {
   return logp.length - 1;
 }
 
+/** Renormalised over the smallest most-likely set whose mass reaches p (−inf outside it). */
+function nucleus(lt: Float64Array, p: number): Float64Array {
+  return kept(lt, (_, mass) => mass < p);
+}
+
+/** Log-probs renormalised over the most likely tokens while `keep(rank, mass so far)` holds. */
+function kept(lt: Float64Array, keep: (rank: number, mass: number) => boolean): Float64Array {
+  const order = [...lt.keys()].sort((a, b) => lt[b] - lt[a]);
+  const set = new Set<number>();
+  let mass = 0;
+  for (const [rank, k] of order.entries()) {
+    if (!keep(rank, mass)) break;
+    set.add(k);
+    mass += Math.exp(lt[k]);
+  }
+  return lt.map((v, k) => (set.has(k) ? v - Math.log(mass) : -Infinity));
+}
+
 const logits = (rng: Rng, scale = 2) => Float64Array.from({ length: V }, () => rng.normal() * scale);
 
 export function plantedBatch(pattern: Planted, opts: { seed?: number; B?: number; C?: number } = {}): { batch: GrpoBatch; planted: number[] } {
@@ -53,8 +74,8 @@ export function plantedBatch(pattern: Planted, opts: { seed?: number; B?: number
   const batch: GrpoBatch = {
     format: 'grpo-batch/v1',
     num_generations: G,
-    pad_token_id: 0,
-    eos_token_ids: [3],
+    pad_token_id: PAD,
+    eos_token_ids: [EOS],
     prompt_ids: [],
     completion_ids: [],
     completion_mask: [],
@@ -74,21 +95,22 @@ export function plantedBatch(pattern: Planted, opts: { seed?: number; B?: number
     const old: number[] = [];
     const samp: number[] = [];
     const tool: number[] = [];
-    const offset = pattern === 'top_p' && on ? -Math.log(0.5 + 0.3 * rng.next()) : 0;
+    const topP = pattern === 'top_p' && on ? 0.5 + 0.3 * rng.next() : 1;
     // One more position than the row holds, for the off-by-one row's last value.
     for (let t = 0; t <= C; t++) {
       const z = logits(rng);
       const lt = logSoftmax(z);
       const isTool = pattern === 'divergence' && t >= turn1 && t < turn1 + toolLen;
       let ls = lt;
-      if (pattern === 'temperature') ls = logSoftmax(z.map((v) => v / 0.7));
+      if (topP < 1) ls = nucleus(lt, topP);
+      else if (pattern === 'temperature') ls = logSoftmax(z.map((v) => v / 0.7));
       else if (pattern === 'stale') ls = logSoftmax(z.map((v) => v + rng.normal() * 0.8));
       else if (pattern === 'divergence' && on && t >= turn1 + toolLen) ls = logSoftmax(z.map((v) => v + rng.normal() * 1.5));
       const x = draw(ls, rng);
       ids.push(FIRST_ID + x);
       old.push(lt[x]);
       // TRL writes 0 as the sampling log-prob of tool output (it was not sampled).
-      samp.push(isTool ? 0 : ls[x] + offset + rng.normal() * NOISE);
+      samp.push(isTool ? 0 : ls[x] + rng.normal() * NOISE);
       tool.push(isTool ? 0 : 1);
     }
     if (pattern === 'off_by_one' && on) for (let t = 0; t < C; t++) samp[t] = old[t + 1] + rng.normal() * NOISE;
@@ -119,25 +141,14 @@ export function plantedBatch(pattern: Planted, opts: { seed?: number; B?: number
 export function realisticBatch(kind: 'nucleus' | 'top_k' | 'tempered' | 'weights', param: number, opts: { seed?: number; scale?: number; B?: number; C?: number } = {}): GrpoBatch {
   const rng = new Rng(opts.seed ?? 3);
   const [B, C] = [opts.B ?? 16, opts.C ?? 40];
-  const kept = (lt: Float64Array, keep: (rank: number, mass: number) => boolean): Float64Array => {
-    const order = [...lt.keys()].sort((a, b) => lt[b] - lt[a]);
-    const set = new Set<number>();
-    let mass = 0;
-    for (const [rank, k] of order.entries()) {
-      if (!keep(rank, mass)) break;
-      set.add(k);
-      mass += Math.exp(lt[k]);
-    }
-    return lt.map((v, k) => (set.has(k) ? v - Math.log(mass) : -Infinity));
-  };
-  const batch: GrpoBatch = { format: 'grpo-batch/v1', num_generations: G, pad_token_id: 0, eos_token_ids: [3], prompt_ids: [], completion_ids: [], completion_mask: [], old_per_token_logps: [], sampling_per_token_logps: [] };
+  const batch: GrpoBatch = { format: 'grpo-batch/v1', num_generations: G, pad_token_id: PAD, eos_token_ids: [EOS], prompt_ids: [], completion_ids: [], completion_mask: [], old_per_token_logps: [], sampling_per_token_logps: [] };
   for (let b = 0; b < B; b++) {
     const [ids, old, samp] = [[] as number[], [] as number[], [] as number[]];
     for (let t = 0; t < C; t++) {
       const z = logits(rng, opts.scale ?? 2);
       const lt = logSoftmax(z);
       const ls =
-        kind === 'nucleus' ? kept(lt, (_, mass) => mass < param)
+        kind === 'nucleus' ? nucleus(lt, param)
         : kind === 'top_k' ? kept(lt, (rank) => rank < param)
         : kind === 'tempered' ? logSoftmax(z.map((v) => v / param))
         : logSoftmax(z.map((v) => v + rng.normal() * param));

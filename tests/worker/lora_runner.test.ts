@@ -19,6 +19,7 @@ import { smallSettings } from '../helpers/small_settings.ts';
 import { STAGES, type StagePayloads, type StepRunner, type StepSettings } from '../../src/bridge/protocol.ts';
 import { checkBaseModel } from '../../src/worker/adapter.ts';
 import { createStepRunner } from '../../src/worker/runner.ts';
+import { mismatchOf } from '../../src/worker/mismatch.ts';
 import { noEdits, pageSettings } from '../../src/bridge/settings.ts';
 import { trainerOfBatch } from '../../src/grpo/settings/effective.ts';
 import { expectClose } from '../helpers/close.ts';
@@ -265,5 +266,37 @@ describe('StepRunner with a LoRA adapter', () => {
     expect(() => checkBaseModel('HuggingFaceTB/SmolLM2-135M', embedded, 'a')).toThrow(/is "HuggingFaceTB\/SmolLM2-135M", but the loaded model is tiny-adder$/);
     expect(() => checkBaseModel('HuggingFaceTB/SmolLM2-135M', { kind: 'local', name: 'renamed', files: [] }, 'a')).not.toThrow();
     expect(() => checkBaseModel(null, hub, 'a')).not.toThrow();
+  });
+  it("the mismatch explorer's recompute: the trainer side with the adapter and the base without it equal the golden log-probs; a sampler that is the base is diagnosed", async () => {
+    const runner = createStepRunner(await testGpu());
+    await runner.load({ kind: 'local', name: 'model', files: baseFolder() }, () => {});
+    await runner.loadAdapter({ kind: 'local', name: 'adapter', files: folderFiles('adapter', join(CASE, 'adapter')) }, () => {});
+    const st = parseSafeTensors(new Uint8Array(readFileSync(join(CASE, 'golden.safetensors'))));
+    const b = batch();
+    const sides = await runner.scoreSides(b, settingsOf(b).settings);
+    // Ragged like the completions; padded back to the golden (B, C) layout for the comparison under its mask.
+    const C = Math.max(...b.completion_ids.map((r) => r.length));
+    const padded = (rows: number[][]) => rows.flatMap((r) => [...r, ...Array<number>(C - r.length).fill(0)]);
+    const mask = b.completion_mask.flatMap((r) => [...r, ...Array<number>(C - r.length).fill(0)]);
+    expect(sides.trainer.map((r) => r.length)).toEqual(b.completion_ids.map((r) => r.length));
+    expectClose(padded(sides.trainer), Array.from(toF64(st, 'per_token_logps')), { rtol: 1e-4, atol: 1e-5, mask, label: 'recomputed trainer side (adapter on)' });
+    expectClose(padded(sides.base!), Array.from(toF64(st, 'ref_per_token_logps')), { rtol: 1e-4, atol: 1e-5, mask, label: 'recomputed base (adapter off)' });
+
+    // The adapter never reached the sampler: its log-probs are the base's (the golden reference's, exactly).
+    const ref = toF64(st, 'ref_per_token_logps');
+    const pol = toF64(st, 'per_token_logps');
+    const sampled: GrpoBatch = { ...b, sampling_per_token_logps: b.completion_ids.map((r, i) => r.map((_, t) => ref[i * C + t])) };
+    const result = mismatchOf(sampled, { sides, tokenizer: null });
+    expect(result.report!.trainer).toBe('recomputed');
+    // docs/mismatch.md: a row is mismatched when its mean |d| over compared tokens exceeds the tolerance (0.05) with
+    // at least 3 of them; every such row's sampler is the base here, so the rule names exactly those rows.
+    const want = b.completion_ids.map((_, i) => i).filter((i) => {
+      const d = b.completion_mask[i].flatMap((m, t) => (m ? [Math.abs(pol[i * C + t] - ref[i * C + t])] : []));
+      return d.length >= 3 && d.reduce((x, y) => x + y, 0) / d.length > 0.05;
+    });
+    expect(want.length).toBeGreaterThan(0);
+    const rule = result.report!.diagnoses.find((d) => d.id === 'adapter-missing-on-sampler');
+    expect(rule?.rows.map((r) => r.sample)).toEqual(want);
+    runner.dispose();
   });
 });

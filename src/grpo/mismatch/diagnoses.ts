@@ -176,7 +176,7 @@ const renormalised: Test = ({ compared: c, per_row, tolerance }, candidates) => 
   }
   if (!rows.length) return null;
   const S = rows.map((r) => r.value).sort((a, b) => a - b)[Math.floor(rows.length / 2)];
-  return { evidence: `on ${rows.length} rows the sampler's log-probs sit a near-constant log(1/S) above the trainer's (median kept mass S = exp(mean d) = ${fmt(S)}): the sampler renormalised over a top-p / top-k set`, rows };
+  return { evidence: `on ${rows.length} rows the sampler's log-probs sit log(1/S) above the trainer's on ≥ 95% of tokens (median kept mass S = exp(mean d) = ${fmt(S)}): the sampler renormalised over a top-p / top-k set`, rows };
 };
 
 const stale: Test = ({ compared: c, per_row }, candidates) => {

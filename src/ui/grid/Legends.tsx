@@ -58,6 +58,7 @@ export function HeatLegend({ src }: { src: HeatSource }) {
       {fmt(src.lo, 3)}
       <i style={{ background: `linear-gradient(to right, ${stops.join(', ')})` }} />
       {fmt(src.hi, 3)}
+      {src.unit && <span className="muted">{src.unit}</span>}
       {src.center !== null && <span className="muted">(centre {src.center})</span>}
     </span>
   );

@@ -8,6 +8,7 @@ import { hoverStore } from '../../store/hover.ts';
 import { useStudio } from '../../store/index.ts';
 import type { Overlay } from '../../store/session.ts';
 import { ranValue } from '../../store/vocabulary.ts';
+import { mismatchShown } from '../../store/derived.ts';
 import { spanColumns } from '../../view/cells.ts';
 import { useBatchDiff, useGridModel } from './useGrid.ts';
 import { HEAT_LABELS, availableHeats, heatSource } from './heat.ts';
@@ -42,8 +43,9 @@ export function TokenGrid() {
   const grid = model?.grid ?? null;
   const whatIf = useStudio((s) => s.whatIf);
   const diff = useBatchDiff();
-  const heats = useMemo(() => availableHeats(batch, run, { whatIf, diff }), [batch, run, whatIf, diff]);
-  const src = useMemo(() => heatSource(heat, batch, run, { whatIf, diff }), [heat, batch, run, whatIf, diff]);
+  const mismatch = useStudio((s) => mismatchShown(s)?.result ?? null);
+  const heats = useMemo(() => availableHeats(batch, run, { whatIf, diff, mismatch }), [batch, run, whatIf, diff, mismatch]);
+  const src = useMemo(() => heatSource(heat, batch, run, { whatIf, diff, mismatch }), [heat, batch, run, whatIf, diff, mismatch]);
   const focusCols = useMemo(() => (ctx && focus ? spanColumns(ctx, focus) : null), [ctx, focus]);
   const texts = useStudio((s) => s.tokenTexts);
 

@@ -5,9 +5,9 @@ import type { GrpoBatch } from '../../io/batch.ts';
 import type { BatchDiff } from '../../io/batch_diff.ts';
 import type { HeatMetric, RunResults } from '../../store/session.ts';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../store/vocabulary.ts';
-import type { WhatIfResult } from '../../bridge/protocol.ts';
+import type { MismatchResult, PackedLogRatio, WhatIfResult } from '../../bridge/protocol.ts';
 import type { StudioState } from '../../store/index.ts';
-import { batchDiff } from '../../store/derived.ts';
+import { batchDiff, mismatchShown } from '../../store/derived.ts';
 
 export interface HeatSource {
   metric: HeatMetric;
@@ -17,6 +17,8 @@ export interface HeatSource {
   hi: number;
   /** Diverging around `center` (blue below, red above) or sequential (dark → bright). */
   center: number | null;
+  /** The values' unit, where they have one (the legend says it). */
+  unit?: string;
 }
 
 export const HEAT_LABELS: Record<HeatMetric, string> = {
@@ -41,15 +43,17 @@ export const HEAT_LABELS: Record<HeatMetric, string> = {
   effective_mask: 'effective loss mask (trainer)',
   mask_factor: 'what removed the token (trainer)',
   is_weight: 'importance-sampling weight (trainer)',
+  log_ratio: 'log ratio (trainer − sampler)',
 };
 
 /** The mask_factor overlay's colour per MASK_FACTORS index (kept, completion, truncation, tool, entropy, off-policy, IS, rejection). */
 export const FACTOR_COLORS = ['rgb(40,44,56)', 'rgb(20,24,38)', 'rgb(190,90,255)', 'rgb(70,200,160)', 'rgb(255,196,64)', 'rgb(255,80,80)', 'rgb(70,130,255)', 'rgb(255,140,40)'];
 
-/** Per-token data that lives beside the run: a what-if result, a diff against a pinned batch. */
+/** Per-token data that lives beside the run: a what-if result, a diff against a pinned batch, the mismatch explorer's log ratios. */
 export interface HeatExtras {
   whatIf?: WhatIfResult | null;
   diff?: BatchDiff | null;
+  mismatch?: MismatchResult | null;
 }
 
 type Accessor = (b: number, j: number) => number | undefined;
@@ -61,6 +65,17 @@ function fromGrid(run: RunResults, a: ArrayLike<number> | null | undefined): Acc
 }
 
 const fromRows = (rows: number[][] | undefined): Accessor | undefined => (rows ? (b, j) => rows[b]?.[j] : undefined);
+
+/** The explorer's packed log ratios; NaN (a token not compared: masked, tool output, a side not finite) reads as no value, dimmed like padding, not magenta. */
+function fromPacked(p: PackedLogRatio | null | undefined): Accessor | undefined {
+  if (!p) return undefined;
+  const { values, offsets } = p;
+  return (b, j) => {
+    if (b + 1 >= offsets.length || j >= offsets[b + 1] - offsets[b]) return undefined;
+    const v = values[offsets[b] + j];
+    return Number.isNaN(v) ? undefined : v;
+  };
+}
 
 /** what-if − current of one per-token term, (B, C) like the step's arrays. */
 function whatIfDelta(run: RunResults, w: WhatIfResult | null | undefined, term: 'per_token_loss' | 'dlogp' | 'token_weight'): Accessor | undefined {
@@ -80,6 +95,8 @@ export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: R
       return whatIfDelta(run, extra.whatIf, 'token_weight');
     case 'diff':
       return diffAccessor(extra.diff);
+    case 'log_ratio':
+      return fromPacked(extra.mismatch?.log_ratio);
     case 'none':
       return undefined;
     case 'logp':
@@ -138,6 +155,13 @@ const CENTERED: Partial<Record<HeatMetric, number>> = { ratio: 1, is_weight: 1, 
 export function heatSource(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults, extra: HeatExtras = {}): HeatSource | null {
   const get = heatAccessor(metric, batch, run, extra);
   if (!get || !batch) return null;
+  const report = metric === 'log_ratio' ? extra.mismatch?.report : null;
+  if (report) {
+    // Symmetric around 0 over the compared tokens, from the worker's summary: no pass over a 2.6M-token batch here.
+    const { min, max } = report.token.log_ratio.summary;
+    const m = Math.max(Math.abs(min), Math.abs(max), 1e-12);
+    return { metric, get, lo: -m, hi: m, center: 0, unit: 'nats' };
+  }
   let lo = Infinity;
   let hi = -Infinity;
   batch.completion_ids.forEach((ids, b) => {
@@ -171,8 +195,8 @@ const RED: [number, number, number] = [255, 80, 80];
 const MID: [number, number, number] = [40, 44, 56];
 
 /** The heat the grid shows now, as rows over each completion (for the saved report), or null. */
-export function shownHeat(s: Pick<StudioState, 'heat' | 'batch' | 'run' | 'whatIf' | 'diffBase'>): { label: string; rows: number[][] } | null {
-  const src = s.batch ? heatSource(s.heat, s.batch, s.run, { whatIf: s.whatIf, diff: batchDiff(s) }) : null;
+export function shownHeat(s: Pick<StudioState, 'heat' | 'batch' | 'run' | 'whatIf' | 'diffBase' | 'batchOrigin' | 'imported' | 'mismatch'>): { label: string; rows: number[][] } | null {
+  const src = s.batch ? heatSource(s.heat, s.batch, s.run, { whatIf: s.whatIf, diff: batchDiff(s), mismatch: mismatchShown(s)?.result }) : null;
   return src && s.batch ? { label: HEAT_LABELS[src.metric], rows: s.batch.completion_ids.map((ids, b) => ids.map((_, j) => src.get(b, j) ?? NaN)) } : null;
 }
 
