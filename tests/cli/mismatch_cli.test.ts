@@ -6,7 +6,7 @@
 // as the sampler side it is not; and the recomputed trainer side — with and without the adapter — equals
 // the float64 oracle (src/oracle/model.ts) within the golden tolerance (tests/golden/README.md: per-token
 // log-probs rtol 1e-4, atol 1e-5 where completion_mask = 1).
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
@@ -17,13 +17,10 @@ import { CORRECTIONS } from '../../src/grpo/mismatch/corrections.ts';
 import { padBatch } from '../../src/grpo/batch.ts';
 import type { DiagnosisId } from '../../src/grpo/mismatch/types.ts';
 import { parsePythonJson, type GrpoBatch } from '../../src/io/batch.ts';
-import { parseConfig } from '../../src/model/config.ts';
-import { initLoraWeights, saveLoraAdapter, type LoraWeights } from '../../src/model/lora.ts';
-import { Rng } from '../../src/model/rng.ts';
 import { FolderSource } from '../../src/model/source_node.ts';
 import { logprob_gather_forward } from '../../src/oracle/logprob_gather.ts';
 import { RefModel } from '../../src/oracle/model.ts';
-import { loadTokenizerDir } from '../../src/tokenize/node.ts';
+import { adderBatch, nonzeroAdapter, tinyAdderConfig } from '../helpers/adapter_mismatch.ts';
 import { expectClose } from '../helpers/close.ts';
 import { plantedBatch, type Planted } from '../helpers/mismatch_fixtures.ts';
 
@@ -118,38 +115,10 @@ describe('grpo-studio mismatch on planted fixtures', () => {
 });
 
 describe('grpo-studio mismatch --model tiny-adder --adapter', () => {
-  /** Four completions of one addition prompt, in the model's own chat format. */
-  async function adderBatch(): Promise<GrpoBatch> {
-    const tok = await loadTokenizerDir(MODEL);
-    const prompt = tok.encode(tok.applyChatTemplate([{ role: 'user', content: 'What is 37 + 45?' }], { add_generation_prompt: true }));
-    const completions = ['82<|im_end|>', 'The answer is 82.<|im_end|>', '812<|im_end|>', 'The sum is 83'].map((t) => tok.encode(t));
-    return {
-      format: 'grpo-batch/v1',
-      num_generations: 4,
-      pad_token_id: tok.pad_token_id!,
-      eos_token_ids: [tok.eos_token_id!],
-      prompt_ids: completions.map(() => prompt),
-      completion_ids: completions,
-      completion_mask: completions.map((c) => c.map(() => 1)),
-      advantages: [1.5, -0.5, -0.5, -0.5],
-    };
-  }
-
-  /** A PEFT adapter folder with lora_B ≠ 0 (a fresh adapter's B = 0 would leave the model unchanged). */
-  function adapterDir(weights: LoraWeights): string {
-    const rng = new Rng(11);
-    for (const m of weights.modules) for (let i = 0; i < m.B.length; i++) m.B[i] = (rng.next() - 0.5) * 0.8;
-    const dir = join(tmp(), 'adapter');
-    mkdirSync(dir);
-    for (const [name, data] of Object.entries(saveLoraAdapter(weights))) writeFileSync(join(dir, name), data);
-    return dir;
-  }
-
   it('the sampler has the base’s log-probs: adapter-missing-on-sampler; with the adapter’s: none; both recomputed sides equal the float64 oracle', async () => {
     const batch = await adderBatch();
-    const config = parseConfig(read(join(MODEL, 'config.json')));
-    const weights = initLoraWeights(config, { r: 4, lora_alpha: 8, use_rslora: false, target_modules: 'all-linear', seed: 5 }, MODEL);
-    const adapter = adapterDir(weights);
+    const config = tinyAdderConfig();
+    const { weights, dir: adapter } = nonzeroAdapter();
 
     // The sampler side: the base model's log-probs, as `score` computes them.
     const scoreOut = join(tmp(), 'score.json');

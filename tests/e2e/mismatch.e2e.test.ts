@@ -5,13 +5,20 @@
 // token selects its cell (the token inspector shows that sample and position); the grid shows the log-ratio
 // heat in nats; every trainer's correction is weighed side by side and an edit of a control (a row of the
 // trainer's table) recomputes it; the trainer side recomputed by the loaded model replaces the batch's and
-// back. Everything is read from the DOM; the expectations come from how the fixtures were built.
+// back; with a LoRA adapter (lora_B ≠ 0) loaded, a sampler that holds the base's log-probs is named
+// adapter-missing-on-sampler on every row. Everything is read from the DOM; the expectations come from how the
+// fixtures were built.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
+import { padBatch, raggedFromPadded } from '../../src/grpo/batch.ts';
 import { serializeBatch } from '../../src/io/batch.ts';
+import { FolderSource } from '../../src/model/source_node.ts';
+import { logprob_gather_forward } from '../../src/oracle/logprob_gather.ts';
+import { RefModel } from '../../src/oracle/model.ts';
+import { adderBatch, nonzeroAdapter, TINY_ADDER } from '../helpers/adapter_mismatch.ts';
 import type { DiagnosisId } from '../../src/grpo/mismatch/types.ts';
 import { plantedBatch, type Planted } from '../helpers/mismatch_fixtures.ts';
 import { screenshot, studioForFile, waitForUpdate, type Studio } from './harness.ts';
@@ -149,6 +156,33 @@ describe('mismatch explorer', () => {
     await page.getByTestId('mismatch-dumped').click();
     await expect.poll(() => sides.getAttribute('data-trainer'), { timeout: 60_000, interval: 250 }).toBe('old_per_token_logps');
     expect(await diagnoses()).toEqual([[DIAGNOSIS.top_p, plantedBatch('top_p').planted.join(',')]]);
+    expect(studio.pageErrors).toEqual([]);
+  });
+
+  it('a LoRA adapter that never reached the sampler: recomputed with the adapter and without, the sampler matches the base', async () => {
+    // The sampler side is the base model's own log-probs (the float64 oracle's), the adapter's lora_B ≠ 0.
+    const batch = await adderBatch();
+    const p = padBatch(batch);
+    const base = await RefModel.from_pretrained(new FolderSource(TINY_ADDER));
+    const logits = base.forward({ B: p.B, T: p.L, input_ids: p.input_ids, attention_mask: p.attention_mask, position_ids: p.position_ids }, { logits_to_keep: p.C }).logits;
+    const logp = logprob_gather_forward(logits, p.completion_ids, null, p.B * p.C, base.config.vocab_size, 1).logp;
+    const sampling = raggedFromPadded(logp, p);
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'mismatch-')), 'adapter-missing.json');
+    fs.writeFileSync(file, serializeBatch({ ...batch, sampling_per_token_logps: sampling, old_per_token_logps: sampling }));
+    await page.getByTestId('import-input').setInputFiles(file);
+    await expect.poll(() => page.getByTestId('batch-name').textContent(), { timeout: 60_000 }).toBe('adapter-missing.json');
+    await explorerReady();
+    // As dumped, the trainer side is the sampler's: nothing to diagnose.
+    expect(await diagnoses()).toEqual([]);
+    await page.getByTestId('lora-folder-input').setInputFiles(nonzeroAdapter().dir);
+    await expect.poll(() => page.getByTestId('lora-name').count(), { timeout: 60_000 }).toBe(1);
+    const sides = page.getByTestId('mismatch-sides');
+    await page.getByTestId('mismatch-recompute').click();
+    await expect.poll(() => sides.getAttribute('data-trainer'), { timeout: 120_000, interval: 250 }).toBe('recomputed');
+    await explorerReady();
+    expect(await page.getByTestId('mismatch-adapter').count()).toBe(1);
+    expect(await diagnoses()).toEqual([['adapter-missing-on-sampler', '0,1,2,3']]);
+    await page.getByTestId('lora-remove').click();
     expect(studio.pageErrors).toEqual([]);
   });
 });
