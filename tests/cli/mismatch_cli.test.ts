@@ -22,7 +22,7 @@ import { logprob_gather_forward } from '../../src/oracle/logprob_gather.ts';
 import { RefModel } from '../../src/oracle/model.ts';
 import { adderBatch, nonzeroAdapter, tinyAdderConfig } from '../helpers/adapter_mismatch.ts';
 import { expectClose } from '../helpers/close.ts';
-import { plantedBatch, type Planted } from '../helpers/mismatch_fixtures.ts';
+import { DIAGNOSIS_OF, plantedBatch, type Planted } from '../helpers/mismatch_fixtures.ts';
 
 const MODEL = resolve(__dirname, '..', '..', 'public', 'models', 'tiny-adder');
 const tmp = () => mkdtempSync(join(tmpdir(), 'mismatch-cli-'));
@@ -47,16 +47,8 @@ async function mismatch(args: string[]): Promise<{ code: number; result: Mismatc
   }
 }
 
-const RULE: Record<Exclude<Planted, 'clean'>, DiagnosisId> = {
-  top_p: 'sampler-renormalised',
-  temperature: 'temperature-one-side',
-  off_by_one: 'off-by-one',
-  divergence: 'divergence',
-  stale: 'stale-policy',
-};
-
 describe('grpo-studio mismatch on planted fixtures', () => {
-  it.each(Object.entries(RULE) as [Exclude<Planted, 'clean'>, DiagnosisId][])('%s → %s on exactly the planted rows, exit 1', async (pattern, rule) => {
+  it.each(Object.entries(DIAGNOSIS_OF) as [Exclude<Planted, 'clean'>, DiagnosisId][])('%s → %s on exactly the planted rows, exit 1', async (pattern, rule) => {
     const { batch, planted } = plantedBatch(pattern);
     const { code, result } = await mismatch([writeBatch(batch)]);
     expect(code).toBe(1);

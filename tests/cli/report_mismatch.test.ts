@@ -13,7 +13,7 @@ import { main } from '../../src/cli/main.ts';
 import { diagnose } from '../../src/doctor/index.ts';
 import { serializeBatch, type GrpoBatch } from '../../src/io/batch.ts';
 import { LOG_RATIO_HEAT } from '../../src/report/html.ts';
-import { plantedBatch, type Planted } from '../helpers/mismatch_fixtures.ts';
+import { DIAGNOSIS_OF, plantedBatch } from '../helpers/mismatch_fixtures.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'report-mismatch-'));
 
@@ -45,12 +45,7 @@ function diagnosisRows(html: string, id: string): { mark: number; sample: number
 const doctorCode = (batch: GrpoBatch) => (diagnose(batch).counts.error ? 1 : 0);
 
 describe('grpo-studio report: the mismatch section', () => {
-  const cases: Array<[Planted, string]> = [
-    ['top_p', 'sampler-renormalised'],
-    ['temperature', 'temperature-one-side'],
-    ['off_by_one', 'off-by-one'],
-    ['stale', 'stale-policy'],
-  ];
+  const cases = (['top_p', 'temperature', 'off_by_one', 'stale'] as const).map((p) => [p, DIAGNOSIS_OF[p]] as const);
   for (const [pattern, id] of cases) {
     it(`names ${id} on exactly the planted rows of a ${pattern} batch, each row a link to its grid row`, async () => {
       const { batch, planted } = plantedBatch(pattern);

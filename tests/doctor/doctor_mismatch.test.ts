@@ -2,9 +2,7 @@
 // rules): each planted pattern's diagnosis appears in the finding with its rows; a clean batch has no finding.
 import { describe, expect, it } from 'vitest';
 import { diagnose } from '../../src/doctor/index.ts';
-import { PLANTED, plantedBatch } from '../helpers/mismatch_fixtures.ts';
-
-const ID: Record<string, string> = { top_p: 'sampler-renormalised', temperature: 'temperature-one-side', off_by_one: 'off-by-one', divergence: 'divergence', stale: 'stale-policy' };
+import { DIAGNOSIS_OF, PLANTED, plantedBatch } from '../helpers/mismatch_fixtures.ts';
 
 describe('logprob-mismatch names the diagnosis', () => {
   for (const pattern of PLANTED) {
@@ -14,7 +12,7 @@ describe('logprob-mismatch names the diagnosis', () => {
       if (pattern === 'clean') return expect(fs).toEqual([]);
       expect(fs).toHaveLength(1);
       const rows = planted.length > 6 ? `${planted.slice(0, 6).join(', ')}, …` : planted.join(', ');
-      expect(fs[0].message).toContain(`${ID[pattern]}: sample${planted.length > 1 ? 's' : ''} ${rows})`);
+      expect(fs[0].message).toContain(`${DIAGNOSIS_OF[pattern]}: sample${planted.length > 1 ? 's' : ''} ${rows})`);
       expect(planted).toContain(fs[0].sample);
     });
   }

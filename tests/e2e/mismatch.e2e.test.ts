@@ -19,21 +19,12 @@ import { FolderSource } from '../../src/model/source_node.ts';
 import { logprob_gather_forward } from '../../src/oracle/logprob_gather.ts';
 import { RefModel } from '../../src/oracle/model.ts';
 import { adderBatch, nonzeroAdapter, TINY_ADDER } from '../helpers/adapter_mismatch.ts';
-import type { DiagnosisId } from '../../src/grpo/mismatch/types.ts';
-import { plantedBatch, type Planted } from '../helpers/mismatch_fixtures.ts';
+import { DIAGNOSIS_OF, plantedBatch, type Planted } from '../helpers/mismatch_fixtures.ts';
 import { screenshot, studioForFile, waitForUpdate, type Studio } from './harness.ts';
 
 let studio: Studio;
 let page: Page;
 studioForFile('mismatch', (s) => ({ studio, page } = { studio: s, page: s.page }));
-
-const DIAGNOSIS: Record<Exclude<Planted, 'clean'>, DiagnosisId> = {
-  top_p: 'sampler-renormalised',
-  temperature: 'temperature-one-side',
-  off_by_one: 'off-by-one',
-  divergence: 'divergence',
-  stale: 'stale-policy',
-};
 
 const panel = () => page.getByTestId('mismatch-panel');
 
@@ -84,10 +75,10 @@ describe('mismatch explorer', () => {
   });
 
   for (const pattern of ['clean', 'off_by_one', 'divergence', 'stale', 'temperature', 'top_p'] as const) {
-    it(`${pattern}: ${pattern === 'clean' ? 'no diagnosis' : `${DIAGNOSIS[pattern]} on exactly the planted rows`}`, async () => {
+    it(`${pattern}: ${pattern === 'clean' ? 'no diagnosis' : `${DIAGNOSIS_OF[pattern]} on exactly the planted rows`}`, async () => {
       const planted = await importPlanted(pattern);
       await explorerReady();
-      expect(await diagnoses()).toEqual(pattern === 'clean' ? [] : [[DIAGNOSIS[pattern], planted.join(',')]]);
+      expect(await diagnoses()).toEqual(pattern === 'clean' ? [] : [[DIAGNOSIS_OF[pattern], planted.join(',')]]);
     });
   }
 
@@ -155,7 +146,7 @@ describe('mismatch explorer', () => {
     expect(await page.getByTestId('mismatch-adapter').count()).toBe(0);
     await page.getByTestId('mismatch-dumped').click();
     await expect.poll(() => sides.getAttribute('data-trainer'), { timeout: 60_000, interval: 250 }).toBe('old_per_token_logps');
-    expect(await diagnoses()).toEqual([[DIAGNOSIS.top_p, plantedBatch('top_p').planted.join(',')]]);
+    expect(await diagnoses()).toEqual([[DIAGNOSIS_OF.top_p, plantedBatch('top_p').planted.join(',')]]);
     expect(studio.pageErrors).toEqual([]);
   });
 

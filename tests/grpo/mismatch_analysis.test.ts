@@ -8,15 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { analyseMismatch, logRatioRows, mismatchInputOf } from '../../src/grpo/mismatch/analysis.ts';
 import { DIAGNOSES } from '../../src/grpo/mismatch/diagnoses.ts';
 import type { GrpoBatch } from '../../src/io/batch.ts';
-import { PLANTED, plantedBatch, realisticBatch, type Planted } from '../helpers/mismatch_fixtures.ts';
-
-const EXPECTED: Record<Exclude<Planted, 'clean'>, string> = {
-  top_p: 'sampler-renormalised',
-  temperature: 'temperature-one-side',
-  off_by_one: 'off-by-one',
-  divergence: 'divergence',
-  stale: 'stale-policy',
-};
+import { DIAGNOSIS_OF, PLANTED, plantedBatch, realisticBatch } from '../helpers/mismatch_fixtures.ts';
 
 const analyse = (batch: GrpoBatch) => analyseMismatch(mismatchInputOf(batch));
 
@@ -30,7 +22,7 @@ describe('diagnoses on planted batches', () => {
           expect(r.diagnoses).toEqual([]);
           return;
         }
-        expect(r.diagnoses.map((d) => d.id)).toEqual([EXPECTED[pattern]]);
+        expect(r.diagnoses.map((d) => d.id)).toEqual([DIAGNOSIS_OF[pattern]]);
         expect(r.diagnoses[0].rows.map((x) => x.sample)).toEqual(planted);
       });
     }

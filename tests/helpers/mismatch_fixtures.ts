@@ -13,11 +13,20 @@
 //   stale        every row: the sampler's logits are z + N(0, 0.8²) (other weights), tokens drawn from it
 // Tokens are always drawn from the sampler's distribution, as in a real rollout. Nothing here calls the
 // analysis: the planted rows are known by construction.
+import type { DiagnosisId } from '../../src/grpo/mismatch/types.ts';
 import type { GrpoBatch } from '../../src/io/batch.ts';
 import { Rng } from '../../src/model/rng.ts';
 
 export type Planted = 'clean' | 'top_p' | 'temperature' | 'off_by_one' | 'divergence' | 'stale';
 export const PLANTED: readonly Planted[] = ['clean', 'top_p', 'temperature', 'off_by_one', 'divergence', 'stale'];
+/** The diagnosis each planted pattern must get, on exactly its planted rows (clean: none). */
+export const DIAGNOSIS_OF: Record<Exclude<Planted, 'clean'>, DiagnosisId> = {
+  top_p: 'sampler-renormalised',
+  temperature: 'temperature-one-side',
+  off_by_one: 'off-by-one',
+  divergence: 'divergence',
+  stale: 'stale-policy',
+};
 
 const V = 60;
 const FIRST_ID = 4;

@@ -5,27 +5,18 @@
 // the packed ones; a batch without a side answers which field it lacks instead of failing.
 import { describe, expect, it } from 'vitest';
 import { mismatchOf, transferOf } from '../../src/worker/mismatch.ts';
-import { PLANTED, plantedBatch, type Planted } from '../helpers/mismatch_fixtures.ts';
-import type { DiagnosisId } from '../../src/grpo/mismatch/types.ts';
-
-const DIAGNOSIS: Record<Exclude<Planted, 'clean'>, DiagnosisId> = {
-  top_p: 'sampler-renormalised',
-  temperature: 'temperature-one-side',
-  off_by_one: 'off-by-one',
-  divergence: 'divergence',
-  stale: 'stale-policy',
-};
+import { DIAGNOSIS_OF, PLANTED, plantedBatch } from '../helpers/mismatch_fixtures.ts';
 
 describe('mismatch explorer, worker side', () => {
   for (const pattern of PLANTED) {
-    it(`${pattern}: ${pattern === 'clean' ? 'no diagnosis' : `${DIAGNOSIS[pattern]} on exactly the planted rows`}`, () => {
+    it(`${pattern}: ${pattern === 'clean' ? 'no diagnosis' : `${DIAGNOSIS_OF[pattern]} on exactly the planted rows`}`, () => {
       const { batch, planted } = plantedBatch(pattern);
       const r = mismatchOf(batch, { sides: null, tokenizer: null });
       expect(r.missing).toBeNull();
       const report = r.report!;
       expect([report.sampler, report.trainer]).toEqual(['sampling_per_token_logps', 'old_per_token_logps']);
       if (pattern === 'clean') expect(report.diagnoses).toEqual([]);
-      else expect(report.diagnoses.map((d) => [d.id, d.rows.map((x) => x.sample)])).toEqual([[DIAGNOSIS[pattern], planted]]);
+      else expect(report.diagnoses.map((d) => [d.id, d.rows.map((x) => x.sample)])).toEqual([[DIAGNOSIS_OF[pattern], planted]]);
     });
   }
 
