@@ -13,6 +13,9 @@ import { truncatedCompletion } from './rules/truncated-completion.ts';
 import { shortCompletions } from './rules/short-completions.ts';
 import { retokenizationMismatch } from './rules/retokenization-mismatch.ts';
 import { templateMismatch } from './rules/template-mismatch.ts';
+import { turnRetokenization } from './rules/turn-retokenization.ts';
+import { reasoningDropped } from './rules/reasoning-dropped.ts';
+import { toolTokensInLoss } from './rules/tool-tokens-in-loss.ts';
 import { positionIdsShift } from './rules/position-ids-shift.ts';
 import { logprobMismatch } from './rules/logprob-mismatch.ts';
 import { nonfinite } from './rules/nonfinite.ts';
@@ -37,6 +40,9 @@ export const RULES: readonly Rule[] = [
   shortCompletions,
   retokenizationMismatch,
   templateMismatch,
+  turnRetokenization,
+  reasoningDropped,
+  toolTokensInLoss,
   positionIdsShift,
   logprobMismatch,
   importanceSamplingCorrection,

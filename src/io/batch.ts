@@ -87,8 +87,17 @@ export interface GrpoBatch {
    * off-policy × importance-sampling masks; written on export, read back as data — the loss recomputes it).
    */
   effective_loss_mask?: number[][]; // (B, C_i)
-  /** Conversation per sample (length B) or per prompt (length B / G). */
+  /**
+   * Conversation per sample (length B) or per prompt (length B / G). A per-sample conversation may hold the
+   * generated turns too: assistant messages with `tool_calls` and `reasoning_content`, and `tool` messages
+   * (the round-trip proof, src/tokenize/roundtrip.ts, renders them against prompt_ids ⧺ completion_ids).
+   */
   messages?: ChatMessage[][];
+  /**
+   * The JSON function schemas the chat template was rendered with (`tools=` of apply_chat_template: TRL's
+   * GRPOTrainer `tools`, verl's tool config schemas), beside config.chat_template_kwargs.
+   */
+  tools?: Record<string, unknown>[];
   prompt_texts?: string[];
   completion_texts?: string[];
   /**
@@ -125,7 +134,7 @@ const REQUIRED = ['num_generations', 'pad_token_id', 'eos_token_ids', 'prompt_id
 export const MAX_JSON_DEPTH = 256;
 
 /** Every top-level field grpo-batch/v1 defines (anything else in a file is reported as unknown). */
-export const BATCH_FIELDS: ReadonlySet<string> = new Set(['format', ...REQUIRED, ...RAGGED_FIELDS, ...VECTOR_FIELDS, 'messages', 'prompt_texts', 'completion_texts', 'trainer', 'config', 'run', 'metrics']);
+export const BATCH_FIELDS: ReadonlySet<string> = new Set(['format', ...REQUIRED, ...RAGGED_FIELDS, ...VECTOR_FIELDS, 'messages', 'tools', 'prompt_texts', 'completion_texts', 'trainer', 'config', 'run', 'metrics']);
 
 /**
  * Python's json.dump writes NaN, Infinity and -Infinity as bare words; JSON.parse refuses them. Rewrite
@@ -239,7 +248,7 @@ export function parseBatch(text: string, source = 'batch'): GrpoBatch {
     const bad = v.findIndex((row) => !Array.isArray(row));
     if (bad >= 0) throw new BatchFormatError(`${source}: field "${f}" sample ${bad} is not an array`);
   }
-  for (const f of ['messages', 'prompt_texts', 'completion_texts'] as const) {
+  for (const f of ['messages', 'tools', 'prompt_texts', 'completion_texts'] as const) {
     if (f in obj && obj[f] !== null && !Array.isArray(obj[f])) throw new BatchFormatError(`${source}: field "${f}" must be an array`);
   }
   if ('trainer' in obj && obj.trainer !== null && !(TRAINERS as readonly unknown[]).includes(obj.trainer)) {

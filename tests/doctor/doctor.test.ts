@@ -101,6 +101,18 @@ const EXPECT: Record<string, (fs: Finding[]) => void> = {
     expect(fs[0].message).toMatch(/^logged kl = 0\.08077 is k3 token mean/);
     expect(fs[0].message).not.toMatch(/also within/);
   },
+  'turn-retokenization': (fs) => {
+    // Seed 003's sampled call against the parsed call's render; the clean sample 1 gives nothing.
+    expect(fs.map((f) => [f.sample, f.field, f.severity])).toEqual([[0, 'completion_ids', 'error']]);
+    expect(fs[0].message).toMatch(/^sample 0, turn 1 \(tool call\): .* tool-call-retokenized/);
+  },
+  'reasoning-dropped': (fs) => {
+    // Turn 1's 19-token <think> block, trained on sample 0 only.
+    expect(fs.map((f) => [f.sample, f.field, f.span, f.severity])).toEqual([[0, 'completion_ids', [0, 19], 'warning']]);
+  },
+  'tool-tokens-in-loss': (fs) => {
+    expect(fs.map((f) => [f.sample, f.field, f.span, f.severity])).toEqual([[0, 'effective_loss_mask', [3, 5], 'error']]);
+  },
   nonfinite: (fs) => {
     expect(fs.map((f) => [f.field, f.sample, f.span])).toEqual([['old_per_token_logps', 2, [2, 3]]]);
     expect(fs[0].message).toMatch(/2 non-finite/);
@@ -188,8 +200,9 @@ describe('clean batches', () => {
   it('a batch assembled from the Qwen3 tokenizer triggers no rule, and every rule runs', () => {
     const report = diagnose(cleanQwenBatch(qwen), { tokenizer: qwen });
     expect(report.findings).toEqual([]);
-    // Only the rules that read what a trainer logs or how it scores rewards per function have nothing to read.
-    expect(report.skipped.map((s) => s.rule)).toEqual(['unscorable-rewards', 'logged-kl']);
+    // Only the rules that read what a trainer logs or how it scores rewards per function, or whole
+    // conversations (messages here are the prompts), have nothing to read.
+    expect(report.skipped.map((s) => s.rule)).toEqual(['unscorable-rewards', 'turn-retokenization', 'reasoning-dropped', 'tool-tokens-in-loss', 'logged-kl']);
     expect(report.groups!.map((g) => g.zero_std)).toEqual([false, false, false]);
   });
 

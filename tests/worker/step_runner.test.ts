@@ -12,6 +12,10 @@ import { settingOf } from '../../src/grpo/settings/effective.ts';
 import { STAGES, type StagePayloads, type StepSettings, type StepStart } from '../../src/bridge/protocol.ts';
 import { droppedFolder } from '../helpers/dropped_folder.ts';
 import { testGpu } from '../helpers/gpu.ts';
+import { RULES } from '../../src/doctor/rules.ts';
+
+/** The Doctor's rules that read the tokenizer, from the registry. */
+const TOKENIZER_RULES = RULES.filter((r) => r.needsTokenizer).map((r) => r.id);
 
 /**
  * TRL's loss aggregations (huggingface/trl trl/trainer/grpo_trainer.py _compute_loss) over a (B, C) per-token
@@ -66,14 +70,14 @@ describe('StepRunner', () => {
     expect(quick.deferred).toBe(true);
     // One text per distinct id, each that id decoded alone.
     expect(quick.token_texts?.by_id).toEqual({ 5: expect.any(String), 6: expect.any(String), 7: expect.any(String), [own.completion_ids[0][1]]: '<|im_end|>' });
-    expect(quick.report.skipped.filter((k) => /running after the import/.test(k.reason)).map((k) => k.rule).sort()).toEqual(['retokenization-mismatch', 'template-mismatch']);
+    expect(quick.report.skipped.filter((k) => /running after the import/.test(k.reason)).map((k) => k.rule).sort()).toEqual([...TOKENIZER_RULES].sort());
     const whole = runner.inspect(own);
     expect(whole.deferred).toBe(false);
     expect(whole.report.skipped.some((k) => /running after the import/.test(k.reason))).toBe(false);
     // A batch padded with ordinary text is another model's: the loaded tokenizer neither checks nor names its tokens.
     const foreign = runner.inspect({ ...own, pad_token_id: 5 }, { deferTokenizerRules: true });
     expect(foreign.token_texts).toBeUndefined();
-    expect(foreign.report.skipped.filter((k) => /^the loaded model's tokenizer \(tiny\) does not fit this batch: pad_token_id 5 /.test(k.reason)).map((k) => k.rule).sort()).toEqual(['retokenization-mismatch', 'template-mismatch', 'token-out-of-vocabulary']);
+    expect(foreign.report.skipped.filter((k) => /^the loaded model's tokenizer \(tiny\) does not fit this batch: pad_token_id 5 /.test(k.reason)).map((k) => k.rule).sort()).toEqual([...TOKENIZER_RULES, 'token-out-of-vocabulary'].sort());
     // The plan before the step is for this prompt set: 2 prompts × G 3 rows of the longest rendering + 4 tokens.
     const planned = runner.plan(settings);
     expect(planned.options).toMatchObject({ B: 6, T: planned.options.prompt + 4, adapter: null });

@@ -26,7 +26,9 @@ export const templateMismatch: Rule = {
       batch.prompt_ids.forEach((_, b) => {
         const conv = batch.messages![perSample ? b : Math.floor(b / ctx.G)];
         if (!conv) return;
-        if (!rendered.has(conv)) rendered.set(conv, tok.renderChat(conv, { add_generation_prompt: true, template_kwargs: kwargs }).ids);
+        // A whole conversation (issue 25: generated turns included) is compared up to its first assistant turn.
+        const first = conv.findIndex((m) => m?.role === 'assistant');
+        if (!rendered.has(conv)) rendered.set(conv, tok.renderChat(first < 0 ? conv : conv.slice(0, first), { add_generation_prompt: true, template_kwargs: kwargs, tools: batch.tools }).ids);
         const expected = rendered.get(conv)!;
         const ids = real(b);
         const t = firstDiff(ids, expected);
