@@ -6,11 +6,14 @@
 // adapters). Per stage: wall ms of the second run (the first compiles pipelines) and the peak bytes our
 // GPU buffers held; per model: the peak against the step's plan (src/model/plan.ts, as `grpo-studio plan`
 // and the page show it) with the reference checkpoint held beside the policy. Per stage also the GPU work of that second run:
-// dispatches, compute passes, bind-group cache hit rate, KiB read back and CPU ms spent encoding.
+// dispatches, compute passes, bind-group cache hit rate, KiB read back and CPU ms spent encoding. Last, the
+// optimizer alone over the SmolLM2-shaped parameters (every one trains): one clipped AdamW step whose
+// gradient norms, clip coefficient and update go in one submit (Optimizer.step), second of two runs.
 import { join, resolve, dirname } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { zeroStats, type Gpu, type GpuStats } from '../src/gpu/context.ts';
+import { statsSince, zeroStats, type Gpu, type GpuStats } from '../src/gpu/context.ts';
+import { Optimizer } from '../src/grpo/optimizer.ts';
 import { StepPipeline } from '../src/grpo/step.ts';
 import { stepConfigFromBatch } from '../src/grpo/step_config.ts';
 import { parseBatch, type GrpoBatch } from '../src/io/batch.ts';
@@ -60,13 +63,6 @@ async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: Caus
   const peak = Math.max(...results.map((r) => r.peakBytes));
   const common = { model: name, params: countParams(cfg), B, P, C };
   const ran = results.filter((r) => !r.skipped);
-  const work = (s: GpuStats): Row => ({
-    dispatches: s.dispatches,
-    passes: s.computePasses,
-    'bg hit %': s.bindGroupHits + s.bindGroupMisses ? (100 * s.bindGroupHits) / (s.bindGroupHits + s.bindGroupMisses) : null,
-    'read KiB': s.bytesRead / 1024,
-    'encode ms': s.encodeMs,
-  });
   const rows: Row[] = ran.map((r) => ({ ...common, stage: r.id, ms: r.ms, 'peak MiB': r.peakBytes / MiB, ...work(r.gpuStats) }));
   const total = rows.reduce((s, r) => s + (r.ms as number), 0);
   const sum = zeroStats();
@@ -81,6 +77,31 @@ async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: Caus
     'peak/plan': peak / planned,
   });
   return rows;
+}
+
+const work = (s: GpuStats): Row => ({
+  dispatches: s.dispatches,
+  passes: s.computePasses,
+  'bg hit %': s.bindGroupHits + s.bindGroupMisses ? (100 * s.bindGroupHits) / (s.bindGroupHits + s.bindGroupMisses) : null,
+  'read KiB': s.bytesRead / 1024,
+  'encode ms': s.encodeMs,
+});
+
+/** One clipped AdamW step over every parameter of `policy` on the gradients its last backward left (max_grad_norm 1): grad norms + clip + update in one submit. */
+async function optimizerAlone(gpu: Gpu, name: string, policy: CausalLM): Promise<Row> {
+  const params = [...policy.params.values()];
+  const grads = policy.grads;
+  if (!grads) throw new Error('optimizer bench: the policy has no gradients (run a step first)');
+  const opt = new Optimizer(gpu, params, { name: 'adamw', lr: 1e-6, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0.01, momentum: 0 });
+  await opt.step(grads, 1); // warmup: pipelines, state allocation
+  const before = { ...gpu.stats };
+  gpu.resetPeak();
+  const t0 = performance.now();
+  await opt.step(grads, 1);
+  const ms = performance.now() - t0;
+  const row: Row = { model: name, params: countParams(policy.config), stage: 'adamw alone (norm+clip+update)', ms, 'peak MiB': gpu.peakBytes / MiB, ...work(statsSince(gpu.stats, before)) };
+  opt.destroy();
+  return row;
 }
 
 export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
@@ -98,8 +119,11 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
   const w = weights(cfg);
   const policy = CausalLM.fromWeights(gpu, cfg, w);
   const reference = CausalLM.fromWeights(gpu, cfg, w);
-  rows.push(...(await measure(gpu, `SmolLM2-135M-shaped (V ${cfg.vocab_size})`, policy, reference, syntheticBatch(cfg.vocab_size, B, P, C))));
-  policy.destroy();
+  const name = `SmolLM2-135M-shaped (V ${cfg.vocab_size})`;
+  rows.push(...(await measure(gpu, name, policy, reference, syntheticBatch(cfg.vocab_size, B, P, C))));
   reference.destroy();
+  policy.releaseWorkspace();
+  rows.push(await optimizerAlone(gpu, name, policy));
+  policy.destroy();
   return rows;
 }

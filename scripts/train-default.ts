@@ -23,9 +23,8 @@ import type { Gpu } from '../src/gpu/context.ts';
 import { assembleBatch, padBatch, type PaddedBatch } from '../src/grpo/batch.ts';
 import { DEFAULT_GRPO_CONFIG, DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH, DEFAULT_PROBLEMS, SENTENCE_STYLE_FRACTION, additionAnswer, additionQuestion, additionSentence, additionMessages, allProblems, isHeldOut, type AdditionProblem } from '../src/grpo/default_task.ts';
 import { writeSafeTensors, type TensorOut } from '../src/io/safetensors.ts';
-import { clipCoef, globalNorm, sumsq_forward } from '../src/kernels/grad_norm.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../src/kernels/logprob_gather.ts';
-import { adamw_step } from '../src/kernels/optimizer.ts';
+import { Optimizer } from '../src/grpo/optimizer.ts';
 import { countParams, numel, paramSpecs, parseConfig } from '../src/model/config.ts';
 import { CausalLM } from '../src/model/model.ts';
 import { loadTokenizerDir } from '../src/tokenize/node.ts';
@@ -202,8 +201,7 @@ async function trainStep(
   model: CausalLM,
   tok: Tokenizer,
   rows: Row[],
-  opt: { m: Map<string, GPUBuffer>; v: Map<string, GPUBuffer>; sumsq: GPUBuffer },
-  step: number,
+  opt: Optimizer,
   lr: number,
   hp: typeof HP,
 ): Promise<{ loss: number; gradNorm: number }> {
@@ -221,34 +219,16 @@ async function trainStep(
   logprob_gather_forward(rec, { logits: f.logits, ids: t.ids, mask: t.mask, logp: t.logp, lse: t.lse, entropy: t.entropy, N, V: f.V, temperature: 1 });
   logprob_gather_backward(rec, { logits: f.logits, ids: t.ids, mask: t.mask, lse: t.lse, dlogp, dlogits: 'in-place', N, V: f.V, temperature: 1 });
   model.backward(rec, f.logits);
-  const names = [...model.params.keys()];
-  names.forEach((name, i) => sumsq_forward(rec, { inp: model.grads!.get(name)!, n: numel(model.params.get(name)!.shape), out: opt.sumsq, outIndex: i }));
+  opt.recordGradNorms(rec, model.grads!);
   await rec.finish();
   const logp = await gpu.readF32(t.logp, N);
-  const gradNorm = globalNorm(await gpu.readF32(opt.sumsq, names.length));
+  const gradNorm = (await opt.readGradNorms()).grad_norm;
   let loss = 0;
   for (let i = 0; i < N; i++) loss -= (b.completion_mask[i] * logp[i]) / count;
 
-  const gradScale = clipCoef(gradNorm, hp.max_grad_norm);
-  const up = gpu.recorder('sft.adamw');
-  for (const name of names) {
-    const n = numel(model.params.get(name)!.shape);
-    adamw_step(up, {
-      param: model.params.get(name)!.buffer,
-      grad: model.grads!.get(name)!,
-      m: opt.m.get(name)!,
-      v: opt.v.get(name)!,
-      n,
-      lr,
-      beta1: hp.betas[0],
-      beta2: hp.betas[1],
-      eps: hp.eps,
-      weightDecay: hp.weight_decay,
-      step,
-      gradScale,
-    });
-  }
-  await up.finish();
+  // Clipped AdamW (the clip coefficient on the GPU, from the sums above), one submit.
+  opt.setLearningRate(lr);
+  await opt.step(model.grads!, hp.max_grad_norm);
   Object.values(t).forEach((x) => x.destroy());
   dlogp.destroy();
   return { loss, gradNorm };
@@ -273,11 +253,7 @@ async function main(): Promise<void> {
   const gpu = await nodeGpu();
   const rng = new Rng(hp.seed);
   const model = CausalLM.fromWeights(gpu, config, initWeights(config, rng, hp.init_std));
-  const opt = {
-    m: new Map([...model.params.values()].map((p) => [p.name, gpu.createBuffer(`exp_avg.${p.name}`, numel(p.shape) * 4)])),
-    v: new Map([...model.params.values()].map((p) => [p.name, gpu.createBuffer(`exp_avg_sq.${p.name}`, numel(p.shape) * 4)])),
-    sumsq: gpu.createBuffer('grad_sumsq', model.params.size * 4),
-  };
+  const opt = new Optimizer(gpu, model.params.values(), { name: 'adamw', lr: hp.lr, betas: hp.betas, eps: hp.eps, weight_decay: hp.weight_decay, momentum: 0 });
   const problems = allProblems();
   const train = problems.filter((p) => !isHeldOut(p)).map((p) => encode(tok, p));
   const heldOut = shuffle(problems.filter(isHeldOut), new Rng(hp.seed + 1)).map((p) => encode(tok, p));
@@ -294,7 +270,7 @@ async function main(): Promise<void> {
     pos += hp.batch_size;
     step++;
     const lr = hp.lr * Math.min(1, step / hp.warmup_steps);
-    const { loss, gradNorm } = await trainStep(model, tok, batch, opt, step, lr, hp);
+    const { loss, gradNorm } = await trainStep(model, tok, batch, opt, lr, hp);
     if (step % hp.eval_every === 0) {
       const e = await evaluate(model, tok, evalSet);
       const line = `step ${step}  loss ${loss.toFixed(4)}  grad_norm ${gradNorm.toFixed(3)}  held-out P(right) ${e.right.toFixed(3)}  P(bare right) ${e.bare.toFixed(3)}  greedy ${e.greedy.toFixed(3)}  ${((performance.now() - t0) / 1000).toFixed(0)} s`;

@@ -1,47 +1,95 @@
-// Sum of squares of a tensor (gradient norms), deterministic, no atomics, two kernels:
-//   main:    workgroup k sums inp[k*WG*K .. (k+1)*WG*K) of its window: each thread K strided
-//            elements in order (coalesced), then a tree over the workgroup -> part[part_base + k].
-//   finish:  one workgroup sums the P partials (strided, then a tree) -> out[out_index].
-// A tensor larger than one binding runs main once per window, each writing its own partials.
-// Float32 sums of positive terms are off by at most depth*u relative; K is capped by the launcher so
-// that depth = K + 2*log2(WG) + P/WG stays ~550 even for a 136M-element embedding (3e-5 worst case;
-// the golden grad_norm tolerance is rtol 1e-4).
+// Sums of squares of several tensors (gradient norms, update sizes) and clip_grad_norm_'s coefficient,
+// deterministic, no atomics:
+//   main:    the sweep of common/partials.wgsl over up to SLOTS tensor windows per dispatch (inp0..inp5):
+//            items[first + s] = (n, K, part_base, first workgroup) of slot s; a workgroup finds its slot
+//            (uniform: the whole workgroup has one) and sweeps that window -> its partials.
+//   finish:  ONE dispatch for every tensor: workgroup i sums tensor i's partials part[starts[i] ..
+//            starts[i+1]) (strided, then a tree) -> out[i]. The optimizer steps write their Δθ² partials
+//            with the same sweep, so their update sizes finish here too.
+//   clip:    one workgroup: total = sqrt(Σ out[i]) and clip_grad_norm_'s coefficient on the GPU, where the
+//            optimizer step reads it (torch multiplies the gradients by a tensor coefficient, never read
+//            back): clip = [coef, ok, total]; ok = 0 when total is not finite (the steps then write
+//            nothing and the launcher refuses, instead of scaling every gradient by NaN).
+// Float32 sums of positive terms are off by at most depth·u relative; the launcher keeps K ≥ 64 (fewer
+// barriers: src/kernels/grad_norm.ts MIN_RUN) and caps it so that depth = K + 2·log2(WG) + P/WG stays
+// ~550 even for a 136M-element embedding (3e-5 worst case; the golden grad_norm tolerance is rtol 1e-4);
+// clip adds log2(WG) + (tensors)/WG more.
 
 override WG: u32 = 256; // a power of two
 
-struct MainParams { n: u32, K: u32, part_base: u32, _p0: u32 }
-struct FinishParams { P: u32, out_index: u32, _p0: u32, _p1: u32 }
+// Tensor windows per main dispatch: 6 inputs + part + items = 8 storage buffers, WebGPU's default limit.
+const SLOTS = 6u;
 
-@group(0) @binding(0) var<storage, read> inp: array<f32>;          // (n) window         main
-@group(0) @binding(1) var<storage, read_write> part: array<f32>;   // (P)                main
-@group(0) @binding(2) var<uniform> pm: MainParams;                 //                    main
-@group(0) @binding(0) var<storage, read> parts: array<f32>;        // (P)                finish
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;    // (out_index + 1..)  finish
-@group(0) @binding(2) var<uniform> pf: FinishParams;               //                    finish
+struct MainParams { first: u32, count: u32, _p0: u32, _p1: u32 }
+struct FinishParams { P: u32, _p0: u32, _p1: u32, _p2: u32 }
+struct ClipParams { P: u32, max_norm: f32, _p0: u32, _p1: u32 }
 
-//#include "common/reduce.wgsl"
+@group(0) @binding(0) var<storage, read> inp0: array<f32>;         // (n) window of slot 0 main
+@group(0) @binding(1) var<storage, read> inp1: array<f32>;         // ...                  main
+@group(0) @binding(2) var<storage, read> inp2: array<f32>;         //                      main
+@group(0) @binding(3) var<storage, read> inp3: array<f32>;         //                      main
+@group(0) @binding(4) var<storage, read> inp4: array<f32>;         //                      main
+@group(0) @binding(5) var<storage, read> inp5: array<f32>;         //                      main
+@group(0) @binding(6) var<storage, read_write> part: array<f32>;   // (partials)           main
+@group(0) @binding(7) var<storage, read> items: array<vec4u>;      // (items)              main
+@group(0) @binding(8) var<uniform> pm: MainParams;                 //                      main
+@group(0) @binding(0) var<storage, read> parts: array<f32>;        // (partials)           finish
+@group(0) @binding(1) var<storage, read> starts: array<u32>;       // (P + 1)              finish
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;    // (P)                  finish
+@group(0) @binding(3) var<uniform> pf: FinishParams;               //                      finish
+@group(0) @binding(0) var<storage, read> sums: array<f32>;         // (P) Σ g² per tensor  clip
+@group(0) @binding(1) var<storage, read_write> clip: array<f32>;   // (3) coef, ok, total  clip
+@group(0) @binding(2) var<uniform> pc: ClipParams;                 //                      clip
+
+//#include "common/partials.wgsl"
+
+var<private> slot: u32;
+
+// WGSL has no arrays of buffers: one case per binding.
+fn elem(i: u32) -> f32 {
+  switch slot {
+    case 0u: { return inp0[i]; }
+    case 1u: { return inp1[i]; }
+    case 2u: { return inp2[i]; }
+    case 3u: { return inp3[i]; }
+    case 4u: { return inp4[i]; }
+    default: { return inp5[i]; }
+  }
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) t: u32) {
   let k = wid.x + wid.y * nwg.x;
-  let start = k * WG * pm.K;
-  if (start >= pm.n) { return; } // whole workgroup: uniform
-  var s = 0.0;
-  for (var j = 0u; j < pm.K; j++) {
-    let i = start + j * WG + t;
-    if (i < pm.n) {
-      let x = inp[i];
-      s += x * x;
-    }
+  var s = 0u;
+  for (var j = 1u; j < min(pm.count, SLOTS); j++) {
+    if (items[pm.first + j].w <= k) { s = j; }
   }
-  let total = reduce_sum(t, s);
-  if (t == 0u) { part[pm.part_base + k] = total; }
+  slot = s;
+  let it = items[pm.first + s];
+  sweep_sumsq(k - it.w, t, it.x, it.y, it.z); // past the last slot's workgroups (a 2-D grid's spare): start >= n, returns
 }
 
 @compute @workgroup_size(WG)
-fn finish(@builtin(local_invocation_index) t: u32) {
+fn finish(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) t: u32) {
+  let k = wid.x + wid.y * nwg.x;
+  if (k >= pf.P) { return; } // whole workgroup: uniform
   var s = 0.0;
-  for (var i = t; i < pf.P; i += WG) { s += parts[i]; }
+  for (var j = starts[k] + t; j < starts[k + 1u]; j += WG) { s += parts[j]; }
   let total = reduce_sum(t, s);
-  if (t == 0u) { out[pf.out_index] = total; }
+  if (t == 0u) { out[k] = total; }
+}
+
+@compute @workgroup_size(WG)
+fn clip_coef(@builtin(local_invocation_index) t: u32) {
+  var s = 0.0;
+  for (var i = t; i < pc.P; i += WG) { s += sums[i]; }
+  let total = sqrt(reduce_sum(t, s));
+  if (t == 0u) {
+    // Finite by its bits: WGSL lets compilers assume no NaN / Inf in float comparisons.
+    let ok = (bitcast<u32>(total) & 0x7f800000u) != 0x7f800000u;
+    // torch.nn.utils.clip_grad_norm_: clip_coef = max_norm / (total_norm + 1e-6), clamped to at most 1.
+    clip[0] = select(1.0, min(1.0, pc.max_norm / (total + 1e-6)), pc.max_norm > 0.0);
+    clip[1] = select(0.0, 1.0, ok);
+    clip[2] = total;
+  }
 }

@@ -3,9 +3,11 @@
 // f32 state tensor per parameter, zeros before the first step), with the norms the studio shows:
 // per parameter group (src/model/config.ts paramGroups) the gradient norm before clipping and the
 // update size ‖Δθ‖. Norms are sums of squares on the GPU (one value per tensor, one small readback)
-// added up per group in float64 here. Kernels: src/kernels/optimizer.ts, src/kernels/grad_norm.ts.
+// added up per group in float64 here; the clip coefficient the update applies is made on the GPU from
+// the same sums and read there (as torch's clip_grad_norm_ scales by a tensor), so the step is one submit
+// and one compute pass. Kernels: src/kernels/optimizer.ts, src/kernels/grad_norm.ts.
 import type { Gpu, Recorder } from '../gpu/context.ts';
-import { clipCoef, globalNorm, sumsq_forward } from '../kernels/grad_norm.ts';
+import { CLIP_WORDS, clip_coef_forward, sumsq_forward } from '../kernels/grad_norm.ts';
 import { adamw_step, sgd_step } from '../kernels/optimizer.ts';
 import { numel, type ParamGroup } from '../model/config.ts';
 import type { Param } from '../model/layer_ops.ts';
@@ -79,17 +81,12 @@ export interface GradNorms {
   group_grad_norms: Record<ParamGroup, number>;
 }
 
-/** What one optimizer step did: the clip coefficient it applied and ‖Δθ‖, overall and per group. */
+/** What one optimizer step did: the clip coefficient it applied (computed on the GPU) and ‖Δθ‖, overall and per group. */
 export interface UpdateNorms {
   clip_coef: number;
   step: number; // torch's state['step'] after this step (1 for the first)
   update_norm: number;
   group_update_norms: Record<ParamGroup, number>;
-}
-
-/** clip_grad_norm_'s coefficient for max_grad_norm (≤ 0: no clipping, 1); a non-finite norm is refused. */
-export function clipCoefFor(norms: GradNorms, maxGradNorm: number): number {
-  return maxGradNorm > 0 ? clipCoef(norms.grad_norm, maxGradNorm) : 1;
 }
 
 /** √ of the per-group sums of per-tensor sums of squares (float64). */
@@ -100,19 +97,35 @@ function groupNorms(params: Param[], sumsqs: ArrayLike<number>): Record<ParamGro
   return acc;
 }
 
-/**
- * AdamW or SGD over a model's parameters, with its state on the GPU. `gradNorms()` then `step()` take one
- * clipped step; `reset()` forgets the state (the next step is step 1 again).
- */
+/** √ of the sum of per-tensor sums of squares, in float64. */
+function totalNorm(sumsqs: ArrayLike<number>): number {
+  let s = 0;
+  for (let i = 0; i < sumsqs.length; i++) s += sumsqs[i];
+  return Math.sqrt(s);
+}
+
 /** The optimizer's moments by parameter and its step count, as saveState() copied them. */
 export interface OptimizerState {
   t: number;
   state: Map<string, GPUBuffer[]>;
 }
 
+/**
+ * AdamW or SGD over a model's parameters, with its state on the GPU. `step(grads, maxGradNorm)` takes one
+ * clipped step in one submit and one compute pass: the gradient sums of squares (unless gradNorms() just
+ * took them of the same gradients), clip_grad_norm_'s coefficient on the GPU, the update of every
+ * parameter with its Δθ² partials, and the per-tensor sums of those; then one readback of what the page
+ * shows (per-tensor Σ Δθ² and the coefficient). `gradNorms()` reads the gradient norms the page shows before
+ * the step (the backward stage), recorded into the backward's own submit when given its recorder.
+ * `reset()` forgets the state (the next step is step 1 again).
+ */
 export class Optimizer {
   private readonly params: Param[];
   private state = new Map<string, GPUBuffer[]>(); // AdamW: [exp_avg, exp_avg_sq]; SGD with momentum: [momentum_buffer]
+  /** (P) Σ g² per parameter, (P) Σ Δθ² per parameter, and clip_coef_forward's [coef, ok, total norm]. */
+  private readonly sums: { grad: GPUBuffer; update: GPUBuffer; clip: GPUBuffer };
+  /** The gradients whose Σ g² `sums.grad` holds, until the next step (step() then reuses them). */
+  private normed: Map<string, GPUBuffer> | null = null;
   /** Steps taken (torch's state['step']). */
   t = 0;
 
@@ -122,6 +135,8 @@ export class Optimizer {
     private cfg: OptimizerConfig,
   ) {
     this.params = [...params];
+    const P = this.params.length;
+    this.sums = { grad: gpu.createBuffer('optimizer.grad_sumsq', P * 4), update: gpu.createBuffer('optimizer.update_sumsq', P * 4), clip: gpu.createBuffer('optimizer.clip', CLIP_WORDS * 4) };
   }
 
   get config(): OptimizerConfig {
@@ -136,16 +151,12 @@ export class Optimizer {
     this.cfg = { ...this.cfg, lr };
   }
 
-  private stateOf(rec: Recorder, p: Param): GPUBuffer[] {
+  /** The state of a parameter: new buffers are zero-filled by WebGPU (torch's zeros before the first step), so no clear (a copy command) splits the step's compute pass. */
+  private stateOf(p: Param): GPUBuffer[] {
     let s = this.state.get(p.name);
     if (!s) {
-      const n = this.config.name === 'adamw' ? 2 : this.config.momentum ? 1 : 0;
-      const names = this.config.name === 'adamw' ? ['exp_avg', 'exp_avg_sq'] : ['momentum_buffer'];
-      s = Array.from({ length: n }, (_, k) => {
-        const b = this.gpu.createBuffer(`${names[k]}.${p.name}`, numel(p.shape) * 4);
-        rec.clear(b);
-        return b;
-      });
+      const names = this.config.name === 'adamw' ? ['exp_avg', 'exp_avg_sq'] : this.config.momentum ? ['momentum_buffer'] : [];
+      s = names.map((name) => this.gpu.createBuffer(`${name}.${p.name}`, numel(p.shape) * 4));
       this.state.set(p.name, s);
     }
     return s;
@@ -157,62 +168,67 @@ export class Optimizer {
     return g;
   }
 
-  /** Σ x² of one tensor per parameter (what `record` sums into out[i]): one dispatch pair per tensor and one readback of (P) floats. */
-  private async sumsqs(label: string, record: (rec: Recorder, out: GPUBuffer) => void): Promise<Float32Array> {
-    const P = this.params.length;
-    const out = this.gpu.createBuffer(label, P * 4); // (P)
-    try {
-      const rec = this.gpu.recorder(label);
-      record(rec, out);
-      await rec.submit();
-      return await this.gpu.readF32(out, P);
-    } finally {
-      out.destroy();
-    }
+  /** Records Σ g² of every gradient into the device sums (no readback): the next step() of these gradients reuses them. */
+  recordGradNorms(rec: Recorder, grads: Map<string, GPUBuffer>): void {
+    sumsq_forward(rec, { inputs: this.params.map((p) => ({ inp: this.gradOf(grads, p), n: numel(p.shape) })), out: this.sums.grad });
+    this.normed = grads;
   }
 
-  /** The global gradient norm before clipping and the norm of each parameter group. Throws on a non-finite gradient. */
-  async gradNorms(grads: Map<string, GPUBuffer>): Promise<GradNorms> {
-    const sums = await this.sumsqs('grad_sumsq', (rec, out) =>
-      this.params.forEach((p, i) => sumsq_forward(rec, { inp: this.gradOf(grads, p), n: numel(p.shape), out, outIndex: i })),
-    );
-    const grad_norm = globalNorm(sums);
+  /** The norms recordGradNorms() recorded (once their recorder is submitted): one readback of (P) floats. Throws on a non-finite gradient. */
+  async readGradNorms(): Promise<GradNorms> {
+    const sums = await this.gpu.readF32(this.sums.grad, this.params.length);
+    const grad_norm = totalNorm(sums);
     if (!Number.isFinite(grad_norm)) {
-      const bad = this.params.filter((_, i) => !Number.isFinite(sums[i])).map((p) => p.name);
-      throw new RangeError(`gradient norm is ${grad_norm}: non-finite gradient in ${bad.slice(0, 3).join(', ')}${bad.length > 3 ? ` and ${bad.length - 3} more` : ''}; refusing to step`);
+      this.normed = null;
+      throw this.nonFinite(grad_norm, sums);
     }
     return { grad_norm, group_grad_norms: groupNorms(this.params, sums) };
   }
 
+  /** The global gradient norm before clipping and the norm of each parameter group, in a submit of their own. Throws on a non-finite gradient. */
+  async gradNorms(grads: Map<string, GPUBuffer>): Promise<GradNorms> {
+    const rec = this.gpu.recorder('grad_sumsq');
+    this.recordGradNorms(rec, grads);
+    await rec.submit();
+    return this.readGradNorms();
+  }
+
+  private nonFinite(norm: number, sums: ArrayLike<number>): RangeError {
+    const bad = this.params.filter((_, i) => !Number.isFinite(sums[i])).map((p) => p.name);
+    return new RangeError(`gradient norm is ${norm}: non-finite gradient in ${bad.slice(0, 3).join(', ')}${bad.length > 3 ? ` and ${bad.length - 3} more` : ''}; refusing to step`);
+  }
+
   /**
-   * One AdamW / SGD step on every parameter with the gradients scaled by `clip_coef` (clipCoefFor), and
-   * ‖Δθ‖ per group. θ before and after are both needed for Δθ: one scratch tensor serves every parameter
-   * in turn (the passes of one encoder run in order): θ_old is copied into it, θ steps, then
-   * scratch −= 1·θ_new (sgd_step with lr 1 and no decay is exactly that axpy) and its Σ x² is taken.
+   * One AdamW / SGD step on every parameter with the gradients clipped at `maxGradNorm` (≤ 0: no clipping;
+   * torch's clip_grad_norm_ coefficient, computed on the GPU), and ‖Δθ‖ per group. A non-finite gradient
+   * norm changes nothing (the kernels see clip's ok = 0) and throws, naming the tensors.
    */
-  async step(grads: Map<string, GPUBuffer>, clip_coef: number): Promise<UpdateNorms> {
+  async step(grads: Map<string, GPUBuffer>, maxGradNorm: number): Promise<UpdateNorms> {
     const c = this.config;
     const step = this.t + 1;
-    const maxN = Math.max(...this.params.map((p) => numel(p.shape)));
-    const sums = await this.sumsqs('update_sumsq', (rec, out) => {
-      const prev = rec.scratch('theta_old', maxN * 4);
-      this.params.forEach((p, i) => {
-        const n = numel(p.shape);
-        const grad = this.gradOf(grads, p);
-        rec.copy(p.buffer, 0, prev, 0, n * 4);
-        const s = this.stateOf(rec, p);
-        const weightDecay = c.no_decay === 'biases_and_norms' && hfNoDecay(p.name) ? 0 : c.weight_decay;
-        if (c.name === 'adamw') {
-          adamw_step(rec, { param: p.buffer, grad, m: s[0], v: s[1], n, lr: c.lr, beta1: c.betas[0], beta2: c.betas[1], eps: c.eps, weightDecay, step, gradScale: clip_coef });
-        } else {
-          sgd_step(rec, { param: p.buffer, grad, n, lr: c.lr, weightDecay, gradScale: clip_coef, momentum: c.momentum, buf: s[0], step });
-        }
-        sgd_step(rec, { param: prev, grad: p.buffer, n, lr: 1, weightDecay: 0, gradScale: 1 });
-        sumsq_forward(rec, { inp: prev, n, out, outIndex: i });
-      });
-    });
+    const P = this.params.length;
+    const rec = this.gpu.recorder('optimizer_step');
+    if (this.normed !== grads) this.recordGradNorms(rec, grads);
+    this.normed = null;
+    clip_coef_forward(rec, { sumsq: this.sums.grad, P, maxNorm: maxGradNorm, clip: this.sums.clip });
+    const tensors = this.params.map((p) => ({
+      param: p.buffer,
+      grad: this.gradOf(grads, p),
+      n: numel(p.shape),
+      weightDecay: c.no_decay === 'biases_and_norms' && hfNoDecay(p.name) ? 0 : c.weight_decay,
+      state: this.stateOf(p),
+    }));
+    const common = { clip: this.sums.clip, out: this.sums.update };
+    if (c.name === 'adamw') {
+      adamw_step(rec, { ...common, tensors: tensors.map((t) => ({ ...t, m: t.state[0], v: t.state[1] })), lr: c.lr, beta1: c.betas[0], beta2: c.betas[1], eps: c.eps, step });
+    } else {
+      sgd_step(rec, { ...common, tensors: tensors.map((t) => ({ ...t, buf: t.state[0] })), lr: c.lr, momentum: c.momentum, step });
+    }
+    await rec.submit();
+    const [update, clip] = (await this.gpu.readAll([{ buf: this.sums.update, byteSize: P * 4 }, { buf: this.sums.clip, byteSize: CLIP_WORDS * 4 }])).map((b) => new Float32Array(b));
+    if (!clip[1]) throw this.nonFinite(clip[2], await this.gpu.readF32(this.sums.grad, P));
     this.t = step;
-    return { clip_coef, step, update_norm: globalNorm(sums), group_update_norms: groupNorms(this.params, sums) };
+    return { clip_coef: clip[0], step, update_norm: totalNorm(update), group_update_norms: groupNorms(this.params, update) };
   }
 
   /**
@@ -235,19 +251,25 @@ export class Optimizer {
 
   /** Back to a saved state (the moments and step count before the step undone); takes ownership of its buffers. */
   restoreState(saved: OptimizerState): void {
-    this.destroy();
+    this.dropState();
     this.state = saved.state;
     this.t = saved.t;
   }
 
   /** Forgets the optimizer state: the next step is step 1 from zero moments. */
   reset(): void {
-    this.destroy();
+    this.dropState();
     this.t = 0;
   }
 
-  destroy(): void {
+  private dropState(): void {
     for (const s of this.state.values()) for (const b of s) b.destroy();
     this.state = new Map();
+    this.normed = null;
+  }
+
+  destroy(): void {
+    this.dropState();
+    for (const b of Object.values(this.sums)) b.destroy();
   }
 }

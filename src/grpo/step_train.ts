@@ -22,7 +22,7 @@
 import { score_completions, type CompletionScores } from '../model/score.ts';
 import type { PaddedBatch } from './batch.ts';
 import { grpo_loss, readGrpoLossFields, type GrpoLossInputs } from './loss.ts';
-import { clipCoefFor, Optimizer } from './optimizer.ts';
+import { Optimizer } from './optimizer.ts';
 import { SettingsError } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
 import { trainerInputs, trainerObjective, type ScoredUpdate } from './step_objective.ts';
@@ -165,18 +165,20 @@ export async function backward(ctx: StageContext, state: StepState): Promise<Sta
   const dlogp = l.trainer?.dlogp ?? l.result.dlogp!;
   const dentropy = l.trainer?.dentropy ? { dentropy: l.trainer.dentropy, entropy: s.per_token_entropy } : null;
   opts.policy.backward(rec, { dlogp, lse: s.lse, ids: s.completion_ids, mask: lossMask(state, s), temperature: opts.config.loss.temperature, dentropy });
-  await rec.finish();
   // Under a LoRA adapter only A and B train: the norms and the step see the adapter alone (TRL + PEFT).
   const optimizer = opts.optimizer ?? ctx.own(new Optimizer(gpu, opts.policy.trainableParams.values(), opts.config.optimizer));
-  return { data: await optimizer.gradNorms(opts.policy.trainableGrads!), device: { optimizer } };
+  // The gradient norms go in the backward's own submit and pass; their sums stay on the GPU for the step's clip coefficient.
+  optimizer.recordGradNorms(rec, opts.policy.trainableGrads!);
+  await rec.finish();
+  return { data: await optimizer.readGradNorms(), device: { optimizer } };
 }
 
 export async function step(ctx: StageContext, state: StepState): Promise<StageOutput<'step'>> {
   const { opts } = ctx;
   const back = need(state, 'backward');
   await ctx.weights.beforeStep();
-  const clip_coef = clipCoefFor(back.data, opts.config.max_grad_norm);
-  const u = await back.device.optimizer.step(opts.policy.trainableGrads!, clip_coef);
+  // One submit, one compute pass: clip coefficient (on the GPU, from the backward's sums) and every parameter's update.
+  const u = await back.device.optimizer.step(opts.policy.trainableGrads!, opts.config.max_grad_norm);
   return { data: { optimizer: opts.config.optimizer, ...u } };
 }
 

@@ -1,52 +1,157 @@
-// Gradient norms for clip_grad_norm_: sumsq_forward writes sum(x^2) of one tensor into out[outIndex]
-// (deterministic two-kernel reduction, shaders/sumsq_forward.wgsl); after one small readback of the
-// per-tensor sums, globalNorm and clipCoef give torch's total norm and clip coefficient on the CPU,
-// and the coefficient goes to the optimizer as gradScale. scale_forward scales a tensor in place
-// (for when the clipped gradient itself is wanted). Twin: src/oracle/grad_norm.ts.
+// Gradient norms for clip_grad_norm_, over every parameter tensor at once (shaders/sumsq_forward.wgsl):
+// sumsq_forward writes out[i] = Σ x² of tensor i with one sweep dispatch per 6 tensor windows and ONE
+// finish dispatch for all of them; clip_coef_forward turns those sums into torch's total norm and clip
+// coefficient ON THE GPU, in the buffer the optimizer steps read it from (src/kernels/optimizer.ts), so
+// nothing is read back between the gradient norm and the update. The optimizer steps write their Δθ²
+// partials with the same sweep (planSweep) and finish them with finishSweep. scale_forward scales a
+// tensor in place (the LoRA scaling). Twin: src/oracle/grad_norm.ts.
 import { Gpu, type Recorder } from '../gpu/context.ts';
 import { sharedScratch } from './scratch.ts';
 import { checkSize } from './windows.ts';
-import { bindWindow, dispatchElementwise, flatWindows } from './elementwise.ts';
+import { bindWindow, dispatchElementwise, flatWindows, type FlatWindow } from './elementwise.ts';
 
 const WG = 256;
-const MAX_PARTS = 1024; // partials per tensor before the per-thread run K grows (see the shader)
+const MAX_PARTS = 1024; // partials per tensor before the per-thread run K grows past MIN_RUN (see the shader)
+// Elements per thread at least: each workgroup ends in a tree reduction of 8 barriers, which a CPU adapter
+// runs as fiber switches. On lavapipe (12 tensors of 884,736 elements, one launch) sumsq took ~1.7 s at
+// K = 1, ~0.4 s at 16, ~0.1 s at 64 and about the same at 256; the AdamW sweep 2.2 s, 0.8 s, 0.3 s, 0.35 s.
+// A GPU loses little: 16K elements per workgroup still gives a 0.9M-element tensor 54 workgroups.
+const MIN_RUN = 64;
 
-export function sumsq_forward(
-  rec: Recorder,
-  args: {
-    inp: GPUBuffer; // (n)
-    n: number;
-    out: GPUBuffer; // f32, at least outIndex + 1 elements; out[outIndex] = sum(inp^2)
-    outIndex: number;
-    limit?: number; // tests only: a lower binding size, to exercise the window split
-  },
-): void {
-  const { inp, n } = args;
-  checkSize('sumsq_forward', 'out', args.out, args.outIndex + 1);
-  const K = Math.max(1, Math.ceil(n / (WG * MAX_PARTS)));
-  const ws = flatWindows(rec, 'sumsq_forward', n, { inp }, args.limit);
-  const counts = ws.map((w) => Math.ceil(w.count / (WG * K)));
-  const P = counts.reduce((a, b) => a + b, 0);
-  const part = sharedScratch(rec.gpu, 'sumsq_forward:part', Math.max(1, P) * 4); // (P) partial sums
+/** One sweep dispatch: window `w` of tensor `tensor`, K elements per thread, its partials at part[base ..]. */
+export interface SweepWindow {
+  tensor: number;
+  w: FlatWindow;
+  K: number;
+  base: number;
+  groups: number; // workgroups = partials it writes
+}
+
+/** Every sweep dispatch over a list of tensors and where each tensor's partials start (starts[i] .. starts[i + 1]). */
+export interface SweepPlan {
+  windows: SweepWindow[];
+  starts: Uint32Array; // (tensors + 1)
+  part: GPUBuffer; // (starts[tensors]) partial sums, a shared scratch
+}
+
+/**
+ * Plans the sweep of `tensors` (each: its element count and the buffers bound through its windows, checked
+ * to hold n elements). K is per tensor: at least MIN_RUN, and large enough that no tensor writes more
+ * than ~MAX_PARTS partials.
+ */
+export function planSweep(rec: Recorder, kernel: string, tensors: { n: number; buffers: Record<string, GPUBuffer> }[], limit?: number): SweepPlan {
+  const windows: SweepWindow[] = [];
+  const starts = new Uint32Array(tensors.length + 1);
   let base = 0;
-  ws.forEach((w, i) => {
-    rec.dispatch({
-      kernel: 'sumsq_forward',
-      shader: 'sumsq_forward',
-      constants: { WG },
-      bindings: { inp: bindWindow(inp, w), part },
-      params: [['n', 'u32', w.count], ['K', 'u32', K], ['part_base', 'u32', base]],
-      workgroups: Gpu.grid(counts[i]),
-    });
-    base += counts[i];
+  tensors.forEach((t, tensor) => {
+    starts[tensor] = base;
+    const K = Math.max(MIN_RUN, Math.ceil(t.n / (WG * MAX_PARTS)));
+    for (const w of flatWindows(rec, kernel, t.n, t.buffers, limit)) {
+      const groups = Math.ceil(w.count / (WG * K));
+      windows.push({ tensor, w, K, base, groups });
+      base += groups;
+    }
   });
+  starts[tensors.length] = base;
+  return { windows, starts, part: sharedScratch(rec.gpu, 'sumsq_forward:part', Math.max(1, base) * 4) };
+}
+
+/** The uniform words the optimizer steps' params start with (sumsq_forward's main reads the same from its items table). */
+export function sweepParams(s: SweepWindow): [string, 'u32', number][] {
+  return [['n', 'u32', s.w.count], ['K', 'u32', s.K], ['part_base', 'u32', s.base]];
+}
+
+// The launch tables (finish's starts, main's items) by device and content: written once when made and
+// never again, so any recorder may bind one (no write can land between its recording and its submit), and
+// a step's bind groups are hit again.
+const tables = new WeakMap<Gpu, Map<string, GPUBuffer>>();
+
+function table(gpu: Gpu, label: string, data: Uint32Array): GPUBuffer {
+  let m = tables.get(gpu);
+  if (!m) tables.set(gpu, (m = new Map()));
+  const key = `${label}:${data.join(',')}`;
+  let b = m.get(key);
+  if (!b) m.set(key, (b = gpu.upload(label, data)));
+  return b;
+}
+
+/** out[i] = Σ of tensor i's partials, for every tensor of `plan`, in one dispatch. */
+export function finishSweep(rec: Recorder, plan: SweepPlan, out: GPUBuffer): void {
+  const P = plan.starts.length - 1;
+  checkSize('sumsq_forward', 'out', out, P);
+  if (P === 0) return;
+  const starts = table(rec.gpu, 'sumsq_forward:starts', plan.starts);
   rec.dispatch({
     kernel: 'sumsq_forward.finish',
     shader: 'sumsq_forward',
     entryPoint: 'finish',
     constants: { WG },
-    bindings: { parts: part, out: args.out },
-    params: [['P', 'u32', P], ['out_index', 'u32', args.outIndex]],
+    bindings: { parts: plan.part, starts, out },
+    params: [['P', 'u32', P]],
+    workgroups: Gpu.grid(P),
+  });
+}
+
+/** Tensor windows per main dispatch (SLOTS in the shader: its inp0..inp5). */
+const SLOTS = 6;
+
+/**
+ * out[i] = Σ inputs[i]², for every input tensor (a (n = 0) tensor sums to 0): the windows SLOTS at a time
+ * per main dispatch, then one finish.
+ */
+export function sumsq_forward(
+  rec: Recorder,
+  args: {
+    inputs: { inp: GPUBuffer; n: number }[]; // (n) each
+    out: GPUBuffer; // (inputs) f32
+    limit?: number; // tests only: a lower binding size, to exercise the window split
+  },
+): void {
+  const plan = planSweep(rec, 'sumsq_forward', args.inputs.map(({ inp, n }) => ({ n, buffers: { inp } })), args.limit);
+  // items[4·j ..]: n, K, part_base and first workgroup (within its dispatch) of window j.
+  const items = new Uint32Array(4 * plan.windows.length);
+  const standIn = { buffer: rec.gpu.zeros(16), offset: 0, size: 16 }; // an empty slot's binding (never read)
+  const launches: { first: number; windows: SweepWindow[]; groups: number }[] = [];
+  plan.windows.forEach((s, j) => {
+    let l = launches[launches.length - 1];
+    if (!l || l.windows.length === SLOTS) launches.push((l = { first: j, windows: [], groups: 0 }));
+    items.set([s.w.count, s.K, s.base, l.groups], 4 * j);
+    l.windows.push(s);
+    l.groups += s.groups;
+  });
+  const itemsBuf = launches.length ? table(rec.gpu, 'sumsq_forward:items', items) : null;
+  for (const l of launches) {
+    const inputs = Object.fromEntries(Array.from({ length: SLOTS }, (_, k) => [`inp${k}`, k < l.windows.length ? bindWindow(args.inputs[l.windows[k].tensor].inp, l.windows[k].w) : standIn]));
+    rec.dispatch({
+      kernel: 'sumsq_forward',
+      shader: 'sumsq_forward',
+      constants: { WG },
+      bindings: { ...inputs, part: plan.part, items: itemsBuf! },
+      params: [['first', 'u32', l.first], ['count', 'u32', l.windows.length]],
+      workgroups: Gpu.grid(l.groups),
+    });
+  }
+  finishSweep(rec, plan, args.out);
+}
+
+/** Words of the clip buffer clip_coef_forward writes: [coef, ok (1 / 0), total norm]. */
+export const CLIP_WORDS = 3;
+
+/**
+ * clip = [min(1, maxNorm / (total + 1e-6)), ok, total] with total = √(Σ sumsq[i]) (torch's
+ * clip_grad_norm_); maxNorm ≤ 0 means no clipping (coef 1). ok = 0 when the total is not finite: the
+ * optimizer steps then write nothing.
+ */
+export function clip_coef_forward(rec: Recorder, args: { sumsq: GPUBuffer /* (P) */; P: number; maxNorm: number; clip: GPUBuffer /* (CLIP_WORDS) */ }): void {
+  checkSize('clip_coef', 'sumsq', args.sumsq, args.P);
+  checkSize('clip_coef', 'clip', args.clip, CLIP_WORDS);
+  rec.dispatch({
+    kernel: 'sumsq_forward.clip_coef',
+    shader: 'sumsq_forward',
+    entryPoint: 'clip_coef',
+    constants: { WG },
+    bindings: { sums: args.sumsq, clip: args.clip },
+    params: [['P', 'u32', args.P], ['max_norm', 'f32', args.maxNorm]],
     workgroups: [1],
   });
 }
@@ -54,20 +159,4 @@ export function sumsq_forward(
 /** x *= factor, in place. */
 export function scale_forward(rec: Recorder, args: { x: GPUBuffer /* (n) */; n: number; factor: number }): void {
   dispatchElementwise(rec, { kernel: 'scale_forward', shader: 'scale_forward', n: args.n, buffers: { x: args.x }, extra: [['factor', 'f32', args.factor]] });
-}
-
-/** torch's total 2-norm from per-tensor sums of squares (summed in float64). */
-export function globalNorm(sumsqs: ArrayLike<number>): number {
-  let s = 0;
-  for (let i = 0; i < sumsqs.length; i++) s += sumsqs[i];
-  return Math.sqrt(s);
-}
-
-/**
- * clip_grad_norm_'s coefficient min(1, maxNorm / (norm + 1e-6)). A non-finite norm is an error here
- * (torch would silently scale every gradient by NaN): the message says so instead of corrupting weights.
- */
-export function clipCoef(norm: number, maxNorm: number): number {
-  if (!Number.isFinite(norm)) throw new RangeError(`gradient norm is ${norm}: some gradient is NaN or infinite; refusing to clip and step`);
-  return Math.min(1, maxNorm / (norm + 1e-6));
 }

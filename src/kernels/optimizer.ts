@@ -1,71 +1,87 @@
 // Launchers for shaders/adamw_step.wgsl and shaders/sgd_step.wgsl: torch.optim.AdamW / torch.optim.SGD
-// semantics exactly, one parameter tensor per call (param, m, v, buf are updated in place).
-// Twin: src/oracle/optimizer.ts. `gradScale` multiplies the gradient first: pass the clip_grad_norm_
-// coefficient (kernels/grad_norm.ts clipCoef) instead of rewriting the gradients, or 1.
+// semantics exactly (the single-tensor algorithms), over a list of parameter tensors in one recording: one
+// dispatch per tensor window, all in the caller's compute pass, then ONE finish dispatch that sums each
+// tensor's Δθ² into out[i] (the update size ‖Δθ‖ the studio shows, taken in the same sweep as the update
+// instead of copying θ_old and re-reading it). param, m, v, buf are updated in place. The gradients are
+// multiplied by clip_grad_norm_'s coefficient read from `clip` on the GPU (kernels/grad_norm.ts
+// clip_coef_forward writes it; a test can upload [coef, 1, 0]); with clip[1] = 0 nothing is written.
+// Twin: src/oracle/optimizer.ts.
+//
+// Why one dispatch per tensor window here, while sumsq_forward packs 6 per dispatch: the parameters and
+// gradients are one GPUBuffer per tensor throughout src/model (loader, LoRA adapter, snapshot, every
+// backward launcher binds them whole, so one arena buffer would change all of them), WGSL has no arrays
+// of buffers, and a dispatch binds at most maxStorageBuffersPerShaderStage buffers: 8 by default, of
+// which an AdamW tensor needs 4 (param, grad, m, v) besides clip and part, so only one fits everywhere.
+// The dispatches share one compute pass.
 //
 // The step-dependent scalars are computed here in float64 and passed as f32 uniforms, as torch computes
 // them in Python floats: on the GPU, 1 - beta2^t would start from f32(0.999) = 0.99900001287, which
 // already makes 1 - beta2 off by 1.3e-5 relative at t = 1, and pow() in WGSL is exp2(t * log2(b))
 // with far larger error as t grows. One CPU computation also serves every element.
-import { dispatchElementwise } from './elementwise.ts';
-import type { Recorder } from '../gpu/context.ts';
+import { Gpu, type Recorder } from '../gpu/context.ts';
+import { bindWindow } from './elementwise.ts';
+import { finishSweep, planSweep, sweepParams } from './grad_norm.ts';
+import { checkSize } from './windows.ts';
 
-export interface AdamWArgs {
+const WG = 256;
+
+/** One parameter tensor of a step. */
+export interface StepTensor {
   param: GPUBuffer; // (n), updated
   grad: GPUBuffer; // (n)
-  m: GPUBuffer; // (n) exp_avg, zeros before the first step
-  v: GPUBuffer; // (n) exp_avg_sq, zeros before the first step
   n: number;
+  weightDecay: number; // per tensor: transformers' Trainer exempts biases and norms
+}
+
+/** What every step launch shares. */
+interface StepCommon {
+  clip: GPUBuffer; // [coef, ok, total norm]: sumsq_forward's clip_coef
+  out: GPUBuffer; // (tensors) f32: Σ Δθ² per tensor
+  limit?: number; // tests only: a lower binding size, to exercise the window split
+}
+
+export interface AdamWArgs extends StepCommon {
+  tensors: (StepTensor & { m: GPUBuffer; v: GPUBuffer })[]; // m exp_avg, v exp_avg_sq: (n), zeros before the first step
   lr: number;
   beta1: number;
   beta2: number;
   eps: number;
-  weightDecay: number;
   step: number; // 1-based: the step being taken (torch increments state['step'] before using it)
-  gradScale: number; // the clip coefficient (1 for no clipping)
-  limit?: number; // tests only: a lower binding size, to exercise the window split
-}
-
-/** The f64 scalars of AdamW step `step`. */
-function adamwScalars(a: Pick<AdamWArgs, 'lr' | 'beta1' | 'beta2' | 'weightDecay' | 'step'>) {
-  if (!Number.isInteger(a.step) || a.step < 1) throw new RangeError(`adamw_step: step must be a 1-based integer, got ${a.step}`);
-  return {
-    decay: 1 - a.lr * a.weightDecay,
-    stepSize: a.lr / (1 - a.beta1 ** a.step),
-    bc2Sqrt: Math.sqrt(1 - a.beta2 ** a.step),
-  };
 }
 
 export function adamw_step(rec: Recorder, a: AdamWArgs): void {
-  const s = adamwScalars(a);
-  dispatchElementwise(rec, {
-    kernel: 'adamw_step',
-    shader: 'adamw_step',
-    n: a.n,
-    buffers: { param: a.param, grad: a.grad, m: a.m, v: a.v },
-    limit: a.limit,
-    extra: [
-      ['decay', 'f32', s.decay],
-      ['one_minus_beta1', 'f32', 1 - a.beta1],
-      ['beta2', 'f32', a.beta2],
-      ['one_minus_beta2', 'f32', 1 - a.beta2],
-      ['step_size', 'f32', s.stepSize],
-      ['bc2_sqrt', 'f32', s.bc2Sqrt],
-      ['eps', 'f32', a.eps],
-      ['grad_scale', 'f32', a.gradScale],
-    ],
-  });
+  if (!Number.isInteger(a.step) || a.step < 1) throw new RangeError(`adamw_step: step must be a 1-based integer, got ${a.step}`);
+  checkSize('adamw_step', 'clip', a.clip, 2);
+  const stepSize = a.lr / (1 - a.beta1 ** a.step);
+  const bc2Sqrt = Math.sqrt(1 - a.beta2 ** a.step);
+  const plan = planSweep(rec, 'adamw_step', a.tensors.map((t) => ({ n: t.n, buffers: { param: t.param, grad: t.grad, m: t.m, v: t.v } })), a.limit);
+  for (const s of plan.windows) {
+    const t = a.tensors[s.tensor];
+    rec.dispatch({
+      kernel: 'adamw_step',
+      shader: 'adamw_step',
+      constants: { WG },
+      bindings: { param: bindWindow(t.param, s.w), grad: bindWindow(t.grad, s.w), m: bindWindow(t.m, s.w), v: bindWindow(t.v, s.w), clip: a.clip, part: plan.part },
+      params: [
+        ...sweepParams(s),
+        ['decay', 'f32', 1 - a.lr * t.weightDecay],
+        ['one_minus_beta1', 'f32', 1 - a.beta1],
+        ['beta2', 'f32', a.beta2],
+        ['one_minus_beta2', 'f32', 1 - a.beta2],
+        ['step_size', 'f32', stepSize],
+        ['bc2_sqrt', 'f32', bc2Sqrt],
+        ['eps', 'f32', a.eps],
+      ],
+      workgroups: Gpu.grid(s.groups),
+    });
+  }
+  finishSweep(rec, plan, a.out);
 }
 
-export interface SgdArgs {
-  param: GPUBuffer; // (n), updated
-  grad: GPUBuffer; // (n)
-  n: number;
+export interface SgdArgs extends StepCommon {
+  tensors: (StepTensor & { buf?: GPUBuffer })[]; // buf: (n) momentum_buffer, required when momentum != 0
   lr: number;
-  weightDecay: number;
-  gradScale: number;
   momentum?: number; // default 0: no buffer
-  buf?: GPUBuffer; // (n) momentum_buffer, required when momentum != 0
   step?: number; // 1-based; step 1 initialises buf = d (torch: buffer is None); default 1
   dampening?: number; // default 0
   nesterov?: boolean; // default false
@@ -73,22 +89,30 @@ export interface SgdArgs {
 
 export function sgd_step(rec: Recorder, a: SgdArgs): void {
   const momentum = a.momentum ?? 0;
-  if (momentum !== 0 && !a.buf) throw new RangeError('sgd_step: momentum != 0 needs a momentum buffer (buf)');
+  if (momentum !== 0 && a.tensors.some((t) => !t.buf)) throw new RangeError('sgd_step: momentum != 0 needs a momentum buffer (buf)');
   if (a.nesterov && (momentum <= 0 || (a.dampening ?? 0) !== 0)) throw new RangeError('sgd_step: nesterov needs momentum > 0 and dampening 0 (as torch)');
-  dispatchElementwise(rec, {
-    kernel: 'sgd_step',
-    shader: 'sgd_step',
-    entryPoint: momentum !== 0 ? 'momentum' : 'main',
-    n: a.n,
-    buffers: momentum !== 0 ? { param: a.param, grad: a.grad, buf: a.buf! } : { param: a.param, grad: a.grad },
-    extra: [
-      ['lr', 'f32', a.lr],
-      ['weight_decay', 'f32', a.weightDecay],
-      ['momentum', 'f32', momentum],
-      ['one_minus_dampening', 'f32', 1 - (a.dampening ?? 0)],
-      ['nesterov', 'u32', a.nesterov ? 1 : 0],
-      ['first', 'u32', (a.step ?? 1) === 1 ? 1 : 0],
-      ['grad_scale', 'f32', a.gradScale],
-    ],
-  });
+  checkSize('sgd_step', 'clip', a.clip, 2);
+  const plan = planSweep(rec, 'sgd_step', a.tensors.map((t): { n: number; buffers: Record<string, GPUBuffer> } => ({ n: t.n, buffers: momentum ? { param: t.param, grad: t.grad, buf: t.buf! } : { param: t.param, grad: t.grad } })), a.limit);
+  // Without momentum the shader never touches `buf`: a 16-byte stand-in fills the binding.
+  const standIn = { buffer: rec.gpu.zeros(16), offset: 0, size: 16 };
+  for (const s of plan.windows) {
+    const t = a.tensors[s.tensor];
+    rec.dispatch({
+      kernel: 'sgd_step',
+      shader: 'sgd_step',
+      constants: { WG, MOMENTUM: momentum !== 0 },
+      bindings: { param: bindWindow(t.param, s.w), grad: bindWindow(t.grad, s.w), buf: momentum ? bindWindow(t.buf!, s.w) : standIn, clip: a.clip, part: plan.part },
+      params: [
+        ...sweepParams(s),
+        ['lr', 'f32', a.lr],
+        ['weight_decay', 'f32', t.weightDecay],
+        ['momentum', 'f32', momentum],
+        ['one_minus_dampening', 'f32', 1 - (a.dampening ?? 0)],
+        ['nesterov', 'u32', a.nesterov ? 1 : 0],
+        ['first', 'u32', (a.step ?? 1) === 1 ? 1 : 0],
+      ],
+      workgroups: Gpu.grid(s.groups),
+    });
+  }
+  finishSweep(rec, plan, a.out);
 }

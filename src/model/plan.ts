@@ -19,7 +19,8 @@
 // reference forward (weights, the policy's saved activations, grads of an earlier update, the reference
 // workspace and its chunk) and the backward + optimizer step + re-evaluation (weights, grads,
 // activations, backward scratch, and then either the head's backward chunk or, once it is freed, the
-// optimizer's moments with θ_old (step) or a scoring chunk (re-evaluation).
+// optimizer's moments and a scoring chunk (re-evaluation). The step itself allocates nothing of size: it
+// takes ‖Δθ‖ in the update's own sweep (src/kernels/optimizer.ts), with no copy of θ_old.
 import { linearModules } from './lora.ts';
 import { backwardScratchSizes, layerActivationSizes, logitsChunkRows, sharedActivationSizes, type BufferLimits } from './memory.ts';
 import { numel, paramSpecs, type ModelConfig } from './config.ts';
@@ -59,7 +60,7 @@ export interface StepPlan {
     activations: number; // saved for the backward (or one layer's set when scoring)
     logits_chunk: number; // one chunk of logits (R, V) with its hidden rows (and their gradient in the backward)
     reference: number; // the reference forward's workspace
-    scratch: number; // backward gradient scratch, LoRA intermediates, the optimizer's θ_old
+    scratch: number; // backward gradient scratch, LoRA intermediates
     reference_weights: number; // held reference weights (PlanOptions.held_reference_bytes)
     undo: number; // the page's copy of the trainable weights before the step
   };
@@ -99,8 +100,6 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
   const N = B * T;
   const saved = o.scoreOnly ? layer : o.checkpointing ? cfg.num_hidden_layers * N * cfg.hidden_size + layer - N * cfg.hidden_size : cfg.num_hidden_layers * layer;
   const loraScratch = 2 * N * r * modules.length; // u and du per adapted module
-  // The optimizer copies one trainable tensor at a time (θ_old, for ‖Δθ‖): the largest one.
-  const thetaOld = lora ? modules.reduce((m, x) => Math.max(m, r * Math.max(x.in, x.out)), 0) : specs.reduce((m, p) => Math.max(m, numel(p.shape)), 0); // no spread: 30,000 layers overflow the stack
   const bytes = {
     weights: specs.reduce((s, p) => s + numel(p.shape) * (packed(p.name, p.shape) ? 2 : F), 0) + adapterParams * F,
     grads: o.scoreOnly ? 0 : (lora ? adapterParams + normParams : params) * F,
@@ -110,7 +109,7 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
     // A reference other than the policy's own pre-step log-probs (the adapter-off view, a held frozen copy
     // or checkpoint) scores with a workspace of its own, sized here as the policy's (same shapes).
     reference: (lora || (o.held_reference_bytes ?? 0) > 0) && !o.scoreOnly ? (layer + sum(shared) + chunk) * F : 0,
-    scratch: o.scoreOnly ? loraScratch * F : (sum(backwardScratchSizes(cfg, B, T, C)) + loraScratch + thetaOld) * F,
+    scratch: o.scoreOnly ? loraScratch * F : (sum(backwardScratchSizes(cfg, B, T, C)) + loraScratch) * F,
     reference_weights: o.held_reference_bytes ?? 0,
     undo: o.undo && !o.scoreOnly ? trainable * F : 0,
   };
@@ -123,9 +122,9 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
   const common = bytes.weights + bytes.reference_weights + bytes.activations;
   const atReference = common + bytes.grads + bytes.reference;
   // The backward's chunk is freed when it is submitted, before the optimizer allocates its moments.
-  const afterBackward = bytes.optimizer + Math.max(thetaOld, chunk) * F;
+  const afterBackward = bytes.optimizer + chunk * F;
   // The undo copy is taken before the weights change, once the backward has run: alive at the step.
-  const atStep = common + bytes.grads + bytes.scratch - thetaOld * F + Math.max(bytes.logits_chunk, afterBackward + bytes.undo);
+  const atStep = common + bytes.grads + bytes.scratch + Math.max(bytes.logits_chunk, afterBackward + bytes.undo);
   const peak = o.scoreOnly ? 'scoring' : atReference > atStep ? 'reference forward' : 'backward + step';
   return { params, trainable_params: trainable, rows, bytes, total_bytes: o.scoreOnly ? common + bytes.logits_chunk + bytes.scratch : Math.max(atReference, atStep), peak, buffers };
 }

@@ -1,9 +1,13 @@
 // src/grpo/optimizer.ts on random odd-sized tensors against float64 twins: the global and per-group
-// gradient norms, clip_grad_norm_'s coefficient, AdamW over three steps (state kept between steps) and
-// SGD with weight decay and momentum (src/oracle/optimizer.ts), the update sizes ‖Δθ‖ per group, reset(),
-// and the refusal to step on a non-finite gradient.
+// gradient norms, clip_grad_norm_'s coefficient (made on the GPU: oracle/grad_norm.ts clip_coef), AdamW
+// over three steps (state kept between steps) and SGD with weight decay and momentum (src/oracle/optimizer.ts),
+// the update sizes ‖Δθ‖ per group, reset(), the refusal to step on a non-finite gradient (nothing written),
+// and the step's GPU work: one submit, one compute pass, P + 2 dispatches (the gradient sweep adds ⌈P/6⌉ + 1
+// when step() takes the norms itself), one readback.
 import { describe, expect, it } from 'vitest';
-import { clipCoefFor, Optimizer, parseOptimizerConfig, type OptimizerConfig } from '../../src/grpo/optimizer.ts';
+import { Optimizer, parseOptimizerConfig, type OptimizerConfig } from '../../src/grpo/optimizer.ts';
+import { statsSince } from '../../src/gpu/context.ts';
+import { clip_coef } from '../../src/oracle/grad_norm.ts';
 import type { Param } from '../../src/model/layer_ops.ts';
 import * as ref from '../../src/oracle/optimizer.ts';
 import { tally } from '../helpers/tally.ts';
@@ -74,9 +78,11 @@ describe.each(cases)('%s', (_name, cfg, maxGradNorm) => {
       // Norms are float32 sums of squares of up to ~1000 terms added in float64 per tensor: rtol 1e-5 is ~100 ulps of headroom.
       check([norms.grad_norm], [total], { rtol: 1e-5, atol: 0, label: 'grad_norm' });
       for (const grp of Object.keys(want)) check([norms.group_grad_norms[grp]], [want[grp]], { rtol: 1e-5, atol: 0, label: `group_grad_norms ${grp}`, key: 'group_grad_norms' });
-      const coef = clipCoefFor(norms, maxGradNorm);
-      expect(coef).toBeCloseTo(maxGradNorm > 0 ? Math.min(1, maxGradNorm / (total + 1e-6)) : 1, 6);
-      const u = await opt.step(gbufs, coef);
+      // The coefficient the step applied was made on the GPU in float32 from the same sums: a few ulps of the float64 one.
+      const coef = clip_coef(g.map((a) => a.reduce((s, x) => s + x * x, 0)), maxGradNorm).coef;
+      expect(coef).toBeCloseTo(maxGradNorm > 0 ? Math.min(1, maxGradNorm / (total + 1e-6)) : 1, 12);
+      const u = await opt.step(gbufs, maxGradNorm);
+      check([u.clip_coef], [coef], { rtol: 1e-6, atol: 0, label: `clip_coef step ${step}`, key: 'clip_coef (GPU)' });
       expect(u.step).toBe(step);
 
       const before = p64.map((p) => Float64Array.from(p));
@@ -111,11 +117,11 @@ describe('Optimizer state and errors', () => {
     const b = await gpuParams(theta);
     const gbufs = (ps: Param[]) => new Map(ps.map((p, i) => [p.name, gpu.upload(`g.${p.name}`, grads[i])]));
     const optA = new Optimizer(gpu, a, cfg);
-    await optA.step(gbufs(a), 1);
+    await optA.step(gbufs(a), 0);
     for (const [i, p] of a.entries()) gpu.write(p.buffer, theta[i]); // same weights again
     optA.reset();
-    const uA = await optA.step(gbufs(a), 1);
-    const uB = await new Optimizer(gpu, b, cfg).step(gbufs(b), 1);
+    const uA = await optA.step(gbufs(a), 0);
+    const uB = await new Optimizer(gpu, b, cfg).step(gbufs(b), 0);
     expect(uA.step).toBe(1);
     for (let i = 0; i < a.length; i++) expect(await gpu.readF32(a[i].buffer)).toEqual(await gpu.readF32(b[i].buffer));
     expect(uA.update_norm).toBe(uB.update_norm);
@@ -128,6 +134,42 @@ describe('Optimizer state and errors', () => {
     const params = await gpuParams(theta);
     const opt = new Optimizer(gpu, params, parseOptimizerConfig({ name: 'adamw', lr: 0.1 }));
     await expect(opt.gradNorms(new Map(params.map((p, i) => [p.name, gpu.upload('g', grads[i])])))).rejects.toThrow(/gradient norm is NaN: non-finite gradient in layers\.0\.q\.bias/);
+  });
+
+  it('step() alone (its own gradient norms, in the same pass) refuses a non-finite gradient and writes nothing', async () => {
+    const gpu = await testGpu();
+    const { theta, grads } = setup(5);
+    grads[3][2] = Infinity;
+    const params = await gpuParams(theta);
+    const opt = new Optimizer(gpu, params, parseOptimizerConfig({ name: 'adamw', lr: 0.1, weight_decay: 0.1 }));
+    const gbufs = new Map(params.map((p, i) => [p.name, gpu.upload('g', grads[i])]));
+    await expect(opt.step(gbufs, 1)).rejects.toThrow(/gradient norm is Infinity: non-finite gradient in layers\.0\.norm\.weight/);
+    expect(opt.t).toBe(0);
+    for (let i = 0; i < params.length; i++) expect(await gpu.readF32(params[i].buffer)).toEqual(theta[i]);
+  });
+
+  it('one step is one submit and one compute pass: clip coefficient, P updates, one finish; one readback of P + 3 words', async () => {
+    const gpu = await testGpu();
+    const { theta, grads } = setup(13);
+    const run = async (withNorms: boolean) => {
+      const params = await gpuParams(theta);
+      const opt = new Optimizer(gpu, params, parseOptimizerConfig({ name: 'adamw', lr: 1e-2, weight_decay: 0.1 }));
+      const gbufs = new Map(params.map((p, i) => [p.name, gpu.upload('g', grads[i])]));
+      if (withNorms) await opt.gradNorms(gbufs);
+      const before = { ...gpu.stats };
+      const u = await opt.step(gbufs, 0.5);
+      const work = statsSince(gpu.stats, before);
+      const weights = await Promise.all(params.map((p) => gpu.readF32(p.buffer)));
+      return { u, work, weights };
+    };
+    const P = SHAPES.length;
+    const after = await run(true); // reuses gradNorms' sums
+    expect([after.work.computePasses, after.work.dispatches, after.work.bytesRead]).toEqual([1, 1 + P + 1, (P + 3) * 4]);
+    const alone = await run(false); // + the gradient sweep (6 tensors per dispatch) and its finish, same pass
+    expect([alone.work.computePasses, alone.work.dispatches]).toEqual([1, Math.ceil(P / 6) + 1 + 1 + P + 1]);
+    // The same kernels on the same gradients: bitwise the same step.
+    expect(alone.u).toEqual(after.u);
+    expect(alone.weights).toEqual(after.weights);
   });
 
   it('parseOptimizerConfig fills torch defaults and names a bad field', () => {
