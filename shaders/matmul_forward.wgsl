@@ -1,7 +1,8 @@
 // Tiled GEMM  C = op(A) · op(B) (+ bias) (+ C),  with op(A): (M, K), op(B): (K, N), C: (M, N) row-major.
-// One shader serves every matmul of the model: the forward (B = Wᵀ for nn.Linear [out, in] weights,
-// B = W for GPT-2 Conv1D [in, out]) and both backward products (dinp = dout·W, dweight = doutᵀ·x),
-// which differ only in which operand is read transposed (TRANS_A / TRANS_B override constants).
+// One shader serves every matmul of the model on a GPU: the forward (B = Wᵀ for nn.Linear [out, in]
+// weights, B = W for GPT-2 Conv1D [in, out]) and both backward products (dinp = dout·W, dweight = doutᵀ·x),
+// which differ only in which operand is read transposed (TRANS_A / TRANS_B override constants). CPU
+// adapters run the same products with matmul_subgroup_forward.wgsl instead (its header says why).
 //
 // Each workgroup computes a TILE_M × TILE_N block of C, staging TILE_K-deep slices of A and B in
 // workgroup memory; each invocation keeps a 4 × 4 register block (one vec4 of C columns per row),
@@ -21,53 +22,30 @@
 //   2: the inner dimension is keys (P·V, g·K): stop at the last key the tile's queries can see;
 //   3: the inner dimension is queries (Pᵀ·dO, gᵀ·Q, rows m = keys): start at the first query that sees them.
 //
-// B_BF16: B holds packed bfloat16 (two per u32 word, the lower half first: a checkpoint's little-endian
-// bytes as stored), for frozen weights kept in their checkpoint dtype; each element is widened to f32
-// exactly (bf16 is the top half of an f32) and accumulation stays f32. B's base / ld count bf16 elements.
+// B_BF16: B holds packed bfloat16 weights (common/matmul.wgsl). The operands, their bindings and the
+// epilogue are shared with matmul_subgroup_forward.wgsl, the kernel CPU adapters get (src/kernels/matmul.ts).
+
+//#include "common/matmul.wgsl"
 
 override TILE_M: u32 = 64;
 override TILE_N: u32 = 64;
 override TILE_K: u32 = 16;
-override TRANS_A: bool = false; // A stored (K, M): physical rows are k
-override TRANS_B: bool = false; // B stored (N, K): physical rows are n
 override CAUSAL: u32 = 0u;       // 0 none, 1/2/3: see the header
-override B_BF16: bool = false;   // B is packed bf16 (see the header)
 
 const TM: u32 = 4u; // rows of C per invocation
 const TN: u32 = 4u; // columns of C per invocation (one vec4)
-
-struct Params {
-  M: u32, N: u32, K: u32, flags: u32, // flags: 1 = add C's previous value, 2 = add bias
-  a_base: u32, lda: u32, b_base: u32, ldb: u32,
-  c_base: u32, ldc: u32, bias_off: u32, z_inner: u32,
-  b_div: u32, a_zo: u32, a_zi: u32, b_zo: u32,
-  b_zi: u32, c_zo: u32, c_zi: u32, causal_off: u32,
-}
-
-@group(0) @binding(0) var<storage, read> a: array<f32>;        // op(A) (M, K), window
-@group(0) @binding(1) var<storage, read> b: array<u32>;        // op(B) (K, N), window: f32 bits, or bf16 pairs
-@group(0) @binding(2) var<storage, read> bias: array<f32>;     // (N) or a dummy
-@group(0) @binding(3) var<storage, read_write> c: array<f32>;  // (M, N), window
-@group(0) @binding(4) var<uniform> p: Params;
 
 var<workgroup> As: array<vec4f, TILE_K * TILE_M / 4u>; // [k][m]: vec4 = 4 consecutive rows m
 var<workgroup> Bs: array<vec4f, TILE_K * TILE_N / 4u>; // [k][n]: vec4 = 4 consecutive columns n
 
 fn load_a(a0: u32, m: u32, k: u32) -> f32 {
   if (m >= p.M || k >= p.K) { return 0.0; }
-  if (TRANS_A) { return a[a0 + k * p.lda + m]; }
-  return a[a0 + m * p.lda + k];
-}
-
-fn b_at(i: u32) -> f32 {
-  if (B_BF16) { return bitcast<f32>(((b[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
-  return bitcast<f32>(b[i]);
+  return a_elem(a0, m, k);
 }
 
 fn load_b(b0: u32, k: u32, n: u32) -> f32 {
   if (k >= p.K || n >= p.N) { return 0.0; }
-  if (TRANS_B) { return b_at(b0 + n * p.ldb + k); }
-  return b_at(b0 + k * p.ldb + n);
+  return b_elem(b0, k, n);
 }
 
 @compute @workgroup_size(TILE_N / TN, TILE_M / TM)
@@ -76,11 +54,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let t = lid.y * (TILE_N / TN) + lid.x;
   let m0 = wid.y * TILE_M;
   let n0 = wid.x * TILE_N;
-  let zo = wid.z / p.z_inner;
-  let zi = wid.z % p.z_inner;
-  let a0 = p.a_base + zo * p.a_zo + zi * p.a_zi;
-  let b0 = p.b_base + zo * p.b_zo + (zi / p.b_div) * p.b_zi;
-  let c0 = p.c_base + zo * p.c_zo + zi * p.c_zi;
+  let bases = operand_bases(wid.z);
+  let a0 = bases.x;
+  let b0 = bases.y;
+  let c0 = bases.z;
   // Workgroup-uniform causal limits (keep the barriers below in uniform control flow).
   let m_last = min(m0 + TILE_M, p.M) - 1u + p.causal_off;
   if (CAUSAL == 1u && n0 > m_last) { return; }
@@ -115,19 +92,13 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     workgroupBarrier();
   }
 
-  let accumulate = (p.flags & 1u) != 0u;
-  let add_bias = (p.flags & 2u) != 0u;
   for (var i = 0u; i < TM; i++) {
     let m = m0 + lid.y * TM + i;
     if (m >= p.M) { break; }
     for (var j = 0u; j < TN; j++) {
       let n = n0 + lid.x * TN + j;
       if (n >= p.N) { break; }
-      let idx = c0 + m * p.ldc + n;
-      var v = acc[i][j];
-      if (add_bias) { v += bias[p.bias_off + n]; }
-      if (accumulate) { v += c[idx]; }
-      c[idx] = v;
+      store_c(c0 + m * p.ldc + n, n, acc[i][j]);
     }
   }
 }

@@ -3,6 +3,7 @@
 // The tiled GEMM (matmul_forward.wgsl) gives such a product only ceil(N / 64) workgroups, each walking
 // all of K serially with two barriers per 16-deep slice: latency-bound, the GPU mostly idle, while
 // the product is just one read of W (a GEMV over M rows at once) and should run at memory bandwidth.
+// GPUs only: on CPU adapters matmul_subgroup_forward.wgsl is faster at any row count (src/kernels/matmul.ts).
 //
 // Each workgroup computes COLS output columns for all rows: its SPLIT invocations stride over K, so
 // neighbouring invocations read neighbouring elements of each weight row (coalesced), and each keeps a

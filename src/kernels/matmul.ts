@@ -1,5 +1,6 @@
-// Launchers for shaders/matmul_forward.wgsl (the tiled GEMM every matmul uses),
-// shaders/matmul_rows_forward.wgsl (few-row products with 'out_in' weights: the decode step) and
+// Launchers for the GEMM every matmul uses — shaders/matmul_forward.wgsl (workgroup tiles: GPUs) or
+// shaders/matmul_subgroup_forward.wgsl (subgroup broadcasts: CPU adapters, see gemmPlan) —,
+// shaders/matmul_rows_forward.wgsl (few-row products with 'out_in' weights on GPUs: the decode step) and
 // shaders/matmul_backward.wgsl (bias gradient).
 //
 // weightLayout 'out_in' is HF nn.Linear [N = out, K = in] (y = x·Wᵀ + b), also the tied lm_head
@@ -10,7 +11,7 @@
 //
 // Signature additions to the brief (all optional): matmul_backward's `accumulateDinp` (dinp += ...,
 // for inputs feeding several projections, e.g. q/k/v), matmul_forward's `accumulate` (out += ...,
-// LoRA's delta onto the base output) and `bindingLimit` on both launchers.
+// LoRA's delta onto the base output), and `bindingLimit` and `kernel` (tests and bench) on both launchers.
 import { Gpu, type Binding, type Recorder } from '../gpu/context.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
@@ -19,12 +20,27 @@ export type WeightLayout = 'out_in' | 'in_out';
 export type WeightDtype = 'f32' | 'bf16';
 const ELEM_BYTES: Record<WeightDtype, number> = { f32: 4, bf16: 2 };
 
+/** Which GEMM kernel runs: 'tiled' (matmul_forward.wgsl) or 'subgroup' (matmul_subgroup_forward.wgsl). */
+export type GemmKernel = 'tiled' | 'subgroup';
+/** matmul_forward's kernels: a GEMM kernel, or 'rows' (matmul_rows_forward.wgsl, few rows). */
+export type MatmulKernel = GemmKernel | 'rows';
+
+// matmul_forward.wgsl: TILE_M from tileRows, TILE_N × TILE_K.
 const TILE_N = 64;
 const TILE_K = 16;
+// matmul_subgroup_forward.wgsl: up to SUB_TM rows per invocation, SUB_TN columns per workgroup, at most
+// SUB_WG invocations; the subgroup sizes it takes (TN a multiple of SG, TN / SG within its MAX_Q). On
+// lavapipe 4 × 16 and 4 × 32 led (≈ 10 GFLOP per CPU-second at 2048 × 576 × 576), ahead of 2 × 16, 2 × 32,
+// 8 × 8, 8 × 16 (7–9) and 4 × 8 (5); 32 or 128 invocations instead of 64 measured no better.
+const SUB_TM = 4;
+const SUB_TN = 16;
+const SUB_WG = 64;
+const SUB_SIZES = [4, 8, 16, 32];
 const MAX_WG = 65535;
 const BIAS_WG = 256;
 // matmul_rows_forward.wgsl: up to ROWS_MAX rows (its MAX_ROWS), ROWS_COLS output columns per workgroup
-// (its COLS), ROWS_SPLIT invocations per workgroup.
+// (its COLS), ROWS_SPLIT invocations per workgroup. Not where the subgroup GEMM is the default: on lavapipe
+// that one is 1.4× faster at 1 row and 12× at 16 (576 → 1536, bench-style timing).
 const ROWS_MAX = 16;
 const ROWS_COLS = 4;
 const ROWS_SPLIT = 64;
@@ -35,6 +51,56 @@ const ROWS_SPLIT = 64;
  */
 function tileRows(M: number): number {
   return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
+}
+
+/** The adapter's subgroup size where it is fixed and one the subgroup kernel takes (SUB_SIZES), else 0. */
+function fixedSubgroupSize(gpu: Gpu): number {
+  if (!gpu.hasSubgroups) return 0;
+  const info = gpu.device.adapterInfo as GPUAdapterInfo | undefined; // absent on older browsers
+  const size = info?.subgroupMinSize;
+  return size !== undefined && size === info?.subgroupMaxSize && SUB_SIZES.includes(size) ? size : 0;
+}
+
+/**
+ * The GEMM kernels this adapter can run, its default first. CPU adapters (lavapipe, SwiftShader: a
+ * subgroup is one SIMD register, so its size is fixed) default to the subgroup kernel; GPUs keep the
+ * tiled one (workgroup tiles are the better plan there, and the one measured on them).
+ */
+export function gemmKernels(gpu: Gpu): GemmKernel[] {
+  if (!fixedSubgroupSize(gpu)) return ['tiled'];
+  const a = gpu.adapter;
+  const cpu = a.isFallback || a.architecture === 'software' || /llvmpipe|lavapipe|swiftshader/i.test(`${a.vendor} ${a.architecture} ${a.device} ${a.description}`);
+  return cpu ? ['subgroup', 'tiled'] : ['tiled', 'subgroup'];
+}
+
+interface GemmPlan {
+  shader: 'matmul_forward' | 'matmul_subgroup_forward';
+  tileM: number; // rows of C per workgroup
+  tileN: number; // columns of C per workgroup
+  tileK: number; // the inner dimension's step (1: none)
+  constants: Record<string, number>;
+}
+
+/**
+ * The kernel and its sizes for an M-row product: the adapter's default (gemmKernels) or `force` (tests,
+ * bench). The subgroup kernel takes fewer rows per invocation when M fills less than SUB_TM subgroups,
+ * and sizes its workgroup so that its ceil(M / (SUB_WG · TM)) row blocks cover M with the fewest
+ * clamped rows.
+ */
+function gemmPlan(gpu: Gpu, M: number, force?: GemmKernel): GemmPlan {
+  const kernels = gemmKernels(gpu);
+  const kernel = force ?? kernels[0];
+  if (!kernels.includes(kernel)) throw new Error(`matmul: this adapter cannot run the ${kernel} GEMM kernel (it needs a fixed subgroup size of ${SUB_SIZES.join(', ')})`);
+  if (kernel === 'tiled') {
+    const TILE_M = tileRows(M);
+    return { shader: 'matmul_forward', tileM: TILE_M, tileN: TILE_N, tileK: TILE_K, constants: { TILE_M, TILE_N, TILE_K } };
+  }
+  const sg = fixedSubgroupSize(gpu);
+  const TM = Math.min(SUB_TM, Math.ceil(M / sg));
+  const blocks = Math.ceil(M / (SUB_WG * TM));
+  const WG = Math.ceil(Math.ceil(M / blocks) / (TM * sg)) * sg;
+  const TN = Math.max(SUB_TN, sg);
+  return { shader: 'matmul_subgroup_forward', tileM: WG * TM, tileN: TN, tileK: 1, constants: { TM, TN, WG, SG: sg } };
 }
 
 function roundDown(n: number, total: number, tile: number): number {
@@ -80,16 +146,18 @@ export function gemmDispatch(
     accumulate: boolean;
     causal?: { mode: 1 | 2 | 3; offset: number };
     bBf16?: boolean; // B is packed bf16
+    kernel?: GemmKernel; // default: gemmPlan's choice for the adapter
   },
 ): void {
-  const TILE_M = tileRows(g.M);
+  // Only the tiled kernel skips masked work (CAUSAL).
+  const plan = gemmPlan(rec.gpu, g.M, g.causal ? 'tiled' : g.kernel);
   const Z = g.Z ?? 1;
   if (Z > MAX_WG) throw new Error(`${kernel}: ${Z} batched products exceed the ${MAX_WG} workgroups of one grid dimension`);
   const flags = (g.accumulate ? 1 : 0) | (g.bias ? 2 : 0);
   rec.dispatch({
     kernel,
-    shader: 'matmul_forward',
-    constants: { TILE_M, TILE_N, TILE_K, TRANS_A: g.a.trans ?? false, TRANS_B: g.b.trans ?? false, CAUSAL: g.causal?.mode ?? 0, B_BF16: g.bBf16 ?? false },
+    shader: plan.shader,
+    constants: { ...plan.constants, TRANS_A: g.a.trans ?? false, TRANS_B: g.b.trans ?? false, B_BF16: g.bBf16 ?? false, ...(g.causal ? { CAUSAL: g.causal.mode } : {}) },
     bindings: { a: g.a.binding, b: g.b.binding, bias: g.bias?.binding ?? rec.gpu.zeros(16), c: g.c.binding },
     params: [
       ['M', 'u32', g.M], ['N', 'u32', g.N], ['K', 'u32', g.K], ['flags', 'u32', flags],
@@ -98,7 +166,7 @@ export function gemmDispatch(
       ['b_div', 'u32', g.b.div ?? 1], ['a_zo', 'u32', g.a.zo ?? 0], ['a_zi', 'u32', g.a.zi ?? 0], ['b_zo', 'u32', g.b.zo ?? 0],
       ['b_zi', 'u32', g.b.zi ?? 0], ['c_zo', 'u32', g.c.zo ?? 0], ['c_zi', 'u32', g.c.zi ?? 0], ['causal_off', 'u32', g.causal?.offset ?? 0],
     ],
-    workgroups: [Math.ceil(g.N / TILE_N), Math.ceil(g.M / TILE_M), Z],
+    workgroups: [Math.ceil(g.N / plan.tileN), Math.ceil(g.M / plan.tileM), Z],
   });
 }
 
@@ -106,26 +174,26 @@ export function gemmDispatch(
 function gemm(
   rec: Recorder,
   kernel: string,
-  g: { a: Operand; b: Operand; c: GPUBuffer; bias?: Binding; M: number; N: number; K: number; accumulate: boolean; limit?: number },
+  g: { a: Operand; b: Operand; c: GPUBuffer; bias?: Binding; M: number; N: number; K: number; accumulate: boolean; limit?: number; kernel?: GemmKernel },
 ): void {
   const gpu = rec.gpu;
   const { a, b, M, N, K } = g;
   const limit = bindingLimit(gpu, g.limit);
-  const TILE_M = tileRows(M);
+  const { tileM, tileN, tileK } = gemmPlan(gpu, M, g.kernel);
   const aRows = a.trans ? K : M;
   const bRows = b.trans ? N : K;
   // Block sizes: each operand's window must fit; C's rows and A's (or B's) physical rows share a cut.
-  let mBlock = Math.min(rowsPerWindow(gpu, limit, M, N), MAX_WG * TILE_M);
-  let nBlock = Math.min(N, MAX_WG * TILE_N);
+  let mBlock = Math.min(rowsPerWindow(gpu, limit, M, N), MAX_WG * tileM);
+  let nBlock = Math.min(N, MAX_WG * tileN);
   let kBlock = K;
   if (a.trans) kBlock = Math.min(kBlock, rowsPerWindow(gpu, limit, aRows, a.ld));
   else mBlock = Math.min(mBlock, rowsPerWindow(gpu, limit, aRows, a.ld));
   const bBytes = b.bf16 ? 2 : 4;
   if (b.trans) nBlock = Math.min(nBlock, rowsPerWindow(gpu, limit, bRows, b.ld, bBytes));
   else kBlock = Math.min(kBlock, rowsPerWindow(gpu, limit, bRows, b.ld, bBytes));
-  mBlock = roundDown(mBlock, M, TILE_M);
-  nBlock = roundDown(nBlock, N, TILE_N);
-  kBlock = roundDown(kBlock, K, TILE_K);
+  mBlock = roundDown(mBlock, M, tileM);
+  nBlock = roundDown(nBlock, N, tileN);
+  kBlock = roundDown(kBlock, K, tileK);
 
   for (let m0 = 0; m0 < M; m0 += mBlock) {
     const mc = Math.min(mBlock, M - m0);
@@ -148,6 +216,7 @@ function gemm(
           K: kc,
           accumulate: g.accumulate || k0 > 0,
           bBf16: b.bf16,
+          kernel: g.kernel,
         });
       }
     }
@@ -174,6 +243,7 @@ export function matmul_forward(
     weightDtype?: WeightDtype; // default f32
     accumulate?: boolean; // out += ... (a LoRA delta added onto its base layer's output)
     bindingLimit?: number; // tests only
+    kernel?: MatmulKernel; // tests and bench: this kernel, instead of the launcher's choice
   },
 ): void {
   const { M, K, N } = args;
@@ -186,8 +256,11 @@ export function matmul_forward(
   const gpu = rec.gpu;
   const limit = bindingLimit(gpu, args.bindingLimit);
   const fits = (rows: number, rowElems: number) => rowsPerWindow(gpu, limit, rows, rowElems) === rows;
-  if (outIn && !args.accumulate && !bf16 && M <= ROWS_MAX && fits(M, K) && fits(N, K) && fits(M, N)) {
+  const rowsFit = outIn && !args.accumulate && !bf16 && M <= ROWS_MAX && fits(M, K) && fits(N, K) && fits(M, N);
+  const kernel = args.kernel;
+  if (kernel === 'rows' || (kernel === undefined && rowsFit && gemmKernels(gpu)[0] === 'tiled')) {
     // Few rows (a decode step): one read of W by N / COLS workgroups instead of a latency-bound GEMM grid.
+    if (!rowsFit) throw new Error(`matmul_forward: the few-row kernel takes up to ${ROWS_MAX} rows of an f32 'out_in' weight, each operand in one binding, without accumulate`);
     rec.dispatch({
       kernel: 'matmul_rows_forward',
       shader: 'matmul_rows_forward',
@@ -213,6 +286,7 @@ export function matmul_forward(
     K,
     accumulate: args.accumulate ?? false,
     limit: args.bindingLimit,
+    kernel,
   });
 }
 
@@ -233,6 +307,7 @@ export function matmul_backward(
     accumulate: boolean; // dweight += ..., dbias += ... (tied embeddings share one gradient)
     accumulateDinp?: boolean; // dinp += ... (an input feeding several projections)
     bindingLimit?: number; // tests only
+    kernel?: GemmKernel; // tests and bench: the GEMM kernel, instead of gemmPlan's choice
   },
 ): void {
   const { M, K, N } = args;
@@ -241,6 +316,7 @@ export function matmul_backward(
   checkSize('matmul_backward', 'dout', args.dout, M * N);
   const outIn = args.weightLayout === 'out_in';
   const limit = args.bindingLimit;
+  const kernel = args.kernel;
   if (args.dinp) {
     // dinp (M, K) = dout (M, N) · W' (N, K), W' = W for [N, K] storage, Wᵀ for [K, N].
     checkSize('matmul_backward', 'dinp', args.dinp, M * K);
@@ -254,6 +330,7 @@ export function matmul_backward(
       K: N,
       accumulate: args.accumulateDinp ?? false,
       limit,
+      kernel,
     });
   }
   if (args.dweight) {
@@ -271,6 +348,7 @@ export function matmul_backward(
       K: M,
       accumulate: args.accumulate,
       limit,
+      kernel,
     });
   }
   if (args.dbias) {

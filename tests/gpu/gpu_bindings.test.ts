@@ -15,13 +15,13 @@ import { colsum_forward } from '../../src/kernels/colsum.ts';
 import { column_copy_forward } from '../../src/kernels/column_copy.ts';
 import { embedding_backward, embedding_forward } from '../../src/kernels/embedding.ts';
 import { gelu_backward, gelu_forward } from '../../src/kernels/gelu.ts';
-import { scale_forward, sumsq_forward } from '../../src/kernels/grad_norm.ts';
+import { clip_coef_forward, scale_forward, sumsq_forward } from '../../src/kernels/grad_norm.ts';
 import { grpo_loss_backward, grpo_loss_forward } from '../../src/kernels/grpo_loss.ts';
 import { kl_forward } from '../../src/kernels/kl.ts';
 import { layernorm_backward, layernorm_forward } from '../../src/kernels/layernorm.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../../src/kernels/logprob_gather.ts';
 import { loss_reduce_forward } from '../../src/kernels/loss_reduce.ts';
-import { matmul_backward, matmul_forward } from '../../src/kernels/matmul.ts';
+import { gemmKernels, matmul_backward, matmul_forward } from '../../src/kernels/matmul.ts';
 import { adamw_step, sgd_step } from '../../src/kernels/optimizer.ts';
 import { ppo_loss_forward } from '../../src/kernels/ppo_loss.ts';
 import { residual_accumulate, residual_forward } from '../../src/kernels/residual.ts';
@@ -186,7 +186,8 @@ describe('every kernel the project ships', () => {
       (rec) => embedding_backward(rec, { dwte: buf(V * C), dwpe: buf(N * C), dout: buf(N * C), ids: buf(N), positionIds: buf(N), N, C, V, P: N, accumulate: false }),
       (rec) => gelu_forward(rec, { out: buf(N), inp: buf(N), n: N }),
       (rec) => gelu_backward(rec, { dinp: buf(N), inp: buf(N), dout: buf(N), n: N }),
-      (rec) => sumsq_forward(rec, { inp: buf(N), n: N, out: buf(1), outIndex: 0 }),
+      (rec) => sumsq_forward(rec, { inputs: [{ inp: buf(N), n: N }], out: buf(1) }),
+      (rec) => clip_coef_forward(rec, { sumsq: buf(2), P: 2, maxNorm: 1, clip: buf(3) }),
       (rec) => scale_forward(rec, { x: buf(N), n: N, factor: 2 }),
       (rec) =>
         grpo_loss_forward(rec, {
@@ -212,13 +213,15 @@ describe('every kernel the project ships', () => {
       // Few rows and an [out, in] weight: the row kernel; an [in, out] weight: the tiled GEMM.
       (rec) => matmul_forward(rec, { out: buf(N * V), inp: buf(N * C), weight: buf(V * C), bias: buf(V), M: N, K: C, N: V, weightLayout: 'out_in' }),
       (rec) => matmul_forward(rec, { out: buf(N * V), inp: buf(N * C), weight: buf(C * V), M: N, K: C, N: V, weightLayout: 'in_out' }),
+      // Every kernel matmul_forward has, forced: which ones it picks by default depends on the adapter.
+      ...(['rows', ...gemmKernels(gpu)] as const).map((kernel) => (rec: Recorder) => matmul_forward(rec, { out: buf(N * V), inp: buf(N * C), weight: buf(V * C), M: N, K: C, N: V, weightLayout: 'out_in', kernel })),
       (rec) =>
         matmul_backward(rec, {
           dinp: buf(N * C), dweight: buf(V * C), dbias: buf(V), dout: buf(N * V), inp: buf(N * C), weight: buf(V * C), M: N, K: C, N: V, weightLayout: 'out_in', accumulate: false,
         }),
-      (rec) => adamw_step(rec, { param: buf(N), grad: buf(N), m: buf(N), v: buf(N), n: N, lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, step: 1, gradScale: 1 }),
-      (rec) => sgd_step(rec, { param: buf(N), grad: buf(N), n: N, lr: 1e-3, weightDecay: 0, gradScale: 1 }),
-      (rec) => sgd_step(rec, { param: buf(N), grad: buf(N), n: N, lr: 1e-3, weightDecay: 0, gradScale: 1, momentum: 0.9, buf: buf(N) }),
+      (rec) => adamw_step(rec, { tensors: [{ param: buf(N), grad: buf(N), m: buf(N), v: buf(N), n: N, weightDecay: 0 }], clip: buf(3), out: buf(1), lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, step: 1 }),
+      (rec) => sgd_step(rec, { tensors: [{ param: buf(N), grad: buf(N), n: N, weightDecay: 0 }], clip: buf(3), out: buf(1), lr: 1e-3 }),
+      (rec) => sgd_step(rec, { tensors: [{ param: buf(N), grad: buf(N), n: N, weightDecay: 0, buf: buf(N) }], clip: buf(3), out: buf(1), lr: 1e-3, momentum: 0.9 }),
       (rec) =>
         ppo_loss_forward(rec, {
           logp: buf(BT), entropy: buf(BT), inputs: buf(PPO_INPUTS.length * BT), out: buf(4 * BT), dlogp: buf(BT), dentropy: buf(BT), B, T,

@@ -1,7 +1,9 @@
-// matmul_forward / matmul_backward (GPU) against their float64 twins: odd shapes that are not multiples
-// of the 64×64×16 tiles, both weight layouts, bias, accumulation, the few-row (decode) kernel for
-// 'out_in' weights, binding-window splits (forced by a lowered binding limit, and once for real past
-// lavapipe's 128 MiB); and the twin's backward against
+// matmul_forward / matmul_backward (GPU) against their float64 twins, with every GEMM kernel the adapter
+// runs (the tiled one, and the subgroup one where gemmKernels offers it: both on lavapipe): odd shapes
+// that are not multiples of the 64×64×16 tiles nor of the subgroup kernel's row blocks and 16 columns,
+// K below a tile, single rows and columns, both weight layouts, bias, accumulation, the few-row (decode)
+// kernel for 'out_in' weights, binding-window splits (forced by a lowered binding limit, and once for
+// real past lavapipe's 128 MiB); which kernel each adapter class gets; and the twin's backward against
 // central finite differences of the twin's forward.
 //
 // Tolerance: the inputs are exact f32 values and the twin is exact in float64, so the only error is the
@@ -14,7 +16,7 @@ import { Rng } from '../../src/model/rng.ts';
 import { expectClose } from '../helpers/close.ts';
 import { dot, fdGradient } from '../helpers/fd.ts';
 import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../../src/oracle/matmul.ts';
-import { matmul_backward, matmul_forward } from '../../src/kernels/matmul.ts';
+import { gemmKernels, matmul_backward, matmul_forward, type MatmulKernel } from '../../src/kernels/matmul.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 
 const U = 2 ** -24;
@@ -25,7 +27,7 @@ function tolFrom(S: Float64Array, K: number) {
   return (i: number) => 4 * U * Math.sqrt(K) * S[i] + 1e-30;
 }
 
-async function forwardCase(gpu: Gpu, rng: Rng, M: number, K: number, N: number, layout: WeightLayout, withBias: boolean, bindingLimit?: number) {
+async function forwardCase(gpu: Gpu, rng: Rng, M: number, K: number, N: number, layout: WeightLayout, withBias: boolean, bindingLimit?: number, kernel?: MatmulKernel) {
   const inp = rng.f32(M * K);
   const weight = rng.f32(N * K, 0.5);
   const bias = withBias ? rng.f32(N) : null;
@@ -46,13 +48,14 @@ async function forwardCase(gpu: Gpu, rng: Rng, M: number, K: number, N: number, 
     N,
     weightLayout: layout,
     bindingLimit,
+    kernel,
   });
   const kernels = [...rec.kernels];
   await rec.submit();
   const got = await gpu.readF32(out, M * N);
   const want = mmRef(inp, weight, bias, M, K, N, layout);
   const S = mmRef(abs(inp), abs(weight), bias ? abs(bias) : null, M, K, N, layout);
-  const r = expectClose(got, want, { atol: 0, rtol: 0, atolAt: tolFrom(S, K), label: `forward ${M}x${K}x${N} ${layout}` });
+  const r = expectClose(got, want, { atol: 0, rtol: 0, atolAt: tolFrom(S, K), label: `forward ${M}x${K}x${N} ${layout} ${kernel ?? 'default'}` });
   return { worst: r.worst, kernels };
 }
 
@@ -60,18 +63,57 @@ describe('matmul_forward', () => {
   // M picks the row tile (8, 16, 32 or 64 rows): every size is covered.
   const shapes: Array<[number, number, number]> = [[37, 53, 29], [130, 97, 201], [1, 67, 5], [65, 16, 64], [3, 200, 1], [13, 29, 70], [30, 45, 131]];
   for (const layout of ['out_in', 'in_out'] as WeightLayout[]) {
-    it(`${layout}: odd shapes, with and without bias`, async () => {
+    it(`${layout}: odd shapes, with and without bias, every GEMM kernel`, async () => {
       const gpu = await testGpu();
       const rng = new Rng(layout === 'out_in' ? 11 : 12);
-      let worst = 0;
-      for (const [M, K, N] of shapes) {
-        for (const withBias of [true, false]) worst = Math.max(worst, (await forwardCase(gpu, rng, M, K, N, layout, withBias)).worst);
+      for (const kernel of gemmKernels(gpu)) {
+        let worst = 0;
+        for (const [M, K, N] of shapes) {
+          for (const withBias of [true, false]) worst = Math.max(worst, (await forwardCase(gpu, rng, M, K, N, layout, withBias, undefined, kernel)).worst);
+        }
+        console.log(`matmul_forward ${layout} ${kernel}: worst ${worst.toFixed(3)} of tolerance`);
       }
-      console.log(`matmul_forward ${layout}: worst ${worst.toFixed(3)} of tolerance`);
     });
   }
 
-  it('out_in with M <= 16 (decode): the few-row kernel, odd K and N, with and without bias', async () => {
+  it('every GEMM kernel: M, N, K around its blocks (K = 1 and below a tile, one row, one column, 2 row blocks)', async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(17);
+    // Subgroup kernel: 1, 2 or 4 rows per invocation (M = 1, 2 / 9 / 33+), row blocks of up to 256 rows (257, 300: two
+    // blocks of a 160-row workgroup), 16 columns; tiled: 64 × 64 × 16.
+    const edges: Array<[number, number, number, WeightLayout]> = [
+      [1, 1, 1, 'in_out'], [1, 17, 33, 'out_in'], [2, 5, 16, 'in_out'], [257, 3, 15, 'out_in'], [255, 16, 17, 'in_out'],
+      [300, 1, 65, 'out_in'], [9, 577, 1, 'in_out'], [33, 15, 31, 'out_in'],
+    ];
+    for (const kernel of gemmKernels(gpu)) {
+      let worst = 0;
+      for (const [M, K, N, layout] of edges) {
+        const r = await forwardCase(gpu, rng, M, K, N, layout, (M + N) % 2 === 0, undefined, kernel);
+        expect(r.kernels).toEqual(['matmul_forward']);
+        worst = Math.max(worst, r.worst);
+      }
+      console.log(`matmul_forward ${kernel} around its blocks: worst ${worst.toFixed(3)} of tolerance`);
+    }
+  });
+
+  it('picks the subgroup kernel on CPU adapters with a fixed subgroup size, the tiled one elsewhere', () => {
+    const fake = (adapter: Partial<Gpu['adapter']>, sub: [number, number] | null) =>
+      ({
+        hasSubgroups: sub !== null,
+        adapter: { vendor: '', architecture: '', device: '', description: '', isFallback: false, ...adapter },
+        device: { adapterInfo: sub ? { subgroupMinSize: sub[0], subgroupMaxSize: sub[1] } : {} },
+      }) as unknown as Gpu;
+    const lavapipe = { vendor: 'mesa', architecture: 'software', description: 'llvmpipe: Mesa 25.0.7 (LLVM 15.0.6)', isFallback: true };
+    expect(gemmKernels(fake(lavapipe, [8, 8]))).toEqual(['subgroup', 'tiled']);
+    expect(gemmKernels(fake({ vendor: 'google', architecture: 'swiftshader' }, [4, 4]))).toEqual(['subgroup', 'tiled']);
+    expect(gemmKernels(fake(lavapipe, null))).toEqual(['tiled']); // no subgroups feature
+    expect(gemmKernels(fake(lavapipe, [4, 16]))).toEqual(['tiled']); // size not fixed
+    expect(gemmKernels(fake(lavapipe, [64, 64]))).toEqual(['tiled']); // wider than its 32 columns
+    expect(gemmKernels(fake({ vendor: 'nvidia', architecture: 'hopper' }, [32, 32]))).toEqual(['tiled', 'subgroup']);
+    expect(gemmKernels(fake({ vendor: 'amd', architecture: 'rdna-3' }, [32, 64]))).toEqual(['tiled']);
+  });
+
+  it('out_in with M <= 16 (decode): the few-row kernel, odd K and N, with and without bias; the default on GPUs', async () => {
     const gpu = await testGpu();
     const rng = new Rng(15);
     let worst = 0;
@@ -79,7 +121,7 @@ describe('matmul_forward', () => {
       for (const K of [37, 576, 1537]) {
         for (const N of [29, 577, 2049]) {
           for (const withBias of [true, false]) {
-            const r = await forwardCase(gpu, rng, M, K, N, 'out_in', withBias);
+            const r = await forwardCase(gpu, rng, M, K, N, 'out_in', withBias, undefined, 'rows');
             expect(r.kernels).toEqual(['matmul_rows_forward']);
             worst = Math.max(worst, r.worst);
           }
@@ -87,9 +129,18 @@ describe('matmul_forward', () => {
       }
     }
     console.log(`matmul_rows_forward: worst ${worst.toFixed(3)} of tolerance`);
+    // The launcher's own choice: the few-row kernel where the tiled GEMM is the default (GPUs); on CPU
+    // adapters the subgroup GEMM is faster at any row count.
+    const rows = gemmKernels(gpu)[0] === 'tiled';
+    for (const M of [1, 5, 16]) {
+      const { kernels } = await forwardCase(gpu, rng, M, 37, 29, 'out_in', true);
+      expect(kernels).toEqual([rows ? 'matmul_rows_forward' : 'matmul_forward']);
+    }
+    const big = { out: gpu.createBuffer('o', 17 * 29 * 4), inp: gpu.createBuffer('i', 17 * 37 * 4), weight: gpu.createBuffer('w', 29 * 37 * 4), M: 17, K: 37, N: 29, weightLayout: 'out_in' as const };
+    expect(() => matmul_forward(gpu.recorder('x'), { ...big, kernel: 'rows' })).toThrow(/few-row kernel takes up to 16 rows/);
   });
 
-  it('keeps the tiled GEMM for 17 rows, and for few rows whose weight exceeds one binding', async () => {
+  it('keeps the GEMM (not the few-row kernel) for 17 rows, and for few rows whose weight exceeds one binding', async () => {
     const gpu = await testGpu();
     const rng = new Rng(16);
     expect((await forwardCase(gpu, rng, 17, 37, 29, 'out_in', true)).kernels).toEqual(['matmul_forward']);
@@ -144,56 +195,59 @@ describe('matmul_forward', () => {
 describe('matmul_backward', () => {
   for (const layout of ['out_in', 'in_out'] as WeightLayout[]) {
     for (const bindingLimit of [undefined, 8 * 1024]) {
-      it(`${layout}${bindingLimit ? ', split windows' : ''}: dinp, dweight, dbias (overwrite and accumulate)`, async () => {
+      it(`${layout}${bindingLimit ? ', split windows' : ''}: dinp, dweight, dbias (overwrite and accumulate), every GEMM kernel`, async () => {
         const gpu = await testGpu();
-        const rng = new Rng(layout === 'out_in' ? 21 : 22);
-        let worst = 0;
-        for (const [M, K, N] of [[37, 53, 29], [130, 97, 201], [1, 19, 3]] as Array<[number, number, number]>) {
-          const inp = rng.f32(M * K);
-          const weight = rng.f32(N * K, 0.5);
-          const dout = rng.f32(M * N);
-          const want = mmBackRef(dout, inp, weight, M, K, N, layout);
-          const Sdinp = mmBackRef(abs(dout), abs(inp), abs(weight), M, K, N, layout);
-          for (const accumulate of [false, true]) {
-            const prevW = rng.f32(N * K);
-            const prevB = rng.f32(N);
-            const prevX = rng.f32(M * K);
-            const dinp = gpu.upload('dinp', prevX);
-            const dweight = gpu.upload('dweight', prevW);
-            const dbias = gpu.upload('dbias', prevB);
-            const rec = gpu.recorder('matmul backward test');
-            matmul_backward(rec, {
-              dinp,
-              dweight,
-              dbias,
-              dout: gpu.upload('dout', dout),
-              inp: gpu.upload('inp', inp),
-              weight: gpu.upload('weight', weight),
-              M,
-              K,
-              N,
-              weightLayout: layout,
-              accumulate,
-              accumulateDinp: accumulate,
-              bindingLimit,
-            });
-            await rec.submit();
-            const add = (x: Float64Array, prev: Float32Array) => (accumulate ? x.map((v, i) => v + prev[i]) : x);
-            const addAbs = (x: Float64Array, prev: Float32Array) => (accumulate ? x.map((v, i) => v + Math.abs(prev[i])) : x);
-            const label = `${M}x${K}x${N} ${layout} acc=${accumulate}`;
-            const checks: Array<[GPUBuffer, Float64Array, Float64Array, number, string]> = [
-              [dinp, add(want.dinp, prevX), addAbs(Sdinp.dinp, prevX), N, 'dinp'],
-              [dweight, add(want.dweight, prevW), addAbs(Sdinp.dweight, prevW), M, 'dweight'],
-              [dbias, add(want.dbias, prevB), addAbs(Sdinp.dbias, prevB), M, 'dbias'],
-            ];
-            for (const [buf, exp, S, len, name] of checks) {
-              const got = await gpu.readF32(buf, exp.length);
-              const r = expectClose(got, exp, { atol: 0, rtol: 0, atolAt: tolFrom(S, len + 1), label: `${name} ${label}` });
-              worst = Math.max(worst, r.worst);
+        for (const kernel of gemmKernels(gpu)) {
+          const rng = new Rng(layout === 'out_in' ? 21 : 22);
+          let worst = 0;
+          for (const [M, K, N] of [[37, 53, 29], [130, 97, 201], [1, 19, 3]] as Array<[number, number, number]>) {
+            const inp = rng.f32(M * K);
+            const weight = rng.f32(N * K, 0.5);
+            const dout = rng.f32(M * N);
+            const want = mmBackRef(dout, inp, weight, M, K, N, layout);
+            const Sdinp = mmBackRef(abs(dout), abs(inp), abs(weight), M, K, N, layout);
+            for (const accumulate of [false, true]) {
+              const prevW = rng.f32(N * K);
+              const prevB = rng.f32(N);
+              const prevX = rng.f32(M * K);
+              const dinp = gpu.upload('dinp', prevX);
+              const dweight = gpu.upload('dweight', prevW);
+              const dbias = gpu.upload('dbias', prevB);
+              const rec = gpu.recorder('matmul backward test');
+              matmul_backward(rec, {
+                dinp,
+                dweight,
+                dbias,
+                dout: gpu.upload('dout', dout),
+                inp: gpu.upload('inp', inp),
+                weight: gpu.upload('weight', weight),
+                M,
+                K,
+                N,
+                weightLayout: layout,
+                accumulate,
+                accumulateDinp: accumulate,
+                bindingLimit,
+                kernel,
+              });
+              await rec.submit();
+              const add = (x: Float64Array, prev: Float32Array) => (accumulate ? x.map((v, i) => v + prev[i]) : x);
+              const addAbs = (x: Float64Array, prev: Float32Array) => (accumulate ? x.map((v, i) => v + Math.abs(prev[i])) : x);
+              const label = `${M}x${K}x${N} ${layout} acc=${accumulate} ${kernel}`;
+              const checks: Array<[GPUBuffer, Float64Array, Float64Array, number, string]> = [
+                [dinp, add(want.dinp, prevX), addAbs(Sdinp.dinp, prevX), N, 'dinp'],
+                [dweight, add(want.dweight, prevW), addAbs(Sdinp.dweight, prevW), M, 'dweight'],
+                [dbias, add(want.dbias, prevB), addAbs(Sdinp.dbias, prevB), M, 'dbias'],
+              ];
+              for (const [buf, exp, S, len, name] of checks) {
+                const got = await gpu.readF32(buf, exp.length);
+                const r = expectClose(got, exp, { atol: 0, rtol: 0, atolAt: tolFrom(S, len + 1), label: `${name} ${label}` });
+                worst = Math.max(worst, r.worst);
+              }
             }
           }
+          console.log(`matmul_backward ${layout}${bindingLimit ? ' split' : ''} ${kernel}: worst ${worst.toFixed(3)} of tolerance`);
         }
-        console.log(`matmul_backward ${layout}${bindingLimit ? ' split' : ''}: worst ${worst.toFixed(3)} of tolerance`);
       });
     }
   }

@@ -1,7 +1,7 @@
 // embedding_forward with a packed bf16 table (WTE_BF16), and
 // matmul_forward / matmul_backward (dinp) with a packed bf16 weight (B_BF16 in shaders/matmul_forward.wgsl)
-// against the float64 twin (src/oracle/matmul.ts) on the weight's exact f32 values (bf16ToF32): odd shapes,
-// both layouts, odd element counts (a half-filled last word), bias, accumulation, binding-window splits
+// against the float64 twin (src/oracle/matmul.ts) on the weight's exact f32 values (bf16ToF32), with every
+// GEMM kernel the adapter runs (gemmKernels: tiled, and subgroup on CPU adapters): odd shapes, both layouts, odd element counts (a half-filled last word), bias, accumulation, binding-window splits
 // (the windows start at odd bf16 elements) and the few-row sizes that take the f32 GEMV elsewhere. A bf16
 // weight is frozen: asking for its dweight is refused. Tolerance as tests/kernels/ops_matmul.test.ts: the weight
 // values are exact, so only the f32 accumulation errs (4·u·√K·Σ|x·w|).
@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { bf16ToF32 } from '../../src/io/safetensors.ts';
 import { embedding_forward } from '../../src/kernels/embedding.ts';
-import { matmul_backward, matmul_forward } from '../../src/kernels/matmul.ts';
+import { gemmKernels, matmul_backward, matmul_forward, type GemmKernel } from '../../src/kernels/matmul.ts';
 import { embedding_forward as embRef } from '../../src/oracle/embedding.ts';
 import { Rng } from '../../src/model/rng.ts';
 import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../../src/oracle/matmul.ts';
@@ -26,7 +26,7 @@ function bf16(rng: Rng, n: number, scale: number): Uint16Array {
   return Uint16Array.from(u, (x) => (x + 0x7fff + ((x >> 16) & 1)) >>> 16);
 }
 
-async function forwardCase(gpu: Gpu, rng: Rng, M: number, K: number, N: number, layout: WeightLayout, opts: { bias?: boolean; accumulate?: boolean; bindingLimit?: number }) {
+async function forwardCase(gpu: Gpu, rng: Rng, M: number, K: number, N: number, layout: WeightLayout, opts: { bias?: boolean; accumulate?: boolean; bindingLimit?: number; kernel?: GemmKernel }) {
   const inp = rng.f32(M * K);
   const bits = bf16(rng, N * K, 0.5);
   const weight = bf16ToF32(bits);
@@ -36,7 +36,7 @@ async function forwardCase(gpu: Gpu, rng: Rng, M: number, K: number, N: number, 
   const rec = gpu.recorder('bf16 matmul');
   matmul_forward(rec, {
     out, inp: gpu.upload('inp', inp), weight: gpu.upload('weight', bits), bias: bias ? gpu.upload('bias', bias) : undefined,
-    M, K, N, weightLayout: layout, weightDtype: 'bf16', accumulate: opts.accumulate, bindingLimit: opts.bindingLimit,
+    M, K, N, weightLayout: layout, weightDtype: 'bf16', accumulate: opts.accumulate, bindingLimit: opts.bindingLimit, kernel: opts.kernel,
   });
   const kernels = [...rec.kernels];
   await rec.submit();
@@ -51,41 +51,47 @@ async function forwardCase(gpu: Gpu, rng: Rng, M: number, K: number, N: number, 
 describe('matmul with a packed bf16 weight', () => {
   const shapes: Array<[number, number, number]> = [[37, 53, 29], [1, 67, 5], [3, 31, 7], [130, 97, 201], [13, 29, 70]];
   for (const layout of ['out_in', 'in_out'] as WeightLayout[]) {
-    it(`${layout} forward: odd shapes, bias, accumulate`, async () => {
+    it(`${layout} forward: odd shapes, bias, accumulate, every GEMM kernel`, async () => {
       const gpu = await testGpu();
       const rng = new Rng(layout === 'out_in' ? 41 : 42);
-      for (const [M, K, N] of shapes) {
-        await forwardCase(gpu, rng, M, K, N, layout, { bias: true });
-        await forwardCase(gpu, rng, M, K, N, layout, { accumulate: true });
+      for (const kernel of gemmKernels(gpu)) {
+        for (const [M, K, N] of shapes) {
+          await forwardCase(gpu, rng, M, K, N, layout, { bias: true, kernel });
+          await forwardCase(gpu, rng, M, K, N, layout, { accumulate: true, kernel });
+        }
       }
     });
 
-    it(`${layout} forward: split into binding windows that start mid-word`, async () => {
+    it(`${layout} forward: split into binding windows that start mid-word, every GEMM kernel`, async () => {
       const gpu = await testGpu();
       // 8 KiB windows over a 201×97 bf16 weight (39 KB): several, at odd element offsets.
-      const kernels = await forwardCase(gpu, new Rng(43), 130, 97, 201, layout, { bias: true, bindingLimit: 8 * 1024 });
-      expect(kernels.length).toBeGreaterThan(4);
+      for (const kernel of gemmKernels(gpu)) {
+        const kernels = await forwardCase(gpu, new Rng(43), 130, 97, 201, layout, { bias: true, bindingLimit: 8 * 1024, kernel });
+        expect(kernels.length).toBeGreaterThan(4);
+      }
     });
 
-    it(`${layout} backward: dinp through the bf16 weight (plain and accumulated, split); no dweight`, async () => {
+    it(`${layout} backward: dinp through the bf16 weight (plain and accumulated, split), every GEMM kernel; no dweight`, async () => {
       const gpu = await testGpu();
       const rng = new Rng(44);
-      for (const [M, K, N, limit] of [[37, 53, 29, undefined], [130, 97, 201, 8 * 1024]] as const) {
-        const dout = rng.f32(M * N);
-        const bits = bf16(rng, N * K, 0.5);
-        const weight = bf16ToF32(bits);
-        const prev = rng.f32(M * K);
-        for (const acc of [false, true]) {
-          const dinp = gpu.upload('dinp', prev);
-          const rec = gpu.recorder('bf16 dinp');
-          const w = gpu.upload('weight', bits);
-          matmul_backward(rec, { dinp, dout: gpu.upload('dout', dout), inp: gpu.zeros(16), weight: w, M, K, N, weightLayout: layout, weightDtype: 'bf16', accumulate: true, accumulateDinp: acc, bindingLimit: limit });
-          await rec.submit();
-          const want = mmBackRef(dout, new Float64Array(M * K), weight, M, K, N, layout).dinp;
-          const S = mmBackRef(abs(dout), new Float64Array(M * K), abs(weight), M, K, N, layout).dinp;
-          if (acc) for (let i = 0; i < want.length; i++) [want[i], S[i]] = [want[i] + prev[i], S[i] + Math.abs(prev[i])];
-          expectClose(await gpu.readF32(dinp, M * K), want, { atol: 0, rtol: 0, atolAt: (i) => 4 * U * Math.sqrt(N) * S[i] + 1e-30, label: `bf16 dinp ${M}x${K}x${N} ${layout} acc=${acc}` });
-          expect(() => matmul_backward(gpu.recorder('x'), { dweight: gpu.zeros(N * K * 4), dout: dinp, inp: dinp, weight: w, M, K, N, weightLayout: layout, weightDtype: 'bf16', accumulate: true })).toThrow(/bf16 weight is frozen/);
+      for (const kernel of gemmKernels(gpu)) {
+        for (const [M, K, N, limit] of [[37, 53, 29, undefined], [130, 97, 201, 8 * 1024]] as const) {
+          const dout = rng.f32(M * N);
+          const bits = bf16(rng, N * K, 0.5);
+          const weight = bf16ToF32(bits);
+          const prev = rng.f32(M * K);
+          for (const acc of [false, true]) {
+            const dinp = gpu.upload('dinp', prev);
+            const rec = gpu.recorder('bf16 dinp');
+            const w = gpu.upload('weight', bits);
+            matmul_backward(rec, { dinp, dout: gpu.upload('dout', dout), inp: gpu.zeros(16), weight: w, M, K, N, weightLayout: layout, weightDtype: 'bf16', accumulate: true, accumulateDinp: acc, bindingLimit: limit, kernel });
+            await rec.submit();
+            const want = mmBackRef(dout, new Float64Array(M * K), weight, M, K, N, layout).dinp;
+            const S = mmBackRef(abs(dout), new Float64Array(M * K), abs(weight), M, K, N, layout).dinp;
+            if (acc) for (let i = 0; i < want.length; i++) [want[i], S[i]] = [want[i] + prev[i], S[i] + Math.abs(prev[i])];
+            expectClose(await gpu.readF32(dinp, M * K), want, { atol: 0, rtol: 0, atolAt: (i) => 4 * U * Math.sqrt(N) * S[i] + 1e-30, label: `bf16 dinp ${M}x${K}x${N} ${layout} acc=${acc} ${kernel}` });
+            expect(() => matmul_backward(gpu.recorder('x'), { dweight: gpu.zeros(N * K * 4), dout: dinp, inp: dinp, weight: w, M, K, N, weightLayout: layout, weightDtype: 'bf16', accumulate: true })).toThrow(/bf16 weight is frozen/);
+          }
         }
       }
     });
