@@ -5,16 +5,17 @@ import { createJSONStorage, persist, type StateStorage } from 'zustand/middlewar
 import { createStore } from 'zustand/vanilla';
 import { createSessionSlices, type SessionSlices } from './session.ts';
 import { createSettingsSlice, PERSISTED_KEYS, type SettingsSlice } from './settings.ts';
+import { createLayoutSlice, storedPanels, type LayoutSlice } from './layout.ts';
 import { TRAINERS, type TrainerId } from '../grpo/settings/types.ts';
 
-export type StudioState = SettingsSlice & SessionSlices;
+export type StudioState = SettingsSlice & SessionSlices & LayoutSlice;
 
 export const STORAGE_KEY = 'grpo-studio/settings';
 
 export function createStudioStore(storage: StateStorage) {
   return createStore<StudioState>()(
     persist(
-      (...a) => ({ ...createSettingsSlice(...a), ...createSessionSlices(...a) }),
+      (...a) => ({ ...createSettingsSlice(...a), ...createSessionSlices(...a), ...createLayoutSlice(...a) }),
       {
         name: STORAGE_KEY,
         version: 2,
@@ -34,6 +35,7 @@ export function createStudioStore(storage: StateStorage) {
             // Older shapes (a full loss form, a preset object) are not edits: they are dropped, not reinterpreted.
             trainer: TRAINERS.includes(s.trainer as TrainerId) ? (s.trainer as TrainerId) : current.trainer,
             edits: s.edits && typeof s.edits === 'object' ? { ...current.edits, ...s.edits } : current.edits,
+            panels: storedPanels(s.panels),
           };
         },
       },

@@ -85,8 +85,8 @@ export type BaseKind = 'prompts' | 'batch';
 /** The state keys of a base's trainer and edits. */
 const KEYS = { prompts: { trainer: 'trainer', edits: 'edits' }, batch: { trainer: 'batchTrainer', edits: 'batchEdits' } } as const;
 
-/** The keys local storage keeps. */
-export const PERSISTED_KEYS = ['prompts', 'sampling', 'rewards', 'trainer', 'edits'] as const;
+/** The keys local storage keeps (`panels`: the side panels' widths, src/store/layout.ts). */
+export const PERSISTED_KEYS = ['prompts', 'sampling', 'rewards', 'trainer', 'edits', 'panels'] as const;
 
 const without = (o: Record<string, unknown>, k: string) => Object.fromEntries(Object.entries(o).filter(([x]) => x !== k));
 

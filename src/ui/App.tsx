@@ -24,6 +24,7 @@ import { WhatIfPanel } from './panels/WhatIfPanel.tsx';
 import { TokenGrid } from './grid/TokenGrid.tsx';
 import { ImportProgress } from './panels/ImportProgress.tsx';
 import { MismatchOpenButton, MismatchPanel } from './panels/MismatchPanel.tsx';
+import { PanelResizer, SidePanel, columnsTemplate, usePanels } from './SidePanel.tsx';
 
 function Header() {
   const adapter = useStudio((s) => s.adapter);
@@ -73,6 +74,7 @@ function Header() {
 
 export function App() {
   const [dropping, setDropping] = useState(false);
+  const panels = usePanels();
   useEffect(() => {
     void startStudio();
   }, []);
@@ -97,15 +99,16 @@ export function App() {
     >
       <Header />
       <ErrorBanner />
-      <div className="columns">
-        <aside className="left">
+      <div className="columns" style={{ gridTemplateColumns: columnsTemplate(panels) }}>
+        <SidePanel side="left" title="Settings">
           <ModelPanel />
           <PromptPanel />
           <SamplingPanel />
           <RewardsPanel />
           <LossPanel />
           <TrainerPanel />
-        </aside>
+        </SidePanel>
+        <PanelResizer side="left" />
         <main className="center">
           <Stepper />
           <StageOutput />
@@ -121,14 +124,15 @@ export function App() {
             </div>
           </div>
         </main>
-        <aside className="right">
+        <PanelResizer side="right" />
+        <SidePanel side="right" title="Doctor & results">
           <DoctorPanel />
           <LossTablePanel />
           <WhatIfPanel />
           <BeforeAfterPanel />
           <DiffPanel />
           <Charts />
-        </aside>
+        </SidePanel>
       </div>
       <MismatchPanel />
     </div>

@@ -9,6 +9,9 @@ import { useStudio } from '../store/index.ts';
 import { checkSetting, type Provenance, type SettingSpec } from '../store/vocabulary.ts';
 import { Field } from './fields.tsx';
 
+/** An enum value longer than this many characters does not read whole in half a side panel: its field takes a row. */
+const WIDE_CHARS = 13;
+
 const text = (v: unknown): string => (v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v));
 
 /** The typed text as the row's type: numbers, JSON lists / objects, '' as null; unparsable text stays text (the check names it). */
@@ -113,7 +116,7 @@ export function SettingField({ spec, where, value, provenance, onCommit, testId,
     }
   }
   return (
-    <Field label={spec.name} title={problem ?? tooltip(spec)}>
+    <Field label={spec.name} title={problem ?? tooltip(spec)} wide={spec.type === 'enum' && spec.values!.some((o) => o.length > WIDE_CHARS)}>
       {input}
       <ProvenanceBadge p={provenance} />
       {provenance.origin === 'edited' && !detached && (

@@ -3,9 +3,10 @@
 import { useEffect, useState, type ReactNode } from 'react';
 import { useStudio } from '../store/index.ts';
 
-export function Field({ label, title, children }: { label: string; title?: string; children: ReactNode }) {
+/** `wide`: the field takes a whole row of a two-column form (a select whose values are too long for half of it). */
+export function Field({ label, title, children, wide = false }: { label: string; title?: string; children: ReactNode; wide?: boolean }) {
   return (
-    <label className="field" title={title}>
+    <label className={wide ? 'field wide' : 'field'} title={title}>
       <span className="field-label">{label}</span>
       {children}
     </label>

@@ -8,6 +8,7 @@ import type { StateStorage } from 'zustand/middleware';
 import { createStudioStore } from '../../src/store/index.ts';
 import { mismatchShown, mismatchTarget } from '../../src/store/derived.ts';
 import { availableHeats, heatSource } from '../../src/ui/grid/heat.ts';
+import { DEFAULT_SCALE } from '../../src/view/heat_scale.ts';
 import type { MismatchResult } from '../../src/bridge/protocol.ts';
 import type { MismatchReport } from '../../src/grpo/mismatch/types.ts';
 import type { GrpoBatch } from '../../src/io/batch.ts';
@@ -69,16 +70,16 @@ describe('mismatch explorer state', () => {
     expect(mismatchTarget(store.getState())).toEqual({ key: store.getState().run.loss, of: { kind: 'update' } });
   });
 
-  it('log ratio heat: the packed rows by sample and position, NaN as no value, symmetric range from the summary, nats', () => {
+  it('log ratio heat: the packed rows by sample and position, NaN as no value, symmetric min–max range over the compared tokens, nats', () => {
     const batch = batchOf([[7, 8, 9], [10, 11]]);
     expect(availableHeats(batch, {})).not.toContain('log_ratio');
     const extra = { mismatch: result() };
     expect(availableHeats(batch, {}, extra)).toContain('log_ratio');
-    const src = heatSource('log_ratio', batch, {}, extra)!;
+    const src = heatSource('log_ratio', batch, {}, extra, { ...DEFAULT_SCALE, range: 'minmax' })!;
     expect([src.get(0, 0), src.get(0, 1), src.get(0, 2), src.get(1, 0), src.get(1, 1)].map((v) => (v === undefined ? v : Math.fround(v)))).toEqual([0.1, undefined, -0.2, 0.5, 0.25].map((v) => (v === undefined ? v : Math.fround(v))));
     // Past a row's end, and past the last row: nothing.
     expect([src.get(1, 2), src.get(2, 0)]).toEqual([undefined, undefined]);
     // max(|−0.2|, |0.5|) on both sides of 0.
-    expect([src.lo, src.hi, src.center, src.unit]).toEqual([-0.5, 0.5, 0, 'nats']);
+    expect([src.scale.lo, src.scale.hi, src.scale.center, src.unit]).toEqual([-0.5, 0.5, 0, 'nats']);
   });
 });

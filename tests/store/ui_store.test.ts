@@ -26,7 +26,7 @@ const mem = { gpuBytes: 1, peakBytes: 2 };
 const imported = { batch, name: 'b.json', report };
 
 describe('persistence', () => {
-  it('stores the settings slices only and restores them in a new store', () => {
+  it('stores the settings slices and the panel layout only and restores them in a new store', () => {
     const storage = memoryStorage();
     const a = createStudioStore(storage);
     a.getState().setPrompt(0, { user: 'What is 2 + 2?', answer: '4' });
@@ -38,7 +38,8 @@ describe('persistence', () => {
     a.getState().pushError({ kind: 'bad-file', message: 'nope' });
 
     const saved = JSON.parse(storage.data.get(STORAGE_KEY)!);
-    expect(Object.keys(saved.state).sort()).toEqual(['edits', 'prompts', 'rewards', 'sampling', 'trainer']);
+    // The settings slices and the side panels' layout (src/store/layout.ts); nothing of the session.
+    expect(Object.keys(saved.state).sort()).toEqual(['edits', 'panels', 'prompts', 'rewards', 'sampling', 'trainer']);
 
     const b = createStudioStore(storage).getState();
     expect(b.prompts[0]).toEqual({ system: '', user: 'What is 2 + 2?', answer: '4' });

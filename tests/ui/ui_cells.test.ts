@@ -11,6 +11,7 @@ import { parseSafeTensors, toI32 } from '../../src/io/safetensors.ts';
 import { FLAG, REGION, buildGrid, classifyCell, classifyColumns, emptyCells, gridContext, gridRow, rowReadout, spanColumns, visibleText } from '../../src/view/cells.ts';
 import type { RunResults } from '../../src/store/session.ts';
 import { heatSource } from '../../src/ui/grid/heat.ts';
+import { DEFAULT_SCALE } from '../../src/view/heat_scale.ts';
 import { refCell } from '../helpers/grid_cells_ref.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
@@ -185,8 +186,8 @@ describe('heat', () => {
   it('takes its range from completion_mask = 1 tokens only', () => {
     const b = batch({ num_generations: 2, prompt_ids: [[5], [5]], completion_ids: [[10, 1, 0], [11, 1]], completion_mask: [[1, 1, 0], [1, 1]], old_per_token_logps: [[-2, -0.5, 100], [-4, -1]] });
     const src = heatSource('old_logp', b, {})!;
-    expect(src.lo).toBe(-4);
-    expect(src.hi).toBe(0); // log-probs are ≤ 0: the scale ends at 0, not at the junk 100 on padding
+    expect(src.scale.lo).toBe(-4);
+    expect(src.scale.hi).toBe(0); // log-probs are ≤ 0: the scale ends at 0, not at the junk 100 on padding
     expect(src.get(0, 2)).toBe(100);
   });
 
@@ -194,10 +195,11 @@ describe('heat', () => {
     const b = batch({ prompt_ids: [[5]], completion_ids: [[10, 1]], completion_mask: [[1, 1]] });
     // The step's arrays are (B, C) over the assembled batch's padded width C = 3 (one column of padding here).
     const run = { assemble: { padded: { B: 1, C: 3 } }, loss: { importance_ratio: new Float32Array([1.5, 0.8, 9]) } } as unknown as RunResults;
-    const src = heatSource('ratio', b, run)!;
-    expect(src.center).toBe(1);
-    expect(src.lo).toBeCloseTo(0.5, 6);
-    expect(src.hi).toBeCloseTo(1.5, 6);
+    // min–max (the default for signed metrics clips at p1–p99: tests/ui/heat_scale.test.ts), symmetric around 1.
+    const src = heatSource('ratio', b, run, {}, { ...DEFAULT_SCALE, range: 'minmax' })!;
+    expect(src.scale.center).toBe(1);
+    expect(src.scale.lo).toBeCloseTo(0.5, 6);
+    expect(src.scale.hi).toBeCloseTo(1.5, 6);
     expect(src.get(0, 2)).toBeCloseTo(9, 6);
     expect(src.get(0, 3)).toBeUndefined();
     expect(heatSource('kl', b, {})).toBeNull();

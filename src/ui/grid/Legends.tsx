@@ -3,7 +3,7 @@
 import { fmt } from '../fields.tsx';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../store/vocabulary.ts';
 import { REGION_COLORS } from '../../view/colors.ts';
-import { FACTOR_COLORS, HEAT_LABELS, heatColor, type HeatSource } from './heat.ts';
+import { FACTOR_COLORS, HEATS, heatColor, rampColor, type HeatSource } from './heat.ts';
 import { MASK_FACTORS } from '../../store/vocabulary.ts';
 
 export function Legend() {
@@ -52,14 +52,28 @@ export function HeatLegend({ src }: { src: HeatSource }) {
       </span>
     );
   }
-  const stops = [0, 0.25, 0.5, 0.75, 1].map((t) => heatColor(src, src.lo + t * (src.hi - src.lo)));
+  const { scale } = src;
+  const stops = Array.from({ length: 9 }, (_, i) => rampColor(i / 8, scale.center !== null));
+  const how = scale.mode === 'percentile' ? `p${scale.clip}–p${100 - scale.clip}` : scale.mode === 'minmax' ? 'min–max' : 'fixed';
   return (
-    <span className="heat-legend small" data-testid="heat-legend" title={`${HEAT_LABELS[src.metric]}: colour by value over tokens with completion_mask = 1; magenta = NaN / ±inf`}>
-      {fmt(src.lo, 3)}
+    <span
+      className="heat-legend small"
+      data-testid="heat-legend"
+      data-lo={scale.lo}
+      data-hi={scale.hi}
+      data-mode={scale.mode}
+      data-log={scale.log ? '1' : '0'}
+      title={`${HEATS[src.metric].label}: colour by value over tokens with completion_mask = 1 (${how}${scale.log ? ', log scale' : ''}); values beyond the range take its end colour; magenta = NaN / ±inf`}
+    >
+      {fmt(scale.lo, 3)}
       <i style={{ background: `linear-gradient(to right, ${stops.join(', ')})` }} />
-      {fmt(src.hi, 3)}
-      {src.unit && <span className="muted">{src.unit}</span>}
-      {src.center !== null && <span className="muted">(centre {src.center})</span>}
+      {fmt(scale.hi, 3)}
+      <span className="muted" data-testid="heat-unit">{src.unit ?? ''}</span>
+      <span className="muted">
+        ({how}
+        {scale.log ? ', log' : ''}
+        {scale.center !== null ? `, centre ${scale.center}` : ''})
+      </span>
     </span>
   );
 }

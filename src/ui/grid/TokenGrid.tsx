@@ -2,7 +2,9 @@
 // canvas is virtual in both directions: it is as wide as the scroller and about as tall as the viewport,
 // and paints only the columns in view and a window of rows around the viewport (layout.ts, paint.ts); a
 // spacer as large as the whole grid gives the scrollbars their range, so 200,000 rows scroll like 16.
-// Row labels on the left (lengths of ids vs every mask) exist only for the window's rows.
+// Row labels on the left (lengths of ids vs every mask) exist only for the window's rows. Rows are laid out
+// in display order (src/store/rows.ts: sorted / filtered, or the batch's own with a gap between groups);
+// selection, hover and findings stay in sample numbers, mapped to display positions where drawn.
 import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react';
 import { hoverStore } from '../../store/hover.ts';
 import { useStudio } from '../../store/index.ts';
@@ -11,7 +13,12 @@ import { ranValue } from '../../store/vocabulary.ts';
 import { mismatchShown } from '../../store/derived.ts';
 import { spanColumns } from '../../view/cells.ts';
 import { useBatchDiff, useGridModel } from './useGrid.ts';
-import { HEAT_LABELS, availableHeats, heatSource } from './heat.ts';
+import { HEATS, availableHeats, heatSource } from './heat.ts';
+import { HeatControls } from './HeatControls.tsx';
+import { RowControls } from './RowControls.tsx';
+import { scaleOf } from '../../store/layout.ts';
+import { rowOrderOf } from '../../store/rows.ts';
+import { stepRow } from '../../view/row_order.ts';
 import { HeatLegend, Legend } from './Legends.tsx';
 import { HEADER_H, ROW_H, gridHeight, rowAt, rowTop, rowWindow, sameWindow, type RowWindow } from './layout.ts';
 import { paintGrid, type Cell, type PaintInput } from './paint.ts';
@@ -45,7 +52,9 @@ export function TokenGrid() {
   const diff = useBatchDiff();
   const mismatch = useStudio((s) => mismatchShown(s)?.result ?? null);
   const heats = useMemo(() => availableHeats(batch, run, { whatIf, diff, mismatch }), [batch, run, whatIf, diff, mismatch]);
-  const src = useMemo(() => heatSource(heat, batch, run, { whatIf, diff, mismatch }), [heat, batch, run, whatIf, diff, mismatch]);
+  const scaleSettings = useStudio((s) => scaleOf(s, heat));
+  const src = useMemo(() => heatSource(heat, batch, run, { whatIf, diff, mismatch }, scaleSettings), [heat, batch, run, whatIf, diff, mismatch, scaleSettings]);
+  const order = useStudio(rowOrderOf);
   const focusCols = useMemo(() => (ctx && focus ? spanColumns(ctx, focus) : null), [ctx, focus]);
   const texts = useStudio((s) => s.tokenTexts);
 
@@ -53,22 +62,26 @@ export function TokenGrid() {
   const canvasRef = useRef<HTMLCanvasElement>(null);
   const hoverRef = useRef<Cell | null>(null);
 
-  const G = batch?.num_generations ?? 1;
   const B = grid?.B ?? 0;
-  const height = gridHeight(B, G);
+  // Display rows: N of them (all, or those the filter keeps); a sorted or filtered order is one block without group gaps.
+  const N = order ? order.rows.length : B;
+  const G = order ? Math.max(1, N) : (batch?.num_generations ?? 1);
+  const sampleAt = (i: number) => (order ? order.rows[i] : i);
+  const positionOf = (b: number) => (order ? order.position[b] : b);
+  const height = gridHeight(N, G);
   // The rows drawn: the viewport of the grid body (which scrolls the rows) and the overscan around it.
-  const [win, setWin] = useState<RowWindow>(() => rowWindow(0, 1000, B, G));
+  const [win, setWin] = useState<RowWindow>(() => rowWindow(0, 1000, N, G));
   const updateWindow = useCallback(() => {
     const body = scrollRef.current?.parentElement;
     if (!body) return;
-    const next = rowWindow(body.scrollTop, body.clientHeight, B, G);
+    const next = rowWindow(body.scrollTop, body.clientHeight, N, G);
     setWin((w) => (sameWindow(w, next) ? w : next));
-  }, [B, G]);
+  }, [N, G]);
 
   const draw = useCallback(() => {
     const canvas = canvasRef.current;
     const scroller = scrollRef.current;
-    if (!canvas || !scroller || !grid || win.last > grid.B) return;
+    if (!canvas || !scroller || !grid || win.last > N) return;
     const dpr = globalThis.devicePixelRatio || 1;
     const w = scroller.clientWidth;
     if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(win.height * dpr)) {
@@ -84,6 +97,7 @@ export function TokenGrid() {
     paintGrid(g, {
       grid,
       G,
+      order,
       win,
       width: w,
       left: scroller.scrollLeft,
@@ -95,7 +109,7 @@ export function TokenGrid() {
       selected,
       hover: hoverRef.current,
     });
-  }, [grid, batch, cellW, overlay, src, texts, focus, focusCols, selected, win, G]);
+  }, [grid, batch, cellW, overlay, src, texts, focus, focusCols, selected, win, G, N, order]);
 
   // Every paint goes through the next animation frame (before that frame is shown): the changes of one
   // frame (a scroll, a hover, a resize) paint once, and the commit of a new batch does not also pay for
@@ -155,36 +169,39 @@ export function TokenGrid() {
     reveal(focus.sample, focusCols[0]);
   }, [focusCols]);
 
-  /** Scrolls cell (sample, col) into view: columns in the grid's own scroller, rows in the body around it. */
+  /** Scrolls cell (sample, col) into view: columns in the grid's own scroller, rows in the body around it (none when filtered out). */
   const reveal = (sample: number, col: number) => {
     const el = scrollRef.current;
     const body = el?.parentElement;
     if (!el || !body) return;
     const x = col * cellW;
     if (x < el.scrollLeft || x > el.scrollLeft + el.clientWidth - cellW) el.scrollLeft = Math.max(0, x - el.clientWidth / 3);
-    const y = rowTop(sample, G);
+    const at = positionOf(sample);
+    if (at < 0) return;
+    const y = rowTop(at, G);
     if (y < body.scrollTop + HEADER_H) body.scrollTop = Math.max(0, y - HEADER_H);
     else if (y + ROW_H > body.scrollTop + body.clientHeight) body.scrollTop = y + ROW_H - body.clientHeight + 4;
   };
 
   /**
    * Arrow keys move the selected cell (Shift: by 10), Home / End to the row ends (Ctrl: the first / last
-   * sample), PageUp / PageDown by a screen of rows; Escape clears the selection.
+   * row), PageUp / PageDown by a screen of rows; Escape clears the selection. Up / down walk the display order.
    */
   const onKey = (e: React.KeyboardEvent) => {
-    if (!grid) return;
-    const cur = selected ?? { sample: 0, col: grid.P };
+    if (!grid || N === 0) return;
+    const cur = selected ?? { sample: sampleAt(0), col: grid.P };
+    const rowBy = (steps: number) => stepRow(order, grid.B, cur.sample, steps);
     const step = e.shiftKey ? 10 : 1;
     const page = Math.max(1, Math.floor((scrollRef.current?.parentElement?.clientHeight ?? ROW_H) / ROW_H) - 1);
     const moves: Record<string, () => Cell> = {
       ArrowLeft: () => ({ ...cur, col: cur.col - step }),
       ArrowRight: () => ({ ...cur, col: cur.col + step }),
-      ArrowUp: () => ({ ...cur, sample: cur.sample - step }),
-      ArrowDown: () => ({ ...cur, sample: cur.sample + step }),
-      PageUp: () => ({ ...cur, sample: cur.sample - page }),
-      PageDown: () => ({ ...cur, sample: cur.sample + page }),
-      Home: () => (e.ctrlKey ? { ...cur, sample: 0 } : { ...cur, col: 0 }),
-      End: () => (e.ctrlKey ? { ...cur, sample: grid.B - 1 } : { ...cur, col: grid.W - 1 }),
+      ArrowUp: () => ({ ...cur, sample: rowBy(-step) }),
+      ArrowDown: () => ({ ...cur, sample: rowBy(step) }),
+      PageUp: () => ({ ...cur, sample: rowBy(-page) }),
+      PageDown: () => ({ ...cur, sample: rowBy(page) }),
+      Home: () => (e.ctrlKey ? { ...cur, sample: sampleAt(0) } : { ...cur, col: 0 }),
+      End: () => (e.ctrlKey ? { ...cur, sample: sampleAt(N - 1) } : { ...cur, col: grid.W - 1 }),
     };
     if (e.key === 'Escape') {
       select(null);
@@ -203,8 +220,8 @@ export function TokenGrid() {
     const el = scrollRef.current!;
     const r = el.getBoundingClientRect();
     const col = Math.floor((e.clientX - r.left + el.scrollLeft) / cellW);
-    const sample = rowAt(e.clientY - r.top, B, G);
-    return sample === null || !grid || col < 0 || col >= grid.W ? null : { sample, col };
+    const at = rowAt(e.clientY - r.top, N, G);
+    return at === null || !grid || col < 0 || col >= grid.W ? null : { sample: sampleAt(at), col };
   };
 
   if (!batch || !grid) {
@@ -217,9 +234,9 @@ export function TokenGrid() {
   const adv = batch.advantages;
   const mismatchRows = grid.mismatchRows();
   const labels: number[] = [];
-  for (let b = win.first; b < Math.min(win.last, grid.B); b++) labels.push(b);
+  for (let i = win.first; i < Math.min(win.last, N); i++) labels.push(i);
   return (
-    <div className="token-grid" data-testid="token-grid" data-rows={grid.B} data-boundary={grid.P} data-width={grid.W} data-whatif={whatIf ? String(ranValue(whatIf.settings, 'loss_type')) : undefined}>
+    <div className="token-grid" data-testid="token-grid" data-rows={grid.B} data-shown={N} data-boundary={grid.P} data-width={grid.W} data-whatif={whatIf ? String(ranValue(whatIf.settings, 'loss_type')) : undefined}>
       <div className="grid-toolbar">
         <span className="muted" data-testid="batch-name">{batchName}</span>
         <span data-testid="grid-dims">
@@ -243,12 +260,14 @@ export function TokenGrid() {
           <select value={heats.includes(heat) ? heat : 'none'} onChange={(e) => setHeat(e.target.value as typeof heat)} data-testid="heat">
             {heats.map((h) => (
               <option key={h} value={h}>
-                {HEAT_LABELS[h]}
+                {HEATS[h].label}
               </option>
             ))}
           </select>
         </label>
+        {src && <HeatControls metric={src.metric} src={src} />}
         {src && <HeatLegend src={src} />}
+        <RowControls shown={N} total={grid.B} />
         <label>
           zoom <input type="range" min={6} max={60} value={cellW} onChange={(e) => setCellW(Number(e.target.value))} />
         </label>
@@ -256,13 +275,14 @@ export function TokenGrid() {
       <Legend />
       <div className="grid-body">
         <div className="grid-labels" style={{ height }}>
-          {labels.map((b) => {
+          {labels.map((i) => {
+            const b = sampleAt(i);
             const r = grid.readout(b);
             return (
               <div
                 key={b}
                 className={`grid-label${r.mismatch ? ' mismatch' : ''}${selected?.sample === b ? ' sel' : ''}`}
-                style={{ top: rowTop(b, G), height: ROW_H }}
+                style={{ top: rowTop(i, G), height: ROW_H }}
                 data-testid="grid-row"
                 data-sample={b}
                 data-mismatch={r.mismatch ? '1' : '0'}

@@ -1,6 +1,7 @@
 // Per-token heat overlays: which per-token array a metric reads (the step's results, or the imported
-// batch's own log-probs), its colour range, and the colour of a value. Pure, so the grid, the inspector
-// and the tests agree on what a cell's number is.
+// batch's own log-probs), its unit and centre, its colour scale under the user's settings (the arithmetic is
+// src/view/heat_scale.ts), and the colour of a value. Pure, so the grid, the inspector and the tests agree on
+// what a cell's number is.
 import type { GrpoBatch } from '../../io/batch.ts';
 import type { BatchDiff } from '../../io/batch_diff.ts';
 import type { HeatMetric, RunResults } from '../../store/session.ts';
@@ -8,46 +9,60 @@ import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../store/vocabulary.ts';
 import type { MismatchResult, PackedLogRatio, WhatIfResult } from '../../bridge/protocol.ts';
 import type { StudioState } from '../../store/index.ts';
 import { batchDiff, mismatchShown } from '../../store/derived.ts';
+import { DEFAULT_SCALE, computeScale, resolvedMode, scalePosition, type MetricKind, type Scale, type ScaleSettings } from '../../view/heat_scale.ts';
 
 export interface HeatSource {
   metric: HeatMetric;
   /** Value at completion position j of sample b, or undefined where there is none. */
   get(b: number, j: number): number | undefined;
-  lo: number;
-  hi: number;
-  /** Diverging around `center` (blue below, red above) or sequential (dark → bright). */
-  center: number | null;
+  /** The range and ramp the values are shown over (src/view/heat_scale.ts). */
+  scale: Scale;
   /** The values' unit, where they have one (the legend says it). */
   unit?: string;
 }
 
-export const HEAT_LABELS: Record<HeatMetric, string> = {
-  none: 'none',
-  logp: 'log-prob (policy)',
-  old_logp: 'old log-prob',
-  ref_logp: 'ref log-prob',
-  sampling_logp: 'sampling log-prob',
-  entropy: 'entropy',
-  kl: 'KL',
-  ratio: 'ratio',
-  loss: 'per-token loss',
-  weight: 'aggregation weight',
-  clip: 'clip flags',
-  dlogp: 'Δ log-prob after step',
-  whatif_dloss: 'what-if Δ per-token loss',
-  whatif_dgrad: 'what-if Δ ∂loss/∂logp',
-  whatif_dweight: 'what-if Δ aggregation weight',
-  diff: 'diff vs pinned batch (1 = token or mask changed)',
-  trainer_loss: 'trainer per-token loss',
-  trainer_dlogp: 'trainer ∂loss/∂logp',
-  effective_mask: 'effective loss mask (trainer)',
-  mask_factor: 'what removed the token (trainer)',
-  is_weight: 'importance-sampling weight (trainer)',
-  log_ratio: 'log ratio (trainer − sampler)',
+/**
+ * Every heat overlay: its menu label, and what its scale needs — the centre diverging colours split at (0 for
+ * differences, 1 for ratios), whether it is positive (a log scale is offered), a bound log-probs never pass,
+ * and the unit (nats for log-probs, their differences, entropy and KL; none for ratios, losses and weights).
+ */
+export const HEATS: Record<HeatMetric, { label: string; unit?: string } & Partial<MetricKind>> = {
+  none: { label: 'none' },
+  logp: { label: 'log-prob (policy)', unit: 'nats', ceiling: 0 },
+  old_logp: { label: 'old log-prob', unit: 'nats', ceiling: 0 },
+  ref_logp: { label: 'ref log-prob', unit: 'nats', ceiling: 0 },
+  sampling_logp: { label: 'sampling log-prob', unit: 'nats', ceiling: 0 },
+  entropy: { label: 'entropy', unit: 'nats', positive: true },
+  kl: { label: 'KL', unit: 'nats', positive: true },
+  ratio: { label: 'ratio', center: 1, positive: true },
+  loss: { label: 'per-token loss', center: 0 },
+  weight: { label: 'aggregation weight', positive: true },
+  clip: { label: 'clip flags' },
+  dlogp: { label: 'Δ log-prob after step', unit: 'nats', center: 0 },
+  whatif_dloss: { label: 'what-if Δ per-token loss', center: 0 },
+  whatif_dgrad: { label: 'what-if Δ ∂loss/∂logp', center: 0 },
+  whatif_dweight: { label: 'what-if Δ aggregation weight', center: 0 },
+  diff: { label: 'diff vs pinned batch (1 = token or mask changed)' },
+  trainer_loss: { label: 'trainer per-token loss', center: 0 },
+  trainer_dlogp: { label: 'trainer ∂loss/∂logp', center: 0 },
+  effective_mask: { label: 'effective loss mask (trainer)' },
+  mask_factor: { label: 'what removed the token (trainer)' },
+  is_weight: { label: 'importance-sampling weight (trainer)', center: 1, positive: true },
+  log_ratio: { label: 'log ratio (trainer − sampler)', unit: 'nats', center: 0 },
 };
 
-/** The mask_factor overlay's colour per MASK_FACTORS index (kept, completion, truncation, tool, entropy, off-policy, IS, rejection). */
-export const FACTOR_COLORS = ['rgb(40,44,56)', 'rgb(20,24,38)', 'rgb(190,90,255)', 'rgb(70,200,160)', 'rgb(255,196,64)', 'rgb(255,80,80)', 'rgb(70,130,255)', 'rgb(255,140,40)'];
+/** The scale's view of a metric. */
+export const metricKind = (m: HeatMetric): MetricKind => ({ center: HEATS[m].center ?? null, positive: HEATS[m].positive ?? false, ceiling: HEATS[m].ceiling });
+
+/** Categorical overlays: colours by flag or factor, no range (no scale controls). */
+export const CATEGORICAL: ReadonlySet<HeatMetric> = new Set(['clip', 'mask_factor', 'diff', 'effective_mask']);
+
+/**
+ * The mask_factor overlay's colour per MASK_FACTORS index (kept, completion, truncation, tool, entropy, off-policy,
+ * IS, rejection). "completion" (outside the completion mask) is a mid grey-blue: it was rgb(20,24,38), which
+ * vanished against the panel (tests/ui/heat_scale.test.ts checks every removing factor's contrast).
+ */
+export const FACTOR_COLORS = ['rgb(40,44,56)', 'rgb(120,132,160)', 'rgb(190,90,255)', 'rgb(70,200,160)', 'rgb(255,196,64)', 'rgb(255,80,80)', 'rgb(70,130,255)', 'rgb(255,140,40)'];
 
 /** Per-token data that lives beside the run: a what-if result, a diff against a pinned batch, the mismatch explorer's log ratios. */
 export interface HeatExtras {
@@ -136,7 +151,7 @@ export function heatAccessor(metric: HeatMetric, batch: GrpoBatch | null, run: R
 
 /** Metrics with data for this batch / run. */
 export function availableHeats(batch: GrpoBatch | null, run: RunResults, extra: HeatExtras = {}): HeatMetric[] {
-  return (Object.keys(HEAT_LABELS) as HeatMetric[]).filter((m) => m === 'none' || heatAccessor(m, batch, run, extra) !== undefined);
+  return (Object.keys(HEATS) as HeatMetric[]).filter((m) => m === 'none' || heatAccessor(m, batch, run, extra) !== undefined);
 }
 
 /** 1 where a completion token or its mask entry differs from the pinned batch, 0 elsewhere. */
@@ -146,41 +161,45 @@ function diffAccessor(diff: BatchDiff | null | undefined): Accessor | undefined 
   return (b, j) => (changed.get(b)?.has(j) ? 1 : 0);
 }
 
-const CENTERED: Partial<Record<HeatMetric, number>> = { ratio: 1, is_weight: 1, trainer_loss: 0, trainer_dlogp: 0, loss: 0, dlogp: 0, whatif_dloss: 0, whatif_dgrad: 0, whatif_dweight: 0 };
+/** Values a percentile range is computed from, at most: a larger batch is sampled with an even stride (a 2.6M-token batch sorts 262,144 values). */
+const SCALE_SAMPLES = 1 << 18;
 
 /**
- * The heat source over the cells that count (completion_mask = 1): range from those values only, so
- * padding with junk values does not wash out the scale.
+ * The heat source over the cells that count (completion_mask = 1): its scale from those values only, so
+ * padding with junk values does not wash it out; `settings`: the user's scale controls for this metric. A
+ * percentile range reads an even sample of at most SCALE_SAMPLES values; min–max reads every value, exactly,
+ * keeping only the extremes (the smallest positive one too, for a log scale).
  */
-export function heatSource(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults, extra: HeatExtras = {}): HeatSource | null {
+export function heatSource(metric: HeatMetric, batch: GrpoBatch | null, run: RunResults, extra: HeatExtras = {}, settings: ScaleSettings = DEFAULT_SCALE): HeatSource | null {
   const get = heatAccessor(metric, batch, run, extra);
   if (!get || !batch) return null;
-  const report = metric === 'log_ratio' ? extra.mismatch?.report : null;
-  if (report) {
-    // Symmetric around 0 over the compared tokens, from the worker's summary: no pass over a 2.6M-token batch here.
-    const { min, max } = report.token.log_ratio.summary;
-    const m = Math.max(Math.abs(min), Math.abs(max), 1e-12);
-    return { metric, get, lo: -m, hi: m, center: 0, unit: 'nats' };
-  }
+  const kind = metricKind(metric);
+  const percentile = resolvedMode(settings, kind) === 'percentile';
+  let total = 0;
+  for (const ids of batch.completion_ids) total += ids.length;
+  const stride = percentile ? Math.max(1, Math.ceil(total / SCALE_SAMPLES)) : 1;
+  const values: number[] = [];
   let lo = Infinity;
   let hi = -Infinity;
+  let loPositive = Infinity;
+  let k = 0;
   batch.completion_ids.forEach((ids, b) => {
-    for (let j = 0; j < ids.length; j++) {
+    for (let j = (stride - (k % stride)) % stride; j < ids.length; j += stride) {
       if (batch.completion_mask[b]?.[j] !== 1) continue;
       const v = get(b, j);
       if (v === undefined || !Number.isFinite(v)) continue;
-      lo = Math.min(lo, v);
-      hi = Math.max(hi, v);
+      if (percentile) {
+        values.push(v);
+        continue;
+      }
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+      if (v > 0 && v < loPositive) loPositive = v;
     }
+    k += ids.length;
   });
-  if (lo > hi) [lo, hi] = [0, 1];
-  const center = metric in CENTERED ? CENTERED[metric]! : null;
-  if (center !== null) {
-    const m = Math.max(Math.abs(lo - center), Math.abs(hi - center), 1e-12);
-    [lo, hi] = [center - m, center + m];
-  }
-  if (metric === 'logp' || metric.endsWith('_logp')) hi = Math.max(hi, 0);
-  return { metric, get, lo, hi, center };
+  const extremes = [lo, hi, loPositive].filter(Number.isFinite);
+  return { metric, get, scale: computeScale(percentile ? values : extremes, kind, settings), unit: HEATS[metric].unit };
 }
 
 function mix(a: [number, number, number], b: [number, number, number], t: number): string {
@@ -197,7 +216,13 @@ const MID: [number, number, number] = [40, 44, 56];
 /** The heat the grid shows now, as rows over each completion (for the saved report), or null. */
 export function shownHeat(s: Pick<StudioState, 'heat' | 'batch' | 'run' | 'whatIf' | 'diffBase' | 'batchOrigin' | 'imported' | 'mismatch'>): { label: string; rows: number[][] } | null {
   const src = s.batch ? heatSource(s.heat, s.batch, s.run, { whatIf: s.whatIf, diff: batchDiff(s), mismatch: mismatchShown(s)?.result }) : null;
-  return src && s.batch ? { label: HEAT_LABELS[src.metric], rows: s.batch.completion_ids.map((ids, b) => ids.map((_, j) => src.get(b, j) ?? NaN)) } : null;
+  return src && s.batch ? { label: HEATS[src.metric].label, rows: s.batch.completion_ids.map((ids, b) => ids.map((_, j) => src.get(b, j) ?? NaN)) } : null;
+}
+
+/** The ramp's colour at position t ∈ [0, 1]: dark → amber (sequential), or blue → grey → red (diverging). */
+export function rampColor(t: number, diverging: boolean): string {
+  if (!diverging) return mix(DARK, HOT, t);
+  return t < 0.5 ? mix(BLUE, MID, t * 2) : mix(MID, RED, (t - 0.5) * 2);
 }
 
 /** The colour of value v. Non-finite values are magenta: they must never look like a normal number. */
@@ -205,13 +230,11 @@ export function heatColor(src: HeatSource, v: number): string {
   if (src.metric === 'mask_factor') return FACTOR_COLORS[v] ?? 'rgb(255,0,255)';
   if (src.metric === 'clip') return v & CLIP_LOW ? 'rgb(70,130,255)' : v & CLIP_HIGH ? 'rgb(255,140,40)' : v & DELTA_BINDS ? 'rgb(190,90,255)' : 'rgb(40,44,56)';
   if (!Number.isFinite(v)) return 'rgb(255,0,255)';
-  const t = Math.min(1, Math.max(0, (v - src.lo) / (src.hi - src.lo || 1)));
-  if (src.center === null) return mix(DARK, HOT, t);
-  return t < 0.5 ? mix(BLUE, MID, t * 2) : mix(MID, RED, (t - 0.5) * 2);
+  return rampColor(scalePosition(src.scale, v), src.scale.center !== null);
 }
 
 /** Text colour readable on heatColor(src, v): dark on the bright end of the sequential scale. */
 export function heatTextColor(src: HeatSource, v: number): string {
-  if (src.center !== null || src.metric === 'clip' || src.metric === 'mask_factor' || !Number.isFinite(v)) return '#e6edf3';
-  return (v - src.lo) / (src.hi - src.lo || 1) > 0.55 ? '#0d1117' : '#e6edf3';
+  if (src.scale.center !== null || CATEGORICAL.has(src.metric) || !Number.isFinite(v)) return '#e6edf3';
+  return scalePosition(src.scale, v) > 0.55 ? '#0d1117' : '#e6edf3';
 }

@@ -9,12 +9,16 @@ import { REGION_COLORS, REGION_TEXT } from '../../view/colors.ts';
 import { heatColor, heatTextColor, type HeatSource } from './heat.ts';
 import { HEADER_H, ROW_H, rowTop, type RowWindow } from './layout.ts';
 import type { GridView } from './useGrid.ts';
+import type { RowOrder } from '../../view/row_order.ts';
 
 export type Cell = { sample: number; col: number };
 
 export interface PaintInput {
   grid: GridView;
+  /** Rows per group of the layout (layout.ts): the batch's G, or the row count when the order is sorted / filtered. */
   G: number;
+  /** Display position → sample and back (src/view/row_order.ts); null: the batch's own order. */
+  order: RowOrder | null;
   win: RowWindow;
   /** The canvas' CSS width (the scroller's visible width) and the scroller's scrollLeft. */
   width: number;
@@ -50,8 +54,10 @@ export function paintGrid(g: CanvasRenderingContext2D, p: PaintInput): void {
     }
   }
   const row = emptyCells(Math.max(0, c1 - c0));
-  for (let b = win.first; b < win.last; b++) {
-    const y = rowTop(b, G) - top;
+  const { order } = p;
+  for (let i = win.first; i < win.last; i++) {
+    const b = order ? order.rows[i] : i;
+    const y = rowTop(i, G) - top;
     grid.cells(b, c0, c1, row);
     const bits = mask ? row[mask.field] : null;
     for (let c = c0; c < c1; c++) {
@@ -81,11 +87,13 @@ export function paintGrid(g: CanvasRenderingContext2D, p: PaintInput): void {
   const y0 = Math.max(0, HEADER_H - 4 - top);
   g.fillStyle = '#f2cc60';
   g.fillRect(bx - 1, y0, 2, win.height - y0);
+  /** Outlines columns [cs, ce) of sample b, where its display row is in the window. */
   const outline = (b: number, cs: number, ce: number, color: string, lw: number) => {
-    if (b < win.first || b >= win.last) return;
+    const i = b >= grid.B ? -1 : order ? order.position[b] : b;
+    if (i < win.first || i >= win.last) return;
     g.strokeStyle = color;
     g.lineWidth = lw;
-    g.strokeRect(cs * cellW - left + lw / 2, rowTop(b, G) - top + lw / 2, (ce - cs) * cellW - lw, ROW_H - lw);
+    g.strokeRect(cs * cellW - left + lw / 2, rowTop(i, G) - top + lw / 2, (ce - cs) * cellW - lw, ROW_H - lw);
     g.lineWidth = 1;
   };
   const { focus, selected, hover } = p;

@@ -78,6 +78,7 @@ export function DoctorPanel() {
                 key={`${rule}/${k}`}
                 className={`finding ${f.severity}${active ? ' active' : ''}`}
                 data-rule={f.rule}
+                data-sample={f.sample}
                 role="button"
                 tabIndex={0}
                 onClick={() => open(f)}

@@ -23,7 +23,10 @@ function CellTd({ view, c }: { view: TrainerView; c: Cell }) {
   );
 }
 
-/** TRL / OpenRLHF: one row of loss types. verl: policy-loss modes (rows) × loss_agg_mode (columns). */
+/**
+ * TRL / OpenRLHF: one row per loss type (a column each did not fit the side panel: TRL's eight types read
+ * "grpo … vespo" only from ~560 px). verl: policy-loss modes (rows) × loss_agg_mode (columns).
+ */
 function Table({ view }: { view: TrainerView }) {
   const split = view.table.map((c) => c.label.split(' · '));
   if (split.every((p) => p.length === 1)) {
@@ -31,19 +34,17 @@ function Table({ view }: { view: TrainerView }) {
       <table className="dense" data-testid="loss-table" data-trainer={view.trainer}>
         <thead>
           <tr>
-            {view.table.map((c) => (
-              <th key={c.label} title={c.formula}>
-                {c.label}
-              </th>
-            ))}
+            <th>loss type</th>
+            <th>loss</th>
           </tr>
         </thead>
         <tbody>
-          <tr>
-            {view.table.map((c) => (
-              <CellTd key={c.label} view={view} c={c} />
-            ))}
-          </tr>
+          {view.table.map((c) => (
+            <tr key={c.label}>
+              <th title={c.formula}>{c.label}</th>
+              <CellTd view={view} c={c} />
+            </tr>
+          ))}
         </tbody>
       </table>
     );
