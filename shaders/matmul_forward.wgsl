@@ -14,14 +14,6 @@
 // binding: the window's misalignment plus the column offset of the block inside a physical row), so
 // element (r, c) of the block is base + r·ld + c. A K split accumulates into C.
 //
-// Batched use (attention: one product per (batch, head) pair, llm.c style): workgroup z indexes the
-// batch; z = zo·z_inner + zi moves each operand by zo·*_zo + zi·*_zi elements (B by (zi / b_div)·b_zi,
-// so grouped-query heads share their key/value head). CAUSAL lets attention skip work that multiplies
-// masked probabilities (query row m sees key n iff n <= m + causal_off):
-//   1: C holds scores (rows m = queries, columns n = keys): skip tiles entirely above the diagonal;
-//   2: the inner dimension is keys (P·V, g·K): stop at the last key the tile's queries can see;
-//   3: the inner dimension is queries (Pᵀ·dO, gᵀ·Q, rows m = keys): start at the first query that sees them.
-//
 // B_BF16: B holds packed bfloat16 weights (common/matmul.wgsl). The operands, their bindings and the
 // epilogue are shared with matmul_subgroup_forward.wgsl, the kernel CPU adapters get (src/kernels/matmul.ts).
 
@@ -30,7 +22,6 @@
 override TILE_M: u32 = 64;
 override TILE_N: u32 = 64;
 override TILE_K: u32 = 16;
-override CAUSAL: u32 = 0u;       // 0 none, 1/2/3: see the header
 
 const TM: u32 = 4u; // rows of C per invocation
 const TN: u32 = 4u; // columns of C per invocation (one vec4)
@@ -54,20 +45,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let t = lid.y * (TILE_N / TN) + lid.x;
   let m0 = wid.y * TILE_M;
   let n0 = wid.x * TILE_N;
-  let bases = operand_bases(wid.z);
-  let a0 = bases.x;
-  let b0 = bases.y;
-  let c0 = bases.z;
-  // Workgroup-uniform causal limits (keep the barriers below in uniform control flow).
-  let m_last = min(m0 + TILE_M, p.M) - 1u + p.causal_off;
-  if (CAUSAL == 1u && n0 > m_last) { return; }
-  var k_begin = 0u;
-  var k_end = p.K;
-  if (CAUSAL == 2u) { k_end = min(p.K, m_last + 1u); }
-  if (CAUSAL == 3u) { k_begin = (max(m0, p.causal_off) - p.causal_off) / TILE_K * TILE_K; }
+  let a0 = p.a_base;
+  let b0 = p.b_base;
+  let c0 = p.c_base;
   var acc: array<vec4f, TM>;
 
-  for (var k0 = k_begin; k0 < k_end; k0 += TILE_K) {
+  for (var k0 = 0u; k0 < p.K; k0 += TILE_K) {
     for (var e = t; e < TILE_M * TILE_K; e += threads) {
       var mm: u32;
       var kk: u32;

@@ -33,7 +33,9 @@ const MAX_Q: u32 = 8u; // MAX_TN / the smallest SG the launcher accepts (4)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3u, @builtin(subgroup_invocation_id) lane: u32) {
   let mb = wid.y * (WG * TM) + lid;
   let n0 = wid.x * TN;
-  let bases = operand_bases(wid.z);
+  let a0 = p.a_base;
+  let b0 = p.b_base;
+  let c0 = p.c_base;
   var rows: array<u32, MAX_TM>;
   for (var i = 0u; i < TM; i++) { rows[i] = min(mb + i * WG, p.M - 1u); }
   var cols: array<u32, MAX_Q>; // the column this lane loads B for, in each group of SG columns
@@ -42,9 +44,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var acc: array<array<f32, MAX_TN>, MAX_TM>;
   for (var k = 0u; k < p.K; k++) {
     var av: array<f32, MAX_TM>;
-    for (var i = 0u; i < TM; i++) { av[i] = a_elem(bases.x, rows[i], k); }
+    for (var i = 0u; i < TM; i++) { av[i] = a_elem(a0, rows[i], k); }
     var bl: array<f32, MAX_Q>;
-    for (var q = 0u; q < TN / SG; q++) { bl[q] = b_elem(bases.y, k, cols[q]); }
+    for (var q = 0u; q < TN / SG; q++) { bl[q] = b_elem(b0, k, cols[q]); }
     for (var j = 0u; j < TN; j++) {
       let bv = subgroupShuffle(bl[j / SG], j % SG); // B (k, n0 + j), from the lane that loaded it
       for (var i = 0u; i < TM; i++) { acc[i][j] = fma(av[i], bv, acc[i][j]); }
@@ -57,7 +59,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     for (var j = 0u; j < TN; j++) {
       let n = n0 + j;
       if (n >= p.N) { break; }
-      store_c(bases.z + m * p.ldc + n, n, acc[i][j]);
+      store_c(c0 + m * p.ldc + n, n, acc[i][j]);
     }
   }
 }

@@ -2,8 +2,7 @@
 // matmul_subgroup_forward.wgsl: subgroup broadcasts, for CPU adapters), included with
 //   //#include "common/matmul.wgsl"
 // C = op(A) · op(B) (+ bias) (+ C), op(A): (M, K), op(B): (K, N), C: (M, N) row-major windows; element
-// (r, c) of an operand block is base + r·ld + c of its binding, and workgroup z moves each operand by
-// zo·*_zo + zi·*_zi elements (matmul_forward.wgsl's header has the details).
+// (r, c) of an operand block is base + r·ld + c of its binding (matmul_forward.wgsl's header has the details).
 //
 // B_BF16: B holds packed bfloat16 (two per u32 word, the lower half first: a checkpoint's little-endian
 // bytes as stored), for frozen weights kept in their checkpoint dtype; each element is widened to f32
@@ -16,9 +15,7 @@ override B_BF16: bool = false;  // B is packed bf16 (see above)
 struct Params {
   M: u32, N: u32, K: u32, flags: u32, // flags: 1 = add C's previous value, 2 = add bias
   a_base: u32, lda: u32, b_base: u32, ldb: u32,
-  c_base: u32, ldc: u32, bias_off: u32, z_inner: u32,
-  b_div: u32, a_zo: u32, a_zi: u32, b_zo: u32,
-  b_zi: u32, c_zo: u32, c_zi: u32, causal_off: u32,
+  c_base: u32, ldc: u32, bias_off: u32,
 }
 
 @group(0) @binding(0) var<storage, read> a: array<f32>;        // op(A) (M, K), window
@@ -27,20 +24,16 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;  // (M, N), window
 @group(0) @binding(4) var<uniform> p: Params;
 
-/** Element offsets of batch z's A, B and C blocks (grouped-query heads: B moves once per b_div inner indices). */
-fn operand_bases(z: u32) -> vec3u {
-  let zo = z / p.z_inner;
-  let zi = z % p.z_inner;
-  return vec3u(p.a_base + zo * p.a_zo + zi * p.a_zi, p.b_base + zo * p.b_zo + (zi / p.b_div) * p.b_zi, p.c_base + zo * p.c_zo + zi * p.c_zi);
-}
-
 /** Element i of B's binding as f32 (f32 bits, or the bf16 half-word widened exactly). */
 fn b_at(i: u32) -> f32 {
   if (B_BF16) { return bitcast<f32>(((b[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
   return bitcast<f32>(b[i]);
 }
 
-/** A's (m, k) of the block at a0, B's (k, n) of the block at b0, in either stored orientation (no bounds check). */
+/**
+ * A's (m, k) of the block at a0, B's (k, n) of the block at b0 (the kernels pass p.a_base / p.b_base), in
+ * either stored orientation (no bounds check).
+ */
 fn a_elem(a0: u32, m: u32, k: u32) -> f32 {
   if (TRANS_A) { return a[a0 + k * p.lda + m]; }
   return a[a0 + m * p.lda + k];

@@ -115,61 +115,6 @@ interface Operand {
   bf16?: boolean; // B only: packed bf16 elements
 }
 
-/** One operand of one GEMM dispatch: where element (r, c) of its physical rows is, per batch index z. */
-export interface GemmOperand {
-  binding: Binding;
-  ld: number;
-  base?: number; // element offset inside the binding (window base + column offset)
-  zo?: number; // elements per outer batch index
-  zi?: number; // elements per inner batch index (B: per inner index / div)
-  trans?: boolean; // A stored (K, M) / B stored (N, K)
-}
-
-/**
- * Records one dispatch of matmul_forward.wgsl without any splitting: Z = zOuter·zInner products
- * C_z (M, N) (+)= op(A_z) · op(B_z), with the batch and causal options of the shader (see its header).
- * Attention's batched products call this directly; `gemm` below plans binding windows for plain ones.
- */
-export function gemmDispatch(
-  rec: Recorder,
-  kernel: string,
-  g: {
-    a: GemmOperand;
-    b: GemmOperand & { div?: number };
-    c: GemmOperand;
-    bias?: { binding: Binding; base: number };
-    M: number;
-    N: number;
-    K: number;
-    Z?: number;
-    zInner?: number;
-    accumulate: boolean;
-    causal?: { mode: 1 | 2 | 3; offset: number };
-    bBf16?: boolean; // B is packed bf16
-    kernel?: GemmKernel; // default: gemmPlan's choice for the adapter
-  },
-): void {
-  // Only the tiled kernel skips masked work (CAUSAL).
-  const plan = gemmPlan(rec.gpu, g.M, g.causal ? 'tiled' : g.kernel);
-  const Z = g.Z ?? 1;
-  if (Z > MAX_WG) throw new Error(`${kernel}: ${Z} batched products exceed the ${MAX_WG} workgroups of one grid dimension`);
-  const flags = (g.accumulate ? 1 : 0) | (g.bias ? 2 : 0);
-  rec.dispatch({
-    kernel,
-    shader: plan.shader,
-    constants: { ...plan.constants, TRANS_A: g.a.trans ?? false, TRANS_B: g.b.trans ?? false, B_BF16: g.bBf16 ?? false, ...(g.causal ? { CAUSAL: g.causal.mode } : {}) },
-    bindings: { a: g.a.binding, b: g.b.binding, bias: g.bias?.binding ?? rec.gpu.zeros(16), c: g.c.binding },
-    params: [
-      ['M', 'u32', g.M], ['N', 'u32', g.N], ['K', 'u32', g.K], ['flags', 'u32', flags],
-      ['a_base', 'u32', g.a.base ?? 0], ['lda', 'u32', g.a.ld], ['b_base', 'u32', g.b.base ?? 0], ['ldb', 'u32', g.b.ld],
-      ['c_base', 'u32', g.c.base ?? 0], ['ldc', 'u32', g.c.ld], ['bias_off', 'u32', g.bias?.base ?? 0], ['z_inner', 'u32', g.zInner ?? 1],
-      ['b_div', 'u32', g.b.div ?? 1], ['a_zo', 'u32', g.a.zo ?? 0], ['a_zi', 'u32', g.a.zi ?? 0], ['b_zo', 'u32', g.b.zo ?? 0],
-      ['b_zi', 'u32', g.b.zi ?? 0], ['c_zo', 'u32', g.c.zo ?? 0], ['c_zi', 'u32', g.c.zi ?? 0], ['causal_off', 'u32', g.causal?.offset ?? 0],
-    ],
-    workgroups: [Math.ceil(g.N / plan.tileN), Math.ceil(g.M / plan.tileM), Z],
-  });
-}
-
 /** C (M, N) (+)= op(A) (M, K) · op(B) (K, N) (+ bias), cut into blocks that fit the binding limit. */
 function gemm(
   rec: Recorder,
@@ -206,17 +151,20 @@ function gemm(
         // block start becomes a column offset inside those rows.
         const aw = a.trans ? rowWindow(gpu, a.buf, k0, kc, a.ld) : rowWindow(gpu, a.buf, m0, mc, a.ld);
         const bw = b.trans ? rowWindow(gpu, b.buf, n0, nc, b.ld, bBytes) : rowWindow(gpu, b.buf, k0, kc, b.ld, bBytes);
-        gemmDispatch(rec, kernel, {
-          a: { binding: aw.binding, base: aw.base + (a.trans ? m0 : k0), ld: a.ld, trans: a.trans },
-          b: { binding: bw.binding, base: bw.base + (b.trans ? k0 : n0), ld: b.ld, trans: b.trans },
-          c: { binding: cw.binding, base: cw.base + n0, ld: N },
-          bias: g.bias && k0 === 0 ? { binding: g.bias, base: n0 } : undefined,
-          M: mc,
-          N: nc,
-          K: kc,
-          accumulate: g.accumulate || k0 > 0,
-          bBf16: b.bf16,
-          kernel: g.kernel,
+        const plan = gemmPlan(gpu, mc, g.kernel);
+        const bias = k0 === 0 ? g.bias : undefined; // added once, by the first K block
+        const flags = (g.accumulate || k0 > 0 ? 1 : 0) | (bias ? 2 : 0);
+        rec.dispatch({
+          kernel,
+          shader: plan.shader,
+          constants: { ...plan.constants, TRANS_A: a.trans, TRANS_B: b.trans, B_BF16: b.bf16 ?? false },
+          bindings: { a: aw.binding, b: bw.binding, bias: bias ?? gpu.zeros(16), c: cw.binding },
+          params: [
+            ['M', 'u32', mc], ['N', 'u32', nc], ['K', 'u32', kc], ['flags', 'u32', flags],
+            ['a_base', 'u32', aw.base + (a.trans ? m0 : k0)], ['lda', 'u32', a.ld], ['b_base', 'u32', bw.base + (b.trans ? k0 : n0)], ['ldb', 'u32', b.ld],
+            ['c_base', 'u32', cw.base + n0], ['ldc', 'u32', N], ['bias_off', 'u32', n0],
+          ],
+          workgroups: [Math.ceil(nc / plan.tileN), Math.ceil(mc / plan.tileM)],
         });
       }
     }
