@@ -23,10 +23,12 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   attention: () => import('./attention.ts'),
   mismatch: () => import('./mismatch.ts'),
   mismatch_page: () => import('./mismatch_page.ts'),
+  first_update: () => import('./first_update.ts'),
+  roundtrip: () => import('./roundtrip.ts'),
 };
 
 /** Suites that need no Node GPU adapter (the CPU, or the page's own WebGPU): with nothing else selected, none is opened. */
-const CPU_ONLY = new Set(['doctor', 'import_page', 'mismatch', 'mismatch_page']);
+const CPU_ONLY = new Set(['doctor', 'import_page', 'mismatch', 'mismatch_page', 'first_update', 'roundtrip']);
 
 function table(rows: Row[]): string {
   const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];

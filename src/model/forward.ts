@@ -42,6 +42,12 @@ export interface ForwardOptions {
   kvCache?: KVCache;
   /** Stop before the head: no (rows, V) logits buffer; the caller runs the head on row chunks of `hidden` (src/model/head.ts). */
   headless?: boolean;
+  /**
+   * Token ids already on the GPU (B·T i32 at a byte offset), copied over input_ids when the recorded work
+   * runs: decoding feeds the ids the GPU sampler wrote without reading them back (input_ids then only
+   * needs valid placeholder ids).
+   */
+  idsFrom?: { buffer: GPUBuffer; offset: number };
 }
 
 export interface ForwardResult {

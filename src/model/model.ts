@@ -165,6 +165,7 @@ export class CausalLM {
     const ws = this.workspace(B, T, keep, opts.save ?? false, opts.headless ?? false);
     const s = ws.shared;
     this.gpu.write(s.ids, x.input_ids);
+    if (opts.idsFrom) rec.copy(opts.idsFrom.buffer, opts.idsFrom.offset, s.ids, 0, B * T * 4);
     this.gpu.write(s.mask, x.attention_mask);
     this.gpu.write(s.pos, x.position_ids);
     const kv = cache ? { cache, ...cache.append(x.attention_mask, T) } : undefined;

@@ -4,12 +4,15 @@
 // `process_logits` turns one decode step's last-position logits (B, V) into the distribution each row
 // is actually sampled from, in float64, in the order Hugging Face `generate` / vLLM apply them:
 //   repetition penalty → presence / frequency penalties → min_new_tokens (EOS → −inf)
-//   → temperature → top-k → top-p.
+//   → temperature → top-k → top-p → min-p (HF's warper order; transformers generation/utils.py
+//   _get_logits_processor appends MinPLogitsWarper after TopPLogitsWarper).
 // Penalties count tokens within an explicit scope: 'completion' (the default, what the fixed trainer in
 // seed 002 does) or 'prompt+completion' (what HF's RepetitionPenaltyLogitsProcessor does, and what
 // caused seed 002's collapse: prompt words are penalised, EOS never is, so EOS gets relatively boosted).
-// Greedy decoding (temperature 0 or do_sample false) skips the warpers (temperature, top-k, top-p) as
+// Greedy decoding (temperature 0 or do_sample false) skips the warpers (temperature, top-k, top-p, min-p) as
 // HF does; its recorded log-prob is then the log-softmax of the penalised logits at temperature 1.
+// This float64 sampler is the reference of the GPU one (shaders/sample_forward.wgsl, src/kernels/sample.ts),
+// which generate() runs when it can: same settings, same RNG stream, same tie rules.
 
 export type PenaltyScope = 'completion' | 'prompt+completion';
 
@@ -21,6 +24,8 @@ export interface SamplingSettings {
   top_k: number;
   /** 1 disables. Keeps the smallest set of most likely tokens whose probability sums to ≥ top_p. */
   top_p: number;
+  /** 0 disables. HF MinPLogitsWarper: tokens with probability < min_p · (the top token's) are removed. */
+  min_p: number;
   /** 1 disables. HF: a seen token's logit is divided by it if positive, multiplied if negative. */
   repetition_penalty: number;
   /** OpenAI / vLLM: logit −= presence_penalty if the token was seen. */
@@ -38,6 +43,7 @@ export const DEFAULT_SAMPLING: SamplingSettings = {
   temperature: 1,
   top_k: 0,
   top_p: 1,
+  min_p: 0,
   repetition_penalty: 1,
   presence_penalty: 0,
   frequency_penalty: 0,
@@ -71,6 +77,7 @@ export function validateSampling(s: SamplingSettings, V?: number): void {
   if (!(s.temperature >= 0) || !Number.isFinite(s.temperature)) bad('temperature', 'must be a finite number ≥ 0');
   if (!Number.isInteger(s.top_k) || s.top_k < 0) bad('top_k', 'must be an integer ≥ 0 (0 disables)');
   if (!(s.top_p > 0 && s.top_p <= 1)) bad('top_p', 'must be in (0, 1] (1 disables)');
+  if (!(s.min_p >= 0 && s.min_p <= 1)) bad('min_p', 'must be in [0, 1] (0 disables)');
   if (!(s.repetition_penalty > 0) || !Number.isFinite(s.repetition_penalty)) bad('repetition_penalty', 'must be a finite number > 0 (1 disables)');
   if (!Number.isFinite(s.presence_penalty)) bad('presence_penalty', 'must be finite');
   if (!Number.isFinite(s.frequency_penalty)) bad('frequency_penalty', 'must be finite');
@@ -112,6 +119,7 @@ export function process_logits(logits: ArrayLike<number>, states: RowState[], s:
       if (s.temperature !== 1) for (let v = 0; v < V; v++) z[v] /= s.temperature;
       if (s.top_k > 0 && s.top_k < V) topK(z, s.top_k);
       if (s.top_p < 1) topP(z, s.top_p);
+      if (s.min_p > 0) minP(z, s.min_p);
     }
     logSoftmaxInto(z, logprobs.subarray(b * V, (b + 1) * V), b);
     for (let v = 0; v < V; v++) probs[b * V + v] = Math.exp(logprobs[b * V + v]);
@@ -202,6 +210,13 @@ function topP(z: Float64Array, topP: number): void {
     if (z[v] === cut && ties > 0) ties--;
     else z[v] = -Infinity;
   }
+}
+
+/** HF MinPLogitsWarper: removes tokens whose probability is below min_p times the most likely one's. */
+function minP(z: Float64Array, minP: number): void {
+  let max = -Infinity;
+  for (let v = 0; v < z.length; v++) if (z[v] > max) max = z[v];
+  for (let v = 0; v < z.length; v++) if (Math.exp(z[v] - max) < minP) z[v] = -Infinity;
 }
 
 function logSoftmaxInto(z: Float64Array, out: Float64Array, b: number): void {

@@ -24,6 +24,7 @@ import { loss_reduce_forward } from '../../src/kernels/loss_reduce.ts';
 import { gemmKernels, matmul_backward, matmul_forward } from '../../src/kernels/matmul.ts';
 import { adamw_step, sgd_step } from '../../src/kernels/optimizer.ts';
 import { ppo_loss_forward } from '../../src/kernels/ppo_loss.ts';
+import { sample_forward } from '../../src/kernels/sample.ts';
 import { residual_accumulate, residual_forward } from '../../src/kernels/residual.ts';
 import { rmsnorm_backward, rmsnorm_forward } from '../../src/kernels/rmsnorm.ts';
 import { rope_backward, rope_forward } from '../../src/kernels/rope.ts';
@@ -210,6 +211,12 @@ describe('every kernel the project ships', () => {
           logits: buf(N * V), ids: buf(N), mask: buf(N), N, V, temperature: 1, lse: buf(2 * N), dlogp: buf(N), dlogits: buf(N * V), dentropy: { dentropy: buf(N), entropy: buf(N) },
         }),
       (rec) => loss_reduce_forward(rec, { loss: buf(BT), mask: buf(BT), clip: buf(BT), out: buf(16), B, T, max_completion_length: T }),
+      // Penalties, top-k and top-p on: the variant with every binding the shader declares.
+      (rec) =>
+        sample_forward(rec, {
+          logits: buf(B * V), counts: buf(B * V), eos: buf(1), n_eos: 1, eos_masked: false, ids: buf(B), logps: buf(B), B, V, seed: 1, step: 0,
+          params: { greedy: false, temperature: 0.7, top_k: 5, top_p: 0.9, min_p: 0.05, repetition_penalty: 1.1, presence_penalty: 0.1, frequency_penalty: 0.1 },
+        }),
       // Few rows and an [out, in] weight: the row kernel; an [in, out] weight: the tiled GEMM.
       (rec) => matmul_forward(rec, { out: buf(N * V), inp: buf(N * C), weight: buf(V * C), bias: buf(V), M: N, K: C, N: V, weightLayout: 'out_in' }),
       (rec) => matmul_forward(rec, { out: buf(N * V), inp: buf(N * C), weight: buf(C * V), M: N, K: C, N: V, weightLayout: 'in_out' }),

@@ -173,6 +173,38 @@ describe('sampling on tiny-llama (KV cache, B = 6)', () => {
     }
   });
 
+  it('the GPU sampler draws what the float64 CPU sampler draws from the same logits, under every setting', async () => {
+    // Same model, same seed: the CPU loop reads back each step's logits and samples in float64, the GPU
+    // loop samples on the device and feeds the ids back from a GPU buffer. Their tokens must agree (a
+    // flip needs a uniform within f32 rounding of a CDF boundary: none in these draws) and their
+    // log-probs within f32 of each other; EOS stops and min_new_tokens apply the same way.
+    const settings: Partial<GenerateOptions>[] = [
+      {},
+      { temperature: 0.7, top_k: 20, top_p: 0.9 },
+      { top_p: 0.6, min_p: 0.05 },
+      { temperature: 0 },
+      { repetition_penalty: 1.4, presence_penalty: 0.3, frequency_penalty: 0.2 },
+      { repetition_penalty: 1.2, penalty_scope: 'prompt+completion', temperature: 0 },
+      { eos_token_ids: [1, 2, 3], min_new_tokens: 3 },
+    ];
+    for (const o of settings) {
+      const s = opts({ max_new_tokens: 9, seed: 4, eos_token_ids: [], ...o });
+      const onGpu = await generate(kv, prompts, s);
+      const onCpu = await generate(kv, prompts, { ...s, sampler: 'cpu' });
+      const label = JSON.stringify(o);
+      expect(onGpu.sampled_on, label).toEqual({ device: 'gpu' });
+      expect(onCpu.sampled_on, label).toEqual({ device: 'cpu', reason: "sampler: 'cpu' asked for" });
+      expect(onGpu.completion_ids, label).toEqual(onCpu.completion_ids);
+      expect(onGpu.finish_reason, label).toEqual(onCpu.finish_reason);
+      expectClose(onGpu.sampling_per_token_logps.flat(), onCpu.sampling_per_token_logps.flat(), { rtol: 1e-5, atol: 1e-5, label });
+    }
+  });
+
+  it('says why it samples on the CPU', async () => {
+    const out = await generate(kv, prompts, { ...opts({ max_new_tokens: 2 }), on_step: () => {} });
+    expect(out.sampled_on).toEqual({ device: 'cpu', reason: "on_step reads every step's logits" });
+  });
+
   it('sampling_per_token_logps equal the trainer re-scoring the generated batch (temperature 1, no truncation)', async () => {
     const out = await generate(kv, prompts, opts({ max_new_tokens: 8, seed: 9 }));
     const batch = padBatch(

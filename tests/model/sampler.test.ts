@@ -109,6 +109,18 @@ describe('process_logits', () => {
     expectClose(p2, [0, 0, 0, 16 / 52, 36 / 52], { ...tight, label: 'combined p=0.7' });
   });
 
+  it('min-p removes tokens below min_p times the top probability, after top-p (HF MinPLogitsWarper)', () => {
+    // Weights [1, 2, 4, 10, 20]: min_p 0.15 removes p < 0.15·p_max, i.e. weights < 3 → keeps 4, 10, 20.
+    const w = [1, 2, 4, 10, 20].map(Math.log);
+    const p = process_logits(w, [row()], S({ min_p: 0.15 })).probs;
+    expectClose(p, [0, 0, 4 / 34, 10 / 34, 20 / 34], { ...tight, label: 'min_p 0.15' });
+    // top_p 0.9: the mass before 4 is 30/37 ≈ 0.81 < 0.9, before 2 it is 34/37 ≈ 0.92, so 4, 10, 20 stay;
+    // then min_p 0.3 (weights < 6 go) leaves 10, 20. min_p 1 keeps only the top token.
+    expectClose(process_logits(w, [row()], S({ top_p: 0.9, min_p: 0.3 })).probs, [0, 0, 0, 10 / 30, 20 / 30], { ...tight, label: 'top_p then min_p' });
+    expectClose(process_logits(w, [row()], S({ min_p: 1 })).probs, [0, 0, 0, 0, 1], { ...tight, label: 'min_p 1' });
+    expect(() => process_logits(w, [row()], S({ min_p: 1.5 }))).toThrow(/min_p/);
+  });
+
   it('repetition penalty divides positive and multiplies negative logits of seen tokens (once each)', () => {
     const x = [2, -2, 1, 0.5];
     // Token 1 seen twice: HF gathers/scatters, so it is penalised once, not twice.
