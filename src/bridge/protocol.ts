@@ -101,6 +101,8 @@ export interface AdapterInfo {
 export interface PagePlan {
   options: Omit<PlanOptions, 'limits'>;
   plan: StepPlan;
+  /** For a full fine-tune: the same update under a new LoRA adapter (the create form's defaults), its base frozen in the checkpoint dtype — what the page proposes when `plan` is over the user's memory budget. */
+  lora?: { options: Omit<PlanOptions, 'limits'>; plan: StepPlan };
 }
 
 /** A reference checkpoint held beside the policy: what the reference stage will name, and its GPU bytes. */
@@ -276,7 +278,7 @@ export interface StepRunner {
   /** The loss of the current update's batch under other loss settings and trainer preset (default: the update's); the update must have reached its loss stage. */
   whatIf(settings: EffectiveSettings): Promise<WhatIfResult>;
   /** The memory plan of an update with `settings`' prompts, G and completion length, as the step would run it now. */
-  plan(settings: StepSettings): PagePlan;
+  plan(settings: StepSettings, batch?: { B: number; P: number; C: number }): PagePlan;
   /** Re-samples the update's prompts with the same seed from the stepped weights and scores them (the update must have taken its step). */
   beforeAfter(): Promise<BeforeAfterResult>;
   /**
@@ -338,7 +340,8 @@ export type Request =
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
   | { type: 'what-if'; settings: EffectiveSettings }
   /** The memory plan of an update with these prompts and sampling settings, before it runs. */
-  | { type: 'plan'; settings: StepSettings }
+  /** `batch`: the shape of the imported batch the next update steps (rows, longest prompt, longest completion); absent: the prompt set's. */
+  | { type: 'plan'; settings: StepSettings; batch?: { B: number; P: number; C: number } }
   | { type: 'before-after' }
   | { type: 'template-diff'; conversations: ChatMessage[][]; variants: [TemplateVariant, TemplateVariant] }
   | { type: 'reset'; undo?: boolean }

@@ -55,3 +55,18 @@ export function firstDiff(a: readonly number[], b: readonly number[]): number {
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
   return a.length === b.length ? -1 : n;
 }
+
+/**
+ * A number as a finding prints it: integers (sample indices, counts, ids) exactly, other finite values to 4
+ * significant digits, so a float32 read back as float64 reads `-0.8`, not `-0.7999999523162842`.
+ */
+export function showNumber(v: number): string {
+  return Number.isInteger(v) || !Number.isFinite(v) ? String(v) : String(Number(v.toPrecision(4)));
+}
+
+/** The template tag every rule builds its message with: each interpolated number goes through showNumber. */
+export function msg(parts: TemplateStringsArray, ...values: unknown[]): string {
+  let out = parts[0];
+  values.forEach((v, i) => (out += (typeof v === 'number' ? showNumber(v) : String(v)) + parts[i + 1]));
+  return out;
+}

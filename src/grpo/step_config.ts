@@ -11,7 +11,7 @@ import { configTable, runTable, type EffectiveSettings } from './settings/effect
 import { TRAINER_TABLES } from './settings/trainers.ts';
 import { GRPO_LOSS_SETTINGS, STUDIO_SETTINGS } from './settings/studio.ts';
 import { parseTrlConfig, parseTrlRun, TRL_RUN_SETTINGS, TRL_SETTINGS } from './settings/trl.ts';
-import { rowsIn, specOf, type SettingsTable } from './settings/table.ts';
+import { parseSettings, rowsIn, specOf, type SettingsTable } from './settings/table.ts';
 import { trlOptimizer } from './trainers/trl_optimizer.ts';
 import { verlOptimizer } from './trainers/verl_optimizer.ts';
 import { trainerRefusal } from './settings/rules.ts';
@@ -28,6 +28,20 @@ export interface StepConfig {
   advantage_estimator: AdvantageEstimator;
   /** The trainer objective the loss and gradient follow (src/grpo/step_objective.ts); unset or null: the studio loss. */
   trainer?: TrainerObjective | null;
+  /** μ: optimisation passes over the batch (loss, backward, step each; old log-probs fixed from before the first). Unset: 1. */
+  passes?: number;
+}
+
+/**
+ * Each trainer's setting for μ, the passes over one batch (PASSES_SETTING[trainer] names its row): TRL
+ * GRPOConfig.num_iterations, verl actor.ppo_epochs. OpenRLHF's `max_epochs` has no row in its table yet.
+ */
+export const PASSES_SETTING: Partial<Record<EffectiveSettings['trainer'], string>> = { trl: 'num_iterations', verl: 'ppo_epochs' };
+
+/** μ from a config in its trainer's names, checked against its row (SettingsError naming the field); 1 where the trainer has none. */
+function passesOf(trainer: EffectiveSettings['trainer'], cfg: Record<string, unknown>): number {
+  const name = PASSES_SETTING[trainer];
+  return name === undefined ? 1 : (parseSettings<Record<string, number>>(configTable(trainer).filter((s) => s.name === name), pick(cfg, [name]), 'config').values[name] as number);
 }
 
 /** The TRL fields the studio loss applies itself (GRPO_LOSS_SETTINGS under TRL's names): the rest of a TRL config is the objective's. */
@@ -66,6 +80,7 @@ export function stepConfigFromBatch(cfg: BatchConfig | undefined, C: number): St
     position_ids: c.position_ids ?? 'from_attention_mask',
     scale_rewards: parseTrlConfig({ scale_rewards: c.scale_rewards }).values.scale_rewards, // the TRL table: "median" names the field
     advantage_estimator: c.advantage_estimator ?? 'trl',
+    passes: passesOf('trl', c),
   };
 }
 
@@ -85,6 +100,7 @@ export function batchConfigOf(config: StepConfig, model_type: string): BatchConf
     loss_type: l.loss_type, beta: l.beta, epsilon: l.epsilon_low, epsilon_high: l.epsilon_high, delta: l.delta, temperature: l.temperature,
     kl_estimator: l.kl_estimator, importance_sampling_level: l.importance_sampling_level, max_completion_length: l.max_completion_length,
     optimizer: { ...optimizer }, max_grad_norm, position_ids, scale_rewards, advantage_estimator, model_type,
+    ...(config.passes !== undefined && config.passes > 1 ? { num_iterations: config.passes } : {}),
   };
 }
 
@@ -176,5 +192,5 @@ export function stepConfigOf(settings: EffectiveSettings, C: number, opts: { ste
     config.optimizer = trlOptimizerOf(settings.config, { ...settings.run, global_step: (typeof g === 'number' ? g : 0) + (opts.steps_done ?? 0) });
   }
   if (settings.trainer === 'verl' && settings.config.optimizer === undefined) Object.assign(config, verlOptimizer(settings.config, settings.run, opts.steps_done ?? 0));
-  return { ...config, trainer };
+  return { ...config, trainer, passes: passesOf(settings.trainer, settings.config) };
 }

@@ -1,7 +1,8 @@
 // The GPU stages of one update: policy forward (per-token log-probs, entropy, saved activations) →
 // reference forward → loss (every aggregation; the configured one drives the gradient, or, under a trainer
 // preset (StepConfig.trainer), that trainer's objective: src/grpo/step_objective.ts) → backward → clip +
-// optimizer step → re-evaluate the same batch with the new weights.
+// optimizer step (and, with μ > 1, further passes over the same batch: step()) → re-evaluate the same
+// batch with the new weights.
 //
 // Buffers stay on the GPU between stages (StepState's `device` fields): the policy forward's activations
 // and per-token log-probs / log-sum-exp feed the loss and the backward in place, and nothing goes CPU → GPU
@@ -25,9 +26,9 @@ import { grpo_loss, readGrpoLossFields, type GrpoLossInputs } from './loss.ts';
 import { Optimizer } from './optimizer.ts';
 import { SettingsError } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
-import { trainerInputs, trainerObjective, type ScoredUpdate } from './step_objective.ts';
+import { trainerInputs, trainerObjective, type ScoredUpdate, type TrainerGrad } from './step_objective.ts';
 import { lossMaskOf } from './step_prepare.ts';
-import { need, referenceLabel, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
+import { need, referenceLabel, type PassData, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
 
 /** The mask the loss (and so its gradient) applies: completion_mask · tool_mask when a tool mask exists. */
 function lossMask(state: StepState, s: CompletionScores): GPUBuffer {
@@ -94,20 +95,34 @@ export async function referenceForward(ctx: StageContext, state: StepState): Pro
   return { data, device: { ref_per_token_logps: s.per_token_logps } };
 }
 
+/** The per-token fields each pass reads back (what the loss stage and the pass selector show). */
+const PASS_FIELDS = ['importance_ratio', 'per_token_kl', 'per_token_loss', 'clip', 'token_weight'] as const;
+
+/** One pass's loss terms (the loss stage's, or a later pass's over the same batch): the studio loss's fields and the trainer objective's gradient. */
+interface PassTerms {
+  result: Awaited<ReturnType<typeof grpo_loss>>;
+  r: Awaited<ReturnType<typeof readGrpoLossFields<(typeof PASS_FIELDS)[number]>>>;
+  t: Awaited<ReturnType<typeof trainerObjective>> | null;
+  objective_error: string | null;
+  loss: number;
+  kl_term: number;
+  mean_kl: number;
+}
+
 /**
- * Per-token KL, loss and every aggregation, and the gradient of the chosen one with respect to the
- * per-token log-probs (dlogp; the backward takes it to the logits chunk by chunk). The loss splits into
- * its policy and β·KL terms with the backward's token weights (∂loss/∂per_token_loss): kl_term = Σ weight·β·KL.
+ * Per-token KL, loss and every aggregation for these scores against `old` (the batch's old log-probs; for
+ * a later pass, fixed to the policy's before the first), and the gradient of the chosen one with respect to
+ * the per-token log-probs (dlogp). The loss splits into its policy and β·KL terms with the backward's token
+ * weights (∂loss/∂per_token_loss): kl_term = Σ weight·β·KL. Under a trainer preset its objective forms the
+ * loss and the gradient; a setting it refuses is named (objective_error) and the backward then refuses.
  */
-export async function loss(ctx: StageContext, state: StepState): Promise<StageOutput<'loss'>> {
+async function passTerms(ctx: StageContext, state: StepState, s: CompletionScores, old: GPUBuffer | null, pf: { per_token_logps: Float32Array; per_token_entropy: Float32Array }): Promise<PassTerms> {
   const { gpu, opts } = ctx;
   const p = need(state, 'assemble').data.padded;
-  const s = need(state, 'policy_forward').device.scores;
   const rec = gpu.recorder('loss');
-  const inputs = lossInputs(ctx, state, p, s, need(state, 'assemble').device.old_per_token_logps);
-  const result = ctx.own(await grpo_loss(gpu, inputs, opts.config.loss, { rec, scoreMaskedRows: true }));
+  const result = ctx.own(await grpo_loss(gpu, lossInputs(ctx, state, p, s, old), opts.config.loss, { rec, scoreMaskedRows: true }));
   await rec.finish();
-  const r = await readGrpoLossFields(gpu, result, ['importance_ratio', 'per_token_kl', 'per_token_loss', 'clip', 'token_weight']);
+  const r = await readGrpoLossFields(gpu, result, PASS_FIELDS);
   const weight = r.token_weight!;
   const beta = opts.config.loss.beta;
   let kl_term = 0;
@@ -120,11 +135,8 @@ export async function loss(ctx: StageContext, state: StepState): Promise<StageOu
     klSum += r.per_token_kl?.[i] ?? 0;
     if (beta !== 0) kl_term += weight[i] * beta * r.per_token_kl![i];
   }
-  // A trainer preset: its objective forms the loss and the gradient (the studio's per-token terms stay shown).
   const objective = opts.config.trainer ?? null;
-  const pf = need(state, 'policy_forward').data;
-  // A setting the trainer refuses is named here and by the backward, which then refuses (the stage's other terms stay shown).
-  let t: Awaited<ReturnType<typeof trainerObjective>> | null = null;
+  let t: PassTerms['t'] = null;
   let objective_error: string | null = null;
   try {
     if (objective) t = await trainerObjective(gpu, trainerInputs(scoredUpdate(ctx, state, pf.per_token_logps, pf.per_token_entropy), objective));
@@ -133,53 +145,94 @@ export async function loss(ctx: StageContext, state: StepState): Promise<StageOu
     objective_error = e.message;
   }
   if (t) ctx.own({ destroy: () => [t.grad.dlogp, t.grad.dentropy].forEach((b) => b?.destroy()) });
+  const loss = t ? t.out.loss : objective ? NaN : r.loss;
+  return { result, r, t, objective_error, loss, kl_term, mean_kl: r.per_token_kl ? klSum / Math.max(1, tokens) : NaN };
+}
+
+/** The loss stage: pass 1's terms (its old log-probs: the batch's, or the policy's own, ratio 1). */
+export async function loss(ctx: StageContext, state: StepState): Promise<StageOutput<'loss'>> {
+  const p = need(state, 'assemble').data.padded;
+  const pf = need(state, 'policy_forward');
+  const x = await passTerms(ctx, state, pf.device.scores, need(state, 'assemble').device.old_per_token_logps, pf.data);
+  const { r, t } = x;
   return {
     data: {
-      old_per_token_logps: p.old_per_token_logps ?? pf.per_token_logps,
+      old_per_token_logps: p.old_per_token_logps ?? pf.data.per_token_logps,
       importance_ratio: r.importance_ratio,
       per_token_kl: r.per_token_kl,
       per_token_loss: r.per_token_loss,
-      token_weight: weight,
+      token_weight: r.token_weight!,
       clip: r.clip,
-      loss: t ? t.out.loss : objective ? NaN : r.loss,
+      loss: x.loss,
       losses: r.losses,
-      policy_term: t ? NaN : r.loss - kl_term,
-      kl_term: t ? NaN : kl_term,
-      mean_kl: r.per_token_kl ? klSum / Math.max(1, tokens) : NaN,
+      policy_term: t ? NaN : r.loss - x.kl_term,
+      kl_term: t ? NaN : x.kl_term,
+      mean_kl: x.mean_kl,
       clip_counts: r.clip_counts,
-      objective,
-      objective_error,
+      objective: ctx.opts.config.trainer ?? null,
+      objective_error: x.objective_error,
     },
-    device: { result, trainer: t?.grad ?? null },
+    device: { result: x.result, trainer: x.t?.grad ?? null },
   };
 }
 
-export async function backward(ctx: StageContext, state: StepState): Promise<StageOutput<'backward'>> {
+/** Records the backward of one pass's loss through the policy's saved forward and the gradient norms; reads the norms. */
+async function passBackward(ctx: StageContext, state: StepState, s: CompletionScores, l: { result: PassTerms['result']; trainer: TrainerGrad | null }, objective_error: string | null) {
   const { gpu, opts } = ctx;
-  const rec = gpu.recorder('backward');
-  const s = need(state, 'policy_forward').device.scores;
-  const objective_error = need(state, 'loss').data.objective_error;
   if (objective_error) throw new SettingsError(objective_error);
-  const l = need(state, 'loss').device;
+  const rec = gpu.recorder('backward');
   // The trainer's gradient when a preset drives the step (its entropy term through dentropy), else the studio loss's.
   const dlogp = l.trainer?.dlogp ?? l.result.dlogp!;
   const dentropy = l.trainer?.dentropy ? { dentropy: l.trainer.dentropy, entropy: s.per_token_entropy } : null;
   opts.policy.backward(rec, { dlogp, lse: s.lse, ids: s.completion_ids, mask: lossMask(state, s), temperature: opts.config.loss.temperature, dentropy });
   // Under a LoRA adapter only A and B train: the norms and the step see the adapter alone (TRL + PEFT).
-  const optimizer = opts.optimizer ?? ctx.own(new Optimizer(gpu, opts.policy.trainableParams.values(), opts.config.optimizer));
+  const optimizer = state.backward?.device.optimizer ?? opts.optimizer ?? ctx.own(new Optimizer(gpu, opts.policy.trainableParams.values(), opts.config.optimizer));
   // The gradient norms go in the backward's own submit and pass; their sums stay on the GPU for the step's clip coefficient.
   optimizer.recordGradNorms(rec, opts.policy.trainableGrads!);
   await rec.finish();
-  return { data: await optimizer.readGradNorms(), device: { optimizer } };
+  return { data: await optimizer.readGradNorms(), optimizer };
 }
 
+export async function backward(ctx: StageContext, state: StepState): Promise<StageOutput<'backward'>> {
+  const l = need(state, 'loss');
+  const b = await passBackward(ctx, state, need(state, 'policy_forward').device.scores, l.device, l.data.objective_error);
+  return { data: b.data, device: { optimizer: b.optimizer } };
+}
+
+/**
+ * The optimizer step, and with μ = StepConfig.passes > 1 the further passes over the same batch, each a
+ * forward with the weights the previous pass stepped to, the loss against old log-probs fixed to the
+ * policy's before the first pass (so the ratio moves off 1, ε clips and the KL moves), a backward and a
+ * step. The trainers do the same over one mini-batch: TRL GRPOTrainer (trl/trainer/grpo_trainer.py)
+ * computes old_per_token_logps at generation when num_iterations > 1 and replays the batch from
+ * `_buffered_inputs` num_iterations times; verl's DataParallelPPOActor.update_policy
+ * (verl/workers/actor/dp_actor.py) loops `ppo_epochs` over its mini-batches against the rollout's
+ * old_log_probs; OpenRLHF's PPOTrainer loops `max_epochs` over the replay buffer's experiences
+ * (openrlhf/trainer/ppo_trainer.py), whose action_log_probs are the old ones. Each pass's ratio, clip
+ * counts, KL and loss are kept (`passes`, pass 2 on; pass 1 is the loss stage).
+ */
 export async function step(ctx: StageContext, state: StepState): Promise<StageOutput<'step'>> {
-  const { opts } = ctx;
+  const { gpu, opts } = ctx;
   const back = need(state, 'backward');
   await ctx.weights.beforeStep();
   // One submit, one compute pass: clip coefficient (on the GPU, from the backward's sums) and every parameter's update.
   const u = await back.device.optimizer.step(opts.policy.trainableGrads!, opts.config.max_grad_norm);
-  return { data: { optimizer: opts.config.optimizer, ...u } };
+  const passes: PassData[] = [];
+  const p = need(state, 'assemble').data.padded;
+  const n = p.B * p.C;
+  const old = need(state, 'assemble').device.old_per_token_logps ?? need(state, 'policy_forward').device.scores.per_token_logps; // (B, C) fixed over the passes
+  for (let pass = 2; pass <= (opts.config.passes ?? 1); pass++) {
+    const rec = gpu.recorder('policy_forward');
+    const s = ctx.own(score_completions(rec, opts.policy, p, { temperature: opts.config.loss.temperature, save: true }));
+    await rec.finish();
+    const [lp, ent] = await gpu.readAll([s.per_token_logps, s.per_token_entropy].map((buf) => ({ buf, byteSize: n * 4 })));
+    const x = await passTerms(ctx, state, s, old, { per_token_logps: new Float32Array(lp), per_token_entropy: new Float32Array(ent) });
+    const b = await passBackward(ctx, state, s, { result: x.result, trainer: x.t?.grad ?? null }, x.objective_error);
+    const v = await b.optimizer.step(opts.policy.trainableGrads!, opts.config.max_grad_norm);
+    const { r } = x;
+    passes.push({ pass, per_token_logps: new Float32Array(lp), importance_ratio: r.importance_ratio, per_token_kl: r.per_token_kl, per_token_loss: r.per_token_loss, clip: r.clip, clip_counts: r.clip_counts, loss: x.loss, mean_kl: x.mean_kl, grad_norm: b.data.grad_norm, clip_coef: v.clip_coef, update_norm: v.update_norm });
+  }
+  return { data: { optimizer: opts.config.optimizer, ...u, passes } };
 }
 
 /** The same batch through the updated policy: log-probs after, their change, KL to the same reference, the loss again. */

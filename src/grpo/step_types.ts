@@ -114,7 +114,8 @@ export interface StageData {
     clip_counts: ClipCounts;
   };
   backward: { grad_norm: number; group_grad_norms: Record<ParamGroup, number> };
-  step: { optimizer: OptimizerConfig; clip_coef: number; step: number; update_norm: number; group_update_norms: Record<ParamGroup, number> };
+  /** The first pass's step (its clip coefficient, AdamW step count, ‖Δθ‖), and every later pass over the batch (μ > 1). */
+  step: { optimizer: OptimizerConfig; clip_coef: number; step: number; update_norm: number; group_update_norms: Record<ParamGroup, number>; passes: PassData[] };
   re_evaluate: {
     post_per_token_logps: PerToken;
     delta_per_token_logps: PerToken; // after − before
@@ -123,6 +124,22 @@ export interface StageData {
     loss_after: number;
     losses_after: Record<LossType, number>;
   };
+}
+
+/** A pass over the same batch after the first (μ > 1): its forward against the fixed old log-probs, loss and step. */
+export interface PassData {
+  pass: number; // 2 … μ
+  per_token_logps: PerToken; // the policy's at this pass (after pass − 1 steps)
+  importance_ratio: PerToken; // exp(logp − old): ≠ 1 from pass 2 on
+  per_token_kl: PerToken | null;
+  per_token_loss: PerToken;
+  clip: Uint32Array; // CLIP_LOW | CLIP_HIGH | DELTA_BINDS bits
+  clip_counts: ClipCounts;
+  loss: number;
+  mean_kl: number; // Σ M·KL / Σ M
+  grad_norm: number;
+  clip_coef: number;
+  update_norm: number;
 }
 
 export interface StageResult<S extends StageId = StageId> {

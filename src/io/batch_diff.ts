@@ -1,17 +1,20 @@
 // Two batches compared token by token (two imports, or an update's batch against the one it started
-// from): rows aligned by index, prompts aligned at their right end (they are left-padded onto the
-// boundary), completions at their start; every changed id and mask entry by position, changed rewards
-// and advantages, config keys that differ, and a summary of what differs; and two token rows aligned
+// from): rows aligned by index, on their real tokens only — a trainer dump pads every row to the batch's
+// widest (prompts on the left, prompt_mask 0; completions on the right, pad_token_id with completion_mask 0)
+// while the page keeps rows unpadded, so padding is stripped before comparing: prompts aligned at their
+// right end, completions at their start. Every changed id and mask entry by position, changed rewards and
+// advantages (equal within an f32 round trip: a dump written from float32 tensors reads 1.2 as
+// 1.2000000476837158), config keys that differ, and a summary of what differs; and two token rows aligned
 // (alignTokens) for a prompt rendered with two templates. Pure: the page, the worker and the tests share it.
 import type { GrpoBatch } from './batch.ts';
 
 export interface RowDiff {
   sample: number;
-  /** Prompt positions counted back from the boundary (1 = the last prompt token) whose id differs or exists on one side only. */
+  /** Real prompt positions counted back from the boundary (1 = the last prompt token) whose id differs or exists on one side only. */
   prompt_from_end: number[];
-  /** Completion positions whose id differs or exists on one side only. */
+  /** Real completion positions whose id differs or exists on one side only. */
   completion: number[];
-  /** Completion positions whose completion_mask entry differs (or exists on one side only). */
+  /** Real completion positions whose completion_mask entry differs (or exists on one side only). */
   completion_mask: number[];
   reward: [number | null, number | null] | null;
   advantage: [number | null, number | null] | null;
@@ -22,13 +25,24 @@ export interface BatchDiff {
   /** Rows present on both sides with at least one difference. */
   changed: RowDiff[];
   summary: { rows_changed: number; prompt_tokens: number; completion_tokens: number; mask_entries: number; rewards: number; advantages: number; config: string[]; only_in_one: number };
+  /** Pad positions left out of the comparison, over both sides (prompt_mask 0; trailing pad_token_id with completion_mask 0). */
+  pad_ignored: number;
+  /** Relative tolerance rewards and advantages are compared with (NUMBER_TOLERANCE). */
+  tolerance: number;
 }
 
+/**
+ * Rewards and advantages that differ by at most this much relative to the larger are equal: one f32 ulp
+ * (2^-23), which covers a float64 value written through a float32 tensor and back (rounding is ≤ 2^-24).
+ */
+export const NUMBER_TOLERANCE = 2 ** -23;
+
 const same = (x: number | undefined, y: number | undefined) => x === y || (Number.isNaN(x) && Number.isNaN(y));
+const close = (x: number | undefined, y: number | undefined) =>
+  same(x, y) || (x !== undefined && y !== undefined && Math.abs(x - y) <= NUMBER_TOLERANCE * Math.max(Math.abs(x), Math.abs(y)));
 
 /** Positions where two rows differ; `fromEnd` aligns them at their last element. */
-function rowDiff(a: readonly number[] | undefined, b: readonly number[] | undefined, fromEnd = false): number[] {
-  const [x, y] = [a ?? [], b ?? []];
+function rowDiff(x: readonly number[], y: readonly number[], fromEnd = false): number[] {
   const out: number[] = [];
   for (let k = 0; k < Math.max(x.length, y.length); k++) {
     const [u, v] = fromEnd ? [x[x.length - 1 - k], y[y.length - 1 - k]] : [x[k], y[k]];
@@ -39,19 +53,44 @@ function rowDiff(a: readonly number[] | undefined, b: readonly number[] | undefi
 
 const pair = (a: number[] | undefined, b: number[] | undefined, i: number): [number | null, number | null] | null => {
   const [u, v] = [a?.[i], b?.[i]];
-  return same(u, v) ? null : [u ?? null, v ?? null];
+  return close(u, v) ? null : [u ?? null, v ?? null];
 };
+
+/** Row i's real prompt ids: those with prompt_mask 1 (all of them without a mask: the page's rows are unpadded). */
+function realPrompt(batch: GrpoBatch, i: number): number[] {
+  const ids = batch.prompt_ids[i] ?? [];
+  const mask = batch.prompt_mask?.[i];
+  return mask ? ids.filter((_, k) => mask[k] !== 0) : ids;
+}
+
+/**
+ * Row i's real completion length: the row without its trailing padding — pad_token_id with completion_mask 0
+ * (TRL pads completions on the right with pad_token_id, grpo_trainer.py _generate_and_score_completions).
+ * A masked real token (a truncated completion, mask 0) is not padding unless it is the pad id.
+ */
+function realCompletionLength(batch: GrpoBatch, i: number): number {
+  const ids = batch.completion_ids[i] ?? [];
+  const mask = batch.completion_mask[i] ?? [];
+  let n = ids.length;
+  while (n > 0 && ids[n - 1] === batch.pad_token_id && !mask[n - 1]) n--;
+  return n;
+}
 
 export function diffBatches(a: GrpoBatch, b: GrpoBatch): BatchDiff {
   const n = Math.min(a.completion_ids.length, b.completion_ids.length);
   const changed: RowDiff[] = [];
   const s = { rows_changed: 0, prompt_tokens: 0, completion_tokens: 0, mask_entries: 0, rewards: 0, advantages: 0, config: [] as string[], only_in_one: Math.abs(a.completion_ids.length - b.completion_ids.length) };
+  let pad = 0;
   for (let i = 0; i < n; i++) {
+    const [pa, pb] = [realPrompt(a, i), realPrompt(b, i)];
+    const [la, lb] = [realCompletionLength(a, i), realCompletionLength(b, i)];
+    pad += (a.prompt_ids[i]?.length ?? 0) - pa.length + (b.prompt_ids[i]?.length ?? 0) - pb.length;
+    pad += (a.completion_ids[i]?.length ?? 0) - la + (b.completion_ids[i]?.length ?? 0) - lb;
     const r: RowDiff = {
       sample: i,
-      prompt_from_end: rowDiff(a.prompt_ids[i], b.prompt_ids[i], true),
-      completion: rowDiff(a.completion_ids[i], b.completion_ids[i]),
-      completion_mask: rowDiff(a.completion_mask[i], b.completion_mask[i]),
+      prompt_from_end: rowDiff(pa, pb, true),
+      completion: rowDiff((a.completion_ids[i] ?? []).slice(0, la), (b.completion_ids[i] ?? []).slice(0, lb)),
+      completion_mask: rowDiff((a.completion_mask[i] ?? []).slice(0, la), (b.completion_mask[i] ?? []).slice(0, lb)),
       reward: pair(a.rewards, b.rewards, i),
       advantage: pair(a.advantages, b.advantages, i),
     };
@@ -67,7 +106,7 @@ export function diffBatches(a: GrpoBatch, b: GrpoBatch): BatchDiff {
   const ca = (a.config ?? {}) as Record<string, unknown>;
   const cb = (b.config ?? {}) as Record<string, unknown>;
   s.config = [...new Set([...Object.keys(ca), ...Object.keys(cb)])].filter((k) => JSON.stringify(ca[k]) !== JSON.stringify(cb[k])).sort();
-  return { rows: [a.completion_ids.length, b.completion_ids.length], changed, summary: s };
+  return { rows: [a.completion_ids.length, b.completion_ids.length], changed, summary: s, pad_ignored: pad, tolerance: NUMBER_TOLERANCE };
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -39,6 +39,8 @@ export interface PlanOptions {
   /** Scoring only (no backward, no optimizer): the `score` verb. */
   scoreOnly?: boolean;
   limits: BufferLimits;
+  /** Where `limits` come from (an adapter, or WebGPU's defaults), printed with the plan. */
+  limits_from?: string;
   /**
    * Weights held beside the policy for the whole session (the page: the frozen copy of the weights as
    * loaded, and a second checkpoint loaded as reference), in bytes. The CLI holds none: its frozen-copy
@@ -139,6 +141,7 @@ export function formatStepPlan(name: string, o: PlanOptions, p: StepPlan): strin
     ...Object.entries(p.bytes).filter(([k, v]) => v > 0 || (k !== 'reference_weights' && k !== 'undo')).map(([k, v]) => `  ${k.padEnd(17)} ${gib(v).padStart(12)}`),
     `  ${'total'.padEnd(17)} ${gib(p.total_bytes).padStart(12)}   (peak at the ${p.peak}; the reference's workspace is freed before the backward)`,
   ];
+  if (o.limits_from) lines.push(`  limits: maxBufferSize ${gib(o.limits.maxBufferSize)}, maxStorageBufferBindingSize ${gib(o.limits.maxStorageBufferBindingSize)} (${o.limits_from})`);
   for (const b of p.buffers) lines.push(b.status === 'does not fit' ? `  ! ${b.name} is ${gib(b.bytes)} > maxBufferSize ${gib(o.limits.maxBufferSize)}: does not fit` : `  ${b.name} is ${gib(b.bytes)} > maxStorageBufferBindingSize: bound in windows`);
   return lines.join('\n');
 }

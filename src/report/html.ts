@@ -12,6 +12,7 @@
 // (src/view/cells.ts, pure), so the report and the page agree on every cell.
 import type { DoctorReport } from '../doctor/types.ts';
 import type { Diagnosis, DiagnosisRow, MismatchReport, Summary, TopToken } from '../grpo/mismatch/types.ts';
+import { groupRows } from '../grpo/advantages.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import { buildGrid, gridContext, REGION_NAMES, spanColumns, visibleText } from '../view/cells.ts';
 import { REGION_COLORS, REGION_TEXT } from '../view/colors.ts';
@@ -52,6 +53,9 @@ interface HeatData {
   hi: number;
   /** Diverging around 0 (blue below, red above, symmetric range), else sequential over [lo, hi]. */
   centred: boolean;
+  /** No range (every value equal, or none): cells are painted neutral and the legend says so (`note`). */
+  flat: boolean;
+  note: string;
 }
 
 /** The log-ratio heat's label (the section's top tokens and diagnosis rows switch the grid to it). */
@@ -68,6 +72,7 @@ interface Mark {
 /** Heat values rounded to 6 significant digits (the file stays small; the readout needs no more). */
 function heatData(label: string, unit: string, rows: ArrayLike<number>[], B: number, C: number, centred: boolean): HeatData {
   let [lo, hi] = [Infinity, -Infinity];
+  const u = unit ? ` ${unit}` : '';
   const out = Array.from({ length: B }, (_, b) =>
     Array.from({ length: C }, (_, j) => {
       const v = rows[b]?.[j];
@@ -76,12 +81,26 @@ function heatData(label: string, unit: string, rows: ArrayLike<number>[], B: num
       return Number(v.toPrecision(6));
     }),
   );
+  // A scale needs a range: with none, any colour would claim a difference (an all-zero heat painted
+  // saturated blue read as "very low"), so the cells stay neutral and the legend names the one value.
+  const flat = !(lo < hi);
+  const note = lo > hi ? 'no values' : flat ? `all values are ${num(lo)}${u}` : '';
   if (lo > hi) [lo, hi] = [0, 1];
   if (centred) hi = Math.max(Math.abs(lo), Math.abs(hi), 1e-12);
-  return { label, unit, rows: out, lo: centred ? -hi : lo, hi, centred };
+  return { label, unit, rows: out, lo: centred ? -hi : lo, hi, centred, flat, note };
+}
+
+/** Per-token advantages (the sample's advantage on each of its completion tokens), the overlay every batch with advantages has. */
+function advantageRows(batch: GrpoBatch): number[][] | null {
+  const A = batch.advantages;
+  if (!A || A.length !== batch.completion_ids.length) return null;
+  return batch.completion_ids.map((ids, b) => ids.map(() => A[b]));
 }
 
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+/** A per-sample field at the precision the heats carry (6 significant digits), null when absent. */
+const rounded = (v: ArrayLike<number> | undefined) => (v ? Array.from(v, (x) => (Number.isFinite(x) ? Number(x.toPrecision(6)) : null)) : null);
 
 const num = (v: unknown) => (typeof v === 'number' ? (Number.isFinite(v) ? Number(v.toPrecision(5)).toString() : String(v)) : JSON.stringify(v));
 
@@ -102,6 +121,8 @@ export function renderReport(x: ReportInput): string {
   }
   const heats: HeatData[] = [];
   if (x.heat) heats.push(heatData(x.heat.label, '', x.heat.rows, g.B, g.C, false));
+  const adv = advantageRows(x.batch);
+  if (adv) heats.push(heatData('advantage', '', adv, g.B, g.C, true));
   const mm = x.mismatch ?? null;
   const ratioHeat = mm ? heats.push(heatData(LOG_RATIO_HEAT, 'nats', mm.log_ratio, g.B, g.C, true)) - 1 : -1;
   const marks: Mark[] = x.report.findings.map((f) => ({ sample: f.sample ?? null, cols: f.sample !== undefined ? spanColumns(ctx, f) : null, text: f.sample === undefined ? 'a finding about the whole batch' : '' }));
@@ -111,7 +132,7 @@ export function renderReport(x: ReportInput): string {
     B: g.B, P: g.P, C: g.C, W: g.W, G: x.batch.num_generations,
     region: Array.from(g.region), completion: Array.from(g.completion), flags: Array.from(g.flags), ids: Array.from(g.ids), texts,
     regionNames: REGION_NAMES, colors: REGION_COLORS, textColors: REGION_TEXT,
-    heats, heat: x.heat ? 0 : heats.length ? ratioHeat : -1, advantages: x.batch.advantages ?? null, rewards: x.batch.rewards ?? null,
+    heats, heat: x.heat ? 0 : mm ? ratioHeat : -1, advantages: rounded(x.batch.advantages), rewards: rounded(x.batch.rewards),
     rows: g.rows.map((r) => `#${r.sample} p${r.prompt_ids} c${r.completion_ids} m${r.completion_mask ?? '-'}`),
     marks,
   };
@@ -146,7 +167,8 @@ span.mark{display:inline-block;border:1px solid #30363d;border-radius:3px;paddin
 <main><section>
 <h2>Token grid</h2>
 <div class="legend small">${REGION_NAMES.slice(1).map((n, i) => `<span><i style="background:${REGION_COLORS[i + 1]}"></i>${esc(n)}</span>`).join('')}<span><i style="background:#f2cc60;width:3px"></i>boundary</span><span><i style="background:#e6edf3;height:3px"></i>completion_mask = 1</span><span><i style="border:2px solid #ff4040"></i>mask ≠ region</span></div>
-${heats.length ? `<div class="legend small"><label>heat <select id="heat" data-testid="report-heat"><option value="-1">none</option>${heats.map((h, i) => `<option value="${i}">${esc(h.label)}${h.unit ? ` (${h.unit})` : ''}</option>`).join('')}</select></label> <span id="heat-legend" data-testid="report-heat-legend"></span></div>` : ''}
+${heats.length ? `<div class="legend small"><label>overlay <select id="heat" data-testid="report-heat"><option value="-1">none</option>${heats.map((h, i) => `<option value="${i}">${esc(h.label)}${h.unit ? ` (${h.unit})` : ''}</option>`).join('')}</select></label> <span id="heat-legend" data-testid="report-heat-legend"></span></div>` : ''}
+${groupChart(x.batch)}
 <div id="scroll"><div id="sizer"><canvas id="grid"></canvas></div></div>
 <div id="info" data-testid="report-info">hover a token; click a finding${mm ? ', a top token or a diagnosis row' : ''} to highlight its cells</div>
 ${section}
@@ -161,6 +183,39 @@ ${x.losses ? `<h2>Loss (${esc(x.losses.chosen)} drives the gradient)</h2><table>
 <script>${GRID_SCRIPT}</script>
 </body></html>
 `;
+}
+
+/**
+ * The summary chart: rewards and advantages per sample, samples of one group side by side and groups apart,
+ * as inline SVG (the file fetches nothing, so no chart library), one bar chart per field with its zero line,
+ * its range, a legend and a tooltip (<title>) per bar. Empty when the batch has neither field.
+ */
+function groupChart(batch: GrpoBatch): string {
+  const B = batch.completion_ids.length;
+  const fields = ([['reward', batch.rewards, '#3fb950'], ['advantage', batch.advantages, '#58a6ff']] as const).filter(([, v]) => v && v.length === B);
+  if (!fields.length || B === 0) return '';
+  const { rows } = groupRows(B, Math.max(1, batch.num_generations), batch.group_ids?.length === B ? batch.group_ids : undefined);
+  const BAR = Math.max(2, Math.min(12, Math.floor(600 / B))), GAP = BAR, H = 60, LEFT = 48;
+  const W = LEFT + B * BAR + rows.length * GAP;
+  const chart = ([name, values, colour]: (typeof fields)[number]) => {
+    const finite = Array.from(values!).filter(Number.isFinite);
+    const lo = finite.reduce((m, v) => Math.min(m, v), 0), hi = finite.reduce((m, v) => Math.max(m, v), 0); // no spread: B may be 100k
+    const y = (v: number) => (hi === lo ? H / 2 : ((hi - v) / (hi - lo)) * H);
+    let x = LEFT;
+    const bars = rows.map((group, g) => {
+      const out = group.map((b) => {
+        const v = values![b];
+        const [y0, y1] = [Math.min(y(0), y(v)), Math.max(y(0), y(v))];
+        const bar = Number.isFinite(v) ? `<rect x="${x}" y="${y0.toFixed(1)}" width="${BAR - 1}" height="${Math.max(1, y1 - y0).toFixed(1)}" fill="${colour}"><title>sample ${b} · group ${g} · ${name} ${num(v)}</title></rect>` : '';
+        x += BAR;
+        return bar;
+      }).join('');
+      x += GAP;
+      return out;
+    }).join('');
+    return `<svg width="${W}" height="${H + 14}" role="img" aria-label="${name} per sample, by group" data-testid="report-chart-${name}"><text x="0" y="10" fill="#8b949e" font-size="10">${num(hi)}</text><text x="0" y="${H}" fill="#8b949e" font-size="10">${num(lo)}</text><line x1="${LEFT}" x2="${W}" y1="${y(0)}" y2="${y(0)}" stroke="#30363d"/>${bars}<text x="${LEFT}" y="${H + 12}" fill="#8b949e" font-size="10">${name} per sample · ${rows.length} groups</text></svg>`;
+  };
+  return `<h2>Rewards and advantages per group</h2><div class="legend small" data-testid="report-chart">${fields.map(([n, , c]) => `<span><i style="background:${c}"></i>${n}</span>`).join('')}</div><div style="overflow-x:auto">${fields.map(chart).join('<br>')}</div>`;
 }
 
 /** Rows of the summary table: which distribution of the report, under which name. */
@@ -206,6 +261,24 @@ function mismatchSection(r: MismatchReport, mark: (sample: number, position: num
 </section>`;
 }
 
+/**
+ * The script's number and colour rules, exported so tests evaluate the very text the page runs
+ * (`new Function(REPORT_HELPERS + 'return …')`). fmtNum: 4 significant digits, as the Doctor's findings
+ * (src/doctor/util.ts showNumber), "—" for no value. heatColor: sequential heats blue low → red high,
+ * centred ones (log ratio, advantage) diverge around 0: blue − · grey 0 · red +; a flat heat (no range)
+ * is the neutral grey, whatever its one value.
+ */
+export const REPORT_HELPERS = `
+  function fmtNum(v) { return v === null || v === undefined ? '—' : Number.isInteger(v) || !isFinite(v) ? String(v) : String(Number(v.toPrecision(4))); }
+  function mix(a, b, t) { return 'rgb(' + a.map(function (x, i) { return Math.round(x + (b[i] - x) * t); }).join(',') + ')'; }
+  function heatColor(H, v) {
+    if (H.flat) return 'rgb(40,44,56)';
+    var t = Math.min(1, Math.max(0, (v - H.lo) / ((H.hi - H.lo) || 1)));
+    if (H.centred) return t < 0.5 ? mix([70, 130, 255], [40, 44, 56], t * 2) : mix([40, 44, 56], [255, 80, 80], (t - 0.5) * 2);
+    return 'rgb(' + Math.round(70 + 185 * t) + ',' + Math.round(130 - 50 * Math.abs(t - 0.5) * 2) + ',' + Math.round(255 - 175 * t) + ')';
+  }
+`;
+
 /** The report's only script: paints the visible cells, shows the hovered token, highlights a clicked finding. */
 const GRID_SCRIPT = `
 (function () {
@@ -216,20 +289,16 @@ const GRID_SCRIPT = `
   var H = d.B ? top(d.B - 1) + RH + 2 : 0;
   sizer.style.width = (LW + d.W * CW) + 'px'; sizer.style.height = H + 'px';
   var hi = null, H0 = null, sel = document.getElementById('heat'), legend = document.getElementById('heat-legend');
-  function mix(a, b, t) { return 'rgb(' + a.map(function (x, i) { return Math.round(x + (b[i] - x) * t); }).join(',') + ')'; }
-  // Sequential heats: blue low → red high; centred ones (the log ratio) diverge around 0: blue − · grey 0 · red +.
-  function heat(v) {
-    var t = Math.min(1, Math.max(0, (v - H0.lo) / ((H0.hi - H0.lo) || 1)));
-    if (H0.centred) return t < 0.5 ? mix([70, 130, 255], [40, 44, 56], t * 2) : mix([40, 44, 56], [255, 80, 80], (t - 0.5) * 2);
-    return 'rgb(' + Math.round(70 + 185 * t) + ',' + Math.round(130 - 50 * Math.abs(t - 0.5) * 2) + ',' + Math.round(255 - 175 * t) + ')';
-  }
+  ${REPORT_HELPERS}
+  function heat(v) { return heatColor(H0, v); }
   function setHeat(i) {
     H0 = i >= 0 ? d.heats[i] : null; if (sel) sel.value = String(i);
     if (legend) legend.innerHTML = '';
     if (H0 && legend) {
       var u = H0.unit ? ' ' + H0.unit : '', bar = document.createElement('i');
       bar.style.background = 'linear-gradient(to right, ' + [0, 0.25, 0.5, 0.75, 1].map(function (t) { return heat(H0.lo + t * (H0.hi - H0.lo)); }).join(', ') + ')';
-      legend.append(String(+H0.lo.toPrecision(3)) + u, bar, String(+H0.hi.toPrecision(3)) + u + (H0.centred ? ' (centre 0, symmetric; beyond saturates)' : ''));
+      if (H0.flat) legend.append(bar, H0.note + ' (no range: cells neutral)');
+      else legend.append(fmtNum(H0.lo) + u, bar, fmtNum(H0.hi) + u + (H0.centred ? ' (centre 0, symmetric; beyond saturates)' : ''));
     }
     draw();
   }
@@ -269,7 +338,7 @@ const GRID_SCRIPT = `
     var p = cellAt(e); if (!p) return; var k = p.b * d.W + p.col, j = p.col - d.P;
     info.textContent = 'sample ' + p.b + ' · column ' + p.col + (j >= 0 ? ' (completion [' + j + '])' : ' (prompt)') + ' · ' + d.regionNames[d.region[k]] +
       '\\nid ' + d.ids[k] + '  text ' + JSON.stringify(d.texts[k]) + (j >= 0 ? '  completion_mask ' + d.completion[k] : '') +
-      (H0 && j >= 0 && H0.rows[p.b][j] !== null ? '  ' + H0.label + ' ' + H0.rows[p.b][j] + (H0.unit ? ' ' + H0.unit : '') : '') + (d.rewards ? '\\nreward ' + d.rewards[p.b] : '') + (d.advantages ? '  advantage ' + d.advantages[p.b] : '');
+      (H0 && j >= 0 && H0.rows[p.b][j] !== null ? '  ' + H0.label + ' ' + fmtNum(H0.rows[p.b][j]) + (H0.unit ? ' ' + H0.unit : '') : '') + (d.rewards ? '\\nreward ' + fmtNum(d.rewards[p.b]) : '') + (d.advantages ? '  advantage ' + fmtNum(d.advantages[p.b]) : '');
   });
   // Findings, top tokens and diagnosis rows: d.marks[data-mark] is the place; a mismatch mark shows the log-ratio heat.
   document.addEventListener('click', function (e) {

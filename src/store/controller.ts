@@ -16,6 +16,7 @@ import { baseKindOf, baseOf, baseSettingsOf, effectiveOf, mismatchShown, mismatc
 import type { ReportInput } from '../report/html.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 import type { CorrectionsState } from './session.ts';
+import { exportBase } from './export_name.ts';
 
 let client: StudioClient | null = null;
 
@@ -118,7 +119,7 @@ export async function importBatchFiles(files: readonly File[]): Promise<void> {
 
 /** Downloads the batch on screen (with this step's results folded in) as grpo-batch/v1 JSON. */
 export function exportBatch(): void {
-  const { batch, run, batchName } = store();
+  const { batch, run } = store();
   if (!batch) return;
   const out = { ...batch };
   // The assembled batch carries rewards and advantages; the log-probs the loss used come from later stages.
@@ -137,7 +138,7 @@ export function exportBatch(): void {
   // The trainer preset's effective loss mask (0/1), so a reader sees which tokens the trainer's loss kept.
   out.effective_loss_mask = rows(run.loss?.trainer?.terms?.effective_loss_mask) ?? batch.effective_loss_mask;
   // Strict JSON: a NaN reward (a reward function that did not apply) must not make the file unreadable to JSON.parse / jq.
-  download(new Blob([serializeBatch(out, { strictJson: true })], { type: 'application/json' }), (batchName || 'batch').replace(/\.json$/, '') + '.grpo-batch.json');
+  download(new Blob([serializeBatch(out, { strictJson: true })], { type: 'application/json' }), `${exportName()}.grpo-batch.json`);
 }
 
 /** Loads a model; on failure the model loaded before stays (the worker swaps only after a complete load). */
@@ -168,11 +169,17 @@ export async function saveReport(heat: ReportInput['heat']): Promise<void> {
     mismatch: shown?.report && shown.log_ratio ? { report: shown.report, log_ratio: unpackLogRatio(shown.log_ratio) } : null,
     generator: 'GRPO Studio (page)',
   });
-  download(new Blob([html], { type: 'text/html' }), (s.batchName || 'batch').replace(/\.json$/, '') + '.report.html');
+  download(new Blob([html], { type: 'text/html' }), `${exportName()}.report.html`);
 }
 
 /** The explorer's packed log-ratio rows as one row per sample (views, no copy). */
 const unpackLogRatio = ({ values, offsets }: PackedLogRatio): Float32Array[] => Array.from({ length: offsets.length - 1 }, (_, b) => values.subarray(offsets[b], offsets[b + 1]));
+
+/** The base name of an export of the batch on screen (src/store/export_name.ts). */
+function exportName(): string {
+  const s = store();
+  return exportBase({ batchName: s.batchName, batchOrigin: s.batchOrigin, importedName: s.stepFrom === 'import' ? s.imported?.name : null, modelName: s.model?.name, policySteps: s.policySteps, stepDone: s.stages.step.status === 'done' });
+}
 
 /** Saves a blob as a file through a temporary link. */
 function download(blob: Blob, name: string): void {
@@ -410,13 +417,18 @@ export async function runBeforeAfter(): Promise<void> {
   }
 }
 
-/** Renders the prompt set with two chat-template variants in the worker (bounded) and shows their token diff. */
-export async function runTemplateDiff(variants: [TemplateVariant, TemplateVariant]): Promise<void> {
-  store().setTemplateDiff(null);
+/**
+ * Renders the prompt set with two chat-template variants in the worker (bounded) and shows their token diff.
+ * A template that does not render (a parse error while it is being edited) is the form's problem, not the
+ * page's: its message is returned for the form to show beside the template, and the last diff stays.
+ */
+export async function runTemplateDiff(variants: [TemplateVariant, TemplateVariant]): Promise<string | null> {
   try {
     store().setTemplateDiff(await worker().request({ type: 'template-diff', conversations: store().prompts.map(promptConversation), variants }));
+    return null;
   } catch (e) {
-    fail(e);
+    const f = e instanceof StudioFailure ? e : new StudioFailure('internal', e instanceof Error ? e.message : String(e));
+    return f.detail ? `${f.message}: ${f.detail}` : f.message;
   }
 }
 
@@ -427,7 +439,11 @@ export async function runTemplateDiff(variants: [TemplateVariant, TemplateVarian
 export async function refreshPlan(): Promise<void> {
   if (store().modelStatus !== 'ready') return;
   try {
-    store().setPlan(await worker().request({ type: 'plan', settings: settings() }));
+    // The update that will run: an imported batch's own rows and lengths when the step starts from it.
+    const s = store();
+    const b = s.stepFrom === 'import' ? s.imported?.batch : undefined;
+    const batch = b && { B: b.completion_ids.length, P: Math.max(1, ...b.prompt_ids.map((r) => r.length)), C: Math.max(1, ...b.completion_ids.map((r) => r.length)) };
+    store().setPlan(await worker().request({ type: 'plan', settings: settings(), batch }));
   } catch (e) {
     fail(e);
   }

@@ -128,3 +128,25 @@ export function correctionsShown(s: Pick<StudioState, 'batch' | 'batchOrigin' | 
   const result = mismatchShown(s)?.result;
   return result && s.mismatchCorrections?.key === result ? s.mismatchCorrections : null;
 }
+
+
+/**
+ * The run as pass `pass` of the update saw it (μ > 1 passes over one batch): the loss stage's ratio, KL,
+ * per-token loss, clip bits, loss and mean KL replaced by that pass's (the step stage's `passes`); pass 1,
+ * or a pass the update did not run, is the run itself. Token weights and a trainer preset's terms stay the
+ * first pass's.
+ */
+export function runAtPass(run: RunResults, pass: number): RunResults {
+  const p = run.step?.passes?.find((x) => x.pass === pass);
+  if (!p || !run.loss) return run;
+  const { importance_ratio, per_token_kl, per_token_loss, clip, clip_counts, loss, mean_kl } = p;
+  return { ...run, loss: { ...run.loss, importance_ratio, per_token_kl, per_token_loss, clip, clip_counts, loss, mean_kl } };
+}
+
+let lastPass: { run: RunResults; pass: number; out: RunResults } | null = null;
+
+/** The run at the chosen pass (runAtPass), memoised on the pair so a selector returns the same object. */
+export function shownRun(s: Pick<StudioState, 'run' | 'pass'>): RunResults {
+  if (lastPass?.run !== s.run || lastPass.pass !== s.pass) lastPass = { run: s.run, pass: s.pass, out: runAtPass(s.run, s.pass) };
+  return lastPass.out;
+}

@@ -152,6 +152,9 @@ export interface ViewSlice {
   setPlan(p: PagePlan | null): void;
   overlay: Overlay;
   heat: HeatMetric;
+  /** The pass over the batch (1 … μ) whose ratio, KL, loss and clip bits the heat, inspector and loss table show. */
+  pass: number;
+  setPass(pass: number): void;
   /** The selected cell (sample, column of the grid), or null. */
   selected: { sample: number; col: number } | null;
   /**
@@ -185,7 +188,7 @@ export type SessionSlices = ModelSlice & BatchSlice & MismatchSlice & ViewSlice 
 
 const pendingStages = (): Record<StageId, StageState> => Object.fromEntries(STAGES.map((s) => [s, { status: 'pending' }])) as Record<StageId, StageState>;
 
-const freshRun = () => ({ run: {}, runSettings: null, whatIfSettings: null, whatIf: null, beforeAfter: null, stages: pendingStages(), cursor: 0, running: false });
+const freshRun = () => ({ run: {}, runSettings: null, whatIfSettings: null, whatIf: null, beforeAfter: null, stages: pendingStages(), cursor: 0, running: false, pass: 1 });
 
 /** The view of an imported batch, or of nothing. */
 const showing = (i: ImportedBatch | null) =>
@@ -284,6 +287,8 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   setPlan: (plan) => set({ plan }),
   overlay: 'completion',
   heat: 'none',
+  pass: 1,
+  setPass: (pass) => set({ pass }),
   selected: null,
   focus: null,
   setOverlay: (overlay) => set({ overlay }),

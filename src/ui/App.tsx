@@ -25,6 +25,7 @@ import { TokenGrid } from './grid/TokenGrid.tsx';
 import { ImportProgress } from './panels/ImportProgress.tsx';
 import { MismatchOpenButton, MismatchPanel } from './panels/MismatchPanel.tsx';
 import { PanelResizer, SidePanel, columnsTemplate, usePanels } from './SidePanel.tsx';
+import { DefaultsButton } from './panels/DefaultsButton.tsx';
 
 function Header() {
   const adapter = useStudio((s) => s.adapter);
@@ -65,9 +66,7 @@ function Header() {
         Save report
       </button>
       <MismatchOpenButton />
-      <button title="restore default prompts, sampling, rewards and loss settings" onClick={() => confirm('Reset all settings to defaults?') && resetSettings()}>
-        Defaults
-      </button>
+      <DefaultsButton onReset={resetSettings} />
     </header>
   );
 }

@@ -1,8 +1,8 @@
 // Charts: rewards and advantages per sample grouped by prompt (zero-std groups marked), per-token curves
 // along the selected completion, the loss (policy term + β·KL, and every aggregation before and after
-// the step, as numbers), grad norms per parameter group, and log-probs before / after the step. A chart
-// appears once its data exists (an imported batch has rewards/advantages and old/ref log-probs; the
-// rest comes from a step).
+// the step, as numbers; with μ > 1 each pass over the batch and the pass the heat follows), grad norms
+// per parameter group, and log-probs before / after the step. A chart appears once its data exists (an
+// imported batch has rewards/advantages and old/ref log-probs; the rest comes from a step).
 import { useMemo } from 'react';
 import { useStudio } from '../store/index.ts';
 import { groupStats } from '../store/derived.ts';
@@ -126,6 +126,76 @@ function LossTable() {
       <div className="small muted">
         <span data-testid="mean-kl" data-value={loss.mean_kl}>mean KL {fmt(loss.mean_kl)}</span> before the step · clipped low {c.low}, high {c.high}, δ {c.delta_binding} of {c.tokens} tokens
       </div>
+      {!loss.per_token_kl && (
+        <div className="small muted" data-testid="kl-zero-note">
+          β = 0: no KL term and no reference model (TRL's default); set β to see the KL to the reference.
+        </div>
+      )}
+      {loss.mean_kl === 0 && (
+        <div className="small muted" data-testid="kl-zero-note">
+          KL is 0 here: the policy is the reference on this batch (the first pass of the page's first update — same weights), so β·KL adds nothing and its gradient is 0. It moves from the second pass (μ &gt; 1) or the next update.
+        </div>
+      )}
+      <Passes />
+    </div>
+  );
+}
+
+/** Max |ratio − 1| over the loss's tokens: how far a pass moved off the old policy. */
+function ratioSpread(ratio: Float32Array, mask: ArrayLike<number> | undefined): number {
+  let m = 0;
+  for (let i = 0; i < ratio.length; i++) if (!mask || mask[i]) m = Math.max(m, Math.abs(ratio[i] - 1));
+  return m;
+}
+
+/**
+ * μ > 1 passes over the batch (TRL num_iterations, verl ppo_epochs): per pass its loss, mean KL, how far the
+ * ratio moved off 1 and the clipped tokens, and the pass the grid's heat and the inspector follow.
+ */
+function Passes() {
+  const loss = useStudio((s) => s.run.loss);
+  const step = useStudio((s) => s.run.step);
+  const mask = useStudio((s) => s.run.assemble?.padded.completion_mask);
+  const pass = useStudio((s) => s.pass);
+  const setPass = useStudio((s) => s.setPass);
+  if (!loss || !step?.passes?.length) return null;
+  const rows = [{ pass: 1, loss: loss.loss, mean_kl: loss.mean_kl, importance_ratio: loss.importance_ratio, clip_counts: loss.clip_counts }, ...step.passes];
+  return (
+    <div data-testid="passes">
+      <label className="small">
+        pass shown in the grid and inspector{' '}
+        <select value={pass} onChange={(e) => setPass(Number(e.target.value))} data-testid="pass">
+          {rows.map((r) => (
+            <option key={r.pass} value={r.pass}>
+              {r.pass}
+            </option>
+          ))}
+        </select>
+      </label>
+      <table className="dense">
+        <thead>
+          <tr>
+            <th>pass</th>
+            <th>loss</th>
+            <th>mean KL</th>
+            <th title="max |ratio − 1| over the loss's tokens: 0 on the first pass (old = the policy before it)">max |r − 1|</th>
+            <th>clipped low / high</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((r) => (
+            <tr key={r.pass} className={r.pass === pass ? 'chosen' : ''} data-pass={r.pass} data-clipped={r.clip_counts.low + r.clip_counts.high}>
+              <td>{r.pass}</td>
+              <td className="num">{fmt(r.loss, 3)}</td>
+              <td className="num">{fmt(r.mean_kl, 3)}</td>
+              <td className="num">{fmt(ratioSpread(r.importance_ratio, mask), 3)}</td>
+              <td className="num">
+                {r.clip_counts.low} / {r.clip_counts.high}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
     </div>
   );
 }

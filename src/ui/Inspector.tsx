@@ -1,15 +1,16 @@
 // Token inspector (the hovered or selected cell: id, visible text, position, position id, every mask bit,
 // log-probs, ratio, KL, loss and its weight under the chosen aggregation; the trainer preset's per-token loss, IS
-// weight and effective mask with the factor that removed the token) and sample inspector (the
+// weight and effective mask with the factor that removed the token; with a what-if on, its weight, loss,
+// gradient and loss contribution beside the update's) and sample inspector (the
 // rendered text with the prompt | completion boundary, reward per function, advantage, group mean/std).
 import { useHover } from '../store/hover.ts';
 import { groupLabel, lossTypeOf } from '../store/vocabulary.ts';
 import { useStudio } from '../store/index.ts';
-import { groupStats, mismatchShown, rewardNames } from '../store/derived.ts';
+import { groupStats, mismatchShown, rewardNames, shownRun } from '../store/derived.ts';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS, MASK_FACTORS } from '../store/vocabulary.ts';
 import { FLAG, FLAG_TEXT, REGION_NAMES, classifyCell, visibleText } from '../view/cells.ts';
 import { useGridModel } from './grid/useGrid.ts';
-import { heatAccessor } from './grid/heat.ts';
+import { heatAccessor, whatIfToken } from './grid/heat.ts';
 import { KV, fmt } from './fields.tsx';
 import { TERM_HELP } from './explain.ts';
 import { preview, previewNote } from './preview.ts';
@@ -19,11 +20,12 @@ const bitText = (m: number | null) => (m === null ? 'none' : String(m));
 export function TokenInspector() {
   const hovered = useHover((s) => s.cell);
   const selected = useStudio((s) => s.selected);
-  const run = useStudio((s) => s.run);
+  const run = useStudio(shownRun); // the chosen pass's ratio / KL / loss / clip (μ > 1)
   const lossType = useStudio(lossTypeOf);
   const model = useGridModel();
   const texts = useStudio((s) => s.tokenTexts);
   const mismatch = useStudio((s) => mismatchShown(s)?.result ?? null);
+  const whatIf = useStudio((s) => s.whatIf);
   const cell = hovered ?? selected;
   if (!model || !cell || cell.sample >= model.grid.B) return <div className="inspector muted" data-testid="token-inspector">hover or click a token</div>;
   const { ctx, grid } = model;
@@ -60,6 +62,8 @@ export function TokenInspector() {
       ['clip', clip === undefined ? '—' : [clip & CLIP_LOW ? 'low' : '', clip & CLIP_HIGH ? 'high' : '', clip & DELTA_BINDS ? 'δ' : ''].filter(Boolean).join(', ') || 'none'],
       ['Δ logp after step', fmt(at('dlogp'))],
     );
+    // A what-if on: the token's terms under the update's settings → under the what-if's, beside the update's own.
+    for (const t of whatIfToken(run, whatIf, b, j) ?? []) rows.push([`what-if ${t.term}`, `${fmt(t.current)} → ${fmt(t.whatif)}`]);
     const trainer = run.loss?.trainer;
     const factor = at('mask_factor');
     if (trainer?.terms) {

@@ -6,6 +6,7 @@ import { DEFAULT_GRPO_CONFIG, DEFAULT_PROMPTS } from '../grpo/default_task.ts';
 import { countParams } from '../model/config.ts';
 import type { BufferLimits } from '../model/memory.ts';
 import type { CausalLM } from '../model/model.ts';
+import { LORA_CREATE_FIELDS } from '../model/lora_fields.ts';
 import { planStep } from '../model/plan.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import type { AdapterSlot } from './adapter.ts';
@@ -35,7 +36,13 @@ export function pagePlan(h: HeldModels, B: number, P: number, C: number): PagePl
     held_reference_bytes: (h.frozen?.weightBytes ?? 0) + (h.refModel?.model.weightBytes ?? 0),
     undo: true,
   };
-  return { options, plan: planStep(policy.config, { ...options, limits: h.limits }) };
+  const plan = planStep(policy.config, { ...options, limits: h.limits });
+  if (options.adapter !== null) return { options, plan };
+  // The alternative a full fine-tune is offered when it does not fit the user's budget: the adapter the
+  // create form makes by default (all linear layers), the base frozen in its checkpoint dtype, no frozen
+  // copy of the weights (the adapter-off view is the reference), a held reference checkpoint kept.
+  const lora = { ...options, adapter: LORA_CREATE_FIELDS.r.default, adapter_modules: undefined, held_reference_bytes: h.refModel?.model.weightBytes ?? 0 };
+  return { options, plan, lora: { options: lora, plan: planStep(policy.config, { ...lora, limits: h.limits }) } };
 }
 
 /** The loaded model as the page shows it, with the memory plan of an update on the default task. */

@@ -392,9 +392,10 @@ class PipelineRunner implements StepRunner {
     return { G: s.completion_ids.length / render.prompt_ids.length, names: r.names, before: side(s, r), after: side(after.sample, after.reward) };
   }
 
-  plan(settings: StepSettings): PagePlan {
+  plan(settings: StepSettings, batch?: { B: number; P: number; C: number }): PagePlan {
     const tokenizer = this.tokenizer?.tokenizer;
     if (!this.policy || !tokenizer) throw new Error('load a model first');
+    if (batch) return pagePlan(this.held(), batch.B, batch.P, batch.C);
     const P = Math.max(1, ...settings.prompts.map((p) => tokenizer.renderChat(promptConversation(p)).ids.length));
     return pagePlan(this.held(), settings.prompts.length * settings.sampling.num_generations, P, settings.sampling.max_new_tokens);
   }

@@ -120,7 +120,7 @@ async function handle(id: number, req: Request): Promise<Responses[Request['type
     case 'what-if':
       return (await stepRunner()).whatIf(req.settings);
     case 'plan':
-      return (await stepRunner()).plan(req.settings);
+      return (await stepRunner()).plan(req.settings, req.batch);
     case 'score-rewards':
       return scoreRewards(req.rewards, req.samples, runJs);
     case 'reset':

@@ -259,6 +259,8 @@ describe('studio v2 in chromium', () => {
     expect(head).toEqual(expect.arrayContaining(['completion', 'finish', 'reward', 'advantage']));
     expect(await page.getByTestId('stage-output-groups').textContent()).toMatch(/#0 .* \/ /);
     expect(await page.getByTestId('grid-empty').isVisible()).toBe(true);
+    // While stages run the grid says the batch is coming, not "No batch yet" (issue 24).
+    expect(await page.getByTestId('grid-empty').textContent()).toMatch(/^Stepping: 4 stages run so far/);
     await page.getByTestId('step-run').click();
     expect(await waitForUpdate(page)).not.toContain('error');
     expect(await page.getByTestId('stage-output').count()).toBe(0);
@@ -266,6 +268,8 @@ describe('studio v2 in chromium', () => {
 
   it("uses the loaded tokenizer on an imported batch (the page's own export): decoded tokens, template rules run", async () => {
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export').click()]);
+    // Named after the model and the update (issue 24: it was "current step.grpo-batch.json").
+    expect(download.suggestedFilename()).toMatch(/^[\w.-]+\.update-\d+\.grpo-batch\.json$/);
     const text = fs.readFileSync((await download.path())!, 'utf8');
     await page.getByTestId('import-input').setInputFiles({ name: 'own-export.json', mimeType: 'application/json', buffer: Buffer.from(text) });
     await expect.poll(() => page.getByTestId('doctor-summary').textContent()).toContain('own-export.json');
@@ -289,6 +293,9 @@ describe('studio v2 in chromium', () => {
     const big = { ...src, prompt_ids: rows('prompt_ids'), completion_ids: rows('completion_ids'), completion_mask: rows('completion_mask'), rewards: Array.from({ length: B }, (_, i) => (i * 7) % 3) };
     await page.getByTestId('import-input').setInputFiles({ name: 'batch96.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(big)) });
     await expect.poll(() => page.getByTestId('token-grid').getAttribute('data-rows'), { timeout: 20_000 }).toBe(String(B));
+    // The memory plan follows the batch that will run (issue 24): its 96 rows and its own lengths, not the prompt set's.
+    const T = Math.max(...(big.prompt_ids as unknown[][]).map((r) => r.length)) + Math.max(...(big.completion_ids as unknown[][]).map((r) => r.length));
+    await expect.poll(async () => (await page.getByTestId('memory-plan').locator('summary').textContent()) ?? '', { timeout: 10_000 }).toContain(`memory plan (${B} rows × ${T} tokens`);
     // The page lists the first few findings of each rule (and a "show more" per rule); the report lists them all.
     const total = (await page.locator('.counts .sev').allTextContents()).reduce((a, t) => a + Number(t), 0);
     const perRule = await page.locator('li.finding').evaluateAll((els) => els.reduce<Record<string, number>>((m, e) => ({ ...m, [e.getAttribute('data-rule')!]: (m[e.getAttribute('data-rule')!] ?? 0) + 1 }), {}));
@@ -428,5 +435,36 @@ describe('studio v2 in chromium', () => {
     await page.getByTestId('step-run').click();
     expect(await waitForUpdate(page)).not.toContain('error');
     expect(studio.pageErrors).toEqual([]);
+  });
+  it('asks for Defaults in an in-page dialog, never a native confirm(); Esc cancels (issue 24)', async () => {
+    const native: string[] = [];
+    const onDialog = (d: { type(): string; dismiss(): Promise<void> }) => {
+      native.push(d.type());
+      void d.dismiss();
+    };
+    page.on('dialog', onDialog);
+    try {
+      await page.getByTestId('defaults').click();
+      await expect.poll(() => page.getByTestId('defaults-dialog').isVisible()).toBe(true);
+      await page.keyboard.press('Escape');
+      await expect.poll(() => page.getByTestId('defaults-dialog').count()).toBe(0);
+      await page.getByTestId('defaults').click();
+      await page.getByTestId('defaults-confirm').click();
+      await expect.poll(() => page.getByTestId('defaults-dialog').count()).toBe(0);
+      expect(native).toEqual([]);
+    } finally {
+      page.off('dialog', onDialog);
+    }
+  });
+  it('proposes a LoRA adapter when the full-step plan exceeds the memory budget the user sets (issue 24)', async () => {
+    const budget = page.getByTestId('memory-budget');
+    expect(await budget.inputValue()).toBe('8');
+    expect(await page.getByTestId('plan-over-budget').count()).toBe(0); // the tiny default model fits 8 GiB
+    await budget.fill('0.001');
+    await expect.poll(() => page.getByTestId('plan-over-budget').count()).toBe(1);
+    expect(await page.getByTestId('plan-over-budget').textContent()).toMatch(/exceeds your budget of .*A LoRA adapter \(r 8, all linear layers\)/);
+    expect(await page.getByTestId('plan-lora-total').textContent()).toMatch(/B$/);
+    await budget.fill('8');
+    await expect.poll(() => page.getByTestId('plan-over-budget').count()).toBe(0);
   });
 });

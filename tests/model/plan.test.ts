@@ -106,7 +106,7 @@ describe('step memory plan', () => {
     const err = vi.spyOn(console, 'error').mockImplementation(() => {});
     try {
       const model = join(CONFIGS, 'Llama-3.2-1B.json');
-      expect(await main(['plan', '--model', model, '--batch', '8x512', '--adapter', '16', '--checkpointing'])).toBe(0);
+      expect(await main(['plan', '--model', model, '--batch', '8x512', '--adapter', '16', '--checkpointing', '--limits', 'default'])).toBe(0);
       const text = String(log.mock.calls[0][0]);
       for (const part of ['weights', 'grads', 'optimizer', 'activations', 'logits_chunk', 'reference', 'scratch', 'total', 'does not fit']) expect(text).toContain(part);
       expect(await main(['plan', '--model', model, '--batch', '8x512', '--prompt', '300', '--json'])).toBe(0);
@@ -121,6 +121,32 @@ describe('step memory plan', () => {
     } finally {
       log.mockRestore();
       err.mockRestore();
+    }
+  });
+  it('grpo-studio plan checks buffers against the adapter in use, WebGPU defaults only with --limits default (issue 24)', async () => {
+    const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+    try {
+      const model = join(CONFIGS, 'Qwen2.5-0.5B.json');
+      // A LoRA base is frozen in bf16: the embedding is 151936 × 896 × 2 = 272,269,312 bytes (0.254 GiB),
+      // past WebGPU's default maxBufferSize of 256 MiB = 268,435,456 bytes.
+      const embedding = 151936 * 896 * 2;
+      const run = async (...extra: string[]) => {
+        log.mockClear();
+        expect(await main(['plan', '--model', model, '--batch', '2x48', '--adapter', '16', '--json', ...extra])).toBe(0);
+        return JSON.parse(String(log.mock.calls[0][0])) as { limits: { maxBufferSize: number }; limits_from: string; buffers: { name: string; status: string }[] };
+      };
+      const defaults = await run('--limits', 'default');
+      expect(defaults.limits.maxBufferSize).toBe(256 * 2 ** 20);
+      expect(defaults.buffers).toContainEqual({ name: 'embedding (V, C)', bytes: embedding, status: 'does not fit' });
+      const gpu = await testGpu();
+      const adapter = await run();
+      expect(adapter.limits_from).toMatch(/^adapter /);
+      expect(adapter.limits.maxBufferSize).toBe(gpu.limits.maxBufferSize);
+      const status = adapter.buffers.find((b) => b.name === 'embedding (V, C)')?.status;
+      expect(status).toBe(embedding > gpu.limits.maxBufferSize ? 'does not fit' : embedding > gpu.limits.maxStorageBufferBindingSize ? 'windowed' : undefined);
+      expect(await main(['plan', '--model', model, '--batch', '2x48', '--limits', 'huge'])).toBe(2);
+    } finally {
+      log.mockRestore();
     }
   });
 });

@@ -3,6 +3,7 @@
 // (population vs Bessel, batch vs group), missing normalisation, or rewards combined without weights.
 // Rows where every reward function returned None are left out of the statistics with advantage 0, as TRL
 // does (batchRewards marks them NaN; computeAdvantages skips NaN for the TRL estimator).
+import { listSamples, msg } from '../util.ts';
 import { combineRewards, computeAdvantages, type AdvantageEstimator } from '../../grpo/advantages.ts';
 import type { ScaleRewards } from '../../io/batch.ts';
 import type { Rule } from '../types.ts';
@@ -28,7 +29,7 @@ export const advantageMismatch: Rule = {
       const i = batch.rewards.findIndex((r, k) => !none.has(k) && !(Math.abs(r - combined[k]) <= ATOL + RTOL * Math.abs(combined[k])));
       if (i >= 0) out.push({
         rule: this.id, severity: 'error' as const, sample: i, field: 'rewards',
-        message: `sample ${i}: rewards = ${batch.rewards[i]} but Σ rewards_per_func · reward_weights = ${combined[i]}`,
+        message: msg`sample ${i}: rewards = ${batch.rewards[i]} but Σ rewards_per_func · reward_weights = ${combined[i]}`,
         hint: 'TRL sums reward functions with reward_weights, skipping NaN (nansum). Check the weights and which functions returned None.',
       });
     }
@@ -43,31 +44,34 @@ export const advantageMismatch: Rule = {
     const estimator: AdvantageEstimator = batch.config?.advantage_estimator === 'verl' ? 'verl' : 'trl';
     const A = batch.advantages;
     const scales: ScaleRewards[] = judged.length === rows.length ? ['group', 'batch', 'none'] : ['group', 'none']; // "batch" needs every row
-    const worst = (scale: ScaleRewards, est: AdvantageEstimator) => {
-      const ref = computeAdvantages(rewards, { num_generations: ctx.G, scale_rewards: scale, estimator: est, groups: judged }).advantages;
-      let at = -1;
-      let excess = 0;
-      for (const i of checked) {
-        const d = Math.abs(A[i] - ref[i]) - (ATOL + RTOL * Math.abs(ref[i]));
-        if (!(d <= excess)) [excess, at] = [Number.isNaN(d) ? Infinity : d, i];
-      }
-      return { at, ref };
-    };
+    const tol = (ref: ArrayLike<number>, i: number) => Math.abs(A[i] - ref[i]) - (ATOL + RTOL * Math.abs(ref[i]));
+    const reference = (scale: ScaleRewards, est: AdvantageEstimator) => computeAdvantages(rewards, { num_generations: ctx.G, scale_rewards: scale, estimator: est, groups: judged }).advantages;
+    const matches = (ref: ArrayLike<number>) => checked.every((i) => tol(ref, i) <= 0);
     if (!scales.includes(ctx.scaleRewards)) return out.length ? out : 'scale_rewards="batch" needs the whole batch; this one holds partial groups';
-    const { at, ref } = worst(ctx.scaleRewards, estimator);
-    if (at < 0) return out;
+    const ref = reference(ctx.scaleRewards, estimator);
+    if (matches(ref)) return out;
     const alternatives: string[] = [];
     for (const scale of scales) {
       for (const est of ['trl', 'verl'] as AdvantageEstimator[]) {
-        if ((scale !== ctx.scaleRewards || est !== estimator) && worst(scale, est).at < 0) alternatives.push(`scale_rewards="${scale}"${est === 'verl' ? ' with verl ε = 1e-6' : ''}`);
+        if ((scale !== ctx.scaleRewards || est !== estimator) && matches(reference(scale, est))) alternatives.push(`scale_rewards="${scale}"${est === 'verl' ? ' with verl ε = 1e-6' : ''}`);
       }
     }
-    out.push({
-      rule: this.id, severity: 'error' as const, sample: at, field: 'advantages',
-      message: `sample ${at}: advantage ${A[at]} but the rewards give ${ref[at]} (scale_rewards="${ctx.scaleRewards}", ${estimator === 'trl' ? 'ε = 1e-4' : 'verl ε = 1e-6'}, ${batch.group_ids ? `group ${groupName(batch, [at], 0)} by group_ids` : `groups of ${ctx.G} consecutive rows`})`,
-      hint: alternatives.length
-        ? `The advantages match ${alternatives.join(' / ')}: set config.scale_rewards accordingly or fix the trainer.`
-        : 'Check the group layout (G consecutive rows per prompt), the std (Bessel, per group), and that advantages were computed from these rewards.',
+    const hint = alternatives.length
+      ? `The advantages match ${alternatives.join(' / ')}: set config.scale_rewards accordingly or fix the trainer.`
+      : 'Check the group layout (G consecutive rows per prompt), the std (Bessel, per group), and that advantages were computed from these rewards.';
+    const how = `scale_rewards="${ctx.scaleRewards}", ${estimator === 'trl' ? 'ε = 1e-4' : 'verl ε = 1e-6'}, ${batch.group_ids ? 'groups by group_ids' : `groups of ${ctx.G} consecutive rows`}`;
+    // One finding per group with a wrong row, at its worst row: a wrong formula or layout shows as whole
+    // groups named as such, a single corrupted value as one sample.
+    rows.forEach((group, g) => {
+      if (!complete[g]) return;
+      const wrong = group.filter((i) => !(tol(ref, i) <= 0));
+      if (wrong.length === 0) return;
+      const at = wrong.reduce((w, i) => (tol(ref, i) > tol(ref, w) || Number.isNaN(tol(ref, i)) ? i : w));
+      const name = groupName(batch, group, g);
+      const where = wrong.length === group.length
+        ? msg`group ${name}: all ${group.length} advantages (samples ${listSamples(group)}) differ from what the rewards give; worst sample ${at}: advantage ${A[at]} but the rewards give ${ref[at]} (Δ ${A[at] - ref[at]})`
+        : msg`sample ${at} (group ${name}${wrong.length > 1 ? `, ${wrong.length} of ${group.length} rows wrong` : ''}): advantage ${A[at]} but the rewards give ${ref[at]} (Δ ${A[at] - ref[at]})`;
+      out.push({ rule: this.id, severity: 'error' as const, sample: at, field: 'advantages', message: `${where} (${how})`, hint });
     });
     return out;
   },

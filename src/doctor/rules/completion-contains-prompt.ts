@@ -3,7 +3,7 @@
 // the padded prompt width under left padding (seed 002 bug #4): the "response" then begins with the
 // prompt's tail, the reward judges the prompt, and the loss trains on it.
 import type { Finding, Rule } from '../types.ts';
-import { showToken, suffixPrefixOverlap } from '../util.ts';
+import { showToken, suffixPrefixOverlap, msg } from '../util.ts';
 
 /** Special tokens that open a chat turn: never part of a single assistant reply. */
 const HEADER_TOKENS = ['<|im_start|>', '<|start_header_id|>', '<|end_header_id|>', '<start_of_turn>', '<|user|>', '<|assistant|>', '<|system|>', '[INST]', '<|begin_of_text|>', '<｜User｜>', '<｜Assistant｜>'];
@@ -66,7 +66,7 @@ export const completionContainsPrompt: Rule = {
       if (k > 0) {
         out.push({
           rule: this.id, severity: 'error', sample: b, span: [start, start + k],
-          message: `sample ${b}: the completion begins with ${k} token(s) of its own prompt${start ? ` after ${start} pad token(s)` : ''}`,
+          message: msg`sample ${b}: the completion begins with ${k} token(s) of its own prompt${start ? ` after ${start} pad token(s)` : ''}`,
           hint: 'Slice the response at the padded prompt width (input_ids.shape[1]), not at the number of real prompt tokens: under left padding the pads are at the start.',
         });
         return;
@@ -79,7 +79,7 @@ export const completionContainsPrompt: Rule = {
         if (isHeaderRun || headerIds.has(ids[t])) {
           out.push({
             rule: this.id, severity: 'error', sample: b, span: [t, t + (isHeaderRun ? header.length : 1)],
-            message: `sample ${b}: a chat-template header ${isHeaderRun ? `(the prompt's last ${header.length} tokens)` : showToken(ctx, ids[t])} appears at completion position ${t}, where the loss trains`,
+            message: msg`sample ${b}: a chat-template header ${isHeaderRun ? `(the prompt's last ${header.length} tokens)` : showToken(ctx, ids[t])} appears at completion position ${t}, where the loss trains`,
             hint: 'The completion should hold only the assistant reply. Tool or user turns inside a completion must have tool_mask = 0.',
           });
           return;

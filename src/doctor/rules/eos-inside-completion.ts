@@ -3,7 +3,7 @@
 // stop at EOS (seed 002: "Response有10+个eot → 异常"). An EOS followed by tool output (tool_mask = 0)
 // is a multi-turn boundary, not a bug.
 import type { Finding, Rule } from '../types.ts';
-import { firstRun } from '../util.ts';
+import { firstRun, msg } from '../util.ts';
 import { inferredCaveat } from '../padding.ts';
 
 export const eosInsideCompletion: Rule = {
@@ -35,12 +35,12 @@ export const eosInsideCompletion: Rule = {
       out.push(maskedIn.length
         ? {
             rule: this.id, severity: caveat.severity, sample: b, span: run.span,
-            message: `sample ${b}: ${maskedIn.length} token(s) after the first EOS (position ${first}) are masked in, first at ${run.span[0]}${caveat.note}`,
+            message: msg`sample ${b}: ${maskedIn.length} token(s) after the first EOS (position ${first}) are masked in, first at ${run.span[0]}${caveat.note}`,
             hint: 'completion_mask must be 0 after the first EOS (TRL: seq_idx <= eos_idx), whatever the sampler appended.',
           }
         : {
             rule: this.id, severity: 'warning', sample: b, span: run.span,
-            message: `sample ${b}: ${after.length} real token(s) follow the first EOS (position ${first}), ${eosCount} EOS/EOT token(s) in all; they are masked out`,
+            message: msg`sample ${b}: ${after.length} real token(s) follow the first EOS (position ${first}), ${eosCount} EOS/EOT token(s) in all; they are masked out`,
             hint: 'The sampler did not stop at EOS: pass every EOS/EOT id (e.g. <|eot_id|> and <|end_of_text|>) as generation stop tokens.',
           });
     });

@@ -12,11 +12,10 @@ import type { GrpoBatch } from '../../io/batch.ts';
 import { SettingsError } from '../../grpo/settings/types.ts';
 import { settingOf, trainerOf } from '../trainer.ts';
 import type { DoctorContext, Finding, Rule } from '../types.ts';
-import { firstRun } from '../util.ts';
+import { firstRun, msg, showNumber } from '../util.ts';
 
 const ID = 'importance-sampling-correction';
 const SHOWN = 4;
-const num = (x: number) => (Number.isFinite(x) ? Number(x.toPrecision(4)).toString() : String(x));
 
 /** One row's inputs: old, sampling and loss mask (completion_mask × tool_mask) over their common length. */
 function rowOf(batch: GrpoBatch, b: number): { old: number[]; s: number[]; M: Float64Array } {
@@ -49,12 +48,12 @@ function judge(b: number, c: IsCorrection, M: Float64Array, names: Names): Findi
   let message: string;
   if (c.level === 'sequence') {
     const r = c.raw[hit[0]];
-    message = `sample ${b}: sequence IS ratio ${num(r)} ${side(r)}: all ${n} loss tokens ${verb}${c.action === 'truncate' ? ` to ${r > hi ? c.max : c.min}` : ''} (${names.mode})`;
+    message = msg`sample ${b}: sequence IS ratio ${r} ${side(r)}: all ${n} loss tokens ${verb}${c.action === 'truncate' ? ` to ${r > hi ? c.max : c.min}` : ''} (${names.mode})`;
   } else {
     let worst = hit[0];
     for (const t of hit) if (Math.abs(Math.log(c.raw[t])) > Math.abs(Math.log(c.raw[worst]))) worst = t;
-    const listed = hit.slice(0, SHOWN).map((t) => `${t}: ${num(c.raw[t])}`).join(', ');
-    message = `sample ${b}: ${hit.length} of ${n} loss tokens ${verb} by the token IS ratio outside [${c.min ?? '−∞'}, ${c.max ?? '∞'}] (${names.mode}) — position: ratio ${listed}${hit.length > SHOWN ? ', …' : ''}; worst ${num(c.raw[worst])} at position ${worst} (${side(c.raw[worst])})`;
+    const listed = hit.slice(0, SHOWN).map((t) => `${t}: ${showNumber(c.raw[t])}`).join(', ');
+    message = msg`sample ${b}: ${hit.length} of ${n} loss tokens ${verb} by the token IS ratio outside [${c.min ?? '−∞'}, ${c.max ?? '∞'}] (${names.mode}) — position: ratio ${listed}${hit.length > SHOWN ? ', …' : ''}; worst ${c.raw[worst]} at position ${worst} (${side(c.raw[worst])})`;
   }
   return {
     rule: ID,
@@ -81,7 +80,7 @@ function trl(ctx: DoctorContext): Finding[] {
   for (let b = 0; b < ctx.B; b++) {
     const { old, s, M } = rowOf(c, b);
     const f = judge(b, trlVllmIs(old, s, M, 1, M.length, mode, min, max), M, names);
-    if (f && vespo) out.push({ ...f, severity: 'info', message: `${f.message} — loss_type vespo folds this ratio into φ instead of multiplying the loss by it` });
+    if (f && vespo) out.push({ ...f, severity: 'info', message: msg`${f.message} — loss_type vespo folds this ratio into φ instead of multiplying the loss by it` });
     else if (f) out.push(f);
   }
   return out;
@@ -136,7 +135,7 @@ function verl(ctx: DoctorContext): Finding[] | string {
       severity: 'warning',
       sample: b,
       span: firstRun(rejected)!.span,
-      message: `sample ${b}: ${rejected.length} of ${n} loss tokens rejected by rollout_rs = ${rc.rollout_rs} (threshold ${rc.rollout_rs_threshold}); largest token ratio exp(old − rollout) ${num(Math.exp(lr[worst]))} at position ${worst}`,
+      message: msg`sample ${b}: ${rejected.length} of ${n} loss tokens rejected by rollout_rs = ${rc.rollout_rs} (threshold ${rc.rollout_rs_threshold}); largest token ratio exp(old − rollout) ${Math.exp(lr[worst])} at position ${worst}`,
       hint: 'Rejection sampling removes these tokens from response_mask: they get no gradient and leave the token counts.',
     });
   }

@@ -7,6 +7,7 @@
 // and average reproduce the logged value, and warns when none does: the log-probs in the batch are then not
 // the ones the trainer used (another checkpoint, temperature or step), or the estimator is not the one
 // configured.
+import { msg, showNumber } from '../util.ts';
 import type { GrpoBatch } from '../../io/batch.ts';
 import type { Rule } from '../types.ts';
 
@@ -48,7 +49,6 @@ function means(batch: GrpoBatch): Record<string, number> | undefined {
   return out;
 }
 
-const show = (x: number) => Number(x.toPrecision(5)).toString();
 
 export const loggedKl: Rule = {
   id: ID,
@@ -66,18 +66,18 @@ export const loggedKl: Rule = {
     if (!m) return 'no loss-mask token with finite old and reference log-probs';
     const all = Object.entries(m);
     const matches = all.filter(([, v]) => Math.abs(logged - v) <= ATOL + RTOL * Math.abs(v)).sort(([, a], [, b]) => Math.abs(logged - a) - Math.abs(logged - b));
-    const table = all.map(([k, v]) => `${k} ${show(v)}`).join(', ');
+    const table = all.map(([k, v]) => `${k} ${showNumber(v)}`).join(', ');
     if (matches.length === 0) {
       return [{
         rule: ID, severity: 'warning', field: `metrics.${key}`,
-        message: `logged ${key} = ${show(logged)} matches none of the estimators over the loss mask (${table})`,
+        message: msg`logged ${key} = ${logged} matches none of the estimators over the loss mask (${table})`,
         hint: 'The log-probs in the batch are not the ones the trainer logged KL from (another step, checkpoint or temperature), or the trainer averaged differently (TRL logs the mean over ranks of each rank’s mean).',
       }];
     }
     const names = matches.map(([k]) => k);
     return [{
       rule: ID, severity: 'info', field: `metrics.${key}`,
-      message: `logged ${key} = ${show(logged)} is ${names[0]} (${show(matches[0][1])})${names.length > 1 ? `; also within ${RTOL * 100} %: ${names.slice(1).join(', ')}` : ''} — over the loss mask: ${table}`,
+      message: msg`logged ${key} = ${logged} is ${names[0]} (${matches[0][1]})${names.length > 1 ? `; also within ${RTOL * 100} %: ${names.slice(1).join(', ')}` : ''} — over the loss mask: ${table}`,
       hint: names.length > 1 ? 'Several estimators agree at this KL size (k2 ≈ k3 for small log-ratios): the logged value cannot tell them apart.' : 'The logged KL follows from the batch’s old and reference log-probs.',
     }];
   },

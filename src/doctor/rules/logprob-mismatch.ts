@@ -3,6 +3,7 @@
 // mean different weights, temperature, template or token alignment, and the PPO ratio is then off-policy.
 // The tokens compared and the diagnoses named are the mismatch explorer's (src/grpo/mismatch/), so the
 // Doctor, `grpo-studio mismatch` and the page's explorer never disagree on which tokens count or why.
+import { msg } from '../util.ts';
 import { diagnoseMismatch, mismatchInputOf } from '../../grpo/mismatch/analysis.ts';
 import { compare } from '../../grpo/mismatch/compare.ts';
 import type { Rule } from '../types.ts';
@@ -38,7 +39,7 @@ export const logprobMismatch: Rule = {
       severity: 'warning',
       sample: b,
       span: [t, t + 1],
-      message: `sampling vs old log-probs: mean |Δ| = ${mean.toPrecision(3)}, max |Δ| = ${max.toPrecision(3)} at sample ${b} position ${t} (${c.sampler[worst]} vs ${c.trainer[worst]}), over ${c.n} tokens${named.length ? `; diagnosis: ${named.join('; ')}` : ''}`,
+      message: msg`sampling vs old log-probs: mean |Δ| = ${mean}, max |Δ| = ${max} at sample ${b} position ${t} (${c.sampler[worst]} vs ${c.trainer[worst]}), over ${c.n} tokens${named.length ? `; diagnosis: ${named.join('; ')}` : ''}`,
       hint: 'Check that both use the same weights, temperature and chat template, and that log-probs are aligned (logits[:, P−1:L−1] score completion_ids). The mismatch explorer (`grpo-studio mismatch`, the page\'s Mismatch panel) shows where and why.',
     }];
   },

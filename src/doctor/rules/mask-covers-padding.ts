@@ -11,7 +11,7 @@
 // id): when the caller says either was inferred, the finding is a warning naming the inference.
 import type { Finding, Rule } from '../types.ts';
 import { inferredCaveat, lastOneEnd, padEnd } from '../padding.ts';
-import { firstRun } from '../util.ts';
+import { firstRun, msg } from '../util.ts';
 
 export const maskCoversPadding: Rule = {
   id: 'mask-covers-padding',
@@ -35,7 +35,7 @@ export const maskCoversPadding: Rule = {
         severity: caveat.severity,
         sample: b,
         span: run.span,
-        message: `sample ${b}: completion_mask is 1 on ${run.count} pad position(s) past the completion's real end, first at ${run.span[0]} — the completion has ${end} real tokens, the mask covers ${lastOneEnd(mask)} (its last 1 at ${lastOneEnd(mask) - 1}; pad id ${ctx.pad})${caveat.note}`,
+        message: msg`sample ${b}: completion_mask is 1 on ${run.count} pad position(s) past the completion's real end, first at ${run.span[0]} — the completion has ${end} real tokens, the mask covers ${lastOneEnd(mask)} (its last 1 at ${lastOneEnd(mask) - 1}; pad id ${ctx.pad})${caveat.note}`,
         hint: ctx.padIsEos
           ? 'pad_token_id is an EOS id: build the mask from lengths (1 up to and including the first EOS), not from ids != pad.'
           : 'Mask = 1 up to and including the first EOS, 0 after (TRL: seq_idx <= eos_idx). Right-padded completions keep 0 on padding; a mask built from other ids (template tokens, a different slice) is longer than the completion.',

@@ -23,6 +23,7 @@
 //    batches that name no trainer (a warning: TRL's layout assumed); an inferred EOS makes it a warning.
 // In the padded (B, C) form of the first case (the widths differ, TRL crashes on completion_mask · tool_mask)
 // every row is reported; the row whose tool_mask also breaks 2 or 3 says so in its message.
+import { msg } from '../util.ts';
 import { PER_TOKEN_FIELDS } from '../../io/batch.ts';
 import { completionEnd, inferredCaveat } from '../padding.ts';
 import type { DoctorContext, Finding, Rule } from '../types.ts';
@@ -120,7 +121,7 @@ export const maskLengthMismatch: Rule = {
             sample: b,
             field,
             span: [Math.min(n, m), Math.max(n, m)],
-            message: `sample ${b}: ${field} has ${n} entries, ${idsField} has ${m} (${n > m ? `${n - m} extra` : `${m - n} missing`})${parts.length ? `; ${parts.join('; also ')}` : ''}`,
+            message: msg`sample ${b}: ${field} has ${n} entries, ${idsField} has ${m} (${n > m ? `${n - m} extra` : `${m - n} missing`})${parts.length ? `; ${parts.join('; also ')}` : ''}`,
             hint: `Build ${field} from the same sliced/truncated ids it masks; never pad or extend one without the other. A constant offset (e.g. +2) points at template tokens counted in the mask only.${parts.length ? ` ${TOOL_HINT}` : ''}`,
           });
           continue;
@@ -133,7 +134,7 @@ export const maskLengthMismatch: Rule = {
           sample: b,
           field,
           span: tool ? [tool.end, tool.past.effective] : [shift!.eos + 1, shift!.start],
-          message: `sample ${b}: ${parts.join('; also ')}`,
+          message: msg`sample ${b}: ${parts.join('; also ')}`,
           hint: TOOL_HINT,
         });
       }

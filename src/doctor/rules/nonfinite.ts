@@ -4,7 +4,7 @@
 // (the unscorable-rewards rule), whose `rewards` entry TRL itself sets to NaN.
 import type { Finding, Rule } from '../types.ts';
 import { unscorableRows } from '../rewards.ts';
-import { listSamples } from '../util.ts';
+import { listSamples, msg } from '../util.ts';
 
 const FIELDS = ['rewards', 'advantages', 'reward_weights', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps'] as const;
 
@@ -33,7 +33,7 @@ export const nonfinite: Rule = {
         field,
         sample: perToken ? b : t,
         span: perToken ? [t, t + 1] : undefined,
-        message: `${field} has ${where.length} non-finite value(s); first ${value} at ${perToken ? `sample ${b} position ${t}` : `index ${t}`}`,
+        message: msg`${field} has ${where.length} non-finite value(s); first ${value} at ${perToken ? `sample ${b} position ${t}` : `index ${t}`}`,
         hint: field.includes('logps')
           ? 'Write finite values everywhere (0.0 on padding, as TRL); −inf log-probs come from a token the sampler could not have drawn (top-k/top-p, wrong temperature or misaligned ids).'
           : 'Find where the value became non-finite (reward function error, a std of one sample, division by zero).',
@@ -43,8 +43,8 @@ export const nonfinite: Rule = {
     if (rpf) {
       const withNaN = rpf.map((row, b) => (row.some((x) => Number.isNaN(x)) && !none.has(b) ? b : -1)).filter((b) => b >= 0);
       const inf = rpf.map((row, b) => (row.some((x) => x === Infinity || x === -Infinity) ? b : -1)).filter((b) => b >= 0);
-      if (inf.length) out.push({ rule: this.id, severity: 'error', field: 'rewards_per_func', sample: inf[0], message: `rewards_per_func has ±Inf for samples ${listSamples(inf)}`, hint: 'A reward function returned an infinite score.' });
-      if (withNaN.length) out.push({ rule: this.id, severity: 'info', field: 'rewards_per_func', sample: withNaN[0], message: `rewards_per_func holds NaN (a function returned None) for samples ${listSamples(withNaN)}; skipped by nansum`, hint: 'Expected in multi-task setups where a reward function applies to some samples only.' });
+      if (inf.length) out.push({ rule: this.id, severity: 'error', field: 'rewards_per_func', sample: inf[0], message: msg`rewards_per_func has ±Inf for samples ${listSamples(inf)}`, hint: 'A reward function returned an infinite score.' });
+      if (withNaN.length) out.push({ rule: this.id, severity: 'info', field: 'rewards_per_func', sample: withNaN[0], message: msg`rewards_per_func holds NaN (a function returned None) for samples ${listSamples(withNaN)}; skipped by nansum`, hint: 'Expected in multi-task setups where a reward function applies to some samples only.' });
     }
     return out;
   },

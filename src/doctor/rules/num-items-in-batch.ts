@@ -5,6 +5,7 @@
 // On one rank's slice without it the normaliser is unknowable — any loss shown would silently differ
 // from the trainer's unless every rank happened to hold as many tokens. With every rank's rows present it
 // can be rebuilt: said as info, with the value.
+import { msg } from '../util.ts';
 import { TRL_SETTINGS } from '../../grpo/settings/trl.ts';
 import { specOf } from '../../grpo/settings/table.ts';
 import { runValue, trainerOf } from '../trainer.ts';
@@ -36,13 +37,13 @@ export const numItemsInBatch: Rule = {
     if (ranks >= P) {
       return [{
         rule: ID, severity: 'info', field: 'num_items_in_batch',
-        message: `loss_type ${lossType} over ${P} processes: num_items_in_batch is not given, but all ${P} ranks' rows are here: Σ completion_mask × tool_mask = ${items}, so TRL divides by ${items} / ${P} = ${items / P}`,
+        message: msg`loss_type ${lossType} over ${P} processes: num_items_in_batch is not given, but all ${P} ranks' rows are here: Σ completion_mask × tool_mask = ${items}, so TRL divides by ${items} / ${P} = ${items / P}`,
         hint: `Set run.num_items_in_batch = ${items} (if these rows are the whole generation batch) so the loss is normalised as TRL does.`,
       }];
     }
     return [{
       rule: ID, severity: 'error', field: 'num_items_in_batch',
-      message: `loss_type ${lossType} over ${P} processes divides by num_items_in_batch / ${P}, gathered over every rank; this batch holds ${ranks === 1 ? 'one rank' : `${ranks} of ${P} ranks`} (${items} loss-mask tokens) and no num_items_in_batch: the trainer's loss normaliser cannot be reproduced`,
+      message: msg`loss_type ${lossType} over ${P} processes divides by num_items_in_batch / ${P}, gathered over every rank; this batch holds ${ranks === 1 ? 'one rank' : `${ranks} of ${P} ranks`} (${items} loss-mask tokens) and no num_items_in_batch: the trainer's loss normaliser cannot be reproduced`,
       hint: 'Export inputs["num_items_in_batch"] with the batch (run.num_items_in_batch), or convert every rank’s file together.',
     }];
   },

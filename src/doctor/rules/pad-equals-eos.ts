@@ -1,6 +1,7 @@
 // pad-equals-eos: pad_token_id is one of the EOS ids (Llama-3 sets pad = <|eot_id|>/<|end_of_text|>).
 // Not a bug by itself, but any mask built from `ids != pad` then drops the real EOS and any "count EOS"
 // diagnostic sees the padding (seed 002: "Prompt有50+个eot").
+import { msg } from '../util.ts';
 import type { Rule } from '../types.ts';
 
 export const padEqualsEos: Rule = {
@@ -14,7 +15,7 @@ export const padEqualsEos: Rule = {
     return [{
       rule: this.id,
       severity: 'info',
-      message: `pad_token_id ${ctx.pad} is also an EOS id: padding and end-of-sequence are the same token`,
+      message: msg`pad_token_id ${ctx.pad} is also an EOS id: padding and end-of-sequence are the same token`,
       hint: 'Derive completion_mask from the first EOS position and prompt_mask from lengths; never from ids != pad_token_id (that masks out the real EOS).',
     }];
   },

@@ -2,7 +2,7 @@
 // ids under left padding sees every left-padded row shifted by its pad count — different log-probs than
 // at generation, where HF generate uses cumsum(attention_mask) − 1. RoPE models are unaffected (relative).
 import type { Rule } from '../types.ts';
-import { listSamples, maxOf } from '../util.ts';
+import { listSamples, maxOf, msg } from '../util.ts';
 
 /** HF model types whose position embeddings are absolute (a learned table indexed by position id). */
 export const ABSOLUTE_POSITION_MODELS = new Set(['gpt2', 'gpt_bigcode', 'gpt_neo', 'opt', 'biogpt', 'xglm', 'bert', 'roberta']);
@@ -25,7 +25,7 @@ export const positionIdsShift: Rule = {
     return [{
       rule: this.id,
       severity: 'warning',
-      message: `${modelType} has absolute position embeddings and the batch uses arange position ids: ${shifted.length} left-padded row(s) are shifted (samples ${listSamples(shifted)})`,
+      message: msg`${modelType} has absolute position embeddings and the batch uses arange position ids: ${shifted.length} left-padded row(s) are shifted (samples ${listSamples(shifted)})`,
       hint: 'Pass position_ids = cumsum(attention_mask) − 1 (pads set to 1) in the scoring forward, as HF generate does; TRL passes none, which is arange.',
     }];
   },

@@ -1,6 +1,7 @@
 // prompt-padding-side: prompts must be left-padded (the completion starts right after the last prompt
 // token). Right padding puts pads between prompt and completion; pads in the middle or real tokens masked
 // out make the model see a different prompt than generation did (seed 002 bugs #4, #5).
+import { msg } from '../util.ts';
 import type { Finding, Rule } from '../types.ts';
 import { inferredCaveat } from '../padding.ts';
 
@@ -13,7 +14,7 @@ export const promptPaddingSide: Rule = {
   check(ctx) {
     const out: Finding[] = [];
     const add = (b: number, severity: Finding['severity'], span: [number, number], message: string, hint: string) =>
-      out.push({ rule: this.id, severity, sample: b, field: 'prompt_ids', span, message: `sample ${b}: ${message}`, hint });
+      out.push({ rule: this.id, severity, sample: b, field: 'prompt_ids', span, message: msg`sample ${b}: ${message}`, hint });
     // Findings that compare ids with the pad id: a warning naming the inference when the importer inferred it.
     const caveat = inferredCaveat(ctx, ['pad_token_id']);
     const byPad = (b: number, span: [number, number], message: string, hint: string) => add(b, caveat.severity, span, message + caveat.note, hint);

@@ -4,6 +4,7 @@
 // its block. Then the next turn was sampled from a context without that reasoning while the stored row trains
 // it in context — or the trainer's re-render no longer holds the tokens the loss weights. Found by the round
 // trip (src/tokenize/roundtrip.ts): a block in the stored ids that the full render lacks, with loss tokens.
+import { msg } from '../util.ts';
 import type { Finding, Rule } from '../types.ts';
 import { located, roundTrips, turnName } from '../turns.ts';
 
@@ -25,7 +26,7 @@ export const reasoningDropped: Rule = {
         const where = located(d.stored, trip.prompt_length);
         out.push({
           rule: this.id, severity: 'warning', sample: b, ...where,
-          message: `sample ${b}, ${turnName(d.message, d.role)}: its reasoning block (${d.stored[1] - d.stored[0]} tokens, ${d.loss_tokens} in the loss, ${where.field} ${where.span[0]}…${where.span[1] - 1}) is dropped when the chat template renders the conversation again`,
+          message: msg`sample ${b}, ${turnName(d.message, d.role)}: its reasoning block (${d.stored[1] - d.stored[0]} tokens, ${d.loss_tokens} in the loss, ${where.field} ${where.span[0]}…${where.span[1] - 1}) is dropped when the chat template renders the conversation again`,
           hint: 'A turn sampled after a re-render never saw this reasoning, yet the loss trains it in context. Build turns by concatenating sampled ids (TRL ≥ #5242, verl agent loop) and sample from that same sequence, or keep reasoning in the template (a training template that does not strip it), or mask earlier turns\' reasoning out of the loss.',
         });
       }

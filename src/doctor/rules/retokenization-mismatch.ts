@@ -3,7 +3,7 @@
 // a reward model, re-rendering a multi-turn chat) then changes ids and lengths — seed 003, where a
 // re-tokenized tool call came out 6 tokens shorter and tool_mask no longer matched.
 import type { Finding, Rule } from '../types.ts';
-import { firstDiff, showToken } from '../util.ts';
+import { firstDiff, showToken, msg } from '../util.ts';
 
 export const retokenizationMismatch: Rule = {
   id: 'retokenization-mismatch',
@@ -24,7 +24,7 @@ export const retokenizationMismatch: Rule = {
       if (t < 0) return;
       out.push({
         rule: this.id, severity: 'warning', sample: b, span: [t, Math.min(ids.length, t + 1)],
-        message: `sample ${b}: decode → encode changes the completion at position ${t}: ${showToken(ctx, ids[t])} becomes ${showToken(ctx, again[t])}; ${ids.length} tokens → ${again.length}`,
+        message: msg`sample ${b}: decode → encode changes the completion at position ${t}: ${showToken(ctx, ids[t])} becomes ${showToken(ctx, again[t])}; ${ids.length} tokens → ${again.length}`,
         hint: 'Keep token ids from the sampler end to end; if text must be re-tokenized (tool calls), re-derive every mask and log-prob row from the new ids.',
       });
     });

@@ -1,5 +1,6 @@
 // short-completions: most completions are 0–2 tokens (often just EOS). The policy collapsed to stopping
 // at once — seed 002: a repetition penalty applied to the prompt made EOS 3000× more likely.
+import { msg } from '../util.ts';
 import type { Rule } from '../types.ts';
 
 export const shortCompletions: Rule = {
@@ -15,7 +16,7 @@ export const shortCompletions: Rule = {
     return [{
       rule: this.id,
       severity: 'warning',
-      message: `${short} of ${ctx.B} completions are 0–2 tokens long`,
+      message: msg`${short} of ${ctx.B} completions are 0–2 tokens long`,
       hint: 'Check sampling: penalties (presence/frequency/repetition) must cover the response only, min_new_tokens, the stop tokens, and that the prompt ends with the assistant header.',
     }];
   },

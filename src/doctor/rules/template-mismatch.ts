@@ -3,7 +3,7 @@
 // the templated prompt, the loss the raw one; bug #1: SFT without the template RL uses).
 import type { ChatMessage } from '../../io/batch.ts';
 import type { Finding, Rule } from '../types.ts';
-import { firstDiff, showToken } from '../util.ts';
+import { firstDiff, showToken, msg } from '../util.ts';
 
 export const templateMismatch: Rule = {
   id: 'template-mismatch',
@@ -35,7 +35,7 @@ export const templateMismatch: Rule = {
         if (t < 0) return;
         out.push({
           rule: this.id, severity: 'error', sample: b, field: 'prompt_ids', span: [t, t + 1],
-          message: `sample ${b}: prompt_ids differ from the chat template at token ${t}: ${showToken(ctx, ids[t])} vs template ${showToken(ctx, expected[t])}; ${ids.length} vs ${expected.length} tokens`,
+          message: msg`sample ${b}: prompt_ids differ from the chat template at token ${t}: ${showToken(ctx, ids[t])} vs template ${showToken(ctx, expected[t])}; ${ids.length} vs ${expected.length} tokens`,
           hint: 'Tokenize exactly the templated text used for generation (apply_chat_template(..., add_generation_prompt=True), then encode without adding special tokens) for the loss too; check chat_template_kwargs such as enable_thinking.',
         });
       });
@@ -51,7 +51,7 @@ export const templateMismatch: Rule = {
     if (missing.length === 0) return [];
     return [{
       rule: this.id, severity: 'warning', sample: missing[0], field: 'prompt_ids',
-      message: `${missing.length} of ${ctx.B} prompts do not contain the assistant header ${JSON.stringify(header)}: the chat template was probably not applied`,
+      message: msg`${missing.length} of ${ctx.B} prompts do not contain the assistant header ${JSON.stringify(header)}: the chat template was probably not applied`,
       hint: 'Render prompts with the chat template (add_generation_prompt=True) before tokenizing, for generation and loss alike. Export `messages` to let the Doctor compare token by token.',
     }];
   },

@@ -4,6 +4,7 @@
 // integer overflow, a sentinel such as the vocabulary size written as pad) or tokenized for another model. Only
 // a known vocabulary bounds the ids: the model's config.json, else its tokenizer, taken only from a model the
 // batch fits (src/doctor/tokenizer_fit.ts); without one, the schema check (integers ≥ 0) is all there is.
+import { msg } from '../util.ts';
 import type { Finding, Rule } from '../types.ts';
 
 const HINT = 'Export the ids the sampler produced, unchanged (no cast to a narrower dtype, no sentinel pad); if the batch comes from another model, check it with that model\'s tokenizer.';
@@ -23,7 +24,7 @@ export const tokenOutOfVocabulary: Rule = {
     const out: Finding[] = [];
     const { batch } = ctx;
     const single = (field: string, what: string, id: number) =>
-      out.push({ rule: this.id, severity: 'error', field, message: `${what} = ${id} is outside the vocabulary of ${V} tokens`, hint: HINT });
+      out.push({ rule: this.id, severity: 'error', field, message: msg`${what} = ${id} is outside the vocabulary of ${V} tokens`, hint: HINT });
     if (past(batch.pad_token_id)) single('pad_token_id', 'pad_token_id', batch.pad_token_id);
     batch.eos_token_ids.forEach((id, i) => {
       if (past(id)) single('eos_token_ids', `eos_token_ids[${i}]`, id);
@@ -40,7 +41,7 @@ export const tokenOutOfVocabulary: Rule = {
         if (first < 0) return;
         out.push({
           rule: this.id, severity: 'error', sample: b, field, span: [first, first + 1],
-          message: `sample ${b}: ${field}[${b}][${first}] = ${row[first]} is outside the vocabulary of ${V} tokens${n > 1 ? ` (${n} such ids in the row)` : ''}`,
+          message: msg`sample ${b}: ${field}[${b}][${first}] = ${row[first]} is outside the vocabulary of ${V} tokens${n > 1 ? ` (${n} such ids in the row)` : ''}`,
           hint: HINT,
         });
       });

@@ -9,7 +9,7 @@
 // 2. Without a render (no tokenizer given): the batch's effective loss mask counts tokens tool_mask zeroes
 //    (a loss that used completion_mask without tool_mask).
 import type { Finding, Rule } from '../types.ts';
-import { firstRun } from '../util.ts';
+import { firstRun, msg } from '../util.ts';
 import { located, roundTrips, turnName } from '../turns.ts';
 
 const HINT = "Give every token of a tool result loss weight 0 (TRL: tool_mask 0, multiplied into completion_mask by the loss; verl: response_mask 0), and build the mask from the same ids it masks: when a tool turn is re-tokenized, truncate or pad tool_mask to the new length before appending the tool block (TRL #5145), or concatenate ids instead of re-rendering (TRL #5242).";
@@ -36,7 +36,7 @@ export const toolTokensInLoss: Rule = {
         if (!run) continue;
         out.push({
           rule: this.id, severity: 'error', sample: b, field: 'effective_loss_mask', span: run.span,
-          message: `sample ${b}: the effective loss mask trains ${run.count} token(s) tool_mask marks as tool output (first at ${run.span[0]}…${run.span[1] - 1}): the loss used completion_mask without tool_mask`,
+          message: msg`sample ${b}: the effective loss mask trains ${run.count} token(s) tool_mask marks as tool output (first at ${run.span[0]}…${run.span[1] - 1}): the loss used completion_mask without tool_mask`,
           hint: HINT,
         });
       }
@@ -56,7 +56,7 @@ export const toolTokensInLoss: Rule = {
         const where = located(run.span, P);
         out.push({
           rule: this.id, severity: 'error', sample: b, ...where,
-          message: `sample ${b}, ${turnName(turn.message, turn.role)}: ${run.count} of its ${turn.end - turn.start} tokens are in the loss (completion_mask 1 and ${batch.tool_mask ? 'tool_mask 1' : 'no tool_mask'}; first run at completion positions ${where.span[0]}…${where.span[1] - 1})`,
+          message: msg`sample ${b}, ${turnName(turn.message, turn.role)}: ${run.count} of its ${turn.end - turn.start} tokens are in the loss (completion_mask 1 and ${batch.tool_mask ? 'tool_mask 1' : 'no tool_mask'}; first run at completion positions ${where.span[0]}…${where.span[1] - 1})`,
           hint: HINT,
         });
       }

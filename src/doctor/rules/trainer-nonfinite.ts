@@ -10,7 +10,7 @@ import type { OpenrlhfConfig } from '../../grpo/settings/openrlhf.ts';
 import { SettingsError } from '../../grpo/settings/types.ts';
 import { settingOf, trainerOf } from '../trainer.ts';
 import type { Finding, Rule } from '../types.ts';
-import { firstRun } from '../util.ts';
+import { firstRun, msg, showNumber } from '../util.ts';
 
 const ID = 'trainer-nonfinite';
 const SHOWN = 4;
@@ -40,7 +40,7 @@ export const trainerNonfinite: Rule = {
         const T = Math.min(old.length, s.length, m.length);
         const hit = openrlhfIsOverflow(old, s, m, 1, T, type, [lo, hi]);
         if (hit.length === 0) continue;
-        const listed = hit.slice(0, SHOWN).map((o) => `position ${o.t}: log-ratio ${Number(o.logRatio.toPrecision(5))}`).join(', ');
+        const listed = hit.slice(0, SHOWN).map((o) => `position ${o.t}: log-ratio ${showNumber(o.logRatio)}`).join(', ');
         const outcome = Number.isNaN(hit[0].weight)
           ? `its IS weight there is inf · 0 = NaN (${type === 'icepop' ? 'icepop: inf is above the upper threshold' : 'seq-mask-tis: the sequence is out of range'}), so OpenRLHF's loss and these tokens' gradient are NaN`
           : "seq-mask-tis keeps the sequence, so those tokens' loss is ±inf (NaN where the advantage is 0 or the token is masked), and OpenRLHF's loss is ±inf or NaN";
@@ -49,7 +49,7 @@ export const trainerNonfinite: Rule = {
           severity: 'error',
           sample: b,
           span: firstRun(hit.map((o) => o.t))!.span,
-          message: `sample ${b}: exp(old − rollout) overflows float32 at ${hit.length} token(s) (${listed}${hit.length > SHOWN ? ', …' : ''}; > ln(FLT_MAX) ≈ 88.72) under is_correction_type = ${type}: ${outcome}`,
+          message: msg`sample ${b}: exp(old − rollout) overflows float32 at ${hit.length} token(s) (${listed}${hit.length > SHOWN ? ', …' : ''}; > ln(FLT_MAX) ≈ 88.72) under is_correction_type = ${type}: ${outcome}`,
           hint: 'A log-ratio this large means the rollout log-probs are not the sampler’s for these tokens (−inf clipped to a large negative, misaligned or unmasked padding), or the trainer’s are wrong. Fix the inputs; the studio reports OpenRLHF’s NaN rather than a finite loss OpenRLHF would not compute.',
         });
       }

@@ -1,7 +1,7 @@
 // truncated-completion: completions that hit max_completion_length without an EOS. Their reward often
 // judges half an answer; TRL can drop them from the loss (mask_truncated_completions). Informational.
 import type { Rule } from '../types.ts';
-import { listSamples, maxOf } from '../util.ts';
+import { listSamples, maxOf, msg } from '../util.ts';
 
 export const truncatedCompletion: Rule = {
   id: 'truncated-completion',
@@ -17,7 +17,7 @@ export const truncatedCompletion: Rule = {
     return [{
       rule: this.id,
       severity: 'info',
-      message: `${rows.length} of ${ctx.B} completions have no EOS and reach ${source} (${max} tokens): samples ${listSamples(rows)}`,
+      message: msg`${rows.length} of ${ctx.B} completions have no EOS and reach ${source} (${max} tokens): samples ${listSamples(rows)}`,
       hint: 'Truncated answers are often scored as wrong. Raise max_completion_length, or set mask_truncated_completions to keep them out of the loss.',
     }];
   },

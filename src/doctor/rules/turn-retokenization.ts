@@ -5,6 +5,7 @@
 // seam, a generation prompt missing or added, a split the tokenizer would not make, rewritten text). Trained
 // tokens that are not what the render gives are an error; differences outside the loss a warning. A dropped
 // <think> block is reasoning-dropped's.
+import { msg } from '../util.ts';
 import { CAUSES, WAYS, type Cause, type RoundTripDiff, type Way } from '../../tokenize/roundtrip.ts';
 import type { Finding, Rule } from '../types.ts';
 import { located, quoted, roundTrips, turnName } from '../turns.ts';
@@ -24,7 +25,7 @@ export const turnRetokenization: Rule = {
       if ('error' in trip) {
         out.push({
           rule: this.id, severity: 'warning', sample: b, field: 'completion_ids',
-          message: `sample ${b}: the conversation in messages could not be checked against the stored ids: ${trip.error}`,
+          message: msg`sample ${b}: the conversation in messages could not be checked against the stored ids: ${trip.error}`,
           hint: 'Export the conversation each row was built from (prompt messages, every assistant turn with its tool_calls and reasoning_content, every tool result), with the tools and chat_template_kwargs it was rendered with.',
         });
         continue;
@@ -44,7 +45,7 @@ export const turnRetokenization: Rule = {
         const where = located([first.stored[0], Math.max(first.stored[1], first.stored[0] + 1)], trip.prompt_length);
         out.push({
           rule: this.id, severity: loss > 0 ? 'error' : 'warning', sample: b, ...where,
-          message: `sample ${b}, ${turnName(message, first.role)}: the stored ids differ from the ${way} render at ${diffs.length} place(s) — ${causes.join(', ')}; ${stored} stored token(s) vs ${rendered} rendered, ${loss} of them in the loss; first at ${where.field} ${where.span[0]}: ${quoted(first.stored_text)} vs ${quoted(first.rendered_text)}`,
+          message: msg`sample ${b}, ${turnName(message, first.role)}: the stored ids differ from the ${way} render at ${diffs.length} place(s) — ${causes.join(', ')}; ${stored} stored token(s) vs ${rendered} rendered, ${loss} of them in the loss; first at ${where.field} ${where.span[0]}: ${quoted(first.stored_text)} vs ${quoted(first.rendered_text)}`,
           hint: `Compared with the ${way} render: ${WAYS[way]}. ` + causes.map((c) => `${c}: ${CAUSES[c]}.`).join(' ') + ' Keep the sampled ids end to end (concatenate, never re-render a turn the model wrote) and tokenize each appended block as the trainer does.',
         });
       }

@@ -5,7 +5,7 @@
 // now and then (a reward function that applies to some tasks only); a whole group is a lost prompt.
 import type { Rule } from '../types.ts';
 import { groupName, unscorableRows } from '../rewards.ts';
-import { listSamples } from '../util.ts';
+import { listSamples, msg } from '../util.ts';
 
 const ID = 'unscorable-rewards';
 
@@ -28,7 +28,7 @@ export const unscorableRewards: Rule = {
       severity: starved.length ? 'warning' : 'info',
       field: 'rewards_per_func',
       sample: none[0],
-      message: `every reward function returned None for ${none.length} sample(s) (${listSamples(none)}): left out of their group's mean and std, advantage 0${starved.length ? `; group(s) ${listSamples(starved)} keep fewer than 2 scored samples, so all their advantages are 0` : ''}`,
+      message: msg`every reward function returned None for ${none.length} sample(s) (${listSamples(none)}): left out of their group's mean and std, advantage 0${starved.length ? `; group(s) ${listSamples(starved)} keep fewer than 2 scored samples, so all their advantages are 0` : ''}`,
       hint: 'Make sure at least one reward function applies to every prompt (TRL warns "All reward functions returned None"); these samples teach nothing.',
     }];
   },

@@ -5,7 +5,7 @@
 import { computeAdvantages } from '../../grpo/advantages.ts';
 import type { Rule } from '../types.ts';
 import { batchRewards, groupName, perSample } from '../rewards.ts';
-import { listSamples } from '../util.ts';
+import { listSamples, msg } from '../util.ts';
 
 export const zeroStdGroup: Rule = {
   id: 'zero-std-group',
@@ -39,8 +39,8 @@ export const zeroStdGroup: Rule = {
       rule: this.id,
       severity: all ? 'error' : 'warning',
       message: all
-        ? `every group (${groups}) has identical ${source === 'rewards' ? 'rewards' : 'zero advantages'}: all advantages are 0 and the policy loss is exactly 0`
-        : `${zero.length} of ${groups} groups have ${source === 'rewards' ? 'zero reward std' : 'all-zero advantages'} (groups ${listSamples(zero)}): they add no policy gradient${unjudged}`,
+        ? msg`every group (${groups}) has identical ${source === 'rewards' ? 'rewards' : 'zero advantages'}: all advantages are 0 and the policy loss is exactly 0`
+        : msg`${zero.length} of ${groups} groups have ${source === 'rewards' ? 'zero reward std' : 'all-zero advantages'} (groups ${listSamples(zero)}): they add no policy gradient${unjudged}`,
       hint: all
         ? 'Check the reward function on a few completions by hand (is it called on the right text? does it ever vary?), raise temperature or num_generations.'
         : 'Some flat groups are normal (too easy / too hard prompts); a large fraction wastes compute — filter such prompts or raise num_generations.',

@@ -10,7 +10,7 @@ import { hoverStore } from '../../store/hover.ts';
 import { useStudio } from '../../store/index.ts';
 import type { Overlay } from '../../store/session.ts';
 import { ranValue } from '../../store/vocabulary.ts';
-import { mismatchShown } from '../../store/derived.ts';
+import { mismatchShown, shownRun } from '../../store/derived.ts';
 import { spanColumns } from '../../view/cells.ts';
 import { useBatchDiff, useGridModel } from './useGrid.ts';
 import { HEATS, availableHeats, heatSource } from './heat.ts';
@@ -23,6 +23,7 @@ import { HeatLegend, Legend } from './Legends.tsx';
 import { HEADER_H, ROW_H, gridHeight, rowAt, rowTop, rowWindow, sameWindow, type RowWindow } from './layout.ts';
 import { paintGrid, type Cell, type PaintInput } from './paint.ts';
 import { RowLabel } from './RowLabel.tsx';
+import { countOf } from '../panels/count.ts';
 
 /** The mask the overlay shows, or null (no overlay, or tool_mask on a batch without one). */
 function overlayMask(overlay: Overlay, hasTool: boolean): PaintInput['mask'] {
@@ -35,7 +36,9 @@ function overlayMask(overlay: Overlay, hasTool: boolean): PaintInput['mask'] {
 export function TokenGrid() {
   const batch = useStudio((s) => s.batch);
   const batchName = useStudio((s) => s.batchName);
-  const run = useStudio((s) => s.run);
+  // Stages under way (or done up to the batch's assembly): the grid is coming, not missing.
+  const stagesRun = useStudio((s) => Object.values(s.stages).filter((st) => st.status !== 'pending').length);
+  const run = useStudio(shownRun); // the chosen pass's ratio / KL / loss / clip (μ > 1)
   const overlay = useStudio((s) => s.overlay);
   const heat = useStudio((s) => s.heat);
   const selected = useStudio((s) => s.selected);
@@ -226,8 +229,10 @@ export function TokenGrid() {
 
   if (!batch || !grid) {
     return (
-      <div className="grid-empty" data-testid="grid-empty">
-        No batch yet. Import a grpo-batch/v1 JSON (drop it anywhere on the page), or load a model and step.
+      <div className="grid-empty" data-testid="grid-empty" data-stages-run={stagesRun}>
+        {stagesRun > 0
+          ? `Stepping: ${countOf(stagesRun, 'stage')} run so far; the token grid shows the batch once it is assembled.`
+          : 'No batch yet. Import a grpo-batch/v1 JSON (drop it anywhere on the page), or load a model and step.'}
       </div>
     );
   }

@@ -6,9 +6,9 @@ import type { GrpoBatch } from '../../io/batch.ts';
 import type { BatchDiff } from '../../io/batch_diff.ts';
 import type { HeatMetric, RunResults } from '../../store/session.ts';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../store/vocabulary.ts';
-import type { MismatchResult, PackedLogRatio, WhatIfResult } from '../../bridge/protocol.ts';
+import type { MismatchResult, PackedLogRatio, WhatIfResult, WhatIfSide } from '../../bridge/protocol.ts';
 import type { StudioState } from '../../store/index.ts';
-import { batchDiff, mismatchShown } from '../../store/derived.ts';
+import { batchDiff, mismatchShown, shownRun } from '../../store/derived.ts';
 import { DEFAULT_SCALE, computeScale, resolvedMode, scalePosition, type MetricKind, type Scale, type ScaleSettings } from '../../view/heat_scale.ts';
 
 export interface HeatSource {
@@ -97,6 +97,31 @@ function whatIfDelta(run: RunResults, w: WhatIfResult | null | undefined, term: 
   if (!w) return undefined;
   const [a, b] = [w.whatif.terms[term], w.current.terms[term]];
   return fromGrid(run, Float32Array.from(a, (x, i) => x - b[i]));
+}
+
+/** The what-if's per-token terms the token inspector shows, by label: its weight, loss and gradient. */
+export const WHATIF_TOKEN_TERMS = { weight: 'token_weight', loss: 'per_token_loss', '∂loss/∂logp': 'dlogp' } as const;
+
+export interface WhatIfTokenTerm {
+  term: keyof typeof WHATIF_TOKEN_TERMS | 'loss contribution';
+  current: number | undefined; // under the update's settings
+  whatif: number | undefined; // under the what-if's
+}
+
+/**
+ * One completion token's terms on both sides of a what-if (null without one): the update's settings
+ * (`current`, recomputed from the same log-probs) beside the what-if's, and the loss contribution
+ * (loss × weight) on each side — what the inspector shows next to the update's own values.
+ */
+export function whatIfToken(run: RunResults, w: WhatIfResult | null | undefined, b: number, j: number): WhatIfTokenTerm[] | null {
+  if (!w) return null;
+  const at = (side: WhatIfSide, k: keyof typeof WHATIF_TOKEN_TERMS) => fromGrid(run, side.terms[WHATIF_TOKEN_TERMS[k]])?.(b, j);
+  const contribution = (side: WhatIfSide) => {
+    const [l, wt] = [at(side, 'loss'), at(side, 'weight')];
+    return l === undefined || wt === undefined ? undefined : l * wt;
+  };
+  const terms = (Object.keys(WHATIF_TOKEN_TERMS) as (keyof typeof WHATIF_TOKEN_TERMS)[]).map((term) => ({ term, current: at(w.current, term), whatif: at(w.whatif, term) }));
+  return [...terms, { term: 'loss contribution', current: contribution(w.current), whatif: contribution(w.whatif) }];
 }
 
 /** The accessor for a metric, or undefined when neither the run nor the batch (nor a what-if) has it. */
@@ -214,8 +239,8 @@ const RED: [number, number, number] = [255, 80, 80];
 const MID: [number, number, number] = [40, 44, 56];
 
 /** The heat the grid shows now, as rows over each completion (for the saved report), or null. */
-export function shownHeat(s: Pick<StudioState, 'heat' | 'batch' | 'run' | 'whatIf' | 'diffBase' | 'batchOrigin' | 'imported' | 'mismatch'>): { label: string; rows: number[][] } | null {
-  const src = s.batch ? heatSource(s.heat, s.batch, s.run, { whatIf: s.whatIf, diff: batchDiff(s), mismatch: mismatchShown(s)?.result }) : null;
+export function shownHeat(s: Pick<StudioState, 'heat' | 'batch' | 'run' | 'pass' | 'whatIf' | 'diffBase' | 'batchOrigin' | 'imported' | 'mismatch'>): { label: string; rows: number[][] } | null {
+  const src = s.batch ? heatSource(s.heat, s.batch, shownRun(s), { whatIf: s.whatIf, diff: batchDiff(s), mismatch: mismatchShown(s)?.result }) : null;
   return src && s.batch ? { label: HEATS[src.metric].label, rows: s.batch.completion_ids.map((ids, b) => ids.map((_, j) => src.get(b, j) ?? NaN)) } : null;
 }
 

@@ -1,8 +1,9 @@
 // Diff two batches token by token: pin the batch on screen, then import another (or step: the update's
 // batch against the imported one it started from, step N against step N + 1 of an export) and this panel
-// says what differs — rows, prompt and completion tokens, mask entries, rewards, advantages, config keys
-// — with the changed rows listed (a click selects the row) and the grid's "diff" heat marking the
-// changed completion cells. Below it, the prompt set rendered with two chat templates (TemplateDiff.tsx).
+// says what differs on real tokens only (padding left out: a trainer dump of the page's own batch is
+// identical; numbers equal within an f32 round trip) — rows, prompt and completion tokens, mask entries,
+// rewards, advantages, config keys — with the changed rows listed (a click selects the row) and the
+// grid's "diff" heat marking the changed completion cells. Below it, the prompt set rendered with two chat templates (TemplateDiff.tsx).
 import { useStudio } from '../../store/index.ts';
 import { Section, fmt } from '../fields.tsx';
 import { useBatchDiff } from '../grid/useGrid.ts';
@@ -47,6 +48,9 @@ export function DiffPanel() {
                 {s.only_in_one ? ` · ${s.only_in_one} rows on one side only` : ''}
               </b>
             )}
+          </div>
+          <div className="muted" data-testid="diff-rules" data-pad-ignored={diff.pad_ignored}>
+            real tokens only ({diff.pad_ignored} pad positions left out) · rewards and advantages equal within one f32 ulp (relative {diff.tolerance.toExponential(2)}: a float32 round trip)
           </div>
           {s.config.length > 0 && <div>config keys that differ: {s.config.join(', ')}</div>}
           {s.completion_tokens + s.mask_entries > 0 && (

@@ -5,6 +5,7 @@ import { useMemo, useState } from 'react';
 import { useStudio } from '../../store/index.ts';
 import type { Finding } from '../../bridge/protocol.ts';
 import { Section } from '../fields.tsx';
+import { countOf } from './count.ts';
 
 /**
  * Findings shown per rule at first, and added per "show more": every rule is seen at once, and a rule
@@ -58,8 +59,8 @@ export function DoctorPanel() {
       {batch && (
         <div className="doctor-summary small" data-testid="doctor-summary">
           <b>{batchName}</b>: {batch.completion_ids.length} samples,{' '}
-          {findings.length === 0 ? <span className="ok">no findings</span> : `${counts.error} errors, ${counts.warning} warnings, ${counts.info} notes`}
-          {skipped.length > 0 ? ` · ${skipped.length} rules skipped` : ''}
+          {findings.length === 0 ? <span className="ok">no findings</span> : `${countOf(counts.error, 'error')}, ${countOf(counts.warning, 'warning')}, ${countOf(counts.info, 'note')}`}
+          {skipped.length > 0 ? ` · ${countOf(skipped.length, 'rule')} skipped` : ''}
         </div>
       )}
       {batchOrigin === 'import' && imported?.notes?.length ? (
@@ -118,7 +119,7 @@ export function DoctorPanel() {
       </ul>
       {skipped.length > 0 && (
         <details>
-          <summary className="small muted">{skipped.length} rules skipped</summary>
+          <summary className="small muted">{countOf(skipped.length, 'rule')} skipped</summary>
           <ul className="small muted">
             {skipped.map((s) => (
               <li key={s.rule}>

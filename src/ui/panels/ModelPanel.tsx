@@ -5,8 +5,9 @@
 import { useEffect, useRef, useState } from 'react';
 import { useStudio } from '../../store/index.ts';
 import { DEFAULT_MODEL_NAME } from '../../store/vocabulary.ts';
-import { loadDefaultModel, loadModel, loadReference, refreshPlan } from '../../store/controller.ts';
-import { KV, Section, formatBytes } from '../fields.tsx';
+import { loadAdapter, loadDefaultModel, loadModel, loadReference, refreshPlan } from '../../store/controller.ts';
+import { LORA_CREATE_FIELDS } from '../../store/vocabulary.ts';
+import { KV, NumberField, Section, formatBytes } from '../fields.tsx';
 import { folderChoice } from '../dropped_files.ts';
 import { FolderDrop } from '../FolderDrop.tsx';
 import { LoraSection } from './LoraSection.tsx';
@@ -152,23 +153,47 @@ function ReferenceView() {
 
 /**
  * The memory plan of the next update (src/model/plan.ts, the same as `grpo-studio plan`) for the current
- * prompt set, G and completion length, asked of the worker whenever those change; the default task's
- * plan from the model load until then.
+ * prompt set, G and completion length — or the imported batch's rows and lengths when the step starts from
+ * it — asked of the worker whenever those change; the default task's plan from the model load until then.
+ * Over the user's memory budget (default 8 GiB, kept in localStorage), a full fine-tune is offered the
+ * LoRA adapter the create form makes, with its plan.
  */
+/** Where the user's memory budget is kept between visits (GiB). */
+const BUDGET_KEY = 'grpo-studio.memory-budget-gib';
+/** The budget before the user sets one: what most laptop GPUs hold. */
+const DEFAULT_BUDGET_GIB = 8;
+
+function useBudget(): [number, (gib: number) => void] {
+  const [gib, setGib] = useState(() => {
+    const v = Number(globalThis.localStorage?.getItem(BUDGET_KEY));
+    return Number.isFinite(v) && v > 0 ? v : DEFAULT_BUDGET_GIB;
+  });
+  return [gib, (v: number) => {
+    setGib(v);
+    globalThis.localStorage?.setItem(BUDGET_KEY, String(v));
+  }];
+}
+
 function MemoryPlanView() {
+  const [budgetGib, setBudgetGib] = useBudget();
+  const busy = useStudio((s) => s.modelStatus === 'busy');
   const model = useStudio((s) => s.model);
   const asked = useStudio((s) => s.plan);
   const prompts = useStudio((s) => s.prompts);
   const G = useStudio((s) => s.sampling.num_generations);
   const C = useStudio((s) => s.sampling.max_new_tokens);
+  // An imported batch the next update steps is planned with its own shape (refreshPlan reads it).
+  const imported = useStudio((s) => (s.stepFrom === 'import' ? s.imported?.batch : null));
   useEffect(() => {
     if (!model) return;
     const t = setTimeout(() => void refreshPlan(), 200);
     return () => clearTimeout(t);
-  }, [model, prompts, G, C]);
+  }, [model, prompts, G, C, imported]);
   const current = asked ?? model?.memory_plan;
   if (!current) return null;
-  const { options: o, plan } = current;
+  const { options: o, plan, lora } = current;
+  const budget = budgetGib * 2 ** 30;
+  const F = LORA_CREATE_FIELDS;
   return (
     <details open data-testid="memory-plan" data-total={plan.total_bytes}>
       <summary className="small" title="the peak of one update: the larger of the reference forward and the backward + optimizer step (src/model/plan.ts; `grpo-studio plan` prints the same)">
@@ -179,6 +204,26 @@ function MemoryPlanView() {
           <KV key={k} k={k} v={formatBytes(v)} />
         ))}
       </div>
+      <NumberField label="memory budget (GiB)" value={budgetGib} min={0.001} onChange={(v) => v !== null && setBudgetGib(v)} title="the GPU memory you can give one update: a plan over it proposes a LoRA adapter" testId="memory-budget" detached />
+      {plan.total_bytes > budget && (
+        <div className="warn small" data-testid="plan-over-budget">
+          The peak {formatBytes(plan.total_bytes)} exceeds your budget of {formatBytes(budget)}.
+          {lora && (
+            <>
+              {' '}A LoRA adapter (r {lora.options.adapter}, all linear layers) with the base frozen in {lora.options.dtype === 'bf16' ? 'bf16' : 'its checkpoint dtype (f32)'} plans{' '}
+              <b data-testid="plan-lora-total">{formatBytes(lora.plan.total_bytes)}</b>
+              {lora.plan.total_bytes > budget ? ', still over the budget: shorten the batch or use gradient checkpointing' : ''}.{' '}
+              <button
+                disabled={busy}
+                data-testid="plan-create-lora"
+                onClick={() => void loadAdapter({ kind: 'create', options: { r: F.r.default, lora_alpha: F.lora_alpha.default, use_rslora: F.use_rslora.default, target_modules: F.target_modules.default, seed: F.seed.default } })}
+              >
+                Create LoRA adapter
+              </button>
+            </>
+          )}
+        </div>
+      )}
       {plan.buffers.map((b) => (
         <div key={b.name} className={b.status === 'does not fit' ? 'warn small' : 'small muted'}>
           {b.name} is {formatBytes(b.bytes)}: {b.status === 'does not fit' ? 'larger than maxBufferSize, does not fit' : 'past one storage binding, bound in windows'}

@@ -71,10 +71,12 @@ export function TemplateDiffPanel() {
   const [a, setA] = useState<Form>({ pasted: null, add_generation_prompt: true, enable_thinking: 'template default' });
   const [b, setB] = useState<Form>({ pasted: null, add_generation_prompt: true, enable_thinking: 'false' });
   const [busy, setBusy] = useState(false);
+  /** Why the last render failed (shown beside the templates; the diff of the last ones that rendered stays). */
+  const [error, setError] = useState<string | null>(null);
   const s = diff?.summary;
   const run = async () => {
     setBusy(true);
-    await runTemplateDiff([variantOf('A', a), variantOf('B', b)]);
+    setError(await runTemplateDiff([variantOf('A', a), variantOf('B', b)]));
     setBusy(false);
   };
   return (
@@ -88,6 +90,12 @@ export function TemplateDiffPanel() {
         </button>
         {!ready && <span className="small muted">load a model: its tokenizer renders both</span>}
       </div>
+      {error && (
+        <div className="warn small" role="alert" data-testid="template-diff-error">
+          {error}
+          {diff ? ' — the diff below is of the last templates that rendered.' : ''}
+        </div>
+      )}
       {diff && s && (
         <div className="small" data-testid="template-diff-summary">
           <div>
