@@ -64,7 +64,10 @@ export interface ModelInfo {
   num_parameters: number;
   dtype: string;
   vocab_size: number;
-  tokenizer: { kind: string; bos_token_id: number | null; eos_token_ids: number[]; pad_token_id: number | null; special_token_ids: number[] };
+  /** None: a weights-only folder (no tokenizer.json); id batches step, the prompt set and the template diff are refused. */
+  tokenizer: { kind: string; bos_token_id: number | null; eos_token_ids: number[]; pad_token_id: number | null; special_token_ids: number[] } | null;
+  /** Where tokenizer is null, what that means for the page, in the Doctor's words (src/doctor/tokenizer_fit.ts NO_TOKENIZER). */
+  no_tokenizer: string | null;
   chat_template: string | null;
   /** The step's memory plan (src/model/plan.ts, as `grpo-studio plan`) for the default task's prompts; the page asks for its current prompt set with a 'plan' request. */
   memory_plan: PagePlan;
@@ -134,8 +137,8 @@ export interface TokenTexts {
 /** What the runner adds to a stage's pipeline data for the page. */
 export interface StageExtras {
   assemble: {
-    /** Decoded text of every token (special tokens as written), for the grid and the inspector. */
-    token_texts: TokenTexts;
+    /** Decoded text of every token (special tokens as written), for the grid and the inspector; null without a tokenizer (ids shown). */
+    token_texts: TokenTexts | null;
     /** The Doctor's report on the assembled batch. */
     report: DoctorReport;
   };

@@ -10,7 +10,7 @@ import { batchRewards, perSample } from './rewards.ts';
 import type { DoctorContext, DoctorOptions, DoctorReport, Finding, Severity } from './types.ts';
 
 export type { DoctorOptions, DoctorReport, Finding, RuleInfo, Severity } from './types.ts';
-export { doctorOptions, modelFacts, tokenizerFit, type KnownModel, type ModelFacts, type TokenizerFit } from './tokenizer_fit.ts';
+export { doctorOptions, modelFacts, NO_TOKENIZER, tokenizerFit, type KnownModel, type ModelFacts, type TokenizerFit } from './tokenizer_fit.ts';
 export { RULE_INFO, RULES } from './rules.ts';
 
 const ORDER: Record<Severity, number> = { error: 0, warning: 1, info: 2 };

@@ -23,7 +23,8 @@ export interface ModelFacts {
 
 /** A tokenizer the user has at hand, with what is known of its model. */
 export interface KnownModel {
-  tokenizer: Tokenizer;
+  /** None: a weights-only model folder (no tokenizer.json); the rules that decode are skipped, saying so. */
+  tokenizer?: Tokenizer;
   config?: ModelFacts;
   /** The model's exact name (a Hub id, the embedded model's name); none for a folder, which may be renamed. */
   name?: string;
@@ -39,6 +40,9 @@ export interface TokenizerFit {
   /** Why not, one clause each. */
   reasons: string[];
 }
+
+/** Why the rules that decode are skipped for a model loaded without a tokenizer (the page's model panel says the same). */
+export const NO_TOKENIZER = 'no tokenizer: ids shown, tokenizer rules skipped';
 
 /** Config keys under which trainers record the model a batch was sampled from. */
 const MODEL_NAME_KEYS = ['model_name_or_path', 'name_or_path', '_name_or_path', 'model_name'] as const;
@@ -84,6 +88,8 @@ function idsOutside(batch: GrpoBatch, V: number): { n: number; first: string } |
 /** Whether `known`'s tokenizer is the batch's (see the header); `reasons` names every disagreement. */
 export function tokenizerFit(batch: GrpoBatch, known: KnownModel): TokenizerFit {
   const tok = known.tokenizer;
+  // Without a tokenizer nothing says the batch is this model's (pad, EOS): as a tokenizer that does not fit.
+  if (!tok) return { sameModel: false, fits: false, reasons: [NO_TOKENIZER] };
   const show = (id: number | undefined) => (id === undefined ? 'none' : `${id} ${JSON.stringify(tok.idToToken(id) ?? '?')}`);
   const reasons: string[] = [];
   // Trainers pad with the tokenizer's pad, else its EOS, or pick another control token (Llama 3 Instruct: <|eot_id|>,
@@ -125,10 +131,10 @@ export function doctorOptions(batch: GrpoBatch, known?: KnownModel, step: { posi
   return {
     inferred: stillInferred(batch, inferred, own),
     tokenizer: fit?.fits ? known!.tokenizer : undefined,
-    tokenizer_unfit: fit && !fit.fits ? `${known!.label} does not fit this batch: ${fit.reasons.join('; ')}` : undefined,
+    tokenizer_unfit: fit && !fit.fits ? `${known!.label}${known!.tokenizer ? ' does not fit this batch' : ''}: ${fit.reasons.join('; ')}` : undefined,
     model_type: batch.config?.model_type ?? own?.config?.model_type,
     position_ids: batch.config?.position_ids ?? step.position_ids,
-    vocab_size: own && (own.config?.vocab_size ?? own.tokenizer.vocab_size),
+    vocab_size: own && (own.config?.vocab_size ?? own.tokenizer?.vocab_size),
     max_positions: own?.config?.max_positions,
   };
 }

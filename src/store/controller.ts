@@ -161,7 +161,7 @@ export async function saveReport(heat: ReportInput['heat']): Promise<void> {
     batch: s.batch,
     report: { findings: s.findings, skipped: s.skipped, counts },
     tokenTexts: s.tokenTexts,
-    specialIds: s.model?.tokenizer.special_token_ids,
+    specialIds: s.model?.tokenizer?.special_token_ids,
     settings: s.runSettings ? { trainer: s.runSettings.settings.trainer, ...s.runSettings.settings.config, ...s.runSettings.settings.run, ...s.runSettings.sampling } : null,
     losses: loss && s.runSettings ? { chosen: String(ranValue(s.runSettings.settings, 'loss_type')), before: loss.losses, after: s.run.re_evaluate?.losses_after } : null,
     // The log ratio is the report's own mismatch heat: passed once, as the explorer's analysis and rows.

@@ -17,8 +17,8 @@ export function tokenTexts(tok: Tokenizer, batch: GrpoBatch): TokenTexts {
 }
 
 /** The loaded model as the Doctor knows it: its tokenizer, its config's facts, its exact name where it has one. */
-export function loadedModel(tokenizer: Tokenizer, config: ModelConfig, choice: ModelChoice, name: string): KnownModel {
-  return { tokenizer, config: modelFacts(config), name: modelId(choice) ?? undefined, label: `the loaded model's tokenizer (${name})` };
+export function loadedModel(tokenizer: Tokenizer | undefined, config: ModelConfig, choice: ModelChoice, name: string): KnownModel {
+  return { tokenizer, config: modelFacts(config), name: modelId(choice) ?? undefined, label: tokenizer ? `the loaded model's tokenizer (${name})` : `the loaded model (${name})` };
 }
 
 /**

@@ -8,6 +8,8 @@ import type { BufferLimits } from '../model/memory.ts';
 import type { CausalLM } from '../model/model.ts';
 import { LORA_CREATE_FIELDS } from '../model/lora_fields.ts';
 import { planStep } from '../model/plan.ts';
+import { NO_TOKENIZER } from '../doctor/index.ts';
+import type { ChatMessage } from '../io/batch.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import type { AdapterSlot } from './adapter.ts';
 import type { ModelInfo, PagePlan } from '../bridge/protocol.ts';
@@ -15,11 +17,23 @@ import type { ModelInfo, PagePlan } from '../bridge/protocol.ts';
 export interface HeldModels {
   limits: BufferLimits;
   policy: CausalLM;
-  tokenizer: { tokenizer: Tokenizer; kind: string; name: string };
+  name: string;
+  /** None: a weights-only folder; id batches step, the prompt set cannot be rendered. */
+  tokenizer: { tokenizer: Tokenizer; kind: string } | null;
   /** The weights as loaded (none under an adapter). */
   frozen: CausalLM | null;
   refModel: { model: CausalLM; name: string } | null;
   adapter: AdapterSlot | null;
+}
+
+/**
+ * The longest rendered prompt of `conversations`, in tokens. Without a tokenizer (nothing renders them) their UTF-8
+ * bytes: a byte-level BPE never emits more tokens than bytes, so the plan errs on the large side (template tokens aside).
+ */
+export function longestPrompt(h: HeldModels, conversations: readonly ChatMessage[][]): number {
+  const utf8 = new TextEncoder();
+  const tokens = (c: ChatMessage[]) => (h.tokenizer ? h.tokenizer.tokenizer.renderChat(c).ids.length : c.reduce((n, m) => n + utf8.encode(m.content).length, 0));
+  return Math.max(1, ...conversations.map(tokens));
 }
 
 /** The plan of an update of B rows, prompts of up to P tokens and C new tokens. */
@@ -48,19 +62,20 @@ export function pagePlan(h: HeldModels, B: number, P: number, C: number): PagePl
 /** The loaded model as the page shows it, with the memory plan of an update on the default task. */
 export function modelInfo(h: HeldModels): ModelInfo {
   const { policy, refModel: ref } = h;
-  const { tokenizer, kind, name } = h.tokenizer;
+  const tokenizer = h.tokenizer?.tokenizer;
   const cfg = policy.config;
-  const eos = tokenizer.eos_token_id;
-  const P = Math.max(...DEFAULT_PROMPTS.map((p) => tokenizer.renderChat(p.messages).ids.length));
+  const eos = tokenizer?.eos_token_id;
+  const P = longestPrompt(h, DEFAULT_PROMPTS.map((p) => p.messages));
   return {
-    name,
+    name: h.name,
     model_type: cfg.model_type,
     architectures: [cfg.architecture],
     num_parameters: countParams(cfg),
     dtype: policy.info?.dtypes.join(', ') ?? 'F32',
     vocab_size: cfg.vocab_size,
-    tokenizer: { kind, bos_token_id: tokenizer.bos_token_id ?? null, eos_token_ids: eos === undefined ? [] : [eos], pad_token_id: tokenizer.pad_token_id ?? null, special_token_ids: [...tokenizer.special_token_ids] },
-    chat_template: (tokenizer.hf.chat_template as string | null | undefined) ?? null,
+    tokenizer: tokenizer ? { kind: h.tokenizer!.kind, bos_token_id: tokenizer.bos_token_id ?? null, eos_token_ids: eos === undefined ? [] : [eos], pad_token_id: tokenizer.pad_token_id ?? null, special_token_ids: [...tokenizer.special_token_ids] } : null,
+    no_tokenizer: tokenizer ? null : NO_TOKENIZER,
+    chat_template: (tokenizer?.hf.chat_template as string | null | undefined) ?? null,
     memory_plan: pagePlan(h, DEFAULT_PROMPTS.length * DEFAULT_GRPO_CONFIG.num_generations, P, DEFAULT_GRPO_CONFIG.max_completion_length ?? 8),
     reference: ref && {
       name: ref.name,

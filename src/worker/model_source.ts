@@ -57,8 +57,10 @@ export function sourceOf(choice: ModelChoice): ModelSource {
 /**
  * tokenizer.json + tokenizer_config.json from the model's source (a chat_template.jinja beside them when
  * the config has none), and what to call it: the config's tokenizer_class and the tokenizer.json model type.
+ * Null for a weights-only folder (no tokenizer.json): an id batch needs none, as `grpo-studio score`.
  */
-export async function loadTokenizer(source: ModelSource): Promise<{ tokenizer: Tokenizer; kind: string }> {
+export async function loadTokenizer(source: ModelSource): Promise<{ tokenizer: Tokenizer; kind: string } | null> {
+  if (!(await source.exists('tokenizer.json'))) return null;
   const { Tokenizer } = await import('../tokenize/tokenizer.ts');
   const json = (await source.readJSON('tokenizer.json')) as { model?: { type?: string } };
   const config = (await source.readJSON('tokenizer_config.json')) as Record<string, unknown>;

@@ -19,7 +19,7 @@ import { kvDecoder } from '../model/generate.ts';
 import type { LoadProgress as ModelLoadProgress } from '../model/loader.ts';
 import { CausalLM } from '../model/model.ts';
 import { loadTokenizer, sourceOf } from './model_source.ts';
-import { modelInfo, pagePlan, type HeldModels } from './model_info.ts';
+import { longestPrompt, modelInfo, pagePlan, type HeldModels } from './model_info.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
 import { diffTemplates, type TemplateDiff, type TemplateVariant } from '../tokenize/template_diff.ts';
@@ -50,7 +50,7 @@ function withExtras(id: StageId, data: StageData[StageId] | null, model: KnownMo
   const doctor = (batch: GrpoBatch) => diagnose(batch, doctorOptions(batch, model, { position_ids: pipe.config.position_ids }));
   if (id === 'assemble' && data) {
     const a = data as StageData['assemble'];
-    return { ...a, token_texts: tokenTexts(model.tokenizer, a.batch), report: doctor(a.batch) };
+    return { ...a, token_texts: model.tokenizer ? tokenTexts(model.tokenizer, a.batch) : null, report: doctor(a.batch) };
   }
   const assembled = pipe.data('assemble');
   if (id === 'loss' && data && assembled && !assembled.batch.old_per_token_logps) return { ...(data as StageData['loss']), report: doctor(withTrainerSide(pipe)!) };
@@ -79,7 +79,9 @@ class PipelineRunner implements StepRunner {
   private refModel: { model: CausalLM; name: string } | null = null;
   /** The optimizer of updates that continue from stepped weights: its moments and step count carry over, as a trainer's next step. */
   private optimizer: Optimizer | null = null;
-  private tokenizer: { tokenizer: Tokenizer; kind: string; name: string } | null = null;
+  /** None for a weights-only folder: id batches step; what renders or decodes text is refused (noTokenizer). */
+  private tokenizer: { tokenizer: Tokenizer; kind: string } | null = null;
+  private name = '';
   /** Where the policy came from and how its weights are held: f32 to train them all, checkpoint dtype as an adapter's frozen base. */
   private choice: ModelChoice | null = null;
   private storage: 'f32' | 'checkpoint' = 'f32';
@@ -97,13 +99,14 @@ class PipelineRunner implements StepRunner {
 
   /**
    * Loads the new model beside the current one and swaps only when it loaded and fits its tokenizer: a
-   * failed load (no tokenizer.json, an offline Hub id, a mismatched vocabulary) keeps the model that worked.
+   * failed load (no weights, an offline Hub id, a mismatched vocabulary) keeps the model that worked. A folder
+   * without tokenizer.json loads without one (an id batch needs none, as `grpo-studio score`).
    * The frozen-copy reference is snapshotted here, once; a reference checkpoint of the previous model is dropped.
    */
   async load(choice: ModelChoice, onProgress: (p: LoadProgress) => void, storage: 'f32' | 'checkpoint' = 'f32'): Promise<ModelInfo> {
     const source = sourceOf(choice);
     onProgress({ label: 'tokenizer', loaded: 0, total: 0 });
-    const { tokenizer, kind } = await loadTokenizer(source);
+    const tok = await loadTokenizer(source);
     const policy = await CausalLM.from_pretrained(source, this.gpu, {
       storage,
       onProgress: (p: ModelLoadProgress) => onProgress({ label: `policy weights${p.file ? `: ${p.file}` : ''} (${p.phase})`, loaded: p.loaded, total: p.total }),
@@ -111,8 +114,8 @@ class PipelineRunner implements StepRunner {
     let frozen: CausalLM | null = null;
     try {
       // A tokenizer may have fewer ids than the embedding (padded vocabularies), never more: its ids would index past it.
-      if (tokenizer.vocab_size > policy.config.vocab_size) {
-        throw new ModelLoadError(`${source.name}: the tokenizer has ${tokenizer.vocab_size} tokens but the model's vocab_size is ${policy.config.vocab_size}: they do not belong together`);
+      if (tok && tok.tokenizer.vocab_size > policy.config.vocab_size) {
+        throw new ModelLoadError(`${source.name}: the tokenizer has ${tok.tokenizer.vocab_size} tokens but the model's vocab_size is ${policy.config.vocab_size}: they do not belong together`);
       }
       if (storage === 'f32') frozen = await policy.snapshot();
     } catch (e) {
@@ -122,7 +125,8 @@ class PipelineRunner implements StepRunner {
     this.dispose();
     this.policy = policy;
     this.frozen = frozen;
-    this.tokenizer = { tokenizer, kind, name: source.name };
+    this.tokenizer = tok;
+    this.name = source.name;
     this.choice = choice;
     this.storage = storage;
     return modelInfo(this.held());
@@ -207,15 +211,16 @@ class PipelineRunner implements StepRunner {
 
   /** The held models as modelInfo / pagePlan read them. */
   private held(): HeldModels {
-    return { limits: this.gpu.limits, policy: this.policy!, tokenizer: this.tokenizer!, frozen: this.frozen, refModel: this.refModel, adapter: this.adapter };
+    return { limits: this.gpu.limits, policy: this.policy!, name: this.name, tokenizer: this.tokenizer, frozen: this.frozen, refModel: this.refModel, adapter: this.adapter };
   }
 
   async runStage(stage: StageId, settings: StepSettings, start: StepStart = { kind: 'prompts' }): Promise<StageResult> {
     const policy = this.policy;
     const frozen = this.frozen;
     const tokenizer = this.tokenizer?.tokenizer;
-    if (!policy || !tokenizer || !(frozen || this.adapter)) throw new Error('load a model first');
+    if (!policy || !(frozen || this.adapter)) throw new Error('load a model first');
     if (stage === 'render' || !this.pipe) {
+      if (start.kind === 'prompts' && !tokenizer) throw this.noTokenizer('the prompt set (its chat template, sampling from prompts)');
       await this.drop(false);
       if (settings.weights === 'loaded') {
         if (frozen) await policy.loadWeightsFrom(frozen);
@@ -229,7 +234,7 @@ class PipelineRunner implements StepRunner {
           : {
               kind: 'prompts',
               prompts: settings.prompts.map((p) => ({ messages: promptConversation(p), answer: p.answer })),
-              tokenizer,
+              tokenizer: tokenizer!,
               generation: { ...s, eos_token_ids: s.eos_token_ids ?? undefined },
               decoder: () => kvDecoder(policy),
               rewards: settings.rewards,
@@ -314,12 +319,18 @@ class PipelineRunner implements StepRunner {
 
   /** The loaded model as the Doctor knows it (src/worker/inspect.ts), or null before a load. */
   private known(): KnownModel | null {
-    return this.policy && this.tokenizer && this.choice ? loadedModel(this.tokenizer.tokenizer, this.policy.config, this.choice, this.tokenizer.name) : null;
+    return this.policy && this.choice ? loadedModel(this.tokenizer?.tokenizer, this.policy.config, this.choice, this.name) : null;
+  }
+
+  /** The one-line refusal of what needs the tokenizer a weights-only model lacks. */
+  private noTokenizer(what: string): Error {
+    return new Error(`${this.name} has no tokenizer (no tokenizer.json in its folder): ${what} needs one; import an id batch to step it, or load a folder with tokenizer.json`);
   }
 
   async templateDiff(conversations: ChatMessage[][], variants: [TemplateVariant, TemplateVariant]): Promise<TemplateDiff> {
+    if (!this.policy) throw new Error('load a model first: the template diff renders with its tokenizer');
     const tok = this.tokenizer?.tokenizer;
-    if (!tok) throw new Error('load a model first: the template diff renders with its tokenizer');
+    if (!tok) throw this.noTokenizer('the template diff');
     if (!this.templateRenderer) throw new Error('no bounded chat-template renderer here (the page passes its template sandbox)');
     const renderer = this.templateRenderer(tok);
     try {
@@ -393,10 +404,9 @@ class PipelineRunner implements StepRunner {
   }
 
   plan(settings: StepSettings, batch?: { B: number; P: number; C: number }): PagePlan {
-    const tokenizer = this.tokenizer?.tokenizer;
-    if (!this.policy || !tokenizer) throw new Error('load a model first');
+    if (!this.policy) throw new Error('load a model first');
     if (batch) return pagePlan(this.held(), batch.B, batch.P, batch.C);
-    const P = Math.max(1, ...settings.prompts.map((p) => tokenizer.renderChat(promptConversation(p)).ids.length));
+    const P = longestPrompt(this.held(), settings.prompts.map(promptConversation));
     return pagePlan(this.held(), settings.prompts.length * settings.sampling.num_generations, P, settings.sampling.max_new_tokens);
   }
 

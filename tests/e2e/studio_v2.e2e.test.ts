@@ -424,17 +424,42 @@ describe('studio v2 in chromium', () => {
     await dismissErrors(page);
   });
 
-  it('keeps the working model when a load fails (folder without tokenizer.json)', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'no-tokenizer-'));
+  it('keeps the working model when a load fails (folder with config.json only: no weights)', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'no-weights-'));
     fs.copyFileSync(path.join(root, 'public/models/tiny-adder/config.json'), path.join(dir, 'config.json'));
     await page.getByTestId('model-folder-input').setInputFiles(dir);
-    await expect.poll(async () => (await page.locator('[data-testid="errors"] .error-msg').allTextContents()).join('\n'), { timeout: 30_000 }).toContain('tokenizer.json');
+    await expect.poll(async () => (await page.locator('[data-testid="errors"] .error-msg').allTextContents()).join('\n'), { timeout: 30_000 }).toContain('no model.safetensors');
     expect(await page.getByTestId('model-info').textContent()).toMatch(/tiny-adder/);
     expect(await page.getByTestId('step-run').isDisabled()).toBe(false);
     await dismissErrors(page);
     await page.getByTestId('step-run').click();
     expect(await waitForUpdate(page)).not.toContain('error');
     expect(studio.pageErrors).toEqual([]);
+  });
+  it('loads a weights-only folder (config.json + weights, no tokenizer.json), steps an id batch, refuses the prompt set in one line (issue 24)', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'weights-only-'));
+    for (const f of ['config.json', 'model.safetensors']) fs.copyFileSync(path.join(root, 'public/models/tiny-adder', f), path.join(dir, f));
+    await page.getByTestId('model-folder-input').setInputFiles(dir);
+    await expect.poll(() => page.getByTestId('model-info').textContent(), { timeout: 60_000 }).toContain(path.basename(dir));
+    expect(await page.getByTestId('no-tokenizer').textContent()).toBe('no tokenizer: ids shown, tokenizer rules skipped');
+    expect(await page.locator('[data-testid="errors"] .error-msg').count()).toBe(0);
+    // The prompt set needs the tokenizer: refused in one line naming it, nothing crashes.
+    await page.getByTestId('step-run').click();
+    await expect.poll(async () => (await page.locator('[data-testid="errors"] .error-msg').allTextContents()).join('\n'), { timeout: 30_000 }).toMatch(/has no tokenizer \(no tokenizer\.json in its folder\): the prompt set/);
+    await dismissErrors(page);
+    // An id batch over tiny-adder's 328 ids: the Doctor skips the tokenizer rules naming why, the update runs.
+    const ids = { format: 'grpo-batch/v1', num_generations: 2, pad_token_id: 304, eos_token_ids: [304], prompt_ids: [[302, 17, 40], [302, 17, 40]], completion_ids: [[12, 13, 304], [14, 304]], completion_mask: [[1, 1, 1], [1, 1]], rewards: [1, 0] };
+    await page.getByTestId('import-input').setInputFiles({ name: 'ids-only.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(ids)) });
+    await expect.poll(() => page.getByTestId('doctor-summary').textContent()).toContain('ids-only.json');
+    const skipped = (await page.locator('aside.right details li').allTextContents()).join('\n');
+    expect(skipped).toMatch(/template-mismatch.*no tokenizer: ids shown, tokenizer rules skipped/);
+    await page.getByTestId('step-run').click();
+    expect(await waitForUpdate(page)).not.toContain('error');
+    expect(studio.pageErrors).toEqual([]);
+    // Back to the model with its tokenizer and the prompt set, as the following tests expect.
+    await page.getByTestId('model-folder-input').setInputFiles(path.join(root, 'public/models/tiny-adder'));
+    await expect.poll(() => page.getByTestId('no-tokenizer').count(), { timeout: 60_000 }).toBe(0);
+    await page.getByTestId('step-from').selectOption('prompts');
   });
   it('asks for Defaults in an in-page dialog, never a native confirm(); Esc cancels (issue 24)', async () => {
     const native: string[] = [];

@@ -56,8 +56,8 @@ describe('a real-size tokenizer', () => {
     // Rendering the default prompts looks up a few hundred tokens; a per-id loop would make ≥ V calls.
     expect(lookups).toBeLessThan(V / 100);
     expect(info.vocab_size).toBe(V);
-    expect(info.tokenizer.special_token_ids).toEqual(SPECIAL);
-    expect(info.tokenizer.eos_token_ids).toEqual([json.added_tokens.find((t) => t.content === '<|im_end|>')!.id]);
+    expect(info.tokenizer!.special_token_ids).toEqual(SPECIAL);
+    expect(info.tokenizer!.eos_token_ids).toEqual([json.added_tokens.find((t) => t.content === '<|im_end|>')!.id]);
   });
 
   it('answers id ↔ token as tokenizer.json says, in one lookup each', async () => {

@@ -17,7 +17,7 @@ const held = (adapter: boolean): HeldModels => {
   const policy = { config: cfg, info: { dtypes: ['BF16'] }, checkpointing: false, adapter: adapter ? { config: { r: 16 } } : null } as unknown as CausalLM;
   // The page's frozen copy of a full fine-tune's weights, f32 (494,032,768 params × 4 bytes).
   const frozen = adapter ? null : ({ weightBytes: 494_032_768 * 4 } as unknown as CausalLM);
-  return { limits: DEFAULT_LIMITS, policy, tokenizer: null as never, frozen, refModel: null, adapter: null };
+  return { limits: DEFAULT_LIMITS, policy, name: 'planted', tokenizer: null, frozen, refModel: null, adapter: null };
 };
 
 describe('pagePlan', () => {

@@ -54,7 +54,7 @@ describe('StepRunner', () => {
     const progress: string[] = [];
     const info = await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, (p) => progress.push(p.label));
     expect(info.model_type).toBe('qwen2');
-    expect(info.tokenizer.eos_token_ids).toHaveLength(1);
+    expect(info.tokenizer!.eos_token_ids).toHaveLength(1);
     // The plan holds the frozen copy (as much as the f32 weights) and the undo copy of every trainable weight.
     const plan = info.memory_plan.plan;
     expect(plan.bytes.reference_weights).toBe(plan.bytes.weights);
@@ -65,7 +65,7 @@ describe('StepRunner', () => {
     const settings = smallSettings(3, 4);
     await expect(runner.runStage('loss', settings)).rejects.toThrow(/the next stage is "render"/);
     // An import's Doctor can leave the tokenizer's rules (decode → encode of every row) for later, saying so.
-    const own: GrpoBatch = { format: 'grpo-batch/v1', num_generations: 1, pad_token_id: info.tokenizer.pad_token_id!, eos_token_ids: [info.tokenizer.eos_token_ids[0]], prompt_ids: [[5, 6]], completion_ids: [[7, info.tokenizer.eos_token_ids[0]]], completion_mask: [[1, 1]] };
+    const own: GrpoBatch = { format: 'grpo-batch/v1', num_generations: 1, pad_token_id: info.tokenizer!.pad_token_id!, eos_token_ids: [info.tokenizer!.eos_token_ids[0]], prompt_ids: [[5, 6]], completion_ids: [[7, info.tokenizer!.eos_token_ids[0]]], completion_mask: [[1, 1]] };
     const quick = runner.inspect(own, { deferTokenizerRules: true });
     expect(quick.deferred).toBe(true);
     // One text per distinct id, each that id decoded alone.
@@ -105,7 +105,7 @@ describe('StepRunner', () => {
     expect(first.reward.names).toEqual(['correctness', 'format', 'length']);
     // A text for every id the assembled batch holds (prompt and completion), nothing else.
     const held = new Set([...first.assemble.batch.prompt_ids.flat(), ...first.assemble.batch.completion_ids.flat()]);
-    expect(Object.keys(first.assemble.token_texts.by_id).map(Number).sort((a, b) => a - b)).toEqual([...held].sort((a, b) => a - b));
+    expect(Object.keys(first.assemble.token_texts!.by_id).map(Number).sort((a, b) => a - b)).toEqual([...held].sort((a, b) => a - b));
     for (const a of [first.policy_forward.per_token_logps, first.policy_forward.per_token_entropy, first.reference_forward.ref_per_token_logps, first.loss.per_token_loss, first.loss.token_weight, first.re_evaluate.post_per_token_logps]) {
       expect(isGrid(a)).toBe(true);
     }

@@ -78,7 +78,7 @@ function gridFor(batch: GrpoBatch, special: readonly number[] | undefined): { ct
 
 export function useGridModel(): { ctx: GridContext; grid: GridView } | null {
   const batch = useStudio((s) => s.batch);
-  const special = useStudio((s) => s.model?.tokenizer.special_token_ids);
+  const special = useStudio((s) => s.model?.tokenizer?.special_token_ids);
   return batch ? gridFor(batch, special) : null;
 }
 

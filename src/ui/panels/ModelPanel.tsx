@@ -63,7 +63,7 @@ export function ModelPanel() {
           Load
         </button>
       </div>
-      <FolderDrop what="a model folder (config.json, *.safetensors, tokenizer.json)" busy={busy} testId="model-folder" onFolder={loadFolder} />
+      <FolderDrop what="a model folder (config.json, *.safetensors; tokenizer.json for the prompt set)" busy={busy} testId="model-folder" onFolder={loadFolder} />
       {progress && (
         <div className="progress" data-testid="load-progress">
           <div className="bar" style={{ width: progress.total > 0 ? `${(100 * progress.loaded) / progress.total}%` : '100%' }} />
@@ -86,9 +86,15 @@ export function ModelPanel() {
             <span>vocab</span>
             <span>{model.vocab_size}</span>
             <span>tokenizer</span>
-            <span>
-              {model.tokenizer.kind}; bos {model.tokenizer.bos_token_id ?? '—'}, eos [{model.tokenizer.eos_token_ids.join(', ')}], pad {model.tokenizer.pad_token_id ?? '—'}
-            </span>
+            {model.tokenizer ? (
+              <span>
+                {model.tokenizer.kind}; bos {model.tokenizer.bos_token_id ?? '—'}, eos [{model.tokenizer.eos_token_ids.join(', ')}], pad {model.tokenizer.pad_token_id ?? '—'}
+              </span>
+            ) : (
+              <span className="warn" data-testid="no-tokenizer">
+                {model.no_tokenizer}
+              </span>
+            )}
           </div>
           <details>
             <summary className="small">chat template</summary>
