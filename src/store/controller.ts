@@ -442,7 +442,9 @@ export async function refreshPlan(): Promise<void> {
     // The update that will run: an imported batch's own rows and lengths when the step starts from it.
     const s = store();
     const b = s.stepFrom === 'import' ? s.imported?.batch : undefined;
-    const batch = b && { B: b.completion_ids.length, P: Math.max(1, ...b.prompt_ids.map((r) => r.length)), C: Math.max(1, ...b.completion_ids.map((r) => r.length)) };
+    // A loop, not Math.max(...rows): a 200,000-row import would overflow the argument list.
+    const longest = (rows: readonly ArrayLike<unknown>[]) => rows.reduce((m, r) => Math.max(m, r.length), 1);
+    const batch = b && { B: b.completion_ids.length, P: longest(b.prompt_ids), C: longest(b.completion_ids) };
     store().setPlan(await worker().request({ type: 'plan', settings: settings(), batch }));
   } catch (e) {
     fail(e);

@@ -390,7 +390,8 @@ describe('a batch without config after one with config runs on the defaults', ()
     expect(await lossField('learning_rate')).toEqual({ value: shown(DEFAULT_GRPO_CONFIG.learning_rate), origin: 'preset' });
     // And back to the imported batch: its own (none) again.
     await page.getByTestId('step-from').selectOption('import');
-    expect(await lossField('beta')).toEqual({ value: shown(trl.find((s) => s.name === 'beta')!.default), origin: 'default' });
+    // The form re-renders after the switch (a React update, and the plan refresh it starts): poll, not one read.
+    await expect.poll(() => lossField('beta')).toEqual({ value: shown(trl.find((s) => s.name === 'beta')!.default), origin: 'default' });
     expect(pageErrors).toEqual([]);
   });
 });

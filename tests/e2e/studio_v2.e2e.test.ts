@@ -395,7 +395,7 @@ describe('studio v2 in chromium', () => {
     expect(await failed.evaluate((e) => getComputedStyle(e).borderTopColor)).toBe('rgb(248, 81, 73)');
     await dismissErrors(page);
     await page.getByTestId('step-from').selectOption('prompts');
-  });
+  }, 300_000); // waitForUpdate waits up to 240 s: the test must not be cut at the default 120 s first
 
   it('refuses invalid form values and an empty prompt, naming the field; nothing runs', async () => {
     const cases: [string, string, RegExp][] = [
