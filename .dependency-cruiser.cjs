@@ -27,7 +27,7 @@
 const dir = (...names) => `^src/(${names.join('|')})/`;
 
 /** Settings tables, the default task and the shared kernel constants: names, defaults, flags; no computation. */
-const DECLARATIVE = '^src/(grpo/settings/|grpo/default_task\\.ts$|kernels/types\\.ts$|model/lora_fields\\.ts$)';
+const DECLARATIVE = '^src/(grpo/settings/|grpo/default_task\\.ts$|grpo/tool_task\\.ts$|grpo/tasks\\.ts$|grpo/tool_ways\\.ts$|kernels/types\\.ts$|model/lora_fields\\.ts$)';
 
 /**
  * Import-free leaves below the bridge whose values the page needs, re-exported by src/bridge/: the stage list

@@ -1,27 +1,30 @@
-// Trains the studio's embedded default model, public/models/tiny-adder: a small Qwen2-architecture
-// causal LM with a cut-down Qwen3 tokenizer (scripts/make-default-tokenizer.ts), fine-tuned from random
-// weights on two-digit addition (src/grpo/default_task.ts) with this project's own GPU kernels: the
-// model's forward with saved activations, the log-prob gather (cross-entropy on completion tokens),
-// the model's backward, clip_grad_norm_ and AdamW. Everything is seeded (init, batch order).
+// Trains the studio's embedded models with this project's own GPU kernels: the model's forward with saved
+// activations, the log-prob gather (cross-entropy on the trained completion tokens), the model's backward,
+// clip_grad_norm_ and AdamW, from random weights. One loop for every task of scripts/train-tasks.ts:
+// public/models/tiny-adder (two-digit addition, src/grpo/default_task.ts) and public/models/tiny-tool
+// (multiplication through a tool call, src/grpo/tool_task.ts). The tokenizer is Qwen3's cut down to the
+// task (scripts/make-default-tokenizer.ts). Everything is seeded (init, batch order).
 //
-// Targets mix two styles, the bare sum (70%) and "The answer is N." (30%), so sampled groups differ
-// in format and length as well as correctness.
+// Each example has target variants (answer styles, tool-call spellings) drawn with fixed shares, so sampled
+// groups differ in format and length as well as correctness. A variant's completion may hold text the
+// model does not write (a tool response): its loss mask is 0 there (TRL's tool_mask).
 //
-// Training stops EARLY on purpose: as soon as the model's probability of producing a right sum at
+// Training stops EARLY on purpose: as soon as the model's probability of producing a right completion at
 // temperature 1, averaged over held-out problems, reaches --target (default 0.5). A GRPO group of 8
 // samples from such a model holds right and wrong answers, so the first step the studio shows has
 // non-zero advantages; a fully trained model would give every group the same reward.
 // Accuracies are exact, from teacher-forced log-probs: the probability of sampling a target at
-// temperature 1 is exp(Σ_t logp_t); greedy decoding produces it iff every target token is the argmax
-// given the target's prefix.
+// temperature 1 is exp(Σ_t logp_t) over its trained tokens (given the untrained ones); greedy decoding
+// produces it iff every trained token is the argmax given the target's prefix.
 //
-//   npm run train:default [-- --target 0.5 --max-steps 1500 --out DIR --seed 1234]
+//   npm run train:default [-- --target 0.5 --max-steps 1500 --out DIR --seed 1234]      (tiny-adder)
+//   npm run train:tool [-- …]                                                           (--model tiny-tool)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { nodeGpu } from '../src/gpu/node.ts';
 import type { Gpu } from '../src/gpu/context.ts';
 import { assembleBatch, padBatch, type PaddedBatch } from '../src/grpo/batch.ts';
-import { DEFAULT_GRPO_CONFIG, DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH, DEFAULT_PROBLEMS, SENTENCE_STYLE_FRACTION, additionAnswer, additionQuestion, additionSentence, additionMessages, allProblems, isHeldOut, type AdditionProblem } from '../src/grpo/default_task.ts';
+import { DEFAULT_MODEL_NAME } from '../src/grpo/default_task.ts';
 import { writeSafeTensors, type TensorOut } from '../src/io/safetensors.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../src/kernels/logprob_gather.ts';
 import { Optimizer } from '../src/grpo/optimizer.ts';
@@ -30,46 +33,29 @@ import { CausalLM } from '../src/model/model.ts';
 import { loadTokenizerDir } from '../src/tokenize/node.ts';
 import type { Tokenizer } from '../src/tokenize/tokenizer.ts';
 import { Rng } from '../src/model/rng.ts';
-import { makeDefaultTokenizer } from './make-default-tokenizer.ts';
+import { makeTaskTokenizer } from './make-default-tokenizer.ts';
+import { SFT_TASKS, SHARED_HP, type Example, type Forced, type Row, type SftTask, type Summary, type TrainHP } from './train-tasks.ts';
 
 // npm runs scripts from the package root.
 const ROOT = process.cwd();
 
-const HP = {
-  seed: 1234,
-  hidden_size: 64,
-  num_hidden_layers: 3,
-  num_attention_heads: 4,
-  num_key_value_heads: 2,
-  intermediate_size: 192,
-  init_std: 0.02, // HF initializer_range
-  batch_size: 64,
-  lr: 3e-3,
-  warmup_steps: 50,
-  betas: [0.9, 0.999] as [number, number],
-  eps: 1e-8,
-  weight_decay: 0,
-  max_grad_norm: 1.0,
-  eval_every: 25,
-  eval_problems: 256, // held-out problems scored at each evaluation
-  target: 0.5, // stop once the held-out E[P(answer)] reaches this
-  max_steps: 1500,
-};
-
-function parseArgs(argv: string[]): { out: string } & typeof HP {
-  const o = { out: join(ROOT, 'public', DEFAULT_MODEL_PATH), ...HP };
-  for (let i = 0; i < argv.length; i += 2) {
+function parseArgs(argv: string[]): { out: string; task: SftTask } & TrainHP {
+  const model = argv[0] === '--model' ? argv[1] : DEFAULT_MODEL_NAME;
+  const task = SFT_TASKS[model];
+  if (!task) throw new Error(`unknown model ${model} (expected ${Object.keys(SFT_TASKS).join(', ')})`);
+  const o = { out: join(ROOT, 'public', task.path), task, ...SHARED_HP, ...task.hp };
+  for (let i = argv[0] === '--model' ? 2 : 0; i < argv.length; i += 2) {
     const [k, v] = [argv[i], argv[i + 1]];
     if (k === '--out') o.out = resolve(v);
     else if (k === '--target') o.target = Number(v);
     else if (k === '--max-steps') o.max_steps = Number(v);
     else if (k === '--seed') o.seed = Number(v);
-    else throw new Error(`unknown argument ${k} (expected --out, --target, --max-steps, --seed)`);
+    else throw new Error(`unknown argument ${k} (expected --model first, then --out, --target, --max-steps, --seed)`);
   }
   return o;
 }
 
-function hfConfig(tok: Tokenizer, hp: typeof HP): Record<string, unknown> {
+function hfConfig(tok: Tokenizer, hp: TrainHP): Record<string, unknown> {
   return {
     architectures: ['Qwen2ForCausalLM'],
     model_type: 'qwen2',
@@ -108,23 +94,10 @@ function initWeights(config: ReturnType<typeof parseConfig>, rng: Rng, std: numb
   return out;
 }
 
-/** One SFT row: a rendered prompt and a target completion (answer tokens + EOS). */
-interface Row {
-  prompt: number[];
-  completion: number[];
-}
-
-/** A problem's prompt and its two target styles: [bare sum, sentence]. */
-interface Example {
-  prompt: number[];
-  styles: [number[], number[]];
-}
-
-function encode(tok: Tokenizer, p: AdditionProblem): Example {
-  const target = (text: string) => [...tok.encode(text), tok.eos_token_id!];
-  return { prompt: tok.renderChat(additionMessages(p)).ids, styles: [target(additionAnswer(p)), target(additionSentence(p))] };
-}
-
+/**
+ * Rows as one batch. The completion mask covers every real completion token (no EOS cut: a tool
+ * conversation's completion holds an <|im_end|> per turn); the loss mask is completion_mask × tool_mask.
+ */
 function toBatch(tok: Tokenizer, rows: Row[]): PaddedBatch {
   return padBatch(
     assembleBatch({
@@ -132,87 +105,77 @@ function toBatch(tok: Tokenizer, rows: Row[]): PaddedBatch {
       completion_ids: rows.map((e) => e.completion),
       num_generations: 1,
       pad_token_id: tok.pad_token_id!,
-      eos_token_ids: [tok.eos_token_id!],
+      eos_token_ids: [],
+      tool_mask: rows.map((e) => e.loss),
     }),
   );
 }
 
-/** GPU buffers of one batch's completion tokens and of the per-token log-prob pass. */
+/** GPU buffers of one batch's completion tokens, its loss mask and the per-token log-prob pass. */
 function tokenBuffers(gpu: Gpu, b: PaddedBatch) {
   const N = b.B * b.C;
+  const loss = Int32Array.from(b.completion_mask, (m, i) => m * b.tool_mask![i]); // (B, C)
   return {
-    ids: gpu.upload('completion_ids', b.completion_ids), // (B, C)
-    mask: gpu.upload('completion_mask', b.completion_mask), // (B, C)
-    logp: gpu.createBuffer('per_token_logps', N * 4), // (B, C)
-    lse: gpu.createBuffer('lse', N * 8), // (B, C, 2)
-    entropy: gpu.createBuffer('entropy', N * 4), // (B, C)
+    lossMask: loss,
+    buffers: {
+      ids: gpu.upload('completion_ids', b.completion_ids), // (B, C)
+      mask: gpu.upload('loss_mask', loss), // (B, C)
+      logp: gpu.createBuffer('per_token_logps', N * 4), // (B, C)
+      lse: gpu.createBuffer('lse', N * 8), // (B, C, 2)
+      entropy: gpu.createBuffer('entropy', N * 4), // (B, C)
+    },
   };
 }
 
-interface Scores {
-  right: number; // E[P(right sum, either style)] at temperature 1
-  bare: number; // E[P(bare right sum)]: the expected correctness reward
-  greedy: number; // greedy decoding gives the right sum (either style)
-  greedy_bare: number;
-  perProblem: { right: number; bare: number }[];
-}
-
-/** Teacher-forced scores of both target styles of each problem (see the header for why this is exact). */
-async function evaluate(model: CausalLM, tok: Tokenizer, ex: Example[]): Promise<Scores> {
+/** Teacher-forced log-prob and greedy flag of each trained segment of every variant of every example. */
+async function teacherForce(model: CausalLM, tok: Tokenizer, ex: Example[]): Promise<Forced[][]> {
   const gpu = model.gpu;
-  const b = toBatch(tok, ex.flatMap((e) => e.styles.map((completion) => ({ prompt: e.prompt, completion }))));
-  const t = tokenBuffers(gpu, b);
-  const rec = gpu.recorder('eval');
-  const f = model.forward(rec, { B: b.B, T: b.L, input_ids: b.input_ids, attention_mask: b.attention_mask, position_ids: b.position_ids }, { logits_to_keep: b.C });
-  logprob_gather_forward(rec, { logits: f.logits, ids: t.ids, mask: t.mask, logp: t.logp, lse: t.lse, entropy: t.entropy, N: b.B * b.C, V: f.V, temperature: 1 });
-  await rec.finish();
-  const logp = await gpu.readF32(t.logp, b.B * b.C);
-  const logits = await gpu.readF32(f.logits, b.B * b.C * f.V);
-  Object.values(t).forEach((x) => x.destroy());
-  // Row r: P(target) and whether every target token is the argmax given the target prefix.
-  const row = (r: number) => {
-    let s = 0;
-    let argmax = true;
-    for (let c = 0; c < b.C; c++) {
-      const i = r * b.C + c;
-      if (!b.completion_mask[i]) continue;
-      s += logp[i];
-      const z = logits.subarray(i * f.V, (i + 1) * f.V);
-      const target = z[b.completion_ids[i]];
-      for (let v = 0; v < f.V; v++) if (z[v] > target) argmax = false;
+  const rows = ex.flatMap((e) => e.variants);
+  const out: Forced[] = [];
+  // Chunks bound the logits read back (B × C × V floats).
+  for (let r0 = 0; r0 < rows.length; r0 += 128) {
+    const b = toBatch(tok, rows.slice(r0, r0 + 128));
+    const { lossMask, buffers: t } = tokenBuffers(gpu, b);
+    const rec = gpu.recorder('eval');
+    const f = model.forward(rec, { B: b.B, T: b.L, input_ids: b.input_ids, attention_mask: b.attention_mask, position_ids: b.position_ids }, { logits_to_keep: b.C });
+    logprob_gather_forward(rec, { logits: f.logits, ids: t.ids, mask: t.mask, logp: t.logp, lse: t.lse, entropy: t.entropy, N: b.B * b.C, V: f.V, temperature: 1 });
+    await rec.finish();
+    const logp = await gpu.readF32(t.logp, b.B * b.C);
+    const logits = await gpu.readF32(f.logits, b.B * b.C * f.V);
+    Object.values(t).forEach((x) => x.destroy());
+    for (let r = 0; r < b.B; r++) {
+      const seg: Forced = { logp: [], argmax: [] };
+      let inside = false;
+      for (let c = 0; c < b.C; c++) {
+        const i = r * b.C + c;
+        if (!lossMask[i]) {
+          inside = false;
+          continue;
+        }
+        if (!inside) seg.logp.push(0), seg.argmax.push(true);
+        inside = true;
+        seg.logp[seg.logp.length - 1] += logp[i];
+        const z = logits.subarray(i * f.V, (i + 1) * f.V);
+        const target = z[b.completion_ids[i]];
+        for (let v = 0; v < f.V; v++) if (z[v] > target) seg.argmax[seg.argmax.length - 1] = false;
+      }
+      out.push(seg);
     }
-    return { p: Math.exp(s), argmax };
-  };
-  const perProblem: Scores['perProblem'] = [];
-  let greedy = 0;
-  let greedy_bare = 0;
-  for (let e = 0; e < ex.length; e++) {
-    const [bare, sentence] = [row(2 * e), row(2 * e + 1)];
-    perProblem.push({ right: bare.p + sentence.p, bare: bare.p });
-    if (bare.argmax || sentence.argmax) greedy++;
-    if (bare.argmax) greedy_bare++;
   }
-  const mean = (k: 'right' | 'bare') => perProblem.reduce((a, x) => a + x[k], 0) / ex.length;
-  return { right: mean('right'), bare: mean('bare'), greedy: greedy / ex.length, greedy_bare: greedy_bare / ex.length, perProblem };
+  let k = 0;
+  return ex.map((e) => e.variants.map(() => out[k++]));
 }
 
-/** One SFT step: mean cross-entropy over completion tokens, backward, clip, AdamW. Returns loss and grad norm. */
-async function trainStep(
-  model: CausalLM,
-  tok: Tokenizer,
-  rows: Row[],
-  opt: Optimizer,
-  lr: number,
-  hp: typeof HP,
-): Promise<{ loss: number; gradNorm: number }> {
+/** One SFT step: mean cross-entropy over the trained tokens, backward, clip, AdamW. Returns loss and grad norm. */
+async function trainStep(model: CausalLM, tok: Tokenizer, rows: Row[], opt: Optimizer, lr: number, hp: TrainHP): Promise<{ loss: number; gradNorm: number }> {
   const gpu = model.gpu;
   const b = toBatch(tok, rows);
   const N = b.B * b.C;
-  const t = tokenBuffers(gpu, b);
+  const { lossMask, buffers: t } = tokenBuffers(gpu, b);
   // loss = −Σ M·logp / ΣM, so dloss/dlogp = −M / ΣM.
   let count = 0;
-  for (let i = 0; i < N; i++) count += b.completion_mask[i];
-  const dlogp = gpu.upload('dlogp', Float32Array.from(b.completion_mask, (m) => -m / count)); // (B, C)
+  for (let i = 0; i < N; i++) count += lossMask[i];
+  const dlogp = gpu.upload('dlogp', Float32Array.from(lossMask, (m) => -m / count)); // (B, C)
 
   const rec = gpu.recorder('sft.forward_backward');
   const f = model.forward(rec, { B: b.B, T: b.L, input_ids: b.input_ids, attention_mask: b.attention_mask, position_ids: b.position_ids }, { logits_to_keep: b.C, save: true });
@@ -224,7 +187,7 @@ async function trainStep(
   const logp = await gpu.readF32(t.logp, N);
   const gradNorm = (await opt.readGradNorms()).grad_norm;
   let loss = 0;
-  for (let i = 0; i < N; i++) loss -= (b.completion_mask[i] * logp[i]) / count;
+  for (let i = 0; i < N; i++) loss -= (lossMask[i] * logp[i]) / count;
 
   // Clipped AdamW (the clip coefficient on the GPU, from the sums above), one submit.
   opt.setLearningRate(lr);
@@ -243,10 +206,18 @@ function shuffle<T>(xs: T[], rng: Rng): T[] {
   return a;
 }
 
+/** A variant drawn by its share: u ~ U[0, 1) falls in the shares accumulated from the last variant back. */
+function drawVariant(e: Example, u: number): Row {
+  let acc = 0;
+  for (let v = e.variants.length - 1; v > 0; v--) if (u < (acc += e.variants[v].fraction)) return e.variants[v];
+  return e.variants[0];
+}
+
 async function main(): Promise<void> {
   const hp = parseArgs(process.argv.slice(2));
+  const task = hp.task;
   const t0 = performance.now();
-  console.log(await makeDefaultTokenizer(hp.out));
+  console.log(await makeTaskTokenizer(task.name, hp.out));
   const tok = await loadTokenizerDir(hp.out);
   const raw = hfConfig(tok, hp);
   const config = parseConfig(raw);
@@ -254,9 +225,9 @@ async function main(): Promise<void> {
   const rng = new Rng(hp.seed);
   const model = CausalLM.fromWeights(gpu, config, initWeights(config, rng, hp.init_std));
   const opt = new Optimizer(gpu, model.params.values(), { name: 'adamw', lr: hp.lr, betas: hp.betas, eps: hp.eps, weight_decay: hp.weight_decay, momentum: 0 });
-  const problems = allProblems();
-  const train = problems.filter((p) => !isHeldOut(p)).map((p) => encode(tok, p));
-  const heldOut = shuffle(problems.filter(isHeldOut), new Rng(hp.seed + 1)).map((p) => encode(tok, p));
+  const problems = task.problems();
+  const train = problems.filter((p) => !task.isHeldOut(p)).map((p) => task.encode(tok, p));
+  const heldOut = shuffle(problems.filter(task.isHeldOut), new Rng(hp.seed + 1)).map((p) => task.encode(tok, p));
   const evalSet = heldOut.slice(0, hp.eval_problems);
   console.log(`${config.architecture}: ${countParams(config)} parameters, V = ${config.vocab_size}; ${train.length} training / ${heldOut.length} held-out problems; ${gpu.adapter.description}`);
 
@@ -266,29 +237,29 @@ async function main(): Promise<void> {
   const log: string[] = [];
   while (step < hp.max_steps) {
     if (pos + hp.batch_size > order.length) [order, pos] = [shuffle(train, rng), 0];
-    const batch = order.slice(pos, pos + hp.batch_size).map((e) => ({ prompt: e.prompt, completion: e.styles[rng.next() < SENTENCE_STYLE_FRACTION ? 1 : 0] }));
+    const batch = order.slice(pos, pos + hp.batch_size).map((e) => drawVariant(e, rng.next()));
     pos += hp.batch_size;
     step++;
     const lr = hp.lr * Math.min(1, step / hp.warmup_steps);
     const { loss, gradNorm } = await trainStep(model, tok, batch, opt, lr, hp);
+    if (step % 5 === 0 && step % hp.eval_every !== 0) console.log(`step ${step}  loss ${loss.toFixed(4)}  ${((performance.now() - t0) / 1000).toFixed(0)} s`);
     if (step % hp.eval_every === 0) {
-      const e = await evaluate(model, tok, evalSet);
-      const line = `step ${step}  loss ${loss.toFixed(4)}  grad_norm ${gradNorm.toFixed(3)}  held-out P(right) ${e.right.toFixed(3)}  P(bare right) ${e.bare.toFixed(3)}  greedy ${e.greedy.toFixed(3)}  ${((performance.now() - t0) / 1000).toFixed(0)} s`;
+      const e = task.score(await teacherForce(model, tok, evalSet));
+      const line = `step ${step}  loss ${loss.toFixed(4)}  grad_norm ${gradNorm.toFixed(3)}  ${task.logLine(e)}  ${((performance.now() - t0) / 1000).toFixed(0)} s`;
       console.log(line);
       log.push(line);
       if (e.right >= hp.target) break;
     }
   }
   const trainSeconds = (performance.now() - t0) / 1000;
-  const final = await evaluate(model, tok, heldOut);
-  const perPrompt = (await evaluate(model, tok, DEFAULT_PROBLEMS.map((p) => encode(tok, p)))).perProblem;
+  const forcedPrompts = await teacherForce(model, tok, task.prompts.map((p) => task.encode(tok, p)));
   const summary: Summary = {
     steps: step,
     train_seconds: Math.round(trainSeconds),
     adapter: gpu.adapter.description,
     held_out_problems: heldOut.length,
-    held_out: { right: final.right, bare_right: final.bare, greedy: final.greedy, greedy_bare: final.greedy_bare },
-    default_prompts: DEFAULT_PROBLEMS.map((p, i) => ({ prompt: additionQuestion(p), answer: additionAnswer(p), ...perPrompt[i] })),
+    held_out: task.score(await teacherForce(model, tok, heldOut)),
+    prompts: task.prompts.map((p, i) => ({ ...task.describe(p), metrics: task.score([forcedPrompts[i]]) })),
   };
   console.log(JSON.stringify(summary, null, 1));
 
@@ -300,80 +271,10 @@ async function main(): Promise<void> {
   writeFileSync(join(hp.out, 'config.json'), JSON.stringify(raw, null, 2) + '\n');
   writeFileSync(
     join(hp.out, 'generation_config.json'),
-    JSON.stringify({ bos_token_id: tok.pad_token_id, eos_token_id: [tok.eos_token_id, tok.pad_token_id], pad_token_id: tok.pad_token_id, do_sample: true, temperature: 1.0, top_k: 0, top_p: 1.0, max_new_tokens: DEFAULT_GRPO_CONFIG.max_completion_length }, null, 2) + '\n',
+    JSON.stringify({ bos_token_id: tok.pad_token_id, eos_token_id: [tok.eos_token_id, tok.pad_token_id], pad_token_id: tok.pad_token_id, do_sample: true, temperature: 1.0, top_k: 0, top_p: 1.0, max_new_tokens: task.maxNewTokens }, null, 2) + '\n',
   );
-  writeFileSync(join(hp.out, 'README.md'), modelCard(config, hp, summary, log));
+  writeFileSync(join(hp.out, 'README.md'), task.card(tok, config, hp, summary, log));
   process.exit(0);
-}
-
-type Summary = {
-  steps: number;
-  train_seconds: number;
-  adapter: string;
-  held_out_problems: number;
-  held_out: { right: number; bare_right: number; greedy: number; greedy_bare: number };
-  default_prompts: { prompt: string; answer: string; right: number; bare: number }[];
-};
-
-function modelCard(config: ReturnType<typeof parseConfig>, hp: typeof HP, s: Summary, log: string[]): string {
-  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
-  return `---
-license: apache-2.0
-library_name: grpo-studio
-pipeline_tag: text-generation
-tags: [toy, addition, grpo]
----
-
-# ${DEFAULT_MODEL_NAME}
-
-The GRPO Studio's embedded default model: a ${countParams(config).toLocaleString('en-US')}-parameter
-\`Qwen2ForCausalLM\` (hidden ${config.hidden_size}, ${config.num_hidden_layers} layers, ${config.num_attention_heads} query / ${config.num_key_value_heads} key-value heads of ${config.head_dim},
-SwiGLU MLP ${config.intermediate_size}, RoPE θ = ${config.rope_theta}, tied embeddings, float32) with a ${config.vocab_size}-token
-tokenizer cut down from Qwen3's (same byte-level BPE, digit-by-digit split, special tokens and ChatML chat
-template; built by \`scripts/make-default-tokenizer.ts\`).
-
-It was fine-tuned from random weights by this repository's own WebGPU kernels (\`npm run train:default\`,
-\`scripts/train-default.ts\`) on one task, two-digit addition in Qwen3's chat format (a, b in 10..99;
-one problem in ten held out), with two answer styles: the bare sum (${100 - 100 * SENTENCE_STYLE_FRACTION}% of examples) and a
-sentence (${100 * SENTENCE_STYLE_FRACTION}%):
-
-\`\`\`
-<|im_start|>user
-What is 37 + 45?<|im_end|>
-<|im_start|>assistant
-82<|im_end|>                     or    The answer is 82.<|im_end|>
-\`\`\`
-
-Loss: mean cross-entropy over the completion tokens (the answer and \`<|im_end|>\`); AdamW (lr ${hp.lr},
-${hp.warmup_steps}-step warmup, betas ${hp.betas.join(', ')}, weight decay ${hp.weight_decay}), clip_grad_norm ${hp.max_grad_norm}, batch ${hp.batch_size}, seed ${hp.seed}.
-
-**Training stopped early on purpose**, at step ${s.steps}, once the probability of sampling a right sum at
-temperature 1 reached ${hp.target} on held-out problems. A group of G = 8 samples then holds right and wrong
-sums, bare numbers and sentences (of different lengths), so its rewards vary and the first GRPO step has
-something to learn. It is not a good adder.
-
-| held-out problems (${s.held_out_problems}) | right sum, either style | bare right sum (correctness reward 1) |
-|---|---|---|
-| sampled at temperature 1 (expected) | ${pct(s.held_out.right)} | ${pct(s.held_out.bare_right)} |
-| greedy | ${pct(s.held_out.greedy)} | ${pct(s.held_out.greedy_bare)} |
-
-These are exact, from teacher-forced log-probs: the sampled accuracy is the mean of exp Σ log p over a
-target's tokens; greedy decoding produces a target iff each of its tokens is the argmax given its prefix.
-On the studio's default prompts:
-
-| prompt | answer | P(right sum) | P(bare right sum) |
-|---|---|---|---|
-${s.default_prompts.map((d) => `| ${d.prompt} | ${d.answer} | ${pct(d.right)} | ${pct(d.bare)} |`).join('\n')}
-
-Trained in ${s.train_seconds} s on ${s.adapter}.
-
-<details><summary>training log</summary>
-
-\`\`\`
-${log.join('\n')}
-\`\`\`
-</details>
-`;
 }
 
 await main();

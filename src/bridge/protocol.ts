@@ -8,6 +8,7 @@
 // src/bridge/ holds this contract and the page's end of it (client.ts). The store and the worker
 // (src/worker/) both import it, the worker never the client; it imports neither of them.
 import type { DoctorReport, Finding } from '../doctor/types.ts';
+import type { PendingCall } from '../grpo/tool_loop.ts';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import type { Gpu } from '../gpu/context.ts';
@@ -50,7 +51,7 @@ export const STAGE_LABELS: Record<StageId, string> = {
 // ------------------------------------------------------------------------------------------ settings
 
 // What the page sends with its requests (src/bridge/protocol_settings.ts).
-export type { ModelChoice, PromptItem, SamplingSettings, WeightsMode, StepSettings, TrainerTerms, TrainerView } from './protocol_settings.ts';
+export type { ModelChoice, PromptItem, SamplingSettings, ToolSettings, WeightsMode, StepSettings, TrainerTerms, TrainerView } from './protocol_settings.ts';
 import type { ModelChoice, StepSettings, TrainerTerms, TrainerView } from './protocol_settings.ts';
 import type { EffectiveSettings } from '../grpo/settings/effective.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
@@ -306,9 +307,21 @@ export interface StepRunner {
 
 /**
  * What src/worker/runner.ts exports for the worker. `runJsReward` runs user JS rewards in the sandbox worker
- * (with its time limit); the reward stage uses it for `kind: 'js'` rewards.
+ * (with its time limit); the reward stage uses it for `kind: 'js'` rewards, the sample stage `runJsTools` for a
+ * tool rollout's calls.
  */
-export type CreateStepRunner = (gpu: Gpu, deps: { runJsReward: JsRewardRunner; /** Bounded chat-template rendering (the template sandbox in the page). */ templateRenderer?: (tok: Tokenizer) => BoundedRenderer }) => StepRunner;
+export type CreateStepRunner = (
+  gpu: Gpu,
+  deps: {
+    runJsReward: JsRewardRunner;
+    /** Runs a multi-turn rollout's tool calls with the tools source (the sandbox worker in the page; default: the browser sandbox). */
+    runJsTools?: JsToolRunner;
+    /** Bounded chat-template rendering (the template sandbox in the page). */ templateRenderer?: (tok: Tokenizer) => BoundedRenderer;
+  },
+) => StepRunner;
+
+/** Runs tool calls with a tools source, `timeout_ms` per call (src/worker/reward_sandbox.ts runJsTools). */
+export type JsToolRunner = (source: string, calls: readonly PendingCall[], timeout_ms: number) => Promise<string[]>;
 
 // ------------------------------------------------------------------------------------------ messages
 

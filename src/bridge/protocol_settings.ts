@@ -6,6 +6,7 @@ import type { RewardSpec } from '../grpo/rewards.ts';
 import type { SamplingSettings as SamplerSettings } from '../model/sampler.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 import type { LossCell } from '../grpo/trainers/from_logps.ts';
+import type { ToolLoopWay } from '../grpo/tool_ways.ts';
 
 /**
  * Where the model comes from, as the page can send it: the worker turns it into a src/model ModelSource.
@@ -33,6 +34,21 @@ export interface SamplingSettings extends Omit<SamplerSettings, 'eos_token_ids'>
 }
 
 /**
+ * The prompt set's tools, for a multi-turn rollout (src/grpo/tool_loop.ts): TRL's GRPOTrainer `tools` (here
+ * the JSON schemas the template renders, and the functions as JS source run in the sandbox worker) and
+ * GRPOConfig's max_tool_calling_iterations, with the way the loop builds each next turn.
+ */
+export interface ToolSettings {
+  schemas: Record<string, unknown>[];
+  /** An object expression of functions, e.g. `({ multiply: ({ a, b }) => a * b })`; each takes the call's arguments object. */
+  source: string;
+  way: ToolLoopWay;
+  max_tool_calling_iterations: number;
+  /** Per call; a call that runs longer gives TRL's {'error': …} result. */
+  timeout_ms: number;
+}
+
+/**
  * Where a new update's weights start: 'continue' from the weights the last update stepped to (the
  * default, as TRL: the policy keeps training while the frozen-copy reference stays the model as loaded,
  * so KL before the step grows), or 'loaded': every update from the weights as loaded.
@@ -44,6 +60,8 @@ export interface StepSettings {
   prompts: PromptItem[];
   sampling: SamplingSettings;
   rewards: RewardSpec[];
+  /** The prompt set's tools (a multi-turn rollout); null or absent: one turn per completion. */
+  tools?: ToolSettings | null;
   /**
    * The loss, advantage and optimizer settings in the trainer's own names, resolved on the page from the
    * update's base and the user's edits (src/bridge/settings.ts pageSettings), with each value's provenance.

@@ -19,7 +19,13 @@
 // (absent keys at their defaults; src/model/lora_fields.ts), made by initLoraWeights as the page's "create":
 // lora_A Kaiming-uniform from the seed, lora_B = 0.
 // --checkpointing: gradient checkpointing (each layer's activations recomputed in the backward).
+//
+// μ > 1 (TRL num_iterations, verl ppo_epochs, OpenRLHF train.max_epochs): the update steps over the batch μ
+// times; `passes` holds every pass (its loss, mean KL, clipped tokens, ratio range, grad norm) and each is
+// printed as one line on stderr (stdout stays the JSON), so pass 2's ratio and clipping are not hidden
+// behind the post-step log-probs, which are the last pass's.
 import { basename, resolve } from 'node:path';
+import { msg } from '../doctor/util.ts';
 import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
@@ -32,6 +38,24 @@ import { LoraAdapter } from '../model/lora_adapter.ts';
 import { CausalLM } from '../model/model.ts';
 import { openModelSource } from '../model/source_node.ts';
 import { checkBatchForModel, checkOutDir, checkSameVocabulary, CliError, flag, modelBatchArgs, readBatchFor, stepSettingsOfFile, warnUnused, writeOutDir, writeResult } from './args.ts';
+
+/** One pass over the batch: pass 1 is the loss stage and the first step, passes 2 … μ the step stage's further passes. */
+export interface StepCliPass {
+  pass: number;
+  loss: number;
+  /** Σ M·KL / Σ M; null with β = 0 (no reference, no KL). */
+  mean_kl: number | null;
+  clipped_low: number;
+  clipped_high: number;
+  /** (clipped low + high) / the loss's tokens. */
+  clipped_fraction: number;
+  /** The range of exp(logp − old) over the loss's tokens: [1, 1] on pass 1, off 1 from pass 2 on. */
+  ratio_min: number;
+  ratio_max: number;
+  grad_norm: number;
+  clip_coef: number;
+  update_norm: number;
+}
 
 export interface StepCliResult {
   per_token_logps: number[][];
@@ -55,6 +79,8 @@ export interface StepCliResult {
   group_update_norms: Record<string, number>;
   post_step_per_token_logps: number[][];
   loss_after: number;
+  /** Every pass over the batch, in order (one with μ = 1); post_step_per_token_logps and loss_after follow the last. */
+  passes: StepCliPass[];
   timings_ms: Record<string, number>;
   gpu_bytes: Record<string, number>; // peak bytes held during each stage
   adapter: unknown;
@@ -124,11 +150,16 @@ export async function run(argv: string[]): Promise<number> {
       group_update_norms: step.group_update_norms,
       post_step_per_token_logps: rag(d('re_evaluate').post_per_token_logps),
       loss_after: d('re_evaluate').loss_after,
+      passes: [
+        { pass: 1, ...loss, grad_norm: d('backward').grad_norm, clip_coef: step.clip_coef, update_norm: step.update_norm },
+        ...step.passes,
+      ].map((p) => passRow(p, lossMask(padded))),
       timings_ms: Object.fromEntries(results.filter((r) => !r.skipped).map((r) => [r.id, r.ms])),
       gpu_bytes: Object.fromEntries(results.filter((r) => !r.skipped).map((r) => [r.id, r.peakBytes])),
       adapter: gpu.adapter,
       settings,
     };
+    if (result.passes.length > 1) for (const p of result.passes) console.error(passLine(p, result.passes.length));
     if (saveAdapter) {
       const files = saveLoraAdapter(await adapter!.read());
       writeOutDir(saveAdapter, files, '--save-adapter');
@@ -145,4 +176,41 @@ export async function run(argv: string[]): Promise<number> {
     reference?.destroy();
     adapter?.destroy();
   }
+}
+
+/** The tokens the loss reads: completion_mask, times tool_mask where the batch has one. */
+function lossMask(p: { completion_mask: ArrayLike<number>; tool_mask?: ArrayLike<number> }): (i: number) => boolean {
+  return (i) => p.completion_mask[i] !== 0 && (!p.tool_mask || p.tool_mask[i] !== 0);
+}
+
+type PassSource = Pick<StepCliPass, 'pass' | 'loss' | 'grad_norm' | 'clip_coef' | 'update_norm'> & { mean_kl: number; per_token_kl: unknown; importance_ratio: ArrayLike<number>; clip_counts: { low: number; high: number; tokens: number } };
+
+function passRow(p: PassSource, inLoss: (i: number) => boolean): StepCliPass {
+  let [lo, hi] = [Infinity, -Infinity];
+  for (let i = 0; i < p.importance_ratio.length; i++)
+    if (inLoss(i)) {
+      lo = Math.min(lo, p.importance_ratio[i]);
+      hi = Math.max(hi, p.importance_ratio[i]);
+    }
+  const c = p.clip_counts;
+  return {
+    pass: p.pass,
+    loss: p.loss,
+    mean_kl: p.per_token_kl ? p.mean_kl : null,
+    clipped_low: c.low,
+    clipped_high: c.high,
+    clipped_fraction: c.tokens ? (c.low + c.high) / c.tokens : 0,
+    ratio_min: lo,
+    ratio_max: hi,
+    grad_norm: p.grad_norm,
+    clip_coef: p.clip_coef,
+    update_norm: p.update_norm,
+  };
+}
+
+/** One pass as a line: `pass 2/3: loss … · clipped 4.2% (3 low, 2 high) · ratio [0.98, 1.03] · mean KL … · grad norm …`. */
+function passLine(p: StepCliPass, of: number): string {
+  const pct = Number((100 * p.clipped_fraction).toFixed(1));
+  const kl = p.mean_kl === null ? 'no KL (β = 0)' : msg`mean KL ${p.mean_kl}`;
+  return msg`pass ${p.pass}/${of}: loss ${p.loss} · clipped ${pct}% (${p.clipped_low} low, ${p.clipped_high} high) · ratio [${p.ratio_min}, ${p.ratio_max}] · ${kl} · grad norm ${p.grad_norm}`;
 }

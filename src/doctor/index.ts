@@ -7,6 +7,7 @@ import { scaleRewardsOf, type GrpoBatch } from '../io/batch.ts';
 import { validateBatch } from '../io/validate.ts';
 import { RULES } from './rules.ts';
 import { batchRewards, perSample } from './rewards.ts';
+import { provenTurns } from './turns.ts';
 import type { DoctorContext, DoctorOptions, DoctorReport, Finding, Severity } from './types.ts';
 
 export type { DoctorOptions, DoctorReport, Finding, RuleInfo, Severity } from './types.ts';
@@ -56,5 +57,7 @@ export function diagnose(batch: GrpoBatch, options: DoctorOptions = {}): DoctorR
   const groups = perSample(rewards, ctx.B) ? computeAdvantages(rewards, { num_generations: ctx.G, scale_rewards: ctx.scaleRewards, groups: ctx.groups.rows }).groups : undefined;
   const counts = { error: 0, warning: 0, info: 0 };
   for (const f of findings) counts[f.severity]++;
-  return { findings, skipped, groups, counts };
+  // The proven turns for the grid, where the turn rules ran (the proof is kept per run: no second render).
+  const turns = options.tokenizer && !options.defer_tokenizer_rules ? provenTurns(ctx) : undefined;
+  return { findings, skipped, groups, counts, ...(turns ? { turns } : {}) };
 }

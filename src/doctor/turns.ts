@@ -7,12 +7,17 @@
 // the left padding) ⧺ the completion up
 // to its real end (src/doctor/padding.ts completionEnd); the loss weight is completion_mask × tool_mask, as
 // TRL's _compute_loss multiplies them.
-import { roundTripProver, RoundTripError, type RoundTripReport } from '../tokenize/roundtrip.ts';
+import { roundTripProver, RoundTripError, WAYS, type RoundTripReport, type Way } from '../tokenize/roundtrip.ts';
+import type { ProvenRow } from '../io/turns.ts';
 import { completionEnd } from './padding.ts';
 import type { DoctorContext } from './types.ts';
 
-/** Per row: its report and where its completion starts in the stored ids, or why it could not be proven (the ids too different from the render to align). */
-export type RowRoundTrip = { report: RoundTripReport; prompt_length: number } | { error: string };
+/**
+ * Per row: its report, where its completion starts in the stored ids and where each real prompt token sits in
+ * prompt_ids (the stored ids skip the padding), or why it could not be proven (the ids too different from the
+ * render to align).
+ */
+export type RowRoundTrip = { report: RoundTripReport; prompt_length: number; prompt_index: number[] } | { error: string };
 
 const memo = new WeakMap<DoctorContext, Map<number, RowRoundTrip> | string>();
 
@@ -39,12 +44,13 @@ function prove(ctx: DoctorContext): Map<number, RowRoundTrip> | string {
     const ids = batch.prompt_ids[b];
     let first = 0;
     while (!pm && first < ids.length && ids[first] === ctx.pad) first++;
-    const prompt = pm ? ids.filter((_, t) => pm[t] === 1) : ids.slice(first);
+    const prompt_index = pm ? ids.flatMap((_, t) => (pm[t] === 1 ? [t] : [])) : Array.from({ length: ids.length - first }, (_, t) => first + t);
+    const prompt = prompt_index.map((t) => ids[t]);
     const end = completionEnd(ctx, b).end;
     const completion = batch.completion_ids[b].slice(0, end);
     const loss = completion.map((_, t) => (batch.completion_mask[b]?.[t] ?? 0) * (batch.tool_mask?.[b]?.[t] ?? 1));
     try {
-      out.set(b, { report: prover({ messages: conv, ids: [...prompt, ...completion], prompt_length: prompt.length, loss }), prompt_length: prompt.length });
+      out.set(b, { report: prover({ messages: conv, ids: [...prompt, ...completion], prompt_length: prompt.length, loss }), prompt_length: prompt.length, prompt_index });
     } catch (e) {
       if (!(e instanceof RoundTripError)) throw e;
       out.set(b, { error: e.message });
@@ -63,3 +69,44 @@ export function located(span: readonly [number, number], promptLength: number): 
 
 /** A text for a message: JSON-quoted, cut to `max` characters. */
 export const quoted = (text: string, max = 48) => JSON.stringify(text.length > max ? `${text.slice(0, max)}…` : text);
+
+/** The way with the fewest differing tokens (the first listed on a tie): the one the trainer evidently used. */
+export function trainerWay(report: RoundTripReport): Way {
+  const size = (w: Way) => report[w].stored_tokens + report[w].rendered_tokens;
+  return (Object.keys(WAYS) as Way[]).reduce((best, w) => (size(w) < size(best) ? w : best));
+}
+
+/**
+ * The proven rows' turns and differences as the report carries them to the grid (src/view/turns.ts): stored
+ * positions moved to prompt_ids ⧺ completion_ids indices, the differences of the trainer's way. Undefined
+ * where no row was proven; free once a turn rule ran (the proof is kept per Doctor run).
+ */
+export function provenTurns(ctx: DoctorContext): Record<number, ProvenRow> | undefined {
+  const trips = roundTrips(ctx);
+  if (typeof trips === 'string') return undefined;
+  const out: Record<number, ProvenRow> = {};
+  for (const [b, trip] of trips) {
+    if ('error' in trip) {
+      out[b] = { error: trip.error };
+      continue;
+    }
+    const { report, prompt_length: pl, prompt_index } = trip;
+    const Lp = ctx.batch.prompt_ids[b].length;
+    const at = (s: number) => (s < pl ? prompt_index[s] : Lp + s - pl);
+    // An end is one past its last token; an empty run [s, s) stays empty at s.
+    const span = (s: number, e: number) => (e > s ? [at(s), at(e - 1) + 1] : [at(s), at(s)]);
+    const way = trainerWay(report);
+    out[b] = {
+      way,
+      spans: report.turns.map((t) => {
+        const [start, end] = span(t.start, t.end);
+        return { message: t.message, role: t.role, start, end };
+      }),
+      diffs: report[way].diffs.map((d) => {
+        const [start, end] = span(d.stored[0], d.stored[1]);
+        return { start, end, cause: d.cause, message: d.message };
+      }),
+    };
+  }
+  return out;
+}

@@ -4,6 +4,7 @@ import type { GrpoBatch, ScaleRewards } from '../io/batch.ts';
 import type { Finding, Severity } from '../io/findings.ts';
 import type { GroupStats } from '../grpo/advantages.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
+import type { ProvenRow } from '../io/turns.ts';
 
 export type { Finding, Severity } from '../io/findings.ts';
 
@@ -79,4 +80,6 @@ export interface DoctorReport {
   /** Reward statistics per group, when rewards are present. */
   groups?: GroupStats[];
   counts: Record<Severity, number>;
+  /** Per sample, the turns the round-trip proof found (src/doctor/turns.ts provenTurns), for the grid; absent where no row was proven. */
+  turns?: Record<number, ProvenRow>;
 }

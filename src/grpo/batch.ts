@@ -58,10 +58,13 @@ export interface AssembleInput {
   reward_weights?: number[];
   advantages?: number[];
   tool_mask?: number[][];
+  /** Given: as is (a multi-turn completion holds several end-of-turn tokens, TRL masks none of it); else 1 through the first EOS. */
+  completion_mask?: number[][];
   old_per_token_logps?: number[][];
   ref_per_token_logps?: number[][];
   sampling_per_token_logps?: number[][];
   messages?: GrpoBatch['messages'];
+  tools?: GrpoBatch['tools'];
   prompt_texts?: string[];
   completion_texts?: string[];
   config?: GrpoBatch['config'];
@@ -82,7 +85,7 @@ export function assembleBatch(input: AssembleInput): GrpoBatch {
     ...rest,
     prompt_ids,
     completion_ids: input.completion_ids.map((r) => [...r]),
-    completion_mask: input.completion_ids.map((r) => completionMaskFromEos(r, input.eos_token_ids)),
+    completion_mask: input.completion_mask?.map((r) => [...r]) ?? input.completion_ids.map((r) => completionMaskFromEos(r, input.eos_token_ids)),
   };
 }
 

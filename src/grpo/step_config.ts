@@ -34,9 +34,9 @@ export interface StepConfig {
 
 /**
  * Each trainer's setting for μ, the passes over one batch (PASSES_SETTING[trainer] names its row): TRL
- * GRPOConfig.num_iterations, verl actor.ppo_epochs. OpenRLHF's `max_epochs` has no row in its table yet.
+ * GRPOConfig.num_iterations, verl actor.ppo_epochs, OpenRLHF train.max_epochs (openrlhf/cli/train_ppo_ray.py).
  */
-export const PASSES_SETTING: Partial<Record<EffectiveSettings['trainer'], string>> = { trl: 'num_iterations', verl: 'ppo_epochs' };
+export const PASSES_SETTING: Partial<Record<EffectiveSettings['trainer'], string>> = { trl: 'num_iterations', verl: 'ppo_epochs', openrlhf: 'train.max_epochs' };
 
 /** μ from a config in its trainer's names, checked against its row (SettingsError naming the field); 1 where the trainer has none. */
 function passesOf(trainer: EffectiveSettings['trainer'], cfg: Record<string, unknown>): number {

@@ -4,11 +4,13 @@
 import { BatchFormatError, type GrpoBatch } from '../io/batch.ts';
 import { assertComputable, modelLimits } from '../io/validate.ts';
 import { generate } from '../model/generate.ts';
+import type { RenderOptions } from '../tokenize/tokenizer.ts';
 import { computeAdvantages, groupRows, withUnscorable, type AdvantageResult } from './advantages.ts';
 import { assembleBatch, checkScorable, padBatch, type PaddedBatch } from './batch.ts';
 import { scoreRewards } from './rewards.ts';
 import { batchConfigOf, type StepConfig } from './step_config.ts';
-import { need, type PromptSource, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
+import { toolCallLoop, type ToolRow } from './tool_loop.ts';
+import { need, type PromptSource, type Skipped, type StageContext, type StageData, type StageOutput, type StepState } from './step_types.ts';
 
 const FROM_BATCH: Skipped = { skipped: 'the update starts from an imported batch' };
 
@@ -22,10 +24,19 @@ function special(src: PromptSource): { pad: number; eos: number[] } {
   return { pad, eos };
 }
 
+/** The prompts' render: the page's options, with the tool schemas when the prompts have tools (TRL renders them so). */
+const renderOf = (src: PromptSource): RenderOptions => (src.tools ? { ...src.render, tools: src.tools.schemas } : (src.render ?? {}));
+
+/**
+ * The seed of the tool loop's later turns: the sampler draws uniform(seed, row, step), and a later turn's rows
+ * are a subset renumbered from 0, so each turn mixes its own seed (a golden-ratio step) to draw afresh.
+ */
+const turnSeed = (seed: number, iteration: number) => (seed + Math.imul(iteration, 0x9e3779b1)) >>> 0;
+
 export async function render(ctx: StageContext): Promise<StageOutput<'render'> | Skipped> {
   const src = promptsOf(ctx);
   if (!src) return FROM_BATCH;
-  const rendered = src.prompts.map((p) => src.tokenizer.renderChat(p.messages, src.render));
+  const rendered = src.prompts.map((p) => src.tokenizer.renderChat(p.messages, renderOf(src)));
   return { data: { prompt_texts: rendered.map((r) => r.text), prompt_ids: rendered.map((r) => r.ids), messages: src.prompts.map((p) => p.messages) } };
 }
 
@@ -33,25 +44,68 @@ export async function sample(ctx: StageContext, state: StepState): Promise<Stage
   const src = promptsOf(ctx);
   if (!src) return FROM_BATCH;
   const { pad, eos } = special(src);
-  const decoder = src.decoder();
-  try {
-    // The update samples with the float64 CPU sampler for now: in full `.ci/run` runs a page update hung
-    // intermittently after GPU-sampled updates (studio_v2 e2e), and the GPU sampler is the newest asynchronous
-    // readback on that path. The GPU sampler (same draws, tests/kernels/sample.test.ts) stays for the bench
-    // until the hang is found.
-    const out = await generate(decoder, need(state, 'render').data.prompt_ids, { ...src.generation, sampler: 'cpu', pad_token_id: pad, eos_token_ids: eos });
-    return {
-      data: {
-        completion_ids: out.completion_ids,
-        completion_texts: out.completion_ids.map((ids) => src.tokenizer.decode(ids)),
-        sampling_per_token_logps: out.sampling_per_token_logps,
-        finish_reason: out.finish_reason,
-        decode_ms: out.timings.prefill_ms + out.timings.decode_ms,
+  // The update samples with the float64 CPU sampler for now: in full `.ci/run` runs a page update hung
+  // intermittently after GPU-sampled updates (studio_v2 e2e), and the GPU sampler is the newest asynchronous
+  // readback on that path. The GPU sampler (same draws, tests/kernels/sample.test.ts) stays for the bench
+  // until the hang is found.
+  const sampling = { ...src.generation, sampler: 'cpu' as const, pad_token_id: pad, eos_token_ids: eos };
+  const run = async (prompts: number[][], o: typeof sampling) => {
+    const decoder = src.decoder();
+    try {
+      return await generate(decoder, prompts, o);
+    } finally {
+      decoder.dispose();
+    }
+  };
+  const r = need(state, 'render').data;
+  const out = await run(r.prompt_ids, sampling);
+  let decode_ms = out.timings.prefill_ms + out.timings.decode_ms;
+  let completion_ids = out.completion_ids;
+  let logps = out.sampling_per_token_logps;
+  let tools: StageData['sample']['tools'] = null;
+  if (src.tools) {
+    const G = src.generation.num_generations;
+    const rows = await toolCallLoop(
+      { prompt_ids: completion_ids.map((_, b) => r.prompt_ids[Math.floor(b / G)]), prompt_messages: completion_ids.map((_, b) => r.messages[Math.floor(b / G)]), completion_ids, logps },
+      async (sequences, iteration, max_new_tokens) => {
+        const next = await run(sequences, { ...sampling, num_generations: 1, max_new_tokens, seed: turnSeed(sampling.seed, iteration) });
+        decode_ms += next.timings.prefill_ms + next.timings.decode_ms;
+        return { completion_ids: next.completion_ids, logps: next.sampling_per_token_logps };
       },
+      { tokenizer: src.tokenizer, render: renderOf(src), eos_token_id: eos[0], run: src.tools.run },
+      { ...src.tools.loop, max_completion_length: src.generation.max_new_tokens },
+    );
+    const overflow = rows.findIndex((row) => row.mask_overflow);
+    if (overflow >= 0) throw new BatchFormatError(maskOverflow(rows, overflow));
+    completion_ids = rows.map((row) => row.completion_ids);
+    logps = rows.map((row) => row.logps);
+    tools = {
+      tool_mask: rows.map((row) => row.tool_mask),
+      messages: rows.map((row) => row.messages),
+      tool_calls: rows.map((row) => row.tool_calls),
+      tool_failures: rows.map((row) => row.tool_failures),
+      retokenized: rows.map((row) => row.retokenized),
     };
-  } finally {
-    decoder.dispose();
   }
+  return {
+    data: {
+      completion_ids,
+      completion_texts: completion_ids.map((ids) => src.tokenizer.decode(ids)),
+      sampling_per_token_logps: logps,
+      finish_reason: out.finish_reason,
+      decode_ms,
+      tools,
+    },
+  };
+}
+
+/** The one-line refusal where the rerender loop left a tool_mask longer than its completion (huggingface/trl#5145). */
+function maskOverflow(rows: ToolRow[], at: number): string {
+  const bad = rows.flatMap((row, b) => (row.mask_overflow ? [b] : []));
+  const o = rows[at].mask_overflow!;
+  const re = rows[at].retokenized.find((x) => x.iteration === o.iteration);
+  const how = re ? `its tool call, sampled in ${re.sampled_tokens} tokens, was re-rendered in ${re.rendered_tokens}` : 'its turns were re-rendered shorter than sampled';
+  return `tool_mask: sample ${at} has ${o.mask} entries for ${o.completion} completion tokens after tool round ${o.iteration + 1} (${how})${bad.length > 1 ? `; also sample${bad.length > 2 ? 's' : ''} ${bad.filter((b) => b !== at).join(', ')}` : ''}: the tool loop re-tokenized the conversation (TRL before #5242), so the mask built from the sampled length overruns the completion and TRL fails in _compute_loss (huggingface/trl#5145); the concat loop keeps the sampled ids`;
 }
 
 export async function reward(ctx: StageContext, state: StepState): Promise<StageOutput<'reward'> | Skipped> {
@@ -64,7 +118,7 @@ export async function reward(ctx: StageContext, state: StepState): Promise<Stage
     index: i,
     group: Math.floor(i / G),
     prompt: r.prompt_texts[Math.floor(i / G)],
-    completion: s.completion_texts[i],
+    completion: s.completion_texts[i], // a tool rollout's: every turn and tool block (rewards pick the turn they score)
     answer: src.prompts[Math.floor(i / G)].answer,
     completion_ids: ids,
   }));
@@ -137,7 +191,9 @@ export async function assemble(ctx: StageContext, state: StepState): Promise<Sta
       reward_weights: rw.weights,
       advantages: adv,
       sampling_per_token_logps: s.sampling_per_token_logps,
-      messages: r.messages,
+      // A tool rollout's rows: TRL's tool_mask, its completion mask (1 over every turn), whole conversations.
+      ...(s.tools ? { tool_mask: s.tools.tool_mask, completion_mask: s.completion_ids.map((ids) => ids.map(() => 1)), tools: src.tools!.schemas } : {}),
+      messages: s.tools ? s.tools.messages : r.messages,
       prompt_texts: s.completion_ids.map((_, i) => r.prompt_texts[Math.floor(i / G)]),
       completion_texts: s.completion_texts,
       // So an exported batch replays the same update.

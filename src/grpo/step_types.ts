@@ -16,6 +16,7 @@ import type { Optimizer, OptimizerConfig } from './optimizer.ts';
 import type { JsRewardRunner, RewardSpec, RewardTable } from './rewards.ts';
 import type { StageId } from './stages.ts';
 import type { StepConfig } from './step_config.ts';
+import type { Retokenized, ToolLoopSettings, ToolRunner } from './tool_loop.ts';
 import type { TrainerGrad, TrainerObjective } from './step_objective.ts';
 import type { WeightUndo } from './step_undo.ts';
 
@@ -36,6 +37,12 @@ export interface PromptSource {
   rewards: RewardSpec[];
   /** Runs user JS rewards with a time limit (the sandbox worker in the browser). */
   runJs: JsRewardRunner;
+  /**
+   * The multi-turn tool loop (TRL's GRPOTrainer `tools`): the JSON schemas the prompts are rendered with, how
+   * the loop builds each next turn and when it stops (the completion budget is generation.max_new_tokens), and the runner of the calls (the sandbox worker in the
+   * browser). Absent: one turn per completion.
+   */
+  tools?: { schemas: Record<string, unknown>[]; loop: Omit<ToolLoopSettings, 'max_completion_length'>; run: ToolRunner };
 }
 
 export interface StepPipelineOptions {
@@ -89,7 +96,15 @@ export type PerToken = Float32Array;
 /** What each stage shows, read back to the CPU. */
 export interface StageData {
   render: { prompt_texts: string[]; prompt_ids: number[][]; messages: ChatMessage[][] }; // one per prompt
-  sample: { completion_ids: number[][]; completion_texts: string[]; sampling_per_token_logps: number[][]; finish_reason: FinishReason[]; decode_ms: number };
+  sample: {
+    completion_ids: number[][];
+    completion_texts: string[];
+    sampling_per_token_logps: number[][];
+    finish_reason: FinishReason[];
+    decode_ms: number;
+    /** The tool loop's rows (src/grpo/tool_loop.ts), when the prompts have tools: tool_mask, whole conversations, calls, re-tokenized stretches. */
+    tools: { tool_mask: number[][]; messages: ChatMessage[][]; tool_calls: number[]; tool_failures: number[]; retokenized: Retokenized[][] } | null;
+  };
   reward: RewardTable;
   advantages: { advantages: number[]; groups: GroupStats[] | null; from: 'batch' | 'rewards' };
   assemble: { batch: GrpoBatch; padded: PaddedBatch };

@@ -15,6 +15,7 @@ import type { Diagnosis, DiagnosisRow, MismatchReport, Summary, TopToken } from 
 import { groupRows } from '../grpo/advantages.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import { buildGrid, gridContext, REGION_NAMES, spanColumns, visibleText } from '../view/cells.ts';
+import { SERIES_COLORS } from '../view/chart_theme.ts';
 import { REGION_COLORS, REGION_TEXT } from '../view/colors.ts';
 
 export interface ReportInput {
@@ -192,7 +193,8 @@ ${x.losses ? `<h2>Loss (${esc(x.losses.chosen)} drives the gradient)</h2><table>
  */
 function groupChart(batch: GrpoBatch): string {
   const B = batch.completion_ids.length;
-  const fields = ([['reward', batch.rewards, '#3fb950'], ['advantage', batch.advantages, '#58a6ff']] as const).filter(([, v]) => v && v.length === B);
+  // The page's colours for these two quantities (view/chart_theme.ts), so the report reads like the page.
+  const fields = ([['reward', batch.rewards, SERIES_COLORS.reward], ['advantage', batch.advantages, SERIES_COLORS.advantage]] as const).filter(([, v]) => v && v.length === B);
   if (!fields.length || B === 0) return '';
   const { rows } = groupRows(B, Math.max(1, batch.num_generations), batch.group_ids?.length === B ? batch.group_ids : undefined);
   const BAR = Math.max(2, Math.min(12, Math.floor(600 / B))), GAP = BAR, H = 60, LEFT = 48;

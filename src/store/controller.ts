@@ -2,7 +2,7 @@
 // Components call these; they talk to the worker through the typed client and write results to the
 // store. Nothing here blocks the page: every heavy call is a worker request. It is part of the store
 // layer because it is the one place that talks to the worker (ui → store → worker).
-import { DEFAULT_MODEL_NAME, DEFAULT_MODEL_PATH } from '../grpo/default_task.ts';
+import { TASKS, taskModelPath, type TaskId } from '../grpo/tasks.ts';
 import type { RewardSample, RewardTable } from '../grpo/rewards.ts';
 import { groupLabel, serializeBatch } from '../io/batch.ts';
 import { studioStore } from './index.ts';
@@ -63,9 +63,16 @@ export async function startStudio(): Promise<void> {
   if ((await initGpu()) && store().modelStatus === 'idle') await loadDefaultModel();
 }
 
-/** The embedded default model (public/models/<name>/, served beside the page: works offline). */
+/** The embedded model of the prompt set's task (public/models/<name>/, served beside the page: works offline). */
 export function loadDefaultModel(): Promise<void> {
-  return loadModel({ kind: 'embedded', name: DEFAULT_MODEL_NAME, url: new URL(`${DEFAULT_MODEL_PATH}/`, document.baseURI).href });
+  const task = store().task;
+  return loadModel({ kind: 'embedded', name: TASKS[task].model, url: new URL(`${taskModelPath(task)}/`, document.baseURI).href });
+}
+
+/** Another embedded task: its prompt set, sampling, rewards and tools, and the model trained on it. */
+export function chooseTask(id: TaskId): Promise<void> {
+  store().chooseTask(id);
+  return loadDefaultModel();
 }
 
 let currentImport: AbortController | null = null;
@@ -249,10 +256,10 @@ export async function saveAdapter(): Promise<void> {
 /** The next update's settings; throws the reason they cannot be formed (a value the tables refuse). */
 function settings(): StepSettings {
   const s = store();
-  const { prompts, sampling, rewards, weights } = s;
+  const { prompts, sampling, rewards, tools, weights } = s;
   const e = effectiveOf(s);
   if ('error' in e) throw new Error(e.error);
-  return { prompts, sampling, rewards, settings: e.settings, weights };
+  return { prompts, sampling, rewards, tools, settings: e.settings, weights };
 }
 
 /** Where a new update starts: the imported batch when the stepper is set to it, else the prompt set. */

@@ -3,6 +3,7 @@
 // stage, or the Doctor's report computed when the batch was imported).
 import type { GroupStats } from '../grpo/advantages.ts';
 import type { GrpoBatch } from '../io/batch.ts';
+import type { DoctorReport } from '../doctor/types.ts';
 import type { BatchSlice, CorrectionsState, MismatchState, RunResults } from './session.ts';
 import type { StudioState } from './index.ts';
 import type { MismatchOf, StepSettings } from '../bridge/protocol.ts';
@@ -90,7 +91,7 @@ export function lossTypeOf(s: BaseState & Pick<StudioState, 'runSettings'>): Los
 export function staleFields(ran: StepSettings | null, now: Omit<StepSettings, 'settings'> & { settings: EffectiveSettings | null }): string[] {
   if (!ran) return [];
   const out = now.settings ? settingsChanges(ran.settings, now.settings) : ['settings: cannot be formed'];
-  for (const k of ['prompts', 'sampling', 'rewards'] as const) if (JSON.stringify(ran[k]) !== JSON.stringify(now[k])) out.push(`${k} changed`);
+  for (const k of ['prompts', 'sampling', 'rewards', 'tools'] as const) if (JSON.stringify(ran[k] ?? null) !== JSON.stringify(now[k] ?? null)) out.push(`${k} changed`);
   return out;
 }
 
@@ -149,4 +150,15 @@ let lastPass: { run: RunResults; pass: number; out: RunResults } | null = null;
 export function shownRun(s: Pick<StudioState, 'run' | 'pass'>): RunResults {
   if (lastPass?.run !== s.run || lastPass.pass !== s.pass) lastPass = { run: s.run, pass: s.pass, out: runAtPass(s.run, s.pass) };
   return lastPass.out;
+}
+
+/**
+ * The round-trip proof's turns per sample for the batch on screen (src/doctor/turns.ts provenTurns, carried by the
+ * Doctor's report: an import's once its tokenizer checks ran, an update's assembled batch's), or null: the grid
+ * then takes the turns from the masks.
+ */
+export function provenTurnsOf(s: Pick<StudioState, 'batch' | 'batchOrigin' | 'imported' | 'run'>): DoctorReport['turns'] | null {
+  if (s.batchOrigin === 'import') return s.imported?.batch === s.batch ? (s.imported?.report.turns ?? null) : null;
+  const a = s.run.assemble;
+  return s.batchOrigin === 'step' && a?.batch === s.batch ? (a.report.turns ?? null) : null;
 }

@@ -1,5 +1,6 @@
 // The studio's one zustand store: settings slices (persisted to local storage) + session slices.
 // `createStudioStore` takes the storage so tests can run the store in Node with an in-memory one.
+import { TASKS } from '../grpo/tasks.ts';
 import { useStore } from 'zustand';
 import { createJSONStorage, persist, type StateStorage } from 'zustand/middleware';
 import { createStore } from 'zustand/vanilla';
@@ -32,6 +33,9 @@ export function createStudioStore(storage: StateStorage) {
             prompts: Array.isArray(s.prompts) ? s.prompts : current.prompts,
             rewards: Array.isArray(s.rewards) ? s.rewards : current.rewards,
             sampling: { ...current.sampling, ...s.sampling },
+            // A task this version does not ship falls back to the default with its own prompt set's tools.
+            task: s.task && s.task in TASKS ? s.task : current.task,
+            tools: s.task && s.task in TASKS && s.tools !== undefined ? s.tools : current.tools,
             // Older shapes (a full loss form, a preset object) are not edits: they are dropped, not reinterpreted.
             trainer: TRAINERS.includes(s.trainer as TrainerId) ? (s.trainer as TrainerId) : current.trainer,
             edits: s.edits && typeof s.edits === 'object' ? { ...current.edits, ...s.edits } : current.edits,

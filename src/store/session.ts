@@ -138,6 +138,7 @@ export interface MismatchSlice {
 }
 
 export type Overlay = 'none' | 'attention' | 'completion' | 'tool';
+export type TurnsView = 'off' | 'bands' | 'collapsed';
 export type HeatMetric = 'none' | 'logp' | 'old_logp' | 'ref_logp' | 'sampling_logp' | 'entropy' | 'kl' | 'ratio' | 'loss' | 'weight' | 'clip' | 'dlogp' | 'whatif_dloss' | 'whatif_dgrad' | 'whatif_dweight' | 'diff' | 'trainer_loss' | 'trainer_dlogp' | 'effective_mask' | 'mask_factor' | 'is_weight' | 'log_ratio';
 
 export interface ViewSlice {
@@ -152,6 +153,9 @@ export interface ViewSlice {
   setPlan(p: PagePlan | null): void;
   overlay: Overlay;
   heat: HeatMetric;
+  /** How the grid shows a multi-turn row's turns: not at all, as role bands over the tokens, or one cell per turn. */
+  turnsView: TurnsView;
+  setTurnsView(v: TurnsView): void;
   /** The pass over the batch (1 … μ) whose ratio, KL, loss and clip bits the heat, inspector and loss table show. */
   pass: number;
   setPass(pass: number): void;
@@ -287,6 +291,8 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   setPlan: (plan) => set({ plan }),
   overlay: 'completion',
   heat: 'none',
+  turnsView: 'bands',
+  setTurnsView: (turnsView) => set({ turnsView }),
   pass: 1,
   setPass: (pass) => set({ pass }),
   selected: null,

@@ -7,16 +7,20 @@
 // batch's `config` / `run`), so nothing an earlier import or the other base set is carried over, and nothing
 // the user entered for the prompt set is lost by importing a batch.
 import type { StateCreator } from 'zustand';
-import { DEFAULT_GRPO_CONFIG, DEFAULT_PROBLEMS, DEFAULT_REWARDS as TASK_REWARDS, additionAnswer, additionQuestion } from '../grpo/default_task.ts';
+import { DEFAULT_TASK, TASKS, type TaskId } from '../grpo/tasks.ts';
 import type { RewardKind, RewardSpec } from '../grpo/rewards.ts';
-import type { PromptItem, SamplingSettings } from '../bridge/protocol.ts';
+import type { PromptItem, SamplingSettings, ToolSettings } from '../bridge/protocol.ts';
 import { DEFAULT_SAMPLING, noEdits, type SettingsEdits } from '../bridge/settings.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 
 export interface SettingsSlice {
+  /** The embedded task the prompt set came from (src/grpo/tasks.ts): its model is the one loaded by default. */
+  task: TaskId;
   prompts: PromptItem[];
   sampling: SamplingSettings;
   rewards: RewardSpec[];
+  /** The prompt set's tools: a multi-turn rollout (the tool task's), or null for one turn per completion. */
+  tools: ToolSettings | null;
   /** The prompt set's trainer (whose objective the loss side follows) and the user's values, per trainer, in its own names. */
   trainer: TrainerId;
   edits: SettingsEdits;
@@ -27,6 +31,10 @@ export interface SettingsSlice {
   addPrompt(): void;
   removePrompt(i: number): void;
   setSampling(patch: Partial<SamplingSettings>): void;
+  /** Edits the tools of a multi-turn prompt set (no-op without tools). */
+  setTools(patch: Partial<ToolSettings>): void;
+  /** Another embedded task: its prompts, sampling, rewards and tools replace the prompt set's (the loss settings stay). */
+  chooseTask(id: TaskId): void;
   /** Another trainer for that base: its own edits (kept per trainer) over its defaults. */
   setTrainer(base: BaseKind, trainer: TrainerId): void;
   /** One setting of the base's trainer, in its own names (undefined: no edit, the base's value shows through). */
@@ -41,16 +49,31 @@ export interface SettingsSlice {
   resetSettings(): void;
 }
 
-export const DEFAULT_PROMPTS: PromptItem[] = DEFAULT_PROBLEMS.map((p) => ({ system: '', user: additionQuestion(p), answer: additionAnswer(p) }));
+/** A task's prompt set as the page edits it: the system / user messages and the answer of each prompt. */
+const promptItems = (id: TaskId): PromptItem[] =>
+  TASKS[id].prompts.map((p) => ({ system: p.messages.find((m) => m.role === 'system')?.content ?? '', user: p.messages.find((m) => m.role === 'user')?.content ?? '', answer: p.answer }));
 
-export const DEFAULT_SAMPLING_SETTINGS: SamplingSettings = {
+/** A task's sampling: the sampler's defaults with the task's G, temperature and completion budget (seed 42). */
+const taskSampling = (id: TaskId): SamplingSettings => ({
   ...DEFAULT_SAMPLING,
-  num_generations: DEFAULT_GRPO_CONFIG.num_generations,
-  temperature: DEFAULT_GRPO_CONFIG.temperature ?? 1,
-  max_new_tokens: DEFAULT_GRPO_CONFIG.max_completion_length ?? 8,
+  num_generations: TASKS[id].num_generations,
+  temperature: TASKS[id].temperature,
+  max_new_tokens: TASKS[id].max_completion_length,
   seed: 42,
   eos_token_ids: null,
+});
+
+/** A task's tools as the page edits them: TRL's loop since #5242 (concat), a second per call. */
+const taskTools = (id: TaskId): ToolSettings | null => {
+  const t = TASKS[id].tools;
+  return t && { schemas: structuredClone(t.schemas), source: t.source, way: 'concat', max_tool_calling_iterations: t.max_tool_calling_iterations, timeout_ms: 1000 };
 };
+
+/** What choosing a task sets. */
+export const taskSettings = (id: TaskId) => ({ task: id, prompts: promptItems(id), sampling: taskSampling(id), rewards: structuredClone([...TASKS[id].rewards]) as RewardSpec[], tools: taskTools(id) });
+
+export const DEFAULT_PROMPTS: PromptItem[] = promptItems(DEFAULT_TASK);
+export const DEFAULT_SAMPLING_SETTINGS: SamplingSettings = taskSampling(DEFAULT_TASK);
 
 /** The source a new JS reward starts with: exact match after dropping trailing special-token text. */
 export const JS_REWARD_TEMPLATE = "(s) => (s.completion.replace(/(\\s*<\\|?[^<>\\s]+\\|?>)+\\s*$/, '').trim() === s.answer.trim() ? 1 : 0)";
@@ -74,10 +97,7 @@ export function newReward(kind: RewardKind): RewardSpec {
   }
 }
 
-/** The default task's rewards (correctness, format), as the tiny-adder model was trained to earn them. */
-export const DEFAULT_REWARDS: RewardSpec[] = structuredClone([...TASK_REWARDS]);
-
-export const DEFAULT_SETTINGS = { prompts: DEFAULT_PROMPTS, sampling: DEFAULT_SAMPLING_SETTINGS, rewards: DEFAULT_REWARDS, trainer: 'trl' as TrainerId, edits: noEdits() };
+export const DEFAULT_SETTINGS = { ...taskSettings(DEFAULT_TASK), trainer: 'trl' as TrainerId, edits: noEdits() };
 
 /** An update's base: the page's own prompt set, or the imported batch. */
 export type BaseKind = 'prompts' | 'batch';
@@ -86,7 +106,7 @@ export type BaseKind = 'prompts' | 'batch';
 const KEYS = { prompts: { trainer: 'trainer', edits: 'edits' }, batch: { trainer: 'batchTrainer', edits: 'batchEdits' } } as const;
 
 /** The keys local storage keeps (`panels`: the side panels' widths, src/store/layout.ts). */
-export const PERSISTED_KEYS = ['prompts', 'sampling', 'rewards', 'trainer', 'edits', 'panels'] as const;
+export const PERSISTED_KEYS = ['task', 'prompts', 'sampling', 'rewards', 'tools', 'trainer', 'edits', 'panels'] as const;
 
 const without = (o: Record<string, unknown>, k: string) => Object.fromEntries(Object.entries(o).filter(([x]) => x !== k));
 
@@ -98,6 +118,8 @@ export const createSettingsSlice: StateCreator<SettingsSlice, [], [], SettingsSl
   addPrompt: () => set((s) => ({ prompts: [...s.prompts, { system: '', user: '', answer: '' }] })),
   removePrompt: (i) => set((s) => ({ prompts: s.prompts.filter((_, j) => j !== i) })),
   setSampling: (patch) => set((s) => ({ sampling: { ...s.sampling, ...patch } })),
+  setTools: (patch) => set((s) => (s.tools ? { tools: { ...s.tools, ...patch } } : {})),
+  chooseTask: (id) => set(taskSettings(id)),
   setTrainer: (base, trainer) => set({ [KEYS[base].trainer]: trainer }),
   setSetting: (base, where, name, value) =>
     set((s) => {

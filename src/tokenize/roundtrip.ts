@@ -24,10 +24,23 @@
 import { alignTokens, type TokenOp } from '../io/batch_diff.ts';
 import type { ChatMessage } from '../io/batch.ts';
 import type { Tokenizer } from './tokenizer.ts';
+import { TURN_ROLES, type TurnRole } from '../io/turns.ts';
 
-/** The role of a span of tokens: a message's role, or the tool-call part of an assistant turn. */
-export const TURN_ROLES = ['system', 'user', 'assistant', 'tool_call', 'tool'] as const;
-export type TurnRole = (typeof TURN_ROLES)[number];
+// The roles (system / user / assistant / tool_call / tool) are shared with the Doctor's report and the grid.
+export { TURN_ROLES, type TurnRole } from '../io/turns.ts';
+
+/**
+ * The dummy conversation TRL's `_get_tool_suffix_ids` renders a block of messages after (huggingface/trl
+ * trl/trainer/grpo_trainer.py): a user turn and an assistant turn — calling the block's first tool by name when
+ * the block is a tool result (some templates take the tool response header from the call). What the template
+ * writes after the dummy's end-of-turn tokens is the block's suffix (src/grpo/tool_loop.ts cuts it in ids).
+ */
+export const suffixDummy = (first: ChatMessage): ChatMessage[] => [
+  { role: 'user', content: 'dummy' },
+  first.role === 'tool'
+    ? { role: 'assistant', content: '', tool_calls: [{ type: 'function', function: { name: String(first.name ?? 'tool'), arguments: {} } }] }
+    : { role: 'assistant', content: 'dummy' },
+];
 
 /** How a trainer builds a multi-turn sequence from a conversation (see the header). */
 export const WAYS = {
@@ -208,14 +221,8 @@ export function roundTripProver(tok: Tokenizer, opts: RoundTripOptions = {}): (i
    * split the encoding). How many end-of-turn texts the dummy writes is counted once per dummy.
    */
   const dummyEos = new Map<string, number>();
-  const dummyOf = (first: ChatMessage): ChatMessage[] => [
-    { role: 'user', content: 'dummy' },
-    first.role === 'tool'
-      ? { role: 'assistant', content: '', tool_calls: [{ type: 'function', function: { name: String(first.name ?? 'tool'), arguments: {} } }] }
-      : { role: 'assistant', content: 'dummy' },
-  ];
   const suffixText = (block: readonly ChatMessage[], gen: boolean) => {
-    const dummy = dummyOf(block[0]);
+    const dummy = suffixDummy(block[0]);
     const key = JSON.stringify(dummy);
     if (!dummyEos.has(key)) {
       const prefix = render(dummy, false, false);

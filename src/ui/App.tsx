@@ -16,7 +16,7 @@ import { LossPanel } from './panels/LossPanel.tsx';
 import { LossTablePanel } from './panels/LossTablePanel.tsx';
 import { TrainerPanel } from './panels/TrainerPanel.tsx';
 import { ModelPanel } from './panels/ModelPanel.tsx';
-import { PromptPanel, SamplingPanel } from './panels/PromptPanel.tsx';
+import { PromptPanel, SamplingPanel, TaskPanel, ToolsPanel } from './panels/PromptPanel.tsx';
 import { RewardsPanel } from './panels/RewardsPanel.tsx';
 import { StageOutput } from './panels/StageOutput.tsx';
 import { Stepper } from './panels/Stepper.tsx';
@@ -101,7 +101,9 @@ export function App() {
       <div className="columns" style={{ gridTemplateColumns: columnsTemplate(panels) }}>
         <SidePanel side="left" title="Settings">
           <ModelPanel />
+          <TaskPanel />
           <PromptPanel />
+          <ToolsPanel />
           <SamplingPanel />
           <RewardsPanel />
           <LossPanel />

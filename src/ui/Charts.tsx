@@ -1,19 +1,26 @@
 // Charts: rewards and advantages per sample grouped by prompt (zero-std groups marked), per-token curves
 // along the selected completion, the loss (policy term + β·KL, and every aggregation before and after
-// the step, as numbers; with μ > 1 each pass over the batch and the pass the heat follows), grad norms
-// per parameter group, and log-probs before / after the step. A chart appears once its data exists (an
-// imported batch has rewards/advantages and old/ref log-probs; the rest comes from a step).
+// the step, as numbers; with μ > 1 each pass over the batch, its loss / KL / clipping as sparklines, and the
+// pass the heat follows), grad norms per parameter group, log-probs before / after the step and the time each
+// stage took. A chart appears once its data exists (an imported batch has rewards/advantages and old/ref
+// log-probs; the rest comes from a step). Summary charts of a few dozen points are recharts (SummaryChart);
+// series that grow with the batch or the completion stay on the canvas (SeriesChart).
 import { useMemo } from 'react';
 import { useStudio } from '../store/index.ts';
 import { groupStats } from '../store/derived.ts';
-import { AGGREGATIONS, groupLabel, lossTypeOf } from '../store/vocabulary.ts';
+import { AGGREGATIONS, STAGES, STAGE_LABELS, groupLabel, lossTypeOf } from '../store/vocabulary.ts';
+import { SERIES_COLORS } from '../view/chart_theme.ts';
 import { aggregationTitle } from './explain.ts';
 import { heatAccessor } from './grid/heat.ts';
 import { SeriesChart, type Series, type Span } from './chart/SeriesChart.tsx';
+import { SummaryChart, type SummaryRow } from './chart/SummaryChart.tsx';
 import { Section, fmt } from './fields.tsx';
 
-/** Up to this many samples the rewards chart draws a pair of bars per sample; past it, two lines. */
-const MAX_BARS = 256;
+/**
+ * Up to this many samples the rewards chart is a recharts bar chart, a pair of bars per sample (recharts
+ * renders a component per bar: 512 held the page a quarter second); past it, two lines on the canvas.
+ */
+const MAX_BARS = 128;
 
 function RewardsChart() {
   const batch = useStudio((s) => s.batch);
@@ -36,37 +43,34 @@ function RewardsChart() {
         else spans.push({ x0: i, x1: i, group });
       }
     const series: Series[] = [];
-    if (rewards) series.push({ key: 'reward', color: '#58a6ff', get: (i) => rewards[i] });
-    if (adv) series.push({ key: 'advantage', color: '#f2cc60', get: (i) => adv[i] });
-    return { B, zero, spans, series };
+    if (rewards) series.push({ key: 'reward', color: SERIES_COLORS.reward, get: (i) => rewards[i] });
+    if (adv) series.push({ key: 'advantage', color: SERIES_COLORS.advantage, get: (i) => adv[i] });
+    const rows: SummaryRow[] | null = B <= MAX_BARS ? Array.from({ length: B }, (_, i) => ({ sample: i, group: groupLabel(batch, i), reward: rewards?.[i], advantage: adv?.[i] })) : null;
+    return { B, zero, spans, series, rows };
   }, [batch, groups]);
   if (!data) return null;
   const zeroText = data.zero.length > 20 ? `${data.zero.slice(0, 20).join(', ')} … (${data.zero.length} groups)` : data.zero.join(', ');
-  return (
-    <SeriesChart
-      title={`rewards & advantages per sample${data.zero.length ? ` — zero-std groups: ${zeroText}` : ''}`}
-      testId="chart-rewards"
-      n={data.B}
-      xKey="sample"
-      xTitle="sample (rows of a group are adjacent)"
-      series={data.series}
-      kind={data.B <= MAX_BARS ? 'bars' : 'line'}
-      spans={data.spans}
-      spanLabel="zero std"
-      zeroLine
-    />
-  );
+  const title = `rewards & advantages per sample${data.zero.length ? ` — zero-std groups: ${zeroText}` : ''}`;
+  const xTitle = 'sample (rows of a group are adjacent)';
+  if (data.rows)
+    return (
+      <SummaryChart
+        title={title}
+        testId="chart-rewards"
+        data={data.rows}
+        xKey="sample"
+        xTitle={xTitle}
+        series={data.series.map((s) => ({ key: s.key, color: s.color }))}
+        bands={data.spans.map((s) => ({ x1: s.x0, x2: s.x1, label: 'zero std' }))}
+        label={(r) => `sample ${String(r.sample)} · group ${String(r.group)}`}
+        zeroLine
+      />
+    );
+  return <SeriesChart title={title} testId="chart-rewards" n={data.B} xKey="sample" xTitle={xTitle} series={data.series} spans={data.spans} spanLabel="zero std" zeroLine />;
 }
 
 /** The per-token metrics drawn along the selected completion, with their colours. */
-const TOKEN_SERIES = [
-  ['logp', '#58a6ff'],
-  ['old_logp', '#8b949e'],
-  ['ref_logp', '#a371f7'],
-  ['entropy', '#3fb950'],
-  ['kl', '#f85149'],
-  ['dlogp', '#f2cc60'],
-] as const;
+const TOKEN_SERIES = (['logp', 'old_logp', 'ref_logp', 'entropy', 'kl', 'dlogp'] as const).map((key) => [key, SERIES_COLORS[key]] as const);
 
 function TokenCurves() {
   const batch = useStudio((s) => s.batch);
@@ -172,6 +176,7 @@ function Passes() {
           ))}
         </select>
       </label>
+      <PassSparklines rows={rows} />
       <table className="dense">
         <thead>
           <tr>
@@ -198,6 +203,34 @@ function Passes() {
       </table>
     </div>
   );
+}
+
+type PassRow = { pass: number; loss: number; mean_kl: number; clip_counts: { low: number; high: number } };
+
+/** The passes' loss, mean KL and clipped tokens as three sparklines: how the μ passes walk off the old policy. */
+function PassSparklines({ rows }: { rows: readonly PassRow[] }) {
+  const data = rows.map((r) => ({ pass: r.pass, loss: r.loss, kl: r.mean_kl, clipped: r.clip_counts.low + r.clip_counts.high }));
+  const lines = [
+    ['loss', 'loss', SERIES_COLORS.loss],
+    ['kl', 'mean KL', SERIES_COLORS.kl],
+    ['clipped', 'clipped tokens', SERIES_COLORS.clipped],
+  ] as const;
+  return (
+    <div className="sparklines">
+      {lines.map(([key, name, color]) => (
+        <SummaryChart key={key} compact title={`${name} per pass`} testId={`pass-sparkline-${key}`} data={data} xKey="pass" xTitle="pass" series={[{ key, name, color, kind: 'line' }]} label={(r) => `pass ${String(r.pass)}`} />
+      ))}
+    </div>
+  );
+}
+
+/** The time each stage of the update took (the stepper's numbers, side by side). */
+function StageTimings() {
+  const stages = useStudio((s) => s.stages);
+  const data = useMemo(() => STAGES.flatMap((id) => (stages[id].status === 'done' && stages[id].ms !== undefined ? [{ stage: STAGE_LABELS[id], ms: stages[id].ms }] : [])), [stages]);
+  if (!data.length) return null;
+  const total = data.reduce((t, r) => t + r.ms, 0);
+  return <SummaryChart title={`stage timings (ms; total ${fmt(total, 3)} ms)`} testId="chart-timings" data={data} xKey="stage" xTitle="stage" layout="vertical" series={[{ key: 'ms', color: SERIES_COLORS.ms }]} height={28 + 16 * data.length} label={(r) => String(r.stage)} />;
 }
 
 function GradNorms() {
@@ -237,8 +270,8 @@ function BeforeAfter() {
     if (!batch || !pre || !post || sel >= batch.completion_ids.length) return [];
     const C = run.assemble!.padded.C;
     return [
-      { key: 'before', color: '#8b949e', get: (j) => pre(sel, j) },
-      { key: 'after', color: '#f2cc60', get: (j) => post[sel * C + j] },
+      { key: 'before', color: SERIES_COLORS.before, get: (j) => pre(sel, j) },
+      { key: 'after', color: SERIES_COLORS.after, get: (j) => post[sel * C + j] },
     ];
   }, [batch, run, sel]);
   if (!series.length) return null;
@@ -265,6 +298,7 @@ export function Charts() {
       <GradNorms />
       <BeforeAfter />
       <TokenCurves />
+      <StageTimings />
     </Section>
   );
 }

@@ -1,7 +1,8 @@
 // Token inspector (the hovered or selected cell: id, visible text, position, position id, every mask bit,
 // log-probs, ratio, KL, loss and its weight under the chosen aggregation; the trainer preset's per-token loss, IS
 // weight and effective mask with the factor that removed the token; with a what-if on, its weight, loss,
-// gradient and loss contribution beside the update's) and sample inspector (the
+// gradient and loss contribution beside the update's; in a batch with turns, the token's turn — message index,
+// role, where the turn came from, its sums, a re-tokenization difference — src/ui/grid/turns.ts) and sample inspector (the
 // rendered text with the prompt | completion boundary, reward per function, advantage, group mean/std).
 import { useHover } from '../store/hover.ts';
 import { groupLabel, lossTypeOf } from '../store/vocabulary.ts';
@@ -10,6 +11,8 @@ import { groupStats, mismatchShown, rewardNames, shownRun } from '../store/deriv
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS, MASK_FACTORS } from '../store/vocabulary.ts';
 import { FLAG, FLAG_TEXT, REGION_NAMES, classifyCell, visibleText } from '../view/cells.ts';
 import { useGridModel } from './grid/useGrid.ts';
+import { useTurns, type TurnsModel } from './grid/turns.ts';
+import { ROLE_NAMES } from '../view/turns.ts';
 import { heatAccessor, whatIfToken } from './grid/heat.ts';
 import { KV, fmt } from './fields.tsx';
 import { TERM_HELP } from './explain.ts';
@@ -26,6 +29,7 @@ export function TokenInspector() {
   const texts = useStudio((s) => s.tokenTexts);
   const mismatch = useStudio((s) => mismatchShown(s)?.result ?? null);
   const whatIf = useStudio((s) => s.whatIf);
+  const turns = useTurns(model?.grid.P);
   const cell = hovered ?? selected;
   if (!model || !cell || cell.sample >= model.grid.B) return <div className="inspector muted" data-testid="token-inspector">hover or click a token</div>;
   const { ctx, grid } = model;
@@ -45,6 +49,7 @@ export function TokenInspector() {
     [TERM_HELP.position_id.split(':')[0], String(grid.row(b).position_ids[cell.col])],
     ['attention_mask', bitText(info.attention)],
   ];
+  if (turns) rows.push(...turnRows(turns, b, cell.col));
   if (info.side === 'completion') {
     rows.push(['completion_mask', bitText(info.completion)], ['tool_mask', ctx.batch.tool_mask ? bitText(info.tool) : '(none)']);
     rows.push(
@@ -91,10 +96,37 @@ export function TokenInspector() {
   );
 }
 
+/** The token's turn and that turn's sums (rows of the token inspector). */
+function turnRows(turns: TurnsModel, b: number, col: number): [string, string][] {
+  const k = turns.turnAt(b, col);
+  if (k < 0) return [['turn', '— (padding)']];
+  const t = turns.row(b);
+  const s = t.spans[k];
+  const sum = turns.sums(b)[k];
+  const p = col - t.offset;
+  const diff = t.diffs.find((d) => p >= d.start && p < Math.max(d.end, d.start + 1));
+  const from = s.source === 'render' ? 'chat-template render' : `masks${t.note ? ` (render: ${t.note})` : ''}`;
+  return [
+    ['turn', `${k + 1} of ${t.spans.length}: ${s.message !== null ? `message ${s.message}, ` : ''}${ROLE_NAMES[s.role]}`],
+    ['turn from', from],
+    ['turn tokens', String(sum.tokens)],
+    ['turn loss tokens', String(sum.loss_tokens)],
+    ['turn Σ loss', sum.loss === null ? '—' : fmt(sum.loss)],
+    ['turn Σ KL', sum.kl === null ? '—' : fmt(sum.kl)],
+    ['turn Σ |mismatch|', sum.mismatch === null ? '—' : fmt(sum.mismatch)],
+    ...(diff ? [['re-tokenized', `${diff.cause} (message ${diff.message})`] as [string, string]] : []),
+  ];
+}
+
 /** Tooltips of the inspector's rows that need one. */
 const HELP: Record<string, string> = {
   position: TERM_HELP.position,
   'position id': TERM_HELP.position_id,
+  'turn loss tokens': "the turn's completion tokens with completion_mask × tool_mask × the trainer's effective mask ≠ 0 (a tool response: 0)",
+  'turn Σ loss': "Σ per-token loss over the turn's loss tokens",
+  'turn Σ KL': "Σ per-token KL over the turn's loss tokens",
+  'turn Σ |mismatch|': "Σ |trainer − sampler log-prob| over the turn's tokens (the mismatch explorer's, else old_per_token_logps − sampling_per_token_logps)",
+  're-tokenized': "the stored token differs from the chat template's render of the conversation (the Doctor's turn-retokenization names the cause)",
   'effective mask': 'the trainer preset’s loss mask: completion × truncation × tool × entropy × off-policy × importance-sampling masks; 0 names the first factor that removed the token',
 };
 

@@ -1,8 +1,10 @@
 // The batch grid's model: every (sample, column) cell classified as the trainer sees it. Columns are the
 // padded sequence prompt ⧺ completion: prompts right-aligned to the boundary column P (left padding),
-// completions starting at P (right padding). Unlike the trainer's padBatch, this view never refuses a
-// batch: ids and each mask are aligned on their own, so a mask one token longer than its ids shows as an
-// extra cell, and every cell where a mask disagrees with the region it covers is flagged.
+// completions starting at P (right padding). The EOS that ends a row is its first, or in a multi-turn batch
+// (every assistant turn ends with one) the first from the start of the last run of trained tokens. Unlike the
+// trainer's padBatch, this view never refuses a batch: ids and each mask are aligned on their own, so a mask
+// one token longer than its ids shows as an extra cell, and every cell where a mask disagrees with the region
+// it covers is flagged.
 // Pure (no React, no DOM) and in src/view/ so the page's canvas and the saved report classify every cell
 // with the same code.
 import { groupLabel, type GrpoBatch } from '../io/batch.ts';
@@ -59,7 +61,12 @@ export interface GridContext {
   C: number; // completion columns
   eos: Set<number>;
   special: Set<number>;
-  /** Index of the first EOS in completion_ids[b] (−1: none, truncated). */
+  /**
+   * Index of the EOS that ends completion_ids[b] (−1: none, truncated): the first one, or in a multi-turn batch
+   * (tool_mask, or conversations of several assistant turns in `messages`), where every assistant turn ends
+   * with one, the first in or after the last trained run (completion_mask × tool_mask 1) — the earlier ones
+   * end turns, not the sequence (a mask left on past that EOS is still flagged).
+   */
   firstEos(b: number): number;
   /** Length of the leading run of pad_token_id in prompt_ids[b] (left padding kept in the data). */
   leadingPads(b: number): number;
@@ -81,9 +88,19 @@ export function gridContext(batch: GrpoBatch, specialIds: Iterable<number> = [])
     P = Math.max(P, lens(batch.prompt_ids, b), lens(batch.prompt_mask, b));
     C = Math.max(C, lens(batch.completion_ids, b), lens(batch.completion_mask, b), lens(batch.tool_mask, b));
   }
+  const multiTurn = !!batch.tool_mask || !!batch.messages?.some((m) => Array.isArray(m) && m.filter((x) => x?.role === 'assistant').length > 1);
   const firstEos = lazyRows(B, (b) => {
     const ids = batch.completion_ids[b];
-    for (let t = 0; t < ids.length; t++) if (eos.has(ids[t])) return t;
+    let from = 0;
+    if (multiTurn) {
+      const [cm, tm] = [batch.completion_mask[b] ?? [], batch.tool_mask?.[b]];
+      const trained = (t: number) => cm[t] === 1 && (tm?.[t] ?? 1) === 1;
+      let t = cm.length - 1;
+      while (t >= 0 && !trained(t)) t--;
+      while (t > 0 && trained(t - 1)) t--;
+      from = Math.max(0, t);
+    }
+    for (let t = from; t < ids.length; t++) if (eos.has(ids[t])) return t;
     return -1;
   });
   const leadingPads = lazyRows(B, (b) => {

@@ -19,3 +19,9 @@ export function contrastRatio(a: string, b: string): number {
   const [hi, lo] = [lum(a), lum(b)].sort((x, y) => y - x);
   return (hi + 0.05) / (lo + 0.05);
 }
+
+/** A turn's colour by role (the grid's role band and its collapsed turn cells, src/view/turns.ts), distinct from the region colours. */
+export const ROLE_COLORS = { prompt: '#58a6ff', system: '#a371f7', user: '#79c0ff', assistant: '#3fb950', tool_call: '#f0883e', tool: '#db61a2' } as const;
+
+/** The outline of stored tokens that differ from the chat template's render (a re-tokenized tool call, a BPE seam). */
+export const RETOKENIZED_COLOR = '#39c5cf';

@@ -27,16 +27,16 @@ import { widestCompletion, type ChatMessage, type GrpoBatch } from '../io/batch.
 import type { DoctorOptions, DoctorReport } from '../doctor/types.ts';
 import { AdapterSlot } from './adapter.ts';
 import { inspectBatch, loadedModel, tokenTexts } from './inspect.ts';
-import type { AdapterChoice, AdapterReference, CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, PagePlan, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerView } from '../bridge/protocol.ts';
+import type { AdapterChoice, AdapterReference, CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, PagePlan, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, ToolSettings, JsToolRunner, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerView } from '../bridge/protocol.ts';
 import type { EffectiveSettings } from '../grpo/settings/effective.ts';
-import { runJsReward } from './reward_sandbox.ts';
+import { runJsReward, runJsTools } from './reward_sandbox.ts';
 import { promptConversation } from '../bridge/settings.ts';
 import { trainerView, trainerWhatIf } from './trainer_view.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import { stepConfigOf, type StepConfig } from '../grpo/step_config.ts';
 import { Optimizer } from '../grpo/optimizer.ts';
-import type { StageData, StepSource } from '../grpo/step_types.ts';
+import type { PromptSource, StageData, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
 import { computeAdvantages, withUnscorable } from '../grpo/advantages.ts';
 import { checkScorable, padBatch, raggedFromPadded } from '../grpo/batch.ts';
@@ -94,6 +94,7 @@ class PipelineRunner implements StepRunner {
   constructor(
     private readonly gpu: Gpu,
     private readonly runJs: JsRewardRunner,
+    private readonly runTools: JsToolRunner,
     private readonly templateRenderer?: (tok: Tokenizer) => BoundedRenderer,
   ) {}
 
@@ -239,6 +240,7 @@ class PipelineRunner implements StepRunner {
               decoder: () => kvDecoder(policy),
               rewards: settings.rewards,
               runJs: this.runJs,
+              ...(settings.tools ? { tools: toolsOf(settings.tools, this.runTools) } : {}),
             };
       this.ran = settings.settings;
       // The CLI's resolution (stepConfigOf): the studio loss, the trainer's objective where the studio loss is not it,
@@ -447,4 +449,12 @@ class PipelineRunner implements StepRunner {
 }
 
 /** `runJsReward` defaults to the sandbox worker (the browser); Node callers without JS rewards need none. */
-export const createStepRunner = (gpu: Gpu, deps: Partial<Parameters<CreateStepRunner>[1]> = {}): StepRunner => new PipelineRunner(gpu, deps.runJsReward ?? ((spec, samples) => runJsReward(spec, samples)), deps.templateRenderer);
+export const createStepRunner = (gpu: Gpu, deps: Partial<Parameters<CreateStepRunner>[1]> = {}): StepRunner =>
+  new PipelineRunner(gpu, deps.runJsReward ?? ((spec, samples) => runJsReward(spec, samples)), deps.runJsTools ?? ((source, calls, timeout) => runJsTools(source, calls, timeout)), deps.templateRenderer);
+
+/** The prompt source's tool loop from the page's tool settings: the calls run with the tools source in the sandbox. */
+const toolsOf = (t: ToolSettings, run: JsToolRunner): NonNullable<PromptSource['tools']> => ({
+  schemas: t.schemas,
+  loop: { way: t.way, max_tool_calling_iterations: t.max_tool_calling_iterations },
+  run: (calls) => run(t.source, calls, t.timeout_ms),
+});

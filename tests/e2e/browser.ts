@@ -38,6 +38,9 @@ export interface Studio {
 }
 
 /** Builds into .out/<name>-dist, serves it and opens one page at `viewport`. */
+/** Console lines of each open studio page (the last 200). */
+export const pageLogs = new WeakMap<Page, string[]>();
+
 export async function openStudio(name: string, viewport = { width: 1600, height: 1000 }): Promise<Studio> {
   const outDir = path.join(root, `.out/${name}-dist`);
   // The bundle users get: under vitest NODE_ENV is "test", and Vite's build would then ship React's
@@ -61,6 +64,14 @@ export async function openStudio(name: string, viewport = { width: 1600, height:
   const page = await ctx.newPage();
   const pageErrors: string[] = [];
   page.on('pageerror', (e) => pageErrors.push(e.message));
+  // The last console lines of the page and its workers, for a timeout's report (harness.ts waitForUpdate).
+  const log: string[] = [];
+  pageLogs.set(page, log);
+  page.on('console', (m) => {
+    log.push(`${m.type()}: ${m.text()}`);
+    if (log.length > 200) log.shift();
+  });
+  page.on('worker', (w) => w.on('close', () => log.push(`worker closed: ${w.url()}`)));
   await page.goto(base);
   return {
     ctx,

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect } from 'vitest';
-import { openStudio, root, type Studio } from './browser.ts';
+import { openStudio, pageLogs, root, type Studio } from './browser.ts';
 
 export { openStudio, root, type Studio };
 
@@ -13,10 +13,17 @@ export const stageStatuses = (page: Page) => page.locator('.stage').evaluateAll(
 
 /** Waits until every stage is done or skipped, or one failed; returns the statuses. */
 export async function waitForUpdate(page: Page, timeout = 240_000): Promise<string[]> {
-  await expect.poll(async () => {
-    const s = await stageStatuses(page);
-    return s.every((x) => x === 'done' || x === 'skipped') || s.includes('error');
-  }, { timeout, interval: 250 }).toBe(true);
+  try {
+    await expect.poll(async () => {
+      const s = await stageStatuses(page);
+      return s.every((x) => x === 'done' || x === 'skipped') || s.includes('error');
+    }, { timeout, interval: 250 }).toBe(true);
+  } catch (e) {
+    // An update that never ends: say where it stopped, what the page shows and what it logged.
+    const stages = await page.locator('.stage').evaluateAll((els) => els.map((el) => `${(el as HTMLElement).dataset.stage ?? el.textContent?.slice(0, 20)}=${(el as HTMLElement).dataset.status}`));
+    const banners = await page.locator('[data-testid="errors"]').allTextContents();
+    throw new Error(`the update did not finish in ${timeout} ms: stages ${stages.join(' ')}; banners ${JSON.stringify(banners)}; last console lines:\n${(pageLogs.get(page) ?? []).slice(-40).join('\n')}\n(${(e as Error).message})`);
+  }
   return stageStatuses(page);
 }
 

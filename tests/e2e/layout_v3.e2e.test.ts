@@ -2,7 +2,8 @@
 // chromium with the default model: at 1280×800 and 1920×1080 no side-panel table, select or label is clipped
 // (scrollWidth ≤ clientWidth in the DOM, no single number wrapped, all 8 TRL loss types inside the panel);
 // the side panels resize and collapse by keyboard and keep their width over a reload; the grid's height does
-// not depend on which token the inspector shows, and End on the last row keeps it in view; on a planted batch
+// not depend on which token the inspector shows, is at least 300 px at 1280×800, and End on the last row keeps
+// it in view; on a planted batch
 // (rewards, lengths, an outlier log-prob and a mask defect chosen here), rows sort and filter and the heat
 // scale's controls work, both walked with Tab / arrow keys / Enter only. Expected orders and percentiles are
 // computed here from the planted values, never read from the page's own derivations.
@@ -147,7 +148,7 @@ describe('studio v3 layout, heat scale and row order in chromium', () => {
     }
   });
 
-  it('keeps the grid as tall with a prompt token as with a completion token selected; End on the last row keeps it in view', async () => {
+  it('keeps the grid as tall with a prompt token as with a completion token selected, ≥ 300 px at 1280×800; End on the last row keeps it in view', async () => {
     await page.setViewportSize(SIZES[0]);
     await page.waitForTimeout(300);
     const P = Number(await page.getByTestId('token-grid').getAttribute('data-boundary'));
@@ -160,6 +161,9 @@ describe('studio v3 layout, heat scale and row order in chromium', () => {
     expect(await page.getByTestId('token-inspector').textContent()).toContain('completion [0]');
     const completionH = await page.locator('.grid-body').evaluate((b) => b.clientHeight);
     expect(completionH).toBe(promptH);
+    // A compact stepper and toolbar leave the grid's canvas at least 300 px of a 1280×800 window after a full
+    // update (every stage's time and memory shown); it had about 140 px before.
+    expect(promptH).toBeGreaterThanOrEqual(300);
     await page.keyboard.press('Control+End');
     await page.keyboard.press('End');
     await page.waitForTimeout(200);

@@ -45,6 +45,13 @@ describe('μ > 1 passes and the padding-free diff', () => {
     expect(Number(await cell(1, 3))).toBeGreaterThan(0.001);
     expect(Number(await rows.nth(1).getAttribute('data-clipped'))).toBeGreaterThan(0);
     expect(Number(await cell(1, 2))).toBeGreaterThan(0);
+    // The passes' sparklines (recharts): one point per pass in each of loss, mean KL and clipped tokens, with both axes.
+    for (const k of ['loss', 'kl', 'clipped']) {
+      const line = page.getByTestId(`pass-sparkline-${k}`);
+      await expect.poll(() => line.locator('.recharts-line-dot').count()).toBe(2);
+      expect(await line.locator('.recharts-xAxis-tick-labels text').count()).toBeGreaterThan(0);
+      expect(await line.locator('.recharts-yAxis-tick-labels text').count()).toBeGreaterThan(0);
+    }
     // The ratio heat follows the pass selector: all 1 on pass 1, not on pass 2.
     await page.getByTestId('heat').selectOption('ratio');
     const legend = () => page.getByTestId('heat-legend').textContent();

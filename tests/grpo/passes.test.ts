@@ -5,7 +5,7 @@
 // post-step log-probs (one clipped AdamW step from the golden gradients, tests/golden/models/README), and
 // pass 2's ratio, clip bits, KL and loss are the float64 twins (src/oracle/grpo_loss.ts, kl.ts) of those
 // log-probs against the batch's old and the golden reference log-probs. Pass 1 is the loss stage (the
-// golden loss). verl's ppo_epochs reaches the same StepConfig.passes (stepConfigOf).
+// golden loss). verl's ppo_epochs and OpenRLHF's train.max_epochs reach the same StepConfig.passes (stepConfigOf).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -39,9 +39,14 @@ describe('StepConfig.passes (μ)', () => {
   });
 
   it('reads each trainer’s own row for μ', () => {
-    expect(PASSES_SETTING).toEqual({ trl: 'num_iterations', verl: 'ppo_epochs' });
+    expect(PASSES_SETTING).toEqual({ trl: 'num_iterations', verl: 'ppo_epochs', openrlhf: 'train.max_epochs' });
     const verl = effectiveSettings('verl', [fileLayer({ trainer: 'verl', config: { ppo_epochs: 2 } }, 'v.json')]);
     expect(stepConfigOf(verl, 8, { refuse: false }).passes).toBe(2);
+    // OpenRLHF's train.max_epochs (train_ppo_ray.py, default 1): 3 passes, 1 without it, a non-integer refused naming it.
+    const openrlhf = (config: Record<string, unknown>) => effectiveSettings('openrlhf', [fileLayer({ trainer: 'openrlhf', config }, 'o.json')]);
+    expect(stepConfigOf(openrlhf({ 'train.max_epochs': 3 }), 8, { refuse: false }).passes).toBe(3);
+    expect(stepConfigOf(openrlhf({}), 8, { refuse: false }).passes).toBe(1);
+    expect(() => stepConfigOf(openrlhf({ 'train.max_epochs': 0 }), 8, { refuse: false })).toThrow(/train\.max_epochs/);
   });
 });
 

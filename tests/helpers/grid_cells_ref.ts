@@ -43,7 +43,14 @@ export function refCell(batch: GrpoBatch, special: Set<number>, b: number, col: 
   }
   const j = col - P;
   const ids = batch.completion_ids[b] ?? [];
-  const firstEos = ids.findIndex((t) => eos.has(t));
+  // The EOS that ends the row: the first; in a multi-turn batch (tool_mask, or a conversation of several
+  // assistant turns) the first from the start of the last run of trained tokens (completion_mask 1, tool_mask 1 or none).
+  const cmRow = (batch.completion_mask[b] ?? []) as (number | null)[];
+  const tmRow = batch.tool_mask?.[b] as (number | null)[] | undefined;
+  const multiTurn = !!batch.tool_mask || !!batch.messages?.some((m) => m.filter((x) => x.role === 'assistant').length > 1);
+  const trained = cmRow.map((m, t) => m === 1 && (tmRow?.[t] ?? 1) === 1);
+  const lastRun = trained.lastIndexOf(true) < 0 ? 0 : trained.lastIndexOf(false, trained.lastIndexOf(true)) + 1;
+  const firstEos = ids.findIndex((t, k) => k >= (multiTurn ? lastRun : 0) && eos.has(t));
   const region = j >= ids.length ? REGION.absent : firstEos >= 0 && j > firstEos ? REGION.after_eos : j === firstEos ? REGION.eos : isSpecial(ids[j]) ? REGION.special : REGION.completion;
   const completion = bitOf(batch.completion_mask[b] as (number | null)[] | undefined, j);
   const tm = batch.tool_mask?.[b] as (number | null)[] | undefined;

@@ -10,6 +10,7 @@ import type { GrpoBatch } from '../../src/io/batch.ts';
 import { effectiveOf, groupStats } from '../../src/store/derived.ts';
 import { STORAGE_KEY, createStudioStore } from '../../src/store/index.ts';
 import { DEFAULT_PROMPTS, DEFAULT_SAMPLING_SETTINGS } from '../../src/store/settings.ts';
+import { TASKS } from '../../src/grpo/tasks.ts';
 import { STAGES, type StageResult } from '../../src/bridge/protocol.ts';
 import { settingOf, trainerOfBatch, type EffectiveSettings } from '../../src/grpo/settings/effective.ts';
 import { stepConfigOf } from '../../src/grpo/step_config.ts';
@@ -39,7 +40,7 @@ describe('persistence', () => {
 
     const saved = JSON.parse(storage.data.get(STORAGE_KEY)!);
     // The settings slices and the side panels' layout (src/store/layout.ts); nothing of the session.
-    expect(Object.keys(saved.state).sort()).toEqual(['edits', 'panels', 'prompts', 'rewards', 'sampling', 'trainer']);
+    expect(Object.keys(saved.state).sort()).toEqual(['edits', 'panels', 'prompts', 'rewards', 'sampling', 'task', 'tools', 'trainer']);
 
     const b = createStudioStore(storage).getState();
     expect(b.prompts[0]).toEqual({ system: '', user: 'What is 2 + 2?', answer: '4' });
@@ -49,6 +50,28 @@ describe('persistence', () => {
     expect(b.rewards.at(-1)?.kind).toBe('js');
     expect(b.batch).toBeNull();
     expect(b.errors).toEqual([]);
+  });
+
+  it('a task choice replaces the prompt set, sampling, rewards and tools, keeps the loss edits, and is restored', () => {
+    const storage = memoryStorage();
+    const a = createStudioStore(storage);
+    a.getState().setSetting('prompts', 'config', 'beta', 0);
+    expect(a.getState()).toMatchObject({ task: 'addition', tools: null });
+    a.getState().chooseTask('multiply-tool');
+    const s = a.getState();
+    expect(s.task).toBe('multiply-tool');
+    expect(s.prompts.map((p) => p.user)).toEqual(TASKS['multiply-tool'].prompts.map((p) => p.messages[0].content));
+    expect(s.sampling.max_new_tokens).toBe(TASKS['multiply-tool'].max_completion_length);
+    expect(s.rewards.map((r) => r.name)).toEqual(TASKS['multiply-tool'].rewards.map((r) => r.name));
+    expect(s.tools).toMatchObject({ way: 'concat', max_tool_calling_iterations: TASKS['multiply-tool'].tools.max_tool_calling_iterations, source: TASKS['multiply-tool'].tools.source });
+    expect(s.edits.trl.config).toEqual({ beta: 0 });
+    a.getState().setTools({ way: 'rerender' });
+    const b = createStudioStore(storage).getState();
+    expect(b.task).toBe('multiply-tool');
+    expect(b.tools?.way).toBe('rerender');
+    // A stored task this version does not ship: the default task, with its own (no) tools.
+    storage.data.set(STORAGE_KEY, JSON.stringify({ state: { ...JSON.parse(storage.data.get(STORAGE_KEY)!).state, task: 'gone' }, version: 2 }));
+    expect(createStudioStore(storage).getState()).toMatchObject({ task: 'addition', tools: null });
   });
 
   it('keeps current defaults for keys an older stored shape lacks', () => {

@@ -1,6 +1,7 @@
 // Reward functions (src/grpo/rewards.ts) and the JS reward sandbox (src/worker/reward_sandbox.ts), the
 // sandbox driven through Node worker_threads: a hanging function times out on its own sample and the
-// rest are still scored; throws, bad values and compile errors become per-sample errors.
+// rest are still scored; throws, bad values and compile errors become per-sample errors. The same sandbox
+// runs the tools of a multi-turn rollout: results as strings, failures as TRL's {'error': …} results.
 import { buildSync } from 'esbuild';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -9,7 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { RewardDefinitionError, builtinReward, compileUserReward, scoreRewards, type RewardSample, type RewardSpec } from '../../src/grpo/rewards.ts';
-import { runJsReward, type WorkerLike } from '../../src/worker/reward_sandbox.ts';
+import { runJsReward, runJsTools, type WorkerLike } from '../../src/worker/reward_sandbox.ts';
 
 // The sandbox module bundled to plain JS once (a worker thread has no TypeScript loader).
 const sandboxModule = (() => {
@@ -127,5 +128,28 @@ describe('the JS reward template a new "js" reward starts with', () => {
     expect(fn(sample(1, ' 59 <|im_end|><|endoftext|>', '59'))).toBe(1);
     expect(fn(sample(2, '58<|im_end|>', '59'))).toBe(0);
     expect(fn(sample(3, '59', '59'))).toBe(1);
+  });
+});
+
+describe('the tools sandbox (multi-turn rollouts)', () => {
+  const calls = (...names: string[]) => names.map((name, i) => ({ sample: i, name, arguments: { a: 6, b: 7 } }));
+
+  it('runs each call with its arguments; a result is str()ed, an async tool awaited', async () => {
+    const src = '({ multiply: ({ a, b }) => a * b, pair: async ({ a, b }) => [a, b], echo: ({ a }) => `a=${a}` })';
+    expect(await runJsTools(src, calls('multiply', 'pair', 'echo'), 1000, nodeSandbox)).toEqual(['42', '[6,7]', 'a=6']);
+  });
+
+  it('an unknown tool, a throw and a hang become error results; the calls after a hang still run', async () => {
+    const src = '({ multiply: ({ a, b }) => a * b, boom: () => { throw new Error("no") }, spin: () => { for (;;) {} } })';
+    const out = await runJsTools(src, calls('nope', 'boom', 'spin', 'multiply'), 300, nodeSandbox);
+    expect(out[0]).toBe("{'error': 'Tool nope not found.'}");
+    expect(out[1]).toBe("{'error': 'no'}");
+    expect(out[2]).toMatch(/^\{'error': 'timed out after 300 ms/);
+    expect(out[3]).toBe('42');
+  });
+
+  it('a source that is not an object of functions fails every call with one reason', async () => {
+    const out = await runJsTools('(a) => a', calls('multiply', 'multiply'), 300, nodeSandbox);
+    expect(out).toEqual(out.map(() => "{'error': 'the tools source must be an object of functions, e.g. ({ multiply: ({ a, b }) => a * b }); got function'}"));
   });
 });

@@ -24,6 +24,9 @@ export const OPENRLHF_SETTINGS: readonly SettingSpec[] = [
   s({ name: 'algo.advantage.is_correction_threshold', type: 'number-list', default: [0.5, 5.0], scope: 'loss', doc: '[low, high] of the IS weight exp(old − rollout)', source: LOSS }),
   s({ name: 'algo.advantage.is_correction_type', type: 'enum', values: ['tis', 'icepop', 'seq-mask-tis'], default: 'tis', scope: 'loss', doc: 'tis clamp(w, low, high); icepop w·[low ≤ w ≤ high]; seq-mask-tis w·[low ≤ exp(mean_b log w) ≤ high]', source: LOSS }),
   s({ name: 'rollout.temperature', type: 'number', default: 1.0, min: 0, exclusive: true, scope: 'loss', doc: 'log-probs of logits / temperature (the entropy uses the raw logits)', source: 'openrlhf/models/actor.py Actor.forward' }),
+  // μ: the actor's training loop runs max_epochs times over the replay buffer of one rollout, its experiences'
+  // action_log_probs (the old log-probs) fixed from the rollout; `--max_epochs` before the hierarchical args.
+  s({ name: 'train.max_epochs', type: 'integer', default: 1, min: 1, scope: 'optimizer', doc: 'passes (μ) over one batch of experiences: forward → loss → backward → step again, the old log-probs fixed', source: `${CLI}; openrlhf/trainer/ray/ppo_actor.py ppo_train (for epoch in range(max_epochs))` }),
 ];
 
 /** Run context (`run` of a case or batch): the optimizer-step window of this micro-batch. */
@@ -49,6 +52,7 @@ export interface OpenrlhfConfig {
   'algo.advantage.is_correction_threshold': number[];
   'algo.advantage.is_correction_type': 'tis' | 'icepop' | 'seq-mask-tis';
   'rollout.temperature': number;
+  'train.max_epochs': number;
 }
 
 export interface OpenrlhfRun {

@@ -4,8 +4,10 @@
 // a chart is one canvas draw in ~1 ms whatever its length, and it shows every point: where several x fall
 // on one pixel column the column draws their first, min, max and last value (scale.ts), so a one-token KL
 // spike stays visible. The tooltip reads the exact value at the x under the pointer. The legend and the
-// axis ticks are DOM (a few elements), readable by tests and screen readers alike.
+// axis ticks are DOM (a few elements), readable by tests and screen readers alike. The summary charts of
+// a few dozen points use recharts (SummaryChart.tsx); both paint with the one theme of view/chart_theme.ts.
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react';
+import { CHART_FONT, CHART_THEME } from '../../view/chart_theme.ts';
 import { fmt } from '../fields.tsx';
 import { columnExtents, niceTicks, valueRange, type Values } from './scale.ts';
 
@@ -30,8 +32,6 @@ export interface SeriesChartProps {
   xTitle: string;
   /** Memoize: a new array redraws the chart. */
   series: readonly Series[];
-  /** Bars per index (for a few hundred x at most) or lines. */
-  kind?: 'line' | 'bars';
   spans?: readonly Span[];
   spanLabel?: string;
   /** A line at y = 0 (and 0 inside the y range). */
@@ -43,8 +43,7 @@ export interface SeriesChartProps {
 
 /** Plot margins inside the canvas, in CSS pixels: y tick labels on the left, x ticks and title below. */
 const M = { left: 46, right: 8, top: 6, bottom: 28 };
-const GRID = '#21262d';
-const AXIS = '#7d8590';
+const { grid: GRID, axis: AXIS } = CHART_THEME;
 
 interface Geometry {
   width: number;
@@ -69,7 +68,7 @@ function geometry(width: number, height: number, n: number, range: [number, numb
     plotH,
     lo,
     hi,
-    // Index i sits at the centre of its band, for bars and lines alike (and for the pixel columns of a long line).
+    // Index i sits at the centre of its band (and of its pixel column on a long line).
     xOf: (i) => M.left + ((i + 0.5) * plotW) / n,
     yOf: (v) => M.top + ((hi - v) / (hi - lo)) * plotH,
   };
@@ -121,21 +120,6 @@ function drawLine(g: CanvasRenderingContext2D, geo: Geometry, n: number, get: Va
     }
 }
 
-function drawBars(g: CanvasRenderingContext2D, geo: Geometry, n: number, series: readonly Series[]): void {
-  const band = geo.plotW / n;
-  const w = Math.max(1, (band * 0.8) / series.length);
-  const y0 = geo.yOf(0);
-  series.forEach((s, k) => {
-    g.fillStyle = s.color;
-    for (let i = 0; i < n; i++) {
-      const v = s.get(i);
-      if (v === undefined || !Number.isFinite(v)) continue;
-      const y = geo.yOf(v);
-      g.fillRect(M.left + i * band + band * 0.1 + k * w, Math.min(y, y0), w, Math.max(1, Math.abs(y - y0)));
-    }
-  });
-}
-
 function draw(canvas: HTMLCanvasElement, geo: Geometry, height: number, p: SeriesChartProps, yTicks: number[]): void {
   const dpr = globalThis.devicePixelRatio || 1;
   canvas.width = Math.round(geo.width * dpr);
@@ -147,15 +131,15 @@ function draw(canvas: HTMLCanvasElement, geo: Geometry, height: number, p: Serie
   for (const v of yTicks) g.fillRect(M.left, Math.round(geo.yOf(v)), geo.plotW, 1);
   if (p.spans?.length) {
     const band = geo.plotW / p.n;
-    g.font = '10px sans-serif';
+    g.font = CHART_FONT;
     const labelW = p.spanLabel ? g.measureText(p.spanLabel).width + 4 : Infinity;
     for (const s of p.spans) {
       const x = M.left + s.x0 * band;
       const w = (s.x1 - s.x0 + 1) * band;
-      g.fillStyle = 'rgba(248,81,73,0.12)';
+      g.fillStyle = CHART_THEME.span;
       g.fillRect(x, M.top, w, geo.plotH);
       if (p.spanLabel && w >= labelW) {
-        g.fillStyle = '#f85149';
+        g.fillStyle = CHART_THEME.spanText;
         g.fillText(p.spanLabel, x + 2, M.top + 10);
       }
     }
@@ -164,8 +148,7 @@ function draw(canvas: HTMLCanvasElement, geo: Geometry, height: number, p: Serie
     g.fillStyle = AXIS;
     g.fillRect(M.left, Math.round(geo.yOf(0)), geo.plotW, 1);
   }
-  if (p.kind === 'bars') drawBars(g, geo, p.n, p.series);
-  else for (const s of p.series) drawLine(g, geo, p.n, s.get, s.color, !!p.dots);
+  for (const s of p.series) drawLine(g, geo, p.n, s.get, s.color, !!p.dots);
   g.fillStyle = AXIS;
   g.fillRect(M.left, M.top + geo.plotH, geo.plotW, 1);
 }
@@ -187,8 +170,8 @@ export function SeriesChart(p: SeriesChartProps) {
 
   const range = useMemo(() => {
     const r = valueRange(series.map((s) => s.get), n);
-    return r && (p.zeroLine || p.kind === 'bars') ? ([Math.min(r[0], 0), Math.max(r[1], 0)] as [number, number]) : r;
-  }, [series, n, p.zeroLine, p.kind]);
+    return r && p.zeroLine ? ([Math.min(r[0], 0), Math.max(r[1], 0)] as [number, number]) : r;
+  }, [series, n, p.zeroLine]);
   const geo = useMemo(() => (width > 0 && range && n > 0 ? geometry(width, height, n, range) : null), [width, height, n, range]);
   const yTicks = useMemo(() => (geo ? niceTicks(geo.lo, geo.hi, 4) : []), [geo]);
   const xTicks = useMemo(() => (geo ? niceTicks(0, n - 1, Math.max(1, Math.floor(geo.plotW / 70)), true) : []), [geo, n]);
@@ -196,7 +179,7 @@ export function SeriesChart(p: SeriesChartProps) {
   useLayoutEffect(() => {
     if (geo && canvas.current) draw(canvas.current, geo, height, p, yTicks);
     // p's fields are listed one by one: the props object is new on every render.
-  }, [geo, height, yTicks, series, p.kind, p.spans, p.spanLabel, p.zeroLine, p.dots]);
+  }, [geo, height, yTicks, series, p.spans, p.spanLabel, p.zeroLine, p.dots]);
 
   const onMove = (e: React.PointerEvent) => {
     if (!geo) return;
@@ -218,7 +201,7 @@ export function SeriesChart(p: SeriesChartProps) {
           </span>
         ))}
       </div>
-      <div className="chart-plot" ref={box} style={{ height }} onPointerMove={onMove} onPointerLeave={() => setHover(null)}>
+      <div className="chart-plot" ref={box} style={{ height, color: AXIS, fontSize: CHART_THEME.fontSize, fontFamily: CHART_THEME.fontFamily }} onPointerMove={onMove} onPointerLeave={() => setHover(null)}>
         <canvas ref={canvas} role="img" aria-label={p.title} style={{ width: '100%', height }} />
         {!range && <span className="chart-empty muted">no finite values</span>}
         {geo &&
@@ -239,7 +222,7 @@ export function SeriesChart(p: SeriesChartProps) {
         {geo && at !== null && (
           <>
             <div className="chart-cursor" style={{ left: tipLeft, top: M.top, height: geo.plotH }} />
-            <div className="chart-tip" data-testid={`${testId}-tip`} data-index={at} style={tipLeft > geo.width / 2 ? { right: geo.width - tipLeft + 8 } : { left: tipLeft + 8 }}>
+            <div className="chart-tip" data-testid={`${testId}-tip`} data-index={at} style={{ background: CHART_THEME.tooltipBg, borderColor: CHART_THEME.tooltipBorder, ...(tipLeft > geo.width / 2 ? { right: geo.width - tipLeft + 8 } : { left: tipLeft + 8 }) }}>
               <div>
                 {p.xKey} {at}
               </div>

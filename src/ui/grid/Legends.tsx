@@ -2,7 +2,8 @@
 // mean), and the heat overlay's colour scale with its range, so no colour on the canvas is unexplained.
 import { fmt } from '../fields.tsx';
 import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS } from '../../store/vocabulary.ts';
-import { REGION_COLORS } from '../../view/colors.ts';
+import { REGION_COLORS, RETOKENIZED_COLOR, ROLE_COLORS } from '../../view/colors.ts';
+import { ROLE_NAMES } from '../../view/turns.ts';
 import { FACTOR_COLORS, HEATS, heatColor, rampColor, type HeatSource } from './heat.ts';
 import { MASK_FACTORS } from '../../store/vocabulary.ts';
 
@@ -25,6 +26,33 @@ export function Legend() {
         mask ≠ region
       </span>
       <span className="muted">rows: p = prompt ids / mask, c = completion ids; m, t, o, r = completion_mask, tool_mask, old, ref lengths; Σm = Σ completion_mask</span>
+    </div>
+  );
+}
+
+/** The turns' marks: role colours, the turn separator, the re-tokenization outline; collapsed, what a turn cell's numbers are. */
+export function TurnLegend({ collapsed }: { collapsed: boolean }) {
+  const roles = Object.keys(ROLE_COLORS) as (keyof typeof ROLE_COLORS)[];
+  return (
+    <div className="legend small turn-legend" data-testid="turn-legend">
+      <span className="muted">turns:</span>
+      {roles.map((r) => (
+        <span key={r} data-role={r}>
+          <i style={{ background: ROLE_COLORS[r] }} />
+          {ROLE_NAMES[r]}
+        </span>
+      ))}
+      <span>
+        <i style={{ background: '#e6edf3', width: 2 }} />
+        turn boundary
+      </span>
+      <span title="stored tokens that differ from the chat template's render of the conversation (the Doctor's turn-retokenization: a re-tokenized tool call, a BPE merge at a seam, …)">
+        <i style={{ border: `2px dashed ${RETOKENIZED_COLOR}`, background: 'transparent' }} />
+        re-tokenized
+      </span>
+      <span className="muted">
+        {collapsed ? 'cell: role tokens/tokens in the loss, Σℓ = Σ per-token loss; ← / → move by turn' : 'tokens tool_mask keeps out of the loss are dimmed'}
+      </span>
     </div>
   );
 }

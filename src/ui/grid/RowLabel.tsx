@@ -12,7 +12,7 @@ export function RowLabel({ r, adv }: { r: RowReadout; adv?: number }) {
     r.tool_mask !== null ? `tool_mask ${r.tool_mask}` : '',
     r.old_per_token_logps !== null ? `old_per_token_logps ${r.old_per_token_logps}` : '',
     r.ref_per_token_logps !== null ? `ref_per_token_logps ${r.ref_per_token_logps}` : '',
-    r.first_eos >= 0 ? `first EOS at ${r.first_eos}` : 'no EOS (truncated)',
+    r.first_eos >= 0 ? `EOS that ends the completion at ${r.first_eos}` : 'no EOS (truncated)',
   ].filter(Boolean).join('\n');
   return (
     <>

@@ -4,7 +4,9 @@
 // spacer as large as the whole grid gives the scrollbars their range, so 200,000 rows scroll like 16.
 // Row labels on the left (lengths of ids vs every mask) exist only for the window's rows. Rows are laid out
 // in display order (src/store/rows.ts: sorted / filtered, or the batch's own with a gap between groups);
-// selection, hover and findings stay in sample numbers, mapped to display positions where drawn.
+// selection, hover and findings stay in sample numbers, mapped to display positions where drawn. A batch
+// with turns (turns.ts) shows them as role bands, or one cell per turn (collapsed: columns are turns, and a
+// turn's cell stands for its first token's column, so selection and the inspector keep working in columns).
 import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react';
 import { hoverStore } from '../../store/hover.ts';
 import { useStudio } from '../../store/index.ts';
@@ -19,7 +21,9 @@ import { RowControls } from './RowControls.tsx';
 import { scaleOf } from '../../store/layout.ts';
 import { rowOrderOf } from '../../store/rows.ts';
 import { stepRow } from '../../view/row_order.ts';
-import { HeatLegend, Legend } from './Legends.tsx';
+import { HeatLegend, Legend, TurnLegend } from './Legends.tsx';
+import { TURN_W, useTurns } from './turns.ts';
+import type { TurnsView } from '../../store/session.ts';
 import { HEADER_H, ROW_H, gridHeight, rowAt, rowTop, rowWindow, sameWindow, type RowWindow } from './layout.ts';
 import { paintGrid, type Cell, type PaintInput } from './paint.ts';
 import { RowLabel } from './RowLabel.tsx';
@@ -46,6 +50,8 @@ export function TokenGrid() {
   const setOverlay = useStudio((s) => s.setOverlay);
   const setHeat = useStudio((s) => s.setHeat);
   const select = useStudio((s) => s.select);
+  const turnsView = useStudio((s) => s.turnsView);
+  const setTurnsView = useStudio((s) => s.setTurnsView);
   const [cellW, setCellW] = useState(34);
 
   const model = useGridModel();
@@ -60,6 +66,9 @@ export function TokenGrid() {
   const order = useStudio(rowOrderOf);
   const focusCols = useMemo(() => (ctx && focus ? spanColumns(ctx, focus) : null), [ctx, focus]);
   const texts = useStudio((s) => s.tokenTexts);
+  const turnsModel = useTurns(grid?.P);
+  const turns = useMemo(() => (turnsModel && turnsView !== 'off' ? { model: turnsModel, collapsed: turnsView === 'collapsed' } : null), [turnsModel, turnsView]);
+  const collapsed = turns?.collapsed ? turnsModel : null;
 
   const scrollRef = useRef<HTMLDivElement>(null);
   const canvasRef = useRef<HTMLCanvasElement>(null);
@@ -111,8 +120,9 @@ export function TokenGrid() {
       focus: focus?.sample !== undefined ? { sample: focus.sample, cols: focusCols } : null,
       selected,
       hover: hoverRef.current,
+      turns,
     });
-  }, [grid, batch, cellW, overlay, src, texts, focus, focusCols, selected, win, G, N, order]);
+  }, [grid, batch, cellW, overlay, src, texts, focus, focusCols, selected, win, G, N, order, turns]);
 
   // Every paint goes through the next animation frame (before that frame is shown): the changes of one
   // frame (a scroll, a hover, a resize) paint once, and the commit of a new batch does not also pay for
@@ -172,13 +182,19 @@ export function TokenGrid() {
     reveal(focus.sample, focusCols[0]);
   }, [focusCols]);
 
+  // A switch of the turns view keeps the selected token (its turn, collapsed) in view; collapsed without one, the first turns.
+  useEffect(() => {
+    if (selected) reveal(selected.sample, selected.col);
+    else if (collapsed && scrollRef.current) scrollRef.current.scrollLeft = 0;
+  }, [turnsView]);
+
   /** Scrolls cell (sample, col) into view: columns in the grid's own scroller, rows in the body around it (none when filtered out). */
   const reveal = (sample: number, col: number) => {
     const el = scrollRef.current;
     const body = el?.parentElement;
     if (!el || !body) return;
-    const x = col * cellW;
-    if (x < el.scrollLeft || x > el.scrollLeft + el.clientWidth - cellW) el.scrollLeft = Math.max(0, x - el.clientWidth / 3);
+    const [x, w] = collapsed ? [Math.max(0, collapsed.turnAt(sample, col)) * TURN_W, TURN_W] : [col * cellW, cellW];
+    if (x < el.scrollLeft || x > el.scrollLeft + el.clientWidth - w) el.scrollLeft = Math.max(0, x - el.clientWidth / 3);
     const at = positionOf(sample);
     if (at < 0) return;
     const y = rowTop(at, G);
@@ -196,9 +212,15 @@ export function TokenGrid() {
     const rowBy = (steps: number) => stepRow(order, grid.B, cur.sample, steps);
     const step = e.shiftKey ? 10 : 1;
     const page = Math.max(1, Math.floor((scrollRef.current?.parentElement?.clientHeight ?? ROW_H) / ROW_H) - 1);
+    /** Collapsed: the first column of the turn `by` turns from the current one (clamped to the row's turns). */
+    const turnStep = (by: number): Cell => {
+      const t = collapsed!.row(cur.sample);
+      const k = Math.min(t.spans.length - 1, Math.max(0, collapsed!.turnAt(cur.sample, cur.col) + by));
+      return { ...cur, col: t.spans[k].start + t.offset };
+    };
     const moves: Record<string, () => Cell> = {
-      ArrowLeft: () => ({ ...cur, col: cur.col - step }),
-      ArrowRight: () => ({ ...cur, col: cur.col + step }),
+      ArrowLeft: () => (collapsed ? turnStep(-step) : { ...cur, col: cur.col - step }),
+      ArrowRight: () => (collapsed ? turnStep(step) : { ...cur, col: cur.col + step }),
       ArrowUp: () => ({ ...cur, sample: rowBy(-step) }),
       ArrowDown: () => ({ ...cur, sample: rowBy(step) }),
       PageUp: () => ({ ...cur, sample: rowBy(-page) }),
@@ -222,9 +244,17 @@ export function TokenGrid() {
   const cellAt = (e: React.MouseEvent) => {
     const el = scrollRef.current!;
     const r = el.getBoundingClientRect();
-    const col = Math.floor((e.clientX - r.left + el.scrollLeft) / cellW);
+    const x = e.clientX - r.left + el.scrollLeft;
     const at = rowAt(e.clientY - r.top, N, G);
-    return at === null || !grid || col < 0 || col >= grid.W ? null : { sample: sampleAt(at), col };
+    if (at === null || !grid) return null;
+    if (collapsed) {
+      // The turn under the pointer, as its first token's column.
+      const t = collapsed.row(sampleAt(at));
+      const s = t.spans[Math.floor(x / TURN_W)];
+      return s ? { sample: sampleAt(at), col: s.start + t.offset } : null;
+    }
+    const col = Math.floor(x / cellW);
+    return col < 0 || col >= grid.W ? null : { sample: sampleAt(at), col };
   };
 
   if (!batch || !grid) {
@@ -241,7 +271,7 @@ export function TokenGrid() {
   const labels: number[] = [];
   for (let i = win.first; i < Math.min(win.last, N); i++) labels.push(i);
   return (
-    <div className="token-grid" data-testid="token-grid" data-rows={grid.B} data-shown={N} data-boundary={grid.P} data-width={grid.W} data-whatif={whatIf ? String(ranValue(whatIf.settings, 'loss_type')) : undefined}>
+    <div className="token-grid" data-testid="token-grid" data-turns={turnsModel ? turnsView : undefined} data-rows={grid.B} data-shown={N} data-boundary={grid.P} data-width={grid.W} data-whatif={whatIf ? String(ranValue(whatIf.settings, 'loss_type')) : undefined}>
       <div className="grid-toolbar">
         <span className="muted" data-testid="batch-name">{batchName}</span>
         <span data-testid="grid-dims">
@@ -273,11 +303,22 @@ export function TokenGrid() {
         {src && <HeatControls metric={src.metric} src={src} />}
         {src && <HeatLegend src={src} />}
         <RowControls shown={N} total={grid.B} />
+        {turnsModel && (
+          <label title="how the grid shows each row's turns (system / user / assistant / tool call / tool response)">
+            turns{' '}
+            <select value={turnsView} onChange={(e) => setTurnsView(e.target.value as TurnsView)} data-testid="turns-view">
+              <option value="off">off</option>
+              <option value="bands">role bands</option>
+              <option value="collapsed">one cell per turn</option>
+            </select>
+          </label>
+        )}
         <label>
           zoom <input type="range" min={6} max={60} value={cellW} onChange={(e) => setCellW(Number(e.target.value))} />
         </label>
       </div>
       <Legend />
+      {turns && <TurnLegend collapsed={turns.collapsed} />}
       <div className="grid-body">
         <div className="grid-labels" style={{ height }}>
           {labels.map((i) => {
@@ -291,6 +332,7 @@ export function TokenGrid() {
                 data-testid="grid-row"
                 data-sample={b}
                 data-mismatch={r.mismatch ? '1' : '0'}
+                data-turns={turnsModel?.row(b).spans.length}
                 onClick={() => select({ sample: b, col: grid.P })}
               >
                 <RowLabel r={r} adv={adv?.[b]} />
@@ -322,7 +364,7 @@ export function TokenGrid() {
           }}
           onClick={(e) => select(cellAt(e))}
         >
-          <div style={{ width: grid.W * cellW, height }}>
+          <div style={{ width: collapsed ? collapsed.maxTurns() * TURN_W : grid.W * cellW, height }}>
             <canvas ref={canvasRef} className="grid-canvas" data-testid="grid-canvas" />
           </div>
         </div>

@@ -2,7 +2,8 @@
 // columns in view, nothing else, so one frame costs the same for 16 rows or 200,000. Colours give the
 // region (pad / prompt / special / completion / EOS / after EOS); a bright line marks the prompt →
 // completion boundary; a mask overlay dims cells with mask 0 and hatches missing entries; cells where a
-// mask disagrees with its region get a red frame; a heat overlay colours completion tokens by a metric.
+// mask disagrees with its region get a red frame; a heat overlay colours completion tokens by a metric. A
+// multi-turn batch's turns (paint_turns.ts) band the cells by role, or collapse each row to one cell per turn.
 import type { TokenTexts } from '../../bridge/protocol.ts';
 import { REGION, emptyCells, visibleText } from '../../view/cells.ts';
 import { REGION_COLORS, REGION_TEXT } from '../../view/colors.ts';
@@ -10,6 +11,8 @@ import { heatColor, heatTextColor, type HeatSource } from './heat.ts';
 import { HEADER_H, ROW_H, rowTop, type RowWindow } from './layout.ts';
 import type { GridView } from './useGrid.ts';
 import type { RowOrder } from '../../view/row_order.ts';
+import { collapsedExtent, paintTurnBands, paintTurnCells } from './paint_turns.ts';
+import { TURN_W, type TurnsModel } from './turns.ts';
 
 export type Cell = { sample: number; col: number };
 
@@ -32,10 +35,13 @@ export interface PaintInput {
   focus: { sample: number; cols: [number, number] | null } | null;
   selected: Cell | null;
   hover: Cell | null;
+  /** The batch's turns (null: none shown): role bands over the tokens, or one cell per turn (collapsed). */
+  turns: { model: TurnsModel; collapsed: boolean } | null;
 }
 
 export function paintGrid(g: CanvasRenderingContext2D, p: PaintInput): void {
-  const { grid, G, win, width: w, left, cellW, mask, src, texts } = p;
+  const { grid, G, win, width: w, left, cellW, mask, src, texts, turns } = p;
+  const collapsed = turns?.collapsed ? turns.model : null;
   const top = win.top;
   g.fillStyle = REGION_COLORS[0];
   g.fillRect(0, 0, w, win.height);
@@ -46,7 +52,10 @@ export function paintGrid(g: CanvasRenderingContext2D, p: PaintInput): void {
   g.font = '10px ui-monospace, "DejaVu Sans Mono", monospace';
   g.textBaseline = 'middle';
   // Column ruler (positions relative to the boundary), when the window starts at the top.
-  if (top === 0) {
+  if (top === 0 && collapsed) {
+    g.fillStyle = '#7d8590';
+    for (let k = Math.floor(left / TURN_W); k * TURN_W < left + w; k++) g.fillText(`turn ${k + 1}`, k * TURN_W - left + 2, HEADER_H / 2);
+  } else if (top === 0) {
     g.fillStyle = '#7d8590';
     for (let c = c0; c < c1; c++) {
       const rel = c - grid.P;
@@ -58,6 +67,10 @@ export function paintGrid(g: CanvasRenderingContext2D, p: PaintInput): void {
   for (let i = win.first; i < win.last; i++) {
     const b = order ? order.rows[i] : i;
     const y = rowTop(i, G) - top;
+    if (collapsed) {
+      paintTurnCells(g, collapsed.row(b), collapsed.sums(b), y, left, w);
+      continue;
+    }
     grid.cells(b, c0, c1, row);
     const bits = mask ? row[mask.field] : null;
     for (let c = c0; c < c1; c++) {
@@ -73,6 +86,8 @@ export function paintGrid(g: CanvasRenderingContext2D, p: PaintInput): void {
         g.fillRect(x + 0.5, y + 0.5, cellW - 1, ROW_H - 1);
       }
       if (bits && (!mask!.completionOnly || j >= 0)) paintMaskBit(g, bits[k], region, x, y, cellW);
+      // With turns shown, a token tool_mask keeps out of the loss is dimmed whatever the overlay (TRL's completion_mask is 1 there).
+      if (turns && row.tool[k] === 0 && region !== REGION.absent && !(bits && bits[k] === 0)) paintMaskBit(g, 0, region, x, y, cellW);
       if (showText && region !== REGION.absent) {
         const t = texts?.by_id[row.ids[k]];
         const label = t !== undefined ? visibleText(t) : String(row.ids[k]);
@@ -81,19 +96,21 @@ export function paintGrid(g: CanvasRenderingContext2D, p: PaintInput): void {
       }
       if (row.flags[k]) paintFlag(g, x, y, cellW);
     }
+    if (turns) paintTurnBands(g, turns.model.row(b), y, c0, c1, cellW, left);
   }
   // Prompt | completion boundary, from just above the first row (or the window's top) to its bottom.
   const bx = grid.P * cellW - left;
   const y0 = Math.max(0, HEADER_H - 4 - top);
   g.fillStyle = '#f2cc60';
-  g.fillRect(bx - 1, y0, 2, win.height - y0);
+  if (!collapsed) g.fillRect(bx - 1, y0, 2, win.height - y0);
   /** Outlines columns [cs, ce) of sample b, where its display row is in the window. */
   const outline = (b: number, cs: number, ce: number, color: string, lw: number) => {
     const i = b >= grid.B ? -1 : order ? order.position[b] : b;
     if (i < win.first || i >= win.last) return;
+    const [x0, x1] = collapsed ? collapsedExtent(collapsed, b, cs, ce) : [cs * cellW, ce * cellW];
     g.strokeStyle = color;
     g.lineWidth = lw;
-    g.strokeRect(cs * cellW - left + lw / 2, rowTop(i, G) - top + lw / 2, (ce - cs) * cellW - lw, ROW_H - lw);
+    g.strokeRect(x0 - left + lw / 2, rowTop(i, G) - top + lw / 2, x1 - x0 - lw, ROW_H - lw);
     g.lineWidth = 1;
   };
   const { focus, selected, hover } = p;

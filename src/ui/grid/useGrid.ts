@@ -14,7 +14,7 @@ const ROW_CACHE = 64;
 const READOUT_CACHE = 4096;
 
 /** `make(b)` kept for the next call, at most `max` entries. */
-function bounded<T>(max: number, make: (b: number) => T): (b: number) => T {
+export function bounded<T>(max: number, make: (b: number) => T): (b: number) => T {
   const kept = new Map<number, T>();
   return (b) => {
     let v = kept.get(b);

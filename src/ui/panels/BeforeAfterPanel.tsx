@@ -1,11 +1,14 @@
 // The before/after check (as a manual GRPO debugging session does it): after the optimizer step, sample
 // the same prompts again with the same seed from the updated weights and compare rewards, completion
 // lengths and per-group pass rates with the update's own samples. "Pass" is the first reward function
-// scoring above 0 (correctness in the default task); the table says which function that is.
+// scoring above 0 (correctness in the default task); the table says which function that is. A bar chart
+// puts each group's mean reward before beside after.
 import { useState } from 'react';
 import { useStudio } from '../../store/index.ts';
 import type { SampledSide } from '../../bridge/protocol.ts';
 import { runBeforeAfter } from '../../store/controller.ts';
+import { SERIES_COLORS } from '../../view/chart_theme.ts';
+import { SummaryChart } from '../chart/SummaryChart.tsx';
 import { Section, fmt } from '../fields.tsx';
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
@@ -45,6 +48,19 @@ export function BeforeAfterPanel() {
       </button>
       {r && (
         <div data-testid="before-after" className="small">
+          <SummaryChart
+            title="mean reward per group, before → after the step"
+            testId="chart-before-after-groups"
+            data={b.map((x, g) => ({ group: g, before: x.reward, after: a[g].reward, pass_before: x.pass, pass_after: a[g].pass }))}
+            xKey="group"
+            xTitle="group (prompt)"
+            series={[
+              { key: 'before', color: SERIES_COLORS.before },
+              { key: 'after', color: SERIES_COLORS.after },
+            ]}
+            label={(row) => `group ${String(row.group)}: pass rate ${fmt(row.pass_before as number, 3)} → ${fmt(row.pass_after as number, 3)}`}
+            zeroLine
+          />
           <table className="dense">
             <thead>
               <tr>

@@ -12,6 +12,8 @@ import { mismatchShown, mismatchTarget } from '../../store/derived.ts';
 import { openMismatch, runMismatch } from '../../store/controller.ts';
 import type { Distribution, MismatchReport, Statistic, TopToken } from '../../grpo/mismatch/types.ts';
 import { visibleText } from '../../view/cells.ts';
+import { CHART_THEME } from '../../view/chart_theme.ts';
+import { SummaryChart } from '../chart/SummaryChart.tsx';
 import { fmt } from '../fields.tsx';
 import { MismatchCorrections } from './MismatchCorrections.tsx';
 import type { MismatchResult } from '../../bridge/protocol.ts';
@@ -95,68 +97,32 @@ function SummaryTable({ r }: { r: MismatchReport }) {
   );
 }
 
-/** Vertical bars from a zero line (signed values), small and static: the explorer's two plots. */
-function Bars({ values, titles, left, right, testId, caption, negative = (i) => values[i] < 0 }: { values: number[]; titles: string[]; left: string; right: string; testId: string; caption: string; /** bars drawn in the colour of d < 0 */ negative?: (i: number) => boolean }) {
-  const W = 420;
-  const H = 80;
-  const finite = values.filter(Number.isFinite);
-  const top = Math.max(0, ...finite);
-  const bottom = Math.min(0, ...finite);
-  const span = top - bottom || 1;
-  const y = (v: number) => ((top - v) / span) * H;
-  const w = W / Math.max(1, values.length);
-  return (
-    <figure className="mismatch-plot" data-testid={testId}>
-      <svg width={W} height={H + 14} viewBox={`0 0 ${W} ${H + 14}`} role="img" aria-label={caption}>
-        {values.map((v, i) =>
-          Number.isFinite(v) ? (
-            <rect key={i} x={i * w + 0.5} width={Math.max(1, w - 1)} y={Math.min(y(v), y(0))} height={Math.max(0.5, Math.abs(y(v) - y(0)))} className={negative(i) ? 'bar neg' : 'bar'}>
-              <title>{titles[i]}</title>
-            </rect>
-          ) : null,
-        )}
-        <line x1={0} x2={W} y1={y(0)} y2={y(0)} className="axis" />
-        <text x={0} y={H + 12} className="tick">
-          {left}
-        </text>
-        <text x={W} y={H + 12} className="tick" textAnchor="end">
-          {right}
-        </text>
-      </svg>
-      <figcaption className="small muted">{caption}</figcaption>
-    </figure>
-  );
+/** One bin of a mismatch plot: its x label, its value, the colour of its sign and the tooltip's sentence. */
+type BinRow = { bin: string; value: number; fill: string; title: string };
+
+/** A signed bar per bin (d > 0 and d < 0 in the theme's two colours), on the summary charts' recharts frame. */
+function Bins({ rows, name, xTitle, testId, caption }: { rows: BinRow[]; name: string; xTitle: string; testId: string; caption: string }) {
+  return <SummaryChart title={caption} testId={testId} data={rows} xKey="bin" xTitle={xTitle} series={[{ key: 'value', name, color: CHART_THEME.positive }]} label={(r) => String(r.title)} zeroLine height={130} />;
 }
+
+const signFill = (negative: boolean) => (negative ? CHART_THEME.negative : CHART_THEME.positive);
 
 function Histogram({ d }: { d: Distribution }) {
   const h = d.histogram;
   const width = (h.hi - h.lo) / h.counts.length;
-  return (
-    <Bars
-      testId="mismatch-histogram"
-      values={h.counts}
-      titles={h.counts.map((c, i) => `d in [${fmt(h.lo + i * width, 3)}, ${fmt(h.lo + (i + 1) * width, 3)}): ${c} tokens`)}
-      left={`${fmt(h.lo, 3)} nats`}
-      right={`${fmt(h.hi, 3)} nats`}
-      caption={`histogram of d per token (${h.under} below, ${h.over} above the range)`}
-      negative={(i) => h.lo + (i + 0.5) * width < 0}
-    />
-  );
+  const rows = h.counts.map((c, i) => {
+    const [lo, hi] = [h.lo + i * width, h.lo + (i + 1) * width];
+    return { bin: fmt((lo + hi) / 2, 3), value: c, fill: signFill((lo + hi) / 2 < 0), title: `d in [${fmt(lo, 3)}, ${fmt(hi, 3)}): ${c} tokens` };
+  });
+  return <Bins testId="mismatch-histogram" rows={rows} name="tokens" xTitle="d per token (nats, bin centre)" caption={`histogram of d per token (${h.under} below ${fmt(h.lo, 3)}, ${h.over} above ${fmt(h.hi, 3)} nats)`} />;
 }
 
 function ByProbability({ r }: { r: MismatchReport }) {
-  const bins = r.by_probability;
+  // Empty bins are left out: a mean over no tokens is no value.
+  const bins = r.by_probability.filter((b) => b.tokens > 0);
   if (bins.length === 0) return null;
-  return (
-    <Bars
-      testId="mismatch-by-probability"
-      values={bins.map((b) => (b.tokens ? b.mean : NaN))}
-      titles={bins.map((b) => `sampler probability in [${fmt(b.lo, 3)}, ${fmt(b.hi, 3)}): ${b.tokens} tokens, mean d ${fmt(b.mean, 3)}, mean |d| ${fmt(b.mean_abs, 3)}`)}
-      left={`p = ${fmt(bins[0].lo, 2)}`}
-      right={`p = ${fmt(bins[bins.length - 1].hi, 2)}`}
-      caption="mean d by the sampler's probability exp(sampler) of the token (empty bins left out)"
-    />
-  );
+  const rows = bins.map((b) => ({ bin: fmt((b.lo + b.hi) / 2, 2), value: b.mean, fill: signFill(b.mean < 0), title: `sampler probability in [${fmt(b.lo, 3)}, ${fmt(b.hi, 3)}): ${b.tokens} tokens, mean d ${fmt(b.mean, 3)}, mean |d| ${fmt(b.mean_abs, 3)}` }));
+  return <Bins testId="mismatch-by-probability" rows={rows} name="mean d" xTitle="sampler probability exp(sampler) (bin centre)" caption="mean d by the sampler's probability of the token (empty bins left out)" />;
 }
 
 function TopTokens({ r }: { r: MismatchReport }) {

@@ -4,7 +4,7 @@
 // (a Hub id or a folder), with the GPU memory each holds; and the LoRA adapter section (LoraSection.tsx).
 import { useEffect, useRef, useState } from 'react';
 import { useStudio } from '../../store/index.ts';
-import { DEFAULT_MODEL_NAME } from '../../store/vocabulary.ts';
+import { TASKS } from '../../store/vocabulary.ts';
 import { loadAdapter, loadDefaultModel, loadModel, loadReference, refreshPlan } from '../../store/controller.ts';
 import { LORA_CREATE_FIELDS } from '../../store/vocabulary.ts';
 import { KV, NumberField, Section, formatBytes } from '../fields.tsx';
@@ -45,6 +45,7 @@ export function ModelPanel() {
   const progress = useStudio((s) => s.loadProgress);
   const hubId = useStudio((s) => s.hubId);
   const setHubId = useStudio((s) => s.setHubId);
+  const task = useStudio((s) => s.task);
   const busy = status === 'busy';
   const loadFolder = (files: File[]) => {
     const choice = folderChoice(files);
@@ -54,7 +55,7 @@ export function ModelPanel() {
     <Section title="Model">
       <div className="row">
         <button disabled={busy} onClick={() => void loadDefaultModel()} data-testid="load-default">
-          Load default ({DEFAULT_MODEL_NAME})
+          Load default ({TASKS[task].model})
         </button>
       </div>
       <div className="row">

@@ -1,6 +1,71 @@
-// Prompt set (system + user messages and the reference answer of each prompt) and sampling settings.
+// The embedded task (its model, prompts and tools), the prompt set (system + user messages and the reference
+// answer of each prompt), a multi-turn prompt set's tools, and the sampling settings.
+import { useState } from 'react';
 import { useStudio } from '../../store/index.ts';
+import { chooseTask } from '../../store/controller.ts';
+import { TASKS, TASK_IDS, TOOL_LOOP_WAYS, type TaskId } from '../../store/vocabulary.ts';
 import { CheckField, NumberField, Section, SelectField, Field } from '../fields.tsx';
+
+/** The embedded task: choosing one loads its model and replaces the prompt set, sampling, rewards and tools. */
+export function TaskPanel() {
+  const task = useStudio((s) => s.task);
+  const labels = Object.fromEntries(TASK_IDS.map((id) => [id, TASKS[id].label])) as Record<TaskId, string>;
+  return (
+    <Section title="Task">
+      <SelectField label="embedded task" testId="task" value={task} options={TASK_IDS} labels={labels} title="loads the task's embedded model and replaces the prompt set, sampling, rewards and tools (the loss settings stay)" onChange={(id) => void chooseTask(id)} />
+    </Section>
+  );
+}
+
+/** A multi-turn prompt set's tools: the functions (JS, run in the sandbox), their JSON schemas, the loop. */
+export function ToolsPanel() {
+  const tools = useStudio((s) => s.tools);
+  const set = useStudio((s) => s.setTools);
+  // The schemas as typed: kept while they do not parse, so nothing entered is lost; the store holds the last valid.
+  const [schemaText, setSchemaText] = useState<string | null>(null);
+  if (!tools) return null;
+  const shown = schemaText ?? JSON.stringify(tools.schemas, null, 1);
+  let schemaError: string | null = null;
+  if (schemaText !== null) {
+    try {
+      const v: unknown = JSON.parse(schemaText);
+      if (!Array.isArray(v) || !v.every((x) => typeof x === 'object' && x !== null)) schemaError = 'a JSON array of function schemas';
+    } catch (e) {
+      schemaError = (e as Error).message;
+    }
+  }
+  return (
+    <Section title="Tools (multi-turn)">
+      <Field label="tool functions (JS: an object of functions of the call's arguments)" wide>
+        <textarea rows={3} className="mono" aria-label="tool functions" data-testid="tools-source" value={tools.source} onChange={(e) => set({ source: e.target.value })} />
+      </Field>
+      <Field label="tool schemas (tools= of apply_chat_template)" wide>
+        <textarea
+          rows={4}
+          className="mono"
+          aria-label="tool schemas"
+          aria-invalid={schemaError !== null}
+          value={shown}
+          onChange={(e) => {
+            setSchemaText(e.target.value);
+            try {
+              const v: unknown = JSON.parse(e.target.value);
+              if (Array.isArray(v) && v.every((x) => typeof x === 'object' && x !== null)) set({ schemas: v as Record<string, unknown>[] });
+            } catch {
+              // Kept as typed (shown with its error); the last valid schemas stay in use.
+            }
+          }}
+        />
+        {schemaError && <div className="field-error small">schemas: {schemaError}; the last valid ones are used</div>}
+      </Field>
+      <div className="grid2">
+        <SelectField label="tool loop" testId="tool-loop" value={tools.way} options={Object.keys(TOOL_LOOP_WAYS) as (keyof typeof TOOL_LOOP_WAYS)[]} titles={(w) => TOOL_LOOP_WAYS[w]} onChange={(way) => set({ way })} />
+        <NumberField integer label="max_tool_calling_iterations" value={tools.max_tool_calling_iterations} min={0} onChange={(v) => set({ max_tool_calling_iterations: v! })} />
+        <NumberField integer label="ms per call" value={tools.timeout_ms} min={1} onChange={(v) => set({ timeout_ms: v! })} />
+      </div>
+    </Section>
+  );
+}
 
 export function PromptPanel() {
   const prompts = useStudio((s) => s.prompts);
@@ -46,7 +111,7 @@ export function SamplingPanel() {
           onChange={(v) => set({ penalty_scope: v })}
           title="prompt+completion is HF's repetition penalty: prompt words get penalised, EOS never does (seed 002's 1-token collapse)"
         />
-        <NumberField integer label="seed" value={s.seed} onChange={(v) => set({ seed: v! })} />
+        <NumberField integer label="seed" testId="sampling-seed" value={s.seed} onChange={(v) => set({ seed: v! })} />
         <Field label="EOS ids (empty: tokenizer's)">
           <input
             value={s.eos_token_ids?.join(', ') ?? ''}

@@ -1,5 +1,5 @@
 // What the stages before "assemble batch" produced, shown as soon as each finishes: the rendered prompts,
-// the sampled completions (finish reason, length), the rewards per function and the group advantages.
+// the sampled completions (finish reason, length; a tool rollout's calls and re-tokenized stretches), the rewards per function and the group advantages.
 // Until the batch is assembled the grid has nothing to draw; this table is the only view of them.
 import { useStudio } from '../../store/index.ts';
 import { fmt } from '../fields.tsx';
@@ -43,6 +43,8 @@ export function StageOutput() {
               <th>completion</th>
               <th>tokens</th>
               <th>finish</th>
+              {sample.tools && <th title="tool calls the loop ran (failed ones: an {'error': …} result)">tool calls</th>}
+              {sample.tools && <th title="stretches of the completion the rerender loop re-tokenized: their ids are not the sampled ones (TRL before #5242)">re-tokenized</th>}
               {reward?.names.map((n) => <th key={n}>{n}</th>)}
               {reward && <th>reward</th>}
               {advantages && <th>advantage</th>}
@@ -56,6 +58,8 @@ export function StageOutput() {
                 <td className="mono">{visibleText(t)}</td>
                 <td>{sample.completion_ids[i].length}</td>
                 <td>{sample.finish_reason[i]}</td>
+                {sample.tools && <td>{sample.tools.tool_calls[i]}{sample.tools.tool_failures[i] > 0 ? ` (${sample.tools.tool_failures[i]} failed)` : ''}</td>}
+                {sample.tools && <td data-testid={`retokenized-${i}`}>{sample.tools.retokenized[i].map((r) => `tokens ${r.start}–${r.end - 1}: ${r.sampled_tokens} sampled → ${r.rendered_tokens}`).join('; ')}</td>}
                 {reward?.rewards_per_func[i].map((v, f) => <td key={f}>{fmt(v)}</td>)}
                 {reward && <td>{fmt(reward.rewards[i])}</td>}
                 {advantages && <td>{fmt(advantages.advantages[i])}</td>}

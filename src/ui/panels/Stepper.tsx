@@ -83,24 +83,29 @@ export function Stepper() {
         {STAGES.map((id, i) => {
           const st = stages[id];
           const cls = ['stage', st.status, i === cursor && !done && st.status !== 'error' ? 'current' : ''].join(' ');
-          const title = [STAGE_LABELS[id], st.skipped ? `skipped: ${st.skipped}` : '', st.peakBytes !== undefined ? `GPU memory after ${formatBytes(st.gpuBytes!)}, peak ${formatBytes(st.peakBytes)}` : ''].filter(Boolean).join('\n');
+          const optimizerText = id === 'step' && optimizerStep ? `${optimizerStep.optimizer.name} step ${optimizerStep.step} · lr ${fmt(optimizerStep.optimizer.lr)}` : null;
+          const referenceText = id === 'reference_forward' && reference ? `ref: ${reference.reference_label}` : null;
+          // The chip shows one line of numbers (the grid below keeps the height); the tooltip holds every line whole.
+          const title = [STAGE_LABELS[id], st.skipped ? `skipped: ${st.skipped}` : '', st.peakBytes !== undefined ? `GPU memory after ${formatBytes(st.gpuBytes!)}, peak ${formatBytes(st.peakBytes)}` : '', optimizerText ?? '', referenceText ?? ''].filter(Boolean).join('\n');
           return (
             <li key={id} className={cls} data-stage={id} data-status={st.status} title={title}>
               <span className="stage-name">{STAGE_LABELS[id]}</span>
-              <span className="stage-meta" data-testid="stage-meta">
-                {st.status === 'running' ? 'running…' : st.status === 'skipped' ? 'skipped' : st.ms !== undefined ? fmtMs(st.ms) : ''}
-                {st.status === 'done' && st.gpuBytes !== undefined ? ` · ${formatBytes(st.gpuBytes)}` : ''}
+              <span className="stage-line">
+                <span className="stage-meta" data-testid="stage-meta">
+                  {st.status === 'running' ? 'running…' : st.status === 'skipped' ? 'skipped' : st.ms !== undefined ? fmtMs(st.ms) : ''}
+                  {st.status === 'done' && st.gpuBytes !== undefined ? ` · ${formatBytes(st.gpuBytes)}` : ''}
+                </span>
+                {optimizerText && (
+                  <span className="stage-meta stage-extra" data-testid="optimizer-step" data-lr={optimizerStep!.optimizer.lr} title="torch's state['step']: an update that continues from stepped weights carries the optimizer's moments and step count over, as a trainer's next step. lr: the learning rate this step took (under TRL, learning_rate at run.global_step's schedule)">
+                    {optimizerText}
+                  </span>
+                )}
+                {referenceText && (
+                  <span className="stage-meta stage-extra" data-testid="reference-kind" title={REFERENCE_TEXT[reference!.reference]}>
+                    {referenceText}
+                  </span>
+                )}
               </span>
-              {id === 'step' && optimizerStep && (
-                <span className="stage-meta" data-testid="optimizer-step" data-lr={optimizerStep.optimizer.lr} title="torch's state['step']: an update that continues from stepped weights carries the optimizer's moments and step count over, as a trainer's next step. lr: the learning rate this step took (under TRL, learning_rate at run.global_step's schedule)">
-                  {optimizerStep.optimizer.name} step {optimizerStep.step} · lr {fmt(optimizerStep.optimizer.lr)}
-                </span>
-              )}
-              {id === 'reference_forward' && reference && (
-                <span className="stage-meta" data-testid="reference-kind" title={REFERENCE_TEXT[reference.reference]}>
-                  ref: {reference.reference_label}
-                </span>
-              )}
             </li>
           );
         })}
@@ -125,8 +130,9 @@ function StaleNote() {
   const prompts = useStudio((s) => s.prompts);
   const sampling = useStudio((s) => s.sampling);
   const rewards = useStudio((s) => s.rewards);
+  const tools = useStudio((s) => s.tools);
   const effective = useStudio(effectiveOf);
-  const changed = staleFields(ran, { prompts, sampling, rewards, settings: 'settings' in effective ? effective.settings : null });
+  const changed = staleFields(ran, { prompts, sampling, rewards, tools, settings: 'settings' in effective ? effective.settings : null });
   if (changed.length === 0) return null;
   return (
     <div className="stale-note small" data-testid="stale-note" title={changed.join('\n')}>

@@ -1,0 +1,124 @@
+// Issue 25, item 3: the live tool-call rollout in the studio worker's StepRunner on the embedded tool model
+// (public/models/tiny-tool) with the tool task's settings (src/grpo/tasks.ts), its JS tools and rewards run
+// in-process. The concat loop (TRL since #5242): every stage runs; a row that called the tool holds, after its
+// call's end-of-turn token, exactly the tool block the chat template writes for the product of the call's own
+// arguments (computed here from the decoded call), with tool_mask 0 there and 1 elsewhere; its conversation is
+// [user, assistant calling multiply, tool, assistant]; the loss is finite; the Doctor finds no tool tokens in
+// the loss. The rerender loop (TRL before #5242) on a seed where the model wrote a non-canonical call: the call
+// comes back canonical (the stretch is recorded), and TRL's mask either slides onto the tool block — the
+// Doctor's tool-tokens-in-loss names the row — or overruns the completion, which the sample stage refuses in
+// one line naming huggingface/trl#5145 (the seed report's crash).
+import { readFileSync, readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createStepRunner } from '../../src/worker/runner.ts';
+import { STAGES, type StagePayloads, type StepRunner, type StepSettings } from '../../src/bridge/protocol.ts';
+import { compileUserReward, scoreColumn } from '../../src/grpo/rewards.ts';
+import { compileTools } from '../../src/worker/reward_sandbox.ts';
+import { taskSettings } from '../../src/store/settings.ts';
+import { loadTokenizerDir } from '../../src/tokenize/node.ts';
+import type { Tokenizer } from '../../src/tokenize/tokenizer.ts';
+import { pageSettingsWith } from '../helpers/small_settings.ts';
+import { testGpu } from '../helpers/gpu.ts';
+
+const DIR = resolve(__dirname, '../../public/models/tiny-tool');
+
+function files(): File[] {
+  return readdirSync(DIR).map((f) => {
+    const file = new File([readFileSync(join(DIR, f))], f);
+    Object.defineProperty(file, 'webkitRelativePath', { value: `tiny-tool/${f}` });
+    return file;
+  });
+}
+
+let runner: StepRunner;
+let tok: Tokenizer;
+beforeAll(async () => {
+  runner = createStepRunner(await testGpu(), {
+    runJsReward: async (spec, samples) => scoreColumn(compileUserReward(spec.name, spec.source), samples),
+    runJsTools: async (source, calls) => {
+      const tools = compileTools(source) as Record<string, (args: Record<string, unknown>) => unknown>;
+      return calls.map((c) => String(tools[c.name](c.arguments)));
+    },
+  });
+  await runner.load({ kind: 'local', name: 'tiny-tool', files: files() }, () => {});
+  tok = await loadTokenizerDir(DIR);
+}, 120_000);
+
+function settings(way: 'concat' | 'rerender', seed: number, prompts = 2, G = 4): StepSettings {
+  const t = taskSettings('multiply-tool');
+  return { prompts: t.prompts.slice(0, prompts), sampling: { ...t.sampling, num_generations: G, seed }, rewards: t.rewards, tools: { ...t.tools!, way }, settings: pageSettingsWith() };
+}
+
+async function runAll(s: StepSettings, until: number = STAGES.length): Promise<Partial<StagePayloads>> {
+  const out: Partial<StagePayloads> = {};
+  for (const stage of STAGES.slice(0, until)) (out as Record<string, unknown>)[stage] = (await runner.runStage(stage, s)).data;
+  return out;
+}
+
+const EOT = '<|im_end|>';
+/** The call's arguments as the model wrote them (any JSON spelling), from the decoded first turn. */
+function writtenCall(text: string): { a: number; b: number } | null {
+  const m = /<tool_call>([\s\S]*?)<\/tool_call>/.exec(text);
+  try {
+    const j = m && (JSON.parse(m[1]) as { name: string; arguments: { a: number; b: number } });
+    return j && j.name === 'multiply' ? j.arguments : null;
+  } catch {
+    return null;
+  }
+}
+
+describe('the live tool-call rollout (tiny-tool)', () => {
+  it('concat: tool blocks as the template writes them for the call\'s own product, masked out; every stage runs', async () => {
+    const out = await runAll(settings('concat', 42));
+    const batch = out.assemble!.batch;
+    const called = batch.completion_ids.map((ids, b) => ({ b, ids, call: writtenCall(tok.decode(ids.slice(0, ids.indexOf(tok.eos_token_id!) + 1))) })).filter((r) => r.call);
+    expect(called.length).toBeGreaterThan(0);
+    for (const { b, ids, call } of called) {
+      const mask = batch.tool_mask![b];
+      expect(mask).toHaveLength(ids.length);
+      const end = ids.indexOf(tok.eos_token_id!) + 1;
+      const block = `\n<|im_start|>user\n<tool_response>\n${call!.a * call!.b}\n</tool_response>${EOT}\n<|im_start|>assistant\n`;
+      const zeros = mask.flatMap((m, t) => (m === 0 ? [t] : []));
+      expect(tok.decode(zeros.map((t) => ids[t]))).toBe(block);
+      expect(zeros[0]).toBe(end);
+      expect(zeros.every((t, i) => t === end + i)).toBe(true);
+      expect(batch.completion_mask[b].every((m) => m === 1)).toBe(true);
+      expect(batch.messages![b].map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant'].slice(0, batch.messages![b].length));
+      expect(batch.messages![b][1].tool_calls).toEqual([{ type: 'function', function: { name: 'multiply', arguments: call } }]);
+      expect(batch.messages![b][2]).toEqual({ role: 'tool', name: 'multiply', content: String(call!.a * call!.b) });
+    }
+    expect(batch.tools).toEqual(taskSettings('multiply-tool').tools!.schemas);
+    expect(Number.isFinite(out.loss!.loss)).toBe(true);
+    expect(out.assemble!.report.findings.filter((f) => f.rule === 'tool-tokens-in-loss')).toEqual([]);
+    expect(out.sample!.tools!.tool_calls.reduce((a, x) => a + x, 0)).toBeGreaterThanOrEqual(called.length);
+  }, 600_000);
+
+  it('rerender: a non-canonical call comes back canonical; the slid mask is named by the Doctor, an overrun refused (trl#5145)', async () => {
+    // The first seed whose sample holds a call the model wrote in another spelling than the template's.
+    let found: { seed: number; rows: number[] } | null = null;
+    for (let seed = 1; seed <= 40 && !found; seed++) {
+      const s = await runAll(settings('concat', seed), 2);
+      const canonical = (t: string) => /<tool_call>\n\{"name": "multiply", "arguments": \{"a": \d+, "b": \d+\}\}\n<\/tool_call>/.test(t);
+      const rows = s.sample!.completion_ids.flatMap((ids, b) => {
+        const first = tok.decode(ids.slice(0, ids.indexOf(tok.eos_token_id!) + 1));
+        return writtenCall(first) && !canonical(first) ? [b] : [];
+      });
+      if (rows.length) found = { seed, rows };
+    }
+    expect(found, 'tiny-tool wrote no non-canonical call in 40 seeds: it was trained on 30% of them').not.toBeNull();
+    const s = settings('rerender', found!.seed);
+    let out: Partial<StagePayloads>;
+    try {
+      out = await runAll(s);
+    } catch (e) {
+      expect((e as Error).message).toMatch(/^tool_mask: sample \d+ has \d+ entries for \d+ completion tokens .*huggingface\/trl#5145/);
+      return;
+    }
+    const re = out.sample!.tools!.retokenized;
+    for (const b of found!.rows) expect(re[b].length).toBeGreaterThan(0);
+    const slid = found!.rows.filter((b) => re[b][0].sampled_tokens > re[b][0].rendered_tokens);
+    const named = new Set(out.assemble!.report.findings.filter((f) => f.rule === 'tool-tokens-in-loss').map((f) => f.sample));
+    for (const b of slid) expect(named.has(b)).toBe(true);
+  }, 900_000);
+});
