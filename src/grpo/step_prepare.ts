@@ -62,15 +62,16 @@ export async function sample(ctx: StageContext, state: StepState): Promise<Stage
   let decode_ms = out.timings.prefill_ms + out.timings.decode_ms;
   let completion_ids = out.completion_ids;
   let logps = out.sampling_per_token_logps;
+  let finish_reason = out.finish_reason;
   let tools: StageData['sample']['tools'] = null;
   if (src.tools) {
     const G = src.generation.num_generations;
     const rows = await toolCallLoop(
-      { prompt_ids: completion_ids.map((_, b) => r.prompt_ids[Math.floor(b / G)]), prompt_messages: completion_ids.map((_, b) => r.messages[Math.floor(b / G)]), completion_ids, logps },
+      { prompt_ids: completion_ids.map((_, b) => r.prompt_ids[Math.floor(b / G)]), prompt_messages: completion_ids.map((_, b) => r.messages[Math.floor(b / G)]), completion_ids, logps, finish_reason },
       async (sequences, iteration, max_new_tokens) => {
         const next = await run(sequences, { ...sampling, num_generations: 1, max_new_tokens, seed: turnSeed(sampling.seed, iteration) });
         decode_ms += next.timings.prefill_ms + next.timings.decode_ms;
-        return { completion_ids: next.completion_ids, logps: next.sampling_per_token_logps };
+        return { completion_ids: next.completion_ids, logps: next.sampling_per_token_logps, finish_reason: next.finish_reason };
       },
       { tokenizer: src.tokenizer, render: renderOf(src), eos_token_id: eos[0], run: src.tools.run },
       { ...src.tools.loop, max_completion_length: src.generation.max_new_tokens },
@@ -79,6 +80,7 @@ export async function sample(ctx: StageContext, state: StepState): Promise<Stage
     if (overflow >= 0) throw new BatchFormatError(maskOverflow(rows, overflow));
     completion_ids = rows.map((row) => row.completion_ids);
     logps = rows.map((row) => row.logps);
+    finish_reason = rows.map((row) => row.finish_reason);
     tools = {
       tool_mask: rows.map((row) => row.tool_mask),
       messages: rows.map((row) => row.messages),
@@ -92,7 +94,7 @@ export async function sample(ctx: StageContext, state: StepState): Promise<Stage
       completion_ids,
       completion_texts: completion_ids.map((ids) => src.tokenizer.decode(ids)),
       sampling_per_token_logps: logps,
-      finish_reason: out.finish_reason,
+      finish_reason,
       decode_ms,
       tools,
     },

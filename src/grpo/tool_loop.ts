@@ -18,6 +18,7 @@
 //   can name them instead of computing on a mask that does not fit.
 // Pure except for the two callbacks (the model's next turn, the tools); the studio's sample stage drives it.
 import type { ChatMessage } from '../io/batch.ts';
+import type { FinishReason } from '../model/generate.ts';
 import { suffixDummy } from '../tokenize/roundtrip.ts';
 import type { ToolLoopWay } from './tool_ways.ts';
 import type { RenderOptions, Tokenizer } from '../tokenize/tokenizer.ts';
@@ -87,7 +88,7 @@ export interface PendingCall {
 export type ToolRunner = (calls: readonly PendingCall[]) => Promise<string[]>;
 
 /** The model's next turn for each given sequence (one row each, G = 1): the sampled ids and their log-probs. */
-export type TurnGenerator = (sequences: number[][], iteration: number, max_new_tokens: number) => Promise<{ completion_ids: number[][]; logps: number[][] }>;
+export type TurnGenerator = (sequences: number[][], iteration: number, max_new_tokens: number) => Promise<{ completion_ids: number[][]; logps: number[][]; finish_reason: FinishReason[] }>;
 
 export interface ToolLoopSettings {
   way: ToolLoopWay;
@@ -125,6 +126,8 @@ export interface ToolRow {
   logps: number[];
   /** The whole conversation: the prompt's messages, each parsed assistant turn, each tool result. */
   messages: ChatMessage[];
+  /** How the last generated turn ended: its EOS, or the length limit (the completion budget included). */
+  finish_reason: FinishReason;
   tool_calls: number;
   tool_failures: number;
   retokenized: Retokenized[];
@@ -138,6 +141,7 @@ export interface ToolLoopStart {
   prompt_messages: ChatMessage[][]; // (B)
   completion_ids: number[][]; // (B) the first sampled turn
   logps: number[][]; // (B)
+  finish_reason: FinishReason[]; // (B)
 }
 
 /** TRL's `{'error': '…'}` tool result (a Python dict's str()). */
@@ -176,6 +180,7 @@ export async function toolCallLoop(start: ToolLoopStart, generate: TurnGenerator
     tool_mask: ids.map(() => 1),
     logps: start.logps[b].slice(),
     messages: [...start.prompt_messages[b]],
+    finish_reason: start.finish_reason[b],
     tool_calls: 0,
     tool_failures: 0,
     retokenized: [],
@@ -215,7 +220,7 @@ export async function toolCallLoop(start: ToolLoopStart, generate: TurnGenerator
     if (kept.length === 0) break;
     // Each row may generate up to what is left of its budget (TRL generates more and cuts; the draws are the same).
     const budget = Math.max(...kept.map((b, k) => s.max_completion_length - (inputs[k].length - start.prompt_ids[b].length)));
-    const next = budget > 0 ? await generate(inputs, iteration + 1, budget) : { completion_ids: inputs.map(() => []), logps: inputs.map(() => []) };
+    const next = budget > 0 ? await generate(inputs, iteration + 1, budget) : { completion_ids: inputs.map(() => []), logps: inputs.map(() => []), finish_reason: inputs.map((): FinishReason => 'length') };
     const nextTurns: ParsedTurn[] = [];
     kept.forEach((b, k) => {
       const r = rows[b];
@@ -224,6 +229,7 @@ export async function toolCallLoop(start: ToolLoopStart, generate: TurnGenerator
       const budget = s.max_completion_length - (seq.length - P);
       const post = next.completion_ids[k].slice(0, Math.max(0, budget));
       const postLogps = next.logps[k].slice(0, post.length);
+      r.finish_reason = post.length < next.completion_ids[k].length || post.length === 0 ? 'length' : next.finish_reason[k];
       // TRL's update, either way: the tool block is what the new input holds beyond prompt + completion so far.
       const toolLength = seq.length - P - r.completion_ids.length;
       if (s.way === 'rerender') noteRetokenized(r, seq.slice(P), env.eos_token_id, iteration);

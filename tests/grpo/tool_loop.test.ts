@@ -32,20 +32,20 @@ const TOOL_BLOCK = '\n<|im_start|>user\n<tool_response>\n12\n</tool_response><|i
 const PROMPT: ChatMessage[] = [{ role: 'user', content: 'What is 3 * 4?' }];
 
 /** One row through the loop: the first turn and the answer after the tool are scripted text. */
-async function run(way: ToolLoopWay, firstTurn: string, answer = '12' + EOT, run = async (calls: readonly PendingCall[]) => calls.map((c) => String(Number(c.arguments.a) * Number(c.arguments.b)))) {
+async function run(way: ToolLoopWay, firstTurn: string, answer = '12' + EOT, run = async (calls: readonly PendingCall[]) => calls.map((c) => String(Number(c.arguments.a) * Number(c.arguments.b))), max_completion_length = 512) {
   const render = { tools: TOOLS };
   const prompt_ids = qwen.renderChat(PROMPT, { ...render, add_generation_prompt: true }).ids;
   const first = qwen.encode(firstTurn);
   const inputs: number[][] = [];
   const rows = await toolCallLoop(
-    { prompt_ids: [prompt_ids], prompt_messages: [PROMPT], completion_ids: [first], logps: [first.map(() => -0.5)] },
+    { prompt_ids: [prompt_ids], prompt_messages: [PROMPT], completion_ids: [first], logps: [first.map(() => -0.5)], finish_reason: ['eos'] },
     async (seqs) => {
       inputs.push(...seqs);
       const ids = seqs.map(() => qwen.encode(answer));
-      return { completion_ids: ids, logps: ids.map((r) => r.map(() => -0.25)) };
+      return { completion_ids: ids, logps: ids.map((r) => r.map(() => -0.25)), finish_reason: ids.map(() => 'eos' as const) };
     },
     { tokenizer: qwen, render, eos_token_id: QWEN_EOS, run },
-    { way, max_tool_calling_iterations: 3, max_completion_length: 512 },
+    { way, max_tool_calling_iterations: 3, max_completion_length },
   );
   return { row: rows[0], prompt_ids, first, inputs };
 }
@@ -91,6 +91,21 @@ describe('toolCallLoop, concat (TRL since #5242)', () => {
       { role: 'tool', name: 'multiply', content: '12' },
       { role: 'assistant', content: '12' },
     ]);
+  });
+
+  it('the completion budget cuts the answer after the tool block: the row ends by length', async () => {
+    const first = qwen.encode(COMPACT + EOT);
+    const block = qwen.encode(TOOL_BLOCK);
+    const answer = qwen.encode('12' + EOT);
+    const full = await run('concat', COMPACT + EOT);
+    expect(full.row.finish_reason).toBe('eos');
+    const cut = await run('concat', COMPACT + EOT, '12' + EOT, undefined, first.length + block.length + 1);
+    expect(cut.row.completion_ids).toEqual([...first, ...block, answer[0]]);
+    expect(cut.row.finish_reason).toBe('length');
+    // A tool result that would pass the budget is rolled back: the row keeps its first turn, no tool message.
+    const over = await run('concat', COMPACT + EOT, '12' + EOT, undefined, first.length + block.length - 1);
+    expect(over.row.completion_ids).toEqual(first);
+    expect(over.row.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
   });
 
   it('a failing tool becomes TRL\'s error result, counted', async () => {
