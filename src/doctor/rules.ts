@@ -16,6 +16,7 @@ import { templateMismatch } from './rules/template-mismatch.ts';
 import { turnRetokenization } from './rules/turn-retokenization.ts';
 import { reasoningDropped } from './rules/reasoning-dropped.ts';
 import { toolTokensInLoss } from './rules/tool-tokens-in-loss.ts';
+import { toolCallMasked } from './rules/tool-call-masked.ts';
 import { positionIdsShift } from './rules/position-ids-shift.ts';
 import { logprobMismatch } from './rules/logprob-mismatch.ts';
 import { nonfinite } from './rules/nonfinite.ts';
@@ -43,6 +44,7 @@ export const RULES: readonly Rule[] = [
   turnRetokenization,
   reasoningDropped,
   toolTokensInLoss,
+  toolCallMasked,
   positionIdsShift,
   logprobMismatch,
   importanceSamplingCorrection,

@@ -111,6 +111,15 @@ const EXPECT: Record<string, (fs: Finding[]) => void> = {
     // Turn 1's 19-token <think> block, trained on sample 0 only.
     expect(fs.map((f) => [f.sample, f.field, f.span, f.severity])).toEqual([[0, 'completion_ids', [0, 19], 'warning']]);
   },
+  'tool-call-masked': (fs) => {
+    // The compact call's own length against the canonical re-render's (literal texts): the call's last tokens are masked.
+    const think = qwen.encode('<think>\nI will use the tool.\n</think>\n\n').length;
+    const compact = qwen.encode('<tool_call>\n{"name":"multiply","arguments":{"a":3,"b":4}}\n</tool_call><|im_end|>').length;
+    const canonical = qwen.encode('<tool_call>\n{"name": "multiply", "arguments": {"a": 3, "b": 4}}\n</tool_call><|im_end|>').length;
+    // The tool-call span ends at </tool_call>: the turn's end-of-turn token after it is the assistant's.
+    expect(fs.map((f) => [f.sample, f.field, f.span, f.severity])).toEqual([[0, 'completion_ids', [think + compact, think + canonical - 1], 'error']]);
+    expect(fs[0].message).toMatch(new RegExp(`^sample 0, turn 1 \\(tool call\\): ${canonical - compact - 1} of its ${canonical - 1} tokens have tool_mask 0`));
+  },
   'tool-tokens-in-loss': (fs) => {
     expect(fs.map((f) => [f.sample, f.field, f.span, f.severity])).toEqual([[0, 'effective_loss_mask', [3, 5], 'error']]);
   },
@@ -203,7 +212,7 @@ describe('clean batches', () => {
     expect(report.findings).toEqual([]);
     // Only the rules that read what a trainer logs or how it scores rewards per function, or whole
     // conversations (messages here are the prompts), have nothing to read.
-    expect(report.skipped.map((s) => s.rule)).toEqual(['unscorable-rewards', 'turn-retokenization', 'reasoning-dropped', 'tool-tokens-in-loss', 'logged-kl']);
+    expect(report.skipped.map((s) => s.rule)).toEqual(['unscorable-rewards', 'turn-retokenization', 'reasoning-dropped', 'tool-tokens-in-loss', 'tool-call-masked', 'logged-kl']);
     expect(report.groups!.map((g) => g.zero_std)).toEqual([false, false, false]);
   });
 

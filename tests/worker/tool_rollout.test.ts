@@ -4,10 +4,11 @@
 // call's end-of-turn token, exactly the tool block the chat template writes for the product of the call's own
 // arguments (computed here from the decoded call), with tool_mask 0 there and 1 elsewhere; its conversation is
 // [user, assistant calling multiply, tool, assistant]; the loss is finite; the Doctor finds no tool tokens in
-// the loss. The rerender loop (TRL before #5242) on a seed where the model wrote a non-canonical call: the call
-// comes back canonical (the stretch is recorded), and TRL's mask either slides onto the tool block — the
-// Doctor's tool-tokens-in-loss names the row — or overruns the completion, which the sample stage refuses in
-// one line naming huggingface/trl#5145 (the seed report's crash).
+// the loss. The rerender loop (TRL before #5242): on a seed where the model padded a call, the call comes back
+// canonical and shorter by more than the tool block, so TRL's mask overruns the completion — the sample stage
+// refuses it in one line naming huggingface/trl#5145 (the seed report's crash); on a seed with compact calls
+// only, each comes back longer, is recorded, and the mask's 0s reach its last tokens: tool-call-masked names
+// exactly those rows.
 import { readFileSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -94,31 +95,36 @@ describe('the live tool-call rollout (tiny-tool)', () => {
     expect(out.sample!.tools!.tool_calls.reduce((a, x) => a + x, 0)).toBeGreaterThanOrEqual(called.length);
   }, 600_000);
 
-  it('rerender: a non-canonical call comes back canonical; the slid mask is named by the Doctor, an overrun refused (trl#5145)', async () => {
-    // The first seed whose sample holds a call the model wrote in another spelling than the template's.
-    let found: { seed: number; rows: number[] } | null = null;
-    for (let seed = 1; seed <= 40 && !found; seed++) {
+  /** The first seed (of 40) whose sampled first turns hold a call spelled as `want` says, and those rows. */
+  async function seedWith(want: (spellings: string[]) => boolean): Promise<{ seed: number; rows: number[]; spellings: string[] }> {
+    for (let seed = 1; seed <= 40; seed++) {
       const s = await runAll(settings('concat', seed), 2);
-      const canonical = (t: string) => /<tool_call>\n\{"name": "multiply", "arguments": \{"a": \d+, "b": \d+\}\}\n<\/tool_call>/.test(t);
-      const rows = s.sample!.completion_ids.flatMap((ids, b) => {
+      const spellings = s.sample!.completion_ids.map((ids) => {
         const first = tok.decode(ids.slice(0, ids.indexOf(tok.eos_token_id!) + 1));
-        return writtenCall(first) && !canonical(first) ? [b] : [];
+        if (!writtenCall(first)) return 'none';
+        if (/<tool_call>\n\{"name": "multiply", "arguments": \{"a": \d+, "b": \d+\}\}\n<\/tool_call>/.test(first)) return 'canonical';
+        return /<tool_call>\n\{"name":"multiply","arguments":\{"a":\d+,"b":\d+\}\}\n<\/tool_call>/.test(first) ? 'compact' : 'padded';
       });
-      if (rows.length) found = { seed, rows };
+      if (want(spellings)) return { seed, rows: spellings.flatMap((x, b) => (x === 'compact' || x === 'padded' ? [b] : [])), spellings };
     }
-    expect(found, 'tiny-tool wrote no non-canonical call in 40 seeds: it was trained on 30% of them').not.toBeNull();
-    const s = settings('rerender', found!.seed);
-    let out: Partial<StagePayloads>;
-    try {
-      out = await runAll(s);
-    } catch (e) {
-      expect((e as Error).message).toMatch(/^tool_mask: sample \d+ has \d+ entries for \d+ completion tokens .*huggingface\/trl#5145/);
-      return;
-    }
+    throw new Error('no seed in 1..40 sampled the spellings asked for: tiny-tool was trained on 15% compact and 15% padded calls');
+  }
+
+  it('rerender, a padded call: re-rendered shorter by more than the tool block, tool_mask overruns the completion and the step is refused (trl#5145)', async () => {
+    const { seed } = await seedWith((sp) => sp.includes('padded'));
+    await expect(runAll(settings('rerender', seed))).rejects.toThrow(/^tool_mask: sample \d+ has \d+ entries for \d+ completion tokens after tool round 1 \(its tool call, sampled in \d+ tokens, was re-rendered in \d+\).*huggingface\/trl#5145/);
+  }, 900_000);
+
+  it('rerender, compact calls only: each comes back longer, recorded, and its last tokens masked (tool-call-masked names the row)', async () => {
+    const { seed, rows } = await seedWith((sp) => sp.includes('compact') && !sp.includes('padded'));
+    const out = await runAll(settings('rerender', seed));
     const re = out.sample!.tools!.retokenized;
-    for (const b of found!.rows) expect(re[b].length).toBeGreaterThan(0);
-    const slid = found!.rows.filter((b) => re[b][0].sampled_tokens > re[b][0].rendered_tokens);
-    const named = new Set(out.assemble!.report.findings.filter((f) => f.rule === 'tool-tokens-in-loss').map((f) => f.sample));
-    for (const b of slid) expect(named.has(b)).toBe(true);
+    for (const b of rows) {
+      expect(re[b]).toHaveLength(1);
+      expect(re[b][0].rendered_tokens).toBeGreaterThan(re[b][0].sampled_tokens);
+    }
+    const masked = new Set(out.assemble!.report.findings.filter((f) => f.rule === 'tool-call-masked').map((f) => f.sample));
+    expect([...masked].sort()).toEqual([...rows].sort());
+    expect(Number.isFinite(out.loss!.loss)).toBe(true);
   }, 900_000);
 });
