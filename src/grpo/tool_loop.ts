@@ -11,10 +11,11 @@
 // - rerender (TRL before #5242): the conversation (prompt, the parsed assistant turn, the tool results) is
 //   re-rendered with apply_chat_template and re-tokenized every round, so a tool call the model wrote in a
 //   non-canonical spelling (compact or padded JSON) comes back in the template's canonical spelling with
-//   another token count, while tool_mask was built from the sampled length: the mask slides over the tool
-//   block (tool tokens in the loss), and where the re-rendered call is shorter than the tool block is long,
-//   tool_mask ends up longer than completion_ids and TRL fails in _compute_loss (huggingface/trl#5145, the
-//   seed report ../shared/seeds/003_*). Those rows are recorded (`retokenized`, `mask_overflow`) so the step
+//   another token count, while tool_mask was built from the sampled length: a call that comes back shorter
+//   slides the mask's 1s onto the tool block (tool tokens in the loss), one that comes back longer slides its
+//   0s onto the call's last tokens (the call out of the loss), and where the re-rendered call is shorter by
+//   more than the tool block is long, tool_mask ends up longer than completion_ids and TRL fails in
+//   _compute_loss (huggingface/trl#5145, the seed report ../shared/seeds/003_*). Those rows are recorded (`retokenized`, `mask_overflow`) so the step
 //   can name them instead of computing on a mask that does not fit.
 // Pure except for the two callbacks (the model's next turn, the tools); the studio's sample stage drives it.
 import type { ChatMessage } from '../io/batch.ts';
