@@ -288,7 +288,7 @@ export function settingsProblem(): string | null {
 /** Runs the next stage; false when there is none or it failed. */
 export async function nextStage(): Promise<boolean> {
   const s = store();
-  if (s.cursor >= STAGES.length) return false;
+  if (s.cursor >= STAGES.length || s.stageRequests > 0) return false;
   const problem = s.cursor === 0 ? settingsProblem() : null;
   if (problem) {
     s.pushError({ kind: 'settings', message: problem });
@@ -299,14 +299,23 @@ export async function nextStage(): Promise<boolean> {
   const first = s.cursor === 0;
   const sent = first ? structuredClone(settings()) : s.runSettings ?? settings();
   s.stageStarted(stage, first ? sent : undefined);
+  // The update this stage belongs to: an import, a model change or Reset landing while it runs drops the update
+  // (runSettings goes back to null), and its answer must not be written into the next one's fresh stages.
+  const update = store().runSettings;
+  const dropped = () => store().runSettings !== update;
+  store().trackStageRequest(1);
   try {
     const result = await worker().request({ type: 'run-stage', stage, settings: sent, start: first ? start() : undefined });
+    if (dropped()) return false;
     store().stageDone(result);
     return true;
   } catch (e) {
+    if (dropped()) return false;
     store().stageFailed(stage);
     fail(e);
     return false;
+  } finally {
+    store().trackStageRequest(-1);
   }
 }
 
@@ -467,12 +476,20 @@ export function applyWhatIf(): void {
   store().editConfig(base, w.edits);
 }
 
+/** The Run-to-end loop that owns `running`: a loop left over from a dropped update must not stop a newer one. */
+let runLoop: object | null = null;
+
 export async function runToEnd(): Promise<void> {
+  const mine = {};
+  runLoop = mine;
   store().setRunning(true);
   try {
-    while (store().running && (await nextStage()));
+    while (runLoop === mine && store().running && (await nextStage()));
   } finally {
-    store().setRunning(false);
+    if (runLoop === mine) {
+      runLoop = null;
+      store().setRunning(false);
+    }
   }
 }
 

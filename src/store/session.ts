@@ -89,6 +89,13 @@ export interface BatchSlice {
   /** Index in STAGES of the stage Next runs; STAGES.length when the update is complete. */
   cursor: number;
   running: boolean;
+  /**
+   * Stage requests the worker has not answered yet. Dropping an update (an import, a model change, Reset) resets
+   * the stages at once, but the worker is still computing the stage it was asked for: no new stage may be asked
+   * until it answers, or the two updates' stages interleave in the worker.
+   */
+  stageRequests: number;
+  trackStageRequest(delta: 1 | -1): void;
   setImported(imported: ImportedBatch): void;
   /** The Doctor's full report on the imported `batch` (its deferred tokenizer checks done); ignored if another batch was imported since. */
   setImportedReport(batch: GrpoBatch, report: DoctorReport): void;
@@ -237,6 +244,8 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   setPolicySteps: (policySteps) => set({ policySteps }),
   cursor: 0,
   running: false,
+  stageRequests: 0,
+  trackStageRequest: (delta) => set((s) => ({ stageRequests: s.stageRequests + delta })),
   setImported: (imported) => set(() => ({ imported, stepFrom: 'import', ...freshRun(), ...showing(imported), selected: null, focus: null })),
   setImportedNotes: (notes) => set((s) => (s.imported ? { imported: { ...s.imported, notes } } : {})),
   setImportedReport: (batch, report) =>

@@ -386,6 +386,9 @@ describe('studio v2 in chromium', () => {
 
   it('shows a failed stage in red even where Next would retry it', async () => {
     await page.getByTestId('import-input').setInputFiles(fixture);
+    // The previous test's batch has the same finding: wait for this import to be the one on screen, or the click
+    // below starts an update that the landing import then drops.
+    await expect.poll(() => page.getByTestId('doctor-summary').textContent()).toContain('r1-mask-mismatch.json');
     await page.locator('[data-rule="mask-length-mismatch"]').waitFor({ timeout: 10_000 });
     await page.getByTestId('step-run').click();
     const statuses = await waitForUpdate(page);
@@ -396,6 +399,25 @@ describe('studio v2 in chromium', () => {
     await dismissErrors(page);
     await page.getByTestId('step-from').selectOption('prompts');
   }, 300_000); // waitForUpdate waits up to 240 s: the test must not be cut at the default 120 s first
+
+  it('an import landing while an update runs drops that update; nothing of it leaks into the next one', async () => {
+    await page.getByTestId('step-run').click();
+    await expect.poll(async () => (await stageStatuses(page)).includes('running')).toBe(true);
+    await page.getByTestId('import-input').setInputFiles({ name: 'mid-update.json', mimeType: 'application/json', buffer: fs.readFileSync(fixture) });
+    await expect.poll(() => page.getByTestId('doctor-summary').textContent()).toContain('mid-update.json');
+    // The dropped update's stages are gone at once; nothing new starts until the worker answers the one it was on.
+    expect(new Set(await stageStatuses(page))).toEqual(new Set(['pending']));
+    await expect.poll(() => page.getByTestId('step-run').isEnabled(), { timeout: 120_000 }).toBe(true);
+    expect(new Set(await stageStatuses(page))).toEqual(new Set(['pending']));
+    expect(await page.locator('[data-testid="errors"] [data-kind]').count()).toBe(0);
+    // The next update is the import's, from its first stage, refused where the previous test's was.
+    await page.getByTestId('step-run').click();
+    const statuses = await waitForUpdate(page);
+    expect(statuses.slice(0, 3)).toEqual(['skipped', 'skipped', 'skipped']);
+    expect(statuses.filter((x) => x === 'error')).toHaveLength(1);
+    await dismissErrors(page);
+    await page.getByTestId('step-from').selectOption('prompts');
+  }, 300_000);
 
   it('refuses invalid form values and an empty prompt, naming the field; nothing runs', async () => {
     const cases: [string, string, RegExp][] = [

@@ -19,7 +19,9 @@ export function Stepper() {
   const modelReady = useStudio((s) => s.modelStatus === 'ready');
   const imported = useStudio((s) => s.imported);
   const stepFrom = useStudio((s) => s.stepFrom);
-  const busy = running || STAGES.some((s) => stages[s].status === 'running');
+  // A dropped update's stage may still be computing in the worker: nothing new starts until it answers.
+  const stageRequests = useStudio((s) => s.stageRequests);
+  const busy = running || stageRequests > 0 || STAGES.some((s) => stages[s].status === 'running');
   const done = cursor >= STAGES.length;
   const total = STAGES.reduce((t, s) => t + (stages[s].ms ?? 0), 0);
   const resetRef = useRef<HTMLButtonElement>(null);
