@@ -4,7 +4,7 @@
 // update: each stage's time as the Stepper shows it (src/ui/panels/Stepper.tsx, the `.stage[data-stage]`
 // items' stage-meta text, 10 ms resolution above 1 s), their sum, and the wall time from the click until
 // every stage is done, with the issue's targets beside them: ≤ 6 s for the first update, ≤ 3 s later.
-// Twice, each in a fresh browser: with the GPU sampler and with the float64 CPU sampler (the page's default) on
+// Twice, each in a fresh browser: with the GPU sampler (the page's default) and with the float64 CPU sampler on
 // read-back logits (generate's `sampler: 'cpu'`, set through the persisted sampling settings, which the
 // worker spreads into the generation options), so the sample stage is compared within one run.
 // Needs no Node GPU adapter.
@@ -42,7 +42,7 @@ export async function run(_gpu: unknown, _opts: BenchOptions): Promise<Row[]> {
     try {
       const page = studio.page;
       await page.getByTestId('model-info').waitFor({ timeout: 180_000 });
-      // Each sampler named, not left to the page's default (the CPU sampler while the GPU one is on probation).
+      // Each sampler named, not left to the page's default.
       await page.evaluate(`localStorage.setItem(${JSON.stringify(STORAGE_KEY)}, JSON.stringify({ state: { sampling: { sampler: '${sampler}' } }, version: 2 }))`);
       await page.reload();
       await page.getByTestId('model-info').waitFor({ timeout: 180_000 });

@@ -44,12 +44,10 @@ export async function sample(ctx: StageContext, state: StepState): Promise<Stage
   const src = promptsOf(ctx);
   if (!src) return FROM_BATCH;
   const { pad, eos } = special(src);
-  // The update samples with the float64 CPU sampler unless told otherwise (the first_update bench compares
-  // both): in full `.ci/run` runs a page update hung intermittently after GPU-sampled updates (studio_v2 e2e),
-  // and the GPU sampler is the newest asynchronous readback on that path. Not seen since (one full run with the
-  // GPU sampler forced passed, 2133 tests); the GPU sampler (same draws, tests/kernels/sample.test.ts) becomes
-  // the default once more full runs stay clean with it.
-  const sampling = { ...src.generation, sampler: src.generation.sampler ?? ('cpu' as const), pad_token_id: pad, eos_token_ids: eos };
+  // The GPU sampler unless the sampling settings name the CPU one (the first_update bench compares both). It was
+  // off while a page "hang" in full `.ci/run` runs was blamed on its asynchronous read-backs; the hang was an
+  // import landing mid-update (src/store/controller.ts nextStage), and came with the CPU sampler too.
+  const sampling = { ...src.generation, sampler: src.generation.sampler ?? ('gpu' as const), pad_token_id: pad, eos_token_ids: eos };
   const run = async (prompts: number[][], o: typeof sampling) => {
     const decoder = src.decoder();
     try {
