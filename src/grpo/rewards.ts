@@ -85,6 +85,11 @@ export class RewardDefinitionError extends Error {
   }
 }
 
+/** The value of a user's JS expression (a function, an object of tools), strict mode, a trailing `;` allowed; throws what it throws. */
+export function evalUserExpression(source: string): unknown {
+  return new Function(`"use strict"; return (${source.trim().replace(/;\s*$/, '')});`)();
+}
+
 /**
  * Compiles user source into a reward function. The source is a function expression, e.g.
  *   (s) => s.completion.includes(s.answer) ? 1 : 0
@@ -93,7 +98,7 @@ export class RewardDefinitionError extends Error {
 export function compileUserReward(name: string, source: string): RewardFn {
   let fn: unknown;
   try {
-    fn = new Function(`"use strict"; return (${source.trim().replace(/;\s*$/, '')});`)();
+    fn = evalUserExpression(source);
   } catch (e) {
     throw new RewardDefinitionError(name, `does not compile: ${(e as Error).message}`);
   }

@@ -4,7 +4,7 @@
 // result) and never freezes the page: on a timeout the worker is terminated and a fresh one carries on with the
 // remaining items. `handleSandboxMessage` is the worker side (also driven by Node's worker_threads in tests);
 // `runJsReward` and `runJsTools` are the caller side, over one shared runner.
-import { checkRewardValue, compileUserReward, type RewardColumn, type RewardSample, type RewardSpec } from '../grpo/rewards.ts';
+import { checkRewardValue, compileUserReward, evalUserExpression, type RewardColumn, type RewardSample, type RewardSpec } from '../grpo/rewards.ts';
 import { toolError, type PendingCall } from '../grpo/tool_loop.ts';
 
 type JsSpec = Extract<RewardSpec, { kind: 'js' }>;
@@ -81,7 +81,7 @@ const toolRunner = (tools: Record<string, unknown>) => async (item: RewardSample
 export function compileTools(source: string): Record<string, unknown> {
   let tools: unknown;
   try {
-    tools = new Function(`"use strict"; return (${source.trim().replace(/;\s*$/, '')});`)();
+    tools = evalUserExpression(source);
   } catch (e) {
     throw new Error(`the tools source does not compile: ${(e as Error).message}`);
   }
