@@ -1,10 +1,10 @@
 // Benchmark suite `attention`: the fused (flash-style) attention forward and backward at Qwen2.5-0.5B's
 // heads (Hq 14, Hkv 2, D 64) on left-padded rows, with the bytes the materialised llm.c-style version
 // needed for its (B, Hq, T, T) probabilities (plus, in training, the same-sized dP/g scratch) next to
-// the fused version's (B, Hq, T) lse and delta. A row without timing gives the memory of the issue's
-// case: scoring 64 rows of 2,560 tokens. Kernel time from timestamps when the adapter has them.
+// the fused version's (B, Hq, T) lse and delta, once per kernel set the adapter runs (its default starred).
+// A row without timing gives the memory of the issue's case: scoring 64 rows of 2,560 tokens. Kernel time from timestamps when the adapter has them.
 import type { Gpu } from '../src/gpu/context.ts';
-import { attention_backward, attention_forward } from '../src/kernels/attention.ts';
+import { attentionKernels, attention_backward, attention_forward, type AttentionKernel } from '../src/kernels/attention.ts';
 import { timeKernels } from './timing.ts';
 import type { BenchOptions, Row } from './types.ts';
 
@@ -26,7 +26,7 @@ function randomBuffer(gpu: Gpu, label: string, n: number, seed: number): GPUBuff
   return gpu.upload(label, a);
 }
 
-async function measure(gpu: Gpu, B: number, T: number): Promise<Row> {
+async function measure(gpu: Gpu, B: number, T: number, kernel: AttentionKernel, first: boolean): Promise<Row> {
   const { Hq, Hkv, D } = HEADS;
   const shape = { B, T, Hq, Hkv, D, scale: 1 / Math.sqrt(D) };
   const mask = new Int32Array(B * T).fill(1);
@@ -37,16 +37,17 @@ async function measure(gpu: Gpu, B: number, T: number): Promise<Row> {
   const out = gpu.createBuffer('out', B * T * Hq * D * 4);
   const lse = gpu.createBuffer('lse', B * Hq * T * 4);
   const [dq, dk, dv] = [gpu.createBuffer('dq', B * T * Hq * D * 4), gpu.createBuffer('dk', B * T * Hkv * D * 4), gpu.createBuffer('dv', B * T * Hkv * D * 4)];
-  const fwd = await timeKernels(gpu, 'attention forward', (rec) => attention_forward(rec, { out, q, k, v, attentionMask, lse, ...shape, Tq: T, Tk: T, TkvMax: T }), { reps: 3 });
-  const bwd = await timeKernels(gpu, 'attention backward', (rec) => attention_backward(rec, { dq, dk, dv, dout, q, k, v, out, lse, attentionMask, ...shape }), { reps: 3 });
+  const fwd = await timeKernels(gpu, `attention forward ${kernel}`, (rec) => attention_forward(rec, { out, q, k, v, attentionMask, lse, ...shape, Tq: T, Tk: T, TkvMax: T, kernel }), { reps: 3 });
+  const bwd = await timeKernels(gpu, `attention backward ${kernel}`, (rec) => attention_backward(rec, { dq, dk, dv, dout, q, k, v, out, lse, attentionMask, ...shape, kernel }), { reps: 3 });
   for (const b of [q, dout, k, v, attentionMask, out, lse, dq, dk, dv]) b.destroy();
-  return { shape: `${B}x${T}`, forward_ms: fwd.ms, backward_ms: bwd.ms, timer: fwd.timer, ...memoryColumns(B, T) };
+  return { shape: `${B}x${T}`, kernel: first ? `${kernel}*` : kernel, forward_ms: fwd.ms, backward_ms: bwd.ms, timer: fwd.timer, ...memoryColumns(B, T) };
 }
 
 export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
   const sizes: Array<[number, number]> = opts.quick ? [[2, 128]] : [[2, 256], [1, 1024]];
   const rows: Row[] = [];
-  for (const [B, T] of sizes) rows.push(await measure(gpu, B, T));
-  rows.push({ shape: '64x2560 (memory only)', forward_ms: null, backward_ms: null, timer: null, ...memoryColumns(64, 2560) });
+  const kernels = attentionKernels(gpu);
+  for (const [B, T] of sizes) for (const kernel of kernels) rows.push(await measure(gpu, B, T, kernel, kernel === kernels[0]));
+  rows.push({ shape: '64x2560 (memory only)', kernel: null, forward_ms: null, backward_ms: null, timer: null, ...memoryColumns(64, 2560) });
   return rows;
 }

@@ -8,7 +8,8 @@
 // and the page show it) with the reference checkpoint held beside the policy. Per stage also the GPU work of that second run:
 // dispatches, compute passes, bind-group cache hit rate, KiB read back and CPU ms spent encoding. Last, the
 // optimizer alone over the SmolLM2-shaped parameters (every one trains): one clipped AdamW step whose
-// gradient norms, clip coefficient and update go in one submit (Optimizer.step), second of two runs.
+// gradient norms, clip coefficient and update go in one submit (Optimizer.step), second of two runs. Then
+// a LoRA update over a Qwen2.5-0.5B-shaped bf16 base at 8 × 512, its peak against the plan of that update.
 import { join, resolve, dirname } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -17,9 +18,11 @@ import { Optimizer } from '../src/grpo/optimizer.ts';
 import { StepPipeline } from '../src/grpo/step.ts';
 import { stepConfigFromBatch } from '../src/grpo/step_config.ts';
 import { parseBatch, type GrpoBatch } from '../src/io/batch.ts';
-import { countParams, type ModelConfig } from '../src/model/config.ts';
+import { countParams, numel, parseConfig, type ModelConfig } from '../src/model/config.ts';
 import { DEFAULT_LIMITS } from '../src/model/memory.ts';
 import { planStep } from '../src/model/plan.ts';
+import { initLoraWeights, newLoraOptionsFromText } from '../src/model/lora.ts';
+import { LoraAdapter } from '../src/model/lora_adapter.ts';
 import { CausalLM } from '../src/model/model.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import { smolLM2, weights } from './model.ts';
@@ -46,7 +49,7 @@ function syntheticBatch(V: number, B: number, P: number, C: number): GrpoBatch {
   };
 }
 
-async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: CausalLM, batch: GrpoBatch): Promise<Row[]> {
+async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: CausalLM, batch: GrpoBatch, held_reference_bytes = reference.weightBytes): Promise<Row[]> {
   const C = Math.max(...batch.completion_ids.map((r) => r.length));
   const P = Math.max(...batch.prompt_ids.map((r) => r.length));
   const B = batch.completion_ids.length;
@@ -59,9 +62,13 @@ async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: Caus
   const cfg: ModelConfig = policy.config;
   // The step's plan with the reference checkpoint held beside the policy (its weights and, during its
   // forward, its workspace), as src/model/plan.ts plans the page's update.
-  const planned = planStep(cfg, { B, T: P + C, prompt: P, adapter: null, checkpointing: false, dtype: 'f32', limits: DEFAULT_LIMITS, held_reference_bytes: reference.weightBytes }).total_bytes;
+  const adapter = policy.adapter;
+  const planned = planStep(cfg, {
+    B, T: P + C, prompt: P, adapter: adapter?.config.r ?? null, checkpointing: policy.checkpointing,
+    dtype: [...policy.params.values()].some((p) => p.dtype === 'bf16') ? 'bf16' : 'f32', limits: DEFAULT_LIMITS, held_reference_bytes,
+  }).total_bytes;
   const peak = Math.max(...results.map((r) => r.peakBytes));
-  const common = { model: name, params: countParams(cfg), B, P, C };
+  const common = { model: name, params: countParams(cfg), trainable: [...policy.trainableParams.values()].reduce((n, p) => n + numel(p.shape), 0), B, P, C };
   const ran = results.filter((r) => !r.skipped);
   const rows: Row[] = ran.map((r) => ({ ...common, stage: r.id, ms: r.ms, 'peak MiB': r.peakBytes / MiB, ...work(r.gpuStats) }));
   const total = rows.reduce((s, r) => s + (r.ms as number), 0);
@@ -125,5 +132,38 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
   policy.releaseWorkspace();
   rows.push(await optimizerAlone(gpu, name, policy));
   policy.destroy();
+  rows.push(...(await loraStep(gpu, opts.quick)));
   return rows;
+}
+
+/** Qwen2.5-0.5B's shape (--quick: 2 layers, V 2048), as its config.json gives it. */
+function qwen25(quick: boolean): ModelConfig {
+  return parseConfig({
+    architectures: ['Qwen2ForCausalLM'], vocab_size: quick ? 2048 : 151936, hidden_size: 896, num_attention_heads: 14, num_key_value_heads: 2,
+    num_hidden_layers: quick ? 2 : 24, intermediate_size: 4864, rms_norm_eps: 1e-6, rope_theta: 1000000, max_position_embeddings: 32768, tie_word_embeddings: true,
+  });
+}
+
+/**
+ * A LoRA update as the page runs one over a frozen base: a Qwen2.5-0.5B-shaped model with random weights packed bf16
+ * (the base as a BF16 checkpoint loads), the create form's adapter (r 16, α 32, all linear layers, B = 0), the
+ * adapter-off view as reference (no second checkpoint held), gradient checkpointing on, batch 8 × 512 (256 prompt +
+ * 256 completion tokens; --quick: 2 × 32).
+ */
+async function loraStep(gpu: Gpu, quick: boolean): Promise<Row[]> {
+  const cfg = qwen25(quick);
+  const [B, P, C] = quick ? [2, 16, 16] : [8, 256, 256];
+  const base = CausalLM.fromWeights(gpu, cfg, weights(cfg), 'checkpoint');
+  const adapter = LoraAdapter.fromWeights(gpu, initLoraWeights(cfg, newLoraOptionsFromText('r=16,lora_alpha=32,target_modules=all-linear', 'bench'), null));
+  const policy = base.withAdapter(adapter);
+  policy.checkpointing = true;
+  const reference = base.withAdapter(null);
+  try {
+    return await measure(gpu, `Qwen2.5-0.5B-shaped LoRA r16 bf16 base (V ${cfg.vocab_size})`, policy, reference, syntheticBatch(cfg.vocab_size, B, P, C), 0);
+  } finally {
+    reference.destroy();
+    policy.destroy();
+    adapter.destroy();
+    base.destroy();
+  }
 }

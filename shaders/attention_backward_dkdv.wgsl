@@ -5,7 +5,10 @@
 // attention_backward_dq.wgsl; no (B, Hq, T, T) buffer):
 //   dv_j = Σ_h Σ_i p_ij · dout_i,   dk_j = Σ_h Σ_i g_ij · q_i
 // A masked key (attention_mask[b, j] = 0) and query rows with lse = -inf contribute 0. No atomics and
-// no barriers: each key row is one thread's, its sums in a fixed order.
+// no barriers: each key row is one thread's, its sums in a fixed order (heads in order, i ascending).
+// The threads of a workgroup walk the queries in lockstep from the block's first key row, each skipping
+// the queries before its own: at every step they all read the same q / dout row, which the cache
+// broadcasts (a walk from each thread's own j read BQ different rows at once: 25% slower on an H100).
 
 //#include "common/attention_backward.wgsl"
 
@@ -24,7 +27,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let g = wid.x + wid.y * nwg.x; // (b·Hkv + kvh)·blocks + block
   if (g >= p.groups) { return; }
   let t = lid.x;
-  let j = (g % p.blocks) * BQ + t;
+  let j0 = (g % p.blocks) * BQ; // the block's first key row: where the lockstep walk starts
+  let j = j0 + t;
   if (j >= p.T) { return; }
   let D = p.D;
   let kvh = (g / p.blocks) % p.Hkv;
@@ -39,9 +43,9 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   if (attention_mask[b * p.T + j] != 0) {
     for (var r = 0u; r < group; r++) {
       let h = kvh * group + r;
-      for (var i = j; i < p.T; i++) {
+      for (var i = j0; i < p.T; i++) {
         let li = lse[(b * p.Hq + h) * p.T + i];
-        if (!(li > p.neg_inf)) { continue; }
+        if (i < j || !(li > p.neg_inf)) { continue; }
         let qo = ((b * p.T + i) * p.Hq + h) * D;
         let s = score_and_dp(qo, ko, D);
         let pij = exp(p.scale * s.x - li);

@@ -29,6 +29,15 @@ export interface AdapterReport {
   limits: Record<string, number>;
 }
 
+/**
+ * A CPU adapter (lavapipe, SwiftShader, a fallback adapter): one coroutine per invocation, so barriers are
+ * dear and a subgroup is one SIMD register. The launchers that keep a kernel per adapter class (GEMM,
+ * attention) ask this.
+ */
+export function isCpuAdapter(a: AdapterReport): boolean {
+  return a.isFallback || a.architecture === 'software' || /llvmpipe|lavapipe|swiftshader/i.test(`${a.vendor} ${a.architecture} ${a.device} ${a.description}`);
+}
+
 /** A command recorder of this GPU (recorder.ts); `rec.gpu` is the full Gpu. */
 export type Recorder = GpuRecorder<Gpu>;
 
@@ -47,7 +56,6 @@ export class Gpu {
   readonly stats: GpuStats = zeroStats();
   /** The last WebGPU error raised outside an error scope, if any. */
   uncaptured: string | null = null;
-
   /** Pipelines, layouts and bind groups, each created once. */
   readonly cache: PipelineCache;
   private readonly zeroBuffers = new Map<number, GPUBuffer>();

@@ -123,6 +123,14 @@ export function bf16ToF32(bits: Uint16Array): Float32Array {
   return new Float32Array(out.buffer);
 }
 
+/** f32 → bfloat16 bits, round to nearest even (the inverse of bf16ToF32 on values a bf16 holds). */
+export function f32ToBf16(x: Float32Array): Uint16Array {
+  const u = new Uint32Array(x.buffer, x.byteOffset, x.length);
+  const out = new Uint16Array(x.length);
+  for (let i = 0; i < u.length; i++) out[i] = (u[i] + 0x7fff + ((u[i] >>> 16) & 1)) >>> 16;
+  return out;
+}
+
 /** IEEE half bits → f32. */
 export function f16ToF32(bits: Uint16Array): Float32Array {
   const out = new Float32Array(bits.length);

@@ -1,33 +1,62 @@
-// Launchers for fused (flash-attention style) attention: shaders/attention_forward.wgsl (online
-// softmax in steps of BK keys, saves the per-row lse) and the two backward passes
-// attention_backward_dq.wgsl (delta_i = dout_i·out_i, then dq per query row) and
-// attention_backward_dkdv.wgsl (dk, dv per key row), which recompute the probabilities from q, k and
-// lse. No (B, Hq, Tq, Tk) buffer exists: the memory is O(B·T·H·D) plus (B, Hq, T) for lse and delta,
-// where the materialised version needed B·Hq·T·T floats per layer (23.5 GB for 64 rows of 2,560
-// tokens at Qwen2.5-0.5B's 14 heads; bench suite `attention`).
-// One thread per row, BQ neighbouring rows of one head per workgroup (they read the same k / v rows
-// together) and no barriers: a first version with one workgroup per row and tree reductions per key
-// tile ran several times slower on the software adapter (barriers cost a coroutine switch there).
+// Launchers for fused (flash-attention style) attention, in two kernel sets that compute the same thing:
+//   'rows' (software adapters): shaders/attention_forward.wgsl (one thread per query row, BQ neighbouring
+//     rows of one head per workgroup reading the same k / v rows together, online softmax in steps of BK
+//     keys, no barriers) and the backward attention_backward_dq.wgsl / attention_backward_dkdv.wgsl (one
+//     thread per query / key row). Barriers cost a coroutine switch on a CPU adapter: a set with one
+//     workgroup per row and tree reductions ran several times slower there.
+//   'wg' (GPUs): shaders/attention_wg_forward.wgsl, attention_wg_backward_dq.wgsl,
+//     attention_wg_backward_dkdv.wgsl — one workgroup per query (key) row, one key (query) per thread in
+//     tiles of WG, tree reductions (common/reduce.wgsl). B·Hq·T workgroups fill a GPU where the row set's
+//     B·Hq·T / BQ threads, each walking a whole row alone, leave it waiting on memory: on an H100 the
+//     SmolLM2-shaped forward ran 2× and forward + backward 4–6× faster (bench/results-h100-attention-ab.json).
+// attentionKernels picks by adapter class (isCpuAdapter, as the GEMM does); tests and the bench force each.
+// Both save the per-row lse in the forward, form delta_i = dout_i·out_i in the dq pass and recompute the
+// probabilities from q, k and lse. No (B, Hq, Tq, Tk) buffer exists: the memory is O(B·T·H·D) plus
+// (B, Hq, T) for lse and delta, where the materialised version needed B·Hq·T·T floats per layer (23.5 GB
+// for 64 rows of 2,560 tokens at Qwen2.5-0.5B's 14 heads; bench suite `attention`).
 // Causal + attention mask + GQA (query head h reads kv head h / (Hq / Hkv)); deterministic (no
 // atomics, fixed summation order). A query row with no visible key gets out = 0, lse = -inf, dq = 0.
-import { type Binding, type Recorder, Gpu } from '../gpu/context.ts';
+import { type Binding, type Recorder, Gpu, isCpuAdapter } from '../gpu/context.ts';
 import type { AttentionBackwardShape, AttentionShape } from './types.ts';
 import { sharedScratch } from './scratch.ts';
 import { prefix } from './windows.ts';
 
-const BQ_MAX = 64; // rows (queries, or keys in dkdv) per workgroup = threads, one row each
-const BK = 16; // keys per online-softmax step of the forward
+const BQ_MAX = 64; // 'rows': rows (queries, or keys in dkdv) per workgroup = threads, one row each
+const BK = 16; // 'rows': keys per online-softmax step of the forward
+const WG = 64; // 'wg': keys (forward, dq) or queries (dkdv) per tile = threads per workgroup
 
-/**
- * Checks the heads, and picks the rows per workgroup: the largest power of two up to BQ_MAX whose
- * per-thread workgroup rows (`rowFloats` f32 each) fit maxComputeWorkgroupStorageSize; a head_dim too
- * wide for even one row is a clear error, not a pipeline failure.
- */
-function rowsPerGroup(gpu: Gpu, kernel: string, Hq: number, Hkv: number, D: number, rowFloats: number): number {
+/** Which kernel set runs (see the header). */
+export type AttentionKernel = 'rows' | 'wg';
+
+/** The kernel sets this adapter runs, its default first: 'rows' on CPU adapters, 'wg' on GPUs. */
+export function attentionKernels(gpu: Gpu): AttentionKernel[] {
+  return isCpuAdapter(gpu.adapter) ? ['rows', 'wg'] : ['wg', 'rows'];
+}
+
+/** Checks the heads (both sets). */
+function checkHeads(kernel: string, Hq: number, Hkv: number, D: number): void {
   if (!(Hkv >= 1 && Hq % Hkv === 0)) throw new Error(`${kernel}: Hq (${Hq}) must be a multiple of Hkv (${Hkv})`);
   if (!(D >= 1 && Number.isInteger(D))) throw new Error(`${kernel}: head_dim D must be a positive integer, got ${D}`);
+}
+
+/** A head_dim whose workgroup arrays (`bytes`) do not fit the device is a clear error, not a pipeline failure. */
+function checkStorage(gpu: Gpu, kernel: string, D: number, bytes: number): void {
   const limit = gpu.limits.maxComputeWorkgroupStorageSize;
-  if (rowFloats * 4 > limit) throw new Error(`${kernel}: head_dim ${D} needs ${rowFloats * 4} bytes of workgroup storage, the device allows ${limit}`);
+  if (bytes > limit) throw new Error(`${kernel}: head_dim ${D} needs ${bytes} bytes of workgroup storage, the device allows ${limit}`);
+}
+
+/** 'wg': the shader's workgroup arrays, `rows` rows of D floats plus 2 × WG, must fit the device. */
+function checkWgStorage(gpu: Gpu, kernel: string, D: number, rows: number): void {
+  checkStorage(gpu, kernel, D, (rows * D + 2 * WG) * 4);
+}
+
+/**
+ * 'rows': the rows per workgroup: the largest power of two up to BQ_MAX whose per-thread workgroup rows
+ * (`rowFloats` f32 each) fit maxComputeWorkgroupStorageSize (at least one must).
+ */
+function rowsPerGroup(gpu: Gpu, kernel: string, D: number, rowFloats: number): number {
+  checkStorage(gpu, kernel, D, rowFloats * 4);
+  const limit = gpu.limits.maxComputeWorkgroupStorageSize;
   let bq = BQ_MAX;
   while (bq * rowFloats * 4 > limit) bq /= 2;
   return bq;
@@ -42,32 +71,45 @@ export function attention_forward(
     v: GPUBuffer; // (B, TkvMax, Hkv, D)
     attentionMask: GPUBuffer; // (B, Tk) i32, 1 = key visible
     lse: GPUBuffer; // (B, Hq, Tq) log-sum-exp of the scaled scores, saved for the backward
+    kernel?: AttentionKernel; // tests and bench: this set, instead of attentionKernels' default
   },
 ): void {
   const { B, Tq, Tk, TkvMax, Hq, Hkv, D } = args;
   const kernel = 'attention_forward';
   const gpu = rec.gpu;
-  const BQ = rowsPerGroup(gpu, kernel, Hq, Hkv, D, D + BK); // accumulator and step scores
+  checkHeads(kernel, Hq, Hkv, D);
   if (!(Tq >= 1 && Tq <= Tk && Tk <= TkvMax)) throw new Error(`${kernel}: needs 1 <= Tq (${Tq}) <= Tk (${Tk}) <= TkvMax (${TkvMax})`);
+  const bindings = {
+    q: prefix(gpu, kernel, 'q', args.q, B * Tq * Hq * D),
+    k: prefix(gpu, kernel, 'k', args.k, B * TkvMax * Hkv * D),
+    v: prefix(gpu, kernel, 'v', args.v, B * TkvMax * Hkv * D),
+    attention_mask: prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * Tk),
+    out: prefix(gpu, kernel, 'out', args.out, B * Tq * Hq * D),
+    lse: prefix(gpu, kernel, 'lse', args.lse, B * Hq * Tq),
+  };
+  const shape: Array<[string, 'u32', number]> = [['Tq', 'u32', Tq], ['Tk', 'u32', Tk], ['TkvMax', 'u32', TkvMax], ['Hq', 'u32', Hq], ['Hkv', 'u32', Hkv], ['D', 'u32', D]];
+  if ((args.kernel ?? attentionKernels(gpu)[0]) === 'wg') {
+    checkWgStorage(gpu, kernel, D, 2); // the query row and the output accumulator
+    const rows = B * Hq * Tq;
+    rec.dispatch({
+      kernel,
+      shader: 'attention_wg_forward',
+      constants: { WG, DH: D },
+      bindings,
+      params: [...shape, ['rows', 'u32', rows], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity]],
+      workgroups: Gpu.grid(rows),
+    });
+    return;
+  }
+  const BQ = rowsPerGroup(gpu, kernel, D, D + BK); // accumulator and step scores
   const blocks = Math.ceil(Tq / BQ);
   const groups = B * Hq * blocks;
   rec.dispatch({
     kernel,
     shader: 'attention_forward',
     constants: { BQ, BK, DH: D },
-    bindings: {
-      q: prefix(gpu, kernel, 'q', args.q, B * Tq * Hq * D),
-      k: prefix(gpu, kernel, 'k', args.k, B * TkvMax * Hkv * D),
-      v: prefix(gpu, kernel, 'v', args.v, B * TkvMax * Hkv * D),
-      attention_mask: prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * Tk),
-      out: prefix(gpu, kernel, 'out', args.out, B * Tq * Hq * D),
-      lse: prefix(gpu, kernel, 'lse', args.lse, B * Hq * Tq),
-    },
-    params: [
-      ['Tq', 'u32', Tq], ['Tk', 'u32', Tk], ['TkvMax', 'u32', TkvMax], ['Hq', 'u32', Hq],
-      ['Hkv', 'u32', Hkv], ['D', 'u32', D], ['blocks', 'u32', blocks], ['scale', 'f32', args.scale],
-      ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups],
-    ],
+    bindings,
+    params: [...shape, ['blocks', 'u32', blocks], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups]],
     workgroups: Gpu.grid(groups),
   });
 }
@@ -85,33 +127,46 @@ export function attention_backward(
     out: GPUBuffer; // (B, T, Hq, D) from attention_forward
     lse: GPUBuffer; // (B, Hq, T) from attention_forward
     attentionMask: GPUBuffer; // (B, T) i32
+    kernel?: AttentionKernel; // tests and bench: this set, instead of attentionKernels' default
   },
 ): void {
   const { B, T, Hq, Hkv, D } = args;
   const kernel = 'attention_backward';
   const gpu = rec.gpu;
-  const BQ = rowsPerGroup(gpu, kernel, Hq, Hkv, D, 2 * D); // dkdv: the dk and dv accumulators (dq: 1)
+  checkHeads(kernel, Hq, Hkv, D);
   const [dq, dout, q, out] = (['dq', 'dout', 'q', 'out'] as const).map((f) => prefix(gpu, kernel, f, args[f], B * T * Hq * D));
   const [dk, dv, k, v] = (['dk', 'dv', 'k', 'v'] as const).map((f) => prefix(gpu, kernel, f, args[f], B * T * Hkv * D));
   const attention_mask = prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * T);
   const lse = prefix(gpu, kernel, 'lse', args.lse, B * Hq * T);
   const delta = prefix(gpu, kernel, 'delta', sharedScratch(gpu, 'attention_backward:delta', B * Hq * T * 4), B * Hq * T); // (B, Hq, T)
-  // One pass per side, each over row blocks of one (b, head): queries of (b, h), keys of (b, kvh).
-  const pass = (side: 'dq' | 'dkdv', heads: number, bindings: Record<string, Binding>) => {
+  const heads: Array<[string, 'u32', number]> = [['T', 'u32', T], ['Hq', 'u32', Hq], ['Hkv', 'u32', Hkv], ['D', 'u32', D]];
+  const wg = (args.kernel ?? attentionKernels(gpu)[0]) === 'wg';
+  if (wg) checkWgStorage(gpu, kernel, D, 4); // dkdv: k, v and the dk / dv accumulators (dq: 3 rows)
+  const BQ = wg ? 0 : rowsPerGroup(gpu, kernel, D, 2 * D); // 'rows' dkdv: the dk and dv accumulators (dq: 1)
+  // One pass per side: 'wg' one workgroup per query row of (b, h) / key row of (b, kvh); 'rows' row blocks of them.
+  const pass = (side: 'dq' | 'dkdv', rows: number, bindings: Record<string, Binding>) => {
+    if (wg) {
+      rec.dispatch({
+        kernel: `${kernel}:${side}`,
+        shader: `attention_wg_backward_${side}`,
+        constants: { WG, DH: D },
+        bindings,
+        params: [...heads, ['rows', 'u32', rows], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity]],
+        workgroups: Gpu.grid(rows),
+      });
+      return;
+    }
     const blocks = Math.ceil(T / BQ);
-    const groups = B * heads * blocks;
+    const groups = (rows / T) * blocks;
     rec.dispatch({
       kernel: `${kernel}:${side}`,
       shader: `attention_backward_${side}`,
       constants: { BQ, DH: D },
       bindings,
-      params: [
-        ['T', 'u32', T], ['Hq', 'u32', Hq], ['Hkv', 'u32', Hkv], ['D', 'u32', D],
-        ['blocks', 'u32', blocks], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups],
-      ],
+      params: [...heads, ['blocks', 'u32', blocks], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups]],
       workgroups: Gpu.grid(groups),
     });
   };
-  pass('dq', Hq, { q, k, v, attention_mask, out, dout, lse, delta, dq });
-  pass('dkdv', Hkv, { q, k, v, attention_mask, dout, lse, delta, dk, dv });
+  pass('dq', B * Hq * T, { q, k, v, attention_mask, out, dout, lse, delta, dq });
+  pass('dkdv', B * Hkv * T, { q, k, v, attention_mask, dout, lse, delta, dk, dv });
 }

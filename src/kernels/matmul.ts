@@ -12,7 +12,7 @@
 // Signature additions to the brief (all optional): matmul_backward's `accumulateDinp` (dinp += ...,
 // for inputs feeding several projections, e.g. q/k/v), matmul_forward's `accumulate` (out += ...,
 // LoRA's delta onto the base output), and `bindingLimit` and `kernel` (tests and bench) on both launchers.
-import { Gpu, type Binding, type Recorder } from '../gpu/context.ts';
+import { Gpu, isCpuAdapter, type Binding, type Recorder } from '../gpu/context.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
 export type WeightLayout = 'out_in' | 'in_out';
@@ -68,9 +68,7 @@ function fixedSubgroupSize(gpu: Gpu): number {
  */
 export function gemmKernels(gpu: Gpu): GemmKernel[] {
   if (!fixedSubgroupSize(gpu)) return ['tiled'];
-  const a = gpu.adapter;
-  const cpu = a.isFallback || a.architecture === 'software' || /llvmpipe|lavapipe|swiftshader/i.test(`${a.vendor} ${a.architecture} ${a.device} ${a.description}`);
-  return cpu ? ['subgroup', 'tiled'] : ['tiled', 'subgroup'];
+  return isCpuAdapter(gpu.adapter) ? ['subgroup', 'tiled'] : ['tiled', 'subgroup'];
 }
 
 interface GemmPlan {

@@ -16,7 +16,7 @@ import { logitsChunkRows } from './memory.ts';
 import { LayerOps, type Param } from './layer_ops.ts';
 import { loadCheckpoint, type CheckpointInfo, type LoadOptions } from './loader.ts';
 import type { LoraAdapter } from './lora_adapter.ts';
-import { bf16ToF32 } from '../io/safetensors.ts';
+import { bf16ToF32, f32ToBf16 } from '../io/safetensors.ts';
 import type { ModelSource } from './source.ts';
 import { Workspace } from './workspace.ts';
 
@@ -125,13 +125,18 @@ export class CausalLM {
     }
   }
 
-  /** A model from in-memory weights (tests, benchmarks): every parameter of `paramSpecs(config)` must be given. */
-  static fromWeights(gpu: Gpu, config: ModelConfig, weights: Record<string, Float32Array>): CausalLM {
+  /**
+   * A model from in-memory weights (tests, benchmarks): every parameter of `paramSpecs(config)` must be given.
+   * storage 'checkpoint' packs the 2-D weights bf16 (rounded to nearest even) as from_pretrained keeps a BF16
+   * checkpoint's: a frozen LoRA base.
+   */
+  static fromWeights(gpu: Gpu, config: ModelConfig, weights: Record<string, Float32Array>, storage: LoadOptions['storage'] = 'f32'): CausalLM {
     const params = new Map<string, Param>();
     for (const spec of paramSpecs(config)) {
       const data = weights[spec.name];
       if (!data || data.length !== numel(spec.shape)) throw new RangeError(`fromWeights: "${spec.name}" needs ${numel(spec.shape)} values, got ${data?.length ?? 'none'}`);
-      params.set(spec.name, { ...spec, buffer: gpu.upload(spec.name, data) });
+      const bf16 = storage === 'checkpoint' && isPackable(spec.name, spec.shape);
+      params.set(spec.name, bf16 ? { ...spec, dtype: 'bf16', buffer: gpu.upload(spec.name, f32ToBf16(data)) } : { ...spec, buffer: gpu.upload(spec.name, data) });
     }
     return new CausalLM(gpu, config, params, null);
   }

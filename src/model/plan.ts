@@ -122,7 +122,9 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
     else if (b > o.limits.maxStorageBufferBindingSize) buffers.push({ name, bytes: b, status: 'windowed' });
   }
   const common = bytes.weights + bytes.reference_weights + bytes.activations;
-  const atReference = common + bytes.grads + bytes.reference;
+  // The backward's gradient scratch stays in the policy's workspace once the first update has made it: from the
+  // second update on (and the page steps the same model again and again) it is alive at the reference forward too.
+  const atReference = common + bytes.grads + bytes.scratch + bytes.reference;
   // The backward's chunk is freed when it is submitted, before the optimizer allocates its moments.
   const afterBackward = bytes.optimizer + chunk * F;
   // The undo copy is taken before the weights change, once the backward has run: alive at the step.

@@ -175,12 +175,14 @@ describe('every kernel the project ships', () => {
     const trlBuffers = () => ({ logp: buf(BT), aux: buf(4 * BT), advantages: buf(B), tok: buf(4 * BT), rows: buf(8 * B), hasOld: true, hasSampling: false });
     const attention = { B: 1, Hq: H, Hkv: 1, D, scale: 0.5 };
     const launchers: Array<(rec: Recorder) => void> = [
-      (rec) => attention_forward(rec, { ...attention, Tq: T, Tk: T, TkvMax: T, out: buf(T * H * D), q: buf(T * H * D), k: buf(T * D), v: buf(T * D), attentionMask: buf(T), lse: buf(H * T) }),
-      (rec) =>
-        attention_backward(rec, {
-          ...attention, T, dq: buf(T * H * D), dk: buf(T * D), dv: buf(T * D), dout: buf(T * H * D), q: buf(T * H * D), k: buf(T * D), v: buf(T * D),
-          out: buf(T * H * D), lse: buf(H * T), attentionMask: buf(T),
-        }),
+      ...(['rows', 'wg'] as const).flatMap((kernel) => [
+        (rec: Recorder) => attention_forward(rec, { ...attention, Tq: T, Tk: T, TkvMax: T, out: buf(T * H * D), q: buf(T * H * D), k: buf(T * D), v: buf(T * D), attentionMask: buf(T), lse: buf(H * T), kernel }),
+        (rec: Recorder) =>
+          attention_backward(rec, {
+            ...attention, T, dq: buf(T * H * D), dk: buf(T * D), dv: buf(T * D), dout: buf(T * H * D), q: buf(T * H * D), k: buf(T * D), v: buf(T * D),
+            out: buf(T * H * D), lse: buf(H * T), attentionMask: buf(T), kernel,
+          }),
+      ]),
       (rec) => colsum_forward(rec, { out: buf(C), inp: buf(2 * C), P: 2, C, accumulate: false }),
       (rec) => column_copy_forward(rec, { dst: buf(N * C), src: buf(N * 2 * C), rows: N, cols: C, srcLd: 2 * C, srcCol: C, dstLd: C, dstCol: 0 }),
       (rec) => embedding_forward(rec, { out: buf(N * C), ids: buf(N), wte: buf(V * C), wpe: buf(N * C), positionIds: buf(N), N, C, V, P: N }),

@@ -1,9 +1,11 @@
-// Fused attention_forward / attention_backward (GPU) against their float64 twins: odd T (not a
+// Fused attention_forward / attention_backward (GPU), each kernel set the adapter can run ('rows', 'wg':
+// both everywhere, forced in turn), against their float64 twins: odd T (not a
 // multiple of the 16-key step or the 64-row block), head dims 8/16/64/odd (5), GQA 4/2, 3/1, 9/3, left padding longer than
 // a tile (whole tiles with no visible key), fully masked rows (left-pad query rows see no key), holes
 // in the mask, a near one-hot softmax, a long row (T = 1,100), decode steps (Tq = 1 over a KV cache
 // with TkvMax > Tk), a chunk Tq < Tk, T = 1; determinism (two runs bit-identical); the workgroup
-// storage check; and the twin's backward against central finite differences of the twin's forward.
+// storage check; which set each adapter class gets; and the twin's backward against central finite
+// differences of the twin's forward.
 //
 // Tolerances come from how f32 errors propagate (u = 2⁻²⁴; sums of n terms err like 4u√n · Σ|terms|):
 // - a score s_j = scale·q·k_j errs by at most E = 4u√D · scale · max_j Σ_d |q_d k_jd| (row max);
@@ -24,7 +26,8 @@ import { expectClose } from '../helpers/close.ts';
 import { dot, fdGradient } from '../helpers/fd.ts';
 import { attention_backward as attBackRef, attention_forward as attRef } from '../../src/oracle/attention.ts';
 import type { AttentionBackwardShape, AttentionShape } from '../../src/kernels/types.ts';
-import { attention_backward, attention_forward } from '../../src/kernels/attention.ts';
+import { attentionKernels, attention_backward, attention_forward, type AttentionKernel } from '../../src/kernels/attention.ts';
+import type { Gpu } from '../../src/gpu/context.ts';
 
 const U = 2 ** -24;
 const STEP = 16; // keys per online-softmax step (BK in src/kernels/attention.ts)
@@ -75,26 +78,26 @@ function scoreError(q: Float32Array, k: Float32Array, mask: Int32Array, s: Atten
   return E;
 }
 
-async function runForward(gpu: TestGpu, x: ReturnType<typeof forwardInputs>, s: AttentionShape) {
+async function runForward(gpu: TestGpu, x: ReturnType<typeof forwardInputs>, s: AttentionShape, kernel: AttentionKernel) {
   const { B, Tq, Hq, D } = s;
   const out = gpu.createBuffer('out', B * Tq * Hq * D * 4);
   const lse = gpu.createBuffer('lse', B * Hq * Tq * 4);
   const rec = gpu.recorder('attention test');
-  attention_forward(rec, { out, q: gpu.upload('q', x.q), k: gpu.upload('k', x.k), v: gpu.upload('v', x.v), attentionMask: gpu.upload('mask', x.mask), lse, ...s });
+  attention_forward(rec, { out, q: gpu.upload('q', x.q), k: gpu.upload('k', x.k), v: gpu.upload('v', x.v), attentionMask: gpu.upload('mask', x.mask), lse, ...s, kernel });
   await rec.submit();
   return { out: await gpu.readF32(out, B * Tq * Hq * D), lse: await gpu.readF32(lse, B * Hq * Tq) };
 }
 
-async function forwardCase(gpu: TestGpu, rng: Rng, s: AttentionShape): Promise<number> {
+async function forwardCase(gpu: TestGpu, rng: Rng, s: AttentionShape, kernel: AttentionKernel): Promise<number> {
   const x = forwardInputs(rng, s);
   const { B, Tq, Tk, Hq, D } = s;
-  const got = await runForward(gpu, x, s);
+  const got = await runForward(gpu, x, s, kernel);
   const want = attRef(x.q, x.k, x.v, x.mask, s);
   const absOut = attRef(x.q, x.k, Float64Array.from(x.v, Math.abs), x.mask, s).out;
   const E = scoreError(x.q, x.k, x.mask, s);
   const tiles = Math.ceil(Tk / STEP);
   const eps = (row: number) => 2 * E[row] + 16 * U + 8 * U * Math.sqrt(Tk) + 8 * U * tiles;
-  const label = `B${B} Tq${Tq} Tk${Tk} Hq${Hq}/${s.Hkv} D${D}`;
+  const label = `${kernel} B${B} Tq${Tq} Tk${Tk} Hq${Hq}/${s.Hkv} D${D}`;
   const rOut = expectClose(got.out, want.out, {
     atol: 0,
     rtol: 0,
@@ -124,37 +127,54 @@ const backShape = (s: AttentionShape): AttentionBackwardShape => ({ B: s.B, T: s
 const FULL = [shape(4, 13, 13, 13, 4, 2, 8), shape(3, 37, 37, 37, 3, 1, 16), shape(3, 19, 19, 19, 9, 3, 64), shape(3, 1, 1, 1, 4, 2, 8), shape(4, 150, 150, 150, 4, 2, 16), shape(3, 70, 70, 70, 3, 3, 5)];
 
 describe('attention_forward (fused)', () => {
-  it('full sequences: odd T, GQA, odd D, left padding past a tile, fully masked and holed rows', async () => {
+  /** Runs `each` once per kernel set the adapter has and logs the worst error of each. */
+  async function everyKernel(name: string, each: (gpu: TestGpu, kernel: AttentionKernel) => Promise<number>): Promise<void> {
     const gpu = await testGpu();
-    const rng = new Rng(51);
-    let worst = 0;
-    for (const s of FULL) worst = Math.max(worst, await forwardCase(gpu, rng, s));
-    console.log(`attention_forward full: worst ${worst.toFixed(3)} of tolerance`);
+    for (const kernel of attentionKernels(gpu)) console.log(`${name} ${kernel}: worst ${(await each(gpu, kernel)).toFixed(3)} of tolerance`);
+  }
+
+  it('full sequences: odd T, GQA, odd D, left padding past a tile, fully masked and holed rows', async () => {
+    await everyKernel('attention_forward full', async (gpu, kernel) => {
+      const rng = new Rng(51);
+      let worst = 0;
+      for (const s of FULL) worst = Math.max(worst, await forwardCase(gpu, rng, s, kernel));
+      return worst;
+    });
   });
 
   it('a long row (T = 1,100: 69 online-softmax steps, 18 row blocks)', async () => {
-    const gpu = await testGpu();
-    const worst = await forwardCase(gpu, new Rng(54), shape(2, 1100, 1100, 1100, 2, 1, 16));
-    console.log(`attention_forward T=1100: worst ${worst.toFixed(3)} of tolerance`);
+    await everyKernel('attention_forward T=1100', (gpu, kernel) => forwardCase(gpu, new Rng(54), shape(2, 1100, 1100, 1100, 2, 1, 16), kernel));
   });
 
   it('decode steps (Tq = 1 over a longer KV cache) and a chunk (Tq < Tk)', async () => {
-    const gpu = await testGpu();
-    const rng = new Rng(52);
-    let worst = 0;
-    for (const s of [shape(4, 1, 11, 16, 4, 2, 16), shape(3, 1, 130, 131, 9, 3, 64), shape(4, 3, 10, 10, 3, 1, 8), shape(3, 70, 100, 100, 3, 1, 8)]) {
-      worst = Math.max(worst, await forwardCase(gpu, rng, s));
-    }
-    console.log(`attention_forward decode/chunk: worst ${worst.toFixed(3)} of tolerance`);
+    await everyKernel('attention_forward decode/chunk', async (gpu, kernel) => {
+      const rng = new Rng(52);
+      let worst = 0;
+      for (const s of [shape(4, 1, 11, 16, 4, 2, 16), shape(3, 1, 130, 131, 9, 3, 64), shape(4, 3, 10, 10, 3, 1, 8), shape(3, 70, 100, 100, 3, 1, 8)]) {
+        worst = Math.max(worst, await forwardCase(gpu, rng, s, kernel));
+      }
+      return worst;
+    });
   });
 
-  it('refuses a head_dim whose workgroup rows do not fit the device', async () => {
+  it('refuses a head_dim whose workgroup rows do not fit the device, with either kernel set', async () => {
     const gpu = await testGpu();
     const D = gpu.limits.maxComputeWorkgroupStorageSize / 4; // two rows of D floats: twice the limit
     const s = shape(1, 1, 1, 1, 1, 1, D);
     const buf = gpu.createBuffer('x', D * 4);
     const rec = gpu.recorder('too wide');
-    expect(() => attention_forward(rec, { out: buf, q: buf, k: buf, v: buf, attentionMask: buf, lse: buf, ...s })).toThrow(/attention_forward: head_dim \d+ needs \d+ bytes of workgroup storage, the device allows \d+/);
+    for (const kernel of ['rows', 'wg'] as const) {
+      expect(() => attention_forward(rec, { out: buf, q: buf, k: buf, v: buf, attentionMask: buf, lse: buf, ...s, kernel })).toThrow(/attention_forward: head_dim \d+ needs \d+ bytes of workgroup storage, the device allows \d+/);
+      expect(() => attention_backward(rec, { dq: buf, dk: buf, dv: buf, dout: buf, q: buf, k: buf, v: buf, out: buf, lse: buf, attentionMask: buf, ...backShape(s), kernel })).toThrow(/attention_backward: head_dim \d+ needs \d+ bytes/);
+    }
+  });
+
+  it('runs one thread per row on CPU adapters and one workgroup per row on GPUs', () => {
+    const fake = (adapter: Partial<Gpu['adapter']>) => ({ adapter: { vendor: '', architecture: '', device: '', description: '', isFallback: false, ...adapter } }) as unknown as Gpu;
+    expect(attentionKernels(fake({ vendor: 'mesa', architecture: 'software', description: 'llvmpipe: Mesa 25.0.7 (LLVM 15.0.6)', isFallback: true }))).toEqual(['rows', 'wg']);
+    expect(attentionKernels(fake({ vendor: 'google', architecture: 'swiftshader' }))).toEqual(['rows', 'wg']);
+    expect(attentionKernels(fake({ vendor: 'nvidia', architecture: 'hopper' }))).toEqual(['wg', 'rows']);
+    expect(attentionKernels(fake({ vendor: 'apple', architecture: 'metal-3' }))).toEqual(['wg', 'rows']);
   });
 });
 
@@ -209,7 +229,7 @@ function backwardBounds(dout: Float32Array, x: ReturnType<typeof forwardInputs>,
   return { edq, edk, edv };
 }
 
-async function runBackward(gpu: TestGpu, x: ReturnType<typeof forwardInputs>, dout: Float32Array, out: Float32Array, lse: Float32Array, bs: AttentionBackwardShape) {
+async function runBackward(gpu: TestGpu, x: ReturnType<typeof forwardInputs>, dout: Float32Array, out: Float32Array, lse: Float32Array, bs: AttentionBackwardShape, kernel: AttentionKernel) {
   const dq = gpu.createBuffer('dq', x.q.length * 4);
   const dk = gpu.createBuffer('dk', x.k.length * 4);
   const dv = gpu.createBuffer('dv', x.v.length * 4);
@@ -224,26 +244,27 @@ async function runBackward(gpu: TestGpu, x: ReturnType<typeof forwardInputs>, do
     lse: gpu.upload('lse', lse),
     attentionMask: gpu.upload('mask', x.mask),
     ...bs,
+    kernel,
   });
   await rec.submit();
   return { dq: await gpu.readF32(dq, x.q.length), dk: await gpu.readF32(dk, x.k.length), dv: await gpu.readF32(dv, x.v.length) };
 }
 
-async function backwardCase(gpu: TestGpu, rng: Rng, s: AttentionShape, twice = false): Promise<number> {
+async function backwardCase(gpu: TestGpu, rng: Rng, s: AttentionShape, kernel: AttentionKernel, twice = false): Promise<number> {
   const x = forwardInputs(rng, s);
   const fwd = attRef(x.q, x.k, x.v, x.mask, s);
   const out = Float32Array.from(fwd.out); // the backward's inputs, as the GPU forward saves them
   const lse = Float32Array.from(fwd.lse);
   const dout = rng.f32(out.length);
   const bs = backShape(s);
-  const got = await runBackward(gpu, x, dout, out, lse, bs);
+  const got = await runBackward(gpu, x, dout, out, lse, bs, kernel);
   if (twice) {
-    const again = await runBackward(gpu, x, dout, out, lse, bs);
+    const again = await runBackward(gpu, x, dout, out, lse, bs, kernel);
     for (const f of ['dq', 'dk', 'dv'] as const) expect(Buffer.from(again[f].buffer).equals(Buffer.from(got[f].buffer)), `${f} deterministic`).toBe(true);
   }
   const want = attBackRef(dout, x.q, x.k, x.v, out, lse, x.mask, bs);
   const e = backwardBounds(dout, x, lse, scoreError(x.q, x.k, x.mask, s), bs);
-  const label = `B${bs.B} T${bs.T} Hq${bs.Hq}/${bs.Hkv} D${bs.D}`;
+  const label = `${kernel} B${bs.B} T${bs.T} Hq${bs.Hq}/${bs.Hkv} D${bs.D}`;
   let worst = 0;
   for (const [name, bound] of [['dq', e.edq], ['dk', e.edk], ['dv', e.edv]] as const) {
     const r = expectClose(got[name], want[name], { atol: 0, rtol: 0, atolAt: (i) => 4 * bound[i] + 1e-30, label: `${name} ${label}` });
@@ -255,16 +276,20 @@ async function backwardCase(gpu: TestGpu, rng: Rng, s: AttentionShape, twice = f
 describe('attention_backward (fused)', () => {
   it('dq, dk, dv match the float64 twin: odd T, GQA, odd D, padding, masked rows; deterministic', async () => {
     const gpu = await testGpu();
-    const rng = new Rng(61);
-    let worst = 0;
-    for (const [n, s] of FULL.entries()) worst = Math.max(worst, await backwardCase(gpu, rng, s, n === 4));
-    console.log(`attention_backward: worst ${worst.toFixed(3)} of tolerance`);
+    for (const kernel of attentionKernels(gpu)) {
+      const rng = new Rng(61);
+      let worst = 0;
+      for (const [n, s] of FULL.entries()) worst = Math.max(worst, await backwardCase(gpu, rng, s, kernel, n === 4));
+      console.log(`attention_backward ${kernel}: worst ${worst.toFixed(3)} of tolerance`);
+    }
   });
 
   it('a long row (T = 1,100)', async () => {
     const gpu = await testGpu();
-    const worst = await backwardCase(gpu, new Rng(64), shape(2, 1100, 1100, 1100, 2, 1, 16));
-    console.log(`attention_backward T=1100: worst ${worst.toFixed(3)} of tolerance`);
+    for (const kernel of attentionKernels(gpu)) {
+      const worst = await backwardCase(gpu, new Rng(64), shape(2, 1100, 1100, 1100, 2, 1, 16), kernel);
+      console.log(`attention_backward T=1100 ${kernel}: worst ${worst.toFixed(3)} of tolerance`);
+    }
   });
 
   it('float64 twin: backward matches central finite differences of the forward', () => {
