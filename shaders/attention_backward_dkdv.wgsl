@@ -12,6 +12,8 @@
 
 //#include "common/attention_backward.wgsl"
 
+override BQ: u32 = 32; // rows per workgroup = threads (one row each)
+
 @group(0) @binding(4) var<storage, read> dout: array<f32>;           // (B, T, Hq, D)
 @group(0) @binding(5) var<storage, read> lse: array<f32>;            // (B, Hq, T)
 @group(0) @binding(6) var<storage, read> delta: array<f32>;          // (B, Hq, T)

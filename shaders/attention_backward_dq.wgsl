@@ -10,6 +10,8 @@
 
 //#include "common/attention_backward.wgsl"
 
+override BQ: u32 = 32; // rows per workgroup = threads (one row each)
+
 @group(0) @binding(4) var<storage, read> out: array<f32>;            // (B, T, Hq, D) forward output
 @group(0) @binding(5) var<storage, read> dout: array<f32>;           // (B, T, Hq, D)
 @group(0) @binding(6) var<storage, read> lse: array<f32>;            // (B, Hq, T)

@@ -13,21 +13,7 @@
 
 override BQ: u32 = 32; // query rows per workgroup = threads (the launcher fits it to the storage limit)
 override BK: u32 = 16; // keys per online-softmax step (one rescale of the accumulator per step)
-override DH: u32 = 64; // head_dim D: sizes the per-thread accumulator rows
-
-struct Params {
-  Tq: u32, Tk: u32, TkvMax: u32, Hq: u32,
-  Hkv: u32, D: u32, blocks: u32, scale: f32, // blocks = ceil(Tq / BQ) row blocks per (b, h)
-  neg_inf: f32, groups: u32, _p1: u32, _p2: u32, // neg_inf = -inf (WGSL constants cannot be infinite); groups = B·Hq·blocks
-}
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;              // (B, Tq, Hq, D)
-@group(0) @binding(1) var<storage, read> k: array<f32>;              // (B, TkvMax, Hkv, D)
-@group(0) @binding(2) var<storage, read> v: array<f32>;              // (B, TkvMax, Hkv, D)
-@group(0) @binding(3) var<storage, read> attention_mask: array<i32>; // (B, Tk)
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;      // (B, Tq, Hq, D)
-@group(0) @binding(5) var<storage, read_write> lse: array<f32>;      // (B, Hq, Tq)
-@group(0) @binding(6) var<uniform> p: Params;
+//#include "common/attention_forward.wgsl"
 
 var<workgroup> acc: array<f32, BQ * DH>; // row t's unnormalised output at [t·DH, t·DH + D)
 var<workgroup> pt: array<f32, BQ * BK>;  // row t's scores, then exp(s - m), of the current step

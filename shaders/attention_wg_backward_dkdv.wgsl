@@ -8,14 +8,8 @@
 // each key row is written by one workgroup, its sums in a fixed order.
 
 override WG: u32 = 64; // queries per tile = threads per workgroup
-override DH: u32 = 64; // head_dim D
+//#include "common/attention_backward.wgsl"
 
-struct Params { T: u32, Hq: u32, Hkv: u32, D: u32, rows: u32, scale: f32, neg_inf: f32, _p0: u32 }
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;              // (B, T, Hq, D)
-@group(0) @binding(1) var<storage, read> k: array<f32>;              // (B, T, Hkv, D)
-@group(0) @binding(2) var<storage, read> v: array<f32>;              // (B, T, Hkv, D)
-@group(0) @binding(3) var<storage, read> attention_mask: array<i32>; // (B, T)
 @group(0) @binding(4) var<storage, read> dout: array<f32>;           // (B, T, Hq, D)
 @group(0) @binding(5) var<storage, read> lse: array<f32>;            // (B, Hq, T)
 @group(0) @binding(6) var<storage, read> delta: array<f32>;          // (B, Hq, T)
@@ -33,7 +27,7 @@ var<workgroup> gt: array<f32, WG>;   // the tile's g_ij
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let row = wid.x + wid.y * nwg.x; // (b·T + j)·Hkv + kvh, the k / v row index
-  if (row >= p.rows) { return; }
+  if (row >= p.groups) { return; }
   let t = lid.x;
   let D = p.D;
   let kvh = row % p.Hkv;

@@ -13,21 +13,7 @@
 // Deterministic: every sum runs in a fixed order (tree reduction, then keys in order).
 
 override WG: u32 = 64;  // keys per tile = threads per workgroup; power of two (tree reductions)
-override DH: u32 = 64;  // head_dim D: sizes the workgroup rows (the launcher checks the storage limit)
-
-struct Params {
-  Tq: u32, Tk: u32, TkvMax: u32, Hq: u32,
-  Hkv: u32, D: u32, rows: u32, scale: f32,
-  neg_inf: f32, _p0: u32, _p1: u32, _p2: u32, // neg_inf = -inf (WGSL constants cannot be infinite)
-}
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;              // (B, Tq, Hq, D)
-@group(0) @binding(1) var<storage, read> k: array<f32>;              // (B, TkvMax, Hkv, D)
-@group(0) @binding(2) var<storage, read> v: array<f32>;              // (B, TkvMax, Hkv, D)
-@group(0) @binding(3) var<storage, read> attention_mask: array<i32>; // (B, Tk)
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;      // (B, Tq, Hq, D)
-@group(0) @binding(5) var<storage, read_write> lse: array<f32>;      // (B, Hq, Tq)
-@group(0) @binding(6) var<uniform> p: Params;
+//#include "common/attention_forward.wgsl"
 
 var<workgroup> qrow: array<f32, DH>;
 var<workgroup> acc: array<f32, DH>; // unnormalised output; element d belongs to thread d % WG
@@ -36,8 +22,8 @@ var<workgroup> pt: array<f32, WG>;  // the tile's exp(s_j - m)
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
-  let row = wid.x + wid.y * nwg.x; // (b·Hq + h)·Tq + i
-  if (row >= p.rows) { return; }
+  let row = wid.x + wid.y * nwg.x; // (b·Hq + h)·Tq + i (blocks = Tq)
+  if (row >= p.groups) { return; }
   let t = lid.x;
   let D = p.D;
   let i = row % p.Tq;

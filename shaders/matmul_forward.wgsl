@@ -1,8 +1,9 @@
 // Tiled GEMM  C = op(A) · op(B) (+ bias) (+ C),  with op(A): (M, K), op(B): (K, N), C: (M, N) row-major.
 // One shader serves every matmul of the model on a GPU: the forward (B = Wᵀ for nn.Linear [out, in]
 // weights, B = W for GPT-2 Conv1D [in, out]) and both backward products (dinp = dout·W, dweight = doutᵀ·x),
-// which differ only in which operand is read transposed (TRANS_A / TRANS_B override constants). CPU
-// adapters run the same products with matmul_subgroup_forward.wgsl instead (its header says why).
+// which differ only in which operand is read transposed (TRANS_A / TRANS_B override constants). Lavapipe
+// runs the same products with matmul_subgroup_forward.wgsl, SwiftShader with matmul_direct_forward.wgsl
+// (their headers say why).
 //
 // Each workgroup computes a TILE_M × TILE_N block of C, staging TILE_K-deep slices of A and B in
 // workgroup memory; each invocation keeps a 4 × 4 register block (one vec4 of C columns per row),
@@ -15,7 +16,7 @@
 // element (r, c) of the block is base + r·ld + c. A K split accumulates into C.
 //
 // B_BF16: B holds packed bfloat16 weights (common/matmul.wgsl). The operands, their bindings and the
-// epilogue are shared with matmul_subgroup_forward.wgsl, the kernel CPU adapters get (src/kernels/matmul.ts).
+// epilogue are shared with matmul_subgroup_forward.wgsl and matmul_direct_forward.wgsl (src/kernels/matmul.ts).
 
 //#include "common/matmul.wgsl"
 

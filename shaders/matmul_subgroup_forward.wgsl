@@ -1,6 +1,6 @@
-// GEMM C = op(A) · op(B) (+ bias) (+ C) for CPU adapters (lavapipe, SwiftShader), the same products,
-// operands and parameters as matmul_forward.wgsl (common/matmul.wgsl); src/kernels/matmul.ts picks it
-// on software adapters whose subgroup size is fixed (SG).
+// GEMM C = op(A) · op(B) (+ bias) (+ C) for lavapipe, the same products, operands and parameters as
+// matmul_forward.wgsl (common/matmul.wgsl); src/kernels/matmul.ts picks it on software adapters whose
+// subgroup size is fixed (SG), but SwiftShader, which runs it slower than the tiled kernel (gemmKernels).
 //
 // Why a second kernel: a CPU adapter runs a subgroup as one SIMD register (lane = invocation), so a load
 // whose address differs per lane is a gather, and a uniform load inside a loop is done lane by lane; only a

@@ -20,7 +20,6 @@
 // contrib = w_pg·L + kl_coef·w_aux·KL − ent_coef·w_aux·H; the loss is Σ contrib.
 
 override WG: u32 = 128;
-override MODE: u32 = 0u; // CLIP 0, GSPO_TOKEN 1, SAPO 2, CISPO 3, PG 4, KL_COV 5, GEO_MEAN 6, GSPO_SEQ 7
 override KL: u32 = 0u;   // none 0, k1 1, abs 2, k2 3, k3 4
 
 struct Params {
@@ -38,6 +37,11 @@ struct Params {
   tau_neg: f32,
   kl_cov_coef: f32,
   geo_seq_is: u32,  // GEO_MEAN: apply the sequence IS weight
+  // The policy term: CLIP 0, GSPO_TOKEN 1, SAPO 2, CISPO 3, PG 4, KL_COV 5, GEO_MEAN 6, GSPO_SEQ 7. A uniform, not an
+  // override constant: one pipeline serves every column of the page's loss table (a pipeline per mode cost
+  // ~0.1 s of compilation each on SwiftShader).
+  mode: u32,
+  _pad: u32,
 }
 
 // Per-token inputs, 8 floats: old, ref, A, isw, sel, M (effective loss mask), w_pg, w_aux.
@@ -135,7 +139,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     let m = inp[8u * i + 5u];
     let x = logp[i] - inp[8u * i];
     let a = inp[8u * i + 2u];
-    let c = select(x, geo_clip(x, a).x, MODE == GEO_MEAN);
+    let c = select(x, geo_clip(x, a).x, p.mode == GEO_MEAN);
     acc += m * vec4f(1.0, c, a, log(inp[8u * i + 3u] + 1e-10));
   }
   let sums = row_sum(acc, lid);
@@ -169,7 +173,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     var L = 0.0;
     var dL = 0.0; // ∂L/∂logp (local)
     var shown_r = r;
-    switch MODE {
+    switch p.mode {
       case CLIP: {
         let s = surrogate(r, a, p.dual_clip);
         L = s.x * sel * isw;
@@ -215,7 +219,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
       }
     }
     // GEO_MEAN: w_pg is the row's weight at every token; its one row value enters the loss once, at t = 0.
-    let w_l = select(w_pg, select(0.0, w_pg, t == 0u), MODE == GEO_MEAN);
+    let w_l = select(w_pg, select(0.0, w_pg, t == 0u), p.mode == GEO_MEAN);
     let k = kl_term(lp, inp[8u * i + 1u]);
     let H = entropy[i];
     outp[4u * i] = L;
@@ -226,7 +230,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     dentropy[i] = -p.ent_coef * w_aux;
   }
 
-  if (MODE == GSPO_SEQ) {
+  if (p.mode == GSPO_SEQ) {
     let G = row_sum(vec4f(g_seq, 0.0, 0.0, 0.0), lid).x;
     for (var t = lid; t < p.T; t += WG) {
       let i = row + t;

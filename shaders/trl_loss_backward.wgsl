@@ -8,22 +8,19 @@
 // micro-batch (N, Σ M') come from the forward's `rows`. The float64 twin is src/oracle/trl_loss.ts.
 
 override WG: u32 = 64;
-override LOSS: u32 = 0u;          // 0 clipped surrogate, 1 cispo, 2 sapo, 3 vespo
 override SEQUENCE: bool = false;
 override HAS_OLD: bool = true;
 override KL: bool = false;
 override BIAS_KL: bool = false;
 override DELTA: bool = false;
-override IS_APPLY: bool = false;
-override AGG: u32 = 0u;           // 0 per-sequence mean (grpo, sapo), 1 bnpo, 2 fixed divisor (dr_grpo, dapo, cispo, vespo), 3 luspo
-override ENT_GLOBAL: bool = false; // the entropy bonus divides by `divisor` (dapo, cispo, vespo)
 
 struct Params {
   B: u32, T: u32, eps_low: f32, eps_high: f32,
   delta: f32, beta: f32, is_min: f32, is_max: f32,
   opsm_threshold: f32, entropy_threshold: f32, tau_pos: f32, tau_neg: f32,
   k_pos: f32, lambda_pos: f32, k_neg: f32, lambda_neg: f32,
-  divisor: f32, gas: f32, entropy_coef: f32, _pad: f32,
+  divisor: f32, gas: f32, entropy_coef: f32, loss: u32, // loss: 0 clipped surrogate, 1 cispo, 2 sapo, 3 vespo
+  is_apply: u32, agg: u32, ent_global: u32, _pad: u32, // (see the forward's Params)
 }
 
 @group(0) @binding(0) var<storage, read> logp: array<f32>;           // (B, T)
@@ -67,24 +64,24 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     let lp = logp[i];
     let r = select(exp(lp - old_of(i)), r_seq, SEQUENCE);
     var w: f32;
-    if (AGG == 0u) {
+    if (p.agg == 0u) {
       w = M / nb / fB / p.gas;
-    } else if (AGG == 1u) {
+    } else if (p.agg == 1u) {
       w = M / max(1.0, N) / p.gas;
-    } else if (AGG == 2u) {
+    } else if (p.agg == 2u) {
       w = M / p.divisor;
     } else {
       w = n / (fB * f32(T)) / p.gas;
     }
     var g = off * f.w;
-    if (IS_APPLY) { g *= f.z; }
+    if (p.is_apply != 0u) { g *= f.z; }
     var dPdr = 0.0;
     var direct = 0.0;
-    if (LOSS == 1u) {
+    if (p.loss == 1u) {
       direct = -min(r, p.eps_high) * A;
-    } else if (LOSS == 3u) {
+    } else if (p.loss == 3u) {
       direct = -phi * A;
-    } else if (LOSS == 2u) {
+    } else if (p.loss == 2u) {
       let tau = select(p.tau_neg, p.tau_pos, A > 0.0);
       let s = 1.0 / (1.0 + exp(-tau * (r - 1.0)));
       dPdr = -4.0 * A * s * (1.0 - s);
@@ -114,7 +111,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     }
     dlogp[i] = dl;
     let me = M * f.w;
-    dentropy[i] = -p.entropy_coef * me / select(max(1.0, E) * p.gas, p.divisor, ENT_GLOBAL);
+    dentropy[i] = -p.entropy_coef * me / select(max(1.0, E) * p.gas, p.divisor, p.ent_global != 0u);
   }
   if (SEQUENCE) {
     let scale = dr * r_seq / nb;

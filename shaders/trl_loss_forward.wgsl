@@ -9,14 +9,12 @@
 // for the loss and the backward reads them for the normalisers. The float64 twin is src/oracle/trl_loss.ts.
 
 override WG: u32 = 64;
-override LOSS: u32 = 0u;          // 0 clipped surrogate, 1 cispo, 2 sapo, 3 vespo
 override SEQUENCE: bool = false;  // importance_sampling_level = "sequence"
 override HAS_OLD: bool = true;    // false: old = per_token_logps.detach()
 override KL: bool = false;        // β ≠ 0
 override BIAS_KL: bool = false;   // use_bias_correction_kl
 override DELTA: bool = false;     // δ set
 override IS_MODE: u32 = 0u;       // 0 off, 1 token_truncate, 2 token_mask, 3 sequence_truncate, 4 sequence_mask
-override IS_APPLY: bool = false;  // the IS ratio multiplies the loss (not for vespo)
 override OPSM: bool = false;      // off_policy_mask_threshold set
 override HAS_SAMPLING: bool = false; // OPSM reads sampling log-probs (else old)
 override EMASK: bool = false;     // top_entropy_quantile < 1
@@ -26,7 +24,13 @@ struct Params {
   delta: f32, beta: f32, is_min: f32, is_max: f32,
   opsm_threshold: f32, entropy_threshold: f32, tau_pos: f32, tau_neg: f32,
   k_pos: f32, lambda_pos: f32, k_neg: f32, lambda_neg: f32,
-  divisor: f32, gas: f32, entropy_coef: f32, _pad: f32, // read by the backward only (same struct)
+  divisor: f32, gas: f32, entropy_coef: f32, loss: u32, // divisor, gas, entropy_coef, agg, ent_global: the backward's
+  // The loss type's branches are uniforms, not override constants: one pipeline serves every column of the page's
+  // loss table (a pipeline per loss type cost ~0.1 s of compilation each on SwiftShader, 1.4 s of the first update).
+  is_apply: u32, // 1: the IS ratio multiplies the loss (not for vespo)
+  agg: u32, // 0 per-sequence mean (grpo, sapo), 1 bnpo, 2 fixed divisor (dr_grpo, dapo, cispo, vespo), 3 luspo
+  ent_global: u32, // 1: the entropy bonus divides by `divisor` (dapo, cispo, vespo)
+  _pad: u32,
 }
 
 @group(0) @binding(0) var<storage, read> logp: array<f32>;        // (B, T)
@@ -79,7 +83,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     s_ratio += M * lr;
     if (IS_MODE != 0u) { s_is += M * (old_of(i) - a.z); }
     if (OPSM) { s_off += M * (select(old_of(i), a.z, HAS_SAMPLING) - logp[i]); }
-    if (LOSS == 3u) {
+    if (p.loss == 3u) {
       s_vespo += M * clamp(lr, -20.0, 20.0);
       if (IS_MODE == 1u || IS_MODE == 2u) { s_vespo += clamped_log(vllm_is((old_of(i) - a.z) * M)); }
     }
@@ -90,7 +94,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   var off = 1.0;
   if (OPSM) { off = select(0.0, 1.0, A >= 0.0 || s_off / nb <= p.opsm_threshold); }
   var phi = 0.0;
-  if (LOSS == 3u) {
+  if (p.loss == 3u) {
     if (IS_MODE == 3u || IS_MODE == 4u) { s_vespo += clamped_log(is_seq); }
     let lw = clamp(s_vespo, LOG_1E8, 20.0);
     let pos = A >= 0.0;
@@ -110,12 +114,12 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     let lp = logp[i];
     let r = select(exp(lp - old_of(i)), r_seq, SEQUENCE);
     var L: f32;
-    if (LOSS == 1u) {
+    if (p.loss == 1u) {
       L = -min(r, p.eps_high) * A * lp;
-    } else if (LOSS == 2u) {
+    } else if (p.loss == 2u) {
       let tau = select(p.tau_neg, p.tau_pos, A > 0.0);
       L = -(1.0 / (1.0 + exp(-tau * (r - 1.0)))) * 4.0 / tau * A;
-    } else if (LOSS == 3u) {
+    } else if (p.loss == 3u) {
       L = -phi * A * lp;
     } else {
       let c = clamp(r, 1.0 - p.eps_low, 1.0 + p.eps_high);
@@ -128,7 +132,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     if (IS_MODE == 1u || IS_MODE == 2u) { isw = vllm_is((old_of(i) - a.z) * M); }
     if (IS_MODE >= 3u) { isw = is_seq; }
     L *= off * em;
-    if (IS_APPLY) { L *= isw; }
+    if (p.is_apply != 0u) { L *= isw; }
     var kl = 0.0;
     if (KL) {
       kl = k3_value(a.y - lp) * select(1.0, r, BIAS_KL);

@@ -1,8 +1,9 @@
-// What attention_backward_dq.wgsl and attention_backward_dkdv.wgsl share: their tunables, uniform block,
-// the forward inputs they both read, and the pair of dot products both recompute per (query i, key j).
-// Each including shader declares `dout` itself (its binding number differs).
+// What the attention backward kernels share (attention_backward_dq / _dkdv.wgsl, one thread per row, and
+// attention_wg_backward_dq / _dkdv.wgsl, one workgroup per row): the head_dim tunable, the uniform block, the
+// forward inputs they all read, and the pair of dot products the row kernels recompute per (query i, key j).
+// Each including shader declares `dout` itself (its binding number differs). `groups` counts a kernel's
+// workgroups: row blocks of BQ rows (`blocks` per (b, head)), or (wg) one per row (blocks = T).
 
-override BQ: u32 = 32; // rows per workgroup = threads (query rows for dq, key rows for dk / dv)
 override DH: u32 = 64; // head_dim D
 
 struct Params { T: u32, Hq: u32, Hkv: u32, D: u32, blocks: u32, scale: f32, neg_inf: f32, groups: u32 }

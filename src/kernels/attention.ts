@@ -16,7 +16,7 @@
 // for 64 rows of 2,560 tokens at Qwen2.5-0.5B's 14 heads; bench suite `attention`).
 // Causal + attention mask + GQA (query head h reads kv head h / (Hq / Hkv)); deterministic (no
 // atomics, fixed summation order). A query row with no visible key gets out = 0, lse = -inf, dq = 0.
-import { type Binding, type Recorder, Gpu, isCpuAdapter } from '../gpu/context.ts';
+import { type Binding, type Recorder, Gpu, isCpuAdapter, workgroupCap } from '../gpu/context.ts';
 import type { AttentionBackwardShape, AttentionShape } from './types.ts';
 import { sharedScratch } from './scratch.ts';
 import { prefix } from './windows.ts';
@@ -51,13 +51,13 @@ function checkWgStorage(gpu: Gpu, kernel: string, D: number, rows: number): void
 }
 
 /**
- * 'rows': the rows per workgroup: the largest power of two up to BQ_MAX whose per-thread workgroup rows
- * (`rowFloats` f32 each) fit maxComputeWorkgroupStorageSize (at least one must).
+ * 'rows': the rows per workgroup: the largest power of two up to BQ_MAX (and the adapter's workgroupCap) whose
+ * per-thread workgroup rows (`rowFloats` f32 each) fit maxComputeWorkgroupStorageSize (at least one must).
  */
 function rowsPerGroup(gpu: Gpu, kernel: string, D: number, rowFloats: number): number {
   checkStorage(gpu, kernel, D, rowFloats * 4);
   const limit = gpu.limits.maxComputeWorkgroupStorageSize;
-  let bq = BQ_MAX;
+  let bq = Math.min(BQ_MAX, workgroupCap(gpu.adapter));
   while (bq * rowFloats * 4 > limit) bq /= 2;
   return bq;
 }
@@ -87,29 +87,22 @@ export function attention_forward(
     out: prefix(gpu, kernel, 'out', args.out, B * Tq * Hq * D),
     lse: prefix(gpu, kernel, 'lse', args.lse, B * Hq * Tq),
   };
-  const shape: Array<[string, 'u32', number]> = [['Tq', 'u32', Tq], ['Tk', 'u32', Tk], ['TkvMax', 'u32', TkvMax], ['Hq', 'u32', Hq], ['Hkv', 'u32', Hkv], ['D', 'u32', D]];
-  if ((args.kernel ?? attentionKernels(gpu)[0]) === 'wg') {
-    checkWgStorage(gpu, kernel, D, 2); // the query row and the output accumulator
-    const rows = B * Hq * Tq;
-    rec.dispatch({
-      kernel,
-      shader: 'attention_wg_forward',
-      constants: { WG, DH: D },
-      bindings,
-      params: [...shape, ['rows', 'u32', rows], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity]],
-      workgroups: Gpu.grid(rows),
-    });
-    return;
-  }
-  const BQ = rowsPerGroup(gpu, kernel, D, D + BK); // accumulator and step scores
+  // 'wg': a workgroup per query row (blocks = Tq); 'rows': row blocks of BQ rows.
+  const wg = (args.kernel ?? attentionKernels(gpu)[0]) === 'wg';
+  if (wg) checkWgStorage(gpu, kernel, D, 2); // the query row and the output accumulator
+  const BQ = wg ? 1 : rowsPerGroup(gpu, kernel, D, D + BK); // 'rows': accumulator and step scores
   const blocks = Math.ceil(Tq / BQ);
   const groups = B * Hq * blocks;
   rec.dispatch({
     kernel,
-    shader: 'attention_forward',
-    constants: { BQ, BK, DH: D },
+    shader: wg ? 'attention_wg_forward' : 'attention_forward',
+    constants: wg ? { WG, DH: D } : { BQ, BK, DH: D },
     bindings,
-    params: [...shape, ['blocks', 'u32', blocks], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups]],
+    params: [
+      ['Tq', 'u32', Tq], ['Tk', 'u32', Tk], ['TkvMax', 'u32', TkvMax], ['Hq', 'u32', Hq],
+      ['Hkv', 'u32', Hkv], ['D', 'u32', D], ['blocks', 'u32', blocks], ['scale', 'f32', args.scale],
+      ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups],
+    ],
     workgroups: Gpu.grid(groups),
   });
 }
@@ -139,34 +132,25 @@ export function attention_backward(
   const attention_mask = prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * T);
   const lse = prefix(gpu, kernel, 'lse', args.lse, B * Hq * T);
   const delta = prefix(gpu, kernel, 'delta', sharedScratch(gpu, 'attention_backward:delta', B * Hq * T * 4), B * Hq * T); // (B, Hq, T)
-  const heads: Array<[string, 'u32', number]> = [['T', 'u32', T], ['Hq', 'u32', Hq], ['Hkv', 'u32', Hkv], ['D', 'u32', D]];
   const wg = (args.kernel ?? attentionKernels(gpu)[0]) === 'wg';
   if (wg) checkWgStorage(gpu, kernel, D, 4); // dkdv: k, v and the dk / dv accumulators (dq: 3 rows)
-  const BQ = wg ? 0 : rowsPerGroup(gpu, kernel, D, 2 * D); // 'rows' dkdv: the dk and dv accumulators (dq: 1)
-  // One pass per side: 'wg' one workgroup per query row of (b, h) / key row of (b, kvh); 'rows' row blocks of them.
-  const pass = (side: 'dq' | 'dkdv', rows: number, bindings: Record<string, Binding>) => {
-    if (wg) {
-      rec.dispatch({
-        kernel: `${kernel}:${side}`,
-        shader: `attention_wg_backward_${side}`,
-        constants: { WG, DH: D },
-        bindings,
-        params: [...heads, ['rows', 'u32', rows], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity]],
-        workgroups: Gpu.grid(rows),
-      });
-      return;
-    }
+  const BQ = wg ? 1 : rowsPerGroup(gpu, kernel, D, 2 * D); // 'rows' dkdv: the dk and dv accumulators (dq: 1)
+  // One pass per side: query rows of (b, h), key rows of (b, kvh); 'wg' a workgroup per row, 'rows' blocks of BQ.
+  const pass = (side: 'dq' | 'dkdv', heads: number, bindings: Record<string, Binding>) => {
     const blocks = Math.ceil(T / BQ);
-    const groups = (rows / T) * blocks;
+    const groups = B * heads * blocks;
     rec.dispatch({
       kernel: `${kernel}:${side}`,
-      shader: `attention_backward_${side}`,
-      constants: { BQ, DH: D },
+      shader: wg ? `attention_wg_backward_${side}` : `attention_backward_${side}`,
+      constants: wg ? { WG, DH: D } : { BQ, DH: D },
       bindings,
-      params: [...heads, ['blocks', 'u32', blocks], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups]],
+      params: [
+        ['T', 'u32', T], ['Hq', 'u32', Hq], ['Hkv', 'u32', Hkv], ['D', 'u32', D],
+        ['blocks', 'u32', blocks], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups],
+      ],
       workgroups: Gpu.grid(groups),
     });
   };
-  pass('dq', B * Hq * T, { q, k, v, attention_mask, out, dout, lse, delta, dq });
-  pass('dkdv', B * Hkv * T, { q, k, v, attention_mask, dout, lse, delta, dk, dv });
+  pass('dq', Hq, { q, k, v, attention_mask, out, dout, lse, delta, dq });
+  pass('dkdv', Hkv, { q, k, v, attention_mask, dout, lse, delta, dk, dv });
 }

@@ -1,7 +1,7 @@
 // Launchers for shaders/logprob_gather_{forward,backward}.wgsl: per-row log-prob of the target token,
 // split log-sum-exp and entropy from logits (N, V), and the gradient back to the logits. [N, V] buffers
 // bigger than maxStorageBufferBindingSize go out as several dispatches over row windows (windows.ts).
-import { Gpu, GpuError, type Binding, type Recorder } from '../gpu/context.ts';
+import { Gpu, GpuError, workgroupCap, type Binding, type Recorder } from '../gpu/context.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
 export type LogitsDtype = 'f32' | 'f16';
@@ -18,13 +18,13 @@ export interface GatherRows {
   N: number;
   V: number;
   temperature: number;
-  wg?: number; // threads per row, a power of two (default 256)
+  wg?: number; // threads per row, a power of two (default 256, or the adapter's workgroupCap)
 }
 
 /** Validates the shared arguments (errors name the kernel and the field) and binds ids and mask. */
 function checkRows(kernel: string, gpu: Gpu, a: GatherRows): { dtype: LogitsDtype; WG: number; ids: Binding; mask: Binding } {
   const dtype = a.dtype ?? 'f32';
-  const WG = a.wg ?? DEFAULT_WG;
+  const WG = a.wg ?? Math.min(DEFAULT_WG, workgroupCap(gpu.adapter));
   if (!(WG >= 1 && (WG & (WG - 1)) === 0)) throw new GpuError('unsupported', kernel, `workgroup size ${WG} must be a power of two`);
   if (!(a.temperature > 0 && Number.isFinite(a.temperature))) throw new Error(`${kernel}: temperature must be a positive number, got ${a.temperature}`);
   checkSize(kernel, 'logits', a.logits, a.N * a.V, ELEM_BYTES[dtype]);

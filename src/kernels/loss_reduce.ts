@@ -1,14 +1,14 @@
 // Launcher for shaders/loss_reduce_forward.wgsl: every aggregation of the per-token loss and the clip
 // counts in one single-workgroup launch. Output layout: STATS below.
-import type { Recorder } from '../gpu/context.ts';
+import { workgroupCap, type Recorder } from '../gpu/context.ts';
 import { bindAll } from './windows.ts';
 
 /** Slots of the (16) f32 output after the AGGREGATIONS (0..7). */
 export const STATS = { tokens: 8, sequences: 9, low: 10, high: 11, region: 12, delta_binding: 13, size: 16 } as const;
 
-const WG = 256;
+const WG = 256; // fewer where the adapter caps it (workgroupCap)
 
-/** Threads per sequence: about 16 tokens each, a power of two in [1, WG]. */
+/** Threads per sequence: about 16 tokens each, a power of two in [1, WG] (and within the workgroup the adapter gives). */
 export function lanesFor(T: number): number {
   let lanes = 1;
   while (lanes < WG && lanes * 16 < T) lanes *= 2;
@@ -30,10 +30,11 @@ export function loss_reduce_forward(
     lanes?: number; // threads per sequence (tests force 1 and WG); default lanesFor(T)
   },
 ): void {
+  const wg = Math.min(WG, workgroupCap(rec.gpu.adapter));
   rec.dispatch({
     kernel: 'loss_reduce_forward',
     shader: 'loss_reduce_forward',
-    constants: { WG, LANES: args.lanes ?? lanesFor(args.T) },
+    constants: { WG: wg, LANES: Math.min(wg, args.lanes ?? lanesFor(args.T)) },
     bindings: bindAll(rec.gpu, 'loss_reduce_forward', {
       loss: [args.loss, args.B * args.T], mask: [args.mask, args.B * args.T], clip: [args.clip, args.B * args.T], out: [args.out, STATS.size],
     }),

@@ -1,5 +1,6 @@
 // Launchers for the GEMM every matmul uses — shaders/matmul_forward.wgsl (workgroup tiles: GPUs) or
-// shaders/matmul_subgroup_forward.wgsl (subgroup broadcasts: CPU adapters, see gemmPlan) —,
+// shaders/matmul_subgroup_forward.wgsl (subgroup broadcasts: lavapipe) or shaders/matmul_direct_forward.wgsl
+// (no sharing: SwiftShader; see gemmKernels) —,
 // shaders/matmul_rows_forward.wgsl (few-row products with 'out_in' weights on GPUs: the decode step) and
 // shaders/matmul_backward.wgsl (bias gradient).
 //
@@ -12,7 +13,7 @@
 // Signature additions to the brief (all optional): matmul_backward's `accumulateDinp` (dinp += ...,
 // for inputs feeding several projections, e.g. q/k/v), matmul_forward's `accumulate` (out += ...,
 // LoRA's delta onto the base output), and `bindingLimit` and `kernel` (tests and bench) on both launchers.
-import { Gpu, isCpuAdapter, type Binding, type Recorder } from '../gpu/context.ts';
+import { adapterClass, Gpu, type AdapterClass, type Binding, type Recorder } from '../gpu/context.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
 export type WeightLayout = 'out_in' | 'in_out';
@@ -20,8 +21,11 @@ export type WeightLayout = 'out_in' | 'in_out';
 export type WeightDtype = 'f32' | 'bf16';
 const ELEM_BYTES: Record<WeightDtype, number> = { f32: 4, bf16: 2 };
 
-/** Which GEMM kernel runs: 'tiled' (matmul_forward.wgsl) or 'subgroup' (matmul_subgroup_forward.wgsl). */
-export type GemmKernel = 'tiled' | 'subgroup';
+/**
+ * Which GEMM kernel runs: 'tiled' (matmul_forward.wgsl), 'subgroup' (matmul_subgroup_forward.wgsl) or 'direct'
+ * (matmul_direct_forward.wgsl).
+ */
+export type GemmKernel = 'tiled' | 'subgroup' | 'direct';
 /** matmul_forward's kernels: a GEMM kernel, or 'rows' (matmul_rows_forward.wgsl, few rows). */
 export type MatmulKernel = GemmKernel | 'rows';
 
@@ -36,6 +40,9 @@ const SUB_TM = 4;
 const SUB_TN = 16;
 const SUB_WG = 64;
 const SUB_SIZES = [4, 8, 16, 32];
+// matmul_direct_forward.wgsl: WG_N × WG_M invocations, each 4 columns by TM rows.
+const DIRECT_WG_N = 16;
+const DIRECT_WG_M = 4;
 const MAX_WG = 65535;
 const BIAS_WG = 256;
 // matmul_rows_forward.wgsl: up to ROWS_MAX rows (its MAX_ROWS), ROWS_COLS output columns per workgroup
@@ -62,17 +69,26 @@ function fixedSubgroupSize(gpu: Gpu): number {
 }
 
 /**
- * The GEMM kernels this adapter can run, its default first. CPU adapters (lavapipe, SwiftShader: a
- * subgroup is one SIMD register, so its size is fixed) default to the subgroup kernel; GPUs keep the
- * tiled one (workgroup tiles are the better plan there, and the one measured on them).
+ * The GEMM kernels this adapter can run, its default first, by adapter class (the order measured there):
+ * lavapipe leads with the subgroup kernel (3–10× the tiled one; it needs a fixed subgroup size: a CPU
+ * adapter's SIMD register), SwiftShader with the direct one (2.3–4.6× the tiled forward, 1.6–3.2× its
+ * backward, at the embedded model's 480 × 64 × 192-sized products, where its subgroup kernel is 1.1–3.4×
+ * slower than the tiled: Node's Dawn on chromium's SwiftShader ICD), GPUs with the tiled one (workgroup
+ * tiles are the better plan there, and the one measured on them).
  */
+const GEMM_ORDER: Record<AdapterClass, GemmKernel[]> = {
+  cpu: ['subgroup', 'tiled', 'direct'],
+  swiftshader: ['direct', 'tiled', 'subgroup'],
+  gpu: ['tiled', 'subgroup', 'direct'],
+};
+
 export function gemmKernels(gpu: Gpu): GemmKernel[] {
-  if (!fixedSubgroupSize(gpu)) return ['tiled'];
-  return isCpuAdapter(gpu.adapter) ? ['subgroup', 'tiled'] : ['tiled', 'subgroup'];
+  const order = GEMM_ORDER[adapterClass(gpu.adapter)];
+  return fixedSubgroupSize(gpu) ? order : order.filter((k) => k !== 'subgroup');
 }
 
 interface GemmPlan {
-  shader: 'matmul_forward' | 'matmul_subgroup_forward';
+  shader: 'matmul_forward' | 'matmul_subgroup_forward' | 'matmul_direct_forward';
   tileM: number; // rows of C per workgroup
   tileN: number; // columns of C per workgroup
   tileK: number; // the inner dimension's step (1: none)
@@ -92,6 +108,10 @@ function gemmPlan(gpu: Gpu, M: number, force?: GemmKernel): GemmPlan {
   if (kernel === 'tiled') {
     const TILE_M = tileRows(M);
     return { shader: 'matmul_forward', tileM: TILE_M, tileN: TILE_N, tileK: TILE_K, constants: { TILE_M, TILE_N, TILE_K } };
+  }
+  if (kernel === 'direct') {
+    const TM = M >= 4 ? 4 : M >= 2 ? 2 : 1;
+    return { shader: 'matmul_direct_forward', tileM: DIRECT_WG_M * TM, tileN: DIRECT_WG_N * 4, tileK: 1, constants: { TM, WG_N: DIRECT_WG_N, WG_M: DIRECT_WG_M } };
   }
   const sg = fixedSubgroupSize(gpu);
   const TM = Math.min(SUB_TM, Math.ceil(M / sg));

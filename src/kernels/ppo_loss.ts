@@ -28,7 +28,7 @@ export function ppo_loss_forward(
   rec.dispatch({
     kernel: 'ppo_loss_forward',
     shader: 'ppo_loss_forward',
-    constants: { WG, MODE: PPO_MODES.indexOf(p.mode), KL: PPO_KL.indexOf(p.kl) },
+    constants: { WG, KL: PPO_KL.indexOf(p.kl) },
     bindings: bindAll(rec.gpu, 'ppo_loss_forward', {
       logp: [args.logp, BT], entropy: [args.entropy, BT], inp: [args.inputs, PPO_INPUTS.length * BT, 'inputs'],
       outp: [args.out, 4 * BT, 'out'], dlogp: [args.dlogp, BT], dentropy: [args.dentropy, BT],
@@ -48,6 +48,7 @@ export function ppo_loss_forward(
       ['tau_neg', 'f32', p.tau_neg],
       ['kl_cov_coef', 'f32', p.kl_cov_coef],
       ['geo_seq_is', 'u32', p.geo_seq_is ? 1 : 0],
+      ['mode', 'u32', PPO_MODES.indexOf(p.mode)],
     ],
     workgroups: Gpu.grid(B),
   });

@@ -17,11 +17,12 @@ export function rmsnorm_forward(
     N: number;
     C: number;
     eps: number;
+    threads?: number; // tests: threads per row instead of rowThreads'
   },
 ): void {
   const { N, C } = args;
   const bindings = bindAll(rec.gpu, 'rmsnorm_forward', { inp: [args.inp, N * C], weight: [args.weight, C], out: [args.out, N * C], rstd: [args.rstd, N] });
-  normForward(rec, 'rmsnorm_forward', bindings, N, C, args.eps);
+  normForward(rec, 'rmsnorm_forward', bindings, N, C, args.eps, args.threads);
 }
 
 export function rmsnorm_backward(
@@ -37,6 +38,7 @@ export function rmsnorm_backward(
     C: number;
     accumulate: boolean; // dweight += instead of =
     accumulateDinp?: boolean; // dinp += instead of =
+    threads?: number; // tests: threads per row instead of rowThreads'
   },
 ): void {
   const { N, C } = args;
@@ -47,6 +49,7 @@ export function rmsnorm_backward(
   normBackward(rec, kernel, {
     N,
     C,
+    threads: args.threads,
     accumulate: args.accumulate,
     accumulateDinp: args.accumulateDinp,
     rowBindings: { dout, inp, rstd, weight, dinp },

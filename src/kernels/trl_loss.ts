@@ -1,7 +1,7 @@
 // Launchers for shaders/trl_loss_{forward,backward}.wgsl: TRL's per-token loss, masks and IS ratio, one
-// invocation per row, and its gradient to the per-token log-probs and entropies. The branches (loss type, IS
-// level and vLLM mode, KL, masks, aggregation) are override constants, so each setting compiles its own
-// pipeline (cached by the Gpu) and the kernel does no per-token branching on uniforms.
+// invocation per row, and its gradient to the per-token log-probs and entropies. The loss type and its
+// aggregation are uniforms (Params), so one pipeline per pass serves every column of the page's loss table;
+// the other branches (IS level and vLLM mode, KL, masks) are override constants, fixed for a run's settings.
 import type { ParamWord, Recorder } from '../gpu/context.ts';
 import type { TrlLossParams, VllmIsMode } from './types.ts';
 import { bindAll } from './windows.ts';
@@ -23,7 +23,7 @@ export function trlAggregation(p: TrlLossParams): { agg: number; divisor: number
 }
 
 function params(p: TrlLossParams): ParamWord[] {
-  const { divisor } = trlAggregation(p);
+  const { divisor, agg, entGlobal } = trlAggregation(p);
   return [
     ['B', 'u32', p.B],
     ['T', 'u32', p.T],
@@ -44,6 +44,10 @@ function params(p: TrlLossParams): ParamWord[] {
     ['divisor', 'f32', divisor],
     ['gas', 'f32', p.gradient_accumulation_steps],
     ['entropy_coef', 'f32', p.entropy_coef],
+    ['loss', 'u32', LOSS_CODE[p.loss_type] ?? 0],
+    ['is_apply', 'u32', p.vllm_is_mode !== 'off' && p.loss_type !== 'vespo' ? 1 : 0],
+    ['agg', 'u32', agg],
+    ['ent_global', 'u32', entGlobal ? 1 : 0],
   ];
 }
 
@@ -51,13 +55,11 @@ function params(p: TrlLossParams): ParamWord[] {
 function common(p: TrlLossParams, hasOld: boolean) {
   return {
     WG,
-    LOSS: LOSS_CODE[p.loss_type] ?? 0,
     SEQUENCE: p.importance_sampling_level === 'sequence',
     HAS_OLD: hasOld,
     KL: p.beta !== 0,
     BIAS_KL: p.use_bias_correction_kl,
     DELTA: p.delta !== null,
-    IS_APPLY: p.vllm_is_mode !== 'off' && p.loss_type !== 'vespo',
   };
 }
 
@@ -101,11 +103,10 @@ export function trl_loss_forward(rec: Recorder, a: TrlLossBuffers & { entropy: G
 export function trl_loss_backward(rec: Recorder, a: TrlLossBuffers & { dlogp: GPUBuffer; dentropy: GPUBuffer }, p: TrlLossParams): void {
   const kernel = 'trl_loss_backward';
   const N = p.B * p.T;
-  const { agg, entGlobal } = trlAggregation(p);
   rec.dispatch({
     kernel,
     shader: kernel,
-    constants: { ...common(p, a.hasOld), AGG: agg, ENT_GLOBAL: entGlobal },
+    constants: common(p, a.hasOld),
     bindings: bindAll(rec.gpu, kernel, {
       logp: [a.logp, N],
       aux: [a.aux, 4 * N],

@@ -1,3 +1,23 @@
 // The test GPU: the process-wide Dawn device (a software Vulkan adapter in CI). Tests never skip for
 // want of a GPU: if no adapter can be had, getting it throws and the test fails.
+import type { AdapterClass, Gpu } from '../../src/gpu/context.ts';
+import { adapterClass } from '../../src/gpu/context.ts';
+
 export { nodeGpu as testGpu } from '../../src/gpu/node.ts';
+
+/** How each adapter class reports itself (adapterClass reads these). */
+const REPORTS: Record<AdapterClass, Partial<Gpu['adapter']>> = {
+  gpu: { vendor: 'test', architecture: 'gpu', device: 'test-gpu', description: 'a GPU', isFallback: false },
+  swiftshader: { vendor: 'google', architecture: 'swiftshader', device: 'swiftshader', description: 'SwiftShader driver', isFallback: true },
+  cpu: { vendor: 'mesa', architecture: 'software', device: 'llvmpipe', description: 'llvmpipe', isFallback: true },
+};
+
+/**
+ * The test GPU as the launchers see an adapter of class `cls`: the same device, an adapter report that picks
+ * that class's kernels (GEMM, attention, norm threads, workgroup caps), so each class's path runs here too.
+ */
+export function asAdapterClass(gpu: Gpu, cls: AdapterClass): Gpu {
+  const view = Object.create(gpu, { adapter: { value: { ...gpu.adapter, ...REPORTS[cls] } } }) as Gpu;
+  if (adapterClass(view.adapter) !== cls) throw new Error(`asAdapterClass: the ${cls} report reads as ${adapterClass(view.adapter)}`);
+  return view;
+}

@@ -27,7 +27,7 @@ import { dot, fdGradient } from '../helpers/fd.ts';
 import { attention_backward as attBackRef, attention_forward as attRef } from '../../src/oracle/attention.ts';
 import type { AttentionBackwardShape, AttentionShape } from '../../src/kernels/types.ts';
 import { attentionKernels, attention_backward, attention_forward, type AttentionKernel } from '../../src/kernels/attention.ts';
-import type { Gpu } from '../../src/gpu/context.ts';
+import { workgroupCap, type Gpu } from '../../src/gpu/context.ts';
 
 const U = 2 ** -24;
 const STEP = 16; // keys per online-softmax step (BK in src/kernels/attention.ts)
@@ -169,12 +169,16 @@ describe('attention_forward (fused)', () => {
     }
   });
 
-  it('runs one thread per row on CPU adapters and one workgroup per row on GPUs', () => {
+  it('runs one thread per row on CPU adapters and one workgroup per row on GPUs; SwiftShader caps workgroups', () => {
     const fake = (adapter: Partial<Gpu['adapter']>) => ({ adapter: { vendor: '', architecture: '', device: '', description: '', isFallback: false, ...adapter } }) as unknown as Gpu;
     expect(attentionKernels(fake({ vendor: 'mesa', architecture: 'software', description: 'llvmpipe: Mesa 25.0.7 (LLVM 15.0.6)', isFallback: true }))).toEqual(['rows', 'wg']);
     expect(attentionKernels(fake({ vendor: 'google', architecture: 'swiftshader' }))).toEqual(['rows', 'wg']);
     expect(attentionKernels(fake({ vendor: 'nvidia', architecture: 'hopper' }))).toEqual(['wg', 'rows']);
     expect(attentionKernels(fake({ vendor: 'apple', architecture: 'metal-3' }))).toEqual(['wg', 'rows']);
+    // SwiftShader's compile time grows with the workgroup: its launchers cap it at 16 invocations.
+    expect(workgroupCap(fake({ vendor: 'google', architecture: 'swiftshader' }).adapter)).toBe(16);
+    expect(workgroupCap(fake({ vendor: 'mesa', architecture: 'software', description: 'llvmpipe', isFallback: true }).adapter)).toBe(Infinity);
+    expect(workgroupCap(fake({ vendor: 'nvidia', architecture: 'hopper' }).adapter)).toBe(Infinity);
   });
 });
 

@@ -1,12 +1,13 @@
 // LayerNorm and RMSNorm (forward and backward) and the column-sum pass, GPU against the float64 twins
-// in src/oracle/, on odd shapes (C = 33, 48, 97, 896; N = 1, 7, 301) with extreme rows: large |x|,
+// in src/oracle/, on odd shapes (C = 33, 48, 97, 896; N = 1, 7, 301), with the adapter's threads per row and a
+// GPU's (rowThreads: 8 on CPU adapters, 32–256 on GPUs), with extreme rows: large |x|,
 // variance far below eps, a large mean over a small spread, and all-equal rows. The twins' backward
 // passes are checked first against central finite differences of their forward passes.
 //
 // Tolerances. Float32 sums of k terms are off by at most ~k·u·Σ|terms| (u = 2^-24 ≈ 6e-8); our
-// reductions are at most ~40 deep (C/WG strided terms + log2(WG) tree levels; R + P for the weight
-// gradients), so we allow 1e-5 × the magnitude of the summed terms ("scale"), ~4x the worst-case
-// bound and far below the O(scale) error of any wrong formula. The one amplified error is the row
+// reductions are at most ~115 deep (C/WG strided terms + log2(WG) tree levels: 896 / 8 + 3 with the 8 threads
+// per row of CPU adapters; R + P for the weight gradients), so we allow 1e-5 × the magnitude of the summed terms
+// ("scale"), above the worst-case bound and far below the O(scale) error of any wrong formula. The one amplified error is the row
 // mean's f32 rounding (u·|mean|), which the forward multiplies by rstd: the output scale includes
 // rstd·|mean|.
 import { describe, expect, it } from 'vitest';
@@ -18,10 +19,13 @@ import { dot, fdGradient } from '../helpers/fd.ts';
 import * as ref from '../../src/oracle/layernorm.ts';
 import * as rmsRef from '../../src/oracle/rmsnorm.ts';
 import { colsum_forward as colsumRef } from '../../src/oracle/colsum.ts';
-import { layernorm_backward, layernorm_forward } from '../../src/kernels/layernorm.ts';
+import { gpuRowThreads, layernorm_backward, layernorm_forward } from '../../src/kernels/layernorm.ts';
 import { rmsnorm_backward, rmsnorm_forward } from '../../src/kernels/rmsnorm.ts';
 import { colsum_forward } from '../../src/kernels/colsum.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
+
+/** Each case runs with the adapter's threads per row (rowThreads) and with a GPU's. */
+const THREADS = ['adapter', 'gpu'] as const;
 
 const check = tally('ops_norm');
 const SHAPES: Array<[number, number]> = [1, 7, 301].flatMap((N) => [33, 48, 97, 896].map((C) => [N, C] as [number, number]));
@@ -78,8 +82,9 @@ describe('float64 twins vs finite differences', () => {
 });
 
 describe('layernorm (GPU vs float64 twin)', () => {
-  SHAPES.forEach(([N, C], s) => {
-    it(`N=${N} C=${C}`, async () => {
+  SHAPES.flatMap((shape, s) => THREADS.map((t) => [shape, s, t] as const)).forEach(([[N, C], s, t]) => {
+    const threads = t === 'gpu' ? gpuRowThreads(C) : undefined;
+    it(`N=${N} C=${C}, ${t} threads per row`, async () => {
       const gpu = await testGpu();
       const rng = new Rng(100 + s);
       const inp = rows(rng, N, C, s);
@@ -93,7 +98,7 @@ describe('layernorm (GPU vs float64 twin)', () => {
       const rstd = gpu.createBuffer('rstd', N * 4);
       const [inpB, weightB] = [gpu.upload('inp', inp), gpu.upload('weight', weight)];
       let rec = gpu.recorder('layernorm_forward test');
-      layernorm_forward(rec, { out, mean, rstd, inp: inpB, weight: weightB, bias: gpu.upload('bias', bias), N, C, eps: EPS });
+      layernorm_forward(rec, { out, mean, rstd, inp: inpB, weight: weightB, bias: gpu.upload('bias', bias), N, C, eps: EPS, threads });
       await rec.submit();
       const [gOut, gMean, gRstd] = await Promise.all([read(gpu, out, N * C), read(gpu, mean, N), read(gpu, rstd, N)]);
 
@@ -117,7 +122,7 @@ describe('layernorm (GPU vs float64 twin)', () => {
       rec = gpu.recorder('layernorm_backward test');
       layernorm_backward(rec, {
         dinp, dweight, dbias, dout: gpu.upload('dout', dout), inp: inpB, weight: weightB,
-        mean: gpu.upload('mean32', mean32), rstd: gpu.upload('rstd32', rstd32), N, C, accumulate, accumulateDinp: accumulate,
+        mean: gpu.upload('mean32', mean32), rstd: gpu.upload('rstd32', rstd32), N, C, accumulate, accumulateDinp: accumulate, threads,
       });
       await rec.submit();
       const plus = (a: Float64Array, off: number) => (accumulate ? a.map((v, i) => v + pre[off + i]) : a);
@@ -182,8 +187,9 @@ describe('layernorm (GPU vs float64 twin)', () => {
 
 describe('rmsnorm (GPU vs float64 twin)', () => {
   const cases: Array<[number, number]> = [...SHAPES, [70_001, 8]]; // 70001 rows: the 2-D workgroup grid (Qwen3 q_norm-like C)
-  cases.forEach(([N, C], s) => {
-    it(`N=${N} C=${C}`, async () => {
+  cases.flatMap((shape, s) => THREADS.map((t) => [shape, s, t] as const)).forEach(([[N, C], s, t]) => {
+    const threads = t === 'gpu' ? gpuRowThreads(C) : undefined;
+    it(`N=${N} C=${C}, ${t} threads per row`, async () => {
       const gpu = await testGpu();
       const rng = new Rng(200 + s);
       const inp = rows(rng, N, C, s);
@@ -195,7 +201,7 @@ describe('rmsnorm (GPU vs float64 twin)', () => {
       const rstd = gpu.createBuffer('rstd', N * 4);
       const [inpB, weightB] = [gpu.upload('inp', inp), gpu.upload('weight', weight)];
       let rec = gpu.recorder('rmsnorm_forward test');
-      rmsnorm_forward(rec, { out, rstd, inp: inpB, weight: weightB, N, C, eps: EPS });
+      rmsnorm_forward(rec, { out, rstd, inp: inpB, weight: weightB, N, C, eps: EPS, threads });
       await rec.submit();
       // No cancellation anywhere (a sum of squares, then products): plain relative error, a few ulp
       // plus the depth-40 reduction bound on mean(x^2) (halved by the square root).
@@ -211,7 +217,7 @@ describe('rmsnorm (GPU vs float64 twin)', () => {
       rec = gpu.recorder('rmsnorm_backward test');
       rmsnorm_backward(rec, {
         dinp, dweight, dout: gpu.upload('dout', dout), inp: inpB, weight: weightB, rstd: gpu.upload('rstd32', rstd32),
-        N, C, accumulate, accumulateDinp: accumulate,
+        N, C, accumulate, accumulateDinp: accumulate, threads,
       });
       await rec.submit();
       const plus = (a: Float64Array, off: number) => (accumulate ? a.map((v, i) => v + pre[off + i]) : a);

@@ -1,18 +1,20 @@
 // The GPU model against the golden float64 PyTorch references (tests/golden/models, README there):
 // logits with left padding and generation-style position ids (and GPT-2 with arange positions), the
 // TRL-aligned logits_to_keep path, per-token log-probs of policy and reference, and the gradient of the
-// golden GRPO loss with respect to every parameter (dlogits from the loss kernels), plus grad_norm.
+// golden GRPO loss with respect to every parameter (dlogits from the loss kernels), plus grad_norm — with the
+// kernels each adapter class gets (asAdapterClass: the GPU's tiled GEMM and workgroup-per-row attention, SwiftShader's
+// direct GEMM and capped workgroups, lavapipe's subgroup GEMM), all on the test device.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { Gpu } from '../../src/gpu/context.ts';
+import type { AdapterClass, Gpu } from '../../src/gpu/context.ts';
 import { grpo_loss, readGrpoLoss, type GrpoLossConfig } from '../../src/grpo/loss.ts';
 import { parseSafeTensors, toF32, toF64, toI32, type SafeTensors } from '../../src/io/safetensors.ts';
 import { CausalLM } from '../../src/model/model.ts';
 import { score_completions } from '../../src/model/score.ts';
 import { FolderSource } from '../../src/model/source_node.ts';
 import { expectClose } from '../helpers/close.ts';
-import { testGpu } from '../helpers/gpu.ts';
+import { asAdapterClass, testGpu as deviceGpu } from '../helpers/gpu.ts';
 import { GOLDEN, GOLDEN_MODELS } from '../helpers/golden.ts';
 
 
@@ -51,8 +53,7 @@ async function load(gpu: Gpu, dir: string): Promise<CausalLM> {
 }
 
 /** Model m's golden data with its policy and reference loaded on the test GPU. */
-async function withModels(m: string): Promise<{ gpu: Gpu; g: Golden; policy: CausalLM; ref: CausalLM }> {
-  const gpu = await testGpu();
+async function withModels(gpu: Gpu, m: string): Promise<{ gpu: Gpu; g: Golden; policy: CausalLM; ref: CausalLM }> {
   return { gpu, g: golden(m), policy: await load(gpu, join(GOLDEN, m)), ref: await load(gpu, join(GOLDEN, m, 'ref')) };
 }
 
@@ -75,7 +76,9 @@ function note(label: string, r: { worst: number }): void {
   worst[label] = Math.max(worst[label] ?? 0, r.worst);
 }
 
-describe.each(GOLDEN_MODELS)('%s', (m) => {
+const CLASSES: AdapterClass[] = ['cpu', 'swiftshader', 'gpu'];
+describe.each(GOLDEN_MODELS.flatMap((m) => CLASSES.map((c) => [m, c] as const)))('%s, %s kernels', (m, cls) => {
+  const testGpu = async () => asAdapterClass(await deviceGpu(), cls);
   it('logits match where attention_mask = 1 (left padding, generation position ids)', async () => {
     const gpu = await testGpu();
     const g = golden(m);
@@ -104,7 +107,7 @@ describe.each(GOLDEN_MODELS)('%s', (m) => {
   });
 
   it('per_token_logps, ref_per_token_logps and entropy match where completion_mask = 1', async () => {
-    const { gpu, g, policy, ref } = await withModels(m);
+    const { gpu, g, policy, ref } = await withModels(await testGpu(), m);
     const rec = gpu.recorder('score');
     const ps = score_completions(rec, policy, g);
     const rs = score_completions(rec, ref, g);
@@ -122,7 +125,7 @@ describe.each(GOLDEN_MODELS)('%s', (m) => {
   });
 
   it('gradients of the golden GRPO loss match grad.<param>, and loss / grad_norm match', async () => {
-    const { gpu, g, policy, ref } = await withModels(m);
+    const { gpu, g, policy, ref } = await withModels(await testGpu(), m);
     const rec0 = gpu.recorder('ref');
     const rs = score_completions(rec0, ref, g);
     await rec0.submit();
