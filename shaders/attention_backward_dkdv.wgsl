@@ -10,16 +10,9 @@
 // the queries before its own: at every step they all read the same q / dout row, which the cache
 // broadcasts (a walk from each thread's own j read BQ different rows at once: 25% slower on an H100).
 
-//#include "common/attention_backward.wgsl"
+//#include "common/attention_backward_dkdv.wgsl"
 
 override BQ: u32 = 32; // rows per workgroup = threads (one row each)
-
-@group(0) @binding(4) var<storage, read> dout: array<f32>;           // (B, T, Hq, D)
-@group(0) @binding(5) var<storage, read> lse: array<f32>;            // (B, Hq, T)
-@group(0) @binding(6) var<storage, read> delta: array<f32>;          // (B, Hq, T)
-@group(0) @binding(7) var<storage, read_write> dk: array<f32>;       // (B, T, Hkv, D)
-@group(0) @binding(8) var<storage, read_write> dv: array<f32>;       // (B, T, Hkv, D)
-@group(0) @binding(9) var<uniform> p: Params;
 
 var<workgroup> accK: array<f32, BQ * DH>; // row t's dk at [t·DH, t·DH + D)
 var<workgroup> accV: array<f32, BQ * DH>;

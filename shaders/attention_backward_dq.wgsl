@@ -8,16 +8,9 @@
 // Key j is visible iff j <= i and attention_mask[b, j] = 1; a row with lse = -inf (no visible key)
 // gets dq = 0. No atomics and no barriers: each row is one thread's, its sums in key order.
 
-//#include "common/attention_backward.wgsl"
+//#include "common/attention_backward_dq.wgsl"
 
 override BQ: u32 = 32; // rows per workgroup = threads (one row each)
-
-@group(0) @binding(4) var<storage, read> out: array<f32>;            // (B, T, Hq, D) forward output
-@group(0) @binding(5) var<storage, read> dout: array<f32>;           // (B, T, Hq, D)
-@group(0) @binding(6) var<storage, read> lse: array<f32>;            // (B, Hq, T)
-@group(0) @binding(7) var<storage, read_write> delta: array<f32>;    // (B, Hq, T)
-@group(0) @binding(8) var<storage, read_write> dq: array<f32>;       // (B, T, Hq, D)
-@group(0) @binding(9) var<uniform> p: Params;
 
 var<workgroup> acc: array<f32, BQ * DH>; // row t's dq at [t·DH, t·DH + D)
 

@@ -8,14 +8,8 @@
 // each key row is written by one workgroup, its sums in a fixed order.
 
 override WG: u32 = 64; // queries per tile = threads per workgroup
-//#include "common/attention_backward.wgsl"
 
-@group(0) @binding(4) var<storage, read> dout: array<f32>;           // (B, T, Hq, D)
-@group(0) @binding(5) var<storage, read> lse: array<f32>;            // (B, Hq, T)
-@group(0) @binding(6) var<storage, read> delta: array<f32>;          // (B, Hq, T)
-@group(0) @binding(7) var<storage, read_write> dk: array<f32>;       // (B, T, Hkv, D)
-@group(0) @binding(8) var<storage, read_write> dv: array<f32>;       // (B, T, Hkv, D)
-@group(0) @binding(9) var<uniform> p: Params;
+//#include "common/attention_backward_dkdv.wgsl"
 
 var<workgroup> krow: array<f32, DH>;
 var<workgroup> vrow: array<f32, DH>;

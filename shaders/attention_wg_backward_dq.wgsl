@@ -9,19 +9,14 @@
 // gets dq = 0. No atomics: each row is written by one workgroup, its sums in a fixed order.
 
 override WG: u32 = 64; // keys per tile = threads per workgroup; power of two (tree reduction)
-//#include "common/attention_backward.wgsl"
 
-@group(0) @binding(4) var<storage, read> out: array<f32>;            // (B, T, Hq, D) forward output
-@group(0) @binding(5) var<storage, read> dout: array<f32>;           // (B, T, Hq, D)
-@group(0) @binding(6) var<storage, read> lse: array<f32>;            // (B, Hq, T)
-@group(0) @binding(7) var<storage, read_write> delta: array<f32>;    // (B, Hq, T)
-@group(0) @binding(8) var<storage, read_write> dq: array<f32>;       // (B, T, Hq, D)
-@group(0) @binding(9) var<uniform> p: Params;
+//#include "common/attention_backward_dq.wgsl"
 
 var<workgroup> qrow: array<f32, DH>;
 var<workgroup> grow: array<f32, DH>; // dout_i
 var<workgroup> acc: array<f32, DH>;  // dq_i; element d belongs to thread d % WG
 var<workgroup> gt: array<f32, WG>;   // the tile's g_ij
+
 //#include "common/reduce.wgsl"
 
 @compute @workgroup_size(WG)

@@ -13,6 +13,7 @@
 // Deterministic: every sum runs in a fixed order (tree reduction, then keys in order).
 
 override WG: u32 = 64;  // keys per tile = threads per workgroup; power of two (tree reductions)
+
 //#include "common/attention_forward.wgsl"
 
 var<workgroup> qrow: array<f32, DH>;
