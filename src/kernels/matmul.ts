@@ -224,7 +224,7 @@ export function matmul_forward(
   const fits = (rows: number, rowElems: number) => rowsPerWindow(gpu, limit, rows, rowElems) === rows;
   const rowsFit = outIn && !args.accumulate && !bf16 && M <= ROWS_MAX && fits(M, K) && fits(N, K) && fits(M, N);
   const kernel = args.kernel;
-  if (kernel === 'rows' || (kernel === undefined && rowsFit && gemmKernels(gpu)[0] === 'tiled')) {
+  if (kernel === 'rows' || (kernel === undefined && rowsFit && adapterClass(gpu.adapter) === 'gpu')) {
     // Few rows (a decode step): one read of W by N / COLS workgroups instead of a latency-bound GEMM grid.
     if (!rowsFit) throw new Error(`matmul_forward: the few-row kernel takes up to ${ROWS_MAX} rows of an f32 'out_in' weight, each operand in one binding, without accumulate`);
     rec.dispatch({

@@ -25,6 +25,8 @@ export function ppo_loss_forward(
 ): void {
   const { B, T, params: p } = args;
   const BT = B * T;
+  const mode = PPO_MODES.indexOf(p.mode);
+  if (mode < 0) throw new Error(`ppo_loss_forward: unknown policy mode "${p.mode}" (have ${PPO_MODES.join(', ')})`);
   rec.dispatch({
     kernel: 'ppo_loss_forward',
     shader: 'ppo_loss_forward',
@@ -48,7 +50,7 @@ export function ppo_loss_forward(
       ['tau_neg', 'f32', p.tau_neg],
       ['kl_cov_coef', 'f32', p.kl_cov_coef],
       ['geo_seq_is', 'u32', p.geo_seq_is ? 1 : 0],
-      ['mode', 'u32', PPO_MODES.indexOf(p.mode)],
+      ['mode', 'u32', mode],
     ],
     workgroups: Gpu.grid(B),
   });

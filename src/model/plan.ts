@@ -47,7 +47,10 @@ export interface PlanOptions {
    * reference is the policy's own pre-step log-probs.
    */
   held_reference_bytes?: number;
-  /** The page keeps a copy of the trainable weights for an exact undo of the step. */
+  /**
+   * The page: it steps the same model update after update with one optimizer (its moments carried from one update
+   * to the next) and keeps, for an exact undo of each step, a copy of the trainable weights and of the moments.
+   */
   undo?: boolean;
 }
 
@@ -64,7 +67,7 @@ export interface StepPlan {
     reference: number; // the reference forward's workspace
     scratch: number; // backward gradient scratch, LoRA intermediates
     reference_weights: number; // held reference weights (PlanOptions.held_reference_bytes)
-    undo: number; // the page's copy of the trainable weights before the step
+    undo: number; // the page's copy of the trainable weights and the optimizer's moments before the step
   };
   total_bytes: number; // the planned peak: max of the two moments below
   peak: 'reference forward' | 'backward + step' | 'scoring';
@@ -102,10 +105,11 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
   const N = B * T;
   const saved = o.scoreOnly ? layer : o.checkpointing ? cfg.num_hidden_layers * N * cfg.hidden_size + layer - N * cfg.hidden_size : cfg.num_hidden_layers * layer;
   const loraScratch = 2 * N * r * modules.length; // u and du per adapted module
+  const optimizerBytes = o.scoreOnly ? 0 : 2 * trainable * F; // AdamW's exp_avg and exp_avg_sq
   const bytes = {
     weights: specs.reduce((s, p) => s + numel(p.shape) * (packed(p.name, p.shape) ? 2 : F), 0) + adapterParams * F,
     grads: o.scoreOnly ? 0 : (lora ? adapterParams + normParams : params) * F,
-    optimizer: o.scoreOnly ? 0 : 2 * trainable * F,
+    optimizer: optimizerBytes,
     activations: (saved + sum(shared)) * F,
     logits_chunk: (o.scoreOnly ? chunk : backChunk) * F,
     // A reference other than the policy's own pre-step log-probs (the adapter-off view, a held frozen copy
@@ -113,7 +117,7 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
     reference: (lora || (o.held_reference_bytes ?? 0) > 0) && !o.scoreOnly ? (layer + sum(shared) + chunk) * F : 0,
     scratch: o.scoreOnly ? loraScratch * F : (sum(backwardScratchSizes(cfg, B, T, C)) + loraScratch) * F,
     reference_weights: o.held_reference_bytes ?? 0,
-    undo: o.undo && !o.scoreOnly ? trainable * F : 0,
+    undo: o.undo && !o.scoreOnly ? trainable * F + optimizerBytes : 0, // weights + the moments (Optimizer.saveState)
   };
   // Fused attention keeps no (B, Hq, T, T) probabilities (src/kernels/attention.ts): none to check.
   const buffers: StepPlan['buffers'] = [];
@@ -122,12 +126,12 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
     else if (b > o.limits.maxStorageBufferBindingSize) buffers.push({ name, bytes: b, status: 'windowed' });
   }
   const common = bytes.weights + bytes.reference_weights + bytes.activations;
-  // The backward's gradient scratch stays in the policy's workspace once the first update has made it: from the
-  // second update on (and the page steps the same model again and again) it is alive at the reference forward too.
-  const atReference = common + bytes.grads + bytes.scratch + bytes.reference;
+  // The backward's gradient scratch stays in the policy's workspace once the first update has made it, and the page's
+  // optimizer keeps its moments between updates: from the second update on both are alive at the reference forward.
+  const atReference = common + bytes.grads + bytes.scratch + bytes.reference + (o.undo ? bytes.optimizer : 0);
   // The backward's chunk is freed when it is submitted, before the optimizer allocates its moments.
   const afterBackward = bytes.optimizer + chunk * F;
-  // The undo copy is taken before the weights change, once the backward has run: alive at the step.
+  // The undo copies are taken before the weights change, once the backward has run: alive at the step.
   const atStep = common + bytes.grads + bytes.scratch + Math.max(bytes.logits_chunk, afterBackward + bytes.undo);
   const peak = o.scoreOnly ? 'scoring' : atReference > atStep ? 'reference forward' : 'backward + step';
   return { params, trainable_params: trainable, rows, bytes, total_bytes: o.scoreOnly ? common + bytes.logits_chunk + bytes.scratch : Math.max(atReference, atStep), peak, buffers };

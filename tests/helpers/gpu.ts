@@ -14,7 +14,9 @@ const REPORTS: Record<AdapterClass, Partial<Gpu['adapter']>> = {
 
 /**
  * The test GPU as the launchers see an adapter of class `cls`: the same device, an adapter report that picks
- * that class's kernels (GEMM, attention, norm threads, workgroup caps), so each class's path runs here too.
+ * that class's kernels (GEMM, attention, norm threads, workgroup caps), so each class's path runs here too. The
+ * view counts its own allocations (peakBytes, allocatedBytes) and gets its own device-wide scratch buffers: read
+ * memory figures from the Gpu the buffers were made through.
  */
 export function asAdapterClass(gpu: Gpu, cls: AdapterClass): Gpu {
   const view = Object.create(gpu, { adapter: { value: { ...gpu.adapter, ...REPORTS[cls] } } }) as Gpu;

@@ -55,10 +55,11 @@ describe('StepRunner', () => {
     const info = await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, (p) => progress.push(p.label));
     expect(info.model_type).toBe('qwen2');
     expect(info.tokenizer!.eos_token_ids).toHaveLength(1);
-    // The plan holds the frozen copy (as much as the f32 weights) and the undo copy of every trainable weight.
+    // The plan holds the frozen copy (as much as the f32 weights) and the undo copies of every trainable weight and
+    // of its two AdamW moments.
     const plan = info.memory_plan.plan;
     expect(plan.bytes.reference_weights).toBe(plan.bytes.weights);
-    expect(plan.bytes.undo).toBe(4 * plan.trainable_params);
+    expect(plan.bytes.undo).toBe(12 * plan.trainable_params);
     expect(plan.total_bytes).toBeGreaterThan(plan.bytes.weights + plan.bytes.reference_weights + plan.bytes.grads + plan.bytes.optimizer);
     expect(progress.some((l) => l.startsWith('policy weights'))).toBe(true);
 
