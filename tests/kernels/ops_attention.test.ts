@@ -1,6 +1,6 @@
 // Fused attention_forward / attention_backward (GPU), each kernel set the adapter can run ('rows', 'wg':
 // both everywhere, forced in turn), against their float64 twins: odd T (not a
-// multiple of the 16-key step or the 64-row block), head dims 8/16/64/odd (5), GQA 4/2, 3/1, 9/3, left padding longer than
+// multiple of the 16-key step or the 64-row block), head dims 8/16/64/128 (wider than a 64-thread workgroup)/odd (5), GQA 4/2, 3/1, 9/3, left padding longer than
 // a tile (whole tiles with no visible key), fully masked rows (left-pad query rows see no key), holes
 // in the mask, a near one-hot softmax, a long row (T = 1,100), decode steps (Tq = 1 over a KV cache
 // with TkvMax > Tk), a chunk Tq < Tk, T = 1; determinism (two runs bit-identical); the workgroup
@@ -124,7 +124,7 @@ const shape = (B: number, Tq: number, Tk: number, TkvMax: number, Hq: number, Hk
 /** The backward's shape of a full-sequence forward shape (Tq = Tk = T). */
 const backShape = (s: AttentionShape): AttentionBackwardShape => ({ B: s.B, T: s.Tq, Hq: s.Hq, Hkv: s.Hkv, D: s.D, scale: s.scale });
 
-const FULL = [shape(4, 13, 13, 13, 4, 2, 8), shape(3, 37, 37, 37, 3, 1, 16), shape(3, 19, 19, 19, 9, 3, 64), shape(3, 1, 1, 1, 4, 2, 8), shape(4, 150, 150, 150, 4, 2, 16), shape(3, 70, 70, 70, 3, 3, 5)];
+const FULL = [shape(4, 13, 13, 13, 4, 2, 8), shape(3, 37, 37, 37, 3, 1, 16), shape(3, 19, 19, 19, 9, 3, 64), shape(3, 1, 1, 1, 4, 2, 8), shape(4, 150, 150, 150, 4, 2, 16), shape(3, 70, 70, 70, 3, 3, 5), shape(3, 21, 21, 21, 4, 2, 128)];
 
 describe('attention_forward (fused)', () => {
   /** Runs `each` once per kernel set the adapter has and logs the worst error of each. */
