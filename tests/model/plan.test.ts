@@ -23,6 +23,25 @@ import { randomWeights } from '../fixtures/models.ts';
 const CONFIGS = join(__dirname, '..', 'fixtures/configs');
 const config = (name: string) => JSON.parse(readFileSync(join(CONFIGS, `${name}.json`), 'utf8'));
 
+/**
+ * A SmolLM2-shaped Llama narrowed to what the software adapter steps in seconds (the plan's share of small buffers —
+ * uniforms, per-token arrays — is biggest at small sizes, so this is the hard case) and a 4 × (12 + 20) batch.
+ */
+function narrowedCase(seed: number) {
+  const cfg = parseConfig({ ...config('SmolLM2-135M'), hidden_size: 192, intermediate_size: 512, num_attention_heads: 6, num_key_value_heads: 2, vocab_size: 4096, num_hidden_layers: 3, torch_dtype: 'float32' });
+  const [B, P, C] = [4, 12, 20];
+  const rng = new Rng(seed);
+  const batch = {
+    format: 'grpo-batch/v1', num_generations: 2, pad_token_id: 0, eos_token_ids: [2],
+    prompt_ids: Array.from({ length: B }, () => Array.from({ length: P }, () => rng.int(3, cfg.vocab_size - 1))),
+    completion_ids: Array.from({ length: B }, () => Array.from({ length: C }, () => rng.int(3, cfg.vocab_size - 1))),
+    completion_mask: Array.from({ length: B }, () => new Array(C).fill(1)),
+    advantages: [1, -1, 0.5, -0.5],
+    config: { beta: 0.04, optimizer: { name: 'adamw', lr: 1e-3 } },
+  } as unknown as GrpoBatch;
+  return { cfg, B, P, C, rng, batch };
+}
+
 describe('step memory plan', () => {
   it('Qwen2.5-0.5B, LoRA r = 16 on all linear layers, 8 × 512: components from the architecture', () => {
     const cfg = parseConfig(config('Qwen2.5-0.5B'));
@@ -66,20 +85,7 @@ describe('step memory plan', () => {
   for (const [lora, checkpointing] of [[true, false], [false, false], [true, true], [false, true]]) {
     it.sequential(`matches the pipeline's tracked peak within 5%: ${lora ? 'LoRA r = 8' : 'full fine-tuning'}${checkpointing ? ', checkpointing' : ''}, narrowed SmolLM2 shape, 3 layers`, async () => {
       const gpu = await testGpu();
-      // A SmolLM2-shaped Llama narrowed to what the software adapter steps in seconds; the plan's share of
-      // small buffers (uniforms, per-token arrays) is biggest at small sizes, so this is the hard case.
-      const raw = { ...config('SmolLM2-135M'), hidden_size: 192, intermediate_size: 512, num_attention_heads: 6, num_key_value_heads: 2, vocab_size: 4096, num_hidden_layers: 3, torch_dtype: 'float32' };
-      const cfg = parseConfig(raw);
-      const [B, P, C] = [4, 12, 20];
-      const rng = new Rng(2);
-      const batch: GrpoBatch = {
-        format: 'grpo-batch/v1', num_generations: 2, pad_token_id: 0, eos_token_ids: [2],
-        prompt_ids: Array.from({ length: B }, () => Array.from({ length: P }, () => rng.int(3, cfg.vocab_size - 1))),
-        completion_ids: Array.from({ length: B }, () => Array.from({ length: C }, () => rng.int(3, cfg.vocab_size - 1))),
-        completion_mask: Array.from({ length: B }, () => new Array(C).fill(1)),
-        advantages: [1, -1, 0.5, -0.5],
-        config: { beta: 0.04, optimizer: { name: 'adamw', lr: 1e-3 } },
-      } as unknown as GrpoBatch;
+      const { cfg, B, P, C, rng, batch } = narrowedCase(2);
       const before = gpu.allocatedBytes;
       gpu.resetPeak();
       const policy = CausalLM.fromWeights(gpu, cfg, randomWeights(cfg, 1));
@@ -109,18 +115,7 @@ describe('step memory plan', () => {
 
   it.sequential("matches the tracked peak of the page's second update of a full fine-tune within 5%: moments carried, weights and moments copied for undo, a frozen copy as reference", async () => {
     const gpu = await testGpu();
-    const raw = { ...config('SmolLM2-135M'), hidden_size: 192, intermediate_size: 512, num_attention_heads: 6, num_key_value_heads: 2, vocab_size: 4096, num_hidden_layers: 3, torch_dtype: 'float32' };
-    const cfg = parseConfig(raw);
-    const [B, P, C] = [4, 12, 20];
-    const rng = new Rng(3);
-    const batch = {
-      format: 'grpo-batch/v1', num_generations: 2, pad_token_id: 0, eos_token_ids: [2],
-      prompt_ids: Array.from({ length: B }, () => Array.from({ length: P }, () => rng.int(3, cfg.vocab_size - 1))),
-      completion_ids: Array.from({ length: B }, () => Array.from({ length: C }, () => rng.int(3, cfg.vocab_size - 1))),
-      completion_mask: Array.from({ length: B }, () => new Array(C).fill(1)),
-      advantages: [1, -1, 0.5, -0.5],
-      config: { beta: 0.04, optimizer: { name: 'adamw', lr: 1e-3 } },
-    } as unknown as GrpoBatch;
+    const { cfg, B, P, C, batch } = narrowedCase(3);
     const weights = randomWeights(cfg, 1);
     const before = gpu.allocatedBytes; // what earlier tests left allocated
     const policy = CausalLM.fromWeights(gpu, cfg, weights);
