@@ -29,6 +29,7 @@ import { smolLM2, weights } from './model.ts';
 import type { BenchOptions, Row } from './types.ts';
 
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/golden/models');
+const CONFIGS = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/fixtures/configs');
 const TINY = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];
 const MiB = 2 ** 20;
 
@@ -136,12 +137,10 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
   return rows;
 }
 
-/** Qwen2.5-0.5B's shape (--quick: 2 layers, V 2048), as its config.json gives it. */
+/** Qwen2.5-0.5B's config.json (tests/fixtures/configs, as `grpo-studio plan` and the plan suite read it); --quick: 2 layers, V 2048. */
 function qwen25(quick: boolean): ModelConfig {
-  return parseConfig({
-    architectures: ['Qwen2ForCausalLM'], vocab_size: quick ? 2048 : 151936, hidden_size: 896, num_attention_heads: 14, num_key_value_heads: 2,
-    num_hidden_layers: quick ? 2 : 24, intermediate_size: 4864, rms_norm_eps: 1e-6, rope_theta: 1000000, max_position_embeddings: 32768, tie_word_embeddings: true,
-  });
+  const raw = JSON.parse(readFileSync(join(CONFIGS, 'Qwen2.5-0.5B.json'), 'utf8'));
+  return parseConfig(quick ? { ...raw, num_hidden_layers: 2, vocab_size: 2048 } : raw);
 }
 
 /**

@@ -38,10 +38,16 @@ export interface AdapterReport {
 export type AdapterClass = 'gpu' | 'swiftshader' | 'cpu';
 
 export function adapterClass(a: AdapterReport): AdapterClass {
-  const text = `${a.vendor} ${a.architecture} ${a.device} ${a.description}`;
-  if (/swiftshader/i.test(text)) return 'swiftshader';
-  return a.isFallback || a.architecture === 'software' || /llvmpipe|lavapipe/i.test(text) ? 'cpu' : 'gpu';
+  // Read once per report: the launchers ask at every dispatch.
+  let cls = classes.get(a);
+  if (cls === undefined) {
+    const text = `${a.vendor} ${a.architecture} ${a.device} ${a.description}`;
+    cls = /swiftshader/i.test(text) ? 'swiftshader' : a.isFallback || a.architecture === 'software' || /llvmpipe|lavapipe/i.test(text) ? 'cpu' : 'gpu';
+    classes.set(a, cls);
+  }
+  return cls;
 }
+const classes = new WeakMap<AdapterReport, AdapterClass>();
 
 /** A CPU adapter: lavapipe, SwiftShader, a fallback adapter (adapterClass). */
 export const isCpuAdapter = (a: AdapterReport): boolean => adapterClass(a) !== 'gpu';

@@ -25,12 +25,14 @@ const BQ_MAX = 64; // 'rows': rows (queries, or keys in dkdv) per workgroup = th
 const BK = 16; // 'rows': keys per online-softmax step of the forward
 const WG = 64; // 'wg': keys (forward, dq) or queries (dkdv) per tile = threads per workgroup
 
-/** Which kernel set runs (see the header). */
-export type AttentionKernel = 'rows' | 'wg';
+/** The kernel sets (see the header). */
+export const ATTENTION_KERNELS = ['rows', 'wg'] as const;
+export type AttentionKernel = (typeof ATTENTION_KERNELS)[number];
 
 /** The kernel sets this adapter runs, its default first: 'rows' on CPU adapters, 'wg' on GPUs. */
 export function attentionKernels(gpu: Gpu): AttentionKernel[] {
-  return isCpuAdapter(gpu.adapter) ? ['rows', 'wg'] : ['wg', 'rows'];
+  const first: AttentionKernel = isCpuAdapter(gpu.adapter) ? 'rows' : 'wg';
+  return [first, ...ATTENTION_KERNELS.filter((k) => k !== first)];
 }
 
 /** Checks the heads (both sets). */

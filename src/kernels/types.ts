@@ -113,7 +113,7 @@ export type RopeScaling =
   | { rope_type: 'linear'; factor: number }
   | { rope_type: 'llama3'; factor: number; low_freq_factor: number; high_freq_factor: number; original_max_position_embeddings: number };
 
-/** The policy terms shaders/ppo_loss_forward.wgsl forms (MODE = index), verl's and OpenRLHF's loss modes. */
+/** The policy terms shaders/ppo_loss_forward.wgsl forms (its `mode` uniform = index), verl's and OpenRLHF's loss modes. */
 export const PPO_MODES = ['clip', 'gspo_token', 'sapo', 'cispo', 'pg', 'kl_cov', 'geo_mean', 'gspo_seq'] as const;
 export type PpoMode = (typeof PPO_MODES)[number];
 

@@ -10,7 +10,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { GpuError, type Gpu, type Recorder } from '../../src/gpu/context.ts';
 import { bindByName, entryInterface } from '../../src/gpu/layout.ts';
 import { resolveIncludes } from '../../src/gpu/wgsl.ts';
-import { attention_backward, attention_forward } from '../../src/kernels/attention.ts';
+import { ATTENTION_KERNELS, attention_backward, attention_forward } from '../../src/kernels/attention.ts';
 import { colsum_forward } from '../../src/kernels/colsum.ts';
 import { column_copy_forward } from '../../src/kernels/column_copy.ts';
 import { embedding_backward, embedding_forward } from '../../src/kernels/embedding.ts';
@@ -175,7 +175,7 @@ describe('every kernel the project ships', () => {
     const trlBuffers = () => ({ logp: buf(BT), aux: buf(4 * BT), advantages: buf(B), tok: buf(4 * BT), rows: buf(8 * B), hasOld: true, hasSampling: false });
     const attention = { B: 1, Hq: H, Hkv: 1, D, scale: 0.5 };
     const launchers: Array<(rec: Recorder) => void> = [
-      ...(['rows', 'wg'] as const).flatMap((kernel) => [
+      ...ATTENTION_KERNELS.flatMap((kernel) => [
         (rec: Recorder) => attention_forward(rec, { ...attention, Tq: T, Tk: T, TkvMax: T, out: buf(T * H * D), q: buf(T * H * D), k: buf(T * D), v: buf(T * D), attentionMask: buf(T), lse: buf(H * T), kernel }),
         (rec: Recorder) =>
           attention_backward(rec, {

@@ -26,7 +26,7 @@ import { expectClose } from '../helpers/close.ts';
 import { dot, fdGradient } from '../helpers/fd.ts';
 import { attention_backward as attBackRef, attention_forward as attRef } from '../../src/oracle/attention.ts';
 import type { AttentionBackwardShape, AttentionShape } from '../../src/kernels/types.ts';
-import { attentionKernels, attention_backward, attention_forward, type AttentionKernel } from '../../src/kernels/attention.ts';
+import { ATTENTION_KERNELS, attentionKernels, attention_backward, attention_forward, type AttentionKernel } from '../../src/kernels/attention.ts';
 import { workgroupCap, type Gpu } from '../../src/gpu/context.ts';
 
 const U = 2 ** -24;
@@ -163,7 +163,7 @@ describe('attention_forward (fused)', () => {
     const s = shape(1, 1, 1, 1, 1, 1, D);
     const buf = gpu.createBuffer('x', D * 4);
     const rec = gpu.recorder('too wide');
-    for (const kernel of ['rows', 'wg'] as const) {
+    for (const kernel of ATTENTION_KERNELS) {
       expect(() => attention_forward(rec, { out: buf, q: buf, k: buf, v: buf, attentionMask: buf, lse: buf, ...s, kernel })).toThrow(/attention_forward: head_dim \d+ needs \d+ bytes of workgroup storage, the device allows \d+/);
       expect(() => attention_backward(rec, { dq: buf, dk: buf, dv: buf, dout: buf, q: buf, k: buf, v: buf, out: buf, lse: buf, attentionMask: buf, ...backShape(s), kernel })).toThrow(/attention_backward: head_dim \d+ needs \d+ bytes/);
     }
