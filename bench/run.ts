@@ -12,6 +12,7 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   peak: () => import('./peak.ts'),
   gemm: () => import('./gemm.ts'),
   loss: () => import('./loss.ts'),
+  loss_table: () => import('./loss_table.ts'),
   model: () => import('./model.ts'),
   step: () => import('./step.ts'),
   sample: () => import('./sample.ts'),

@@ -90,6 +90,8 @@ async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: Caus
 const work = (s: GpuStats): Row => ({
   dispatches: s.dispatches,
   passes: s.computePasses,
+  submits: s.submits,
+  readbacks: s.readbacks,
   'bg hit %': s.bindGroupHits + s.bindGroupMisses ? (100 * s.bindGroupHits) / (s.bindGroupHits + s.bindGroupMisses) : null,
   'read KiB': s.bytesRead / 1024,
   'encode ms': s.encodeMs,

@@ -215,6 +215,7 @@ export class Gpu {
       const mapped = staging.getMappedRange(0, total);
       const out = parts.map((p, i) => mapped.slice(at[i], at[i] + (p.byteSize ?? p.buf.size)));
       staging.unmap();
+      this.stats.readbacks++;
       this.stats.bytesRead += parts.reduce((s, p) => s + (p.byteSize ?? p.buf.size), 0);
       ok = true;
       return out;

@@ -245,6 +245,7 @@ export class GpuRecorder<G extends RecorderHost> {
           gpu.device.queue.writeBuffer(gpu.paramsPage(k), 0, this.params, k * PARAMS_PAGE, Math.min(PARAMS_PAGE, this.paramsBytes - k * PARAMS_PAGE));
         }
         gpu.device.queue.submit([enc.finish()]);
+        gpu.stats.submits++;
       });
     } finally {
       gpu.cache.endJournal();

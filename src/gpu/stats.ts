@@ -5,13 +5,15 @@
 export interface GpuStats {
   dispatches: number;
   computePasses: number;
+  submits: number; // recorder submits (work sent to the queue; a readback's copy is counted in readbacks)
+  readbacks: number; // GPU → CPU round trips (one per readAll, however many buffers it reads)
   bindGroupHits: number;
   bindGroupMisses: number;
   bytesRead: number; // GPU → CPU
   encodeMs: number; // CPU time spent recording, encoding and submitting
 }
 
-export const zeroStats = (): GpuStats => ({ dispatches: 0, computePasses: 0, bindGroupHits: 0, bindGroupMisses: 0, bytesRead: 0, encodeMs: 0 });
+export const zeroStats = (): GpuStats => ({ dispatches: 0, computePasses: 0, submits: 0, readbacks: 0, bindGroupHits: 0, bindGroupMisses: 0, bytesRead: 0, encodeMs: 0 });
 
 /** a − b, field by field (a stage's share of the running totals). */
 export function statsSince(a: GpuStats, b: GpuStats): GpuStats {

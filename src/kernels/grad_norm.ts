@@ -95,6 +95,33 @@ export function finishSweep(rec: Recorder, plan: SweepPlan, out: GPUBuffer): voi
 /** Tensor windows per main dispatch (SLOTS in the shader: its inp0..inp5). */
 const SLOTS = 6;
 
+/** One dispatch of a slotted sweep: windows plan.windows[first ..] (at most its shader's slots) and their workgroups. */
+export interface SweepLaunch {
+  first: number;
+  windows: SweepWindow[];
+  groups: number;
+}
+
+/**
+ * The windows of `plan` in launches of at most `slots` each, with the table a launch's workgroups find their
+ * window in (a slotted shader's `items`): items[4·j ..] = n, K, part_base and first workgroup (within its
+ * launch) of window j. Null without windows. `singleTail`: the windows that do not fill a last launch of
+ * `slots` get a launch each (for a launcher whose shorter launches run a one-slot shader).
+ */
+export function slotLaunches(rec: Recorder, plan: SweepPlan, slots: number, singleTail = false): { launches: SweepLaunch[]; items: GPUBuffer | null } {
+  const items = new Uint32Array(4 * plan.windows.length);
+  const launches: SweepLaunch[] = [];
+  const full = singleTail ? plan.windows.length - (plan.windows.length % slots) : plan.windows.length;
+  plan.windows.forEach((s, j) => {
+    let l = launches[launches.length - 1];
+    if (!l || l.windows.length === slots || j >= full) launches.push((l = { first: j, windows: [], groups: 0 }));
+    items.set([s.w.count, s.K, s.base, l.groups], 4 * j);
+    l.windows.push(s);
+    l.groups += s.groups;
+  });
+  return { launches, items: launches.length ? table(rec.gpu, 'sweep:items', items) : null };
+}
+
 /**
  * out[i] = Σ inputs[i]², for every input tensor (a (n = 0) tensor sums to 0): the windows SLOTS at a time
  * per main dispatch, then one finish.
@@ -108,25 +135,15 @@ export function sumsq_forward(
   },
 ): void {
   const plan = planSweep(rec, 'sumsq_forward', args.inputs.map(({ inp, n }) => ({ n, buffers: { inp } })), args.limit);
-  // items[4·j ..]: n, K, part_base and first workgroup (within its dispatch) of window j.
-  const items = new Uint32Array(4 * plan.windows.length);
+  const { launches, items } = slotLaunches(rec, plan, SLOTS);
   const standIn = { buffer: rec.gpu.zeros(16), offset: 0, size: 16 }; // an empty slot's binding (never read)
-  const launches: { first: number; windows: SweepWindow[]; groups: number }[] = [];
-  plan.windows.forEach((s, j) => {
-    let l = launches[launches.length - 1];
-    if (!l || l.windows.length === SLOTS) launches.push((l = { first: j, windows: [], groups: 0 }));
-    items.set([s.w.count, s.K, s.base, l.groups], 4 * j);
-    l.windows.push(s);
-    l.groups += s.groups;
-  });
-  const itemsBuf = launches.length ? table(rec.gpu, 'sumsq_forward:items', items) : null;
   for (const l of launches) {
     const inputs = Object.fromEntries(Array.from({ length: SLOTS }, (_, k) => [`inp${k}`, k < l.windows.length ? bindWindow(args.inputs[l.windows[k].tensor].inp, l.windows[k].w) : standIn]));
     rec.dispatch({
       kernel: 'sumsq_forward',
       shader: 'sumsq_forward',
       constants: { WG },
-      bindings: { ...inputs, part: plan.part, items: itemsBuf! },
+      bindings: { ...inputs, part: plan.part, items: items! },
       params: [['first', 'u32', l.first], ['count', 'u32', l.windows.length]],
       workgroups: Gpu.grid(l.groups),
     });

@@ -1,26 +1,27 @@
-// Launchers for shaders/adamw_step.wgsl and shaders/sgd_step.wgsl: torch.optim.AdamW / torch.optim.SGD
-// semantics exactly (the single-tensor algorithms), over a list of parameter tensors in one recording: one
-// dispatch per tensor window, all in the caller's compute pass, then ONE finish dispatch that sums each
+// Launchers for shaders/adamw_step{,_x3}.wgsl and shaders/sgd_step.wgsl: torch.optim.AdamW / torch.optim.SGD
+// semantics exactly (the single-tensor algorithms), over a list of parameter tensors in one recording: the
+// tensor windows' dispatches, all in the caller's compute pass, then ONE finish dispatch that sums each
 // tensor's Δθ² into out[i] (the update size ‖Δθ‖ the studio shows, taken in the same sweep as the update
 // instead of copying θ_old and re-reading it). param, m, v, buf are updated in place. The gradients are
 // multiplied by clip_grad_norm_'s coefficient read from `clip` on the GPU (kernels/grad_norm.ts
 // clip_coef_forward writes it; a test can upload [coef, 1, 0]); with clip[1] = 0 nothing is written.
 // Twin: src/oracle/optimizer.ts.
 //
-// Why one dispatch per tensor window here, while sumsq_forward packs 6 per dispatch: the parameters and
-// gradients are one GPUBuffer per tensor throughout src/model (loader, LoRA adapter, snapshot, every
-// backward launcher binds them whole, so one arena buffer would change all of them), WGSL has no arrays
-// of buffers, and a dispatch binds at most maxStorageBuffersPerShaderStage buffers: 8 by default, of
-// which an AdamW tensor needs 4 (param, grad, m, v) besides clip and part, so only one fits everywhere.
-// The dispatches share one compute pass.
+// Why windows per dispatch and not one dispatch over every tensor (apex's multi_tensor_apply): the
+// parameters and gradients are one GPUBuffer per tensor throughout src/model (loader, LoRA adapter,
+// snapshot, every backward launcher binds them whole, so one arena buffer would change all of them), WGSL
+// has no arrays of buffers, and a dispatch binds at most maxStorageBuffersPerShaderStage buffers. An AdamW
+// window needs 4 (param, grad, m, v) besides clip, part and items: adamw_step_x3 takes three windows per
+// dispatch on GPUs that allow 15 (NVIDIA under Dawn: 16), adamw_step one (WebGPU's default 8; CPU
+// adapters: adamwSlots), and the windows a launch of three leaves over. SGD stays one per dispatch.
 //
 // The step-dependent scalars are computed here in float64 and passed as f32 uniforms, as torch computes
 // them in Python floats: on the GPU, 1 - beta2^t would start from f32(0.999) = 0.99900001287, which
 // already makes 1 - beta2 off by 1.3e-5 relative at t = 1, and pow() in WGSL is exp2(t * log2(b))
 // with far larger error as t grows. One CPU computation also serves every element.
-import { Gpu, type Recorder } from '../gpu/context.ts';
+import { Gpu, isCpuAdapter, type Recorder } from '../gpu/context.ts';
 import { bindWindow } from './elementwise.ts';
-import { finishSweep, planSweep, sweepParams } from './grad_norm.ts';
+import { finishSweep, planSweep, slotLaunches, sweepParams } from './grad_norm.ts';
 import { checkSize } from './windows.ts';
 
 const WG = 256;
@@ -47,24 +48,48 @@ export interface AdamWArgs extends StepCommon {
   beta2: number;
   eps: number;
   step: number; // 1-based: the step being taken (torch increments state['step'] before using it)
+  slots?: 1 | 3; // tensor windows per dispatch; default adamwSlots(gpu) (tests force each)
+}
+
+/** AdamW windows per dispatch the device can bind: 3 (adamw_step_x3) where 15 storage buffers fit in a stage, else 1. */
+const slotsFit = (gpu: Gpu): 1 | 3 => (gpu.limits.maxStorageBuffersPerShaderStage >= 15 ? 3 : 1);
+
+/**
+ * AdamW tensor windows per dispatch on this adapter: three where they fit on a GPU, whose dispatches cost
+ * tens of µs each (SmolLM2-135M: 273 update dispatches → 91). One on CPU adapters: there a dispatch is cheap
+ * and the per-element slot switch is not (lavapipe, 90 tensors, 26.6M parameters: 318 ms at one per
+ * dispatch, 328–356 ms at three).
+ */
+export function adamwSlots(gpu: Gpu): 1 | 3 {
+  return isCpuAdapter(gpu.adapter) ? 1 : slotsFit(gpu);
 }
 
 export function adamw_step(rec: Recorder, a: AdamWArgs): void {
   if (!Number.isInteger(a.step) || a.step < 1) throw new RangeError(`adamw_step: step must be a 1-based integer, got ${a.step}`);
+  const slots = a.slots ?? adamwSlots(rec.gpu);
+  if (slots === 3 && slotsFit(rec.gpu) !== 3) throw new RangeError(`adamw_step: 3 windows per dispatch need 15 storage buffers per shader stage, the device has ${rec.gpu.limits.maxStorageBuffersPerShaderStage}`);
   checkSize('adamw_step', 'clip', a.clip, 2);
   const stepSize = a.lr / (1 - a.beta1 ** a.step);
   const bc2Sqrt = Math.sqrt(1 - a.beta2 ** a.step);
   const plan = planSweep(rec, 'adamw_step', a.tensors.map((t) => ({ n: t.n, buffers: { param: t.param, grad: t.grad, m: t.m, v: t.v } })), a.limit);
-  for (const s of plan.windows) {
-    const t = a.tensors[s.tensor];
+  // Launches of three windows run adamw_step_x3; the windows left over run adamw_step, one each.
+  const { launches, items } = slotLaunches(rec, plan, slots, true);
+  for (const l of launches) {
+    const n = l.windows.length;
+    const bindings: Record<string, GPUBufferBinding | GPUBuffer> = { clip: a.clip, part: plan.part, items: items! };
+    l.windows.forEach((s, k) => {
+      const t = a.tensors[s.tensor];
+      Object.assign(bindings, { [`param${k}`]: bindWindow(t.param, s.w), [`grad${k}`]: bindWindow(t.grad, s.w), [`m${k}`]: bindWindow(t.m, s.w), [`v${k}`]: bindWindow(t.v, s.w) });
+    });
     rec.dispatch({
       kernel: 'adamw_step',
-      shader: 'adamw_step',
+      shader: n === 3 ? 'adamw_step_x3' : 'adamw_step',
       constants: { WG },
-      bindings: { param: bindWindow(t.param, s.w), grad: bindWindow(t.grad, s.w), m: bindWindow(t.m, s.w), v: bindWindow(t.v, s.w), clip: a.clip, part: plan.part },
+      bindings,
       params: [
-        ...sweepParams(s),
-        ['decay', 'f32', 1 - a.lr * t.weightDecay],
+        ['first', 'u32', l.first],
+        ['count', 'u32', n],
+        ...l.windows.map((s, k): [string, 'f32', number] => [`decay${k}`, 'f32', 1 - a.lr * a.tensors[s.tensor].weightDecay]),
         ['one_minus_beta1', 'f32', 1 - a.beta1],
         ['beta2', 'f32', a.beta2],
         ['one_minus_beta2', 'f32', 1 - a.beta2],
@@ -72,7 +97,7 @@ export function adamw_step(rec: Recorder, a: AdamWArgs): void {
         ['bc2_sqrt', 'f32', bc2Sqrt],
         ['eps', 'f32', a.eps],
       ],
-      workgroups: Gpu.grid(s.groups),
+      workgroups: Gpu.grid(l.groups),
     });
   }
   finishSweep(rec, plan, a.out);

@@ -6,12 +6,13 @@
 // when step() takes the norms itself), one readback.
 import { describe, expect, it } from 'vitest';
 import { Optimizer, parseOptimizerConfig, type OptimizerConfig } from '../../src/grpo/optimizer.ts';
-import { statsSince } from '../../src/gpu/context.ts';
+import { adamwSlots } from '../../src/kernels/optimizer.ts';
+import { statsSince, type Gpu } from '../../src/gpu/context.ts';
 import { clip_coef } from '../../src/oracle/grad_norm.ts';
 import type { Param } from '../../src/model/layer_ops.ts';
 import * as ref from '../../src/oracle/optimizer.ts';
 import { tally } from '../helpers/tally.ts';
-import { testGpu } from '../helpers/gpu.ts';
+import { asAdapterClass, testGpu } from '../helpers/gpu.ts';
 import { Rng } from '../../src/model/rng.ts';
 
 const check = tally('step_optimizer');
@@ -148,10 +149,10 @@ describe('Optimizer state and errors', () => {
     for (let i = 0; i < params.length; i++) expect(await gpu.readF32(params[i].buffer)).toEqual(theta[i]);
   });
 
-  it('one step is one submit and one compute pass: clip coefficient, P updates, one finish; one readback of P + 3 words', async () => {
-    const gpu = await testGpu();
+  it('one step is one submit and one compute pass: clip coefficient, the updates (3 tensors per dispatch on a GPU), one finish; one readback of P + 3 words', async () => {
+    const device = await testGpu();
     const { theta, grads } = setup(13);
-    const run = async (withNorms: boolean) => {
+    const run = async (gpu: Gpu, withNorms: boolean) => {
       const params = await gpuParams(theta);
       const opt = new Optimizer(gpu, params, parseOptimizerConfig({ name: 'adamw', lr: 1e-2, weight_decay: 0.1 }));
       const gbufs = new Map(params.map((p, i) => [p.name, gpu.upload('g', grads[i])]));
@@ -163,13 +164,20 @@ describe('Optimizer state and errors', () => {
       return { u, work, weights };
     };
     const P = SHAPES.length;
-    const after = await run(true); // reuses gradNorms' sums
-    expect([after.work.computePasses, after.work.dispatches, after.work.bytesRead]).toEqual([1, 1 + P + 1, (P + 3) * 4]);
-    const alone = await run(false); // + the gradient sweep (6 tensors per dispatch) and its finish, same pass
-    expect([alone.work.computePasses, alone.work.dispatches]).toEqual([1, Math.ceil(P / 6) + 1 + 1 + P + 1]);
-    // The same kernels on the same gradients: bitwise the same step.
-    expect(alone.u).toEqual(after.u);
-    expect(alone.weights).toEqual(after.weights);
+    // This adapter's kernels, and a GPU's (adamw_step_x3: three tensors per dispatch, the rest one each).
+    for (const gpu of [device, asAdapterClass(device, 'gpu')]) {
+      const slots = adamwSlots(gpu);
+      const updates = Math.floor(P / slots) + (P % slots);
+      const after = await run(gpu, true); // reuses gradNorms' sums
+      expect([after.work.computePasses, after.work.dispatches, after.work.bytesRead]).toEqual([1, 1 + updates + 1, (P + 3) * 4]);
+      const alone = await run(gpu, false); // + the gradient sweep (6 tensors per dispatch) and its finish, same pass
+      expect([alone.work.computePasses, alone.work.dispatches]).toEqual([1, Math.ceil(P / 6) + 1 + 1 + updates + 1]);
+      // The same arithmetic on the same gradients, whatever the kernel: bitwise the same step.
+      const first = await run(device, true);
+      expect(alone.u).toEqual(first.u);
+      expect(alone.weights).toEqual(first.weights);
+    }
+    expect(adamwSlots(asAdapterClass(device, 'gpu'))).toBe(device.limits.maxStorageBuffersPerShaderStage >= 15 ? 3 : 1);
   });
 
   it('parseOptimizerConfig fills torch defaults and names a bad field', () => {

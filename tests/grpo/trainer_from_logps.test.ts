@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { testGpu } from '../helpers/gpu.ts';
+import { statsSince } from '../../src/gpu/context.ts';
 import { GOLDEN_ROOT } from '../helpers/golden.ts';
 import { expectClose } from '../helpers/close.ts';
 import { parseSafeTensors, toF64, type SafeTensors } from '../../src/io/safetensors.ts';
@@ -100,6 +101,30 @@ describe('loss table', () => {
       expectClose([cell.loss!], toF64(st, 'loss'), { rtol: 1e-4, atol: 1e-6, label: `${file} table ${own}` });
       // Other loss types give other numbers on the same completions (the table is not one value repeated).
       expect(new Set(cells.filter((x) => x.loss !== null).map((x) => x.loss!.toPrecision(6))).size).toBeGreaterThan(2);
+    }
+  }, 120_000);
+
+  it('is one submit and one readback for every column, and each cell is what that loss type alone gives (refusals included)', async () => {
+    const gpu = await testGpu();
+    for (const [trainer, file] of [['trl', 'case_03.safetensors'], ['verl', 'case_02.safetensors'], ['openrlhf', 'case_00.safetensors']] as const) {
+      const { st, c } = load(trainer, file);
+      const { logits: _l, V: _v, ...inputs } = c;
+      const scored = scoredOf(st, c);
+      // A run context some columns refuse (TRL's dapo / cispo / vespo need num_items_in_batch on two processes):
+      // their seats are released without reading while the others share the submit.
+      const run = trainer === 'trl' ? { num_processes: 2, gradient_accumulation_steps: c.run.gradient_accumulation_steps } : c.run;
+      const before = { ...gpu.stats };
+      const cells = await lossTable(gpu, { ...inputs, run }, scored);
+      const work = statsSince(gpu.stats, before);
+      expect([work.submits, work.readbacks], `${trainer}: submits, readbacks`).toEqual([1, 1]);
+      expect(cells.map((x) => x.label)).toEqual(lossColumns(trainer).map((x) => x.label));
+      if (trainer === 'trl') expect(cells.filter((x) => x.error !== null).length, 'trl: refused columns').toBeGreaterThan(0);
+      expect(cells.filter((x) => x.loss !== null).length, `${trainer}: computed columns`).toBeGreaterThan(1);
+      for (const cell of cells) {
+        const alone = trainerLossFromLogps(gpu, { ...inputs, run, config: { ...inputs.config, ...cell.patch } }, scored);
+        if (cell.error !== null) await expect(alone, `${trainer} ${cell.label}`).rejects.toThrow(cell.error);
+        else expect((await alone).loss, `${trainer} ${cell.label}`).toBe(cell.loss);
+      }
     }
   }, 120_000);
 });

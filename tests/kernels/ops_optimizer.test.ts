@@ -16,7 +16,7 @@ import * as optRef from '../../src/oracle/optimizer.ts';
 import * as normRef from '../../src/oracle/grad_norm.ts';
 import { adamw_step, sgd_step } from '../../src/kernels/optimizer.ts';
 import { clip_coef_forward, scale_forward, sumsq_forward } from '../../src/kernels/grad_norm.ts';
-import type { Gpu } from '../../src/gpu/context.ts';
+import { statsSince, type Gpu } from '../../src/gpu/context.ts';
 
 const check = tally('ops_optimizer');
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'golden', 'models');
@@ -37,13 +37,15 @@ const clipOf = (gpu: Gpu, coef: number, ok = true) => gpu.upload('clip', new Flo
 const sqDist = (a: ArrayLike<number>, b: ArrayLike<number>) => Array.from(a).reduce((s, x, i) => s + (x - b[i]) ** 2, 0);
 
 describe('adamw_step (GPU vs float64 twin)', () => {
-  // Odd sizes, one launch over all of them (one dispatch each), with their own weight decay; 5 steps.
-  const SIZES = [1, 7, 29_197, 269_697];
-  it(`n=${SIZES.join(', ')} in one launch: 5 steps, weight decay per tensor, clip scale, Σ Δθ² per tensor`, async () => {
+  // Odd sizes, one launch over all of them, with their own weight decay; 5 steps. Three windows per dispatch
+  // (adamw_step_x3: two launches of three, the seventh alone) and one (adamw_step).
+  const SIZES = [1, 7, 29_197, 269_697, 3, 5_001, 64];
+  for (const slots of [3, 1] as const)
+  it(`n=${SIZES.join(', ')} in one launch, ${slots} per dispatch: 5 steps, weight decay per tensor, clip scale, Σ Δθ² per tensor`, async () => {
     const gpu = await testGpu();
     const rng = new Rng(3);
-    const h = { lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, gradScale: 0.37 };
-    const decay = (t: number) => [0.1, 0, 0.3, 0.01][t];
+    const h = { lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, gradScale: 0.37, slots };
+    const decay = (t: number) => [0.1, 0, 0.3, 0.01, 0.2, 0, 0.05][t];
     const p0 = SIZES.map((n) => rng.f32(n));
     const gpuT = SIZES.map((n, t) => ({ param: gpu.upload('param', p0[t]), m: gpu.upload('m', new Float32Array(n)), v: gpu.upload('v', new Float32Array(n)), n, weightDecay: decay(t) }));
     const ref = p0.map((p) => ({ p: Float64Array.from(p), m: new Float64Array(p.length), v: new Float64Array(p.length) }));
@@ -55,8 +57,11 @@ describe('adamw_step (GPU vs float64 twin)', () => {
       gmax = Math.max(gmax, ...g.map((x) => maxAbs(x) * h.gradScale));
       const before = await Promise.all(gpuT.map((t) => gpu.readF32(t.param, t.n)));
       const rec = gpu.recorder(`adamw step ${step}`);
+      const work = { ...gpu.stats };
       adamw_step(rec, { tensors: gpuT.map((t, i) => ({ ...t, grad: gpu.upload('grad', g[i]) })), clip, out, step, ...h });
       await rec.submit();
+      // Dispatches: the windows' (3 per x3 dispatch) and one finish.
+      expect(statsSince(gpu.stats, work).dispatches).toBe((slots === 3 ? 2 + 1 : SIZES.length) + 1);
       ref.forEach((r, t) => optRef.adamw_step(r.p, g[t], r.m, r.v, { step, ...h, weightDecay: decay(t) }));
       const gotDd = await gpu.readF32(out, SIZES.length);
       for (const [t, n] of SIZES.entries()) {
@@ -76,11 +81,12 @@ describe('adamw_step (GPU vs float64 twin)', () => {
     }
   });
 
-  it('split into 4 KiB binding windows (29 dispatches): same tolerance against the twin', async () => {
+  for (const slots of [3, 1] as const)
+  it(`split into 4 KiB binding windows (29 windows, ${slots} per dispatch): same tolerance against the twin`, async () => {
     const gpu = await testGpu();
     const n = 29_197;
     const rng = new Rng(77);
-    const h = { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.01, gradScale: 1, step: 1 };
+    const h = { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.01, gradScale: 1, step: 1, slots };
     const [p0, g] = [rng.f32(n), grads(rng, n)];
     const param = gpu.upload('param', p0);
     const out = gpu.createBuffer('out', 4);

@@ -3,6 +3,7 @@
 // trl_loss_forward; verl's and OpenRLHF's ppo_loss_forward through withScoredBackend), only the gather from
 // logits is replaced by the forward's per-token log-probs and entropies.
 import type { Gpu } from '../../gpu/context.ts';
+import { SubmitGroup, type Seat } from '../../gpu/submit_group.ts';
 import { TRL_LOSS_TYPES } from '../../kernels/types.ts';
 import { OPENRLHF_SETTINGS } from '../settings/openrlhf.ts';
 import { specOf } from '../settings/table.ts';
@@ -14,15 +15,15 @@ import { trlLossFromLogps } from './trl.ts';
 import type { ScoredLogps, TrainerInputs, TrainerLossOutputs } from './types.ts';
 import { verlObjective } from './verl.ts';
 
-/** The trainer's objective (forward only) on scored log-probs. */
-export function trainerLossFromLogps(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps): Promise<TrainerLossOutputs> {
+/** The trainer's objective (forward only) on scored log-probs; with `seat`, its kernels join a shared submit and readback. */
+export function trainerLossFromLogps(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, seat?: Seat): Promise<TrainerLossOutputs> {
   switch (c.trainer) {
     case 'trl':
-      return trlLossFromLogps(gpu, c, scored);
+      return trlLossFromLogps(gpu, c, scored, seat);
     case 'verl':
-      return withScoredBackend(gpu, c, scored, 'config.temperature', (be) => verlObjective(be, c, { backward: false }));
+      return withScoredBackend(gpu, c, scored, 'config.temperature', (be) => verlObjective(be, c, { backward: false }), seat);
     case 'openrlhf':
-      return withScoredBackend(gpu, c, scored, 'config.rollout.temperature', (be) => openrlhfObjective(be, c, { backward: false }));
+      return withScoredBackend(gpu, c, scored, 'config.rollout.temperature', (be) => openrlhfObjective(be, c, { backward: false }), seat);
   }
 }
 
@@ -79,17 +80,26 @@ export interface LossCell {
   error: string | null;
 }
 
-/** The loss table: the chosen trainer's every loss type on the same completions, the rest of the config as given. */
+/**
+ * The loss table: the chosen trainer's every loss type on the same completions, the rest of the config as
+ * given. Every column's kernels go in ONE submit with ONE readback (a SubmitGroup seat each): the columns run
+ * concurrently up to their reads, and a column the trainer refuses releases its seat with its reason.
+ */
 export async function lossTable(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps): Promise<LossCell[]> {
-  const cells: LossCell[] = [];
-  for (const col of lossColumns(c.trainer)) {
-    try {
-      const r = await trainerLossFromLogps(gpu, { ...c, config: { ...c.config, ...col.patch } }, scored);
-      cells.push({ ...col, loss: r.loss, error: null });
-    } catch (e) {
-      if (!(e instanceof Error) || e.name !== 'SettingsError') throw e;
-      cells.push({ ...col, loss: null, error: e.message });
-    }
-  }
-  return cells;
+  const columns = lossColumns(c.trainer);
+  const group = new SubmitGroup(gpu, `loss table (${c.trainer})`, columns.length);
+  return Promise.all(
+    columns.map(async (col): Promise<LossCell> => {
+      const seat = group.seat();
+      try {
+        const r = await trainerLossFromLogps(gpu, { ...c, config: { ...c.config, ...col.patch } }, scored, seat);
+        return { ...col, loss: r.loss, error: null };
+      } catch (e) {
+        if (!(e instanceof Error) || e.name !== 'SettingsError') throw e;
+        return { ...col, loss: null, error: e.message };
+      } finally {
+        seat.release();
+      }
+    }),
+  );
 }

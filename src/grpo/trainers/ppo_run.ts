@@ -6,11 +6,12 @@
 // The decisions are read-back float32 log-probs compared with thresholds (every golden case keeps them
 // ≥ 1e-3 away), so taking them on the CPU changes no number; each is a per-token input of the kernel.
 import type { Gpu } from '../../gpu/context.ts';
+import { SubmitGroup, type Seat } from '../../gpu/submit_group.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../../kernels/logprob_gather.ts';
 import { ppo_loss_forward } from '../../kernels/ppo_loss.ts';
 import { PPO_INPUTS, type PpoLossParams } from '../../kernels/types.ts';
 import { SettingsError } from '../settings/types.ts';
-import { checkScored, type ScoredLogps, type TrainerInputs, type TrainerLossCase, type TrainerLossOutputs } from './types.ts';
+import { checkScored, fieldOf, type ScoredLogps, type TrainerInputs, type TrainerLossCase, type TrainerLossOutputs } from './types.ts';
 
 /** What the trainer module decides from the current log-probs and entropies ((B, T)). */
 export interface PpoPlan {
@@ -109,16 +110,14 @@ export async function withGpuBackend<R>(gpu: Gpu, c: TrainerLossCase, f: (be: Pp
         const dlogp = buf('dlogp', 4 * N);
         const dentropy = buf('dentropy', 4 * N);
         const dlogits = backward ? buf('dlogits', 4 * N * V) : null;
-        const rec = gpu.recorder('trainer objective');
-        ppo_loss_forward(rec, { logp, entropy: shown, inputs: keep(gpu.upload('ppo_inputs', plan.inputs)), out, dlogp, dentropy, B, T, params: plan.params });
+        const group = SubmitGroup.single(gpu, 'trainer objective');
+        ppo_loss_forward(group.recorder, { logp, entropy: shown, inputs: keep(gpu.upload('ppo_inputs', plan.inputs)), out, dlogp, dentropy, B, T, params: plan.params });
         if (dlogits) {
           const withEntropy = plan.params.ent_coef !== 0 ? { dentropy, entropy } : null;
-          logprob_gather_backward(rec, { ...rows, temperature, lse, dlogp, dlogits, dentropy: withEntropy });
+          logprob_gather_backward(group.recorder, { ...rows, temperature, lse, dlogp, dlogits, dentropy: withEntropy });
         }
-        await rec.finish();
-        const res = await gpu.readF32(out, 4 * N);
-        const pick = (k: number): Float32Array => Float32Array.from({ length: N }, (_, i) => res[4 * i + k]);
-        return { out: { loss: pick(0), kl: pick(1), contrib: pick(2) }, dlogits: dlogits ? await gpu.readF32(dlogits, N * V) : null };
+        const [res, dl] = await group.read([{ buf: out, byteSize: 16 * N }, ...(dlogits ? [{ buf: dlogits, byteSize: 4 * N * V }] : [])]);
+        return { out: splitOut(new Float32Array(res)), dlogits: dlogits ? new Float32Array(dl) : null };
       },
     };
     return await f(be);
@@ -130,16 +129,17 @@ export async function withGpuBackend<R>(gpu: Gpu, c: TrainerLossCase, f: (be: Pp
 /**
  * A backend over log-probs the step's forward already scored (ScoredLogps): the same objective kernel, no
  * gather and no dlogits; the kernel's ∂loss/∂logp and ∂loss/∂entropy are read back instead (the per-token
- * gradient the trainer would take, shown by the page). `field` names the
- * trainer's temperature setting, which must be the forward's.
+ * gradient the trainer would take, shown by the page). `field` names the trainer's temperature setting,
+ * which must be the forward's. With `group` the objective joins a shared submit and readback (the loss table).
  */
-export async function withScoredBackend<R>(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, field: string, f: (be: PpoBackend) => Promise<R>): Promise<R> {
+export async function withScoredBackend<R>(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, field: string, f: (be: PpoBackend) => Promise<R>, group?: Seat): Promise<R> {
   const { B, T } = c;
   const N = B * T;
   const bufs: GPUBuffer[] = [];
   const keep = (b: GPUBuffer): GPUBuffer => (bufs.push(b), b);
   // Both trainers multiply their log-probs by the response mask: 0 on padding, as the gather writes them.
-  const logpHost = Float32Array.from(scored.per_token_logps, (x, i) => (c.completion_mask[i] ? x : 0));
+  const logpHost = new Float32Array(N);
+  for (let i = 0; i < N; i++) logpHost[i] = c.completion_mask[i] ? scored.per_token_logps[i] : 0;
   try {
     const logp = keep(gpu.upload('logp', logpHost));
     const entropy = keep(gpu.upload('entropy', scored.per_token_entropy));
@@ -152,19 +152,22 @@ export async function withScoredBackend<R>(gpu: Gpu, c: TrainerInputs, scored: S
       async objective(plan, backward) {
         if (backward) throw new Error('a scored backend has no backward');
         const out = keep(gpu.createBuffer('ppo_out', 16 * N));
-        const rec = gpu.recorder('trainer objective (scored)');
+        const g = group ?? SubmitGroup.single(gpu, 'trainer objective (scored)');
         const scratch = { dlogp: keep(gpu.createBuffer('dlogp', 4 * N)), dentropy: keep(gpu.createBuffer('dentropy', 4 * N)) };
-        ppo_loss_forward(rec, { logp, entropy, inputs: keep(gpu.upload('ppo_inputs', plan.inputs)), out, ...scratch, B, T, params: plan.params });
-        await rec.finish();
-        const [res, dlogp, dentropy] = await Promise.all([gpu.readF32(out, 4 * N), gpu.readF32(scratch.dlogp, N), gpu.readF32(scratch.dentropy, N)]);
-        const pick = (k: number): Float32Array => Float32Array.from({ length: N }, (_, i) => res[4 * i + k]);
-        return { out: { loss: pick(0), kl: pick(1), contrib: pick(2) }, dlogits: null, grad: { dlogp, dentropy } };
+        ppo_loss_forward(g.recorder, { logp, entropy, inputs: keep(gpu.upload('ppo_inputs', plan.inputs)), out, ...scratch, B, T, params: plan.params });
+        const [res, dlogp, dentropy] = (await g.read([{ buf: out, byteSize: 16 * N }, { buf: scratch.dlogp, byteSize: 4 * N }, { buf: scratch.dentropy, byteSize: 4 * N }])).map((b) => new Float32Array(b));
+        return { out: splitOut(res), dlogits: null, grad: { dlogp, dentropy } };
       },
     };
     return await f(be);
   } finally {
     for (const b of bufs) b.destroy();
   }
+}
+
+/** ppo_loss_forward's out, (B, T, 4) interleaved, as its per-token policy term, KL and loss share. */
+function splitOut(res: Float32Array): { loss: Float32Array; kl: Float32Array; contrib: Float32Array } {
+  return { loss: fieldOf(res, 4, 0), kl: fieldOf(res, 4, 1), contrib: fieldOf(res, 4, 2) };
 }
 
 /** Sequences' token counts n_b under a (B, T) mask. */

@@ -5,12 +5,13 @@
 // trl_loss_backward (dlogp, dentropy) and logprob_gather_backward (dlogits). Config and run are parsed
 // against the TRL settings table (src/grpo/settings/trl.ts).
 import type { Gpu } from '../../gpu/context.ts';
+import { SubmitGroup, type Seat } from '../../gpu/submit_group.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../../kernels/logprob_gather.ts';
 import { TRL_ROW_STATS, trl_loss_backward, trl_loss_forward, trl_loss_value } from '../../kernels/trl_loss.ts';
 import { parseTrlConfig, parseTrlRun } from '../settings/trl.ts';
 import { SettingsError } from '../settings/types.ts';
 import { resolveTrlParams } from './trl_params.ts';
-import { checkScored, type ScoredLogps, type TrainerInputs, type TrainerLoss, type TrainerLossOutputs } from './types.ts';
+import { checkScored, fieldOf, type ScoredLogps, type TrainerInputs, type TrainerLoss, type TrainerLossOutputs } from './types.ts';
 
 /**
  * torch.quantile (linear interpolation) of the float32 entropies of mask = 1 tokens: TRL's
@@ -44,11 +45,15 @@ function checkShapes(c: TrainerInputs, g: { logits: Float32Array; V: number } | 
 
 export const trlLoss: TrainerLoss = (gpu, c, opts) => trlObjective(gpu, c, { logits: c.logits, V: c.V }, opts);
 
-/** TRL's objective on log-probs the studio's forward already scored (every position, at `scored.temperature`): its gradient stops at dlogp, dentropy. */
-export const trlLossFromLogps = (gpu: Gpu, c: TrainerInputs, scored: ScoredLogps): Promise<TrainerLossOutputs> => trlObjective(gpu, c, scored, { backward: false });
+/**
+ * TRL's objective on log-probs the studio's forward already scored (every position, at `scored.temperature`):
+ * its gradient stops at dlogp, dentropy. With `group` its kernels join a shared submit and readback (the loss
+ * table: src/grpo/trainers/from_logps.ts).
+ */
+export const trlLossFromLogps = (gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, group?: Seat): Promise<TrainerLossOutputs> => trlObjective(gpu, c, scored, { backward: false, group });
 
 /** The log-probs come from a gather of the logits (the CLI, dlogits possible) or as scored by the step's forward. */
-async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Array; V: number } | ScoredLogps, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
+async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Array; V: number } | ScoredLogps, opts: { backward: boolean; group?: Seat }): Promise<TrainerLossOutputs> {
   checkShapes(c, 'logits' in src ? src : null);
   const parsedConfig = parseTrlConfig(c.config);
   const parsedRun = parseTrlRun(c.run);
@@ -68,6 +73,10 @@ async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Ar
   const localItems = mask.reduce((a, m) => a + m, 0);
   const present = { B, T, ref: !!c.ref_per_token_logps, sampling: !!c.sampling_per_token_logps, localItems };
   resolveTrlParams(config, run, present, null); // settings errors before any GPU work
+  // Scored log-probs come with their entropies on the host: the threshold needs no GPU work, so every refusal
+  // comes before this objective records anything (what a SubmitGroup participant must do).
+  const entropyGated = config.top_entropy_quantile < 1;
+  const threshold = (entropy: Float32Array) => (entropyGated ? entropyThreshold(entropy, mask, 1 - config.top_entropy_quantile) : null);
 
   const created: GPUBuffer[] = [];
   const up = (label: string, data: ArrayBufferView) => (created.push(gpu.upload(label, data)), created.at(-1)!);
@@ -76,6 +85,7 @@ async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Ar
     let logp: GPUBuffer;
     let entropy: GPUBuffer;
     let gather: { rows: { logits: GPUBuffer; ids: GPUBuffer; mask: GPUBuffer; N: number; V: number; temperature: number }; lse: GPUBuffer } | null = null;
+    let p: ReturnType<typeof resolveTrlParams>;
     if ('logits' in src) {
       const V = src.V;
       const logits = up('logits', src.logits);
@@ -89,13 +99,14 @@ async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Ar
       logprob_gather_forward(rec1, { ...rows, logp, lse, entropy, skipMasked: false });
       await rec1.submit();
       gather = { rows, lse };
+      p = resolveTrlParams(config, run, present, entropyGated ? threshold(await gpu.readF32(entropy, N)) : null);
     } else {
+      p = resolveTrlParams(config, run, present, threshold(src.per_token_entropy));
       logp = up('per_token_logps', src.per_token_logps);
       entropy = up('per_token_entropy', src.per_token_entropy);
     }
-    let threshold: number | null = null;
-    if (config.top_entropy_quantile < 1) threshold = entropyThreshold(await gpu.readF32(entropy, N), mask, 1 - config.top_entropy_quantile);
-    const p = resolveTrlParams(config, run, present, threshold);
+    const group = opts.group ?? SubmitGroup.single(gpu, 'trl_loss');
+    const rec = group.recorder;
 
     const k = {
       logp,
@@ -106,7 +117,6 @@ async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Ar
       hasOld: !!c.old_per_token_logps,
       hasSampling: !!c.sampling_per_token_logps,
     };
-    const rec = gpu.recorder('trl_loss');
     trl_loss_forward(rec, { ...k, entropy }, p);
     let dlogits: GPUBuffer | null = null;
     // From scored log-probs the backward stops at ∂loss/∂logp, ∂loss/∂entropy (read back: the page shows them).
@@ -116,21 +126,31 @@ async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Ar
       dlogits = buf('dlogits', N * gather.rows.V * 4);
       logprob_gather_backward(rec, { ...gather.rows, lse: gather.lse, dlogp: grad.dlogp, dlogits, dentropy: p.entropy_coef !== 0 ? { dentropy: grad.dentropy, entropy } : null });
     }
-    await rec.submit();
-    const [lp, ent, tok, rs, dl, dlogp, dentropy] = await Promise.all([
-      gpu.readF32(logp, N),
-      gpu.readF32(entropy, N),
-      gpu.readF32(k.tok, 4 * N),
-      gpu.readF32(k.rows, TRL_ROW_STATS * B),
-      dlogits && gather ? gpu.readF32(dlogits, N * gather.rows.V) : null,
-      grad && !gather ? gpu.readF32(grad.dlogp, N) : null,
-      grad && !gather ? gpu.readF32(grad.dentropy, N) : null,
-    ]);
-    const col = (j: number) => Float32Array.from({ length: N }, (_, i) => tok[4 * i + j]);
+    // One round trip: the gathered log-probs and entropies (scored ones are the caller's already), the
+    // per-token terms, the row sums and the gradient.
+    const f32 = (b: ArrayBuffer) => new Float32Array(b);
+    const read = (b: GPUBuffer | null, n: number) => (b ? [{ buf: b, byteSize: 4 * n }] : []);
+    const got = (
+      await group.read([
+        ...read(k.tok, 4 * N),
+        ...read(k.rows, TRL_ROW_STATS * B),
+        ...read(gather ? logp : null, N),
+        ...read(gather ? entropy : null, N),
+        ...read(dlogits, N * (gather?.rows.V ?? 0)),
+        ...read(grad && !gather ? grad.dlogp : null, N),
+        ...read(grad && !gather ? grad.dentropy : null, N),
+      ])
+    ).map(f32);
+    const [tok, rs] = got;
+    const [lp, ent] = 'logits' in src ? [got[2], got[3]] : [src.per_token_logps, src.per_token_entropy];
+    const rest = got.slice(gather ? 4 : 2);
+    const dl = dlogits ? rest[0] : null;
+    const [dlogp, dentropy] = grad && !gather ? [rest[0], rest[1]] : [null, null];
+    const col = (j: number) => fieldOf(tok, 4, j);
     const opsm = p.off_policy_mask_threshold !== null ? Float32Array.from({ length: N }, (_, i) => rs[Math.floor(i / T) * TRL_ROW_STATS + 5]) : null;
     // A vLLM *_mask mode removes a token by setting its IS ratio to 0 (vespo does not multiply by it).
     const isDrops = p.vllm_is_mode.endsWith('mask') && p.loss_type !== 'vespo';
-    const effective = Float64Array.from(mask, (m, i) => m * (threshold !== null ? tok[4 * i + 3] : 1) * (opsm ? opsm[i] : 1) * (isDrops && tok[4 * i + 2] === 0 ? 0 : 1));
+    const effective = Float64Array.from(mask, (m, i) => m * (entropyGated ? tok[4 * i + 3] : 1) * (opsm ? opsm[i] : 1) * (isDrops && tok[4 * i + 2] === 0 ? 0 : 1));
     return {
       per_token_logps: lp,
       per_token_entropy: ent,
@@ -138,7 +158,7 @@ async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Ar
       importance_sampling_ratio: p.vllm_is_mode !== 'off' ? col(2) : null,
       per_token_loss: col(0),
       loss_mask: mask,
-      entropy_mask: threshold !== null ? col(3) : null,
+      entropy_mask: entropyGated ? col(3) : null,
       off_policy_mask: opsm,
       effective_loss_mask: effective,
       loss: trl_loss_value(rs, p),

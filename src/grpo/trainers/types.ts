@@ -48,6 +48,14 @@ export function checkScored(s: ScoredLogps, N: number, temperature: number, fiel
   }
 }
 
+/** Field k of a kernel's interleaved per-token output (N records of `stride` floats), as its own (N) array. */
+export function fieldOf(records: Float32Array, stride: number, k: number): Float32Array {
+  const N = Math.floor(records.length / stride);
+  const out = new Float32Array(N);
+  for (let i = 0; i < N; i++) out[i] = records[stride * i + k];
+  return out;
+}
+
 /** Everything the trainer forms, (B, T) row-major unless noted; null where the trainer does not form it. */
 export interface TrainerLossOutputs {
   per_token_logps: Float64Array | Float32Array;

@@ -1,0 +1,86 @@
+// SubmitGroup (src/gpu/submit_group.ts), the barrier the loss table runs its columns through: participants
+// that record and read concurrently share ONE submit and ONE readback and each gets its own parts; a seat
+// released without reading still lets the others finish; a failed submit rejects every reader (no hang);
+// misuse (a second read, a seat too many) is refused.
+import { describe, expect, it } from 'vitest';
+import { GpuError, statsSince, type Recorder } from '../../src/gpu/context.ts';
+import { SubmitGroup, type Seat } from '../../src/gpu/submit_group.ts';
+import { testGpu } from '../helpers/gpu.ts';
+
+const WG = 256;
+
+function scale(rec: Recorder, x: GPUBuffer, n: number, factor: number): void {
+  rec.dispatch({ kernel: 'scale_forward', shader: 'scale_forward', constants: { WG }, bindings: { x }, params: [['n', 'u32', n], ['factor', 'f32', factor]], workgroups: [Math.ceil(n / WG)] });
+}
+
+/** A participant: uploads 1..n, scales it by `factor` after a CPU pause (the trainers decide between kernels), reads it. */
+async function participant(gpu: Awaited<ReturnType<typeof testGpu>>, seat: Seat, n: number, factor: number, pauseMs: number): Promise<Float32Array> {
+  const x = gpu.upload('x', Float32Array.from({ length: n }, (_, i) => i + 1));
+  try {
+    await new Promise((r) => setTimeout(r, pauseMs));
+    scale(seat.recorder, x, n, factor);
+    return new Float32Array((await seat.read([{ buf: x, byteSize: 4 * n }]))[0]);
+  } finally {
+    x.destroy();
+  }
+}
+
+describe('SubmitGroup', () => {
+  it('concurrent participants share one submit and one readback; each reads its own result; a released seat does not block', async () => {
+    const gpu = await testGpu();
+    const sizes = [3, 300, 17, 1];
+    const group = new SubmitGroup(gpu, 'test group', sizes.length + 1);
+    const before = { ...gpu.stats };
+    const runs = sizes.map((n, k) => {
+      const seat = group.seat();
+      return participant(gpu, seat, n, k + 2, 7 * (sizes.length - k)).finally(() => seat.release());
+    });
+    const refused = group.seat();
+    const refusal = Promise.reject(new Error('refused before recording')).catch(() => refused.release());
+    const got = await Promise.all(runs);
+    await refusal;
+    const work = statsSince(gpu.stats, before);
+    expect([work.submits, work.readbacks]).toEqual([1, 1]);
+    got.forEach((a, k) => expect(Array.from(a)).toEqual(Array.from({ length: sizes[k] }, (_, i) => (i + 1) * (k + 2))));
+    expect(gpu.openRecorderCount).toBe(0);
+  });
+
+  it('a group of seats that all leave still submits (closing its recorder)', async () => {
+    const gpu = await testGpu();
+    const group = new SubmitGroup(gpu, 'all refused', 2);
+    const [a, b] = [group.seat(), group.seat()];
+    a.release();
+    b.release();
+    await new Promise((r) => setTimeout(r, 0));
+    await gpu.device.queue.onSubmittedWorkDone();
+    expect(gpu.openRecorderCount).toBe(0);
+  });
+
+  it('a failed submit rejects every reader with the kernel-naming error', async () => {
+    const gpu = await testGpu();
+    const group = new SubmitGroup(gpu, 'failing group', 2);
+    const [a, b] = [group.seat(), group.seat()];
+    const x = gpu.upload('x', new Float32Array(4));
+    a.recorder.dispatch({ kernel: 'too_many_groups', shader: 'scale_forward', constants: { WG }, bindings: { x }, params: [['n', 'u32', 4], ['factor', 'f32', 2]], workgroups: [gpu.limits.maxComputeWorkgroupsPerDimension + 1] });
+    const reads = [a.read([{ buf: x }]), b.read([{ buf: x }])];
+    for (const r of reads) {
+      const e = await r.then(() => null, (err: unknown) => err);
+      expect(e).toBeInstanceOf(GpuError);
+      expect((e as GpuError).message).toContain('too_many_groups');
+    }
+    x.destroy();
+  });
+
+  it('refuses a second read of a seat and a seat beyond its participants', async () => {
+    const gpu = await testGpu();
+    const group = new SubmitGroup(gpu, 'misuse', 1);
+    const seat = group.seat();
+    expect(() => group.seat()).toThrow(/more seats than its 1 participants/);
+    const x = gpu.upload('x', new Float32Array([1, 2]));
+    const first = seat.read([{ buf: x, byteSize: 8 }]);
+    expect(() => seat.read([{ buf: x, byteSize: 8 }])).toThrow(/reads once/);
+    expect(Array.from(new Float32Array((await first)[0]))).toEqual([1, 2]);
+    x.destroy();
+    expect(() => new SubmitGroup(gpu, 'none', 0)).toThrow(/positive integer/);
+  });
+});
