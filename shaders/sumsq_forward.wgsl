@@ -10,7 +10,7 @@
 //            optimizer step reads it (torch multiplies the gradients by a tensor coefficient, never read
 //            back): clip = [coef, ok, total]; ok = 0 when total is not finite (the steps then write
 //            nothing and the launcher refuses, instead of scaling every gradient by NaN).
-// Float32 sums of positive terms are off by at most depth·u relative; the launcher keeps K ≥ 64 (fewer
+// Float32 sums of positive terms are off by at most depth·u relative; the launcher keeps K ≥ 64 on CPU adapters (fewer
 // barriers: src/kernels/grad_norm.ts MIN_RUN) and caps it so that depth = K + 2·log2(WG) + P/WG stays
 // ~550 even for a 136M-element embedding (3e-5 worst case; the golden grad_norm tolerance is rtol 1e-4);
 // clip adds log2(WG) + (tensors)/WG more.

@@ -5,18 +5,21 @@
 // nothing is read back between the gradient norm and the update. The optimizer steps write their Δθ²
 // partials with the same sweep (planSweep) and finish them with finishSweep. scale_forward scales a
 // tensor in place (the LoRA scaling). Twin: src/oracle/grad_norm.ts.
-import { Gpu, type Recorder } from '../gpu/context.ts';
+import { adapterClass, Gpu, type AdapterClass, type Recorder } from '../gpu/context.ts';
 import { sharedScratch } from './scratch.ts';
 import { checkSize } from './windows.ts';
 import { bindWindow, dispatchElementwise, flatWindows, type FlatWindow } from './elementwise.ts';
 
 const WG = 256;
-const MAX_PARTS = 1024; // partials per tensor before the per-thread run K grows past MIN_RUN (see the shader)
-// Elements per thread at least: each workgroup ends in a tree reduction of 8 barriers, which a CPU adapter
-// runs as fiber switches. On lavapipe (12 tensors of 884,736 elements, one launch) sumsq took ~1.7 s at
-// K = 1, ~0.4 s at 16, ~0.1 s at 64 and about the same at 256; the AdamW sweep 2.2 s, 0.8 s, 0.3 s, 0.35 s.
-// A GPU loses little: 16K elements per workgroup still gives a 0.9M-element tensor 54 workgroups.
-const MIN_RUN = 64;
+const MAX_PARTS = 1024; // partials per tensor before the per-thread run K grows past the adapter's least run
+// Elements per thread at least, by adapter class. Each workgroup ends in a tree reduction of 8 barriers, which
+// a CPU adapter runs as fiber switches: on lavapipe (12 tensors of 884,736 elements, one launch) sumsq took
+// ~1.7 s at K = 1, ~0.4 s at 16, ~0.1 s at 64 and about the same at 256; the AdamW sweep 2.2 s, 0.8 s, 0.3 s,
+// 0.35 s. A GPU needs the opposite: a memory-bound sweep saturates HBM only with many warps in flight, and
+// K = 64 gave a 0.9M-element tensor 54 workgroups of 256 on a 132-SM H100 (AdamW over 134.5M parameters
+// took 20.7 ms there, 7% of the copy probe). On GPUs K is only what keeps a tensor within MAX_PARTS
+// partials (4 for that tensor: 880 workgroups).
+const MIN_RUN: Record<AdapterClass, number> = { gpu: 1, swiftshader: 64, cpu: 64 };
 
 /** One sweep dispatch: window `w` of tensor `tensor`, K elements per thread, its partials at part[base ..]. */
 export interface SweepWindow {
@@ -36,8 +39,8 @@ export interface SweepPlan {
 
 /**
  * Plans the sweep of `tensors` (each: its element count and the buffers bound through its windows, checked
- * to hold n elements). K is per tensor: at least MIN_RUN, and large enough that no tensor writes more
- * than ~MAX_PARTS partials.
+ * to hold n elements). K is per tensor: at least the adapter class's MIN_RUN, and large enough that no
+ * tensor writes more than ~MAX_PARTS partials.
  */
 export function planSweep(rec: Recorder, kernel: string, tensors: { n: number; buffers: Record<string, GPUBuffer> }[], limit?: number): SweepPlan {
   const windows: SweepWindow[] = [];
@@ -45,7 +48,7 @@ export function planSweep(rec: Recorder, kernel: string, tensors: { n: number; b
   let base = 0;
   tensors.forEach((t, tensor) => {
     starts[tensor] = base;
-    const K = Math.max(MIN_RUN, Math.ceil(t.n / (WG * MAX_PARTS)));
+    const K = Math.max(MIN_RUN[adapterClass(rec.gpu.adapter)], Math.ceil(t.n / (WG * MAX_PARTS)));
     for (const w of flatWindows(rec, kernel, t.n, t.buffers, limit)) {
       const groups = Math.ceil(w.count / (WG * K));
       windows.push({ tensor, w, K, base, groups });

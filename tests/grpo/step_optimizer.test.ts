@@ -172,10 +172,20 @@ describe('Optimizer state and errors', () => {
       expect([after.work.computePasses, after.work.dispatches, after.work.bytesRead]).toEqual([1, 1 + updates + 1, (P + 3) * 4]);
       const alone = await run(gpu, false); // + the gradient sweep (6 tensors per dispatch) and its finish, same pass
       expect([alone.work.computePasses, alone.work.dispatches]).toEqual([1, Math.ceil(P / 6) + 1 + 1 + updates + 1]);
-      // The same arithmetic on the same gradients, whatever the kernel: bitwise the same step.
-      const first = await run(device, true);
-      expect(alone.u).toEqual(first.u);
-      expect(alone.weights).toEqual(first.weights);
+      // The same kernels on the same gradients: bitwise the same step.
+      expect(alone.u).toEqual(after.u);
+      expect(alone.weights).toEqual(after.weights);
+      // Across kernels the elementwise update is the same arithmetic, but the gradient norm (so the clip
+      // coefficient) and the update norm sum their partials in another order (the GPU class's shorter
+      // per-thread run): within f32 rounding of this adapter's step. Adam's m / √v barely sees the
+      // coefficient's last bits: a few ulps of the weights.
+      const here = await run(device, true);
+      for (const [k, w] of alone.weights.entries()) {
+        const scale = Math.max(...here.weights[k].map(Math.abs));
+        expect(Math.max(...w.map((x, i) => Math.abs(x - here.weights[k][i]))), `weights ${k}`).toBeLessThanOrEqual(1e-6 * scale);
+      }
+      expect(Math.abs(alone.u.clip_coef - here.u.clip_coef)).toBeLessThanOrEqual(1e-6 * here.u.clip_coef);
+      expect(Math.abs(alone.u.update_norm - here.u.update_norm)).toBeLessThanOrEqual(1e-5 * here.u.update_norm);
     }
     expect(adamwSlots(asAdapterClass(device, 'gpu'))).toBe(device.limits.maxStorageBuffersPerShaderStage >= 15 ? 3 : 1);
   });

@@ -83,11 +83,12 @@ export interface LossCell {
 /**
  * The loss table: the chosen trainer's every loss type on the same completions, the rest of the config as
  * given. Every column's kernels go in ONE submit with ONE readback (a SubmitGroup seat each): the columns run
- * concurrently up to their reads, and a column the trainer refuses releases its seat with its reason.
+ * concurrently up to their reads, and a column the trainer refuses releases its seat with its reason. A
+ * caller's `group` (with a seat per column left) lets other work share that submit.
  */
-export async function lossTable(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps): Promise<LossCell[]> {
+export async function lossTable(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, group?: SubmitGroup): Promise<LossCell[]> {
   const columns = lossColumns(c.trainer);
-  const group = new SubmitGroup(gpu, `loss table (${c.trainer})`, columns.length);
+  group ??= new SubmitGroup(gpu, `loss table (${c.trainer})`, columns.length);
   return Promise.all(
     columns.map(async (col): Promise<LossCell> => {
       const seat = group.seat();
