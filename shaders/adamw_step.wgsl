@@ -1,6 +1,6 @@
 // One torch.optim.AdamW step over one window of a parameter tensor per dispatch (common/adamw_step.wgsl has
-// the update): the variant for adapters with fewer than the 15 storage buffers per stage adamw_step_x3 binds,
-// and for a launch's last windows that do not fill three slots.
+// the update): what CPU adapters and adapters without the 15 storage buffers per stage of adamw_step_x3 run
+// (src/kernels/optimizer.ts adamwSlots), and the windows a launch of three leaves over.
 
 override WG: u32 = 256;
 

@@ -1,6 +1,6 @@
 // Sums of squares of several tensors (gradient norms, update sizes) and clip_grad_norm_'s coefficient,
 // deterministic, no atomics:
-//   main:    the sweep of common/partials.wgsl over up to SLOTS tensor windows per dispatch (inp0..inp5):
+//   main:    the sweep over up to SLOTS tensor windows per dispatch (inp0..inp5; common/slotted_sweep.wgsl):
 //            items[first + s] = (n, K, part_base, first workgroup) of slot s; a workgroup finds its slot
 //            (uniform: the whole workgroup has one) and sweeps that window -> its partials.
 //   finish:  ONE dispatch for every tensor: workgroup i sums tensor i's partials part[starts[i] ..
@@ -41,9 +41,7 @@ struct ClipParams { P: u32, max_norm: f32, _p0: u32, _p1: u32 }
 @group(0) @binding(1) var<storage, read_write> clip: array<f32>;   // (3) coef, ok, total  clip
 @group(0) @binding(2) var<uniform> pc: ClipParams;                 //                      clip
 
-//#include "common/partials.wgsl"
-
-var<private> slot: u32;
+//#include "common/slotted_sweep.wgsl"
 
 // WGSL has no arrays of buffers: one case per binding.
 fn elem(i: u32) -> f32 {
@@ -59,14 +57,7 @@ fn elem(i: u32) -> f32 {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) t: u32) {
-  let k = wid.x + wid.y * nwg.x;
-  var s = 0u;
-  for (var j = 1u; j < min(pm.count, SLOTS); j++) {
-    if (items[pm.first + j].w <= k) { s = j; }
-  }
-  slot = s;
-  let it = items[pm.first + s];
-  sweep_sumsq(k - it.w, t, it.x, it.y, it.z); // past the last slot's workgroups (a 2-D grid's spare): start >= n, returns
+  slotted_sweep(wid.x + wid.y * nwg.x, t, pm.first, pm.count);
 }
 
 @compute @workgroup_size(WG)

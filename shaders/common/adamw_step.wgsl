@@ -5,16 +5,13 @@
 //   m = m + (1 - beta1) (g - m)                  (torch: exp_avg.lerp_(grad, 1 - beta1))
 //   v = beta2 v + (1 - beta2) g^2
 //   p = p - step_size * m / (sqrt(v) / bc2_sqrt + eps),  step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t)
-// with the partial sums of Δθ² = (p_new - p_old)² in the same sweep (common/partials.wgsl; sumsq_forward's
-// finish sums them per tensor). A workgroup finds its window as sumsq_forward's main does: items[first + s]
-// = (n, K, part_base, first workgroup) of slot s. With clip[1] = 0 (a non-finite gradient norm) nothing is
-// written. The including shader declares SLOTS, Params (first, count, decay0.., the step scalars), the
+// with the partial sums of Δθ² = (p_new - p_old)² in the same sweep (common/slotted_sweep.wgsl, as
+// sumsq_forward's main; its finish sums them per tensor). With clip[1] = 0 (a non-finite gradient norm)
+// nothing is written. The including shader declares SLOTS, Params (first, count, decay0.., the step scalars), the
 // bindings (clip, part, items, p) and `fn elem(i: u32) -> f32` that updates element i of the slot's window
 // through adamw() and returns its Δθ.
 
-//#include "common/partials.wgsl"
-
-var<private> slot: u32;
+//#include "common/slotted_sweep.wgsl"
 
 /** (p_new, m_new, v_new) of one element; `decay` = 1 - lr * weight_decay of its tensor. */
 fn adamw(before: f32, grad: f32, m: f32, v: f32, decay: f32) -> vec3f {
@@ -26,12 +23,5 @@ fn adamw(before: f32, grad: f32, m: f32, v: f32, decay: f32) -> vec3f {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) t: u32) {
-  let k = wid.x + wid.y * nwg.x;
-  var s = 0u;
-  for (var j = 1u; j < min(p.count, SLOTS); j++) {
-    if (items[p.first + j].w <= k) { s = j; }
-  }
-  slot = s;
-  let it = items[p.first + s];
-  sweep_sumsq(k - it.w, t, it.x, it.y, it.z); // past the last slot's workgroups (a 2-D grid's spare): start >= n, returns
+  slotted_sweep(wid.x + wid.y * nwg.x, t, p.first, p.count);
 }

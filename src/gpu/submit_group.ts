@@ -1,6 +1,6 @@
 // Several independent computations recorded into ONE recorder, submitted once and read back in ONE round
 // trip. The loss table needs it: every loss type of a trainer on the same log-probs (TRL 8 columns, verl
-// 32, OpenRLHF 4) is a few dispatches and a readback each, and was a submit and a round trip per column.
+// 32, OpenRLHF 2) is a few dispatches and a readback each, and was a submit and a round trip per column.
 // The columns are independent async computations (a trainer module decides on the CPU between its kernels),
 // so the group is a barrier: each participant takes a seat, records into its `recorder` and then awaits
 // `read(parts)` once; a seat released without reading (a setting refused before any recording) counts as
@@ -8,9 +8,10 @@
 // part in one readAll. A group of one (`SubmitGroup.single`) is a plain submit + readAll, so a lone
 // objective and a table column run the same code.
 //
-// A participant must not record and then leave: what it recorded is submitted with the rest, and if it
-// freed the buffers those dispatches bind, the submit fails naming that kernel (a clear error, never a
-// silent number). The trainer modules refuse settings before recording.
+// A participant that records and then fails leaves its dispatches in the shared submit: it must free its
+// buffers with Gpu.retire (destroyed once the open recorders have submitted), never destroy(), or the
+// submit fails for every seat ("used in submit while destroyed"). The trainer modules retire theirs, and
+// refuse settings before recording anyway.
 import type { Gpu, Recorder } from './context.ts';
 
 /** A buffer window to read back, as Gpu.readAll takes it. */
@@ -84,6 +85,7 @@ export class SubmitGroup {
         k += w.parts.length;
       }
     } catch (e) {
+      // Every reader gets the error. With none (every seat released), no result depended on the work.
       for (const w of waiting) w.reject(e);
     }
   }

@@ -18,7 +18,7 @@ const MAX_PARTS = 1024; // partials per tensor before the per-thread run K grows
 // 0.35 s. A GPU needs the opposite: a memory-bound sweep saturates HBM only with many warps in flight, and
 // K = 64 gave a 0.9M-element tensor 54 workgroups of 256 on a 132-SM H100 (AdamW over 134.5M parameters
 // took 20.7 ms there, 7% of the copy probe). On GPUs K is only what keeps a tensor within MAX_PARTS
-// partials (4 for that tensor: 880 workgroups).
+// partials (4 for that tensor: 864 workgroups).
 const MIN_RUN: Record<AdapterClass, number> = { gpu: 1, swiftshader: 64, cpu: 64 };
 
 /** One sweep dispatch: window `w` of tensor `tensor`, K elements per thread, its partials at part[base ..]. */
@@ -59,7 +59,7 @@ export function planSweep(rec: Recorder, kernel: string, tensors: { n: number; b
   return { windows, starts, part: sharedScratch(rec.gpu, 'sumsq_forward:part', Math.max(1, base) * 4) };
 }
 
-/** The uniform words the optimizer steps' params start with (sumsq_forward's main reads the same from its items table). */
+/** The uniform words sgd_step's params start with (the slotted sweeps, sumsq_forward and adamw_step, read the same from their items table). */
 export function sweepParams(s: SweepWindow): [string, 'u32', number][] {
   return [['n', 'u32', s.w.count], ['K', 'u32', s.K], ['part_base', 'u32', s.base]];
 }

@@ -7,8 +7,7 @@ import type { StepPipeline } from '../grpo/step.ts';
 import { specOf } from '../grpo/settings/table.ts';
 import { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
 import { maskFactors } from '../grpo/trainers/effective_mask.ts';
-import { lossColumns, lossTable, trainerLossFromLogps } from '../grpo/trainers/from_logps.ts';
-import { SubmitGroup, type Seat } from '../gpu/submit_group.ts';
+import { lossTable, trainerLossFromLogps } from '../grpo/trainers/from_logps.ts';
 import { trainerInputs, type PreparedObjective } from '../grpo/step_objective.ts';
 import { trainerObjectiveOf } from '../grpo/step_config.ts';
 import type { EffectiveSettings } from '../grpo/settings/effective.ts';
@@ -32,8 +31,8 @@ function inputsOf(pipe: StepPipeline, settings: EffectiveSettings): PreparedObje
 }
 
 /** The objective on prepared inputs: terms, effective mask and the factor that removed each token. */
-async function termsOf(gpu: Gpu, pipe: StepPipeline, { x, scored, truncated }: PreparedObjective, seat?: Seat): Promise<TrainerTerms> {
-  const o = await trainerLossFromLogps(gpu, x, scored, seat);
+async function termsOf(gpu: Gpu, pipe: StepPipeline, { x, scored, truncated }: PreparedObjective): Promise<TrainerTerms> {
+  const o = await trainerLossFromLogps(gpu, x, scored);
   const p = pipe.data('assemble')!.padded;
   const vespo = x.trainer === 'trl' && (x.config.loss_type ?? specOf(TRAINER_TABLES.trl.config, 'loss_type').default) === 'vespo';
   const removed_by = maskFactors({ B: x.B, T: x.T, completion_mask: p.completion_mask, tool_mask: p.tool_mask ?? null, truncated }, o, !vespo);
@@ -69,25 +68,18 @@ export async function trainerWhatIf(gpu: Gpu, pipe: StepPipeline, current: Train
   }
 }
 
-/**
- * The loss stage's trainer view; a settings problem becomes its `error` (the step's backward refuses with the
- * same one). The preset's terms and every column of the loss table share one submit and one readback.
- */
+/** The loss stage's trainer view; a settings problem becomes its `error` (the step's backward refuses with the same one). */
 export async function trainerView(gpu: Gpu, pipe: StepPipeline, settings: EffectiveSettings): Promise<TrainerView> {
   const prepared = inputsOf(pipe, settings);
   const { x, scored } = prepared;
   const base = { trainer: settings.trainer, config: x.config, run: x.run };
-  const group = new SubmitGroup(gpu, `trainer view (${x.trainer})`, lossColumns(x.trainer).length + 1);
-  const seat = group.seat();
-  // Settled at once (a refusal may come before the table is done: no rejection left unhandled meanwhile).
-  const terms = termsOf(gpu, pipe, prepared, seat)
-    .then((t) => ({ t, e: null }), (e: unknown) => ({ t: null, e }))
-    .finally(() => seat.release());
   // The table is formed column by column (a column the trainer refuses shows why), also when the preset's own fails.
-  const table = await lossTable(gpu, x, scored, group);
-  const { t, e } = await terms;
-  if (t) return { ...base, terms: t, error: null, offer: null, table };
-  const error = settingsError(e);
-  if (error === null) throw e;
-  return { ...base, terms: null, error, offer: offerOf(e), table };
+  const table = await lossTable(gpu, x, scored);
+  try {
+    return { ...base, terms: await termsOf(gpu, pipe, prepared), error: null, offer: null, table };
+  } catch (e) {
+    const error = settingsError(e);
+    if (error === null) throw e;
+    return { ...base, terms: null, error, offer: offerOf(e), table };
+  }
 }

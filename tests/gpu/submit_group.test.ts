@@ -45,6 +45,25 @@ describe('SubmitGroup', () => {
     expect(gpu.openRecorderCount).toBe(0);
   });
 
+  it('a participant that records, then fails and retires its buffers, does not fail the others', async () => {
+    const gpu = await testGpu();
+    const group = new SubmitGroup(gpu, 'one fails late', 2);
+    const [ok, failing] = [group.seat(), group.seat()];
+    const late = (async () => {
+      const y = gpu.upload('y', new Float32Array([1, 2, 3]));
+      try {
+        scale(failing.recorder, y, 3, 5);
+        throw new Error('refused after recording');
+      } finally {
+        gpu.retire(y); // destroyed once the group's recorder has submitted
+        failing.release();
+      }
+    })();
+    await expect(late).rejects.toThrow(/after recording/);
+    expect(Array.from(await participant(gpu, ok, 5, 3, 1))).toEqual([3, 6, 9, 12, 15]);
+    expect(gpu.openRecorderCount).toBe(0);
+  });
+
   it('a group of seats that all leave still submits (closing its recorder)', async () => {
     const gpu = await testGpu();
     const group = new SubmitGroup(gpu, 'all refused', 2);

@@ -125,9 +125,22 @@ describe('loss table', () => {
         if (cell.error !== null) await expect(alone, `${trainer} ${cell.label}`).rejects.toThrow(cell.error);
         else expect((await alone).loss, `${trainer} ${cell.label}`).toBe(cell.loss);
       }
+      // A table whose buffers would pass the group budget runs in groups of what fits (here 5 columns), one
+      // submit and readback each, with the same cells.
+      const N = c.B * c.T;
+      const before5 = { ...gpu.stats };
+      const in5 = await lossTable(gpu, { ...inputs, run }, scored, { groupBytes: 96 * N * 5 + 95 });
+      const work5 = statsSince(gpu.stats, before5);
+      const groups = Math.ceil(cells.length / 5);
+      expect([work5.submits, work5.readbacks], `${trainer}: submits, readbacks in groups of 5`).toEqual([groups, groups - emptyGroups(cells, 5)]);
+      expect(in5).toEqual(cells);
     }
   }, 120_000);
 });
+
+/** Groups of `size` consecutive cells whose every column was refused (they submit but read nothing back). */
+const emptyGroups = (cells: { error: string | null }[], size: number) =>
+  Array.from({ length: Math.ceil(cells.length / size) }, (_, g) => cells.slice(g * size, (g + 1) * size)).filter((g) => g.every((x) => x.error !== null)).length;
 
 describe('TRL run context', () => {
   it('dapo over several processes without num_items_in_batch is refused, naming the field; grpo does not need it', async () => {

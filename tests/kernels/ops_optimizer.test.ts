@@ -101,6 +101,29 @@ describe('adamw_step (GPU vs float64 twin)', () => {
     check(await gpu.readF32(out, 1), [sqDist(after, p0)], { rtol: 1e-5, atol: 0, label: 'Σ Δθ² (windows)', key: 'adamw_step Σ Δθ²' });
   });
 
+  it('three windows per dispatch and one give bitwise the same weights, moments and Σ Δθ² (same per-thread runs)', async () => {
+    const gpu = asAdapterClass(await testGpu(), 'gpu');
+    const sizes = [5, 4_099, 1, 70_001, 333];
+    const rng = new Rng(21);
+    const p0 = sizes.map((n) => rng.f32(n));
+    const g = sizes.map((n) => grads(rng, n));
+    const run = async (slots: 1 | 3) => {
+      const tensors = sizes.map((n, t) => ({ param: gpu.upload('param', p0[t]), grad: gpu.upload('grad', g[t]), m: gpu.upload('m', new Float32Array(n)), v: gpu.upload('v', new Float32Array(n)), n, weightDecay: [0.1, 0, 0.02, 0.3, 0][t] }));
+      const out = gpu.createBuffer('out', sizes.length * 4);
+      for (const step of [1, 2]) {
+        const rec = gpu.recorder(`adamw ${slots}`);
+        adamw_step(rec, { tensors, clip: clipOf(gpu, 0.8), out, lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, step, slots });
+        await rec.submit();
+      }
+      const read = (b: GPUBuffer, n: number) => gpu.readF32(b, n);
+      return { dd: await read(out, sizes.length), state: await Promise.all(tensors.flatMap((t) => [read(t.param, t.n), read(t.m, t.n), read(t.v, t.n)])) };
+    };
+    const [one, three] = [await run(1), await run(3)];
+    expect(three.dd).toEqual(one.dd);
+    three.state.forEach((a, k) => expect(a, `buffer ${k}`).toEqual(one.state[k]));
+    expect(one.state[0]).not.toEqual(p0[0]); // it stepped
+  });
+
   it('writes nothing when the clip buffer says the norm is not finite (ok = 0)', async () => {
     const gpu = await testGpu();
     const n = 1031;

@@ -81,26 +81,44 @@ export interface LossCell {
 }
 
 /**
- * The loss table: the chosen trainer's every loss type on the same completions, the rest of the config as
- * given. Every column's kernels go in ONE submit with ONE readback (a SubmitGroup seat each): the columns run
- * concurrently up to their reads, and a column the trainer refuses releases its seat with its reason. A
- * caller's `group` (with a seat per column left) lets other work share that submit.
+ * GPU bytes one column holds per token while its group runs: its buffers (a PPO column's log-probs,
+ * entropies, 8 inputs, 4 outputs, dlogp and dentropy: 64; TRL's 48) and its part of the shared readback's
+ * staging (24), rounded up.
  */
-export async function lossTable(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, group?: SubmitGroup): Promise<LossCell[]> {
+const COLUMN_BYTES_PER_TOKEN = 96;
+/** Columns share one submit and readback up to this many bytes; a bigger table runs in several groups, one after another. */
+const GROUP_BYTES = 64 * 2 ** 20;
+
+/**
+ * The loss table: the chosen trainer's every loss type on the same completions, the rest of the config as
+ * given. The columns' kernels go in ONE submit with ONE readback (a SubmitGroup seat each) while their
+ * buffers fit GROUP_BYTES (every column at 8 × 512 tokens: 170 columns fit), else in as few groups as fit,
+ * one after another. In a group the columns run concurrently up to their reads, and a column the trainer
+ * refuses releases its seat with its reason.
+ */
+export async function lossTable(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, opts: { groupBytes?: number /* tests only */ } = {}): Promise<LossCell[]> {
   const columns = lossColumns(c.trainer);
-  group ??= new SubmitGroup(gpu, `loss table (${c.trainer})`, columns.length);
-  return Promise.all(
-    columns.map(async (col): Promise<LossCell> => {
-      const seat = group.seat();
-      try {
-        const r = await trainerLossFromLogps(gpu, { ...c, config: { ...c.config, ...col.patch } }, scored, seat);
-        return { ...col, loss: r.loss, error: null };
-      } catch (e) {
-        if (!(e instanceof Error) || e.name !== 'SettingsError') throw e;
-        return { ...col, loss: null, error: e.message };
-      } finally {
-        seat.release();
-      }
-    }),
-  );
+  const perGroup = Math.max(1, Math.floor((opts.groupBytes ?? GROUP_BYTES) / (COLUMN_BYTES_PER_TOKEN * Math.max(1, c.B * c.T))));
+  const cells: LossCell[] = [];
+  for (let first = 0; first < columns.length; first += perGroup) {
+    const chunk = columns.slice(first, first + perGroup);
+    const group = new SubmitGroup(gpu, `loss table (${c.trainer})`, chunk.length);
+    cells.push(
+      ...(await Promise.all(
+        chunk.map(async (col): Promise<LossCell> => {
+          const seat = group.seat();
+          try {
+            const r = await trainerLossFromLogps(gpu, { ...c, config: { ...c.config, ...col.patch } }, scored, seat);
+            return { ...col, loss: r.loss, error: null };
+          } catch (e) {
+            if (!(e instanceof Error) || e.name !== 'SettingsError') throw e;
+            return { ...col, loss: null, error: e.message };
+          } finally {
+            seat.release();
+          }
+        }),
+      )),
+    );
+  }
+  return cells;
 }

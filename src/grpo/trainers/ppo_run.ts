@@ -110,19 +110,20 @@ export async function withGpuBackend<R>(gpu: Gpu, c: TrainerLossCase, f: (be: Pp
         const dlogp = buf('dlogp', 4 * N);
         const dentropy = buf('dentropy', 4 * N);
         const dlogits = backward ? buf('dlogits', 4 * N * V) : null;
-        const group = SubmitGroup.single(gpu, 'trainer objective');
-        ppo_loss_forward(group.recorder, { logp, entropy: shown, inputs: keep(gpu.upload('ppo_inputs', plan.inputs)), out, dlogp, dentropy, B, T, params: plan.params });
+        const inputs = keep(gpu.upload('ppo_inputs', plan.inputs));
+        const seat = SubmitGroup.single(gpu, 'trainer objective');
+        ppo_loss_forward(seat.recorder, { logp, entropy: shown, inputs, out, dlogp, dentropy, B, T, params: plan.params });
         if (dlogits) {
           const withEntropy = plan.params.ent_coef !== 0 ? { dentropy, entropy } : null;
-          logprob_gather_backward(group.recorder, { ...rows, temperature, lse, dlogp, dlogits, dentropy: withEntropy });
+          logprob_gather_backward(seat.recorder, { ...rows, temperature, lse, dlogp, dlogits, dentropy: withEntropy });
         }
-        const [res, dl] = await group.read([{ buf: out, byteSize: 16 * N }, ...(dlogits ? [{ buf: dlogits, byteSize: 4 * N * V }] : [])]);
+        const [res, dl] = await seat.read([{ buf: out, byteSize: 16 * N }, ...(dlogits ? [{ buf: dlogits, byteSize: 4 * N * V }] : [])]);
         return { out: splitOut(new Float32Array(res)), dlogits: dlogits ? new Float32Array(dl) : null };
       },
     };
     return await f(be);
   } finally {
-    for (const b of bufs) b.destroy();
+    for (const b of bufs) gpu.retire(b); // a seat's shared submit may still bind them (trl.ts)
   }
 }
 
@@ -130,9 +131,9 @@ export async function withGpuBackend<R>(gpu: Gpu, c: TrainerLossCase, f: (be: Pp
  * A backend over log-probs the step's forward already scored (ScoredLogps): the same objective kernel, no
  * gather and no dlogits; the kernel's ∂loss/∂logp and ∂loss/∂entropy are read back instead (the per-token
  * gradient the trainer would take, shown by the page). `field` names the trainer's temperature setting,
- * which must be the forward's. With `group` the objective joins a shared submit and readback (the loss table).
+ * which must be the forward's. With `seat` the objective joins a shared submit and readback (the loss table).
  */
-export async function withScoredBackend<R>(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, field: string, f: (be: PpoBackend) => Promise<R>, group?: Seat): Promise<R> {
+export async function withScoredBackend<R>(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, field: string, f: (be: PpoBackend) => Promise<R>, seat?: Seat): Promise<R> {
   const { B, T } = c;
   const N = B * T;
   const bufs: GPUBuffer[] = [];
@@ -152,16 +153,17 @@ export async function withScoredBackend<R>(gpu: Gpu, c: TrainerInputs, scored: S
       async objective(plan, backward) {
         if (backward) throw new Error('a scored backend has no backward');
         const out = keep(gpu.createBuffer('ppo_out', 16 * N));
-        const g = group ?? SubmitGroup.single(gpu, 'trainer objective (scored)');
         const scratch = { dlogp: keep(gpu.createBuffer('dlogp', 4 * N)), dentropy: keep(gpu.createBuffer('dentropy', 4 * N)) };
-        ppo_loss_forward(g.recorder, { logp, entropy, inputs: keep(gpu.upload('ppo_inputs', plan.inputs)), out, ...scratch, B, T, params: plan.params });
-        const [res, dlogp, dentropy] = (await g.read([{ buf: out, byteSize: 16 * N }, { buf: scratch.dlogp, byteSize: 4 * N }, { buf: scratch.dentropy, byteSize: 4 * N }])).map((b) => new Float32Array(b));
+        const inputs = keep(gpu.upload('ppo_inputs', plan.inputs));
+        const s = seat ?? SubmitGroup.single(gpu, 'trainer objective (scored)'); // after the allocations (see trl.ts)
+        ppo_loss_forward(s.recorder, { logp, entropy, inputs, out, ...scratch, B, T, params: plan.params });
+        const [res, dlogp, dentropy] = (await s.read([{ buf: out, byteSize: 16 * N }, { buf: scratch.dlogp, byteSize: 4 * N }, { buf: scratch.dentropy, byteSize: 4 * N }])).map((b) => new Float32Array(b));
         return { out: splitOut(res), dlogits: null, grad: { dlogp, dentropy } };
       },
     };
     return await f(be);
   } finally {
-    for (const b of bufs) b.destroy();
+    for (const b of bufs) gpu.retire(b); // a seat's shared submit may still bind them (trl.ts)
   }
 }
 

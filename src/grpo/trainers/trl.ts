@@ -47,13 +47,13 @@ export const trlLoss: TrainerLoss = (gpu, c, opts) => trlObjective(gpu, c, { log
 
 /**
  * TRL's objective on log-probs the studio's forward already scored (every position, at `scored.temperature`):
- * its gradient stops at dlogp, dentropy. With `group` its kernels join a shared submit and readback (the loss
+ * its gradient stops at dlogp, dentropy. With `seat` its kernels join a shared submit and readback (the loss
  * table: src/grpo/trainers/from_logps.ts).
  */
-export const trlLossFromLogps = (gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, group?: Seat): Promise<TrainerLossOutputs> => trlObjective(gpu, c, scored, { backward: false, group });
+export const trlLossFromLogps = (gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, seat?: Seat): Promise<TrainerLossOutputs> => trlObjective(gpu, c, scored, { backward: false, seat });
 
 /** The log-probs come from a gather of the logits (the CLI, dlogits possible) or as scored by the step's forward. */
-async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Array; V: number } | ScoredLogps, opts: { backward: boolean; group?: Seat }): Promise<TrainerLossOutputs> {
+async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Array; V: number } | ScoredLogps, opts: { backward: boolean; seat?: Seat }): Promise<TrainerLossOutputs> {
   checkShapes(c, 'logits' in src ? src : null);
   const parsedConfig = parseTrlConfig(c.config);
   const parsedRun = parseTrlRun(c.run);
@@ -105,9 +105,6 @@ async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Ar
       logp = up('per_token_logps', src.per_token_logps);
       entropy = up('per_token_entropy', src.per_token_entropy);
     }
-    const group = opts.group ?? SubmitGroup.single(gpu, 'trl_loss');
-    const rec = group.recorder;
-
     const k = {
       logp,
       aux: up('trl_aux', aux),
@@ -117,6 +114,8 @@ async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Ar
       hasOld: !!c.old_per_token_logps,
       hasSampling: !!c.sampling_per_token_logps,
     };
+    const seat = opts.seat ?? SubmitGroup.single(gpu, 'trl_loss'); // after the allocations: one that throws leaves no open recorder
+    const rec = seat.recorder;
     trl_loss_forward(rec, { ...k, entropy }, p);
     let dlogits: GPUBuffer | null = null;
     // From scored log-probs the backward stops at ∂loss/∂logp, ∂loss/∂entropy (read back: the page shows them).
@@ -131,7 +130,7 @@ async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Ar
     const f32 = (b: ArrayBuffer) => new Float32Array(b);
     const read = (b: GPUBuffer | null, n: number) => (b ? [{ buf: b, byteSize: 4 * n }] : []);
     const got = (
-      await group.read([
+      await seat.read([
         ...read(k.tok, 4 * N),
         ...read(k.rows, TRL_ROW_STATS * B),
         ...read(gather ? logp : null, N),
@@ -168,6 +167,7 @@ async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Ar
       unknown_settings,
     };
   } finally {
-    created.forEach((b) => b.destroy());
+    // Retired, not destroyed: a seat's recorder may still be open (a shared submit still to come).
+    created.forEach((b) => gpu.retire(b));
   }
 }
