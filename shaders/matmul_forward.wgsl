@@ -6,9 +6,9 @@
 // (their headers say why).
 //
 // Each workgroup computes a TILE_M × TILE_N block of C, staging TILE_K-deep slices of A and B in
-// workgroup memory; each invocation keeps a 4 × 4 register block (one vec4 of C columns per row),
-// so every value loaded from workgroup memory feeds 4 FMAs. Tile loads are mapped so that consecutive
-// invocations read consecutive addresses of the operand's physical (row-major) layout.
+// workgroup memory (common/matmul_tiles.wgsl); each invocation keeps a 4 × 4 register block (one vec4 of
+// C columns per row), so every value loaded from workgroup memory feeds 4 FMAs. matmul_wide_forward.wgsl
+// keeps 8 × 8.
 //
 // Operands bigger than maxStorageBufferBindingSize are bound as windows of whole physical rows; the
 // launcher passes, per operand, `base` (element index of the block's first element inside the
@@ -24,21 +24,10 @@ override TILE_M: u32 = 64;
 override TILE_N: u32 = 64;
 override TILE_K: u32 = 16;
 
+//#include "common/matmul_tiles.wgsl"
+
 const TM: u32 = 4u; // rows of C per invocation
 const TN: u32 = 4u; // columns of C per invocation (one vec4)
-
-var<workgroup> As: array<vec4f, TILE_K * TILE_M / 4u>; // [k][m]: vec4 = 4 consecutive rows m
-var<workgroup> Bs: array<vec4f, TILE_K * TILE_N / 4u>; // [k][n]: vec4 = 4 consecutive columns n
-
-fn load_a(a0: u32, m: u32, k: u32) -> f32 {
-  if (m >= p.M || k >= p.K) { return 0.0; }
-  return a_elem(a0, m, k);
-}
-
-fn load_b(b0: u32, k: u32, n: u32) -> f32 {
-  if (k >= p.K || n >= p.N) { return 0.0; }
-  return b_elem(b0, k, n);
-}
 
 @compute @workgroup_size(TILE_N / TN, TILE_M / TM)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
@@ -46,24 +35,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let t = lid.y * (TILE_N / TN) + lid.x;
   let m0 = wid.y * TILE_M;
   let n0 = wid.x * TILE_N;
-  let a0 = p.a_base;
-  let b0 = p.b_base;
   let c0 = p.c_base;
   var acc: array<vec4f, TM>;
 
   for (var k0 = 0u; k0 < p.K; k0 += TILE_K) {
-    for (var e = t; e < TILE_M * TILE_K; e += threads) {
-      var mm: u32;
-      var kk: u32;
-      if (TRANS_A) { kk = e / TILE_M; mm = e % TILE_M; } else { mm = e / TILE_K; kk = e % TILE_K; }
-      As[(kk * TILE_M + mm) / 4u][mm % 4u] = load_a(a0, m0 + mm, k0 + kk);
-    }
-    for (var e = t; e < TILE_N * TILE_K; e += threads) {
-      var nn: u32;
-      var kk: u32;
-      if (TRANS_B) { nn = e / TILE_K; kk = e % TILE_K; } else { kk = e / TILE_N; nn = e % TILE_N; }
-      Bs[(kk * TILE_N + nn) / 4u][nn % 4u] = load_b(b0, k0 + kk, n0 + nn);
-    }
+    fill_tiles(t, threads, m0, n0, k0);
     workgroupBarrier();
     for (var kk = 0u; kk < TILE_K; kk++) {
       let av = As[kk * (TILE_M / 4u) + lid.y];

@@ -1,4 +1,5 @@
-// Launchers for the GEMM every matmul uses — shaders/matmul_forward.wgsl (workgroup tiles: GPUs) or
+// Launchers for the GEMM every matmul uses — shaders/matmul_forward.wgsl (workgroup tiles: GPUs; or
+// matmul_wide_forward.wgsl, larger register blocks, forced only until measured on a GPU) or
 // shaders/matmul_subgroup_forward.wgsl (subgroup broadcasts: lavapipe) or shaders/matmul_direct_forward.wgsl
 // (no sharing: SwiftShader; see gemmKernels) —,
 // shaders/matmul_rows_forward.wgsl (few-row products with 'out_in' weights on GPUs: the decode step) and
@@ -22,16 +23,19 @@ export type WeightDtype = 'f32' | 'bf16';
 const ELEM_BYTES: Record<WeightDtype, number> = { f32: 4, bf16: 2 };
 
 /**
- * Which GEMM kernel runs: 'tiled' (matmul_forward.wgsl), 'subgroup' (matmul_subgroup_forward.wgsl) or 'direct'
- * (matmul_direct_forward.wgsl).
+ * Which GEMM kernel runs: 'tiled' (matmul_forward.wgsl), 'wide' (matmul_wide_forward.wgsl: 8 × 8 per invocation),
+ * 'subgroup' (matmul_subgroup_forward.wgsl) or 'direct' (matmul_direct_forward.wgsl).
  */
-export type GemmKernel = 'tiled' | 'subgroup' | 'direct';
+export type GemmKernel = 'tiled' | 'wide' | 'subgroup' | 'direct';
 /** matmul_forward's kernels: a GEMM kernel, or 'rows' (matmul_rows_forward.wgsl, few rows). */
 export type MatmulKernel = GemmKernel | 'rows';
 
 // matmul_forward.wgsl: TILE_M from tileRows, TILE_N × TILE_K.
 const TILE_N = 64;
 const TILE_K = 16;
+// matmul_wide_forward.wgsl: 128 × 128 blocks (its TILE_M, TILE_N), WIDE_TILE_K deep.
+const WIDE_TILE = 128;
+const WIDE_TILE_K = 16;
 // matmul_subgroup_forward.wgsl: up to SUB_TM rows per invocation, SUB_TN columns per workgroup, at most
 // SUB_WG invocations; the subgroup sizes it takes (TN a multiple of SG, TN / SG within its MAX_Q). On
 // lavapipe 4 × 16 and 4 × 32 led (≈ 10 GFLOP per CPU-second at 2048 × 576 × 576), ahead of 2 × 16, 2 × 32,
@@ -74,12 +78,14 @@ function fixedSubgroupSize(gpu: Gpu): number {
  * adapter's SIMD register), SwiftShader with the direct one (2.3–4.6× the tiled forward, 1.6–3.2× its
  * backward, at the embedded model's 480 × 64 × 192-sized products, where its subgroup kernel is 1.1–3.4×
  * slower than the tiled: Node's Dawn on chromium's SwiftShader ICD), GPUs with the tiled one (workgroup
- * tiles are the better plan there, and the one measured on them).
+ * tiles are the better plan there, and the one measured on them: 17–27% of an H100's FMA probe). The wide
+ * kernel (8 × 8 register blocks, for GPUs) is not yet measured on a GPU: last everywhere until the gemm
+ * bench on one puts it ahead of the tiled one.
  */
 const GEMM_ORDER: Record<AdapterClass, GemmKernel[]> = {
-  cpu: ['subgroup', 'tiled', 'direct'],
-  swiftshader: ['direct', 'tiled', 'subgroup'],
-  gpu: ['tiled', 'subgroup', 'direct'],
+  cpu: ['subgroup', 'tiled', 'direct', 'wide'],
+  swiftshader: ['direct', 'tiled', 'subgroup', 'wide'],
+  gpu: ['tiled', 'subgroup', 'direct', 'wide'],
 };
 
 export function gemmKernels(gpu: Gpu): GemmKernel[] {
@@ -88,7 +94,7 @@ export function gemmKernels(gpu: Gpu): GemmKernel[] {
 }
 
 interface GemmPlan {
-  shader: 'matmul_forward' | 'matmul_subgroup_forward' | 'matmul_direct_forward';
+  shader: 'matmul_forward' | 'matmul_wide_forward' | 'matmul_subgroup_forward' | 'matmul_direct_forward';
   tileM: number; // rows of C per workgroup
   tileN: number; // columns of C per workgroup
   tileK: number; // the inner dimension's step (1: none)
@@ -109,6 +115,7 @@ function gemmPlan(gpu: Gpu, M: number, force?: GemmKernel): GemmPlan {
     const TILE_M = tileRows(M);
     return { shader: 'matmul_forward', tileM: TILE_M, tileN: TILE_N, tileK: TILE_K, constants: { TILE_M, TILE_N, TILE_K } };
   }
+  if (kernel === 'wide') return { shader: 'matmul_wide_forward', tileM: WIDE_TILE, tileN: WIDE_TILE, tileK: WIDE_TILE_K, constants: { TILE_K: WIDE_TILE_K } };
   if (kernel === 'direct') {
     const TM = M >= 4 ? 4 : M >= 2 ? 2 : 1;
     return { shader: 'matmul_direct_forward', tileM: DIRECT_WG_M * TM, tileN: DIRECT_WG_N * 4, tileK: 1, constants: { TM, WG_N: DIRECT_WG_N, WG_M: DIRECT_WG_M } };

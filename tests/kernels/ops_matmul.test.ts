@@ -81,10 +81,10 @@ describe('matmul_forward', () => {
     const rng = new Rng(17);
     // Subgroup kernel: 1, 2 or 4 rows per invocation (M = 1, 2 / 9 / 33+), row blocks of up to 256 rows (257, 300: two
     // blocks of a 160-row workgroup), 16 columns; tiled: 64 × 64 × 16; direct: 16 × 64 per workgroup, 1 / 2 / 4 rows
-    // per invocation (M = 1, 2 / 3, 4+).
+    // per invocation (M = 1, 2 / 3, 4+); wide: 128 × 128 × 16, each invocation's rows and columns in two halves 64 apart.
     const edges: Array<[number, number, number, WeightLayout]> = [
       [1, 1, 1, 'in_out'], [1, 17, 33, 'out_in'], [2, 5, 16, 'in_out'], [257, 3, 15, 'out_in'], [255, 16, 17, 'in_out'],
-      [300, 1, 65, 'out_in'], [9, 577, 1, 'in_out'], [33, 15, 31, 'out_in'],
+      [300, 1, 65, 'out_in'], [9, 577, 1, 'in_out'], [33, 15, 31, 'out_in'], [129, 17, 130, 'out_in'], [65, 33, 127, 'in_out'],
     ];
     for (const kernel of gemmKernels(gpu)) {
       let worst = 0;
@@ -105,14 +105,14 @@ describe('matmul_forward', () => {
         device: { adapterInfo: sub ? { subgroupMinSize: sub[0], subgroupMaxSize: sub[1] } : {} },
       }) as unknown as Gpu;
     const lavapipe = { vendor: 'mesa', architecture: 'software', description: 'llvmpipe: Mesa 25.0.7 (LLVM 15.0.6)', isFallback: true };
-    expect(gemmKernels(fake(lavapipe, [8, 8]))).toEqual(['subgroup', 'tiled', 'direct']);
-    expect(gemmKernels(fake({ vendor: 'google', architecture: 'swiftshader' }, [4, 4]))).toEqual(['direct', 'tiled', 'subgroup']); // barriers and shuffles are dear there
-    expect(gemmKernels(fake({ vendor: 'google', description: 'SwiftShader driver 5.0.0', isFallback: true }, null))).toEqual(['direct', 'tiled']);
-    expect(gemmKernels(fake(lavapipe, null))).toEqual(['tiled', 'direct']); // no subgroups feature
-    expect(gemmKernels(fake(lavapipe, [4, 16]))).toEqual(['tiled', 'direct']); // size not fixed
-    expect(gemmKernels(fake(lavapipe, [64, 64]))).toEqual(['tiled', 'direct']); // wider than its 32 columns
-    expect(gemmKernels(fake({ vendor: 'nvidia', architecture: 'hopper' }, [32, 32]))).toEqual(['tiled', 'subgroup', 'direct']);
-    expect(gemmKernels(fake({ vendor: 'amd', architecture: 'rdna-3' }, [32, 64]))).toEqual(['tiled', 'direct']);
+    expect(gemmKernels(fake(lavapipe, [8, 8]))).toEqual(['subgroup', 'tiled', 'direct', 'wide']);
+    expect(gemmKernels(fake({ vendor: 'google', architecture: 'swiftshader' }, [4, 4]))).toEqual(['direct', 'tiled', 'subgroup', 'wide']); // barriers and shuffles are dear there
+    expect(gemmKernels(fake({ vendor: 'google', description: 'SwiftShader driver 5.0.0', isFallback: true }, null))).toEqual(['direct', 'tiled', 'wide']);
+    expect(gemmKernels(fake(lavapipe, null))).toEqual(['tiled', 'direct', 'wide']); // no subgroups feature
+    expect(gemmKernels(fake(lavapipe, [4, 16]))).toEqual(['tiled', 'direct', 'wide']); // size not fixed
+    expect(gemmKernels(fake(lavapipe, [64, 64]))).toEqual(['tiled', 'direct', 'wide']); // wider than its 32 columns
+    expect(gemmKernels(fake({ vendor: 'nvidia', architecture: 'hopper' }, [32, 32]))).toEqual(['tiled', 'subgroup', 'direct', 'wide']); // wide: not yet measured on a GPU
+    expect(gemmKernels(fake({ vendor: 'amd', architecture: 'rdna-3' }, [32, 64]))).toEqual(['tiled', 'direct', 'wide']);
   });
 
   it('out_in with M <= 16 (decode): the few-row kernel, odd K and N, with and without bias; the default on GPUs', async () => {
