@@ -5,16 +5,18 @@
 // ratio an f32 GEMM needs near a GPU's FMA peak.
 //
 // Invocation (x, y) holds rows {4y .. 4y + 3, 64 + 4y .. 64 + 4y + 3} and columns {4x .. 4x + 3,
-// 64 + 4x .. 64 + 4x + 3} of the block, so that neighbours read neighbouring vec4s. The register block is an
-// array indexed only by constants (the inner loop and the epilogue are written out): a GPU compiler keeps
-// it in registers. A block indexed by loop counters bounded by override constants ran 7× slower on an H100
-// (kept in local memory), hence no TM / TN overrides here.
+// 64 + 4x .. 64 + 4x + 3} of the block, so that neighbours read neighbouring vec4s. The register block `acc`
+// is indexed only by constants (the inner loop and the epilogue are written out): a GPU compiler keeps it in
+// registers. An earlier 8 × 8 variant whose block was indexed by loop counters bounded by override constants
+// ran about 7× slower on an H100 (kept in local memory; issue 23's progress note of stop 29), hence no TM / TN
+// overrides here. Not yet measured on a GPU: the staging's stores may bank-conflict (as the tiled kernel's).
+// Workgroup memory: 2 × 16 × 128 × 4 bytes = 16 KiB, WebGPU's default limit: TILE_K is a constant.
 
 //#include "common/matmul.wgsl"
 
 const TILE_M: u32 = 128u;
 const TILE_N: u32 = 128u;
-override TILE_K: u32 = 16;
+const TILE_K: u32 = 16u;
 
 //#include "common/matmul_tiles.wgsl"
 

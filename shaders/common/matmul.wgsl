@@ -1,5 +1,6 @@
-// The GEMM's operands, shared by its two kernels (matmul_forward.wgsl: workgroup tiles, for GPUs;
-// matmul_subgroup_forward.wgsl: subgroup broadcasts, for CPU adapters), included with
+// The GEMM's operands, shared by its kernels (matmul_forward.wgsl and matmul_wide_forward.wgsl: workgroup
+// tiles, for GPUs; matmul_subgroup_forward.wgsl: subgroup broadcasts, for lavapipe; matmul_direct_forward.wgsl:
+// no sharing, for SwiftShader), included with
 //   //#include "common/matmul.wgsl"
 // C = op(A) · op(B) (+ bias) (+ C), op(A): (M, K), op(B): (K, N), C: (M, N) row-major windows; element
 // (r, c) of an operand block is base + r·ld + c of its binding (matmul_forward.wgsl's header has the details).

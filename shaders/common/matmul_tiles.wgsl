@@ -2,7 +2,7 @@
 // matmul_wide_forward.wgsl: 8 × 8), included after common/matmul.wgsl: TILE_K-deep slices of op(A) and
 // op(B) staged in workgroup memory as vec4s of 4 consecutive rows (As) or columns (Bs), zero past M, N, K.
 // Loads are mapped so that consecutive invocations read consecutive addresses of the operand's physical
-// (row-major) layout. The including shader declares TILE_M, TILE_N, TILE_K (multiples of 4).
+// (row-major) layout. The including shader declares TILE_M, TILE_N (multiples of 4) and TILE_K.
 
 var<workgroup> As: array<vec4f, TILE_K * TILE_M / 4u>; // [k][m]: vec4 = 4 consecutive rows m
 var<workgroup> Bs: array<vec4f, TILE_K * TILE_N / 4u>; // [k][n]: vec4 = 4 consecutive columns n

@@ -33,7 +33,7 @@ export type MatmulKernel = GemmKernel | 'rows';
 // matmul_forward.wgsl: TILE_M from tileRows, TILE_N × TILE_K.
 const TILE_N = 64;
 const TILE_K = 16;
-// matmul_wide_forward.wgsl: 128 × 128 blocks (its TILE_M, TILE_N), WIDE_TILE_K deep.
+// matmul_wide_forward.wgsl: 128 × 128 blocks, 16 deep (its constants TILE_M, TILE_N, TILE_K).
 const WIDE_TILE = 128;
 const WIDE_TILE_K = 16;
 // matmul_subgroup_forward.wgsl: up to SUB_TM rows per invocation, SUB_TN columns per workgroup, at most
@@ -115,7 +115,7 @@ function gemmPlan(gpu: Gpu, M: number, force?: GemmKernel): GemmPlan {
     const TILE_M = tileRows(M);
     return { shader: 'matmul_forward', tileM: TILE_M, tileN: TILE_N, tileK: TILE_K, constants: { TILE_M, TILE_N, TILE_K } };
   }
-  if (kernel === 'wide') return { shader: 'matmul_wide_forward', tileM: WIDE_TILE, tileN: WIDE_TILE, tileK: WIDE_TILE_K, constants: { TILE_K: WIDE_TILE_K } };
+  if (kernel === 'wide') return { shader: 'matmul_wide_forward', tileM: WIDE_TILE, tileN: WIDE_TILE, tileK: WIDE_TILE_K, constants: {} };
   if (kernel === 'direct') {
     const TM = M >= 4 ? 4 : M >= 2 ? 2 : 1;
     return { shader: 'matmul_direct_forward', tileM: DIRECT_WG_M * TM, tileN: DIRECT_WG_N * 4, tileK: 1, constants: { TM, WG_N: DIRECT_WG_N, WG_M: DIRECT_WG_M } };

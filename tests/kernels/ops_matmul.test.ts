@@ -1,6 +1,6 @@
 // matmul_forward / matmul_backward (GPU) against their float64 twins, with every GEMM kernel the adapter
-// runs (the tiled one, and the subgroup one where gemmKernels offers it: both on lavapipe): odd shapes
-// that are not multiples of the 64×64×16 tiles nor of the subgroup kernel's row blocks and 16 columns,
+// runs (gemmKernels: subgroup, tiled, direct and wide on lavapipe): odd shapes that are not multiples of the
+// 64×64×16 or 128×128×16 tiles nor of the subgroup kernel's row blocks and 16 columns,
 // K below a tile, single rows and columns, both weight layouts, bias, accumulation, the few-row (decode)
 // kernel for 'out_in' weights, binding-window splits (forced by a lowered binding limit, and once for
 // real past lavapipe's 128 MiB); which kernel each adapter class gets; and the twin's backward against
@@ -94,6 +94,26 @@ describe('matmul_forward', () => {
         worst = Math.max(worst, r.worst);
       }
       console.log(`matmul_forward ${kernel} around its blocks: worst ${worst.toFixed(3)} of tolerance`);
+    }
+  });
+
+  it('the wide kernel gives bitwise the tiled one (the same FMA chain in k, the same 16-deep zero padding)', async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(29);
+    for (const [M, K, N, layout] of [[131, 37, 259, 'out_in'], [7, 48, 130, 'in_out'], [200, 577, 65, 'out_in']] as const) {
+      const inp = gpu.upload('inp', rng.f32(M * K));
+      const weight = gpu.upload('weight', rng.f32(N * K, 0.5));
+      const bias = gpu.upload('bias', rng.f32(N));
+      const run = async (kernel: MatmulKernel) => {
+        const out = gpu.createBuffer('out', M * N * 4);
+        const rec = gpu.recorder(`matmul ${kernel}`);
+        matmul_forward(rec, { out, inp, weight, bias, M, K, N, weightLayout: layout, kernel });
+        await rec.submit();
+        return gpu.readF32(out, M * N);
+      };
+      const [tiled, wide] = [await run('tiled'), await run('wide')];
+      expect(wide, `${M}x${K}x${N} ${layout}`).toEqual(tiled);
+      expect(tiled.some((x) => x !== 0)).toBe(true);
     }
   });
 
