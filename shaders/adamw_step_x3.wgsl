@@ -6,35 +6,18 @@ override WG: u32 = 256;
 
 const SLOTS = 3u;
 
-struct Params {
-  first: u32,           // this dispatch's first window in items
-  count: u32,           // 3
-  decay0: f32,          // 1 - lr * weight_decay of slot 0's tensor
-  decay1: f32,
-  decay2: f32,
-  one_minus_beta1: f32,
-  beta2: f32,
-  one_minus_beta2: f32,
-  step_size: f32,       // lr / (1 - beta1^t)
-  bc2_sqrt: f32,        // sqrt(1 - beta2^t)
-  eps: f32,
-}
-
-@group(0) @binding(0) var<storage, read_write> param0: array<f32>;  // (n) of slot 0's window
-@group(0) @binding(1) var<storage, read_write> param1: array<f32>;
-@group(0) @binding(2) var<storage, read_write> param2: array<f32>;
-@group(0) @binding(3) var<storage, read> grad0: array<f32>;
-@group(0) @binding(4) var<storage, read> grad1: array<f32>;
-@group(0) @binding(5) var<storage, read> grad2: array<f32>;
-@group(0) @binding(6) var<storage, read_write> m0: array<f32>;      // exp_avg
-@group(0) @binding(7) var<storage, read_write> m1: array<f32>;
-@group(0) @binding(8) var<storage, read_write> m2: array<f32>;
-@group(0) @binding(9) var<storage, read_write> v0: array<f32>;      // exp_avg_sq
-@group(0) @binding(10) var<storage, read_write> v1: array<f32>;
-@group(0) @binding(11) var<storage, read_write> v2: array<f32>;
-@group(0) @binding(12) var<storage, read> clip: array<f32>;         // (3) coef, ok, total norm (sumsq_forward clip_coef)
-@group(0) @binding(13) var<storage, read_write> part: array<f32>;   // partial sums of Δθ²
-@group(0) @binding(14) var<storage, read> items: array<vec4u>;      // (windows) n, K, part_base, first workgroup
+@group(0) @binding(3) var<storage, read_write> param0: array<f32>;  // (n) of slot 0's window
+@group(0) @binding(4) var<storage, read_write> param1: array<f32>;
+@group(0) @binding(5) var<storage, read_write> param2: array<f32>;
+@group(0) @binding(6) var<storage, read> grad0: array<f32>;
+@group(0) @binding(7) var<storage, read> grad1: array<f32>;
+@group(0) @binding(8) var<storage, read> grad2: array<f32>;
+@group(0) @binding(9) var<storage, read_write> m0: array<f32>;      // exp_avg
+@group(0) @binding(10) var<storage, read_write> m1: array<f32>;
+@group(0) @binding(11) var<storage, read_write> m2: array<f32>;
+@group(0) @binding(12) var<storage, read_write> v0: array<f32>;     // exp_avg_sq
+@group(0) @binding(13) var<storage, read_write> v1: array<f32>;
+@group(0) @binding(14) var<storage, read_write> v2: array<f32>;
 @group(0) @binding(15) var<uniform> p: Params;
 
 //#include "common/adamw_step.wgsl"

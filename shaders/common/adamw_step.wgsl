@@ -7,9 +7,27 @@
 //   p = p - step_size * m / (sqrt(v) / bc2_sqrt + eps),  step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t)
 // with the partial sums of Δθ² = (p_new - p_old)² in the same sweep (common/slotted_sweep.wgsl, as
 // sumsq_forward's main; its finish sums them per tensor). With clip[1] = 0 (a non-finite gradient norm)
-// nothing is written. The including shader declares SLOTS, Params (first, count, decay0.., the step scalars), the
-// bindings (clip, part, items, p) and `fn elem(i: u32) -> f32` that updates element i of the slot's window
-// through adamw() and returns its Δθ.
+// nothing is written. The including shader declares SLOTS, its slots' bindings from 3 on, the params uniform
+// `p` after them, and `fn elem(i: u32) -> f32` that updates element i of the slot's window through adamw()
+// and returns its Δθ.
+
+struct Params {
+  first: u32,           // this dispatch's first window in items
+  count: u32,           // its windows (≤ SLOTS)
+  decay0: f32,          // 1 - lr * weight_decay of slot 0's tensor
+  decay1: f32,          // slot 1's (adamw_step_x3)
+  decay2: f32,          // slot 2's (adamw_step_x3)
+  one_minus_beta1: f32,
+  beta2: f32,
+  one_minus_beta2: f32,
+  step_size: f32,       // lr / (1 - beta1^t)
+  bc2_sqrt: f32,        // sqrt(1 - beta2^t)
+  eps: f32,
+}
+
+@group(0) @binding(0) var<storage, read> clip: array<f32>;          // (3) coef, ok, total norm (sumsq_forward clip_coef)
+@group(0) @binding(1) var<storage, read_write> part: array<f32>;    // partial sums of Δθ²
+@group(0) @binding(2) var<storage, read> items: array<vec4u>;       // (windows) n, K, part_base, first workgroup
 
 //#include "common/slotted_sweep.wgsl"
 

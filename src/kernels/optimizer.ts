@@ -89,7 +89,8 @@ export function adamw_step(rec: Recorder, a: AdamWArgs): void {
       params: [
         ['first', 'u32', l.first],
         ['count', 'u32', n],
-        ...l.windows.map((s, k): [string, 'f32', number] => [`decay${k}`, 'f32', 1 - a.lr * a.tensors[s.tensor].weightDecay]),
+        // One decay per slot of the shared Params (common/adamw_step.wgsl); a slot past the launch's windows: unused.
+        ...[0, 1, 2].map((k): [string, 'f32', number] => [`decay${k}`, 'f32', k < n ? 1 - a.lr * a.tensors[l.windows[k].tensor].weightDecay : 1]),
         ['one_minus_beta1', 'f32', 1 - a.beta1],
         ['beta2', 'f32', a.beta2],
         ['one_minus_beta2', 'f32', 1 - a.beta2],
