@@ -26,7 +26,8 @@ const ELEM_BYTES: Record<WeightDtype, number> = { f32: 4, bf16: 2 };
  * Which GEMM kernel runs: 'tiled' (matmul_forward.wgsl), 'wide' (matmul_wide_forward.wgsl: 8 × 8 per invocation),
  * 'subgroup' (matmul_subgroup_forward.wgsl) or 'direct' (matmul_direct_forward.wgsl).
  */
-export type GemmKernel = 'tiled' | 'wide' | 'subgroup' | 'direct';
+export const GEMM_KERNELS = ['tiled', 'wide', 'subgroup', 'direct'] as const;
+export type GemmKernel = (typeof GEMM_KERNELS)[number];
 /** matmul_forward's kernels: a GEMM kernel, or 'rows' (matmul_rows_forward.wgsl, few rows). */
 export type MatmulKernel = GemmKernel | 'rows';
 

@@ -16,7 +16,7 @@ import { Rng } from '../../src/model/rng.ts';
 import { expectClose } from '../helpers/close.ts';
 import { dot, fdGradient } from '../helpers/fd.ts';
 import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../../src/oracle/matmul.ts';
-import { gemmKernels, matmul_backward, matmul_forward, type MatmulKernel } from '../../src/kernels/matmul.ts';
+import { GEMM_KERNELS, gemmKernels, matmul_backward, matmul_forward, type MatmulKernel } from '../../src/kernels/matmul.ts';
 import { adapterClass, type Gpu } from '../../src/gpu/context.ts';
 
 const U = 2 ** -24;
@@ -125,6 +125,10 @@ describe('matmul_forward', () => {
         device: { adapterInfo: sub ? { subgroupMinSize: sub[0], subgroupMaxSize: sub[1] } : {} },
       }) as unknown as Gpu;
     const lavapipe = { vendor: 'mesa', architecture: 'software', description: 'llvmpipe: Mesa 25.0.7 (LLVM 15.0.6)', isFallback: true };
+    // Every class orders every kernel of the one table (GEMM_KERNELS), the subgroup one where it can run.
+    for (const report of [lavapipe, { vendor: 'google', architecture: 'swiftshader' }, { vendor: 'nvidia', architecture: 'hopper' }]) {
+      expect([...gemmKernels(fake(report, [8, 8]))].sort()).toEqual([...GEMM_KERNELS].sort());
+    }
     expect(gemmKernels(fake(lavapipe, [8, 8]))).toEqual(['subgroup', 'tiled', 'direct', 'wide']);
     expect(gemmKernels(fake({ vendor: 'google', architecture: 'swiftshader' }, [4, 4]))).toEqual(['direct', 'tiled', 'subgroup', 'wide']); // barriers and shuffles are dear there
     expect(gemmKernels(fake({ vendor: 'google', description: 'SwiftShader driver 5.0.0', isFallback: true }, null))).toEqual(['direct', 'tiled', 'wide']);

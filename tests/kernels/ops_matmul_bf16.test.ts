@@ -7,7 +7,7 @@
 // values are exact, so only the f32 accumulation errs (4·u·√K·Σ|x·w|).
 import { describe, expect, it } from 'vitest';
 import type { Gpu } from '../../src/gpu/context.ts';
-import { bf16ToF32 } from '../../src/io/safetensors.ts';
+import { bf16ToF32, f32ToBf16 } from '../../src/io/safetensors.ts';
 import { embedding_forward } from '../../src/kernels/embedding.ts';
 import { gemmKernels, matmul_backward, matmul_forward, type GemmKernel } from '../../src/kernels/matmul.ts';
 import { embedding_forward as embRef } from '../../src/oracle/embedding.ts';
@@ -21,9 +21,7 @@ const abs = (a: ArrayLike<number>) => Float64Array.from(a, Math.abs);
 
 /** Random bf16 bits (round to nearest even of N(0, scale²) f32 samples). */
 function bf16(rng: Rng, n: number, scale: number): Uint16Array {
-  const f = rng.f32(n, scale);
-  const u = new Uint32Array(f.buffer);
-  return Uint16Array.from(u, (x) => (x + 0x7fff + ((x >> 16) & 1)) >>> 16);
+  return f32ToBf16(rng.f32(n, scale));
 }
 
 async function forwardCase(gpu: Gpu, rng: Rng, M: number, K: number, N: number, layout: WeightLayout, opts: { bias?: boolean; accumulate?: boolean; bindingLimit?: number; kernel?: GemmKernel }) {
