@@ -16,12 +16,14 @@ const CHILD = 'GRPO_STUDIO_CLI_CHILD';
 const DAWN_NOTICE = /^Warning: maxDynamic(Uniform|Storage)BuffersPerPipelineLayout artificially reduced from \d+ to \d+ to fit dynamic offset allocation limit\.$/;
 
 // A reader that stops early (`| head`) closes the pipe: nothing more can be delivered, which is not an
-// error of ours and must not end in an unhandled EPIPE stack trace.
+// error of ours and must not end in an unhandled EPIPE stack trace. Any other failure to write (a full disk:
+// ENOSPC) loses the result: one line on stderr and exit 2, never a stack trace or a silent exit 0.
 let code = 0;
 for (const stream of [process.stdout, process.stderr]) {
   stream.on('error', (e) => {
-    if (e.code !== 'EPIPE') throw e;
-    process.exit(code);
+    if (e.code === 'EPIPE') process.exit(code);
+    if (stream === process.stdout) process.stderr.write(`grpo-studio: cannot write the output: ${e.message.split('\n')[0]}\n`);
+    process.exit(2);
   });
 }
 
@@ -53,6 +55,8 @@ if (process.env[CHILD] !== '1') {
   const { main, flushed } = await import('../src/cli/main.ts');
   code = await main(process.argv.slice(2));
   await flushed();
+  // A failed write reports through the stream's 'error' event (above): let it fire before exiting with main()'s code.
+  await new Promise((resolve) => setImmediate(resolve));
   // Exit explicitly: a WebGPU device the verb opened would otherwise keep the process alive.
   process.exit(code);
 }

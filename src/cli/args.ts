@@ -37,7 +37,9 @@ export function parseArgs(argv: string[], spec: { values: string[]; switches?: s
       if (inline !== undefined) throw new CliError(`--${name} takes no value (got --${name}=${inline})`);
       flags.set(name, true);
     } else if (spec.values.includes(name)) {
-      const v = inline ?? argv[++i];
+      // The next word is the value unless it is another option (`--out --json` is a forgotten value, not a file
+      // named "--json"); a value that starts with -- can be given as --name=--value.
+      const v = inline ?? (argv[i + 1]?.startsWith('--') ? undefined : argv[++i]);
       if (v === undefined) throw new CliError(`--${name} needs a value`);
       flags.set(name, v);
     } else {

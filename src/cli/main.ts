@@ -28,23 +28,33 @@ function usage(): string {
   return ['usage: grpo-studio <verb> ...', ...Object.values(VERBS).map((v) => `  grpo-studio ${v.summary}`)].join('\n');
 }
 
+/** A message as one printable line: its first line, control bytes (a binary file's, quoted back) escaped. */
+function oneLine(message: string): string {
+  // eslint-disable-next-line no-control-regex
+  return message.split('\n')[0].replace(/[\x00-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
 export async function main(argvIn: string[]): Promise<number> {
   const debug = argvIn.includes('--debug');
   const [verb, ...rest] = argvIn.filter((a) => a !== '--debug');
-  if (!verb || verb === '--help' || verb === '-h') {
+  if (verb === '--help' || verb === '-h') {
     console.log(usage());
-    return verb ? 0 : 2;
+    return EXIT.ok;
   }
-  const v = VERBS[verb];
+  const v = verb ? VERBS[verb] : undefined;
   if (!v) {
-    console.error(`grpo-studio: unknown verb "${verb}"\n${usage()}`);
-    return 2;
+    console.error(`grpo-studio: ${verb ? `unknown verb "${oneLine(verb)}"` : 'no verb'} (have ${Object.keys(VERBS).join(', ')}; grpo-studio --help for usage)`);
+    return EXIT.input;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    console.log(`usage: grpo-studio ${v.summary}`);
+    return EXIT.ok;
   }
   try {
     return await (await v.load()).run(rest);
   } catch (e) {
     const err = e instanceof Error ? e : new Error(String(e));
-    const line = (err.message || String(err)).split('\n')[0];
+    const line = oneLine(err.message || String(err));
     if (err instanceof CliError || INPUT_ERRORS.has(err.name)) {
       console.error(`grpo-studio ${verb}: ${line}`);
       return EXIT.input;

@@ -190,4 +190,37 @@ describe('grpo-studio plumbing (issue 21)', () => {
     expect(got).toEqual(right);
     expect(info.unused).toEqual([NAME]); // the stale copy in shard 1, named, not read
   });
+  it('12. a value flag followed by another option, an unknown or missing verb, a binary file: one printable line, exit 2; <verb> --help is its usage', async () => {
+    const clean = join(ROOT, 'tests/fixtures/batches/clean.json');
+    const out = join(tmp(), 'x');
+    await expectRefusal(['convert', clean, '--out', '--json'], /^grpo-studio convert: --out needs a value$/);
+    await expectRefusal(['doctor', clean, '--tokenizer', '--json'], /^grpo-studio doctor: --tokenizer needs a value$/);
+    await expectRefusal(['nope'], /^grpo-studio: unknown verb "nope" \(have loss, .*--help for usage\)$/);
+    await expectRefusal([], /^grpo-studio: no verb \(have /);
+    const png = join(tmp(), 'image.json');
+    writeFileSync(png, Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00]));
+    await expectRefusal(['doctor', png], /image\.json: /);
+    const err = vi.spyOn(console, 'error').mockImplementation(() => {});
+    await main(['doctor', png]);
+    expect(String(err.mock.calls[0][0])).toMatch(PRINTABLE);
+    err.mockRestore();
+    const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+    expect(await main(['convert', '--help'])).toBe(0);
+    expect(String(log.mock.calls[0][0])).toMatch(/^usage: grpo-studio convert IN\.\.\./);
+    log.mockRestore();
+    expect(await quiet(['convert', clean, '--out=' + out])).toBe(0); // a value given inline
+  });
+
+  it('13. a result that cannot be written (a full disk) is one line on stderr and exit 2, not a stack trace or exit 0', async () => {
+    const clean = join(ROOT, 'tests/fixtures/batches/clean.json');
+    for (const verb of ['doctor', 'convert']) {
+      const sh = `"${process.execPath}" bin/grpo-studio.mjs ${verb} "${clean}" > /dev/full; echo "exit $?"`;
+      const { stdout, stderr } = await promisify(execFile)('/bin/sh', ['-c', sh], { cwd: ROOT });
+      expect(stdout.trim(), verb).toBe('exit 2');
+      // The verb's own notes on stderr (convert's summary) stay; the failure is the last line, with no stack trace.
+      const lines = stderr.trimEnd().split('\n');
+      expect(lines.at(-1), verb).toMatch(/^grpo-studio: cannot write the output: ENOSPC/);
+      expect(lines.filter((l) => /^\s+at |Error:/.test(l)), verb).toEqual([]);
+    }
+  });
 });
