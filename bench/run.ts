@@ -15,6 +15,7 @@ const SUITES: Record<string, () => Promise<Suite>> = {
   loss_table: () => import('./loss_table.ts'),
   model: () => import('./model.ts'),
   step: () => import('./step.ts'),
+  profile: () => import('./profile.ts'),
   sample: () => import('./sample.ts'),
   plan: () => import('./plan.ts'),
   doctor: () => import('./doctor.ts'),

@@ -10,12 +10,15 @@
 // optimizer alone over the SmolLM2-shaped parameters (every one trains): one clipped AdamW step whose
 // gradient norms, clip coefficient and update go in one submit (Optimizer.step), second of two runs. Then
 // a LoRA update over a Qwen2.5-0.5B-shaped bf16 base at 8 × 512, its peak against the plan of that update.
+// The two large cases and the warm run are exported (smolStepCase, loraStepCase, warmStep): the `profile`
+// suite (bench/profile.ts) profiles exactly these steps.
 import { join, resolve, dirname } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { statsSince, zeroStats, type Gpu, type GpuStats } from '../src/gpu/context.ts';
 import { Optimizer } from '../src/grpo/optimizer.ts';
 import { StepPipeline } from '../src/grpo/step.ts';
+import type { StageResult } from '../src/grpo/step_types.ts';
 import { stepConfigFromBatch } from '../src/grpo/step_config.ts';
 import { parseBatch, type GrpoBatch } from '../src/io/batch.ts';
 import { countParams, numel, parseConfig, type ModelConfig } from '../src/model/config.ts';
@@ -50,15 +53,47 @@ function syntheticBatch(V: number, B: number, P: number, C: number): GrpoBatch {
   };
 }
 
+/** A model pair and its batch; `destroy()` frees what the builder made. */
+export interface StepCase {
+  name: string;
+  policy: CausalLM;
+  reference: CausalLM;
+  batch: GrpoBatch;
+  /** The reference's bytes held beside the policy, for the plan (0: the adapter-off view of the policy's own base). */
+  heldReferenceBytes: number;
+  destroy(): void;
+}
+
+/** Hooks into the measured (second) run of warmStep: `start` before its first stage, `stage` after each. */
+export interface StepHooks {
+  start?(): void;
+  stage?(r: StageResult): Promise<void>;
+}
+
+/** One update of `c` run twice (the first creates the pipelines and touches every buffer); the second run's stage results. */
+export async function warmStep(gpu: Gpu, c: Pick<StepCase, 'policy' | 'reference' | 'batch'>, hooks: StepHooks = {}): Promise<StageResult[]> {
+  const { policy, reference, batch } = c;
+  const C = Math.max(...batch.completion_ids.map((r) => r.length));
+  const pipe = new StepPipeline(gpu, { policy, reference, config: stepConfigFromBatch(batch.config, C), source: { kind: 'batch', batch } });
+  try {
+    await pipe.runToEnd(); // warmup: pipeline creation, first touch of every buffer
+    await pipe.reset();
+    hooks.start?.();
+    while (!pipe.done) {
+      const r = await pipe.next();
+      await hooks.stage?.(r);
+    }
+    return pipe.results;
+  } finally {
+    pipe.destroy();
+  }
+}
+
 async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: CausalLM, batch: GrpoBatch, held_reference_bytes = reference.weightBytes): Promise<Row[]> {
   const C = Math.max(...batch.completion_ids.map((r) => r.length));
   const P = Math.max(...batch.prompt_ids.map((r) => r.length));
   const B = batch.completion_ids.length;
-  const pipe = new StepPipeline(gpu, { policy, reference, config: stepConfigFromBatch(batch.config, C), source: { kind: 'batch', batch } });
-  await pipe.runToEnd(); // warmup: pipeline creation, first touch of every buffer
-  await pipe.reset();
-  const results = await pipe.runToEnd();
-  pipe.destroy();
+  const results = await warmStep(gpu, { policy, reference, batch });
 
   const cfg: ModelConfig = policy.config;
   // The step's plan with the reference checkpoint held beside the policy (its weights and, during its
@@ -124,19 +159,46 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
     policy.destroy();
     reference.destroy();
   }
-  const cfg = smolLM2(opts.quick ? 2048 : 49152);
-  const [B, P, C] = opts.quick ? [2, 16, 16] : [8, 128, 128];
+  const smol = smolStepCase(gpu, opts.quick);
+  const { name, policy, reference } = smol;
+  try {
+    rows.push(...(await measure(gpu, name, policy, reference, smol.batch, smol.heldReferenceBytes)));
+    reference.destroy();
+    policy.releaseWorkspace();
+    rows.push(await optimizerAlone(gpu, name, policy));
+  } finally {
+    smol.destroy();
+  }
+  const lora = loraStepCase(gpu, opts.quick);
+  try {
+    rows.push(...(await measure(gpu, lora.name, lora.policy, lora.reference, lora.batch, lora.heldReferenceBytes)));
+  } finally {
+    lora.destroy();
+  }
+  return rows;
+}
+
+/**
+ * A SmolLM2-135M-shaped Llama with random weights and a second copy of them as reference, batch 8 × 256 (128 prompt +
+ * 128 completion tokens, V 49152; --quick: 2 × 32, V 2048).
+ */
+export function smolStepCase(gpu: Gpu, quick: boolean): StepCase {
+  const cfg = smolLM2(quick ? 2048 : 49152);
+  const [B, P, C] = quick ? [2, 16, 16] : [8, 128, 128];
   const w = weights(cfg);
   const policy = CausalLM.fromWeights(gpu, cfg, w);
   const reference = CausalLM.fromWeights(gpu, cfg, w);
-  const name = `SmolLM2-135M-shaped (V ${cfg.vocab_size})`;
-  rows.push(...(await measure(gpu, name, policy, reference, syntheticBatch(cfg.vocab_size, B, P, C))));
-  reference.destroy();
-  policy.releaseWorkspace();
-  rows.push(await optimizerAlone(gpu, name, policy));
-  policy.destroy();
-  rows.push(...(await loraStep(gpu, opts.quick)));
-  return rows;
+  return {
+    name: `SmolLM2-135M-shaped (V ${cfg.vocab_size})`,
+    policy,
+    reference,
+    batch: syntheticBatch(cfg.vocab_size, B, P, C),
+    heldReferenceBytes: reference.weightBytes,
+    destroy: () => {
+      reference.destroy(); // destroying twice is harmless: a buffer's destroy() is idempotent
+      policy.destroy();
+    },
+  };
 }
 
 /** Qwen2.5-0.5B's config.json (tests/fixtures/configs, as `grpo-studio plan` and the plan suite read it); --quick: 2 layers, V 2048. */
@@ -151,7 +213,7 @@ function qwen25(quick: boolean): ModelConfig {
  * adapter-off view as reference (no second checkpoint held), gradient checkpointing on, batch 8 × 512 (256 prompt +
  * 256 completion tokens; --quick: 2 × 32).
  */
-async function loraStep(gpu: Gpu, quick: boolean): Promise<Row[]> {
+export function loraStepCase(gpu: Gpu, quick: boolean): StepCase {
   const cfg = qwen25(quick);
   const [B, P, C] = quick ? [2, 16, 16] : [8, 256, 256];
   const base = CausalLM.fromWeights(gpu, cfg, weights(cfg), 'checkpoint');
@@ -159,12 +221,17 @@ async function loraStep(gpu: Gpu, quick: boolean): Promise<Row[]> {
   const policy = base.withAdapter(adapter);
   policy.checkpointing = true;
   const reference = base.withAdapter(null);
-  try {
-    return await measure(gpu, `Qwen2.5-0.5B-shaped LoRA r16 bf16 base (V ${cfg.vocab_size})`, policy, reference, syntheticBatch(cfg.vocab_size, B, P, C), 0);
-  } finally {
-    reference.destroy();
-    policy.destroy();
-    adapter.destroy();
-    base.destroy();
-  }
+  return {
+    name: `Qwen2.5-0.5B-shaped LoRA r16 bf16 base (V ${cfg.vocab_size})`,
+    policy,
+    reference,
+    batch: syntheticBatch(cfg.vocab_size, B, P, C),
+    heldReferenceBytes: 0,
+    destroy: () => {
+      reference.destroy();
+      policy.destroy();
+      adapter.destroy();
+      base.destroy();
+    },
+  };
 }

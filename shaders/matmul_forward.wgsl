@@ -42,8 +42,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     fill_tiles(t, threads, m0, n0, k0);
     workgroupBarrier();
     for (var kk = 0u; kk < TILE_K; kk++) {
-      let av = As[kk * (TILE_M / 4u) + lid.y];
-      let bv = Bs[kk * (TILE_N / 4u) + lid.x];
+      let av = As[kk * A_LD + lid.y];
+      let bv = Bs[kk * B_LD + lid.x];
       acc[0] = fma(vec4f(av.x), bv, acc[0]);
       acc[1] = fma(vec4f(av.y), bv, acc[1]);
       acc[2] = fma(vec4f(av.z), bv, acc[2]);

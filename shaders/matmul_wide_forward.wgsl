@@ -1,21 +1,23 @@
 // Tiled GEMM with an 8 × 8 register block per invocation: C = op(A) · op(B) (+ bias) (+ C), the products,
 // operands, windows and epilogue of matmul_forward.wgsl (common/matmul.wgsl, common/matmul_tiles.wgsl), in
-// 128 × 128 blocks of C per workgroup of 16 × 16 invocations. Each step of the inner loop reads two vec4s of
-// A and two of B from workgroup memory for 64 FMAs (matmul_forward: one and one for 16), the compute-to-load
-// ratio an f32 GEMM needs near a GPU's FMA peak.
+// TILE_M × TILE_N blocks of C (128 or 64 each: the launcher takes the largest that still gives the GPU enough
+// workgroups) per workgroup of (TILE_N / 8) × (TILE_M / 8) invocations. Each step of the inner loop reads two
+// vec4s of A and two of B from workgroup memory for 64 FMAs (matmul_forward: one and one for 16), the
+// compute-to-load ratio an f32 GEMM needs near a GPU's FMA peak.
 //
-// Invocation (x, y) holds rows {4y .. 4y + 3, 64 + 4y .. 64 + 4y + 3} and columns {4x .. 4x + 3,
-// 64 + 4x .. 64 + 4x + 3} of the block, so that neighbours read neighbouring vec4s. The register block `acc`
+// Invocation (x, y) holds rows {4y .. 4y + 3, TILE_M / 2 + 4y .. + 3} and columns {4x .. 4x + 3,
+// TILE_N / 2 + 4x .. + 3} of the block, so that neighbours read neighbouring vec4s. The register block `acc`
 // is indexed only by constants (the inner loop and the epilogue are written out): a GPU compiler keeps it in
 // registers. An earlier 8 × 8 variant whose block was indexed by loop counters bounded by override constants
-// ran about 7× slower on an H100 (kept in local memory; issue 23's progress note of stop 29), hence no TM / TN
-// overrides here. Not yet measured on a GPU: the staging's stores may bank-conflict (as the tiled kernel's).
-// Workgroup memory: 2 × 16 × 128 × 4 bytes = 16 KiB, WebGPU's default limit: TILE_K is a constant.
+// ran about 7× slower on an H100 (kept in local memory; issue 23's progress note of stop 29): the overrides
+// here only size the tile and offset addresses. Workgroup memory at 128 × 128: 2 × 16 × (128 + 4) × 4 bytes =
+// 16.5 KiB (padded rows: common/matmul_tiles.wgsl), just over WebGPU's default 16 KiB: the launcher offers
+// this kernel only where the device allows it.
 
 //#include "common/matmul.wgsl"
 
-const TILE_M: u32 = 128u;
-const TILE_N: u32 = 128u;
+override TILE_M: u32 = 128u; // 64 or 128
+override TILE_N: u32 = 128u; // 64 or 128
 const TILE_K: u32 = 16u;
 
 //#include "common/matmul_tiles.wgsl"
@@ -28,22 +30,22 @@ fn store4(m: u32, n: u32, v: vec4f) {
   }
 }
 
-@compute @workgroup_size(16, 16)
+@compute @workgroup_size(TILE_N / 8u, TILE_M / 8u)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
-  let t = lid.y * 16u + lid.x;
+  let t = lid.y * (TILE_N / 8u) + lid.x;
   let m0 = wid.y * TILE_M;
   let n0 = wid.x * TILE_N;
   // acc[2 r + h]: row r of the invocation's 8 (a0.xyzw, a1.xyzw), column half h (b0, b1).
   var acc: array<vec4f, 16>;
 
   for (var k0 = 0u; k0 < p.K; k0 += TILE_K) {
-    fill_tiles(t, 256u, m0, n0, k0);
+    fill_tiles(t, (TILE_N / 8u) * (TILE_M / 8u), m0, n0, k0);
     workgroupBarrier();
     for (var kk = 0u; kk < TILE_K; kk++) {
-      let a0 = As[kk * 32u + lid.y];
-      let a1 = As[kk * 32u + 16u + lid.y];
-      let b0 = Bs[kk * 32u + lid.x];
-      let b1 = Bs[kk * 32u + 16u + lid.x];
+      let a0 = As[kk * A_LD + lid.y];
+      let a1 = As[kk * A_LD + TILE_M / 8u + lid.y];
+      let b0 = Bs[kk * B_LD + lid.x];
+      let b1 = Bs[kk * B_LD + TILE_N / 8u + lid.x];
       acc[0] = fma(vec4f(a0.x), b0, acc[0]);
       acc[1] = fma(vec4f(a0.x), b1, acc[1]);
       acc[2] = fma(vec4f(a0.y), b0, acc[2]);
@@ -66,9 +68,9 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 
   // Rows and columns of the dispatch's block (store_c's column also indexes the bias).
   let r0 = m0 + 4u * lid.y;
-  let r1 = r0 + 64u;
+  let r1 = r0 + TILE_M / 2u;
   let c0 = n0 + 4u * lid.x;
-  let c1 = c0 + 64u;
+  let c1 = c0 + TILE_N / 2u;
   store4(r0, c0, acc[0]);
   store4(r0, c1, acc[1]);
   store4(r0 + 1u, c0, acc[2]);

@@ -4,8 +4,14 @@
 // Loads are mapped so that consecutive invocations read consecutive addresses of the operand's physical
 // (row-major) layout. The including shader declares TILE_M, TILE_N (multiples of 4) and TILE_K.
 
-var<workgroup> As: array<vec4f, TILE_K * TILE_M / 4u>; // [k][m]: vec4 = 4 consecutive rows m
-var<workgroup> Bs: array<vec4f, TILE_K * TILE_N / 4u>; // [k][n]: vec4 = 4 consecutive columns n
+// Each k-row of a tile is padded by one vec4 (A_LD, B_LD vec4s apart): a non-transposed A (and a transposed B,
+// the nn.Linear weight of every forward) is staged by consecutive invocations at consecutive k of one row m,
+// which unpadded are TILE_M floats apart, all in one bank (a 16-way conflict on each store); padded they
+// spread over 8 banks. The readers index rows with A_LD / B_LD.
+override A_LD: u32 = TILE_M / 4u + 1u;
+override B_LD: u32 = TILE_N / 4u + 1u;
+var<workgroup> As: array<vec4f, TILE_K * A_LD>; // [k][m]: vec4 = 4 consecutive rows m
+var<workgroup> Bs: array<vec4f, TILE_K * B_LD>; // [k][n]: vec4 = 4 consecutive columns n
 
 fn load_a(a0: u32, m: u32, k: u32) -> f32 {
   if (m >= p.M || k >= p.K) { return 0.0; }
@@ -23,12 +29,12 @@ fn fill_tiles(t: u32, threads: u32, m0: u32, n0: u32, k0: u32) {
     var mm: u32;
     var kk: u32;
     if (TRANS_A) { kk = e / TILE_M; mm = e % TILE_M; } else { mm = e / TILE_K; kk = e % TILE_K; }
-    As[(kk * TILE_M + mm) / 4u][mm % 4u] = load_a(p.a_base, m0 + mm, k0 + kk);
+    As[kk * A_LD + mm / 4u][mm % 4u] = load_a(p.a_base, m0 + mm, k0 + kk);
   }
   for (var e = t; e < TILE_N * TILE_K; e += threads) {
     var nn: u32;
     var kk: u32;
     if (TRANS_B) { nn = e / TILE_K; kk = e % TILE_K; } else { kk = e / TILE_N; nn = e % TILE_N; }
-    Bs[(kk * TILE_N + nn) / 4u][nn % 4u] = load_b(p.b_base, k0 + kk, n0 + nn);
+    Bs[kk * B_LD + nn / 4u][nn % 4u] = load_b(p.b_base, k0 + kk, n0 + nn);
   }
 }

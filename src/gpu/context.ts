@@ -4,9 +4,11 @@
 // pooled read-backs, and error scopes that turn WebGPU validation / out-of-memory errors into typed
 // errors carrying the failing kernel's name (see Recorder for how one set of scopes per submit still
 // names the kernel). It is created by `gpu/node.ts` (Dawn) or `gpu/browser.ts` (navigator.gpu): those
-// differ only in where the adapter and the WGSL sources come from.
+// differ only in where the adapter and the WGSL sources come from. `profiler` (profiler.ts), when set,
+// makes every recorder time each of its dispatches per kernel.
 import { PipelineCache, type ShaderSources } from './cache.ts';
 import { GpuError, type GpuErrorKind } from './errors.ts';
+import type { KernelProfiler } from './profiler.ts';
 import { GpuRecorder, PARAMS_PAGE } from './recorder.ts';
 import { StagingPool } from './staging.ts';
 import { zeroStats, type GpuStats } from './stats.ts';
@@ -16,6 +18,7 @@ export { statsSince, zeroStats, type GpuStats } from './stats.ts';
 export type { Constants, ShaderSources } from './cache.ts';
 export type { Binding, Dispatch } from './recorder.ts';
 export type { ParamWord } from './layout.ts';
+export { KernelProfiler, type KernelTime } from './profiler.ts';
 
 /** Everything a user (or a bug report) needs to know about the adapter we are running on. */
 export interface AdapterReport {
@@ -82,6 +85,12 @@ export class Gpu {
   uncaptured: string | null = null;
   /** Pipelines, layouts and bind groups, each created once. */
   readonly cache: PipelineCache;
+  /**
+   * Attach a KernelProfiler (`gpu.profiler = new KernelProfiler(gpu)`) and every recorder submit from then on
+   * runs each dispatch in its own timed pass and adds its GPU time to the profiler, per kernel; null (the
+   * default) detaches: the normal path.
+   */
+  profiler: KernelProfiler | null = null;
   private readonly zeroBuffers = new Map<number, GPUBuffer>();
   /**
    * Uniform pages the recorders write their dispatches' params into (page k serves slots k·PAGE.. of

@@ -3,10 +3,12 @@
 // dynamic offset. It knows the GPU context only through RecorderHost (context.ts's Gpu), so the two
 // modules do not import each other; `Recorder` (context.ts) is GpuRecorder<Gpu>. A dispatch names its
 // buffers and params words as the shader does; the shader's interface orders them when the pipeline is
-// built, and a name that does not match refuses the dispatch (layout.ts bindByName).
+// built, and a name that does not match refuses the dispatch (layout.ts bindByName). With a KernelProfiler
+// attached (the Gpu's, or the recorder's own: profiler.ts) each dispatch runs in its own timed pass.
 import type { CachedPipeline, Constants, PipelineCache } from './cache.ts';
 import { GpuError } from './errors.ts';
 import { bindByName, type ParamWord } from './layout.ts';
+import type { KernelProfiler, SubmitTimer } from './profiler.ts';
 import type { GpuStats } from './stats.ts';
 
 /** Bytes of one params page: the packed params of up to PARAMS_PAGE / 256 dispatches of one recorder. */
@@ -23,6 +25,8 @@ export interface RecorderHost {
   readonly cache: PipelineCache;
   readonly lost: Promise<GPUDeviceLostInfo>;
   readonly lostReason: string | null;
+  /** When set, every recorder's submit times each dispatch into it (profiler.ts). */
+  readonly profiler: KernelProfiler | null;
   createBuffer(label: string, byteSize: number): GPUBuffer;
   paramsPage(k: number): GPUBuffer;
   scoped<T>(kernel: string, fn: () => T): Promise<T>;
@@ -92,8 +96,8 @@ export class GpuRecorder<G extends RecorderHost> {
   private readonly label: string;
   private closed = false;
   readonly kernels: string[] = [];
-  /** When set (benchmarks), dispatch k runs in its own pass writing GPU timestamps at query indices 2k and 2k + 1. */
-  timestamps: GPUQuerySet | null = null;
+  /** Times this recorder's dispatches into this profiler instead of the Gpu's (bench/timing.ts); null: the Gpu's, if any. */
+  profiler: KernelProfiler | null = null;
 
   constructor(
     readonly gpu: G,
@@ -181,11 +185,10 @@ export class GpuRecorder<G extends RecorderHost> {
     this.ops.push({ kind: 'clear', buf, offset, size });
   }
 
-  /** Encodes `ops` into `enc`: consecutive dispatches in one compute pass (one each when timing). */
-  private encode(enc: GPUCommandEncoder, ops: Op[], first = 0): void {
+  /** Encodes `ops` into `enc`: consecutive dispatches in one compute pass (each in its own, timed, with a `timer`). */
+  private encode(enc: GPUCommandEncoder, ops: Op[], timer: SubmitTimer | null = null): void {
     const gpu = this.gpu;
     let pass: GPUComputePassEncoder | null = null;
-    let k = first;
     const end = () => {
       pass?.end();
       pass = null;
@@ -201,11 +204,11 @@ export class GpuRecorder<G extends RecorderHost> {
       const { p, storage } = this.bind(op);
       const resources = slot < 0 ? storage : [...storage, { buffer: gpu.paramsPage(Math.floor(slot / PARAMS_PAGE)), offset: 0, size: op.paramsSize }];
       const bindGroup = gpu.cache.bindGroup(d.kernel, p.layout, resources);
-      if (this.timestamps) end();
+      if (timer) end();
       if (!pass) {
-        const timestampWrites = this.timestamps ? { querySet: this.timestamps, beginningOfPassWriteIndex: 2 * k, endOfPassWriteIndex: 2 * k + 1 } : undefined;
+        const timestampWrites = timer?.next(d.kernel, d.shader);
         // A pass of one dispatch (timing, diagnosis) carries its kernel's name into the driver's messages.
-        pass = enc.beginComputePass({ label: this.timestamps || ops.length === 1 ? d.kernel : this.label, timestampWrites });
+        pass = enc.beginComputePass({ label: timer || ops.length === 1 ? d.kernel : this.label, timestampWrites });
         gpu.stats.computePasses++;
       }
       pass.setPipeline(p.pipeline);
@@ -213,7 +216,6 @@ export class GpuRecorder<G extends RecorderHost> {
       const [x, y = 1, z = 1] = d.workgroups;
       pass.dispatchWorkgroups(x, y, z);
       gpu.stats.dispatches++;
-      k++;
     }
     end();
   }
@@ -235,12 +237,16 @@ export class GpuRecorder<G extends RecorderHost> {
     const t0 = performance.now();
     const journal = gpu.cache.beginJournal();
     let checked: Promise<void>;
+    let timer: SubmitTimer | null = null;
     try {
-      // Pages first: creating one inside the scopes below could only add a page's own error to ours.
+      // Pages (and query sets) first: creating one inside the scopes below could only add its own error to ours.
       for (let k = 0; k * PARAMS_PAGE < this.paramsBytes; k++) gpu.paramsPage(k);
+      const profiler = this.profiler ?? gpu.profiler;
+      if (profiler) timer = profiler.begin(this.label, this.kernels.length);
       checked = gpu.scoped(this.label, () => {
         const enc = gpu.device.createCommandEncoder({ label: this.label });
-        this.encode(enc, this.ops);
+        this.encode(enc, this.ops, timer);
+        timer?.resolve(enc);
         for (let k = 0; k * PARAMS_PAGE < this.paramsBytes; k++) {
           gpu.device.queue.writeBuffer(gpu.paramsPage(k), 0, this.params, k * PARAMS_PAGE, Math.min(PARAMS_PAGE, this.paramsBytes - k * PARAMS_PAGE));
         }
@@ -251,6 +257,7 @@ export class GpuRecorder<G extends RecorderHost> {
       gpu.cache.endJournal();
       gpu.stats.encodeMs += performance.now() - t0;
     }
+    timer?.submitted(checked);
     const allocErrors = await Promise.all(this.allocs.map((a) => a.error));
     let failure: unknown = null;
     try {

@@ -9,6 +9,11 @@
 //     tiles of WG, tree reductions (common/reduce.wgsl). B·Hq·T workgroups fill a GPU where the row set's
 //     B·Hq·T / BQ threads, each walking a whole row alone, leave it waiting on memory: on an H100 the
 //     SmolLM2-shaped forward ran 2× and forward + backward 4–6× faster (bench/results-h100-attention-ab.json).
+//   'tile' (GPUs, the default there): shaders/attention_tile_forward.wgsl — FlashAttention-2's structure: a
+//     workgroup per 64 query rows of a head, keys in tiles of 32, the scores and P·V as GEMM-style register
+//     blocks over workgroup-memory tiles (4 FMAs per value read, where 'wg' does one and pays tree reductions).
+//     A forward of fewer than TILE_MIN_ROWS query rows (a decode step) runs 'wg' instead: a 64-row block would
+//     be mostly empty. The backward runs the 'wg' shaders for now.
 // attentionKernels picks by adapter class (isCpuAdapter, as the GEMM does); tests and the bench force each.
 // Both save the per-row lse in the forward, form delta_i = dout_i·out_i in the dq pass and recompute the
 // probabilities from q, k and lse. No (B, Hq, Tq, Tk) buffer exists: the memory is O(B·T·H·D) plus
@@ -24,15 +29,20 @@ import { prefix } from './windows.ts';
 const BQ_MAX = 64; // 'rows': rows (queries, or keys in dkdv) per workgroup = threads, one row each
 const BK = 16; // 'rows': keys per online-softmax step of the forward
 const WG = 64; // 'wg': keys (forward, dq) or queries (dkdv) per tile = threads per workgroup
+// 'tile' forward: query rows per workgroup (its BR), output columns per chunk workgroup (its DC), and its
+// workgroup arrays' bytes (Qs, Ks slices, Ps, Vs tiles, rowf: see the shader), whatever D is.
+const TILE_ROWS = 64;
+const TILE_CHUNK = 64;
+const TILE_FORWARD_BYTES = (16 * 17 + 16 * 9 + 32 * 16 + 32 * 16) * 16 + 64 * 4;
+const TILE_MIN_ROWS = 16; // fewer query rows: the default set's forward falls back to 'wg'
 
 /** The kernel sets (see the header). */
-export const ATTENTION_KERNELS = ['rows', 'wg'] as const;
+export const ATTENTION_KERNELS = ['rows', 'wg', 'tile'] as const;
 export type AttentionKernel = (typeof ATTENTION_KERNELS)[number];
 
-/** The kernel sets this adapter runs, its default first: 'rows' on CPU adapters, 'wg' on GPUs. */
+/** The kernel sets this adapter runs, its default first: 'rows' on CPU adapters, 'tile' on GPUs. */
 export function attentionKernels(gpu: Gpu): AttentionKernel[] {
-  const first: AttentionKernel = isCpuAdapter(gpu.adapter) ? 'rows' : 'wg';
-  return [first, ...ATTENTION_KERNELS.filter((k) => k !== first)];
+  return isCpuAdapter(gpu.adapter) ? ['rows', 'wg', 'tile'] : ['tile', 'wg', 'rows'];
 }
 
 /** Checks the heads (both sets). */
@@ -41,15 +51,15 @@ function checkHeads(kernel: string, Hq: number, Hkv: number, D: number): void {
   if (!(D >= 1 && Number.isInteger(D))) throw new Error(`${kernel}: head_dim D must be a positive integer, got ${D}`);
 }
 
-/** A head_dim whose workgroup arrays (`bytes`) do not fit the device is a clear error, not a pipeline failure. */
-function checkStorage(gpu: Gpu, kernel: string, D: number, bytes: number): void {
+/** Workgroup arrays (`bytes`, for `what`) that do not fit the device are a clear error, not a pipeline failure. */
+function checkStorage(gpu: Gpu, kernel: string, what: string, bytes: number): void {
   const limit = gpu.limits.maxComputeWorkgroupStorageSize;
-  if (bytes > limit) throw new Error(`${kernel}: head_dim ${D} needs ${bytes} bytes of workgroup storage, the device allows ${limit}`);
+  if (bytes > limit) throw new Error(`${kernel}: ${what} needs ${bytes} bytes of workgroup storage, the device allows ${limit}`);
 }
 
 /** 'wg': the shader's workgroup arrays, `rows` rows of D floats plus 2 × WG, must fit the device. */
 function checkWgStorage(gpu: Gpu, kernel: string, D: number, rows: number): void {
-  checkStorage(gpu, kernel, D, (rows * D + 2 * WG) * 4);
+  checkStorage(gpu, kernel, `head_dim ${D}`, (rows * D + 2 * WG) * 4);
 }
 
 /**
@@ -57,7 +67,7 @@ function checkWgStorage(gpu: Gpu, kernel: string, D: number, rows: number): void
  * per-thread workgroup rows (`rowFloats` f32 each) fit maxComputeWorkgroupStorageSize (at least one must).
  */
 function rowsPerGroup(gpu: Gpu, kernel: string, D: number, rowFloats: number): number {
-  checkStorage(gpu, kernel, D, rowFloats * 4);
+  checkStorage(gpu, kernel, `head_dim ${D}`, rowFloats * 4);
   const limit = gpu.limits.maxComputeWorkgroupStorageSize;
   let bq = Math.min(BQ_MAX, workgroupCap(gpu.adapter));
   while (bq * rowFloats * 4 > limit) bq /= 2;
@@ -89,21 +99,25 @@ export function attention_forward(
     out: prefix(gpu, kernel, 'out', args.out, B * Tq * Hq * D),
     lse: prefix(gpu, kernel, 'lse', args.lse, B * Hq * Tq),
   };
-  // 'wg': a workgroup per query row (blocks = Tq); 'rows': row blocks of BQ rows.
-  const wg = (args.kernel ?? attentionKernels(gpu)[0]) === 'wg';
-  if (wg) checkWgStorage(gpu, kernel, D, 2); // the query row and the output accumulator
-  const BQ = wg ? 1 : rowsPerGroup(gpu, kernel, D, D + BK); // 'rows': accumulator and step scores
+  // 'tile': blocks of TILE_ROWS query rows, a workgroup per TILE_CHUNK output columns; 'wg': a workgroup per
+  // query row (blocks = Tq); 'rows': row blocks of BQ rows.
+  let set = args.kernel ?? attentionKernels(gpu)[0];
+  if (set === 'tile' && !args.kernel && Tq < TILE_MIN_ROWS) set = 'wg';
+  if (set === 'tile') checkStorage(gpu, kernel, "the 'tile' set (any head_dim)", TILE_FORWARD_BYTES);
+  if (set === 'wg') checkWgStorage(gpu, kernel, D, 2); // the query row and the output accumulator
+  const BQ = set === 'tile' ? TILE_ROWS : set === 'wg' ? 1 : rowsPerGroup(gpu, kernel, D, D + BK); // 'rows': accumulator and step scores
   const blocks = Math.ceil(Tq / BQ);
-  const groups = B * Hq * blocks;
+  const chunks = set === 'tile' ? Math.ceil(D / TILE_CHUNK) : 1;
+  const groups = B * Hq * blocks * chunks;
   rec.dispatch({
     kernel,
-    shader: wg ? 'attention_wg_forward' : 'attention_forward',
-    constants: wg ? { WG, DH: D } : { BQ, BK, DH: D },
+    shader: `attention${set === 'rows' ? '' : `_${set}`}_forward`,
+    constants: set === 'tile' ? {} : set === 'wg' ? { WG, DH: D } : { BQ, BK, DH: D },
     bindings,
     params: [
       ['Tq', 'u32', Tq], ['Tk', 'u32', Tk], ['TkvMax', 'u32', TkvMax], ['Hq', 'u32', Hq],
       ['Hkv', 'u32', Hkv], ['D', 'u32', D], ['blocks', 'u32', blocks], ['scale', 'f32', args.scale],
-      ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups],
+      ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups], ['chunks', 'u32', chunks],
     ],
     workgroups: Gpu.grid(groups),
   });
@@ -134,7 +148,7 @@ export function attention_backward(
   const attention_mask = prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * T);
   const lse = prefix(gpu, kernel, 'lse', args.lse, B * Hq * T);
   const delta = prefix(gpu, kernel, 'delta', sharedScratch(gpu, 'attention_backward:delta', B * Hq * T * 4), B * Hq * T); // (B, Hq, T)
-  const wg = (args.kernel ?? attentionKernels(gpu)[0]) === 'wg';
+  const wg = (args.kernel ?? attentionKernels(gpu)[0]) !== 'rows'; // 'tile' runs the 'wg' backward for now
   if (wg) checkWgStorage(gpu, kernel, D, 4); // dkdv: k, v and the dk / dv accumulators (dq: 3 rows)
   const BQ = wg ? 1 : rowsPerGroup(gpu, kernel, D, 2 * D); // 'rows' dkdv: the dk and dv accumulators (dq: 1)
   // One pass per side: query rows of (b, h), key rows of (b, kvh); 'wg' a workgroup per row, 'rows' blocks of BQ.

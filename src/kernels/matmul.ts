@@ -34,9 +34,18 @@ export type MatmulKernel = GemmKernel | 'rows';
 // matmul_forward.wgsl: TILE_M from tileRows, TILE_N × TILE_K.
 const TILE_N = 64;
 const TILE_K = 16;
-// matmul_wide_forward.wgsl: 128 × 128 blocks, 16 deep (its constants TILE_M, TILE_N, TILE_K).
-const WIDE_TILE = 128;
+// matmul_wide_forward.wgsl: TILE_M × TILE_N blocks of 128 or 64 (wideTile), 16 deep (its TILE_K).
+const WIDE_TILES: ReadonlyArray<readonly [number, number]> = [[128, 128], [128, 64], [64, 128], [64, 64]];
 const WIDE_TILE_K = 16;
+const WIDE_BYTES = 2 * WIDE_TILE_K * (128 + 4) * 4; // its As and Bs at 128 × 128, rows padded by a vec4 (common/matmul_tiles.wgsl)
+// The workgroups a wide product should have: two per core of a large GPU (an H100 has 132 SMs; one 128 × 128
+// workgroup of 256 invocations holding 64 accumulators each is about half of one SM's registers).
+const WIDE_MIN_GROUPS = 256;
+
+/** The wide kernel's block for an M × N product: the largest of WIDE_TILES that still makes WIDE_MIN_GROUPS workgroups. */
+export function wideTile(M: number, N: number): readonly [number, number] {
+  return WIDE_TILES.find(([tm, tn]) => Math.ceil(M / tm) * Math.ceil(N / tn) >= WIDE_MIN_GROUPS) ?? WIDE_TILES[WIDE_TILES.length - 1];
+}
 // matmul_subgroup_forward.wgsl: up to SUB_TM rows per invocation, SUB_TN columns per workgroup, at most
 // SUB_WG invocations; the subgroup sizes it takes (TN a multiple of SG, TN / SG within its MAX_Q). On
 // lavapipe 4 × 16 and 4 × 32 led (≈ 10 GFLOP per CPU-second at 2048 × 576 × 576), ahead of 2 × 16, 2 × 32,
@@ -91,7 +100,9 @@ const GEMM_ORDER: Record<AdapterClass, GemmKernel[]> = {
 
 export function gemmKernels(gpu: Gpu): GemmKernel[] {
   const order = GEMM_ORDER[adapterClass(gpu.adapter)];
-  return fixedSubgroupSize(gpu) ? order : order.filter((k) => k !== 'subgroup');
+  const sub = fixedSubgroupSize(gpu) > 0;
+  const wide = gpu.limits.maxComputeWorkgroupStorageSize >= WIDE_BYTES;
+  return order.filter((k) => (k !== 'subgroup' || sub) && (k !== 'wide' || wide));
 }
 
 interface GemmPlan {
@@ -103,20 +114,26 @@ interface GemmPlan {
 }
 
 /**
- * The kernel and its sizes for an M-row product: the adapter's default (gemmKernels) or `force` (tests,
- * bench). The subgroup kernel takes fewer rows per invocation when M fills less than SUB_TM subgroups,
+ * The kernel and its sizes for an M × N product: the adapter's default (gemmKernels) or `force` (tests,
+ * bench). The wide kernel's block follows M and N (wideTile). The subgroup kernel takes fewer rows per invocation when M fills less than SUB_TM subgroups,
  * and sizes its workgroup so that its ceil(M / (SUB_WG · TM)) row blocks cover M with the fewest
  * clamped rows.
  */
-function gemmPlan(gpu: Gpu, M: number, force?: GemmKernel): GemmPlan {
+function gemmPlan(gpu: Gpu, M: number, N: number, force?: GemmKernel): GemmPlan {
   const kernels = gemmKernels(gpu);
   const kernel = force ?? kernels[0];
-  if (!kernels.includes(kernel)) throw new Error(`matmul: this adapter cannot run the ${kernel} GEMM kernel (it needs a fixed subgroup size of ${SUB_SIZES.join(', ')})`);
+  if (!kernels.includes(kernel)) {
+    const needs = kernel === 'wide' ? `${WIDE_BYTES} bytes of workgroup storage` : `a fixed subgroup size of ${SUB_SIZES.join(', ')}`;
+    throw new Error(`matmul: this adapter cannot run the ${kernel} GEMM kernel (it needs ${needs})`);
+  }
   if (kernel === 'tiled') {
     const TILE_M = tileRows(M);
     return { shader: 'matmul_forward', tileM: TILE_M, tileN: TILE_N, tileK: TILE_K, constants: { TILE_M, TILE_N, TILE_K } };
   }
-  if (kernel === 'wide') return { shader: 'matmul_wide_forward', tileM: WIDE_TILE, tileN: WIDE_TILE, tileK: WIDE_TILE_K, constants: {} };
+  if (kernel === 'wide') {
+    const [TILE_M, TILE_N] = wideTile(M, N);
+    return { shader: 'matmul_wide_forward', tileM: TILE_M, tileN: TILE_N, tileK: WIDE_TILE_K, constants: { TILE_M, TILE_N } };
+  }
   if (kernel === 'direct') {
     const TM = M >= 4 ? 4 : M >= 2 ? 2 : 1;
     return { shader: 'matmul_direct_forward', tileM: DIRECT_WG_M * TM, tileN: DIRECT_WG_N * 4, tileK: 1, constants: { TM, WG_N: DIRECT_WG_N, WG_M: DIRECT_WG_M } };
@@ -150,7 +167,7 @@ function gemm(
   const gpu = rec.gpu;
   const { a, b, M, N, K } = g;
   const limit = bindingLimit(gpu, g.limit);
-  const { tileM, tileN, tileK } = gemmPlan(gpu, M, g.kernel);
+  const { tileM, tileN, tileK } = gemmPlan(gpu, M, N, g.kernel);
   const aRows = a.trans ? K : M;
   const bRows = b.trans ? N : K;
   // Block sizes: each operand's window must fit; C's rows and A's (or B's) physical rows share a cut.
@@ -177,7 +194,7 @@ function gemm(
         // block start becomes a column offset inside those rows.
         const aw = a.trans ? rowWindow(gpu, a.buf, k0, kc, a.ld) : rowWindow(gpu, a.buf, m0, mc, a.ld);
         const bw = b.trans ? rowWindow(gpu, b.buf, n0, nc, b.ld, bBytes) : rowWindow(gpu, b.buf, k0, kc, b.ld, bBytes);
-        const plan = gemmPlan(gpu, mc, g.kernel);
+        const plan = gemmPlan(gpu, mc, nc, g.kernel);
         const bias = k0 === 0 ? g.bias : undefined; // added once, by the first K block
         const flags = (g.accumulate || k0 > 0 ? 1 : 0) | (bias ? 2 : 0);
         rec.dispatch({

@@ -16,7 +16,7 @@ import { Rng } from '../../src/model/rng.ts';
 import { expectClose } from '../helpers/close.ts';
 import { dot, fdGradient } from '../helpers/fd.ts';
 import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../../src/oracle/matmul.ts';
-import { GEMM_KERNELS, gemmKernels, matmul_backward, matmul_forward, type MatmulKernel } from '../../src/kernels/matmul.ts';
+import { GEMM_KERNELS, gemmKernels, matmul_backward, matmul_forward, wideTile, type MatmulKernel } from '../../src/kernels/matmul.ts';
 import { adapterClass, type Gpu } from '../../src/gpu/context.ts';
 
 const U = 2 ** -24;
@@ -97,10 +97,13 @@ describe('matmul_forward', () => {
     }
   });
 
-  it('the wide kernel gives bitwise the tiled one (the same FMA chain in k, the same 16-deep zero padding)', async () => {
+  it('the wide kernel gives bitwise the tiled one (the same FMA chain in k, the same 16-deep zero padding), at each of its block shapes', async () => {
     const gpu = await testGpu();
     const rng = new Rng(29);
-    for (const [M, K, N, layout] of [[131, 37, 259, 'out_in'], [7, 48, 130, 'in_out'], [200, 577, 65, 'out_in']] as const) {
+    const cases = [[131, 37, 259, 'out_in'], [7, 48, 130, 'in_out'], [200, 577, 65, 'out_in'], [2100, 19, 2100, 'out_in'], [2048, 21, 1100, 'out_in'], [2050, 17, 960, 'out_in']] as const;
+    // The cases reach every block the launcher picks from (128 or 64 rows by 128 or 64 columns).
+    expect(new Set(cases.map(([M, , N]) => wideTile(M, N).join('x')))).toEqual(new Set(['128x128', '128x64', '64x128', '64x64']));
+    for (const [M, K, N, layout] of cases) {
       const inp = gpu.upload('inp', rng.f32(M * K));
       const weight = gpu.upload('weight', rng.f32(N * K, 0.5));
       const bias = gpu.upload('bias', rng.f32(N));
@@ -118,9 +121,10 @@ describe('matmul_forward', () => {
   });
 
   it('picks the subgroup kernel on lavapipe (a fixed subgroup size), the direct one on SwiftShader, the tiled one on GPUs', () => {
-    const fake = (adapter: Partial<Gpu['adapter']>, sub: [number, number] | null) =>
+    const fake = (adapter: Partial<Gpu['adapter']>, sub: [number, number] | null, storage = 32768) =>
       ({
         hasSubgroups: sub !== null,
+        limits: { maxComputeWorkgroupStorageSize: storage },
         adapter: { vendor: '', architecture: '', device: '', description: '', isFallback: false, ...adapter },
         device: { adapterInfo: sub ? { subgroupMinSize: sub[0], subgroupMaxSize: sub[1] } : {} },
       }) as unknown as Gpu;
@@ -137,6 +141,8 @@ describe('matmul_forward', () => {
     expect(gemmKernels(fake(lavapipe, [64, 64]))).toEqual(['tiled', 'direct', 'wide']); // wider than its 32 columns
     expect(gemmKernels(fake({ vendor: 'nvidia', architecture: 'hopper' }, [32, 32]))).toEqual(['tiled', 'subgroup', 'direct', 'wide']); // wide: not yet measured on a GPU
     expect(gemmKernels(fake({ vendor: 'amd', architecture: 'rdna-3' }, [32, 64]))).toEqual(['tiled', 'direct', 'wide']);
+    // The wide kernel's padded tiles take 16.5 KiB: a device at WebGPU's default 16 KiB does not get it.
+    expect(gemmKernels(fake({ vendor: 'amd', architecture: 'rdna-3' }, null, 16384))).toEqual(['tiled', 'direct']);
   });
 
   it('out_in with M <= 16 (decode): the few-row kernel, odd K and N, with and without bias; the default on GPUs', async () => {
