@@ -1,6 +1,6 @@
 // Benchmark suite `gemm`: the GEMM every projection uses (src/kernels/matmul.ts matmul_forward, HF
 // 'out_in' weights), at the shapes a SmolLM2-135M / Qwen2.5-0.5B step multiplies and at odd sizes, in f32
-// and with packed bf16 weights (a frozen LoRA base), with each GEMM kernel the adapter can run (tiled, wide and
+// and with packed bf16 weights (a frozen LoRA base), with each GEMM kernel the adapter can run (tiled and
 // direct everywhere, subgroup where the subgroup size is fixed: the `kernel` column; the default is marked
 // with *), so all are compared in the same run. GFLOP/s = 2·M·N·K / time, and its fraction of the FMA
 // probe measured in the same run (bench/peak.ts) — the number issue 23 asks to bring to ≥ 50%.

@@ -6,14 +6,22 @@
 // (their headers say why).
 //
 // Each workgroup computes a TILE_M × TILE_N block of C, staging TILE_K-deep slices of A and B in
-// workgroup memory (common/matmul_tiles.wgsl); each invocation keeps a 4 × 4 register block (one vec4 of
-// C columns per row), so every value loaded from workgroup memory feeds 4 FMAs. matmul_wide_forward.wgsl
-// keeps 8 × 8.
+// workgroup memory as vec4s of 4 consecutive rows (As) or columns (Bs), zero past M, N, K, loaded so that
+// consecutive invocations read consecutive addresses of the operand's physical (row-major) layout; each
+// invocation keeps a 4 × 4 register block (one vec4 of C columns per row), so every value loaded from
+// workgroup memory feeds 4 FMAs. An 8 × 8 block per invocation (128 × 128 or 64 × 64 tiles, the acc array
+// indexed by constants only) ran at 7–28% of an H100's FMA probe where this one ran at 19–35% (issue 23's
+// stop 31 note), and was removed.
 //
 // Operands bigger than maxStorageBufferBindingSize are bound as windows of whole physical rows; the
 // launcher passes, per operand, `base` (element index of the block's first element inside the
 // binding: the window's misalignment plus the column offset of the block inside a physical row), so
 // element (r, c) of the block is base + r·ld + c. A K split accumulates into C.
+//
+// Split K: a product with few output tiles and a long K (LoRA's rank-16 sides, weight gradients over
+// thousands of tokens) would leave most of a GPU idle, each workgroup walking K alone. The launcher then
+// gives workgroup z the slice [z·k_chunk, (z + 1)·k_chunk) of K and a partial C of its own (c_split apart,
+// in a scratch buffer), and sums the partials in slice order with colsum_forward.wgsl: deterministic.
 //
 // B_BF16: B holds packed bfloat16 weights (common/matmul.wgsl). The operands, their bindings and the
 // epilogue are shared with matmul_subgroup_forward.wgsl and matmul_direct_forward.wgsl (src/kernels/matmul.ts).
@@ -24,7 +32,43 @@ override TILE_M: u32 = 64;
 override TILE_N: u32 = 64;
 override TILE_K: u32 = 16;
 
-//#include "common/matmul_tiles.wgsl"
+// Each k-row of a tile is padded by one vec4 (A_LD, B_LD vec4s apart): a non-transposed A (and a transposed B,
+// the nn.Linear weight of every forward) is staged by consecutive invocations at consecutive k of one row m,
+// which unpadded are TILE_M floats apart, all in one bank (a 16-way conflict on each store); padded they
+// spread over 8 banks. The readers index rows with A_LD / B_LD.
+override A_LD: u32 = TILE_M / 4u + 1u;
+override B_LD: u32 = TILE_N / 4u + 1u;
+var<workgroup> As: array<vec4f, TILE_K * A_LD>; // [k][m]: vec4 = 4 consecutive rows m
+var<workgroup> Bs: array<vec4f, TILE_K * B_LD>; // [k][n]: vec4 = 4 consecutive columns n
+
+fn load_a(a0: u32, m: u32, k: u32, kEnd: u32) -> f32 {
+  if (m >= p.M || k >= kEnd) { return 0.0; }
+  return a_elem(a0, m, k);
+}
+
+fn load_b(b0: u32, k: u32, n: u32, kEnd: u32) -> f32 {
+  if (k >= kEnd || n >= p.N) { return 0.0; }
+  return b_elem(b0, k, n);
+}
+
+/**
+ * Invocation t of `threads` stages the slices at k0 of the block at (m0, n0), zero from kEnd on (p.K, or the
+ * end of a split-K slice); call between barriers.
+ */
+fn fill_tiles(t: u32, threads: u32, m0: u32, n0: u32, k0: u32, kEnd: u32) {
+  for (var e = t; e < TILE_M * TILE_K; e += threads) {
+    var mm: u32;
+    var kk: u32;
+    if (TRANS_A) { kk = e / TILE_M; mm = e % TILE_M; } else { mm = e / TILE_K; kk = e % TILE_K; }
+    As[kk * A_LD + mm / 4u][mm % 4u] = load_a(p.a_base, m0 + mm, k0 + kk, kEnd);
+  }
+  for (var e = t; e < TILE_N * TILE_K; e += threads) {
+    var nn: u32;
+    var kk: u32;
+    if (TRANS_B) { nn = e / TILE_K; kk = e % TILE_K; } else { kk = e / TILE_N; nn = e % TILE_N; }
+    Bs[kk * B_LD + nn / 4u][nn % 4u] = load_b(p.b_base, k0 + kk, n0 + nn, kEnd);
+  }
+}
 
 const TM: u32 = 4u; // rows of C per invocation
 const TN: u32 = 4u; // columns of C per invocation (one vec4)
@@ -35,11 +79,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let t = lid.y * (TILE_N / TN) + lid.x;
   let m0 = wid.y * TILE_M;
   let n0 = wid.x * TILE_N;
-  let c0 = p.c_base;
+  let c0 = p.c_base + wid.z * p.c_split;
+  let kEnd = min(p.K, (wid.z + 1u) * p.k_chunk);
   var acc: array<vec4f, TM>;
 
-  for (var k0 = 0u; k0 < p.K; k0 += TILE_K) {
-    fill_tiles(t, threads, m0, n0, k0);
+  for (var k0 = wid.z * p.k_chunk; k0 < kEnd; k0 += TILE_K) {
+    fill_tiles(t, threads, m0, n0, k0, kEnd);
     workgroupBarrier();
     for (var kk = 0u; kk < TILE_K; kk++) {
       let av = As[kk * A_LD + lid.y];

@@ -1,6 +1,6 @@
-// The GEMM's operands, shared by its kernels (matmul_forward.wgsl and matmul_wide_forward.wgsl: workgroup
-// tiles, for GPUs; matmul_subgroup_forward.wgsl: subgroup broadcasts, for lavapipe; matmul_direct_forward.wgsl:
-// no sharing, for SwiftShader), included with
+// The GEMM's operands, shared by its kernels (matmul_forward.wgsl: workgroup tiles, for GPUs;
+// matmul_subgroup_forward.wgsl: subgroup broadcasts, for lavapipe; matmul_direct_forward.wgsl: no sharing,
+// for SwiftShader), included with
 //   //#include "common/matmul.wgsl"
 // C = op(A) · op(B) (+ bias) (+ C), op(A): (M, K), op(B): (K, N), C: (M, N) row-major windows; element
 // (r, c) of an operand block is base + r·ld + c of its binding (matmul_forward.wgsl's header has the details).
@@ -17,6 +17,9 @@ struct Params {
   M: u32, N: u32, K: u32, flags: u32, // flags: 1 = add C's previous value, 2 = add bias
   a_base: u32, lda: u32, b_base: u32, ldb: u32,
   c_base: u32, ldc: u32, bias_off: u32,
+  // Split K (matmul_forward.wgsl only; the others leave it at k_chunk = K, one slice): workgroup z takes
+  // k in [z·k_chunk, min(K, (z + 1)·k_chunk)) and writes its partial C at c_base + z·c_split.
+  k_chunk: u32, c_split: u32,
 }
 
 @group(0) @binding(0) var<storage, read> a: array<f32>;        // op(A) (M, K), window

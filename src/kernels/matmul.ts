@@ -1,5 +1,4 @@
-// Launchers for the GEMM every matmul uses — shaders/matmul_forward.wgsl (workgroup tiles: GPUs; or
-// matmul_wide_forward.wgsl, larger register blocks, forced only until measured on a GPU) or
+// Launchers for the GEMM every matmul uses — shaders/matmul_forward.wgsl (workgroup tiles: GPUs) or
 // shaders/matmul_subgroup_forward.wgsl (subgroup broadcasts: lavapipe) or shaders/matmul_direct_forward.wgsl
 // (no sharing: SwiftShader; see gemmKernels) —,
 // shaders/matmul_rows_forward.wgsl (few-row products with 'out_in' weights on GPUs: the decode step) and
@@ -15,6 +14,8 @@
 // for inputs feeding several projections, e.g. q/k/v), matmul_forward's `accumulate` (out += ...,
 // LoRA's delta onto the base output), and `bindingLimit` and `kernel` (tests and bench) on both launchers.
 import { adapterClass, Gpu, type AdapterClass, type Binding, type Recorder } from '../gpu/context.ts';
+import { colsum_forward } from './colsum.ts';
+import { sharedScratch } from './scratch.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
 export type WeightLayout = 'out_in' | 'in_out';
@@ -22,11 +23,8 @@ export type WeightLayout = 'out_in' | 'in_out';
 export type WeightDtype = 'f32' | 'bf16';
 const ELEM_BYTES: Record<WeightDtype, number> = { f32: 4, bf16: 2 };
 
-/**
- * Which GEMM kernel runs: 'tiled' (matmul_forward.wgsl), 'wide' (matmul_wide_forward.wgsl: 8 × 8 per invocation),
- * 'subgroup' (matmul_subgroup_forward.wgsl) or 'direct' (matmul_direct_forward.wgsl).
- */
-export const GEMM_KERNELS = ['tiled', 'wide', 'subgroup', 'direct'] as const;
+/** Which GEMM kernel runs: 'tiled' (matmul_forward.wgsl), 'subgroup' (matmul_subgroup_forward.wgsl) or 'direct' (matmul_direct_forward.wgsl). */
+export const GEMM_KERNELS = ['tiled', 'subgroup', 'direct'] as const;
 export type GemmKernel = (typeof GEMM_KERNELS)[number];
 /** matmul_forward's kernels: a GEMM kernel, or 'rows' (matmul_rows_forward.wgsl, few rows). */
 export type MatmulKernel = GemmKernel | 'rows';
@@ -34,18 +32,6 @@ export type MatmulKernel = GemmKernel | 'rows';
 // matmul_forward.wgsl: TILE_M from tileRows, TILE_N × TILE_K.
 const TILE_N = 64;
 const TILE_K = 16;
-// matmul_wide_forward.wgsl: TILE_M × TILE_N blocks of 128 or 64 (wideTile), 16 deep (its TILE_K).
-const WIDE_TILES: ReadonlyArray<readonly [number, number]> = [[128, 128], [128, 64], [64, 128], [64, 64]];
-const WIDE_TILE_K = 16;
-const WIDE_BYTES = 2 * WIDE_TILE_K * (128 + 4) * 4; // its As and Bs at 128 × 128, rows padded by a vec4 (common/matmul_tiles.wgsl)
-// The workgroups a wide product should have: two per core of a large GPU (an H100 has 132 SMs; one 128 × 128
-// workgroup of 256 invocations holding 64 accumulators each is about half of one SM's registers).
-const WIDE_MIN_GROUPS = 256;
-
-/** The wide kernel's block for an M × N product: the largest of WIDE_TILES that still makes WIDE_MIN_GROUPS workgroups. */
-export function wideTile(M: number, N: number): readonly [number, number] {
-  return WIDE_TILES.find(([tm, tn]) => Math.ceil(M / tm) * Math.ceil(N / tn) >= WIDE_MIN_GROUPS) ?? WIDE_TILES[WIDE_TILES.length - 1];
-}
 // matmul_subgroup_forward.wgsl: up to SUB_TM rows per invocation, SUB_TN columns per workgroup, at most
 // SUB_WG invocations; the subgroup sizes it takes (TN a multiple of SG, TN / SG within its MAX_Q). On
 // lavapipe 4 × 16 and 4 × 32 led (≈ 10 GFLOP per CPU-second at 2048 × 576 × 576), ahead of 2 × 16, 2 × 32,
@@ -74,6 +60,27 @@ function tileRows(M: number): number {
   return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
 }
 
+/** Columns of C per workgroup: TILE_N, or 16 / 32 when N is that narrow (a LoRA rank): no tile mostly empty. */
+function tileCols(N: number): number {
+  return N <= 16 ? 16 : N <= 32 ? 32 : TILE_N;
+}
+
+// Split K (matmul_forward.wgsl's header): a tiled product of fewer than SPLIT_GROUPS output tiles takes
+// ceil(SPLIT_GROUPS / tiles) slices of K (each at least SPLIT_MIN_K deep, at most SPLIT_MAX of them), so that
+// it still has about SPLIT_GROUPS workgroups: two per SM of an H100 (132). On an H100 the LoRA update's
+// rank-16 products (dA: 16 × 896 over K = 4,096 tokens, 14 tiles) took 1.0 s of its 2.5 s of GPU time unsplit.
+const SPLIT_GROUPS = 264;
+const SPLIT_MIN_K = 256;
+const SPLIT_MAX = 64;
+
+/** The K slices of a tiled product's (mc × nc, inner kc) block: 1 (no split) or more (see SPLIT_GROUPS). */
+function splitSlices(plan: GemmPlan, mc: number, nc: number, kc: number, limit: number): number {
+  if (plan.shader !== 'matmul_forward') return 1;
+  const tiles = Math.ceil(nc / plan.tileN) * Math.ceil(mc / plan.tileM);
+  const partials = Math.floor(limit / (mc * nc * 4)); // the partials (S, mc, nc) fit one binding
+  return Math.max(1, Math.min(Math.ceil(SPLIT_GROUPS / tiles), Math.floor(kc / SPLIT_MIN_K), SPLIT_MAX, partials));
+}
+
 /** The adapter's subgroup size where it is fixed and one the subgroup kernel takes (SUB_SIZES), else 0. */
 function fixedSubgroupSize(gpu: Gpu): number {
   if (!gpu.hasSubgroups) return 0;
@@ -88,25 +95,21 @@ function fixedSubgroupSize(gpu: Gpu): number {
  * adapter's SIMD register), SwiftShader with the direct one (2.3–4.6× the tiled forward, 1.6–3.2× its
  * backward, at the embedded model's 480 × 64 × 192-sized products, where its subgroup kernel is 1.1–3.4×
  * slower than the tiled: Node's Dawn on chromium's SwiftShader ICD), GPUs with the tiled one (workgroup
- * tiles are the better plan there, and the one measured on them: 17–27% of an H100's FMA probe). The wide
- * kernel (8 × 8 register blocks, for GPUs) is not yet measured on a GPU: last everywhere until the gemm
- * bench on one puts it ahead of the tiled one.
+ * tiles are the better plan there, and the one measured on them: 19–35% of an H100's FMA probe).
  */
 const GEMM_ORDER: Record<AdapterClass, GemmKernel[]> = {
-  cpu: ['subgroup', 'tiled', 'direct', 'wide'],
-  swiftshader: ['direct', 'tiled', 'subgroup', 'wide'],
-  gpu: ['tiled', 'subgroup', 'direct', 'wide'],
+  cpu: ['subgroup', 'tiled', 'direct'],
+  swiftshader: ['direct', 'tiled', 'subgroup'],
+  gpu: ['tiled', 'subgroup', 'direct'],
 };
 
 export function gemmKernels(gpu: Gpu): GemmKernel[] {
   const order = GEMM_ORDER[adapterClass(gpu.adapter)];
-  const sub = fixedSubgroupSize(gpu) > 0;
-  const wide = gpu.limits.maxComputeWorkgroupStorageSize >= WIDE_BYTES;
-  return order.filter((k) => (k !== 'subgroup' || sub) && (k !== 'wide' || wide));
+  return fixedSubgroupSize(gpu) ? order : order.filter((k) => k !== 'subgroup');
 }
 
 interface GemmPlan {
-  shader: 'matmul_forward' | 'matmul_wide_forward' | 'matmul_subgroup_forward' | 'matmul_direct_forward';
+  shader: 'matmul_forward' | 'matmul_subgroup_forward' | 'matmul_direct_forward';
   tileM: number; // rows of C per workgroup
   tileN: number; // columns of C per workgroup
   tileK: number; // the inner dimension's step (1: none)
@@ -115,24 +118,17 @@ interface GemmPlan {
 
 /**
  * The kernel and its sizes for an M × N product: the adapter's default (gemmKernels) or `force` (tests,
- * bench). The wide kernel's block follows M and N (wideTile). The subgroup kernel takes fewer rows per invocation when M fills less than SUB_TM subgroups,
+ * bench). The tiled kernel's block narrows with M and N (tileRows, tileCols). The subgroup kernel takes fewer rows per invocation when M fills less than SUB_TM subgroups,
  * and sizes its workgroup so that its ceil(M / (SUB_WG · TM)) row blocks cover M with the fewest
  * clamped rows.
  */
 function gemmPlan(gpu: Gpu, M: number, N: number, force?: GemmKernel): GemmPlan {
   const kernels = gemmKernels(gpu);
   const kernel = force ?? kernels[0];
-  if (!kernels.includes(kernel)) {
-    const needs = kernel === 'wide' ? `${WIDE_BYTES} bytes of workgroup storage` : `a fixed subgroup size of ${SUB_SIZES.join(', ')}`;
-    throw new Error(`matmul: this adapter cannot run the ${kernel} GEMM kernel (it needs ${needs})`);
-  }
+  if (!kernels.includes(kernel)) throw new Error(`matmul: this adapter cannot run the ${kernel} GEMM kernel (it needs a fixed subgroup size of ${SUB_SIZES.join(', ')})`);
   if (kernel === 'tiled') {
-    const TILE_M = tileRows(M);
+    const [TILE_M, TILE_N] = [tileRows(M), tileCols(N)];
     return { shader: 'matmul_forward', tileM: TILE_M, tileN: TILE_N, tileK: TILE_K, constants: { TILE_M, TILE_N, TILE_K } };
-  }
-  if (kernel === 'wide') {
-    const [TILE_M, TILE_N] = wideTile(M, N);
-    return { shader: 'matmul_wide_forward', tileM: TILE_M, tileN: TILE_N, tileK: WIDE_TILE_K, constants: { TILE_M, TILE_N } };
   }
   if (kernel === 'direct') {
     const TM = M >= 4 ? 4 : M >= 2 ? 2 : 1;
@@ -197,18 +193,27 @@ function gemm(
         const plan = gemmPlan(gpu, mc, nc, g.kernel);
         const bias = k0 === 0 ? g.bias : undefined; // added once, by the first K block
         const flags = (g.accumulate || k0 > 0 ? 1 : 0) | (bias ? 2 : 0);
+        // Split K only where the partials can be summed straight into C: one K block, no bias, C's block
+        // whole rows from its binding's start.
+        let slices = kc === K && !bias && nc === N && cw.base === 0 ? splitSlices(plan, mc, nc, kc, limit) : 1;
+        const kChunk = slices > 1 ? Math.ceil(kc / slices / TILE_K) * TILE_K : kc;
+        slices = Math.ceil(kc / kChunk);
+        const partials = slices > 1 ? sharedScratch(gpu, 'matmul:split_k', slices * mc * nc * 4) : null;
         rec.dispatch({
           kernel,
           shader: plan.shader,
           constants: { ...plan.constants, TRANS_A: a.trans, TRANS_B: b.trans, B_BF16: b.bf16 ?? false },
-          bindings: { a: aw.binding, b: bw.binding, bias: bias ?? gpu.zeros(16), c: cw.binding },
+          bindings: { a: aw.binding, b: bw.binding, bias: bias ?? gpu.zeros(16), c: partials ?? cw.binding },
           params: [
-            ['M', 'u32', mc], ['N', 'u32', nc], ['K', 'u32', kc], ['flags', 'u32', flags],
+            ['M', 'u32', mc], ['N', 'u32', nc], ['K', 'u32', kc], ['flags', 'u32', partials ? 0 : flags],
             ['a_base', 'u32', aw.base + (a.trans ? m0 : k0)], ['lda', 'u32', a.ld], ['b_base', 'u32', bw.base + (b.trans ? k0 : n0)], ['ldb', 'u32', b.ld],
-            ['c_base', 'u32', cw.base + n0], ['ldc', 'u32', N], ['bias_off', 'u32', n0],
+            ['c_base', 'u32', partials ? 0 : cw.base + n0], ['ldc', 'u32', N], ['bias_off', 'u32', n0],
+            ['k_chunk', 'u32', kChunk], ['c_split', 'u32', partials ? mc * nc : 0],
           ],
-          workgroups: [Math.ceil(nc / plan.tileN), Math.ceil(mc / plan.tileM)],
+          workgroups: [Math.ceil(nc / plan.tileN), Math.ceil(mc / plan.tileM), slices],
         });
+        // The slices' partials, summed in slice order into C (+ C's previous value when accumulating).
+        if (partials) colsum_forward(rec, { out: cw.binding, inp: partials, P: slices, C: mc * nc, accumulate: (flags & 1) !== 0 });
       }
     }
   }

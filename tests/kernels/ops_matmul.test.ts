@@ -1,6 +1,6 @@
 // matmul_forward / matmul_backward (GPU) against their float64 twins, with every GEMM kernel the adapter
-// runs (gemmKernels: subgroup, tiled, direct and wide on lavapipe): odd shapes that are not multiples of the
-// 64×64×16 or 128×128×16 tiles nor of the subgroup kernel's row blocks and 16 columns,
+// runs (gemmKernels: subgroup, tiled and direct on lavapipe): odd shapes that are not multiples of the
+// 64×64×16 tiles (narrower for few rows or columns) nor of the subgroup kernel's row blocks and 16 columns,
 // K below a tile, single rows and columns, both weight layouts, bias, accumulation, the few-row (decode)
 // kernel for 'out_in' weights, binding-window splits (forced by a lowered binding limit, and once for
 // real past lavapipe's 128 MiB); which kernel each adapter class gets; and the twin's backward against
@@ -16,7 +16,7 @@ import { Rng } from '../../src/model/rng.ts';
 import { expectClose } from '../helpers/close.ts';
 import { dot, fdGradient } from '../helpers/fd.ts';
 import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../../src/oracle/matmul.ts';
-import { GEMM_KERNELS, gemmKernels, matmul_backward, matmul_forward, wideTile, type MatmulKernel } from '../../src/kernels/matmul.ts';
+import { GEMM_KERNELS, gemmKernels, matmul_backward, matmul_forward, type MatmulKernel } from '../../src/kernels/matmul.ts';
 import { adapterClass, type Gpu } from '../../src/gpu/context.ts';
 
 const U = 2 ** -24;
@@ -80,8 +80,8 @@ describe('matmul_forward', () => {
     const gpu = await testGpu();
     const rng = new Rng(17);
     // Subgroup kernel: 1, 2 or 4 rows per invocation (M = 1, 2 / 9 / 33+), row blocks of up to 256 rows (257, 300: two
-    // blocks of a 160-row workgroup), 16 columns; tiled: 64 × 64 × 16; direct: 16 × 64 per workgroup, 1 / 2 / 4 rows
-    // per invocation (M = 1, 2 / 3, 4+); wide: 128 × 128 × 16, each invocation's rows and columns in two halves 64 apart.
+    // blocks of a 160-row workgroup), 16 columns; tiled: 8 / 16 / 32 / 64 rows × 16 / 32 / 64 columns × 16 (N = 1, 15, 16,
+    // 17, 31 take the narrow ones); direct: 16 × 64 per workgroup, 1 / 2 / 4 rows per invocation (M = 1, 2 / 3, 4+).
     const edges: Array<[number, number, number, WeightLayout]> = [
       [1, 1, 1, 'in_out'], [1, 17, 33, 'out_in'], [2, 5, 16, 'in_out'], [257, 3, 15, 'out_in'], [255, 16, 17, 'in_out'],
       [300, 1, 65, 'out_in'], [9, 577, 1, 'in_out'], [33, 15, 31, 'out_in'], [129, 17, 130, 'out_in'], [65, 33, 127, 'in_out'],
@@ -97,34 +97,10 @@ describe('matmul_forward', () => {
     }
   });
 
-  it('the wide kernel gives bitwise the tiled one (the same FMA chain in k, the same 16-deep zero padding), at each of its block shapes', async () => {
-    const gpu = await testGpu();
-    const rng = new Rng(29);
-    const cases = [[131, 37, 259, 'out_in'], [7, 48, 130, 'in_out'], [200, 577, 65, 'out_in'], [2100, 19, 2100, 'out_in'], [2048, 21, 1100, 'out_in'], [2050, 17, 960, 'out_in']] as const;
-    // The cases reach every block the launcher picks from (128 or 64 rows by 128 or 64 columns).
-    expect(new Set(cases.map(([M, , N]) => wideTile(M, N).join('x')))).toEqual(new Set(['128x128', '128x64', '64x128', '64x64']));
-    for (const [M, K, N, layout] of cases) {
-      const inp = gpu.upload('inp', rng.f32(M * K));
-      const weight = gpu.upload('weight', rng.f32(N * K, 0.5));
-      const bias = gpu.upload('bias', rng.f32(N));
-      const run = async (kernel: MatmulKernel) => {
-        const out = gpu.createBuffer('out', M * N * 4);
-        const rec = gpu.recorder(`matmul ${kernel}`);
-        matmul_forward(rec, { out, inp, weight, bias, M, K, N, weightLayout: layout, kernel });
-        await rec.submit();
-        return gpu.readF32(out, M * N);
-      };
-      const [tiled, wide] = [await run('tiled'), await run('wide')];
-      expect(wide, `${M}x${K}x${N} ${layout}`).toEqual(tiled);
-      expect(tiled.some((x) => x !== 0)).toBe(true);
-    }
-  });
-
   it('picks the subgroup kernel on lavapipe (a fixed subgroup size), the direct one on SwiftShader, the tiled one on GPUs', () => {
-    const fake = (adapter: Partial<Gpu['adapter']>, sub: [number, number] | null, storage = 32768) =>
+    const fake = (adapter: Partial<Gpu['adapter']>, sub: [number, number] | null) =>
       ({
         hasSubgroups: sub !== null,
-        limits: { maxComputeWorkgroupStorageSize: storage },
         adapter: { vendor: '', architecture: '', device: '', description: '', isFallback: false, ...adapter },
         device: { adapterInfo: sub ? { subgroupMinSize: sub[0], subgroupMaxSize: sub[1] } : {} },
       }) as unknown as Gpu;
@@ -133,16 +109,14 @@ describe('matmul_forward', () => {
     for (const report of [lavapipe, { vendor: 'google', architecture: 'swiftshader' }, { vendor: 'nvidia', architecture: 'hopper' }]) {
       expect([...gemmKernels(fake(report, [8, 8]))].sort()).toEqual([...GEMM_KERNELS].sort());
     }
-    expect(gemmKernels(fake(lavapipe, [8, 8]))).toEqual(['subgroup', 'tiled', 'direct', 'wide']);
-    expect(gemmKernels(fake({ vendor: 'google', architecture: 'swiftshader' }, [4, 4]))).toEqual(['direct', 'tiled', 'subgroup', 'wide']); // barriers and shuffles are dear there
-    expect(gemmKernels(fake({ vendor: 'google', description: 'SwiftShader driver 5.0.0', isFallback: true }, null))).toEqual(['direct', 'tiled', 'wide']);
-    expect(gemmKernels(fake(lavapipe, null))).toEqual(['tiled', 'direct', 'wide']); // no subgroups feature
-    expect(gemmKernels(fake(lavapipe, [4, 16]))).toEqual(['tiled', 'direct', 'wide']); // size not fixed
-    expect(gemmKernels(fake(lavapipe, [64, 64]))).toEqual(['tiled', 'direct', 'wide']); // wider than its 32 columns
-    expect(gemmKernels(fake({ vendor: 'nvidia', architecture: 'hopper' }, [32, 32]))).toEqual(['tiled', 'subgroup', 'direct', 'wide']); // wide: not yet measured on a GPU
-    expect(gemmKernels(fake({ vendor: 'amd', architecture: 'rdna-3' }, [32, 64]))).toEqual(['tiled', 'direct', 'wide']);
-    // The wide kernel's padded tiles take 16.5 KiB: a device at WebGPU's default 16 KiB does not get it.
-    expect(gemmKernels(fake({ vendor: 'amd', architecture: 'rdna-3' }, null, 16384))).toEqual(['tiled', 'direct']);
+    expect(gemmKernels(fake(lavapipe, [8, 8]))).toEqual(['subgroup', 'tiled', 'direct']);
+    expect(gemmKernels(fake({ vendor: 'google', architecture: 'swiftshader' }, [4, 4]))).toEqual(['direct', 'tiled', 'subgroup']); // barriers and shuffles are dear there
+    expect(gemmKernels(fake({ vendor: 'google', description: 'SwiftShader driver 5.0.0', isFallback: true }, null))).toEqual(['direct', 'tiled']);
+    expect(gemmKernels(fake(lavapipe, null))).toEqual(['tiled', 'direct']); // no subgroups feature
+    expect(gemmKernels(fake(lavapipe, [4, 16]))).toEqual(['tiled', 'direct']); // size not fixed
+    expect(gemmKernels(fake(lavapipe, [64, 64]))).toEqual(['tiled', 'direct']); // wider than its 32 columns
+    expect(gemmKernels(fake({ vendor: 'nvidia', architecture: 'hopper' }, [32, 32]))).toEqual(['tiled', 'subgroup', 'direct']);
+    expect(gemmKernels(fake({ vendor: 'amd', architecture: 'rdna-3' }, [32, 64]))).toEqual(['tiled', 'direct']);
   });
 
   it('out_in with M <= 16 (decode): the few-row kernel, odd K and N, with and without bias; the default on GPUs', async () => {
@@ -283,6 +257,44 @@ describe('matmul_backward', () => {
       });
     }
   }
+
+  it("the tiled kernel splits K where few output tiles meet a long K (LoRA's rank-16 sides), summing the slices in order: forward and dweight vs float64, accumulating, deterministic", async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(31);
+    // x·Aᵀ (M 600 tokens × rank 16 over K 1,100: 10 tiles, 4 slices) and dA (16 × 48 over 1,300 tokens: 1 tile, 5 slices).
+    const [M, K, N] = [600, 1100, 16];
+    const inp = rng.f32(M * K);
+    const weight = rng.f32(N * K, 0.5);
+    const prev = rng.f32(M * N);
+    const want = mmRef(inp, weight, null, M, K, N, 'out_in').map((v, i) => v + prev[i]);
+    const S = mmRef(abs(inp), abs(weight), null, M, K, N, 'out_in').map((v, i) => v + Math.abs(prev[i]));
+    const runs: Float32Array[] = [];
+    for (let rep = 0; rep < 2; rep++) {
+      const out = gpu.upload('out', prev);
+      const rec = gpu.recorder('split forward');
+      matmul_forward(rec, { out, inp: gpu.upload('inp', inp), weight: gpu.upload('weight', weight), M, K, N, weightLayout: 'out_in', accumulate: true, kernel: 'tiled' });
+      expect(rec.kernels).toEqual(['matmul_forward', 'colsum_forward']);
+      await rec.submit();
+      runs.push(await gpu.readF32(out, M * N));
+    }
+    expectClose(runs[0], want, { atol: 0, rtol: 0, atolAt: tolFrom(S, K + 1), label: 'split forward' });
+    expect(runs[1]).toEqual(runs[0]);
+
+    const [T, In, R] = [1300, 48, 16];
+    const x = rng.f32(T * In);
+    const a = rng.f32(R * In, 0.5);
+    const dout = rng.f32(T * R);
+    const prevW = rng.f32(R * In);
+    const ref = mmBackRef(dout, x, a, T, In, R, 'out_in');
+    const refAbs = mmBackRef(abs(dout), abs(x), abs(a), T, In, R, 'out_in');
+    const dweight = gpu.upload('dweight', prevW);
+    const rec = gpu.recorder('split dweight');
+    matmul_backward(rec, { dweight, dout: gpu.upload('dout', dout), inp: gpu.upload('x', x), weight: gpu.upload('a', a), M: T, K: In, N: R, weightLayout: 'out_in', accumulate: true, kernel: 'tiled' });
+    expect(rec.kernels).toEqual(['matmul_backward:dweight', 'colsum_forward']);
+    await rec.submit();
+    const got = await gpu.readF32(dweight, R * In);
+    expectClose(got, ref.dweight.map((v, i) => v + prevW[i]), { atol: 0, rtol: 0, atolAt: tolFrom(refAbs.dweight.map((v, i) => v + Math.abs(prevW[i])), T + 1), label: 'split dweight' });
+  });
 
   it('float64 twin: backward matches central finite differences of the forward', () => {
     const rng = new Rng(23);

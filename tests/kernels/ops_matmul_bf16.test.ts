@@ -1,7 +1,7 @@
 // embedding_forward with a packed bf16 table (WTE_BF16), and
 // matmul_forward / matmul_backward (dinp) with a packed bf16 weight (B_BF16 in shaders/matmul_forward.wgsl)
 // against the float64 twin (src/oracle/matmul.ts) on the weight's exact f32 values (bf16ToF32), with every
-// GEMM kernel the adapter runs (gemmKernels: subgroup, tiled, direct and wide on lavapipe): odd shapes, both layouts, odd element counts (a half-filled last word), bias, accumulation, binding-window splits
+// GEMM kernel the adapter runs (gemmKernels: subgroup, tiled and direct on lavapipe): odd shapes, both layouts, odd element counts (a half-filled last word), bias, accumulation, binding-window splits
 // (the windows start at odd bf16 elements) and the few-row sizes that take the f32 GEMV elsewhere. A bf16
 // weight is frozen: asking for its dweight is refused. Tolerance as tests/kernels/ops_matmul.test.ts: the weight
 // values are exact, so only the f32 accumulation errs (4·u·√K·Σ|x·w|).
