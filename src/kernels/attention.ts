@@ -1,5 +1,5 @@
-// Launchers for fused (flash-attention style) attention, in two kernel sets that compute the same thing:
-//   'rows' (software adapters): shaders/attention_forward.wgsl (one thread per query row, BQ neighbouring
+// Launchers for fused (flash-attention style) attention, in three kernel sets that compute the same thing:
+//   'rows' (SwiftShader; the decode steps of lavapipe): shaders/attention_forward.wgsl (one thread per query row, BQ neighbouring
 //     rows of one head per workgroup reading the same k / v rows together, online softmax in steps of BK
 //     keys, no barriers) and the backward attention_backward_dq.wgsl / attention_backward_dkdv.wgsl (one
 //     thread per query / key row). Barriers cost a coroutine switch on a CPU adapter: a set with one
@@ -9,21 +9,26 @@
 //     tiles of WG, tree reductions (common/reduce.wgsl). B·Hq·T workgroups fill a GPU where the row set's
 //     B·Hq·T / BQ threads, each walking a whole row alone, leave it waiting on memory: on an H100 the
 //     SmolLM2-shaped forward ran 2× and forward + backward 4–6× faster (bench/results-h100-attention-ab.json).
-//   'tile' (GPUs, the default there): shaders/attention_tile_forward.wgsl — FlashAttention-2's structure: a
+//   'tile' (GPUs and lavapipe, the default there): shaders/attention_tile_forward.wgsl — FlashAttention-2's structure: a
 //     workgroup per 64 query rows of a head, keys in tiles of 32, the scores and P·V as GEMM-style register
 //     blocks over workgroup-memory tiles (4 FMAs per value read, where 'wg' does one and pays tree reductions).
-//     A forward of fewer than TILE_MIN_ROWS query rows (a decode step) runs 'wg' instead: a 64-row block would
-//     be mostly empty. The backward runs the 'wg' shaders for now.
-// attentionKernels picks by adapter class (isCpuAdapter, as the GEMM does); tests and the bench force each.
+//     A forward of fewer than TILE_MIN_ROWS query rows (a decode step) runs the class's next set instead: a
+//     64-row block would be mostly empty. Its backward, attention_tile_backward_dq.wgsl / _dkdv.wgsl, tiles the same way (64 query
+//     or key rows × 32-column tiles); on an H100 at Qwen2.5-0.5B's heads, 8 × 512, it ran in 3.1 ms where 'wg' took 11.6.
+//     On lavapipe too it leads (2.2–2.5× the 'rows' set, forward and backward, at 2 × 256 and 1 × 1024: fewer
+//     barriers per FMA than 'wg'); on SwiftShader, whose compile time grows with the workgroup (workgroupCap),
+//     'rows' stays.
+// attentionKernels picks by adapter class (as the GEMM does); tests and the bench force each.
 // Both save the per-row lse in the forward, form delta_i = dout_i·out_i in the dq pass and recompute the
 // probabilities from q, k and lse. No (B, Hq, Tq, Tk) buffer exists: the memory is O(B·T·H·D) plus
 // (B, Hq, T) for lse and delta, where the materialised version needed B·Hq·T·T floats per layer (23.5 GB
 // for 64 rows of 2,560 tokens at Qwen2.5-0.5B's 14 heads; bench suite `attention`).
 // Causal + attention mask + GQA (query head h reads kv head h / (Hq / Hkv)); deterministic (no
 // atomics, fixed summation order). A query row with no visible key gets out = 0, lse = -inf, dq = 0.
-import { type Binding, type Recorder, Gpu, isCpuAdapter, workgroupCap } from '../gpu/context.ts';
+import { type AdapterClass, type Binding, type Recorder, Gpu, adapterClass, workgroupCap } from '../gpu/context.ts';
 import type { AttentionBackwardShape, AttentionShape } from './types.ts';
 import { sharedScratch } from './scratch.ts';
+import { colsum_forward } from './colsum.ts';
 import { prefix } from './windows.ts';
 
 const BQ_MAX = 64; // 'rows': rows (queries, or keys in dkdv) per workgroup = threads, one row each
@@ -35,14 +40,24 @@ const TILE_ROWS = 64;
 const TILE_CHUNK = 64;
 const TILE_FORWARD_BYTES = (16 * 17 + 16 * 9 + 32 * 16 + 32 * 16) * 16 + 64 * 4;
 const TILE_MIN_ROWS = 16; // fewer query rows: the default set's forward falls back to 'wg'
+// 'tile' backward (attention_tile_backward_dq / _dkdv.wgsl): common/attention_tile.wgsl's one workgroup array.
+const TILE_BACKWARD_BYTES = 2048 * 16;
+const TILE_SPLIT_GROUPS = 1024; // 'tile' dkdv: split the query heads over workgroups below this grid (tileDkdv)
 
 /** The kernel sets (see the header). */
 export const ATTENTION_KERNELS = ['rows', 'wg', 'tile'] as const;
 export type AttentionKernel = (typeof ATTENTION_KERNELS)[number];
 
-/** The kernel sets this adapter runs, its default first: 'rows' on CPU adapters, 'tile' on GPUs. */
+/** The kernel sets per adapter class, its default first (the header says why); the second serves decode steps. */
+const ATTENTION_ORDER: Record<AdapterClass, AttentionKernel[]> = {
+  gpu: ['tile', 'wg', 'rows'],
+  cpu: ['tile', 'rows', 'wg'],
+  swiftshader: ['rows', 'wg', 'tile'],
+};
+
+/** The kernel sets this adapter runs, its default first. */
 export function attentionKernels(gpu: Gpu): AttentionKernel[] {
-  return isCpuAdapter(gpu.adapter) ? ['rows', 'wg', 'tile'] : ['tile', 'wg', 'rows'];
+  return ATTENTION_ORDER[adapterClass(gpu.adapter)];
 }
 
 /** Checks the heads (both sets). */
@@ -102,7 +117,7 @@ export function attention_forward(
   // 'tile': blocks of TILE_ROWS query rows, a workgroup per TILE_CHUNK output columns; 'wg': a workgroup per
   // query row (blocks = Tq); 'rows': row blocks of BQ rows.
   let set = args.kernel ?? attentionKernels(gpu)[0];
-  if (set === 'tile' && !args.kernel && Tq < TILE_MIN_ROWS) set = 'wg';
+  if (set === 'tile' && !args.kernel && Tq < TILE_MIN_ROWS) set = attentionKernels(gpu)[1];
   if (set === 'tile') checkStorage(gpu, kernel, "the 'tile' set (any head_dim)", TILE_FORWARD_BYTES);
   if (set === 'wg') checkWgStorage(gpu, kernel, D, 2); // the query row and the output accumulator
   const BQ = set === 'tile' ? TILE_ROWS : set === 'wg' ? 1 : rowsPerGroup(gpu, kernel, D, D + BK); // 'rows': accumulator and step scores
@@ -148,25 +163,71 @@ export function attention_backward(
   const attention_mask = prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * T);
   const lse = prefix(gpu, kernel, 'lse', args.lse, B * Hq * T);
   const delta = prefix(gpu, kernel, 'delta', sharedScratch(gpu, 'attention_backward:delta', B * Hq * T * 4), B * Hq * T); // (B, Hq, T)
-  const wg = (args.kernel ?? attentionKernels(gpu)[0]) !== 'rows'; // 'tile' runs the 'wg' backward for now
+  const set = args.kernel ?? attentionKernels(gpu)[0];
+  const tile = set === 'tile';
+  const wg = set === 'wg';
+  if (tile) checkStorage(gpu, kernel, "the 'tile' set (any head_dim)", TILE_BACKWARD_BYTES);
   if (wg) checkWgStorage(gpu, kernel, D, 4); // dkdv: k, v and the dk / dv accumulators (dq: 3 rows)
-  const BQ = wg ? 1 : rowsPerGroup(gpu, kernel, D, 2 * D); // 'rows' dkdv: the dk and dv accumulators (dq: 1)
-  // One pass per side: query rows of (b, h), key rows of (b, kvh); 'wg' a workgroup per row, 'rows' blocks of BQ.
+  // Rows per workgroup: 'tile' blocks of TILE_ROWS (and a workgroup per TILE_CHUNK gradient columns), 'wg' one,
+  // 'rows' BQ (the dkdv pass's dk and dv accumulators per thread; dq: 1).
+  const BQ = tile ? TILE_ROWS : wg ? 1 : rowsPerGroup(gpu, kernel, D, 2 * D);
+  const chunks = tile ? Math.ceil(D / TILE_CHUNK) : 1;
+  // One pass per side: query rows of (b, h), key rows of (b, kvh).
   const pass = (side: 'dq' | 'dkdv', heads: number, bindings: Record<string, Binding>) => {
     const blocks = Math.ceil(T / BQ);
-    const groups = B * heads * blocks;
+    const groups = B * heads * blocks * chunks;
     rec.dispatch({
       kernel: `${kernel}:${side}`,
-      shader: wg ? `attention_wg_backward_${side}` : `attention_backward_${side}`,
-      constants: wg ? { WG, DH: D } : { BQ, DH: D },
+      shader: `attention${set === 'rows' ? '' : `_${set}`}_backward_${side}`,
+      constants: tile ? {} : wg ? { WG, DH: D } : { BQ, DH: D },
       bindings,
       params: [
         ['T', 'u32', T], ['Hq', 'u32', Hq], ['Hkv', 'u32', Hkv], ['D', 'u32', D],
         ['blocks', 'u32', blocks], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups],
+        ...(tile ? [['chunks', 'u32', chunks] as [string, 'u32', number], ['splits', 'u32', 1] as [string, 'u32', number], ['n', 'u32', 0] as [string, 'u32', number]] : []),
       ],
       workgroups: Gpu.grid(groups),
     });
   };
   pass('dq', Hq, { q, k, v, attention_mask, out, dout, lse, delta, dq });
-  pass('dkdv', Hkv, { q, k, v, attention_mask, dout, lse, delta, dk, dv });
+  if (tile) tileDkdv(rec, args, { q, k, v, attention_mask, dout, lse, delta, dk, dv }, chunks);
+  else pass('dkdv', Hkv, { q, k, v, attention_mask, dout, lse, delta, dk, dv });
+}
+
+/**
+ * 'tile' dkdv pass. Its grid is B·Hkv·blocks·chunks workgroups, few where the kv heads are few (Qwen2.5-0.5B's 2,
+ * 8 × 512 tokens: 128 for an H100's 132 SMs, one 4-warp workgroup each): then each group's query heads are
+ * split over up to TILE_SPLIT_GROUPS / that many workgroups, whose partial dk, dv go to scratch and are summed
+ * in split order by colsum_forward (deterministic). The scratch stays small: splitting stops once
+ * the grid reaches TILE_SPLIT_GROUPS workgroups (≤ 2 × ~34 MB at D = 64).
+ */
+function tileDkdv(rec: Recorder, args: AttentionBackwardShape, b: Record<string, Binding>, chunks: number): void {
+  const { B, T, Hq, Hkv, D } = args;
+  const gpu = rec.gpu;
+  const kernel = 'attention_backward:dkdv';
+  const blocks = Math.ceil(T / TILE_ROWS);
+  const base = B * Hkv * blocks * chunks;
+  const group = Hq / Hkv;
+  const perSplit = Math.ceil(group / Math.min(group, Math.max(1, Math.ceil(TILE_SPLIT_GROUPS / base)))); // query heads per split
+  const splits = Math.ceil(group / perSplit);
+  const n = B * T * Hkv * D;
+  const params = (groups: number): Array<[string, 'u32' | 'f32', number]> => [
+    ['T', 'u32', T], ['Hq', 'u32', Hq], ['Hkv', 'u32', Hkv], ['D', 'u32', D],
+    ['blocks', 'u32', blocks], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups],
+    ['chunks', 'u32', chunks], ['splits', 'u32', splits], ['n', 'u32', n],
+  ];
+  const part = (f: 'dk' | 'dv') => prefix(gpu, kernel, `${f} partials`, sharedScratch(gpu, `attention_backward:${f} partials`, splits * n * 4), splits * n);
+  const [pk, pv] = splits > 1 ? [part('dk'), part('dv')] : [b.dk, b.dv];
+  const groups = base * splits;
+  rec.dispatch({
+    kernel,
+    shader: 'attention_tile_backward_dkdv',
+    constants: {},
+    bindings: { ...b, dk: pk, dv: pv },
+    params: params(groups),
+    workgroups: Gpu.grid(groups),
+  });
+  if (splits === 1) return;
+  colsum_forward(rec, { out: b.dk, inp: pk, P: splits, C: n, accumulate: false });
+  colsum_forward(rec, { out: b.dv, inp: pv, P: splits, C: n, accumulate: false });
 }

@@ -170,9 +170,9 @@ describe('attention_forward (fused)', () => {
     }
   });
 
-  it('runs one thread per row on CPU adapters and one workgroup per row on GPUs; SwiftShader caps workgroups', () => {
+  it('runs the tile set on GPUs and lavapipe, one thread per row on SwiftShader (which caps workgroups)', () => {
     const fake = (adapter: Partial<Gpu['adapter']>) => ({ adapter: { vendor: '', architecture: '', device: '', description: '', isFallback: false, ...adapter } }) as unknown as Gpu;
-    expect(attentionKernels(fake({ vendor: 'mesa', architecture: 'software', description: 'llvmpipe: Mesa 25.0.7 (LLVM 15.0.6)', isFallback: true }))).toEqual(['rows', 'wg', 'tile']);
+    expect(attentionKernels(fake({ vendor: 'mesa', architecture: 'software', description: 'llvmpipe: Mesa 25.0.7 (LLVM 15.0.6)', isFallback: true }))).toEqual(['tile', 'rows', 'wg']);
     expect(attentionKernels(fake({ vendor: 'google', architecture: 'swiftshader' }))).toEqual(['rows', 'wg', 'tile']);
     expect(attentionKernels(fake({ vendor: 'nvidia', architecture: 'hopper' }))).toEqual(['tile', 'wg', 'rows']);
     expect(attentionKernels(fake({ vendor: 'apple', architecture: 'metal-3' }))).toEqual(['tile', 'wg', 'rows']);
@@ -294,6 +294,14 @@ describe('attention_backward (fused)', () => {
     for (const kernel of attentionKernels(gpu)) {
       const worst = await backwardCase(gpu, new Rng(64), shape(2, 1100, 1100, 1100, 2, 1, 16), kernel);
       console.log(`attention_backward T=1100 ${kernel}: worst ${worst.toFixed(3)} of tolerance`);
+    }
+  });
+
+  it("several row blocks and d-chunks at once ('tile': T = 2·64 + 1, D = 96: a half-full second chunk)", async () => {
+    const gpu = await testGpu();
+    for (const kernel of attentionKernels(gpu)) {
+      const worst = await backwardCase(gpu, new Rng(65), shape(3, 129, 129, 129, 6, 2, 96), kernel, true);
+      console.log(`attention_backward T=129 D=96 ${kernel}: worst ${worst.toFixed(3)} of tolerance`);
     }
   });
 
