@@ -1,8 +1,8 @@
-// The GEMM-shaped tiles of the 'tile' attention kernels (attention_tile_backward_dq / _dkdv.wgsl; written so
-// that attention_tile_forward.wgsl can take them too). A workgroup of 8 × 16 invocations (tx, ty) owns a block
+// The GEMM-shaped tiles of the 'tile' attention kernels (attention_tile_forward.wgsl, attention_tile_backward_dq /
+// _dkdv.wgsl). A workgroup of 8 × 16 invocations (tx, ty) owns a block
 // of BR = 64 "rows" (4 per ty) and walks "columns" in tiles of BC = 32 (4 per tx); a score-shaped block
 // (rows × columns, a dot product over d) is a GEMM over d in SK-deep slices staged in workgroup memory as
-// vec4s of 4 consecutive rows / columns, zero past the ends (common/matmul_tiles.wgsl's As / Bs), each
+// vec4s of 4 consecutive rows / columns, zero past the ends (as matmul_forward.wgsl stages As / Bs), each
 // invocation keeping a 4 × 4 register block. Output accumulators cover a DC = 64-wide chunk of d: rows
 // 4ty .. 4ty + 3 × columns {c0 + 4tx .., c0 + 32 + 4tx ..} (Acc8: 8 vec4s). Register blocks are structs of
 // vec4s, never arrays indexed by loop counters: an H100 spilled those to local memory (~7× slower).

@@ -34,14 +34,12 @@ import { prefix } from './windows.ts';
 const BQ_MAX = 64; // 'rows': rows (queries, or keys in dkdv) per workgroup = threads, one row each
 const BK = 16; // 'rows': keys per online-softmax step of the forward
 const WG = 64; // 'wg': keys (forward, dq) or queries (dkdv) per tile = threads per workgroup
-// 'tile' forward: query rows per workgroup (its BR), output columns per chunk workgroup (its DC), and its
-// workgroup arrays' bytes (Qs, Ks slices, Ps, Vs tiles, rowf: see the shader), whatever D is.
+// 'tile': rows per workgroup (common/attention_tile.wgsl's BR), output columns per chunk workgroup (its DC), and
+// the bytes of its one workgroup array, whatever D is (forward and backward).
 const TILE_ROWS = 64;
 const TILE_CHUNK = 64;
-const TILE_FORWARD_BYTES = (16 * 17 + 16 * 9 + 32 * 16 + 32 * 16) * 16 + 64 * 4;
-const TILE_MIN_ROWS = 16; // fewer query rows: the default set's forward falls back to 'wg'
-// 'tile' backward (attention_tile_backward_dq / _dkdv.wgsl): common/attention_tile.wgsl's one workgroup array.
-const TILE_BACKWARD_BYTES = 2048 * 16;
+const TILE_BYTES = 2048 * 16;
+const TILE_MIN_ROWS = 16; // fewer query rows: the default set's forward falls back to the class's next set
 const TILE_SPLIT_GROUPS = 1024; // 'tile' dkdv: split the query heads over workgroups below this grid (tileDkdv)
 
 /** The kernel sets (see the header). */
@@ -118,7 +116,7 @@ export function attention_forward(
   // query row (blocks = Tq); 'rows': row blocks of BQ rows.
   let set = args.kernel ?? attentionKernels(gpu)[0];
   if (set === 'tile' && !args.kernel && Tq < TILE_MIN_ROWS) set = attentionKernels(gpu)[1];
-  if (set === 'tile') checkStorage(gpu, kernel, "the 'tile' set (any head_dim)", TILE_FORWARD_BYTES);
+  if (set === 'tile') checkStorage(gpu, kernel, "the 'tile' set (any head_dim)", TILE_BYTES);
   if (set === 'wg') checkWgStorage(gpu, kernel, D, 2); // the query row and the output accumulator
   const BQ = set === 'tile' ? TILE_ROWS : set === 'wg' ? 1 : rowsPerGroup(gpu, kernel, D, D + BK); // 'rows': accumulator and step scores
   const blocks = Math.ceil(Tq / BQ);
@@ -166,7 +164,7 @@ export function attention_backward(
   const set = args.kernel ?? attentionKernels(gpu)[0];
   const tile = set === 'tile';
   const wg = set === 'wg';
-  if (tile) checkStorage(gpu, kernel, "the 'tile' set (any head_dim)", TILE_BACKWARD_BYTES);
+  if (tile) checkStorage(gpu, kernel, "the 'tile' set (any head_dim)", TILE_BYTES);
   if (wg) checkWgStorage(gpu, kernel, D, 4); // dkdv: k, v and the dk / dv accumulators (dq: 3 rows)
   // Rows per workgroup: 'tile' blocks of TILE_ROWS (and a workgroup per TILE_CHUNK gradient columns), 'wg' one,
   // 'rows' BQ (the dkdv pass's dk and dv accumulators per thread; dq: 1).
