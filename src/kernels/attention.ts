@@ -192,6 +192,26 @@ export function attention_backward(
   else pass('dkdv', Hkv, { q, k, v, attention_mask, dout, lse, delta, dk, dv });
 }
 
+/** The 'tile' dkdv pass's grid: row blocks, workgroups before the head split, splits, and elements of dk (or dv). */
+function tileDkdvSplits(s: Omit<AttentionBackwardShape, 'scale'>): { blocks: number; base: number; splits: number; n: number } {
+  const { B, T, Hq, Hkv, D } = s;
+  const blocks = Math.ceil(T / TILE_ROWS);
+  const base = B * Hkv * blocks * Math.ceil(D / TILE_CHUNK);
+  const group = Hq / Hkv;
+  const perSplit = Math.ceil(group / Math.min(group, Math.max(1, Math.ceil(TILE_SPLIT_GROUPS / base)))); // query heads per split
+  return { blocks, base, splits: Math.ceil(group / perSplit), n: B * T * Hkv * D };
+}
+
+/**
+ * Bytes of the device-wide scratch attention_backward keeps (sharedScratch) for a (B, T) batch: delta (B, Hq, T)
+ * and, where the 'tile' set splits dkdv's query heads, its dk and dv partials (an upper bound on adapters that
+ * run another set). src/model/plan.ts plans them with the backward's scratch.
+ */
+export function attentionBackwardScratchBytes(s: Omit<AttentionBackwardShape, 'scale'>): number {
+  const { splits, n } = tileDkdvSplits(s);
+  return 4 * (s.B * s.Hq * s.T + (splits > 1 ? 2 * splits * n : 0));
+}
+
 /**
  * 'tile' dkdv pass. Its grid is B·Hkv·blocks·chunks workgroups, few where the kv heads are few (Qwen2.5-0.5B's 2,
  * 8 × 512 tokens: 128 for an H100's 132 SMs, one 4-warp workgroup each): then each group's query heads are
@@ -200,15 +220,10 @@ export function attention_backward(
  * the grid reaches TILE_SPLIT_GROUPS workgroups (≤ 2 × ~34 MB at D = 64).
  */
 function tileDkdv(rec: Recorder, args: AttentionBackwardShape, b: Record<string, Binding>, chunks: number): void {
-  const { B, T, Hq, Hkv, D } = args;
+  const { T, Hq, Hkv, D } = args;
   const gpu = rec.gpu;
   const kernel = 'attention_backward:dkdv';
-  const blocks = Math.ceil(T / TILE_ROWS);
-  const base = B * Hkv * blocks * chunks;
-  const group = Hq / Hkv;
-  const perSplit = Math.ceil(group / Math.min(group, Math.max(1, Math.ceil(TILE_SPLIT_GROUPS / base)))); // query heads per split
-  const splits = Math.ceil(group / perSplit);
-  const n = B * T * Hkv * D;
+  const { blocks, base, splits, n } = tileDkdvSplits(args);
   const params = (groups: number): Array<[string, 'u32' | 'f32', number]> => [
     ['T', 'u32', T], ['Hq', 'u32', Hq], ['Hkv', 'u32', Hkv], ['D', 'u32', D],
     ['blocks', 'u32', blocks], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups],

@@ -72,6 +72,8 @@ function tileCols(N: number): number {
 const SPLIT_GROUPS = 264;
 const SPLIT_MIN_K = 256;
 const SPLIT_MAX = 64;
+// The partials' device-wide scratch stays under 2·SPLIT_GROUPS tiles of 64 × TILE_N floats (8.6 MB): S slices of
+// fewer than SPLIT_GROUPS tiles, S·tiles below 2·SPLIT_GROUPS.
 
 /** The K slices of a tiled product's (mc × nc, inner kc) block: 1 (no split) or more (see SPLIT_GROUPS). */
 function splitSlices(plan: GemmPlan, mc: number, nc: number, kc: number, limit: number): number {

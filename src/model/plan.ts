@@ -21,6 +21,7 @@
 // activations, backward scratch, and then either the head's backward chunk or, once it is freed, the
 // optimizer's moments and a scoring chunk (re-evaluation). The step itself allocates nothing of size: it
 // takes ‖Δθ‖ in the update's own sweep (src/kernels/optimizer.ts), with no copy of θ_old.
+import { attentionBackwardScratchBytes } from '../kernels/attention.ts';
 import { linearModules } from './lora.ts';
 import { backwardScratchSizes, layerActivationSizes, logitsChunkRows, sharedActivationSizes, type BufferLimits } from './memory.ts';
 import { numel, paramSpecs, type ModelConfig } from './config.ts';
@@ -65,7 +66,7 @@ export interface StepPlan {
     activations: number; // saved for the backward (or one layer's set when scoring)
     logits_chunk: number; // one chunk of logits (R, V) with its hidden rows (and their gradient in the backward)
     reference: number; // the reference forward's workspace
-    scratch: number; // backward gradient scratch, LoRA intermediates
+    scratch: number; // backward gradient scratch, LoRA intermediates, the kernels' device-wide scratch
     reference_weights: number; // held reference weights (PlanOptions.held_reference_bytes)
     undo: number; // the page's copy of the trainable weights and the optimizer's moments before the step
   };
@@ -106,6 +107,7 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
   const saved = o.scoreOnly ? layer : o.checkpointing ? cfg.num_hidden_layers * N * cfg.hidden_size + layer - N * cfg.hidden_size : cfg.num_hidden_layers * layer;
   const loraScratch = 2 * N * r * modules.length; // u and du per adapted module
   const optimizerBytes = o.scoreOnly ? 0 : 2 * trainable * F; // AdamW's exp_avg and exp_avg_sq
+  const heads = { B, T, Hq: cfg.num_attention_heads, Hkv: cfg.num_key_value_heads, D: cfg.head_dim };
   const bytes = {
     weights: specs.reduce((s, p) => s + numel(p.shape) * (packed(p.name, p.shape) ? 2 : F), 0) + adapterParams * F,
     grads: o.scoreOnly ? 0 : (lora ? adapterParams + normParams : params) * F,
@@ -115,7 +117,9 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
     // A reference other than the policy's own pre-step log-probs (the adapter-off view, a held frozen copy
     // or checkpoint) scores with a workspace of its own, sized here as the policy's (same shapes).
     reference: (lora || (o.held_reference_bytes ?? 0) > 0) && !o.scoreOnly ? (layer + sum(shared) + chunk) * F : 0,
-    scratch: o.scoreOnly ? loraScratch * F : (sum(backwardScratchSizes(cfg, B, T, C)) + loraScratch) * F,
+    // ... plus attention's device-wide backward scratch (delta, dkdv's partials). The GEMM's split-K partials
+    // (src/kernels/matmul.ts: under 9 MB, GPUs only) are left out: a bound that size would swamp a small model's plan.
+    scratch: o.scoreOnly ? loraScratch * F : (sum(backwardScratchSizes(cfg, B, T, C)) + loraScratch) * F + attentionBackwardScratchBytes(heads),
     reference_weights: o.held_reference_bytes ?? 0,
     undo: o.undo && !o.scoreOnly ? trainable * F + optimizerBytes : 0, // weights + the moments (Optimizer.saveState)
   };
