@@ -1,10 +1,10 @@
 // Benchmark suite `attention`: the fused (flash-style) attention forward and backward at Qwen2.5-0.5B's
 // heads (Hq 14, Hkv 2, D 64) on left-padded rows, with the bytes the materialised llm.c-style version
 // needed for its (B, Hq, T, T) probabilities (plus, in training, the same-sized dP/g scratch) next to
-// the fused version's (B, Hq, T) lse and delta, once per kernel set the adapter runs (its default starred).
+// the fused version's (B, Hq, T) lse and delta (and the tile set's dkdv partials where it splits heads), once per kernel set the adapter runs (its default starred).
 // A row without timing gives the memory of the issue's case: scoring 64 rows of 2,560 tokens. Kernel time from timestamps when the adapter has them.
 import type { Gpu } from '../src/gpu/context.ts';
-import { attentionKernels, attention_backward, attention_forward, type AttentionKernel } from '../src/kernels/attention.ts';
+import { attentionBackwardScratchBytes, attentionKernels, attention_backward, attention_forward, type AttentionKernel } from '../src/kernels/attention.ts';
 import { timeKernels } from './timing.ts';
 import type { BenchOptions, Row } from './types.ts';
 
@@ -13,7 +13,10 @@ const MB = 2 ** 20;
 
 function memoryColumns(B: number, T: number): Row {
   const att = B * HEADS.Hq * T * T * 4;
-  return { att_materialised_MiB: att / MB, att_and_g_MiB: (2 * att) / MB, fused_lse_delta_MiB: (2 * B * HEADS.Hq * T * 4) / MB };
+  const lseDelta = 2 * B * HEADS.Hq * T * 4;
+  // The tile set's backward also keeps dk / dv partials where it splits dkdv's query heads (beside delta).
+  const tilePartials = attentionBackwardScratchBytes({ B, T, ...HEADS }) - B * HEADS.Hq * T * 4;
+  return { att_materialised_MiB: att / MB, att_and_g_MiB: (2 * att) / MB, fused_lse_delta_MiB: lseDelta / MB, tile_dkdv_partials_MiB: tilePartials / MB };
 }
 
 function randomBuffer(gpu: Gpu, label: string, n: number, seed: number): GPUBuffer {

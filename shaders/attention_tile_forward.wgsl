@@ -15,8 +15,8 @@
 // ~1.5% of an H100's FMA probe. A head_dim over 64 takes ceil(D / 64) chunk workgroups per block, each
 // recomputing the scores over the whole D (the scores cost D per key, as the chunk's P·V does).
 // The maths, masks, GQA, left-pad rows (out 0, lse -inf) and the saved lse are attention_wg_forward.wgsl's
-// (its header); sums run in a fixed order (deterministic). Workgroup memory: 23.3 KiB of common/attention_tile.wgsl's
-// 32 KiB array, whatever D is.
+// (its header); sums run in a fixed order (deterministic). Workgroup memory: 1,456 vec4s (22.75 KiB) of
+// common/attention_tile.wgsl's 32 KiB array, whatever D is.
 
 //#include "common/attention_forward.wgsl"
 //#include "common/attention_tile.wgsl"
@@ -89,14 +89,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       seen[u] = j < jEnd && attention_mask[b * p.Tk + j] != 0;
     }
     let ib = off + i0 + 4u * ty; // absolute position of row 4ty
-    let rows = array<vec4f, 4>(s.r0, s.r1, s.r2, s.r3);
     for (var u = 0u; u < 4u; u++) {
       let j = j0 + 4u * tx + u;
-      var col = vec4f(p.neg_inf);
-      for (var r = 0u; r < 4u; r++) {
-        if (seen[u] && j <= ib + r) { col[r] = p.scale * rows[r][u]; }
-      }
-      tl[PT + (4u * tx + u) * (BR / 4u) + ty] = col;
+      // Key j against rows 4ty .. 4ty + 3 (the block's registers read by constant fields, not an array).
+      let ok = vec4<bool>(seen[u]) & (vec4u(j) <= vec4u(ib, ib + 1u, ib + 2u, ib + 3u));
+      tl[PT + (4u * tx + u) * (BR / 4u) + ty] = select(vec4f(p.neg_inf), p.scale * vec4f(s.r0[u], s.r1[u], s.r2[u], s.r3[u]), ok);
     }
     workgroupBarrier();
 

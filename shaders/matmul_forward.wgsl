@@ -16,7 +16,7 @@
 // Operands bigger than maxStorageBufferBindingSize are bound as windows of whole physical rows; the
 // launcher passes, per operand, `base` (element index of the block's first element inside the
 // binding: the window's misalignment plus the column offset of the block inside a physical row), so
-// element (r, c) of the block is base + r·ld + c. A K split accumulates into C.
+// element (r, c) of the block is base + r·ld + c. The K blocks of such windows accumulate into C.
 //
 // Split K: a product with few output tiles and a long K (LoRA's rank-16 sides, weight gradients over
 // thousands of tokens) would leave most of a GPU idle, each workgroup walking K alone. The launcher then

@@ -96,6 +96,7 @@ export class KernelProfiler {
   private readonly pool: Chunk[] = [];
   private readonly pending = new Set<Promise<void>>();
   private created = 0;
+  private destroyed = false;
 
   /**
    * `chunk`: dispatches per query set (default and most MAX_QUERIES_PER_SET / 2; tests use a small one to
@@ -119,6 +120,7 @@ export class KernelProfiler {
    * failing query-set allocation is not charged to its kernels.
    */
   begin(label: string, dispatches: number): SubmitTimer {
+    if (this.destroyed) throw new Error(`KernelProfiler: destroyed; detach it before recording "${label}"`);
     const chunks: Chunk[] = [];
     for (let k = 0; k * this.chunk < dispatches; k++) chunks.push(this.pool.pop() ?? this.create(label));
     return new SubmitTimer(this, chunks);
@@ -141,7 +143,8 @@ export class KernelProfiler {
   read(c: Chunk, checked: Promise<unknown>): void {
     const n = c.kernels.length;
     if (n === 0) {
-      this.pool.push(c);
+      if (this.destroyed) free(c);
+      else this.pool.push(c);
       return;
     }
     let mapped = false;
@@ -163,8 +166,9 @@ export class KernelProfiler {
         if (mapped) c.readback.unmap();
         c.kernels.length = 0;
         c.shaders.length = 0;
-        this.pool.push(c);
         this.pending.delete(p);
+        if (this.destroyed) free(c); // a read that landed after destroy(): nothing will reuse its chunk
+        else this.pool.push(c);
       });
     this.pending.add(p);
   }
@@ -202,12 +206,18 @@ export class KernelProfiler {
     this.dropped = 0;
   }
 
-  /** Frees the pooled query sets and buffers; call after settle() and after detaching. */
+  /**
+   * Frees the pooled query sets and buffers (call after detaching; chunks whose reads are still in flight are
+   * freed when they land); a later begin() throws.
+   */
   destroy(): void {
-    for (const c of this.pool.splice(0)) {
-      c.set.destroy();
-      c.resolve.destroy();
-      c.readback.destroy();
-    }
+    this.destroyed = true;
+    for (const c of this.pool.splice(0)) free(c);
   }
+}
+
+function free(c: Chunk): void {
+  c.set.destroy();
+  c.resolve.destroy();
+  c.readback.destroy();
 }

@@ -4,7 +4,7 @@
 //     keys, no barriers) and the backward attention_backward_dq.wgsl / attention_backward_dkdv.wgsl (one
 //     thread per query / key row). Barriers cost a coroutine switch on a CPU adapter: a set with one
 //     workgroup per row and tree reductions ran several times slower there.
-//   'wg' (GPUs): shaders/attention_wg_forward.wgsl, attention_wg_backward_dq.wgsl,
+//   'wg' (GPUs' decode steps, and their default where 'tile' does not fit): shaders/attention_wg_forward.wgsl, attention_wg_backward_dq.wgsl,
 //     attention_wg_backward_dkdv.wgsl — one workgroup per query (key) row, one key (query) per thread in
 //     tiles of WG, tree reductions (common/reduce.wgsl). B·Hq·T workgroups fill a GPU where the row set's
 //     B·Hq·T / BQ threads, each walking a whole row alone, leave it waiting on memory: on an H100 the
@@ -17,15 +17,15 @@
 //     or key rows × 32-column tiles); on an H100 at Qwen2.5-0.5B's heads, 8 × 512, it ran in 3.1 ms where 'wg' took 11.6.
 //     On lavapipe too it leads (2.2–2.5× the 'rows' set, forward and backward, at 2 × 256 and 1 × 1024: fewer
 //     barriers per FMA than 'wg'); on SwiftShader, whose compile time grows with the workgroup (workgroupCap),
-//     'rows' stays.
+//     'rows' stays. It needs TILE_BYTES of workgroup memory: a device that offers less does not get it.
 // attentionKernels picks by adapter class (as the GEMM does); tests and the bench force each.
-// Both save the per-row lse in the forward, form delta_i = dout_i·out_i in the dq pass and recompute the
+// All three save the per-row lse in the forward, form delta_i = dout_i·out_i in the dq pass and recompute the
 // probabilities from q, k and lse. No (B, Hq, Tq, Tk) buffer exists: the memory is O(B·T·H·D) plus
 // (B, Hq, T) for lse and delta, where the materialised version needed B·Hq·T·T floats per layer (23.5 GB
 // for 64 rows of 2,560 tokens at Qwen2.5-0.5B's 14 heads; bench suite `attention`).
 // Causal + attention mask + GQA (query head h reads kv head h / (Hq / Hkv)); deterministic (no
 // atomics, fixed summation order). A query row with no visible key gets out = 0, lse = -inf, dq = 0.
-import { type AdapterClass, type Binding, type Recorder, Gpu, adapterClass, workgroupCap } from '../gpu/context.ts';
+import { type AdapterClass, type Binding, type ParamWord, type Recorder, Gpu, adapterClass, workgroupCap } from '../gpu/context.ts';
 import type { AttentionBackwardShape, AttentionShape } from './types.ts';
 import { sharedScratch } from './scratch.ts';
 import { colsum_forward } from './colsum.ts';
@@ -53,12 +53,13 @@ const ATTENTION_ORDER: Record<AdapterClass, AttentionKernel[]> = {
   swiftshader: ['rows', 'wg', 'tile'],
 };
 
-/** The kernel sets this adapter runs, its default first. */
+/** The kernel sets this adapter runs, its default first ('tile' only where its workgroup array fits). */
 export function attentionKernels(gpu: Gpu): AttentionKernel[] {
-  return ATTENTION_ORDER[adapterClass(gpu.adapter)];
+  const order = ATTENTION_ORDER[adapterClass(gpu.adapter)];
+  return gpu.limits.maxComputeWorkgroupStorageSize >= TILE_BYTES ? order : order.filter((k) => k !== 'tile');
 }
 
-/** Checks the heads (both sets). */
+/** Checks the heads (every set). */
 function checkHeads(kernel: string, Hq: number, Hkv: number, D: number): void {
   if (!(Hkv >= 1 && Hq % Hkv === 0)) throw new Error(`${kernel}: Hq (${Hq}) must be a multiple of Hkv (${Hkv})`);
   if (!(D >= 1 && Number.isInteger(D))) throw new Error(`${kernel}: head_dim D must be a positive integer, got ${D}`);
@@ -179,27 +180,33 @@ export function attention_backward(
       shader: `attention${set === 'rows' ? '' : `_${set}`}_backward_${side}`,
       constants: tile ? {} : wg ? { WG, DH: D } : { BQ, DH: D },
       bindings,
-      params: [
-        ['T', 'u32', T], ['Hq', 'u32', Hq], ['Hkv', 'u32', Hkv], ['D', 'u32', D],
-        ['blocks', 'u32', blocks], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups],
-        ...(tile ? [['chunks', 'u32', chunks] as [string, 'u32', number], ['splits', 'u32', 1] as [string, 'u32', number], ['n', 'u32', 0] as [string, 'u32', number]] : []),
-      ],
+      params: backwardParams(args, blocks, groups, tile ? { chunks, splits: 1, n: 0 } : null),
       workgroups: Gpu.grid(groups),
     });
   };
   pass('dq', Hq, { q, k, v, attention_mask, out, dout, lse, delta, dq });
-  if (tile) tileDkdv(rec, args, { q, k, v, attention_mask, dout, lse, delta, dk, dv }, chunks);
+  if (tile) tileDkdv(rec, args, { q, k, v, attention_mask, dout, lse, delta, dk, dv });
   else pass('dkdv', Hkv, { q, k, v, attention_mask, dout, lse, delta, dk, dv });
 }
 
-/** The 'tile' dkdv pass's grid: row blocks, workgroups before the head split, splits, and elements of dk (or dv). */
-function tileDkdvSplits(s: Omit<AttentionBackwardShape, 'scale'>): { blocks: number; base: number; splits: number; n: number } {
+/** The backward's params words: the sets' common ones, then the 'tile' set's chunks, head splits and dk elements. */
+function backwardParams(s: AttentionBackwardShape, blocks: number, groups: number, tile: { chunks: number; splits: number; n: number } | null): ParamWord[] {
+  const words: ParamWord[] = [
+    ['T', 'u32', s.T], ['Hq', 'u32', s.Hq], ['Hkv', 'u32', s.Hkv], ['D', 'u32', s.D],
+    ['blocks', 'u32', blocks], ['scale', 'f32', s.scale], ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups],
+  ];
+  return tile ? [...words, ['chunks', 'u32', tile.chunks], ['splits', 'u32', tile.splits], ['n', 'u32', tile.n]] : words;
+}
+
+/** The 'tile' dkdv pass's grid: row blocks, d-chunks, workgroups before the head split, splits, and elements of dk (or dv). */
+function tileDkdvSplits(s: Omit<AttentionBackwardShape, 'scale'>): { blocks: number; chunks: number; base: number; splits: number; n: number } {
   const { B, T, Hq, Hkv, D } = s;
   const blocks = Math.ceil(T / TILE_ROWS);
-  const base = B * Hkv * blocks * Math.ceil(D / TILE_CHUNK);
+  const chunks = Math.ceil(D / TILE_CHUNK);
+  const base = B * Hkv * blocks * chunks;
   const group = Hq / Hkv;
   const perSplit = Math.ceil(group / Math.min(group, Math.max(1, Math.ceil(TILE_SPLIT_GROUPS / base)))); // query heads per split
-  return { blocks, base, splits: Math.ceil(group / perSplit), n: B * T * Hkv * D };
+  return { blocks, chunks, base, splits: Math.ceil(group / perSplit), n: B * T * Hkv * D };
 }
 
 /**
@@ -219,16 +226,10 @@ export function attentionBackwardScratchBytes(s: Omit<AttentionBackwardShape, 's
  * in split order by colsum_forward (deterministic). The scratch stays small: splitting stops once
  * the grid reaches TILE_SPLIT_GROUPS workgroups (≤ 2 × ~34 MB at D = 64).
  */
-function tileDkdv(rec: Recorder, args: AttentionBackwardShape, b: Record<string, Binding>, chunks: number): void {
-  const { T, Hq, Hkv, D } = args;
+function tileDkdv(rec: Recorder, args: AttentionBackwardShape, b: Record<string, Binding>): void {
   const gpu = rec.gpu;
   const kernel = 'attention_backward:dkdv';
-  const { blocks, base, splits, n } = tileDkdvSplits(args);
-  const params = (groups: number): Array<[string, 'u32' | 'f32', number]> => [
-    ['T', 'u32', T], ['Hq', 'u32', Hq], ['Hkv', 'u32', Hkv], ['D', 'u32', D],
-    ['blocks', 'u32', blocks], ['scale', 'f32', args.scale], ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups],
-    ['chunks', 'u32', chunks], ['splits', 'u32', splits], ['n', 'u32', n],
-  ];
+  const { blocks, chunks, base, splits, n } = tileDkdvSplits(args);
   const part = (f: 'dk' | 'dv') => prefix(gpu, kernel, `${f} partials`, sharedScratch(gpu, `attention_backward:${f} partials`, splits * n * 4), splits * n);
   const [pk, pv] = splits > 1 ? [part('dk'), part('dv')] : [b.dk, b.dv];
   const groups = base * splits;
@@ -237,7 +238,7 @@ function tileDkdv(rec: Recorder, args: AttentionBackwardShape, b: Record<string,
     shader: 'attention_tile_backward_dkdv',
     constants: {},
     bindings: { ...b, dk: pk, dv: pv },
-    params: params(groups),
+    params: backwardParams(args, blocks, groups, { chunks, splits, n }),
     workgroups: Gpu.grid(groups),
   });
   if (splits === 1) return;

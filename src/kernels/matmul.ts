@@ -7,8 +7,9 @@
 // weightLayout 'out_in' is HF nn.Linear [N = out, K = in] (y = x·Wᵀ + b), also the tied lm_head
 // (logits = h·wteᵀ, wte (V, C)); 'in_out' is GPT-2 Conv1D [K, N] (y = x·W + b).
 // Operands bigger than maxStorageBufferBindingSize are cut into blocks of rows (M), output columns
-// (N) and the inner dimension (K), each operand bound as a window of whole physical rows; the blocks
-// of a K split accumulate into the output. `bindingLimit` lowers the binding size (tests only).
+// (N) and the inner dimension (K), each operand bound as a window of whole physical rows; the K blocks
+// (binding windows) accumulate into the output. `bindingLimit` lowers the binding size (tests only). Split K
+// (splitSlices) is another thing: slices of one block's K in parallel workgroups, summed by colsum.
 //
 // Signature additions to the brief (all optional): matmul_backward's `accumulateDinp` (dinp += ...,
 // for inputs feeding several projections, e.g. q/k/v), matmul_forward's `accumulate` (out += ...,
@@ -198,7 +199,7 @@ function gemm(
         // Split K only where the partials can be summed straight into C: one K block, no bias, C's block
         // whole rows from its binding's start.
         let slices = kc === K && !bias && nc === N && cw.base === 0 ? splitSlices(plan, mc, nc, kc, limit) : 1;
-        const kChunk = slices > 1 ? Math.ceil(kc / slices / TILE_K) * TILE_K : kc;
+        const kChunk = slices > 1 ? Math.ceil(kc / slices / plan.tileK) * plan.tileK : kc;
         slices = Math.ceil(kc / kChunk);
         const partials = slices > 1 ? sharedScratch(gpu, 'matmul:split_k', slices * mc * nc * 4) : null;
         rec.dispatch({

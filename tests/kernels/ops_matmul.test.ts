@@ -294,6 +294,27 @@ describe('matmul_backward', () => {
     await rec.submit();
     const got = await gpu.readF32(dweight, R * In);
     expectClose(got, ref.dweight.map((v, i) => v + prevW[i]), { atol: 0, rtol: 0, atolAt: tolFrom(refAbs.dweight.map((v, i) => v + Math.abs(prevW[i])), T + 1), label: 'split dweight' });
+
+    // d(x·Aᵀ) = dY·B (rank 16 over K = 1,100 outputs), accumulated into an input gradient; and the forward again in
+    // lowered binding windows (row blocks of 59: the first splits K, the later ones start mid-page and do not).
+    const [Out, Tok] = [1100, 600];
+    const dy = rng.f32(Tok * Out);
+    const bw = rng.f32(Out * R, 0.5);
+    const prevX = rng.f32(Tok * R);
+    const refB = mmBackRef(dy, rng.f32(Tok * R), bw, Tok, R, Out, 'out_in');
+    const refBAbs = mmBackRef(abs(dy), new Float32Array(Tok * R), abs(bw), Tok, R, Out, 'out_in');
+    const dinp = gpu.upload('dinp', prevX);
+    const rec2 = gpu.recorder('split dinp');
+    matmul_backward(rec2, { dinp, dout: gpu.upload('dy', dy), inp: gpu.upload('u', new Float32Array(Tok * R)), weight: gpu.upload('b', bw), M: Tok, K: R, N: Out, weightLayout: 'out_in', accumulate: false, accumulateDinp: true, kernel: 'tiled' });
+    expect(rec2.kernels).toEqual(['matmul_backward:dinp', 'colsum_forward']);
+    await rec2.submit();
+    expectClose(await gpu.readF32(dinp, Tok * R), refB.dinp.map((v, i) => v + prevX[i]), { atol: 0, rtol: 0, atolAt: tolFrom(refBAbs.dinp.map((v, i) => v + Math.abs(prevX[i])), Out + 1), label: 'split dinp' });
+    const windowed = gpu.upload('out', prev);
+    const rec3 = gpu.recorder('split forward, windows');
+    matmul_forward(rec3, { out: windowed, inp: gpu.upload('inp', inp), weight: gpu.upload('weight', weight), M, K, N, weightLayout: 'out_in', accumulate: true, kernel: 'tiled', bindingLimit: 256 * 1024 });
+    expect(rec3.kernels.filter((k) => k === 'colsum_forward').length).toBeGreaterThan(0);
+    await rec3.submit();
+    expectClose(await gpu.readF32(windowed, M * N), want, { atol: 0, rtol: 0, atolAt: tolFrom(S, K + 1), label: 'split forward, windows' });
   });
 
   it('float64 twin: backward matches central finite differences of the forward', () => {
