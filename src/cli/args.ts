@@ -2,7 +2,8 @@
 // input / output plumbing every verb repeats (read an input file, write the JSON result).
 // Bad input raises CliError, which main() turns into a one-line reason and exit code 2.
 import { accessSync, closeSync, constants, fstatSync, mkdirSync, openSync, readSync, statSync, writeFileSync } from 'node:fs';
-import { widestCompletion, type GrpoBatch } from '../io/batch.ts';
+import { BatchFormatError, widestCompletion, type GrpoBatch } from '../io/batch.ts';
+import { padBatch } from '../grpo/batch.ts';
 import { importBatch, type ImportOptions, type ImportResult } from '../io/formats/index.ts';
 import { assertComputable, modelLimits, type ValidateOptions } from '../io/validate.ts';
 import type { ModelConfig } from '../model/config.ts';
@@ -260,6 +261,14 @@ export async function tokenizerFlag(args: ParsedArgs): Promise<Tokenizer | undef
 export function readBatchFor(path: string, purpose: NonNullable<ValidateOptions['purpose']>): { batch: GrpoBatch; format: string } {
   const { batch, format } = readBatchFiles([path]);
   assertComputable(batch, { purpose }, path);
+  // Per-token rows as long as their ids (the Doctor's mask-length-mismatch rule; the computation pads them as
+  // src/grpo/batch.ts padBatch does): said here with the file, before a model is read.
+  try {
+    padBatch(batch);
+  } catch (e) {
+    if (e instanceof BatchFormatError) throw new CliError(`${path}: ${e.message}`);
+    throw e;
+  }
   // Scoring reads at least one prompt and one completion position (checkScorable, the step pipeline): said here with the file.
   const P = batch.prompt_ids.reduce((m, r) => Math.max(m, r.length), 0);
   const C = widestCompletion(batch);

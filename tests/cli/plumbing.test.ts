@@ -112,7 +112,7 @@ describe('grpo-studio plumbing (issue 21)', () => {
     expect(String(err.mock.calls[0][0])).toMatch(/junk\.safetensors: header is not valid JSON/);
   });
 
-  it('6. the reasons that named no file name it: an empty prompt side, a bad --model config', async () => {
+  it('6. the reasons that named no file name it: an empty prompt side, a completion_mask row of the wrong length, a bad --model config', async () => {
     const dir = tmp();
     const b = JSON.parse(readFileSync(BATCH, 'utf8'));
     b.prompt_ids = b.prompt_ids.map(() => []);
@@ -120,6 +120,14 @@ describe('grpo-studio plumbing (issue 21)', () => {
     const file = join(dir, 'no_prompt.json');
     writeFileSync(file, JSON.stringify(b));
     await expectRefusal(['score', '--model', LLAMA, '--batch', file], /^grpo-studio score: .*no_prompt\.json: the batch needs at least one prompt token and one completion token \(P = 0/);
+    // A completion_mask row shorter than its ids (the Doctor's finding) stops score and step naming the file, field and sample.
+    const short = JSON.parse(readFileSync(BATCH, 'utf8'));
+    short.completion_mask[1] = short.completion_mask[1].slice(1);
+    const shortFile = join(dir, 'short_mask.json');
+    writeFileSync(shortFile, JSON.stringify(short));
+    for (const verb of ['score', 'step']) {
+      await expectRefusal([verb, '--model', LLAMA, '--batch', shortFile], new RegExp(`^grpo-studio ${verb}: .*short_mask\\.json: completion_mask sample 1 has length \\d+, completion_ids has \\d+$`));
+    }
     const cfg = join(dir, 'config.json');
     writeFileSync(cfg, '[1]');
     await expectRefusal(['plan', '--model', cfg, '--batch', '2x16'], new RegExp(`^grpo-studio plan: ${cfg}: config\\.json: not a JSON object$`));
