@@ -27,8 +27,10 @@
 import { basename, resolve } from 'node:path';
 import { msg } from '../doctor/util.ts';
 import { nodeGpu } from '../gpu/node.ts';
+import { BatchFormatError } from '../io/batch.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
+import { batchAdvantages } from '../grpo/step_prepare.ts';
 import type { OptimizerConfig } from '../grpo/optimizer.ts';
 import type { TrainerObjective } from '../grpo/step_objective.ts';
 import type { EffectiveSettings } from '../grpo/settings/effective.ts';
@@ -104,6 +106,14 @@ export async function run(argv: string[]): Promise<number> {
   if (saveAdapter !== undefined) checkOutDir(saveAdapter, '--save-adapter');
   const { batch } = readBatchFor(batchPath, 'step');
   const { settings, config: cfg } = stepSettingsOfFile(batch, batchPath);
+  // The advantages the step will take (the pipeline's own rule), asked before a model is read: a batch with
+  // neither advantages nor rewards is refused naming the file.
+  try {
+    batchAdvantages(batch, cfg);
+  } catch (e) {
+    if (e instanceof BatchFormatError) throw new CliError(`${batchPath}: ${e.message}`);
+    throw e;
+  }
 
   const gpu = await nodeGpu();
   // Frozen weights (a LoRA base, a reference model) stay in their checkpoint dtype: bf16 at half the bytes.

@@ -131,15 +131,26 @@ export async function advantages(ctx: StageContext, state: StepState): Promise<S
   const c = ctx.opts.config;
   const src = ctx.opts.source;
   // The first stage that computes from an imported batch: the page and the CLI stop here on the same verdict.
-  if (src.kind === 'batch') assertComputable(src.batch, { purpose: 'step', ...modelLimits(ctx.opts.policy.config) });
-  if (src.kind === 'batch' && src.batch.advantages) return { data: { advantages: [...src.batch.advantages], groups: null, from: 'batch' } };
+  if (src.kind === 'batch') {
+    assertComputable(src.batch, { purpose: 'step', ...modelLimits(ctx.opts.policy.config) });
+    return { data: batchAdvantages(src.batch, c) };
+  }
+  const a = rewardAdvantages(need(state, 'reward').data, src.generation.num_generations, undefined, c);
+  return { data: { advantages: Array.from(a.advantages), groups: a.groups, from: 'rewards' } };
+}
+
+/**
+ * An imported batch's advantages as the step takes them: its own, or its rewards' group advantages. Throws
+ * BatchFormatError when it has neither, or per-token advantages the step cannot take (the CLI asks before
+ * reading a model, so the reason names the file).
+ */
+export function batchAdvantages(batch: GrpoBatch, c: Pick<StepConfig, 'advantage_estimator' | 'scale_rewards'>): StageOutput<'advantages'>['data'] {
+  if (batch.advantages) return { advantages: [...batch.advantages], groups: null, from: 'batch' };
   // Per-token advantages that vary inside a sequence (a critic's GAE, a token-level reward) were the
   // trainer's: the step takes one advantage per sequence, and rewards would give other numbers.
-  if (src.kind === 'batch' && src.batch.per_token_advantages) throw new BatchFormatError(`per_token_advantages: ${varyingAdvantage(src.batch.per_token_advantages, src.batch.completion_mask)}; the step takes one advantage per sequence (GRPO), and recomputing them from rewards would not be what the trainer used`);
-  const scored = src.kind === 'batch' ? src.batch : need(state, 'reward').data;
-  const G = src.kind === 'batch' ? src.batch.num_generations : src.generation.num_generations;
-  const a = rewardAdvantages(scored, G, src.kind === 'batch' ? src.batch.group_ids : undefined, c);
-  return { data: { advantages: Array.from(a.advantages), groups: a.groups, from: 'rewards' } };
+  if (batch.per_token_advantages) throw new BatchFormatError(`per_token_advantages: ${varyingAdvantage(batch.per_token_advantages, batch.completion_mask)}; the step takes one advantage per sequence (GRPO), and recomputing them from rewards would not be what the trainer used`);
+  const a = rewardAdvantages(batch, batch.num_generations, batch.group_ids, c);
+  return { advantages: Array.from(a.advantages), groups: a.groups, from: 'rewards' };
 }
 
 /**

@@ -112,7 +112,7 @@ describe('grpo-studio plumbing (issue 21)', () => {
     expect(String(err.mock.calls[0][0])).toMatch(/junk\.safetensors: header is not valid JSON/);
   });
 
-  it('6. the reasons that named no file name it: an empty prompt side, a completion_mask row of the wrong length, a bad --model config', async () => {
+  it('6. the reasons that named no file name it: an empty prompt side, a completion_mask row of the wrong length, a step with neither advantages nor rewards, a bad --model config', async () => {
     const dir = tmp();
     const b = JSON.parse(readFileSync(BATCH, 'utf8'));
     b.prompt_ids = b.prompt_ids.map(() => []);
@@ -128,6 +128,14 @@ describe('grpo-studio plumbing (issue 21)', () => {
     for (const verb of ['score', 'step']) {
       await expectRefusal([verb, '--model', LLAMA, '--batch', shortFile], new RegExp(`^grpo-studio ${verb}: .*short_mask\\.json: completion_mask sample 1 has length \\d+, completion_ids has \\d+$`));
     }
+    // Neither advantages nor rewards: step says so naming the file, before it reads a model.
+    const bare = JSON.parse(readFileSync(BATCH, 'utf8'));
+    delete bare.advantages;
+    delete bare.rewards;
+    delete bare.rewards_per_func;
+    const bareFile = join(dir, 'no_advantages.json');
+    writeFileSync(bareFile, JSON.stringify(bare));
+    await expectRefusal(['step', '--model', join(dir, 'no-such-model'), '--batch', bareFile], /^grpo-studio step: .*no_advantages\.json: the batch has neither "advantages" nor "rewards": nothing to take a step on$/);
     const cfg = join(dir, 'config.json');
     writeFileSync(cfg, '[1]');
     await expectRefusal(['plan', '--model', cfg, '--batch', '2x16'], new RegExp(`^grpo-studio plan: ${cfg}: config\\.json: not a JSON object$`));
