@@ -3,7 +3,7 @@
 // Bad input raises CliError, which main() turns into a one-line reason and exit code 2.
 import { accessSync, closeSync, constants, fstatSync, mkdirSync, openSync, readSync, statSync, writeFileSync } from 'node:fs';
 import { BatchFormatError, widestCompletion, type GrpoBatch } from '../io/batch.ts';
-import { padBatch } from '../grpo/batch.ts';
+import { padBatch, type PaddedBatch } from '../grpo/batch.ts';
 import { importBatch, type ImportOptions, type ImportResult } from '../io/formats/index.ts';
 import { assertComputable, modelLimits, type ValidateOptions } from '../io/validate.ts';
 import type { ModelConfig } from '../model/config.ts';
@@ -261,19 +261,24 @@ export async function tokenizerFlag(args: ParsedArgs): Promise<Tokenizer | undef
 export function readBatchFor(path: string, purpose: NonNullable<ValidateOptions['purpose']>): { batch: GrpoBatch; format: string } {
   const { batch, format } = readBatchFiles([path]);
   assertComputable(batch, { purpose }, path);
-  // Per-token rows as long as their ids (the Doctor's mask-length-mismatch rule; the computation pads them as
-  // src/grpo/batch.ts padBatch does): said here with the file, before a model is read.
-  try {
-    padBatch(batch);
-  } catch (e) {
-    if (e instanceof BatchFormatError) throw new CliError(`${path}: ${e.message}`);
-    throw e;
-  }
   // Scoring reads at least one prompt and one completion position (checkScorable, the step pipeline): said here with the file.
   const P = batch.prompt_ids.reduce((m, r) => Math.max(m, r.length), 0);
   const C = widestCompletion(batch);
   if (P < 1 || C < 1) throw new CliError(`${path}: the batch needs at least one prompt token and one completion token (P = ${P}, C = ${C})`);
   return { batch, format };
+}
+
+/**
+ * The batch padded as the computation reads it (src/grpo/batch.ts padBatch); a per-token row whose length differs
+ * from its ids (the Doctor's mask-length-mismatch rule) is one line naming the file, field and sample.
+ */
+export function padBatchOf(batch: GrpoBatch, path: string): PaddedBatch {
+  try {
+    return padBatch(batch);
+  } catch (e) {
+    if (e instanceof BatchFormatError) throw new CliError(`${path}: ${e.message}`);
+    throw e;
+  }
 }
 
 /** Checkpoint tensors the model does not use are named on stderr (HF warns too): never dropped without a word. */

@@ -4,12 +4,12 @@
 // per-token array ragged like the batch's completion_ids. Temperature, KL estimator and position_ids
 // style ("from_attention_mask", HF generate's, or "arange") come from the batch's `config`.
 import { nodeGpu } from '../gpu/node.ts';
-import { checkScorable, padBatch, raggedFromPadded } from '../grpo/batch.ts';
+import { checkScorable, raggedFromPadded } from '../grpo/batch.ts';
 import { kl_forward } from '../kernels/kl.ts';
 import { CausalLM } from '../model/model.ts';
 import { score_completions } from '../model/score.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { checkBatchForModel, checkSameVocabulary, modelBatchArgs, readBatchFor, stepSettingsOfFile, warnUnused, writeResult } from './args.ts';
+import { checkBatchForModel, checkSameVocabulary, modelBatchArgs, padBatchOf, readBatchFor, stepSettingsOfFile, warnUnused, writeResult } from './args.ts';
 
 export interface ScoreResult {
   per_token_logps: number[][];
@@ -22,7 +22,7 @@ export interface ScoreResult {
 export async function run(argv: string[]): Promise<number> {
   const { model: modelPath, batch: batchPath, refModel: refPath, out } = modelBatchArgs(argv, 'score');
   const { batch } = readBatchFor(batchPath, 'score');
-  const padded = padBatch(batch);
+  const padded = padBatchOf(batch, batchPath);
   // The batch's settings as `step` and the page resolve them (its trainer's names: verl's temperature,
   // OpenRLHF's rollout.temperature): the same temperature scores the same batch everywhere.
   const { temperature, kl_estimator: estimator } = stepSettingsOfFile(batch, batchPath).config.loss;

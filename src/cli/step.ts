@@ -27,10 +27,8 @@
 import { basename, resolve } from 'node:path';
 import { msg } from '../doctor/util.ts';
 import { nodeGpu } from '../gpu/node.ts';
-import { BatchFormatError } from '../io/batch.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
-import { batchAdvantages } from '../grpo/step_prepare.ts';
 import type { OptimizerConfig } from '../grpo/optimizer.ts';
 import type { TrainerObjective } from '../grpo/step_objective.ts';
 import type { EffectiveSettings } from '../grpo/settings/effective.ts';
@@ -106,14 +104,6 @@ export async function run(argv: string[]): Promise<number> {
   if (saveAdapter !== undefined) checkOutDir(saveAdapter, '--save-adapter');
   const { batch } = readBatchFor(batchPath, 'step');
   const { settings, config: cfg } = stepSettingsOfFile(batch, batchPath);
-  // The advantages the step will take (the pipeline's own rule), asked before a model is read: a batch with
-  // neither advantages nor rewards is refused naming the file.
-  try {
-    batchAdvantages(batch, cfg);
-  } catch (e) {
-    if (e instanceof BatchFormatError) throw new CliError(`${batchPath}: ${e.message}`);
-    throw e;
-  }
 
   const gpu = await nodeGpu();
   // Frozen weights (a LoRA base, a reference model) stay in their checkpoint dtype: bf16 at half the bytes.
@@ -177,8 +167,10 @@ export async function run(argv: string[]): Promise<number> {
     return await writeResult(out, result, 'step');
   } catch (e) {
     const err = e as Error;
-    // A setting the batch's trainer objective rejects is named by the loss and refused by the backward: input error.
-    if (err.name === 'GrpoLossError' || err.name === 'SettingsError') throw new CliError(`${batchPath}: ${err.message}`);
+    // A setting the batch's trainer objective rejects is named by the loss and refused by the backward, and what
+    // the stages find in the batch (no advantages nor rewards, a mask row of the wrong length) in the order the
+    // page's pipeline finds it: input errors, naming the file.
+    if (err.name === 'GrpoLossError' || err.name === 'SettingsError' || err.name === 'BatchFormatError') throw new CliError(`${batchPath}: ${err.message}`);
     throw e;
   } finally {
     pipe.destroy();

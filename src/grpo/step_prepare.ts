@@ -141,10 +141,9 @@ export async function advantages(ctx: StageContext, state: StepState): Promise<S
 
 /**
  * An imported batch's advantages as the step takes them: its own, or its rewards' group advantages. Throws
- * BatchFormatError when it has neither, or per-token advantages the step cannot take (the CLI asks before
- * reading a model, so the reason names the file).
+ * BatchFormatError when it has neither, or per-token advantages the step cannot take.
  */
-export function batchAdvantages(batch: GrpoBatch, c: Pick<StepConfig, 'advantage_estimator' | 'scale_rewards'>): StageOutput<'advantages'>['data'] {
+function batchAdvantages(batch: GrpoBatch, c: Pick<StepConfig, 'advantage_estimator' | 'scale_rewards'>): StageOutput<'advantages'>['data'] {
   if (batch.advantages) return { advantages: [...batch.advantages], groups: null, from: 'batch' };
   // Per-token advantages that vary inside a sequence (a critic's GAE, a token-level reward) were the
   // trainer's: the step takes one advantage per sequence, and rewards would give other numbers.

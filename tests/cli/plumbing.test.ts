@@ -120,7 +120,8 @@ describe('grpo-studio plumbing (issue 21)', () => {
     const file = join(dir, 'no_prompt.json');
     writeFileSync(file, JSON.stringify(b));
     await expectRefusal(['score', '--model', LLAMA, '--batch', file], /^grpo-studio score: .*no_prompt\.json: the batch needs at least one prompt token and one completion token \(P = 0/);
-    // A completion_mask row shorter than its ids (the Doctor's finding) stops score and step naming the file, field and sample.
+    // A completion_mask row shorter than its ids (the Doctor's finding) stops score (before the model is read) and step
+    // (at its assemble stage, as the page's pipeline) naming the file, field and sample.
     const short = JSON.parse(readFileSync(BATCH, 'utf8'));
     short.completion_mask[1] = short.completion_mask[1].slice(1);
     const shortFile = join(dir, 'short_mask.json');
@@ -128,14 +129,14 @@ describe('grpo-studio plumbing (issue 21)', () => {
     for (const verb of ['score', 'step']) {
       await expectRefusal([verb, '--model', LLAMA, '--batch', shortFile], new RegExp(`^grpo-studio ${verb}: .*short_mask\\.json: completion_mask sample 1 has length \\d+, completion_ids has \\d+$`));
     }
-    // Neither advantages nor rewards: step says so naming the file, before it reads a model.
+    // Neither advantages nor rewards: step says so at its advantages stage (as the page), naming the file.
     const bare = JSON.parse(readFileSync(BATCH, 'utf8'));
     delete bare.advantages;
     delete bare.rewards;
     delete bare.rewards_per_func;
     const bareFile = join(dir, 'no_advantages.json');
     writeFileSync(bareFile, JSON.stringify(bare));
-    await expectRefusal(['step', '--model', join(dir, 'no-such-model'), '--batch', bareFile], /^grpo-studio step: .*no_advantages\.json: the batch has neither "advantages" nor "rewards": nothing to take a step on$/);
+    await expectRefusal(['step', '--model', LLAMA, '--batch', bareFile], /^grpo-studio step: .*no_advantages\.json: the batch has neither "advantages" nor "rewards": nothing to take a step on$/);
     const cfg = join(dir, 'config.json');
     writeFileSync(cfg, '[1]');
     await expectRefusal(['plan', '--model', cfg, '--batch', '2x16'], new RegExp(`^grpo-studio plan: ${cfg}: config\\.json: not a JSON object$`));
