@@ -22,14 +22,8 @@
 // Workgroup memory: common/attention_tile.wgsl's 32 KiB array, whatever D is: phase 2–3's P, G, Q and dO tiles
 // (8 KiB each) alias phase 1's slices (13,312 bytes), hence a barrier after each tile's accumulation.
 
+//#include "common/attention_backward_dkdv.wgsl"
 //#include "common/attention_tile_backward.wgsl"
-
-@group(0) @binding(4) var<storage, read> dout: array<f32>;           // (B, T, Hq, D)
-@group(0) @binding(5) var<storage, read> lse: array<f32>;            // (B, Hq, T)
-@group(0) @binding(6) var<storage, read> delta: array<f32>;          // (B, Hq, T)
-@group(0) @binding(7) var<storage, read_write> dk: array<f32>;       // (B, T, Hkv, D)
-@group(0) @binding(8) var<storage, read_write> dv: array<f32>;       // (B, T, Hkv, D)
-@group(0) @binding(9) var<uniform> p: Params;
 
 // tl offsets (vec4s) of phases 2–3 (phase 1's slices take [0, 832) under them).
 const PS: u32 = 0u;                          // [key][query / 4]: the tile's p

@@ -18,14 +18,8 @@
 // partials over d ≡ tx mod 8 summed in tx order, identical in every chunk). Workgroup memory: 29,696 bytes
 // (slices 13,312, G 8,192, K chunk 8,192) of common/attention_tile.wgsl's 32 KiB array, whatever D is.
 
+//#include "common/attention_backward_dq.wgsl"
 //#include "common/attention_tile_backward.wgsl"
-
-@group(0) @binding(4) var<storage, read> out: array<f32>;            // (B, T, Hq, D) forward output
-@group(0) @binding(5) var<storage, read> dout: array<f32>;           // (B, T, Hq, D)
-@group(0) @binding(6) var<storage, read> lse: array<f32>;            // (B, Hq, T)
-@group(0) @binding(7) var<storage, read_write> delta: array<f32>;    // (B, Hq, T)
-@group(0) @binding(8) var<storage, read_write> dq: array<f32>;       // (B, T, Hq, D)
-@group(0) @binding(9) var<uniform> p: Params;
 
 // tl offsets (vec4s): score_pair's slices take [0, GS); G and the K chunk lie past them, so a tile's slice
 // staging never waits for the previous tile's accumulation.

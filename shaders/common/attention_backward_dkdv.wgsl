@@ -1,5 +1,6 @@
 // The dkdv pass's own bindings (beside common/attention_backward.wgsl's), shared by its row kernel
-// (attention_backward_dkdv.wgsl) and its workgroup-per-row kernel (attention_wg_backward_dkdv.wgsl).
+// (attention_backward_dkdv.wgsl), its workgroup-per-row kernel (attention_wg_backward_dkdv.wgsl) and its tiled one
+// (attention_tile_backward_dkdv.wgsl).
 
 //#include "common/attention_backward.wgsl"
 

@@ -1,5 +1,6 @@
 // The dq pass's own bindings (beside common/attention_backward.wgsl's), shared by its row kernel
-// (attention_backward_dq.wgsl) and its workgroup-per-row kernel (attention_wg_backward_dq.wgsl).
+// (attention_backward_dq.wgsl), its workgroup-per-row kernel (attention_wg_backward_dq.wgsl) and its tiled one
+// (attention_tile_backward_dq.wgsl).
 
 //#include "common/attention_backward.wgsl"
 

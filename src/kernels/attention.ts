@@ -180,7 +180,7 @@ export function attention_backward(
       shader: `attention${set === 'rows' ? '' : `_${set}`}_backward_${side}`,
       constants: tile ? {} : wg ? { WG, DH: D } : { BQ, DH: D },
       bindings,
-      params: backwardParams(args, blocks, groups, tile ? { chunks, splits: 1, n: 0 } : null),
+      params: backwardParams(args, blocks, groups, { chunks, splits: 1, n: 0 }),
       workgroups: Gpu.grid(groups),
     });
   };
@@ -189,13 +189,13 @@ export function attention_backward(
   else pass('dkdv', Hkv, { q, k, v, attention_mask, dout, lse, delta, dk, dv });
 }
 
-/** The backward's params words: the sets' common ones, then the 'tile' set's chunks, head splits and dk elements. */
-function backwardParams(s: AttentionBackwardShape, blocks: number, groups: number, tile: { chunks: number; splits: number; n: number } | null): ParamWord[] {
-  const words: ParamWord[] = [
+/** The backward's params words (common/attention_backward.wgsl): chunks, head splits and dk elements are the 'tile' set's (others: 1, 1, 0). */
+function backwardParams(s: AttentionBackwardShape, blocks: number, groups: number, tile: { chunks: number; splits: number; n: number }): ParamWord[] {
+  return [
     ['T', 'u32', s.T], ['Hq', 'u32', s.Hq], ['Hkv', 'u32', s.Hkv], ['D', 'u32', s.D],
     ['blocks', 'u32', blocks], ['scale', 'f32', s.scale], ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups],
+    ['chunks', 'u32', tile.chunks], ['splits', 'u32', tile.splits], ['n', 'u32', tile.n],
   ];
-  return tile ? [...words, ['chunks', 'u32', tile.chunks], ['splits', 'u32', tile.splits], ['n', 'u32', tile.n]] : words;
 }
 
 /** The 'tile' dkdv pass's grid: row blocks, d-chunks, workgroups before the head split, splits, and elements of dk (or dv). */
