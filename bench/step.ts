@@ -3,13 +3,14 @@
 // norms, clipped AdamW, re-evaluation — on every golden tiny model with its own batch and reference, and
 // on a SmolLM2-135M-shaped Llama with random weights (a second random model as reference) at batch
 // 8 × 256 (128 prompt + 128 completion tokens; --quick: 2 × 32 and a 2048-token vocabulary, for software
-// adapters). Per stage: wall ms of the second run (the first compiles pipelines) and the peak bytes our
+// adapters). Per stage: wall ms of the second run (the first compiles pipelines; its optimizer carries over, as to the page's next update) and the peak bytes our
 // GPU buffers held; per model: the peak against the step's plan (src/model/plan.ts, as `grpo-studio plan`
 // and the page show it) with the reference checkpoint held beside the policy. Per stage also the GPU work of that second run:
 // dispatches, compute passes, bind-group cache hit rate, KiB read back and CPU ms spent encoding. Last, the
 // optimizer alone over the SmolLM2-shaped parameters (every one trains): one clipped AdamW step whose
 // gradient norms, clip coefficient and update go in one submit (Optimizer.step), second of two runs. Then
 // a LoRA update over a Qwen2.5-0.5B-shaped bf16 base at 8 × 512, its peak against the plan of that update.
+// For both large cases, the policy's forward recorded into one submit against streamed in pieces (streamAB).
 // The two large cases and the warm run are exported (smolStepCase, loraStepCase, warmStep): the `profile`
 // suite (bench/profile.ts) profiles exactly these steps.
 import { join, resolve, dirname } from 'node:path';
@@ -21,6 +22,8 @@ import { StepPipeline } from '../src/grpo/step.ts';
 import type { StageResult } from '../src/grpo/step_types.ts';
 import { stepConfigFromBatch } from '../src/grpo/step_config.ts';
 import { parseBatch, type GrpoBatch } from '../src/io/batch.ts';
+import { padBatch } from '../src/grpo/batch.ts';
+import { score_completions } from '../src/model/score.ts';
 import { countParams, numel, parseConfig, type ModelConfig } from '../src/model/config.ts';
 import { DEFAULT_LIMITS } from '../src/model/memory.ts';
 import { planStep } from '../src/model/plan.ts';
@@ -70,11 +73,18 @@ export interface StepHooks {
   stage?(r: StageResult): Promise<void>;
 }
 
-/** One update of `c` run twice (the first creates the pipelines and touches every buffer); the second run's stage results. */
+/**
+ * One update of `c` run twice (the first creates the pipelines and touches every buffer); the second run's
+ * stage results. The optimizer is carried from the first run to the second, as the page carries it to its
+ * next update: the measured step is step 2 of a run, with its moments and their bind groups in place, not
+ * the first step's allocation of zeroed moments (bench/first_update.ts times the page's first update).
+ */
 export async function warmStep(gpu: Gpu, c: Pick<StepCase, 'policy' | 'reference' | 'batch'>, hooks: StepHooks = {}): Promise<StageResult[]> {
   const { policy, reference, batch } = c;
   const C = Math.max(...batch.completion_ids.map((r) => r.length));
-  const pipe = new StepPipeline(gpu, { policy, reference, config: stepConfigFromBatch(batch.config, C), source: { kind: 'batch', batch } });
+  const config = stepConfigFromBatch(batch.config, C);
+  const optimizer = new Optimizer(gpu, policy.trainableParams.values(), config.optimizer);
+  const pipe = new StepPipeline(gpu, { policy, reference, config, source: { kind: 'batch', batch }, optimizer });
   try {
     await pipe.runToEnd(); // warmup: pipeline creation, first touch of every buffer
     await pipe.reset();
@@ -86,6 +96,7 @@ export async function warmStep(gpu: Gpu, c: Pick<StepCase, 'policy' | 'reference
     return pipe.results;
   } finally {
     pipe.destroy();
+    optimizer.destroy();
   }
 }
 
@@ -101,7 +112,7 @@ async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: Caus
   const adapter = policy.adapter;
   const planned = planStep(cfg, {
     B, T: P + C, prompt: P, adapter: adapter?.config.r ?? null, checkpointing: policy.checkpointing,
-    dtype: [...policy.params.values()].some((p) => p.dtype === 'bf16') ? 'bf16' : 'f32', limits: DEFAULT_LIMITS, held_reference_bytes,
+    dtype: [...policy.params.values()].some((p) => p.dtype === 'bf16') ? 'bf16' : 'f32', limits: DEFAULT_LIMITS, held_reference_bytes, carried: true,
   }).total_bytes;
   const peak = Math.max(...results.map((r) => r.peakBytes));
   const common = { model: name, params: countParams(cfg), trainable: [...policy.trainableParams.values()].reduce((n, p) => n + numel(p.shape), 0), B, P, C };
@@ -149,6 +160,36 @@ async function optimizerAlone(gpu: Gpu, name: string, policy: CausalLM): Promise
   return row;
 }
 
+/**
+ * The policy's scoring forward recorded into one submit against streamed in pieces (RecorderOptions.stream, as
+ * the step's forward and backward record): alternating, five of each after one warm-up, the median wall ms.
+ * Streaming pays where recording and encoding take long beside the GPU's work: the GPU starts on the first
+ * layers while the CPU still records the last.
+ */
+async function streamAB(gpu: Gpu, name: string, policy: CausalLM, batch: GrpoBatch): Promise<Row[]> {
+  const padded = padBatch(batch);
+  const once = async (stream: boolean) => {
+    const before = { ...gpu.stats };
+    const t0 = performance.now();
+    const rec = gpu.recorder('policy_forward', { stream });
+    const s = score_completions(rec, policy, padded);
+    await rec.finish();
+    await gpu.readF32(s.per_token_logps, padded.B * padded.C);
+    const ms = performance.now() - t0;
+    s.destroy();
+    return { ms, stats: statsSince(gpu.stats, before) };
+  };
+  await once(false);
+  await once(true);
+  const runs: Record<'one' | 'streamed', { ms: number; stats: GpuStats }[]> = { one: [], streamed: [] };
+  for (let i = 0; i < 5; i++) for (const stream of [false, true]) runs[stream ? 'streamed' : 'one'].push(await once(stream));
+  return (['one', 'streamed'] as const).map((k) => {
+    const sorted = runs[k].sort((a, b) => a.ms - b.ms);
+    const mid = sorted[2];
+    return { model: name, stage: `policy forward, ${k === 'one' ? 'one submit' : 'streamed'} (median of 5)`, ms: mid.ms, ...work(mid.stats) };
+  });
+}
+
 export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
   const rows: Row[] = [];
   for (const m of TINY) {
@@ -163,6 +204,7 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
   const { name, policy, reference } = smol;
   try {
     rows.push(...(await measure(gpu, name, policy, reference, smol.batch, smol.heldReferenceBytes)));
+    rows.push(...(await streamAB(gpu, name, policy, smol.batch)));
     reference.destroy();
     policy.releaseWorkspace();
     rows.push(await optimizerAlone(gpu, name, policy));
@@ -172,6 +214,7 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
   const lora = loraStepCase(gpu, opts.quick);
   try {
     rows.push(...(await measure(gpu, lora.name, lora.policy, lora.reference, lora.batch, lora.heldReferenceBytes)));
+    rows.push(...(await streamAB(gpu, lora.name, lora.policy, lora.batch)));
   } finally {
     lora.destroy();
   }

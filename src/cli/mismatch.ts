@@ -59,7 +59,7 @@ async function recompute(gpu: Gpu, batch: GrpoBatch, path: string, modelDir: str
     const n = padded.B * padded.C;
     // One forward per submit: the adapter view shares the model's workspace.
     const score = async (model: CausalLM): Promise<number[][]> => {
-      const rec = gpu.recorder('mismatch score');
+      const rec = gpu.recorder('mismatch score', { stream: true });
       const s = score_completions(rec, model, padded, { temperature });
       await rec.submit();
       try {

@@ -39,7 +39,7 @@ export async function run(argv: string[]): Promise<number> {
   if (ref) checkBatchForModel(batch, ref.config, batchPath, 'score', 'reference');
 
   const n = padded.B * padded.C;
-  const rec = gpu.recorder('score');
+  const rec = gpu.recorder('score', { stream: true });
   const pol = score_completions(rec, policy, padded, { temperature });
   // A second model has its own workspace, so both forwards can share one submit.
   const rs = ref ? score_completions(rec, ref, padded, { temperature }) : null;

@@ -9,7 +9,7 @@
 import { PipelineCache, type ShaderSources } from './cache.ts';
 import { GpuError, type GpuErrorKind } from './errors.ts';
 import type { KernelProfiler } from './profiler.ts';
-import { GpuRecorder, PARAMS_PAGE } from './recorder.ts';
+import { GpuRecorder, PARAMS_PAGE, type RecorderOptions } from './recorder.ts';
 import { StagingPool } from './staging.ts';
 import { zeroStats, type GpuStats } from './stats.ts';
 
@@ -268,9 +268,9 @@ export class Gpu {
   /** Retired buffers, each waiting for the recorders that were open when it was retired. */
   private readonly retired: { buf: GPUBuffer; waiting: Set<object> }[] = [];
 
-  /** Starts a command recorder: dispatches accumulate and go out in one submit. */
-  recorder(label: string): Recorder {
-    const rec = new GpuRecorder(this, label);
+  /** Starts a command recorder: dispatches accumulate and go out in one submit (in pieces as recorded, with `stream`). */
+  recorder(label: string, opts: RecorderOptions = {}): Recorder {
+    const rec = new GpuRecorder(this, label, opts);
     this.open.add(rec);
     return rec;
   }

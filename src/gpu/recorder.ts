@@ -1,11 +1,12 @@
-// Command recording: dispatches, copies and clears accumulate and go out in one submit, consecutive
-// dispatches in one compute pass, with the params of every dispatch in shared uniform pages bound by
-// dynamic offset. It knows the GPU context only through RecorderHost (context.ts's Gpu), so the two
+// Command recording: dispatches, copies and clears accumulate and go out in one submit (a streaming
+// recorder: in pieces while it records, so the GPU starts on a long forward before its last layer is
+// recorded), consecutive dispatches in one compute pass, with the params of every dispatch in shared
+// uniform pages bound by dynamic offset. It knows the GPU context only through RecorderHost (context.ts's Gpu), so the two
 // modules do not import each other; `Recorder` (context.ts) is GpuRecorder<Gpu>. A dispatch names its
 // buffers and params words as the shader does; the shader's interface orders them when the pipeline is
 // built, and a name that does not match refuses the dispatch (layout.ts bindByName). With a KernelProfiler
 // attached (the Gpu's, or the recorder's own: profiler.ts) each dispatch runs in its own timed pass.
-import type { CachedPipeline, Constants, PipelineCache } from './cache.ts';
+import type { CachedPipeline, Constants, Journal, PipelineCache } from './cache.ts';
 import { GpuError } from './errors.ts';
 import { bindByName, type ParamWord } from './layout.ts';
 import type { KernelProfiler, SubmitTimer } from './profiler.ts';
@@ -13,6 +14,19 @@ import type { GpuStats } from './stats.ts';
 
 /** Bytes of one params page: the packed params of up to PARAMS_PAGE / 256 dispatches of one recorder. */
 export const PARAMS_PAGE = 64 * 1024;
+
+/** Dispatches a streaming recorder collects before it sends them (RecorderOptions.stream). */
+export const STREAM_DISPATCHES = 128;
+
+export interface RecorderOptions {
+  /**
+   * Send the commands to the GPU in pieces of STREAM_DISPATCHES dispatches as they are recorded, so the GPU
+   * runs the first layers while the CPU still records and encodes the last (a model's forward or backward:
+   * thousands of dispatches whose CPU cost would otherwise come before any GPU work). For work whose
+   * partial execution leaves nothing in use: a failed piece runs nothing, but the pieces before it ran.
+   */
+  stream?: boolean;
+}
 
 /** A binding: a whole buffer, or a [offset, size) byte window of one (for splits past the binding limit). */
 export type Binding = GPUBuffer | { buffer: GPUBuffer; offset?: number; size?: number };
@@ -80,7 +94,8 @@ const opName = (op: Op) => (op.kind === 'dispatch' ? op.d.kernel : op.kind === '
  * (same buffers, layouts and pipelines), so the re-run reproduces every encoding-time error; an error the
  * re-run does not reproduce (e.g. a buffer destroyed before submit, checked only by queue.submit) is
  * reported under the recorder's label. An invalid command buffer runs nothing, so a failed submit never
- * leaves half its work done. The cost is paid only on failure.
+ * leaves half its work done (a streaming recorder's earlier pieces have run: RecorderOptions.stream). The
+ * cost is paid only on failure.
  *
  * Params: each dispatch's packed params take a 256-byte-aligned slot of the shared params pages (Gpu),
  * written at submit; the uniform is bound as a window of the page with a dynamic offset, so the bind
@@ -94,7 +109,12 @@ export class GpuRecorder<G extends RecorderHost> {
   private params = new Uint8Array(0);
   private paramsBytes = 0;
   private readonly label: string;
+  private readonly stream: boolean;
   private closed = false;
+  /** Ops, params bytes and dispatches already sent (a streaming recorder's earlier pieces). */
+  private sent = { ops: 0, params: 0, dispatches: 0 };
+  /** Each piece's error check (settled: the error or null) and the cache entries its encoding created. */
+  private readonly pieces: { check: Promise<unknown>; journal: Journal }[] = [];
   readonly kernels: string[] = [];
   /** Times this recorder's dispatches into this profiler instead of the Gpu's (bench/timing.ts); null: the Gpu's, if any. */
   profiler: KernelProfiler | null = null;
@@ -102,8 +122,10 @@ export class GpuRecorder<G extends RecorderHost> {
   constructor(
     readonly gpu: G,
     label: string,
+    opts: RecorderOptions = {},
   ) {
     this.label = label;
+    this.stream = opts.stream ?? false;
   }
 
   dispatch(d: Dispatch): void {
@@ -115,6 +137,7 @@ export class GpuRecorder<G extends RecorderHost> {
     const slot = words ? this.addParams(words) : -1;
     this.ops.push({ kind: 'dispatch', d, resources, slot, paramsSize: words?.byteLength ?? 0 });
     this.gpu.stats.encodeMs += performance.now() - t0;
+    if (this.stream && this.kernels.length - this.sent.dispatches >= STREAM_DISPATCHES) this.send();
   }
 
   /**
@@ -227,28 +250,31 @@ export class GpuRecorder<G extends RecorderHost> {
     this.closed = true;
   }
 
-  /** Submits everything recorded; rejects with a GpuError naming the failing kernel if any command was invalid. */
-  async submit(): Promise<void> {
+  /**
+   * Encodes and submits the ops recorded since the last piece, with their params, under one set of error
+   * scopes (synchronous: see the class comment); the piece's check is kept, settled, for submit().
+   */
+  private send(): void {
     const gpu = this.gpu;
-    if (gpu.lostReason) {
-      this.release();
-      throw new GpuError('device-lost', this.label, gpu.lostReason);
-    }
     const t0 = performance.now();
+    const ops = this.ops.slice(this.sent.ops);
+    const [from, to] = [this.sent.params, this.paramsBytes];
     const journal = gpu.cache.beginJournal();
     let checked: Promise<void>;
     let timer: SubmitTimer | null = null;
     try {
       // Pages (and query sets) first: creating one inside the scopes below could only add its own error to ours.
-      for (let k = 0; k * PARAMS_PAGE < this.paramsBytes; k++) gpu.paramsPage(k);
+      for (let k = Math.floor(from / PARAMS_PAGE); k * PARAMS_PAGE < to; k++) gpu.paramsPage(k);
       const profiler = this.profiler ?? gpu.profiler;
-      if (profiler) timer = profiler.begin(this.label, this.kernels.length);
+      if (profiler) timer = profiler.begin(this.label, this.kernels.length - this.sent.dispatches);
       checked = gpu.scoped(this.label, () => {
         const enc = gpu.device.createCommandEncoder({ label: this.label });
-        this.encode(enc, this.ops, timer);
+        this.encode(enc, ops, timer);
         timer?.resolve(enc);
-        for (let k = 0; k * PARAMS_PAGE < this.paramsBytes; k++) {
-          gpu.device.queue.writeBuffer(gpu.paramsPage(k), 0, this.params, k * PARAMS_PAGE, Math.min(PARAMS_PAGE, this.paramsBytes - k * PARAMS_PAGE));
+        // This piece's slots only: the pages are shared, and another recorder may have written its own since our last piece.
+        for (let k = Math.floor(from / PARAMS_PAGE); k * PARAMS_PAGE < to; k++) {
+          const [a, b] = [Math.max(from, k * PARAMS_PAGE), Math.min(to, (k + 1) * PARAMS_PAGE)];
+          if (b > a) gpu.device.queue.writeBuffer(gpu.paramsPage(k), a - k * PARAMS_PAGE, this.params, a, b - a);
         }
         gpu.device.queue.submit([enc.finish()]);
         gpu.stats.submits++;
@@ -258,23 +284,31 @@ export class GpuRecorder<G extends RecorderHost> {
       gpu.stats.encodeMs += performance.now() - t0;
     }
     timer?.submitted(checked);
-    const allocErrors = await Promise.all(this.allocs.map((a) => a.error));
-    let failure: unknown = null;
-    try {
-      await checked;
-    } catch (e) {
-      failure = e;
+    this.pieces.push({ check: checked.then(() => null, (e: unknown) => e), journal });
+    this.sent = { ops: this.ops.length, params: to, dispatches: this.kernels.length };
+  }
+
+  /** Submits everything recorded (what a streaming recorder has not sent yet); rejects with a GpuError naming the failing kernel if any command was invalid. */
+  async submit(): Promise<void> {
+    const gpu = this.gpu;
+    if (gpu.lostReason) {
+      this.release();
+      throw new GpuError('device-lost', this.label, gpu.lostReason);
     }
+    if (this.sent.ops < this.ops.length || this.pieces.length === 0) this.send();
+    const allocErrors = await Promise.all(this.allocs.map((a) => a.error));
+    const failure = (await Promise.all(this.pieces.map((p) => p.check))).find((e) => e !== null) ?? null;
     this.release();
+    const forget = () => this.pieces.forEach((p) => gpu.cache.forget(p.journal));
     const a = allocErrors.findIndex((e) => e !== null);
     if (a >= 0) {
       const { buffer, label, bytes } = this.allocs[a];
       const user = this.ops.find((op) => op.kind === 'dispatch' && Object.values(op.resources).some((r) => r.buffer === buffer));
-      gpu.cache.forget(journal);
+      forget();
       throw new GpuError('out-of-memory', user ? opName(user) : label, `scratch "${label}" of ${bytes} bytes could not be allocated: ${allocErrors[a]!.message}`);
     }
     if (failure) {
-      gpu.cache.forget(journal);
+      forget();
       throw failure instanceof GpuError ? await this.diagnose(failure) : failure;
     }
   }

@@ -64,7 +64,7 @@ export async function policyForward(ctx: StageContext, state: StepState): Promis
     throw new Error('the frozen-copy reference is the policy as loaded, and its weights have changed: reload the model or give a reference model');
   }
   const p = need(state, 'assemble').data.padded;
-  const rec = gpu.recorder('policy_forward');
+  const rec = gpu.recorder('policy_forward', { stream: true });
   const scores = ctx.own(score_completions(rec, opts.policy, p, { temperature: opts.config.loss.temperature, save: true }));
   await rec.finish();
   const n = p.B * p.C;
@@ -85,7 +85,7 @@ export async function referenceForward(ctx: StageContext, state: StepState): Pro
   }
   const source = opts.reference_source ?? { kind: 'model', name: 'reference' };
   const p = need(state, 'assemble').data.padded;
-  const rec = gpu.recorder('reference_forward');
+  const rec = gpu.recorder('reference_forward', { stream: true });
   const s = ctx.own(score_completions(rec, ref, p, { temperature: opts.config.loss.temperature }));
   await rec.finish();
   // Only the log-probs are used from here on: the reference's activations and logits would otherwise sit
@@ -180,7 +180,7 @@ export async function loss(ctx: StageContext, state: StepState): Promise<StageOu
 async function passBackward(ctx: StageContext, state: StepState, s: CompletionScores, l: { result: PassTerms['result']; trainer: TrainerGrad | null }, objective_error: string | null) {
   const { gpu, opts } = ctx;
   if (objective_error) throw new SettingsError(objective_error);
-  const rec = gpu.recorder('backward');
+  const rec = gpu.recorder('backward', { stream: true });
   // The trainer's gradient when a preset drives the step (its entropy term through dentropy), else the studio loss's.
   const dlogp = l.trainer?.dlogp ?? l.result.dlogp!;
   const dentropy = l.trainer?.dentropy ? { dentropy: l.trainer.dentropy, entropy: s.per_token_entropy } : null;
@@ -222,7 +222,7 @@ export async function step(ctx: StageContext, state: StepState): Promise<StageOu
   const n = p.B * p.C;
   const old = need(state, 'assemble').device.old_per_token_logps ?? need(state, 'policy_forward').device.scores.per_token_logps; // (B, C) fixed over the passes
   for (let pass = 2; pass <= (opts.config.passes ?? 1); pass++) {
-    const rec = gpu.recorder('policy_forward');
+    const rec = gpu.recorder('policy_forward', { stream: true });
     const s = ctx.own(score_completions(rec, opts.policy, p, { temperature: opts.config.loss.temperature, save: true }));
     await rec.finish();
     const [lp, ent] = await gpu.readAll([s.per_token_logps, s.per_token_entropy].map((buf) => ({ buf, byteSize: n * 4 })));
@@ -240,7 +240,7 @@ export async function reEvaluate(ctx: StageContext, state: StepState): Promise<S
   const { gpu, opts } = ctx;
   const p = need(state, 'assemble').data.padded;
   const before = need(state, 'policy_forward');
-  const rec = gpu.recorder('re_evaluate');
+  const rec = gpu.recorder('re_evaluate', { stream: true });
   // save: true keeps the one training workspace instead of allocating an inference one beside it.
   const s = ctx.own(score_completions(rec, opts.policy, p, { temperature: opts.config.loss.temperature, save: true }));
   const inputs = lossInputs(ctx, state, p, s, need(state, 'assemble').device.old_per_token_logps ?? before.device.scores.per_token_logps);

@@ -283,7 +283,7 @@ async function decodeOnGpu(dev: DecoderDevice, V: number, r: Rows, o: GenerateOp
   const placeholder = new Int32Array(B).fill(o.pad_token_id); // overwritten on the GPU by the sampled ids
   try {
     const t0 = performance.now();
-    let rec = gpu.recorder('generate prefill');
+    let rec = gpu.recorder('generate prefill', { stream: true });
     let logits = dev.recordPrefill(rec, { B, T: P, input_ids: r.input_ids, attention_mask: r.promptMask, position_ids: r.position_ids, max_len: P + S - 1 });
     let prefill_ms = 0;
     const submits: Promise<void>[] = [];

@@ -49,8 +49,13 @@ export interface PlanOptions {
    */
   held_reference_bytes?: number;
   /**
+   * A later update of a run: the optimizer's moments are carried from the update before (a trainer's run, the
+   * `step` bench), so they are alive from its first stage on, not only from its step.
+   */
+  carried?: boolean;
+  /**
    * The page: it steps the same model update after update with one optimizer (its moments carried from one update
-   * to the next) and keeps, for an exact undo of each step, a copy of the trainable weights and of the moments.
+   * to the next, as `carried`) and keeps, for an exact undo of each step, a copy of the trainable weights and of the moments.
    */
   undo?: boolean;
 }
@@ -130,9 +135,9 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
     else if (b > o.limits.maxStorageBufferBindingSize) buffers.push({ name, bytes: b, status: 'windowed' });
   }
   const common = bytes.weights + bytes.reference_weights + bytes.activations;
-  // The backward's gradient scratch stays in the policy's workspace once the first update has made it, and the page's
-  // optimizer keeps its moments between updates: from the second update on both are alive at the reference forward.
-  const atReference = common + bytes.grads + bytes.scratch + bytes.reference + (o.undo ? bytes.optimizer : 0);
+  // The backward's gradient scratch stays in the policy's workspace once the first update has made it, and a carried
+  // optimizer (the page's) keeps its moments between updates: from the second update on both are alive at the reference forward.
+  const atReference = common + bytes.grads + bytes.scratch + bytes.reference + (o.carried || o.undo ? bytes.optimizer : 0);
   // The backward's chunk is freed when it is submitted, before the optimizer allocates its moments.
   const afterBackward = bytes.optimizer + chunk * F;
   // The undo copies are taken before the weights change, once the backward has run: alive at the step.
