@@ -22,8 +22,11 @@ export interface RecorderOptions {
   /**
    * Send the commands to the GPU in pieces of STREAM_DISPATCHES dispatches as they are recorded, so the GPU
    * runs the first layers while the CPU still records and encodes the last (a model's forward or backward:
-   * thousands of dispatches whose CPU cost would otherwise come before any GPU work). For work whose
-   * partial execution leaves nothing in use: a failed piece runs nothing, but the pieces before it ran.
+   * thousands of dispatches whose CPU cost would otherwise come before any GPU work). Only for work whose
+   * partial execution leaves nothing in use (activations, gradients zeroed by the next backward; never an
+   * optimizer step): a failed piece runs nothing, but the pieces before and after it run (its error is
+   * known only later, and submit() reports it as before), and a recorder abandoned while recording has run
+   * the pieces it sent. A buffer destroyed after it was recorded is caught only while its piece is unsent.
    */
   stream?: boolean;
 }
@@ -94,8 +97,8 @@ const opName = (op: Op) => (op.kind === 'dispatch' ? op.d.kernel : op.kind === '
  * (same buffers, layouts and pipelines), so the re-run reproduces every encoding-time error; an error the
  * re-run does not reproduce (e.g. a buffer destroyed before submit, checked only by queue.submit) is
  * reported under the recorder's label. An invalid command buffer runs nothing, so a failed submit never
- * leaves half its work done (a streaming recorder's earlier pieces have run: RecorderOptions.stream). The
- * cost is paid only on failure.
+ * leaves half its work done (a streaming recorder's other pieces run: RecorderOptions.stream). The cost is
+ * paid only on failure.
  *
  * Params: each dispatch's packed params take a 256-byte-aligned slot of the shared params pages (Gpu),
  * written at submit; the uniform is bound as a window of the page with a dynamic offset, so the bind

@@ -4,9 +4,9 @@
 // sampled token's log-prob under the distribution it was drawn from is recorded
 // (sampling_per_token_logps), which the Doctor compares with the trainer's old_per_token_logps.
 // Two samplers with the same semantics and RNG stream: on the GPU (src/kernels/sample.ts) when the decoder
-// has a GPU side — the sampled ids feed the next step from a GPU buffer, each step is one submit and the
-// ids and log-probs are read back every few steps to stop at EOS, so no (B, V) logits leave the
-// GPU — and the float64 CPU sampler (src/model/sampler.ts, the reference) on read-back logits otherwise,
+// has a GPU side — the sampled ids feed the next step from a GPU buffer, each step is one submit (a long
+// prefill is streamed in pieces: RecorderOptions.stream) and the ids and log-probs are read back every few
+// steps to stop at EOS, so no (B, V) logits leave the GPU — and the float64 CPU sampler (src/model/sampler.ts, the reference) on read-back logits otherwise,
 // or when asked to (sampler: 'cpu'), or when on_step wants every step's logits. The output says which ran and why.
 import type { Gpu, Recorder } from '../gpu/context.ts';
 import { SAMPLE_BAD_LOGIT, sample_forward, usesCounts } from '../kernels/sample.ts';
@@ -257,7 +257,7 @@ async function decodeOnCpu(decoder: Decoder, V: number, r: Rows, o: GenerateOpti
 }
 
 /**
- * The GPU loop: every step (the prefill included) is one submit of the forward and sample_forward, which
+ * The GPU loop: every step is one submit of the forward and sample_forward (the prefill's, streamed), which
  * writes the ids and log-probs into slot t of (max_new_tokens, B) buffers; the next step's forward copies
  * its tokens from that slot. Nothing waits between steps but the read-backs (READ_EVERY_MAX), and the loop
  * stops once every row has finished. Rows that finished keep being fed their own sampled

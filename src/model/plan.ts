@@ -18,8 +18,9 @@
 // frees its workspace once its log-probs are out, so the peak is the larger of two moments: the
 // reference forward (weights, the policy's saved activations, grads of an earlier update, the reference
 // workspace and its chunk) and the backward + optimizer step + re-evaluation (weights, grads,
-// activations, backward scratch, and then either the head's backward chunk or, once it is freed, the
-// optimizer's moments and a scoring chunk (re-evaluation). The step itself allocates nothing of size: it
+// activations, backward scratch, and then either the head's backward chunk (beside the moments, when they
+// are carried from an earlier update) or, once it is freed, the optimizer's moments and a scoring chunk
+// (re-evaluation). The step itself allocates nothing of size: it
 // takes ‖Δθ‖ in the update's own sweep (src/kernels/optimizer.ts), with no copy of θ_old.
 import { attentionBackwardScratchBytes } from '../kernels/attention.ts';
 import { linearModules } from './lora.ts';
@@ -137,11 +138,13 @@ export function planStep(cfg: ModelConfig, o: PlanOptions): StepPlan {
   const common = bytes.weights + bytes.reference_weights + bytes.activations;
   // The backward's gradient scratch stays in the policy's workspace once the first update has made it, and a carried
   // optimizer (the page's) keeps its moments between updates: from the second update on both are alive at the reference forward.
-  const atReference = common + bytes.grads + bytes.scratch + bytes.reference + (o.carried || o.undo ? bytes.optimizer : 0);
-  // The backward's chunk is freed when it is submitted, before the optimizer allocates its moments.
+  const carried = o.carried || o.undo ? bytes.optimizer : 0;
+  const atReference = common + bytes.grads + bytes.scratch + bytes.reference + carried;
+  // The backward's chunk is freed when it is submitted, before a first update's optimizer allocates its moments
+  // (carried moments are alive under it).
   const afterBackward = bytes.optimizer + chunk * F;
   // The undo copies are taken before the weights change, once the backward has run: alive at the step.
-  const atStep = common + bytes.grads + bytes.scratch + Math.max(bytes.logits_chunk, afterBackward + bytes.undo);
+  const atStep = common + bytes.grads + bytes.scratch + Math.max(bytes.logits_chunk + carried, afterBackward + bytes.undo);
   const peak = o.scoreOnly ? 'scoring' : atReference > atStep ? 'reference forward' : 'backward + step';
   return { params, trainable_params: trainable, rows, bytes, total_bytes: o.scoreOnly ? common + bytes.logits_chunk + bytes.scratch : Math.max(atReference, atStep), peak, buffers };
 }

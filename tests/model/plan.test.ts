@@ -75,6 +75,11 @@ describe('step memory plan', () => {
     const atStep = b.weights + b.activations + b.grads + b.scratch + Math.max(b.logits_chunk, b.optimizer + scoring);
     expect(p.total_bytes).toBe(Math.max(b.weights + b.activations + b.grads + b.scratch + b.reference, atStep));
     expect(p.peak).toBe('reference forward'); // the adapter-off view's workspace beside the gradient scratch
+    // Moments carried from an earlier update are alive from the first stage on: beside the reference's workspace and the backward's chunk.
+    const c = planStep(cfg, { ...o, carried: true });
+    const base = b.weights + b.activations + b.grads + b.scratch;
+    expect(c.bytes).toEqual(b);
+    expect(c.total_bytes).toBe(Math.max(base + b.reference + b.optimizer, base + Math.max(b.logits_chunk + b.optimizer, b.optimizer + scoring)));
     // The 2048 × 151936 f32 logits (1.16 GiB) would exceed WebGPU's default maxBufferSize; one chunk fits a binding.
     expect(p.buffers.map((x) => x.name)).not.toContain('logits chunk (R, V)');
     // The frozen bf16 embedding (V, C) is 259.7 MiB: just past the default maxBufferSize (256 MiB).
