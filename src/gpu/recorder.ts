@@ -15,12 +15,17 @@ import type { GpuStats } from './stats.ts';
 /** Bytes of one params page: the packed params of up to PARAMS_PAGE / 256 dispatches of one recorder. */
 export const PARAMS_PAGE = 64 * 1024;
 
-/** Dispatches a streaming recorder collects before it sends them (RecorderOptions.stream). */
+/**
+ * Dispatches a streaming recorder collects before it sends them (RecorderOptions.stream): STREAM_FIRST in its
+ * first piece, twice as many in each next one, up to STREAM_DISPATCHES. The small first piece starts the GPU
+ * after little recording; the later, bigger ones keep the number of submits low once the GPU is busy.
+ */
+export const STREAM_FIRST = 16;
 export const STREAM_DISPATCHES = 128;
 
 export interface RecorderOptions {
   /**
-   * Send the commands to the GPU in pieces of STREAM_DISPATCHES dispatches as they are recorded, so the GPU
+   * Send the commands to the GPU in pieces (STREAM_FIRST doubling to STREAM_DISPATCHES dispatches) as they are recorded, so the GPU
    * runs the first layers while the CPU still records and encodes the last (a model's forward or backward:
    * thousands of dispatches whose CPU cost would otherwise come before any GPU work). Only for work whose
    * partial execution leaves nothing in use (activations, gradients zeroed by the next backward; never an
@@ -140,7 +145,7 @@ export class GpuRecorder<G extends RecorderHost> {
     const slot = words ? this.addParams(words) : -1;
     this.ops.push({ kind: 'dispatch', d, resources, slot, paramsSize: words?.byteLength ?? 0 });
     this.gpu.stats.encodeMs += performance.now() - t0;
-    if (this.stream && this.kernels.length - this.sent.dispatches >= STREAM_DISPATCHES) this.send();
+    if (this.stream && this.kernels.length - this.sent.dispatches >= Math.min(STREAM_DISPATCHES, STREAM_FIRST * 2 ** this.pieces.length)) this.send();
   }
 
   /**

@@ -1,12 +1,12 @@
-// A streaming recorder (src/gpu/recorder.ts RecorderOptions.stream) sends its commands in pieces of
-// STREAM_DISPATCHES dispatches while it records. Checked here: a chain whose result depends on every
-// dispatch's order and params gives exactly the CPU's values (all exact in f32) in ceil(n / STREAM_DISPATCHES)
-// submits, the same as one submit; another recorder submitting between two pieces (writing its own params
+// A streaming recorder (src/gpu/recorder.ts RecorderOptions.stream) sends its commands while it records, in
+// pieces of STREAM_FIRST dispatches doubling up to STREAM_DISPATCHES. Checked here: a chain whose result depends
+// on every dispatch's order and params gives exactly the CPU's values (all exact in f32) in one submit per piece,
+// the same as one submit; another recorder submitting between two pieces (writing its own params
 // into the shared params pages) does not change them; an invalid dispatch in a later piece is named by the
 // GpuError and the recorder still closes; an attached profiler counts every dispatch of every piece.
 import { describe, expect, it } from 'vitest';
 import { GpuError, KernelProfiler, statsSince, type Gpu, type Recorder } from '../../src/gpu/context.ts';
-import { STREAM_DISPATCHES } from '../../src/gpu/recorder.ts';
+import { STREAM_DISPATCHES, STREAM_FIRST } from '../../src/gpu/recorder.ts';
 import { residual_accumulate } from '../../src/kernels/residual.ts';
 import { testGpu } from '../helpers/gpu.ts';
 
@@ -45,18 +45,19 @@ async function read(gpu: Gpu, x: GPUBuffer): Promise<number[]> {
 }
 
 describe('streaming recorder', () => {
-  it('sends pieces of STREAM_DISPATCHES dispatches as it records; the result is exactly the one-submit result', async () => {
+  it('sends pieces of 16, 32, 64, then 128 dispatches as it records; the result is exactly the one-submit result', async () => {
     const gpu = await testGpu();
-    const steps = 170; // 340 dispatches: pieces of 128, 128, 84
+    const steps = 170; // 340 dispatches: pieces of 16, 32, 64, 128, then 100 sent by submit()
+    expect([STREAM_FIRST, STREAM_DISPATCHES]).toEqual([16, 128]);
     for (const stream of [false, true]) {
       const { x, one } = inputs(gpu);
       const before = { ...gpu.stats };
       const rec = gpu.recorder('chain', { stream });
       chain(rec, x, one, 0, steps);
       // Sent while recording: the pieces so far are already submitted.
-      expect(statsSince(gpu.stats, before).submits).toBe(stream ? Math.floor((2 * steps) / STREAM_DISPATCHES) : 0);
+      expect(statsSince(gpu.stats, before).submits).toBe(stream ? 4 : 0);
       await rec.finish();
-      expect(statsSince(gpu.stats, before).submits).toBe(stream ? Math.ceil((2 * steps) / STREAM_DISPATCHES) : 1);
+      expect(statsSince(gpu.stats, before).submits).toBe(stream ? 5 : 1);
       expect(statsSince(gpu.stats, before).dispatches).toBe(2 * steps);
       expect(await read(gpu, x)).toEqual(expected(steps));
       x.destroy();
@@ -70,7 +71,7 @@ describe('streaming recorder', () => {
     const { x, one } = inputs(gpu);
     const other = gpu.upload('other', new Float32Array(n).fill(3));
     const rec = gpu.recorder('chain', { stream: true });
-    chain(rec, x, one, 0, 65); // 130 dispatches: one piece sent, two recorded
+    chain(rec, x, one, 0, 65); // 130 dispatches: three pieces sent (112), 18 recorded
     const between = gpu.recorder('between');
     for (let i = 0; i < 40; i++) scale(between, other, -2); // 40 params slots from the start of page 0
     await between.submit();
@@ -86,7 +87,7 @@ describe('streaming recorder', () => {
     const { x, one } = inputs(gpu);
     const rec = gpu.recorder('chain', { stream: true });
     chain(rec, x, one, 0, 100);
-    scale(rec, x, 2, 'too_many_groups', gpu.limits.maxComputeWorkgroupsPerDimension + 1); // dispatch 201: the second piece
+    scale(rec, x, 2, 'too_many_groups', gpu.limits.maxComputeWorkgroupsPerDimension + 1); // dispatch 201: the fourth piece (dispatches 113–240)
     chain(rec, x, one, 100, 150);
     const e = await rec.submit().then(() => null, (err: unknown) => err);
     expect(e).toBeInstanceOf(GpuError);
