@@ -4,23 +4,34 @@
 // direct everywhere, subgroup where the subgroup size is fixed: the `kernel` column; the default is marked
 // with *), so all are compared in the same run. GFLOP/s = 2·M·N·K / time, and its fraction of the FMA
 // probe measured in the same run (bench/peak.ts) — the number issue 23 asks to bring to ≥ 50%.
+// A LoRA adapter's two products (src/model/lora_adapter.ts: u = x·Aᵀ with N = r, split over K on GPUs, and
+// y += u·Bᵀ with K = r, accumulating into the base's output) run in f32 only, as the adapter's weights are; they
+// move more bytes than they multiply, so every row also gives GB/s (A and B read, C written, and read too when
+// accumulating) and its fraction of the copy probe.
 // GEMM_SHAPES=regex keeps the shapes whose label matches (the full shapes take minutes on lavapipe).
 import type { Gpu } from '../src/gpu/context.ts';
 import { gemmKernels, matmul_forward } from '../src/kernels/matmul.ts';
 import { timeKernels } from './timing.ts';
 import { ofPeak, type BenchOptions, type Row } from './types.ts';
 
-/** [label, M, K, N]: rows × inner × outputs. */
-const SHAPES: Array<[string, number, number, number]> = [
+/** [label, M, K, N] (rows × inner × outputs), and for a LoRA side: f32 weights only, accumulating into C. */
+type Shape = [string, number, number, number, { lora?: true }?];
+
+const SHAPES: Shape[] = [
   ['smol q/o proj 8×256', 2048, 576, 576],
   ['smol mlp up 8×256', 2048, 576, 1536],
   ['smol mlp down 8×256', 2048, 1536, 576],
   ['qwen0.5b mlp up 8×512', 4096, 896, 4864],
+  ['qwen0.5b lora A (x·Aᵀ, q) 8×512', 4096, 896, 16, { lora: true }],
+  ['qwen0.5b lora A (h·Aᵀ, down) 8×512', 4096, 4864, 16, { lora: true }],
+  ['qwen0.5b lora B (+= u·Bᵀ, up) 8×512', 4096, 16, 4864, { lora: true }],
   ['odd', 1999, 577, 1031],
 ];
-const QUICK: Array<[string, number, number, number]> = [
+const QUICK: Shape[] = [
   ['smol q/o proj 1×128', 128, 576, 576],
   ['smol q/o proj 4×128', 512, 576, 576],
+  ['lora A 4×128', 512, 896, 16, { lora: true }],
+  ['lora B 4×128', 512, 16, 896, { lora: true }],
   ['odd', 127, 333, 517],
 ];
 
@@ -29,15 +40,19 @@ export async function run(gpu: Gpu | null, opts: BenchOptions): Promise<Row[]> {
   const only = process.env.GEMM_SHAPES ? new RegExp(process.env.GEMM_SHAPES) : null;
   const kernels = gemmKernels(gpu);
   const rows: Row[] = [];
-  for (const [shape, M, K, N] of (opts.quick ? QUICK : SHAPES).filter(([label]) => !only || only.test(label))) {
-    for (const dtype of ['f32', 'bf16'] as const) {
+  for (const [shape, M, K, N, o = {}] of (opts.quick ? QUICK : SHAPES).filter(([label]) => !only || only.test(label))) {
+    const accumulate = o.lora === true && K < N; // the B side adds into the base's output
+    for (const dtype of o.lora ? (['f32'] as const) : (['f32', 'bf16'] as const)) {
+      const wBytes = dtype === 'bf16' ? 2 : 4;
       const inp = gpu.createBuffer('gemm.inp', M * K * 4);
-      const weight = gpu.createBuffer('gemm.weight', Math.ceil((N * K * (dtype === 'bf16' ? 2 : 4)) / 4) * 4);
+      const weight = gpu.createBuffer('gemm.weight', Math.ceil((N * K * wBytes) / 4) * 4);
       const out = gpu.createBuffer('gemm.out', M * N * 4);
+      const bytes = 4 * M * K + wBytes * N * K + 4 * M * N * (accumulate ? 2 : 1);
       for (const kernel of kernels) {
-        const t = await timeKernels(gpu, `gemm ${shape} ${dtype} ${kernel}`, (rec) => matmul_forward(rec, { out, inp, weight, M, K, N, weightLayout: 'out_in', weightDtype: dtype, kernel }), { reps: opts.quick ? 3 : 5 });
+        const t = await timeKernels(gpu, `gemm ${shape} ${dtype} ${kernel}`, (rec) => matmul_forward(rec, { out, inp, weight, M, K, N, weightLayout: 'out_in', weightDtype: dtype, kernel, accumulate }), { reps: opts.quick ? 3 : 5 });
         const gflops = (2 * M * N * K) / (t.ms / 1e3) / 1e9;
-        rows.push({ shape, M, K, N, weights: dtype, kernel: kernel === kernels[0] ? `${kernel}*` : kernel, ms: t.ms, timer: t.timer, dispatches: t.dispatches, 'GFLOP/s': gflops, of_fma_peak: ofPeak(gflops, opts.peak?.fma_gflops) });
+        const gbps = bytes / (t.ms / 1e3) / 1e9;
+        rows.push({ shape, M, K, N, weights: dtype, kernel: kernel === kernels[0] ? `${kernel}*` : kernel, ms: t.ms, timer: t.timer, dispatches: t.dispatches, 'GFLOP/s': gflops, of_fma_peak: ofPeak(gflops, opts.peak?.fma_gflops), 'GB/s': gbps, of_copy_peak: ofPeak(gbps, opts.peak?.copy_gbps) });
       }
       [inp, weight, out].forEach((b) => b.destroy());
     }
