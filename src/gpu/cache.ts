@@ -25,8 +25,6 @@ export interface CachedPipeline {
   pipeline: GPUComputePipeline;
   layout: string;
   iface: KernelInterface;
-  /** Launcher signatures (binding names, params names and types) already held to `iface` by bindByName. */
-  verified: Set<string>;
 }
 
 export class PipelineCache {
@@ -79,8 +77,10 @@ export class PipelineCache {
    * point's storage variables and params fields by name.
    */
   pipeline(shader: string, constants: Constants = {}, entryPoint = 'main'): CachedPipeline {
+    // Looked up for every dispatch: the key is built without intermediate arrays beyond the sorted names.
     const keys = Object.keys(constants).sort();
-    const key = `${shader}:${entryPoint}:${keys.map((k) => `${k}=${Number(constants[k])}`).join(',')}`;
+    let key = `${shader}:${entryPoint}:`;
+    for (const k of keys) key += `${k}=${Number(constants[k])},`;
     let p = this.pipelines.get(key);
     if (!p) {
       const c: Record<string, number> = {};
@@ -89,7 +89,7 @@ export class PipelineCache {
       const layout = entryBindings(code, entryPoint).join(',');
       const iface = entryInterface(code, entryPoint);
       const pipeline = this.device.createComputePipeline({ label: key, layout: this.layout(layout).pipeline, compute: { module, entryPoint, constants: c } });
-      p = { pipeline, layout, iface, verified: new Set() };
+      p = { pipeline, layout, iface };
       this.pipelines.set(key, p);
       this.journal?.pipelines.push(key);
     }
@@ -102,12 +102,12 @@ export class PipelineCache {
 
   /** A bind group of layout `layout` (a key from pipeline()) over these buffer windows, bindings 0.. in order; cached. */
   bindGroup(label: string, layout: string, resources: GPUBufferBinding[]): GPUBindGroup {
-    const id = (b: GPUBuffer) => {
-      let i = this.bufferIds.get(b);
-      if (i === undefined) this.bufferIds.set(b, (i = this.nextBufferId++));
-      return i;
-    };
-    const key = `${layout}|${resources.map((r) => `${id(r.buffer)}:${r.offset ?? 0}:${r.size ?? ''}`).join(',')}`;
+    let key = layout;
+    for (const r of resources) {
+      let id = this.bufferIds.get(r.buffer);
+      if (id === undefined) this.bufferIds.set(r.buffer, (id = this.nextBufferId++));
+      key += `|${id}:${r.offset ?? 0}:${r.size ?? ''}`;
+    }
     let bg = this.bindGroups.get(key);
     if (bg) {
       this.stats.bindGroupHits++;

@@ -133,6 +133,10 @@ export function entryInterface(wgsl: string, entryPoint: string): KernelInterfac
  * the shader file to the message.
  */
 export function bindByName<T>(iface: KernelInterface, bindings: Record<string, T>, params: ParamWord[] | undefined): T[] {
+  // Every dispatch comes here (its CPU cost is per dispatch): first a check that allocates only the result, then,
+  // when it fails, the rules one by one for the message.
+  const bound = matched(iface, bindings, params);
+  if (bound) return bound;
   const unknown = Object.keys(bindings).find((name) => !iface.storage.includes(name));
   if (unknown !== undefined) throw new Error(`binding "${unknown}" is not a storage variable of the entry point (it binds ${iface.storage.join(', ')})`);
   const missing = iface.storage.find((name) => !(name in bindings));
@@ -147,7 +151,25 @@ export function bindByName<T>(iface: KernelInterface, bindings: Record<string, T
   });
   const unset = fields.slice(params?.length ?? 0).find((f) => !f.name.startsWith('_'));
   if (unset) throw new Error(`params field "${unset.name}" is not written`);
-  return iface.storage.map((name) => bindings[name]);
+  throw new Error('the bindings do not match the entry point'); // not reached: matched() and the rules above agree
+}
+
+/** bindByName's rules as one test: the storage bindings in binding order, or null when any rule fails. */
+function matched<T>(iface: KernelInterface, bindings: Record<string, T>, params: ParamWord[] | undefined): T[] | null {
+  const { storage, params: fields } = iface;
+  let given = 0;
+  for (const name in bindings) if (Object.hasOwn(bindings, name)) given++;
+  if (given !== storage.length) return null;
+  const out: T[] = new Array(storage.length);
+  for (let i = 0; i < storage.length; i++) {
+    if (!Object.hasOwn(bindings, storage[i])) return null;
+    out[i] = bindings[storage[i]];
+  }
+  if (!params || !fields) return !params && !fields ? out : null;
+  if (params.length > fields.length) return null;
+  for (let i = 0; i < params.length; i++) if (params[i][0] !== fields[i].name || params[i][1] !== fields[i].type) return null;
+  for (let i = params.length; i < fields.length; i++) if (!fields[i].name.startsWith('_')) return null;
+  return out;
 }
 
 /** The layout entries for those kinds: the uniform takes a dynamic offset; unused indices are left out. */

@@ -68,17 +68,6 @@ export interface Dispatch {
   params?: ParamWord[];
 }
 
-/** Packs params words as a uniform struct of 4-byte scalars, padded to 16 bytes (uniform layout). */
-function packParams(words: ParamWord[]): Uint8Array {
-  const buf = new ArrayBuffer(Math.max(16, Math.ceil((words.length * 4) / 16) * 16));
-  const dv = new DataView(buf);
-  words.forEach(([, t, v], i) => {
-    if (t === 'f32') dv.setFloat32(i * 4, v, true);
-    else if (t === 'i32') dv.setInt32(i * 4, v, true);
-    else dv.setUint32(i * 4, v >>> 0, true);
-  });
-  return new Uint8Array(buf);
-}
 
 /** A recorded command; encoded at submit (and again, alone, when a failed submit is diagnosed). */
 type Op =
@@ -115,6 +104,7 @@ export class GpuRecorder<G extends RecorderHost> {
   /** Scratch allocations that failed (or may have: Dawn reports OOM asynchronously), checked at submit. */
   private readonly allocs: { buffer: GPUBuffer; label: string; bytes: number; error: Promise<GPUError | null> }[] = [];
   private params = new Uint8Array(0);
+  private paramsView = new DataView(this.params.buffer);
   private paramsBytes = 0;
   private readonly label: string;
   private readonly stream: boolean;
@@ -140,10 +130,13 @@ export class GpuRecorder<G extends RecorderHost> {
     const t0 = performance.now();
     this.kernels.push(d.kernel);
     const resources: Record<string, GPUBufferBinding> = {};
-    for (const [name, b] of Object.entries(d.bindings)) resources[name] = 'buffer' in b ? { buffer: b.buffer, offset: b.offset ?? 0, size: b.size } : { buffer: b };
-    const words = d.params && packParams(d.params);
-    const slot = words ? this.addParams(words) : -1;
-    this.ops.push({ kind: 'dispatch', d, resources, slot, paramsSize: words?.byteLength ?? 0 });
+    for (const name in d.bindings) {
+      const b = d.bindings[name];
+      resources[name] = 'buffer' in b ? { buffer: b.buffer, offset: b.offset ?? 0, size: b.size } : { buffer: b };
+    }
+    const paramsSize = d.params ? Math.max(16, Math.ceil((d.params.length * 4) / 16) * 16) : 0;
+    const slot = d.params ? this.addParams(d.params, paramsSize) : -1;
+    this.ops.push({ kind: 'dispatch', d, resources, slot, paramsSize });
     this.gpu.stats.encodeMs += performance.now() - t0;
     if (this.stream && this.kernels.length - this.sent.dispatches >= Math.min(STREAM_DISPATCHES, STREAM_FIRST * 2 ** this.pieces.length)) this.send();
   }
@@ -158,29 +151,35 @@ export class GpuRecorder<G extends RecorderHost> {
     const where = `shaders/${d.shader}.wgsl (entry point ${d.entryPoint ?? 'main'})`;
     try {
       const p = this.gpu.cache.pipeline(d.shader, d.constants, d.entryPoint);
-      // The check depends only on the names and types, so it runs once per pipeline and launcher signature.
-      const sig = `${Object.keys(op.resources).join(',')}|${d.params ? d.params.map(([n, t]) => `${n}:${t}`).join(',') : '-'}`;
-      if (p.verified.has(sig)) return { p, storage: p.iface.storage.map((name) => op.resources[name]) };
-      const storage = bindByName(p.iface, op.resources, d.params);
-      p.verified.add(sig);
-      return { p, storage };
+      return { p, storage: bindByName(p.iface, op.resources, d.params) };
     } catch (e) {
       throw new GpuError('validation', d.kernel, `${where}: ${e instanceof Error ? e.message : String(e)}`);
     }
   }
 
-  /** Copies params into the next aligned slot that does not straddle a page; returns its byte offset. */
-  private addParams(words: Uint8Array): number {
+  /**
+   * Packs params words into the next aligned slot that does not straddle a page, as a uniform struct of 4-byte
+   * scalars padded to `size` (16-byte multiples: uniform layout; the padding stays zero, as slots are written
+   * once); returns the slot's byte offset.
+   */
+  private addParams(words: ParamWord[], size: number): number {
     const align = this.gpu.limits.minUniformBufferOffsetAlignment;
     let at = Math.ceil(this.paramsBytes / align) * align;
-    if (Math.floor(at / PARAMS_PAGE) !== Math.floor((at + words.byteLength - 1) / PARAMS_PAGE)) at = Math.ceil(at / PARAMS_PAGE) * PARAMS_PAGE;
-    if (at + words.byteLength > this.params.byteLength) {
-      const grown = new Uint8Array(Math.max(PARAMS_PAGE, 2 * this.params.byteLength, at + words.byteLength));
+    if (Math.floor(at / PARAMS_PAGE) !== Math.floor((at + size - 1) / PARAMS_PAGE)) at = Math.ceil(at / PARAMS_PAGE) * PARAMS_PAGE;
+    if (at + size > this.params.byteLength) {
+      const grown = new Uint8Array(Math.max(PARAMS_PAGE, 2 * this.params.byteLength, at + size));
       grown.set(this.params);
       this.params = grown;
+      this.paramsView = new DataView(grown.buffer);
     }
-    this.params.set(words, at);
-    this.paramsBytes = at + words.byteLength;
+    const dv = this.paramsView;
+    for (let i = 0; i < words.length; i++) {
+      const [, t, v] = words[i];
+      if (t === 'f32') dv.setFloat32(at + 4 * i, v, true);
+      else if (t === 'i32') dv.setInt32(at + 4 * i, v, true);
+      else dv.setUint32(at + 4 * i, v >>> 0, true);
+    }
+    this.paramsBytes = at + size;
     return at;
   }
 
