@@ -30,6 +30,8 @@ export interface CachedPipeline {
 export class PipelineCache {
   private readonly modules = new Map<string, { module: GPUShaderModule; code: string }>();
   private readonly pipelines = new Map<string, CachedPipeline>();
+  /** A launcher's constants in its own order → the pipeline's key (names sorted): the per-dispatch lookup skips the sort. */
+  private readonly canonicalKeys = new Map<string, string>();
   private readonly layouts = new Map<string, { group: GPUBindGroupLayout; pipeline: GPUPipelineLayout }>();
   // Bind groups by layout + exact buffer windows: createBindGroup is the largest per-dispatch CPU cost
   // (10-25 µs on Dawn), and a step or decode loop binds the same buffers every time. The params uniform
@@ -77,14 +79,20 @@ export class PipelineCache {
    * point's storage variables and params fields by name.
    */
   pipeline(shader: string, constants: Constants = {}, entryPoint = 'main'): CachedPipeline {
-    // Looked up for every dispatch: the key is built without intermediate arrays beyond the sorted names.
-    const keys = Object.keys(constants).sort();
-    let key = `${shader}:${entryPoint}:`;
-    for (const k of keys) key += `${k}=${Number(constants[k])},`;
+    // Looked up for every dispatch: first by the constants in the launcher's own order (no sorting, no arrays),
+    // then, the first time that order is seen, by the canonical key (names sorted), so one pipeline serves both.
+    let seen = `${shader}:${entryPoint}:`;
+    for (const k in constants) seen += `${k}=${Number(constants[k])},`;
+    let key = this.canonicalKeys.get(seen);
+    if (key === undefined) {
+      key = `${shader}:${entryPoint}:`;
+      for (const k of Object.keys(constants).sort()) key += `${k}=${Number(constants[k])},`;
+      this.canonicalKeys.set(seen, key);
+    }
     let p = this.pipelines.get(key);
     if (!p) {
       const c: Record<string, number> = {};
-      for (const k of keys) c[k] = Number(constants[k]);
+      for (const k in constants) c[k] = Number(constants[k]);
       const { module, code } = this.module(shader);
       const layout = entryBindings(code, entryPoint).join(',');
       const iface = entryInterface(code, entryPoint);
