@@ -81,22 +81,25 @@ export class PipelineCache {
   pipeline(shader: string, constants: Constants = {}, entryPoint = 'main'): CachedPipeline {
     // Looked up for every dispatch: first by the constants in the launcher's own order (no sorting, no arrays),
     // then, the first time that order is seen, by the canonical key (names sorted), so one pipeline serves both.
-    let seen = `${shader}:${entryPoint}:`;
-    for (const k in constants) seen += `${k}=${Number(constants[k])},`;
+    // Own properties only; each name is length-prefixed, so no two constant sets share a key.
+    let seen = `${shader.length}:${shader}${entryPoint.length}:${entryPoint}`;
+    for (const k in constants) if (Object.hasOwn(constants, k)) seen += `${k.length}:${k}=${Number(constants[k])},`;
     let key = this.canonicalKeys.get(seen);
     if (key === undefined) {
-      key = `${shader}:${entryPoint}:`;
-      for (const k of Object.keys(constants).sort()) key += `${k}=${Number(constants[k])},`;
+      key = `${shader.length}:${shader}${entryPoint.length}:${entryPoint}`;
+      for (const k of Object.keys(constants).sort()) key += `${k.length}:${k}=${Number(constants[k])},`;
       this.canonicalKeys.set(seen, key);
     }
     let p = this.pipelines.get(key);
     if (!p) {
+      const names = Object.keys(constants).sort();
       const c: Record<string, number> = {};
-      for (const k in constants) c[k] = Number(constants[k]);
+      for (const k of names) c[k] = Number(constants[k]);
       const { module, code } = this.module(shader);
       const layout = entryBindings(code, entryPoint).join(',');
       const iface = entryInterface(code, entryPoint);
-      const pipeline = this.device.createComputePipeline({ label: key, layout: this.layout(layout).pipeline, compute: { module, entryPoint, constants: c } });
+      const label = `${shader}:${entryPoint}:${names.map((k) => `${k}=${c[k]}`).join(',')}`;
+      const pipeline = this.device.createComputePipeline({ label, layout: this.layout(layout).pipeline, compute: { module, entryPoint, constants: c } });
       p = { pipeline, layout, iface };
       this.pipelines.set(key, p);
       this.journal?.pipelines.push(key);

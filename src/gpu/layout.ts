@@ -94,7 +94,7 @@ export interface KernelInterface {
 /**
  * The interface of `entryPoint`: its storage variables and its params struct. Holds the shaders' one
  * convention (storage at 0..n-1, then at most one uniform, last) and params structs of 4-byte scalars
- * (what packParams writes); a shader that breaks either is refused, naming the binding or field.
+ * (what the recorder packs); a shader that breaks either is refused, naming the binding or field.
  */
 export function entryInterface(wgsl: string, entryPoint: string): KernelInterface {
   const code = stripComments(wgsl);
@@ -139,35 +139,43 @@ export function bindByName<T>(iface: KernelInterface, bindings: Record<string, T
   if (bound) return bound;
   const unknown = Object.keys(bindings).find((name) => !iface.storage.includes(name));
   if (unknown !== undefined) throw new Error(`binding "${unknown}" is not a storage variable of the entry point (it binds ${iface.storage.join(', ')})`);
-  const missing = iface.storage.find((name) => !(name in bindings));
+  const missing = iface.storage.find((name) => !given(bindings, name));
   if (missing !== undefined) throw new Error(`binding "${missing}" is not given (given: ${Object.keys(bindings).join(', ') || 'none'})`);
   const fields = iface.params ?? [];
   if (params && !iface.params) throw new Error(`the entry point takes no params uniform, the launcher writes ${params.length} words`);
   if (!params && iface.params) throw new Error(`params (${fields.map((f) => f.name).join(', ')}) are not written`);
-  (params ?? []).forEach(([name, type], i) => {
+  for (let i = 0; i < (params?.length ?? 0); i++) {
+    if (!params![i]) throw new Error(`params word ${i} is missing (a hole in the launcher's params list)`);
+    const [name, type] = params![i];
     const f = fields[i];
     if (!f) throw new Error(`params word ${i} "${name}" is past the end of the params struct (${fields.length} fields)`);
     if (f.name !== name || f.type !== type) throw new Error(`params word ${i} is "${name}: ${type}", the params struct has "${f.name}: ${f.type}" there`);
-  });
+  }
   const unset = fields.slice(params?.length ?? 0).find((f) => !f.name.startsWith('_'));
   if (unset) throw new Error(`params field "${unset.name}" is not written`);
   throw new Error('the bindings do not match the entry point'); // not reached: matched() and the rules above agree
 }
 
+/** A binding is given as an own enumerable property (what Object.keys lists). */
+const given = (bindings: object, name: string) => Object.prototype.propertyIsEnumerable.call(bindings, name);
+
 /** bindByName's rules as one test: the storage bindings in binding order, or null when any rule fails. */
 function matched<T>(iface: KernelInterface, bindings: Record<string, T>, params: ParamWord[] | undefined): T[] | null {
   const { storage, params: fields } = iface;
-  let given = 0;
-  for (const name in bindings) if (Object.hasOwn(bindings, name)) given++;
-  if (given !== storage.length) return null;
+  let count = 0;
+  for (const name in bindings) if (Object.hasOwn(bindings, name)) count++;
+  if (count !== storage.length) return null;
   const out: T[] = new Array(storage.length);
   for (let i = 0; i < storage.length; i++) {
-    if (!Object.hasOwn(bindings, storage[i])) return null;
+    if (!given(bindings, storage[i])) return null;
     out[i] = bindings[storage[i]];
   }
   if (!params || !fields) return !params && !fields ? out : null;
   if (params.length > fields.length) return null;
-  for (let i = 0; i < params.length; i++) if (params[i][0] !== fields[i].name || params[i][1] !== fields[i].type) return null;
+  for (let i = 0; i < params.length; i++) {
+    const w = params[i];
+    if (!w || w[0] !== fields[i].name || w[1] !== fields[i].type) return null;
+  }
   for (let i = params.length; i < fields.length; i++) if (!fields[i].name.startsWith('_')) return null;
   return out;
 }

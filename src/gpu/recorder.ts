@@ -68,7 +68,6 @@ export interface Dispatch {
   params?: ParamWord[];
 }
 
-
 /** A recorded command; encoded at submit (and again, alone, when a failed submit is diagnosed). */
 type Op =
   | { kind: 'dispatch'; d: Dispatch; resources: Record<string, GPUBufferBinding>; slot: number; paramsSize: number }
@@ -131,6 +130,7 @@ export class GpuRecorder<G extends RecorderHost> {
     this.kernels.push(d.kernel);
     const resources: Record<string, GPUBufferBinding> = {};
     for (const name in d.bindings) {
+      if (!Object.hasOwn(d.bindings, name)) continue;
       const b = d.bindings[name];
       resources[name] = 'buffer' in b ? { buffer: b.buffer, offset: b.offset ?? 0, size: b.size } : { buffer: b };
     }
@@ -174,6 +174,7 @@ export class GpuRecorder<G extends RecorderHost> {
     }
     const dv = this.paramsView;
     for (let i = 0; i < words.length; i++) {
+      if (!words[i]) continue; // a hole: refused, naming it, when the dispatch is bound (layout.ts bindByName)
       const [, t, v] = words[i];
       if (t === 'f32') dv.setFloat32(at + 4 * i, v, true);
       else if (t === 'i32') dv.setInt32(at + 4 * i, v, true);

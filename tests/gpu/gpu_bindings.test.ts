@@ -1,11 +1,14 @@
 // Kernel arguments checked by name (src/gpu/layout.ts entryInterface / bindByName, applied by the recorder
 // when it builds a dispatch's pipeline): a launcher names its buffers and params words as the shader does,
 // and a misspelt, missing or extra binding, or params out of the struct's order or type, is refused with
-// an error naming the kernel, the binding and the shader file, before anything is submitted. Then every
+// an error naming the kernel, the binding and the shader file, before anything is submitted (only own enumerable
+// bindings count; a hole in the params list is named; fast-check holds bindByName's one-pass check, which every
+// dispatch runs, to the rules that word its refusals). Then every
 // entry point under shaders/ is driven through its launcher once, so every kernel the project ships is
 // known to pass the check (the bench_* shaders are bench/loss.ts's own and are checked when it runs).
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { GpuError, type Gpu, type Recorder } from '../../src/gpu/context.ts';
 import { bindByName, entryInterface } from '../../src/gpu/layout.ts';
@@ -80,6 +83,38 @@ describe('a launcher held to the shader by name', () => {
     expect(() => bindByName(iface, { inp: 1, outp: 2 }, words)).toThrow('binding "outp" is not a storage variable of the entry point (it binds inp, out)');
     expect(() => bindByName(iface, { inp: 1 }, words)).toThrow('binding "out" is not given (given: inp)');
     expect(() => bindByName(iface, { inp: 1, out: 2, bias: 3 }, words)).toThrow(/binding "bias" is not a storage variable/);
+  });
+
+  it('takes only own enumerable bindings: an inherited or hidden one is not given', () => {
+    expect(() => bindByName(iface, Object.assign(Object.create({ out: 2 }), { inp: 1 }), words)).toThrow('binding "out" is not given (given: inp)');
+    const hidden = Object.defineProperty({ extra: 3 } as Record<string, number>, 'inp', { value: 1, enumerable: false });
+    hidden.out = 2;
+    expect(() => bindByName(iface, hidden, words)).toThrow(/binding "extra" is not a storage variable/);
+    expect(() => bindByName(iface, { inp: 1, out: 2 }, [words[0], , ] as unknown as typeof words)).toThrow('params word 1 is missing (a hole in the launcher\'s params list)');
+  });
+
+  it('agrees with its own rules on any launcher: either the storage in binding order or the rule that fails, never a bare refusal', () => {
+    const names = fc.subarray(['inp', 'out', 'bias', 'outp'], { minLength: 0 });
+    const fields = ['n', 'scale', '_p0', '_p1', 'extra'];
+    const param = fc.tuple(fc.constantFrom(...fields), fc.constantFrom('u32' as const, 'f32' as const), fc.integer());
+    fc.assert(
+      fc.property(names, fc.option(fc.array(param, { maxLength: 6 }), { nil: undefined }), (given, params) => {
+        const bindings = Object.fromEntries(given.map((name, i) => [name, i]));
+        const exact = given.length === 2 && given.includes('inp') && given.includes('out');
+        const ok = exact && params !== undefined && params.length >= 2 && params.length <= 4 && params.every(([name, type], i) => name === ['n', 'scale', '_p0', '_p1'][i] && type === (i === 1 ? 'f32' : 'u32'));
+        let result: unknown;
+        try {
+          result = bindByName(iface, bindings, params);
+        } catch (e) {
+          expect((e as Error).message).not.toMatch(/do not match/);
+          expect(ok).toBe(false);
+          return;
+        }
+        expect(ok).toBe(true);
+        expect(result).toEqual([bindings.inp, bindings.out]);
+      }),
+      { numRuns: 400 },
+    );
   });
 
   it('refuses params out of order, of the wrong type, short, too long or absent; trailing padding may be left out', () => {
