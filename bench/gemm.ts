@@ -14,24 +14,24 @@ import { gemmKernels, matmul_forward } from '../src/kernels/matmul.ts';
 import { timeKernels } from './timing.ts';
 import { ofPeak, type BenchOptions, type Row } from './types.ts';
 
-/** [label, M, K, N] (rows × inner × outputs), and for a LoRA side: f32 weights only, accumulating into C. */
-type Shape = [string, number, number, number, { lora?: true }?];
+/** [label, M, K, N] (rows × inner × outputs), and for a LoRA side: f32 weights only; its B side accumulates into C. */
+type Shape = [string, number, number, number, { lora?: 'A' | 'B' }?];
 
 const SHAPES: Shape[] = [
   ['smol q/o proj 8×256', 2048, 576, 576],
   ['smol mlp up 8×256', 2048, 576, 1536],
   ['smol mlp down 8×256', 2048, 1536, 576],
   ['qwen0.5b mlp up 8×512', 4096, 896, 4864],
-  ['qwen0.5b lora A (x·Aᵀ, q) 8×512', 4096, 896, 16, { lora: true }],
-  ['qwen0.5b lora A (h·Aᵀ, down) 8×512', 4096, 4864, 16, { lora: true }],
-  ['qwen0.5b lora B (+= u·Bᵀ, up) 8×512', 4096, 16, 4864, { lora: true }],
+  ['qwen0.5b lora A (x·Aᵀ, q) 8×512', 4096, 896, 16, { lora: 'A' }],
+  ['qwen0.5b lora A (h·Aᵀ, down) 8×512', 4096, 4864, 16, { lora: 'A' }],
+  ['qwen0.5b lora B (+= u·Bᵀ, up) 8×512', 4096, 16, 4864, { lora: 'B' }],
   ['odd', 1999, 577, 1031],
 ];
 const QUICK: Shape[] = [
   ['smol q/o proj 1×128', 128, 576, 576],
   ['smol q/o proj 4×128', 512, 576, 576],
-  ['lora A 4×128', 512, 896, 16, { lora: true }],
-  ['lora B 4×128', 512, 16, 896, { lora: true }],
+  ['lora A 4×128', 512, 896, 16, { lora: 'A' }],
+  ['lora B 4×128', 512, 16, 896, { lora: 'B' }],
   ['odd', 127, 333, 517],
 ];
 
@@ -41,7 +41,7 @@ export async function run(gpu: Gpu | null, opts: BenchOptions): Promise<Row[]> {
   const kernels = gemmKernels(gpu);
   const rows: Row[] = [];
   for (const [shape, M, K, N, o = {}] of (opts.quick ? QUICK : SHAPES).filter(([label]) => !only || only.test(label))) {
-    const accumulate = o.lora === true && K < N; // the B side adds into the base's output
+    const accumulate = o.lora === 'B'; // the B side adds into the base's output
     for (const dtype of o.lora ? (['f32'] as const) : (['f32', 'bf16'] as const)) {
       const wBytes = dtype === 'bf16' ? 2 : 4;
       const inp = gpu.createBuffer('gemm.inp', M * K * 4);

@@ -4,8 +4,9 @@
 // on a SmolLM2-135M-shaped Llama with random weights (a second random model as reference) at batch
 // 8 × 256 (128 prompt + 128 completion tokens; --quick: 2 × 32 and a 2048-token vocabulary, for software
 // adapters). Per stage: wall ms of the second run (the first compiles pipelines; its optimizer carries over, as to the page's next update) and the peak bytes our
-// GPU buffers held; per model: the peak against the step's plan (src/model/plan.ts, as `grpo-studio plan`
-// and the page show it) with the reference checkpoint held beside the policy. Per stage also the GPU work of that second run:
+// GPU buffers held; per model: the peak against the plan of a later update (src/model/plan.ts with `carried`:
+// `grpo-studio plan`'s one update plus the optimizer's moments alive from its first stage, as the page's next
+// update holds them) with the reference checkpoint held beside the policy. Per stage also the GPU work of that second run:
 // dispatches, compute passes, bind-group cache hit rate, KiB read back and CPU ms spent encoding. Last, the
 // optimizer alone over the SmolLM2-shaped parameters (every one trains): one clipped AdamW step whose
 // gradient norms, clip coefficient and update go in one submit (Optimizer.step), second of two runs. Then
@@ -173,11 +174,13 @@ async function streamAB(gpu: Gpu, name: string, policy: CausalLM, batch: GrpoBat
     const t0 = performance.now();
     const rec = gpu.recorder('policy_forward', { stream });
     const s = score_completions(rec, policy, padded);
-    await rec.finish();
-    await gpu.readF32(s.per_token_logps, padded.B * padded.C);
-    const ms = performance.now() - t0;
-    s.destroy();
-    return { ms, stats: statsSince(gpu.stats, before) };
+    try {
+      await rec.finish();
+      await gpu.readF32(s.per_token_logps, padded.B * padded.C);
+      return { ms: performance.now() - t0, stats: statsSince(gpu.stats, before) };
+    } finally {
+      s.destroy();
+    }
   };
   await once(false);
   await once(true);

@@ -57,7 +57,7 @@ async function recompute(gpu: Gpu, batch: GrpoBatch, path: string, modelDir: str
     policy.adapter = adapter;
     base = adapter ? policy.withAdapter(null) : null;
     const n = padded.B * padded.C;
-    // One forward per submit: the adapter view shares the model's workspace.
+    // One forward per recorder, read before the next: the adapter view shares the model's workspace.
     const score = async (model: CausalLM): Promise<number[][]> => {
       const rec = gpu.recorder('mismatch score', { stream: true });
       const s = score_completions(rec, model, padded, { temperature });

@@ -41,7 +41,7 @@ export async function run(argv: string[]): Promise<number> {
   const n = padded.B * padded.C;
   const rec = gpu.recorder('score', { stream: true });
   const pol = score_completions(rec, policy, padded, { temperature });
-  // A second model has its own workspace, so both forwards can share one submit.
+  // A second model has its own workspace, so both forwards can share one recorder.
   const rs = ref ? score_completions(rec, ref, padded, { temperature }) : null;
   const kl = rs ? gpu.createBuffer('per_token_kl', n * 4) : null;
   if (rs && kl) kl_forward(rec, { logp: pol.per_token_logps, refLogp: rs.per_token_logps, kl, n, estimator });

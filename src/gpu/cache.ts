@@ -27,6 +27,13 @@ export interface CachedPipeline {
   iface: KernelInterface;
 }
 
+/** A pipeline's key: shader, entry point and its own constants in `names`' order, every part length-prefixed (no two share a key). */
+function pipelineKey(shader: string, entryPoint: string, constants: Constants, names: string[]): string {
+  let key = `${shader.length}:${shader}${entryPoint.length}:${entryPoint}`;
+  for (const k of names) key += `${k.length}:${k}=${Number(constants[k])},`;
+  return key;
+}
+
 export class PipelineCache {
   private readonly modules = new Map<string, { module: GPUShaderModule; code: string }>();
   private readonly pipelines = new Map<string, CachedPipeline>();
@@ -79,20 +86,15 @@ export class PipelineCache {
    * point's storage variables and params fields by name.
    */
   pipeline(shader: string, constants: Constants = {}, entryPoint = 'main'): CachedPipeline {
-    // Looked up for every dispatch: first by the constants in the launcher's own order (no sorting, no arrays),
-    // then, the first time that order is seen, by the canonical key (names sorted), so one pipeline serves both.
-    // Own properties only; each name is length-prefixed, so no two constant sets share a key.
-    let seen = `${shader.length}:${shader}${entryPoint.length}:${entryPoint}`;
-    for (const k in constants) if (Object.hasOwn(constants, k)) seen += `${k.length}:${k}=${Number(constants[k])},`;
+    // Looked up for every dispatch: first by the constants in the launcher's own order (no sorting), then, the
+    // first time that order is seen, by the canonical key (names sorted), so one pipeline serves both.
+    const names = Object.keys(constants);
+    const seen = pipelineKey(shader, entryPoint, constants, names);
     let key = this.canonicalKeys.get(seen);
-    if (key === undefined) {
-      key = `${shader.length}:${shader}${entryPoint.length}:${entryPoint}`;
-      for (const k of Object.keys(constants).sort()) key += `${k.length}:${k}=${Number(constants[k])},`;
-      this.canonicalKeys.set(seen, key);
-    }
+    if (key === undefined) this.canonicalKeys.set(seen, (key = pipelineKey(shader, entryPoint, constants, names.sort())));
     let p = this.pipelines.get(key);
     if (!p) {
-      const names = Object.keys(constants).sort();
+      names.sort();
       const c: Record<string, number> = {};
       for (const k of names) c[k] = Number(constants[k]);
       const { module, code } = this.module(shader);

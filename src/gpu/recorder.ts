@@ -77,11 +77,12 @@ type Op =
 const opName = (op: Op) => (op.kind === 'dispatch' ? op.d.kernel : op.kind === 'copy' ? `copy ${op.src.label} → ${op.dst.label}` : `clear ${op.buf.label}`);
 
 /**
- * Records dispatches, copies and clears, and sends them in one submit. Consecutive dispatches share one
- * compute pass (WebGPU orders each dispatch's storage writes before the next one's reads within a pass),
- * so `submit()` is the only place commands are encoded, under ONE set of error scopes pushed and popped
- * synchronously around encode + submit (error scopes are a stack: an await inside would let another
- * recorder's errors land in ours).
+ * Records dispatches, copies and clears, and sends them in one submit (a streaming recorder: in pieces, each
+ * sent by dispatch() once it is full, the rest by submit()). Consecutive dispatches share one compute pass
+ * (WebGPU orders each dispatch's storage writes before the next one's reads within a pass), and send() is the
+ * only place commands are encoded, under ONE set of error scopes per submit pushed and popped synchronously
+ * around encode + submit (error scopes are a stack: an await inside would let another recorder's errors land
+ * in ours).
  *
  * Naming the failing kernel: one scope cannot say which command raised its error, so when it caught one,
  * submit() drops the pipelines and bind groups this submit created from the caches and re-encodes the
@@ -89,12 +90,12 @@ const opName = (op: Op) => (op.kind === 'dispatch' ? op.d.kernel : op.kind === '
  * first command whose encoding errs is the culprit, and its GpuError names it. Encoding is deterministic
  * (same buffers, layouts and pipelines), so the re-run reproduces every encoding-time error; an error the
  * re-run does not reproduce (e.g. a buffer destroyed before submit, checked only by queue.submit) is
- * reported under the recorder's label. An invalid command buffer runs nothing, so a failed submit never
+ * reported under the recorder's label. submit() awaits every piece's check and diagnoses the whole recording. An invalid command buffer runs nothing, so a failed submit never
  * leaves half its work done (a streaming recorder's other pieces run: RecorderOptions.stream). The cost is
  * paid only on failure.
  *
  * Params: each dispatch's packed params take a 256-byte-aligned slot of the shared params pages (Gpu),
- * written at submit; the uniform is bound as a window of the page with a dynamic offset, so the bind
+ * each piece's slots written just before its submit; the uniform is bound as a window of the page with a dynamic offset, so the bind
  * group is keyed only on the storage windows and is hit again on the next step.
  */
 export class GpuRecorder<G extends RecorderHost> {
@@ -279,7 +280,7 @@ export class GpuRecorder<G extends RecorderHost> {
         const enc = gpu.device.createCommandEncoder({ label: this.label });
         this.encode(enc, ops, timer);
         timer?.resolve(enc);
-        // This piece's slots only: the pages are shared, and another recorder may have written its own since our last piece.
+        // This piece's slots only: the earlier pieces' are already in the queue (rewriting them would only upload them again).
         for (let k = Math.floor(from / PARAMS_PAGE); k * PARAMS_PAGE < to; k++) {
           const [a, b] = [Math.max(from, k * PARAMS_PAGE), Math.min(to, (k + 1) * PARAMS_PAGE)];
           if (b > a) gpu.device.queue.writeBuffer(gpu.paramsPage(k), a - k * PARAMS_PAGE, this.params, a, b - a);

@@ -116,7 +116,7 @@ export interface OptimizerState {
  * took them of the same gradients), clip_grad_norm_'s coefficient on the GPU, the update of every
  * parameter with its Δθ² partials, and the per-tensor sums of those; then one readback of what the page
  * shows (per-tensor Σ Δθ² and the coefficient). `gradNorms()` reads the gradient norms the page shows before
- * the step (the backward stage), recorded into the backward's own submit when given its recorder.
+ * the step (the backward stage), recorded into the backward's own recorder when given it.
  * `reset()` forgets the state (the next step is step 1 again).
  */
 export class Optimizer {

@@ -187,7 +187,7 @@ async function passBackward(ctx: StageContext, state: StepState, s: CompletionSc
   opts.policy.backward(rec, { dlogp, lse: s.lse, ids: s.completion_ids, mask: lossMask(state, s), temperature: opts.config.loss.temperature, dentropy });
   // Under a LoRA adapter only A and B train: the norms and the step see the adapter alone (TRL + PEFT).
   const optimizer = state.backward?.device.optimizer ?? opts.optimizer ?? ctx.own(new Optimizer(gpu, opts.policy.trainableParams.values(), opts.config.optimizer));
-  // The gradient norms go in the backward's own submit and pass; their sums stay on the GPU for the step's clip coefficient.
+  // The gradient norms go in the backward's own recording (its last piece); their sums stay on the GPU for the step's clip coefficient.
   optimizer.recordGradNorms(rec, opts.policy.trainableGrads!);
   await rec.finish();
   return { data: await optimizer.readGradNorms(), optimizer };

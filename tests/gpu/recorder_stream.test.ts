@@ -93,6 +93,8 @@ describe('streaming recorder', () => {
     expect(e).toBeInstanceOf(GpuError);
     expect((e as GpuError).message).toContain('too_many_groups');
     expect(gpu.openRecorderCount).toBe(0);
+    // As documented: the failed piece ran nothing, the others ran (the first three pieces alone change x).
+    expect(await read(gpu, x)).not.toEqual(expected(0));
     x.destroy();
     one.destroy();
   });
