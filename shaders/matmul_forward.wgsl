@@ -11,7 +11,8 @@
 // invocation keeps a 4 × 4 register block (one vec4 of C columns per row), so every value loaded from
 // workgroup memory feeds 4 FMAs. An 8 × 8 block per invocation (128 × 128 or 64 × 64 tiles, the acc array
 // indexed by constants only) ran at 7–28% of an H100's FMA probe where this one ran at 19–35% (issue 23's
-// stop 31 note), and was removed.
+// stop 31 note), and was removed; so did 4 × 8, 8 × 4 and TILE_K 32. On 64 × 64 tiles the next slice is
+// prefetched into registers while the current one is multiplied (PREFETCH below).
 //
 // Operands bigger than maxStorageBufferBindingSize are bound as windows of whole physical rows; the
 // launcher passes, per operand, `base` (element index of the block's first element inside the
@@ -51,27 +52,82 @@ fn load_b(b0: u32, k: u32, n: u32, kEnd: u32) -> f32 {
   return b_elem(b0, k, n);
 }
 
+// Staged element e of a slice: A's (mm, kk), B's (nn, kk) inside the tile, in the order that has consecutive
+// invocations read consecutive addresses of the operand's physical (row-major) layout.
+fn stage_a(e: u32) -> vec2u {
+  if (TRANS_A) { return vec2u(e % TILE_M, e / TILE_M); }
+  return vec2u(e / TILE_K, e % TILE_K);
+}
+
+fn stage_b(e: u32) -> vec2u {
+  if (TRANS_B) { return vec2u(e / TILE_K, e % TILE_K); }
+  return vec2u(e % TILE_N, e / TILE_N);
+}
+
+fn put_a(s: vec2u, v: f32) { As[s.y * A_LD + s.x / 4u][s.x % 4u] = v; }
+fn put_b(s: vec2u, v: f32) { Bs[s.y * B_LD + s.x / 4u][s.x % 4u] = v; }
+
 /**
  * Invocation t of `threads` stages the slices at k0 of the block at (m0, n0), zero from kEnd on (p.K, or the
  * end of a split-K slice); call between barriers.
  */
 fn fill_tiles(t: u32, threads: u32, m0: u32, n0: u32, k0: u32, kEnd: u32) {
   for (var e = t; e < TILE_M * TILE_K; e += threads) {
-    var mm: u32;
-    var kk: u32;
-    if (TRANS_A) { kk = e / TILE_M; mm = e % TILE_M; } else { mm = e / TILE_K; kk = e % TILE_K; }
-    As[kk * A_LD + mm / 4u][mm % 4u] = load_a(p.a_base, m0 + mm, k0 + kk, kEnd);
+    let s = stage_a(e);
+    put_a(s, load_a(p.a_base, m0 + s.x, k0 + s.y, kEnd));
   }
   for (var e = t; e < TILE_N * TILE_K; e += threads) {
-    var nn: u32;
-    var kk: u32;
-    if (TRANS_B) { nn = e / TILE_K; kk = e % TILE_K; } else { kk = e / TILE_N; nn = e % TILE_N; }
-    Bs[kk * B_LD + nn / 4u][nn % 4u] = load_b(p.b_base, k0 + kk, n0 + nn, kEnd);
+    let s = stage_b(e);
+    put_b(s, load_b(p.b_base, k0 + s.y, n0 + s.x, kEnd));
+  }
+}
+
+// PREFETCH (set by the launcher for 64 × 64 tiles only, where each of the 256 invocations stages exactly PF
+// elements of A and PF of B per slice): the next slice's elements are loaded into registers before the
+// current slice is multiplied and stored into the tiles after it, so their global-memory latency overlaps the
+// FMAs instead of stalling every invocation between the two barriers. The sums are the same, in the same
+// order, as without it. PF is a constant, not an override, so the loops over the staged registers have a
+// constant bound and unroll (their array indexed by constants only).
+override PREFETCH: bool = false;
+const PF: u32 = 4u;
+
+struct Staged {
+  a: array<f32, PF>,
+  b: array<f32, PF>,
+}
+
+fn fetch(t: u32, threads: u32, m0: u32, n0: u32, k0: u32, kEnd: u32) -> Staged {
+  var r: Staged;
+  for (var i = 0u; i < PF; i++) {
+    let sa = stage_a(t + i * threads);
+    r.a[i] = load_a(p.a_base, m0 + sa.x, k0 + sa.y, kEnd);
+    let sb = stage_b(t + i * threads);
+    r.b[i] = load_b(p.b_base, k0 + sb.y, n0 + sb.x, kEnd);
+  }
+  return r;
+}
+
+fn put_tiles(t: u32, threads: u32, r: Staged) {
+  for (var i = 0u; i < PF; i++) {
+    put_a(stage_a(t + i * threads), r.a[i]);
+    put_b(stage_b(t + i * threads), r.b[i]);
   }
 }
 
 const TM: u32 = 4u; // rows of C per invocation
 const TN: u32 = 4u; // columns of C per invocation (one vec4)
+
+/** acc += this invocation's TM × TN block of the staged slices' product. */
+fn multiply(acc: ptr<function, array<vec4f, TM>>, lid: vec3u) {
+  for (var kk = 0u; kk < TILE_K; kk++) {
+    let av = As[kk * A_LD + lid.y];
+    let bv = Bs[kk * B_LD + lid.x];
+    (*acc)[0] = fma(vec4f(av.x), bv, (*acc)[0]);
+    (*acc)[1] = fma(vec4f(av.y), bv, (*acc)[1]);
+    (*acc)[2] = fma(vec4f(av.z), bv, (*acc)[2]);
+    (*acc)[3] = fma(vec4f(av.w), bv, (*acc)[3]);
+  }
+}
 
 @compute @workgroup_size(TILE_N / TN, TILE_M / TM)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
@@ -83,18 +139,23 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let kEnd = min(p.K, (wid.z + 1u) * p.k_chunk);
   var acc: array<vec4f, TM>;
 
-  for (var k0 = wid.z * p.k_chunk; k0 < kEnd; k0 += TILE_K) {
-    fill_tiles(t, threads, m0, n0, k0, kEnd);
-    workgroupBarrier();
-    for (var kk = 0u; kk < TILE_K; kk++) {
-      let av = As[kk * A_LD + lid.y];
-      let bv = Bs[kk * B_LD + lid.x];
-      acc[0] = fma(vec4f(av.x), bv, acc[0]);
-      acc[1] = fma(vec4f(av.y), bv, acc[1]);
-      acc[2] = fma(vec4f(av.z), bv, acc[2]);
-      acc[3] = fma(vec4f(av.w), bv, acc[3]);
+  var k0 = wid.z * p.k_chunk;
+  if (PREFETCH) {
+    var r = fetch(t, threads, m0, n0, k0, kEnd);
+    for (; k0 < kEnd; k0 += TILE_K) {
+      put_tiles(t, threads, r);
+      workgroupBarrier();
+      if (k0 + TILE_K < kEnd) { r = fetch(t, threads, m0, n0, k0 + TILE_K, kEnd); }
+      multiply(&acc, lid);
+      workgroupBarrier();
     }
-    workgroupBarrier();
+  } else {
+    for (; k0 < kEnd; k0 += TILE_K) {
+      fill_tiles(t, threads, m0, n0, k0, kEnd);
+      workgroupBarrier();
+      multiply(&acc, lid);
+      workgroupBarrier();
+    }
   }
 
   for (var i = 0u; i < TM; i++) {

@@ -13,7 +13,7 @@
 //
 // Signature additions to the brief (all optional): matmul_backward's `accumulateDinp` (dinp += ...,
 // for inputs feeding several projections, e.g. q/k/v), matmul_forward's `accumulate` (out += ...,
-// LoRA's delta onto the base output), and `bindingLimit` and `kernel` (tests and bench) on both launchers.
+// LoRA's delta onto the base output), and `bindingLimit`, `kernel` and `prefetch` (tests and bench) on both launchers.
 import { adapterClass, Gpu, type AdapterClass, type Binding, type Recorder } from '../gpu/context.ts';
 import { colsum_forward } from './colsum.ts';
 import { sharedScratch } from './scratch.ts';
@@ -30,9 +30,11 @@ export type GemmKernel = (typeof GEMM_KERNELS)[number];
 /** matmul_forward's kernels: a GEMM kernel, or 'rows' (matmul_rows_forward.wgsl, few rows). */
 export type MatmulKernel = GemmKernel | 'rows';
 
-// matmul_forward.wgsl: TILE_M from tileRows, TILE_N × TILE_K.
+// matmul_forward.wgsl: TILE_M from tileRows, TILE_N × TILE_K. Its register prefetch (PREFETCH) stages exactly
+// 4 elements of each operand per invocation and slice, which only the full 64 × 64 × 16 tile gives.
 const TILE_N = 64;
 const TILE_K = 16;
+const PREFETCH_TILE = 64;
 // matmul_subgroup_forward.wgsl: up to SUB_TM rows per invocation, SUB_TN columns per workgroup, at most
 // SUB_WG invocations; the subgroup sizes it takes (TN a multiple of SG, TN / SG within its MAX_Q). On
 // lavapipe 4 × 16 and 4 × 32 led (≈ 10 GFLOP per CPU-second at 2048 × 576 × 576), ahead of 2 × 16, 2 × 32,
@@ -116,22 +118,24 @@ interface GemmPlan {
   tileM: number; // rows of C per workgroup
   tileN: number; // columns of C per workgroup
   tileK: number; // the inner dimension's step (1: none)
-  constants: Record<string, number>;
+  constants: Record<string, number | boolean>;
 }
 
 /**
  * The kernel and its sizes for an M × N product: the adapter's default (gemmKernels) or `force` (tests,
- * bench). The tiled kernel's block narrows with M and N (tileRows, tileCols). The subgroup kernel takes fewer rows per invocation when M fills less than SUB_TM subgroups,
+ * bench). The tiled kernel's block narrows with M and N (tileRows, tileCols); its full 64 × 64 blocks prefetch
+ * the next slice into registers unless `prefetch` is false (bench A/B). The subgroup kernel takes fewer rows per invocation when M fills less than SUB_TM subgroups,
  * and sizes its workgroup so that its ceil(M / (SUB_WG · TM)) row blocks cover M with the fewest
  * clamped rows.
  */
-function gemmPlan(gpu: Gpu, M: number, N: number, force?: GemmKernel): GemmPlan {
+function gemmPlan(gpu: Gpu, M: number, N: number, force?: GemmKernel, prefetch = true): GemmPlan {
   const kernels = gemmKernels(gpu);
   const kernel = force ?? kernels[0];
   if (!kernels.includes(kernel)) throw new Error(`matmul: this adapter cannot run the ${kernel} GEMM kernel (it needs a fixed subgroup size of ${SUB_SIZES.join(', ')})`);
   if (kernel === 'tiled') {
     const [TILE_M, TILE_N] = [tileRows(M), tileCols(N)];
-    return { shader: 'matmul_forward', tileM: TILE_M, tileN: TILE_N, tileK: TILE_K, constants: { TILE_M, TILE_N, TILE_K } };
+    const PREFETCH = prefetch && TILE_M === PREFETCH_TILE && TILE_N === PREFETCH_TILE;
+    return { shader: 'matmul_forward', tileM: TILE_M, tileN: TILE_N, tileK: TILE_K, constants: { TILE_M, TILE_N, TILE_K, PREFETCH } };
   }
   if (kernel === 'direct') {
     const TM = M >= 4 ? 4 : M >= 2 ? 2 : 1;
@@ -161,12 +165,12 @@ interface Operand {
 function gemm(
   rec: Recorder,
   kernel: string,
-  g: { a: Operand; b: Operand; c: GPUBuffer; bias?: Binding; M: number; N: number; K: number; accumulate: boolean; limit?: number; kernel?: GemmKernel },
+  g: { a: Operand; b: Operand; c: GPUBuffer; bias?: Binding; M: number; N: number; K: number; accumulate: boolean; limit?: number; kernel?: GemmKernel; prefetch?: boolean },
 ): void {
   const gpu = rec.gpu;
   const { a, b, M, N, K } = g;
   const limit = bindingLimit(gpu, g.limit);
-  const { tileM, tileN, tileK } = gemmPlan(gpu, M, N, g.kernel);
+  const { tileM, tileN, tileK } = gemmPlan(gpu, M, N, g.kernel, g.prefetch);
   const aRows = a.trans ? K : M;
   const bRows = b.trans ? N : K;
   // Block sizes: each operand's window must fit; C's rows and A's (or B's) physical rows share a cut.
@@ -193,7 +197,7 @@ function gemm(
         // block start becomes a column offset inside those rows.
         const aw = a.trans ? rowWindow(gpu, a.buf, k0, kc, a.ld) : rowWindow(gpu, a.buf, m0, mc, a.ld);
         const bw = b.trans ? rowWindow(gpu, b.buf, n0, nc, b.ld, bBytes) : rowWindow(gpu, b.buf, k0, kc, b.ld, bBytes);
-        const plan = gemmPlan(gpu, mc, nc, g.kernel);
+        const plan = gemmPlan(gpu, mc, nc, g.kernel, g.prefetch);
         const bias = k0 === 0 ? g.bias : undefined; // added once, by the first K block
         const flags = (g.accumulate || k0 > 0 ? 1 : 0) | (bias ? 2 : 0);
         // Split K only where the partials can be summed straight into C: one K block, no bias, C's block
@@ -243,6 +247,7 @@ export function matmul_forward(
     accumulate?: boolean; // out += ... (a LoRA delta added onto its base layer's output)
     bindingLimit?: number; // tests only
     kernel?: MatmulKernel; // tests and bench: this kernel, instead of the launcher's choice
+    prefetch?: boolean; // tests and bench: false turns the tiled kernel's register prefetch off (default on)
   },
 ): void {
   const { M, K, N } = args;
@@ -286,6 +291,7 @@ export function matmul_forward(
     accumulate: args.accumulate ?? false,
     limit: args.bindingLimit,
     kernel,
+    prefetch: args.prefetch,
   });
 }
 
@@ -307,6 +313,7 @@ export function matmul_backward(
     accumulateDinp?: boolean; // dinp += ... (an input feeding several projections)
     bindingLimit?: number; // tests only
     kernel?: GemmKernel; // tests and bench: the GEMM kernel, instead of gemmPlan's choice
+    prefetch?: boolean; // tests and bench: false turns the tiled kernel's register prefetch off (default on)
   },
 ): void {
   const { M, K, N } = args;
@@ -315,7 +322,7 @@ export function matmul_backward(
   checkSize('matmul_backward', 'dout', args.dout, M * N);
   const outIn = args.weightLayout === 'out_in';
   const limit = args.bindingLimit;
-  const kernel = args.kernel;
+  const { kernel, prefetch } = args;
   if (args.dinp) {
     // dinp (M, K) = dout (M, N) · W' (N, K), W' = W for [N, K] storage, Wᵀ for [K, N].
     checkSize('matmul_backward', 'dinp', args.dinp, M * K);
@@ -330,6 +337,7 @@ export function matmul_backward(
       accumulate: args.accumulateDinp ?? false,
       limit,
       kernel,
+      prefetch,
     });
   }
   if (args.dweight) {
@@ -348,6 +356,7 @@ export function matmul_backward(
       accumulate: args.accumulate,
       limit,
       kernel,
+      prefetch,
     });
   }
   if (args.dbias) {

@@ -18,6 +18,7 @@ import { dot, fdGradient } from '../helpers/fd.ts';
 import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../../src/oracle/matmul.ts';
 import { GEMM_KERNELS, gemmKernels, matmul_backward, matmul_forward, type MatmulKernel } from '../../src/kernels/matmul.ts';
 import { adapterClass, type Gpu } from '../../src/gpu/context.ts';
+import { bf16ToF32, f32ToBf16 } from '../../src/io/safetensors.ts';
 
 const U = 2 ** -24;
 const abs = (a: ArrayLike<number>) => Float64Array.from(a, Math.abs);
@@ -315,6 +316,73 @@ describe('matmul_backward', () => {
     expect(rec3.kernels.filter((k) => k === 'colsum_forward').length).toBeGreaterThan(0);
     await rec3.submit();
     expectClose(await gpu.readF32(windowed, M * N), want, { atol: 0, rtol: 0, atolAt: tolFrom(S, K + 1), label: 'split forward, windows' });
+  });
+
+  it("the tiled kernel's register prefetch (64 × 64 tiles): bitwise the kernel without it and within the float64 bound, forward (both layouts, bf16, bias, windows), dinp and split-K dweight; narrower tiles never prefetch", async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(37);
+    // Runs `record` with the prefetch on and off into fresh copies of `prev`; returns both results.
+    const both = async (n: number, prev: Float32Array, record: (rec: ReturnType<Gpu['recorder']>, out: GPUBuffer, prefetch: boolean) => void) => {
+      const runs: Float32Array[] = [];
+      for (const prefetch of [true, false]) {
+        const out = gpu.upload('out', prev);
+        const rec = gpu.recorder('prefetch test');
+        record(rec, out, prefetch);
+        await rec.submit();
+        runs.push(await gpu.readF32(out, n));
+      }
+      expect(runs[1]).toEqual(runs[0]);
+      return runs[0];
+    };
+    // Which pipelines run (first, before this test has turned the prefetch off anywhere): turning it off gives a
+    // 64 × 64 tile another pipeline, a narrow tile the same one.
+    const pipelinesFor = async (M: number, N: number, prefetch?: boolean) => {
+      const before = gpu.cache.pipelineCount;
+      const rec = gpu.recorder('prefetch pipelines');
+      matmul_forward(rec, { out: gpu.createBuffer('o', M * N * 4), inp: gpu.createBuffer('i', M * 20 * 4), weight: gpu.createBuffer('w', N * 20 * 4), M, K: 20, N, weightLayout: 'out_in', kernel: 'tiled', prefetch });
+      await rec.submit();
+      return gpu.cache.pipelineCount - before;
+    };
+    await pipelinesFor(100, 16);
+    expect(await pipelinesFor(100, 16, false)).toBe(0); // 64 × 16 tiles: no prefetch either way
+    await pipelinesFor(100, 80);
+    expect(await pipelinesFor(100, 80, false)).toBe(1);
+    let worst = 0;
+    // K = 16 (one slice: no next one to fetch), 17 and 1 (a partial slice), 33 (three); M and N at and past 64.
+    const shapes: Array<[number, number, number, WeightLayout]> = [[64, 16, 64, 'out_in'], [65, 17, 127, 'in_out'], [129, 33, 130, 'out_in'], [200, 301, 70, 'in_out'], [64, 1, 65, 'out_in']];
+    for (const [M, K, N, layout] of shapes) {
+      for (const bf of [false, true]) {
+        const inp = rng.f32(M * K);
+        const bits = f32ToBf16(rng.f32(N * K, 0.5));
+        const weight = bf ? bf16ToF32(bits) : rng.f32(N * K, 0.5);
+        const bias = rng.f32(N);
+        const args = { inp: gpu.upload('inp', inp), weight: bf ? gpu.upload('w', bits) : gpu.upload('w', weight), bias: gpu.upload('bias', bias), M, K, N, weightLayout: layout, weightDtype: bf ? ('bf16' as const) : ('f32' as const), kernel: 'tiled' as const };
+        for (const bindingLimit of [undefined, 16 * 1024]) {
+          const got = await both(M * N, new Float32Array(M * N), (rec, out, prefetch) => matmul_forward(rec, { ...args, out, bindingLimit, prefetch }));
+          const S = mmRef(abs(inp), abs(weight), abs(bias), M, K, N, layout);
+          worst = Math.max(worst, expectClose(got, mmRef(inp, weight, bias, M, K, N, layout), { atol: 0, rtol: 0, atolAt: tolFrom(S, K), label: `prefetch forward ${M}x${K}x${N} ${layout} bf16=${bf} limit=${bindingLimit}` }).worst);
+        }
+      }
+    }
+    // dinp (dout · W, the weight read along N) and dweight (doutᵀ · x, A transposed) over 1,300 tokens: 2 × 2 tiles of
+    // the 70 × 100 gradient, so K splits into slices (plus colsum), each prefetching.
+    const [T, In, Out] = [1300, 100, 70];
+    const x = rng.f32(T * In);
+    const w = rng.f32(Out * In, 0.5);
+    const dout = rng.f32(T * Out);
+    const [prevX, prevW] = [rng.f32(T * In), rng.f32(Out * In)];
+    const ref = mmBackRef(dout, x, w, T, In, Out, 'out_in');
+    const refAbs = mmBackRef(abs(dout), abs(x), abs(w), T, In, Out, 'out_in');
+    const bufs = { dout: gpu.upload('dout', dout), inp: gpu.upload('x', x), weight: gpu.upload('w', w), M: T, K: In, N: Out, weightLayout: 'out_in' as const, kernel: 'tiled' as const };
+    const dinp = await both(T * In, prevX, (rec, out, prefetch) => matmul_backward(rec, { ...bufs, dinp: out, accumulate: false, accumulateDinp: true, prefetch }));
+    worst = Math.max(worst, expectClose(dinp, ref.dinp.map((v, i) => v + prevX[i]), { atol: 0, rtol: 0, atolAt: tolFrom(refAbs.dinp.map((v, i) => v + Math.abs(prevX[i])), Out + 1), label: 'prefetch dinp' }).worst);
+    const dweight = await both(Out * In, prevW, (rec, out, prefetch) => {
+      matmul_backward(rec, { ...bufs, dweight: out, accumulate: true, prefetch });
+      expect(rec.kernels).toEqual(['matmul_backward:dweight', 'colsum_forward']);
+    });
+    worst = Math.max(worst, expectClose(dweight, ref.dweight.map((v, i) => v + prevW[i]), { atol: 0, rtol: 0, atolAt: tolFrom(refAbs.dweight.map((v, i) => v + Math.abs(prevW[i])), T + 1), label: 'prefetch split dweight' }).worst);
+    console.log(`tiled GEMM with register prefetch: worst ${worst.toFixed(3)} of tolerance`);
+
   });
 
   it('float64 twin: backward matches central finite differences of the forward', () => {
