@@ -68,22 +68,29 @@ function tileCols(N: number): number {
   return N <= 16 ? 16 : N <= 32 ? 32 : TILE_N;
 }
 
-// Split K (matmul_forward.wgsl's header): a tiled product of fewer than SPLIT_GROUPS output tiles takes
-// ceil(SPLIT_GROUPS / tiles) slices of K (each at least SPLIT_MIN_K deep, at most SPLIT_MAX of them), so that
-// it still has about SPLIT_GROUPS workgroups: two per SM of an H100 (132). On an H100 the LoRA update's
-// rank-16 products (dA: 16 × 896 over K = 4,096 tokens, 14 tiles) took 1.0 s of its 2.5 s of GPU time unsplit.
-const SPLIT_GROUPS = 264;
+// Split K (matmul_forward.wgsl's header): a tiled product whose output tiles hold fewer than SPLIT_THREADS
+// invocations takes enough slices of K (each at least its minimum depth, at most SPLIT_MAX of them) to have
+// about SPLIT_THREADS: two full 256-invocation workgroups per SM of an H100 (132). On an H100 the LoRA
+// update's rank-16 products (dA: 16 × 896 over K = 4,096 tokens, 14 tiles) took 1.0 s of its 2.5 s of GPU
+// time unsplit. Counted in invocations, not workgroups: a narrow tile (8–32 rows or 16–32 columns: LoRA's
+// rank sides, decode rows) has a quarter or less of a full tile's, and counting its workgroups left such
+// products (u = x·Aᵀ over K = 896: 3 slices, 192 workgroups of 64) with a twentieth of the GPU's slots.
+// The minimum slice depth, SPLIT_MIN_K for a full tile, shrinks with the tile's invocations: a workgroup's
+// partial (16 floats per invocation) stays a small part of what its slice reads.
+const SPLIT_THREADS = 264 * 256;
 const SPLIT_MIN_K = 256;
 const SPLIT_MAX = 64;
-// The partials' device-wide scratch stays under 2·SPLIT_GROUPS tiles of 64 × TILE_N floats (8.6 MB): S slices of
-// fewer than SPLIT_GROUPS tiles, S·tiles below 2·SPLIT_GROUPS.
+// The partials' device-wide scratch stays under 2·SPLIT_THREADS·16 floats (8.6 MB): S slices of tiles holding
+// fewer than SPLIT_THREADS invocations, S·tiles·invocations below 2·SPLIT_THREADS, 16 floats each.
 
-/** The K slices of a tiled product's (mc × nc, inner kc) block: 1 (no split) or more (see SPLIT_GROUPS). */
+/** The K slices of a tiled product's (mc × nc, inner kc) block: 1 (no split) or more (see SPLIT_THREADS). */
 function splitSlices(plan: GemmPlan, mc: number, nc: number, kc: number, limit: number): number {
   if (plan.shader !== 'matmul_forward') return 1;
+  const threads = (plan.tileM * plan.tileN) / 16; // a 4 × 4 block each
   const tiles = Math.ceil(nc / plan.tileN) * Math.ceil(mc / plan.tileM);
+  const minK = Math.max(plan.tileK, (SPLIT_MIN_K * threads) / 256);
   const partials = Math.floor(limit / (mc * nc * 4)); // the partials (S, mc, nc) fit one binding
-  return Math.max(1, Math.min(Math.ceil(SPLIT_GROUPS / tiles), Math.floor(kc / SPLIT_MIN_K), SPLIT_MAX, partials));
+  return Math.max(1, Math.min(Math.ceil(SPLIT_THREADS / threads / tiles), Math.floor(kc / minK), SPLIT_MAX, partials));
 }
 
 /** The adapter's subgroup size where it is fixed and one the subgroup kernel takes (SUB_SIZES), else 0. */

@@ -19,6 +19,8 @@ import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayou
 import { GEMM_KERNELS, gemmKernels, matmul_backward, matmul_forward, type MatmulKernel } from '../../src/kernels/matmul.ts';
 import { adapterClass, type Gpu } from '../../src/gpu/context.ts';
 import { bf16ToF32, f32ToBf16 } from '../../src/io/safetensors.ts';
+import { sharedScratch } from '../../src/kernels/scratch.ts';
+import { asAdapterClass } from '../helpers/gpu.ts';
 
 const U = 2 ** -24;
 const abs = (a: ArrayLike<number>) => Float64Array.from(a, Math.abs);
@@ -262,7 +264,7 @@ describe('matmul_backward', () => {
   it("the tiled kernel splits K where few output tiles meet a long K (LoRA's rank-16 sides), summing the slices in order: forward and dweight vs float64, accumulating, deterministic", async () => {
     const gpu = await testGpu();
     const rng = new Rng(31);
-    // x·Aᵀ (M 600 tokens × rank 16 over K 1,100: 10 tiles, 4 slices) and dA (16 × 48 over 1,300 tokens: 1 tile, 5 slices).
+    // x·Aᵀ (M 600 tokens × rank 16 over K 1,100: 10 tiles, 14 slices) and dA (16 × 48 over 1,300 tokens: 1 tile, 17 slices).
     const [M, K, N] = [600, 1100, 16];
     const inp = rng.f32(M * K);
     const weight = rng.f32(N * K, 0.5);
@@ -316,6 +318,23 @@ describe('matmul_backward', () => {
     expect(rec3.kernels.filter((k) => k === 'colsum_forward').length).toBeGreaterThan(0);
     await rec3.submit();
     expectClose(await gpu.readF32(windowed, M * N), want, { atol: 0, rtol: 0, atolAt: tolFrom(S, K + 1), label: 'split forward, windows' });
+  });
+
+  it('split K fills the GPU by invocations: a narrow tile (64 invocations) gets slices 64 deep, a full 256-invocation tile 256 deep', async () => {
+    // The rule (src/kernels/matmul.ts): about 264 · 256 invocations in all, slices at least 256 · invocations / 256
+    // deep, at most 64 of them. The slices are read off the partials' scratch, fresh in a view of the test GPU.
+    const slicesOf = async (M: number, K: number, N: number) => {
+      const view = asAdapterClass(await testGpu(), 'gpu');
+      const rec = view.recorder('split count');
+      matmul_forward(rec, { out: view.createBuffer('o', M * N * 4), inp: view.createBuffer('i', M * K * 4), weight: view.createBuffer('w', N * K * 4), M, K, N, weightLayout: 'out_in' });
+      await rec.submit();
+      return sharedScratch(view, 'matmul:split_k', 4).size / (M * N * 4);
+    };
+    // x·Aᵀ at rank 16: 64 × 16 tiles, 10 of them; 1,100 / 64 → 17 slices asked, each rounded up to whole 16-deep
+    // steps (80) → 14 (counting workgroups instead: 264 / 10, but 256 deep → 4).
+    expect(await slicesOf(600, 1100, 16)).toBe(14);
+    // 64 × 64 tiles, 10 × 2 of them: ceil(264 / 20) = 14, but slices at least 256 deep → 4 (288 deep).
+    expect(await slicesOf(600, 1100, 100)).toBe(4);
   });
 
   it("the tiled kernel's register prefetch (64 × 64 tiles): bitwise the kernel without it and within the float64 bound, forward (both layouts, bf16, bias, windows), dinp and split-K dweight; narrower tiles never prefetch", async () => {
