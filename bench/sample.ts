@@ -5,7 +5,8 @@
 // on read-back logits. EOS ids are left empty so every row runs the full max_new_tokens and the numbers do
 // not depend on what the random weights happen to emit. Then the samplers alone on one step's random
 // (B, V) logits at V up to Qwen2.5's 151,936, with the default settings and with top-k + top-p: ms per
-// step each (the GPU's per submit, including its small read-back).
+// step each (the GPU's per submit, including its small read-back), the GPU's also at 256 threads a row (what
+// GPUs ran before they took up to 1,024: src/kernels/sample.ts ROW_THREADS).
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Gpu } from '../src/gpu/context.ts';
@@ -64,18 +65,22 @@ async function samplerAlone(gpu: Gpu, B: number, V: number, reps: number, [what,
   const eos = gpu.upload('bench.eos', new Uint32Array(1));
   const ids = gpu.createBuffer('bench.ids', reps * B * 4);
   const logps = gpu.createBuffer('bench.logps', reps * B * 4);
-  const step = async (r: number) => {
+  const step = async (r: number, wg?: number) => {
     const rec = gpu.recorder('bench sample');
-    sample_forward(rec, { logits: buf, counts: null, eos, n_eos: 0, eos_masked: false, ids, logps, B, V, seed: 1, step: r, params: { ...s, greedy: false } });
+    sample_forward(rec, { logits: buf, counts: null, eos, n_eos: 0, eos_masked: false, ids, logps, B, V, seed: 1, step: r, params: { ...s, greedy: false }, wg });
     await rec.submit();
     await gpu.read(ids, B * 4, r * B * 4);
   };
-  await step(0); // warmup: the pipeline
-  t = performance.now();
-  for (let r = 0; r < reps; r++) await step(r);
-  const onGpu = (performance.now() - t) / reps;
+  const timed = async (wg?: number) => {
+    await step(0, wg); // warmup: the pipeline
+    const t0 = performance.now();
+    for (let r = 0; r < reps; r++) await step(r, wg);
+    return (performance.now() - t0) / reps;
+  };
+  const onGpu = await timed();
+  const at256 = await timed(256);
   for (const b of [buf, eos, ids, logps]) b.destroy();
-  return { model: `sampler alone, ${what} (V ${V})`, B, cpu_sampler_ms_per_step: cpu, gpu_sampler_ms_per_step: onGpu };
+  return { model: `sampler alone, ${what} (V ${V})`, B, cpu_sampler_ms_per_step: cpu, gpu_sampler_ms_per_step: onGpu, gpu_256_threads_ms_per_step: at256 };
 }
 
 export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {

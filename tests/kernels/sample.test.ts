@@ -13,7 +13,7 @@ import type { Gpu } from '../../src/gpu/context.ts';
 import { SAMPLE_BAD_LOGIT, SAMPLE_NOTHING_LEFT, sample_forward, usesCounts, type SampleParams } from '../../src/kernels/sample.ts';
 import { Rng } from '../../src/model/rng.ts';
 import { DEFAULT_SAMPLING, choose, process_logits, uniform, type RowState, type SamplingSettings } from '../../src/model/sampler.ts';
-import { testGpu } from '../helpers/gpu.ts';
+import { asAdapterClass, testGpu } from '../helpers/gpu.ts';
 
 let gpu: Gpu;
 beforeAll(async () => {
@@ -33,7 +33,7 @@ interface Case {
 }
 
 /** Runs every case as its own dispatch of one submit (slot = case index); returns ids, log-probs and counts after. */
-async function onGpu(cases: Case[], B: number, V: number) {
+async function onGpu(cases: Case[], B: number, V: number, wg?: number) {
   const rec = gpu.recorder('sample test');
   const ids = gpu.createBuffer('ids', cases.length * B * 4);
   const logps = gpu.createBuffer('logps', cases.length * B * 4);
@@ -63,6 +63,7 @@ async function onGpu(cases: Case[], B: number, V: number) {
       seed: c.seed,
       step: k,
       params: paramsOf(c.s),
+      wg,
     });
   });
   await rec.submit();
@@ -106,8 +107,8 @@ function stable(c: Case, b: number, V: number): boolean {
 }
 
 /** Compares every stable draw; returns how many were compared. f32 log-probs: a few ulps of the largest |z|. */
-async function compare(cases: Case[], B: number, V: number): Promise<number> {
-  const got = await onGpu(cases, B, V);
+async function compare(cases: Case[], B: number, V: number, wg?: number): Promise<number> {
+  const got = await onGpu(cases, B, V, wg);
   let compared = 0;
   cases.forEach((c, k) => {
     for (let b = 0; b < B; b++) {
@@ -180,13 +181,33 @@ describe('sample_forward equals the CPU sampler', () => {
     }, COMPILES);
   }
 
+  const MAIN: Partial<SamplingSettings>[] = [{}, { temperature: 0.6 }, { top_k: 50 }, { top_p: 0.9 }, { top_k: 40, top_p: 0.8, temperature: 1.3 }, { min_p: 0.1 }, { temperature: 0 }, { repetition_penalty: 1.2, frequency_penalty: 0.1 }];
+  const mainCases = (rng: Rng, B: number, V: number, settings = MAIN): Case[] => settings.map((o, k) => ({ ...rows(rng, B, V, 4, 5), s: { ...DEFAULT_SAMPLING, ...o }, seed: 2 ** 40 + 12345 * k, step: k }));
+
   it('V = 50,257: a GPT-2-sized row under the main settings, seeds beyond 2^32', async () => {
-    const V = 50257;
-    const B = 2;
-    const rng = new Rng(7);
-    const settings: Partial<SamplingSettings>[] = [{}, { temperature: 0.6 }, { top_k: 50 }, { top_p: 0.9 }, { top_k: 40, top_p: 0.8, temperature: 1.3 }, { min_p: 0.1 }, { temperature: 0 }, { repetition_penalty: 1.2, frequency_penalty: 0.1 }];
-    const cases: Case[] = settings.map((o, k) => ({ ...rows(rng, B, V, 4, 5), s: { ...DEFAULT_SAMPLING, ...o }, seed: 2 ** 40 + 12345 * k, step: k }));
-    expect(await compare(cases, B, V)).toBeGreaterThanOrEqual(0.9 * settings.length * B);
+    const [V, B] = [50257, 2];
+    expect(await compare(mainCases(new Rng(7), B, V), B, V)).toBeGreaterThanOrEqual(0.9 * MAIN.length * B);
+  }, COMPILES);
+
+  it("1,024 threads a row (a GPU's default for a big vocabulary): V = 50,257 under the main settings; a size over the device's limits is refused", async () => {
+    const [V, B] = [50257, 3];
+    // A GPU-class view of the test device picks 1,024 for this vocabulary: asking for it explicitly then makes no new pipeline.
+    const view = asAdapterClass(gpu, 'gpu');
+    const [one] = mainCases(new Rng(8), B, V, [{ top_k: 7, top_p: 0.7, min_p: 0.01 }]);
+    const run = async (wg?: number) => {
+      const before = view.cache.pipelineCount;
+      const rec = view.recorder('sample wg');
+      const b = (n: number) => view.createBuffer('s', n * 4);
+      sample_forward(rec, { logits: view.upload('l', one.logits), counts: null, eos: b(1), n_eos: 0, eos_masked: false, ids: b(B), logps: b(B), B, V, seed: 1, step: 0, params: paramsOf(one.s), wg });
+      await rec.submit();
+      return view.cache.pipelineCount - before;
+    };
+    await run();
+    expect(await run(1024)).toBe(0);
+    expect(await compare(mainCases(new Rng(9), B, V), B, V, 1024)).toBeGreaterThanOrEqual(0.9 * MAIN.length * B);
+    const rec = gpu.recorder('too wide');
+    const b = (n: number) => gpu.createBuffer('s', n * 4);
+    expect(() => sample_forward(rec, { logits: b(V), counts: null, eos: b(1), n_eos: 0, eos_masked: false, ids: b(1), logps: b(1), B: 1, V, seed: 1, step: 0, params: paramsOf(one.s), wg: 4096 })).toThrow(/workgroup size 4096 is over this device's 1024/);
   }, COMPILES);
 
   it('follows the RNG stream: flat rows pick floor(u·V) across rows, steps and 53-bit seeds', async () => {
