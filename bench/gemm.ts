@@ -2,7 +2,7 @@
 // 'out_in' weights), at the shapes a SmolLM2-135M / Qwen2.5-0.5B step multiplies and at odd sizes, in f32
 // and with packed bf16 weights (a frozen LoRA base), with each GEMM kernel the adapter can run (tiled and
 // direct everywhere, subgroup where the subgroup size is fixed: the `kernel` column; the default is marked
-// with *; the tiled kernel on 64 × 64 tiles also without its register prefetch), so all are compared in the
+// with *; the tiled kernel also without its register prefetch), so all are compared in the
 // same run. GFLOP/s = 2·M·N·K / time, and its fraction of the FMA probe measured in the same run
 // (bench/peak.ts) — the number issue 23 asks to bring to ≥ 50%.
 // A LoRA adapter's two products (src/model/lora_adapter.ts: u = x·Aᵀ with N = r, split over K on GPUs, and
@@ -11,7 +11,7 @@
 // accumulating) and its fraction of the copy probe.
 // GEMM_SHAPES=regex keeps the shapes whose label matches (the full shapes take minutes on lavapipe).
 import type { Gpu } from '../src/gpu/context.ts';
-import { gemmKernels, matmul_forward } from '../src/kernels/matmul.ts';
+import { gemmKernels, matmul_forward, type GemmKernel } from '../src/kernels/matmul.ts';
 import { timeKernels } from './timing.ts';
 import { ofPeak, type BenchOptions, type Row } from './types.ts';
 
@@ -49,8 +49,8 @@ export async function run(gpu: Gpu | null, opts: BenchOptions): Promise<Row[]> {
       const weight = gpu.createBuffer('gemm.weight', Math.ceil((N * K * wBytes) / 4) * 4);
       const out = gpu.createBuffer('gemm.out', M * N * 4);
       const bytes = 4 * M * K + wBytes * N * K + 4 * M * N * (accumulate ? 2 : 1);
-      // The tiled kernel also without its register prefetch (which only its 64 × 64 tiles take: M and N over 32).
-      const runs = kernels.flatMap((kernel) => (kernel === 'tiled' && M > 32 && N > 32 ? [{ kernel, prefetch: true }, { kernel, prefetch: false }] : [{ kernel, prefetch: true }]));
+      // The tiled kernel also without its register prefetch (a narrow tile runs the same pipeline both ways).
+      const runs = kernels.flatMap((kernel): { kernel: GemmKernel; prefetch: boolean }[] => (kernel === 'tiled' ? [{ kernel, prefetch: true }, { kernel, prefetch: false }] : [{ kernel, prefetch: true }]));
       for (const { kernel, prefetch } of runs) {
         const label = `${kernel === kernels[0] && prefetch ? `${kernel}*` : kernel}${prefetch ? '' : ' no prefetch'}`;
         const t = await timeKernels(gpu, `gemm ${shape} ${dtype} ${label}`, (rec) => matmul_forward(rec, { out, inp, weight, M, K, N, weightLayout: 'out_in', weightDtype: dtype, kernel, prefetch, accumulate }), { reps: opts.quick ? 3 : 5 });

@@ -31,10 +31,11 @@ export type GemmKernel = (typeof GEMM_KERNELS)[number];
 export type MatmulKernel = GemmKernel | 'rows';
 
 // matmul_forward.wgsl: TILE_M from tileRows, TILE_N × TILE_K. Its register prefetch (PREFETCH) stages exactly
-// 4 elements of each operand per invocation and slice, which only the full 64 × 64 × 16 tile gives.
+// PREFETCH_PER_THREAD (its PF) elements of each operand per invocation and slice: a tile whose A and B slices
+// both hold that many per invocation (the full 64 × 64 × 16 one) takes it.
 const TILE_N = 64;
 const TILE_K = 16;
-const PREFETCH_TILE = 64;
+const PREFETCH_PER_THREAD = 4;
 // matmul_subgroup_forward.wgsl: up to SUB_TM rows per invocation, SUB_TN columns per workgroup, at most
 // SUB_WG invocations; the subgroup sizes it takes (TN a multiple of SG, TN / SG within its MAX_Q). On
 // lavapipe 4 × 16 and 4 × 32 led (≈ 10 GFLOP per CPU-second at 2048 × 576 × 576), ahead of 2 × 16, 2 × 32,
@@ -73,10 +74,11 @@ function tileCols(N: number): number {
 // about SPLIT_THREADS: two full 256-invocation workgroups per SM of an H100 (132). On an H100 the LoRA
 // update's rank-16 products (dA: 16 × 896 over K = 4,096 tokens, 14 tiles) took 1.0 s of its 2.5 s of GPU
 // time unsplit. Counted in invocations, not workgroups: a narrow tile (8–32 rows or 16–32 columns: LoRA's
-// rank sides, decode rows) has a quarter or less of a full tile's, and counting its workgroups left such
-// products (u = x·Aᵀ over K = 896: 3 slices, 192 workgroups of 64) with a twentieth of the GPU's slots.
-// The minimum slice depth, SPLIT_MIN_K for a full tile, shrinks with the tile's invocations: a workgroup's
-// partial (16 floats per invocation) stays a small part of what its slice reads.
+// rank sides, decode rows) has half a full tile's invocations or fewer (down to 8), and counting its workgroups
+// left such products (u = x·Aᵀ over K = 896: 3 slices, 192 workgroups of 64) with a twentieth of the GPU's
+// slots. The minimum slice depth, SPLIT_MIN_K for a full tile, shrinks with the tile's invocations (down to one
+// TILE_K step), so a workgroup's partial (16 floats per invocation) stays about as large against what its
+// slice reads as a full tile's.
 const SPLIT_THREADS = 264 * 256;
 const SPLIT_MIN_K = 256;
 const SPLIT_MAX = 64;
@@ -141,7 +143,8 @@ function gemmPlan(gpu: Gpu, M: number, N: number, force?: GemmKernel, prefetch =
   if (!kernels.includes(kernel)) throw new Error(`matmul: this adapter cannot run the ${kernel} GEMM kernel (it needs a fixed subgroup size of ${SUB_SIZES.join(', ')})`);
   if (kernel === 'tiled') {
     const [TILE_M, TILE_N] = [tileRows(M), tileCols(N)];
-    const PREFETCH = prefetch && TILE_M === PREFETCH_TILE && TILE_N === PREFETCH_TILE;
+    const threads = (TILE_M * TILE_N) / 16; // a 4 × 4 block each
+    const PREFETCH = prefetch && TILE_M * TILE_K === PREFETCH_PER_THREAD * threads && TILE_N * TILE_K === PREFETCH_PER_THREAD * threads;
     return { shader: 'matmul_forward', tileM: TILE_M, tileN: TILE_N, tileK: TILE_K, constants: { TILE_M, TILE_N, TILE_K, PREFETCH } };
   }
   if (kernel === 'direct') {

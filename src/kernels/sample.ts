@@ -11,10 +11,12 @@ import { checkSize } from './windows.ts';
 // GPU 256 threads a row left the adapter nearly idle: 16 rows are 16 workgroups, and each pass over a 151,936-token
 // row took about 0.8 ms on an H100 (21 ms per step with top-k and top-p, 3.4 ms without), a thread walking 594
 // tokens one dependent load after another. Up to 1,024 there, within the device's workgroup limits: the
-// kernel's workgroup arrays take WG_BYTES per thread and WG_FIXED_BYTES besides.
+// kernel's workgroup arrays take WG_BYTES per thread and WG_FIXED_BYTES besides (as Dawn counts them: each
+// variable rounded up to 16 bytes). At least MIN_WG: the 16 radix bins are cleared one per thread.
 const ROW_THREADS: Record<AdapterClass, number> = { gpu: 1024, cpu: 256, swiftshader: 256 };
-const WG_BYTES = 24; // red_u, red4, cdf
-const WG_FIXED_BYTES = 76; // hist, pick, pick_before
+const WG_BYTES = 28; // red (common/reduce.wgsl), red_u, red4, cdf
+const WG_FIXED_BYTES = 96; // hist (64), pick (8 → 16), pick_before (4 → 16)
+const MIN_WG = 16;
 
 /** The most threads a row's workgroup can have on this device: a power of two within its limits. */
 function maxWg(gpu: Gpu): number {
@@ -67,7 +69,7 @@ export function sample_forward(
   const kernel = 'sample_forward';
   const { B, V, params: s } = args;
   const WG = args.wg ?? defaultWg(rec.gpu, V);
-  if (!(WG >= 1 && (WG & (WG - 1)) === 0)) throw new Error(`${kernel}: workgroup size ${WG} must be a power of two`);
+  if (!(WG >= MIN_WG && (WG & (WG - 1)) === 0)) throw new Error(`${kernel}: workgroup size ${WG} must be a power of two from ${MIN_WG}`);
   if (WG > maxWg(rec.gpu)) throw new Error(`${kernel}: workgroup size ${WG} is over this device's ${maxWg(rec.gpu)} (its workgroup invocation and storage limits)`);
   const penalties = usesCounts(s);
   if (penalties && !args.counts) throw new Error(`${kernel}: penalties need the counts buffer`);

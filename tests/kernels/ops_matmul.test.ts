@@ -368,7 +368,7 @@ describe('matmul_backward', () => {
     expect(await pipelinesFor(100, 80, false)).toBe(1);
     let worst = 0;
     // K = 16 (one slice: no next one to fetch), 17 and 1 (a partial slice), 33 (three); M and N at and past 64.
-    const shapes: Array<[number, number, number, WeightLayout]> = [[64, 16, 64, 'out_in'], [65, 17, 127, 'in_out'], [129, 33, 130, 'out_in'], [200, 301, 70, 'in_out'], [64, 1, 65, 'out_in']];
+    const shapes: Array<[number, number, number, WeightLayout]> = [[64, 16, 64, 'out_in'], [65, 17, 127, 'in_out'], [129, 33, 130, 'out_in'], [200, 301, 70, 'in_out'], [64, 1, 65, 'out_in'], [300, 70, 100, 'in_out'], [300, 100, 120, 'out_in']];
     for (const [M, K, N, layout] of shapes) {
       for (const bf of [false, true]) {
         const inp = rng.f32(M * K);
@@ -376,6 +376,8 @@ describe('matmul_backward', () => {
         const weight = bf ? bf16ToF32(bits) : rng.f32(N * K, 0.5);
         const bias = rng.f32(N);
         const args = { inp: gpu.upload('inp', inp), weight: bf ? gpu.upload('w', bits) : gpu.upload('w', weight), bias: gpu.upload('bias', bias), M, K, N, weightLayout: layout, weightDtype: bf ? ('bf16' as const) : ('f32' as const), kernel: 'tiled' as const };
+        // 16 KiB windows: the last two shapes stay in 64-wide tiles (blocks of 40 × 100 over K blocks of 32, and
+        // 34 × 40) read at operand offsets past 0 (a K block's column, a window's misalignment in a_base / b_base).
         for (const bindingLimit of [undefined, 16 * 1024]) {
           const got = await both(M * N, new Float32Array(M * N), (rec, out, prefetch) => matmul_forward(rec, { ...args, out, bindingLimit, prefetch }));
           const S = mmRef(abs(inp), abs(weight), abs(bias), M, K, N, layout);
