@@ -10,7 +10,8 @@
 // dispatches, compute passes, bind-group cache hit rate, KiB read back and CPU ms spent encoding. Last, the
 // optimizer alone over the SmolLM2-shaped parameters (every one trains): one clipped AdamW step whose
 // gradient norms, clip coefficient and update go in one submit (Optimizer.step), second of two runs. Then
-// a LoRA update over a Qwen2.5-0.5B-shaped bf16 base at 8 × 512, its peak against the plan of that update.
+// a LoRA update over a Qwen2.5-0.5B-shaped bf16 base at 8 × 512, its peak against the plan of that update, with
+// gradient checkpointing (the CLI's --checkpointing) and without (the page's default: faster, more memory).
 // For both large cases, the policy's forward recorded into one submit against streamed in pieces (streamAB).
 // The two large cases and the warm run are exported (smolStepCase, loraStepCase, warmStep): the `profile`
 // suite (bench/profile.ts) profiles exactly these steps.
@@ -218,6 +219,10 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
   try {
     rows.push(...(await measure(gpu, lora.name, lora.policy, lora.reference, lora.batch, lora.heldReferenceBytes)));
     rows.push(...(await streamAB(gpu, lora.name, lora.policy, lora.batch)));
+    // The page's default: the backward keeps the forward's activations instead of recomputing each layer.
+    lora.policy.releaseWorkspace();
+    lora.policy.checkpointing = false;
+    rows.push(...(await measure(gpu, `${lora.name}, no checkpointing`, lora.policy, lora.reference, lora.batch, lora.heldReferenceBytes)));
   } finally {
     lora.destroy();
   }
@@ -254,10 +259,11 @@ function qwen25(quick: boolean): ModelConfig {
 }
 
 /**
- * A LoRA update as the page runs one over a frozen base: a Qwen2.5-0.5B-shaped model with random weights packed bf16
+ * A LoRA update over a frozen base as the page loads one: a Qwen2.5-0.5B-shaped model with random weights packed bf16
  * (the base as a BF16 checkpoint loads), the create form's adapter (r 16, α 32, all linear layers, B = 0), the
- * adapter-off view as reference (no second checkpoint held), gradient checkpointing on, batch 8 × 512 (256 prompt +
- * 256 completion tokens; --quick: 2 × 32).
+ * adapter-off view as reference (no second checkpoint held), batch 8 × 512 (256 prompt + 256 completion tokens;
+ * --quick: 2 × 32); gradient checkpointing on, as the CLI's --checkpointing (the page does not checkpoint:
+ * the `step` suite times that too, the `profile` suite this case).
  */
 export function loraStepCase(gpu: Gpu, quick: boolean): StepCase {
   const cfg = qwen25(quick);
