@@ -219,7 +219,7 @@ function MemoryPlanView() {
             <>
               {' '}A LoRA adapter (r {lora.options.adapter}, all linear layers) with the base frozen in {lora.options.dtype === 'bf16' ? 'bf16' : 'its checkpoint dtype (f32)'} plans{' '}
               <b data-testid="plan-lora-total">{formatBytes(lora.plan.total_bytes)}</b>
-              {lora.plan.total_bytes > budget ? ', still over the budget: shorten the batch or use gradient checkpointing' : ''}.{' '}
+              {lora.plan.total_bytes > budget ? ", still over the budget: shorten the batch, or step it with the CLI's --checkpointing (gradient checkpointing: the page keeps every layer's activations)" : ''}.{' '}
               <button
                 disabled={busy}
                 data-testid="plan-create-lora"
