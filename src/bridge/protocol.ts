@@ -273,6 +273,12 @@ export interface StepRunner {
   loadAdapter(choice: AdapterChoice | null, onProgress: (p: LoadProgress) => void): Promise<ModelInfo>;
   /** Which reference the next updates use while an adapter is attached (drops the current update). */
   adapterReference(reference: AdapterReference): Promise<ModelInfo>;
+  /**
+   * Gradient checkpointing in the next updates' backward (kept for models loaded later): each layer recomputed from
+   * its saved input instead of all activations kept, the same gradients bit for bit in less memory and more time.
+   * Drops the current update; the ModelInfo's plan says the memory (memory_plan.options.checkpointing).
+   */
+  setCheckpointing(on: boolean): Promise<ModelInfo>;
   /** The stepped adapter as a PEFT folder: file name → bytes. */
   saveAdapter(): Promise<Record<string, Uint8Array>>;
   /** Runs the stage after the last completed one and returns its result. */
@@ -351,6 +357,7 @@ export type Request =
   | { type: 'load-reference'; source: ModelChoice | null }
   | { type: 'load-adapter'; source: AdapterChoice | null }
   | { type: 'adapter-reference'; reference: AdapterReference }
+  | { type: 'checkpointing'; on: boolean }
   | { type: 'save-adapter' }
   | { type: 'run-stage'; stage: StageId; settings: StepSettings; start?: StepStart }
   | { type: 'score-rewards'; rewards: RewardSpec[]; samples: RewardSample[] }
@@ -383,6 +390,7 @@ export interface Responses {
   'load-reference': { model: ModelInfo };
   'load-adapter': { model: ModelInfo };
   'adapter-reference': { model: ModelInfo };
+  checkpointing: { model: ModelInfo };
   'save-adapter': { files: Record<string, Uint8Array> };
   'run-stage': StageResult;
   'score-rewards': RewardTable;

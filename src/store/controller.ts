@@ -243,6 +243,11 @@ export function setAdapterReference(reference: AdapterReference): Promise<void> 
   return changeModel('adapter reference', async () => (await worker().request({ type: 'adapter-reference', reference })).model);
 }
 
+/** Gradient checkpointing on or off for the next updates (the same numbers; the plan shows the memory). */
+export function setCheckpointing(on: boolean): Promise<void> {
+  return changeModel('gradient checkpointing', async () => (await worker().request({ type: 'checkpointing', on })).model);
+}
+
 /** Downloads the stepped adapter as a PEFT folder's two files (no zip writer in the page: two downloads). */
 export async function saveAdapter(): Promise<void> {
   try {

@@ -78,10 +78,10 @@ export function SelectField<T extends string>(props: { label: string; value: T; 
   );
 }
 
-export function CheckField({ label, value, onChange, title }: { label: string; value: boolean; onChange(v: boolean): void; title?: string }) {
+export function CheckField({ label, value, onChange, title, testId, disabled }: { label: string; value: boolean; onChange(v: boolean): void; title?: string; testId?: string; disabled?: boolean }) {
   return (
     <label className="check" title={title}>
-      <input type="checkbox" checked={value} aria-label={label || title} onChange={(e) => onChange(e.target.checked)} />
+      <input type="checkbox" checked={value} aria-label={label || title} data-testid={testId} disabled={disabled} onChange={(e) => onChange(e.target.checked)} />
       {label}
     </label>
   );

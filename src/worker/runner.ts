@@ -85,6 +85,8 @@ class PipelineRunner implements StepRunner {
   /** Where the policy came from and how its weights are held: f32 to train them all, checkpoint dtype as an adapter's frozen base. */
   private choice: ModelChoice | null = null;
   private storage: 'f32' | 'checkpoint' = 'f32';
+  /** Gradient checkpointing, the user's choice: every policy loaded takes it. */
+  private checkpointing = false;
   private adapter: AdapterSlot | null = null;
   private pipe: StepPipeline | null = null;
   /** The settings the current update was started with, and its loss stage's trainer view. */
@@ -124,6 +126,7 @@ class PipelineRunner implements StepRunner {
       throw e;
     }
     this.dispose();
+    policy.checkpointing = this.checkpointing;
     this.policy = policy;
     this.frozen = frozen;
     this.tokenizer = tok;
@@ -202,6 +205,14 @@ class PipelineRunner implements StepRunner {
     if (!this.adapter) throw new Error('no adapter: the adapter reference applies to a loaded or created adapter');
     await this.drop(false);
     this.adapter.setReference(reference);
+    return modelInfo(this.held());
+  }
+
+  async setCheckpointing(on: boolean): Promise<ModelInfo> {
+    await this.drop(false);
+    this.checkpointing = on;
+    this.policy!.checkpointing = on;
+    this.policy!.releaseWorkspace(); // the next forward sizes its workspace for the new choice
     return modelInfo(this.held());
   }
 

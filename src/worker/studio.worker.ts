@@ -109,6 +109,8 @@ async function handle(id: number, req: Request): Promise<Responses[Request['type
     }
     case 'adapter-reference':
       return { model: await (await stepRunner()).adapterReference(req.reference) };
+    case 'checkpointing':
+      return { model: await (await stepRunner()).setCheckpointing(req.on) };
     case 'save-adapter':
       return { files: await (await stepRunner()).saveAdapter() };
     case 'run-stage':

@@ -511,6 +511,17 @@ describe('studio v2 in chromium', () => {
     await expect.poll(() => page.getByTestId('plan-over-budget').count()).toBe(1);
     expect(await page.getByTestId('plan-over-budget').textContent()).toMatch(/exceeds your budget of .*A LoRA adapter \(r 8, all linear layers\)/);
     expect(await page.getByTestId('plan-lora-total').textContent()).toMatch(/B$/);
+    // Still over: the hint offers gradient checkpointing, which the panel turns on (the plan's activations shrink) and off.
+    expect(await page.getByTestId('plan-over-budget').textContent()).toMatch(/still over the budget: shorten the batch or turn on gradient checkpointing/);
+    const total = async () => Number(await page.getByTestId('memory-plan').getAttribute('data-total'));
+    const kept = await total();
+    await page.getByTestId('checkpointing').click(); // the box follows the worker's answer (the model's plan), not the click
+    await expect.poll(total).toBeLessThan(kept);
+    expect(await page.getByTestId('plan-over-budget').textContent()).not.toMatch(/turn on gradient checkpointing/);
+    await expect.poll(() => page.getByTestId('checkpointing').isChecked()).toBe(true);
+    await page.getByTestId('checkpointing').click();
+    await expect.poll(total).toBe(kept);
+    expect(await page.getByTestId('checkpointing').isChecked()).toBe(false);
     await budget.fill('8');
     await expect.poll(() => page.getByTestId('plan-over-budget').count()).toBe(0);
   });

@@ -192,6 +192,40 @@ describe('StepRunner', () => {
     runner.dispose();
   });
 
+  it('gradient checkpointing: a smaller plan, the same update bit for bit with the backward recomputing each layer, kept for the next model loaded', async () => {
+    const runner = createStepRunner(await testGpu());
+    const folder = { kind: 'local' as const, name: 'tiny', files: droppedFolder() };
+    const info = await runner.load(folder, () => {});
+    expect(info.memory_plan.options.checkpointing).toBe(false);
+    const settings = smallSettings(3, 4);
+    const run = async (start?: StepStart) => {
+      const out: Partial<StagePayloads> = {};
+      const dispatches: Record<string, number> = {};
+      for (const stage of STAGES) {
+        const r = await runner.runStage(stage, settings, stage === 'render' ? start : undefined);
+        (out as Record<string, unknown>)[stage] = r.data;
+        dispatches[stage] = r.gpuStats?.dispatches ?? NaN; // NaN (no counters) fails the comparison below
+      }
+      return { out: out as StagePayloads, dispatches };
+    };
+    // One update from the prompt set gives the batch; each run below starts from it and the loaded weights (reset undoes).
+    const start: StepStart = { kind: 'batch', batch: structuredClone((await run()).out.assemble.batch) };
+    await runner.reset();
+    const kept = await run(start);
+    await runner.reset();
+    const on = await runner.setCheckpointing(true);
+    expect(on.memory_plan.options.checkpointing).toBe(true);
+    expect(on.memory_plan.plan.bytes.activations).toBeLessThan(info.memory_plan.plan.bytes.activations);
+    const ckpt = await run(start);
+    for (const stage of ['policy_forward', 'reference_forward', 'loss', 'step', 're_evaluate'] as const) expect(ckpt.out[stage], stage).toEqual(kept.out[stage]);
+    expect(ckpt.out.step.step).toBe(1);
+    expect(ckpt.dispatches.backward).toBeGreaterThan(kept.dispatches.backward); // the layers' forwards again
+    // The choice outlives the model: the next one loaded takes it, until it is turned off.
+    expect((await runner.load(folder, () => {})).memory_plan.options.checkpointing).toBe(true);
+    expect((await runner.setCheckpointing(false)).memory_plan.options.checkpointing).toBe(false);
+    runner.dispose();
+  });
+
   it('takes a second checkpoint as reference: named, counted in the memory plan, scoring as that model does on its own', async () => {
     const runner = createStepRunner(await testGpu());
     const loaded = await runner.load({ kind: 'local', name: 'tiny', files: droppedFolder() }, () => {});

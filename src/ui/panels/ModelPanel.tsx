@@ -5,9 +5,9 @@
 import { useEffect, useRef, useState } from 'react';
 import { useStudio } from '../../store/index.ts';
 import { TASKS } from '../../store/vocabulary.ts';
-import { loadAdapter, loadDefaultModel, loadModel, loadReference, refreshPlan } from '../../store/controller.ts';
+import { loadAdapter, loadDefaultModel, loadModel, loadReference, refreshPlan, setCheckpointing } from '../../store/controller.ts';
 import { LORA_CREATE_FIELDS } from '../../store/vocabulary.ts';
-import { KV, NumberField, Section, formatBytes } from '../fields.tsx';
+import { CheckField, KV, NumberField, Section, formatBytes } from '../fields.tsx';
 import { folderChoice } from '../dropped_files.ts';
 import { FolderDrop } from '../FolderDrop.tsx';
 import { LoraSection } from './LoraSection.tsx';
@@ -212,6 +212,14 @@ function MemoryPlanView() {
         ))}
       </div>
       <NumberField label="memory budget (GiB)" value={budgetGib} min={0.001} onChange={(v) => v !== null && setBudgetGib(v)} title="the GPU memory you can give one update: a plan over it proposes a LoRA adapter" testId="memory-budget" detached />
+      <CheckField
+        label="gradient checkpointing"
+        value={o.checkpointing}
+        disabled={busy}
+        onChange={(v) => void setCheckpointing(v)}
+        title="the backward recomputes each layer's activations from its input instead of keeping them all: the same gradients bit for bit, in less memory and about one more forward of time (HF / TRL gradient_checkpointing, the CLI's --checkpointing)"
+        testId="checkpointing"
+      />
       {plan.total_bytes > budget && (
         <div className="warn small" data-testid="plan-over-budget">
           The peak {formatBytes(plan.total_bytes)} exceeds your budget of {formatBytes(budget)}.
@@ -219,7 +227,7 @@ function MemoryPlanView() {
             <>
               {' '}A LoRA adapter (r {lora.options.adapter}, all linear layers) with the base frozen in {lora.options.dtype === 'bf16' ? 'bf16' : 'its checkpoint dtype (f32)'} plans{' '}
               <b data-testid="plan-lora-total">{formatBytes(lora.plan.total_bytes)}</b>
-              {lora.plan.total_bytes > budget ? ", still over the budget: shorten the batch, or step it with the CLI's --checkpointing (gradient checkpointing: the page keeps every layer's activations)" : ''}.{' '}
+              {lora.plan.total_bytes > budget ? `, still over the budget: shorten the batch${o.checkpointing ? '' : ' or turn on gradient checkpointing'}` : ''}.{' '}
               <button
                 disabled={busy}
                 data-testid="plan-create-lora"
