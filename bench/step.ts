@@ -262,8 +262,8 @@ function qwen25(quick: boolean): ModelConfig {
  * A LoRA update over a frozen base as the page loads one: a Qwen2.5-0.5B-shaped model with random weights packed bf16
  * (the base as a BF16 checkpoint loads), the create form's adapter (r 16, α 32, all linear layers, B = 0), the
  * adapter-off view as reference (no second checkpoint held), batch 8 × 512 (256 prompt + 256 completion tokens;
- * --quick: 2 × 32); gradient checkpointing on, as the CLI's --checkpointing (the page does not checkpoint:
- * the `step` suite times that too, the `profile` suite this case).
+ * --quick: 2 × 32); gradient checkpointing on, as the CLI's --checkpointing and the page's box (its default is
+ * off: the `step` suite times that too; the `profile` suite this case).
  */
 export function loraStepCase(gpu: Gpu, quick: boolean): StepCase {
   const cfg = qwen25(quick);

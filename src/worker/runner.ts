@@ -12,6 +12,7 @@
 // before the step measures how far the continued policy has moved from the loaded model;
 // loadReference() puts a second checkpoint in its place (TRL's ref_model / the CLI's --ref-model).
 // loadAdapter() attaches a PEFT LoRA adapter (src/worker/adapter.ts): only it trains, over a frozen base.
+// setCheckpointing() turns gradient checkpointing over for the loaded policy and every one loaded later.
 import type { Gpu } from '../gpu/context.ts';
 import { diagnose, doctorOptions, type KnownModel } from '../doctor/index.ts';
 import { ModelLoadError } from '../model/config.ts';
@@ -209,6 +210,8 @@ class PipelineRunner implements StepRunner {
   }
 
   async setCheckpointing(on: boolean): Promise<ModelInfo> {
+    if (!this.policy) throw new Error('load a model first: gradient checkpointing applies to the loaded policy');
+    if (this.policy.checkpointing === on) return modelInfo(this.held());
     await this.drop(false);
     this.checkpointing = on;
     this.policy!.checkpointing = on;

@@ -512,12 +512,12 @@ describe('studio v2 in chromium', () => {
     expect(await page.getByTestId('plan-over-budget').textContent()).toMatch(/exceeds your budget of .*A LoRA adapter \(r 8, all linear layers\)/);
     expect(await page.getByTestId('plan-lora-total').textContent()).toMatch(/B$/);
     // Still over: the hint offers gradient checkpointing, which the panel turns on (the plan's activations shrink) and off.
-    expect(await page.getByTestId('plan-over-budget').textContent()).toMatch(/still over the budget: shorten the batch or turn on gradient checkpointing/);
+    expect(await page.getByTestId('plan-over-budget').textContent()).toMatch(/Gradient checkpointing \(below the budget\) keeps one layer's activations instead of all .*still over the budget/);
     const total = async () => Number(await page.getByTestId('memory-plan').getAttribute('data-total'));
     const kept = await total();
-    await page.getByTestId('checkpointing').click(); // the box follows the worker's answer (the model's plan), not the click
+    await page.getByTestId('checkpointing').click(); // the box follows the worker's answer (the plan's options), not the click
     await expect.poll(total).toBeLessThan(kept);
-    expect(await page.getByTestId('plan-over-budget').textContent()).not.toMatch(/turn on gradient checkpointing/);
+    expect(await page.getByTestId('plan-over-budget').textContent()).not.toMatch(/Gradient checkpointing/);
     await expect.poll(() => page.getByTestId('checkpointing').isChecked()).toBe(true);
     await page.getByTestId('checkpointing').click();
     await expect.poll(total).toBe(kept);

@@ -194,9 +194,10 @@ describe('StepRunner', () => {
 
   it('gradient checkpointing: a smaller plan, the same update bit for bit with the backward recomputing each layer, kept for the next model loaded', async () => {
     const runner = createStepRunner(await testGpu());
+    await expect(runner.setCheckpointing(true)).rejects.toThrow(/load a model first/);
     const folder = { kind: 'local' as const, name: 'tiny', files: droppedFolder() };
     const info = await runner.load(folder, () => {});
-    expect(info.memory_plan.options.checkpointing).toBe(false);
+    expect(info.memory_plan.options.checkpointing).toBe(false); // the refused call chose nothing
     const settings = smallSettings(3, 4);
     const run = async (start?: StepStart) => {
       const out: Partial<StagePayloads> = {};
@@ -217,7 +218,9 @@ describe('StepRunner', () => {
     expect(on.memory_plan.options.checkpointing).toBe(true);
     expect(on.memory_plan.plan.bytes.activations).toBeLessThan(info.memory_plan.plan.bytes.activations);
     const ckpt = await run(start);
-    for (const stage of ['policy_forward', 'reference_forward', 'loss', 'step', 're_evaluate'] as const) expect(ckpt.out[stage], stage).toEqual(kept.out[stage]);
+    // The backward's grad norms (per group) come straight from the recomputed gradients.
+    for (const stage of ['policy_forward', 'reference_forward', 'loss', 'backward', 'step', 're_evaluate'] as const) expect(ckpt.out[stage], stage).toEqual(kept.out[stage]);
+    expect(ckpt.out.backward.grad_norm).toBeGreaterThan(0);
     expect(ckpt.out.step.step).toBe(1);
     expect(ckpt.dispatches.backward).toBeGreaterThan(kept.dispatches.backward); // the layers' forwards again
     // The choice outlives the model: the next one loaded takes it, until it is turned off.

@@ -1,7 +1,8 @@
 // Model panel: pick the embedded default, a Hub id or a local folder; shows the GPU adapter and its
 // limits, load progress, the tokenizer, the chat template and the memory plan of the loaded model, and
 // the reference KL is measured against: the frozen copy of the weights as loaded, or a second checkpoint
-// (a Hub id or a folder), with the GPU memory each holds; and the LoRA adapter section (LoraSection.tsx).
+// (a Hub id or a folder), with the GPU memory each holds; gradient checkpointing; and the LoRA adapter section
+// (LoraSection.tsx).
 import { useEffect, useRef, useState } from 'react';
 import { useStudio } from '../../store/index.ts';
 import { TASKS } from '../../store/vocabulary.ts';
@@ -163,7 +164,8 @@ function ReferenceView() {
  * prompt set, G and completion length — or the imported batch's rows and lengths when the step starts from
  * it — asked of the worker whenever those change; the default task's plan from the model load until then.
  * Over the user's memory budget (default 8 GiB, kept in localStorage), a full fine-tune is offered the
- * LoRA adapter the create form makes, with its plan.
+ * LoRA adapter the create form makes, with its plan, and any update gradient checkpointing (the box under the
+ * budget: the worker's choice for the policy, which the plan's options report).
  */
 /** Where the user's memory budget is kept between visits (GiB). */
 const BUDGET_KEY = 'grpo-studio.memory-budget-gib';
@@ -184,6 +186,8 @@ function useBudget(): [number, (gib: number) => void] {
 function MemoryPlanView() {
   const [budgetGib, setBudgetGib] = useBudget();
   const busy = useStudio((s) => s.modelStatus === 'busy');
+  // Turning checkpointing over drops the update: not while a stage runs.
+  const stepping = useStudio((s) => s.running || s.stageRequests > 0);
   const model = useStudio((s) => s.model);
   const asked = useStudio((s) => s.plan);
   const prompts = useStudio((s) => s.prompts);
@@ -215,7 +219,7 @@ function MemoryPlanView() {
       <CheckField
         label="gradient checkpointing"
         value={o.checkpointing}
-        disabled={busy}
+        disabled={busy || stepping}
         onChange={(v) => void setCheckpointing(v)}
         title="the backward recomputes each layer's activations from its input instead of keeping them all: the same gradients bit for bit, in less memory and about one more forward of time (HF / TRL gradient_checkpointing, the CLI's --checkpointing)"
         testId="checkpointing"
@@ -223,11 +227,12 @@ function MemoryPlanView() {
       {plan.total_bytes > budget && (
         <div className="warn small" data-testid="plan-over-budget">
           The peak {formatBytes(plan.total_bytes)} exceeds your budget of {formatBytes(budget)}.
+          {!o.checkpointing && ` Gradient checkpointing (below the budget) keeps one layer's activations instead of all ${formatBytes(plan.bytes.activations)}.`}
           {lora && (
             <>
               {' '}A LoRA adapter (r {lora.options.adapter}, all linear layers) with the base frozen in {lora.options.dtype === 'bf16' ? 'bf16' : 'its checkpoint dtype (f32)'} plans{' '}
               <b data-testid="plan-lora-total">{formatBytes(lora.plan.total_bytes)}</b>
-              {lora.plan.total_bytes > budget ? `, still over the budget: shorten the batch${o.checkpointing ? '' : ' or turn on gradient checkpointing'}` : ''}.{' '}
+              {lora.plan.total_bytes > budget ? ', still over the budget' : ''}.{' '}
               <button
                 disabled={busy}
                 data-testid="plan-create-lora"
