@@ -1,8 +1,8 @@
 // Benchmark suite `sample`: time per sampled token of KV-cache generation (prefill + batched decode steps,
 // sampling included, as the studio's "sample" stage runs it) on every golden tiny model and a
-// SmolLM2-135M-shaped Llama with random weights, once with each sampler in the same run: the GPU one
-// (src/kernels/sample.ts, ids fed back on the GPU, read every few steps) and the float64 CPU reference
-// on read-back logits. EOS ids are left empty so every row runs the full max_new_tokens and the numbers do
+// SmolLM2-135M-shaped Llama with random weights (in f32, and packed bf16 as a LoRA base holds them), once
+// with each sampler in the same run: the GPU one (src/kernels/sample.ts, ids fed back on the GPU, read every
+// few steps) and the float64 CPU reference on read-back logits. EOS ids are left empty so every row runs the full max_new_tokens and the numbers do
 // not depend on what the random weights happen to emit. Then the samplers alone on one step's random
 // (B, V) logits at V up to Qwen2.5's 151,936, with the default settings and with top-k + top-p: ms per
 // step each (the GPU's per submit, including its small read-back), the GPU's also at 256 threads a row (what
@@ -92,9 +92,13 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
     model.destroy();
   }
   const cfg = smolLM2(opts.quick ? 2048 : 49152);
-  const model = CausalLM.fromWeights(gpu, cfg, weights(cfg));
-  rows.push(...(await measure(`SmolLM2-135M-shaped (V ${cfg.vocab_size})`, model, opts.quick ? 1 : 2, opts.quick ? 2 : 8, opts.quick ? 8 : 64, opts.quick ? 4 : 64)));
-  model.destroy();
+  // In f32 (a full fine-tune's policy), and packed bf16 as a LoRA base holds it (its projections and tied head
+  // read bf16 weights: the few-row kernel on GPUs).
+  for (const storage of ['f32', 'checkpoint'] as const) {
+    const model = CausalLM.fromWeights(gpu, cfg, weights(cfg), storage);
+    rows.push(...(await measure(`SmolLM2-135M-shaped (V ${cfg.vocab_size})${storage === 'checkpoint' ? ', bf16 weights' : ''}`, model, opts.quick ? 1 : 2, opts.quick ? 2 : 8, opts.quick ? 8 : 64, opts.quick ? 4 : 64)));
+    model.destroy();
+  }
   for (const V of opts.quick ? [328, 50257] : [328, 50257, 151936]) for (const a of ALONE) rows.push(await samplerAlone(gpu, opts.quick ? 4 : 16, V, opts.quick ? 3 : 10, a));
   return rows;
 }

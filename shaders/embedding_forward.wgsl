@@ -2,8 +2,10 @@
 // Ids outside [0, V) (positions outside [0, P)) are clamped so a bad id never reads out of bounds; the
 // caller validates ids and reports them. A wte bigger than the binding limit comes in row windows
 // [row0, row0 + rows): each dispatch writes only the tokens whose id falls in its window.
-// WTE_BF16: wte holds packed bfloat16 (two per u32 word, lower half first; a frozen model's checkpoint
-// dtype), widened exactly to f32; wte_base then counts bf16 elements.
+// WTE_BF16: wte holds packed bfloat16 (common/bf16.wgsl; a frozen model's checkpoint dtype), widened exactly to
+// f32; wte_base then counts bf16 elements.
+
+//#include "common/bf16.wgsl"
 
 override WG: u32 = 256;
 override WTE_BF16: bool = false;
@@ -18,7 +20,7 @@ struct Params { N: u32, C: u32, V: u32, P: u32, row0: u32, rows: u32, wte_base: 
 @group(0) @binding(5) var<uniform> p: Params;
 
 fn wte_at(i: u32) -> f32 {
-  if (WTE_BF16) { return bitcast<f32>(((wte[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
+  if (WTE_BF16) { return bf16_widen(wte[i >> 1u], i); }
   return bitcast<f32>(wte[i]);
 }
 

@@ -12,12 +12,17 @@
 // half of the remaining invocations writes its block and the lower half adds it, so `red` holds
 // SPLIT/2 blocks: 32 × 16 × 4 f32 = 8 KiB with the defaults, within the guaranteed 16 KiB
 // (maxComputeWorkgroupStorageSize).
+// W_BF16: W holds packed bfloat16 (common/bf16.wgsl: a frozen base in its checkpoint dtype, the LoRA decode's
+// projections and tied head), widened to f32 exactly; the sums stay f32.
 // The launcher binds whole operands (only products whose operands fit one binding come here) and picks
 // ROWS, the smallest power of two >= M (one pipeline per size, so small M does few wasted FMAs); rows
 // past M and columns past N read the last valid row/column (in bounds, no branch in the inner loop)
 // and are never written.
 
+//#include "common/bf16.wgsl"
+
 override ROWS: u32 = 16;  // rows of x in the register block: M rounded up to a power of two, <= MAX_ROWS
+override W_BF16: bool = false;
 override SPLIT: u32 = 64; // invocations per workgroup, striding over K; power of two (tree reduction)
 
 // Private arrays need const sizes (WGSL allows override-sized arrays only in workgroup memory): the
@@ -28,12 +33,18 @@ const COLS: u32 = 4u; // output columns per workgroup
 struct Params { M: u32, N: u32, K: u32, has_bias: u32 }
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;          // (M, K)
-@group(0) @binding(1) var<storage, read> w: array<f32>;          // (N, K)
+@group(0) @binding(1) var<storage, read> w: array<u32>;          // (N, K): f32 bits, or bf16 pairs
 @group(0) @binding(2) var<storage, read> bias: array<f32>;       // (N) or a dummy
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;  // (M, N)
 @group(0) @binding(4) var<uniform> p: Params;
 
 var<workgroup> red: array<f32, SPLIT / 2u * ROWS * COLS>; // [r·COLS + c][t]: consecutive t, consecutive banks
+
+/** Element i of W as f32. */
+fn w_at(i: u32) -> f32 {
+  if (W_BF16) { return bf16_widen(w[i >> 1u], i); }
+  return bitcast<f32>(w[i]);
+}
 
 @compute @workgroup_size(SPLIT)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
@@ -48,7 +59,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   var acc: array<f32, MAX_ROWS * COLS>; // [r·COLS + c]
   for (var k = t; k < p.K; k += SPLIT) {
     var wv: array<f32, COLS>;
-    for (var c = 0u; c < COLS; c++) { wv[c] = w[w_row[c] + k]; }
+    for (var c = 0u; c < COLS; c++) { wv[c] = w_at(w_row[c] + k); }
     for (var r = 0u; r < ROWS; r++) {
       let xv = x[x_row[r] + k];
       for (var c = 0u; c < COLS; c++) { acc[r * COLS + c] = fma(xv, wv[c], acc[r * COLS + c]); }

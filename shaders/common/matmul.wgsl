@@ -5,9 +5,10 @@
 // C = op(A) · op(B) (+ bias) (+ C), op(A): (M, K), op(B): (K, N), C: (M, N) row-major windows; element
 // (r, c) of an operand block is base + r·ld + c of its binding (matmul_forward.wgsl's header has the details).
 //
-// B_BF16: B holds packed bfloat16 (two per u32 word, the lower half first: a checkpoint's little-endian
-// bytes as stored), for frozen weights kept in their checkpoint dtype; each element is widened to f32
-// exactly (bf16 is the top half of an f32) and accumulation stays f32. B's base / ld count bf16 elements.
+// B_BF16: B holds packed bfloat16 (common/bf16.wgsl), widened to f32 exactly; accumulation stays f32. B's base /
+// ld count bf16 elements.
+
+//#include "common/bf16.wgsl"
 
 override TRANS_A: bool = false; // A stored (K, M): physical rows are k
 override TRANS_B: bool = false; // B stored (N, K): physical rows are n
@@ -30,7 +31,7 @@ struct Params {
 
 /** Element i of B's binding as f32 (f32 bits, or the bf16 half-word widened exactly). */
 fn b_at(i: u32) -> f32 {
-  if (B_BF16) { return bitcast<f32>(((b[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
+  if (B_BF16) { return bf16_widen(b[i >> 1u], i); }
   return bitcast<f32>(b[i]);
 }
 

@@ -270,18 +270,19 @@ export function matmul_forward(
   const gpu = rec.gpu;
   const limit = bindingLimit(gpu, args.bindingLimit);
   const fits = (rows: number, rowElems: number) => rowsPerWindow(gpu, limit, rows, rowElems) === rows;
-  const rowsFit = outIn && !args.accumulate && !bf16 && M <= ROWS_MAX && fits(M, K) && fits(N, K) && fits(M, N);
+  const wBytes = ELEM_BYTES[args.weightDtype ?? 'f32'];
+  const rowsFit = outIn && !args.accumulate && M <= ROWS_MAX && fits(M, K) && rowsPerWindow(gpu, limit, N, K, wBytes) === N && fits(M, N);
   const kernel = args.kernel;
   if (kernel === 'rows' || (kernel === undefined && rowsFit && adapterClass(gpu.adapter) === 'gpu')) {
     // Few rows (a decode step): one read of W by N / COLS workgroups instead of a latency-bound GEMM grid.
-    if (!rowsFit) throw new Error(`matmul_forward: the few-row kernel takes up to ${ROWS_MAX} rows of an f32 'out_in' weight, each operand in one binding, without accumulate`);
+    if (!rowsFit) throw new Error(`matmul_forward: the few-row kernel takes up to ${ROWS_MAX} rows of an 'out_in' weight, each operand in one binding, without accumulate`);
     rec.dispatch({
       kernel: 'matmul_rows_forward',
       shader: 'matmul_rows_forward',
-      constants: { ROWS: 2 ** Math.ceil(Math.log2(M)), SPLIT: ROWS_SPLIT },
+      constants: { ROWS: 2 ** Math.ceil(Math.log2(M)), SPLIT: ROWS_SPLIT, W_BF16: bf16 },
       bindings: {
         x: prefix(gpu, 'matmul_forward', 'inp', args.inp, M * K),
-        w: prefix(gpu, 'matmul_forward', 'weight', args.weight, N * K),
+        w: prefix(gpu, 'matmul_forward', 'weight', args.weight, Math.ceil((N * K * wBytes) / 4)), // 4-byte words
         bias: args.bias ? prefix(gpu, 'matmul_forward', 'bias', args.bias, N) : gpu.zeros(16),
         out: prefix(gpu, 'matmul_forward', 'out', args.out, M * N),
       },

@@ -9,12 +9,12 @@ import { describe, expect, it } from 'vitest';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { bf16ToF32, f32ToBf16 } from '../../src/io/safetensors.ts';
 import { embedding_forward } from '../../src/kernels/embedding.ts';
-import { gemmKernels, matmul_backward, matmul_forward, type GemmKernel } from '../../src/kernels/matmul.ts';
+import { gemmKernels, matmul_backward, matmul_forward, type MatmulKernel } from '../../src/kernels/matmul.ts';
 import { embedding_forward as embRef } from '../../src/oracle/embedding.ts';
 import { Rng } from '../../src/model/rng.ts';
 import { matmul_backward as mmBackRef, matmul_forward as mmRef, type WeightLayout } from '../../src/oracle/matmul.ts';
 import { expectClose } from '../helpers/close.ts';
-import { testGpu } from '../helpers/gpu.ts';
+import { asAdapterClass, testGpu } from '../helpers/gpu.ts';
 
 const U = 2 ** -24;
 const abs = (a: ArrayLike<number>) => Float64Array.from(a, Math.abs);
@@ -24,7 +24,7 @@ function bf16(rng: Rng, n: number, scale: number): Uint16Array {
   return f32ToBf16(rng.f32(n, scale));
 }
 
-async function forwardCase(gpu: Gpu, rng: Rng, M: number, K: number, N: number, layout: WeightLayout, opts: { bias?: boolean; accumulate?: boolean; bindingLimit?: number; kernel?: GemmKernel }) {
+async function forwardCase(gpu: Gpu, rng: Rng, M: number, K: number, N: number, layout: WeightLayout, opts: { bias?: boolean; accumulate?: boolean; bindingLimit?: number; kernel?: MatmulKernel }) {
   const inp = rng.f32(M * K);
   const bits = bf16(rng, N * K, 0.5);
   const weight = bf16ToF32(bits);
@@ -94,6 +94,20 @@ describe('matmul with a packed bf16 weight', () => {
       }
     });
   }
+
+  it("out_in with M <= 16 (a LoRA base's decode step): the few-row kernel on bf16 weights, odd K and N (a half-filled last word), bias; the default on GPUs", async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(46);
+    for (const M of [1, 3, 16]) {
+      for (const [K, N] of [[37, 29], [577, 31], [64, 1537]] as const) {
+        for (const bias of [true, false]) expect(await forwardCase(gpu, rng, M, K, N, 'out_in', { bias, kernel: 'rows' })).toEqual(['matmul_rows_forward']);
+      }
+    }
+    // The launcher's own choice on a GPU-class adapter: the few-row kernel, bf16 or f32 alike (not when accumulating).
+    const view = asAdapterClass(gpu, 'gpu');
+    expect(await forwardCase(view, rng, 5, 37, 29, 'out_in', { bias: true })).toEqual(['matmul_rows_forward']);
+    expect(await forwardCase(view, rng, 5, 37, 29, 'out_in', { accumulate: true })).not.toContain('matmul_rows_forward');
+  });
 
   it('refuses a bf16 weight buffer too small for its shape, counting 2 bytes per element', async () => {
     const gpu = await testGpu();
