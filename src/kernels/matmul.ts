@@ -20,7 +20,7 @@ import { sharedScratch } from './scratch.ts';
 import { bindingLimit, checkSize, prefix, rowsPerWindow, rowWindow } from './windows.ts';
 
 export type WeightLayout = 'out_in' | 'in_out';
-/** How a weight is stored on the GPU: f32, or packed bf16 (frozen weights in their checkpoint dtype; B_BF16 in the shader). */
+/** How a weight is stored on the GPU: f32, or packed bf16 (frozen weights in their checkpoint dtype; B_BF16 / W_BF16 in the shaders). */
 export type WeightDtype = 'f32' | 'bf16';
 const ELEM_BYTES: Record<WeightDtype, number> = { f32: 4, bf16: 2 };
 
@@ -265,12 +265,12 @@ export function matmul_forward(
   checkSize('matmul_forward', 'out', args.out, M * N);
   checkSize('matmul_forward', 'inp', args.inp, M * K);
   const bf16 = args.weightDtype === 'bf16';
-  checkSize('matmul_forward', 'weight', args.weight, N * K, ELEM_BYTES[args.weightDtype ?? 'f32']);
+  const wBytes = ELEM_BYTES[args.weightDtype ?? 'f32'];
+  checkSize('matmul_forward', 'weight', args.weight, N * K, wBytes);
   const outIn = args.weightLayout === 'out_in';
   const gpu = rec.gpu;
   const limit = bindingLimit(gpu, args.bindingLimit);
   const fits = (rows: number, rowElems: number) => rowsPerWindow(gpu, limit, rows, rowElems) === rows;
-  const wBytes = ELEM_BYTES[args.weightDtype ?? 'f32'];
   const rowsFit = outIn && !args.accumulate && M <= ROWS_MAX && fits(M, K) && rowsPerWindow(gpu, limit, N, K, wBytes) === N && fits(M, N);
   const kernel = args.kernel;
   if (kernel === 'rows' || (kernel === undefined && rowsFit && adapterClass(gpu.adapter) === 'gpu')) {

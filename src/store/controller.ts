@@ -245,12 +245,11 @@ export function setAdapterReference(reference: AdapterReference): Promise<void> 
 
 /**
  * Gradient checkpointing on or off for the next updates (the same numbers; the plan shows the memory). The plan
- * asked for before is dropped at once (the model's own plan shows the choice until the next one answers).
+ * asked for before is dropped at once: the model's own plan shows the choice until the panel's next one answers.
  */
 export async function setCheckpointing(on: boolean): Promise<void> {
   if (store().model?.memory_plan.options.checkpointing === on) return;
   await changeModel('gradient checkpointing', async () => (await worker().request({ type: 'checkpointing', on })).model, () => store().setPlan(null));
-  await refreshPlan();
 }
 
 /** Downloads the stepped adapter as a PEFT folder's two files (no zip writer in the page: two downloads). */

@@ -3,8 +3,9 @@
 // 64×64×16 tiles (narrower for few rows or columns) nor of the subgroup kernel's row blocks and 16 columns,
 // K below a tile, single rows and columns, both weight layouts, bias, accumulation, the few-row (decode)
 // kernel for 'out_in' weights, binding-window splits (forced by a lowered binding limit, and once for
-// real past lavapipe's 128 MiB); which kernel each adapter class gets; and the twin's backward against
-// central finite differences of the twin's forward.
+// real past lavapipe's 128 MiB); which kernel each adapter class gets; the tiled kernel's split K (its slice
+// counts) and register prefetch (bitwise the kernel without it); and the twin's backward against central
+// finite differences of the twin's forward.
 //
 // Tolerance: the inputs are exact f32 values and the twin is exact in float64, so the only error is the
 // GPU's f32 accumulation. Each of the K fused multiply-adds rounds by at most u = 2⁻²⁴ of the running
@@ -377,7 +378,7 @@ describe('matmul_backward', () => {
         const bias = rng.f32(N);
         const args = { inp: gpu.upload('inp', inp), weight: bf ? gpu.upload('w', bits) : gpu.upload('w', weight), bias: gpu.upload('bias', bias), M, K, N, weightLayout: layout, weightDtype: bf ? ('bf16' as const) : ('f32' as const), kernel: 'tiled' as const };
         // 16 KiB windows: the last two shapes stay in 64-wide tiles (blocks of 40 × 100 over K blocks of 32, and
-        // 34 × 40) read at operand offsets past 0 (a K block's column, a window's misalignment in a_base / b_base).
+        // 33 rows over 40 or 64 weight rows) read at operand offsets past 0 (a K block's column, a window's misalignment).
         for (const bindingLimit of [undefined, 16 * 1024]) {
           const got = await both(M * N, new Float32Array(M * N), (rec, out, prefetch) => matmul_forward(rec, { ...args, out, bindingLimit, prefetch }));
           const S = mmRef(abs(inp), abs(weight), abs(bias), M, K, N, layout);
@@ -403,7 +404,6 @@ describe('matmul_backward', () => {
     });
     worst = Math.max(worst, expectClose(dweight, ref.dweight.map((v, i) => v + prevW[i]), { atol: 0, rtol: 0, atolAt: tolFrom(refAbs.dweight.map((v, i) => v + Math.abs(prevW[i])), T + 1), label: 'prefetch split dweight' }).worst);
     console.log(`tiled GEMM with register prefetch: worst ${worst.toFixed(3)} of tolerance`);
-
   });
 
   it('float64 twin: backward matches central finite differences of the forward', () => {

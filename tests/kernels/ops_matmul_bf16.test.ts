@@ -1,9 +1,10 @@
 // embedding_forward with a packed bf16 table (WTE_BF16), and
-// matmul_forward / matmul_backward (dinp) with a packed bf16 weight (B_BF16 in shaders/matmul_forward.wgsl)
-// against the float64 twin (src/oracle/matmul.ts) on the weight's exact f32 values (bf16ToF32), with every
-// GEMM kernel the adapter runs (gemmKernels: subgroup, tiled and direct on lavapipe): odd shapes, both layouts, odd element counts (a half-filled last word), bias, accumulation, binding-window splits
-// (the windows start at odd bf16 elements) and the few-row sizes that take the f32 GEMV elsewhere. A bf16
-// weight is frozen: asking for its dweight is refused. Tolerance as tests/kernels/ops_matmul.test.ts: the weight
+// matmul_forward / matmul_backward (dinp) with a packed bf16 weight (B_BF16 in the GEMMs, W_BF16 in the few-row
+// kernel; shaders/common/bf16.wgsl) against the float64 twin (src/oracle/matmul.ts) on the weight's exact f32
+// values (bf16ToF32), with every GEMM kernel the adapter runs (gemmKernels: subgroup, tiled and direct on
+// lavapipe): odd shapes, both layouts, odd element counts (a half-filled last word), bias, accumulation,
+// binding-window splits (the windows start at odd bf16 elements); and the few-row kernel (a LoRA base's decode
+// step) at up to 16 rows, the GPU class's default there. A bf16 weight is frozen: asking for its dweight is refused. Tolerance as tests/kernels/ops_matmul.test.ts: the weight
 // values are exact, so only the f32 accumulation errs (4·u·√K·Σ|x·w|).
 import { describe, expect, it } from 'vitest';
 import type { Gpu } from '../../src/gpu/context.ts';
@@ -103,7 +104,7 @@ describe('matmul with a packed bf16 weight', () => {
         for (const bias of [true, false]) expect(await forwardCase(gpu, rng, M, K, N, 'out_in', { bias, kernel: 'rows' })).toEqual(['matmul_rows_forward']);
       }
     }
-    // The launcher's own choice on a GPU-class adapter: the few-row kernel, bf16 or f32 alike (not when accumulating).
+    // The launcher's own choice on a GPU-class adapter: the few-row kernel for a bf16 weight too (not when accumulating).
     const view = asAdapterClass(gpu, 'gpu');
     expect(await forwardCase(view, rng, 5, 37, 29, 'out_in', { bias: true })).toEqual(['matmul_rows_forward']);
     expect(await forwardCase(view, rng, 5, 37, 29, 'out_in', { accumulate: true })).not.toContain('matmul_rows_forward');

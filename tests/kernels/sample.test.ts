@@ -3,7 +3,8 @@
 // temperature / greedy, top-k, top-p, min-p, penalties and min_new_tokens masking, extreme logits (±1e4,
 // −inf, ties) and the error rows. f32 may pick another token only where the uniform, or a top-p / min-p
 // threshold, lies within rounding of a boundary: each draw is first checked on the CPU for stability
-// under small moves of u, top_p and min_p, and the stable ones (nearly all) must match exactly.
+// under small moves of u, top_p and min_p, and the stable ones (nearly all) must match exactly. Also at 1,024
+// threads a row (a GPU's default), and workgroup sizes past the device's limits refused by name.
 import { beforeAll, describe, expect, it } from 'vitest';
 
 // lavapipe compiles each pipeline variant (top-k / top-p / penalties on or off, per workgroup size) cold in

@@ -3,7 +3,8 @@
 // order with the studio's default settings, payload shapes, stage order enforcement, and reset() undoing
 // the step (a second run scores exactly as the first), and the same update started from the assembled
 // batch as if imported (render / sample / reward skipped, identical log-probs). Successive updates
-// continue from the stepped weights against the frozen copy of the loaded ones (issue 15).
+// continue from the stepped weights against the frozen copy of the loaded ones (issue 15). Gradient
+// checkpointing changes the plan and the backward's work, never a number.
 import { describe, expect, it } from 'vitest';
 import type { GrpoBatch } from '../../src/io/batch.ts';
 import { createStepRunner } from '../../src/worker/runner.ts';

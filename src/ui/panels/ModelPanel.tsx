@@ -206,7 +206,7 @@ function MemoryPlanView() {
   const budget = budgetGib * 2 ** 30;
   const F = LORA_CREATE_FIELDS;
   return (
-    <details open data-testid="memory-plan" data-total={plan.total_bytes}>
+    <details open data-testid="memory-plan" data-total={plan.total_bytes} data-update={`${o.B}x${o.T}x${o.prompt}`} data-checkpointing={o.checkpointing}>
       <summary className="small" title="the peak of one update: the larger of the reference forward and the backward + optimizer step (src/model/plan.ts; `grpo-studio plan` prints the same)">
         memory plan ({o.B} rows × {o.T} tokens, prompt {o.prompt}{o.adapter !== null ? `, LoRA r ${o.adapter}` : ''}): peak {formatBytes(plan.total_bytes)} at the {plan.peak}
       </summary>
@@ -227,12 +227,12 @@ function MemoryPlanView() {
       {plan.total_bytes > budget && (
         <div className="warn small" data-testid="plan-over-budget">
           The peak {formatBytes(plan.total_bytes)} exceeds your budget of {formatBytes(budget)}.
-          {!o.checkpointing && ` Gradient checkpointing (below the budget) keeps one layer's activations instead of all ${formatBytes(plan.bytes.activations)}.`}
+          {!o.checkpointing && ` Gradient checkpointing (below the budget) keeps each layer's input and recomputes the rest instead of holding all ${formatBytes(plan.bytes.activations)} of activations.`}
           {lora && (
             <>
               {' '}A LoRA adapter (r {lora.options.adapter}, all linear layers) with the base frozen in {lora.options.dtype === 'bf16' ? 'bf16' : 'its checkpoint dtype (f32)'} plans{' '}
               <b data-testid="plan-lora-total">{formatBytes(lora.plan.total_bytes)}</b>
-              {lora.plan.total_bytes > budget ? ', still over the budget' : ''}.{' '}
+              {lora.plan.total_bytes > budget ? ', still over the budget: shorten the batch' : ''}.{' '}
               <button
                 disabled={busy}
                 data-testid="plan-create-lora"
