@@ -83,10 +83,10 @@ fn fill_tiles(t: u32, threads: u32, m0: u32, n0: u32, k0: u32, kEnd: u32) {
 }
 
 // PREFETCH (set by the launcher only where each invocation stages exactly PF elements of A and PF of B per
-// slice: TILE_M·TILE_K = TILE_N·TILE_K = PF·invocations, the 64 × 64 × 16 tile): the next slice's elements are loaded into registers before the
-// current slice is multiplied and stored into the tiles after it, so their global-memory latency overlaps the
-// FMAs instead of stalling every invocation between the two barriers. The sums are the same, in the same
-// order, as without it. PF is a constant, not an override, so the loops over the staged registers have a
+// slice: TILE_M·TILE_K = TILE_N·TILE_K = PF·invocations, the 64 × 64 × 16 tile): the next slice's elements
+// are loaded into registers before the current slice is multiplied and stored into the tiles after it, so
+// their global-memory latency overlaps the FMAs instead of stalling every invocation between the two
+// barriers. The sums are the same, in the same order, as without it. PF is a constant, not an override, so the loops over the staged registers have a
 // constant bound and unroll (their array indexed by constants only).
 override PREFETCH: bool = false;
 const PF: u32 = 4u;

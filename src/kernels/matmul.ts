@@ -64,6 +64,9 @@ function tileRows(M: number): number {
   return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
 }
 
+/** Invocations of a TILE_M × TILE_N workgroup of matmul_forward.wgsl: a 4 × 4 block of C each (its TM × TN). */
+const tiledThreads = (tileM: number, tileN: number): number => (tileM * tileN) / 16;
+
 /** Columns of C per workgroup: TILE_N, or 16 / 32 when N is that narrow (a LoRA rank): no tile mostly empty. */
 function tileCols(N: number): number {
   return N <= 16 ? 16 : N <= 32 ? 32 : TILE_N;
@@ -88,7 +91,7 @@ const SPLIT_MAX = 64;
 /** The K slices of a tiled product's (mc × nc, inner kc) block: 1 (no split) or more (see SPLIT_THREADS). */
 function splitSlices(plan: GemmPlan, mc: number, nc: number, kc: number, limit: number): number {
   if (plan.shader !== 'matmul_forward') return 1;
-  const threads = (plan.tileM * plan.tileN) / 16; // a 4 × 4 block each
+  const threads = tiledThreads(plan.tileM, plan.tileN);
   const tiles = Math.ceil(nc / plan.tileN) * Math.ceil(mc / plan.tileM);
   const minK = Math.max(plan.tileK, (SPLIT_MIN_K * threads) / 256);
   const partials = Math.floor(limit / (mc * nc * 4)); // the partials (S, mc, nc) fit one binding
@@ -143,7 +146,7 @@ function gemmPlan(gpu: Gpu, M: number, N: number, force?: GemmKernel, prefetch =
   if (!kernels.includes(kernel)) throw new Error(`matmul: this adapter cannot run the ${kernel} GEMM kernel (it needs a fixed subgroup size of ${SUB_SIZES.join(', ')})`);
   if (kernel === 'tiled') {
     const [TILE_M, TILE_N] = [tileRows(M), tileCols(N)];
-    const threads = (TILE_M * TILE_N) / 16; // a 4 × 4 block each
+    const threads = tiledThreads(TILE_M, TILE_N);
     const PREFETCH = prefetch && TILE_M * TILE_K === PREFETCH_PER_THREAD * threads && TILE_N * TILE_K === PREFETCH_PER_THREAD * threads;
     return { shader: 'matmul_forward', tileM: TILE_M, tileN: TILE_N, tileK: TILE_K, constants: { TILE_M, TILE_N, TILE_K, PREFETCH } };
   }

@@ -13,6 +13,16 @@ import { pageSettings, type SettingsBase, type SettingsEdits } from '../bridge/s
 import type { BaseKind } from './settings.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 import { settingOf, settingsChanges, type EffectiveSettings } from '../grpo/settings/effective.ts';
+import { STAGES } from '../bridge/protocol.ts';
+
+/**
+ * An update is in progress: running to the end, a stage request not yet answered (a dropped update's may
+ * still compute in the worker), or a stage running. The Stepper starts nothing then, and the Model panel
+ * changes nothing that would drop it.
+ */
+export function updateInProgress(s: Pick<StudioState, 'running' | 'stageRequests' | 'stages'>): boolean {
+  return s.running || s.stageRequests > 0 || STAGES.some((id) => s.stages[id].status === 'running');
+}
 
 /**
  * Each group's reward mean / std: the advantages stage's; for a batch that came from a file (shown as

@@ -8,6 +8,7 @@ import { useStudio } from '../../store/index.ts';
 import { TASKS } from '../../store/vocabulary.ts';
 import { loadAdapter, loadDefaultModel, loadModel, loadReference, refreshPlan, setCheckpointing } from '../../store/controller.ts';
 import { LORA_CREATE_FIELDS } from '../../store/vocabulary.ts';
+import { updateInProgress } from '../../store/derived.ts';
 import { CheckField, KV, NumberField, Section, formatBytes } from '../fields.tsx';
 import { folderChoice } from '../dropped_files.ts';
 import { FolderDrop } from '../FolderDrop.tsx';
@@ -186,8 +187,8 @@ function useBudget(): [number, (gib: number) => void] {
 function MemoryPlanView() {
   const [budgetGib, setBudgetGib] = useBudget();
   const busy = useStudio((s) => s.modelStatus === 'busy');
-  // Turning checkpointing over drops the update: not while a stage runs.
-  const stepping = useStudio((s) => s.running || s.stageRequests > 0);
+  // Turning checkpointing over drops the update: not while one is in progress.
+  const stepping = useStudio(updateInProgress);
   const model = useStudio((s) => s.model);
   const asked = useStudio((s) => s.plan);
   const prompts = useStudio((s) => s.prompts);

@@ -10,18 +10,16 @@ import { studioStore, useStudio } from '../../store/index.ts';
 import { effectiveOf, STAGES, STAGE_LABELS } from '../../store/vocabulary.ts';
 import { nextStage, resetStep, runNextUpdate, runToEnd, setStepFrom } from '../../store/controller.ts';
 import { fmt, formatBytes } from '../fields.tsx';
-import { staleFields } from '../../store/derived.ts';
+import { staleFields, updateInProgress } from '../../store/derived.ts';
 
 export function Stepper() {
   const stages = useStudio((s) => s.stages);
   const cursor = useStudio((s) => s.cursor);
-  const running = useStudio((s) => s.running);
   const modelReady = useStudio((s) => s.modelStatus === 'ready');
   const imported = useStudio((s) => s.imported);
   const stepFrom = useStudio((s) => s.stepFrom);
-  // A dropped update's stage may still be computing in the worker: nothing new starts until it answers.
-  const stageRequests = useStudio((s) => s.stageRequests);
-  const busy = running || stageRequests > 0 || STAGES.some((s) => stages[s].status === 'running');
+  const running = useStudio((s) => s.running);
+  const busy = useStudio(updateInProgress);
   const done = cursor >= STAGES.length;
   const total = STAGES.reduce((t, s) => t + (stages[s].ms ?? 0), 0);
   const resetRef = useRef<HTMLButtonElement>(null);
