@@ -1,4 +1,4 @@
-// Few-row product  out (M, N) = x (M, K) · Wᵀ (+ bias),  W (N, K) row-major (HF nn.Linear [out, in],
+// Few-row product  out (M, N) = scale·(x (M, K) · Wᵀ) (+ bias) (+ resid),  W (N, K) row-major (HF nn.Linear [out, in],
 // the tied lm_head wte (V, C)): the decode step, where M is a handful of rows (one per sequence).
 // The tiled GEMM (matmul_forward.wgsl) gives such a product only ceil(N / 64) workgroups, each walking
 // all of K serially with two barriers per 16-deep slice: latency-bound, the GPU mostly idle, while
@@ -30,13 +30,16 @@ override SPLIT: u32 = 64; // invocations per workgroup, striding over K; power o
 const MAX_ROWS: u32 = 16u;
 const COLS: u32 = 4u; // output columns per workgroup
 
-struct Params { M: u32, N: u32, K: u32, has_bias: u32 }
+// flags: 2 = add bias, 4 = add resid (the bits of common/matmul.wgsl's epilogue, in its order: a scaled product,
+// bias, the residual stream); scale 1 for none.
+struct Params { M: u32, N: u32, K: u32, flags: u32, scale: f32 }
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;          // (M, K)
 @group(0) @binding(1) var<storage, read> w: array<u32>;          // (N, K): f32 bits, or bf16 pairs
 @group(0) @binding(2) var<storage, read> bias: array<f32>;       // (N) or a dummy
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;  // (M, N)
-@group(0) @binding(4) var<uniform> p: Params;
+@group(0) @binding(4) var<storage, read> resid: array<f32>;      // (M, N) or a dummy
+@group(0) @binding(5) var<uniform> p: Params;
 
 var<workgroup> red: array<f32, SPLIT / 2u * ROWS * COLS>; // [r·COLS + c][t]: consecutive t, consecutive banks
 
@@ -82,9 +85,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     for (var c = 0u; c < COLS; c++) {
       let n = n0 + c;
       if (n >= p.N) { break; }
-      var b = 0.0;
-      if (p.has_bias != 0u) { b = bias[n]; }
-      for (var r = 0u; r < min(ROWS, p.M); r++) { out[r * p.N + n] = acc[r * COLS + c] + b; }
+      for (var r = 0u; r < min(ROWS, p.M); r++) {
+        var v = acc[r * COLS + c] * p.scale;
+        if ((p.flags & 2u) != 0u) { v += bias[n]; }
+        if ((p.flags & 4u) != 0u) { v += resid[r * p.N + n]; }
+        out[r * p.N + n] = v;
+      }
     }
   }
 }

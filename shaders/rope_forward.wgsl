@@ -1,5 +1,6 @@
-// Rotary position embedding, Hugging Face rotate-half form, in place on x (N, H, D): dims i and
-// i + D/2 of each head rotate by angle position_ids[n] · inv_freq[i], inv_freq[i] = theta^(-2i/D).
+// Rotary position embedding, Hugging Face rotate-half form, in place on x (N, H, D) and on y (N, HY, D)
+// (the queries and the keys, in one dispatch; HY = 0: x alone): dims i and i + D/2 of each head rotate by
+// angle position_ids[n] · inv_freq[i], inv_freq[i] = theta^(-2i/D).
 // SIGN = -1 rotates by the opposite angle, which is the backward (the rotation's transpose), so
 // rope_backward reuses this shader.
 //
@@ -13,12 +14,13 @@
 override WG: u32 = 256;
 override SIGN: f32 = 1.0;
 
-struct Params { N: u32, H: u32, D: u32, _p0: u32 }
+struct Params { N: u32, H: u32, HY: u32, D: u32 }
 
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;       // (N, H, D)
-@group(0) @binding(1) var<storage, read> position_ids: array<i32>;  // (N)
-@group(0) @binding(2) var<storage, read> freq: array<vec2u>;        // (D/2): turns per position, 64-bit fixed point
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;       // (N, HY, D), or a dummy when HY = 0
+@group(0) @binding(2) var<storage, read> position_ids: array<i32>;  // (N)
+@group(0) @binding(3) var<storage, read> freq: array<vec2u>;        // (D/2): turns per position, 64-bit fixed point
+@group(0) @binding(4) var<uniform> p: Params;
 
 const TWO_PI_OVER_2_32: f32 = 1.4629180792671596e-9; // 2π / 2³²
 
@@ -37,11 +39,14 @@ fn mul_hi(a: u32, b: u32) -> u32 {
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
   let half = p.D / 2u;
-  let idx = gid.x + gid.y * nwg.x * WG;
-  if (idx >= p.N * p.H * half) { return; }
+  let g = gid.x + gid.y * nwg.x * WG;
+  let nx = p.N * p.H * half; // x's pairs, then y's
+  if (g >= nx + p.N * p.HY * half) { return; }
+  let in_x = g < nx;
+  let idx = select(g - nx, g, in_x);
   let i = idx % half;
-  let row = idx / half; // n·H + h
-  let n = row / p.H;
+  let row = idx / half; // n·H + h (of y: n·HY + h)
+  let n = row / select(p.HY, p.H, in_x);
   let pos = position_ids[n];
   let f = freq[i];
   let ap = u32(abs(pos));
@@ -51,8 +56,15 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg:
   let c = cos(angle);
   let s = SIGN * sign(f32(pos)) * sin(angle);
   let j = row * p.D + i;
-  let x1 = x[j];
-  let x2 = x[j + half];
-  x[j] = x1 * c - x2 * s;
-  x[j + half] = x2 * c + x1 * s;
+  if (in_x) {
+    let x1 = x[j];
+    let x2 = x[j + half];
+    x[j] = x1 * c - x2 * s;
+    x[j + half] = x2 * c + x1 * s;
+  } else {
+    let y1 = y[j];
+    let y2 = y[j + half];
+    y[j] = y1 * c - y2 * s;
+    y[j + half] = y2 * c + y1 * s;
+  }
 }

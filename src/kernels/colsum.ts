@@ -1,6 +1,7 @@
-// Launcher for shaders/colsum_forward.wgsl: out (C) = or += the column sums of inp (P, C).
-// Used as the second pass of the layernorm/rmsnorm weight-gradient reductions (rows summed in a fixed
-// order: deterministic, no float atomics) and usable for any bias gradient.
+// Launcher for shaders/colsum_forward.wgsl: out (C) = scale·(the column sums of inp (P, C)) (+ out) (+ add).
+// The second pass of the deterministic reductions (rows summed in a fixed order, no float atomics): the
+// layernorm/rmsnorm weight gradients, attention's split dk / dv, and the GEMM's split-K slices, which it
+// finishes with the GEMM's epilogue (scale, accumulate, add: src/kernels/matmul.ts).
 import { Gpu, type Binding, type Recorder } from '../gpu/context.ts';
 import { checkSize } from './windows.ts';
 
@@ -14,16 +15,19 @@ export function colsum_forward(
     P: number;
     C: number;
     accumulate: boolean; // out += colsum instead of out = colsum
+    scale?: number; // the sums' factor, before out and add are added (default 1)
+    add?: Binding; // (C) added last (a split GEMM's residual stream)
   },
 ): void {
   checkSize('colsum_forward', 'inp', args.inp, args.P * args.C);
   checkSize('colsum_forward', 'out', args.out, args.C);
+  if (args.add) checkSize('colsum_forward', 'add', args.add, args.C);
   rec.dispatch({
     kernel: 'colsum_forward',
     shader: 'colsum_forward',
     constants: { WG },
-    bindings: { inp: args.inp, out: args.out },
-    params: [['P', 'u32', args.P], ['C', 'u32', args.C], ['accumulate', 'u32', args.accumulate ? 1 : 0]],
+    bindings: { inp: args.inp, out: args.out, add: args.add ?? rec.gpu.zeros(16) },
+    params: [['P', 'u32', args.P], ['C', 'u32', args.C], ['accumulate', 'u32', args.accumulate ? 1 : 0], ['has_add', 'u32', args.add ? 1 : 0], ['scale', 'f32', args.scale ?? 1]],
     workgroups: Gpu.grid(Math.ceil(args.C / WG)),
   });
 }

@@ -3,12 +3,11 @@
 // finish dispatch for all of them; clip_coef_forward turns those sums into torch's total norm and clip
 // coefficient ON THE GPU, in the buffer the optimizer steps read it from (src/kernels/optimizer.ts), so
 // nothing is read back between the gradient norm and the update. The optimizer steps write their Δθ²
-// partials with the same sweep (planSweep) and finish them with finishSweep. scale_forward scales a
-// tensor in place (the LoRA scaling). Twin: src/oracle/grad_norm.ts.
+// partials with the same sweep (planSweep) and finish them with finishSweep. Twin: src/oracle/grad_norm.ts.
 import { adapterClass, Gpu, type AdapterClass, type Recorder } from '../gpu/context.ts';
 import { sharedScratch } from './scratch.ts';
 import { checkSize } from './windows.ts';
-import { bindWindow, dispatchElementwise, flatWindows, type FlatWindow } from './elementwise.ts';
+import { bindWindow, flatWindows, type FlatWindow } from './elementwise.ts';
 
 const WG = 256;
 const MAX_PARTS = 1024; // partials per tensor before the per-thread run K grows past the adapter's least run
@@ -174,9 +173,4 @@ export function clip_coef_forward(rec: Recorder, args: { sumsq: GPUBuffer /* (P)
     params: [['P', 'u32', args.P], ['max_norm', 'f32', args.maxNorm]],
     workgroups: [1],
   });
-}
-
-/** x *= factor, in place. */
-export function scale_forward(rec: Recorder, args: { x: GPUBuffer /* (n) */; n: number; factor: number }): void {
-  dispatchElementwise(rec, { kernel: 'scale_forward', shader: 'scale_forward', n: args.n, buffers: { x: args.x }, extra: [['factor', 'f32', args.factor]] });
 }

@@ -12,8 +12,11 @@
 // (splitSlices) is another thing: slices of one block's K in parallel workgroups, summed by colsum.
 //
 // Signature additions to the brief (all optional): matmul_backward's `accumulateDinp` (dinp += ...,
-// for inputs feeding several projections, e.g. q/k/v), matmul_forward's `accumulate` (out += ...,
-// LoRA's delta onto the base output), and `bindingLimit`, `kernel` and `prefetch` (tests and bench) on both launchers.
+// for inputs feeding several projections, e.g. q/k/v) and `dinpScale`, matmul_forward's `accumulate` (out += ...,
+// LoRA's delta onto the base output), `scale` (LoRA's scaling of x·Aᵀ) and `residual` (out = residual + the
+// layer: o_proj and down_proj return to the residual stream), and `bindingLimit`, `kernel` and `prefetch`
+// (tests and bench) on both launchers. scale and residual are the GEMM's epilogue (common/matmul.wgsl store_c):
+// a dispatch each fewer than scale_forward / residual_forward after the product, with bitwise their result.
 import { adapterClass, Gpu, type AdapterClass, type Binding, type Recorder } from '../gpu/context.ts';
 import { colsum_forward } from './colsum.ts';
 import { sharedScratch } from './scratch.ts';
@@ -174,11 +177,19 @@ interface Operand {
   bf16?: boolean; // B only: packed bf16 elements
 }
 
-/** C (M, N) (+)= op(A) (M, K) · op(B) (K, N) (+ bias), cut into blocks that fit the binding limit. */
+/**
+ * C (M, N) (+)= scale·(op(A) (M, K) · op(B) (K, N)) (+ bias) (+ resid), cut into blocks that fit the binding
+ * limit. resid (M, N) is laid out as C and is windowed with it. The bias and resid go with the first K block
+ * (a product cut along K adds the later blocks' sums after them: another rounding order, as for the bias);
+ * a scaled product must be one K block (each block would be scaled alone, and C's previous value with it).
+ */
 function gemm(
   rec: Recorder,
   kernel: string,
-  g: { a: Operand; b: Operand; c: GPUBuffer; bias?: Binding; M: number; N: number; K: number; accumulate: boolean; limit?: number; kernel?: GemmKernel; prefetch?: boolean },
+  g: {
+    a: Operand; b: Operand; c: GPUBuffer; bias?: Binding; resid?: GPUBuffer; scale?: number;
+    M: number; N: number; K: number; accumulate: boolean; limit?: number; kernel?: GemmKernel; prefetch?: boolean;
+  },
 ): void {
   const gpu = rec.gpu;
   const { a, b, M, N, K } = g;
@@ -198,10 +209,13 @@ function gemm(
   mBlock = roundDown(mBlock, M, tileM);
   nBlock = roundDown(nBlock, N, tileN);
   kBlock = roundDown(kBlock, K, tileK);
+  const scale = g.scale ?? 1;
+  if (scale !== 1 && kBlock < K) throw new Error(`${kernel}: a scaled product must fit one K block (K = ${K}, ${kBlock} per binding window)`);
 
   for (let m0 = 0; m0 < M; m0 += mBlock) {
     const mc = Math.min(mBlock, M - m0);
     const cw = rowWindow(gpu, g.c, m0, mc, N);
+    const rw = g.resid ? rowWindow(gpu, g.resid, m0, mc, N) : null; // the same rows and base as C's window
     for (let n0 = 0; n0 < N; n0 += nBlock) {
       const nc = Math.min(nBlock, N - n0);
       for (let k0 = 0; k0 < K; k0 += kBlock) {
@@ -212,7 +226,8 @@ function gemm(
         const bw = b.trans ? rowWindow(gpu, b.buf, n0, nc, b.ld, bBytes) : rowWindow(gpu, b.buf, k0, kc, b.ld, bBytes);
         const plan = gemmPlan(gpu, mc, nc, g.kernel, g.prefetch);
         const bias = k0 === 0 ? g.bias : undefined; // added once, by the first K block
-        const flags = (g.accumulate || k0 > 0 ? 1 : 0) | (bias ? 2 : 0);
+        const resid = k0 === 0 ? rw : null; // likewise
+        const flags = (g.accumulate || k0 > 0 ? 1 : 0) | (bias ? 2 : 0) | (resid ? 4 : 0);
         // Split K only where the partials can be summed straight into C: one K block, no bias, C's block
         // whole rows from its binding's start.
         let slices = kc === K && !bias && nc === N && cw.base === 0 ? splitSlices(plan, mc, nc, kc, limit) : 1;
@@ -223,17 +238,17 @@ function gemm(
           kernel,
           shader: plan.shader,
           constants: { ...plan.constants, TRANS_A: a.trans, TRANS_B: b.trans, B_BF16: b.bf16 ?? false },
-          bindings: { a: aw.binding, b: bw.binding, bias: bias ?? gpu.zeros(16), c: partials ?? cw.binding },
+          bindings: { a: aw.binding, b: bw.binding, bias: bias ?? gpu.zeros(16), c: partials ?? cw.binding, resid: (!partials && resid?.binding) || gpu.zeros(16) },
           params: [
             ['M', 'u32', mc], ['N', 'u32', nc], ['K', 'u32', kc], ['flags', 'u32', partials ? 0 : flags],
             ['a_base', 'u32', aw.base + (a.trans ? m0 : k0)], ['lda', 'u32', a.ld], ['b_base', 'u32', bw.base + (b.trans ? k0 : n0)], ['ldb', 'u32', b.ld],
             ['c_base', 'u32', partials ? 0 : cw.base + n0], ['ldc', 'u32', N], ['bias_off', 'u32', n0],
-            ['k_chunk', 'u32', kChunk], ['c_split', 'u32', partials ? mc * nc : 0],
+            ['k_chunk', 'u32', kChunk], ['c_split', 'u32', partials ? mc * nc : 0], ['scale', 'f32', partials ? 1 : scale],
           ],
           workgroups: [Math.ceil(nc / plan.tileN), Math.ceil(mc / plan.tileM), slices],
         });
-        // The slices' partials, summed in slice order into C (+ C's previous value when accumulating).
-        if (partials) colsum_forward(rec, { out: cw.binding, inp: partials, P: slices, C: mc * nc, accumulate: (flags & 1) !== 0 });
+        // The slices' partials, summed in slice order into C with the epilogue's scale, C's previous value and resid.
+        if (partials) colsum_forward(rec, { out: cw.binding, inp: partials, P: slices, C: mc * nc, accumulate: (flags & 1) !== 0, scale, add: resid?.binding });
       }
     }
   }
@@ -258,6 +273,8 @@ export function matmul_forward(
     weightLayout: WeightLayout;
     weightDtype?: WeightDtype; // default f32
     accumulate?: boolean; // out += ... (a LoRA delta added onto its base layer's output)
+    scale?: number; // out = scale·(inp·W) (+ out): a bare product's factor (LoRA's scaling of x·Aᵀ); default 1
+    residual?: GPUBuffer; // (M, N), not `out`: out = residual + (inp·W + bias) (a projection returning to the residual stream)
     bindingLimit?: number; // tests only
     kernel?: MatmulKernel; // tests and bench: this kernel, instead of the launcher's choice
     prefetch?: boolean; // tests and bench: false turns the tiled kernel's register prefetch off (default on)
@@ -272,6 +289,10 @@ export function matmul_forward(
   checkSize('matmul_forward', 'weight', args.weight, N * K, wBytes);
   const outIn = args.weightLayout === 'out_in';
   const gpu = rec.gpu;
+  if (args.residual) {
+    checkSize('matmul_forward', 'residual', args.residual, M * N);
+    if (args.residual === args.out) throw new Error('matmul_forward: residual must not be out (one buffer cannot be read and written by a dispatch)');
+  }
   const limit = bindingLimit(gpu, args.bindingLimit);
   const fits = (rows: number, rowElems: number) => rowsPerWindow(gpu, limit, rows, rowElems) === rows;
   const rowsFit = outIn && !args.accumulate && M <= ROWS_MAX && fits(M, K) && rowsPerWindow(gpu, limit, N, K, wBytes) === N && fits(M, N);
@@ -288,8 +309,9 @@ export function matmul_forward(
         w: prefix(gpu, 'matmul_forward', 'weight', args.weight, Math.ceil((N * K * wBytes) / 4)), // 4-byte words
         bias: args.bias ? prefix(gpu, 'matmul_forward', 'bias', args.bias, N) : gpu.zeros(16),
         out: prefix(gpu, 'matmul_forward', 'out', args.out, M * N),
+        resid: args.residual ? prefix(gpu, 'matmul_forward', 'residual', args.residual, M * N) : gpu.zeros(16),
       },
-      params: [['M', 'u32', M], ['N', 'u32', N], ['K', 'u32', K], ['has_bias', 'u32', args.bias ? 1 : 0]],
+      params: [['M', 'u32', M], ['N', 'u32', N], ['K', 'u32', K], ['flags', 'u32', (args.bias ? 2 : 0) | (args.residual ? 4 : 0)], ['scale', 'f32', args.scale ?? 1]],
       workgroups: Gpu.grid(Math.ceil(N / ROWS_COLS)),
     });
     return;
@@ -299,6 +321,8 @@ export function matmul_forward(
     b: { buf: args.weight, trans: outIn, ld: outIn ? K : N, bf16 },
     c: args.out,
     bias: args.bias ? prefix(rec.gpu, 'matmul_forward', 'bias', args.bias, N) : undefined,
+    resid: args.residual,
+    scale: args.scale,
     M,
     N,
     K,
@@ -325,6 +349,7 @@ export function matmul_backward(
     weightDtype?: WeightDtype; // bf16: a frozen weight, so dinp only
     accumulate: boolean; // dweight += ..., dbias += ... (tied embeddings share one gradient)
     accumulateDinp?: boolean; // dinp += ... (an input feeding several projections)
+    dinpScale?: number; // dinp = dinpScale·(dout·W) (+ dinp): LoRA's scaling of du = dout·B; default 1
     bindingLimit?: number; // tests only
     kernel?: GemmKernel; // tests and bench: the GEMM kernel, instead of gemmPlan's choice
     prefetch?: boolean; // tests and bench: false turns the tiled kernel's register prefetch off (default on)
@@ -345,6 +370,7 @@ export function matmul_backward(
       a: { buf: args.dout, trans: false, ld: N },
       b: { buf: args.weight, trans: !outIn, ld: outIn ? K : N, bf16: args.weightDtype === 'bf16' },
       c: args.dinp,
+      scale: args.dinpScale,
       M,
       N: K,
       K: N,

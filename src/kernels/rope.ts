@@ -1,5 +1,5 @@
-// Launchers for shaders/rope_forward.wgsl: RoPE in place on (N, H, D) queries or keys, and its backward
-// (the same shader rotating by the opposite angle). The per-frequency fixed-point turn table the shader
+// Launchers for shaders/rope_forward.wgsl: RoPE in place on (N, H, D) queries and, in the same dispatch,
+// (N, Hk, D) keys, and its backward (the same shader rotating by the opposite angle). The per-frequency fixed-point turn table the shader
 // needs (see its header) is computed here in float64 and cached per device, theta, head_dim and
 // rope_scaling (linear, llama3: the inverse frequencies as HF's modeling_rope_utils.py computes them).
 import { Gpu, type Recorder } from '../gpu/context.ts';
@@ -56,24 +56,40 @@ export interface RopeShape {
   scaling?: RopeScaling | null; // config.json rope_scaling (null / absent: none)
 }
 
-function rope(rec: Recorder, kernel: string, sign: 1 | -1, x: GPUBuffer, s: RopeShape): void {
+/** A second tensor rotated by the same dispatch: the keys (N, Hk, D) beside the queries. */
+export interface RopeKeys {
+  k?: GPUBuffer;
+  Hk?: number;
+}
+
+function rope(rec: Recorder, kernel: string, sign: 1 | -1, x: GPUBuffer, s: RopeShape, y: RopeKeys): void {
   const { N, H, D } = s;
   if (D % 2 !== 0) throw new Error(`${kernel}: head_dim D must be even, got ${D}`);
+  if ((y.k === undefined) !== (y.Hk === undefined)) throw new Error(`${kernel}: the second tensor needs both its buffer and its head count (Hk)`);
+  const HY = y.Hk ?? 0;
+  if (y.k === x) throw new Error(`${kernel}: the two tensors must be different buffers`);
   const gpu = rec.gpu;
   rec.dispatch({
     kernel,
     shader: 'rope_forward',
     constants: { WG, SIGN: sign },
-    bindings: { x: prefix(gpu, kernel, 'x', x, N * H * D), position_ids: prefix(gpu, kernel, 'positionIds', s.positionIds, N), freq: table(gpu, D, s.theta, s.scaling) },
-    params: [['N', 'u32', N], ['H', 'u32', H], ['D', 'u32', D]],
-    workgroups: Gpu.grid(Math.ceil((N * H * D) / 2 / WG)),
+    bindings: {
+      x: prefix(gpu, kernel, 'x', x, N * H * D),
+      y: y.k ? prefix(gpu, kernel, sign > 0 ? 'k' : 'dk', y.k, N * HY * D) : gpu.zeros(16),
+      position_ids: prefix(gpu, kernel, 'positionIds', s.positionIds, N),
+      freq: table(gpu, D, s.theta, s.scaling),
+    },
+    params: [['N', 'u32', N], ['H', 'u32', H], ['HY', 'u32', HY], ['D', 'u32', D]],
+    workgroups: Gpu.grid(Math.ceil((N * (H + HY) * D) / 2 / WG)),
   });
 }
 
-export function rope_forward(rec: Recorder, args: RopeShape & { x: GPUBuffer /* (N, H, D), rotated in place */ }): void {
-  rope(rec, 'rope_forward', 1, args.x, args);
+/** Rotates x (N, H, D) in place, and k (N, Hk, D) in the same dispatch when given (the queries and the keys). */
+export function rope_forward(rec: Recorder, args: RopeShape & { x: GPUBuffer /* (N, H, D), rotated in place */ } & RopeKeys): void {
+  rope(rec, 'rope_forward', 1, args.x, args, { k: args.k, Hk: args.Hk });
 }
 
-export function rope_backward(rec: Recorder, args: RopeShape & { dx: GPUBuffer /* (N, H, D): d(rotated) in, d(input) out, in place */ }): void {
-  rope(rec, 'rope_backward', -1, args.dx, args);
+/** The transpose of rope_forward on the gradients: dx (N, H, D) and dk (N, Hk, D) when given, in place. */
+export function rope_backward(rec: Recorder, args: RopeShape & { dx: GPUBuffer /* (N, H, D): d(rotated) in, d(input) out, in place */; dk?: GPUBuffer; Hk?: number }): void {
+  rope(rec, 'rope_backward', -1, args.dx, args, { k: args.dk, Hk: args.Hk });
 }

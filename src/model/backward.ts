@@ -90,8 +90,7 @@ export function recordBackward(rec: Recorder, ops: LayerOps, ws: Workspace, top:
       ops.linearBackward(rec, `${p}.attn.c_attn`, g.dln, g.dqkv, a.ln1, N, C, 3 * C);
     } else {
       const rope = { positionIds: s.pos, N, D, theta: cfg.rope_theta!, scaling: cfg.rope_scaling };
-      rope_backward(rec, { dx: g.dq, H: Hq, ...rope });
-      rope_backward(rec, { dx: g.dk, H: Hkv, ...rope });
+      rope_backward(rec, { dx: g.dq, H: Hq, dk: g.dk, Hk: Hkv, ...rope });
       let dq = g.dq;
       let dk = g.dk;
       if (cfg.qk_norm) {

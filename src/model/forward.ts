@@ -1,6 +1,7 @@
 // The causal LM's forward pass as kernel launches (llm.c's gpt2_forward): embedding → per layer norm,
 // attention (RoPE / QK-norm for Llama and Qwen, fused QKV for GPT-2), residual, norm, MLP, residual →
-// final norm → LM head on the kept rows. Shapes: N = B·T rows, C hidden, V vocab, Hq / Hkv heads of
+// final norm → LM head on the kept rows. The two residual adds are the epilogues of the o_proj / c_proj and
+// down_proj GEMMs (LayerOps.linear), or a kernel of their own after a LoRA-adapted projection. Shapes: N = B·T rows, C hidden, V vocab, Hq / Hkv heads of
 // size D, I the MLP width. Also the forward's input types and their validation.
 import type { Recorder } from '../gpu/context.ts';
 import { attention_forward } from '../kernels/attention.ts';
@@ -8,7 +9,6 @@ import { column_copy_forward } from '../kernels/column_copy.ts';
 import { embedding_forward } from '../kernels/embedding.ts';
 import { gelu_forward } from '../kernels/gelu.ts';
 import { matmul_forward } from '../kernels/matmul.ts';
-import { residual_forward } from '../kernels/residual.ts';
 import { rmsnorm_forward } from '../kernels/rmsnorm.ts';
 import { rope_forward } from '../kernels/rope.ts';
 import { silu_gate_forward } from '../kernels/silu_gate.ts';
@@ -158,8 +158,7 @@ export function layerForward(rec: Recorder, ops: LayerOps, ws: Workspace, l: num
       rmsnorm_forward(rec, { out: a.k, rstd: a.k_rstd, inp: a.k_raw, weight: ops.w(`${p}.self_attn.k_norm.weight`), N: N * Hkv, C: D, eps });
     }
     const rope = { positionIds: s.pos, N, D, theta: cfg.rope_theta!, scaling: cfg.rope_scaling };
-    rope_forward(rec, { x: a.q, H: Hq, ...rope });
-    rope_forward(rec, { x: a.k, H: Hkv, ...rope });
+    rope_forward(rec, { x: a.q, H: Hq, k: a.k, Hk: Hkv, ...rope });
   }
   if (kv) {
     // Append the new k / v rows (B, T, Hkv, D) at column t0 of the cache (B, TkvMax, Hkv, D).
@@ -186,19 +185,17 @@ export function layerForward(rec: Recorder, ops: LayerOps, ws: Workspace, l: num
     D,
     scale: cfg.attn_scale,
   });
-  ops.linear(rec, cfg.family === 'gpt2' ? `${p}.attn.c_proj` : `${p}.self_attn.o_proj`, s.proj, a.atty, N, Hq * D, C);
-  residual_forward(rec, { out: a.resid_mid, a: x, b: s.proj, n: N * C });
+  ops.linear(rec, cfg.family === 'gpt2' ? `${p}.attn.c_proj` : `${p}.self_attn.o_proj`, a.resid_mid, a.atty, N, Hq * D, C, { x, proj: s.proj });
 
   ops.norm(rec, ops.normName('ln2', l), a.ln2, a.resid_mid, a.ln2_mean, a.ln2_rstd, N);
   if (cfg.mlp === 'gelu_new') {
     ops.linear(rec, `${p}.mlp.c_fc`, a.fch, a.ln2, N, C, I);
     gelu_forward(rec, { out: a.fch_gelu, inp: a.fch, n: N * I });
-    ops.linear(rec, `${p}.mlp.c_proj`, s.proj, a.fch_gelu, N, I, C);
+    ops.linear(rec, `${p}.mlp.c_proj`, y, a.fch_gelu, N, I, C, { x: a.resid_mid, proj: s.proj });
   } else {
     ops.linear(rec, `${p}.mlp.gate_proj`, a.gate, a.ln2, N, C, I);
     ops.linear(rec, `${p}.mlp.up_proj`, a.up, a.ln2, N, C, I);
     silu_gate_forward(rec, { out: a.h, gate: a.gate, up: a.up, n: N * I });
-    ops.linear(rec, `${p}.mlp.down_proj`, s.proj, a.h, N, I, C);
+    ops.linear(rec, `${p}.mlp.down_proj`, y, a.h, N, I, C, { x: a.resid_mid, proj: s.proj });
   }
-  residual_forward(rec, { out: y, a: a.resid_mid, b: s.proj, n: N * C });
 }

@@ -4,6 +4,7 @@
 import type { Recorder } from '../gpu/context.ts';
 import { layernorm_backward, layernorm_forward } from '../kernels/layernorm.ts';
 import { matmul_backward, matmul_forward, type WeightDtype, type WeightLayout } from '../kernels/matmul.ts';
+import { residual_forward } from '../kernels/residual.ts';
 import { rmsnorm_backward, rmsnorm_forward } from '../kernels/rmsnorm.ts';
 import type { ModelConfig, Param } from './config.ts';
 import type { LoraAdapter } from './lora_adapter.ts';
@@ -75,10 +76,20 @@ export class LayerOps {
 
   // ------------------------------------------------------------------ building blocks
 
-  linear(rec: Recorder, name: string, out: GPUBuffer, inp: GPUBuffer, M: number, K: number, N: number): void {
+  /**
+   * out (M, N) = inp (M, K) · Wᵀ (+ b) (+ the LoRA delta). With `residual`, out = residual.x + that: one GEMM
+   * whose epilogue adds the stream (matmul_forward's residual) where no adapter adds a delta; under an adapter
+   * the layer goes to residual.proj and residual_forward adds it, so the sum keeps PEFT's order, x + (base + delta).
+   */
+  linear(rec: Recorder, name: string, out: GPUBuffer, inp: GPUBuffer, M: number, K: number, N: number, residual?: { x: GPUBuffer; proj: GPUBuffer }): void {
     const weightDtype = this.dt(`${name}.weight`);
-    matmul_forward(rec, { out, inp, weight: this.w(`${name}.weight`), bias: this.wOpt(`${name}.bias`), M, K, N, weightLayout: this.layout, weightDtype });
-    if (this.adapter?.has(name)) this.adapter.forward(rec, name, out, inp, M);
+    const adapted = this.adapter?.has(name) ?? false;
+    const y = residual && adapted ? residual.proj : out;
+    matmul_forward(rec, { out: y, inp, weight: this.w(`${name}.weight`), bias: this.wOpt(`${name}.bias`), M, K, N, weightLayout: this.layout, weightDtype, residual: adapted ? undefined : residual?.x });
+    if (adapted) {
+      this.adapter!.forward(rec, name, y, inp, M);
+      if (residual) residual_forward(rec, { out, a: residual.x, b: residual.proj, n: M * N });
+    }
   }
 
   linearBackward(rec: Recorder, name: string, dinp: GPUBuffer, dout: GPUBuffer, inp: GPUBuffer, M: number, K: number, N: number, accumulateDinp = false): void {

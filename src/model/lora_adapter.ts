@@ -1,6 +1,7 @@
 // A PEFT LoRA adapter on the GPU (src/model/lora.ts reads and writes its folder): per adapted module
 // A (r, in) and B (out, r) as trainable f32 parameters with their gradients, and the two hooks the
-// model calls around a linear layer, built from the plain matmul kernels:
+// model calls around a linear layer, built from the plain matmul kernels (the scalings are their epilogue's
+// scale, one rounding of the product as a separate x·scaling was):
 //   forward   u = scaling·(x·Aᵀ) (M, r), kept for the backward;  y += u·Bᵀ
 //   backward  dB += doutᵀ·u;  du = scaling·(dout·B);  dA += duᵀ·x;  dx += du·A
 // The base weights never see a gradient (the model skips them while an adapter is attached).
@@ -8,7 +9,6 @@
 // the same names; their parameter group is the base weight's prefixed "lora.", so the per-group grad and
 // update norms say that only the adapter trains. Float64 twin: RefModel with a LoraWeights (src/oracle/model.ts).
 import type { Gpu, Recorder } from '../gpu/context.ts';
-import { scale_forward } from '../kernels/grad_norm.ts';
 import { matmul_backward, matmul_forward } from '../kernels/matmul.ts';
 import type { Param } from './config.ts';
 import { loraKey, type LoraConfig, type LoraModule, type LoraWeights } from './lora.ts';
@@ -72,8 +72,7 @@ export class LoraAdapter {
   forward(rec: Recorder, name: string, out: GPUBuffer, inp: GPUBuffer, M: number): void {
     const r = this.config.r;
     const m = this.module(name, M);
-    matmul_forward(rec, { out: m.u!, inp, weight: m.A.buffer, M, K: m.in, N: r, weightLayout: 'out_in' });
-    scale_forward(rec, { x: m.u!, n: M * r, factor: this.config.scaling });
+    matmul_forward(rec, { out: m.u!, inp, weight: m.A.buffer, M, K: m.in, N: r, weightLayout: 'out_in', scale: this.config.scaling });
     matmul_forward(rec, { out, inp: m.u!, weight: m.B.buffer, M, K: r, N: m.out, weightLayout: 'out_in', accumulate: true });
   }
 
@@ -83,8 +82,7 @@ export class LoraAdapter {
     const m = this.modules.get(name)!;
     if (m.M !== M) throw new Error(`lora backward: module ${name} was last run on ${m.M} rows, not ${M}`);
     const g = this.ensureGrads(rec);
-    matmul_backward(rec, { dinp: m.du!, dweight: g.get(m.B.name), dout, inp: m.u!, weight: m.B.buffer, M, K: r, N: m.out, weightLayout: 'out_in', accumulate: true });
-    scale_forward(rec, { x: m.du!, n: M * r, factor: this.config.scaling });
+    matmul_backward(rec, { dinp: m.du!, dinpScale: this.config.scaling, dweight: g.get(m.B.name), dout, inp: m.u!, weight: m.B.buffer, M, K: r, N: m.out, weightLayout: 'out_in', accumulate: true });
     matmul_backward(rec, { dinp, dweight: g.get(m.A.name), dout: m.du!, inp, weight: m.A.buffer, M, K: m.in, N: r, weightLayout: 'out_in', accumulate: true, accumulateDinp: true });
   }
 

@@ -1,4 +1,5 @@
-// Float64 twins of shaders/sumsq_forward.wgsl (main + finish per tensor, and clip_coef) and shaders/scale_forward.wgsl.
+// Float64 twins of shaders/sumsq_forward.wgsl (main + finish per tensor, and clip_coef), and scale_forward: x·factor,
+// the LoRA scaling that the GEMM's epilogue applies (src/kernels/matmul.ts scale; src/oracle/model.ts uses it).
 export function sumsq_forward(inp: ArrayLike<number>): number {
   let s = 0;
   for (let i = 0; i < inp.length; i++) s += inp[i] * inp[i];

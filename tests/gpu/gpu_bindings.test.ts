@@ -5,7 +5,8 @@
 // bindings count; a hole in the params list is named; fast-check holds bindByName's one-pass check, which every
 // dispatch runs, to the rules that word its refusals). Then every
 // entry point under shaders/ is driven through its launcher once, so every kernel the project ships is
-// known to pass the check (the bench_* shaders are bench/loss.ts's own and are checked when it runs).
+// known to pass the check (the bench_* shaders are bench/loss.ts's own and are checked when it runs; test_scale is
+// the GPU layer's tests' own, dispatched by hand here and in tests/gpu).
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -18,7 +19,7 @@ import { colsum_forward } from '../../src/kernels/colsum.ts';
 import { column_copy_forward } from '../../src/kernels/column_copy.ts';
 import { embedding_backward, embedding_forward } from '../../src/kernels/embedding.ts';
 import { gelu_backward, gelu_forward } from '../../src/kernels/gelu.ts';
-import { clip_coef_forward, scale_forward, sumsq_forward } from '../../src/kernels/grad_norm.ts';
+import { clip_coef_forward, sumsq_forward } from '../../src/kernels/grad_norm.ts';
 import { grpo_loss_backward, grpo_loss_forward } from '../../src/kernels/grpo_loss.ts';
 import { kl_forward } from '../../src/kernels/kl.ts';
 import { layernorm_backward, layernorm_forward } from '../../src/kernels/layernorm.ts';
@@ -133,7 +134,7 @@ describe('the recorder refuses a dispatch whose names do not match its shader', 
   async function refused(gpu: Gpu, bad: (rec: Recorder, x: GPUBuffer) => void): Promise<GpuError> {
     const x = gpu.upload('x', new Float32Array(256).fill(1));
     const rec = gpu.recorder('outer recorder');
-    scale_forward(rec, { x, n: 256, factor: 2 });
+    rec.dispatch({ kernel: 'scale', shader: 'test_scale', bindings: { x }, params: [['n', 'u32', 256], ['factor', 'f32', 2]], workgroups: [1] });
     bad(rec, x);
     const err = await rec.submit().then(
       () => null,
@@ -150,11 +151,11 @@ describe('the recorder refuses a dispatch whose names do not match its shader', 
   it('a misspelt binding', async () => {
     const gpu = await testGpu();
     const err = await refused(gpu, (rec, x) =>
-      rec.dispatch({ kernel: 'misnamed scale', shader: 'scale_forward', bindings: { y: x }, params: [['n', 'u32', 256], ['factor', 'f32', 2]], workgroups: [1] }),
+      rec.dispatch({ kernel: 'misnamed scale', shader: 'test_scale', bindings: { y: x }, params: [['n', 'u32', 256], ['factor', 'f32', 2]], workgroups: [1] }),
     );
     expect(err.kernel).toBe('misnamed scale');
     expect(err.kind).toBe('validation');
-    expect(err.message).toBe('[validation] misnamed scale: shaders/scale_forward.wgsl (entry point main): binding "y" is not a storage variable of the entry point (it binds x)');
+    expect(err.message).toBe('[validation] misnamed scale: shaders/test_scale.wgsl (entry point main): binding "y" is not a storage variable of the entry point (it binds x)');
   });
 
   it('a binding the entry point uses left out, and params in the wrong order', async () => {
@@ -164,16 +165,16 @@ describe('the recorder refuses a dispatch whose names do not match its shader', 
     );
     expect(missing.message).toBe('[validation] residual without b: shaders/residual_forward.wgsl (entry point main): binding "b" is not given (given: a, out)');
     const swapped = await refused(gpu, (rec, x) =>
-      rec.dispatch({ kernel: 'swapped params', shader: 'scale_forward', bindings: { x }, params: [['factor', 'f32', 2], ['n', 'u32', 256]], workgroups: [1] }),
+      rec.dispatch({ kernel: 'swapped params', shader: 'test_scale', bindings: { x }, params: [['factor', 'f32', 2], ['n', 'u32', 256]], workgroups: [1] }),
     );
-    expect(swapped.message).toMatch(/^\[validation\] swapped params: shaders\/scale_forward\.wgsl \(entry point main\): params word 0 is "factor: f32"/);
+    expect(swapped.message).toMatch(/^\[validation\] swapped params: shaders\/test_scale\.wgsl \(entry point main\): params word 0 is "factor: f32"/);
   });
 });
 
-/** Every compute entry point of every shader the project ships (bench_* are the benchmark's own). */
+/** Every compute entry point of every shader the project ships (bench_* are the benchmark's own, test_* the tests'). */
 function shippedEntryPoints(): string[] {
   return readdirSync(SHADERS)
-    .filter((f) => f.endsWith('.wgsl') && !f.startsWith('bench_'))
+    .filter((f) => f.endsWith('.wgsl') && !f.startsWith('bench_') && !f.startsWith('test_'))
     .flatMap((f) => {
       const name = f.slice(0, -5);
       return [...read(name).matchAll(/@compute[^{]*?\bfn\s+(\w+)/g)].map((m) => `${name}:${m[1]}`);
@@ -226,7 +227,6 @@ describe('every kernel the project ships', () => {
       (rec) => gelu_backward(rec, { dinp: buf(N), inp: buf(N), dout: buf(N), n: N }),
       (rec) => sumsq_forward(rec, { inputs: [{ inp: buf(N), n: N }], out: buf(1) }),
       (rec) => clip_coef_forward(rec, { sumsq: buf(2), P: 2, maxNorm: 1, clip: buf(3) }),
-      (rec) => scale_forward(rec, { x: buf(N), n: N, factor: 2 }),
       (rec) =>
         grpo_loss_forward(rec, {
           logp: buf(BT), oldLogp: buf(BT), kl: buf(BT), advantages: buf(B), mask: buf(BT), loss: buf(BT), ratio: buf(BT), clip: buf(BT), B, T, params: policy,
@@ -276,6 +276,7 @@ describe('every kernel the project ships', () => {
       (rec) => rmsnorm_forward(rec, { out: buf(N * C), rstd: buf(N), inp: buf(N * C), weight: buf(C), N, C, eps: 1e-6 }),
       (rec) => rmsnorm_backward(rec, { dinp: buf(N * C), dweight: buf(C), dout: buf(N * C), inp: buf(N * C), weight: buf(C), rstd: buf(N), N, C, accumulate: false }),
       (rec) => rope_forward(rec, { x: buf(N * H * D), positionIds: buf(N), N, H, D, theta: 10000 }),
+      (rec) => rope_forward(rec, { x: buf(N * H * D), k: buf(N * D), Hk: 1, positionIds: buf(N), N, H, D, theta: 10000 }),
       (rec) => rope_backward(rec, { dx: buf(N * H * D), positionIds: buf(N), N, H, D, theta: 10000 }),
       (rec) => silu_gate_forward(rec, { out: buf(N), gate: buf(N), up: buf(N), n: N }),
       (rec) => silu_gate_backward(rec, { dgate: buf(N), dup: buf(N), dout: buf(N), gate: buf(N), up: buf(N), n: N }),

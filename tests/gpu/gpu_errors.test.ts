@@ -12,9 +12,9 @@ import { testGpu } from '../helpers/gpu.ts';
 
 const WG = 256;
 
-/** x *= factor over n elements (shaders/scale_forward.wgsl), dispatched by hand under the kernel name `kernel`. */
+/** x *= factor over n elements (shaders/test_scale.wgsl), dispatched by hand under the kernel name `kernel`. */
 function scale(rec: Recorder, kernel: string, x: GPUBuffer, n: number, factor: number): void {
-  rec.dispatch({ kernel, shader: 'scale_forward', constants: { WG }, bindings: { x }, params: [['n', 'u32', n], ['factor', 'f32', factor]], workgroups: [Math.ceil(n / WG)] });
+  rec.dispatch({ kernel, shader: 'test_scale', constants: { WG }, bindings: { x }, params: [['n', 'u32', n], ['factor', 'f32', factor]], workgroups: [Math.ceil(n / WG)] });
 }
 
 async function failure(p: Promise<unknown>): Promise<GpuError> {
@@ -83,7 +83,7 @@ describe('GPU errors name the failing kernel', () => {
       scale(rec, 'good before', x, 256, 2);
       rec.dispatch({
         kernel: 'too many workgroups',
-        shader: 'scale_forward',
+        shader: 'test_scale',
         constants: { WG },
         bindings: { x },
         params: [['n', 'u32', 256], ['factor', 'f32', 2]],

@@ -13,8 +13,8 @@ import { testGpu } from '../helpers/gpu.ts';
 const WG = 256;
 const n = 37;
 
-function scale(rec: Recorder, x: GPUBuffer, factor: number, kernel = 'scale_forward', workgroups = Math.ceil(n / WG)): void {
-  rec.dispatch({ kernel, shader: 'scale_forward', constants: { WG }, bindings: { x }, params: [['n', 'u32', n], ['factor', 'f32', factor]], workgroups: [workgroups] });
+function scale(rec: Recorder, x: GPUBuffer, factor: number, kernel = 'scale', workgroups = Math.ceil(n / WG)): void {
+  rec.dispatch({ kernel, shader: 'test_scale', constants: { WG }, bindings: { x }, params: [['n', 'u32', n], ['factor', 'f32', factor]], workgroups: [workgroups] });
 }
 
 /** Dispatch i of the chain: x ← x · f(i) (f cycles 2, 0.5, 1, each its own params), then x ← x + one. */
@@ -113,7 +113,7 @@ describe('streaming recorder', () => {
     await rec.finish();
     await profiler.settle();
     const calls = new Map(profiler.take().map((t) => [t.kernel, t.calls]));
-    expect(Object.fromEntries(calls)).toEqual({ scale_forward: 150, residual_accumulate: 150 });
+    expect(Object.fromEntries(calls)).toEqual({ scale: 150, residual_accumulate: 150 });
     expect(await read(gpu, x)).toEqual(expected(150));
     profiler.destroy();
     x.destroy();

@@ -10,7 +10,7 @@ import { testGpu } from '../helpers/gpu.ts';
 const WG = 256;
 
 function scale(rec: Recorder, x: GPUBuffer, n: number, factor: number): void {
-  rec.dispatch({ kernel: 'scale_forward', shader: 'scale_forward', constants: { WG }, bindings: { x }, params: [['n', 'u32', n], ['factor', 'f32', factor]], workgroups: [Math.ceil(n / WG)] });
+  rec.dispatch({ kernel: 'scale', shader: 'test_scale', constants: { WG }, bindings: { x }, params: [['n', 'u32', n], ['factor', 'f32', factor]], workgroups: [Math.ceil(n / WG)] });
 }
 
 /** A participant: uploads 1..n, scales it by `factor` after a CPU pause (the trainers decide between kernels), reads it. */
@@ -82,7 +82,7 @@ describe('SubmitGroup', () => {
     const group = new SubmitGroup(gpu, 'failing group', 2);
     const [a, b] = [group.seat(), group.seat()];
     const x = gpu.upload('x', new Float32Array(4));
-    a.recorder.dispatch({ kernel: 'too_many_groups', shader: 'scale_forward', constants: { WG }, bindings: { x }, params: [['n', 'u32', 4], ['factor', 'f32', 2]], workgroups: [gpu.limits.maxComputeWorkgroupsPerDimension + 1] });
+    a.recorder.dispatch({ kernel: 'too_many_groups', shader: 'test_scale', constants: { WG }, bindings: { x }, params: [['n', 'u32', 4], ['factor', 'f32', 2]], workgroups: [gpu.limits.maxComputeWorkgroupsPerDimension + 1] });
     const reads = [a.read([{ buf: x }]), b.read([{ buf: x }])];
     for (const r of reads) {
       const e = await r.then(() => null, (err: unknown) => err);

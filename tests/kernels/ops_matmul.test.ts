@@ -4,8 +4,9 @@
 // K below a tile, single rows and columns, both weight layouts, bias, accumulation, the few-row (decode)
 // kernel for 'out_in' weights, binding-window splits (forced by a lowered binding limit, and once for
 // real past lavapipe's 128 MiB); which kernel each adapter class gets; the tiled kernel's split K (its slice
-// counts) and register prefetch (bitwise the kernel without it); and the twin's backward against central
-// finite differences of the twin's forward.
+// counts) and register prefetch (bitwise the kernel without it); the epilogue's scale and residual (bitwise the
+// product followed by their own rounding); and the twin's backward against central finite differences of the
+// twin's forward.
 //
 // Tolerance: the inputs are exact f32 values and the twin is exact in float64, so the only error is the
 // GPU's f32 accumulation. Each of the K fused multiply-adds rounds by at most u = 2⁻²⁴ of the running
@@ -404,6 +405,78 @@ describe('matmul_backward', () => {
     });
     worst = Math.max(worst, expectClose(dweight, ref.dweight.map((v, i) => v + prevW[i]), { atol: 0, rtol: 0, atolAt: tolFrom(refAbs.dweight.map((v, i) => v + Math.abs(prevW[i])), T + 1), label: 'prefetch split dweight' }).worst);
     console.log(`tiled GEMM with register prefetch: worst ${worst.toFixed(3)} of tolerance`);
+  });
+
+  it("the epilogue's scale and residual (one dispatch fewer each): bitwise the product, then its f32 multiply or add, every kernel, split K, binding windows, bias; dinpScale on the backward", async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(41);
+    const f = Math.fround;
+    // One product, written plain and then with the epilogue: returns both readbacks and the fused recording's kernels.
+    const run = async (M: number, K: number, N: number, opts: { layout?: WeightLayout; bias?: boolean; kernel?: MatmulKernel; bindingLimit?: number; scale?: number; residual?: boolean }) => {
+      const layout = opts.layout ?? 'out_in';
+      const inp = rng.f32(M * K);
+      const weight = rng.f32(N * K, 0.5);
+      const bias = opts.bias ? rng.f32(N) : null;
+      const resid = rng.f32(M * N, 3);
+      const args = { inp: gpu.upload('inp', inp), weight: gpu.upload('w', weight), bias: bias ? gpu.upload('bias', bias) : undefined, M, K, N, weightLayout: layout, kernel: opts.kernel, bindingLimit: opts.bindingLimit };
+      const plain = gpu.createBuffer('plain', M * N * 4);
+      const fused = gpu.createBuffer('fused', M * N * 4);
+      const r1 = gpu.recorder('plain');
+      matmul_forward(r1, { ...args, out: plain });
+      const r2 = gpu.recorder('fused');
+      matmul_forward(r2, { ...args, out: fused, scale: opts.scale, residual: opts.residual ? gpu.upload('resid', resid) : undefined });
+      const kernels = { plain: [...r1.kernels], fused: [...r2.kernels] };
+      await r1.submit();
+      await r2.submit();
+      return { plain: await gpu.readF32(plain, M * N), fused: await gpu.readF32(fused, M * N), resid, kernels, inp, weight, bias, layout };
+    };
+    const kernels: MatmulKernel[] = [...gemmKernels(gpu), 'rows'];
+    for (const kernel of kernels) {
+      const [M, K, N] = kernel === 'rows' ? [5, 61, 33] : [37, 53, 29];
+      for (const bias of [false, true]) {
+        const r = await run(M, K, N, { kernel, bias, residual: true });
+        expect(r.fused, `${kernel} residual bias=${bias}`).toEqual(Float32Array.from(r.plain, (v, i) => f(v + r.resid[i])));
+        expect(r.kernels.fused).toEqual(r.kernels.plain);
+      }
+      const r = await run(M, K, N, { kernel, scale: 0.37 });
+      expect(r.fused, `${kernel} scale`).toEqual(Float32Array.from(r.plain, (v) => f(v * f(0.37))));
+    }
+    // Split K (x·Aᵀ at rank 16 over K = 1,100: 14 slices, summed by colsum, which finishes the epilogue), the
+    // residual and the scale each; a 16 KiB binding limit: 64-row windows of C and of the residual, read mid-page.
+    for (const opts of [{ residual: true }, { scale: 2.5 }, { residual: true, bindingLimit: 16 * 1024 }]) {
+      const r = await run(600, 1100, 16, { kernel: 'tiled', ...opts });
+      if (!opts.bindingLimit) expect(r.kernels.fused).toEqual(['matmul_forward', 'colsum_forward']);
+      expect(r.fused, JSON.stringify(opts)).toEqual(Float32Array.from(r.plain, (v, i) => (opts.scale ? f(v * f(opts.scale)) : f(v + r.resid[i]))));
+    }
+    // Cut along K (an [in, out] weight past the binding limit): the residual goes with the first K block, like the
+    // bias, so the later block's sum is added after it: not the plain order, but within the float64 bound.
+    const cut = await run(40, 300, 30, { layout: 'in_out', kernel: 'tiled', bias: true, residual: true, bindingLimit: 16 * 1024 });
+    expect(cut.kernels.fused.length).toBeGreaterThan(1);
+    const S = mmRef(abs(cut.inp), abs(cut.weight), abs(cut.bias!), 40, 300, 30, 'in_out').map((v, i) => v + Math.abs(cut.resid[i]));
+    expectClose(cut.fused, mmRef(cut.inp, cut.weight, cut.bias, 40, 300, 30, 'in_out').map((v, i) => v + cut.resid[i]), { atol: 0, rtol: 0, atolAt: tolFrom(S, 302), label: 'residual, K blocks' });
+    // ... and a scaled product cut along K is refused (each block would be scaled alone).
+    const refused = gpu.recorder('refused');
+    expect(() => matmul_forward(refused, { out: gpu.createBuffer('o', 40 * 30 * 4), inp: gpu.createBuffer('i', 40 * 300 * 4), weight: gpu.createBuffer('w', 300 * 30 * 4), M: 40, K: 300, N: 30, weightLayout: 'in_out', kernel: 'tiled', scale: 2, bindingLimit: 16 * 1024 })).toThrow(
+      'matmul_forward: a scaled product must fit one K block (K = 300, 128 per binding window)',
+    );
+    await refused.submit();
+    const same = gpu.createBuffer('same', 4 * 4);
+    expect(() => matmul_forward(gpu.recorder('aliased'), { out: same, residual: same, inp: same, weight: same, M: 2, K: 2, N: 2, weightLayout: 'out_in' })).toThrow('matmul_forward: residual must not be out');
+    // The backward's dinpScale (LoRA's du = scaling·(dout·B), M 600 × r 16 over K = 1,100: split), with a dweight beside it.
+    const [T, R, Out] = [600, 16, 1100];
+    const dout = gpu.upload('dout', rng.f32(T * Out));
+    const bw = gpu.upload('b', rng.f32(Out * R, 0.5));
+    const u = gpu.upload('u', rng.f32(T * R));
+    const outs = [gpu.createBuffer('du', T * R * 4), gpu.createBuffer('du scaled', T * R * 4)];
+    const dB = [gpu.createBuffer('dB', Out * R * 4), gpu.createBuffer('dB scaled', Out * R * 4)];
+    for (const [i, dinpScale] of [[0, undefined], [1, 2]] as const) {
+      const rec = gpu.recorder('dinpScale');
+      matmul_backward(rec, { dinp: outs[i], dweight: dB[i], dout, inp: u, weight: bw, M: T, K: R, N: Out, weightLayout: 'out_in', accumulate: false, dinpScale, kernel: 'tiled' });
+      await rec.submit();
+    }
+    const [du, duScaled] = await Promise.all(outs.map((b) => gpu.readF32(b, T * R)));
+    expect(duScaled).toEqual(Float32Array.from(du, (v) => f(v * 2)));
+    expect(await gpu.readF32(dB[1], Out * R)).toEqual(await gpu.readF32(dB[0], Out * R)); // the weight gradient is not scaled
   });
 
   it('float64 twin: backward matches central finite differences of the forward', () => {

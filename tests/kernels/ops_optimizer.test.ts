@@ -15,7 +15,7 @@ import { parseSafeTensors, toF32, toF64, type SafeTensors } from '../../src/io/s
 import * as optRef from '../../src/oracle/optimizer.ts';
 import * as normRef from '../../src/oracle/grad_norm.ts';
 import { adamw_step, sgd_step } from '../../src/kernels/optimizer.ts';
-import { clip_coef_forward, scale_forward, sumsq_forward } from '../../src/kernels/grad_norm.ts';
+import { clip_coef_forward, sumsq_forward } from '../../src/kernels/grad_norm.ts';
 import { statsSince, type Gpu } from '../../src/gpu/context.ts';
 
 const check = tally('ops_optimizer');
@@ -273,20 +273,6 @@ describe('sumsq_forward, clip_coef and the global gradient norm', () => {
       // A float32 tree sum of ≤ 700 positive terms (≤ 12 levels, ~1e-6) then √ and a division: rtol 2e-6.
       check([coef, norm], [want.coef, want.norm], { rtol: 2e-6, atol: 0, label: `clip max_norm ${maxNorm}`, key: 'clip_coef' });
     }
-  });
-});
-
-describe('scale_forward', () => {
-  it('n=269697 in place', async () => {
-    const gpu = await testGpu();
-    const n = 269_697;
-    const x = new Rng(4).f32(n, 10);
-    const buf = gpu.upload('x', x);
-    const rec = gpu.recorder('scale test');
-    scale_forward(rec, { x: buf, n, factor: 0.123 });
-    await rec.submit();
-    // One f32 rounding of x·f32(factor): 1 ulp (2^-23) relative, plus f32(0.123)'s own rounding (2^-24).
-    check(await gpu.readF32(buf, n), normRef.scale_forward(x, 0.123), { rtol: 1.8e-7, atol: 0, label: 'scale', key: 'scale_forward' });
   });
 });
 

@@ -1,4 +1,5 @@
-// rope_forward / rope_backward (GPU) against their float64 twins: head dims 8..128, theta 1e4 and 1e6,
+// rope_forward / rope_backward (GPU) against their float64 twins (one tensor, and queries with keys in one
+// dispatch): head dims 8..128, theta 1e4 and 1e6,
 // positions up to 4096 (where an f32 angle p·inv_freq would already be off by ~2e-4 rad), the pad
 // position 1, 0 and a negative position; and the twin's backward against finite differences.
 import { describe, expect, it } from 'vitest';
@@ -57,6 +58,35 @@ describe('rope', () => {
       console.log(`rope theta ${theta}: worst ${worst.toFixed(3)} of tolerance`);
     });
   }
+
+  it('rotates the queries and the keys in one dispatch (GQA: Hk < H): each as the twin, bitwise as two dispatches', async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(44);
+    for (const [N, H, Hk, D] of [[37, 3, 1, 8], [21, 14, 2, 64], [9, 2, 2, 128]]) {
+      const pos = positions(rng, N);
+      const [q, k] = [rng.f32(N * H * D), rng.f32(N * Hk * D)];
+      const posBuf = gpu.upload('pos', pos);
+      const shape = { positionIds: posBuf, N, D, theta: 1e6 };
+      for (const dir of ['forward', 'backward'] as const) {
+        const [q1, k1, q2, k2] = [gpu.upload('q', q), gpu.upload('k', k), gpu.upload('q', q), gpu.upload('k', k)];
+        const one = gpu.recorder('rope q and k');
+        if (dir === 'forward') rope_forward(one, { ...shape, x: q1, H, k: k1, Hk });
+        else rope_backward(one, { ...shape, dx: q1, H, dk: k1, Hk });
+        expect(one.kernels).toHaveLength(1);
+        const two = gpu.recorder('rope q, then k');
+        if (dir === 'forward') [[q2, H], [k2, Hk]].forEach(([x, h]) => rope_forward(two, { ...shape, x: x as GPUBuffer, H: h as number }));
+        else [[q2, H], [k2, Hk]].forEach(([x, h]) => rope_backward(two, { ...shape, dx: x as GPUBuffer, H: h as number }));
+        await one.submit();
+        await two.submit();
+        const [gq, gk] = [await gpu.readF32(q1, N * H * D), await gpu.readF32(k1, N * Hk * D)];
+        expect(gq).toEqual(await gpu.readF32(q2, N * H * D));
+        expect(gk).toEqual(await gpu.readF32(k2, N * Hk * D));
+        const twin = dir === 'forward' ? ropeRef : ropeBackRef;
+        expectClose(gq, twin(q, pos, N, H, D, 1e6), { atol: 0, rtol: 0, atolAt: tolerance(q, D), label: `rope ${dir} q N=${N} H=${H}` });
+        expectClose(gk, twin(k, pos, N, Hk, D, 1e6), { atol: 0, rtol: 0, atolAt: tolerance(k, D), label: `rope ${dir} k N=${N} Hk=${Hk}` });
+      }
+    }
+  });
 
   it('the tolerance rejects a plain f32 angle (p·inv_freq rounded to f32) at large positions', () => {
     const rng = new Rng(43);

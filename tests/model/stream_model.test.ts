@@ -1,6 +1,6 @@
 // A model's forward and backward recorded into streaming recorders (src/gpu/recorder.ts RecorderOptions.stream,
 // as the step's stages record them) against the same recorded into one submit: a SmolLM2-shaped Llama narrowed
-// to 12 layers (enough dispatches for several pieces, where the golden tiny models fit in one) gives
+// to 16 layers (enough dispatches for several pieces, where the golden tiny models fit in one) gives
 // bit-identical per-token log-probs, entropies and gradients of every parameter, in more submits.
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
@@ -19,9 +19,9 @@ import { testGpu } from '../helpers/gpu.ts';
 const raw = JSON.parse(readFileSync(join(__dirname, '..', 'fixtures/configs/SmolLM2-135M.json'), 'utf8'));
 
 describe('streamed forward and backward', () => {
-  it.sequential('a 12-layer model: streamed pieces give bit-identical log-probs, entropies and gradients', async () => {
+  it.sequential('a 16-layer model: streamed pieces give bit-identical log-probs, entropies and gradients', async () => {
     const gpu = await testGpu();
-    const cfg = parseConfig({ ...raw, hidden_size: 96, intermediate_size: 160, num_attention_heads: 6, num_key_value_heads: 2, vocab_size: 509, num_hidden_layers: 12, torch_dtype: 'float32' });
+    const cfg = parseConfig({ ...raw, hidden_size: 96, intermediate_size: 160, num_attention_heads: 6, num_key_value_heads: 2, vocab_size: 509, num_hidden_layers: 16, torch_dtype: 'float32' });
     const [B, P, C] = [3, 7, 11];
     const rng = new Rng(5);
     const batch = {

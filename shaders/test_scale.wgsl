@@ -1,5 +1,7 @@
-// In-place scale x *= factor (e.g. gradients by the clip coefficient, when the clipped gradient
-// itself is wanted; the optimizers take the coefficient directly as grad_scale).
+// A test fixture, not a model kernel: x *= factor in place, the simplest dispatch whose result depends on the
+// order of the dispatches and on each one's params. The GPU layer's tests (tests/gpu: recorder, streaming, submit
+// groups, errors, binding checks) dispatch it by hand. (The LoRA scalings it served are the GEMM's epilogue now:
+// src/kernels/matmul.ts scale.)
 
 override WG: u32 = 256;
 
