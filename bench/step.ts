@@ -7,7 +7,8 @@
 // GPU buffers held; per model: the peak against the plan of a later update (src/model/plan.ts with `carried`:
 // `grpo-studio plan`'s one update plus the optimizer's moments alive from its first stage, as the page's next
 // update holds them) with the reference checkpoint held beside the policy. Per stage also the GPU work of that second run:
-// dispatches, compute passes, bind-group cache hit rate, KiB read back and CPU ms spent encoding. Last, the
+// dispatches, compute passes, bind-group cache hit rate, KiB read back, CPU ms spent encoding and ms spent
+// awaiting the GPU (wall ms minus wait ms is the CPU's share: recording, encoding and the stage's own work). Last, the
 // optimizer alone over the SmolLM2-shaped parameters (every one trains): one clipped AdamW step whose
 // gradient norms, clip coefficient and update go in one submit (Optimizer.step), second of two runs. Then
 // a LoRA update over a Qwen2.5-0.5B-shaped bf16 base at 8 × 512, its peak against the plan of that update, with
@@ -143,6 +144,7 @@ const work = (s: GpuStats): Row => ({
   'bg hit %': s.bindGroupHits + s.bindGroupMisses ? (100 * s.bindGroupHits) / (s.bindGroupHits + s.bindGroupMisses) : null,
   'read KiB': s.bytesRead / 1024,
   'encode ms': s.encodeMs,
+  'wait ms': s.waitMs,
 });
 
 /** One clipped AdamW step over every parameter of `policy` on the gradients its last backward left (max_grad_norm 1): grad norms + clip + update in one submit. */

@@ -247,7 +247,12 @@ export class Gpu {
     const lost = this.lost.then((info) => {
       throw new GpuError('device-lost', what, info.message || info.reason || 'device lost');
     });
-    await Promise.race([buf.mapAsync(GPUMapMode.READ, 0, size), lost]);
+    const t0 = performance.now();
+    try {
+      await Promise.race([buf.mapAsync(GPUMapMode.READ, 0, size), lost]);
+    } finally {
+      this.stats.waitMs += performance.now() - t0;
+    }
   }
 
   /** A zero-filled storage buffer of at least `byteSize` bytes, shared by optional bindings. */

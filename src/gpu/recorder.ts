@@ -350,12 +350,17 @@ export class GpuRecorder<G extends RecorderHost> {
   /** Submits and waits until the GPU has finished the work (for timings and before reads). */
   async finish(): Promise<void> {
     await this.submit();
-    await Promise.race([
-      this.gpu.device.queue.onSubmittedWorkDone(),
-      this.gpu.lost.then((info) => {
-        throw new GpuError('device-lost', this.label, info.message || info.reason);
-      }),
-    ]);
+    const t0 = performance.now();
+    try {
+      await Promise.race([
+        this.gpu.device.queue.onSubmittedWorkDone(),
+        this.gpu.lost.then((info) => {
+          throw new GpuError('device-lost', this.label, info.message || info.reason);
+        }),
+      ]);
+    } finally {
+      this.gpu.stats.waitMs += performance.now() - t0;
+    }
   }
 }
 

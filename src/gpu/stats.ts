@@ -11,9 +11,10 @@ export interface GpuStats {
   bindGroupMisses: number;
   bytesRead: number; // GPU → CPU
   encodeMs: number; // CPU time spent recording, encoding and submitting
+  waitMs: number; // wall time spent awaiting the GPU (a recorder's finish(), a read-back's map): the rest of a stage's wall time is the CPU's
 }
 
-export const zeroStats = (): GpuStats => ({ dispatches: 0, computePasses: 0, submits: 0, readbacks: 0, bindGroupHits: 0, bindGroupMisses: 0, bytesRead: 0, encodeMs: 0 });
+export const zeroStats = (): GpuStats => ({ dispatches: 0, computePasses: 0, submits: 0, readbacks: 0, bindGroupHits: 0, bindGroupMisses: 0, bytesRead: 0, encodeMs: 0, waitMs: 0 });
 
 /** a − b, field by field (a stage's share of the running totals). */
 export function statsSince(a: GpuStats, b: GpuStats): GpuStats {
