@@ -1,4 +1,4 @@
-// GEMM C = op(A) · op(B) (+ bias) (+ C) for SwiftShader, the same products, operands and parameters as
+// GEMM C = scale·(op(A) · op(B)) (+ bias) (+ C) (+ R) for SwiftShader, the same products, operands and parameters as
 // matmul_forward.wgsl (common/matmul.wgsl). SwiftShader runs the invocations of a workgroup as coroutines
 // and pays a switch of every one at each barrier, and its subgroup shuffles are slow too: the tiled kernel's
 // barriers and the subgroup kernel's shuffles cost more than its loads save (src/kernels/matmul.ts). Here

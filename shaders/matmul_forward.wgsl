@@ -1,4 +1,5 @@
-// Tiled GEMM  C = op(A) · op(B) (+ bias) (+ C),  with op(A): (M, K), op(B): (K, N), C: (M, N) row-major.
+// Tiled GEMM  C = scale·(op(A) · op(B)) (+ bias) (+ C) (+ R),  with op(A): (M, K), op(B): (K, N), C and the
+// residual stream R: (M, N) row-major (the epilogue: common/matmul.wgsl store_c).
 // One shader serves every matmul of the model on a GPU: the forward (B = Wᵀ for nn.Linear [out, in]
 // weights, B = W for GPT-2 Conv1D [in, out]) and both backward products (dinp = dout·W, dweight = doutᵀ·x),
 // which differ only in which operand is read transposed (TRANS_A / TRANS_B override constants). Lavapipe
@@ -22,7 +23,8 @@
 // Split K: a product with few output tiles and a long K (LoRA's rank-16 sides, weight gradients over
 // thousands of tokens) would leave most of a GPU idle, each workgroup walking K alone. The launcher then
 // gives workgroup z the slice [z·k_chunk, (z + 1)·k_chunk) of K and a partial C of its own (c_split apart,
-// in a scratch buffer), and sums the partials in slice order with colsum_forward.wgsl: deterministic.
+// in a scratch buffer), and sums the partials in slice order with colsum_forward.wgsl, which also finishes the
+// epilogue (scale, C's previous value, R): deterministic.
 //
 // B_BF16: B holds packed bfloat16 weights (common/matmul.wgsl). The operands, their bindings and the
 // epilogue are shared with matmul_subgroup_forward.wgsl and matmul_direct_forward.wgsl (src/kernels/matmul.ts).

@@ -1,4 +1,4 @@
-// GEMM C = op(A) · op(B) (+ bias) (+ C) for lavapipe, the same products, operands and parameters as
+// GEMM C = scale·(op(A) · op(B)) (+ bias) (+ C) (+ R) for lavapipe, the same products, operands and parameters as
 // matmul_forward.wgsl (common/matmul.wgsl); src/kernels/matmul.ts picks it on software adapters whose
 // subgroup size is fixed (SG), but SwiftShader, which runs it slower than the tiled kernel (gemmKernels).
 //

@@ -5,9 +5,10 @@
 // C = scale·(op(A) · op(B)) (+ bias) (+ C) (+ R), op(A): (M, K), op(B): (K, N), C: (M, N) row-major windows;
 // element (r, c) of an operand block is base + r·ld + c of its binding (matmul_forward.wgsl's header has the
 // details). The epilogue (store_c) folds in what used to be a dispatch of its own after the product: `scale`
-// (a LoRA module's scaling of x·Aᵀ and of dout·B), and R, a residual stream laid out as C (the o_proj and
-// down_proj outputs added to the stream they return to). Each is one rounding in the order the separate kernels
-// made it, so the result is bitwise the product followed by scale_forward or residual_forward.
+// (a LoRA module's scaling of x·Aᵀ and of dout·B: a bare product, no bias, C or R added, as the launcher
+// enforces), and R, a residual stream laid out as C (the o_proj and down_proj outputs added to the stream they
+// return to; a product cut along K adds it with its last block). Each is one rounding in the order the separate
+// kernels made it, so the result is bitwise the product followed by an f32 multiply or by residual_forward.
 //
 // B_BF16: B holds packed bfloat16 (common/bf16.wgsl), widened to f32 exactly; accumulation stays f32. B's base /
 // ld count bf16 elements.

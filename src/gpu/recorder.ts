@@ -305,8 +305,11 @@ export class GpuRecorder<G extends RecorderHost> {
       throw new GpuError('device-lost', this.label, gpu.lostReason);
     }
     if (this.sent.ops < this.ops.length || this.pieces.length === 0) this.send();
+    // The device's answers on the allocations and on each piece: time awaiting the GPU, as finish()'s.
+    const t0 = performance.now();
     const allocErrors = await Promise.all(this.allocs.map((a) => a.error));
     const failure = (await Promise.all(this.pieces.map((p) => p.check))).find((e) => e !== null) ?? null;
+    gpu.stats.waitMs += performance.now() - t0;
     this.release();
     const forget = () => this.pieces.forEach((p) => gpu.cache.forget(p.journal));
     const a = allocErrors.findIndex((e) => e !== null);

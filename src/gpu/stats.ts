@@ -11,7 +11,7 @@ export interface GpuStats {
   bindGroupMisses: number;
   bytesRead: number; // GPU → CPU
   encodeMs: number; // CPU time spent recording, encoding and submitting
-  waitMs: number; // wall time spent awaiting the GPU (a recorder's finish(), a read-back's map): the rest of a stage's wall time is the CPU's
+  waitMs: number; // wall time spent awaiting the GPU (a recorder's submit checks and finish(), a read-back's map): the rest of a stage's wall time is the CPU's
 }
 
 export const zeroStats = (): GpuStats => ({ dispatches: 0, computePasses: 0, submits: 0, readbacks: 0, bindGroupHits: 0, bindGroupMisses: 0, bytesRead: 0, encodeMs: 0, waitMs: 0 });

@@ -16,7 +16,8 @@
 // LoRA's delta onto the base output), `scale` (LoRA's scaling of x·Aᵀ) and `residual` (out = residual + the
 // layer: o_proj and down_proj return to the residual stream), and `bindingLimit`, `kernel` and `prefetch`
 // (tests and bench) on both launchers. scale and residual are the GEMM's epilogue (common/matmul.wgsl store_c):
-// a dispatch each fewer than scale_forward / residual_forward after the product, with bitwise their result.
+// a dispatch each fewer than an f32 multiply (the former scale_forward) or residual_forward after the product,
+// with bitwise their result.
 import { adapterClass, Gpu, type AdapterClass, type Binding, type Recorder } from '../gpu/context.ts';
 import { colsum_forward } from './colsum.ts';
 import { sharedScratch } from './scratch.ts';
@@ -179,9 +180,11 @@ interface Operand {
 
 /**
  * C (M, N) (+)= scale·(op(A) (M, K) · op(B) (K, N)) (+ bias) (+ resid), cut into blocks that fit the binding
- * limit. resid (M, N) is laid out as C and is windowed with it. The bias and resid go with the first K block
- * (a product cut along K adds the later blocks' sums after them: another rounding order, as for the bias);
- * a scaled product must be one K block (each block would be scaled alone, and C's previous value with it).
+ * limit. resid (M, N) is laid out as C and is windowed with it. The bias goes with the first K block and resid
+ * with the last, so a product cut along K still adds the stream to the finished product (R + (v0 + b + v1), as
+ * residual_forward after the product did). A scaled product (scale ≠ 1) is a bare one: no bias, resid or
+ * accumulation, one K block: the factor then multiplies the whole product once, and no add can contract with
+ * the multiply into an fma (WGSL lets a compiler fuse them; with scale 1, fma(v, 1, b) is exactly v + b).
  */
 function gemm(
   rec: Recorder,
@@ -210,6 +213,7 @@ function gemm(
   nBlock = roundDown(nBlock, N, tileN);
   kBlock = roundDown(kBlock, K, tileK);
   const scale = g.scale ?? 1;
+  if (scale !== 1 && (g.bias || g.resid || g.accumulate)) throw new Error(`${kernel}: a scaled product takes no bias, residual or accumulation (the scale applies to the product alone)`);
   if (scale !== 1 && kBlock < K) throw new Error(`${kernel}: a scaled product must fit one K block (K = ${K}, ${kBlock} per binding window)`);
 
   for (let m0 = 0; m0 < M; m0 += mBlock) {
@@ -226,7 +230,7 @@ function gemm(
         const bw = b.trans ? rowWindow(gpu, b.buf, n0, nc, b.ld, bBytes) : rowWindow(gpu, b.buf, k0, kc, b.ld, bBytes);
         const plan = gemmPlan(gpu, mc, nc, g.kernel, g.prefetch);
         const bias = k0 === 0 ? g.bias : undefined; // added once, by the first K block
-        const resid = k0 === 0 ? rw : null; // likewise
+        const resid = k0 + kc === K ? rw : null; // added to the finished product, by the last K block
         const flags = (g.accumulate || k0 > 0 ? 1 : 0) | (bias ? 2 : 0) | (resid ? 4 : 0);
         // Split K only where the partials can be summed straight into C: one K block, no bias, C's block
         // whole rows from its binding's start.
@@ -273,7 +277,7 @@ export function matmul_forward(
     weightLayout: WeightLayout;
     weightDtype?: WeightDtype; // default f32
     accumulate?: boolean; // out += ... (a LoRA delta added onto its base layer's output)
-    scale?: number; // out = scale·(inp·W) (+ out): a bare product's factor (LoRA's scaling of x·Aᵀ); default 1
+    scale?: number; // out = scale·(inp·W): a bare product's factor (LoRA's scaling of x·Aᵀ; no bias, residual or accumulate); default 1
     residual?: GPUBuffer; // (M, N), not `out`: out = residual + (inp·W + bias) (a projection returning to the residual stream)
     bindingLimit?: number; // tests only
     kernel?: MatmulKernel; // tests and bench: this kernel, instead of the launcher's choice
@@ -289,6 +293,7 @@ export function matmul_forward(
   checkSize('matmul_forward', 'weight', args.weight, N * K, wBytes);
   const outIn = args.weightLayout === 'out_in';
   const gpu = rec.gpu;
+  if ((args.scale ?? 1) !== 1 && (args.bias || args.residual || args.accumulate)) throw new Error('matmul_forward: a scaled product takes no bias, residual or accumulation (the scale applies to the product alone)');
   if (args.residual) {
     checkSize('matmul_forward', 'residual', args.residual, M * N);
     if (args.residual === args.out) throw new Error('matmul_forward: residual must not be out (one buffer cannot be read and written by a dispatch)');
@@ -349,7 +354,7 @@ export function matmul_backward(
     weightDtype?: WeightDtype; // bf16: a frozen weight, so dinp only
     accumulate: boolean; // dweight += ..., dbias += ... (tied embeddings share one gradient)
     accumulateDinp?: boolean; // dinp += ... (an input feeding several projections)
-    dinpScale?: number; // dinp = dinpScale·(dout·W) (+ dinp): LoRA's scaling of du = dout·B; default 1
+    dinpScale?: number; // dinp = dinpScale·(dout·W), not accumulated: LoRA's scaling of du = dout·B; default 1
     bindingLimit?: number; // tests only
     kernel?: GemmKernel; // tests and bench: the GEMM kernel, instead of gemmPlan's choice
     prefetch?: boolean; // tests and bench: false turns the tiled kernel's register prefetch off (default on)

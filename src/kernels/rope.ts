@@ -4,6 +4,7 @@
 // rope_scaling (linear, llama3: the inverse frequencies as HF's modeling_rope_utils.py computes them).
 import { Gpu, type Recorder } from '../gpu/context.ts';
 import type { RopeScaling } from './types.ts';
+import { sharedScratch } from './scratch.ts';
 import { prefix } from './windows.ts';
 
 const WG = 256;
@@ -57,7 +58,7 @@ export interface RopeShape {
 }
 
 /** A second tensor rotated by the same dispatch: the keys (N, Hk, D) beside the queries. */
-export interface RopeKeys {
+interface RopeKeys {
   k?: GPUBuffer;
   Hk?: number;
 }
@@ -75,7 +76,8 @@ function rope(rec: Recorder, kernel: string, sign: 1 | -1, x: GPUBuffer, s: Rope
     constants: { WG, SIGN: sign },
     bindings: {
       x: prefix(gpu, kernel, 'x', x, N * H * D),
-      y: y.k ? prefix(gpu, kernel, sign > 0 ? 'k' : 'dk', y.k, N * HY * D) : gpu.zeros(16),
+      // No keys: a stand-in of its own (a read_write binding; the shared zeros other kernels read must never be one).
+      y: y.k ? prefix(gpu, kernel, sign > 0 ? 'k' : 'dk', y.k, N * HY * D) : sharedScratch(gpu, 'rope:no_keys', 16),
       position_ids: prefix(gpu, kernel, 'positionIds', s.positionIds, N),
       freq: table(gpu, D, s.theta, s.scaling),
     },

@@ -37,7 +37,7 @@ export function sharedActivationSizes(cfg: ModelConfig, B: number, T: number, ke
     mask: N, // (B, T) i32
     pos: N, // (B, T) i32
     resid_out: N * C, // (N, C) last layer's output
-    proj: N * C, // (N, C) o_proj / down_proj output before the residual add
+    proj: N * C, // (N, C) a LoRA-adapted o_proj / down_proj output before its residual add (unadapted ones add in their GEMM)
     lnf: N * C, // (N, C)
     lnf_rstd: N,
     lnf_kept: keep ? rows * C : 0, // (rows, C) hidden rows the head scores (logits_to_keep only)

@@ -1,5 +1,4 @@
-// Float64 twins of shaders/sumsq_forward.wgsl (main + finish per tensor, and clip_coef), and scale_forward: x·factor,
-// the LoRA scaling that the GEMM's epilogue applies (src/kernels/matmul.ts scale; src/oracle/model.ts uses it).
+// Float64 twins of shaders/sumsq_forward.wgsl (main + finish per tensor, and clip_coef).
 export function sumsq_forward(inp: ArrayLike<number>): number {
   let s = 0;
   for (let i = 0; i < inp.length; i++) s += inp[i] * inp[i];
@@ -15,8 +14,4 @@ export function clip_coef(sumsqs: ArrayLike<number>, maxNorm: number): { coef: n
   for (let i = 0; i < sumsqs.length; i++) s += sumsqs[i];
   const norm = Math.sqrt(s);
   return { coef: maxNorm > 0 ? Math.min(1, maxNorm / (norm + 1e-6)) : 1, ok: Number.isFinite(norm), norm };
-}
-
-export function scale_forward(x: ArrayLike<number>, factor: number): Float64Array {
-  return Float64Array.from(x, (v) => v * factor);
 }

@@ -1,6 +1,6 @@
 // Float64 twin of shaders/matmul_forward.wgsl / matmul_backward.wgsl: y = x·W' + b with W' = Wᵀ for
 // nn.Linear [out, in] weights ('out_in') and W' = W for GPT-2 Conv1D [in, out] ('in_out'), and its
-// three gradients.
+// three gradients; and scale_forward, the epilogue's scale (common/matmul.wgsl store_c).
 export type WeightLayout = 'out_in' | 'in_out';
 
 /** W'[k, n] of the weight in either layout. */
@@ -51,4 +51,9 @@ export function matmul_backward(
     }
   }
   return { dinp, dweight, dbias };
+}
+
+/** The GEMM epilogue's scale (common/matmul.wgsl store_c: LoRA's scaling of x·Aᵀ and of dout·B): x·factor. */
+export function scale_forward(x: ArrayLike<number>, factor: number): Float64Array {
+  return Float64Array.from(x, (v) => v * factor);
 }

@@ -36,6 +36,7 @@ import { silu_gate_backward, silu_gate_forward } from '../../src/kernels/silu_ga
 import { trl_loss_backward, trl_loss_forward } from '../../src/kernels/trl_loss.ts';
 import { PPO_INPUTS, type TrlLossParams } from '../../src/kernels/types.ts';
 import { testGpu } from '../helpers/gpu.ts';
+import { scale } from '../helpers/scale.ts';
 
 const SHADERS = join(import.meta.dirname, '..', '..', 'shaders');
 const read = (n: string) => readFileSync(join(SHADERS, `${n}.wgsl`), 'utf8');
@@ -134,7 +135,7 @@ describe('the recorder refuses a dispatch whose names do not match its shader', 
   async function refused(gpu: Gpu, bad: (rec: Recorder, x: GPUBuffer) => void): Promise<GpuError> {
     const x = gpu.upload('x', new Float32Array(256).fill(1));
     const rec = gpu.recorder('outer recorder');
-    rec.dispatch({ kernel: 'scale', shader: 'test_scale', bindings: { x }, params: [['n', 'u32', 256], ['factor', 'f32', 2]], workgroups: [1] });
+    scale(rec, x, 256, 2);
     bad(rec, x);
     const err = await rec.submit().then(
       () => null,

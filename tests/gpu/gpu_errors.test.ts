@@ -9,13 +9,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { GpuError, statsSince, type Gpu, type Recorder } from '../../src/gpu/context.ts';
 import { sharedScratch } from '../../src/kernels/scratch.ts';
 import { testGpu } from '../helpers/gpu.ts';
+import { scale } from '../helpers/scale.ts';
 
-const WG = 256;
-
-/** x *= factor over n elements (shaders/test_scale.wgsl), dispatched by hand under the kernel name `kernel`. */
-function scale(rec: Recorder, kernel: string, x: GPUBuffer, n: number, factor: number): void {
-  rec.dispatch({ kernel, shader: 'test_scale', constants: { WG }, bindings: { x }, params: [['n', 'u32', n], ['factor', 'f32', factor]], workgroups: [Math.ceil(n / WG)] });
-}
 
 async function failure(p: Promise<unknown>): Promise<GpuError> {
   const e = await p.then(
@@ -45,8 +40,8 @@ async function stillWorks(gpu: Gpu): Promise<void> {
   const n = 1000;
   const x = gpu.upload('x', Float32Array.from({ length: n }, (_, i) => i + 1));
   const rec = gpu.recorder('after');
-  scale(rec, 'scale by 2', x, n, 2);
-  scale(rec, 'scale by 3', x, n, 3);
+  scale(rec, x, n, 2, { kernel: 'scale by 2' });
+  scale(rec, x, n, 3, { kernel: 'scale by 3' });
   await rec.submit();
   const out = await gpu.readF32(x);
   x.destroy();
@@ -64,9 +59,9 @@ describe('GPU errors name the failing kernel', () => {
     const notStorage = gpu.createBuffer('uniform-only', 1024, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
     const err = await failingSubmit(gpu, (rec) => {
       rec.scratch('scratch of the failing recorder', 4096);
-      scale(rec, 'good before', x, 256, 2);
-      scale(rec, 'bad usage', notStorage, 256, 2);
-      scale(rec, 'good after', x, 256, 2);
+      scale(rec, x, 256, 2, { kernel: 'good before' });
+      scale(rec, notStorage, 256, 2, { kernel: 'bad usage' });
+      scale(rec, x, 256, 2, { kernel: 'good after' });
     });
     expect(err.kernel).toBe('bad usage');
     expect(err.kind).toBe('validation');
@@ -80,16 +75,9 @@ describe('GPU errors name the failing kernel', () => {
     const gpu = await testGpu();
     const x = gpu.createBuffer('x', 1024);
     const err = await failingSubmit(gpu, (rec) => {
-      scale(rec, 'good before', x, 256, 2);
-      rec.dispatch({
-        kernel: 'too many workgroups',
-        shader: 'test_scale',
-        constants: { WG },
-        bindings: { x },
-        params: [['n', 'u32', 256], ['factor', 'f32', 2]],
-        workgroups: [gpu.limits.maxComputeWorkgroupsPerDimension + 1],
-      });
-      scale(rec, 'good after', x, 256, 2);
+      scale(rec, x, 256, 2, { kernel: 'good before' });
+      scale(rec, x, 256, 2, { kernel: 'too many workgroups', workgroups: gpu.limits.maxComputeWorkgroupsPerDimension + 1 });
+      scale(rec, x, 256, 2, { kernel: 'good after' });
     });
     expect(err.kernel).toBe('too many workgroups');
     expect(err.kind).toBe('validation');
@@ -101,9 +89,9 @@ describe('GPU errors name the failing kernel', () => {
     const gpu = await testGpu();
     const x = gpu.createBuffer('x', 1024);
     const err = await failingSubmit(gpu, (rec) => {
-      scale(rec, 'good before', x, 256, 2);
+      scale(rec, x, 256, 2, { kernel: 'good before' });
       const huge = rec.scratch('huge partials', gpu.limits.maxBufferSize + 4);
-      scale(rec, 'needs huge partials', huge, 256, 2);
+      scale(rec, huge, 256, 2, { kernel: 'needs huge partials' });
     });
     expect(err.kind).toBe('out-of-memory');
     expect(err.kernel).toBe('needs huge partials');
@@ -116,7 +104,7 @@ describe('GPU errors name the failing kernel', () => {
     const gpu = await testGpu();
     const x = gpu.createBuffer('x', 1024);
     const rec = gpu.recorder('outer recorder');
-    scale(rec, 'good before', x, 256, 2);
+    scale(rec, x, 256, 2, { kernel: 'good before' });
     rec.dispatch({ kernel: 'missing shader', shader: 'no_such_shader', bindings: { x }, workgroups: [1] });
     // Recording is deferred: the unknown name surfaces at submit, not as an exception mid-launcher.
     await expect(rec.submit()).rejects.toThrow(/no_such_shader/);
@@ -133,9 +121,9 @@ describe('one compute pass per recorder, params by dynamic offset, cached bind g
     const y = gpu.createBuffer('y', n * 4);
     const s0 = { ...gpu.stats };
     const rec = gpu.recorder('passes');
-    for (let i = 0; i < 5; i++) scale(rec, `scale ${i}`, x, n, 2);
+    for (let i = 0; i < 5; i++) scale(rec, x, n, 2, { kernel: `scale ${i}` });
     rec.copy(x, 0, y, 0, n * 4);
-    scale(rec, 'scale y', y, n, 0.5);
+    scale(rec, y, n, 0.5, { kernel: 'scale y' });
     await rec.submit();
     const d = statsSince(gpu.stats, s0);
     expect(d.dispatches).toBe(6);
@@ -156,7 +144,7 @@ describe('one compute pass per recorder, params by dynamic offset, cached bind g
     const D = 300;
     const run = async (flip: boolean) => {
       const rec = gpu.recorder('many');
-      for (let i = 0; i < D; i++) scale(rec, `scale ${i}`, x, i + 1, (i % 2 === 0) !== flip ? 2 : 0.5);
+      for (let i = 0; i < D; i++) scale(rec, x, i + 1, (i % 2 === 0) !== flip ? 2 : 0.5, { kernel: `scale ${i}` });
       const s0 = { ...gpu.stats };
       await rec.submit();
       return statsSince(gpu.stats, s0);
@@ -197,7 +185,7 @@ describe('read-backs and scratch', () => {
 
     const rec = gpu.recorder('binds the scratch');
     const mid = sharedScratch(gpu, 'test:grow', 4096);
-    scale(rec, 'scale scratch', mid, 1024, 2);
+    scale(rec, mid, 1024, 2, { kernel: 'scale scratch' });
     const bigger = sharedScratch(gpu, 'test:grow', 8192); // outgrown while `rec` holds a dispatch binding it
     expect(bigger).not.toBe(mid);
     const held = gpu.allocatedBytes;

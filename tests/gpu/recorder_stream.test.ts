@@ -9,20 +9,17 @@ import { GpuError, KernelProfiler, statsSince, type Gpu, type Recorder } from '.
 import { STREAM_DISPATCHES, STREAM_FIRST } from '../../src/gpu/recorder.ts';
 import { residual_accumulate } from '../../src/kernels/residual.ts';
 import { testGpu } from '../helpers/gpu.ts';
+import { scale } from '../helpers/scale.ts';
 
-const WG = 256;
 const n = 37;
 
-function scale(rec: Recorder, x: GPUBuffer, factor: number, kernel = 'scale', workgroups = Math.ceil(n / WG)): void {
-  rec.dispatch({ kernel, shader: 'test_scale', constants: { WG }, bindings: { x }, params: [['n', 'u32', n], ['factor', 'f32', factor]], workgroups: [workgroups] });
-}
 
 /** Dispatch i of the chain: x ← x · f(i) (f cycles 2, 0.5, 1, each its own params), then x ← x + one. */
 const factor = (i: number) => [2, 0.5, 1][i % 3];
 
 function chain(rec: Recorder, x: GPUBuffer, one: GPUBuffer, from: number, to: number): void {
   for (let i = from; i < to; i++) {
-    scale(rec, x, factor(i));
+    scale(rec, x, n, factor(i));
     residual_accumulate(rec, { dst: x, src: one, n });
   }
 }
@@ -73,7 +70,7 @@ describe('streaming recorder', () => {
     const rec = gpu.recorder('chain', { stream: true });
     chain(rec, x, one, 0, 65); // 130 dispatches: three pieces sent (112), 18 recorded
     const between = gpu.recorder('between');
-    for (let i = 0; i < 40; i++) scale(between, other, -2); // 40 params slots from the start of page 0
+    for (let i = 0; i < 40; i++) scale(between, other, n, -2); // 40 params slots from the start of page 0
     await between.submit();
     chain(rec, x, one, 65, 200);
     await rec.finish();
@@ -87,7 +84,7 @@ describe('streaming recorder', () => {
     const { x, one } = inputs(gpu);
     const rec = gpu.recorder('chain', { stream: true });
     chain(rec, x, one, 0, 100);
-    scale(rec, x, 2, 'too_many_groups', gpu.limits.maxComputeWorkgroupsPerDimension + 1); // dispatch 201: the fourth piece (dispatches 113–240)
+    scale(rec, x, n, 2, { kernel: 'too_many_groups', workgroups: gpu.limits.maxComputeWorkgroupsPerDimension + 1 }); // dispatch 201: the fourth piece (dispatches 113–240)
     chain(rec, x, one, 100, 150);
     const e = await rec.submit().then(() => null, (err: unknown) => err);
     expect(e).toBeInstanceOf(GpuError);

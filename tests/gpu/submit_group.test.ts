@@ -3,15 +3,11 @@
 // released without reading still lets the others finish; a failed submit rejects every reader (no hang);
 // misuse (a second read, a seat too many) is refused.
 import { describe, expect, it } from 'vitest';
-import { GpuError, statsSince, type Recorder } from '../../src/gpu/context.ts';
+import { GpuError, statsSince } from '../../src/gpu/context.ts';
 import { SubmitGroup, type Seat } from '../../src/gpu/submit_group.ts';
 import { testGpu } from '../helpers/gpu.ts';
+import { scale } from '../helpers/scale.ts';
 
-const WG = 256;
-
-function scale(rec: Recorder, x: GPUBuffer, n: number, factor: number): void {
-  rec.dispatch({ kernel: 'scale', shader: 'test_scale', constants: { WG }, bindings: { x }, params: [['n', 'u32', n], ['factor', 'f32', factor]], workgroups: [Math.ceil(n / WG)] });
-}
 
 /** A participant: uploads 1..n, scales it by `factor` after a CPU pause (the trainers decide between kernels), reads it. */
 async function participant(gpu: Awaited<ReturnType<typeof testGpu>>, seat: Seat, n: number, factor: number, pauseMs: number): Promise<Float32Array> {
@@ -82,7 +78,7 @@ describe('SubmitGroup', () => {
     const group = new SubmitGroup(gpu, 'failing group', 2);
     const [a, b] = [group.seat(), group.seat()];
     const x = gpu.upload('x', new Float32Array(4));
-    a.recorder.dispatch({ kernel: 'too_many_groups', shader: 'test_scale', constants: { WG }, bindings: { x }, params: [['n', 'u32', 4], ['factor', 'f32', 2]], workgroups: [gpu.limits.maxComputeWorkgroupsPerDimension + 1] });
+    scale(a.recorder, x, 4, 2, { kernel: 'too_many_groups', workgroups: gpu.limits.maxComputeWorkgroupsPerDimension + 1 });
     const reads = [a.read([{ buf: x }]), b.read([{ buf: x }])];
     for (const r of reads) {
       const e = await r.then(() => null, (err: unknown) => err);

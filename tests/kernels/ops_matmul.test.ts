@@ -442,23 +442,34 @@ describe('matmul_backward', () => {
       expect(r.fused, `${kernel} scale`).toEqual(Float32Array.from(r.plain, (v) => f(v * f(0.37))));
     }
     // Split K (x·Aᵀ at rank 16 over K = 1,100: 14 slices, summed by colsum, which finishes the epilogue), the
-    // residual and the scale each; a 16 KiB binding limit: 64-row windows of C and of the residual, read mid-page.
+    // residual and the scale each; a 16 KiB binding limit: 3-row windows of A (4,400-byte rows), so C and the
+    // residual are bound in windows that start mid-page, with N in blocks too.
     for (const opts of [{ residual: true }, { scale: 2.5 }, { residual: true, bindingLimit: 16 * 1024 }]) {
       const r = await run(600, 1100, 16, { kernel: 'tiled', ...opts });
       if (!opts.bindingLimit) expect(r.kernels.fused).toEqual(['matmul_forward', 'colsum_forward']);
       expect(r.fused, JSON.stringify(opts)).toEqual(Float32Array.from(r.plain, (v, i) => (opts.scale ? f(v * f(opts.scale)) : f(v + r.resid[i]))));
     }
-    // Cut along K (an [in, out] weight past the binding limit): the residual goes with the first K block, like the
-    // bias, so the later block's sum is added after it: not the plain order, but within the float64 bound.
+    // Cut along K (an [in, out] weight past the binding limit: K and N blocks): the bias goes with the first block
+    // and the residual with the last, so the stream is added to the finished product, as the separate kernel did.
     const cut = await run(40, 300, 30, { layout: 'in_out', kernel: 'tiled', bias: true, residual: true, bindingLimit: 16 * 1024 });
     expect(cut.kernels.fused.length).toBeGreaterThan(1);
+    expect(cut.fused).toEqual(Float32Array.from(cut.plain, (v, i) => f(v + cut.resid[i])));
     const S = mmRef(abs(cut.inp), abs(cut.weight), abs(cut.bias!), 40, 300, 30, 'in_out').map((v, i) => v + Math.abs(cut.resid[i]));
     expectClose(cut.fused, mmRef(cut.inp, cut.weight, cut.bias, 40, 300, 30, 'in_out').map((v, i) => v + cut.resid[i]), { atol: 0, rtol: 0, atolAt: tolFrom(S, 302), label: 'residual, K blocks' });
-    // ... and a scaled product cut along K is refused (each block would be scaled alone).
+    // A scaled product is a bare one (the factor multiplies the product alone, and no add may fuse with it into an
+    // fma): with a bias, a residual or accumulation, or cut along K, it is refused.
     const refused = gpu.recorder('refused');
     expect(() => matmul_forward(refused, { out: gpu.createBuffer('o', 40 * 30 * 4), inp: gpu.createBuffer('i', 40 * 300 * 4), weight: gpu.createBuffer('w', 300 * 30 * 4), M: 40, K: 300, N: 30, weightLayout: 'in_out', kernel: 'tiled', scale: 2, bindingLimit: 16 * 1024 })).toThrow(
       'matmul_forward: a scaled product must fit one K block (K = 300, 128 per binding window)',
     );
+    const small = { out: gpu.createBuffer('o', 4 * 4), inp: gpu.createBuffer('i', 4 * 4), weight: gpu.createBuffer('w', 4 * 4), M: 2, K: 2, N: 2, weightLayout: 'out_in' as const, scale: 2 };
+    for (const extra of [{ bias: gpu.createBuffer('b', 16) }, { residual: gpu.createBuffer('r', 16) }, { accumulate: true }]) {
+      expect(() => matmul_forward(refused, { ...small, ...extra })).toThrow('matmul_forward: a scaled product takes no bias, residual or accumulation (the scale applies to the product alone)');
+    }
+    expect(() => matmul_backward(refused, { dinp: small.out, dout: small.inp, inp: small.inp, weight: small.weight, M: 2, K: 2, N: 2, weightLayout: 'out_in', accumulate: false, accumulateDinp: true, dinpScale: 2 })).toThrow(
+      'matmul_backward:dinp: a scaled product takes no bias, residual or accumulation',
+    );
+    expect(refused.kernels).toEqual([]);
     await refused.submit();
     const same = gpu.createBuffer('same', 4 * 4);
     expect(() => matmul_forward(gpu.recorder('aliased'), { out: same, residual: same, inp: same, weight: same, M: 2, K: 2, N: 2, weightLayout: 'out_in' })).toThrow('matmul_forward: residual must not be out');
@@ -469,13 +480,13 @@ describe('matmul_backward', () => {
     const u = gpu.upload('u', rng.f32(T * R));
     const outs = [gpu.createBuffer('du', T * R * 4), gpu.createBuffer('du scaled', T * R * 4)];
     const dB = [gpu.createBuffer('dB', Out * R * 4), gpu.createBuffer('dB scaled', Out * R * 4)];
-    for (const [i, dinpScale] of [[0, undefined], [1, 2]] as const) {
+    for (const [i, dinpScale] of [[0, undefined], [1, 0.37]] as const) {
       const rec = gpu.recorder('dinpScale');
       matmul_backward(rec, { dinp: outs[i], dweight: dB[i], dout, inp: u, weight: bw, M: T, K: R, N: Out, weightLayout: 'out_in', accumulate: false, dinpScale, kernel: 'tiled' });
       await rec.submit();
     }
     const [du, duScaled] = await Promise.all(outs.map((b) => gpu.readF32(b, T * R)));
-    expect(duScaled).toEqual(Float32Array.from(du, (v) => f(v * 2)));
+    expect(duScaled).toEqual(Float32Array.from(du, (v) => f(v * f(0.37))));
     expect(await gpu.readF32(dB[1], Out * R)).toEqual(await gpu.readF32(dB[0], Out * R)); // the weight gradient is not scaled
   });
 
