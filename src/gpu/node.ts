@@ -4,6 +4,7 @@
 // Dawn's promise ticks are spaced out so that waiting for the GPU does not take a core from it (spaceDawnTicks).
 import { readFileSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { createGpu, requestBestAdapter } from './adapter.ts';
 import { isCpuAdapter, type Gpu } from './context.ts';
@@ -64,7 +65,8 @@ function spaceDawnTicks(): void {
   const isNative = (f: unknown): boolean => {
     if (typeof f !== 'function') return false;
     let v = native.get(f);
-    if (v === undefined) native.set(f, (v = Function.prototype.toString.call(f).endsWith('{ [native code] }')));
+    // Dawn's tick: a native, unnamed function (a bound JS function prints as native too, but is named "bound …").
+    if (v === undefined) native.set(f, (v = f.name === '' && Function.prototype.toString.call(f).endsWith('{ [native code] }')));
     return v;
   };
   let waitStart = -Infinity;
@@ -81,5 +83,7 @@ function spaceDawnTicks(): void {
     dawnTicks.spaced++;
     return setTimeout(cb, 0, ...args);
   };
-  globalThis.setImmediate = Object.assign(spacing, { __promisify__: immediate.__promisify__ }) as unknown as typeof setImmediate;
+  // util.promisify(setImmediate) keeps Node's own promise form (the custom symbol), not a wrapper of this one.
+  Object.defineProperty(spacing, promisify.custom, { value: (immediate as unknown as Record<symbol, unknown>)[promisify.custom] });
+  globalThis.setImmediate = spacing as unknown as typeof setImmediate;
 }

@@ -3,6 +3,7 @@
 // not spin on a core the adapter computes on; every other setImmediate still runs as one. Held here to the binding's
 // behaviour: a long GPU job must see spaced ticks (if a webgpu release stopped queueing its ticks through
 // setImmediate, this fails instead of the spacing silently doing nothing); on a GPU adapter none are touched.
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { isCpuAdapter } from '../../src/gpu/context.ts';
 import { dawnTicks } from '../../src/gpu/node.ts';
@@ -33,5 +34,7 @@ describe("Dawn's ticks while waiting for the GPU", () => {
       setImmediate(() => order.push('immediate'));
     });
     expect(order).toEqual(['immediate', 'timer']);
+    // ... and util.promisify(setImmediate) is still Node's own (a value, through the custom promise form).
+    expect(await promisify(setImmediate)('v')).toBe('v');
   });
 });
