@@ -42,46 +42,55 @@ export function nodeGpu(): Promise<Gpu> {
   return shared;
 }
 
-// Dawn's Node binding settles its promises (mapAsync, onSubmittedWorkDone, popErrorScope) from a tick, a native
-// function it queues through the global setImmediate again and again while any is pending: the main thread spins
-// on one core for as long as the GPU works. On a CPU adapter (lavapipe, SwiftShader) the GPU's work runs on those
-// same cores: on this project's 2-core machine a SmolLM2-shaped `--quick` update took 9.3 s with the spin and 5.0 s
-// with the ticks spaced out. So on CPU adapters a wait spins for its first SPIN_MS (a short read-back answers at
-// once), then Dawn's ticks go through setTimeout (about 1 ms apart). Every other setImmediate (Node's own, the test
-// runner's) is untouched, and on a GPU nothing changes (the spin costs a spare core there, and no latency).
+// Dawn's Node binding settles its promises (mapAsync, onSubmittedWorkDone, popErrorScope) from a tick: its
+// AsyncRunner::ScheduleProcessEvents (google/dawn src/dawn/node/binding/AsyncRunner.cpp) reads the global
+// setImmediate on every call and queues a new unnamed N-API function through it, first when a promise is made with
+// none pending, then again from inside each tick while any is pending. The main thread spins on one core for as
+// long as the GPU works. On a CPU adapter (lavapipe, SwiftShader) the GPU's work runs on those same cores: on this
+// project's 2-core machine a SmolLM2-shaped `--quick` update took 9.3 s with the spin and 5.1 s with the ticks
+// spaced out. So on CPU adapters each wait spins for its first SPIN_MS (a short read-back answers at once), then
+// Dawn's ticks go through setTimeout (about 1 ms apart). A wait starts with a tick queued from outside a tick.
+// Every other setImmediate (Node's own, the test runner's, a promise's resolve) is untouched, and on a GPU nothing
+// changes (the spin costs a spare core there, and no latency). A test holds this to the binding's behaviour.
 const SPIN_MS = 1;
-const NEW_WAIT_MS = 4; // a tick this long after the previous one belongs to a new wait
 
-/** Dawn's ticks so far: queued at once (spun) or through setTimeout (spaced). A test holds the spacing to the binding's behaviour. */
+/** Dawn's ticks so far: queued at once (spun) or through setTimeout (spaced). */
 export const dawnTicks = { spun: 0, spaced: 0 };
 
 let spaced = false;
+
+/**
+ * Dawn's tick: a native function with no name and no parameters (a bound JS function prints as native too but is
+ * named "bound …"; a promise's resolve and reject take one parameter). Its AsyncRunner's rejection callback looks
+ * the same and is spaced like a tick, which only delays a rejection by a millisecond.
+ */
+const isDawnTick = (f: unknown): f is (...args: unknown[]) => void =>
+  typeof f === 'function' && f.name === '' && f.length === 0 && Function.prototype.toString.call(f).endsWith('{ [native code] }');
 
 function spaceDawnTicks(): void {
   if (spaced) return;
   spaced = true;
   const immediate = globalThis.setImmediate;
-  const native = new WeakMap<object, boolean>();
-  const isNative = (f: unknown): boolean => {
-    if (typeof f !== 'function') return false;
-    let v = native.get(f);
-    // Dawn's tick: a native, unnamed function (a bound JS function prints as native too, but is named "bound …").
-    if (v === undefined) native.set(f, (v = f.name === '' && Function.prototype.toString.call(f).endsWith('{ [native code] }')));
-    return v;
-  };
+  let inTick = false;
   let waitStart = -Infinity;
-  let last = -Infinity;
   const spacing = (cb: (...args: unknown[]) => void, ...args: unknown[]) => {
-    if (!isNative(cb)) return immediate(cb, ...args);
+    if (!isDawnTick(cb)) return immediate(cb, ...args);
     const now = performance.now();
-    if (now - last > NEW_WAIT_MS) waitStart = now;
-    last = now;
+    if (!inTick) waitStart = now; // queued from JS (a promise made with none pending): a new wait
+    const tick = (...a: unknown[]) => {
+      inTick = true;
+      try {
+        cb(...a);
+      } finally {
+        inTick = false;
+      }
+    };
     if (now - waitStart < SPIN_MS) {
       dawnTicks.spun++;
-      return immediate(cb, ...args);
+      return immediate(tick, ...args);
     }
     dawnTicks.spaced++;
-    return setTimeout(cb, 0, ...args);
+    return setTimeout(tick, 0, ...args);
   };
   // util.promisify(setImmediate) keeps Node's own promise form (the custom symbol), not a wrapper of this one.
   Object.defineProperty(spacing, promisify.custom, { value: (immediate as unknown as Record<symbol, unknown>)[promisify.custom] });
