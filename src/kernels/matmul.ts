@@ -213,7 +213,7 @@ function gemm(
   nBlock = roundDown(nBlock, N, tileN);
   kBlock = roundDown(kBlock, K, tileK);
   const scale = g.scale ?? 1;
-  if (scale !== 1 && (g.bias || g.resid || g.accumulate)) throw new Error(`${kernel}: a scaled product takes no bias, residual or accumulation (the scale applies to the product alone)`);
+  checkBareScale(kernel, scale, [g.bias, g.resid, g.accumulate]);
   if (scale !== 1 && kBlock < K) throw new Error(`${kernel}: a scaled product must fit one K block (K = ${K}, ${kBlock} per binding window)`);
 
   for (let m0 = 0; m0 < M; m0 += mBlock) {
@@ -258,6 +258,11 @@ function gemm(
   }
 }
 
+/** A scaled product is a bare one (gemm's header says why): scale ≠ 1 with a bias, residual or accumulation is refused. */
+function checkBareScale(kernel: string, scale: number, extras: unknown[]): void {
+  if (scale !== 1 && extras.some(Boolean)) throw new Error(`${kernel}: a scaled product takes no bias, residual or accumulation (the scale applies to the product alone)`);
+}
+
 function checkDims(kernel: string, dims: Record<string, number>): void {
   for (const [k, v] of Object.entries(dims)) {
     if (!Number.isInteger(v) || v < 1) throw new Error(`${kernel}: ${k} must be a positive integer, got ${v}`);
@@ -293,7 +298,6 @@ export function matmul_forward(
   checkSize('matmul_forward', 'weight', args.weight, N * K, wBytes);
   const outIn = args.weightLayout === 'out_in';
   const gpu = rec.gpu;
-  if ((args.scale ?? 1) !== 1 && (args.bias || args.residual || args.accumulate)) throw new Error('matmul_forward: a scaled product takes no bias, residual or accumulation (the scale applies to the product alone)');
   if (args.residual) {
     checkSize('matmul_forward', 'residual', args.residual, M * N);
     if (args.residual === args.out) throw new Error('matmul_forward: residual must not be out (one buffer cannot be read and written by a dispatch)');
@@ -305,6 +309,7 @@ export function matmul_forward(
   if (kernel === 'rows' || (kernel === undefined && rowsFit && adapterClass(gpu.adapter) === 'gpu')) {
     // Few rows (a decode step): one read of W by N / COLS workgroups instead of a latency-bound GEMM grid.
     if (!rowsFit) throw new Error(`matmul_forward: the few-row kernel takes up to ${ROWS_MAX} rows of an 'out_in' weight, each operand in one binding, without accumulate`);
+    checkBareScale('matmul_forward', args.scale ?? 1, [args.bias, args.residual]);
     rec.dispatch({
       kernel: 'matmul_rows_forward',
       shader: 'matmul_rows_forward',
