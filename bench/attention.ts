@@ -2,11 +2,12 @@
 // heads (Hq 14, Hkv 2, D 64) on left-padded rows, with the bytes the materialised llm.c-style version
 // needed for its (B, Hq, T, T) probabilities (plus, in training, the same-sized dP/g scratch) next to
 // the fused version's (B, Hq, T) lse and delta (and the tile set's dkdv partials where it splits heads), once per kernel set the adapter runs (its default starred).
-// A row without timing gives the memory of the issue's case: scoring 64 rows of 2,560 tokens. Kernel time from timestamps when the adapter has them.
+// A row without timing gives the memory of the issue's case: scoring 64 rows of 2,560 tokens. Kernel time from timestamps when the adapter has them;
+// each pass's rate is its declared FLOPs (the causal pairs: src/kernels/attention.ts causalPairs) as a fraction of the FMA probe.
 import type { Gpu } from '../src/gpu/context.ts';
 import { attentionBackwardScratchBytes, attentionKernels, attention_backward, attention_forward, type AttentionKernel } from '../src/kernels/attention.ts';
 import { timeKernels } from './timing.ts';
-import type { BenchOptions, Row } from './types.ts';
+import { rates, type BenchOptions, type Peak, type Row } from './types.ts';
 
 const HEADS = { Hq: 14, Hkv: 2, D: 64 }; // Qwen2.5-0.5B
 const MB = 2 ** 20;
@@ -29,7 +30,7 @@ function randomBuffer(gpu: Gpu, label: string, n: number, seed: number): GPUBuff
   return gpu.upload(label, a);
 }
 
-async function measure(gpu: Gpu, B: number, T: number, kernel: AttentionKernel, first: boolean): Promise<Row> {
+async function measure(gpu: Gpu, B: number, T: number, kernel: AttentionKernel, first: boolean, peak: Peak | null | undefined): Promise<Row> {
   const { Hq, Hkv, D } = HEADS;
   const shape = { B, T, Hq, Hkv, D, scale: 1 / Math.sqrt(D) };
   const mask = new Int32Array(B * T).fill(1);
@@ -43,14 +44,19 @@ async function measure(gpu: Gpu, B: number, T: number, kernel: AttentionKernel, 
   const fwd = await timeKernels(gpu, `attention forward ${kernel}`, (rec) => attention_forward(rec, { out, q, k, v, attentionMask, lse, ...shape, Tq: T, Tk: T, TkvMax: T, kernel }), { reps: 3 });
   const bwd = await timeKernels(gpu, `attention backward ${kernel}`, (rec) => attention_backward(rec, { dq, dk, dv, dout, q, k, v, out, lse, attentionMask, ...shape, kernel }), { reps: 3 });
   for (const b of [q, dout, k, v, attentionMask, out, lse, dq, dk, dv]) b.destroy();
-  return { shape: `${B}x${T}`, kernel: first ? `${kernel}*` : kernel, forward_ms: fwd.ms, backward_ms: bwd.ms, timer: fwd.timer, ...memoryColumns(B, T) };
+  const rate = (t: typeof fwd) => rates(t.work, t.ms, peak);
+  const [f, b] = [rate(fwd), rate(bwd)];
+  return {
+    shape: `${B}x${T}`, kernel: first ? `${kernel}*` : kernel, forward_ms: fwd.ms, backward_ms: bwd.ms, timer: fwd.timer,
+    forward_of_fma_peak: f.of_fma_peak, backward_of_fma_peak: b.of_fma_peak, 'forward GFLOP/s': f['GFLOP/s'], 'backward GFLOP/s': b['GFLOP/s'], ...memoryColumns(B, T),
+  };
 }
 
 export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
   const sizes: Array<[number, number]> = opts.quick ? [[2, 128]] : [[2, 256], [1, 1024]];
   const rows: Row[] = [];
   const kernels = attentionKernels(gpu);
-  for (const [B, T] of sizes) for (const kernel of kernels) rows.push(await measure(gpu, B, T, kernel, kernel === kernels[0]));
-  rows.push({ shape: '64x2560 (memory only)', kernel: null, forward_ms: null, backward_ms: null, timer: null, ...memoryColumns(64, 2560) });
+  for (const [B, T] of sizes) for (const kernel of kernels) rows.push(await measure(gpu, B, T, kernel, kernel === kernels[0], opts.peak));
+  rows.push({ shape: '64x2560 (memory only)', kernel: null, forward_ms: null, backward_ms: null, timer: null, forward_of_fma_peak: null, backward_of_fma_peak: null, 'forward GFLOP/s': null, 'backward GFLOP/s': null, ...memoryColumns(64, 2560) });
   return rows;
 }

@@ -3,7 +3,8 @@
 // SmolLM2-135M-shaped Llama (30 layers, C 576, 9 / 3 heads, I 1536) with random weights and a vocabulary
 // slice (the full 49152-row head would only add one big matmul). Wall time from submit to
 // onSubmittedWorkDone, median of the repetitions after a warmup: model passes are hundreds of dispatches,
-// more than the per-dispatch timestamp timer holds.
+// more than the per-dispatch timestamp timer holds. GFLOP/s are the FLOPs the pass's dispatches declare (its GEMMs
+// and attention: src/gpu/stats.ts Work), not 2 (or 6) × parameters × tokens: the head runs on the kept rows only.
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Gpu, Recorder } from '../src/gpu/context.ts';
@@ -54,18 +55,22 @@ function inputs(cfg: ModelConfig, B: number, T: number): ForwardInputs {
   return x;
 }
 
-async function wall(gpu: Gpu, label: string, record: (rec: Recorder) => void, reps: number): Promise<number> {
+/** The median wall ms of `reps` runs after a warmup, and the FLOPs one run's dispatches declare. */
+async function wall(gpu: Gpu, label: string, record: (rec: Recorder) => void, reps: number): Promise<{ ms: number; flops: number }> {
+  let flops = 0;
   const once = async () => {
     const rec = gpu.recorder(label);
+    const f0 = gpu.stats.flops;
     const t0 = performance.now();
     record(rec);
+    flops = gpu.stats.flops - f0;
     await rec.finish();
     return performance.now() - t0;
   };
   await once(); // warmup: pipelines, first touch of every buffer
   const times: number[] = [];
   for (let i = 0; i < reps; i++) times.push(await once());
-  return times.sort((a, b) => a - b)[Math.floor(reps / 2)];
+  return { ms: times.sort((a, b) => a - b)[Math.floor(reps / 2)], flops };
 }
 
 async function measure(gpu: Gpu, name: string, model: CausalLM, B: number, T: number, reps: number, peak: Peak | null | undefined): Promise<Row[]> {
@@ -85,8 +90,8 @@ async function measure(gpu: Gpu, name: string, model: CausalLM, B: number, T: nu
     reps,
   );
   const params = countParams(model.config);
-  for (const [pass, ms] of [['forward', fwd], ['forward+backward', train]] as const) {
-    const gflops = ((pass === 'forward' ? 2 : 6) * params * B * T) / (ms / 1000) / 1e9;
+  for (const [pass, { ms, flops }] of [['forward', fwd], ['forward+backward', train]] as const) {
+    const gflops = flops / ms / 1e6;
     rows.push({ model: name, params, B, T, pass, ms, tokens_per_s: (B * T) / (ms / 1000), gflops, of_fma_peak: ofPeak(gflops, peak?.fma_gflops) });
   }
   dlogits.destroy();

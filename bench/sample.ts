@@ -18,12 +18,12 @@ import { DEFAULT_SAMPLING, sample_step, type SamplingSettings } from '../src/mod
 import { sample_forward } from '../src/kernels/sample.ts';
 import { Rng } from '../src/model/rng.ts';
 import { smolLM2, weights } from './model.ts';
-import type { BenchOptions, Row } from './types.ts';
+import { rates, type BenchOptions, type Peak, type Row } from './types.ts';
 
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/golden/models');
 const TINY = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3'];
 
-async function measure(name: string, model: CausalLM, N: number, G: number, P: number, max_new_tokens: number): Promise<Row[]> {
+async function measure(name: string, model: CausalLM, N: number, G: number, P: number, max_new_tokens: number, peak: Peak | null | undefined): Promise<Row[]> {
   const V = model.config.vocab_size;
   const prompts = Array.from({ length: N }, (_, n) => Array.from({ length: P - n }, (_, t) => (3 + 7 * t + 11 * n) % V));
   const rows: Row[] = [];
@@ -31,7 +31,10 @@ async function measure(name: string, model: CausalLM, N: number, G: number, P: n
     const run = () =>
       generate(kvDecoder(model), prompts, { ...DEFAULT_GENERATE, num_generations: G, max_new_tokens, temperature: 1, top_k: 0, top_p: 1, pad_token_id: 0, eos_token_ids: [], seed: 1, sampler });
     await run(); // warmup: pipelines, first touch of the cache buffers
+    const stats = model.gpu.stats;
+    const [flops0, bytes0] = [stats.flops, stats.bytesMoved];
     const t = (await run()).timings;
+    const work = { flops: stats.flops - flops0, bytes: stats.bytesMoved - bytes0 };
     rows.push({
       model: name,
       sampler,
@@ -43,6 +46,8 @@ async function measure(name: string, model: CausalLM, N: number, G: number, P: n
       ms_per_token: t.ms_per_token,
       sampler_ms_per_step: sampler === 'cpu' ? t.sampler_ms / t.steps : null,
       tokens_per_s: t.tokens / ((t.prefill_ms + t.decode_ms) / 1000),
+      // Generation reads every weight once per step: its rate is bandwidth's (prefill and decode together).
+      ...rates(work, t.prefill_ms + t.decode_ms, peak),
     });
   }
   return rows;
@@ -88,7 +93,7 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
   const rows: Row[] = [];
   for (const m of TINY) {
     const model = await CausalLM.from_pretrained(new FolderSource(join(GOLDEN, m)), gpu);
-    rows.push(...(await measure(m, model, 3, 2, 5, opts.quick ? 8 : 32)));
+    rows.push(...(await measure(m, model, 3, 2, 5, opts.quick ? 8 : 32, opts.peak)));
     model.destroy();
   }
   const cfg = smolLM2(opts.quick ? 2048 : 49152);
@@ -96,7 +101,7 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
   // read bf16 weights: the few-row kernel on GPUs).
   for (const storage of ['f32', 'checkpoint'] as const) {
     const model = CausalLM.fromWeights(gpu, cfg, weights(cfg), storage);
-    rows.push(...(await measure(`SmolLM2-135M-shaped (V ${cfg.vocab_size})${storage === 'checkpoint' ? ', bf16 weights' : ''}`, model, opts.quick ? 1 : 2, opts.quick ? 2 : 8, opts.quick ? 8 : 64, opts.quick ? 4 : 64)));
+    rows.push(...(await measure(`SmolLM2-135M-shaped (V ${cfg.vocab_size})${storage === 'checkpoint' ? ', bf16 weights' : ''}`, model, opts.quick ? 1 : 2, opts.quick ? 2 : 8, opts.quick ? 8 : 64, opts.quick ? 4 : 64, opts.peak)));
     model.destroy();
   }
   for (const V of opts.quick ? [328, 50257] : [328, 50257, 151936]) for (const a of ALONE) rows.push(await samplerAlone(gpu, opts.quick ? 4 : 16, V, opts.quick ? 3 : 10, a));

@@ -8,7 +8,9 @@
 // `grpo-studio plan`'s one update plus the optimizer's moments alive from its first stage, as the page's next
 // update holds them) with the reference checkpoint held beside the policy. Per stage also the GPU work of that second run:
 // dispatches, compute passes, bind-group cache hit rate, KiB read back, CPU ms spent encoding and ms spent
-// awaiting the GPU (wall ms minus wait ms is the CPU's share: recording, encoding and the stage's own work). Last, the
+// awaiting the GPU (wall ms minus wait ms is the CPU's share: recording, encoding and the stage's own work), and
+// the FLOPs and bytes its dispatches declare over its wall ms as fractions of the FMA and copy probes (a stage's
+// model FLOPs utilisation; the optimizer's is its bytes). Last, the
 // optimizer alone over the SmolLM2-shaped parameters (every one trains): one clipped AdamW step whose
 // gradient norms, clip coefficient and update go in one submit (Optimizer.step), second of two runs. Then
 // a LoRA update over a Qwen2.5-0.5B-shaped bf16 base at 8 × 512, its peak against the plan of that update, with
@@ -35,7 +37,7 @@ import { LoraAdapter } from '../src/model/lora_adapter.ts';
 import { CausalLM } from '../src/model/model.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import { smolLM2, weights } from './model.ts';
-import type { BenchOptions, Row } from './types.ts';
+import { rates, type BenchOptions, type Peak, type Row } from './types.ts';
 
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/golden/models');
 const CONFIGS = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/fixtures/configs');
@@ -103,7 +105,7 @@ export async function warmStep(gpu: Gpu, c: Pick<StepCase, 'policy' | 'reference
   }
 }
 
-async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: CausalLM, batch: GrpoBatch, held_reference_bytes = reference.weightBytes): Promise<Row[]> {
+async function measure(gpu: Gpu, probe: Peak | null | undefined, name: string, policy: CausalLM, reference: CausalLM, batch: GrpoBatch, held_reference_bytes = reference.weightBytes): Promise<Row[]> {
   const C = Math.max(...batch.completion_ids.map((r) => r.length));
   const P = Math.max(...batch.prompt_ids.map((r) => r.length));
   const B = batch.completion_ids.length;
@@ -120,7 +122,7 @@ async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: Caus
   const peak = Math.max(...results.map((r) => r.peakBytes));
   const common = { model: name, params: countParams(cfg), trainable: [...policy.trainableParams.values()].reduce((n, p) => n + numel(p.shape), 0), B, P, C };
   const ran = results.filter((r) => !r.skipped);
-  const rows: Row[] = ran.map((r) => ({ ...common, stage: r.id, ms: r.ms, 'peak MiB': r.peakBytes / MiB, ...work(r.gpuStats) }));
+  const rows: Row[] = ran.map((r) => ({ ...common, stage: r.id, ms: r.ms, 'peak MiB': r.peakBytes / MiB, ...work(r.gpuStats, r.ms, probe) }));
   const total = rows.reduce((s, r) => s + (r.ms as number), 0);
   const sum = zeroStats();
   for (const r of ran) for (const k of Object.keys(sum) as (keyof GpuStats)[]) sum[k] += r.gpuStats[k];
@@ -128,7 +130,7 @@ async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: Caus
     ...common,
     stage: 'total',
     ms: total,
-    ...work(sum),
+    ...work(sum, total, probe),
     'peak MiB': peak / MiB,
     'plan MiB': planned / MiB,
     'peak/plan': peak / planned,
@@ -136,7 +138,8 @@ async function measure(gpu: Gpu, name: string, policy: CausalLM, reference: Caus
   return rows;
 }
 
-const work = (s: GpuStats): Row => ({
+/** A stage's GPU work, and the rate of what its dispatches declared (FLOPs, bytes) over its wall ms beside the probe's. */
+const work = (s: GpuStats, ms: number, probe: Peak | null | undefined): Row => ({
   dispatches: s.dispatches,
   passes: s.computePasses,
   submits: s.submits,
@@ -145,10 +148,11 @@ const work = (s: GpuStats): Row => ({
   'read KiB': s.bytesRead / 1024,
   'encode ms': s.encodeMs,
   'wait ms': s.waitMs,
+  ...rates({ flops: s.flops, bytes: s.bytesMoved }, ms, probe),
 });
 
 /** One clipped AdamW step over every parameter of `policy` on the gradients its last backward left (max_grad_norm 1): grad norms + clip + update in one submit. */
-async function optimizerAlone(gpu: Gpu, name: string, policy: CausalLM): Promise<Row> {
+async function optimizerAlone(gpu: Gpu, probe: Peak | null | undefined, name: string, policy: CausalLM): Promise<Row> {
   const params = [...policy.params.values()];
   const grads = policy.grads;
   if (!grads) throw new Error('optimizer bench: the policy has no gradients (run a step first)');
@@ -159,7 +163,7 @@ async function optimizerAlone(gpu: Gpu, name: string, policy: CausalLM): Promise
   const t0 = performance.now();
   await opt.step(grads, 1);
   const ms = performance.now() - t0;
-  const row: Row = { model: name, params: countParams(policy.config), stage: 'adamw alone (norm+clip+update)', ms, 'peak MiB': gpu.peakBytes / MiB, ...work(statsSince(gpu.stats, before)) };
+  const row: Row = { model: name, params: countParams(policy.config), stage: 'adamw alone (norm+clip+update)', ms, 'peak MiB': gpu.peakBytes / MiB, ...work(statsSince(gpu.stats, before), ms, probe) };
   opt.destroy();
   return row;
 }
@@ -170,7 +174,7 @@ async function optimizerAlone(gpu: Gpu, name: string, policy: CausalLM): Promise
  * Streaming pays where recording and encoding take long beside the GPU's work: the GPU starts on the first
  * layers while the CPU still records the last.
  */
-async function streamAB(gpu: Gpu, name: string, policy: CausalLM, batch: GrpoBatch): Promise<Row[]> {
+async function streamAB(gpu: Gpu, probe: Peak | null | undefined, name: string, policy: CausalLM, batch: GrpoBatch): Promise<Row[]> {
   const padded = padBatch(batch);
   const once = async (stream: boolean) => {
     const before = { ...gpu.stats };
@@ -192,7 +196,7 @@ async function streamAB(gpu: Gpu, name: string, policy: CausalLM, batch: GrpoBat
   return (['one', 'streamed'] as const).map((k) => {
     const sorted = runs[k].sort((a, b) => a.ms - b.ms);
     const mid = sorted[2];
-    return { model: name, stage: `policy forward, ${k === 'one' ? 'one submit' : 'streamed'} (median of 5)`, ms: mid.ms, ...work(mid.stats) };
+    return { model: name, stage: `policy forward, ${k === 'one' ? 'one submit' : 'streamed'} (median of 5)`, ms: mid.ms, ...work(mid.stats, mid.ms, probe) };
   });
 }
 
@@ -202,29 +206,29 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
     const dir = join(GOLDEN, m);
     const policy = await CausalLM.from_pretrained(new FolderSource(dir), gpu);
     const reference = await CausalLM.from_pretrained(new FolderSource(join(dir, 'ref')), gpu);
-    rows.push(...(await measure(gpu, m, policy, reference, parseBatch(readFileSync(join(dir, 'batch.json'), 'utf8')))));
+    rows.push(...(await measure(gpu, opts.peak, m, policy, reference, parseBatch(readFileSync(join(dir, 'batch.json'), 'utf8')))));
     policy.destroy();
     reference.destroy();
   }
   const smol = smolStepCase(gpu, opts.quick);
   const { name, policy, reference } = smol;
   try {
-    rows.push(...(await measure(gpu, name, policy, reference, smol.batch, smol.heldReferenceBytes)));
-    rows.push(...(await streamAB(gpu, name, policy, smol.batch)));
+    rows.push(...(await measure(gpu, opts.peak, name, policy, reference, smol.batch, smol.heldReferenceBytes)));
+    rows.push(...(await streamAB(gpu, opts.peak, name, policy, smol.batch)));
     reference.destroy();
     policy.releaseWorkspace();
-    rows.push(await optimizerAlone(gpu, name, policy));
+    rows.push(await optimizerAlone(gpu, opts.peak, name, policy));
   } finally {
     smol.destroy();
   }
   const lora = loraStepCase(gpu, opts.quick);
   try {
-    rows.push(...(await measure(gpu, lora.name, lora.policy, lora.reference, lora.batch, lora.heldReferenceBytes)));
-    rows.push(...(await streamAB(gpu, lora.name, lora.policy, lora.batch)));
+    rows.push(...(await measure(gpu, opts.peak, lora.name, lora.policy, lora.reference, lora.batch, lora.heldReferenceBytes)));
+    rows.push(...(await streamAB(gpu, opts.peak, lora.name, lora.policy, lora.batch)));
     // The page's default: the backward keeps the forward's activations instead of recomputing each layer.
     lora.policy.releaseWorkspace();
     lora.policy.checkpointing = false;
-    rows.push(...(await measure(gpu, `${lora.name}, no checkpointing`, lora.policy, lora.reference, lora.batch, lora.heldReferenceBytes)));
+    rows.push(...(await measure(gpu, opts.peak, `${lora.name}, no checkpointing`, lora.policy, lora.reference, lora.batch, lora.heldReferenceBytes)));
   } finally {
     lora.destroy();
   }

@@ -10,6 +10,8 @@ export interface Timing {
   timer: 'gpu-timestamp' | 'wall';
   wallMs: number; // median wall time, submit → onSubmittedWorkDone (includes launch overhead)
   dispatches: number;
+  /** The work one call's dispatches declare (src/gpu/stats.ts Work), for rates(). */
+  work: { flops: number; bytes: number };
 }
 
 export async function timeKernels(gpu: Gpu, label: string, record: (rec: Recorder) => void, o: { warmup?: number; reps?: number } = {}): Promise<Timing> {
@@ -24,12 +26,15 @@ export async function timeKernels(gpu: Gpu, label: string, record: (rec: Recorde
   const times: number[] = [];
   const walls: number[] = [];
   let dispatches = 0;
+  const work = { flops: 0, bytes: 0 };
   try {
     for (let i = 0; i < reps; i++) {
       const rec = gpu.recorder(label);
       rec.profiler = profiler;
+      const [flops0, bytes0] = [gpu.stats.flops, gpu.stats.bytesMoved];
       const t0 = performance.now();
       record(rec);
+      [work.flops, work.bytes] = [gpu.stats.flops - flops0, gpu.stats.bytesMoved - bytes0];
       await rec.finish();
       const wall = performance.now() - t0;
       walls.push(wall);
@@ -47,5 +52,5 @@ export async function timeKernels(gpu: Gpu, label: string, record: (rec: Recorde
     profiler?.destroy();
   }
   const median = (a: number[]) => a.sort((x, y) => x - y)[Math.floor(a.length / 2)];
-  return { ms: median(times), timer: profiler ? 'gpu-timestamp' : 'wall', wallMs: median(walls), dispatches };
+  return { ms: median(times), timer: profiler ? 'gpu-timestamp' : 'wall', wallMs: median(walls), dispatches, work };
 }

@@ -19,5 +19,17 @@ export interface Peak {
 }
 /** A measured rate as a fraction of its ceiling (3 digits), or null when there is no ceiling. */
 export const ofPeak = (rate: number | null, ceiling: number | null | undefined): number | null => (rate === null || !ceiling ? null : Number((rate / ceiling).toPrecision(3)));
+
+/**
+ * The rates of work done in `ms` (the dispatches' declared Work: src/gpu/stats.ts) beside the probe's ceilings:
+ * GFLOP/s as a fraction of the FMA probe, GB/s as a fraction of the copy probe. Null where nothing was declared
+ * (a kernel whose launcher counts no work) or there is no time or ceiling. Every suite's rows take these columns
+ * from here, so a GEMM, an attention pass, a step stage and a decode are held to the same two probes.
+ */
+export function rates(work: { flops: number; bytes: number }, ms: number | null, peak: Peak | null | undefined): Row {
+  const rate = (n: number) => (n > 0 && ms ? n / ms / 1e6 : null); // per ms → G per s
+  const [gflops, gbps] = [rate(work.flops), rate(work.bytes)];
+  return { 'GFLOP/s': gflops, of_fma_peak: ofPeak(gflops, peak?.fma_gflops), 'GB/s': gbps, of_copy_peak: ofPeak(gbps, peak?.copy_gbps) };
+}
 /** CPU-only suites (bench/run.ts CPU_ONLY) get no GPU: null. */
 export type Suite = { run(gpu: Gpu | null, opts: BenchOptions): Promise<Row[]> };

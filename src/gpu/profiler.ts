@@ -17,7 +17,10 @@
 // schedule slightly (no overlap between dispatches of one pass), so profile totals are near, not equal to,
 // an unprofiled run's wall time. With no profiler attached a recorder pays one null check per submit.
 // Times from a submit that failed (an invalid command: nothing ran) or a lost device are dropped, counted in
-// `dropped`. The layer rule holds: this file imports nothing; the recorder imports its types.
+// `dropped`. Each kernel's declared work (Dispatch.work) is summed beside its time, so a bench can say what
+// fraction of the probe it ran at. The layer rule holds: this file imports only stats.ts's types; the recorder
+// imports its own.
+import type { Work } from './stats.ts';
 
 /** Queries a Dawn query set holds at most. */
 export const MAX_QUERIES_PER_SET = 4096;
@@ -35,6 +38,9 @@ export interface KernelTime {
   shaders: string[];
   calls: number;
   gpuMs: number;
+  /** The declared work of its timed calls (stats.ts Work): 0 where its launcher declares none. */
+  flops: number;
+  bytes: number;
 }
 
 /** A query set with its resolve buffer and mappable copy; `n` dispatches of the current submit use it. */
@@ -44,6 +50,7 @@ interface Chunk {
   readback: GPUBuffer;
   kernels: string[];
   shaders: string[];
+  work: (Work | undefined)[];
 }
 
 /**
@@ -60,13 +67,14 @@ export class SubmitTimer {
   ) {}
 
   /** The timestamp writes of the next dispatch's own pass. */
-  next(kernel: string, shader: string): GPUComputePassTimestampWrites {
+  next(kernel: string, shader: string, work?: Work): GPUComputePassTimestampWrites {
     const per = this.profiler.chunk;
     const c = this.chunks[Math.floor(this.at / per)];
     if (!c) throw new Error(`profiler: more dispatches than the ${this.chunks.length * per} the submit's query sets hold`);
     const i = this.at++ % per;
     c.kernels.push(kernel);
     c.shaders.push(shader);
+    c.work.push(work);
     return { querySet: c.set, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 };
   }
 
@@ -92,7 +100,7 @@ export class KernelProfiler {
   /** Dispatches whose times were lost: their submit failed or the device was lost before the read. */
   dropped = 0;
   private readonly device: GPUDevice;
-  private readonly totals = new Map<string, { calls: number; ns: number; shaders: Set<string> }>();
+  private readonly totals = new Map<string, { calls: number; ns: number; shaders: Set<string>; flops: number; bytes: number }>();
   private readonly pool: Chunk[] = [];
   private readonly pending = new Set<Promise<void>>();
   private created = 0;
@@ -136,6 +144,7 @@ export class KernelProfiler {
       readback: this.device.createBuffer({ label: 'profiler readback', size: bytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }),
       kernels: [],
       shaders: [],
+      work: [],
     };
   }
 
@@ -156,7 +165,7 @@ export class KernelProfiler {
         for (let i = 0; i < n; i++) {
           // A begin after its end is no time spent (timestamps of some drivers are not monotonic across passes).
           const ns = ts[2 * i + 1] > ts[2 * i] ? Number(ts[2 * i + 1] - ts[2 * i]) : 0;
-          this.add(c.kernels[i], c.shaders[i], ns);
+          this.add(c.kernels[i], c.shaders[i], ns, c.work[i]);
         }
       })
       .catch(() => {
@@ -166,6 +175,7 @@ export class KernelProfiler {
         if (mapped) c.readback.unmap();
         c.kernels.length = 0;
         c.shaders.length = 0;
+        c.work.length = 0;
         this.pending.delete(p);
         if (this.destroyed) free(c); // a read that landed after destroy(): nothing will reuse its chunk
         else this.pool.push(c);
@@ -173,12 +183,14 @@ export class KernelProfiler {
     this.pending.add(p);
   }
 
-  private add(kernel: string, shader: string, ns: number): void {
+  private add(kernel: string, shader: string, ns: number, work: Work | undefined): void {
     let t = this.totals.get(kernel);
-    if (!t) this.totals.set(kernel, (t = { calls: 0, ns: 0, shaders: new Set() }));
+    if (!t) this.totals.set(kernel, (t = { calls: 0, ns: 0, shaders: new Set(), flops: 0, bytes: 0 }));
     t.calls++;
     t.ns += ns;
     t.shaders.add(shader);
+    t.flops += work?.flops ?? 0;
+    t.bytes += work?.bytes ?? 0;
   }
 
   /** Resolves when every read in flight has been added (never rejects: lost times count in `dropped`). */
@@ -189,7 +201,7 @@ export class KernelProfiler {
   /** The totals so far, most GPU time first (reads still in flight are not in them: settle() first). */
   peek(): KernelTime[] {
     return [...this.totals]
-      .map(([kernel, t]) => ({ kernel, shaders: [...t.shaders], calls: t.calls, gpuMs: t.ns / 1e6 }))
+      .map(([kernel, t]) => ({ kernel, shaders: [...t.shaders], calls: t.calls, gpuMs: t.ns / 1e6, flops: t.flops, bytes: t.bytes }))
       .sort((a, b) => b.gpuMs - a.gpuMs || a.kernel.localeCompare(b.kernel));
   }
 

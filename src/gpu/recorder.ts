@@ -10,7 +10,7 @@ import type { CachedPipeline, Constants, Journal, PipelineCache } from './cache.
 import { GpuError } from './errors.ts';
 import { bindByName, type ParamWord } from './layout.ts';
 import type { KernelProfiler, SubmitTimer } from './profiler.ts';
-import type { GpuStats } from './stats.ts';
+import type { GpuStats, Work } from './stats.ts';
 
 /** Bytes of one params page: the packed params of up to PARAMS_PAGE / 256 dispatches of one recorder. */
 export const PARAMS_PAGE = 64 * 1024;
@@ -66,6 +66,8 @@ export interface Dispatch {
   workgroups: [number, number?, number?];
   /** The params uniform's fields as the shader's struct names them, in its order, if the shader takes one. */
   params?: ParamWord[];
+  /** What the dispatch computes and moves, where its launcher declares it (stats, profiler: the bench's fractions of the probe). */
+  work?: Work;
 }
 
 /** A recorded command; encoded at submit (and again, alone, when a failed submit is diagnosed). */
@@ -138,7 +140,12 @@ export class GpuRecorder<G extends RecorderHost> {
     const paramsSize = d.params ? Math.max(16, Math.ceil((d.params.length * 4) / 16) * 16) : 0;
     const slot = d.params ? this.addParams(d.params, paramsSize) : -1;
     this.ops.push({ kind: 'dispatch', d, resources, slot, paramsSize });
-    this.gpu.stats.encodeMs += performance.now() - t0;
+    const stats = this.gpu.stats;
+    if (d.work) {
+      stats.flops += d.work.flops ?? 0;
+      stats.bytesMoved += d.work.bytes ?? 0;
+    }
+    stats.encodeMs += performance.now() - t0;
     if (this.stream && this.kernels.length - this.sent.dispatches >= Math.min(STREAM_DISPATCHES, STREAM_FIRST * 2 ** this.pieces.length)) this.send();
   }
 
@@ -238,7 +245,7 @@ export class GpuRecorder<G extends RecorderHost> {
       const bindGroup = gpu.cache.bindGroup(d.kernel, p.layout, resources);
       if (timer) end();
       if (!pass) {
-        const timestampWrites = timer?.next(d.kernel, d.shader);
+        const timestampWrites = timer?.next(d.kernel, d.shader, d.work);
         // A pass of one dispatch (timing, diagnosis) carries its kernel's name into the driver's messages.
         pass = enc.beginComputePass({ label: timer || ops.length === 1 ? d.kernel : this.label, timestampWrites });
         gpu.stats.computePasses++;

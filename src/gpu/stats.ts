@@ -12,13 +12,27 @@ export interface GpuStats {
   bytesRead: number; // GPU → CPU
   encodeMs: number; // CPU time spent recording, encoding and submitting
   waitMs: number; // wall time spent awaiting the GPU (a recorder's submit checks and finish(), a read-back's map): the rest of a stage's wall time is the CPU's
+  flops: number; // arithmetic the recorded dispatches declared (Dispatch.work): 2 per multiply-add
+  bytesMoved: number; // GPU memory traffic they declared: each operand read once, each output written once
 }
 
-export const zeroStats = (): GpuStats => ({ dispatches: 0, computePasses: 0, submits: 0, readbacks: 0, bindGroupHits: 0, bindGroupMisses: 0, bytesRead: 0, encodeMs: 0, waitMs: 0 });
+export const zeroStats = (): GpuStats => ({ dispatches: 0, computePasses: 0, submits: 0, readbacks: 0, bindGroupHits: 0, bindGroupMisses: 0, bytesRead: 0, encodeMs: 0, waitMs: 0, flops: 0, bytesMoved: 0 });
 
 /** a − b, field by field (a stage's share of the running totals). */
 export function statsSince(a: GpuStats, b: GpuStats): GpuStats {
   const d = zeroStats();
   for (const k of Object.keys(d) as (keyof GpuStats)[]) d[k] = a[k] - b[k];
   return d;
+}
+
+/**
+ * A dispatch's work as its launcher counts it from the shapes: `flops` the multiply-adds of the kernels judged
+ * against the FMA probe (GEMMs, attention: 2 per multiply-add, the probe's unit; a split product's partials are
+ * summed by a pass that declares only bytes), `bytes` the memory traffic it cannot avoid (each operand element
+ * read once, each output element written once, a read-modify-write counted both ways). Benchmarks divide them by
+ * time: a GEMM as a fraction of the FMA probe, a memory-bound kernel as a fraction of the copy probe.
+ */
+export interface Work {
+  flops?: number;
+  bytes?: number;
 }

@@ -29,7 +29,7 @@ import { type AdapterClass, type Binding, type ParamWord, type Recorder, Gpu, ad
 import type { AttentionBackwardShape, AttentionShape } from './types.ts';
 import { sharedScratch } from './scratch.ts';
 import { colsum_forward } from './colsum.ts';
-import { prefix } from './windows.ts';
+import { boundBytes, prefix } from './windows.ts';
 
 const BQ_MAX = 64; // 'rows': rows (queries, or keys in dkdv) per workgroup = threads, one row each
 const BK = 16; // 'rows': keys per online-softmax step of the forward
@@ -88,6 +88,16 @@ function rowsPerGroup(gpu: Gpu, kernel: string, D: number, rowFloats: number): n
   return bq;
 }
 
+/**
+ * The (query, key) pairs causal attention scores for one (row, head): query i of the last Tq of Tk positions sees
+ * keys 0..Tk − Tq + i. Padding is masked, not skipped, so it counts. A pair costs 2·D FLOPs per product over it:
+ * the forward makes two (scores, P·V), the backward's dq pass three (scores again, dP, dq) and its dkdv pass
+ * four (scores, dP, dv, dk): the declared work (Dispatch.work) of each dispatch.
+ */
+export function causalPairs(Tq: number, Tk: number): number {
+  return Tq * (Tk - Tq) + (Tq * (Tq + 1)) / 2;
+}
+
 export function attention_forward(
   rec: Recorder,
   args: AttentionShape & {
@@ -134,6 +144,8 @@ export function attention_forward(
       ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups], ['chunks', 'u32', chunks],
     ],
     workgroups: Gpu.grid(groups),
+    // Bytes: q and out, the Tk visible rows of k, v and the mask (not a KV cache's whole capacity), lse.
+    work: { flops: 2 * 2 * B * Hq * D * causalPairs(Tq, Tk), bytes: 4 * (2 * B * Tq * Hq * D + 2 * B * Tk * Hkv * D + B * Tk + B * Hq * Tq) },
   });
 }
 
@@ -182,11 +194,17 @@ export function attention_backward(
       bindings,
       params: backwardParams(args, blocks, groups, { chunks, splits: 1, n: 0 }),
       workgroups: Gpu.grid(groups),
+      work: backwardWork(args, side, bindings),
     });
   };
   pass('dq', Hq, { q, k, v, attention_mask, out, dout, lse, delta, dq });
   if (tile) tileDkdv(rec, args, { q, k, v, attention_mask, dout, lse, delta, dk, dv });
   else pass('dkdv', Hkv, { q, k, v, attention_mask, dout, lse, delta, dk, dv });
+}
+
+/** A backward pass's declared work (causalPairs says what each pass computes); its bindings are exact windows. */
+function backwardWork(s: AttentionBackwardShape, side: 'dq' | 'dkdv', bindings: Record<string, Binding>) {
+  return { flops: (side === 'dq' ? 3 : 4) * 2 * s.B * s.Hq * s.D * causalPairs(s.T, s.T), bytes: boundBytes(bindings) };
 }
 
 /** The backward's params words (common/attention_backward.wgsl): chunks, head splits and dk elements are the 'tile' set's (others: 1, 1, 0). */
@@ -240,6 +258,7 @@ function tileDkdv(rec: Recorder, args: AttentionBackwardShape, b: Record<string,
     bindings: { ...b, dk: pk, dv: pv },
     params: backwardParams(args, blocks, groups, { chunks, splits, n }),
     workgroups: Gpu.grid(groups),
+    work: backwardWork(args, 'dkdv', { ...b, dk: pk, dv: pv }),
   });
   if (splits === 1) return;
   colsum_forward(rec, { out: b.dk, inp: pk, P: splits, C: n, accumulate: false });

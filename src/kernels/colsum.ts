@@ -29,6 +29,7 @@ export function colsum_forward(
     bindings: { inp: args.inp, out: args.out, add: args.add ?? rec.gpu.zeros(16) },
     params: [['P', 'u32', args.P], ['C', 'u32', args.C], ['accumulate', 'u32', args.accumulate ? 1 : 0], ['has_add', 'u32', args.add ? 1 : 0], ['scale', 'f32', args.scale ?? 1]],
     workgroups: Gpu.grid(Math.ceil(args.C / WG)),
+    work: { bytes: 4 * (args.P * args.C + args.C * (args.accumulate ? 2 : 1) + (args.add ? args.C : 0)) },
   });
 }
 

@@ -4,7 +4,7 @@
 // window. Unlike the row windows of windows.ts, flat windows start at multiples of the offset
 // alignment, so every operand is bound at the same byte offset and the shader indexes from 0.
 import { Gpu, type Binding, type Constants, type ParamWord, type Recorder } from '../gpu/context.ts';
-import { bindingLimit, checkSize } from './windows.ts';
+import { bindingLimit, boundBytes, checkSize } from './windows.ts';
 
 export interface FlatWindow {
   elemStart: number; // first element of the window in the whole tensor
@@ -48,18 +48,22 @@ export function dispatchElementwise(
     extra?: ParamWord[];
     constants?: Constants;
     limit?: number; // lowers the binding size, so tests can exercise the window split
+    /** Buffers read and written (an in-place update): twice in the dispatch's bytes; the others once each. */
+    readWrite?: string[];
   },
 ): void {
   const wg = 256;
   for (const w of flatWindows(rec, d.kernel, d.n, d.buffers, d.limit)) {
+    const bindings = Object.fromEntries(Object.entries(d.buffers).map(([name, b]) => [name, bindWindow(b, w)]));
     rec.dispatch({
       kernel: d.kernel,
       shader: d.shader,
       entryPoint: d.entryPoint,
       constants: { WG: wg, ...d.constants },
-      bindings: Object.fromEntries(Object.entries(d.buffers).map(([name, b]) => [name, bindWindow(b, w)])),
+      bindings,
       params: [['n', 'u32', w.count], ...(d.extra ?? [])],
       workgroups: Gpu.grid(Math.ceil(w.count / wg)),
+      work: { bytes: boundBytes(bindings, d.readWrite) },
     });
   }
 }

@@ -148,6 +148,7 @@ export function sumsq_forward(
       bindings: { ...inputs, part: plan.part, items: items! },
       params: [['first', 'u32', l.first], ['count', 'u32', l.windows.length]],
       workgroups: Gpu.grid(l.groups),
+      work: { bytes: 4 * l.windows.reduce((n, s) => n + s.w.count, 0) }, // each element read once
     });
   }
   finishSweep(rec, plan, args.out);

@@ -7,7 +7,7 @@
 import { Gpu, isCpuAdapter, type Binding, type ParamWord, type Recorder } from '../gpu/context.ts';
 import { colsum_forward, rowsPerPartial } from './colsum.ts';
 import { sharedScratch } from './scratch.ts';
-import { bindAll } from './windows.ts';
+import { bindAll, boundBytes } from './windows.ts';
 
 const CPU_ROW_THREADS = 8;
 
@@ -37,6 +37,7 @@ export function normForward(rec: Recorder, shader: string, bindings: Record<stri
     bindings,
     params: [['N', 'u32', N], ['C', 'u32', C], ['eps', 'f32', eps]],
     workgroups: Gpu.grid(N),
+    work: { bytes: boundBytes(bindings) },
   });
 }
 
@@ -65,7 +66,8 @@ export function normBackward(
   const R = rowsPerPartial(N);
   const P = Math.ceil(N / R);
   const params: ParamWord[] = [['N', 'u32', N], ['C', 'u32', C], ['accumulate', 'u32', o.accumulateDinp ? 1 : 0], ['R', 'u32', R]];
-  rec.dispatch({ kernel: shader, shader, constants: { WG: o.threads ?? rowThreads(rec.gpu, C) }, bindings: o.rowBindings, params, workgroups: Gpu.grid(N) });
+  const rowWork = { bytes: boundBytes(o.rowBindings, o.accumulateDinp ? ['dinp'] : []) };
+  rec.dispatch({ kernel: shader, shader, constants: { WG: o.threads ?? rowThreads(rec.gpu, C) }, bindings: o.rowBindings, params, workgroups: Gpu.grid(N), work: rowWork });
   const parts = o.grads.map(([field]) => [`${field}_part`, sharedScratch(rec.gpu, `${shader}:${field}_part`, P * C * 4)] as const); // (P, C) each
   rec.dispatch({
     kernel: `${shader}.dweight`,
@@ -75,6 +77,7 @@ export function normBackward(
     bindings: { ...o.partBindings, ...Object.fromEntries(parts) },
     params,
     workgroups: Gpu.grid(Math.ceil((P * C) / 256)),
+    work: { bytes: boundBytes(o.partBindings) + 4 * P * C * parts.length }, // the scratch may be bigger than the (P, C) written
   });
   o.grads.forEach(([, out], i) => colsum_forward(rec, { out, inp: parts[i][1], P, C, accumulate: o.accumulate }));
 }

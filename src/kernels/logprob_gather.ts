@@ -65,6 +65,8 @@ export function logprob_gather_forward(
         ['skip_masked', 'u32', args.skipMasked === false ? 0 : 1],
       ],
       workgroups: Gpu.grid(rc),
+      // The rows' logits read once (masked rows too: the mask is the GPU's to read), ids and mask read, logp, lse (2) and entropy written.
+      work: { bytes: eb * rc * V + 4 * rc * 6 },
     });
   }
 }
@@ -113,6 +115,8 @@ export function logprob_gather_backward(
         ['inv_temperature', 'f32', 1 / args.temperature],
       ],
       workgroups: Gpu.grid(rc),
+      // The rows' logits read and their gradient written (in place: the same f32 rows), ids, mask, lse (2), dlogp (and the entropy terms) read.
+      work: { bytes: ELEM_BYTES[dtype] * rc * V + 4 * rc * V + 4 * rc * (args.dentropy ? 7 : 5) },
     });
   }
 }

@@ -250,6 +250,11 @@ function gemm(
             ['k_chunk', 'u32', kChunk], ['c_split', 'u32', partials ? mc * nc : 0], ['scale', 'f32', partials ? 1 : scale],
           ],
           workgroups: [Math.ceil(nc / plan.tileN), Math.ceil(mc / plan.tileM), slices],
+          // The block's product; its operands read once, C (or the slices' partials) written, C read too when added to.
+          work: {
+            flops: 2 * mc * nc * kc,
+            bytes: 4 * mc * kc + bBytes * kc * nc + 4 * mc * nc * (partials ? slices : flags & 1 ? 2 : 1) + (bias ? 4 * nc : 0) + (!partials && resid ? 4 * mc * nc : 0),
+          },
         });
         // The slices' partials, summed in slice order into C with the epilogue's scale, C's previous value and resid.
         if (partials) colsum_forward(rec, { out: cw.binding, inp: partials, P: slices, C: mc * nc, accumulate: (flags & 1) !== 0, scale, add: resid?.binding });
@@ -323,6 +328,7 @@ export function matmul_forward(
       },
       params: [['M', 'u32', M], ['N', 'u32', N], ['K', 'u32', K], ['flags', 'u32', (args.bias ? 2 : 0) | (args.residual ? 4 : 0)], ['scale', 'f32', args.scale ?? 1]],
       workgroups: Gpu.grid(Math.ceil(N / ROWS_COLS)),
+      work: { flops: 2 * M * N * K, bytes: 4 * M * K + wBytes * N * K + 4 * M * N * (args.residual ? 2 : 1) + (args.bias ? 4 * N : 0) },
     });
     return;
   }
@@ -423,6 +429,7 @@ export function matmul_backward(
         bindings: { dout: w.binding, dbias },
         params: [['rows', 'u32', mc], ['N', 'u32', N], ['base', 'u32', w.base], ['accumulate', 'u32', args.accumulate || m0 > 0 ? 1 : 0]],
         workgroups: Gpu.grid(Math.ceil(N / BIAS_WG)),
+        work: { bytes: 4 * mc * N + 4 * N * (args.accumulate || m0 > 0 ? 2 : 1) },
       });
     }
   }

@@ -99,6 +99,8 @@ export function adamw_step(rec: Recorder, a: AdamWArgs): void {
         ['eps', 'f32', a.eps],
       ],
       workgroups: Gpu.grid(l.groups),
+      // Per element: param, grad, m and v read; param, m and v written (f32 each).
+      work: { bytes: 28 * l.windows.reduce((n, s) => n + s.w.count, 0) },
     });
   }
   finishSweep(rec, plan, a.out);
@@ -138,6 +140,7 @@ export function sgd_step(rec: Recorder, a: SgdArgs): void {
         ['first', 'u32', (a.step ?? 1) === 1 ? 1 : 0],
       ],
       workgroups: Gpu.grid(s.groups),
+      work: { bytes: 4 * s.w.count * (momentum ? 5 : 3) }, // param and the buffer read and written, grad read
     });
   }
   finishSweep(rec, plan, a.out);

@@ -6,7 +6,7 @@ import type { Recorder } from '../gpu/context.ts';
 
 /** dst += src (n elements). dst and src must be different buffers. */
 export function residual_accumulate(rec: Recorder, args: { dst: GPUBuffer /* (n) */; src: GPUBuffer /* (n) */; n: number }): void {
-  dispatchElementwise(rec, { kernel: 'residual_accumulate', shader: 'residual_backward', n: args.n, buffers: { dst: args.dst, src: args.src } });
+  dispatchElementwise(rec, { kernel: 'residual_accumulate', shader: 'residual_backward', n: args.n, buffers: { dst: args.dst, src: args.src }, readWrite: ['dst'] });
 }
 
 /** out = a + b. out may be a or b (then it is an in-place add: WebGPU cannot bind one buffer both ways). */

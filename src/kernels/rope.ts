@@ -83,6 +83,7 @@ function rope(rec: Recorder, kernel: string, sign: 1 | -1, x: GPUBuffer, s: Rope
     },
     params: [['N', 'u32', N], ['H', 'u32', H], ['HY', 'u32', HY], ['D', 'u32', D]],
     workgroups: Gpu.grid(Math.ceil((N * (H + HY) * D) / 2 / WG)),
+    work: { bytes: 4 * (2 * N * (H + HY) * D + N) }, // the rotated tensors read and written in place, the positions read (the table is cached)
   });
 }
 

@@ -104,5 +104,6 @@ export function sample_forward(
       ['key_digits', 'u32', 8],
     ],
     workgroups: [B],
+    work: { bytes: 4 * B * V * (penalties ? 2 : 1) + 8 * B }, // the rows' logits (and token counts) read once; an id and its log-prob written per row
   });
 }

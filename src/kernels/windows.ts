@@ -40,9 +40,23 @@ export function rowWindow(gpu: Gpu, buffer: GPUBuffer, rowStart: number, rowCoun
   return { binding: { buffer, offset, size: Math.ceil((end - offset) / 4) * 4 }, base: (start - offset) / elemBytes };
 }
 
+/** Bytes a binding spans: a window's size, or the buffer from its offset on. */
+const spanBytes = (b: Binding): number => ('buffer' in b ? (b.size ?? b.buffer.size - (b.offset ?? 0)) : b.size);
+
+/**
+ * A dispatch's memory traffic (Dispatch.work.bytes) where each of `bindings` is exactly what it reads or writes
+ * (prefix / bindAll windows): every binding once, those named in `twice` (read and written) twice. A launcher
+ * whose bindings hold more than it touches (a whole table, a dummy) counts its bytes itself.
+ */
+export function boundBytes(bindings: Record<string, Binding>, twice: readonly string[] = []): number {
+  let bytes = 0;
+  for (const [name, b] of Object.entries(bindings)) bytes += spanBytes(b) * (twice.includes(name) ? 2 : 1);
+  return bytes;
+}
+
 /** Throws a clear error if a buffer (or a window of one) is too small to hold `elems` elements of `elemBytes` bytes. */
 export function checkSize(kernel: string, field: string, binding: Binding, elems: number, elemBytes = 4): void {
-  const bytes = 'buffer' in binding ? (binding.size ?? binding.buffer.size - (binding.offset ?? 0)) : binding.size;
+  const bytes = spanBytes(binding);
   if (bytes < elems * elemBytes) {
     throw new Error(`${kernel}: ${field} holds ${bytes} bytes, needs ${elems * elemBytes} (${elems} elements)`);
   }

@@ -2,7 +2,7 @@
 // kernel. Checked here: call counts per kernel equal what the recorders recorded, including recorders with more
 // dispatches than one query set holds (a small chunk, and the real 2048-dispatch set); times are finite and
 // non-negative with a positive total (no value beyond that: timings are not asserted); the kernels' results are
-// bit-identical with and without the profiler; detaching stops collection; a recorder's own profiler overrides
+// bit-identical with and without the profiler; each kernel's declared work is summed beside its time; detaching stops collection; a recorder's own profiler overrides
 // the Gpu's; a failed submit's times are dropped, not counted; an adapter without 'timestamp-query' refuses
 // with one line. Lavapipe has timestamp-query; where the test GPU has none, the refusal is what is asserted.
 import { describe, expect, it } from 'vitest';
@@ -90,6 +90,13 @@ describe('KernelProfiler', () => {
     const times = profiler.take();
     expect(callsOf(times)).toEqual(tally(recorded));
     expect(times.find((t) => t.kernel === 'residual_accumulate')?.shaders).toEqual(['residual_backward']);
+    // Beside each kernel's time, the work its dispatches declared: 5 products of 2·M·N·K FLOPs; 301 in-place
+    // adds reading src and reading and writing dst, 2 adds reading two tensors and writing one (4 bytes each).
+    const work = new Map(times.map((t) => [t.kernel, t]));
+    expect(work.get('matmul_forward')?.flops).toBe(5 * 2 * M * N * K);
+    expect(work.get('residual_accumulate')?.bytes).toBe(301 * 3 * 4 * M * N);
+    expect(work.get('residual_forward')?.bytes).toBe(2 * 3 * 4 * M * N);
+    expect(work.get('residual_forward')?.flops).toBe(0);
     expectSane(times);
     expect(profiler.dropped).toBe(0);
     expect(profiler.querySets).toBeGreaterThanOrEqual(5);
