@@ -17,8 +17,10 @@
 
 override WG: u32 = 256; // a power of two
 
-// Tensor windows per main dispatch: 6 inputs + part + items = 8 storage buffers, WebGPU's default limit.
-const SLOTS = 6u;
+// Tensor windows per main dispatch: up to 6 inputs + part + items = 8 storage buffers, WebGPU's default limit.
+// The launcher sets 1 on CPU adapters (src/kernels/grad_norm.ts sumsqSlots): there the per-element slot switch
+// below costs more than the dispatches it saves, and with one slot it folds away.
+override SLOTS: u32 = 6u;
 
 struct MainParams { first: u32, count: u32, _p0: u32, _p1: u32 }
 struct FinishParams { P: u32, _p0: u32, _p1: u32, _p2: u32 }
@@ -45,6 +47,7 @@ struct ClipParams { P: u32, max_norm: f32, _p0: u32, _p1: u32 }
 
 // WGSL has no arrays of buffers: one case per binding.
 fn elem(i: u32) -> f32 {
+  if (SLOTS == 1u) { return inp0[i]; }
   switch slot {
     case 0u: { return inp0[i]; }
     case 1u: { return inp1[i]; }

@@ -1,10 +1,10 @@
 // Gradient norms for clip_grad_norm_, over every parameter tensor at once (shaders/sumsq_forward.wgsl):
-// sumsq_forward writes out[i] = Σ x² of tensor i with one sweep dispatch per 6 tensor windows and ONE
+// sumsq_forward writes out[i] = Σ x² of tensor i with one sweep dispatch per 6 tensor windows (1 on CPU adapters) and ONE
 // finish dispatch for all of them; clip_coef_forward turns those sums into torch's total norm and clip
 // coefficient ON THE GPU, in the buffer the optimizer steps read it from (src/kernels/optimizer.ts), so
 // nothing is read back between the gradient norm and the update. The optimizer steps write their Δθ²
 // partials with the same sweep (planSweep) and finish them with finishSweep. Twin: src/oracle/grad_norm.ts.
-import { adapterClass, Gpu, type AdapterClass, type Recorder } from '../gpu/context.ts';
+import { adapterClass, Gpu, isCpuAdapter, type AdapterClass, type Recorder } from '../gpu/context.ts';
 import { sharedScratch } from './scratch.ts';
 import { checkSize } from './windows.ts';
 import { bindWindow, flatWindows, type FlatWindow } from './elementwise.ts';
@@ -94,8 +94,19 @@ export function finishSweep(rec: Recorder, plan: SweepPlan, out: GPUBuffer): voi
   });
 }
 
-/** Tensor windows per main dispatch (SLOTS in the shader: its inp0..inp5). */
-const SLOTS = 6;
+/** Tensor windows per main dispatch at most (the shader's inp0..inp5). */
+const MAX_SLOTS = 6;
+
+/**
+ * Tensor windows per sumsq dispatch on this adapter (SLOTS in the shader): six on a GPU, whose dispatches cost
+ * tens of µs each; one on a CPU adapter, where a dispatch is cheap and the per-element switch among six bindings
+ * is not (lavapipe, the `--quick` SmolLM2-shaped update's gradients, 107M elements: 383 ms at six, 244 ms at
+ * one, median of 5; SwiftShader, the embedded model's 38 gradients: 33.6 and 32.3 ms, the extra dispatches cost
+ * nothing there). adamwSlots (optimizer.ts) chooses the same way.
+ */
+export function sumsqSlots(gpu: Gpu): 1 | 6 {
+  return isCpuAdapter(gpu.adapter) ? 1 : MAX_SLOTS;
+}
 
 /** One dispatch of a slotted sweep: windows plan.windows[first ..] (at most its shader's slots) and their workgroups. */
 export interface SweepLaunch {
@@ -125,7 +136,7 @@ export function slotLaunches(rec: Recorder, plan: SweepPlan, slots: number, sing
 }
 
 /**
- * out[i] = Σ inputs[i]², for every input tensor (a (n = 0) tensor sums to 0): the windows SLOTS at a time
+ * out[i] = Σ inputs[i]², for every input tensor (a (n = 0) tensor sums to 0): the windows `slots` at a time
  * per main dispatch, then one finish.
  */
 export function sumsq_forward(
@@ -134,17 +145,20 @@ export function sumsq_forward(
     inputs: { inp: GPUBuffer; n: number }[]; // (n) each
     out: GPUBuffer; // (inputs) f32
     limit?: number; // tests only: a lower binding size, to exercise the window split
+    slots?: number; // tests and bench: windows per dispatch (1..6) instead of sumsqSlots'
   },
 ): void {
+  const slots = args.slots ?? sumsqSlots(rec.gpu);
+  if (!Number.isInteger(slots) || slots < 1 || slots > MAX_SLOTS) throw new RangeError(`sumsq_forward: slots must be an integer in [1, ${MAX_SLOTS}], got ${slots}`);
   const plan = planSweep(rec, 'sumsq_forward', args.inputs.map(({ inp, n }) => ({ n, buffers: { inp } })), args.limit);
-  const { launches, items } = slotLaunches(rec, plan, SLOTS);
+  const { launches, items } = slotLaunches(rec, plan, slots);
   const standIn = { buffer: rec.gpu.zeros(16), offset: 0, size: 16 }; // an empty slot's binding (never read)
   for (const l of launches) {
-    const inputs = Object.fromEntries(Array.from({ length: SLOTS }, (_, k) => [`inp${k}`, k < l.windows.length ? bindWindow(args.inputs[l.windows[k].tensor].inp, l.windows[k].w) : standIn]));
+    const inputs = Object.fromEntries(Array.from({ length: MAX_SLOTS }, (_, k) => [`inp${k}`, k < l.windows.length ? bindWindow(args.inputs[l.windows[k].tensor].inp, l.windows[k].w) : standIn]));
     rec.dispatch({
       kernel: 'sumsq_forward',
       shader: 'sumsq_forward',
-      constants: { WG },
+      constants: { WG, SLOTS: slots },
       bindings: { ...inputs, part: plan.part, items: items! },
       params: [['first', 'u32', l.first], ['count', 'u32', l.windows.length]],
       workgroups: Gpu.grid(l.groups),

@@ -15,8 +15,8 @@ import { parseSafeTensors, toF32, toF64, type SafeTensors } from '../../src/io/s
 import * as optRef from '../../src/oracle/optimizer.ts';
 import * as normRef from '../../src/oracle/grad_norm.ts';
 import { adamw_step, sgd_step } from '../../src/kernels/optimizer.ts';
-import { clip_coef_forward, sumsq_forward } from '../../src/kernels/grad_norm.ts';
-import { statsSince, type Gpu } from '../../src/gpu/context.ts';
+import { clip_coef_forward, sumsqSlots, sumsq_forward } from '../../src/kernels/grad_norm.ts';
+import { isCpuAdapter, statsSince, type Gpu } from '../../src/gpu/context.ts';
 
 const check = tally('ops_optimizer');
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'golden', 'models');
@@ -216,6 +216,35 @@ describe('sumsq_forward, clip_coef and the global gradient norm', () => {
     sumsq_forward(rec, { inputs: [{ inp: gpu.upload('x', x), n }, { inp: gpu.upload('y', y), n: y.length }], out, limit: 65_536 });
     await rec.submit();
     check(await gpu.readF32(out, 2), [normRef.sumsq_forward(x), normRef.sumsq_forward(y)], { rtol: 1e-5, atol: 0, label: 'sumsq windows', key: 'sumsq_forward' });
+  });
+
+  it('one to six windows per dispatch give bitwise the same sums (same per-thread runs); CPU adapters take one, GPUs six; other counts refused', async () => {
+    const gpu = await testGpu();
+    const sizes = [7, 70_001, 1, 4_099, 333, 12_345, 2, 99_999, 5];
+    const rng = new Rng(33);
+    const inputs = sizes.map((n) => ({ inp: gpu.upload('x', rng.f32(n, 2)), n }));
+    const sums = async (slots?: number) => {
+      const out = gpu.createBuffer('out', sizes.length * 4);
+      const rec = gpu.recorder(`sumsq ${slots}`);
+      sumsq_forward(rec, { inputs, out, slots, limit: 65_536 }); // windows of 16,384 elements: 70,001 and 99,999 take several
+      const d = rec.kernels.length;
+      await rec.submit();
+      return { got: await gpu.readF32(out, sizes.length), dispatches: d };
+    };
+    const windows = sizes.reduce((w, n) => w + Math.ceil(n / 16_384), 0);
+    const one = await sums(1);
+    expect(one.dispatches).toBe(windows + 1); // a window each, and the finish
+    for (const slots of [2, 3, 6]) {
+      const r = await sums(slots);
+      expect(r.got, `${slots} slots`).toEqual(one.got);
+      expect(r.dispatches, `${slots} slots`).toBe(Math.ceil(windows / slots) + 1);
+    }
+    expect(sumsqSlots(gpu)).toBe(isCpuAdapter(gpu.adapter) ? 1 : 6);
+    expect(sumsqSlots(asAdapterClass(gpu, 'gpu'))).toBe(6);
+    const out = gpu.createBuffer('out', sizes.length * 4);
+    const bad = gpu.recorder('bad slots');
+    for (const slots of [0, 7, 2.5]) expect(() => sumsq_forward(bad, { inputs, out, slots })).toThrow(/^sumsq_forward: slots must be an integer in \[1, 6\], got [^\n]*$/);
+    await bad.submit();
   });
 
   it('n = 2^24 + 3: the run K grows past 64 so that the tensor writes at most ~1024 partials', async () => {
