@@ -191,7 +191,7 @@ function gemm(
   kernel: string,
   g: {
     a: Operand; b: Operand; c: GPUBuffer; bias?: Binding; resid?: GPUBuffer; scale?: number;
-    M: number; N: number; K: number; accumulate: boolean; limit?: number; kernel?: GemmKernel; prefetch?: boolean;
+    M: number; N: number; K: number; accumulate: boolean; limit?: number; kernel?: GemmKernel; prefetch?: boolean; slices?: number;
   },
 ): void {
   const gpu = rec.gpu;
@@ -234,7 +234,11 @@ function gemm(
         const flags = (g.accumulate || k0 > 0 ? 1 : 0) | (bias ? 2 : 0) | (resid ? 4 : 0);
         // Split K only where the partials can be summed straight into C: one K block, no bias, C's block
         // whole rows from its binding's start.
-        let slices = kc === K && !bias && nc === N && cw.base === 0 ? splitSlices(plan, mc, nc, kc, limit) : 1;
+        const splittable = kc === K && !bias && nc === N && cw.base === 0;
+        if (g.slices !== undefined && g.slices > 1 && !(splittable && plan.shader === 'matmul_forward')) {
+          throw new Error(`${kernel}: ${g.slices} K slices need the tiled kernel and a product whose partials sum straight into C (one K block, no bias, whole rows)`);
+        }
+        let slices = splittable ? (g.slices ?? splitSlices(plan, mc, nc, kc, limit)) : 1;
         const kChunk = slices > 1 ? Math.ceil(kc / slices / plan.tileK) * plan.tileK : kc;
         slices = Math.ceil(kc / kChunk);
         const partials = slices > 1 ? sharedScratch(gpu, 'matmul:split_k', slices * mc * nc * 4) : null;
@@ -292,10 +296,12 @@ export function matmul_forward(
     bindingLimit?: number; // tests only
     kernel?: MatmulKernel; // tests and bench: this kernel, instead of the launcher's choice
     prefetch?: boolean; // tests and bench: false turns the tiled kernel's register prefetch off (default on)
+    slices?: number; // tests and bench: the tiled kernel's K slices (1: none) instead of splitSlices' choice
   },
 ): void {
   const { M, K, N } = args;
   checkDims('matmul_forward', { M, K, N });
+  if (args.slices !== undefined) checkDims('matmul_forward', { slices: args.slices });
   checkSize('matmul_forward', 'out', args.out, M * N);
   checkSize('matmul_forward', 'inp', args.inp, M * K);
   const bf16 = args.weightDtype === 'bf16';
@@ -311,7 +317,8 @@ export function matmul_forward(
   const fits = (rows: number, rowElems: number) => rowsPerWindow(gpu, limit, rows, rowElems) === rows;
   const rowsFit = outIn && !args.accumulate && M <= ROWS_MAX && fits(M, K) && rowsPerWindow(gpu, limit, N, K, wBytes) === N && fits(M, N);
   const kernel = args.kernel;
-  if (kernel === 'rows' || (kernel === undefined && rowsFit && adapterClass(gpu.adapter) === 'gpu')) {
+  if (kernel === 'rows' && (args.slices ?? 1) > 1) throw new Error('matmul_forward: the few-row kernel does not split K (slices)');
+  if (kernel === 'rows' || (kernel === undefined && args.slices === undefined && rowsFit && adapterClass(gpu.adapter) === 'gpu')) {
     // Few rows (a decode step): one read of W by N / COLS workgroups instead of a latency-bound GEMM grid.
     if (!rowsFit) throw new Error(`matmul_forward: the few-row kernel takes up to ${ROWS_MAX} rows of an 'out_in' weight, each operand in one binding, without accumulate`);
     checkBareScale('matmul_forward', args.scale ?? 1, [args.bias, args.residual]);
@@ -346,6 +353,7 @@ export function matmul_forward(
     limit: args.bindingLimit,
     kernel,
     prefetch: args.prefetch,
+    slices: args.slices,
   });
 }
 

@@ -339,6 +339,34 @@ describe('matmul_backward', () => {
     expect(await slicesOf(600, 1100, 100)).toBe(4);
   });
 
+  it('forced K slices (the bench\'s split A/B): 1 is no split, 2 and 5 within the float64 bound with one colsum each; refused where partials cannot sum into C', async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(41);
+    const [M, K, N] = [203, 577, 130]; // 4 × 3 full tiles: the launcher alone would not split
+    const inp = rng.f32(M * K);
+    const weight = rng.f32(N * K, 0.5);
+    const prev = rng.f32(M * N);
+    const ref = mmRef(inp, weight, null, M, K, N, 'out_in');
+    const S = mmRef(abs(inp), abs(weight), null, M, K, N, 'out_in').map((v, i) => v + Math.abs(prev[i]));
+    const [inpBuf, wBuf] = [gpu.upload('inp', inp), gpu.upload('weight', weight)];
+    for (const slices of [1, 2, 5]) {
+      const out = gpu.upload('out', prev);
+      const rec = gpu.recorder(`slices ${slices}`);
+      matmul_forward(rec, { out, inp: inpBuf, weight: wBuf, M, K, N, weightLayout: 'out_in', accumulate: true, kernel: 'tiled', slices });
+      expect(rec.kernels, `${slices} slices`).toEqual(slices === 1 ? ['matmul_forward'] : ['matmul_forward', 'colsum_forward']);
+      await rec.submit();
+      expectClose(await gpu.readF32(out, M * N), ref.map((v, i) => v + prev[i]), { atol: 0, rtol: 0, atolAt: tolFrom(S, K + 1), label: `${slices} slices` });
+    }
+    const rec = gpu.recorder('refused slices');
+    const out = gpu.createBuffer('out', M * N * 4);
+    const one = /^matmul_forward: [^\n]+$/;
+    expect(() => matmul_forward(rec, { out, inp: inpBuf, weight: wBuf, M, K, N, weightLayout: 'out_in', kernel: 'tiled', slices: 2, bias: gpu.createBuffer('b', N * 4) })).toThrow(one);
+    expect(() => matmul_forward(rec, { out, inp: inpBuf, weight: wBuf, M, K, N, weightLayout: 'out_in', kernel: 'direct', slices: 2 })).toThrow(one);
+    expect(() => matmul_forward(rec, { out, inp: inpBuf, weight: wBuf, M: 3, K, N, weightLayout: 'out_in', kernel: 'rows', slices: 2 })).toThrow(one);
+    expect(() => matmul_forward(rec, { out, inp: inpBuf, weight: wBuf, M, K, N, weightLayout: 'out_in', kernel: 'tiled', slices: 0 })).toThrow(one);
+    await rec.submit();
+  });
+
   it("the tiled kernel's register prefetch (64 × 64 tiles): bitwise the kernel without it and within the float64 bound, forward (both layouts, bf16, bias, windows), dinp and split-K dweight; narrower tiles never prefetch", async () => {
     const gpu = await testGpu();
     const rng = new Rng(37);
