@@ -50,8 +50,9 @@ export async function run(gpu: Gpu | null, opts: BenchOptions): Promise<Row[]> {
       const weight = gpu.createBuffer('gemm.weight', Math.ceil((N * K * wBytes) / 4) * 4);
       const out = gpu.createBuffer('gemm.out', M * N * 4);
       // The tiled kernel also without its register prefetch (a narrow tile runs the same pipeline both ways), and on
-      // GPUs, for f32 step shapes the launcher leaves unsplit, with K forced into 2 and 4 slices: whether more
-      // workgroups in flight (an H100 runs 2,048 × 576 outputs as 288 workgroups on 132 SMs) pay for the partials.
+      // GPUs, for every f32 shape but the LoRA sides, with K forced into 2 and 4 slices (where the launcher already
+      // splits a shape, one of them repeats its choice): whether more workgroups in flight (an H100 runs 2,048 × 576
+      // outputs as 288 workgroups on 132 SMs) pay for the partials.
       const split = adapterClass(gpu.adapter) === 'gpu' && !o.lora && dtype === 'f32' ? [2, 4] : [];
       type Run = { kernel: GemmKernel; prefetch: boolean; slices?: number };
       const runs = kernels.flatMap((kernel): Run[] =>

@@ -12,7 +12,7 @@ import { countParams, numel, paramSpecs, parseConfig, type ModelConfig } from '.
 import type { ForwardInputs } from '../src/model/forward.ts';
 import { CausalLM } from '../src/model/model.ts';
 import { FolderSource } from '../src/model/source_node.ts';
-import { ofPeak, type BenchOptions, type Peak, type Row } from './types.ts';
+import { rates, type BenchOptions, type Peak, type Row } from './types.ts';
 
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../tests/golden/models');
 const TINY = ['tiny-gpt2', 'tiny-llama', 'tiny-qwen2', 'tiny-qwen3', 'tiny-llama-bf16'];
@@ -91,8 +91,8 @@ async function measure(gpu: Gpu, name: string, model: CausalLM, B: number, T: nu
   );
   const params = countParams(model.config);
   for (const [pass, { ms, flops }] of [['forward', fwd], ['forward+backward', train]] as const) {
-    const gflops = flops / ms / 1e6;
-    rows.push({ model: name, params, B, T, pass, ms, tokens_per_s: (B * T) / (ms / 1000), gflops, of_fma_peak: ofPeak(gflops, peak?.fma_gflops) });
+    const { 'GFLOP/s': gflops, of_fma_peak } = rates({ flops, bytes: 0 }, ms, peak);
+    rows.push({ model: name, params, B, T, pass, ms, tokens_per_s: (B * T) / (ms / 1000), gflops, of_fma_peak });
   }
   dlogits.destroy();
   return rows;

@@ -10,7 +10,8 @@
 // dispatches, compute passes, bind-group cache hit rate, KiB read back, CPU ms spent encoding and ms spent
 // awaiting the GPU (wall ms minus wait ms is the CPU's share: recording, encoding and the stage's own work), and
 // the FLOPs and bytes its dispatches declare over its wall ms as fractions of the FMA and copy probes (a stage's
-// model FLOPs utilisation; the optimizer's is its bytes). Last, the
+// hardware FLOPs utilisation: the SmolLM2 and checkpointed LoRA cases recompute each layer's forward in the
+// backward, and those FLOPs count; the optimizer's rate is its bytes). Last, the
 // optimizer alone over the SmolLM2-shaped parameters (every one trains): one clipped AdamW step whose
 // gradient norms, clip coefficient and update go in one submit (Optimizer.step), second of two runs. Then
 // a LoRA update over a Qwen2.5-0.5B-shaped bf16 base at 8 × 512, its peak against the plan of that update, with

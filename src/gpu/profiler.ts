@@ -18,8 +18,8 @@
 // an unprofiled run's wall time. With no profiler attached a recorder pays one null check per submit.
 // Times from a submit that failed (an invalid command: nothing ran) or a lost device are dropped, counted in
 // `dropped`. Each kernel's declared work (Dispatch.work) is summed beside its time, so a bench can say what
-// fraction of the probe it ran at. The layer rule holds: this file imports only stats.ts's types; the recorder
-// imports its own.
+// fraction of the probe it ran at. The layer rule holds: this file imports only stats.ts's types, and the
+// recorder imports this file's.
 import type { Work } from './stats.ts';
 
 /** Queries a Dawn query set holds at most. */

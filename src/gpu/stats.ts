@@ -26,11 +26,12 @@ export function statsSince(a: GpuStats, b: GpuStats): GpuStats {
 }
 
 /**
- * A dispatch's work as its launcher counts it from the shapes: `flops` the multiply-adds of the kernels judged
- * against the FMA probe (GEMMs, attention: 2 per multiply-add, the probe's unit; a split product's partials are
- * summed by a pass that declares only bytes), `bytes` the memory traffic it cannot avoid (each operand element
- * read once, each output element written once, a read-modify-write counted both ways). Benchmarks divide them by
- * time: a GEMM as a fraction of the FMA probe, a memory-bound kernel as a fraction of the copy probe.
+ * A dispatch's work as its launcher counts it from the shapes (what the CPU knows: rows a mask lets a kernel skip
+ * count too): `flops` the multiply-adds of the kernels judged against the FMA probe (GEMMs, attention: 2 per
+ * multiply-add, the probe's unit; a split product's partials are summed by a pass that declares only bytes),
+ * `bytes` the memory traffic as the launcher plans it (each operand element read once, each output element
+ * written once, a read-modify-write counted both ways, a split's partials written and read). Benchmarks divide
+ * them by time: a GEMM as a fraction of the FMA probe, a memory-bound kernel as a fraction of the copy probe.
  */
 export interface Work {
   flops?: number;

@@ -90,12 +90,17 @@ function rowsPerGroup(gpu: Gpu, kernel: string, D: number, rowFloats: number): n
 
 /**
  * The (query, key) pairs causal attention scores for one (row, head): query i of the last Tq of Tk positions sees
- * keys 0..Tk − Tq + i. Padding is masked, not skipped, so it counts. A pair costs 2·D FLOPs per product over it:
- * the forward makes two (scores, P·V), the backward's dq pass three (scores again, dP, dq) and its dkdv pass
- * four (scores, dP, dv, dk): the declared work (Dispatch.work) of each dispatch.
+ * keys 0..Tk − Tq + i. Padded keys count too: the count is the shapes', which the CPU knows (the tile set computes
+ * them under the mask; the row sets skip them). A pair costs 2·D FLOPs per product over it: the forward makes two
+ * (scores, P·V), the backward's dq pass three (scores again, dP, dq) and its dkdv pass four (scores, dP, dv, dk).
  */
 export function causalPairs(Tq: number, Tk: number): number {
   return Tq * (Tk - Tq) + (Tq * (Tq + 1)) / 2;
+}
+
+/** The declared FLOPs (Dispatch.work) of a pass making `products` products over every causal pair of every query head. */
+function attentionFlops(products: number, s: { B: number; Hq: number; D: number }, Tq: number, Tk: number): number {
+  return products * 2 * s.D * s.B * s.Hq * causalPairs(Tq, Tk);
 }
 
 export function attention_forward(
@@ -145,7 +150,7 @@ export function attention_forward(
     ],
     workgroups: Gpu.grid(groups),
     // Bytes: q and out, the Tk visible rows of k, v and the mask (not a KV cache's whole capacity), lse.
-    work: { flops: 2 * 2 * B * Hq * D * causalPairs(Tq, Tk), bytes: 4 * (2 * B * Tq * Hq * D + 2 * B * Tk * Hkv * D + B * Tk + B * Hq * Tq) },
+    work: { flops: attentionFlops(2, args, Tq, Tk), bytes: 4 * (2 * B * Tq * Hq * D + 2 * B * Tk * Hkv * D + B * Tk + B * Hq * Tq) },
   });
 }
 
@@ -204,7 +209,7 @@ export function attention_backward(
 
 /** A backward pass's declared work (causalPairs says what each pass computes); its bindings are exact windows. */
 function backwardWork(s: AttentionBackwardShape, side: 'dq' | 'dkdv', bindings: Record<string, Binding>) {
-  return { flops: (side === 'dq' ? 3 : 4) * 2 * s.B * s.Hq * s.D * causalPairs(s.T, s.T), bytes: boundBytes(bindings) };
+  return { flops: attentionFlops(side === 'dq' ? 3 : 4, s, s.T, s.T), bytes: boundBytes(bindings) };
 }
 
 /** The backward's params words (common/attention_backward.wgsl): chunks, head splits and dk elements are the 'tile' set's (others: 1, 1, 0). */

@@ -15,7 +15,8 @@
 // for inputs feeding several projections, e.g. q/k/v) and `dinpScale`, matmul_forward's `accumulate` (out += ...,
 // LoRA's delta onto the base output), `scale` (LoRA's scaling of x·Aᵀ) and `residual` (out = residual + the
 // layer: o_proj and down_proj return to the residual stream), and `bindingLimit`, `kernel` and `prefetch`
-// (tests and bench) on both launchers. scale and residual are the GEMM's epilogue (common/matmul.wgsl store_c):
+// (tests and bench) on both launchers, `slices` (the tiled kernel's K slices, forced) on matmul_forward. scale and
+// residual are the GEMM's epilogue (common/matmul.wgsl store_c):
 // a dispatch each fewer than an f32 multiply (the former scale_forward) or residual_forward after the product,
 // with bitwise their result.
 import { adapterClass, Gpu, type AdapterClass, type Binding, type Recorder } from '../gpu/context.ts';
@@ -197,7 +198,8 @@ function gemm(
   const gpu = rec.gpu;
   const { a, b, M, N, K } = g;
   const limit = bindingLimit(gpu, g.limit);
-  const { tileM, tileN, tileK } = gemmPlan(gpu, M, N, g.kernel, g.prefetch);
+  const whole = gemmPlan(gpu, M, N, g.kernel, g.prefetch);
+  const { tileM, tileN, tileK } = whole;
   const aRows = a.trans ? K : M;
   const bRows = b.trans ? N : K;
   // Block sizes: each operand's window must fit; C's rows and A's (or B's) physical rows share a cut.
@@ -215,6 +217,7 @@ function gemm(
   const scale = g.scale ?? 1;
   checkBareScale(kernel, scale, [g.bias, g.resid, g.accumulate]);
   if (scale !== 1 && kBlock < K) throw new Error(`${kernel}: a scaled product must fit one K block (K = ${K}, ${kBlock} per binding window)`);
+  if (g.slices !== undefined && g.slices > 1) checkForcedSlices(kernel, g.slices, { M, N, K, tileK, shader: whole.shader, whole: mBlock >= M && nBlock >= N && kBlock >= K && !g.bias, limit });
 
   for (let m0 = 0; m0 < M; m0 += mBlock) {
     const mc = Math.min(mBlock, M - m0);
@@ -235,9 +238,6 @@ function gemm(
         // Split K only where the partials can be summed straight into C: one K block, no bias, C's block
         // whole rows from its binding's start.
         const splittable = kc === K && !bias && nc === N && cw.base === 0;
-        if (g.slices !== undefined && g.slices > 1 && !(splittable && plan.shader === 'matmul_forward')) {
-          throw new Error(`${kernel}: ${g.slices} K slices need the tiled kernel and a product whose partials sum straight into C (one K block, no bias, whole rows)`);
-        }
         let slices = splittable ? (g.slices ?? splitSlices(plan, mc, nc, kc, limit)) : 1;
         const kChunk = slices > 1 ? Math.ceil(kc / slices / plan.tileK) * plan.tileK : kc;
         slices = Math.ceil(kc / kChunk);
@@ -254,17 +254,34 @@ function gemm(
             ['k_chunk', 'u32', kChunk], ['c_split', 'u32', partials ? mc * nc : 0], ['scale', 'f32', partials ? 1 : scale],
           ],
           workgroups: [Math.ceil(nc / plan.tileN), Math.ceil(mc / plan.tileM), slices],
-          // The block's product; its operands read once, C (or the slices' partials) written, C read too when added to.
-          work: {
-            flops: 2 * mc * nc * kc,
-            bytes: 4 * mc * kc + bBytes * kc * nc + 4 * mc * nc * (partials ? slices : flags & 1 ? 2 : 1) + (bias ? 4 * nc : 0) + (!partials && resid ? 4 * mc * nc : 0),
-          },
+          // The slices' partials are the C it writes; colsum declares their sum.
+          work: gemmWork(mc, nc, kc, bBytes, { cWrites: partials ? slices : 1, cRead: !partials && (flags & 1) !== 0, bias: !!bias, resid: !partials && !!resid }),
         });
         // The slices' partials, summed in slice order into C with the epilogue's scale, C's previous value and resid.
         if (partials) colsum_forward(rec, { out: cw.binding, inp: partials, P: slices, C: mc * nc, accumulate: (flags & 1) !== 0, scale, add: resid?.binding });
       }
     }
   }
+}
+
+/**
+ * A product's declared work (Dispatch.work): 2·M·N·K FLOPs; A (M, K) and B (K, N, `bBytes` an element) read once,
+ * C written `cWrites` times over (a split's slices of partials), read too when added to, the bias and R read.
+ */
+function gemmWork(M: number, N: number, K: number, bBytes: number, c: { cWrites: number; cRead: boolean; bias: boolean; resid: boolean }) {
+  return { flops: 2 * M * N * K, bytes: 4 * M * K + bBytes * K * N + 4 * M * N * (c.cWrites + (c.cRead ? 1 : 0) + (c.resid ? 1 : 0)) + (c.bias ? 4 * N : 0) };
+}
+
+/**
+ * Forced K slices (tests, bench) are refused, in one line and before anything is recorded, unless the tiled kernel
+ * runs the whole product as one block without a bias (the partials then sum straight into C), the partials fit
+ * one binding, and K cuts into exactly that many slices of whole TILE_K steps.
+ */
+function checkForcedSlices(kernel: string, slices: number, p: { M: number; N: number; K: number; tileK: number; shader: string; whole: boolean; limit: number }): void {
+  if (p.shader !== 'matmul_forward' || !p.whole) throw new Error(`${kernel}: ${slices} K slices need the tiled kernel and the whole product in one block without a bias (its partials sum straight into C)`);
+  if (slices * p.M * p.N * 4 > p.limit) throw new Error(`${kernel}: ${slices} K slices of ${p.M} × ${p.N} partials exceed one binding (${p.limit} bytes)`);
+  const made = Math.ceil(p.K / (Math.ceil(p.K / slices / p.tileK) * p.tileK));
+  if (made !== slices) throw new Error(`${kernel}: K = ${p.K} does not cut into ${slices} slices of whole ${p.tileK}-deep steps (it would be ${made})`);
 }
 
 /** A scaled product is a bare one (gemm's header says why): scale ≠ 1 with a bias, residual or accumulation is refused. */
@@ -318,7 +335,7 @@ export function matmul_forward(
   const rowsFit = outIn && !args.accumulate && M <= ROWS_MAX && fits(M, K) && rowsPerWindow(gpu, limit, N, K, wBytes) === N && fits(M, N);
   const kernel = args.kernel;
   if (kernel === 'rows' && (args.slices ?? 1) > 1) throw new Error('matmul_forward: the few-row kernel does not split K (slices)');
-  if (kernel === 'rows' || (kernel === undefined && args.slices === undefined && rowsFit && adapterClass(gpu.adapter) === 'gpu')) {
+  if (kernel === 'rows' || (kernel === undefined && (args.slices ?? 1) === 1 && rowsFit && adapterClass(gpu.adapter) === 'gpu')) {
     // Few rows (a decode step): one read of W by N / COLS workgroups instead of a latency-bound GEMM grid.
     if (!rowsFit) throw new Error(`matmul_forward: the few-row kernel takes up to ${ROWS_MAX} rows of an 'out_in' weight, each operand in one binding, without accumulate`);
     checkBareScale('matmul_forward', args.scale ?? 1, [args.bias, args.residual]);
@@ -335,7 +352,7 @@ export function matmul_forward(
       },
       params: [['M', 'u32', M], ['N', 'u32', N], ['K', 'u32', K], ['flags', 'u32', (args.bias ? 2 : 0) | (args.residual ? 4 : 0)], ['scale', 'f32', args.scale ?? 1]],
       workgroups: Gpu.grid(Math.ceil(N / ROWS_COLS)),
-      work: { flops: 2 * M * N * K, bytes: 4 * M * K + wBytes * N * K + 4 * M * N * (args.residual ? 2 : 1) + (args.bias ? 4 * N : 0) },
+      work: gemmWork(M, N, K, wBytes, { cWrites: 1, cRead: false, bias: !!args.bias, resid: !!args.residual }),
     });
     return;
   }

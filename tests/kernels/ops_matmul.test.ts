@@ -364,6 +364,13 @@ describe('matmul_backward', () => {
     expect(() => matmul_forward(rec, { out, inp: inpBuf, weight: wBuf, M, K, N, weightLayout: 'out_in', kernel: 'direct', slices: 2 })).toThrow(one);
     expect(() => matmul_forward(rec, { out, inp: inpBuf, weight: wBuf, M: 3, K, N, weightLayout: 'out_in', kernel: 'rows', slices: 2 })).toThrow(one);
     expect(() => matmul_forward(rec, { out, inp: inpBuf, weight: wBuf, M, K, N, weightLayout: 'out_in', kernel: 'tiled', slices: 0 })).toThrow(one);
+    // K = 64 makes at most 4 slices of whole 16-deep steps: 5 asked is refused, not rounded.
+    const k64 = gpu.createBuffer('k64', 64 * N * 4);
+    expect(() => matmul_forward(rec, { out, inp: inpBuf, weight: k64, M, K: 64, N, weightLayout: 'out_in', kernel: 'tiled', slices: 5 })).toThrow(/^matmul_forward: K = 64 does not cut into 5 slices of whole 16-deep steps \(it would be 4\)$/);
+    // 100 × 400 operands fit a 170 KB binding; 5 slices of 100 × 100 partials (200 KB) do not.
+    const [a4, b4, c4] = [gpu.createBuffer('a', 100 * 400 * 4), gpu.createBuffer('b', 100 * 400 * 4), gpu.createBuffer('c', 100 * 100 * 4)];
+    expect(() => matmul_forward(rec, { out: c4, inp: a4, weight: b4, M: 100, K: 400, N: 100, weightLayout: 'out_in', kernel: 'tiled', slices: 5, bindingLimit: 170_000 })).toThrow(/^matmul_forward: 5 K slices of 100 × 100 partials exceed one binding \(170000 bytes\)$/);
+    expect(rec.kernels).toEqual([]); // refused before anything was recorded
     await rec.submit();
   });
 

@@ -234,7 +234,7 @@ describe('sumsq_forward, clip_coef and the global gradient norm', () => {
     const windows = sizes.reduce((w, n) => w + Math.ceil(n / 16_384), 0);
     const one = await sums(1);
     expect(one.dispatches).toBe(windows + 1); // a window each, and the finish
-    for (const slots of [2, 3, 6]) {
+    for (const slots of [2, 3, 4, 5, 6]) {
       const r = await sums(slots);
       expect(r.got, `${slots} slots`).toEqual(one.got);
       expect(r.dispatches, `${slots} slots`).toBe(Math.ceil(windows / slots) + 1);

@@ -2,7 +2,8 @@
 // time to give every kernel, stage and decode its fraction of the FMA or copy probe. Checked against counts made
 // here from the shapes alone: a GEMM is 2·M·N·K FLOPs however it is cut (every kernel the adapter runs, the
 // few-row kernel, binding windows along M, N and K, split K with its colsum pass, which adds no FLOPs), its
-// backward 2·2·M·N·K; attention's pairs are counted by enumerating (query, key) with the causal rule, 2·D FLOPs
+// backward 2·2·M·N·K, its bytes A and B read once and C written (read too when accumulated into; a split writes a
+// partial C per slice, which colsum reads); attention's pairs are counted by enumerating (query, key) with the causal rule, 2·D FLOPs
 // per pair per product (forward 2 products, backward 3 + 4: its dq and dkdv passes recompute the scores);
 // AdamW moves 28 bytes per element (param, grad, m, v read; param, m, v written) across windows and slots; an
 // in-place add 12. Nothing is run for its numbers: only recorded and submitted, so the counters are read after
@@ -55,6 +56,15 @@ describe('declared work (Dispatch.work)', () => {
     const split = await declared(gpu, (rec) => matmul_forward(rec, { out: c, inp: a, weight: b, M: m, K: k, N: n, weightLayout: 'out_in', kernel: 'tiled' }));
     expect(split.dispatches).toBe(2);
     expect(split.flops).toBe(2 * m * n * k);
+    // Bytes: A and B read once, C written once (read too when accumulated into), B's bf16 elements 2 bytes each.
+    const tiledBytes = async (o: { accumulate?: boolean; bf16?: boolean; slices?: number }) =>
+      (await declared(gpu, (rec) => matmul_forward(rec, { out, inp, weight, M, K, N, weightLayout: 'out_in', kernel: 'tiled', accumulate: o.accumulate, weightDtype: o.bf16 ? 'bf16' : 'f32', slices: o.slices }))).bytes;
+    const [aBytes, bBytes, cBytes] = [4 * M * K, 4 * N * K, 4 * M * N];
+    expect(await tiledBytes({})).toBe(aBytes + bBytes + cBytes);
+    expect(await tiledBytes({ accumulate: true })).toBe(aBytes + bBytes + 2 * cBytes);
+    expect(await tiledBytes({ bf16: true })).toBe(aBytes + bBytes / 2 + cBytes);
+    // 3 slices: each writes a partial C; colsum reads the three and reads and writes C (accumulating).
+    expect(await tiledBytes({ accumulate: true, slices: 3 })).toBe(aBytes + bBytes + 3 * cBytes + 3 * cBytes + 2 * cBytes);
     // The few-row kernel (a GPU's decode product): one read of W.
     const rows = await declared(asAdapterClass(gpu, 'gpu'), (rec) => matmul_forward(rec, { out: c, inp: a, weight: b, M: m, K: k, N: n, weightLayout: 'out_in', kernel: 'rows' }));
     expect(rows.flops).toBe(2 * m * n * k);
@@ -74,7 +84,9 @@ describe('declared work (Dispatch.work)', () => {
         const lse = zeros(gpu, 'lse', B * Hq * Tq);
         const fwd = await declared(gpu, (rec) => attention_forward(rec, { out, q, k, v, attentionMask: mask, lse, B, Tq, Tk, TkvMax, Hq, Hkv, D, scale: 0.25, kernel }));
         expect(fwd.flops, `${kernel} ${Tq}/${Tk}`).toBe(2 * 2 * D * B * Hq * pairsByEnumeration(Tq, Tk));
-        expect(fwd.bytes, `${kernel} ${Tq}/${Tk}`).toBe(4 * (2 * B * Tq * Hq * D + 2 * B * Tk * Hkv * D + B * Tk + B * Hq * Tq));
+        // q and out, the visible rows of k and v, the mask and lse: a cache's spare rows (TkvMax) are no traffic.
+        const elems = { q: B * Tq * Hq * D, out: B * Tq * Hq * D, k: B * Tk * Hkv * D, v: B * Tk * Hkv * D, mask: B * Tk, lse: B * Hq * Tq };
+        expect(fwd.bytes, `${kernel} ${Tq}/${Tk}`).toBe(4 * Object.values(elems).reduce((a, b) => a + b, 0));
         for (const buf of [q, out, k, v, mask, lse]) buf.destroy();
       }
       const T = 6;
