@@ -5,7 +5,7 @@
 // with *; the tiled kernel also without its register prefetch), so all are compared in the
 // same run. GFLOP/s = 2·M·N·K / time (the launcher's declared work), and its fraction of the FMA probe measured in
 // the same run (bench/peak.ts) — the number issue 23 asks to bring to ≥ 50%. On GPUs the tiled kernel also runs
-// with K forced into 2 and 4 slices (src/kernels/matmul.ts `slices`) at the step shapes.
+// with K forced into 1, 2 and 4 slices (src/kernels/matmul.ts `slices`) at the step shapes.
 // A LoRA adapter's two products (src/model/lora_adapter.ts: u = x·Aᵀ with N = r, split over K on GPUs, and
 // y += u·Bᵀ with K = r, accumulating into the base's output) run in f32 only, as the adapter's weights are; they
 // move more bytes than they multiply, so every row also gives GB/s (A and B read, C written, and read too when
@@ -21,9 +21,11 @@ type Shape = [string, number, number, number, { lora?: 'A' | 'B' }?];
 
 const SHAPES: Shape[] = [
   ['smol q/o proj 8×256', 2048, 576, 576],
+  ['smol k/v proj 8×256', 2048, 576, 192],
   ['smol mlp up 8×256', 2048, 576, 1536],
   ['smol mlp down 8×256', 2048, 1536, 576],
   ['qwen0.5b mlp up 8×512', 4096, 896, 4864],
+  ['qwen0.5b k/v proj 8×512', 4096, 896, 128],
   ['qwen0.5b lora A (x·Aᵀ, q) 8×512', 4096, 896, 16, { lora: 'A' }],
   ['qwen0.5b lora A (h·Aᵀ, down) 8×512', 4096, 4864, 16, { lora: 'A' }],
   ['qwen0.5b lora B (+= u·Bᵀ, up) 8×512', 4096, 16, 4864, { lora: 'B' }],
@@ -50,10 +52,11 @@ export async function run(gpu: Gpu | null, opts: BenchOptions): Promise<Row[]> {
       const weight = gpu.createBuffer('gemm.weight', Math.ceil((N * K * wBytes) / 4) * 4);
       const out = gpu.createBuffer('gemm.out', M * N * 4);
       // The tiled kernel also without its register prefetch (a narrow tile runs the same pipeline both ways), and on
-      // GPUs, for every f32 shape but the LoRA sides, with K forced into 2 and 4 slices (where the launcher already
-      // splits a shape, one of them repeats its choice): whether more workgroups in flight (an H100 runs 2,048 × 576
-      // outputs as 288 workgroups on 132 SMs) pay for the partials.
-      const split = adapterClass(gpu.adapter) === 'gpu' && !o.lora && dtype === 'f32' ? [2, 4] : [];
+      // GPUs, for every f32 shape but the LoRA sides, with K forced into 1, 2 and 4 slices (one of them repeats the
+      // launcher's choice): whether more workgroups in flight (an H100 runs 2,048 × 576 outputs as 288 workgroups on
+      // 132 SMs) pay for the partials, and whether the k/v projections' split (2 slices and a colsum, its own
+      // dispatch) beats one dispatch: `wall ms` (submit to done, one submit) shows what the GPU times leave out.
+      const split = adapterClass(gpu.adapter) === 'gpu' && !o.lora && dtype === 'f32' ? [1, 2, 4] : [];
       type Run = { kernel: GemmKernel; prefetch: boolean; slices?: number };
       const runs = kernels.flatMap((kernel): Run[] =>
         kernel === 'tiled' ? [{ kernel, prefetch: true }, { kernel, prefetch: false }, ...split.map((slices) => ({ kernel, prefetch: true, slices }))] : [{ kernel, prefetch: true }],
@@ -62,7 +65,7 @@ export async function run(gpu: Gpu | null, opts: BenchOptions): Promise<Row[]> {
         const label = `${kernel === kernels[0] && prefetch && !slices ? `${kernel}*` : kernel}${prefetch ? '' : ' no prefetch'}${slices ? ` split ${slices}` : ''}`;
         const t = await timeKernels(gpu, `gemm ${shape} ${dtype} ${label}`, (rec) => matmul_forward(rec, { out, inp, weight, M, K, N, weightLayout: 'out_in', weightDtype: dtype, kernel, prefetch, accumulate, slices }), { reps: opts.quick ? 3 : 5 });
         // The launcher's declared work: 2·M·N·K FLOPs; A and B read, C written (and read when accumulating), a split's partials.
-        rows.push({ shape, M, K, N, weights: dtype, kernel: label, ms: t.ms, timer: t.timer, dispatches: t.dispatches, ...rates(t.work, t.ms, opts.peak) });
+        rows.push({ shape, M, K, N, weights: dtype, kernel: label, ms: t.ms, 'wall ms': t.wallMs, timer: t.timer, dispatches: t.dispatches, ...rates(t.work, t.ms, opts.peak) });
       }
       [inp, weight, out].forEach((b) => b.destroy());
     }
