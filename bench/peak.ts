@@ -1,6 +1,7 @@
 // Benchmark suite `peak`: what the adapter can do at all, measured in the same run as every other suite —
-// f32 FMA throughput (and f16 where `shader-f16` exists) from register-only FMA chains, and copy bandwidth
-// from a grid-stride vec4 copy. bench/run.ts measures it first and hands it to the other suites, which
+// f32 FMA throughput (and f16 where `shader-f16` exists) from register-only FMA chains, copy bandwidth
+// from a grid-stride vec4 copy, and the cost of a dispatch from a chain of dependent one-thread dispatches in one
+// submit (wall µs each, and the CPU's share: recording, encoding and submitting them). bench/run.ts measures it first and hands it to the other suites, which
 // report GEMM and model rows as a fraction of the FMA probe and memory-bound kernels as a fraction of the
 // copy probe (issue 23: no kernel is judged without its ceiling). Shaders: shaders/bench_peak_*.wgsl.
 import { Gpu, type Recorder } from '../src/gpu/context.ts';
@@ -40,6 +41,30 @@ export function peak_copy_forward(rec: Recorder, args: { src: GPUBuffer; dst: GP
   });
 }
 
+export function peak_dispatch_forward(rec: Recorder, args: { count: GPUBuffer }): void {
+  rec.dispatch({ kernel: 'bench_peak_dispatch', shader: 'bench_peak_dispatch', bindings: { count: args.count }, workgroups: [1] });
+}
+
+/**
+ * Wall µs per dispatch of `n` dependent dispatches in one submit (submit to done, the median of 3 after a warmup),
+ * and the CPU µs per dispatch of recording, encoding and submitting them (GpuStats encodeMs). The rest is the GPU's
+ * launch and barrier cost; the step suite multiplies it by each stage's dispatches (its `dispatch floor ms`).
+ */
+async function dispatchCost(gpu: Gpu, n: number): Promise<{ us: number; cpuUs: number }> {
+  const count = gpu.createBuffer('peak.count', 16);
+  const once = async () => {
+    const rec = gpu.recorder('peak dispatch');
+    const [t0, e0] = [performance.now(), gpu.stats.encodeMs];
+    for (let i = 0; i < n; i++) peak_dispatch_forward(rec, { count });
+    await rec.finish();
+    return { us: ((performance.now() - t0) * 1e3) / n, cpuUs: ((gpu.stats.encodeMs - e0) * 1e3) / n };
+  };
+  await once();
+  const runs = [await once(), await once(), await once()].sort((a, b) => a.us - b.us);
+  count.destroy();
+  return runs[1];
+}
+
 /** The probes, with the sizes a run takes (quick: a software adapter in seconds). */
 export async function measurePeak(gpu: Gpu, opts: BenchOptions): Promise<{ peak: Peak; rows: Row[] }> {
   const threads = opts.quick ? 16384 : 262144;
@@ -66,7 +91,10 @@ export async function measurePeak(gpu: Gpu, opts: BenchOptions): Promise<{ peak:
   rows.push({ probe: 'copy', threads: workgroups * WG, iters: null, ms: t.ms, timer: t.timer, 'GFLOP/s': null, 'GB/s': copy_gbps, 'MiB': bytes / 2 ** 20 });
   src.destroy();
   dst.destroy();
-  return { peak: { fma_gflops, fma_f16_gflops, copy_gbps }, rows };
+  const n = opts.quick ? 256 : 1024;
+  const d = await dispatchCost(gpu, n);
+  rows.push({ probe: 'dispatch', threads: 1, iters: n, ms: (d.us * n) / 1e3, timer: 'wall', 'GFLOP/s': null, 'GB/s': null, 'µs/dispatch': d.us, 'cpu µs/dispatch': d.cpuUs });
+  return { peak: { fma_gflops, fma_f16_gflops, copy_gbps, dispatch_us: d.us }, rows };
 }
 
 export async function run(gpu: Gpu | null, opts: BenchOptions): Promise<Row[]> {

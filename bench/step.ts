@@ -8,7 +8,8 @@
 // `grpo-studio plan`'s one update plus the optimizer's moments alive from its first stage, as the page's next
 // update holds them) with the reference checkpoint held beside the policy. Per stage also the GPU work of that second run:
 // dispatches, compute passes, bind-group cache hit rate, KiB read back, CPU ms spent encoding and ms spent
-// awaiting the GPU (wall ms minus wait ms is the CPU's share: recording, encoding and the stage's own work), and
+// awaiting the GPU (wall ms minus wait ms is the CPU's share: recording, encoding and the stage's own work), its
+// dispatches times the probe's cost of a dependent dispatch (`dispatch floor ms`: bench/peak.ts), and
 // the FLOPs and bytes its dispatches declare over its wall ms as fractions of the FMA and copy probes (a stage's
 // hardware FLOPs utilisation: the SmolLM2 and checkpointed LoRA cases recompute each layer's forward in the
 // backward, and those FLOPs count; the optimizer's rate is its bytes). Last, the
@@ -149,6 +150,8 @@ const work = (s: GpuStats, ms: number, probe: Peak | null | undefined): Row => (
   'read KiB': s.bytesRead / 1024,
   'encode ms': s.encodeMs,
   'wait ms': s.waitMs,
+  // The wall time the dispatches alone would take at the probe's cost of a dependent dispatch.
+  'dispatch floor ms': probe ? (s.dispatches * probe.dispatch_us) / 1e3 : null,
   ...rates({ flops: s.flops, bytes: s.bytesMoved }, ms, probe),
 });
 

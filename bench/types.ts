@@ -16,6 +16,8 @@ export interface Peak {
   /** null: no shader-f16. */
   fma_f16_gflops: number | null;
   copy_gbps: number;
+  /** Wall µs of one dispatch in a chain of dependent ones (launch and barrier, and the CPU's recording). */
+  dispatch_us: number;
 }
 /** A measured rate as a fraction of its ceiling (3 digits), or null when there is no ceiling. */
 export const ofPeak = (rate: number | null, ceiling: number | null | undefined): number | null => (rate === null || !ceiling ? null : Number((rate / ceiling).toPrecision(3)));

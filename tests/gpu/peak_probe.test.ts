@@ -1,9 +1,9 @@
 // The bench's peak probes (bench/peak.ts, shaders/bench_peak_*.wgsl) do the work they are credited with:
 // each thread's FMA chains run exactly ITERS steps (the stored value equals the recurrence computed here in
-// float64, and differs from ITERS ± 1 steps), and the copy moves every vec4 — so a GFLOP/s or GB/s figure
-// is never a kernel that the compiler cut short.
+// float64, and differs from ITERS ± 1 steps), the copy moves every vec4, and every dispatch of the dispatch
+// probe's chain runs — so a GFLOP/s, GB/s or µs figure is never a kernel that the compiler cut short.
 import { describe, expect, it } from 'vitest';
-import { FMA_A, FMA_B, FMA_CHAINS, fmaFlops, peak_copy_forward, peak_fma_forward } from '../../bench/peak.ts';
+import { FMA_A, FMA_B, FMA_CHAINS, fmaFlops, peak_copy_forward, peak_dispatch_forward, peak_fma_forward } from '../../bench/peak.ts';
 import { testGpu } from '../helpers/gpu.ts';
 
 /** Thread i's stored value after `iters` steps of x ← a·x + b on its 4 chains × 4 lanes, float64. */
@@ -71,5 +71,17 @@ describe('peak probes', () => {
     expect(bad).toBe(-1);
     src.destroy();
     dst.destroy();
+  });
+
+  it('dispatch: every one of a chain of dispatches in one submit runs, each after the one before', async () => {
+    const gpu = await testGpu();
+    const count = gpu.upload('probe.count', new Uint32Array([5, 0, 0, 0]));
+    const rec = gpu.recorder('probe dispatch');
+    for (let i = 0; i < 37; i++) peak_dispatch_forward(rec, { count });
+    expect(rec.kernels.length).toBe(37);
+    await rec.submit();
+    // Each read what the one before wrote: a dispatch that ran early, or not at all, would leave fewer.
+    expect((await gpu.readU32(count, 1))[0]).toBe(5 + 37);
+    count.destroy();
   });
 });
