@@ -7,7 +7,7 @@
 // and attention: src/gpu/stats.ts Work), not 2 (or 6) × parameters × tokens: the head runs on the kept rows only.
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Gpu, Recorder } from '../src/gpu/context.ts';
+import { statsSince, type Gpu, type Recorder } from '../src/gpu/context.ts';
 import { countParams, numel, paramSpecs, parseConfig, type ModelConfig } from '../src/model/config.ts';
 import type { ForwardInputs } from '../src/model/forward.ts';
 import { CausalLM } from '../src/model/model.ts';
@@ -60,10 +60,10 @@ async function wall(gpu: Gpu, label: string, record: (rec: Recorder) => void, re
   let flops = 0;
   const once = async () => {
     const rec = gpu.recorder(label);
-    const f0 = gpu.stats.flops;
+    const before = { ...gpu.stats };
     const t0 = performance.now();
     record(rec);
-    flops = gpu.stats.flops - f0;
+    flops = statsSince(gpu.stats, before).flops;
     await rec.finish();
     return performance.now() - t0;
   };
@@ -91,7 +91,7 @@ async function measure(gpu: Gpu, name: string, model: CausalLM, B: number, T: nu
   );
   const params = countParams(model.config);
   for (const [pass, { ms, flops }] of [['forward', fwd], ['forward+backward', train]] as const) {
-    const { 'GFLOP/s': gflops, of_fma_peak } = rates({ flops, bytes: 0 }, ms, peak);
+    const { 'GFLOP/s': gflops, of_fma_peak } = rates({ flops, bytesMoved: 0 }, ms, peak);
     rows.push({ model: name, params, B, T, pass, ms, tokens_per_s: (B * T) / (ms / 1000), gflops, of_fma_peak });
   }
   dlogits.destroy();

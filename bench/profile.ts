@@ -6,7 +6,8 @@
 // stage that submitted it. Rows {model, stage, kernel, shader, calls, gpu_ms, pct_of_stage}: per stage a '(all)'
 // row (the stage's GPU ms beside its wall ms), its top 12 kernels and an 'other' row for the rest; then 'total'
 // with every kernel of the step. Each row also gives the rate of the work its kernels declare (FLOPs, bytes:
-// src/gpu/stats.ts Work) over their GPU ms, as fractions of the FMA and copy probes (bench/types.ts rates). A pass per dispatch serialises what one pass would overlap a little, so the
+// src/gpu/stats.ts Work) over their GPU ms, as fractions of the FMA and copy probes (bench/types.ts rates). A
+// pass per dispatch serialises what one pass would overlap a little, so the
 // GPU ms are the kernels' own times, not a prediction of the unprofiled step's wall time.
 import { KernelProfiler, type Gpu, type KernelTime } from '../src/gpu/context.ts';
 import { loraStepCase, smolStepCase, warmStep, type StepCase } from './step.ts';
@@ -61,7 +62,7 @@ function stageRows(model: string, stage: string, times: KernelTime[], top: numbe
   const pct = (ms: number) => (total > 0 ? (100 * ms) / total : 0);
   const row = (kernel: string, shader: string, ts: KernelTime[]): Row => {
     const ms = sum(ts, 'gpuMs');
-    return { model, stage, kernel, shader, calls: sum(ts, 'calls'), gpu_ms: ms, pct_of_stage: pct(ms), wall_ms: null, ...rates({ flops: sum(ts, 'flops'), bytes: sum(ts, 'bytes') }, ms, peak) };
+    return { model, stage, kernel, shader, calls: sum(ts, 'calls'), gpu_ms: ms, pct_of_stage: pct(ms), wall_ms: null, ...rates({ flops: sum(ts, 'flops'), bytesMoved: sum(ts, 'bytesMoved') }, ms, peak) };
   };
   const shown = times.slice(0, top);
   const rest = times.slice(top);
@@ -70,7 +71,7 @@ function stageRows(model: string, stage: string, times: KernelTime[], top: numbe
   return rows;
 }
 
-const sum = (ts: KernelTime[], k: 'calls' | 'gpuMs' | 'flops' | 'bytes') => ts.reduce((s, t) => s + t[k], 0);
+const sum = (ts: KernelTime[], k: 'calls' | 'gpuMs' | 'flops' | 'bytesMoved') => ts.reduce((s, t) => s + t[k], 0);
 
 /** Per-kernel totals over several stages, most GPU time first. */
 function merge(times: KernelTime[]): KernelTime[] {
@@ -82,7 +83,7 @@ function merge(times: KernelTime[]): KernelTime[] {
       m.calls += t.calls;
       m.gpuMs += t.gpuMs;
       m.flops += t.flops;
-      m.bytes += t.bytes;
+      m.bytesMoved += t.bytesMoved;
       for (const s of t.shaders) if (!m.shaders.includes(s)) m.shaders.push(s);
     }
   }

@@ -10,7 +10,7 @@
 // above 4,096: src/kernels/sample.ts ROW_THREADS).
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Gpu } from '../src/gpu/context.ts';
+import { statsSince, type Gpu } from '../src/gpu/context.ts';
 import { CausalLM } from '../src/model/model.ts';
 import { FolderSource } from '../src/model/source_node.ts';
 import { DEFAULT_GENERATE, generate, kvDecoder } from '../src/model/generate.ts';
@@ -31,10 +31,9 @@ async function measure(name: string, model: CausalLM, N: number, G: number, P: n
     const run = () =>
       generate(kvDecoder(model), prompts, { ...DEFAULT_GENERATE, num_generations: G, max_new_tokens, temperature: 1, top_k: 0, top_p: 1, pad_token_id: 0, eos_token_ids: [], seed: 1, sampler });
     await run(); // warmup: pipelines, first touch of the cache buffers
-    const stats = model.gpu.stats;
-    const [flops0, bytes0] = [stats.flops, stats.bytesMoved];
+    const before = { ...model.gpu.stats };
     const t = (await run()).timings;
-    const work = { flops: stats.flops - flops0, bytes: stats.bytesMoved - bytes0 };
+    const work = statsSince(model.gpu.stats, before);
     rows.push({
       model: name,
       sampler,

@@ -152,7 +152,7 @@ const work = (s: GpuStats, ms: number, probe: Peak | null | undefined): Row => (
   'wait ms': s.waitMs,
   // The wall time the dispatches alone would take at the probe's cost of a dependent dispatch.
   'dispatch floor ms': probe ? (s.dispatches * probe.dispatch_us) / 1e3 : null,
-  ...rates({ flops: s.flops, bytes: s.bytesMoved }, ms, probe),
+  ...rates(s, ms, probe),
 });
 
 /** One clipped AdamW step over every parameter of `policy` on the gradients its last backward left (max_grad_norm 1): grad norms + clip + update in one submit. */

@@ -3,15 +3,15 @@
 // onSubmittedWorkDone. Warmup runs first (pipeline creation, first touch), then the median of `reps`.
 // The timestamps are the GPU layer's KernelProfiler (src/gpu/profiler.ts), given to the timed recorder
 // alone (rec.profiler), so a profiler attached to the Gpu (the `profile` suite) neither sees nor disturbs it.
-import { KernelProfiler, type Gpu, type Recorder } from '../src/gpu/context.ts';
+import { KernelProfiler, statsSince, zeroStats, type Gpu, type GpuStats, type Recorder } from '../src/gpu/context.ts';
 
 export interface Timing {
   ms: number; // median
   timer: 'gpu-timestamp' | 'wall';
   wallMs: number; // median wall time, submit → onSubmittedWorkDone (includes launch overhead)
   dispatches: number;
-  /** The work one call's dispatches declare (src/gpu/stats.ts Work), for rates(). */
-  work: { flops: number; bytes: number };
+  /** One call's GPU work (its dispatches' declared FLOPs and bytes among it), for rates(). */
+  work: GpuStats;
 }
 
 export async function timeKernels(gpu: Gpu, label: string, record: (rec: Recorder) => void, o: { warmup?: number; reps?: number } = {}): Promise<Timing> {
@@ -26,15 +26,15 @@ export async function timeKernels(gpu: Gpu, label: string, record: (rec: Recorde
   const times: number[] = [];
   const walls: number[] = [];
   let dispatches = 0;
-  const work = { flops: 0, bytes: 0 };
+  let work = zeroStats();
   try {
     for (let i = 0; i < reps; i++) {
       const rec = gpu.recorder(label);
       rec.profiler = profiler;
-      const [flops0, bytes0] = [gpu.stats.flops, gpu.stats.bytesMoved];
+      const before = { ...gpu.stats };
       const t0 = performance.now();
       record(rec);
-      [work.flops, work.bytes] = [gpu.stats.flops - flops0, gpu.stats.bytesMoved - bytes0];
+      work = statsSince(gpu.stats, before);
       await rec.finish();
       const wall = performance.now() - t0;
       walls.push(wall);

@@ -1,6 +1,6 @@
 // What a benchmark suite is: a module exporting `run(gpu, opts): Promise<Row[]>` (registered in
 // bench/run.ts). Kept apart from the runner so suites do not import it back (no cycle).
-import type { Gpu } from '../src/gpu/context.ts';
+import type { Gpu, GpuStats } from '../src/gpu/context.ts';
 
 /** One result line; every suite chooses its columns. */
 export type Row = Record<string, string | number | null>;
@@ -28,9 +28,9 @@ export const ofPeak = (rate: number | null, ceiling: number | null | undefined):
  * (a kernel whose launcher counts no work) or there is no time or ceiling. Every suite's rows take these columns
  * from here, so a GEMM, an attention pass, a step stage and a decode are held to the same two probes.
  */
-export function rates(work: { flops: number; bytes: number }, ms: number | null, peak: Peak | null | undefined): Row {
+export function rates(work: Pick<GpuStats, 'flops' | 'bytesMoved'>, ms: number | null, peak: Peak | null | undefined): Row {
   const rate = (n: number) => (n > 0 && ms ? n / ms / 1e6 : null); // per ms → G per s
-  const [gflops, gbps] = [rate(work.flops), rate(work.bytes)];
+  const [gflops, gbps] = [rate(work.flops), rate(work.bytesMoved)];
   return { 'GFLOP/s': gflops, of_fma_peak: ofPeak(gflops, peak?.fma_gflops), 'GB/s': gbps, of_copy_peak: ofPeak(gbps, peak?.copy_gbps) };
 }
 /** CPU-only suites (bench/run.ts CPU_ONLY) get no GPU: null. */

@@ -38,9 +38,9 @@ export interface KernelTime {
   shaders: string[];
   calls: number;
   gpuMs: number;
-  /** The declared work of its timed calls (stats.ts Work): 0 where its launcher declares none. */
+  /** The declared work of its timed calls (stats.ts Work, summed as GpuStats sums it): 0 where its launcher declares none. */
   flops: number;
-  bytes: number;
+  bytesMoved: number;
 }
 
 /** A query set with its resolve buffer and mappable copy; `n` dispatches of the current submit use it. */
@@ -100,7 +100,7 @@ export class KernelProfiler {
   /** Dispatches whose times were lost: their submit failed or the device was lost before the read. */
   dropped = 0;
   private readonly device: GPUDevice;
-  private readonly totals = new Map<string, { calls: number; ns: number; shaders: Set<string>; flops: number; bytes: number }>();
+  private readonly totals = new Map<string, { calls: number; ns: number; shaders: Set<string>; flops: number; bytesMoved: number }>();
   private readonly pool: Chunk[] = [];
   private readonly pending = new Set<Promise<void>>();
   private created = 0;
@@ -185,12 +185,12 @@ export class KernelProfiler {
 
   private add(kernel: string, shader: string, ns: number, work: Work | undefined): void {
     let t = this.totals.get(kernel);
-    if (!t) this.totals.set(kernel, (t = { calls: 0, ns: 0, shaders: new Set(), flops: 0, bytes: 0 }));
+    if (!t) this.totals.set(kernel, (t = { calls: 0, ns: 0, shaders: new Set(), flops: 0, bytesMoved: 0 }));
     t.calls++;
     t.ns += ns;
     t.shaders.add(shader);
     t.flops += work?.flops ?? 0;
-    t.bytes += work?.bytes ?? 0;
+    t.bytesMoved += work?.bytes ?? 0;
   }
 
   /** Resolves when every read in flight has been added (never rejects: lost times count in `dropped`). */
@@ -201,7 +201,7 @@ export class KernelProfiler {
   /** The totals so far, most GPU time first (reads still in flight are not in them: settle() first). */
   peek(): KernelTime[] {
     return [...this.totals]
-      .map(([kernel, t]) => ({ kernel, shaders: [...t.shaders], calls: t.calls, gpuMs: t.ns / 1e6, flops: t.flops, bytes: t.bytes }))
+      .map(([kernel, t]) => ({ kernel, shaders: [...t.shaders], calls: t.calls, gpuMs: t.ns / 1e6, flops: t.flops, bytesMoved: t.bytesMoved }))
       .sort((a, b) => b.gpuMs - a.gpuMs || a.kernel.localeCompare(b.kernel));
   }
 

@@ -95,24 +95,28 @@ export function finishSweep(rec: Recorder, plan: SweepPlan, out: GPUBuffer): voi
 }
 
 /** Tensor windows per main dispatch at most (the shader's inp0..inp5). */
-const MAX_SLOTS = 6;
+const MAX_SLOTS: 6 = 6;
 
 /**
- * Tensor windows per sumsq dispatch on this adapter (SLOTS in the shader): six on a GPU, whose dispatches cost
- * tens of µs each; one on a CPU adapter, where a dispatch is cheap and the per-element switch among six bindings
- * is not (lavapipe, the `--quick` SmolLM2-shaped update's gradients, 107M elements: 383 ms at six, 244 ms at
- * one, median of 5; SwiftShader, the embedded model's 38 gradients: 33.6 and 32.3 ms, the extra dispatches cost
- * nothing there). adamwSlots (optimizer.ts) chooses the same way.
+ * Tensor windows per dispatch of a slotted sweep (sumsq here, AdamW in optimizer.ts) on this adapter: `most` on a
+ * GPU, whose dispatches cost tens of µs each; one on a CPU adapter, where a dispatch is cheap and the per-element
+ * switch among the slots' bindings is not (lavapipe: AdamW over 90 tensors, 26.6M parameters, 318 ms at one per
+ * dispatch, 328–356 ms at three; sumsq over the `--quick` SmolLM2-shaped update's gradients, 107M elements,
+ * 244 ms at one, 383 ms at six, median of 5; SwiftShader, the embedded model's 38 gradients: 32.3 and 33.6 ms).
  */
-export function sumsqSlots(gpu: Gpu): 1 | 6 {
-  return isCpuAdapter(gpu.adapter) ? 1 : MAX_SLOTS;
+export function sweepSlots<S extends number>(gpu: Gpu, most: S): 1 | S {
+  return isCpuAdapter(gpu.adapter) ? 1 : most;
 }
+
+/** Tensor windows per sumsq dispatch on this adapter (SLOTS in the shader): sweepSlots of its six. */
+export const sumsqSlots = (gpu: Gpu): 1 | 6 => sweepSlots(gpu, MAX_SLOTS);
 
 /** One dispatch of a slotted sweep: windows plan.windows[first ..] (at most its shader's slots) and their workgroups. */
 export interface SweepLaunch {
   first: number;
   windows: SweepWindow[];
   groups: number;
+  elements: number; // of its windows together (the launchers' declared work)
 }
 
 /**
@@ -127,10 +131,11 @@ export function slotLaunches(rec: Recorder, plan: SweepPlan, slots: number, sing
   const full = singleTail ? plan.windows.length - (plan.windows.length % slots) : plan.windows.length;
   plan.windows.forEach((s, j) => {
     let l = launches[launches.length - 1];
-    if (!l || l.windows.length === slots || j >= full) launches.push((l = { first: j, windows: [], groups: 0 }));
+    if (!l || l.windows.length === slots || j >= full) launches.push((l = { first: j, windows: [], groups: 0, elements: 0 }));
     items.set([s.w.count, s.K, s.base, l.groups], 4 * j);
     l.windows.push(s);
     l.groups += s.groups;
+    l.elements += s.w.count;
   });
   return { launches, items: launches.length ? table(rec.gpu, 'sweep:items', items) : null };
 }
@@ -162,7 +167,7 @@ export function sumsq_forward(
       bindings: { ...inputs, part: plan.part, items: items! },
       params: [['first', 'u32', l.first], ['count', 'u32', l.windows.length]],
       workgroups: Gpu.grid(l.groups),
-      work: { bytes: 4 * l.windows.reduce((n, s) => n + s.w.count, 0) }, // each element read once
+      work: { bytes: 4 * l.elements }, // each element read once
     });
   }
   finishSweep(rec, plan, args.out);

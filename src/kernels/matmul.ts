@@ -15,10 +15,9 @@
 // for inputs feeding several projections, e.g. q/k/v) and `dinpScale`, matmul_forward's `accumulate` (out += ...,
 // LoRA's delta onto the base output), `scale` (LoRA's scaling of x·Aᵀ) and `residual` (out = residual + the
 // layer: o_proj and down_proj return to the residual stream), and `bindingLimit`, `kernel` and `prefetch`
-// (tests and bench) on both launchers, `slices` (the tiled kernel's K slices, forced) on matmul_forward. scale and
-// residual are the GEMM's epilogue (common/matmul.wgsl store_c):
-// a dispatch each fewer than an f32 multiply (the former scale_forward) or residual_forward after the product,
-// with bitwise their result.
+// (tests and bench) on both launchers, `slices` (the tiled kernel's K slices, forced) on matmul_forward. scale
+// and residual are the GEMM's epilogue (common/matmul.wgsl store_c): a dispatch each fewer than an f32 multiply
+// (the former scale_forward) or residual_forward after the product, with bitwise their result.
 import { adapterClass, Gpu, type AdapterClass, type Binding, type Recorder } from '../gpu/context.ts';
 import { colsum_forward } from './colsum.ts';
 import { sharedScratch } from './scratch.ts';

@@ -19,9 +19,9 @@
 // them in Python floats: on the GPU, 1 - beta2^t would start from f32(0.999) = 0.99900001287, which
 // already makes 1 - beta2 off by 1.3e-5 relative at t = 1, and pow() in WGSL is exp2(t * log2(b))
 // with far larger error as t grows. One CPU computation also serves every element.
-import { Gpu, isCpuAdapter, type Recorder } from '../gpu/context.ts';
+import { Gpu, type Recorder } from '../gpu/context.ts';
 import { bindWindow } from './elementwise.ts';
-import { finishSweep, planSweep, slotLaunches, sweepParams } from './grad_norm.ts';
+import { finishSweep, planSweep, slotLaunches, sweepParams, sweepSlots } from './grad_norm.ts';
 import { checkSize } from './windows.ts';
 
 const WG = 256;
@@ -55,13 +55,11 @@ export interface AdamWArgs extends StepCommon {
 const slotsFit = (gpu: Gpu): 1 | 3 => (gpu.limits.maxStorageBuffersPerShaderStage >= 15 ? 3 : 1);
 
 /**
- * AdamW tensor windows per dispatch on this adapter: three where they fit on a GPU, whose dispatches cost
- * tens of µs each (SmolLM2-135M: 273 update dispatches → 91). One on CPU adapters: there a dispatch is cheap
- * and the per-element slot switch is not (lavapipe, 90 tensors, 26.6M parameters: 318 ms at one per
- * dispatch, 328–356 ms at three).
+ * AdamW tensor windows per dispatch on this adapter (sweepSlots): three where they fit on a GPU (SmolLM2-135M:
+ * 273 update dispatches → 91), one on CPU adapters.
  */
 export function adamwSlots(gpu: Gpu): 1 | 3 {
-  return isCpuAdapter(gpu.adapter) ? 1 : slotsFit(gpu);
+  return sweepSlots(gpu, slotsFit(gpu));
 }
 
 export function adamw_step(rec: Recorder, a: AdamWArgs): void {
@@ -100,7 +98,7 @@ export function adamw_step(rec: Recorder, a: AdamWArgs): void {
       ],
       workgroups: Gpu.grid(l.groups),
       // Per element: param, grad, m and v read; param, m and v written (f32 each).
-      work: { bytes: 28 * l.windows.reduce((n, s) => n + s.w.count, 0) },
+      work: { bytes: 28 * l.elements },
     });
   }
   finishSweep(rec, plan, a.out);

@@ -1,8 +1,9 @@
 // The causal LM's forward pass as kernel launches (llm.c's gpt2_forward): embedding → per layer norm,
 // attention (RoPE / QK-norm for Llama and Qwen, fused QKV for GPT-2), residual, norm, MLP, residual →
 // final norm → LM head on the kept rows. The two residual adds are the epilogues of the o_proj / c_proj and
-// down_proj GEMMs (LayerOps.linear), or a kernel of their own after a LoRA-adapted projection. Shapes: N = B·T rows, C hidden, V vocab, Hq / Hkv heads of
-// size D, I the MLP width. Also the forward's input types and their validation.
+// down_proj GEMMs (LayerOps.linear), or a kernel of their own after a LoRA-adapted projection. Shapes:
+// N = B·T rows, C hidden, V vocab, Hq / Hkv heads of size D, I the MLP width. Also the forward's input types
+// and their validation.
 import type { Recorder } from '../gpu/context.ts';
 import { attention_forward } from '../kernels/attention.ts';
 import { column_copy_forward } from '../kernels/column_copy.ts';

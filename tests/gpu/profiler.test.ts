@@ -94,8 +94,8 @@ describe('KernelProfiler', () => {
     // adds reading src and reading and writing dst, 2 adds reading two tensors and writing one (4 bytes each).
     const work = new Map(times.map((t) => [t.kernel, t]));
     expect(times.reduce((f, t) => f + t.flops, 0)).toBe(5 * 2 * M * N * K); // the products (matmul_forward, or a GPU's few-row kernel)
-    expect(work.get('residual_accumulate')?.bytes).toBe(301 * 3 * 4 * M * N);
-    expect(work.get('residual_forward')?.bytes).toBe(2 * 3 * 4 * M * N);
+    expect(work.get('residual_accumulate')?.bytesMoved).toBe(301 * 3 * 4 * M * N);
+    expect(work.get('residual_forward')?.bytesMoved).toBe(2 * 3 * 4 * M * N);
     expect(work.get('residual_forward')?.flops).toBe(0);
     expectSane(times);
     expect(profiler.dropped).toBe(0);
