@@ -241,14 +241,18 @@ function gemm(
         const kChunk = slices > 1 ? Math.ceil(kc / slices / plan.tileK) * plan.tileK : kc;
         slices = Math.ceil(kc / kChunk);
         const partials = slices > 1 ? sharedScratch(gpu, 'matmul:split_k', slices * mc * nc * 4) : null;
+        const aBase = aw.base + (a.trans ? m0 : k0);
+        const bBase = bw.base + (b.trans ? k0 : n0);
+        const vec = plan.shader === 'matmul_direct_forward' && directVec(plan, a, b, [aw.base, bw.base, aBase, bBase]);
         rec.dispatch({
           kernel,
           shader: plan.shader,
+          entryPoint: vec ? 'main_vec' : undefined,
           constants: { ...plan.constants, TRANS_A: a.trans, TRANS_B: b.trans, B_BF16: b.bf16 ?? false },
-          bindings: { a: aw.binding, b: bw.binding, bias: bias ?? gpu.zeros(16), c: partials ?? cw.binding, resid: (!partials && resid?.binding) || gpu.zeros(16) },
+          bindings: { [vec ? 'a4' : 'a']: aw.binding, [vec ? 'b4' : 'b']: bw.binding, bias: bias ?? gpu.zeros(16), c: partials ?? cw.binding, resid: (!partials && resid?.binding) || gpu.zeros(16) },
           params: [
             ['M', 'u32', mc], ['N', 'u32', nc], ['K', 'u32', kc], ['flags', 'u32', partials ? 0 : flags],
-            ['a_base', 'u32', aw.base + (a.trans ? m0 : k0)], ['lda', 'u32', a.ld], ['b_base', 'u32', bw.base + (b.trans ? k0 : n0)], ['ldb', 'u32', b.ld],
+            ['a_base', 'u32', aBase], ['lda', 'u32', a.ld], ['b_base', 'u32', bBase], ['ldb', 'u32', b.ld],
             ['c_base', 'u32', partials ? 0 : cw.base + n0], ['ldc', 'u32', N], ['bias_off', 'u32', n0],
             ['k_chunk', 'u32', kChunk], ['c_split', 'u32', partials ? mc * nc : 0], ['scale', 'f32', partials ? 1 : scale],
           ],
@@ -261,6 +265,15 @@ function gemm(
       }
     }
   }
+}
+
+/**
+ * Whether the direct kernel takes its vec4 entry point (matmul_direct_forward.wgsl main_vec): B in f32; both
+ * operands' ld, window base and block base multiples of 4 (a vec4 then never straddles a physical row, and each
+ * window spans whole vec4s); and, where A is stored (K, M) and a vec4 holds 4 of its rows, 4 rows per invocation.
+ */
+function directVec(plan: GemmPlan, a: Operand, b: Operand, bases: number[]): boolean {
+  return !b.bf16 && [a.ld, b.ld, ...bases].every((x) => x % 4 === 0) && (!a.trans || plan.constants.TM === 4);
 }
 
 /**

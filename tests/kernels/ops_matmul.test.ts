@@ -525,6 +525,77 @@ describe('matmul_backward', () => {
     expect(await gpu.readF32(dB[1], Out * R)).toEqual(await gpu.readF32(dB[0], Out * R)); // the weight gradient is not scaled
   });
 
+  it("the direct kernel's vec4 entry point (B in f32; ld, window and block bases multiples of 4): forward (both layouts, bias, residual, 1–3 rows), dinp, dweight with K tails (tokens 4n + 1, 2, 3), binding windows; within the float64 bound and bitwise the tiled kernel (unsplit: one fma per k in increasing k, as both make it); the one-element entry point elsewhere", async () => {
+    const gpu = await testGpu();
+    const rng = new Rng(43);
+    /** The entry points a recording's direct dispatches take, in order. */
+    const entries = (rec: ReturnType<Gpu['recorder']>) => {
+      const seen: string[] = [];
+      const dispatch = rec.dispatch.bind(rec);
+      rec.dispatch = (d) => {
+        if (d.shader === 'matmul_direct_forward') seen.push(d.entryPoint ?? 'main');
+        dispatch(d);
+      };
+      return seen;
+    };
+    // Forward: the direct kernel against the tiled one unsplit (slices 1), and against float64.
+    const forward = async (M: number, K: number, N: number, layout: WeightLayout, opts: { bias?: boolean; residual?: boolean; bf16?: boolean; bindingLimit?: number } = {}) => {
+      const inp = rng.f32(M * K);
+      const w = rng.f32(N * K, 0.5);
+      const weight = opts.bf16 ? bf16ToF32(f32ToBf16(w)) : w;
+      const bias = opts.bias ? rng.f32(N) : null;
+      const resid = opts.residual ? rng.f32(M * N, 3) : null;
+      const buffers = { inp: gpu.upload('inp', inp), weight: opts.bf16 ? gpu.upload('w', new Uint32Array(f32ToBf16(w).buffer)) : gpu.upload('w', weight), bias: bias ? gpu.upload('bias', bias) : undefined, residual: resid ? gpu.upload('resid', resid) : undefined };
+      const outs = { direct: gpu.createBuffer('direct', M * N * 4), tiled: gpu.createBuffer('tiled', M * N * 4) };
+      const rec = gpu.recorder('direct vec4');
+      const seen = entries(rec);
+      const common = { ...buffers, M, K, N, weightLayout: layout, weightDtype: opts.bf16 ? ('bf16' as const) : undefined, bindingLimit: opts.bindingLimit };
+      matmul_forward(rec, { ...common, out: outs.direct, kernel: 'direct' });
+      if (!opts.bindingLimit) matmul_forward(rec, { ...common, out: outs.tiled, kernel: 'tiled', slices: 1 });
+      await rec.submit();
+      const got = await gpu.readF32(outs.direct, M * N);
+      if (!opts.bindingLimit) expect(got, `${M}x${K}x${N} ${layout} vs tiled`).toEqual(await gpu.readF32(outs.tiled, M * N));
+      const want = mmRef(inp, weight, bias, M, K, N, layout).map((v, i) => v + (resid?.[i] ?? 0));
+      const S = mmRef(abs(inp), abs(weight), bias ? abs(bias) : null, M, K, N, layout).map((v, i) => v + Math.abs(resid?.[i] ?? 0));
+      expectClose(got, want, { atol: 0, rtol: 0, atolAt: tolFrom(S, K + 2), label: `direct ${M}x${K}x${N} ${layout} ${JSON.stringify(opts)}` });
+      return seen;
+    };
+    expect(await forward(37, 64, 52, 'out_in', { bias: true, residual: true })).toEqual(['main_vec']);
+    expect(await forward(37, 20, 44, 'in_out', { bias: true })).toEqual(['main_vec']);
+    for (const M of [1, 2, 3]) expect(await forward(M, 8, 12, 'out_in')).toEqual(['main_vec']); // 1 and 2 rows per invocation: A's rows load one by one
+    expect(await forward(37, 63, 52, 'out_in')).toEqual(['main']); // K (A's ld) not a multiple of 4
+    expect(await forward(37, 64, 50, 'in_out')).toEqual(['main']); // N (B's ld) not a multiple of 4
+    expect(await forward(37, 64, 52, 'out_in', { bf16: true })).toEqual(['main']);
+    // 16 KiB windows of 576-byte rows of A: blocks of 28 rows, whose windows start 64 bytes into a 256-byte page
+    // (base 16: vec4) or 192 (base 48: vec4); C's windows (208-byte rows) at bases that are not: both entries, one product.
+    const windows = await forward(100, 144, 52, 'out_in', { bias: true, bindingLimit: 16 * 1024 });
+    expect(windows.length).toBeGreaterThan(1);
+    expect(new Set(windows)).toContain('main_vec');
+    // Backward: dinp (dout (M, N) · W) and dweight (doutᵀ (stored (M, N)) · inp over M tokens, the last M % 4 one k at a time).
+    for (const [M, K, N, layout] of [[37, 64, 52, 'out_in'], [38, 64, 52, 'out_in'], [39, 20, 44, 'in_out'], [40, 20, 44, 'in_out']] as Array<[number, number, number, WeightLayout]>) {
+      const inp = rng.f32(M * K);
+      const weight = rng.f32(N * K, 0.5);
+      const dout = rng.f32(M * N);
+      const bufs = { dout: gpu.upload('dout', dout), inp: gpu.upload('inp', inp), weight: gpu.upload('w', weight) };
+      const grads = (tag: string) => ({ dinp: gpu.createBuffer(`dinp ${tag}`, M * K * 4), dweight: gpu.createBuffer(`dweight ${tag}`, N * K * 4) });
+      const [direct, tiled] = [grads('direct'), grads('tiled')];
+      const rec = gpu.recorder('direct vec4 backward');
+      const seen = entries(rec);
+      matmul_backward(rec, { ...bufs, ...direct, M, K, N, weightLayout: layout, accumulate: false, kernel: 'direct' });
+      matmul_backward(rec, { ...bufs, ...tiled, M, K, N, weightLayout: layout, accumulate: false, kernel: 'tiled' });
+      expect(rec.kernels, 'the tiled dweight is not split').not.toContain('colsum_forward');
+      await rec.submit();
+      expect(seen).toEqual(['main_vec', 'main_vec']);
+      const want = mmBackRef(dout, inp, weight, M, K, N, layout);
+      const S = mmBackRef(abs(dout), abs(inp), abs(weight), M, K, N, layout);
+      for (const [name, len, n] of [['dinp', M * K, N], ['dweight', N * K, M]] as const) {
+        const got = await gpu.readF32(direct[name], len);
+        expect(got, `${name} ${M}x${K}x${N} ${layout} vs tiled`).toEqual(await gpu.readF32(tiled[name], len));
+        expectClose(got, want[name], { atol: 0, rtol: 0, atolAt: tolFrom(S[name], n + 1), label: `direct ${name} ${M}x${K}x${N} ${layout}` });
+      }
+    }
+  });
+
   it('float64 twin: backward matches central finite differences of the forward', () => {
     const rng = new Rng(23);
     for (const layout of ['out_in', 'in_out'] as WeightLayout[]) {
