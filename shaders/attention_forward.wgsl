@@ -9,13 +9,16 @@
 // (Tq = Tk: full forward; Tq = 1: one KV-cache decode step); key j is visible iff j <= a and
 // attention_mask[b, j] = 1; query head h reads kv head h / (Hq / Hkv). A query with no visible key
 // (a left-pad row) outputs 0 and lse = -inf (HF leaves those rows implementation-defined).
-// Deterministic: every sum runs in key order.
+// Deterministic: every sum runs in key order. D is a multiple of 4: rows of q, k, v, out and the accumulator are
+// read as vec4s (common/attention_rows.wgsl).
 
 override BQ: u32 = 32; // query rows per workgroup = threads (the launcher fits it to the storage limit)
 override BK: u32 = 16; // keys per online-softmax step (one rescale of the accumulator per step)
 //#include "common/attention_forward.wgsl"
+//#include "common/attention_rows.wgsl"
 
-var<workgroup> acc: array<f32, BQ * DH>; // row t's unnormalised output at [t·DH, t·DH + D)
+@group(0) @binding(4) var<storage, read_write> out4: array<vec4f>; // (B, Tq, Hq, D / 4)
+var<workgroup> acc: array<vec4f, BQ * DH / 4u>; // row t's unnormalised output at [t·DH / 4, (t + 1)·DH / 4)
 var<workgroup> pt: array<f32, BQ * BK>;  // row t's scores, then exp(s - m), of the current step
 
 @compute @workgroup_size(BQ)
@@ -25,15 +28,15 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let t = lid.x;
   let i = (g % p.blocks) * BQ + t;
   if (i >= p.Tq) { return; } // no barriers below: idle threads may leave
-  let D = p.D;
+  let D4 = p.D / 4u;
   let h = (g / p.blocks) % p.Hq;
   let b = g / (p.blocks * p.Hq);
   let kvh = h / (p.Hq / p.Hkv);
   let last = p.Tk - p.Tq + i; // the query's absolute position: keys past it are never visible
-  let qo = ((b * p.Tq + i) * p.Hq + h) * D;
-  let ao = t * DH;
+  let qo = ((b * p.Tq + i) * p.Hq + h) * D4;
+  let ao = t * (DH / 4u);
   let so = t * BK;
-  for (var d = 0u; d < D; d++) { acc[ao + d] = 0.0; }
+  for (var d = 0u; d < D4; d++) { acc[ao + d] = vec4f(0.0); }
 
   var m = p.neg_inf;
   var l = 0.0;
@@ -43,9 +46,9 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     for (var u = 0u; u < n; u++) {
       var s = p.neg_inf;
       if (attention_mask[b * p.Tk + j0 + u] != 0) {
-        let ko = ((b * p.TkvMax + j0 + u) * p.Hkv + kvh) * D;
+        let ko = ((b * p.TkvMax + j0 + u) * p.Hkv + kvh) * D4;
         var dot = 0.0;
-        for (var d = 0u; d < D; d++) { dot = fma(q[qo + d], k[ko + d], dot); }
+        for (var d = 0u; d < D4; d++) { dot = fma4(q4[qo + d], k4[ko + d], dot); }
         s = p.scale * dot;
       }
       pt[so + u] = s;
@@ -63,14 +66,14 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     }
     l = l * alpha + sum;
     m = mNew;
-    let vo = ((b * p.TkvMax + j0) * p.Hkv + kvh) * D;
-    for (var d = 0u; d < D; d++) {
+    let vo = ((b * p.TkvMax + j0) * p.Hkv + kvh) * D4;
+    for (var d = 0u; d < D4; d++) {
       var a = acc[ao + d] * alpha;
-      for (var u = 0u; u < n; u++) { a = fma(pt[so + u], v[vo + u * p.Hkv * D + d], a); }
+      for (var u = 0u; u < n; u++) { a = fma(vec4f(pt[so + u]), v4[vo + u * p.Hkv * D4 + d], a); }
       acc[ao + d] = a;
     }
   }
   let inv = select(0.0, 1.0 / l, l > 0.0);
-  for (var d = 0u; d < D; d++) { out[qo + d] = acc[ao + d] * inv; }
+  for (var d = 0u; d < D4; d++) { out4[qo + d] = acc[ao + d] * inv; }
   lse[(b * p.Hq + h) * p.Tq + i] = select(p.neg_inf, m + log(l), l > 0.0);
 }

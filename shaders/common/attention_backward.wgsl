@@ -1,8 +1,7 @@
 // What the attention backward kernels share (attention_backward_dq / _dkdv.wgsl, one thread per row;
 // attention_wg_backward_dq / _dkdv.wgsl, one workgroup per row; attention_tile_backward_dq / _dkdv.wgsl, GEMM-shaped
-// tiles): the head_dim tunable, the uniform block, the forward inputs they all read, and the pair of dot products
-// the row kernels recompute per (query i, key j). Each including shader declares `dout` itself (its binding
-// number differs). `groups` counts a kernel's workgroups: row blocks of BQ rows (`blocks` per (b, head)), or
+// tiles): the head_dim tunable, the uniform block and the forward inputs they all read. Each including shader
+// declares `dout` itself (its binding number differs). `groups` counts a kernel's workgroups: row blocks of BQ rows (`blocks` per (b, head)), or
 // (wg) one per row (blocks = T); the tile set's also count d-chunks and (dkdv) head splits
 // (common/attention_tile_backward.wgsl), fields the other sets leave at chunks = splits = 1, n = 0.
 
@@ -17,14 +16,3 @@ struct Params {
 @group(0) @binding(1) var<storage, read> k: array<f32>;              // (B, T, Hkv, D)
 @group(0) @binding(2) var<storage, read> v: array<f32>;              // (B, T, Hkv, D)
 @group(0) @binding(3) var<storage, read> attention_mask: array<i32>; // (B, T)
-
-/** (q_i · k_j, dout_i · v_j) for the query row at offset qo and the key / value row at offset ko. */
-fn score_and_dp(qo: u32, ko: u32, D: u32) -> vec2f {
-  var sc = 0.0;
-  var dp = 0.0;
-  for (var d = 0u; d < D; d++) {
-    sc = fma(q[qo + d], k[ko + d], sc);
-    dp = fma(dout[qo + d], v[ko + d], dp);
-  }
-  return vec2f(sc, dp);
-}

@@ -3,7 +3,9 @@
 //     rows of one head per workgroup reading the same k / v rows together, online softmax in steps of BK
 //     keys, no barriers) and the backward attention_backward_dq.wgsl / attention_backward_dkdv.wgsl (one
 //     thread per query / key row). Barriers cost a coroutine switch on a CPU adapter: a set with one
-//     workgroup per row and tree reductions ran several times slower there.
+//     workgroup per row and tree reductions ran several times slower there. It reads its rows as vec4s
+//     (common/attention_rows.wgsl), so it takes a head_dim D that is a multiple of 4; for another D (no model
+//     we know of) the class's next set runs, and a forced 'rows' is refused.
 //   'wg' (GPUs' decode steps, and their default where 'tile' does not fit): shaders/attention_wg_forward.wgsl, attention_wg_backward_dq.wgsl,
 //     attention_wg_backward_dkdv.wgsl — one workgroup per query (key) row, one key (query) per thread in
 //     tiles of WG, tree reductions (common/reduce.wgsl). B·Hq·T workgroups fill a GPU where the row set's
@@ -57,6 +59,25 @@ const ATTENTION_ORDER: Record<AdapterClass, AttentionKernel[]> = {
 export function attentionKernels(gpu: Gpu): AttentionKernel[] {
   const order = ATTENTION_ORDER[adapterClass(gpu.adapter)];
   return gpu.limits.maxComputeWorkgroupStorageSize >= TILE_BYTES ? order : order.filter((k) => k !== 'tile');
+}
+
+/** The sets that take head_dim D on this adapter, its default first: 'rows' reads its rows as vec4s (D a multiple of 4). */
+function setsFor(gpu: Gpu, D: number): AttentionKernel[] {
+  return attentionKernels(gpu).filter((k) => k !== 'rows' || D % 4 === 0);
+}
+
+/** The set a launcher runs: the forced one (tests, bench), refused in one line where it cannot take D, or D's default. */
+function pickSet(gpu: Gpu, kernel: string, D: number, forced?: AttentionKernel): AttentionKernel {
+  if (forced === 'rows' && D % 4 !== 0) throw new Error(`${kernel}: the 'rows' set reads rows of head_dim D as vec4s and needs D a multiple of 4, got ${D}`);
+  return forced ?? setsFor(gpu, D)[0];
+}
+
+/** The (…, D) row bindings the 'rows' set binds as vec4 views (common/attention_rows.wgsl): q4, k4, …, at their bindings. */
+const ROW_VIEWS = ['q', 'k', 'v', 'out', 'dout', 'dq', 'dk', 'dv'];
+
+/** A dispatch's bindings by the names its set's shader gives them: the 'rows' set's row views take a 4. */
+function setBindings(set: AttentionKernel, b: Record<string, Binding>): Record<string, Binding> {
+  return set === 'rows' ? Object.fromEntries(Object.entries(b).map(([name, v]) => [ROW_VIEWS.includes(name) ? `${name}4` : name, v])) : b;
 }
 
 /** Checks the heads (every set). */
@@ -130,8 +151,8 @@ export function attention_forward(
   };
   // 'tile': blocks of TILE_ROWS query rows, a workgroup per TILE_CHUNK output columns; 'wg': a workgroup per
   // query row (blocks = Tq); 'rows': row blocks of BQ rows.
-  let set = args.kernel ?? attentionKernels(gpu)[0];
-  if (set === 'tile' && !args.kernel && Tq < TILE_MIN_ROWS) set = attentionKernels(gpu)[1];
+  let set = pickSet(gpu, kernel, D, args.kernel);
+  if (set === 'tile' && !args.kernel && Tq < TILE_MIN_ROWS) set = setsFor(gpu, D)[1];
   if (set === 'tile') checkStorage(gpu, kernel, "the 'tile' set (any head_dim)", TILE_BYTES);
   if (set === 'wg') checkWgStorage(gpu, kernel, D, 2); // the query row and the output accumulator
   const BQ = set === 'tile' ? TILE_ROWS : set === 'wg' ? 1 : rowsPerGroup(gpu, kernel, D, D + BK); // 'rows': accumulator and step scores
@@ -142,7 +163,7 @@ export function attention_forward(
     kernel,
     shader: `attention${set === 'rows' ? '' : `_${set}`}_forward`,
     constants: set === 'tile' ? {} : set === 'wg' ? { WG, DH: D } : { BQ, BK, DH: D },
-    bindings,
+    bindings: setBindings(set, bindings),
     params: [
       ['Tq', 'u32', Tq], ['Tk', 'u32', Tk], ['TkvMax', 'u32', TkvMax], ['Hq', 'u32', Hq],
       ['Hkv', 'u32', Hkv], ['D', 'u32', D], ['blocks', 'u32', blocks], ['scale', 'f32', args.scale],
@@ -179,7 +200,7 @@ export function attention_backward(
   const attention_mask = prefix(gpu, kernel, 'attentionMask', args.attentionMask, B * T);
   const lse = prefix(gpu, kernel, 'lse', args.lse, B * Hq * T);
   const delta = prefix(gpu, kernel, 'delta', sharedScratch(gpu, 'attention_backward:delta', B * Hq * T * 4), B * Hq * T); // (B, Hq, T)
-  const set = args.kernel ?? attentionKernels(gpu)[0];
+  const set = pickSet(gpu, kernel, D, args.kernel);
   const tile = set === 'tile';
   const wg = set === 'wg';
   if (tile) checkStorage(gpu, kernel, "the 'tile' set (any head_dim)", TILE_BYTES);
@@ -196,7 +217,7 @@ export function attention_backward(
       kernel: `${kernel}:${side}`,
       shader: `attention${set === 'rows' ? '' : `_${set}`}_backward_${side}`,
       constants: tile ? {} : wg ? { WG, DH: D } : { BQ, DH: D },
-      bindings,
+      bindings: setBindings(set, bindings),
       params: backwardParams(args, blocks, groups, { chunks, splits: 1, n: 0 }),
       workgroups: Gpu.grid(groups),
       work: backwardWork(args, side, bindings),

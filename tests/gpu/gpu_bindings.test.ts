@@ -260,6 +260,8 @@ describe('every kernel the project ships', () => {
       (rec) => matmul_forward(rec, { out: buf(N * V), inp: buf(N * C), weight: buf(C * V), M: N, K: C, N: V, weightLayout: 'in_out' }),
       // Every kernel matmul_forward has, forced: which ones it picks by default depends on the adapter.
       ...(['rows', ...gemmKernels(gpu)] as const).map((kernel) => (rec: Recorder) => matmul_forward(rec, { out: buf(N * V), inp: buf(N * C), weight: buf(V * C), M: N, K: C, N: V, weightLayout: 'out_in', kernel })),
+      // The direct kernel's one-element entry point (main): an ld that is not a multiple of 4 (its vec4 one takes the rest).
+      (rec) => matmul_forward(rec, { out: buf(N * V), inp: buf(N * (C - 1)), weight: buf(V * (C - 1)), M: N, K: C - 1, N: V, weightLayout: 'out_in', kernel: 'direct' }),
       (rec) =>
         matmul_backward(rec, {
           dinp: buf(N * C), dweight: buf(V * C), dbias: buf(V), dout: buf(N * V), inp: buf(N * C), weight: buf(V * C), M: N, K: C, N: V, weightLayout: 'out_in', accumulate: false,
