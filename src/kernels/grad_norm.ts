@@ -4,12 +4,22 @@
 // coefficient ON THE GPU, in the buffer the optimizer steps read it from (src/kernels/optimizer.ts), so
 // nothing is read back between the gradient norm and the update. The optimizer steps write their Δθ²
 // partials with the same sweep (planSweep) and finish them with finishSweep. Twin: src/oracle/grad_norm.ts.
-import { adapterClass, Gpu, isCpuAdapter, type AdapterClass, type Recorder } from '../gpu/context.ts';
+import { adapterClass, Gpu, isCpuAdapter, workgroupCap, type AdapterClass, type Recorder } from '../gpu/context.ts';
 import { sharedScratch } from './scratch.ts';
 import { checkSize } from './windows.ts';
 import { bindWindow, flatWindows, type FlatWindow } from './elementwise.ts';
 
 const WG = 256;
+
+/**
+ * Threads per workgroup of a sweep, its finish and the clip coefficient: WG, or the adapter's workgroupCap where that
+ * is lower. SwiftShader runs a workgroup's invocations as coroutines and switches every one at each of the tree
+ * reduction's barriers: at 256 threads its AdamW step over the embedded model's 38 tensors took 35 ms of GPU time
+ * and the gradient norms 36 ms (issue 23's stop 36 note).
+ */
+export function sweepThreads(gpu: Gpu): number {
+  return Math.min(WG, workgroupCap(gpu.adapter));
+}
 const MAX_PARTS = 1024; // partials per tensor before the per-thread run K grows past the adapter's least run
 // Elements per thread at least, by adapter class. Each workgroup ends in a tree reduction of 8 barriers, which
 // a CPU adapter runs as fiber switches: on lavapipe (12 tensors of 884,736 elements, one launch) sumsq took
@@ -34,6 +44,7 @@ export interface SweepPlan {
   windows: SweepWindow[];
   starts: Uint32Array; // (tensors + 1)
   part: GPUBuffer; // (starts[tensors]) partial sums, a shared scratch
+  wg: number; // threads per workgroup (sweepThreads), the shaders' WG
 }
 
 /**
@@ -45,17 +56,18 @@ export function planSweep(rec: Recorder, kernel: string, tensors: { n: number; b
   const windows: SweepWindow[] = [];
   const starts = new Uint32Array(tensors.length + 1);
   let base = 0;
+  const wg = sweepThreads(rec.gpu);
   tensors.forEach((t, tensor) => {
     starts[tensor] = base;
-    const K = Math.max(MIN_RUN[adapterClass(rec.gpu.adapter)], Math.ceil(t.n / (WG * MAX_PARTS)));
+    const K = Math.max(MIN_RUN[adapterClass(rec.gpu.adapter)], Math.ceil(t.n / (wg * MAX_PARTS)));
     for (const w of flatWindows(rec, kernel, t.n, t.buffers, limit)) {
-      const groups = Math.ceil(w.count / (WG * K));
+      const groups = Math.ceil(w.count / (wg * K));
       windows.push({ tensor, w, K, base, groups });
       base += groups;
     }
   });
   starts[tensors.length] = base;
-  return { windows, starts, part: sharedScratch(rec.gpu, 'sumsq_forward:part', Math.max(1, base) * 4) };
+  return { windows, starts, part: sharedScratch(rec.gpu, 'sumsq_forward:part', Math.max(1, base) * 4), wg };
 }
 
 /** The uniform words sgd_step's params start with (the slotted sweeps, sumsq_forward and adamw_step, read the same from their items table). */
@@ -87,7 +99,7 @@ export function finishSweep(rec: Recorder, plan: SweepPlan, out: GPUBuffer): voi
     kernel: 'sumsq_forward.finish',
     shader: 'sumsq_forward',
     entryPoint: 'finish',
-    constants: { WG },
+    constants: { WG: plan.wg },
     bindings: { parts: plan.part, starts, out },
     params: [['P', 'u32', P]],
     workgroups: Gpu.grid(P),
@@ -163,7 +175,7 @@ export function sumsq_forward(
     rec.dispatch({
       kernel: 'sumsq_forward',
       shader: 'sumsq_forward',
-      constants: { WG, SLOTS: slots },
+      constants: { WG: plan.wg, SLOTS: slots },
       bindings: { ...inputs, part: plan.part, items: items! },
       params: [['first', 'u32', l.first], ['count', 'u32', l.windows.length]],
       workgroups: Gpu.grid(l.groups),
@@ -188,7 +200,7 @@ export function clip_coef_forward(rec: Recorder, args: { sumsq: GPUBuffer /* (P)
     kernel: 'sumsq_forward.clip_coef',
     shader: 'sumsq_forward',
     entryPoint: 'clip_coef',
-    constants: { WG },
+    constants: { WG: sweepThreads(rec.gpu) },
     bindings: { sums: args.sumsq, clip: args.clip },
     params: [['P', 'u32', args.P], ['max_norm', 'f32', args.maxNorm]],
     workgroups: [1],

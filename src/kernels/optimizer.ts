@@ -24,7 +24,6 @@ import { bindWindow } from './elementwise.ts';
 import { finishSweep, planSweep, slotLaunches, sweepParams, sweepSlots } from './grad_norm.ts';
 import { checkSize } from './windows.ts';
 
-const WG = 256;
 
 /** One parameter tensor of a step. */
 export interface StepTensor {
@@ -82,7 +81,7 @@ export function adamw_step(rec: Recorder, a: AdamWArgs): void {
     rec.dispatch({
       kernel: 'adamw_step',
       shader: n === 3 ? 'adamw_step_x3' : 'adamw_step',
-      constants: { WG },
+      constants: { WG: plan.wg },
       bindings,
       params: [
         ['first', 'u32', l.first],
@@ -126,7 +125,7 @@ export function sgd_step(rec: Recorder, a: SgdArgs): void {
     rec.dispatch({
       kernel: 'sgd_step',
       shader: 'sgd_step',
-      constants: { WG, MOMENTUM: momentum !== 0 },
+      constants: { WG: plan.wg, MOMENTUM: momentum !== 0 },
       bindings: { param: bindWindow(t.param, s.w), grad: bindWindow(t.grad, s.w), buf: momentum ? bindWindow(t.buf!, s.w) : standIn, clip: a.clip, part: plan.part },
       params: [
         ...sweepParams(s),

@@ -1,17 +1,17 @@
 // LayerNorm and RMSNorm (forward and backward) and the column-sum pass, GPU against the float64 twins
-// in src/oracle/, on odd shapes (C = 33, 48, 97, 896; N = 1, 7, 301), with the adapter's threads per row and a
-// GPU's (rowThreads: 8 on CPU adapters, 32–256 on GPUs), with extreme rows: large |x|,
+// in src/oracle/, on odd shapes (C = 33, 48, 97, 896; N = 1, 7, 301), with the adapter's threads per row, a
+// GPU's and SwiftShader's (rowThreads: 8 on lavapipe, 4 on SwiftShader, 32–256 on GPUs), with extreme rows: large |x|,
 // variance far below eps, a large mean over a small spread, and all-equal rows. The twins' backward
 // passes are checked first against central finite differences of their forward passes.
 //
 // Tolerances. Float32 sums of k terms are off by at most ~k·u·Σ|terms| (u = 2^-24 ≈ 6e-8); our
-// reductions are at most ~115 deep (C/WG strided terms + log2(WG) tree levels: 896 / 8 + 3 with the 8 threads
-// per row of CPU adapters; R + P for the weight gradients), so we allow 1e-5 × the magnitude of the summed terms
-// ("scale"), above the worst-case bound and far below the O(scale) error of any wrong formula. The one amplified error is the row
+// reductions are at most ~226 deep (C/WG strided terms + log2(WG) tree levels: 896 / 4 + 2 with SwiftShader's 4
+// threads per row; R + P for the weight gradients), so we allow TOL = 2e-5 × the magnitude of the summed terms
+// ("scale"), above the worst-case bound (1.35e-5) and far below the O(scale) error of any wrong formula. The one amplified error is the row
 // mean's f32 rounding (u·|mean|), which the forward multiplies by rstd: the output scale includes
 // rstd·|mean|.
 import { describe, expect, it } from 'vitest';
-import { testGpu } from '../helpers/gpu.ts';
+import { asAdapterClass, testGpu } from '../helpers/gpu.ts';
 import { Rng } from '../../src/model/rng.ts';
 import { tally } from '../helpers/tally.ts';
 import { maxAbs } from '../helpers/close.ts';
@@ -19,13 +19,17 @@ import { dot, fdGradient } from '../helpers/fd.ts';
 import * as ref from '../../src/oracle/layernorm.ts';
 import * as rmsRef from '../../src/oracle/rmsnorm.ts';
 import { colsum_forward as colsumRef } from '../../src/oracle/colsum.ts';
-import { gpuRowThreads, layernorm_backward, layernorm_forward } from '../../src/kernels/layernorm.ts';
+import { gpuRowThreads, layernorm_backward, layernorm_forward, rowThreads } from '../../src/kernels/layernorm.ts';
 import { rmsnorm_backward, rmsnorm_forward } from '../../src/kernels/rmsnorm.ts';
 import { colsum_forward } from '../../src/kernels/colsum.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 
-/** Each case runs with the adapter's threads per row (rowThreads) and with a GPU's. */
-const THREADS = ['adapter', 'gpu'] as const;
+/** Each case runs with the adapter's threads per row (rowThreads), a GPU's and SwiftShader's. */
+const THREADS = ['adapter', 'gpu', 'swiftshader'] as const;
+const TOL = 2e-5;
+
+/** Threads per row of setting `t` at width C (undefined: the adapter's own). */
+const threadsOf = (gpu: Gpu, t: (typeof THREADS)[number], C: number) => (t === 'gpu' ? gpuRowThreads(C) : t === 'swiftshader' ? rowThreads(asAdapterClass(gpu, 'swiftshader'), C) : undefined);
 
 const check = tally('ops_norm');
 const SHAPES: Array<[number, number]> = [1, 7, 301].flatMap((N) => [33, 48, 97, 896].map((C) => [N, C] as [number, number]));
@@ -83,9 +87,9 @@ describe('float64 twins vs finite differences', () => {
 
 describe('layernorm (GPU vs float64 twin)', () => {
   SHAPES.flatMap((shape, s) => THREADS.map((t) => [shape, s, t] as const)).forEach(([[N, C], s, t]) => {
-    const threads = t === 'gpu' ? gpuRowThreads(C) : undefined;
     it(`N=${N} C=${C}, ${t} threads per row`, async () => {
       const gpu = await testGpu();
+      const threads = threadsOf(gpu, t, C);
       const rng = new Rng(100 + s);
       const inp = rows(rng, N, C, s);
       const weight = Float32Array.from(rng.f32(C, 0.1), (v) => 1 + v);
@@ -105,10 +109,10 @@ describe('layernorm (GPU vs float64 twin)', () => {
       const wmax = maxAbs(weight);
       const bmax = maxAbs(bias);
       const outScale = Float64Array.from(f.rstd, (r, n) => wmax * (maxAbs(f.out, n * C, n * C + C) / Math.max(wmax, 1e-30) + r * Math.abs(f.mean[n])) + bmax);
-      check(gOut, f.out, { rtol: 1e-5, atol: 0, atolAt: (i) => 1e-5 * outScale[Math.floor(i / C)], label: `out N=${N} C=${C}`, key: 'layernorm_forward out' });
-      check(gMean, f.mean, { rtol: 1e-5, atol: 0, atolAt: (n) => 1e-5 * maxAbs(inp, n * C, n * C + C), label: 'mean', key: 'layernorm_forward mean' });
+      check(gOut, f.out, { rtol: TOL, atol: 0, atolAt: (i) => TOL * outScale[Math.floor(i / C)], label: `out N=${N} C=${C}`, key: 'layernorm_forward out' });
+      check(gMean, f.mean, { rtol: TOL, atol: 0, atolAt: (n) => TOL * maxAbs(inp, n * C, n * C + C), label: 'mean', key: 'layernorm_forward mean' });
       // rstd = (var + eps)^-1/2: inverseSqrt is within 2 ulp; var carries the reduction error above.
-      check(gRstd, f.rstd, { rtol: 1e-5, atol: 0, label: 'rstd', key: 'layernorm_forward rstd' });
+      check(gRstd, f.rstd, { rtol: TOL, atol: 0, label: 'rstd', key: 'layernorm_forward rstd' });
 
       // Backward: both sides get the same f32 mean/rstd, so only the backward's own arithmetic differs.
       const mean32 = Float32Array.from(f.mean);
@@ -144,10 +148,10 @@ describe('layernorm (GPU vs float64 twin)', () => {
         }
         rowScale[n] = rstd32[n] * (dn + nn * dnn) + (accumulate ? maxAbs(pre, n * C, n * C + C) : 0);
       }
-      check(await read(gpu, dinp, N * C), plus(bw.dinp, 0), { rtol: 1e-5, atol: 0, atolAt: (i) => 1e-5 * rowScale[Math.floor(i / C)], label: `dinp N=${N} C=${C}`, key: 'layernorm_backward dinp' });
+      check(await read(gpu, dinp, N * C), plus(bw.dinp, 0), { rtol: TOL, atol: 0, atolAt: (i) => TOL * rowScale[Math.floor(i / C)], label: `dinp N=${N} C=${C}`, key: 'layernorm_backward dinp' });
       const preW = accumulate ? maxAbs(pre, N * C, N * C + 2 * C) : 0;
-      check(await read(gpu, dweight, C), plus(bw.dweight, N * C), { rtol: 1e-5, atol: 0, atolAt: (j) => 1e-5 * (colW[j] + preW), label: 'dweight', key: 'layernorm_backward dweight' });
-      check(await read(gpu, dbias, C), plus(bw.dbias, N * C + C), { rtol: 1e-5, atol: 0, atolAt: (j) => 1e-5 * (colB[j] + preW), label: 'dbias', key: 'layernorm_backward dbias' });
+      check(await read(gpu, dweight, C), plus(bw.dweight, N * C), { rtol: TOL, atol: 0, atolAt: (j) => TOL * (colW[j] + preW), label: 'dweight', key: 'layernorm_backward dweight' });
+      check(await read(gpu, dbias, C), plus(bw.dbias, N * C + C), { rtol: TOL, atol: 0, atolAt: (j) => TOL * (colB[j] + preW), label: 'dbias', key: 'layernorm_backward dbias' });
     });
   });
 
@@ -188,9 +192,9 @@ describe('layernorm (GPU vs float64 twin)', () => {
 describe('rmsnorm (GPU vs float64 twin)', () => {
   const cases: Array<[number, number]> = [...SHAPES, [70_001, 8]]; // 70001 rows: the 2-D workgroup grid (Qwen3 q_norm-like C)
   cases.flatMap((shape, s) => THREADS.map((t) => [shape, s, t] as const)).forEach(([[N, C], s, t]) => {
-    const threads = t === 'gpu' ? gpuRowThreads(C) : undefined;
     it(`N=${N} C=${C}, ${t} threads per row`, async () => {
       const gpu = await testGpu();
+      const threads = threadsOf(gpu, t, C);
       const rng = new Rng(200 + s);
       const inp = rows(rng, N, C, s);
       const weight = Float32Array.from(rng.f32(C, 0.1), (v) => 1 + v);
@@ -205,8 +209,8 @@ describe('rmsnorm (GPU vs float64 twin)', () => {
       await rec.submit();
       // No cancellation anywhere (a sum of squares, then products): plain relative error, a few ulp
       // plus the depth-40 reduction bound on mean(x^2) (halved by the square root).
-      check(await read(gpu, out, N * C), f.out, { rtol: 1e-5, atol: 1e-30, label: `out N=${N} C=${C}`, key: 'rmsnorm_forward out' });
-      check(await read(gpu, rstd, N), f.rstd, { rtol: 1e-5, atol: 0, label: 'rstd', key: 'rmsnorm_forward rstd' });
+      check(await read(gpu, out, N * C), f.out, { rtol: TOL, atol: 1e-30, label: `out N=${N} C=${C}`, key: 'rmsnorm_forward out' });
+      check(await read(gpu, rstd, N), f.rstd, { rtol: TOL, atol: 0, label: 'rstd', key: 'rmsnorm_forward rstd' });
 
       const rstd32 = Float32Array.from(f.rstd);
       const bw = rmsRef.rmsnorm_backward(dout, inp, weight, rstd32, N, C);
@@ -236,9 +240,9 @@ describe('rmsnorm (GPU vs float64 twin)', () => {
         }
         rowScale[n] = rstd32[n] * (dn + nn * dnn) + (accumulate ? maxAbs(pre, n * C, n * C + C) : 0);
       }
-      check(await read(gpu, dinp, N * C), plus(bw.dinp, 0), { rtol: 1e-5, atol: 0, atolAt: (i) => 1e-5 * rowScale[Math.floor(i / C)], label: `dinp N=${N} C=${C}`, key: 'rmsnorm_backward dinp' });
+      check(await read(gpu, dinp, N * C), plus(bw.dinp, 0), { rtol: TOL, atol: 0, atolAt: (i) => TOL * rowScale[Math.floor(i / C)], label: `dinp N=${N} C=${C}`, key: 'rmsnorm_backward dinp' });
       const preW = accumulate ? maxAbs(pre, N * C) : 0;
-      check(await read(gpu, dweight, C), plus(bw.dweight, N * C), { rtol: 1e-5, atol: 0, atolAt: (j) => 1e-5 * (colW[j] + preW), label: 'dweight', key: 'rmsnorm_backward dweight' });
+      check(await read(gpu, dweight, C), plus(bw.dweight, N * C), { rtol: TOL, atol: 0, atolAt: (j) => TOL * (colW[j] + preW), label: 'dweight', key: 'rmsnorm_backward dweight' });
     });
   });
 });
@@ -256,9 +260,9 @@ describe('colsum_forward', () => {
       colsum_forward(rec, { out, inp: gpu.upload('inp', inp), P, C, accumulate });
       await rec.submit();
       const want = colsumRef(inp, P, C).map((v, j) => v + (accumulate ? pre[j] : 0));
-      // A sequential sum of 37 (+1) terms: error ≤ 38·u·Σ|terms| ≈ 2.3e-6·Σ|terms|; 1e-5·Σ|terms| allowed.
+      // A sequential sum of 37 (+1) terms: error ≤ 38·u·Σ|terms| ≈ 2.3e-6·Σ|terms|; TOL·Σ|terms| allowed.
       const abs = colsumRef(inp.map(Math.abs), P, C);
-      check(await read(gpu, out, C), want, { rtol: 0, atol: 0, atolAt: (j) => 1e-5 * (abs[j] + Math.abs(pre[j])), label: 'colsum', key: 'colsum_forward' });
+      check(await read(gpu, out, C), want, { rtol: 0, atol: 0, atolAt: (j) => TOL * (abs[j] + Math.abs(pre[j])), label: 'colsum', key: 'colsum_forward' });
     });
   }
 });
