@@ -1,10 +1,12 @@
-// Fused attention forward, flash-attention style: a workgroup takes BQ query rows of one (b, h); each
-// thread owns one row and walks its visible keys in steps of BK, keeping a running max m, normaliser
+// Fused attention forward, flash-attention style: a workgroup takes BQ consecutive query rows in (b, h, i)
+// order; each thread owns one row and walks its visible keys in steps of BK, keeping a running max m, normaliser
 // l and output accumulator (online softmax: one rescale per step), so no (B, Hq, Tq, Tk) probability
 // buffer exists. It saves lse = m + log(l) per row for the backward (attention_backward_dq / _dkdv
 // recompute the probabilities from it). The threads of a workgroup read the same key at the same time
-// (neighbouring query rows), so k / v rows are shared through the cache instead of barrier-synchronised
-// tiles: no barriers at all, which software adapters (one coroutine per invocation) pay dearly for.
+// (neighbouring query rows of a head; in a decode step, Tq = 1, a sample's heads, whose GQA groups share k / v
+// rows), so k / v rows are shared through the cache instead of barrier-synchronised tiles: no barriers at all,
+// which software adapters (one coroutine per invocation) pay dearly for. Rows in order, no workgroup is idle for
+// want of rows of its own head: a decode step's B·Hq rows take B·Hq / BQ workgroups, not B·Hq.
 // Causal + attention mask + GQA: query i of a (B, Tq) block sits at absolute position a = Tk - Tq + i
 // (Tq = Tk: full forward; Tq = 1: one KV-cache decode step); key j is visible iff j <= a and
 // attention_mask[b, j] = 1; query head h reads kv head h / (Hq / Hkv). A query with no visible key
@@ -23,14 +25,13 @@ var<workgroup> pt: array<f32, BQ * BK>;  // row t's scores, then exp(s - m), of 
 
 @compute @workgroup_size(BQ)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
-  let g = wid.x + wid.y * nwg.x; // (b·Hq + h)·blocks + block
-  if (g >= p.groups) { return; }
   let t = lid.x;
-  let i = (g % p.blocks) * BQ + t;
-  if (i >= p.Tq) { return; } // no barriers below: idle threads may leave
+  let row = (wid.x + wid.y * nwg.x) * BQ + t; // (b·Hq + h)·Tq + i
+  if (row >= p.rows) { return; } // no barriers below: idle threads may leave
   let D4 = p.D / 4u;
-  let h = (g / p.blocks) % p.Hq;
-  let b = g / (p.blocks * p.Hq);
+  let i = row % p.Tq;
+  let h = (row / p.Tq) % p.Hq;
+  let b = row / (p.Tq * p.Hq);
   let kvh = h / (p.Hq / p.Hkv);
   let last = p.Tk - p.Tq + i; // the query's absolute position: keys past it are never visible
   let qo = ((b * p.Tq + i) * p.Hq + h) * D4;
@@ -75,5 +76,5 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   }
   let inv = select(0.0, 1.0 / l, l > 0.0);
   for (var d = 0u; d < D4; d++) { out4[qo + d] = acc[ao + d] * inv; }
-  lse[(b * p.Hq + h) * p.Tq + i] = select(p.neg_inf, m + log(l), l > 0.0);
+  lse[row] = select(p.neg_inf, m + log(l), l > 0.0);
 }

@@ -1,15 +1,16 @@
 // What attention_forward.wgsl (one thread per query row, CPU adapters), attention_wg_forward.wgsl (one
 // workgroup per query row) and attention_tile_forward.wgsl (a workgroup per 64 query rows, GEMM-style tiles)
-// share: the head_dim tunable, the uniform block and the bindings. A workgroup g < groups takes
-// ((b·Hq + h)·blocks + block)·chunks + chunk: a block of BQ query rows, or (wg) one row (blocks = Tq), and
-// (tile) a 64-wide chunk of the head's D output columns (chunks = 1 for the other two).
+// share: the head_dim tunable, the uniform block and the bindings. A workgroup g < groups of the wg and tile sets
+// takes ((b·Hq + h)·blocks + block)·chunks + chunk: (wg) one query row (blocks = Tq), (tile) a block of 64 rows and
+// a 64-wide chunk of the head's D output columns. The row set's threads take the rows < `rows` (= B·Hq·Tq) in
+// (b, h, i) order, BQ consecutive ones a workgroup.
 
 override DH: u32 = 64; // head_dim D: sizes the workgroup rows (the launcher checks the storage limit)
 
 struct Params {
   Tq: u32, Tk: u32, TkvMax: u32, Hq: u32,
   Hkv: u32, D: u32, blocks: u32, scale: f32, // blocks: row blocks per (b, h)
-  neg_inf: f32, groups: u32, chunks: u32, _p2: u32, // neg_inf = -inf (WGSL constants cannot be infinite); groups = B·Hq·blocks·chunks
+  neg_inf: f32, groups: u32, chunks: u32, rows: u32, // neg_inf = -inf (WGSL constants cannot be infinite); groups = B·Hq·blocks·chunks
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;              // (B, Tq, Hq, D)

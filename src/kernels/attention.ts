@@ -150,7 +150,7 @@ export function attention_forward(
     lse: prefix(gpu, kernel, 'lse', args.lse, B * Hq * Tq),
   };
   // 'tile': blocks of TILE_ROWS query rows, a workgroup per TILE_CHUNK output columns; 'wg': a workgroup per
-  // query row (blocks = Tq); 'rows': row blocks of BQ rows.
+  // query row (blocks = Tq); 'rows': BQ consecutive rows of the (b, h, i) order a workgroup.
   let set = pickSet(gpu, kernel, D, args.kernel);
   if (set === 'tile' && !args.kernel && Tq < TILE_MIN_ROWS) set = setsFor(gpu, D)[1];
   if (set === 'tile') checkStorage(gpu, kernel, "the 'tile' set (any head_dim)", TILE_BYTES);
@@ -158,7 +158,8 @@ export function attention_forward(
   const BQ = set === 'tile' ? TILE_ROWS : set === 'wg' ? 1 : rowsPerGroup(gpu, kernel, D, D + BK); // 'rows': accumulator and step scores
   const blocks = Math.ceil(Tq / BQ);
   const chunks = set === 'tile' ? Math.ceil(D / TILE_CHUNK) : 1;
-  const groups = B * Hq * blocks * chunks;
+  const rows = B * Hq * Tq;
+  const groups = set === 'rows' ? Math.ceil(rows / BQ) : B * Hq * blocks * chunks; // 'rows': BQ of the rows in order
   rec.dispatch({
     kernel,
     shader: `attention${set === 'rows' ? '' : `_${set}`}_forward`,
@@ -167,7 +168,7 @@ export function attention_forward(
     params: [
       ['Tq', 'u32', Tq], ['Tk', 'u32', Tk], ['TkvMax', 'u32', TkvMax], ['Hq', 'u32', Hq],
       ['Hkv', 'u32', Hkv], ['D', 'u32', D], ['blocks', 'u32', blocks], ['scale', 'f32', args.scale],
-      ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups], ['chunks', 'u32', chunks],
+      ['neg_inf', 'f32', -Infinity], ['groups', 'u32', groups], ['chunks', 'u32', chunks], ['rows', 'u32', rows],
     ],
     workgroups: Gpu.grid(groups),
     // Bytes: q and out, the Tk visible rows of k, v and the mask (not a KV cache's whole capacity), lse.
