@@ -185,6 +185,28 @@ describe('sample_forward equals the CPU sampler', () => {
   const MAIN: Partial<SamplingSettings>[] = [{}, { temperature: 0.6 }, { top_k: 50 }, { top_p: 0.9 }, { top_k: 40, top_p: 0.8, temperature: 1.3 }, { min_p: 0.1 }, { temperature: 0 }, { repetition_penalty: 1.2, frequency_penalty: 0.1 }];
   const mainCases = (rng: Rng, B: number, V: number, settings = MAIN): Case[] => settings.map((o, k) => ({ ...rows(rng, B, V, 4, 5), s: { ...DEFAULT_SAMPLING, ...o }, seed: 2 ** 40 + 12345 * k, step: k }));
 
+  it("16 threads a row (SwiftShader's, at any vocabulary): V = 1,000 and 50,257 under the main settings", async () => {
+    const rng = new Rng(17);
+    for (const V of [1000, 50257]) expect(await compare(mainCases(rng, 2, V), 2, V, 16)).toBeGreaterThanOrEqual(0.9 * MAIN.length * 2);
+    // A SwiftShader-class view picks 16 for a big vocabulary: asking for it explicitly then makes no new pipeline
+    // (top-k, top-p and penalties together: a pipeline no test above made).
+    const view = asAdapterClass(gpu, 'swiftshader');
+    const V = 151936;
+    const bufs = [view.createBuffer('l', 2 * V * 4), view.createBuffer('c', 2 * V * 4), ...[1, 2, 2].map((n) => view.createBuffer('s', n * 4))];
+    const run = async (wg?: number) => {
+      const before = view.cache.pipelineCount;
+      const rec = view.recorder('sample wg');
+      const params = paramsOf({ ...DEFAULT_SAMPLING, top_k: 5, top_p: 0.9, repetition_penalty: 1.1 });
+      sample_forward(rec, { logits: bufs[0], counts: bufs[1], eos: bufs[2], n_eos: 0, eos_masked: false, ids: bufs[3], logps: bufs[4], B: 2, V, seed: 1, step: 0, params, wg });
+      await rec.submit();
+      return view.cache.pipelineCount - before;
+    };
+    await run();
+    expect(await run(16)).toBe(0);
+    expect(await run(32)).toBe(1);
+    bufs.forEach((x) => x.destroy());
+  }, COMPILES);
+
   it('V = 50,257: a GPT-2-sized row under the main settings, seeds beyond 2^32', async () => {
     const [V, B] = [50257, 2];
     expect(await compare(mainCases(new Rng(7), B, V), B, V)).toBeGreaterThanOrEqual(0.9 * MAIN.length * B);
