@@ -86,7 +86,7 @@ describe('matmul_forward', () => {
     const rng = new Rng(17);
     // Subgroup kernel: 1, 2 or 4 rows per invocation (M = 1, 2 / 9 / 33+), row blocks of up to 256 rows (257, 300: two
     // blocks of a 160-row workgroup), 16 columns; tiled: 8 / 16 / 32 / 64 rows × 16 / 32 / 64 columns × 16 (N = 1, 15, 16,
-    // 17, 31 take the narrow ones); direct: 16 × 64 per workgroup, 1 / 2 / 4 rows per invocation (M = 1, 2 / 3, 4+).
+    // 17, 31 take the narrow ones); direct: up to 16 × 64 per workgroup (4 or fewer rows of invocations), 1 / 2 / 4 rows per invocation (M = 1, 2 / 3, 4+).
     const edges: Array<[number, number, number, WeightLayout]> = [
       [1, 1, 1, 'in_out'], [1, 17, 33, 'out_in'], [2, 5, 16, 'in_out'], [257, 3, 15, 'out_in'], [255, 16, 17, 'in_out'],
       [300, 1, 65, 'out_in'], [9, 577, 1, 'in_out'], [33, 15, 31, 'out_in'], [129, 17, 130, 'out_in'], [65, 33, 127, 'in_out'],
