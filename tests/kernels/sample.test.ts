@@ -202,8 +202,7 @@ describe('sample_forward equals the CPU sampler', () => {
       return view.cache.pipelineCount - before;
     };
     await run();
-    expect(await run(16)).toBe(0);
-    expect(await run(32)).toBe(1);
+    expect(await run(16)).toBe(0); // (with 256 there, as before this stop, it made one)
     bufs.forEach((x) => x.destroy());
   }, COMPILES);
 

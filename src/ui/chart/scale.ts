@@ -20,11 +20,13 @@ export function niceTicks(lo: number, hi: number, count: number, integer = false
   if (m < 0) [e, m] = [e + 1, 0];
   const at = (step: number) => {
     const out: number[] = [];
-    for (let k = Math.ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k++) out.push(Number((k * step).toPrecision(12)));
+    for (let k = Math.ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k++) out.push(Number((k * step).toPrecision(15)));
     return out;
   };
-  // Steps under 1e-10 of the ends' magnitude would print alike (and count past 2^53): the ends stand in.
-  const tiny = Math.max(Math.abs(lo), Math.abs(hi)) * 1e-10;
+  // Steps under 1e-7 of the ends' magnitude would not be evenly spaced in doubles (a tick near 2 is off by up to an
+  // ulp, 2e-16: a 1e-6 share of a 2e-10 step) nor print apart: the ends stand in. Ticks keep 15 significant digits
+  // (0.1·3 is 0.3, not 0.30000000000000004); 12 rounded a 2e-10 step's ticks by 2.5% of it.
+  const tiny = Math.max(Math.abs(lo), Math.abs(hi)) * 1e-7;
   for (;;) {
     const step = mags[m] * 10 ** e;
     if (step <= tiny) return [lo, hi];
