@@ -7,7 +7,8 @@
 // Rows past M and columns past N are clamped to the last one for the loads (their results are not stored).
 //
 // Two entry points, one multiply-accumulate (fma_k) and one store (store_block):
-// - main_vec, the launcher's choice wherever it can: B in f32 and both operands' ld and base multiples of 4. It
+// - main_vec, the launcher's choice wherever it can: B in f32, both operands' ld and bases multiples of 4, and TM = 4
+//   where A is stored (K, M). It
 //   binds A and B as arrays of vec4 (a4, b4, at the bindings of a and b) and takes K four at a time: a 4 × 4
 //   block of each operand in four vec4 loads, either straight (A stored (K, M): a vec4 holds 4 rows at one k;
 //   B stored (K, N): 4 columns) or transposed in registers (A stored (M, K), B stored (N, K): a vec4 holds 4 k of

@@ -1,6 +1,6 @@
 // Launchers for fused (flash-attention style) attention, in three kernel sets that compute the same thing:
-//   'rows' (SwiftShader; the decode steps of lavapipe): shaders/attention_forward.wgsl (one thread per query row, BQ neighbouring
-//     rows of one head per workgroup reading the same k / v rows together, online softmax in steps of BK
+//   'rows' (SwiftShader; the decode steps of lavapipe): shaders/attention_forward.wgsl (one thread per query row, BQ consecutive
+//     rows in (b, h, i) order per workgroup reading the same k / v rows together, online softmax in steps of BK
 //     keys, no barriers) and the backward attention_backward_dq.wgsl / attention_backward_dkdv.wgsl (one
 //     thread per query / key row). Barriers cost a coroutine switch on a CPU adapter: a set with one
 //     workgroup per row and tree reductions ran several times slower there. It reads its rows as vec4s

@@ -566,11 +566,13 @@ describe('matmul_backward', () => {
     expect(await forward(37, 63, 52, 'out_in')).toEqual(['main']); // K (A's ld) not a multiple of 4
     expect(await forward(37, 64, 50, 'in_out')).toEqual(['main']); // N (B's ld) not a multiple of 4
     expect(await forward(37, 64, 52, 'out_in', { bf16: true })).toEqual(['main']);
-    // 16 KiB windows of 576-byte rows of A: blocks of 28 rows, whose windows start 64 bytes into a 256-byte page
-    // (base 16: vec4) or 192 (base 48: vec4); C's windows (208-byte rows) at bases that are not: both entries, one product.
+    // 16 KiB windows of 576-byte rows of A: blocks of 16 rows (every window base 0), all vec4.
     const windows = await forward(100, 144, 52, 'out_in', { bias: true, bindingLimit: 16 * 1024 });
     expect(windows.length).toBeGreaterThan(1);
-    expect(new Set(windows)).toContain('main_vec');
+    expect(new Set(windows)).toEqual(new Set(['main_vec']));
+    // 4 KiB windows of B (K, N) = (64, 52): K blocks of 18 rows, so the block at k0 = 18 has A's block base 18 (the
+    // one-element entry), the one at 36 base 36 with B's window base 40 (vec4, and a K tail of 2): both entries, one product.
+    expect(new Set(await forward(37, 64, 52, 'in_out', { bindingLimit: 4096 }))).toEqual(new Set(['main', 'main_vec']));
     // Backward: dinp (dout (M, N) · W) and dweight (doutᵀ (stored (M, N)) · inp over M tokens, the last M % 4 one k at a time).
     for (const [M, K, N, layout] of [[37, 64, 52, 'out_in'], [38, 64, 52, 'out_in'], [39, 20, 44, 'in_out'], [40, 20, 44, 'in_out']] as Array<[number, number, number, WeightLayout]>) {
       const inp = rng.f32(M * K);

@@ -16,7 +16,7 @@ import * as optRef from '../../src/oracle/optimizer.ts';
 import * as normRef from '../../src/oracle/grad_norm.ts';
 import { adamw_step, sgd_step } from '../../src/kernels/optimizer.ts';
 import { clip_coef_forward, sumsqSlots, sumsq_forward, sweepThreads } from '../../src/kernels/grad_norm.ts';
-import { isCpuAdapter, statsSince, type Gpu } from '../../src/gpu/context.ts';
+import { adapterClass, isCpuAdapter, statsSince, type Gpu } from '../../src/gpu/context.ts';
 
 const check = tally('ops_optimizer');
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'golden', 'models');
@@ -190,7 +190,7 @@ describe('sumsq_forward, clip_coef and the global gradient norm', () => {
   for (const cls of ['this adapter', 'gpu', 'swiftshader'] as const)
   it(`n=${SIZES.join(', ')} in one launch vs float64 twin (${cls}'s run K and workgroup)`, async () => {
     const gpu = cls === 'this adapter' ? await testGpu() : asAdapterClass(await testGpu(), cls);
-    expect(sweepThreads(gpu)).toBe(cls === 'swiftshader' ? 16 : 256);
+    expect(sweepThreads(gpu)).toBe(adapterClass(gpu.adapter) === 'swiftshader' ? 16 : 256);
     const xs = SIZES.map((n) => {
       const x = new Rng(n + 9).f32(n);
       // Extremes in the small tensors only: a 1e30 square would hide a large tensor's missing elements.
