@@ -13,8 +13,8 @@
 // Float32 sums of positive terms are off by at most depth·u relative; the launcher keeps K ≥ 64 on CPU adapters (fewer
 // barriers: src/kernels/grad_norm.ts MIN_RUN) and caps it so that depth = K + 2·log2(WG) + P/WG stays
 // ~550 even for a 136M-element embedding (3e-5 worst case; the golden grad_norm tolerance is rtol 1e-4);
-// clip adds log2(WG) + (tensors)/WG more. On SwiftShader's 16-thread workgroups (sweepThreads) K is 16× longer for a
-// tensor past 16·64·1024 elements: depth ~8,300 at 136M (5e-4 worst case); the page's models are far smaller.
+// clip adds log2(WG) + (tensors)/WG more. On SwiftShader's 16-thread workgroups (sweepThreads) K stays and a tensor
+// writes 16× as many partials, which the finish sums 16× longer: depth ~1,550 at 136M (9e-5 worst case).
 
 override WG: u32 = 256; // a power of two
 

@@ -20,7 +20,11 @@ const WG = 256;
 export function sweepThreads(gpu: Gpu): number {
   return Math.min(WG, workgroupCap(gpu.adapter));
 }
-const MAX_PARTS = 1024; // partials per tensor before the per-thread run K grows past the adapter's least run
+// Partials per tensor at WG threads before the per-thread run K grows past the adapter's least run. A narrower
+// workgroup (sweepThreads) keeps K and writes WG / wg times as many partials, which the finish sums WG / wg times
+// longer: on SwiftShader's 16 threads a 136M-element tensor sums 519 + 1,024 terms deep where a K scaled up 16× made
+// it ~8,300 (sumsq_forward.wgsl's bound).
+const MAX_PARTS = 1024;
 // Elements per thread at least, by adapter class. Each workgroup ends in a tree reduction of log2(WG) barriers, which
 // a CPU adapter runs as fiber switches: on lavapipe (12 tensors of 884,736 elements, one launch) sumsq took
 // ~1.7 s at K = 1, ~0.4 s at 16, ~0.1 s at 64 and about the same at 256; the AdamW sweep 2.2 s, 0.8 s, 0.3 s,
@@ -50,7 +54,7 @@ export interface SweepPlan {
 /**
  * Plans the sweep of `tensors` (each: its element count and the buffers bound through its windows, checked
  * to hold n elements). K is per tensor: at least the adapter class's MIN_RUN, and large enough that no
- * tensor writes more than ~MAX_PARTS partials.
+ * tensor writes more than ~MAX_PARTS partials at WG threads (MAX_PARTS · WG / wg at wg).
  */
 export function planSweep(rec: Recorder, kernel: string, tensors: { n: number; buffers: Record<string, GPUBuffer> }[], limit?: number): SweepPlan {
   const windows: SweepWindow[] = [];
@@ -59,7 +63,7 @@ export function planSweep(rec: Recorder, kernel: string, tensors: { n: number; b
   const wg = sweepThreads(rec.gpu);
   tensors.forEach((t, tensor) => {
     starts[tensor] = base;
-    const K = Math.max(MIN_RUN[adapterClass(rec.gpu.adapter)], Math.ceil(t.n / (wg * MAX_PARTS)));
+    const K = Math.max(MIN_RUN[adapterClass(rec.gpu.adapter)], Math.ceil(t.n / (WG * MAX_PARTS)));
     for (const w of flatWindows(rec, kernel, t.n, t.buffers, limit)) {
       const groups = Math.ceil(w.count / (wg * K));
       windows.push({ tensor, w, K, base, groups });

@@ -3,11 +3,11 @@
 // step)), writing each row's token id and log-prob into slot `step` of (steps, B) buffers so a whole
 // generation's draws are read back at once. Its reference is the CPU sampler, src/model/sampler.ts
 // sample_step (same settings, same RNG stream; that module validates the settings before they get here).
-import { adapterClass, type AdapterClass, type Gpu, type Recorder } from '../gpu/context.ts';
+import { isCpuAdapter, workgroupCap, type Gpu, type Recorder } from '../gpu/context.ts';
 import { checkSize } from './windows.ts';
 
 // Threads per row (one workgroup each): about 8 tokens per thread (a small vocabulary's row pays fewer
-// barriers: software adapters run them as fibers), at most ROW_THREADS. A decode step has only B rows, so on a
+// barriers: software adapters run them as fibers), at most ROW_THREADS and the workgroupCap. A decode step has only B rows, so on a
 // GPU 256 threads a row left the adapter nearly idle: 16 rows are 16 workgroups, and each pass over a 151,936-token
 // row took about 0.8 ms on an H100 (21 ms per step with top-k and top-p, 3.4 ms without), a thread walking 594
 // tokens one dependent load after another. Up to 1,024 there, within the device's workgroup limits: the
@@ -16,7 +16,7 @@ import { checkSize } from './windows.ts';
 // whose coroutines switch at every barrier, takes its workgroupCap of 16 at any vocabulary: 8 rows took 0.64 ms at
 // 16 threads, 2.49 at 64 and 6.69 at 256 for V = 328 (4.7, 10.8, 48.7 with top-k and top-p), and 48 / 52 / 52 ms
 // for V = 151,936 (510 / 523 / 563).
-const ROW_THREADS: Record<AdapterClass, number> = { gpu: 1024, cpu: 256, swiftshader: 16 };
+const ROW_THREADS = { gpu: 1024, cpu: 256 };
 const WG_BYTES = 28; // red (common/reduce.wgsl), red_u, red4, cdf
 const WG_FIXED_BYTES = 96; // hist (64), pick (8 → 16), pick_before (4 → 16)
 const MIN_WG = 16;
@@ -28,7 +28,8 @@ function maxWg(gpu: Gpu): number {
   return 2 ** Math.floor(Math.log2(most));
 }
 
-const defaultWg = (gpu: Gpu, V: number) => Math.min(ROW_THREADS[adapterClass(gpu.adapter)], maxWg(gpu), Math.max(32, 2 ** Math.ceil(Math.log2(Math.ceil(V / 8)))));
+const defaultWg = (gpu: Gpu, V: number) =>
+  Math.min(ROW_THREADS[isCpuAdapter(gpu.adapter) ? 'cpu' : 'gpu'], workgroupCap(gpu.adapter), maxWg(gpu), Math.max(32, 2 ** Math.ceil(Math.log2(Math.ceil(V / 8)))));
 
 /** The sampler's settings as the kernel takes them (src/model/sampler.ts SamplingSettings, resolved). */
 export interface SampleParams {

@@ -1,6 +1,6 @@
 // The test GPU: the process-wide Dawn device (a software Vulkan adapter in CI). Tests never skip for
 // want of a GPU: if no adapter can be had, getting it throws and the test fails.
-import type { AdapterClass, Gpu } from '../../src/gpu/context.ts';
+import type { AdapterClass, Gpu, Recorder } from '../../src/gpu/context.ts';
 import { adapterClass } from '../../src/gpu/context.ts';
 
 export { nodeGpu as testGpu } from '../../src/gpu/node.ts';
@@ -22,4 +22,19 @@ export function asAdapterClass(gpu: Gpu, cls: AdapterClass): Gpu {
   const view = Object.create(gpu, { adapter: { value: { ...gpu.adapter, ...REPORTS[cls] } } }) as Gpu;
   if (adapterClass(view.adapter) !== cls) throw new Error(`asAdapterClass: the ${cls} report reads as ${adapterClass(view.adapter)}`);
   return view;
+}
+
+/**
+ * What `rec`'s dispatches carry from now on, `pick(d)` of each in order (undefined skipped): which kernels, entry
+ * points and constants the launchers chose. The dispatches still run.
+ */
+export function spyDispatches<T>(rec: Recorder, pick: (d: Parameters<Recorder['dispatch']>[0]) => T | undefined): T[] {
+  const seen: T[] = [];
+  const dispatch = rec.dispatch.bind(rec);
+  rec.dispatch = (d) => {
+    const v = pick(d);
+    if (v !== undefined) seen.push(v);
+    dispatch(d);
+  };
+  return seen;
 }

@@ -20,7 +20,7 @@
 // ≲ Σ (u(√D + 2√T + 3) + ε_i)·G|k| (resp. G|q|), and dv = Σ p·dout by Σ (4u√(group·T) + ε_i)·p|dout|.
 // Each bound gets ×4 headroom (the √n growth of random-sign roundings is an estimate, not a bound).
 import { describe, expect, it } from 'vitest';
-import { asAdapterClass, testGpu } from '../helpers/gpu.ts';
+import { asAdapterClass, spyDispatches, testGpu } from '../helpers/gpu.ts';
 import { Rng } from '../../src/model/rng.ts';
 import { expectClose } from '../helpers/close.ts';
 import { dot, fdGradient } from '../helpers/fd.ts';
@@ -165,12 +165,7 @@ describe('attention_forward (fused)', () => {
     const gpu = await testGpu();
     const shaders = async (view: TestGpu, s: AttentionShape) => {
       const rec = view.recorder('sets');
-      const seen: string[] = [];
-      const dispatch = rec.dispatch.bind(rec);
-      rec.dispatch = (d) => {
-        seen.push(d.shader);
-        dispatch(d);
-      };
+      const seen = spyDispatches(rec, (d) => d.shader);
       const x = forwardInputs(new Rng(55), s);
       const [out, lse, dq] = [view.createBuffer('out', x.q.length * 4), view.createBuffer('lse', s.B * s.Hq * s.Tq * 4), view.createBuffer('dq', x.q.length * 4)];
       const [dk, dv] = [view.createBuffer('dk', x.k.length * 4), view.createBuffer('dv', x.v.length * 4)];

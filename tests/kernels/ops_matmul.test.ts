@@ -13,7 +13,7 @@
 // sum, itself bounded by S = Σ_k |x_k·w_k| (+ |b| + |previous value|); the roundings have random signs
 // and grow like √K, so an element passes within 4·u·√K·S (headroom ×4; the rigorous worst case is K·u·S).
 import { describe, expect, it } from 'vitest';
-import { testGpu } from '../helpers/gpu.ts';
+import { spyDispatches, testGpu } from '../helpers/gpu.ts';
 import { Rng } from '../../src/model/rng.ts';
 import { expectClose } from '../helpers/close.ts';
 import { dot, fdGradient } from '../helpers/fd.ts';
@@ -529,15 +529,7 @@ describe('matmul_backward', () => {
     const gpu = await testGpu();
     const rng = new Rng(43);
     /** The entry points a recording's direct dispatches take, in order. */
-    const entries = (rec: ReturnType<Gpu['recorder']>) => {
-      const seen: string[] = [];
-      const dispatch = rec.dispatch.bind(rec);
-      rec.dispatch = (d) => {
-        if (d.shader === 'matmul_direct_forward') seen.push(d.entryPoint ?? 'main');
-        dispatch(d);
-      };
-      return seen;
-    };
+    const entries = (rec: ReturnType<Gpu['recorder']>) => spyDispatches(rec, (d) => (d.shader === 'matmul_direct_forward' ? (d.entryPoint ?? 'main') : undefined));
     // Forward: the direct kernel against the tiled one unsplit (slices 1), and against float64.
     const forward = async (M: number, K: number, N: number, layout: WeightLayout, opts: { bias?: boolean; residual?: boolean; bf16?: boolean; bindingLimit?: number } = {}) => {
       const inp = rng.f32(M * K);

@@ -7,7 +7,7 @@ import { readFileSync, readdirSync, existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { asAdapterClass, testGpu } from '../helpers/gpu.ts';
+import { asAdapterClass, spyDispatches, testGpu } from '../helpers/gpu.ts';
 import { Rng } from '../../src/model/rng.ts';
 import { tally } from '../helpers/tally.ts';
 import { maxAbs } from '../helpers/close.ts';
@@ -249,16 +249,26 @@ describe('sumsq_forward, clip_coef and the global gradient norm', () => {
     await bad.submit();
   });
 
-  it('n = 2^24 + 3: the run K grows past 64 so that the tensor writes at most ~1024 partials', async () => {
-    const gpu = await testGpu();
+  it("n = 2^24 + 3: the run K grows past 64 so that the tensor writes at most ~1024 partials at 256 threads; SwiftShader's 16 keep that K and write 16× as many", async () => {
+    const base = await testGpu();
     const n = 2 ** 24 + 3;
     const x = Float32Array.from({ length: n }, (_, i) => ((i * 7919) % 1999) / 1000 - 1);
-    const out = gpu.createBuffer('out', 4);
-    const rec = gpu.recorder('sumsq big');
-    sumsq_forward(rec, { inputs: [{ inp: gpu.upload('x', x), n }], out });
-    await rec.submit();
-    // depth = K (65) + P/WG (4) + 2·log2(WG) (16) = 85: 5.1e-6; rtol 1e-5.
-    check(await gpu.readF32(out, 1), [normRef.sumsq_forward(x)], { rtol: 1e-5, atol: 0, label: 'sumsq 2^24 + 3', key: 'sumsq_forward' });
+    const want = [normRef.sumsq_forward(x)];
+    const inp = base.upload('x', x);
+    for (const gpu of [base, asAdapterClass(base, 'swiftshader')]) {
+      const wg = sweepThreads(gpu);
+      const out = gpu.createBuffer('out', 4);
+      const rec = gpu.recorder('sumsq big');
+      const groups = spyDispatches(rec, (d) => (d.entryPoint ? undefined : (d.workgroups[0] * (d.workgroups[1] ?? 1)))); // the sweep's (main), not the finish's
+      sumsq_forward(rec, { inputs: [{ inp, n }], out });
+      await rec.submit();
+      // K = ceil(n / (256 · 1024)) = 65 at any width: a workgroup per ceil(n / (wg · 65)) partials (1,009 at 256, 16,132 at 16).
+      const P = Math.ceil(n / (wg * 65));
+      expect(groups).toEqual([P]);
+      // depth = K + P/wg + 2·log2(wg): 65 + 4 + 16 = 85 (5.1e-6) at 256; 65 + 1,009 + 8 = 1,082 (6.4e-5) at 16.
+      const rtol = 1.5 * (65 + P / wg + 2 * Math.log2(wg)) * 2 ** -24;
+      check(await gpu.readF32(out, 1), want, { rtol: Math.max(rtol, 1e-5), atol: 0, label: `sumsq 2^24 + 3 at ${wg} threads`, key: 'sumsq_forward' });
+    }
   });
 
   for (const model of MODELS) {

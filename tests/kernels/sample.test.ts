@@ -14,7 +14,7 @@ import type { Gpu } from '../../src/gpu/context.ts';
 import { SAMPLE_BAD_LOGIT, SAMPLE_NOTHING_LEFT, sample_forward, usesCounts, type SampleParams } from '../../src/kernels/sample.ts';
 import { Rng } from '../../src/model/rng.ts';
 import { DEFAULT_SAMPLING, choose, process_logits, uniform, type RowState, type SamplingSettings } from '../../src/model/sampler.ts';
-import { asAdapterClass, testGpu } from '../helpers/gpu.ts';
+import { asAdapterClass, spyDispatches, testGpu } from '../helpers/gpu.ts';
 
 let gpu: Gpu;
 beforeAll(async () => {
@@ -193,12 +193,7 @@ describe('sample_forward equals the CPU sampler', () => {
     const V = 151936;
     const bufs = [view.createBuffer('l', 2 * V * 4), ...[1, 2, 2].map((n) => view.createBuffer('s', n * 4))];
     const rec = view.recorder('sample wg');
-    const wgs: unknown[] = [];
-    const dispatch = rec.dispatch.bind(rec);
-    rec.dispatch = (d) => {
-      wgs.push(d.constants?.WG);
-      dispatch(d);
-    };
+    const wgs = spyDispatches(rec, (d) => d.constants?.WG);
     sample_forward(rec, { logits: bufs[0], counts: null, eos: bufs[1], n_eos: 0, eos_masked: false, ids: bufs[2], logps: bufs[3], B: 2, V, seed: 1, step: 0, params: paramsOf({ ...DEFAULT_SAMPLING, top_k: 5 }) });
     await rec.submit();
     expect(wgs).toEqual([16]);
