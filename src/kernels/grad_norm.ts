@@ -22,8 +22,8 @@ export function sweepThreads(gpu: Gpu): number {
 }
 // Partials per tensor at WG threads before the per-thread run K grows past the adapter's least run. A narrower
 // workgroup (sweepThreads) keeps K and writes WG / wg times as many partials, which the finish sums WG / wg times
-// longer: on SwiftShader's 16 threads a 136M-element tensor sums 519 + 1,024 terms deep where a K scaled up 16× made
-// it ~8,300 (sumsq_forward.wgsl's bound).
+// longer: on SwiftShader's 16 threads a 136M-element tensor sums 519 + 1,024 + 8 terms deep where a K scaled up 16×
+// made it ~8,300 (sumsq_forward.wgsl's bound).
 const MAX_PARTS = 1024;
 // Elements per thread at least, by adapter class. Each workgroup ends in a tree reduction of log2(WG) barriers, which
 // a CPU adapter runs as fiber switches: on lavapipe (12 tensors of 884,736 elements, one launch) sumsq took

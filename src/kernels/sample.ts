@@ -7,10 +7,10 @@ import { isCpuAdapter, workgroupCap, type Gpu, type Recorder } from '../gpu/cont
 import { checkSize } from './windows.ts';
 
 // Threads per row (one workgroup each): about 8 tokens per thread (a small vocabulary's row pays fewer
-// barriers: software adapters run them as fibers), at most ROW_THREADS and the workgroupCap. A decode step has only B rows, so on a
-// GPU 256 threads a row left the adapter nearly idle: 16 rows are 16 workgroups, and each pass over a 151,936-token
-// row took about 0.8 ms on an H100 (21 ms per step with top-k and top-p, 3.4 ms without), a thread walking 594
-// tokens one dependent load after another. Up to 1,024 there, within the device's workgroup limits: the
+// barriers: software adapters run them as fibers), at most ROW_THREADS and the workgroupCap. A decode step has
+// only B rows, so on a GPU 256 threads a row left the adapter nearly idle: 16 rows are 16 workgroups, and each
+// pass over a 151,936-token row took about 0.8 ms on an H100 (21 ms per step with top-k and top-p, 3.4 ms
+// without), a thread walking 594 tokens one dependent load after another. Up to 1,024 there, within the device's workgroup limits: the
 // kernel's workgroup arrays take WG_BYTES per thread and WG_FIXED_BYTES besides (as Dawn counts them: each
 // variable rounded up to 16 bytes). At least MIN_WG: the 16 radix bins are cleared one per thread. SwiftShader,
 // whose coroutines switch at every barrier, takes its workgroupCap of 16 at any vocabulary: 8 rows took 0.64 ms at

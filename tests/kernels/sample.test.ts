@@ -193,7 +193,7 @@ describe('sample_forward equals the CPU sampler', () => {
     const V = 151936;
     const bufs = [view.createBuffer('l', 2 * V * 4), ...[1, 2, 2].map((n) => view.createBuffer('s', n * 4))];
     const rec = view.recorder('sample wg');
-    const wgs = spyDispatches(rec, (d) => d.constants?.WG);
+    const wgs = spyDispatches(rec, (d) => d.constants?.WG ?? null); // every dispatch, one with no WG too
     sample_forward(rec, { logits: bufs[0], counts: null, eos: bufs[1], n_eos: 0, eos_masked: false, ids: bufs[2], logps: bufs[3], B: 2, V, seed: 1, step: 0, params: paramsOf({ ...DEFAULT_SAMPLING, top_k: 5 }) });
     await rec.submit();
     expect(wgs).toEqual([16]);
