@@ -10,9 +10,9 @@ import { checkSize } from './windows.ts';
 // barriers: software adapters run them as fibers), at most ROW_THREADS and the workgroupCap. A decode step has
 // only B rows, so on a GPU 256 threads a row left the adapter nearly idle: 16 rows are 16 workgroups, and each
 // pass over a 151,936-token row took about 0.8 ms on an H100 (21 ms per step with top-k and top-p, 3.4 ms
-// without), a thread walking 594 tokens one dependent load after another. Up to 1,024 there, within the device's workgroup limits: the
-// kernel's workgroup arrays take WG_BYTES per thread and WG_FIXED_BYTES besides (as Dawn counts them: each
-// variable rounded up to 16 bytes). At least MIN_WG: the 16 radix bins are cleared one per thread. SwiftShader,
+// without), a thread walking 594 tokens one dependent load after another. Up to 1,024 there, within the
+// device's workgroup limits: the kernel's workgroup arrays take WG_BYTES per thread and WG_FIXED_BYTES besides
+// (as Dawn counts them: each variable rounded up to 16 bytes). At least MIN_WG: the 16 radix bins are cleared one per thread. SwiftShader,
 // whose coroutines switch at every barrier, takes its workgroupCap of 16 at any vocabulary: 8 rows took 0.64 ms at
 // 16 threads, 2.49 at 64 and 6.69 at 256 for V = 328 (4.7, 10.8, 48.7 with top-k and top-p), and 48 / 52 / 52 ms
 // for V = 151,936 (510 / 523 / 563).

@@ -221,7 +221,9 @@ describe('clean batches', () => {
   });
 
   it('golden batches have no errors', () => {
-    for (const m of readdirSync(golden).filter((d) => d.startsWith('tiny-'))) {
+    const models = readdirSync(golden).filter((d) => d.startsWith('tiny-'));
+    expect(models).toHaveLength(5);
+    for (const m of models) {
       const report = diagnose(parseBatch(readFileSync(path.join(golden, m, 'batch.json'), 'utf8')));
       expect(report.counts.error, m).toBe(0);
       // Group 1 has rewards [0.5, 0.5]: its advantages are 0.

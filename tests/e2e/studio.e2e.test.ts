@@ -235,7 +235,7 @@ describe('studio in chromium', () => {
     expect(exported.advantages).toEqual(original.advantages);
   });
 
-  it('stays fast on 16 rows × 1000 tokens', async () => {
+  it('imports 16 rows × 1000 tokens and scrolls to their end', async () => {
     await openStudio({ waitModel: false });
     const B = 16;
     const big = {
@@ -252,20 +252,20 @@ describe('studio in chromium', () => {
     await page.getByTestId('heat').selectOption('old_logp');
     await page.getByTestId('overlay').selectOption('completion');
     // Scroll across the whole width, one frame per step: the canvas repaints only the visible cells.
-    const msPerFrame = await page.getByTestId('grid-canvas').evaluate(async (c: HTMLCanvasElement) => {
+    const { msPerFrame, scrolled } = await page.getByTestId('grid-canvas').evaluate(async (c: HTMLCanvasElement) => {
       const scroller = c.parentElement!.parentElement as HTMLElement;
       const steps = 40;
       const t = performance.now();
       for (let i = 0; i < steps; i++) {
-        scroller.scrollLeft = (i / steps) * (scroller.scrollWidth - scroller.clientWidth);
+        scroller.scrollLeft = ((i + 1) / steps) * (scroller.scrollWidth - scroller.clientWidth);
         await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
       }
-      return (performance.now() - t) / steps;
+      return { msPerFrame: (performance.now() - t) / steps, scrolled: scroller.scrollLeft / Math.max(1, scroller.scrollWidth - scroller.clientWidth) };
     });
     console.log(`16×1000 batch: import → grid ${importMs} ms, ${msPerFrame.toFixed(1)} ms per scrolled frame`);
     // Speed targets (≤ 150 ms per scrolled frame, the import) live in `npm run bench -- --only import_page`: this
-    // test checks that the big batch imports and scrolls, not how fast on a shared machine.
-    expect(msPerFrame).toBeGreaterThan(0);
+    // test checks that the big batch imports and scrolls to its last tokens, not how fast on a shared machine.
+    expect(scrolled).toBeGreaterThan(0.99);
     await screenshot(page, 'studio-big.png');
   });
 
@@ -286,7 +286,6 @@ describe('studio in chromium', () => {
     await page.getByRole('button', { name: '+ reward' }).click();
     const src = page.getByTestId(`reward-source-${before}`);
     await src.fill("(s) => { if (s.index === 1) while (true) {} if (s.index === 2) throw new Error('boom'); return s.completion.length }");
-    const t0 = Date.now();
     await page.getByTestId('score-batch').click();
     // While sample 1 spins in the sandbox (timeout_ms 1000 per sample), the page keeps rendering frames
     // and handles input: ten animation frames arrive at display rate, and a select changes on click.
@@ -312,7 +311,6 @@ describe('studio in chromium', () => {
     const errors = await page.getByTestId('reward-error').allTextContents();
     expect(errors.some((e) => e.startsWith('sample 1') && e.includes('timed out'))).toBe(true);
     expect(errors.some((e) => e.startsWith('sample 2') && e.includes('boom'))).toBe(true);
-    expect(Date.now() - t0).toBeLessThan(30_000);
     await screenshot(page, 'studio-rewards.png');
   });
 

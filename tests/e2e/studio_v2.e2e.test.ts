@@ -229,6 +229,7 @@ describe('studio v2 in chromium', () => {
     await table.waitFor({ timeout: 120_000 });
     expect(await table.locator('tbody tr').count()).toBe(5); // 4 groups + all
     const all = await table.locator('tbody tr.chosen td').allTextContents();
+    expect(all.length).toBeGreaterThan(1); // the 'all' row: its label, then the before → after cells
     for (const cell of all.slice(1)) expect(cell).toMatch(/^-?[\d.e-]+ → -?[\d.e-]+$/);
     expect(await page.getByTestId('before-after-changed').textContent()).toMatch(/^\d+ of 32 completions changed \(same prompts, same seed\); pass = correctness > 0/);
   });

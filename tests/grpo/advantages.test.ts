@@ -57,7 +57,9 @@ describe('computeAdvantages', () => {
 });
 
 describe('golden advantages from the stored rewards', () => {
-  for (const m of readdirSync(golden).filter((d) => d.startsWith('tiny-'))) {
+  const models = readdirSync(golden).filter((d) => d.startsWith('tiny-'));
+  it('reads every tiny model (a missing folder would leave no case to run)', () => expect(models).toHaveLength(5));
+  for (const m of models) {
     it(m, () => {
       const st = parseSafeTensors(new Uint8Array(readFileSync(path.join(golden, m, 'golden.safetensors'))));
       const meta = JSON.parse(st.metadata.batch) as { rewards: number[]; num_generations: number };
