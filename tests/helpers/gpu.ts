@@ -5,6 +5,13 @@ import { adapterClass } from '../../src/gpu/context.ts';
 
 export { nodeGpu as testGpu } from '../../src/gpu/node.ts';
 
+/**
+ * Why a test that times dispatches requires 'timestamp-query' instead of passing without it: the test adapters
+ * (lavapipe from bookworm-backports, SwiftShader) have it, and a test that returned early without it would leave
+ * the profiler untested while passing. The refusal without it has its own test (tests/gpu/profiler.test.ts).
+ */
+export const NEEDS_TIMESTAMPS = "the test adapter has 'timestamp-query' (lavapipe and SwiftShader do): the profiler's checks need it";
+
 /** How each adapter class reports itself (adapterClass reads these). */
 const REPORTS: Record<AdapterClass, Partial<Gpu['adapter']>> = {
   gpu: { vendor: 'test', architecture: 'gpu', device: 'test-gpu', description: 'a GPU', isFallback: false },
