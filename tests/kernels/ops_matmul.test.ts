@@ -71,6 +71,8 @@ describe('matmul_forward', () => {
     it(`${layout}: odd shapes, with and without bias, every GEMM kernel`, async () => {
       const gpu = await testGpu();
       const rng = new Rng(layout === 'out_in' ? 11 : 12);
+      // The test adapter (lavapipe) fixes its subgroup size, so every kernel is checked here, the subgroup one too.
+      expect([...gemmKernels(gpu)].sort()).toEqual(['direct', 'subgroup', 'tiled']);
       for (const kernel of gemmKernels(gpu)) {
         let worst = 0;
         for (const [M, K, N] of shapes) {
