@@ -120,13 +120,14 @@ function fixedSubgroupSize(gpu: Gpu): number {
  * slower than the tiled: Node's Dawn on chromium's SwiftShader ICD), GPUs with the tiled one (workgroup
  * tiles are the better plan there, and the one measured on them: 19–35% of an H100's FMA probe).
  */
-const GEMM_ORDER: Record<AdapterClass, GemmKernel[]> = {
-  cpu: ['subgroup', 'tiled', 'direct'],
-  swiftshader: ['direct', 'tiled', 'subgroup'],
-  gpu: ['tiled', 'subgroup', 'direct'],
+const GEMM_ORDER: Record<AdapterClass, readonly GemmKernel[]> = {
+  cpu: Object.freeze(['subgroup', 'tiled', 'direct']),
+  swiftshader: Object.freeze(['direct', 'tiled', 'subgroup']),
+  gpu: Object.freeze(['tiled', 'subgroup', 'direct']),
 };
 
-export function gemmKernels(gpu: Gpu): GemmKernel[] {
+/** The kernels this adapter runs, its default first: the class's table itself where it runs all (frozen: asked per plan, never copied). */
+export function gemmKernels(gpu: Gpu): readonly GemmKernel[] {
   const order = GEMM_ORDER[adapterClass(gpu.adapter)];
   return fixedSubgroupSize(gpu) ? order : order.filter((k) => k !== 'subgroup');
 }
