@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { nodeGpu } from '../src/gpu/node.ts';
 import { measurePeak } from './peak.ts';
-import type { Row, Suite } from './types.ts';
+import type { BenchFile, Row, Suite } from './types.ts';
 
 const SUITES: Record<string, () => Promise<Suite>> = {
   peak: () => import('./peak.ts'),
@@ -65,7 +65,8 @@ async function main(argv: string[]): Promise<void> {
     results[name] = rows;
     console.log(`\n## ${name}\n${table(rows)}`);
   }
-  writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), quick, adapter: gpu?.adapter ?? null, peak: probe?.peak ?? null, results }, null, 1) + '\n');
+  const file: BenchFile = { date: new Date().toISOString(), quick, adapter: gpu?.adapter ?? null, peak: probe?.peak ?? null, results };
+  writeFileSync(out, JSON.stringify(file, null, 1) + '\n');
   console.log(`\nwrote ${out}`);
 }
 

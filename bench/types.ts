@@ -1,6 +1,6 @@
 // What a benchmark suite is: a module exporting `run(gpu, opts): Promise<Row[]>` (registered in
 // bench/run.ts). Kept apart from the runner so suites do not import it back (no cycle).
-import type { Gpu, GpuStats } from '../src/gpu/context.ts';
+import type { AdapterReport, Gpu, GpuStats } from '../src/gpu/context.ts';
 
 /** One result line; every suite chooses its columns. */
 export type Row = Record<string, string | number | null>;
@@ -18,6 +18,14 @@ export interface Peak {
   copy_gbps: number;
   /** Wall µs of one dispatch in a chain of dependent ones (launch and barrier, and the CPU's recording). */
   dispatch_us: number;
+}
+/** What `npm run bench --json FILE` writes (bench/run.ts), and what scripts/device-kit.ts merges into bench/results-<gpu>.json. */
+export interface BenchFile {
+  date: string;
+  quick: boolean;
+  adapter: AdapterReport | null;
+  peak: Peak | null;
+  results: Record<string, Row[]>;
 }
 /** A measured rate as a fraction of its ceiling (3 digits), or null when there is no ceiling. */
 export const ofPeak = (rate: number | null, ceiling: number | null | undefined): number | null => (rate === null || !ceiling ? null : Number((rate / ceiling).toPrecision(3)));

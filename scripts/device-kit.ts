@@ -17,6 +17,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, 
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { BenchFile, Row } from '../bench/types.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const KIT = join(ROOT, '.devkit');
@@ -110,12 +111,11 @@ function vulkanLoader(): void {
   sh('apt-get', ['download', 'libvulkan1'], gl);
 }
 
-function treeBytes(): number {
-  const tracked = sh('git', ['ls-files', '-z']).split('\0').filter((f) => f && existsSync(join(ROOT, f)));
-  const untracked = sh('git', ['ls-files', '-z', '--others', '--exclude-standard']).split('\0').filter(Boolean);
-  let bytes = 0;
-  for (const f of [...tracked, ...untracked]) bytes += statSync(join(ROOT, f)).size;
-  return bytes;
+/** The files that travel without being carried (tracked and present, untracked and not ignored), with their sizes. */
+function treeFiles(): { path: string; bytes: number; tracked: boolean }[] {
+  const list = (tracked: boolean, args: string[]) =>
+    sh('git', ['ls-files', '-z', ...args]).split('\0').filter((f) => f && existsSync(join(ROOT, f))).map((path) => ({ path, bytes: statSync(join(ROOT, path)).size, tracked }));
+  return [...list(true, []), ...list(false, ['--others', '--exclude-standard'])];
 }
 
 /** Bytes of a file, or of every file under a folder. */
@@ -124,16 +124,8 @@ function pathBytes(p: string): number {
   return st.isDirectory() ? readdirSync(p).reduce((sum, e) => sum + pathBytes(join(p, e)), 0) : st.size;
 }
 
-/** What `npm run bench --json` writes (bench/run.ts). */
-interface BenchFile {
-  date: string;
-  quick: boolean;
-  adapter: unknown;
-  peak: unknown;
-  results: Record<string, unknown[]>;
-  note?: string;
-  ab?: Record<string, unknown[]>;
-}
+/** A bench/results-<gpu>.json: a run (bench/types.ts BenchFile) with its note, --ref runs and the run before it. */
+type ResultsFile = BenchFile & { note?: string; ab?: Record<string, Row[]> };
 
 /** Folds device-run.sh's results.json ({ "BUNDLE:SUITE": BenchFile }) into bench/results-<gpu>.json. */
 function merge(file: string, gpu: string, note: string): void {
@@ -141,12 +133,12 @@ function merge(file: string, gpu: string, note: string): void {
   const runs = Object.entries(JSON.parse(readFileSync(file, 'utf8')) as Record<string, BenchFile>);
   const head = runs.filter(([key]) => key.startsWith('head:'));
   if (!head.length) throw new Error(`device-kit merge: ${file} holds no head:SUITE run (has ${runs.map(([k]) => k).join(', ') || 'none'})`);
-  const results: Record<string, unknown[]> = {};
+  const results: Record<string, Row[]> = {};
   for (const [, run] of head) for (const [suite, rows] of Object.entries(run.results)) if (suite !== 'peak' || !results.peak) results[suite] = rows;
-  const ab: Record<string, unknown[]> = {};
+  const ab: Record<string, Row[]> = {};
   for (const [key, run] of runs.filter(([k]) => !k.startsWith('head:'))) ab[key] = run.results[key.split(':')[1]] ?? [];
   const target = join(ROOT, 'bench', `results-${gpu}.json`);
-  const old = existsSync(target) ? (JSON.parse(readFileSync(target, 'utf8')) as BenchFile) : null;
+  const old = existsSync(target) ? (JSON.parse(readFileSync(target, 'utf8')) as ResultsFile) : null;
   const first = head[0][1];
   const merged = {
     date: first.date,
@@ -198,12 +190,13 @@ async function main(argv: string[]): Promise<void> {
     }
   }
   const carry = ['.devkit/runtime.tar.xz', '.devkit/gl', ...names.map((n) => `.devkit/${n}`)];
-  const tree = treeBytes();
+  const files = treeFiles();
+  const tree = files.reduce((sum, f) => sum + f.bytes, 0);
   const kit = carry.reduce((sum, c) => sum + pathBytes(join(ROOT, c)), 0);
   const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
   console.log(`.devkit: ${mib(kit)} (bundles: ${names.join(', ')}); tree ${mib(tree)}; together ${mib(tree + kit)} of the ${mib(TREE_LIMIT)} that may travel`);
   if (tree + kit > TREE_LIMIT) {
-    const big = sh('git', ['ls-files', '-z']).split('\0').filter((f) => f && existsSync(join(ROOT, f)) && statSync(join(ROOT, f)).size > 4 * 2 ** 20);
+    const big = files.filter((f) => f.tracked && f.bytes > 4 * 2 ** 20).map((f) => f.path);
     console.log(`too large: move these aside for the call (they come back with \`git checkout -- <path>\`): ${big.join(' ')}`);
   }
   // HEAD's suites in the order of what a lease is for (issue 23's table), then each --ref's step for the before.

@@ -12,10 +12,10 @@ import { checkSize } from './windows.ts';
 // pass over a 151,936-token row took about 0.8 ms on an H100 (21 ms per step with top-k and top-p, 3.4 ms
 // without), a thread walking 594 tokens one dependent load after another. Up to 1,024 there, within the
 // device's workgroup limits: the kernel's workgroup arrays take WG_BYTES per thread and WG_FIXED_BYTES besides
-// (as Dawn counts them: each variable rounded up to 16 bytes). At least MIN_WG: the 16 radix bins are cleared one per thread. SwiftShader,
-// whose coroutines switch at every barrier, takes its workgroupCap of 16 at any vocabulary: 8 rows took 0.64 ms at
-// 16 threads, 2.49 at 64 and 6.69 at 256 for V = 328 (4.7, 10.8, 48.7 with top-k and top-p), and 48 / 52 / 52 ms
-// for V = 151,936 (510 / 523 / 563).
+// (as Dawn counts them: each variable rounded up to 16 bytes). At least MIN_WG: the 16 radix bins are cleared one
+// per thread. SwiftShader, whose coroutines switch at every barrier, takes its workgroupCap of 16 at any
+// vocabulary: 8 rows took 0.64 ms at 16 threads, 2.49 at 64 and 6.69 at 256 for V = 328 (4.7, 10.8, 48.7 with
+// top-k and top-p), and 48 / 52 / 52 ms for V = 151,936 (510 / 523 / 563).
 const ROW_THREADS = { gpu: 1024, cpu: 256 };
 const WG_BYTES = 28; // red (common/reduce.wgsl), red_u, red4, cdf
 const WG_FIXED_BYTES = 96; // hist (64), pick (8 → 16), pick_before (4 → 16)
