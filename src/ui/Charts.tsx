@@ -6,8 +6,9 @@
 // log-probs; the rest comes from a step). Summary charts of a few dozen points are recharts (SummaryChart);
 // series that grow with the batch or the completion stay on the canvas (SeriesChart).
 import { useMemo } from 'react';
+import { useShallow } from 'zustand/react/shallow';
 import { useStudio } from '../store/index.ts';
-import { groupStats } from '../store/derived.ts';
+import { doneStageTimes, groupStats } from '../store/derived.ts';
 import { AGGREGATIONS, STAGES, STAGE_LABELS, groupLabel, lossTypeOf } from '../store/vocabulary.ts';
 import { SERIES_COLORS } from '../view/chart_theme.ts';
 import { aggregationTitle } from './explain.ts';
@@ -226,8 +227,8 @@ function PassSparklines({ rows }: { rows: readonly PassRow[] }) {
 
 /** The time each stage of the update took (the stepper's numbers, side by side). */
 function StageTimings() {
-  const stages = useStudio((s) => s.stages);
-  const data = useMemo(() => STAGES.flatMap((id) => (stages[id].status === 'done' && stages[id].ms !== undefined ? [{ stage: STAGE_LABELS[id], ms: stages[id].ms }] : [])), [stages]);
+  const times = useStudio(useShallow(doneStageTimes));
+  const data = useMemo(() => STAGES.flatMap((id, i) => (times[i] === null ? [] : [{ stage: STAGE_LABELS[id], ms: times[i] }])), [times]);
   if (!data.length) return null;
   const total = data.reduce((t, r) => t + r.ms, 0);
   return <SummaryChart title={`stage timings (ms; total ${fmt(total, 3)} ms)`} testId="chart-timings" data={data} xKey="stage" xTitle="stage" layout="vertical" series={[{ key: 'ms', color: SERIES_COLORS.ms }]} height={28 + 16 * data.length} label={(r) => String(r.stage)} />;

@@ -7,7 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import type { StateStorage } from 'zustand/middleware';
 import type { GrpoBatch } from '../../src/io/batch.ts';
-import { effectiveOf, groupStats } from '../../src/store/derived.ts';
+import { doneStageTimes, effectiveOf, groupStats } from '../../src/store/derived.ts';
+import { shallow } from 'zustand/shallow';
 import { STORAGE_KEY, createStudioStore } from '../../src/store/index.ts';
 import { DEFAULT_PROMPTS, DEFAULT_SAMPLING_SETTINGS } from '../../src/store/settings.ts';
 import { TASKS } from '../../src/grpo/tasks.ts';
@@ -142,6 +143,22 @@ describe('stepper state', () => {
     expect(s.getState().batch).toBeNull();
     s.getState().setStepFrom('import');
     expect(s.getState().batch).toBe(batch);
+  });
+
+  it("the timings chart's selection changes when a stage is done, not when one starts", () => {
+    const s = createStudioStore(memoryStorage());
+    const before = doneStageTimes(s.getState());
+    expect(before).toEqual(STAGES.map(() => null));
+    s.getState().stageStarted('render');
+    expect(shallow(doneStageTimes(s.getState()), before)).toBe(true);
+    s.getState().stageDone({ id: 'render', ms: 3, ...mem, data: null });
+    const done = doneStageTimes(s.getState());
+    expect(shallow(done, before)).toBe(false);
+    expect(done[STAGES.indexOf('render')]).toBe(3);
+    // A skipped stage draws no bar: its selection stays as it was.
+    s.getState().stageStarted('sample');
+    s.getState().stageDone({ id: 'sample', ms: 0, ...mem, skipped: 'why', data: null });
+    expect(shallow(doneStageTimes(s.getState()), done)).toBe(true);
   });
 
   it('shows group statistics from the advantages stage, else from the import report', () => {

@@ -1,0 +1,122 @@
+// The page's stage loop (src/store/controller.ts runToEnd / nextStage) against a scripted worker: Run to end
+// posts each stage's successor the moment its result arrives, before the page records that result (recording
+// re-renders the page synchronously, and the worker would otherwise wait for it), and still runs every stage
+// exactly once, in order; Stop, a failure or a dropped update end the loop with no stage left in the worker that
+// the page does not know of; Next runs one stage.
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { StateStorage } from 'zustand/middleware';
+import { STAGES, type StageId } from '../../src/bridge/protocol.ts';
+
+/** What the scripted worker and the store did, in order: `post:<stage>` and `done:<stage>` / `error:<stage>`. */
+const events: string[] = [];
+/** How the scripted worker answers a stage (default: a result without data, after a macrotask). */
+let answer: (stage: StageId) => 'ok' | 'fail' = () => 'ok';
+/** Called when a stage is posted; a click it schedules (a macrotask, as a user's) lands before the answer. */
+let onPost: (stage: StageId) => void = () => {};
+
+class ScriptedWorker {
+  onmessage: ((ev: { data: unknown }) => void) | null = null;
+  onerror: unknown = null;
+  postMessage(msg: { id: number; request: { type: string; stage?: StageId } }): void {
+    const { id, request } = msg;
+    if (request.type !== 'run-stage') return void setTimeout(() => this.onmessage?.({ data: { id, ok: true, result: {} } }));
+    const stage = request.stage!;
+    events.push(`post:${stage}`);
+    onPost(stage);
+    setTimeout(() => {
+      const reply =
+        answer(stage) === 'ok'
+          ? { id, ok: true, result: { id: stage, ms: 1, gpuBytes: 0, peakBytes: 0, data: null } }
+          : { id, ok: false, error: { kind: 'internal', message: `${stage} failed` } };
+      this.onmessage?.({ data: reply });
+    });
+  }
+}
+
+function memoryStorage(): StateStorage {
+  const data = new Map<string, string>();
+  return { getItem: (k) => data.get(k) ?? null, setItem: (k, v) => void data.set(k, v), removeItem: (k) => void data.delete(k) };
+}
+
+let controller: typeof import('../../src/store/controller.ts');
+let store: () => ReturnType<ReturnType<typeof import('../../src/store/index.ts').studioStore>['getState']>;
+
+beforeAll(async () => {
+  vi.stubGlobal('localStorage', memoryStorage());
+  vi.stubGlobal('Worker', ScriptedWorker);
+  controller = await import('../../src/store/controller.ts');
+  const { studioStore } = await import('../../src/store/index.ts');
+  store = () => studioStore().getState();
+  // Every stage's status change, as the page would render it.
+  studioStore().subscribe((s, prev) => {
+    for (const id of STAGES) if (s.stages[id].status !== prev.stages[id].status && (s.stages[id].status === 'done' || s.stages[id].status === 'error')) events.push(`${s.stages[id].status}:${id}`);
+  });
+});
+
+afterEach(() => {
+  store().resetRun();
+  events.length = 0;
+  answer = () => 'ok';
+  onPost = () => {};
+});
+
+const posted = () => events.filter((e) => e.startsWith('post:')).map((e) => e.slice(5));
+
+describe('Run to end', () => {
+  it('runs every stage once, in order, posting each one before the previous result is recorded', async () => {
+    await controller.runToEnd();
+    expect(posted()).toEqual([...STAGES]);
+    for (let i = 1; i < STAGES.length; i++) expect(events.indexOf(`post:${STAGES[i]}`), STAGES[i]).toBeLessThan(events.indexOf(`done:${STAGES[i - 1]}`));
+    expect(events.filter((e) => e.startsWith('done:')).map((e) => e.slice(5))).toEqual([...STAGES]);
+    const s = store();
+    expect(s.cursor).toBe(STAGES.length);
+    expect(s.running).toBe(false);
+    expect(s.stageRequests).toBe(0);
+  });
+
+  it('Stop while a stage runs: that stage is recorded and no later one reaches the worker', async () => {
+    const k = STAGES.indexOf('loss');
+    onPost = (stage) => {
+      if (stage === 'loss') setTimeout(() => store().setRunning(false));
+    };
+    await controller.runToEnd();
+    expect(posted()).toEqual(STAGES.slice(0, k + 1));
+    expect(store().cursor).toBe(k + 1);
+    expect(store().stages.loss.status).toBe('done');
+    expect(STAGES.slice(k + 1).every((id) => store().stages[id].status === 'pending')).toBe(true);
+    expect(store().stageRequests).toBe(0);
+    // Run to end again goes on from the next stage, once each.
+    await controller.runToEnd();
+    expect(posted()).toEqual([...STAGES]);
+  });
+
+  it('a failed stage ends the loop: nothing after it is posted', async () => {
+    answer = (stage) => (stage === 'backward' ? 'fail' : 'ok');
+    await controller.runToEnd();
+    const k = STAGES.indexOf('backward');
+    expect(posted()).toEqual(STAGES.slice(0, k + 1));
+    expect(store().stages.backward.status).toBe('error');
+    expect(store().running).toBe(false);
+    expect(store().errors.at(-1)?.message).toBe('backward failed');
+  });
+
+  it('an update dropped while a stage runs (Reset, an import): its answer is not recorded and nothing more is posted', async () => {
+    onPost = (stage) => {
+      if (stage === 'policy_forward') setTimeout(() => store().resetRun());
+    };
+    await controller.runToEnd();
+    expect(posted()).toEqual(STAGES.slice(0, STAGES.indexOf('policy_forward') + 1));
+    expect(store().cursor).toBe(0);
+    expect(STAGES.every((id) => store().stages[id].status === 'pending')).toBe(true);
+  });
+});
+
+describe('Next', () => {
+  it('runs exactly one stage', async () => {
+    expect(await controller.nextStage()).toBe(true);
+    expect(await controller.nextStage()).toBe(true);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(posted()).toEqual(STAGES.slice(0, 2));
+    expect(store().cursor).toBe(2);
+  });
+});
