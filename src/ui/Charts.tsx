@@ -225,11 +225,17 @@ function PassSparklines({ rows }: { rows: readonly PassRow[] }) {
   );
 }
 
-/** The time each stage of the update took (the stepper's numbers, side by side). */
+/**
+ * The time each stage of the update took (the stepper's numbers, side by side), drawn once Run to end stops: the
+ * stepper shows each stage's time as it finishes, and redrawing this recharts tree at every stage (about 300
+ * components a render) was three quarters of the page's React work in an update. Stepping with Next draws it
+ * at each stage.
+ */
 function StageTimings() {
   const times = useStudio(useShallow(doneStageTimes));
+  const running = useStudio((s) => s.running);
   const data = useMemo(() => STAGES.flatMap((id, i) => (times[i] === null ? [] : [{ stage: STAGE_LABELS[id], ms: times[i] }])), [times]);
-  if (!data.length) return null;
+  if (running || !data.length) return null;
   const total = data.reduce((t, r) => t + r.ms, 0);
   return <SummaryChart title={`stage timings (ms; total ${fmt(total, 3)} ms)`} testId="chart-timings" data={data} xKey="stage" xTitle="stage" layout="vertical" series={[{ key: 'ms', color: SERIES_COLORS.ms }]} height={28 + 16 * data.length} label={(r) => String(r.stage)} />;
 }

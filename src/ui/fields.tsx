@@ -1,6 +1,6 @@
 // Small pieces shared by the panels: labelled number / text / select / checkbox inputs that write straight
 // to the store (numbers are committed only when they parse), key / value rows, sections, number formats.
-import { useEffect, useState, type ReactNode } from 'react';
+import { memo, useEffect, useState, type ReactNode } from 'react';
 import { useStudio } from '../store/index.ts';
 
 /** `wide`: the field takes a whole row of a two-column form (a select whose values are too long for half of it). */
@@ -87,15 +87,15 @@ export function CheckField({ label, value, onChange, title, testId, disabled }: 
   );
 }
 
-/** One key / value pair of a `.kv` grid: two cells, no wrapper, so the grid lines them up. */
-export function KV({ k, v, mono, title }: { k: string; v: string; mono?: boolean; title?: string }) {
+/** One key / value pair of a `.kv` grid: two cells, no wrapper, so the grid lines them up. Memoised (its props are text): an inspector re-rendering on each stage's result redraws only the pairs that changed. */
+export const KV = memo(function KV({ k, v, mono, title }: { k: string; v: string; mono?: boolean; title?: string }) {
   return (
     <>
       <span title={title}>{title ? <abbr>{k}</abbr> : k}</span>
       <span className={mono ? 'mono' : undefined}>{v}</span>
     </>
   );
-}
+});
 
 /** A collapsible panel section. */
 export function Section({ title, children, open = true, right }: { title: string; children: ReactNode; open?: boolean; right?: ReactNode }) {

@@ -1,9 +1,11 @@
 // One row label of the token grid: sample id, advantage, and the lengths of ids vs every mask / per-token
 // field (mismatches in bold), with the whole readout as a tooltip. Only the labels of the drawn window exist.
+import { memo } from 'react';
 import { fmt } from '../fields.tsx';
 import type { RowReadout } from '../../view/cells.ts';
 
-export function RowLabel({ r, adv }: { r: RowReadout; adv?: number }) {
+// Memoised: a grid render (each stage's result re-renders it) passes the same cached readout (useGrid.ts) and advantage.
+export const RowLabel = memo(function RowLabel({ r, adv }: { r: RowReadout; adv?: number }) {
   const bad = (n: number | null) => n !== null && n !== r.completion_ids;
   const title = [
     `sample ${r.sample}, group ${r.group}`,
@@ -32,4 +34,4 @@ export function RowLabel({ r, adv }: { r: RowReadout; adv?: number }) {
       </span>
     </>
   );
-}
+});

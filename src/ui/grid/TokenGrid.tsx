@@ -40,8 +40,9 @@ function overlayMask(overlay: Overlay, hasTool: boolean): PaintInput['mask'] {
 export function TokenGrid() {
   const batch = useStudio((s) => s.batch);
   const batchName = useStudio((s) => s.batchName);
-  // Stages under way (or done up to the batch's assembly): the grid is coming, not missing.
-  const stagesRun = useStudio((s) => Object.values(s.stages).filter((st) => st.status !== 'pending').length);
+  // Stages under way (or done up to the batch's assembly): the grid is coming, not missing. Only the empty grid
+  // shows the count: with a batch on screen it reads 0, so a stage starting does not re-render the grid.
+  const stagesRun = useStudio((s) => (s.batch ? 0 : Object.values(s.stages).filter((st) => st.status !== 'pending').length));
   const run = useStudio(shownRun); // the chosen pass's ratio / KL / loss / clip (μ > 1)
   const overlay = useStudio((s) => s.overlay);
   const heat = useStudio((s) => s.heat);
