@@ -21,8 +21,6 @@ override BQ: u32 = 32; // rows per workgroup = threads (one row each)
 @group(0) @binding(4) var<storage, read> dout4: array<vec4f>;       // (B, T, Hq, D / 4)
 @group(0) @binding(7) var<storage, read_write> dk4: array<vec4f>;   // (B, T, Hkv, D / 4)
 @group(0) @binding(8) var<storage, read_write> dv4: array<vec4f>;   // (B, T, Hkv, D / 4)
-var<workgroup> accK: array<vec4f, BQ * DH / 4u>; // row t's dk at [t·DH / 4, (t + 1)·DH / 4)
-var<workgroup> accV: array<vec4f, BQ * DH / 4u>;
 
 @compute @workgroup_size(BQ)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
@@ -37,11 +35,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let b = g / (p.blocks * p.Hkv);
   let group = p.Hq / p.Hkv;
   let ko = ((b * p.T + j) * p.Hkv + kvh) * D4;
-  let ao = t * (DH / 4u);
-  for (var d = 0u; d < D4; d++) {
-    accK[ao + d] = vec4f(0.0);
-    accV[ao + d] = vec4f(0.0);
-  }
+  var accK: array<vec4f, D4_MAX>; // this key row's dk and dv (their first D / 4; zero-initialised)
+  var accV: array<vec4f, D4_MAX>;
   if (attention_mask[b * p.T + j] != 0) {
     for (var r = 0u; r < group; r++) {
       let h = kvh * group + r;
@@ -53,14 +48,14 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         let pij = exp(p.scale * s.x - li);
         let gij = p.scale * pij * (s.y - delta[(b * p.Hq + h) * p.T + i]);
         for (var d = 0u; d < D4; d++) {
-          accK[ao + d] = fma(vec4f(gij), q4[qo + d], accK[ao + d]);
-          accV[ao + d] = fma(vec4f(pij), dout4[qo + d], accV[ao + d]);
+          accK[d] = fma(vec4f(gij), q4[qo + d], accK[d]);
+          accV[d] = fma(vec4f(pij), dout4[qo + d], accV[d]);
         }
       }
     }
   }
   for (var d = 0u; d < D4; d++) {
-    dk4[ko + d] = accK[ao + d];
-    dv4[ko + d] = accV[ao + d];
+    dk4[ko + d] = accK[d];
+    dv4[ko + d] = accV[d];
   }
 }

@@ -17,7 +17,6 @@ override BQ: u32 = 32; // rows per workgroup = threads (one row each)
 @group(0) @binding(4) var<storage, read> out4: array<vec4f>;        // (B, T, Hq, D / 4)
 @group(0) @binding(5) var<storage, read> dout4: array<vec4f>;       // (B, T, Hq, D / 4)
 @group(0) @binding(8) var<storage, read_write> dq4: array<vec4f>;   // (B, T, Hq, D / 4)
-var<workgroup> acc: array<vec4f, BQ * DH / 4u>; // row t's dq at [t·DH / 4, (t + 1)·DH / 4)
 
 @compute @workgroup_size(BQ)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
@@ -32,12 +31,9 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let kvh = h / (p.Hq / p.Hkv);
   let qo = ((b * p.T + i) * p.Hq + h) * D4;
   let row = (b * p.Hq + h) * p.T + i;
-  let ao = t * (DH / 4u);
+  var acc: array<vec4f, D4_MAX>; // this row's dq (its first D / 4; zero-initialised)
   var di = 0.0;
-  for (var d = 0u; d < D4; d++) {
-    di = fma4(dout4[qo + d], out4[qo + d], di);
-    acc[ao + d] = vec4f(0.0);
-  }
+  for (var d = 0u; d < D4; d++) { di = fma4(dout4[qo + d], out4[qo + d], di); }
   delta[row] = di;
   let li = lse[row];
   if (li > p.neg_inf) {
@@ -46,8 +42,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       let ko = ((b * p.T + j) * p.Hkv + kvh) * D4;
       let s = score_and_dp(qo, ko, D4);
       let gij = p.scale * exp(p.scale * s.x - li) * (s.y - di);
-      for (var d = 0u; d < D4; d++) { acc[ao + d] = fma(vec4f(gij), k4[ko + d], acc[ao + d]); }
+      for (var d = 0u; d < D4; d++) { acc[d] = fma(vec4f(gij), k4[ko + d], acc[d]); }
     }
   }
-  for (var d = 0u; d < D4; d++) { dq4[qo + d] = acc[ao + d]; }
+  for (var d = 0u; d < D4; d++) { dq4[qo + d] = acc[d]; }
 }

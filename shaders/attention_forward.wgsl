@@ -14,14 +14,12 @@
 // Deterministic: every sum runs in key order. D is a multiple of 4: rows of q, k, v, out and the accumulator are
 // read as vec4s (common/attention_rows.wgsl).
 
-override BQ: u32 = 32; // query rows per workgroup = threads (the launcher fits it to the storage limit)
-override BK: u32 = 16; // keys per online-softmax step (one rescale of the accumulator per step)
+override BQ: u32 = 32; // query rows per workgroup = threads
+const BK = 16u; // keys per online-softmax step (one rescale of the accumulator per step)
 //#include "common/attention_forward.wgsl"
 //#include "common/attention_rows.wgsl"
 
 @group(0) @binding(4) var<storage, read_write> out4: array<vec4f>; // (B, Tq, Hq, D / 4)
-var<workgroup> acc: array<vec4f, BQ * DH / 4u>; // row t's unnormalised output at [t·DH / 4, (t + 1)·DH / 4)
-var<workgroup> pt: array<f32, BQ * BK>;  // row t's scores, then exp(s - m), of the current step
 
 @compute @workgroup_size(BQ)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
@@ -35,9 +33,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let kvh = h / (p.Hq / p.Hkv);
   let last = p.Tk - p.Tq + i; // the query's absolute position: keys past it are never visible
   let qo = ((b * p.Tq + i) * p.Hq + h) * D4;
-  let ao = t * (DH / 4u);
-  let so = t * BK;
-  for (var d = 0u; d < D4; d++) { acc[ao + d] = vec4f(0.0); }
+  var acc: array<vec4f, D4_MAX>; // this row's unnormalised output (its first D / 4; zero-initialised)
+  var pt: array<f32, BK>;         // this row's scores, then exp(s - m), of the current step
 
   var m = p.neg_inf;
   var l = 0.0;
@@ -52,7 +49,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         for (var d = 0u; d < D4; d++) { dot = fma4(q4[qo + d], k4[ko + d], dot); }
         s = p.scale * dot;
       }
-      pt[so + u] = s;
+      pt[u] = s;
       smax = max(smax, s);
     }
     if (smax == p.neg_inf) { continue; } // nothing visible in this step: m, l, acc unchanged
@@ -60,21 +57,21 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     let alpha = select(0.0, exp(m - mNew), m > p.neg_inf);
     var sum = 0.0;
     for (var u = 0u; u < n; u++) {
-      let s = pt[so + u];
+      let s = pt[u];
       let e = select(0.0, exp(s - mNew), s > p.neg_inf);
-      pt[so + u] = e;
+      pt[u] = e;
       sum += e;
     }
     l = l * alpha + sum;
     m = mNew;
     let vo = ((b * p.TkvMax + j0) * p.Hkv + kvh) * D4;
     for (var d = 0u; d < D4; d++) {
-      var a = acc[ao + d] * alpha;
-      for (var u = 0u; u < n; u++) { a = fma(vec4f(pt[so + u]), v4[vo + u * p.Hkv * D4 + d], a); }
-      acc[ao + d] = a;
+      var a = acc[d] * alpha;
+      for (var u = 0u; u < n; u++) { a = fma(vec4f(pt[u]), v4[vo + u * p.Hkv * D4 + d], a); }
+      acc[d] = a;
     }
   }
   let inv = select(0.0, 1.0 / l, l > 0.0);
-  for (var d = 0u; d < D4; d++) { out4[qo + d] = acc[ao + d] * inv; }
+  for (var d = 0u; d < D4; d++) { out4[qo + d] = acc[d] * inv; }
   lse[row] = select(p.neg_inf, m + log(l), l > 0.0);
 }

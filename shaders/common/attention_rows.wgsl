@@ -6,6 +6,12 @@
 // lane). Offsets below count vec4s (D4 = D / 4 per row); each sum still takes one fma per d in increasing d, as the
 // one-element loops did, so the results are theirs bitwise.
 
+// Each thread keeps its row's accumulators in function memory, sized for the largest head_dim the set takes (the
+// launcher's ROWS_MAX_D): an array in workgroup memory would be zeroed by the implementation behind a barrier
+// (WebGPU zero-initialises workgroup memory), which on SwiftShader tripled these kernels' compile time and
+// made every invocation a coroutine.
+const D4_MAX = 64u;
+
 @group(0) @binding(0) var<storage, read> q4: array<vec4f>; // (B, T, Hq, D / 4)
 @group(0) @binding(1) var<storage, read> k4: array<vec4f>; // (B, TkvMax, Hkv, D / 4)
 @group(0) @binding(2) var<storage, read> v4: array<vec4f>; // (B, TkvMax, Hkv, D / 4)

@@ -4,8 +4,10 @@
 //     keys, no barriers) and the backward attention_backward_dq.wgsl / attention_backward_dkdv.wgsl (one
 //     thread per query / key row). Barriers cost a coroutine switch on a CPU adapter: a set with one
 //     workgroup per row and tree reductions ran several times slower there. It reads its rows as vec4s
-//     (common/attention_rows.wgsl), so it takes a head_dim D that is a multiple of 4; for another D (no model
-//     we know of) the class's next set runs, and a forced 'rows' is refused.
+//     (common/attention_rows.wgsl) and keeps each thread's accumulators in function memory of ROWS_MAX_D (no
+//     workgroup array, which WebGPU zero-fills behind a barrier: on SwiftShader that barrier cost 941 -> 462 ms of
+//     compile for the three kernels and ~15% of their time), so it takes a head_dim D that is a multiple of 4 up to
+//     256; for another D the class's next set runs, and a forced 'rows' is refused.
 //   'wg' (GPUs' decode steps, and their default where 'tile' does not fit): shaders/attention_wg_forward.wgsl, attention_wg_backward_dq.wgsl,
 //     attention_wg_backward_dkdv.wgsl — one workgroup per query (key) row, one key (query) per thread in
 //     tiles of WG, tree reductions (common/reduce.wgsl). B·Hq·T workgroups fill a GPU where the row set's
@@ -34,7 +36,7 @@ import { colsum_forward } from './colsum.ts';
 import { boundBytes, prefix } from './windows.ts';
 
 const BQ_MAX = 64; // 'rows': rows (queries, or keys in dkdv) per workgroup = threads, one row each
-const BK = 16; // 'rows': keys per online-softmax step of the forward
+const ROWS_MAX_D = 256; // 'rows': the largest head_dim its per-thread accumulators hold (common/attention_rows.wgsl D4_MAX · 4)
 const WG = 64; // 'wg': keys (forward, dq) or queries (dkdv) per tile = threads per workgroup
 // 'tile': rows per workgroup (common/attention_tile.wgsl's BR), output columns per chunk workgroup (its DC), and
 // the bytes of its one workgroup array, whatever D is (forward and backward).
@@ -61,14 +63,19 @@ export function attentionKernels(gpu: Gpu): AttentionKernel[] {
   return gpu.limits.maxComputeWorkgroupStorageSize >= TILE_BYTES ? order : order.filter((k) => k !== 'tile');
 }
 
-/** The sets that take head_dim D on this adapter, its default first: 'rows' reads its rows as vec4s (D a multiple of 4). */
+/** Whether the 'rows' set takes head_dim D: it reads rows as vec4s, into per-thread accumulators of ROWS_MAX_D. */
+function rowsTakes(D: number): boolean {
+  return D % 4 === 0 && D <= ROWS_MAX_D;
+}
+
+/** The sets that take head_dim D on this adapter, its default first. */
 function setsFor(gpu: Gpu, D: number): AttentionKernel[] {
-  return attentionKernels(gpu).filter((k) => k !== 'rows' || D % 4 === 0);
+  return attentionKernels(gpu).filter((k) => k !== 'rows' || rowsTakes(D));
 }
 
 /** The set a launcher runs: the forced one (tests, bench), refused in one line where it cannot take D, or D's default. */
 function pickSet(gpu: Gpu, kernel: string, D: number, forced?: AttentionKernel): AttentionKernel {
-  if (forced === 'rows' && D % 4 !== 0) throw new Error(`${kernel}: the 'rows' set reads rows of head_dim D as vec4s and needs D a multiple of 4, got ${D}`);
+  if (forced === 'rows' && !rowsTakes(D)) throw new Error(`${kernel}: the 'rows' set reads rows of head_dim D as vec4s into accumulators of ${ROWS_MAX_D} and needs D a multiple of 4 up to ${ROWS_MAX_D}, got ${D}`);
   return forced ?? setsFor(gpu, D)[0];
 }
 
@@ -97,16 +104,9 @@ function checkWgStorage(gpu: Gpu, kernel: string, D: number, rows: number): void
   checkStorage(gpu, kernel, `head_dim ${D}`, (rows * D + 2 * WG) * 4);
 }
 
-/**
- * 'rows': the rows per workgroup: the largest power of two up to BQ_MAX (and the adapter's workgroupCap) whose
- * per-thread workgroup rows (`rowFloats` f32 each) fit maxComputeWorkgroupStorageSize (at least one must).
- */
-function rowsPerGroup(gpu: Gpu, kernel: string, D: number, rowFloats: number): number {
-  checkStorage(gpu, kernel, `head_dim ${D}`, rowFloats * 4);
-  const limit = gpu.limits.maxComputeWorkgroupStorageSize;
-  let bq = Math.min(BQ_MAX, workgroupCap(gpu.adapter));
-  while (bq * rowFloats * 4 > limit) bq /= 2;
-  return bq;
+/** 'rows': rows per workgroup, one thread each (no workgroup memory: each thread's accumulators are its own). */
+function rowsPerGroup(gpu: Gpu): number {
+  return Math.min(BQ_MAX, workgroupCap(gpu.adapter));
 }
 
 /**
@@ -155,7 +155,7 @@ export function attention_forward(
   if (set === 'tile' && !args.kernel && Tq < TILE_MIN_ROWS) set = setsFor(gpu, D)[1];
   if (set === 'tile') checkStorage(gpu, kernel, "the 'tile' set (any head_dim)", TILE_BYTES);
   if (set === 'wg') checkWgStorage(gpu, kernel, D, 2); // the query row and the output accumulator
-  const BQ = set === 'tile' ? TILE_ROWS : set === 'wg' ? 1 : rowsPerGroup(gpu, kernel, D, D + BK); // 'rows': accumulator and step scores
+  const BQ = set === 'tile' ? TILE_ROWS : set === 'wg' ? 1 : rowsPerGroup(gpu);
   const blocks = Math.ceil(Tq / BQ);
   const chunks = set === 'tile' ? Math.ceil(D / TILE_CHUNK) : 1;
   const rows = B * Hq * Tq;
@@ -163,7 +163,7 @@ export function attention_forward(
   rec.dispatch({
     kernel,
     shader: `attention${set === 'rows' ? '' : `_${set}`}_forward`,
-    constants: set === 'tile' ? {} : set === 'wg' ? { WG, DH: D } : { BQ, BK, DH: D },
+    constants: set === 'tile' ? {} : set === 'wg' ? { WG, DH: D } : { BQ },
     bindings: setBindings(set, bindings),
     params: [
       ['Tq', 'u32', Tq], ['Tk', 'u32', Tk], ['TkvMax', 'u32', TkvMax], ['Hq', 'u32', Hq],
@@ -206,9 +206,8 @@ export function attention_backward(
   const wg = set === 'wg';
   if (tile) checkStorage(gpu, kernel, "the 'tile' set (any head_dim)", TILE_BYTES);
   if (wg) checkWgStorage(gpu, kernel, D, 4); // dkdv: k, v and the dk / dv accumulators (dq: 3 rows)
-  // Rows per workgroup: 'tile' blocks of TILE_ROWS (and a workgroup per TILE_CHUNK gradient columns), 'wg' one,
-  // 'rows' BQ (the dkdv pass's dk and dv accumulators per thread; dq: 1).
-  const BQ = tile ? TILE_ROWS : wg ? 1 : rowsPerGroup(gpu, kernel, D, 2 * D);
+  // Rows per workgroup: 'tile' blocks of TILE_ROWS (and a workgroup per TILE_CHUNK gradient columns), 'wg' one, 'rows' BQ.
+  const BQ = tile ? TILE_ROWS : wg ? 1 : rowsPerGroup(gpu);
   const chunks = tile ? Math.ceil(D / TILE_CHUNK) : 1;
   // One pass per side: query rows of (b, h), key rows of (b, kvh).
   const pass = (side: 'dq' | 'dkdv', heads: number, bindings: Record<string, Binding>) => {
@@ -217,7 +216,7 @@ export function attention_backward(
     rec.dispatch({
       kernel: `${kernel}:${side}`,
       shader: `attention${set === 'rows' ? '' : `_${set}`}_backward_${side}`,
-      constants: tile ? {} : wg ? { WG, DH: D } : { BQ, DH: D },
+      constants: tile ? {} : wg ? { WG, DH: D } : { BQ },
       bindings: setBindings(set, bindings),
       params: backwardParams(args, blocks, groups, { chunks, splits: 1, n: 0 }),
       workgroups: Gpu.grid(groups),

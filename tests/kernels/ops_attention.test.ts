@@ -26,7 +26,7 @@ import { expectClose } from '../helpers/close.ts';
 import { dot, fdGradient } from '../helpers/fd.ts';
 import { attention_backward as attBackRef, attention_forward as attRef } from '../../src/oracle/attention.ts';
 import type { AttentionBackwardShape, AttentionShape } from '../../src/kernels/types.ts';
-import { ATTENTION_KERNELS, attentionBackwardScratchBytes, attentionKernels, attention_backward, attention_forward, type AttentionKernel } from '../../src/kernels/attention.ts';
+import { attentionBackwardScratchBytes, attentionKernels, attention_backward, attention_forward, type AttentionKernel } from '../../src/kernels/attention.ts';
 import { workgroupCap, type Gpu } from '../../src/gpu/context.ts';
 
 const U = 2 ** -24;
@@ -124,11 +124,15 @@ const shape = (B: number, Tq: number, Tk: number, TkvMax: number, Hq: number, Hk
 /** The backward's shape of a full-sequence forward shape (Tq = Tk = T). */
 const backShape = (s: AttentionShape): AttentionBackwardShape => ({ B: s.B, T: s.Tq, Hq: s.Hq, Hkv: s.Hkv, D: s.D, scale: s.scale });
 
-/** 'rows' reads its rows as vec4s: a head_dim that is not a multiple of 4 is the other sets' (FULL's D = 5). */
-const takes = (kernel: AttentionKernel, s: { D: number }) => kernel !== 'rows' || s.D % 4 === 0;
-const ROWS_REFUSED = (kernel: string, D: number) => `${kernel}: the 'rows' set reads rows of head_dim D as vec4s and needs D a multiple of 4, got ${D}`;
+/**
+ * 'rows' reads its rows as vec4s into per-thread accumulators of 256: a head_dim that is not a multiple of 4, or
+ * past 256, is the other sets' (FULL's D = 5).
+ */
+const takes = (kernel: AttentionKernel, s: { D: number }) => kernel !== 'rows' || (s.D % 4 === 0 && s.D <= 256);
+const ROWS_REFUSED = (kernel: string, D: number) => `${kernel}: the 'rows' set reads rows of head_dim D as vec4s into accumulators of 256 and needs D a multiple of 4 up to 256, got ${D}`;
 
-const FULL = [shape(4, 13, 13, 13, 4, 2, 8), shape(3, 37, 37, 37, 3, 1, 16), shape(3, 19, 19, 19, 9, 3, 64), shape(3, 1, 1, 1, 4, 2, 8), shape(4, 150, 150, 150, 4, 2, 16), shape(3, 70, 70, 70, 3, 3, 5), shape(3, 21, 21, 21, 4, 2, 128)];
+// D = 256: the widest head_dim the 'rows' set's per-thread accumulators hold (every element of them in use).
+const FULL = [shape(4, 13, 13, 13, 4, 2, 8), shape(3, 37, 37, 37, 3, 1, 16), shape(3, 19, 19, 19, 9, 3, 64), shape(3, 1, 1, 1, 4, 2, 8), shape(4, 150, 150, 150, 4, 2, 16), shape(3, 70, 70, 70, 3, 3, 5), shape(3, 21, 21, 21, 4, 2, 128), shape(3, 11, 11, 11, 2, 1, 256)];
 
 describe('attention_forward (fused)', () => {
   /** Runs `each` once per kernel set the adapter has and logs the worst error of each. */
@@ -161,7 +165,7 @@ describe('attention_forward (fused)', () => {
     });
   });
 
-  it("'rows' takes a head_dim that is a multiple of 4 (it reads rows as vec4s): forced with D = 5 it is refused in one line, forward and backward; where it is the default (SwiftShader; lavapipe's decode steps) D = 5 runs 'wg', D = 8 'rows'", async () => {
+  it("'rows' takes a head_dim that is a multiple of 4 up to 256 (it reads rows as vec4s into accumulators of 256): forced with D = 5 or 260 it is refused in one line, forward and backward; where it is the default (SwiftShader; lavapipe's decode steps) D = 5 and 260 run 'wg', D = 8 'rows'", async () => {
     const gpu = await testGpu();
     const shaders = async (view: TestGpu, s: AttentionShape) => {
       const rec = view.recorder('sets');
@@ -178,10 +182,11 @@ describe('attention_forward (fused)', () => {
     const swift = asAdapterClass(gpu, 'swiftshader');
     expect(await shaders(swift, shape(2, 9, 9, 9, 4, 2, 5))).toEqual(['attention_wg_forward', 'attention_wg_backward_dq', 'attention_wg_backward_dkdv']);
     expect(await shaders(swift, shape(2, 9, 9, 9, 4, 2, 8))).toEqual(['attention_forward', 'attention_backward_dq', 'attention_backward_dkdv']);
+    expect(await shaders(swift, shape(2, 9, 9, 9, 4, 2, 260))).toEqual(['attention_wg_forward', 'attention_wg_backward_dq', 'attention_wg_backward_dkdv']);
     const lavapipe = asAdapterClass(gpu, 'cpu');
     expect(await shaders(lavapipe, shape(2, 1, 9, 9, 4, 2, 5))).toEqual(['attention_wg_forward']); // a decode step: 'tile' hands it on
     expect(await shaders(lavapipe, shape(2, 1, 9, 9, 4, 2, 8))).toEqual(['attention_forward']);
-    for (const D of [5, 6, 7]) {
+    for (const D of [5, 6, 7, 260]) {
       const s = shape(1, 3, 3, 3, 1, 1, D);
       const buf = gpu.createBuffer('x', 3 * D * 4);
       const rec = gpu.recorder('rows refused');
@@ -194,17 +199,18 @@ describe('attention_forward (fused)', () => {
     expect(await forwardCase(swift, new Rng(56), shape(3, 13, 13, 13, 4, 2, 5), 'wg')).toBeLessThanOrEqual(1);
   });
 
-  it("refuses a head_dim whose workgroup rows do not fit the device, with the 'rows' and 'wg' sets", async () => {
+  it("refuses a head_dim whose workgroup rows do not fit the device with the 'wg' set ('rows' keeps no rows in workgroup memory: it refuses D past 256)", async () => {
     const gpu = await testGpu();
     const D = gpu.limits.maxComputeWorkgroupStorageSize / 4; // two rows of D floats: twice the limit
     const s = shape(1, 1, 1, 1, 1, 1, D);
     const buf = gpu.createBuffer('x', D * 4);
     const rec = gpu.recorder('too wide');
     // 'tile' stages fixed-size tiles and chunks D: its workgroup storage does not grow with the head_dim.
-    for (const kernel of ATTENTION_KERNELS.filter((k) => k !== 'tile')) {
-      expect(() => attention_forward(rec, { out: buf, q: buf, k: buf, v: buf, attentionMask: buf, lse: buf, ...s, kernel })).toThrow(/attention_forward: head_dim \d+ needs \d+ bytes of workgroup storage, the device allows \d+/);
-      expect(() => attention_backward(rec, { dq: buf, dk: buf, dv: buf, dout: buf, q: buf, k: buf, v: buf, out: buf, lse: buf, attentionMask: buf, ...backShape(s), kernel })).toThrow(/attention_backward: head_dim \d+ needs \d+ bytes/);
-    }
+    const kernel = 'wg';
+    expect(() => attention_forward(rec, { out: buf, q: buf, k: buf, v: buf, attentionMask: buf, lse: buf, ...s, kernel })).toThrow(/attention_forward: head_dim \d+ needs \d+ bytes of workgroup storage, the device allows \d+/);
+    expect(() => attention_backward(rec, { dq: buf, dk: buf, dv: buf, dout: buf, q: buf, k: buf, v: buf, out: buf, lse: buf, attentionMask: buf, ...backShape(s), kernel })).toThrow(/attention_backward: head_dim \d+ needs \d+ bytes/);
+    expect(() => attention_forward(rec, { out: buf, q: buf, k: buf, v: buf, attentionMask: buf, lse: buf, ...s, kernel: 'rows' })).toThrow(ROWS_REFUSED('attention_forward', D));
+    expect(rec.kernels).toEqual([]);
   });
 
   it('runs the tile set on GPUs and lavapipe, one thread per row on SwiftShader (which caps workgroups)', () => {
