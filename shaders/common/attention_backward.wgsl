@@ -5,7 +5,7 @@
 // (wg) one per row (blocks = T); the tile set's also count d-chunks and (dkdv) head splits
 // (common/attention_tile_backward.wgsl), fields the other sets leave at chunks = splits = 1, n = 0.
 
-override DH: u32 = 64; // head_dim D
+override DH: u32 = 64; // head_dim D: sizes the 'wg' set's workgroup rows
 
 struct Params {
   T: u32, Hq: u32, Hkv: u32, D: u32, blocks: u32, scale: f32, neg_inf: f32, groups: u32,

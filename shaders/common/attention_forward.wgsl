@@ -5,7 +5,7 @@
 // a 64-wide chunk of the head's D output columns. The row set's threads take the rows < `rows` (= B·Hq·Tq) in
 // (b, h, i) order, BQ consecutive ones a workgroup.
 
-override DH: u32 = 64; // head_dim D: sizes the workgroup rows (the launcher checks the storage limit)
+override DH: u32 = 64; // head_dim D: sizes the 'wg' set's workgroup rows (the launcher checks the storage limit)
 
 struct Params {
   Tq: u32, Tk: u32, TkvMax: u32, Hq: u32,

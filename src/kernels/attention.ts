@@ -36,7 +36,7 @@ import { colsum_forward } from './colsum.ts';
 import { boundBytes, prefix } from './windows.ts';
 
 const BQ_MAX = 64; // 'rows': rows (queries, or keys in dkdv) per workgroup = threads, one row each
-const ROWS_MAX_D = 256; // 'rows': the largest head_dim its per-thread accumulators hold (common/attention_rows.wgsl D4_MAX · 4)
+export const ROWS_MAX_D = 256; // 'rows': the largest head_dim its per-thread accumulators hold (common/attention_rows.wgsl D4_MAX · 4)
 const WG = 64; // 'wg': keys (forward, dq) or queries (dkdv) per tile = threads per workgroup
 // 'tile': rows per workgroup (common/attention_tile.wgsl's BR), output columns per chunk workgroup (its DC), and
 // the bytes of its one workgroup array, whatever D is (forward and backward).

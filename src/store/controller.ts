@@ -300,6 +300,12 @@ interface Posted {
   /** The update's settings, which the first stage carries (later stages' are ignored by the worker). */
   settings: StepSettings;
   first: boolean;
+  /**
+   * The update it belongs to, as the store names it (runSettings) when it was posted: an import, a model change or
+   * Reset landing before its answer drops the update (runSettings changes), and the answer must not be written into
+   * the next update's fresh stages.
+   */
+  update: StepSettings | null;
   reply: Promise<StageResult>;
 }
 
@@ -308,7 +314,8 @@ function postStage(cursor: number): Posted {
   const stage = STAGES[cursor];
   const first = cursor === 0;
   const sent = first ? structuredClone(settings()) : store().runSettings ?? settings();
-  return { stage, settings: sent, first, reply: worker().request({ type: 'run-stage', stage, settings: sent, start: first ? start() : undefined }) };
+  const reply = worker().request({ type: 'run-stage', stage, settings: sent, start: first ? start() : undefined });
+  return { stage, settings: sent, first, update: first ? sent : store().runSettings, reply };
 }
 
 /**
@@ -317,7 +324,9 @@ function postStage(cursor: number): Posted {
  * asked when the result arrives: whether the next stage's request goes to the worker at once, before this result
  * is recorded — recording re-renders the page synchronously (a few tens of ms a stage, ~250 ms for the assembled
  * batch's views on a 2-core machine), and Run to end would otherwise leave the worker idle for it. A stage sent
- * ahead is returned and must be run next (the worker is already running it).
+ * ahead is returned and must be run next (the worker is already running it): even when its update was dropped
+ * before it could be recorded (by something recording the previous result set off), it is awaited, counted in
+ * stageRequests while the worker runs it, and not recorded.
  */
 async function runStage(posted: Posted | null, ahead: () => boolean): Promise<{ next: Posted | null } | false> {
   const s = store();
@@ -330,27 +339,33 @@ async function runStage(posted: Posted | null, ahead: () => boolean): Promise<{ 
     }
   }
   const p = posted ?? postStage(s.cursor);
-  store().stageStarted(p.stage, p.first ? p.settings : undefined);
-  // The update this stage belongs to: an import, a model change or Reset landing while it runs drops the update
-  // (runSettings goes back to null), and its answer must not be written into the next one's fresh stages.
-  const update = store().runSettings;
-  const dropped = () => store().runSettings !== update;
+  const live = p.first || store().runSettings === p.update;
+  if (live) store().stageStarted(p.stage, p.first ? p.settings : undefined);
+  const dropped = () => !live || store().runSettings !== p.update;
   store().trackStageRequest(1);
+  let result: StageResult;
   try {
-    const result = await p.reply;
-    if (dropped()) return false;
-    const i = STAGES.indexOf(p.stage) + 1;
-    const next = i < STAGES.length && ahead() ? postStage(i) : null;
-    store().stageDone(result);
-    return { next };
+    result = await p.reply;
   } catch (e) {
-    if (dropped()) return false;
-    store().stageFailed(p.stage);
-    fail(e);
+    if (!dropped()) {
+      store().stageFailed(p.stage);
+      fail(e);
+    }
     return false;
   } finally {
     store().trackStageRequest(-1);
   }
+  if (dropped()) return false;
+  const i = STAGES.indexOf(p.stage) + 1;
+  const next = i < STAGES.length && ahead() ? postStage(i) : null;
+  try {
+    store().stageDone(result);
+  } catch (e) {
+    // Recording failed (a bug): the stage sent ahead still runs in the worker; its answer is awaited, not recorded.
+    if (next) void next.reply.catch(() => {});
+    throw e;
+  }
+  return { next };
 }
 
 /** Runs the next stage; false when there is none or it failed. */

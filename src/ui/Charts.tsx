@@ -3,7 +3,7 @@
 // the step, as numbers; with μ > 1 each pass over the batch, its loss / KL / clipping as sparklines, and the
 // pass the heat follows), grad norms per parameter group, log-probs before / after the step and the time each
 // stage took. A chart appears once its data exists (an imported batch has rewards/advantages and old/ref
-// log-probs; the rest comes from a step). Summary charts of a few dozen points are recharts (SummaryChart);
+// log-probs; the rest comes from a step; the stage timings once Run to end stops). Summary charts of a few dozen points are recharts (SummaryChart);
 // series that grow with the batch or the completion stay on the canvas (SeriesChart).
 import { useMemo } from 'react';
 import { useShallow } from 'zustand/react/shallow';

@@ -1,6 +1,6 @@
 // Fused attention_forward / attention_backward (GPU), each kernel set the adapter can run ('rows', 'wg', 'tile':
 // all three everywhere they fit, forced in turn), against their float64 twins: odd T (not a
-// multiple of the 16-key step or the 64-row block), head dims 8/16/64/128 (wider than a 64-thread workgroup)/odd (5), GQA 4/2, 3/1, 9/3, left padding longer than
+// multiple of the 16-key step or the 64-row block), head dims 8/16/64/128 (wider than a 64-thread workgroup)/256 (the widest 'rows' takes)/odd (5), GQA 4/2, 3/1, 9/3, left padding longer than
 // a tile (whole tiles with no visible key), fully masked rows (left-pad query rows see no key), holes
 // in the mask, a near one-hot softmax, a long row (T = 1,100), decode steps (Tq = 1 over a KV cache
 // with TkvMax > Tk), a chunk Tq < Tk, T = 1; determinism (two runs bit-identical); the workgroup
@@ -19,6 +19,7 @@
 // G_j = scale·p_j·(A_j + Σ_j' p_j' A_j'); dq = Σ_j g_j k_j, dk = Σ g q then err by
 // ≲ Σ (u(√D + 2√T + 3) + ε_i)·G|k| (resp. G|q|), and dv = Σ p·dout by Σ (4u√(group·T) + ε_i)·p|dout|.
 // Each bound gets ×4 headroom (the √n growth of random-sign roundings is an estimate, not a bound).
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { asAdapterClass, spyDispatches, testGpu } from '../helpers/gpu.ts';
 import { Rng } from '../../src/model/rng.ts';
@@ -26,11 +27,11 @@ import { expectClose } from '../helpers/close.ts';
 import { dot, fdGradient } from '../helpers/fd.ts';
 import { attention_backward as attBackRef, attention_forward as attRef } from '../../src/oracle/attention.ts';
 import type { AttentionBackwardShape, AttentionShape } from '../../src/kernels/types.ts';
-import { attentionBackwardScratchBytes, attentionKernels, attention_backward, attention_forward, type AttentionKernel } from '../../src/kernels/attention.ts';
+import { ROWS_MAX_D, attentionBackwardScratchBytes, attentionKernels, attention_backward, attention_forward, type AttentionKernel } from '../../src/kernels/attention.ts';
 import { workgroupCap, type Gpu } from '../../src/gpu/context.ts';
 
 const U = 2 ** -24;
-const STEP = 16; // keys per online-softmax step of 'rows' (BK in src/kernels/attention.ts); 'tile' takes 32: fewer rescales, so the bound holds
+const STEP = 16; // keys per online-softmax step of 'rows' (BK in shaders/attention_forward.wgsl); 'tile' takes 32: fewer rescales, so the bound holds
 type TestGpu = Awaited<ReturnType<typeof testGpu>>;
 
 /** Row 0 sees everything, row 1 is left-padded (half the row), row 2 is fully masked, row 3 has holes. */
@@ -125,13 +126,13 @@ const shape = (B: number, Tq: number, Tk: number, TkvMax: number, Hq: number, Hk
 const backShape = (s: AttentionShape): AttentionBackwardShape => ({ B: s.B, T: s.Tq, Hq: s.Hq, Hkv: s.Hkv, D: s.D, scale: s.scale });
 
 /**
- * 'rows' reads its rows as vec4s into per-thread accumulators of 256: a head_dim that is not a multiple of 4, or
- * past 256, is the other sets' (FULL's D = 5).
+ * 'rows' reads its rows as vec4s into per-thread accumulators of ROWS_MAX_D: a head_dim that is not a multiple of 4,
+ * or past it, is the other sets' (FULL's D = 5).
  */
-const takes = (kernel: AttentionKernel, s: { D: number }) => kernel !== 'rows' || (s.D % 4 === 0 && s.D <= 256);
-const ROWS_REFUSED = (kernel: string, D: number) => `${kernel}: the 'rows' set reads rows of head_dim D as vec4s into accumulators of 256 and needs D a multiple of 4 up to 256, got ${D}`;
+const takes = (kernel: AttentionKernel, s: { D: number }) => kernel !== 'rows' || (s.D % 4 === 0 && s.D <= ROWS_MAX_D);
+const ROWS_REFUSED = (kernel: string, D: number) => `${kernel}: the 'rows' set reads rows of head_dim D as vec4s into accumulators of ${ROWS_MAX_D} and needs D a multiple of 4 up to ${ROWS_MAX_D}, got ${D}`;
 
-// D = 256: the widest head_dim the 'rows' set's per-thread accumulators hold (every element of them in use).
+// D = ROWS_MAX_D (256): the widest head_dim the 'rows' set's per-thread accumulators hold (every element in use).
 const FULL = [shape(4, 13, 13, 13, 4, 2, 8), shape(3, 37, 37, 37, 3, 1, 16), shape(3, 19, 19, 19, 9, 3, 64), shape(3, 1, 1, 1, 4, 2, 8), shape(4, 150, 150, 150, 4, 2, 16), shape(3, 70, 70, 70, 3, 3, 5), shape(3, 21, 21, 21, 4, 2, 128), shape(3, 11, 11, 11, 2, 1, 256)];
 
 describe('attention_forward (fused)', () => {
@@ -165,7 +166,7 @@ describe('attention_forward (fused)', () => {
     });
   });
 
-  it("'rows' takes a head_dim that is a multiple of 4 up to 256 (it reads rows as vec4s into accumulators of 256): forced with D = 5 or 260 it is refused in one line, forward and backward; where it is the default (SwiftShader; lavapipe's decode steps) D = 5 and 260 run 'wg', D = 8 'rows'", async () => {
+  it("'rows' takes a head_dim that is a multiple of 4 up to ROWS_MAX_D = 256 (it reads rows as vec4s into accumulators of that many): forced with D = 5 or 260 it is refused in one line, forward and backward; where it is the default (SwiftShader; lavapipe's decode steps) D = 5 and 260 run 'wg', D = 8 'rows'", async () => {
     const gpu = await testGpu();
     const shaders = async (view: TestGpu, s: AttentionShape) => {
       const rec = view.recorder('sets');
@@ -182,11 +183,11 @@ describe('attention_forward (fused)', () => {
     const swift = asAdapterClass(gpu, 'swiftshader');
     expect(await shaders(swift, shape(2, 9, 9, 9, 4, 2, 5))).toEqual(['attention_wg_forward', 'attention_wg_backward_dq', 'attention_wg_backward_dkdv']);
     expect(await shaders(swift, shape(2, 9, 9, 9, 4, 2, 8))).toEqual(['attention_forward', 'attention_backward_dq', 'attention_backward_dkdv']);
-    expect(await shaders(swift, shape(2, 9, 9, 9, 4, 2, 260))).toEqual(['attention_wg_forward', 'attention_wg_backward_dq', 'attention_wg_backward_dkdv']);
+    expect(await shaders(swift, shape(2, 9, 9, 9, 4, 2, ROWS_MAX_D + 4))).toEqual(['attention_wg_forward', 'attention_wg_backward_dq', 'attention_wg_backward_dkdv']);
     const lavapipe = asAdapterClass(gpu, 'cpu');
     expect(await shaders(lavapipe, shape(2, 1, 9, 9, 4, 2, 5))).toEqual(['attention_wg_forward']); // a decode step: 'tile' hands it on
     expect(await shaders(lavapipe, shape(2, 1, 9, 9, 4, 2, 8))).toEqual(['attention_forward']);
-    for (const D of [5, 6, 7, 260]) {
+    for (const D of [5, 6, 7, ROWS_MAX_D + 4]) {
       const s = shape(1, 3, 3, 3, 1, 1, D);
       const buf = gpu.createBuffer('x', 3 * D * 4);
       const rec = gpu.recorder('rows refused');
@@ -197,6 +198,14 @@ describe('attention_forward (fused)', () => {
     }
     // The 'wg' set that SwiftShader runs for D = 5 is checked against the float64 twin by the tests above (FULL).
     expect(await forwardCase(swift, new Rng(56), shape(3, 13, 13, 13, 4, 2, 5), 'wg')).toBeLessThanOrEqual(1);
+  });
+
+  it("the launcher's widest 'rows' head_dim is the one its shaders' accumulators hold (D4_MAX vec4s)", () => {
+    const wgsl = readFileSync(new URL('../../shaders/common/attention_rows.wgsl', import.meta.url), 'utf8');
+    const m = /const D4_MAX = (\d+)u;/.exec(wgsl);
+    expect(m).not.toBeNull();
+    expect(4 * Number(m![1])).toBe(ROWS_MAX_D);
+    expect(FULL.some((s) => s.D === ROWS_MAX_D)).toBe(true);
   });
 
   it("refuses a head_dim whose workgroup rows do not fit the device with the 'wg' set ('rows' keeps no rows in workgroup memory: it refuses D past 256)", async () => {

@@ -13,6 +13,8 @@ const events: string[] = [];
 let answer: (stage: StageId) => 'ok' | 'fail' = () => 'ok';
 /** Called when a stage is posted; a click it schedules (a macrotask, as a user's) lands before the answer. */
 let onPost: (stage: StageId) => void = () => {};
+/** Called synchronously while the page records a stage's result (as a store subscriber or a sync effect would). */
+let onDone: (stage: StageId) => void = () => {};
 
 class ScriptedWorker {
   onmessage: ((ev: { data: unknown }) => void) | null = null;
@@ -49,7 +51,11 @@ beforeAll(async () => {
   store = () => studioStore().getState();
   // Every stage's status change, as the page would render it.
   studioStore().subscribe((s, prev) => {
-    for (const id of STAGES) if (s.stages[id].status !== prev.stages[id].status && (s.stages[id].status === 'done' || s.stages[id].status === 'error')) events.push(`${s.stages[id].status}:${id}`);
+    for (const id of STAGES) {
+      if (s.stages[id].status === prev.stages[id].status || (s.stages[id].status !== 'done' && s.stages[id].status !== 'error')) continue;
+      events.push(`${s.stages[id].status}:${id}`);
+      if (s.stages[id].status === 'done') onDone(id);
+    }
   });
 });
 
@@ -58,6 +64,7 @@ afterEach(() => {
   events.length = 0;
   answer = () => 'ok';
   onPost = () => {};
+  onDone = () => {};
 });
 
 const posted = () => events.filter((e) => e.startsWith('post:')).map((e) => e.slice(5));
@@ -108,6 +115,37 @@ describe('Run to end', () => {
     expect(posted()).toEqual(STAGES.slice(0, STAGES.indexOf('policy_forward') + 1));
     expect(store().cursor).toBe(0);
     expect(STAGES.every((id) => store().stages[id].status === 'pending')).toBe(true);
+  });
+});
+
+describe('Run to end, when recording a result sets something off', () => {
+  it('a Reset while the sent-ahead stage runs: that stage is awaited (the page stays busy) and not recorded; nothing more is posted', async () => {
+    let busyWhileRunning: boolean | null = null;
+    onDone = (stage) => {
+      if (stage === 'assemble') store().resetRun();
+    };
+    onPost = (stage) => {
+      if (stage === 'policy_forward') setTimeout(() => (busyWhileRunning = store().stageRequests > 0));
+    };
+    await controller.runToEnd();
+    expect(posted()).toEqual(STAGES.slice(0, STAGES.indexOf('policy_forward') + 1));
+    expect(busyWhileRunning).toBe(true);
+    expect(store().cursor).toBe(0);
+    expect(STAGES.every((id) => store().stages[id].status === 'pending')).toBe(true);
+    expect(store().stageRequests).toBe(0);
+    expect(store().running).toBe(false);
+  });
+
+  it('a Stop: the stage already sent ahead runs and is recorded, and the loop ends there', async () => {
+    onDone = (stage) => {
+      if (stage === 'assemble') store().setRunning(false);
+    };
+    await controller.runToEnd();
+    const k = STAGES.indexOf('policy_forward');
+    expect(posted()).toEqual(STAGES.slice(0, k + 1));
+    expect(store().stages.policy_forward.status).toBe('done');
+    expect(store().cursor).toBe(k + 1);
+    expect(store().stageRequests).toBe(0);
   });
 });
 
