@@ -361,7 +361,7 @@ async function runStage(posted: Posted | null, ahead: () => boolean): Promise<{ 
   try {
     store().stageDone(result);
   } catch (e) {
-    // Recording failed (a bug): the stage sent ahead still runs in the worker; its answer is awaited, not recorded.
+    // Recording failed (a bug): the stage sent ahead still runs in the worker; its answer is dropped, a failure caught.
     if (next) void next.reply.catch(() => {});
     throw e;
   }
