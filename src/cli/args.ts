@@ -42,7 +42,9 @@ export function parseArgs(argv: string[], spec: { values: string[]; switches?: s
       // named "--json"); a value that starts with -- can be given as --name=--value.
       const v = inline ?? (argv[i + 1]?.startsWith('--') ? undefined : argv[++i]);
       if (v === undefined) throw new CliError(`--${name} needs a value`);
-      flags.set(name, v);
+      // `--out -` is standard output, where every verb writes without --out (not a file named "-").
+      if (name === 'out' && v === '-') flags.delete(name);
+      else flags.set(name, v);
     } else {
       throw new CliError(`unknown option --${name}`);
     }

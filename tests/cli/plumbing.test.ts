@@ -2,7 +2,7 @@
 // and memory, with no stack trace — run in process through main() as the binary runs it (tests/helpers/cli_refusal.ts),
 // on small bad inputs built in a temporary folder. The real binary's stderr is checked too (Dawn's notices dropped by bin/grpo-studio.mjs).
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -226,6 +226,18 @@ describe('grpo-studio plumbing (issue 21)', () => {
     expect(String(log.mock.calls[0][0])).toMatch(/^usage: grpo-studio convert IN\.\.\./);
     log.mockRestore();
     expect(await quiet(['convert', clean, '--out=' + out])).toBe(0); // a value given inline
+  });
+
+  it('14. --out - is standard output, as without --out (no file named "-")', async () => {
+    const clean = join(ROOT, 'tests/fixtures/batches/clean.json');
+    const cwd = tmp();
+    const run = (args: string[]) => promisify(execFile)(process.execPath, [join(ROOT, 'bin/grpo-studio.mjs'), ...args], { cwd, maxBuffer: 1 << 26 });
+    const plain = await run(['convert', clean]);
+    const dash = await run(['convert', clean, '--out', '-']);
+    expect(JSON.parse(dash.stdout).format).toBe('grpo-batch/v1');
+    expect(dash.stdout).toBe(plain.stdout);
+    expect((await run(['report', clean, '--out=-'])).stdout).toMatch(/^<!doctype html>/i);
+    expect(existsSync(join(cwd, '-'))).toBe(false);
   });
 
   it('13. a result that cannot be written (a full disk) is one line on stderr and exit 2, not a stack trace or exit 0', async () => {
