@@ -19,6 +19,7 @@ import { toolTokensInLoss } from './rules/tool-tokens-in-loss.ts';
 import { toolCallMasked } from './rules/tool-call-masked.ts';
 import { positionIdsShift } from './rules/position-ids-shift.ts';
 import { logprobMismatch } from './rules/logprob-mismatch.ts';
+import { logprobAboveZero } from './rules/logprob-above-zero.ts';
 import { nonfinite } from './rules/nonfinite.ts';
 import { unscorableRewards } from './rules/unscorable-rewards.ts';
 import { importanceSamplingCorrection } from './rules/importance-sampling-correction.ts';
@@ -47,6 +48,7 @@ export const RULES: readonly Rule[] = [
   toolCallMasked,
   positionIdsShift,
   logprobMismatch,
+  logprobAboveZero,
   importanceSamplingCorrection,
   trainerNonfinite,
   numItemsInBatch,

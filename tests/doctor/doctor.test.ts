@@ -79,6 +79,18 @@ const EXPECT: Record<string, (fs: Finding[]) => void> = {
     expect(fs[0]).toMatchObject({ sample: 2, span: [1, 2] });
     expect(fs[0].message).toMatch(/max \|Δ\| = 3 at/);
   },
+  'logprob-above-zero': (fs) => {
+    // The NLLs: 9 of the 10 trained values above 0.01 (a 0.0 among them), none negative; the untrained 5.0 and the
+    // tool output's 0.5 are not counted, nor is sampling's 0.004 (rounding).
+    expect(fs.map((f) => [f.field, f.sample, f.span, f.severity])).toEqual([
+      ['old_per_token_logps', 2, [0, 1], 'error'],
+      ['sampling_per_token_logps', 3, [0, 1], 'error'],
+    ]);
+    expect(fs[0].message).toMatch(/9 of 10 trained values above 0 \(largest 2 at sample 2 position 0\): none is negative$/);
+    expect(fs[0].hint).toMatch(/negative log-likelihood/);
+    expect(fs[1].message).toMatch(/2 of 10 trained values above 0 \(largest 0\.7 at sample 3 position 0\)$/);
+    expect(fs[1].hint).not.toMatch(/negative log-likelihood/);
+  },
   'unscorable-rewards': (fs) => {
     expect(fs.map((f) => [f.severity, f.sample])).toEqual([['warning', 1]]);
     expect(fs[0].message).toMatch(/None for 1 sample\(s\) \(1\).*group\(s\) 0 keep fewer than 2 scored samples/);
