@@ -20,6 +20,12 @@ function json(st: SafeTensors, key: string, source: string): Record<string, unkn
   }
 }
 
+// A case's config is what the golden harness handed the trainer's code: the case's fields over the config
+// DATACLASSES' defaults (tests/golden/trainers/README.md), not over the trainer config the settings tables
+// follow. The one field where the two differ: verl's RolloutCorrectionConfig.rollout_is is "sequence" in
+// verl/trainer/config/algorithm.py and null in verl/trainer/config/algorithm/rollout_correction.yaml.
+const CASE_DATACLASS_DEFAULTS: Partial<Record<TrainerId, Record<string, unknown>>> = { verl: { rollout_is: 'sequence' } };
+
 /** Reads and checks a trainer loss case; every problem is a CliError naming the tensor, sample and position. */
 export function readTrainerCase(st: SafeTensors, source: string): TrainerLossCase {
   const trainer = st.metadata.trainer as TrainerId;
@@ -45,7 +51,7 @@ export function readTrainerCase(st: SafeTensors, source: string): TrainerLossCas
   const optI = (name: string) => (st.tensors.has(name) ? (shaped(name, [[B, T]]), toI32(st, name)) : null);
   const c: TrainerLossCase = {
     trainer,
-    config: json(st, 'config', source),
+    config: { ...CASE_DATACLASS_DEFAULTS[trainer], ...json(st, 'config', source) },
     run: json(st, 'run', source),
     B,
     T,

@@ -262,7 +262,9 @@ const CONTEXT: Record<TrainerId, Record<Key, Context>> = {
     ppo_kl_coef: { config: { loss_mode: 'kl_cov' }, why: 'kl_cov only' },
     // auto and enable are the same worker (the legacy dp_actor); disable is the engine worker.
     use_legacy_worker_impl: { config: { ppo_micro_batch_size_per_gpu: 64 }, values: ['auto', 'disable'], why: 'the legacy loop scales by 1 / (mini // micro), the engine worker does not' },
-    rollout_is: { values: ['sequence', 'token', null], why: 'decoupled correction with the rollout log-probs' },
+    rollout_is: { values: [null, 'sequence', 'token'], why: 'decoupled correction with the rollout log-probs (null, the trainer config\'s default: none)' },
+    rollout_is_threshold: { config: { rollout_is: 'sequence' }, why: 'with rollout_is' },
+    rollout_is_batch_normalize: { config: { rollout_is: 'sequence' }, why: 'with rollout_is' },
     rollout_rs: { config: { rollout_rs_threshold: '0.5_2' }, values: [null, 'token_k1'], why: 'rejection sampling needs a threshold' },
     rollout_rs_threshold: { config: { rollout_rs: 'token_k1' }, values: [null, '0.5_2', '0.8_1.5'], why: 'with rollout_rs (null is refused, naming the field)' },
     loss_type: { config: { bypass_mode: true }, why: 'bypass mode only' },

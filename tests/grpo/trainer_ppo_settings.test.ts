@@ -29,7 +29,7 @@ describe('settings tables', () => {
     const v = resolveSettings(VERL_SETTINGS, { loss_mode: 'gspo' }, 'config');
     expect(v.loss_mode).toBe('gspo');
     expect(v.clip_ratio_c).toBe(3);
-    expect(v.rollout_is).toBe('sequence');
+    expect(v.rollout_is).toBe(null); // verl/trainer/config/algorithm/rollout_correction.yaml (the dataclass's "sequence" is not what the driver reads)
     expect(() => resolveSettings(VERL_SETTINGS, { clip_ratio_c: 1 }, 'config')).toThrow(/config\.clip_ratio_c: 1 is out of range/);
     expect(() => resolveSettings(VERL_SETTINGS, { loss_agg_mode: 'mean' }, 'config')).toThrow(/config\.loss_agg_mode: expected one of/);
     expect(() => resolveSettings(VERL_SETTINGS, { clip_ratio: '0.2' }, 'config')).toThrow(/config\.clip_ratio: expected a finite number/);
@@ -84,5 +84,47 @@ describe('OpenRLHF objective refusals', () => {
     const derived = await openrlhfObjective(twinBackend(c), { ...c, run: window }, { backward: false });
     expect(derived.loss).toBeCloseTo(given.loss, 12);
     expect(c.run.loss_batch_info).toEqual({ batch_num_tokens: 39, dp_size: 2, global_batch_size: 8 });
+  });
+});
+
+describe('verl rollout correction defaults (the trainer config, not the dataclass)', () => {
+  it('a config without rollout_is applies no IS weights to a batch with rollout log-probs; a golden case reads the dataclass default', async () => {
+    const { c } = readTrainerCase(path.join(TRAINER_GOLDEN, 'verl/case_07.safetensors')); // rollout_is sequence, batch-normalised
+    expect(c.config.rollout_is).toBe('sequence');
+    const { rollout_is: _is, rollout_is_batch_normalize: _n, ...rest } = c.config;
+    const plain = await verlObjective(twinBackend(c), { ...c, config: rest }, { backward: false });
+    const without = await verlObjective(twinBackend(c), { ...c, config: rest, sampling_per_token_logps: null }, { backward: false });
+    const weighted = await verlObjective(twinBackend(c), c, { backward: false });
+    expect(plain.importance_sampling_ratio).toBeNull();
+    expect(plain.loss).toBe(without.loss);
+    expect(weighted.importance_sampling_ratio).not.toBeNull();
+    expect(Math.abs(weighted.loss - plain.loss)).toBeGreaterThan(1e-6);
+    // A case file without rollout_is (case_05: rejection sampling only) is read with RolloutCorrectionConfig's "sequence".
+    expect(readTrainerCase(path.join(TRAINER_GOLDEN, 'verl/case_05.safetensors')).c.config.rollout_is).toBe('sequence');
+  });
+});
+
+describe('verl: the objective is one micro-batch of dp_actor.py update_policy', () => {
+  it('with the loss scale derived from the sizes, rows past one micro-batch (or one mini-batch) are refused, naming the size', async () => {
+    const { c } = readTrainerCase(path.join(TRAINER_GOLDEN, 'verl/case_07.safetensors'));
+    const run = { on_policy: false }; // no micro_batch_loss_scale: an imported batch's case
+    const at = (config: Record<string, unknown>) => verlObjective(twinBackend(c), { ...c, config: { ...c.config, ...config }, run }, { backward: false });
+    const B = c.B;
+    expect(B).toBeGreaterThan(1);
+    await expect(at({ ppo_mini_batch_size: 2 * B, ppo_micro_batch_size_per_gpu: 1 })).rejects.toThrow(/^config\.ppo_micro_batch_size_per_gpu: \d+ rows per micro-batch, but the batch holds \d+/);
+    await expect(at({ ppo_mini_batch_size: B - 1, ppo_micro_batch_size_per_gpu: 1 })).rejects.toThrow(/^config\.ppo_mini_batch_size: \d+ rows per optimizer step/);
+    await expect(at({ use_dynamic_bsz: true, ppo_mini_batch_size: B - 1, ppo_micro_batch_size_per_gpu: null })).rejects.toThrow(/^config\.ppo_mini_batch_size/);
+    // One micro-batch: the loop's scale 1 / (mini // micro), here 1/2.
+    const one = await at({ ppo_mini_batch_size: 2 * B, ppo_micro_batch_size_per_gpu: B });
+    const stated = await verlObjective(twinBackend(c), { ...c, config: { ...c.config, ppo_mini_batch_size: 2 * B, ppo_micro_batch_size_per_gpu: B }, run: { ...run, micro_batch_loss_scale: 0.5 } }, { backward: false });
+    expect(one.loss).toBe(stated.loss);
+    // A case that states its micro-batch's scale is one micro-batch whatever the sizes say.
+    await expect(verlObjective(twinBackend(c), { ...c, config: { ...c.config, ppo_mini_batch_size: 2 * B, ppo_micro_batch_size_per_gpu: 1 }, run: { ...run, micro_batch_loss_scale: 0.5 } }, { backward: false })).resolves.toBeDefined();
+  });
+
+  it('rollout_rs_threshold may be a number (Optional[str | float]), read as its decimal text', () => {
+    const v = resolveSettings<Record<string, unknown>>(VERL_SETTINGS, { rollout_rs: 'token_k1', rollout_rs_threshold: 1.6 }, 'config');
+    expect(v.rollout_rs_threshold).toBe('1.6');
+    expect(() => resolveSettings(VERL_SETTINGS, { rollout_rs_threshold: true }, 'config')).toThrow(/rollout_rs_threshold: expected a string or a number/);
   });
 });

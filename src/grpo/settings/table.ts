@@ -64,7 +64,8 @@ export function checkSetting(s: SettingSpec, v: unknown, where: string): Setting
       if (typeof v !== 'string' || !s.values!.includes(v)) throw bad(`one of ${s.values!.join(', ')}${s.nullable ? ' or null' : ''}`);
       return v;
     case 'string':
-      if (typeof v !== 'string') throw bad('a string');
+      if (s.orNumber && typeof v === 'number' && Number.isFinite(v)) return String(v);
+      if (typeof v !== 'string') throw bad(s.orNumber ? 'a string or a number' : 'a string');
       return v;
     case 'number-list':
       if (!Array.isArray(v) || v.some((x) => typeof x !== 'number' || !Number.isFinite(x))) throw bad(`a list of numbers${s.nullable ? ' or null' : ''}`);

@@ -17,6 +17,8 @@ export interface SettingSpec {
   default: SettingValue;
   /** null is allowed (e.g. TRL `delta`, `epsilon_high` = null means `epsilon`). */
   nullable?: boolean;
+  /** string: a finite number is taken too, as its decimal text (verl's rollout_rs_threshold: Optional[str | float]). */
+  orNumber?: boolean;
   /** enum: the allowed values; string: the values the studio reproduces, offered by the form (others are read and refused where used). */
   values?: readonly string[];
   min?: number;

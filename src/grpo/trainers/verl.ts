@@ -80,6 +80,19 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
   const onPolicy: boolean = legacy && (run.on_policy ?? (run.num_mini_batches === 1 && cfg.ppo_epochs === 1));
   if (!onPolicy && !bypass) need(c.old_per_token_logps, 'old_per_token_logps', 'old_log_probs of an off-policy update');
   if (cfg.use_kl_loss) need(c.ref_per_token_logps, 'ref_per_token_logps', 'use_kl_loss');
+  // The objective is ONE of dp_actor.py update_policy's micro-batches. With the loss scale derived from the batch
+  // sizes (an imported batch, not a case that states its micro-batch's), the rows must fit one: verl splits more
+  // rows into micro-batches, aggregates each on its own and scales each by 1/GA (or into several optimizer steps
+  // past ppo_mini_batch_size), which one aggregation over every row scaled by 1/GA is not (GA× too small, for
+  // token-mean). A clear refusal, as TRL's steps_per_generation > 1 in the step (step_objective.ts).
+  if (legacy && run.micro_batch_loss_scale === null) {
+    const mini = cfg.ppo_mini_batch_size;
+    if (B > mini) throw new SettingsError(`config.ppo_mini_batch_size: ${mini} rows per optimizer step (the actor's: × rollout.n ÷ data-parallel size), but the batch holds ${B}: verl takes ${Math.ceil(B / mini)} optimizer steps over it (dp_actor.py update_policy), the studio one; import one mini-batch's rows, or set ppo_mini_batch_size to at least ${B}`);
+    const micro = cfg.ppo_micro_batch_size_per_gpu;
+    if (!cfg.use_dynamic_bsz && micro !== null && B > micro) {
+      throw new SettingsError(`config.ppo_micro_batch_size_per_gpu: ${micro} rows per micro-batch, but the batch holds ${B}: verl aggregates each of its ${Math.ceil(B / micro)} micro-batches on its own, × 1/${Math.floor(mini / micro)} (dp_actor.py update_policy), the objective one micro-batch; import one micro-batch's rows, or set ppo_micro_batch_size_per_gpu to at least ${B} (the scale follows: 1 / (ppo_mini_batch_size // it))`);
+    }
+  }
   let scale = 1;
   if (legacy) {
     if (run.micro_batch_loss_scale !== null) scale = run.micro_batch_loss_scale;

@@ -169,7 +169,8 @@ function actorBatchSizes(d: Dump, nested: Map<string, unknown>, leaves: LeafValu
   // With the deprecated global size, verl writes its per-GPU share over the (null) per-GPU field.
   if (perGpu !== undefined && !deprecated) leaves.set('ppo_micro_batch_size_per_gpu', `config.${A}ppo_micro_batch_size_per_gpu`, perGpu);
   if (mini === undefined && !deprecated) return;
-  if (deprecated && perGpu !== undefined && perGpu !== null) {
+  // verl/workers/config/actor.py refuses both only without use_dynamic_bsz (whose micro-batches ignore either).
+  if (deprecated && perGpu !== undefined && perGpu !== null && nested.get(`${A}use_dynamic_bsz`) !== true) {
     d.fail(`__metadata__ config.${A}ppo_micro_batch_size and ppo_micro_batch_size_per_gpu are both set: verl refuses it ("[actor] You have set both 'actor.ppo_micro_batch_size' AND 'actor.ppo_micro_batch_size_per_gpu'", verl/workers/config/actor.py)`);
   }
   const n = intOf(nested.get('actor_rollout_ref.rollout.n'));
