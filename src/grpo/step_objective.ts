@@ -6,7 +6,7 @@
 // objective with GrpoLossConfig). The page's trainer view and the CLI's `grpo-studio step` read the batch
 // the same way through trainerInputs, so what the page shows and what the step differentiates agree.
 import type { Gpu } from '../gpu/context.ts';
-import { firstEos, type PaddedBatch } from './batch.ts';
+import type { PaddedBatch } from './batch.ts';
 import { TRAINER_TABLES } from './settings/trainers.ts';
 import { SettingsError, type TrainerId } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
@@ -43,14 +43,21 @@ export function objectiveFor(trainer: TrainerId, config: Record<string, unknown>
 }
 
 /**
- * TRL's steps_per_generation > 1 (config or run), as `field = value`, or null. TRL then shuffles the generation
+ * TRL's steps_per_generation > 1 (config or run, or unset with gradient_accumulation_steps > 1), as `field = value`, or null. TRL then shuffles the generation
  * batch with its own RNG and splits it into micro-batches whose gradients accumulate
  * (src/grpo/trainers/micro_batches.ts); the step takes the batch as one micro-batch, so it refuses rather
  * than differentiate another split (bnpo and other per-micro-batch normalisers depend on it).
  */
 function microBatches(o: { config: Record<string, unknown>; run: Record<string, unknown> }): string | null {
-  for (const [where, v] of [['config', o.config.steps_per_generation], ['run', o.run.steps_per_generation]] as const) {
+  const given = [['config', o.config.steps_per_generation], ['run', o.run.steps_per_generation]] as const;
+  for (const [where, v] of given) {
     if (typeof v === 'number' && v > 1) return `${where}.steps_per_generation = ${v}`;
+  }
+  // GRPOConfig.__post_init__: with neither generation_batch_size nor steps_per_generation given,
+  // steps_per_generation = gradient_accumulation_steps (the run's current_gradient_accumulation_steps).
+  const gas = o.run.gradient_accumulation_steps;
+  if (given.every(([, v]) => v === undefined || v === null) && (o.config.generation_batch_size ?? null) === null && typeof gas === 'number' && gas > 1) {
+    return `config.steps_per_generation (unset: GRPOConfig takes run.gradient_accumulation_steps = ${gas})`;
   }
   return null;
 }
@@ -80,9 +87,16 @@ const f32 = (a: ArrayLike<number> | null | undefined): Float32Array | null => (a
 export function trainerInputs(u: ScoredUpdate, o: TrainerObjective): PreparedObjective {
   const p = u.padded;
   const { B, C: T } = p;
-  // TRL's mask_truncated_completions: rows without EOS leave completion_mask (and so the loss) before it is counted.
+  // TRL's mask_truncated_completions: a row whose LAST token is neither EOS nor pad (`ids[-1] not in eos_and_pad`,
+  // grpo_trainer.py _generate_and_score_completions) leaves completion_mask (and so the loss) before it is
+  // counted. The last token, not any EOS: a tool-calling row holds its earlier turns' EOS, and a last turn cut at
+  // max_completion_length still makes it truncated. An empty row (TRL would fail on ids[-1]) counts as truncated.
+  const endsWell = new Set([...p.eos_token_ids, p.pad_token_id]);
   const truncated = o.trainer === 'trl' && o.config.mask_truncated_completions === true
-    ? Float32Array.from({ length: B }, (_, b) => (firstEos(p.completion_ids.subarray(b * T, b * T + p.completion_lengths[b]), p.eos_token_ids) < 0 ? 1 : 0))
+    ? Float32Array.from({ length: B }, (_, b) => {
+      const n = p.completion_lengths[b];
+      return n > 0 && endsWell.has(p.completion_ids[b * T + n - 1]) ? 0 : 1;
+    })
     : null;
   const tool = p.tool_mask ?? null;
   // TRL reads tool_mask itself; verl's and OpenRLHF's response mask already excludes tool output.
@@ -102,7 +116,10 @@ export function trainerInputs(u: ScoredUpdate, o: TrainerObjective): PreparedObj
     // compute old_log_probs with the same weights before the update).
     old_per_token_logps: f32(p.old_per_token_logps ?? (o.trainer === 'trl' ? null : u.old_per_token_logps)),
     ref_per_token_logps: f32(u.ref_per_token_logps),
-    sampling_per_token_logps: f32(p.sampling_per_token_logps),
+    // TRL holds sampling log-probs only when vLLM generated (grpo_trainer.py _generate_single_turn: logprobs =
+    // None otherwise), so its off-policy mask compares against old_per_token_logps there: the studio sampler's
+    // log-probs (a processed distribution) must not stand in for them.
+    sampling_per_token_logps: o.trainer === 'trl' && o.config.use_vllm !== true ? null : f32(p.sampling_per_token_logps),
   };
   return { x, scored: { per_token_logps: u.per_token_logps, per_token_entropy: u.per_token_entropy, temperature: u.temperature }, truncated };
 }

@@ -220,9 +220,9 @@ const ENGINE = { use_legacy_worker_impl: 'disable' };
 
 const CONTEXT: Record<TrainerId, Record<Key, Context>> = {
   trl: {
-    loss_type: { run: { gradient_accumulation_steps: 2 }, values: ['dapo', 'grpo', 'bnpo', 'dr_grpo', 'cispo', 'sapo', 'luspo', 'vespo'], why: 'every loss type differs from dapo; on one micro-batch of one process without num_items_in_batch, dapo ≡ bnpo unless gas > 1 (bnpo divides by it)' },
+    loss_type: { config: { steps_per_generation: 1 }, run: { gradient_accumulation_steps: 2 }, values: ['dapo', 'grpo', 'bnpo', 'dr_grpo', 'cispo', 'sapo', 'luspo', 'vespo'], why: 'every loss type differs from dapo; on one micro-batch of one process without num_items_in_batch, dapo ≡ bnpo unless gas > 1 (bnpo divides by it)' },
     use_bias_correction_kl: { config: { beta: 0.1 }, why: 'scales the KL term: needs beta ≠ 0' },
-    off_policy_mask_threshold: { values: [null, 0.1], why: 'a negative-advantage row whose mean(sampling − logp) is above 0.1 and below the derived 0.5' },
+    off_policy_mask_threshold: { config: { use_vllm: true, vllm_importance_sampling_correction: false }, values: [null, 0.1], why: 'with use_vllm (TRL holds sampling log-probs only then): a negative-advantage row whose mean(sampling − logp) is above 0.1 and below the derived 0.5' },
     use_adaptive_entropy: { config: { entropy_coef: 0.1 }, why: 'gates entropy_coef: with no last world entropy (+inf) adaptive mode applies 0' },
     entropy_target: { config: { entropy_coef: 0.1, use_adaptive_entropy: true }, run: { last_world_entropy: 0.5 }, why: 'the gate last_world_entropy ≤ entropy_target flips between 0.2 and 0.7' },
     sapo_temperature_pos: { config: { loss_type: 'sapo' }, why: 'sapo only' },
@@ -241,7 +241,7 @@ const CONTEXT: Record<TrainerId, Record<Key, Context>> = {
     vllm_importance_sampling_cap: { config: VLLM, run: TRL_OBJECTIVE, why: 'with use_vllm; the deprecated alias replaces clip_max' },
     kl_estimator: { config: { beta: 0.1 }, why: 'studio-only: the studio loss shows k1 / k2 / k3 of the KL term (needs beta ≠ 0)' },
     'run.num_processes': { run: { num_items_in_batch: 30 }, why: 'dapo divides num_items_in_batch by the processes (without it TRL refuses, tested in trainer_from_logps)' },
-    'run.gradient_accumulation_steps': { config: { loss_type: 'grpo' }, why: 'grpo / bnpo / dr_grpo / sapo / luspo divide by it; dapo does not' },
+    'run.gradient_accumulation_steps': { config: { loss_type: 'grpo', steps_per_generation: 1 }, why: 'grpo / bnpo / dr_grpo / sapo / luspo divide by it; dapo does not' },
     'run.last_world_entropy': { config: { entropy_coef: 0.1, use_adaptive_entropy: true }, values: [null, 0.1], why: 'adaptive gate: +inf (null) applies 0, 0.1 ≤ target applies the coefficient' },
   },
   verl: {

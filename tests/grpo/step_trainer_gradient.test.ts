@@ -55,7 +55,8 @@ const PRESETS: TrainerObjective[] = [
     config: { 'actor.policy_loss_type': 'ppo', 'actor.eps_clip_low_high': [0.1, 0.15], 'actor.dual_clip': 1.1, 'algo.kl.use_loss': true, 'algo.kl.init_coef': 0.05, 'algo.kl.estimator': 'k2' },
     run: {},
   },
-  { trainer: 'trl', config: { loss_type: 'sapo', beta: 0.04, epsilon: 0.2, epsilon_high: 0.28 }, run: { num_processes: 2, gradient_accumulation_steps: 2 } },
+  // steps_per_generation 1: with gradient_accumulation_steps 2 and none given, GRPOConfig would split the batch in two.
+  { trainer: 'trl', config: { loss_type: 'sapo', beta: 0.04, epsilon: 0.2, epsilon_high: 0.28, steps_per_generation: 1 }, run: { num_processes: 2, gradient_accumulation_steps: 2 } },
 ];
 
 describe(`${M}: the step's gradient is the trainer preset's`, () => {
@@ -124,14 +125,20 @@ describe(`${M}: the step's gradient is the trainer preset's`, () => {
   it('TRL steps_per_generation > 1: the loss names it (NaN) and the backward refuses, never another split', async () => {
     const gpu = await testGpu();
     const policy = await CausalLM.from_pretrained(new FolderSource(join(GOLDEN, M)), gpu);
-    const trainer: TrainerObjective = { trainer: 'trl', config: { loss_type: 'bnpo' }, run: { steps_per_generation: 2, gradient_accumulation_steps: 2 } };
-    const pipe = new StepPipeline(gpu, { policy, reference: null, config: { ...stepConfigFromBatch(batch.config, C), trainer }, source: { kind: 'batch', batch } });
-    while (pipe.nextStage !== 'backward') await pipe.next();
-    const l = pipe.data('loss')!;
-    expect(l.objective_error).toMatch(/^run\.steps_per_generation = 2: /);
-    expect(l.loss).toBeNaN();
-    await expect(pipe.next()).rejects.toThrow(/run\.steps_per_generation = 2/);
-    pipe.destroy();
+    // Set, or unset with gradient_accumulation_steps > 1 (GRPOConfig.__post_init__ then sets it to that).
+    for (const [run, named] of [
+      [{ steps_per_generation: 2, gradient_accumulation_steps: 2 }, 'run.steps_per_generation = 2'],
+      [{ gradient_accumulation_steps: 3 }, 'config.steps_per_generation (unset: GRPOConfig takes run.gradient_accumulation_steps = 3)'],
+    ] as const) {
+      const trainer: TrainerObjective = { trainer: 'trl', config: { loss_type: 'bnpo' }, run: { ...run } };
+      const pipe = new StepPipeline(gpu, { policy, reference: null, config: { ...stepConfigFromBatch(batch.config, C), trainer }, source: { kind: 'batch', batch } });
+      while (pipe.nextStage !== 'backward') await pipe.next();
+      const l = pipe.data('loss')!;
+      expect(l.objective_error?.startsWith(`${named}: `), l.objective_error ?? '').toBe(true);
+      expect(l.loss).toBeNaN();
+      await expect(pipe.next()).rejects.toThrow(named);
+      pipe.destroy();
+    }
     policy.destroy();
   }, 300_000);
 });
@@ -145,6 +152,8 @@ describe('which objective a step follows (objectiveFor)', () => {
     ['TRL, a loss setting the studio loss does not apply', 'trl', { mask_truncated_completions: true }, {}, true],
     ['TRL, two processes', 'trl', {}, { num_processes: 2 }, true],
     ['TRL, steps_per_generation in config', 'trl', { steps_per_generation: 4 }, {}, true],
+    ['TRL, steps_per_generation unset with gradient_accumulation_steps 4 (GRPOConfig sets it to 4)', 'trl', {}, { gradient_accumulation_steps: 4 }, true],
+    ['TRL, gradient_accumulation_steps 4 with steps_per_generation 1', 'trl', { steps_per_generation: 1 }, { gradient_accumulation_steps: 4 }, true],
     ['TRL, a key its tables do not know', 'trl', { not_a_trl_field: 1 }, {}, true],
     ['verl at its defaults', 'verl', {}, {}, true],
     ['OpenRLHF at its defaults', 'openrlhf', {}, {}, true],

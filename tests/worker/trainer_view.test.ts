@@ -95,11 +95,12 @@ describe('trainer view of the step', () => {
     expect(c1.loss.objective).toMatchObject({ trainer: 'trl', config: { loss_type: 'cispo' } });
     expect(await runner.runStage('backward', cispo)).toMatchObject({ id: 'backward' });
 
-    // mask_truncated_completions: rows without EOS leave the loss, named "truncation"; the others are untouched.
+    // mask_truncated_completions: rows whose last token is neither EOS nor pad leave the loss, named "truncation";
+    // the others are untouched.
     const trunc: StepSettings = { ...settings, settings: pageSettingsWith({ config: { mask_truncated_completions: true } }) };
     const tr = (await runTo('loss', trunc)).loss.trainer!.terms!;
-    const eos = first.assemble.batch.eos_token_ids;
-    const truncatedRows = first.assemble.batch.completion_ids.map((r) => !r.some((id) => eos.includes(id)));
+    const ends = [...first.assemble.batch.eos_token_ids, first.assemble.batch.pad_token_id];
+    const truncatedRows = first.assemble.batch.completion_ids.map((r) => r.length === 0 || !ends.includes(r[r.length - 1]));
     expect(truncatedRows.some(Boolean) && !truncatedRows.every(Boolean), 'the random model truncates some rows, not all').toBe(true);
     for (let i = 0; i < B * C; i++) expect(MASK_FACTORS[tr.removed_by[i]], `token ${i}`).toBe(!M[i] ? 'completion' : truncatedRows[Math.floor(i / C)] ? 'truncation' : 'kept');
     expect(await runner.runStage('backward', trunc)).toMatchObject({ id: 'backward' });

@@ -1,0 +1,41 @@
+// TRL's mask_truncated_completions as the step reads a batch (trainerInputs): a row is truncated when its LAST
+// token is neither EOS nor pad (`ids[-1] not in eos_and_pad`, huggingface/trl grpo_trainer.py
+// _generate_and_score_completions), not when it holds no EOS: a tool-calling row keeps its earlier turns' EOS.
+import { describe, expect, it } from 'vitest';
+import { padBatch } from '../../src/grpo/batch.ts';
+import { trainerInputs } from '../../src/grpo/step_objective.ts';
+import type { GrpoBatch } from '../../src/io/batch.ts';
+
+const EOS = 2;
+const PAD = 0;
+
+describe('mask_truncated_completions', () => {
+  it('drops rows whose last token is neither EOS nor pad, whatever EOS they hold earlier', () => {
+    const completion_ids = [
+      [5, EOS, 9, 9, 6, 7], // a tool turn after an EOS, the last turn cut: truncated
+      [5, 6, EOS], // ended: kept
+      [5, 6, 7], // no EOS: truncated
+      [5, 6, PAD], // ends in pad (TRL keeps it)
+    ];
+    const batch: GrpoBatch = {
+      format: 'grpo-batch/v1',
+      num_generations: 2,
+      pad_token_id: PAD,
+      eos_token_ids: [EOS],
+      prompt_ids: completion_ids.map(() => [3, 4]),
+      completion_ids,
+      completion_mask: completion_ids.map((r) => r.map(() => 1)),
+      tool_mask: [[1, 1, 0, 0, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]],
+    };
+    const padded = padBatch(batch);
+    const N = padded.B * padded.C;
+    const zeros = new Float32Array(N);
+    const u = { padded, per_token_logps: zeros, per_token_entropy: zeros, advantages: [1, -1, 1, -1], ref_per_token_logps: null, old_per_token_logps: zeros, temperature: 1 };
+    const on = trainerInputs(u, { trainer: 'trl', config: { mask_truncated_completions: true }, run: {} });
+    expect(Array.from(on.truncated!)).toEqual([1, 0, 1, 0]);
+    const rowMask = (b: number) => Array.from(on.x.completion_mask.subarray(b * padded.C, (b + 1) * padded.C));
+    expect(rowMask(0).every((m) => m === 0)).toBe(true);
+    expect(rowMask(1).slice(0, 3)).toEqual([1, 1, 1]);
+    expect(trainerInputs(u, { trainer: 'trl', config: {}, run: {} }).truncated).toBeNull();
+  });
+});
