@@ -110,11 +110,13 @@ describe('grpo-studio step follows the batch\'s trainer objective', () => {
   it('TRL grpo with run.gradient_accumulation_steps = 2: the objective is TRL\'s, loss and gradient halve (vs expected.json)', async () => {
     const batch = read<{ config: Record<string, unknown>; run?: Record<string, unknown> }>(join(dir, 'batch.json'));
     batch.run = { gradient_accumulation_steps: 2 };
+    // One micro-batch of the accumulation window: without steps_per_generation, GRPOConfig would set it to 2 (refused).
+    batch.config.steps_per_generation = 1;
     const path = tmp('batch.json');
     writeFileSync(path, JSON.stringify(batch));
     const got = await stepInProcess(path, ['--model', dir, '--ref-model', join(dir, 'ref')]);
     const want = read<Expected>(join(dir, 'expected.json'));
-    expect(got.objective).toMatchObject({ trainer: 'trl', config: { loss_type: 'grpo', beta: 0.04 }, run: { gradient_accumulation_steps: 2 } });
+    expect(got.objective).toMatchObject({ trainer: 'trl', config: { loss_type: 'grpo', beta: 0.04, steps_per_generation: 1 }, run: { gradient_accumulation_steps: 2 } });
     // TRL's grpo divides by the accumulation steps (trl grpo_trainer.py _compute_loss); README: rtol 1e-4, atol 1e-6.
     expectClose([got.loss, got.grad_norm], [want.loss / 2, want.grad_norm / 2], { rtol: 1e-4, atol: 1e-6, label: 'loss, grad_norm / 2' });
     // The same batch without run context is the studio loss: no objective, expected.json's numbers.

@@ -281,6 +281,7 @@ const CONTEXT: Record<TrainerId, Record<Key, Context>> = {
   openrlhf: {
     'actor.eps_clip_low_high': { values: [null, [0.1, 0.3]], why: 'a number list: no bounds to derive it from' },
     'algo.kl.init_coef': { config: { 'algo.kl.use_loss': true }, why: 'with use_loss' },
+    'algo.kl.target': { config: { 'algo.kl.use_loss': true }, values: [null, 0.1], why: 'with use_loss: set, the adaptive controller is refused (naming it)' },
     'algo.kl.estimator': { config: { 'algo.kl.use_loss': true }, values: ['k1', 'k2', 'k3'], why: 'with use_loss' },
     'algo.advantage.is_correction_threshold': { config: { 'algo.advantage.is_correction_enable': true }, values: [[0.5, 5], [0.8, 2]], why: 'with is_correction_enable; a number list' },
     'algo.advantage.is_correction_type': { config: { 'algo.advantage.is_correction_enable': true }, values: ['tis', 'icepop', 'seq-mask-tis'], why: 'with is_correction_enable' },

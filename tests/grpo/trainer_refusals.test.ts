@@ -118,6 +118,16 @@ describe('the objectives refuse through the same rules', () => {
   });
 });
 
+describe('OpenRLHF: the adaptive KL controller', () => {
+  it('algo.kl.target with the KL loss is refused (the coefficient depends on the run); without the KL loss, or unset, it runs', async () => {
+    const { c } = golden('openrlhf', '01'); // has reference log-probs
+    const at = (config: Record<string, unknown>) => openrlhfObjective(twinBackend(c), { ...c, config: { ...c.config, ...config } }, { backward: false });
+    await expect(at({ 'algo.kl.use_loss': true, 'algo.kl.target': 0.1 })).rejects.toThrow(/^config\.algo\.kl\.target: 0\.1 with algo\.kl\.use_loss: the adaptive KL controller/);
+    expect(trainerRefusal('openrlhf', { 'algo.kl.target': 0.1, 'algo.kl.use_loss': false, 'algo.kl.init_coef': 0.01 }, {})).toBeNull();
+    expect(Number.isFinite((await at({ 'algo.kl.use_loss': true, 'algo.kl.target': null })).loss)).toBe(true);
+  });
+});
+
 describe('use_liger_kernel: TRL’s Liger normalisation (compute_liger_loss)', () => {
   // Two rows, on-policy (no old log-probs: ratio 1, so L = −A on every token), β = 0:
   // Σ L·M = −(1·2) − (−0.5·3) = −0.5 over 5 loss tokens; gradient_accumulation_steps 2; num_items_in_batch 50.

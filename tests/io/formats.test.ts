@@ -17,6 +17,20 @@ const root = path.resolve(import.meta.dirname, '..', '..');
 const dir = path.join(root, 'tests/fixtures/formats');
 const bytes = (name: string) => new Uint8Array(readFileSync(path.join(dir, name)));
 const load = (name: string, opts = {}) => readAnyBatch(bytes(name), name, opts);
+/** A safetensors file with `meta` merged into its __metadata__ (the tensors' bytes untouched). */
+function withMetadata(file: Uint8Array, meta: Record<string, string>): Uint8Array {
+  const n = Number(new DataView(file.buffer, file.byteOffset).getBigUint64(0, true));
+  const header = JSON.parse(new TextDecoder().decode(file.subarray(8, 8 + n)));
+  header.__metadata__ = { ...header.__metadata__, ...meta };
+  let text = JSON.stringify(header);
+  text += ' '.repeat((8 - (new TextEncoder().encode(text).length % 8)) % 8);
+  const h = new TextEncoder().encode(text);
+  const out = new Uint8Array(8 + h.length + file.length - 8 - n);
+  new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true);
+  out.set(h, 8);
+  out.set(file.subarray(8 + n), 8 + h.length);
+  return out;
+}
 const rules = (b: Parameters<typeof diagnose>[0]) => diagnose(b).findings.map((f) => `${f.severity}:${f.rule}`);
 
 /** TRL's advantages in float64: (r − group mean) / (Bessel std + 1e-4), groups of G consecutive global rows. */
@@ -171,6 +185,15 @@ describe('OpenRLHF Experience', () => {
     b.advantages!.forEach((a, i) => expect(Math.abs(a - [1, -1, -1, 1][i] * Math.SQRT1_2)).toBeLessThan(1e-5));
     const found = rules(b);
     expect(found.filter((f) => f.startsWith('error'))).toEqual([]);
+  });
+  it("args under OpenRLHF's names before ed62d0e2 are read as today's rows, with a note; a disagreement with today's name fails, naming both", () => {
+    const withConfig = (config: Record<string, unknown>) => readAnyBatch(withMetadata(bytes('openrlhf-experience.safetensors'), { config: JSON.stringify(config) }), 'old.safetensors');
+    const r = withConfig({ use_kl_loss: true, init_kl_coef: 0.001, kl_estimator: 'k3', eps_clip: 0.28, pretrain: 'Qwen/Qwen3-0.6B' });
+    expect(r.batch.config).toMatchObject({ 'algo.kl.use_loss': true, 'algo.kl.init_coef': 0.001, 'algo.kl.estimator': 'k3', 'actor.eps_clip': 0.28, pretrain: 'Qwen/Qwen3-0.6B' });
+    expect(r.batch.config).not.toHaveProperty('init_kl_coef');
+    expect(r.notes.join('\n')).toMatch(/4 arg\(s\) under OpenRLHF's names before ed62d0e2, read as today's \(use_kl_loss → algo\.kl\.use_loss, init_kl_coef → algo\.kl\.init_coef/);
+    expect(r.notes.join('\n')).toMatch(/1 flat arg\(s\) no row of the studio's OpenRLHF table reads, kept as written \(pretrain\)/);
+    expect(() => withConfig({ init_kl_coef: 0.001, algo: { kl: { init_coef: 0.05 } } })).toThrow(/init_kl_coef.*algo\.kl\.init_coef|algo\.kl\.init_coef.*init_kl_coef/);
   });
   it('planted: action_mask aligned to sequences[:, :-1] → one token late, the Doctor sees the mask on padding', () => {
     const b = load('openrlhf-action-mask-off-by-one.safetensors').batch;

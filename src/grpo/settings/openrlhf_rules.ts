@@ -1,7 +1,8 @@
 // OpenRLHF's cross-field rules on the fields of the OpenRLHF table (openrlhf.ts), at OpenRLHF/OpenRLHF
 // 3c3be62. train_ppo_ray.py's argument checks and PolicyLoss.__init__'s assertions concern single fields
 // (the table's rows: dual_clip > 1, the correction type); the one combination OpenRLHF cannot run is a
-// failure of its own code rather than a check, listed here so it is refused with its reason.
+// failure of its own code rather than a check, listed here so it is refused with its reason; and one the studio
+// cannot reproduce from a batch (the adaptive KL controller).
 import type { OpenrlhfConfig, OpenrlhfRun } from './openrlhf.ts';
 import type { TrainerRule } from './trainer_rules.ts';
 
@@ -17,5 +18,16 @@ export const OPENRLHF_RULES: readonly TrainerRule<OpenrlhfConfig, OpenrlhfRun>[]
       const t = c['rollout.temperature'];
       return coef !== null && coef !== 0 && t !== 1 ? `${coef} with rollout.temperature = ${t}: OpenRLHF fails in backward when rollout.temperature ≠ 1 and entropy_coef ≠ 0 (the entropy's logits are divided by the temperature in place)` : null;
     },
+  },
+  {
+    fields: ['config.algo.kl.target', 'config.algo.kl.use_loss'],
+    by: 'studio',
+    source: 'OpenRLHF/OpenRLHF openrlhf/trainer/ppo_trainer.py (AdaptiveKLController, kl_ctl.update after every step)',
+    // The adaptive controller starts at init_coef and moves after every step by the run's measured KL: the
+    // coefficient of the KL loss at this step is not in the batch.
+    check: (c) =>
+      c['algo.kl.target'] !== null && c['algo.kl.use_loss'] && c['algo.kl.init_coef'] > 0
+        ? `${c['algo.kl.target']} with algo.kl.use_loss: the adaptive KL controller's coefficient at this step depends on the steps before it (it starts at init_coef and moves by the measured KL); set algo.kl.target to null with algo.kl.init_coef = the coefficient the run logged for this step`
+        : null,
   },
 ];

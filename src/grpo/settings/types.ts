@@ -17,6 +17,11 @@ export interface SettingSpec {
   default: SettingValue;
   /** null is allowed (e.g. TRL `delta`, `epsilon_high` = null means `epsilon`). */
   nullable?: boolean;
+  /**
+   * The trainer's earlier name for the same setting (OpenRLHF's flat argparse names before ed62d0e2, e.g.
+   * `init_kl_coef` for `algo.kl.init_coef`): a dump's config under it is read as this row at the edge, with a note.
+   */
+  formerly?: string;
   /** string: a finite number is taken too, as its decimal text (verl's rollout_rs_threshold: Optional[str | float]). */
   orNumber?: boolean;
   /** enum: the allowed values; string: the values the studio reproduces, offered by the form (others are read and refused where used). */

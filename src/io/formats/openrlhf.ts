@@ -110,14 +110,30 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
 
 /** The table's rows (config and run) by name: a nested path that joins to one is carried, an object row kept whole. */
 const ROWS = new Map([...configTable('openrlhf'), ...runTable('openrlhf')].map((s) => [s.name, s]));
+/** The rows by their names before OpenRLHF ed62d0e2 (flat argparse dests: `init_kl_coef` for `algo.kl.init_coef`). */
+const FORMER = new Map([...ROWS.values()].filter((s) => s.formerly).map((s) => [s.formerly!, s]));
+/** Read elsewhere (samplesPerPrompt), not table rows. */
+const GROUP_KEYS = new Set(['n_samples_per_prompt', 'rollout.n_samples_per_prompt']);
 
-/** The args' flat keys as written, and the nested args' table rows under their dest names (LeafValues: agree or fail). */
+/**
+ * The args' flat keys (a table row's name, or its name before ed62d0e2 read as the row), the others as written
+ * and listed in a note; the nested args' table rows under their dest names (LeafValues: agree or fail).
+ */
 function openrlhfSettings(d: Dump, cfg: Record<string, unknown>, notes: string[]): Record<string, unknown> {
   const leaves = new LeafValues(d);
   const unread: string[] = [];
+  const renamed: string[] = [];
+  const unknownFlat: string[] = [];
   for (const [k, v] of Object.entries(cfg)) {
     if (!isPlainObject(v) || ROWS.get(k)?.type === 'object') {
+      const former = ROWS.has(k) ? undefined : FORMER.get(k);
+      if (former) {
+        leaves.set(former.name, `${flatKey(k)} (the name before OpenRLHF ed62d0e2)`, v);
+        renamed.push(`${k} → ${former.name}`);
+        continue;
+      }
       leaves.set(k, flatKey(k), v);
+      if (!ROWS.has(k) && !GROUP_KEYS.has(k)) unknownFlat.push(k);
       continue;
     }
     for (const [p, x] of configLeaves(d, v, (path) => ROWS.get(path)?.type === 'object', `${k}.`)) {
@@ -126,6 +142,8 @@ function openrlhfSettings(d: Dump, cfg: Record<string, unknown>, notes: string[]
     }
   }
   if (unread.length) notes.push(`config: ${unread.length} nested arg(s) the studio does not read, not carried (${unread.slice(0, 4).join(', ')}${unread.length > 4 ? ', …' : ''})`);
+  if (renamed.length) notes.push(`config: ${renamed.length} arg(s) under OpenRLHF's names before ed62d0e2, read as today's (${renamed.join(', ')})`);
+  if (unknownFlat.length) notes.push(`config: ${unknownFlat.length} flat arg(s) no row of the studio's OpenRLHF table reads, kept as written (${unknownFlat.slice(0, 6).join(', ')}${unknownFlat.length > 6 ? ', …' : ''})`);
   return leaves.object();
 }
 
