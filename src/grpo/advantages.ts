@@ -7,10 +7,13 @@
 // A NaN reward is TRL's unscorable row (every reward function returned None): TRL leaves it out of the
 // group statistics (nanmean / nanstd) and gives it advantage 0; verl has no such rows (NaN propagates).
 // Everything is float64 so the result is a reference for the float32 values a trainer wrote.
-import type { ScaleRewards } from '../io/batch.ts';
+import type { GrpoBatch, ScaleRewards } from '../io/batch.ts';
+import { OPENRLHF_SETTINGS } from './settings/openrlhf.ts';
+import { specOf } from './settings/table.ts';
+import { VERL_SETTINGS } from './settings/verl.ts';
 import type { VERL_ADV_ESTIMATORS } from './settings/verl_advantages.ts';
 
-export type AdvantageEstimator = 'trl' | 'verl';
+export type AdvantageEstimator = 'trl' | 'verl' | 'openrlhf';
 
 export interface AdvantageOptions {
   num_generations: number;
@@ -36,8 +39,26 @@ export interface AdvantageResult {
   epsilon: number;
 }
 
-/** ε added to the std: TRL 1e-4, verl 1e-6. */
-const ADVANTAGE_EPSILON: Record<AdvantageEstimator, number> = { trl: 1e-4, verl: 1e-6 };
+/** ε added to the std: TRL 1e-4, verl 1e-6, OpenRLHF's group_norm 1e-9 (experience_maker.py). */
+const ADVANTAGE_EPSILON: Record<AdvantageEstimator, number> = { trl: 1e-4, verl: 1e-6, openrlhf: 1e-9 };
+
+/**
+ * Why a batch's advantages are not what computeAdvantages gives from its rewards, by its trainer's own
+ * estimator setting (absent: the table's default), or null: verl's adv_estimator other than grpo, OpenRLHF's
+ * algo.advantage.estimator other than group_norm / dr_grpo (rloo's leave-one-out baseline, reinforce_baseline's
+ * batch whitening, a critic's GAE). The Doctor then does not judge the advantages, and a step refuses to
+ * recompute missing ones.
+ */
+export function rewardAdvantageGap(batch: Pick<GrpoBatch, 'trainer' | 'config'>): string | null {
+  const [name, table, group] =
+    batch.trainer === 'verl' ? ['adv_estimator', VERL_SETTINGS, ['grpo']]
+    : batch.trainer === 'openrlhf' ? ['algo.advantage.estimator', OPENRLHF_SETTINGS, ['group_norm', 'dr_grpo']]
+    : [null, null, null];
+  if (!name) return null;
+  const given = batch.config?.[name];
+  const value = given ?? specOf(table, name).default;
+  return group.includes(value as string) ? null : `${batch.trainer === 'verl' ? 'verl' : 'OpenRLHF'} ${name} = ${JSON.stringify(value)}${given === undefined ? ' (its default: the batch does not say)' : ''} is not a group-normalised estimator the studio recomputes from rewards`;
+}
 
 /** torch.isclose(std, 0) with its default atol, which is how TRL counts zero-std groups. */
 const ZERO_STD_ATOL = 1e-8;

@@ -5,7 +5,7 @@ import { BatchFormatError, type GrpoBatch } from '../io/batch.ts';
 import { assertComputable, modelLimits } from '../io/validate.ts';
 import { generate } from '../model/generate.ts';
 import type { RenderOptions } from '../tokenize/tokenizer.ts';
-import { computeAdvantages, groupRows, withUnscorable, type AdvantageResult } from './advantages.ts';
+import { computeAdvantages, groupRows, rewardAdvantageGap, withUnscorable, type AdvantageResult } from './advantages.ts';
 import { assembleBatch, checkScorable, padBatch, type PaddedBatch } from './batch.ts';
 import { scoreRewards } from './rewards.ts';
 import { batchConfigOf, type StepConfig } from './step_config.ts';
@@ -148,6 +148,8 @@ function batchAdvantages(batch: GrpoBatch, c: Pick<StepConfig, 'advantage_estima
   // Per-token advantages that vary inside a sequence (a critic's GAE, a token-level reward) were the
   // trainer's: the step takes one advantage per sequence, and rewards would give other numbers.
   if (batch.per_token_advantages) throw new BatchFormatError(`per_token_advantages: ${varyingAdvantage(batch.per_token_advantages, batch.completion_mask)}; the step takes one advantage per sequence (GRPO), and recomputing them from rewards would not be what the trainer used`);
+  const gap = rewardAdvantageGap(batch);
+  if (gap) throw new BatchFormatError(`advantages: the batch has none, and ${gap}; include the trainer's "advantages"`);
   const a = rewardAdvantages(batch, batch.num_generations, batch.group_ids, c);
   return { advantages: Array.from(a.advantages), groups: a.groups, from: 'rewards' };
 }

@@ -41,8 +41,8 @@ export interface BatchConfig {
   kl_estimator?: 'k1' | 'k2' | 'k3';
   importance_sampling_level?: 'token' | 'sequence';
   scale_rewards?: ScaleRewards | boolean;
-  /** "trl" (std + 1e-4) or "verl" (std + 1e-6). */
-  advantage_estimator?: 'trl' | 'verl';
+  /** "trl" (std + 1e-4), "verl" (std + 1e-6) or "openrlhf" (group_norm: std + 1e-9). */
+  advantage_estimator?: 'trl' | 'verl' | 'openrlhf';
   max_completion_length?: number;
   max_prompt_length?: number;
   position_ids?: PositionIdsMode;

@@ -342,3 +342,45 @@ describe('logged-kl', () => {
     expect(diagnose(b({ kl: 0.1 })).findings.filter((f) => f.rule === 'schema')).toEqual([]);
   });
 });
+
+describe('advantage-mismatch judges only the estimators the studio recomputes (rewardAdvantageGap)', () => {
+  // Two groups of 4: rewards [1, 0, 0, 0] and [1, 1, 0, 1].
+  const rewards = [1, 0, 0, 0, 1, 1, 0, 1];
+  const base = (config: BatchConfig, advantages: number[]): GrpoBatch => ({
+    format: 'grpo-batch/v1', num_generations: 4, pad_token_id: 0, eos_token_ids: [2], trainer: 'openrlhf', config,
+    prompt_ids: rewards.map(() => [5, 6]), completion_ids: rewards.map(() => [7, 2]), completion_mask: rewards.map(() => [1, 1]), rewards, advantages,
+  });
+  const finding = (b: GrpoBatch) => diagnose(b).findings.filter((f) => f.rule === 'advantage-mismatch');
+  const skipped = (b: GrpoBatch) => diagnose(b).skipped.find((s) => s.rule === 'advantage-mismatch')?.reason;
+
+  it("OpenRLHF rloo (r − mean of the others): not judged, the reason names the estimator (it was a false error)", () => {
+    const rloo = rewards.map((r, i) => {
+      const g = rewards.slice(Math.floor(i / 4) * 4, Math.floor(i / 4) * 4 + 4);
+      return r - (g.reduce((a, x) => a + x, 0) - r) / 3;
+    });
+    expect(rloo.slice(0, 4)).toEqual([1, -1 / 3, -1 / 3, -1 / 3]);
+    const b = base({ 'algo.advantage.estimator': 'rloo' }, rloo);
+    expect(finding(b)).toEqual([]);
+    expect(skipped(b)).toMatch(/^OpenRLHF algo\.advantage\.estimator = "rloo" is not a group-normalised estimator/);
+    // No estimator in the config: OpenRLHF's default (gae) is not judged either, and the reason says it was assumed.
+    expect(skipped(base({}, rloo))).toMatch(/"gae" \(its default: the batch does not say\)/);
+  });
+
+  it('OpenRLHF group_norm: (r − mean) / (std + 1e-9) is judged, and a wrong value is an error naming ε', () => {
+    const std = (g: number[]) => { const m = g.reduce((a, x) => a + x, 0) / g.length; return Math.sqrt(g.reduce((a, x) => a + (x - m) ** 2, 0) / (g.length - 1)); };
+    const gn = rewards.map((r, i) => { const g = rewards.slice(Math.floor(i / 4) * 4, Math.floor(i / 4) * 4 + 4); return (r - g.reduce((a, x) => a + x, 0) / 4) / (std(g) + 1e-9); });
+    const cfg: BatchConfig = { 'algo.advantage.estimator': 'group_norm', advantage_estimator: 'openrlhf', scale_rewards: 'group' };
+    expect(finding(base(cfg, gn))).toEqual([]);
+    const wrong = [...gn];
+    wrong[5] += 0.5;
+    const f = finding(base(cfg, wrong));
+    expect(f.map((x) => [x.severity, x.sample])).toEqual([['error', 5]]);
+    expect(f[0].message).toMatch(/OpenRLHF ε = 1e-9/);
+  });
+
+  it('verl: adv_estimator grpo is judged, another (or none given: gae) is not', () => {
+    const verl = (config: BatchConfig): GrpoBatch => ({ ...base(config, rewards.map(() => 0)), trainer: 'verl' });
+    expect(skipped(verl({ adv_estimator: 'rloo', advantage_estimator: 'verl' }))).toMatch(/^verl adv_estimator = "rloo"/);
+    expect(finding(verl({ adv_estimator: 'grpo', advantage_estimator: 'verl' })).length).toBeGreaterThan(0); // zeros are wrong for these rewards
+  });
+});

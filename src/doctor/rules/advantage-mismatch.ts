@@ -4,7 +4,7 @@
 // Rows where every reward function returned None are left out of the statistics with advantage 0, as TRL
 // does (batchRewards marks them NaN; computeAdvantages skips NaN for the TRL estimator).
 import { listSamples, msg } from '../util.ts';
-import { combineRewards, computeAdvantages, type AdvantageEstimator } from '../../grpo/advantages.ts';
+import { combineRewards, computeAdvantages, rewardAdvantageGap, type AdvantageEstimator } from '../../grpo/advantages.ts';
 import type { ScaleRewards } from '../../io/batch.ts';
 import type { Rule } from '../types.ts';
 import { batchRewards, groupName, perSample, unscorableRows } from '../rewards.ts';
@@ -41,7 +41,9 @@ export const advantageMismatch: Rule = {
     const judged = rows.filter((_, g) => complete[g]);
     if (judged.length === 0) return out.length ? out : `no group holds all ${ctx.G} of its rows in this batch (a rank's slice): merge the slices to check advantages`;
     const checked = judged.flat().sort((a, b) => a - b);
-    const estimator: AdvantageEstimator = batch.config?.advantage_estimator === 'verl' ? 'verl' : 'trl';
+    const gap = rewardAdvantageGap(batch);
+    if (gap) return out.length ? out : `${gap}: the advantages are not judged`;
+    const estimator: AdvantageEstimator = batch.config?.advantage_estimator ?? 'trl';
     const A = batch.advantages;
     const scales: ScaleRewards[] = judged.length === rows.length ? ['group', 'batch', 'none'] : ['group', 'none']; // "batch" needs every row
     const tol = (ref: ArrayLike<number>, i: number) => Math.abs(A[i] - ref[i]) - (ATOL + RTOL * Math.abs(ref[i]));
@@ -59,7 +61,7 @@ export const advantageMismatch: Rule = {
     const hint = alternatives.length
       ? `The advantages match ${alternatives.join(' / ')}: set config.scale_rewards accordingly or fix the trainer.`
       : 'Check the group layout (G consecutive rows per prompt), the std (Bessel, per group), and that advantages were computed from these rewards.';
-    const how = `scale_rewards="${ctx.scaleRewards}", ${estimator === 'trl' ? 'ε = 1e-4' : 'verl ε = 1e-6'}, ${batch.group_ids ? 'groups by group_ids' : `groups of ${ctx.G} consecutive rows`}`;
+    const how = `scale_rewards="${ctx.scaleRewards}", ${estimator === 'trl' ? 'ε = 1e-4' : estimator === 'verl' ? 'verl ε = 1e-6' : 'OpenRLHF ε = 1e-9'}, ${batch.group_ids ? 'groups by group_ids' : `groups of ${ctx.G} consecutive rows`}`;
     // One finding per group with a wrong row, at its worst row: a wrong formula or layout shows as whole
     // groups named as such, a single corrupted value as one sample.
     rows.forEach((group, g) => {

@@ -23,6 +23,7 @@ export const OPENRLHF_SETTINGS: readonly SettingSpec[] = [
   // is set, kl_ctl.update each step): the coefficient of this step depends on the run, not on the batch.
   s({ name: 'algo.kl.target', formerly: 'kl_target', type: 'number', default: null, nullable: true, scope: 'loss', doc: 'adaptive KL controller target (null: the fixed controller, kl_ctl = init_coef); set, the coefficient moves every step: refused', source: 'openrlhf/trainer/ppo_trainer.py (AdaptiveKLController)' }),
   s({ name: 'algo.kl.estimator', formerly: 'kl_estimator', type: 'enum', values: ['k1', 'k2', 'k3'], default: 'k1', scope: 'loss', doc: 'd = logp − base: k1 d, k2 d²/2, k3 exp(−d) − 1 + d; clamped to ±10', source: 'openrlhf/models/utils.py compute_approx_kl' }),
+  s({ name: 'algo.advantage.estimator', formerly: 'advantage_estimator', type: 'enum', values: ['gae', 'reinforce', 'rloo', 'reinforce_baseline', 'group_norm', 'dr_grpo'], default: 'gae', scope: 'advantages', doc: 'group_norm (r − mean)/(std + 1e-9) and dr_grpo r − mean per prompt are recomputed from rewards; rloo, reinforce_baseline (batch-whitened), gae and reinforce are not', source: 'openrlhf/trainer/ppo_utils/experience_maker.py' }),
   s({ name: 'algo.advantage.is_correction_enable', formerly: 'enable_vllm_is_correction', type: 'boolean', default: false, scope: 'loss', doc: 'vLLM importance-sampling correction of the PPO loss (gspo: the ratio is taken against the rollout log-probs)', source: LOSS }),
   s({ name: 'algo.advantage.is_correction_threshold', formerly: 'vllm_is_truncated_threshold', type: 'number-list', default: [0.5, 5.0], scope: 'loss', doc: '[low, high] of the IS weight exp(old − rollout)', source: LOSS }),
   s({ name: 'algo.advantage.is_correction_type', formerly: 'vllm_is_correction_type', type: 'enum', values: ['tis', 'icepop', 'seq-mask-tis'], default: 'tis', scope: 'loss', doc: 'tis clamp(w, low, high); icepop w·[low ≤ w ≤ high]; seq-mask-tis w·[low ≤ exp(mean_b log w) ≤ high]', source: LOSS }),
@@ -52,6 +53,7 @@ export interface OpenrlhfConfig {
   'algo.kl.init_coef': number;
   'algo.kl.estimator': 'k1' | 'k2' | 'k3';
   'algo.kl.target': number | null;
+  'algo.advantage.estimator': 'gae' | 'reinforce' | 'rloo' | 'reinforce_baseline' | 'group_norm' | 'dr_grpo';
   'algo.advantage.is_correction_enable': boolean;
   'algo.advantage.is_correction_threshold': number[];
   'algo.advantage.is_correction_type': 'tis' | 'icepop' | 'seq-mask-tis';

@@ -17,7 +17,7 @@
 // metadata's, else args.rollout.n_samples_per_prompt (nested or flat), else the older flat name. A value given
 // at two of these places with different values is an error naming both. `run` (OPENRLHF_RUN) is carried as
 // written, as the TRL reader does.
-import type { GrpoBatch } from '../batch.ts';
+import type { BatchConfig, GrpoBatch } from '../batch.ts';
 import { configTable, runTable } from '../../grpo/settings/effective.ts';
 import { configLeaves, Dump, flatKey, intOf, isPlainObject, LeafValues, row, splitLossMask, tokenIds, toolMasks, scalarAdvantages, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 
@@ -96,7 +96,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     if (!batch.advantages) notes.push('advantages vary within responses (GAE or shaped rewards): kept per token only');
   }
   if (d.has('rewards')) batch.rewards = row(d.floats('rewards', 1), 0, 0, B);
-  batch.config = cfg;
+  batch.config = { ...cfg, ...groupAdvantages(cfg) };
   const run = d.metaObject('run');
   if (Object.keys(run).length) batch.run = run;
   batch.metrics = d.metrics(); // e.g. verl "actor/kl_loss", OpenRLHF "kl": the Doctor's logged-kl rule
@@ -145,6 +145,15 @@ function openrlhfSettings(d: Dump, cfg: Record<string, unknown>, notes: string[]
   if (renamed.length) notes.push(`config: ${renamed.length} arg(s) under OpenRLHF's names before ed62d0e2, read as today's (${renamed.join(', ')})`);
   if (unknownFlat.length) notes.push(`config: ${unknownFlat.length} flat arg(s) no row of the studio's OpenRLHF table reads, kept as written (${unknownFlat.slice(0, 6).join(', ')}${unknownFlat.length > 6 ? ', …' : ''})`);
   return leaves.object();
+}
+
+/**
+ * OpenRLHF's group estimators in the studio's words (experience_maker.py): group_norm (r − mean) / (std + 1e-9),
+ * dr_grpo r − mean; the others are not recomputed from rewards (rewardAdvantageGap says why).
+ */
+function groupAdvantages(cfg: Record<string, unknown>): Partial<BatchConfig> {
+  const e = cfg['algo.advantage.estimator'];
+  return e === 'group_norm' ? { advantage_estimator: 'openrlhf', scale_rewards: 'group' } : e === 'dr_grpo' ? { advantage_estimator: 'openrlhf', scale_rewards: 'none' } : {};
 }
 
 /** n_samples_per_prompt: the metadata's, args.rollout.n_samples_per_prompt (nested or flat), or the older flat name; all given must agree. */
