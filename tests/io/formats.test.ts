@@ -228,6 +228,19 @@ describe('prime-rl token export', () => {
     expect(r.notes.join('\n')).toMatch(/no group id/);
     expect(load('prime-rl-short-loss-mask.jsonl', { eos_token_ids: [2], pad_token_id: 0 }).notes.join('\n')).not.toMatch(/inferred/);
   });
+  it("rl_weights 0 take tokens out of the loss mask (prime-rl's RL loss trains loss_mask & rl_weights != 0), with notes", () => {
+    const rec = (rl: number[], extra: Record<string, unknown> = {}) => JSON.stringify({ schema_version: 1, step: 1, rank: 0, token_ids: [11, 12, 40, 41, 42, 2], loss_mask: [0, 0, 1, 1, 1, 1], rl_weights: rl, ...extra });
+    const text = [rec([0, 0, 1, 0, 1, 1]), rec([0, 0, 0, 0, 0, 0], { ce_weights: [0, 0, 1, 1, 1, 1] }), rec([0, 0, 1, 1, 0.5, 1])].join('\n');
+    const got = readAnyBatch(new TextEncoder().encode(text), 'w.jsonl', { eos_token_ids: [2], pad_token_id: 0 });
+    const bb = got.batch;
+    // Row 0: the zero-advantage token 41 leaves the loss; row 1 (a CE sample) has no RL token left; row 2 keeps every token.
+    const trained = bb.completion_mask.map((m, i) => m.map((v, t) => v * (bb.tool_mask?.[i]?.[t] ?? 1)));
+    expect(trained).toEqual([[1, 0, 1, 1], [0, 0, 0, 0], [1, 1, 1, 1]]);
+    const notes = got.notes.join('\n');
+    expect(notes).toMatch(/rl_weights: 5 trained token\(s\) with rl_weight 0/);
+    expect(notes).toMatch(/rl_weights: 1 trained token\(s\) weighted other than 0 or 1/);
+    expect(notes).toMatch(/ce_weights: 1 record\(s\) carry a cross-entropy/);
+  });
   it('planted: loss_mask 2 shorter than token_ids stays shorter and the Doctor reports it', () => {
     expect(b.completion_ids[2].length - b.completion_mask[2].length).toBe(2);
     const report = diagnose(b);

@@ -60,7 +60,25 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   const loss = records.map((r, b) => ints(r, 'loss_mask', b, 'mask'));
   // Prompt = tokens before the first trained token; a loss_mask of another length keeps its length.
   const P = loss.map((m) => Math.max(0, m.indexOf(1)));
-  const completionLoss = loss.map((m, b) => m.slice(P[b]));
+  // prime-rl's RL loss trains loss_mask & (rl_weights != 0) and counts those tokens (trainer/rl/loss.py
+  // compute_loss): rl_weights 0 marks a distillation (CE) sample's tokens and, with filter_zero_advantages, the
+  // zero-advantage tokens. Those leave the loss mask here (a zero inside a completion becomes tool_mask 0, which
+  // the loss leaves out the same way).
+  const rl = records.map((r, b) => (r.rl_weights === undefined || r.rl_weights === null ? null : floats(r, 'rl_weights', b)));
+  let [unweighted, fractional] = [0, 0];
+  const completionLoss = loss.map((m, b) => m.slice(P[b]).map((v, t) => {
+    const w = rl[b]?.[P[b] + t];
+    if (v !== 1 || w === undefined) return v;
+    if (w === 0) unweighted++;
+    else if (w !== 1) fractional++;
+    return w === 0 ? 0 : v;
+  }));
+  if (unweighted) notes.push(`rl_weights: ${unweighted} trained token(s) with rl_weight 0 (a CE / distillation sample, or a zero advantage filtered) are out of the loss mask, as prime-rl's RL loss leaves them out`);
+  if (fractional) notes.push(`rl_weights: ${fractional} trained token(s) weighted other than 0 or 1: the studio's loss does not weight tokens, prime-rl's does`);
+  const ce = records.filter((r) => Array.isArray(r.ce_weights) && (r.ce_weights as unknown[]).some((v) => typeof v === 'number' && v !== 0)).length;
+  if (ce) notes.push(`ce_weights: ${ce} record(s) carry a cross-entropy (distillation) loss the studio does not compute`);
+  const refKl = records.filter((r) => Array.isArray(r.ref_kl_weights) && (r.ref_kl_weights as unknown[]).some((v) => typeof v === 'number' && v !== 0)).length;
+  if (refKl) notes.push(`ref_kl_weights: ${refKl} record(s) weight a reference-KL term the studio does not take from them`);
   const rows = completionRows(tokens, P, completionLoss);
   // EOS: voted over every assistant turn's last trained token, not only each record's last: a multi-turn export's
   // final turns are often cut by the length limit (their last token is any text), while every finished turn ends with
@@ -75,7 +93,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
     eos_token_ids,
     ...rows,
   };
-  if (batch.tool_mask) notes.push('loss_mask has zeros inside completions (tool / environment tokens): kept as tool_mask');
+  if (batch.tool_mask) notes.push(`loss_mask has zeros inside completions (tool / environment tokens${unweighted ? ', and rl_weight 0' : ''}): kept as tool_mask`);
   for (const [key, field] of Object.entries(MAPPED) as [keyof typeof MAPPED, (typeof MAPPED)[keyof typeof MAPPED]][]) {
     const cols = records.map((r, b) => (r[key] === undefined ? undefined : floats(r, key, b)));
     if (cols.every((c) => c === undefined || c.every(Number.isNaN))) continue; // not computed in this run
