@@ -2,14 +2,14 @@
 // reward_weights; a row where every reward function returned None (all NaN) is NaN, as TRL marks it
 // (huggingface/trl trl/trainer/grpo_trainer.py at f2cd577: `rewards[unscorable_mask] = nan`) so the group
 // statistics leave it out. Shared by the reward rules and the report's group statistics.
-import { combineRewards, unscorableRows as unscorableOf, withUnscorable } from '../grpo/advantages.ts';
+import { combineRewards, rewardWeightsOf, unscorableRows as unscorableOf, withUnscorable } from '../grpo/advantages.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 
 /** Rows where every reward function returned None (rewards_per_func all NaN). */
 export const unscorableRows = (batch: GrpoBatch): number[] => unscorableOf(batch.rewards_per_func);
 
 export function batchRewards(batch: GrpoBatch): ArrayLike<number> | undefined {
-  const base = batch.rewards ?? (batch.rewards_per_func ? combineRewards(batch.rewards_per_func, batch.reward_weights) : undefined);
+  const base = batch.rewards ?? (batch.rewards_per_func ? combineRewards(batch.rewards_per_func, rewardWeightsOf(batch)) : undefined);
   return base && withUnscorable(base, batch.rewards_per_func);
 }
 

@@ -44,12 +44,16 @@ const ADVANTAGE_EPSILON: Record<AdvantageEstimator, number> = { trl: 1e-4, verl:
 
 /**
  * Why a batch's advantages are not what computeAdvantages gives from its rewards, by its trainer's own
- * estimator setting (absent: the table's default), or null: verl's adv_estimator other than grpo, OpenRLHF's
- * algo.advantage.estimator other than group_norm / dr_grpo (rloo's leave-one-out baseline, reinforce_baseline's
- * batch whitening, a critic's GAE). The Doctor then does not judge the advantages, and a step refuses to
+ * estimator setting (absent: the table's default), or null: TRL's normalize_then_sum aggregation, verl's
+ * adv_estimator other than grpo, OpenRLHF's algo.advantage.estimator other than group_norm / dr_grpo (rloo's
+ * leave-one-out baseline, reinforce_baseline's batch whitening, a critic's GAE). The Doctor then does not judge the advantages, and a step refuses to
  * recompute missing ones.
  */
 export function rewardAdvantageGap(batch: Pick<GrpoBatch, 'trainer' | 'config'>): string | null {
+  // TRL's GDPO aggregation normalises each reward function in its group, then the weighted sum over the batch.
+  if (batch.trainer !== 'verl' && batch.trainer !== 'openrlhf' && batch.config?.multi_objective_aggregation === 'normalize_then_sum') {
+    return 'TRL multi_objective_aggregation = "normalize_then_sum" (each function normalised in its group, the sum over the batch) is not the group advantage the studio recomputes from rewards';
+  }
   const [name, table, group] =
     batch.trainer === 'verl' ? ['adv_estimator', VERL_SETTINGS, ['grpo']]
     : batch.trainer === 'openrlhf' ? ['algo.advantage.estimator', OPENRLHF_SETTINGS, ['group_norm', 'dr_grpo']]
@@ -62,6 +66,13 @@ export function rewardAdvantageGap(batch: Pick<GrpoBatch, 'trainer' | 'config'>)
 
 /** torch.isclose(std, 0) with its default atol, which is how TRL counts zero-std groups. */
 const ZERO_STD_ATOL = 1e-8;
+
+/** The reward functions' weights: the batch's own, else its TRL config's reward_weights (GRPOConfig), else none (all 1). */
+export function rewardWeightsOf(batch: Pick<GrpoBatch, 'reward_weights' | 'config'>): number[] | undefined {
+  if (batch.reward_weights) return batch.reward_weights;
+  const w = batch.config?.reward_weights;
+  return Array.isArray(w) && w.every((x) => typeof x === 'number') ? w : undefined;
+}
 
 /** TRL's combined reward: Σ_f rewards_per_func[i, f] · w_f, NaN terms skipped (nansum; all NaN → 0). */
 export function combineRewards(rewardsPerFunc: readonly (readonly number[])[], weights?: readonly number[]): Float64Array {

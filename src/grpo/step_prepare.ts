@@ -11,6 +11,7 @@ import { scoreRewards } from './rewards.ts';
 import { batchConfigOf, type StepConfig } from './step_config.ts';
 import { toolCallLoop, type ToolRow } from './tool_loop.ts';
 import { need, type PromptSource, type Skipped, type StageContext, type StageData, type StageOutput, type StepState } from './step_types.ts';
+import { SettingsError } from './settings/types.ts';
 
 const FROM_BATCH: Skipped = { skipped: 'the update starts from an imported batch' };
 
@@ -135,6 +136,11 @@ export async function advantages(ctx: StageContext, state: StepState): Promise<S
     assertComputable(src.batch, { purpose: 'step', ...modelLimits(ctx.opts.policy.config) });
     return { data: batchAdvantages(src.batch, c) };
   }
+  // The rollout's rewards go through the studio's group advantage (sum the functions, then normalise): TRL's
+  // normalize_then_sum (each function normalised in its group first) is another number, so it is refused, as
+  // for an imported batch without advantages (rewardAdvantageGap).
+  const gap = c.trainer?.trainer === 'trl' ? rewardAdvantageGap({ trainer: 'trl', config: c.trainer.config }) : null;
+  if (gap) throw new SettingsError(`config.multi_objective_aggregation: ${gap}; set sum_then_normalize to take the step`);
   const a = rewardAdvantages(need(state, 'reward').data, src.generation.num_generations, undefined, c);
   return { data: { advantages: Array.from(a.advantages), groups: a.groups, from: 'rewards' } };
 }

@@ -384,3 +384,24 @@ describe('advantage-mismatch judges only the estimators the studio recomputes (r
     expect(finding(verl({ adv_estimator: 'grpo', advantage_estimator: 'verl' })).length).toBeGreaterThan(0); // zeros are wrong for these rewards
   });
 });
+
+describe('TRL: reward_weights from the config, normalize_then_sum not judged', () => {
+  const rpf = [[1, 0], [0, 10], [1, 1], [0, 0]];
+  const base = (config: BatchConfig, extra: Partial<GrpoBatch> = {}): GrpoBatch => ({
+    format: 'grpo-batch/v1', num_generations: 2, pad_token_id: 0, eos_token_ids: [2], config,
+    prompt_ids: rpf.map(() => [5, 6]), completion_ids: rpf.map(() => [7, 2]), completion_mask: rpf.map(() => [1, 1]), rewards_per_func: rpf, ...extra,
+  });
+  it('config.reward_weights weigh rewards_per_func when the batch has no reward_weights of its own (no false rewards error)', () => {
+    const weights = [2, 0.5];
+    const rewards = combineRewards(rpf, weights);
+    expect(Array.from(rewards)).toEqual([2, 5, 2.5, 0]);
+    const f = (b: GrpoBatch) => diagnose(b).findings.filter((x) => x.rule === 'advantage-mismatch' && x.field === 'rewards');
+    expect(f(base({ reward_weights: weights }, { rewards: Array.from(rewards) }))).toEqual([]);
+    expect(f(base({}, { rewards: Array.from(rewards) })).length).toBe(1); // weights 1: Σ = 1 ≠ 2 for sample 0
+  });
+  it('normalize_then_sum: the advantages are not judged against the sum-then-normalise formula (a false error before)', () => {
+    const b = base({ multi_objective_aggregation: 'normalize_then_sum' }, { advantages: [-1e-4, 1e-4, 0, 0] });
+    expect(diagnose(b).findings.filter((x) => x.rule === 'advantage-mismatch')).toEqual([]);
+    expect(diagnose(b).skipped.find((s) => s.rule === 'advantage-mismatch')?.reason).toMatch(/normalize_then_sum/);
+  });
+});

@@ -4,7 +4,7 @@
 // Rows where every reward function returned None are left out of the statistics with advantage 0, as TRL
 // does (batchRewards marks them NaN; computeAdvantages skips NaN for the TRL estimator).
 import { listSamples, msg } from '../util.ts';
-import { combineRewards, computeAdvantages, rewardAdvantageGap, type AdvantageEstimator } from '../../grpo/advantages.ts';
+import { combineRewards, computeAdvantages, rewardAdvantageGap, rewardWeightsOf, type AdvantageEstimator } from '../../grpo/advantages.ts';
 import type { ScaleRewards } from '../../io/batch.ts';
 import type { Rule } from '../types.ts';
 import { batchRewards, groupName, perSample, unscorableRows } from '../rewards.ts';
@@ -23,7 +23,7 @@ export const advantageMismatch: Rule = {
     const { batch } = ctx;
     const out = [];
     if (batch.rewards && batch.rewards_per_func && batch.rewards_per_func.length === batch.rewards.length) {
-      const combined = combineRewards(batch.rewards_per_func, batch.reward_weights);
+      const combined = combineRewards(batch.rewards_per_func, rewardWeightsOf(batch));
       // An unscorable row's reward is NaN in TRL (nansum would say 0): either is accepted there.
       const none = new Set(unscorableRows(batch));
       const i = batch.rewards.findIndex((r, k) => !none.has(k) && !(Math.abs(r - combined[k]) <= ATOL + RTOL * Math.abs(combined[k])));
