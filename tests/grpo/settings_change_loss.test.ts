@@ -243,6 +243,7 @@ const CONTEXT: Record<TrainerId, Record<Key, Context>> = {
     'run.num_processes': { run: { num_items_in_batch: 30 }, why: 'dapo divides num_items_in_batch by the processes (without it TRL refuses, tested in trainer_from_logps)' },
     'run.gradient_accumulation_steps': { config: { loss_type: 'grpo', steps_per_generation: 1 }, why: 'grpo / bnpo / dr_grpo / sapo / luspo divide by it; dapo does not' },
     'run.last_world_entropy': { config: { entropy_coef: 0.1, use_adaptive_entropy: true }, values: [null, 0.1], why: 'adaptive gate: +inf (null) applies 0, 0.1 ≤ target applies the coefficient' },
+    'run.adaptive_entropy_coef': { config: { entropy_coef: 0.1, use_adaptive_entropy: true }, run: { last_world_entropy: 0.1 }, values: [null, 0.3], why: "adaptive: the run's current coefficient replaces the start value" },
   },
   verl: {
     loss_mode: { config: { clip_cov_ratio: 0.5 }, values: ['vanilla', 'gspo', 'sapo', 'cispo', 'gpg', 'clip_cov', 'kl_cov', 'geo_mean'], why: 'every mode differs from vanilla; clip_cov needs slots for its candidates (else refused)' },

@@ -118,6 +118,14 @@ describe('the objectives refuse through the same rules', () => {
   });
 });
 
+describe('TRL: the adaptive entropy coefficient past the first step', () => {
+  it('use_adaptive_entropy with global_step > 0 needs the run\'s coefficient and last world entropy', () => {
+    expect(trl({ use_adaptive_entropy: true, entropy_coef: 0.1 }, { global_step: 5 })?.message).toMatch(/^config\.use_adaptive_entropy: with global_step 5: TRL's coefficient \(self\.entropy_coef\)/);
+    expect(trl({ use_adaptive_entropy: true, entropy_coef: 0.1 }, { global_step: 5, adaptive_entropy_coef: 0.115, last_world_entropy: 0.3 })).toBeNull();
+    expect(trl({ use_adaptive_entropy: true, entropy_coef: 0.1 }, {})).toBeNull(); // the first step: TRL's start values
+  });
+});
+
 describe('OpenRLHF: the adaptive KL controller', () => {
   it('algo.kl.target with the KL loss is refused (the coefficient depends on the run); without the KL loss, or unset, it runs', async () => {
     const { c } = golden('openrlhf', '01'); // has reference log-probs

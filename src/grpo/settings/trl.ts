@@ -100,6 +100,7 @@ export const TRL_RUN_SETTINGS: SettingsTable = rows([
   { name: 'steps_per_generation', type: 'integer', min: 1, nullable: true, default: null, scope: 'run', source: TRAINER, doc: 'Micro-batches per generation batch.' },
   { name: 'num_items_in_batch', type: 'number', min: 0, nullable: true, default: null, scope: 'run', source: TRAINER, doc: 'Loss-mask tokens of the whole generation batch over all processes (null = this micro-batch’s); 0 (mask_truncated_completions dropped every completion) is taken as TRL does: clamp(min=1.0).' },
   { name: 'last_world_entropy', type: 'number', nullable: true, default: null, scope: 'run', source: TRAINER, doc: 'Adaptive entropy: the previous step’s world entropy (null = +inf, TRL’s start value).' },
+  { name: 'adaptive_entropy_coef', type: 'number', nullable: true, default: null, scope: 'run', source: TRAINER, doc: 'Adaptive entropy: the coefficient TRL holds at this step (self.entropy_coef, moved by ±entropy_coef_delta after every step; saved as "entropy_coef" beside last_world_entropy in its checkpoint state); null = config.entropy_coef, its start value.' },
   { name: 'global_step', type: 'integer', min: 0, nullable: true, default: null, scope: 'optimizer', source: STATE, doc: 'trainer.state.global_step: optimizer steps done before this one; the schedule’s position (null: the first step).' },
   { name: 'max_steps', type: 'integer', min: 1, nullable: true, default: null, scope: 'optimizer', source: STATE, doc: 'trainer.state.max_steps: the steps the linear / cosine schedule decays over.' },
 ]);
@@ -170,6 +171,7 @@ export interface TrlRun {
   steps_per_generation: number | null;
   num_items_in_batch: number | null;
   last_world_entropy: number | null;
+  adaptive_entropy_coef: number | null;
   global_step: number | null;
   max_steps: number | null;
 }

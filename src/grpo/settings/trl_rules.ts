@@ -113,6 +113,16 @@ export const TRL_RULES: readonly TrainerRule<TrlConfig, TrlRun>[] = [
         : null,
   },
   {
+    fields: ['config.use_adaptive_entropy', 'run.global_step', 'run.adaptive_entropy_coef', 'run.last_world_entropy'],
+    by: 'studio',
+    source: COMPUTE_LOSS,
+    // After the first step TRL's coefficient and its gate are the run's state, not the config's start values.
+    check: (c, r) =>
+      c.use_adaptive_entropy && (r.global_step ?? 0) > 0 && (r.adaptive_entropy_coef === null || r.last_world_entropy === null)
+        ? `with global_step ${r.global_step}: TRL's coefficient (self.entropy_coef) and its gate (the last world entropy) have moved since the start; give run.adaptive_entropy_coef and run.last_world_entropy (TRL's checkpoint state: entropy_coef, last_world_entropy)`
+        : null,
+  },
+  {
     fields: ['config.kl_estimator', 'config.beta'],
     by: 'studio',
     source: COMPUTE_LOSS,

@@ -28,7 +28,8 @@ export function resolveTrlParams(c: TrlConfig, run: TrlRun, x: TrlInputsPresent,
   const bonus = c.entropy_coef !== 0 || c.use_adaptive_entropy;
   // TRL starts _last_world_entropy at +inf: the adaptive coefficient applies from the step after a measurement.
   const lastWorld = run.last_world_entropy ?? Infinity;
-  const coef = !bonus ? 0 : c.use_adaptive_entropy ? (lastWorld <= c.entropy_target ? c.entropy_coef : 0) : c.entropy_coef;
+  // The adaptive coefficient moves after every step: the run's (TRL's self.entropy_coef), else the start value.
+  const coef = !bonus ? 0 : c.use_adaptive_entropy ? (lastWorld <= c.entropy_target ? (run.adaptive_entropy_coef ?? c.entropy_coef) : 0) : c.entropy_coef;
   return {
     B: x.B,
     T: x.T,
