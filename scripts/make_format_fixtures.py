@@ -52,6 +52,9 @@ def trl_two_ranks():
     adv = trl_advantages(rewards, G)
     config = {"num_generations": G, "beta": 0.04, "epsilon": 0.2, "loss_type": "dapo", "scale_rewards": "group",
               "temperature": 1.0, "max_completion_length": C, "max_prompt_length": P, "gradient_accumulation_steps": 2,
+              # As GRPOConfig.__post_init__ leaves them with one micro-batch per generation batch (left unset, it
+              # would take steps_per_generation = gradient_accumulation_steps and split the batch in two).
+              "steps_per_generation": 1, "generation_batch_size": B * 2,
               "per_device_train_batch_size": B, "learning_rate": 1e-6, "output_dir": "out"}
     for rank in range(2):
         rows = range(rank * B, (rank + 1) * B)  # process_slice
