@@ -40,7 +40,7 @@ export interface AdvantageResult {
 }
 
 /** ε added to the std: TRL 1e-4, verl 1e-6, OpenRLHF's group_norm 1e-9 (experience_maker.py). */
-const ADVANTAGE_EPSILON: Record<AdvantageEstimator, number> = { trl: 1e-4, verl: 1e-6, openrlhf: 1e-9 };
+export const ADVANTAGE_EPSILON: Record<AdvantageEstimator, number> = { trl: 1e-4, verl: 1e-6, openrlhf: 1e-9 };
 
 /**
  * Why a batch's advantages are not what computeAdvantages gives from its rewards, by its trainer's own
@@ -61,7 +61,18 @@ export function rewardAdvantageGap(batch: Pick<GrpoBatch, 'trainer' | 'config'>)
   if (!name) return null;
   const given = batch.config?.[name];
   const value = given ?? specOf(table, name).default;
-  return group.includes(value as string) ? null : `${batch.trainer === 'verl' ? 'verl' : 'OpenRLHF'} ${name} = ${JSON.stringify(value)}${given === undefined ? ' (its default: the batch does not say)' : ''} is not a group-normalised estimator the studio recomputes from rewards`;
+  const who = `${batch.trainer === 'verl' ? 'verl' : 'OpenRLHF'} ${name} = ${JSON.stringify(value)}`;
+  if (!group.includes(value as string)) return `${who}${given === undefined ? ' (its default: the batch does not say)' : ''} is not a group-normalised estimator the studio recomputes from rewards`;
+  // The formula the studio then applies is the batch config's advantage_estimator / scale_rewards, which the
+  // importers set from the estimator (verl.ts verlConfig, openrlhf.ts groupAdvantages): a batch written by hand
+  // may say otherwise.
+  const want = batch.trainer === 'verl'
+    ? { advantage_estimator: 'verl', scale_rewards: batch.config?.norm_adv_by_std_in_grpo === false ? 'none' : 'group' }
+    : { advantage_estimator: 'openrlhf', scale_rewards: value === 'dr_grpo' ? 'none' : 'group' };
+  const has = { advantage_estimator: batch.config?.advantage_estimator, scale_rewards: batch.config?.scale_rewards ?? 'group' };
+  return has.advantage_estimator === want.advantage_estimator && has.scale_rewards === want.scale_rewards
+    ? null
+    : `${who} takes advantage_estimator ${JSON.stringify(want.advantage_estimator)} and scale_rewards ${JSON.stringify(want.scale_rewards)}, the batch config says ${JSON.stringify(has.advantage_estimator ?? null)} and ${JSON.stringify(has.scale_rewards)}`;
 }
 
 /** torch.isclose(std, 0) with its default atol, which is how TRL counts zero-std groups. */

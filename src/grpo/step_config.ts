@@ -4,7 +4,7 @@
 // step` and the page's worker both call stepConfigOf, so the same settings give the same update.
 // batchConfigOf writes a StepConfig back into a batch file's `config`, so an exported batch replays it.
 import { BatchFormatError, type BatchConfig, type PositionIdsMode, type ScaleRewards } from '../io/batch.ts';
-import type { AdvantageEstimator } from './advantages.ts';
+import { rewardAdvantageGap, type AdvantageEstimator } from './advantages.ts';
 import { AGGREGATIONS, DEFAULT_GRPO_LOSS_CONFIG, parseGrpoLossConfig, type GrpoLossConfig } from './loss.ts';
 import { parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
 import { configTable, runTable, type EffectiveSettings } from './settings/effective.ts';
@@ -30,6 +30,8 @@ export interface StepConfig {
   trainer?: TrainerObjective | null;
   /** μ: optimisation passes over the batch (loss, backward, step each; old log-probs fixed from before the first). Unset: 1. */
   passes?: number;
+  /** Why the trainer's advantages are not the studio's group advantage of the rewards (rewardAdvantageGap), or unset. */
+  advantage_gap?: string | null;
 }
 
 /**
@@ -192,5 +194,8 @@ export function stepConfigOf(settings: EffectiveSettings, C: number, opts: { ste
     config.optimizer = trlOptimizerOf(settings.config, { ...settings.run, global_step: (typeof g === 'number' ? g : 0) + (opts.steps_done ?? 0) });
   }
   if (settings.trainer === 'verl' && settings.config.optimizer === undefined) Object.assign(config, verlOptimizer(settings.config, settings.run, opts.steps_done ?? 0));
-  return { ...config, trainer, passes: passesOf(settings.trainer, settings.config) };
+  // TRL's aggregation of several reward functions is an advantages row (no objective follows it): the studio's own
+  // rollouts need it too. (verl's / OpenRLHF's estimator rows describe an imported batch's advantages.)
+  const advantage_gap = settings.trainer === 'trl' ? rewardAdvantageGap({ trainer: 'trl', config: o.config }) : null;
+  return { ...config, trainer, passes: passesOf(settings.trainer, settings.config), advantage_gap };
 }

@@ -62,6 +62,12 @@ function microBatches(o: { config: Record<string, unknown>; run: Record<string, 
   return null;
 }
 
+/** Throws the step's refusal of a TRL generation batch it would have to split (microBatches); the page's trainer view calls it too. */
+export function assertOneMicroBatch(x: Pick<TrainerInputs, 'trainer' | 'config' | 'run'>): void {
+  const micro = x.trainer === 'trl' ? microBatches(x) : null;
+  if (micro) throw new SettingsError(`${micro}: the step takes the generation batch as one micro-batch (TRL's shuffled split and accumulation are not reproduced); set it to 1 to take the step`);
+}
+
 /** What the update has scored: the batch, the forward's per-token log-probs / entropies, advantages, reference. */
 export interface ScoredUpdate {
   padded: PaddedBatch;
@@ -135,8 +141,7 @@ export interface TrainerGrad {
  * B·C floats each, the only CPU → GPU copy between forward and step). Throws SettingsError naming a setting.
  */
 export async function trainerObjective(gpu: Gpu, p: PreparedObjective): Promise<{ out: TrainerLossOutputs; grad: TrainerGrad }> {
-  const micro = p.x.trainer === 'trl' ? microBatches(p.x) : null;
-  if (micro) throw new SettingsError(`${micro}: the step takes the generation batch as one micro-batch (TRL's shuffled split and accumulation are not reproduced); set it to 1 to take the step`);
+  assertOneMicroBatch(p.x);
   const out = await trainerLossFromLogps(gpu, p.x, p.scored);
   if (!out.dlogp) throw new Error(`${p.x.trainer}: the objective formed no per-token gradient`);
   // The trainer's own float32 outcome can be NaN / ±inf (OpenRLHF icepop over an overflowing IS ratio): the

@@ -139,8 +139,7 @@ export async function advantages(ctx: StageContext, state: StepState): Promise<S
   // The rollout's rewards go through the studio's group advantage (sum the functions, then normalise): TRL's
   // normalize_then_sum (each function normalised in its group first) is another number, so it is refused, as
   // for an imported batch without advantages (rewardAdvantageGap).
-  const gap = c.trainer?.trainer === 'trl' ? rewardAdvantageGap({ trainer: 'trl', config: c.trainer.config }) : null;
-  if (gap) throw new SettingsError(`config.multi_objective_aggregation: ${gap}; set sum_then_normalize to take the step`);
+  if (c.advantage_gap) throw new SettingsError(`config.multi_objective_aggregation: ${c.advantage_gap}; set sum_then_normalize to take the step`);
   const a = rewardAdvantages(need(state, 'reward').data, src.generation.num_generations, undefined, c);
   return { data: { advantages: Array.from(a.advantages), groups: a.groups, from: 'rewards' } };
 }

@@ -8,7 +8,7 @@ import { specOf } from '../grpo/settings/table.ts';
 import { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
 import { maskFactors } from '../grpo/trainers/effective_mask.ts';
 import { lossTable, trainerLossFromLogps } from '../grpo/trainers/from_logps.ts';
-import { trainerInputs, type PreparedObjective } from '../grpo/step_objective.ts';
+import { assertOneMicroBatch, trainerInputs, type PreparedObjective } from '../grpo/step_objective.ts';
 import { trainerObjectiveOf } from '../grpo/step_config.ts';
 import type { EffectiveSettings } from '../grpo/settings/effective.ts';
 import { TrainerRefusal } from '../grpo/settings/trainer_rules.ts';
@@ -32,6 +32,7 @@ function inputsOf(pipe: StepPipeline, settings: EffectiveSettings): PreparedObje
 
 /** The objective on prepared inputs: terms, effective mask and the factor that removed each token. */
 async function termsOf(gpu: Gpu, pipe: StepPipeline, { x, scored, truncated }: PreparedObjective): Promise<TrainerTerms> {
+  assertOneMicroBatch(x); // as the step's objective: the same refusal on the page
   const o = await trainerLossFromLogps(gpu, x, scored);
   const p = pipe.data('assemble')!.padded;
   const vespo = x.trainer === 'trl' && (x.config.loss_type ?? specOf(TRAINER_TABLES.trl.config, 'loss_type').default) === 'vespo';

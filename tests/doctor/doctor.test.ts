@@ -86,9 +86,9 @@ const EXPECT: Record<string, (fs: Finding[]) => void> = {
       ['old_per_token_logps', 2, [0, 1], 'error'],
       ['sampling_per_token_logps', 3, [0, 1], 'error'],
     ]);
-    expect(fs[0].message).toMatch(/9 of 10 trained values above 0 \(largest 2 at sample 2 position 0\): none is negative$/);
+    expect(fs[0].message).toMatch(/9 of 10 trained values above 0\.01 \(largest 2 at sample 2 position 0\): none is negative$/);
     expect(fs[0].hint).toMatch(/negative log-likelihood/);
-    expect(fs[1].message).toMatch(/2 of 10 trained values above 0 \(largest 0\.7 at sample 3 position 0\)$/);
+    expect(fs[1].message).toMatch(/2 of 10 trained values above 0\.01 \(largest 0\.7 at sample 3 position 0\)$/);
     expect(fs[1].hint).not.toMatch(/negative log-likelihood/);
   },
   'unscorable-rewards': (fs) => {

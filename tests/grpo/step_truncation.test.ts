@@ -38,4 +38,17 @@ describe('mask_truncated_completions', () => {
     expect(rowMask(1).slice(0, 3)).toEqual([1, 1, 1]);
     expect(trainerInputs(u, { trainer: 'trl', config: {}, run: {} }).truncated).toBeNull();
   });
+
+  it("sampling log-probs reach TRL's objective only with use_vllm (TRL holds none otherwise); verl's always", () => {
+    const withSampling: GrpoBatch = {
+      format: 'grpo-batch/v1', num_generations: 2, pad_token_id: PAD, eos_token_ids: [EOS],
+      prompt_ids: [[3], [3]], completion_ids: [[5, EOS], [6, EOS]], completion_mask: [[1, 1], [1, 1]], sampling_per_token_logps: [[-0.5, -0.1], [-0.7, -0.2]],
+    };
+    const padded = padBatch(withSampling);
+    const zeros = new Float32Array(padded.B * padded.C);
+    const u = { padded, per_token_logps: zeros, per_token_entropy: zeros, advantages: [1, -1], ref_per_token_logps: null, old_per_token_logps: zeros, temperature: 1 };
+    expect(trainerInputs(u, { trainer: 'trl', config: {}, run: {} }).x.sampling_per_token_logps).toBeNull();
+    expect(Array.from(trainerInputs(u, { trainer: 'trl', config: { use_vllm: true }, run: {} }).x.sampling_per_token_logps!)).toEqual(Array.from(Float32Array.from([-0.5, -0.1, -0.7, -0.2])));
+    expect(trainerInputs(u, { trainer: 'verl', config: {}, run: {} }).x.sampling_per_token_logps).not.toBeNull();
+  });
 });

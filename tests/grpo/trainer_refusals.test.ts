@@ -132,6 +132,7 @@ describe('OpenRLHF: the adaptive KL controller', () => {
     const at = (config: Record<string, unknown>) => openrlhfObjective(twinBackend(c), { ...c, config: { ...c.config, ...config } }, { backward: false });
     await expect(at({ 'algo.kl.use_loss': true, 'algo.kl.target': 0.1 })).rejects.toThrow(/^config\.algo\.kl\.target: 0\.1 with algo\.kl\.use_loss: the adaptive KL controller/);
     expect(trainerRefusal('openrlhf', { 'algo.kl.target': 0.1, 'algo.kl.use_loss': false, 'algo.kl.init_coef': 0.01 }, {})).toBeNull();
+    expect(trainerRefusal('openrlhf', { 'algo.kl.target': 0, 'algo.kl.use_loss': true, 'algo.kl.init_coef': 0.01 }, {})).toBeNull(); // 0 is falsy: the fixed controller
     expect(Number.isFinite((await at({ 'algo.kl.use_loss': true, 'algo.kl.target': null })).loss)).toBe(true);
   });
 });

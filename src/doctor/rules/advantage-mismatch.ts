@@ -4,7 +4,7 @@
 // Rows where every reward function returned None are left out of the statistics with advantage 0, as TRL
 // does (batchRewards marks them NaN; computeAdvantages skips NaN for the TRL estimator).
 import { listSamples, msg } from '../util.ts';
-import { combineRewards, computeAdvantages, rewardAdvantageGap, rewardWeightsOf, type AdvantageEstimator } from '../../grpo/advantages.ts';
+import { ADVANTAGE_EPSILON, combineRewards, computeAdvantages, rewardAdvantageGap, rewardWeightsOf, type AdvantageEstimator } from '../../grpo/advantages.ts';
 import type { ScaleRewards } from '../../io/batch.ts';
 import type { Rule } from '../types.ts';
 import { batchRewards, groupName, perSample, unscorableRows } from '../rewards.ts';
@@ -61,7 +61,7 @@ export const advantageMismatch: Rule = {
     const hint = alternatives.length
       ? `The advantages match ${alternatives.join(' / ')}: set config.scale_rewards accordingly or fix the trainer.`
       : 'Check the group layout (G consecutive rows per prompt), the std (Bessel, per group), and that advantages were computed from these rewards.';
-    const how = `scale_rewards="${ctx.scaleRewards}", ${estimator === 'trl' ? 'ε = 1e-4' : estimator === 'verl' ? 'verl ε = 1e-6' : 'OpenRLHF ε = 1e-9'}, ${batch.group_ids ? 'groups by group_ids' : `groups of ${ctx.G} consecutive rows`}`;
+    const how = `scale_rewards="${ctx.scaleRewards}", ${estimator === 'trl' ? '' : estimator === 'verl' ? 'verl ' : 'OpenRLHF '}ε = ${ADVANTAGE_EPSILON[estimator].toExponential(0)}, ${batch.group_ids ? 'groups by group_ids' : `groups of ${ctx.G} consecutive rows`}`;
     // One finding per group with a wrong row, at its worst row: a wrong formula or layout shows as whole
     // groups named as such, a single corrupted value as one sample.
     rows.forEach((group, g) => {

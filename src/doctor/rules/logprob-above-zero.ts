@@ -46,7 +46,7 @@ export const logprobAboveZero: Rule = {
         field,
         sample: b,
         span: [t, t + 1],
-        message: msg`${field} has ${above} of ${trained} trained values above 0 (largest ${rows[b][t]} at sample ${b} position ${t})${all ? ': none is negative' : ''}`,
+        message: msg`${field} has ${above} of ${trained} trained values above ${SLACK} (largest ${rows[b][t]} at sample ${b} position ${t})${all ? ': none is negative' : ''}`,
         hint: all
           ? 'Every value is ≥ 0: the exporter wrote the negative log-likelihood (flip the sign) or probabilities (take the log). A log-prob is log_softmax(logits / T) gathered at the sampled id.'
           : 'A log-prob is log_softmax(logits / T) gathered at the sampled id, never above 0: check which tensor these positions were sliced from (logits or probabilities instead of log-probs, or another row).',

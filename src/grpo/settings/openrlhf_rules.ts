@@ -26,7 +26,7 @@ export const OPENRLHF_RULES: readonly TrainerRule<OpenrlhfConfig, OpenrlhfRun>[]
     // The adaptive controller starts at init_coef and moves after every step by the run's measured KL: the
     // coefficient of the KL loss at this step is not in the batch.
     check: (c) =>
-      c['algo.kl.target'] !== null && c['algo.kl.use_loss'] && c['algo.kl.init_coef'] > 0
+      c['algo.kl.target'] !== null && c['algo.kl.target'] !== 0 && c['algo.kl.use_loss'] && c['algo.kl.init_coef'] > 0 // `if args.algo.kl.target:`
         ? `${c['algo.kl.target']} with algo.kl.use_loss: the adaptive KL controller's coefficient at this step depends on the steps before it (it starts at init_coef and moves by the measured KL); set algo.kl.target to null with algo.kl.init_coef = the coefficient the run logged for this step`
         : null,
   },

@@ -84,7 +84,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   // final turns are often cut by the length limit (their last token is any text), while every finished turn ends with
   // the EOS. Pad: the writer trims padding (token_export.py _trim_padding), so the rows hold none.
   const ends: number[] = [];
-  rows.completion_ids.forEach((ids, b) => turnEnds(ids, completionLoss[b], ends));
+  rows.completion_ids.forEach((ids, b) => turnEnds(ids, loss[b].slice(P[b]), ends)); // the writer's turns, before rl_weights
   const { pad_token_id, eos_token_ids, inferred } = tokenIds({ fail }, opts, [], { unpadded: true, turnEnds: ends }, notes);
   const batch: GrpoBatch = {
     format: 'grpo-batch/v1',
