@@ -54,9 +54,11 @@ function microBatches(o: { config: Record<string, unknown>; run: Record<string, 
     if (typeof v === 'number' && v > 1) return `${where}.steps_per_generation = ${v}`;
   }
   // GRPOConfig.__post_init__: with neither generation_batch_size nor steps_per_generation given,
-  // steps_per_generation = gradient_accumulation_steps (the run's current_gradient_accumulation_steps).
+  // steps_per_generation = gradient_accumulation_steps (the run's current_gradient_accumulation_steps). TRL's
+  // to_dict() writes the value it derived; generation_batch_size is no row, so a config giving only it is read
+  // as giving neither.
   const gas = o.run.gradient_accumulation_steps;
-  if (given.every(([, v]) => v === undefined || v === null) && (o.config.generation_batch_size ?? null) === null && typeof gas === 'number' && gas > 1) {
+  if (given.every(([, v]) => v === undefined || v === null) && typeof gas === 'number' && gas > 1) {
     return `config.steps_per_generation (unset: GRPOConfig takes run.gradient_accumulation_steps = ${gas})`;
   }
   return null;

@@ -95,6 +95,10 @@ describe('docs/import hooks', () => {
     b.old_per_token_logps!.forEach((row, i) => row.forEach((x, t) => expect(x).toBeCloseTo(b.completion_mask[i][t] ? -0.3 : 0, 6)));
     b.advantages!.forEach((a, i) => expect(a).toBeCloseTo([1, -1, -1, 1][i] * Math.SQRT1_2, 6));
     expect(b.rewards).toEqual([1, 0, 0, 1]);
-    expect(diagnose(b).findings.filter((f) => f.severity === 'error').map((f) => f.message)).toEqual([]);
+    // The args travel as the config: the estimator decides how the Doctor judges the advantages (group_norm: checked).
+    expect(b.config).toMatchObject({ 'algo.advantage.estimator': 'group_norm', advantage_estimator: 'openrlhf' });
+    const report = diagnose(b);
+    expect(report.findings.filter((f) => f.severity === 'error').map((f) => f.message)).toEqual([]);
+    expect(report.skipped.map((s) => s.rule)).not.toContain('advantage-mismatch');
   });
 });

@@ -107,7 +107,7 @@ def openrlhf():
     ns = {}
     exec(code, ns)
     for i, exp in enumerate(exps):
-        ns["dump_experience"](exp, Obj(rollout=Obj(n_samples_per_prompt=2)), Obj(pad_token_id=PAD, eos_token_id=EOS), f"exp_0_{i}.safetensors")
+        ns["dump_experience"](exp, Obj(rollout=Obj(n_samples_per_prompt=2), algo=Obj(advantage=Obj(estimator="group_norm"))), Obj(pad_token_id=PAD, eos_token_id=EOS), f"exp_0_{i}.safetensors")
 
 
 {"trl": trl, "verl": verl, "openrlhf": openrlhf}[trainer]()
