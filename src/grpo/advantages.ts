@@ -46,8 +46,8 @@ export const ADVANTAGE_EPSILON: Record<AdvantageEstimator, number> = { trl: 1e-4
  * Why a batch's advantages are not what computeAdvantages gives from its rewards, by its trainer's own
  * estimator setting (absent: the table's default), or null: TRL's normalize_then_sum aggregation, verl's
  * adv_estimator other than grpo, OpenRLHF's algo.advantage.estimator other than group_norm / dr_grpo (rloo's
- * leave-one-out baseline, reinforce_baseline's batch whitening, a critic's GAE). The Doctor then does not judge the advantages, and a step refuses to
- * recompute missing ones.
+ * leave-one-out baseline, reinforce_baseline's batch whitening, a critic's GAE). The Doctor then does not
+ * judge the advantages, and a step refuses to recompute missing ones.
  */
 export function rewardAdvantageGap(batch: Pick<GrpoBatch, 'trainer' | 'config'>): string | null {
   // TRL's GDPO aggregation normalises each reward function in its group, then the weighted sum over the batch.

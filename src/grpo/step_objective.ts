@@ -43,10 +43,11 @@ export function objectiveFor(trainer: TrainerId, config: Record<string, unknown>
 }
 
 /**
- * TRL's steps_per_generation > 1 (config or run, or unset with gradient_accumulation_steps > 1), as `field = value`, or null. TRL then shuffles the generation
- * batch with its own RNG and splits it into micro-batches whose gradients accumulate
- * (src/grpo/trainers/micro_batches.ts); the step takes the batch as one micro-batch, so it refuses rather
- * than differentiate another split (bnpo and other per-micro-batch normalisers depend on it).
+ * TRL's steps_per_generation > 1 (config or run, or unset with gradient_accumulation_steps > 1), as
+ * `field = value`, or null. TRL then shuffles the generation batch with its own RNG and splits it into
+ * micro-batches whose gradients accumulate (src/grpo/trainers/micro_batches.ts); the step takes the batch as
+ * one micro-batch, so it refuses rather than differentiate another split (bnpo and other per-micro-batch
+ * normalisers depend on it).
  */
 function microBatches(o: { config: Record<string, unknown>; run: Record<string, unknown> }): string | null {
   const given = [['config', o.config.steps_per_generation], ['run', o.run.steps_per_generation]] as const;
