@@ -9,6 +9,7 @@
 // Everything is float64 so the result is a reference for the float32 values a trainer wrote.
 import type { GrpoBatch, ScaleRewards } from '../io/batch.ts';
 import { OPENRLHF_SETTINGS } from './settings/openrlhf.ts';
+import { groupFormulaOf } from './settings/group_formula.ts';
 import { specOf } from './settings/table.ts';
 import { VERL_SETTINGS } from './settings/verl.ts';
 import type { VERL_ADV_ESTIMATORS } from './settings/verl_advantages.ts';
@@ -64,11 +65,8 @@ export function rewardAdvantageGap(batch: Pick<GrpoBatch, 'trainer' | 'config'>)
   const who = `${batch.trainer === 'verl' ? 'verl' : 'OpenRLHF'} ${name} = ${JSON.stringify(value)}`;
   if (!group.includes(value as string)) return `${who}${given === undefined ? ' (its default: the batch does not say)' : ''} is not a group-normalised estimator the studio recomputes from rewards`;
   // The formula the studio then applies is the batch config's advantage_estimator / scale_rewards, which the
-  // importers set from the estimator (verl.ts verlConfig, openrlhf.ts groupAdvantages): a batch written by hand
-  // may say otherwise.
-  const want = batch.trainer === 'verl'
-    ? { advantage_estimator: 'verl', scale_rewards: batch.config?.norm_adv_by_std_in_grpo === false ? 'none' : 'group' }
-    : { advantage_estimator: 'openrlhf', scale_rewards: value === 'dr_grpo' ? 'none' : 'group' };
+  // importers write from groupFormulaOf: a batch written by hand may say otherwise.
+  const want = groupFormulaOf(batch.trainer === 'verl' ? 'verl' : 'openrlhf', batch.config ?? {})!;
   const has = { advantage_estimator: batch.config?.advantage_estimator, scale_rewards: batch.config?.scale_rewards ?? 'group' };
   return has.advantage_estimator === want.advantage_estimator && has.scale_rewards === want.scale_rewards
     ? null

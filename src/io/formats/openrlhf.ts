@@ -17,7 +17,8 @@
 // metadata's, else args.rollout.n_samples_per_prompt (nested or flat), else the older flat name. A value given
 // at two of these places with different values is an error naming both. `run` (OPENRLHF_RUN) is carried as
 // written, as the TRL reader does.
-import type { BatchConfig, GrpoBatch } from '../batch.ts';
+import type { GrpoBatch } from '../batch.ts';
+import { groupFormulaOf } from '../../grpo/settings/group_formula.ts';
 import { configTable, runTable } from '../../grpo/settings/effective.ts';
 import { configLeaves, Dump, flatKey, intOf, isPlainObject, LeafValues, row, splitLossMask, tokenIds, toolMasks, scalarAdvantages, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 
@@ -96,7 +97,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     if (!batch.advantages) notes.push('advantages vary within responses (GAE or shaped rewards): kept per token only');
   }
   if (d.has('rewards')) batch.rewards = row(d.floats('rewards', 1), 0, 0, B);
-  batch.config = { ...cfg, ...groupAdvantages(cfg) };
+  batch.config = { ...cfg, ...groupFormulaOf('openrlhf', cfg) };
   const run = d.metaObject('run');
   if (Object.keys(run).length) batch.run = run;
   batch.metrics = d.metrics(); // e.g. verl "actor/kl_loss", OpenRLHF "kl": the Doctor's logged-kl rule
@@ -112,7 +113,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
 const ROWS = new Map([...configTable('openrlhf'), ...runTable('openrlhf')].map((s) => [s.name, s]));
 /** The rows by their names before OpenRLHF ed62d0e2 (flat argparse dests: `init_kl_coef` for `algo.kl.init_coef`). */
 const FORMER = new Map([...ROWS.values()].filter((s) => s.formerly).map((s) => [s.formerly!, s]));
-/** Read elsewhere (samplesPerPrompt), not table rows. */
+/** n_samples_per_prompt's names (samplesPerPrompt reads them), not table rows: neither carried nor listed as unread. */
 const GROUP_KEYS = new Set(['n_samples_per_prompt', 'rollout.n_samples_per_prompt']);
 
 /**
@@ -138,22 +139,13 @@ function openrlhfSettings(d: Dump, cfg: Record<string, unknown>, notes: string[]
     }
     for (const [p, x] of configLeaves(d, v, (path) => ROWS.get(path)?.type === 'object', `${k}.`)) {
       if (ROWS.has(p)) leaves.set(p, `config.${p}`, x);
-      else if (p !== 'rollout.n_samples_per_prompt') unread.push(p);
+      else if (!GROUP_KEYS.has(p)) unread.push(p);
     }
   }
   if (unread.length) notes.push(`config: ${unread.length} nested arg(s) the studio does not read, not carried (${unread.slice(0, 4).join(', ')}${unread.length > 4 ? ', …' : ''})`);
   if (renamed.length) notes.push(`config: ${renamed.length} arg(s) under OpenRLHF's names before ed62d0e2, read as today's (${renamed.join(', ')})`);
   if (unknownFlat.length) notes.push(`config: ${unknownFlat.length} flat arg(s) no row of the studio's OpenRLHF table reads, kept as written (${unknownFlat.slice(0, 6).join(', ')}${unknownFlat.length > 6 ? ', …' : ''})`);
   return leaves.object();
-}
-
-/**
- * OpenRLHF's group estimators in the studio's words (experience_maker.py): group_norm (r − mean) / (std + 1e-9),
- * dr_grpo r − mean; the others are not recomputed from rewards (rewardAdvantageGap says why).
- */
-function groupAdvantages(cfg: Record<string, unknown>): Partial<BatchConfig> {
-  const e = cfg['algo.advantage.estimator'];
-  return e === 'group_norm' ? { advantage_estimator: 'openrlhf', scale_rewards: 'group' } : e === 'dr_grpo' ? { advantage_estimator: 'openrlhf', scale_rewards: 'none' } : {};
 }
 
 /** n_samples_per_prompt: the metadata's, args.rollout.n_samples_per_prompt (nested or flat), or the older flat name; all given must agree. */

@@ -24,6 +24,7 @@
 import type { BatchConfig, GrpoBatch } from '../batch.ts';
 import { runTable } from '../../grpo/settings/effective.ts';
 import { VERL_SETTINGS } from '../../grpo/settings/verl.ts';
+import { groupFormulaOf } from '../../grpo/settings/group_formula.ts';
 import { configLeaves, Dump, flatKey, intOf, isPlainObject, LeafValues, type Tensor2D, labelsFromKeys, largestGroup, row, rows, scalarAdvantages, splitLossMask, tokenIds, toolMasks, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 
 const MAPPED = ['prompts', 'responses', 'input_ids', 'attention_mask', 'response_mask', 'advantages', 'old_log_probs', 'ref_log_prob', 'rollout_log_probs', 'token_level_rewards'];
@@ -199,9 +200,8 @@ function actorBatchSizes(d: Dump, nested: Map<string, unknown>, leaves: LeafValu
 
 /** verl's settings in the studio's names; the hook's own keys are kept alongside. */
 function verlConfig(cfg: Record<string, unknown>): BatchConfig {
-  const out: BatchConfig = { ...cfg, advantage_estimator: 'verl' };
-  // norm_adv_by_std_in_grpo: false → A = r − mean, no std scaling.
-  out.scale_rewards = cfg.norm_adv_by_std_in_grpo === false ? 'none' : 'group';
+  // verl's group formula (norm_adv_by_std_in_grpo: false → A = r − mean); advantage_estimator 'verl' also marks the batch as verl's.
+  const out: BatchConfig = { ...cfg, ...groupFormulaOf('verl', cfg) };
   if (typeof cfg.temperature === 'number') out.temperature = cfg.temperature;
   return out;
 }
