@@ -1,4 +1,4 @@
-// `grpo-studio report BATCH.json [--out report.html] [--tokenizer DIR]`: one self-contained offline HTML
+// `grpo-studio report BATCH [--out report.html] [--tokenizer DIR]`: one self-contained offline HTML
 // file with the batch's token grid, the Doctor's findings linked to cells, the settings (the batch's
 // config) and nothing fetched from anywhere: attach it to an issue so a maintainer sees the exact tokens.
 // With a --tokenizer that fits the batch (src/doctor/tokenizer_fit.ts, as `doctor`) the grid shows decoded
@@ -7,12 +7,12 @@
 // the analysis `grpo-studio mismatch` prints (src/grpo/mismatch/analysis.ts, default options). Writes to
 // --out, else to stdout. Exit 0 when written (the findings are in the report; `doctor` is the CI gate);
 // 2 for an unreadable batch or tokenizer, or a chat template that overruns its time or memory bound (one line).
-import { checkOutPath, CliError, flag, parseArgs, readInput, writeOutput } from './args.ts';
+import { checkOutPath, CliError, flag, parseArgs, readBatchFiles, writeOutput } from './args.ts';
 import { boundTemplate, modelFlag } from './doctor.ts';
 import { diagnose, doctorOptions } from '../doctor/index.ts';
 import { analyseMismatch, logRatioRows, mismatchInputOf } from '../grpo/mismatch/analysis.ts';
 import type { MismatchInput } from '../grpo/mismatch/types.ts';
-import { parseBatch, type GrpoBatch } from '../io/batch.ts';
+import type { GrpoBatch } from '../io/batch.ts';
 import { InputError } from '../io/validate.ts';
 import { renderReport } from '../report/html.ts';
 
@@ -21,7 +21,7 @@ export async function run(argv: string[]): Promise<number> {
   if (args.positional.length !== 1) throw new CliError('usage: grpo-studio report BATCH.json [--out report.html] [--tokenizer DIR]');
   const file = args.positional[0];
   checkOutPath(flag(args, 'out'));
-  const batch = parseBatch(new TextDecoder().decode(readInput(file)), file);
+  const { batch } = readBatchFiles([file]); // as `doctor` reads it: any format, a trainer's former names mapped
   const options = doctorOptions(batch, await modelFlag(args));
   const tokenizer = options.tokenizer;
   // The Doctor renders the chat template in-thread: bound it first, as `doctor` does (exit 2, one line).

@@ -4,13 +4,14 @@
 // std is Bessel-corrected, per group ("group") or over the whole batch ("batch"). TRL: ε = 1e-4; verl:
 // ε = 1e-6 and a single-sample group gets mean 0, std 1 (TRL: std 0, so A = 0). A group whose std is ~0 (TRL: isclose(std, 0))
 // gets A = 0 everywhere, so it contributes nothing but the KL term to the loss — reported per group.
+// OpenRLHF (group_norm: ε = 1e-9; dr_grpo: r − mean) clamps the result to its reward.clip_range.
 // A NaN reward is TRL's unscorable row (every reward function returned None): TRL leaves it out of the
 // group statistics (nanmean / nanstd) and gives it advantage 0; verl has no such rows (NaN propagates).
 // Everything is float64 so the result is a reference for the float32 values a trainer wrote.
 import type { GrpoBatch, ScaleRewards } from '../io/batch.ts';
 import { OPENRLHF_SETTINGS } from './settings/openrlhf.ts';
 import { groupFormulaOf } from './settings/group_formula.ts';
-import { specOf } from './settings/table.ts';
+import { checkSetting, specOf } from './settings/table.ts';
 import { VERL_SETTINGS } from './settings/verl.ts';
 import type { VERL_ADV_ESTIMATORS } from './settings/verl_advantages.ts';
 
@@ -22,6 +23,8 @@ export interface AdvantageOptions {
   estimator?: AdvantageEstimator; // default "trl"
   /** Rows of each group (from group labels); default: groups of num_generations consecutive rows. */
   groups?: readonly (readonly number[])[];
+  /** [low, high]: the advantages clamped to it after the formula (OpenRLHF's reward.clip_range: advantageClipOf). */
+  clip?: readonly number[] | null;
 }
 
 export interface GroupStats {
@@ -64,6 +67,8 @@ export function rewardAdvantageGap(batch: Pick<GrpoBatch, 'trainer' | 'config'>)
   const value = given ?? specOf(table, name).default;
   const who = `${batch.trainer === 'verl' ? 'verl' : 'OpenRLHF'} ${name} = ${JSON.stringify(value)}`;
   if (!group.includes(value as string)) return `${who}${given === undefined ? ' (its default: the batch does not say)' : ''} is not a group-normalised estimator the studio recomputes from rewards`;
+  const inReward = batch.trainer === 'openrlhf' ? openrlhfKlInReward(batch.config ?? {}) : null;
+  if (inReward) return `${who} with ${inReward}: each token's advantage is the group value minus the KL penalty summed from that token on (compute_reward, get_cumulative_returns), not the group advantage of the rewards`;
   // The formula the studio then applies is the batch config's advantage_estimator / scale_rewards, which the
   // importers write from groupFormulaOf: a batch written by hand may say otherwise.
   const want = groupFormulaOf(batch.trainer === 'verl' ? 'verl' : 'openrlhf', batch.config ?? {})!;
@@ -71,6 +76,30 @@ export function rewardAdvantageGap(batch: Pick<GrpoBatch, 'trainer' | 'config'>)
   return has.advantage_estimator === want.advantage_estimator && has.scale_rewards === want.scale_rewards
     ? null
     : `${who} takes advantage_estimator ${JSON.stringify(want.advantage_estimator)} and scale_rewards ${JSON.stringify(want.scale_rewards)}, the batch config says ${JSON.stringify(has.advantage_estimator ?? null)} and ${JSON.stringify(has.scale_rewards)}`;
+}
+
+/**
+ * OpenRLHF's KL penalty in the reward, as the settings that put it there, or null: without algo.kl.use_loss and
+ * with algo.kl.init_coef > 0 (which is also when train_ppo_ray.py starts the reference model), make_experience
+ * takes kl = compute_approx_kl(action, base) and compute_reward adds −kl_ctl·kl to every action token
+ * (openrlhf/trainer/ppo_utils/experience_maker.py, openrlhf/models/utils.py).
+ */
+function openrlhfKlInReward(config: Record<string, unknown>): string | null {
+  const get = (n: string) => config[n] ?? specOf(OPENRLHF_SETTINGS, n).default;
+  const [useLoss, coef] = [get('algo.kl.use_loss'), get('algo.kl.init_coef')];
+  return useLoss !== true && typeof coef === 'number' && coef > 0 ? `algo.kl.use_loss = ${JSON.stringify(useLoss)} and algo.kl.init_coef = ${coef} > 0 (the KL penalty is in the reward)` : null;
+}
+
+/**
+ * The clamp an estimator applies to the advantages it computes: OpenRLHF's reward.clip_range (compute_reward
+ * clamps the shaped reward, group_norm's or dr_grpo's, before the returns; the table default [-10, 10] when the
+ * config does not say), none for TRL's and verl's.
+ */
+export function advantageClipOf(config: Record<string, unknown> | undefined, estimator: AdvantageEstimator): readonly number[] | null {
+  if (estimator !== 'openrlhf') return null;
+  const spec = specOf(OPENRLHF_SETTINGS, 'reward.clip_range');
+  const v = config?.[spec.name];
+  return (v === undefined ? spec.default : checkSetting(spec, v, 'config')) as number[]; // a malformed pair: SettingsError naming it
 }
 
 /** torch.isclose(std, 0) with its default atol, which is how TRL counts zero-std groups. */
@@ -183,6 +212,7 @@ export function computeAdvantages(rewards: ArrayLike<number>, opts: AdvantageOpt
     for (let i = 0; i < B; i++) advantages[i] /= (batch_std ?? groups[groupOf[i]].std) + eps;
   }
   if (skipNaN) for (let i = 0; i < B; i++) if (Number.isNaN(advantages[i])) advantages[i] = 0; // torch.nan_to_num
+  if (opts.clip) for (let i = 0; i < B; i++) advantages[i] = Math.min(Math.max(advantages[i], opts.clip[0]), opts.clip[1]); // torch.clamp(min, max)
   return { advantages, groups, batch_std, epsilon: eps };
 }
 

@@ -4,7 +4,7 @@
 // step` and the page's worker both call stepConfigOf, so the same settings give the same update.
 // batchConfigOf writes a StepConfig back into a batch file's `config`, so an exported batch replays it.
 import { BatchFormatError, type BatchConfig, type PositionIdsMode, type ScaleRewards } from '../io/batch.ts';
-import { rewardAdvantageGap, type AdvantageEstimator } from './advantages.ts';
+import { advantageClipOf, rewardAdvantageGap, type AdvantageEstimator } from './advantages.ts';
 import { AGGREGATIONS, DEFAULT_GRPO_LOSS_CONFIG, parseGrpoLossConfig, type GrpoLossConfig } from './loss.ts';
 import { parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
 import { configTable, runTable, type EffectiveSettings } from './settings/effective.ts';
@@ -26,6 +26,8 @@ export interface StepConfig {
   /** How advantages are computed when the batch has rewards but no advantages (and from sampled rewards). */
   scale_rewards: ScaleRewards;
   advantage_estimator: AdvantageEstimator;
+  /** [low, high] the recomputed advantages are clamped to (advantageClipOf: OpenRLHF's reward.clip_range), or null. */
+  advantage_clip: readonly number[] | null;
   /** The trainer objective the loss and gradient follow (src/grpo/step_objective.ts); unset or null: the studio loss. */
   trainer?: TrainerObjective | null;
   /** μ: optimisation passes over the batch (loss, backward, step each; old log-probs fixed from before the first). Unset: 1. */
@@ -82,6 +84,7 @@ export function stepConfigFromBatch(cfg: BatchConfig | undefined, C: number): St
     position_ids: c.position_ids ?? 'from_attention_mask',
     scale_rewards: parseTrlConfig({ scale_rewards: c.scale_rewards }).values.scale_rewards, // the TRL table: "median" names the field
     advantage_estimator: c.advantage_estimator ?? 'trl',
+    advantage_clip: advantageClipOf(c, c.advantage_estimator ?? 'trl'),
     passes: passesOf('trl', c),
   };
 }
@@ -197,5 +200,6 @@ export function stepConfigOf(settings: EffectiveSettings, C: number, opts: { ste
   // TRL's aggregation of several reward functions is an advantages row (no objective follows it): the studio's own
   // rollouts need it too. (verl's / OpenRLHF's estimator rows describe an imported batch's advantages.)
   const advantage_gap = settings.trainer === 'trl' ? rewardAdvantageGap({ trainer: 'trl', config: o.config }) : null;
-  return { ...config, trainer, passes: passesOf(settings.trainer, settings.config), advantage_gap };
+  // OpenRLHF's clamp is its own row (reward.clip_range), outside the studio's view of the config.
+  return { ...config, advantage_clip: advantageClipOf(settings.config, config.advantage_estimator), trainer, passes: passesOf(settings.trainer, settings.config), advantage_gap };
 }

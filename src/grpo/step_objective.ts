@@ -7,6 +7,7 @@
 // the same way through trainerInputs, so what the page shows and what the step differentiates agree.
 import type { Gpu } from '../gpu/context.ts';
 import type { PaddedBatch } from './batch.ts';
+import { specOf } from './settings/table.ts';
 import { TRAINER_TABLES } from './settings/trainers.ts';
 import { SettingsError, type TrainerId } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
@@ -43,7 +44,8 @@ export function objectiveFor(trainer: TrainerId, config: Record<string, unknown>
 }
 
 /**
- * TRL's steps_per_generation > 1 (config or run, or unset with gradient_accumulation_steps > 1), as
+ * TRL's steps_per_generation > 1 (config or run, or unset with generation_batch_size past one micro-batch or
+ * gradient_accumulation_steps > 1), as
  * `field = value`, or null. TRL then shuffles the generation batch with its own RNG and splits it into
  * micro-batches whose gradients accumulate (src/grpo/trainers/micro_batches.ts); the step takes the batch as
  * one micro-batch, so it refuses rather than differentiate another split (bnpo and other per-micro-batch
@@ -54,15 +56,21 @@ function microBatches(o: { config: Record<string, unknown>; run: Record<string, 
   for (const [where, v] of given) {
     if (typeof v === 'number' && v > 1) return `${where}.steps_per_generation = ${v}`;
   }
-  // GRPOConfig.__post_init__: with neither generation_batch_size nor steps_per_generation given,
-  // steps_per_generation = gradient_accumulation_steps (the run's current_gradient_accumulation_steps). TRL's
-  // to_dict() writes the value it derived; generation_batch_size is no row, so a config giving only it is read
-  // as giving neither.
-  const gas = o.run.gradient_accumulation_steps;
-  if (given.every(([, v]) => v === undefined || v === null) && typeof gas === 'number' && gas > 1) {
-    return `config.steps_per_generation (unset: GRPOConfig takes run.gradient_accumulation_steps = ${gas})`;
+  // GRPOConfig.__post_init__ when steps_per_generation is not given: generation_batch_size /
+  // (per_device_train_batch_size · num_processes) when that is given, else gradient_accumulation_steps (the run's
+  // current_gradient_accumulation_steps). TRL's to_dict() writes both values; a generation batch past one
+  // micro-batch per process is split whichever of the two says so.
+  const gbs = o.config.generation_batch_size;
+  if (typeof gbs === 'number') {
+    const { config, run } = TRAINER_TABLES.trl;
+    const pd = (o.config.per_device_train_batch_size ?? specOf(config, 'per_device_train_batch_size').default) as number;
+    const np = (o.run.num_processes ?? specOf(run, 'num_processes').default) as number;
+    const steps = gbs / (pd * np);
+    if (steps > 1) return `config.generation_batch_size = ${gbs} (GRPOConfig: steps_per_generation = ${gbs} / (per_device_train_batch_size ${pd} · num_processes ${np}) = ${steps})`;
   }
-  return null;
+  if (typeof gbs === 'number' || given.some(([, v]) => v !== undefined && v !== null)) return null;
+  const gas = o.run.gradient_accumulation_steps;
+  return typeof gas === 'number' && gas > 1 ? `config.steps_per_generation (unset: GRPOConfig takes run.gradient_accumulation_steps = ${gas})` : null;
 }
 
 /** Throws the step's refusal of a TRL generation batch it would have to split (microBatches); the page's trainer view calls it too. */

@@ -148,7 +148,7 @@ export async function advantages(ctx: StageContext, state: StepState): Promise<S
  * An imported batch's advantages as the step takes them: its own, or its rewards' group advantages. Throws
  * BatchFormatError when it has neither, or per-token advantages the step cannot take.
  */
-function batchAdvantages(batch: GrpoBatch, c: Pick<StepConfig, 'advantage_estimator' | 'scale_rewards'>): StageOutput<'advantages'>['data'] {
+function batchAdvantages(batch: GrpoBatch, c: Pick<StepConfig, 'advantage_estimator' | 'scale_rewards' | 'advantage_clip'>): StageOutput<'advantages'>['data'] {
   if (batch.advantages) return { advantages: [...batch.advantages], groups: null, from: 'batch' };
   // Per-token advantages that vary inside a sequence (a critic's GAE, a token-level reward) were the
   // trainer's: the step takes one advantage per sequence, and rewards would give other numbers.
@@ -164,7 +164,7 @@ function batchAdvantages(batch: GrpoBatch, c: Pick<StepConfig, 'advantage_estima
  * advantage_estimator "verl"); the mismatch explorer's corrections take them too when a batch has none.
  * Throws BatchFormatError when there are no rewards or a labelled group is incomplete.
  */
-export function rewardAdvantages(scored: Pick<GrpoBatch, 'rewards' | 'rewards_per_func'>, G: number, labels: number[] | undefined, c: Pick<StepConfig, 'advantage_estimator' | 'scale_rewards'>): AdvantageResult {
+export function rewardAdvantages(scored: Pick<GrpoBatch, 'rewards' | 'rewards_per_func'>, G: number, labels: number[] | undefined, c: Pick<StepConfig, 'advantage_estimator' | 'scale_rewards' | 'advantage_clip'>): AdvantageResult {
   const rewards = scored.rewards;
   if (!rewards) throw new BatchFormatError('the batch has neither "advantages" nor "rewards": nothing to take a step on');
   // Labelled groups (verl uid, a rank's slice): a group missing rows had its mean/std over rows we lack.
@@ -173,7 +173,7 @@ export function rewardAdvantages(scored: Pick<GrpoBatch, 'rewards' | 'rewards_pe
   if (groups && partial >= 0) throw new BatchFormatError(`group_ids: group ${labels![groups.rows[partial][0]]} has ${groups.rows[partial].length} of its ${G} rows here, so its advantages cannot be recomputed from rewards; include "advantages" or merge the slices`);
   // TRL: a sample no reward function scored is out of the group statistics, advantage 0 (verl has no such rows).
   const r = c.advantage_estimator === 'trl' ? withUnscorable(rewards, scored.rewards_per_func) : rewards;
-  return computeAdvantages(r, { num_generations: G, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator, groups: groups?.rows });
+  return computeAdvantages(r, { num_generations: G, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator, groups: groups?.rows, clip: c.advantage_clip });
 }
 
 /** TRL's loss mask: completion_mask · tool_mask (tool_mask absent = all 1). */

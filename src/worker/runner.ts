@@ -39,7 +39,7 @@ import { stepConfigOf, type StepConfig } from '../grpo/step_config.ts';
 import { Optimizer } from '../grpo/optimizer.ts';
 import type { PromptSource, StageData, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
-import { computeAdvantages, withUnscorable } from '../grpo/advantages.ts';
+import { rewardAdvantages } from '../grpo/step_prepare.ts';
 import { checkScorable, padBatch, raggedFromPadded } from '../grpo/batch.ts';
 import { score_completions } from '../model/score.ts';
 import type { LoraAdapter } from '../model/lora_adapter.ts';
@@ -377,10 +377,10 @@ class PipelineRunner implements StepRunner {
     const { B, C } = a.padded;
     const rewards = a.batch.rewards;
     const advantagesFor = (c: StepConfig): Float32Array => {
-      const same = c.scale_rewards === ran.scale_rewards && c.advantage_estimator === ran.advantage_estimator;
+      const same = c.scale_rewards === ran.scale_rewards && c.advantage_estimator === ran.advantage_estimator && JSON.stringify(c.advantage_clip) === JSON.stringify(ran.advantage_clip);
       if (same || !rewards) return Float32Array.from(adv.advantages);
-      const r = c.advantage_estimator === 'trl' ? withUnscorable(rewards, a.batch.rewards_per_func) : rewards; // as the advantages stage
-      return Float32Array.from(computeAdvantages(r, { num_generations: a.batch.num_generations, scale_rewards: c.scale_rewards, estimator: c.advantage_estimator }).advantages);
+      // As the advantages stage computes them (its groups, TRL's unscorable rows, OpenRLHF's clamp).
+      return Float32Array.from(rewardAdvantages(a.batch, a.batch.num_generations, a.batch.group_ids, c).advantages);
     };
     if (!rewards && (next.scale_rewards !== ran.scale_rewards || next.advantage_estimator !== ran.advantage_estimator)) notes.push('the batch has advantages but no rewards: advantage scaling cannot be recomputed');
     const scratch = this.whatIfCurrent?.pipe === pipe ? this.whatIfCurrent.scratch : new LossScratch(this.gpu);

@@ -369,13 +369,34 @@ describe('advantage-mismatch judges only the estimators the studio recomputes (r
   it('OpenRLHF group_norm: (r − mean) / (std + 1e-9) is judged, and a wrong value is an error naming ε', () => {
     const std = (g: number[]) => { const m = g.reduce((a, x) => a + x, 0) / g.length; return Math.sqrt(g.reduce((a, x) => a + (x - m) ** 2, 0) / (g.length - 1)); };
     const gn = rewards.map((r, i) => { const g = rewards.slice(Math.floor(i / 4) * 4, Math.floor(i / 4) * 4 + 4); return (r - g.reduce((a, x) => a + x, 0) / 4) / (std(g) + 1e-9); });
-    const cfg: BatchConfig = { 'algo.advantage.estimator': 'group_norm', advantage_estimator: 'openrlhf', scale_rewards: 'group' };
+    const cfg: BatchConfig = { 'algo.advantage.estimator': 'group_norm', 'algo.kl.use_loss': true, advantage_estimator: 'openrlhf', scale_rewards: 'group' };
     expect(finding(base(cfg, gn))).toEqual([]);
     const wrong = [...gn];
     wrong[5] += 0.5;
     const f = finding(base(cfg, wrong));
     expect(f.map((x) => [x.severity, x.sample])).toEqual([['error', 5]]);
     expect(f[0].message).toMatch(/OpenRLHF ε = 1e-9/);
+  });
+
+  it("OpenRLHF dr_grpo past ±10: the trainer's clamped advantages are right (a false error before), unclamped ones are wrong", () => {
+    // rewards ×100: r − mean = [75, −25, −25, −25] and [25, 25, −75, 25]; OpenRLHF clamps to reward.clip_range [−10, 10].
+    const big = rewards.map((r) => 100 * r);
+    const dr = big.map((r, i) => r - big.slice(Math.floor(i / 4) * 4, Math.floor(i / 4) * 4 + 4).reduce((a, x) => a + x, 0) / 4);
+    expect(dr).toEqual([75, -25, -25, -25, 25, 25, -75, 25]);
+    const cfg: BatchConfig = { 'algo.advantage.estimator': 'dr_grpo', 'algo.kl.use_loss': true, advantage_estimator: 'openrlhf', scale_rewards: 'none' };
+    const at = (config: BatchConfig, advantages: number[]) => finding({ ...base(config, advantages), rewards: big });
+    expect(at(cfg, dr.map((a) => Math.min(Math.max(a, -10), 10)))).toEqual([]);
+    const f = at(cfg, dr);
+    expect(f.length).toBe(2);
+    expect(f[0].message).toMatch(/clamped to \[-10, 10\] \(reward\.clip_range\)/);
+    // A run with a wider range: its config says so, and the unclamped values are then right.
+    expect(at({ ...cfg, 'reward.clip_range': [-100, 100] }, dr)).toEqual([]);
+  });
+
+  it('OpenRLHF with the KL in the reward (no algo.kl.use_loss, init_coef > 0): not judged, the reason names both settings', () => {
+    const b = base({ 'algo.advantage.estimator': 'group_norm', advantage_estimator: 'openrlhf', scale_rewards: 'group' }, rewards.map(() => 0));
+    expect(finding(b)).toEqual([]);
+    expect(skipped(b)).toMatch(/algo\.kl\.use_loss = false and algo\.kl\.init_coef = 0\.01 > 0 \(the KL penalty is in the reward\)/);
   });
 
   it('verl: adv_estimator grpo is judged, another (or none given: gae) is not', () => {

@@ -16,6 +16,9 @@ import { openrlhfLoss, openrlhfObjective } from '../../src/grpo/trainers/openrlh
 import { verlObjective } from '../../src/grpo/trainers/verl.ts';
 import type { TrainerLossCase, TrainerLossOutputs } from '../../src/grpo/trainers/types.ts';
 import { diagnose } from '../../src/doctor/index.ts';
+import { effectiveSettings } from '../../src/grpo/settings/effective.ts';
+import { stepConfigOf } from '../../src/grpo/step_config.ts';
+import { assertOneMicroBatch } from '../../src/grpo/step_objective.ts';
 import { parseBatch } from '../../src/io/batch.ts';
 import { toF64 } from '../../src/io/safetensors.ts';
 import { testGpu } from '../helpers/gpu.ts';
@@ -293,5 +296,31 @@ describe('OpenRLHF: a float32 IS-weight overflow gives OpenRLHF’s NaN, not a f
     const tis = parseBatch(fixture, 'trainer-nonfinite');
     tis.config = { ...tis.config, 'algo.advantage.is_correction_type': 'tis' };
     expect(diagnose(tis).findings.filter((f) => f.rule === 'trainer-nonfinite')).toEqual([]);
+  });
+});
+
+describe('TRL generation_batch_size: GRPOConfig.__post_init__ derives steps_per_generation from it', () => {
+  const refusal = (config: Record<string, unknown>, run: Record<string, unknown> = {}) => {
+    try {
+      assertOneMicroBatch({ trainer: 'trl', config, run });
+      return null;
+    } catch (e) {
+      return (e as Error).message;
+    }
+  };
+  it('past one micro-batch it is a split the step refuses, naming the derivation (it was read as no split before)', () => {
+    expect(refusal({ generation_batch_size: 32, per_device_train_batch_size: 8 })).toMatch(/^config\.generation_batch_size = 32 \(GRPOConfig: steps_per_generation = 32 \/ \(per_device_train_batch_size 8 · num_processes 1\) = 4\): the step takes/);
+    expect(refusal({ generation_batch_size: 16 })).toMatch(/per_device_train_batch_size 8 · num_processes 1\) = 2/); // TRL's default 8 per device
+    expect(refusal({ generation_batch_size: 16 }, { num_processes: 2 })).toBeNull(); // 16 / (8 · 2) = 1
+    expect(refusal({ generation_batch_size: 8 }, { gradient_accumulation_steps: 4 })).toBeNull(); // given, it decides, not gas
+    expect(refusal({ generation_batch_size: 32, steps_per_generation: 1, per_device_train_batch_size: 32 })).toBeNull();
+    // Written beside steps_per_generation 1 by hand: a generation batch past one micro-batch is still TRL's split.
+    expect(refusal({ generation_batch_size: 16, steps_per_generation: 1, per_device_train_batch_size: 8 })).toMatch(/^config\.generation_batch_size = 16 /);
+  });
+  it("TRL's own divisibility refusal, and two values no one GRPOConfig wrote, are refused before the step, naming the fields", () => {
+    const at = (config: Record<string, unknown>) => () => stepConfigOf(effectiveSettings('trl', [{ origin: 'file', trainer: 'trl', config, run: {} }]), 8);
+    expect(at({ generation_batch_size: 12, per_device_train_batch_size: 8 })).toThrow(/generation_batch_size \(12\) must be divisible by the global batch size \(8\)/);
+    expect(at({ generation_batch_size: 16, steps_per_generation: 1, per_device_train_batch_size: 8 })).toThrow(/16 with steps_per_generation 1: GRPOConfig sets generation_batch_size = per_device_train_batch_size · num_processes · steps_per_generation = 8/);
+    expect(at({ generation_batch_size: 8, steps_per_generation: 1, per_device_train_batch_size: 8 })).not.toThrow();
   });
 });

@@ -96,7 +96,7 @@ describe('docs/import hooks', () => {
     b.advantages!.forEach((a, i) => expect(a).toBeCloseTo([1, -1, -1, 1][i] * Math.SQRT1_2, 6));
     expect(b.rewards).toEqual([1, 0, 0, 1]);
     // The args travel as the config: the estimator decides how the Doctor judges the advantages (group_norm: checked).
-    expect(b.config).toMatchObject({ 'algo.advantage.estimator': 'group_norm', advantage_estimator: 'openrlhf' });
+    expect(b.config).toMatchObject({ 'algo.advantage.estimator': 'group_norm', 'algo.kl.use_loss': true, advantage_estimator: 'openrlhf' });
     const report = diagnose(b);
     expect(report.findings.filter((f) => f.severity === 'error').map((f) => f.message)).toEqual([]);
     expect(report.skipped.map((s) => s.rule)).not.toContain('advantage-mismatch');

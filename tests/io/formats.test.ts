@@ -195,6 +195,25 @@ describe('OpenRLHF Experience', () => {
     expect(r.notes.join('\n')).toMatch(/1 flat arg\(s\) no row of the studio's OpenRLHF table reads, kept as written \(pretrain\)/);
     expect(() => withConfig({ init_kl_coef: 0.001, algo: { kl: { init_coef: 0.05 } } })).toThrow(/init_kl_coef.*algo\.kl\.init_coef|algo\.kl\.init_coef.*init_kl_coef/);
   });
+  it("old flat advantage_estimator and reward_clip_range are OpenRLHF's (the studio's advantage_estimator row shares the first name)", () => {
+    const withConfig = (config: Record<string, unknown>) => readAnyBatch(withMetadata(bytes('openrlhf-experience.safetensors'), { config: JSON.stringify(config) }), 'old.safetensors');
+    const r = withConfig({ advantage_estimator: 'dr_grpo', reward_clip_range: [-5, 5], use_kl_loss: true });
+    // Before, the old estimator name was taken as the studio's row: a schema error, and the estimator left at gae.
+    expect(r.batch.config).toMatchObject({ 'algo.advantage.estimator': 'dr_grpo', 'reward.clip_range': [-5, 5], 'algo.kl.use_loss': true, advantage_estimator: 'openrlhf', scale_rewards: 'none' });
+    expect(diagnose(r.batch).findings.filter((f) => f.rule === 'schema')).toEqual([]);
+  });
+  it("a grpo-batch/v1 JSON of OpenRLHF's with its former names reads them as today's, with a note; both names disagreeing is one line naming the file", () => {
+    const json = (config: Record<string, unknown>) => new TextEncoder().encode(JSON.stringify({
+      format: 'grpo-batch/v1', trainer: 'openrlhf', num_generations: 2, pad_token_id: 0, eos_token_ids: [2],
+      prompt_ids: [[5], [5]], completion_ids: [[7, 2], [8, 2]], completion_mask: [[1, 1], [1, 1]], advantages: [1, -1], config,
+    }));
+    const r = readAnyBatch(json({ use_kl_loss: true, init_kl_coef: 0.05, advantage_estimator: 'openrlhf' }), 'b.json');
+    // The loss reads today's names: before, init_kl_coef was an unknown key and the KL term took the default 0.01.
+    expect(r.batch.config).toEqual({ 'algo.kl.use_loss': true, 'algo.kl.init_coef': 0.05, advantage_estimator: 'openrlhf' });
+    expect(r.notes).toEqual(["config: 2 setting(s) under their former names, read as today's (use_kl_loss → algo.kl.use_loss, init_kl_coef → algo.kl.init_coef)"]);
+    expect(() => readAnyBatch(json({ init_kl_coef: 0.05, 'algo.kl.init_coef': 0.01 }), 'b.json')).toThrow(/^b\.json: config\.init_kl_coef = 0\.05 and config\.algo\.kl\.init_coef = 0\.01: one setting under its former name and today's, with different values$/);
+    expect(readAnyBatch(json({ init_kl_coef: 0.05, 'algo.kl.init_coef': 0.05 }), 'b.json').batch.config).toEqual({ 'algo.kl.init_coef': 0.05 });
+  });
   it('planted: action_mask aligned to sequences[:, :-1] → one token late, the Doctor sees the mask on padding', () => {
     const b = load('openrlhf-action-mask-off-by-one.safetensors').batch;
     expect(b.prompt_ids[0]).toEqual([0, 0, 21, 22, 40]); // the first response token fell into the prompt

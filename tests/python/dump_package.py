@@ -268,12 +268,13 @@ def openrlhf():
     A, B_, C = [11, 12], [21, 22, 23], [31, 32, 33, 34]  # the prompts of groups 0, 1, 2 (index // 2); each group split over both files
     exps = [experience([0, 2, 4], [A, B_, C], [[40, EOS], [41, 42, EOS], [48, 49, EOS]], 8),
             experience([1, 3, 5], [A, B_, C], [[43, EOS], [44, 45, 46, EOS], [EOS]], 9)]
+    # GRPO with the KL as a loss term (--algo.kl.use_loss): base_action_log_probs kept, one advantage per sample.
     if mode == "pure":  # args flat, as vars(args) before hierarchize
-        args = {"rollout.n_samples_per_prompt": 2, "actor.eps_clip": 0.3, "actor.policy_loss_type": "ppo", "algo.kl.init_coef": 0.02, "algo.advantage.estimator": "group_norm", "actor.learning_rate": 5e-7}
+        args = {"rollout.n_samples_per_prompt": 2, "actor.eps_clip": 0.3, "actor.policy_loss_type": "ppo", "algo.kl.init_coef": 0.02, "algo.kl.use_loss": True, "algo.advantage.estimator": "group_norm", "actor.learning_rate": 5e-7}
     else:  # nested, as OpenRLHF holds them after hierarchize
         N = types.SimpleNamespace
         args = N(rollout=N(n_samples_per_prompt=2, temperature=1.0), actor=N(eps_clip=0.3, policy_loss_type="ppo", learning_rate=5e-7),
-                 algo=N(kl=N(init_coef=0.02, estimator="k3"), advantage=N(estimator="group_norm")), seed=42)
+                 algo=N(kl=N(init_coef=0.02, use_loss=True, estimator="k3"), advantage=N(estimator="group_norm")), seed=42)
     paths = gsd.dump_openrlhf(exps, args, types.SimpleNamespace(pad_token_id=PAD, eos_token_id=EOS), os.path.join(out, "exp_{i}.safetensors"))
     return {"files": [os.path.basename(p) for p in paths], "expect": exp_out}
 

@@ -85,6 +85,8 @@ def verl():
 
 
 def openrlhf():
+    # GRPO as OpenRLHF's examples run it (--algo.kl.use_loss: the KL is a loss term, not in the reward, so the
+    # advantages are the group_norm of the rewards on every action token).
     # Two Experiences of one step (n_samples_per_prompt = 2) with different widths T: sequences (B, T),
     # attention_mask (B, T), action_mask (B, T − 1) bool over sequences[:, 1:], per-action tensors (B, T − 1).
     def experience(index, prompt, responses, T, rewards):
@@ -107,7 +109,7 @@ def openrlhf():
     ns = {}
     exec(code, ns)
     for i, exp in enumerate(exps):
-        ns["dump_experience"](exp, Obj(rollout=Obj(n_samples_per_prompt=2), algo=Obj(advantage=Obj(estimator="group_norm"))), Obj(pad_token_id=PAD, eos_token_id=EOS), f"exp_0_{i}.safetensors")
+        ns["dump_experience"](exp, Obj(rollout=Obj(n_samples_per_prompt=2), algo=Obj(advantage=Obj(estimator="group_norm"), kl=Obj(use_loss=True, init_coef=0.01))), Obj(pad_token_id=PAD, eos_token_id=EOS), f"exp_0_{i}.safetensors")
 
 
 {"trl": trl, "verl": verl, "openrlhf": openrlhf}[trainer]()

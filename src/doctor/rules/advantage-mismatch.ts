@@ -4,7 +4,7 @@
 // Rows where every reward function returned None are left out of the statistics with advantage 0, as TRL
 // does (batchRewards marks them NaN; computeAdvantages skips NaN for the TRL estimator).
 import { listSamples, msg } from '../util.ts';
-import { ADVANTAGE_EPSILON, combineRewards, computeAdvantages, rewardAdvantageGap, rewardWeightsOf, type AdvantageEstimator } from '../../grpo/advantages.ts';
+import { ADVANTAGE_EPSILON, advantageClipOf, combineRewards, computeAdvantages, rewardAdvantageGap, rewardWeightsOf, type AdvantageEstimator } from '../../grpo/advantages.ts';
 import type { ScaleRewards } from '../../io/batch.ts';
 import type { Rule } from '../types.ts';
 import { batchRewards, groupName, perSample, unscorableRows } from '../rewards.ts';
@@ -17,7 +17,7 @@ export const advantageMismatch: Rule = {
   id: 'advantage-mismatch',
   title: 'Advantages do not follow from the rewards',
   severity: 'error',
-  description: 'Supplied advantages differ from (r − group mean) / (std + ε) recomputed from the rewards under the configured scale_rewards; or rewards differ from the weighted sum of rewards_per_func.',
+  description: 'Supplied advantages differ from (r − group mean) / (std + ε) recomputed from the rewards under the configured scale_rewards (OpenRLHF: clamped to its reward.clip_range); or rewards differ from the weighted sum of rewards_per_func.',
   seed: '002 (TRL advantage formula re-implemented by hand); 001 (advantages checked when the loss is 0)',
   check(ctx) {
     const { batch } = ctx;
@@ -47,7 +47,7 @@ export const advantageMismatch: Rule = {
     const A = batch.advantages;
     const scales: ScaleRewards[] = judged.length === rows.length ? ['group', 'batch', 'none'] : ['group', 'none']; // "batch" needs every row
     const tol = (ref: ArrayLike<number>, i: number) => Math.abs(A[i] - ref[i]) - (ATOL + RTOL * Math.abs(ref[i]));
-    const reference = (scale: ScaleRewards, est: AdvantageEstimator) => computeAdvantages(rewards, { num_generations: ctx.G, scale_rewards: scale, estimator: est, groups: judged }).advantages;
+    const reference = (scale: ScaleRewards, est: AdvantageEstimator) => computeAdvantages(rewards, { num_generations: ctx.G, scale_rewards: scale, estimator: est, groups: judged, clip: advantageClipOf(batch.config, est) }).advantages;
     const matches = (ref: ArrayLike<number>) => checked.every((i) => tol(ref, i) <= 0);
     if (!scales.includes(ctx.scaleRewards)) return out.length ? out : 'scale_rewards="batch" needs the whole batch; this one holds partial groups';
     const ref = reference(ctx.scaleRewards, estimator);
@@ -61,7 +61,8 @@ export const advantageMismatch: Rule = {
     const hint = alternatives.length
       ? `The advantages match ${alternatives.join(' / ')}: set config.scale_rewards accordingly or fix the trainer.`
       : 'Check the group layout (G consecutive rows per prompt), the std (Bessel, per group), and that advantages were computed from these rewards.';
-    const how = `scale_rewards="${ctx.scaleRewards}", ${estimator === 'trl' ? '' : estimator === 'verl' ? 'verl ' : 'OpenRLHF '}ε = ${ADVANTAGE_EPSILON[estimator].toExponential(0)}, ${batch.group_ids ? 'groups by group_ids' : `groups of ${ctx.G} consecutive rows`}`;
+    const clip = advantageClipOf(batch.config, estimator);
+    const how = `scale_rewards="${ctx.scaleRewards}", ${estimator === 'trl' ? '' : estimator === 'verl' ? 'verl ' : 'OpenRLHF '}ε = ${ADVANTAGE_EPSILON[estimator].toExponential(0)}${clip ? `, clamped to [${clip.join(', ')}] (reward.clip_range)` : ''}, ${batch.group_ids ? 'groups by group_ids' : `groups of ${ctx.G} consecutive rows`}`;
     // One finding per group with a wrong row, at its worst row: a wrong formula or layout shows as whole
     // groups named as such, a single corrupted value as one sample.
     rows.forEach((group, g) => {

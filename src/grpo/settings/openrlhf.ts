@@ -14,7 +14,7 @@ const s = (spec: Omit<SettingSpec, 'trainer'>): SettingSpec => ({ trainer: 'open
 export const OPENRLHF_SETTINGS: readonly SettingSpec[] = [
   s({ name: 'actor.policy_loss_type', formerly: 'policy_loss_type', type: 'enum', values: ['ppo', 'gspo'], default: 'ppo', scope: 'loss', doc: 'ppo: token ratio exp(clamp(logp − old, ±20)); gspo: exp(mean_b(logp − old))·M, per-sample mean aggregation', source: LOSS }),
   s({ name: 'actor.eps_clip', formerly: 'eps_clip', type: 'number', default: 0.2, min: 0, scope: 'loss', doc: 'ε when eps_clip_low_high is null', source: CLI }),
-  s({ name: 'actor.eps_clip_low_high', formerly: 'eps_clip_low_high', type: 'number-list', default: null, nullable: true, scope: 'loss', doc: '[ε_low, ε_high]: L = −min(r·A, clip(r, 1 − ε_low, 1 + ε_high)·A)', source: LOSS }),
+  s({ name: 'actor.eps_clip_low_high', formerly: 'eps_clip_low_high', type: 'number-list', length: 2, default: null, nullable: true, scope: 'loss', doc: '[ε_low, ε_high]: L = −min(r·A, clip(r, 1 − ε_low, 1 + ε_high)·A)', source: LOSS }),
   s({ name: 'actor.dual_clip', formerly: 'dual_clip', type: 'number', default: null, nullable: true, min: 1, exclusive: true, scope: 'loss', doc: 'dual clip (A < 0): L = −max(min(r·A, clip·A), c·A)', source: LOSS }),
   s({ name: 'actor.entropy_coef', formerly: 'entropy_loss_coef', type: 'number', default: null, nullable: true, scope: 'loss', doc: 'null: no entropy; 0: logged only; else loss −= coef · aggregate_loss(entropy of the untempered logits)', source: STEP }),
   s({ name: 'algo.kl.use_loss', formerly: 'use_kl_loss', type: 'boolean', default: false, scope: 'loss', doc: 'loss += kl_ctl · aggregate_loss(compute_approx_kl(logp, base))', source: STEP }),
@@ -24,8 +24,11 @@ export const OPENRLHF_SETTINGS: readonly SettingSpec[] = [
   s({ name: 'algo.kl.target', formerly: 'kl_target', type: 'number', default: null, nullable: true, scope: 'loss', doc: 'adaptive KL controller target (null: the fixed controller, kl_ctl = init_coef); set, the coefficient moves every step: refused', source: 'openrlhf/trainer/ppo_trainer.py (AdaptiveKLController)' }),
   s({ name: 'algo.kl.estimator', formerly: 'kl_estimator', type: 'enum', values: ['k1', 'k2', 'k3'], default: 'k1', scope: 'loss', doc: 'd = logp − base: k1 d, k2 d²/2, k3 exp(−d) − 1 + d; clamped to ±10', source: 'openrlhf/models/utils.py compute_approx_kl' }),
   s({ name: 'algo.advantage.estimator', formerly: 'advantage_estimator', type: 'enum', values: ['gae', 'reinforce', 'rloo', 'reinforce_baseline', 'group_norm', 'dr_grpo'], default: 'gae', scope: 'advantages', doc: 'group_norm (r − mean)/(std + 1e-9) and dr_grpo r − mean per prompt are recomputed from rewards; rloo, reinforce_baseline (batch-whitened), gae and reinforce are not', source: 'openrlhf/trainer/ppo_utils/experience_maker.py' }),
+  // compute_reward clamps the shaped reward (after group_norm / dr_grpo / rloo …) before the returns; argparse
+  // nargs=2 with a default tuple, so it always applies (`if reward_clip_range:` on a non-empty pair).
+  s({ name: 'reward.clip_range', formerly: 'reward_clip_range', type: 'number-list', length: 2, default: [-10, 10], scope: 'advantages', doc: '[low, high]: the shaped reward is clamped to it before the returns; the group advantages the studio recomputes are clamped alike', source: 'openrlhf/models/utils.py compute_reward; openrlhf/trainer/ppo_utils/experience_maker.py' }),
   s({ name: 'algo.advantage.is_correction_enable', formerly: 'enable_vllm_is_correction', type: 'boolean', default: false, scope: 'loss', doc: 'vLLM importance-sampling correction of the PPO loss (gspo: the ratio is taken against the rollout log-probs)', source: LOSS }),
-  s({ name: 'algo.advantage.is_correction_threshold', formerly: 'vllm_is_truncated_threshold', type: 'number-list', default: [0.5, 5.0], scope: 'loss', doc: '[low, high] of the IS weight exp(old − rollout)', source: LOSS }),
+  s({ name: 'algo.advantage.is_correction_threshold', formerly: 'vllm_is_truncated_threshold', type: 'number-list', length: 2, default: [0.5, 5.0], scope: 'loss', doc: '[low, high] of the IS weight exp(old − rollout)', source: LOSS }),
   s({ name: 'algo.advantage.is_correction_type', formerly: 'vllm_is_correction_type', type: 'enum', values: ['tis', 'icepop', 'seq-mask-tis'], default: 'tis', scope: 'loss', doc: 'tis clamp(w, low, high); icepop w·[low ≤ w ≤ high]; seq-mask-tis w·[low ≤ exp(mean_b log w) ≤ high]', source: LOSS }),
   s({ name: 'rollout.temperature', formerly: 'temperature', type: 'number', default: 1.0, min: 0, exclusive: true, scope: 'loss', doc: 'log-probs of logits / temperature (the entropy uses the raw logits)', source: 'openrlhf/models/actor.py Actor.forward' }),
   // μ: the actor's training loop runs max_epochs times over the replay buffer of one rollout, its experiences'
@@ -54,6 +57,7 @@ export interface OpenrlhfConfig {
   'algo.kl.estimator': 'k1' | 'k2' | 'k3';
   'algo.kl.target': number | null;
   'algo.advantage.estimator': 'gae' | 'reinforce' | 'rloo' | 'reinforce_baseline' | 'group_norm' | 'dr_grpo';
+  'reward.clip_range': number[];
   'algo.advantage.is_correction_enable': boolean;
   'algo.advantage.is_correction_threshold': number[];
   'algo.advantage.is_correction_type': 'tis' | 'icepop' | 'seq-mask-tis';

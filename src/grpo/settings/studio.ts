@@ -17,7 +17,7 @@ const studio = (spec: Omit<SettingSpec, 'trainer' | 'studio'>): SettingSpec => (
 
 /** Batch-config fields of the studio's own, valid beside any trainer's table (src/grpo/settings/effective.ts). */
 export const STUDIO_SETTINGS: SettingsTable = [
-  studio({ name: 'advantage_estimator', form: 'loss', type: 'enum', values: ['trl', 'verl', 'openrlhf'], default: 'trl', scope: 'advantages', doc: 'The group std the studio divides by: trl (std + 1e-4, unbiased), verl (std + 1e-6) or openrlhf (group_norm: std + 1e-9).' }),
+  studio({ name: 'advantage_estimator', form: 'loss', type: 'enum', values: ['trl', 'verl', 'openrlhf'], default: 'trl', scope: 'advantages', doc: 'The group std the studio divides by: trl (std + 1e-4, unbiased), verl (std + 1e-6) or openrlhf (group_norm: std + 1e-9; clamped to the OpenRLHF reward.clip_range, default ±10).' }),
   studio({ name: 'position_ids', form: 'loss', type: 'enum', values: ['from_attention_mask', 'arange'], default: 'from_attention_mask', scope: 'batch', doc: 'cumsum(attention_mask) − 1 (HF generate), or arange(L) as a forward without position_ids: left padding shifts GPT-2’s learned positions.' }),
   studio({ name: 'model_type', type: 'string', nullable: true, default: null, scope: 'batch', doc: 'HF model_type of the policy (gpt2 has absolute positions; llama / qwen use RoPE).' }),
   studio({ name: 'optimizer', type: 'object', nullable: true, default: null, scope: 'optimizer', doc: 'The studio’s own torch.optim optimizer {name: adamw | sgd, lr, betas, eps, weight_decay, momentum, no_decay}: one decay group, a constant rate; when set it replaces learning_rate / adam_* / weight_decay.' }),

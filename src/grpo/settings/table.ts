@@ -24,6 +24,28 @@ export function rowsIn(table: SettingsTable, o: Record<string, unknown>): Record
   return Object.fromEntries(Object.entries(o).filter(([k]) => table.some((s) => s.name === k)));
 }
 
+/**
+ * `o` with each key that is a row's former name (SettingSpec.formerly) and not itself a row's name renamed to the
+ * row's, and the [former, current] pairs renamed. Both names given with different values is a SettingsError
+ * naming both (`where` prefixes them); with the same value they are one.
+ */
+export function withCurrentNames(table: SettingsTable, o: Record<string, unknown>, where = 'config'): { values: Record<string, unknown>; renamed: [string, string][] } {
+  const values: Record<string, unknown> = {};
+  const renamed: [string, string][] = [];
+  for (const [k, v] of Object.entries(o)) {
+    const row = table.some((s) => s.name === k) ? undefined : table.find((s) => s.formerly === k);
+    if (!row) {
+      values[k] = v;
+      continue;
+    }
+    const now = o[row.name];
+    if (now !== undefined && JSON.stringify(now) !== JSON.stringify(v)) throw new SettingsError(`${where}.${k} = ${JSON.stringify(v)} and ${where}.${row.name} = ${JSON.stringify(now)}: one setting under its former name and today's, with different values`);
+    values[row.name] = v;
+    renamed.push([k, row.name]);
+  }
+  return { values, renamed };
+}
+
 /** Every spec's default, by name. */
 export function defaultsOf<T>(table: SettingsTable): T {
   return Object.fromEntries(table.map((s) => [s.name, s.default])) as T;
@@ -68,7 +90,8 @@ export function checkSetting(s: SettingSpec, v: unknown, where: string): Setting
       if (typeof v !== 'string') throw bad(s.orNumber ? 'a string or a number' : 'a string');
       return v;
     case 'number-list':
-      if (!Array.isArray(v) || v.some((x) => typeof x !== 'number' || !Number.isFinite(x))) throw bad(`a list of numbers${s.nullable ? ' or null' : ''}`);
+      if (!Array.isArray(v) || v.some((x) => typeof x !== 'number' || !Number.isFinite(x))) throw bad(`${s.length === 2 ? '[low, high]: two numbers' : 'a list of numbers'}${s.nullable ? ' or null' : ''}`);
+      if (s.length !== undefined && v.length !== s.length) throw bad(s.length === 2 ? `[low, high]: two numbers` : `${s.length} numbers`);
       return v as number[];
     case 'object':
       if (typeof v !== 'object' || Array.isArray(v)) throw bad('an object');

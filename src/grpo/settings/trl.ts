@@ -87,7 +87,8 @@ export const TRL_SETTINGS: SettingsTable = rows([
   { name: 'warmup_ratio', type: 'number', min: 0, max: 1, nullable: true, default: null, scope: 'optimizer', source: ARGS, doc: 'Warmup as a ratio of run.max_steps, used when warmup_steps is 0 (transformers 4.x; null = 0, deprecated in 5.x).' },
   { name: 'max_grad_norm', form: 'loss', type: 'number', min: 0, nullable: true, default: 1, scope: 'optimizer', source: ARGS, doc: 'Gradient clipping at this global norm; 0 or null: none (transformers Trainer clips only when > 0).' },
   { name: 'num_iterations', type: 'integer', min: 1, default: 1, scope: 'optimizer', doc: 'Updates per generation batch (μ).' },
-  { name: 'steps_per_generation', type: 'integer', min: 1, nullable: true, default: null, scope: 'optimizer', doc: 'Optimizer steps per generation batch (null = gradient_accumulation_steps).' },
+  { name: 'steps_per_generation', type: 'integer', min: 1, nullable: true, default: null, scope: 'optimizer', doc: 'Optimizer steps per generation batch (null = gradient_accumulation_steps, or generation_batch_size / (per_device_train_batch_size · num_processes) when that is given).' },
+  { name: 'generation_batch_size', type: 'integer', min: 1, nullable: true, default: null, scope: 'optimizer', doc: 'Completions per generation over all processes: per_device_train_batch_size · num_processes · steps_per_generation (GRPOConfig.__post_init__ derives one from the other; to_dict() writes both).' },
   // studio-only
   { name: 'kl_estimator', form: 'loss', type: 'enum', values: KL_ESTIMATORS, default: 'k3', scope: 'loss', studio: true, doc: 'The studio can show k1/k2/k3; TRL always uses k3.' },
 ]);
@@ -161,6 +162,7 @@ export interface TrlConfig {
   max_grad_norm: number | null;
   num_iterations: number;
   steps_per_generation: number | null;
+  generation_batch_size: number | null;
   kl_estimator: KlEstimator;
 }
 

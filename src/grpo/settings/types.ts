@@ -26,6 +26,8 @@ export interface SettingSpec {
   orNumber?: boolean;
   /** enum: the allowed values; string: the values the studio reproduces, offered by the form (others are read and refused where used). */
   values?: readonly string[];
+  /** number-list: exactly this many numbers (a [low, high] pair: 2). */
+  length?: number;
   min?: number;
   max?: number;
   /** min / max excluded from the range. */

@@ -16,11 +16,6 @@ import type { TrainerLoss, TrainerInputs, TrainerLossOutputs } from './types.ts'
 import { openrlhfIs } from '../is_correction.ts';
 import { openrlhfIsOverflow, type IsOverflowToken } from './openrlhf_overflow.ts';
 
-function pair(v: unknown, field: string): [number, number] {
-  if (!Array.isArray(v) || v.length !== 2) throw new SettingsError(`config.${field}: expected [low, high], got ${JSON.stringify(v)}`);
-  return [v[0], v[1]];
-}
-
 /** The window normalisers training_step passes to aggregate_loss: given, or derived as _optimizer_step_loss_norm does. */
 function lossBatchInfo(c: TrainerInputs, run: OpenrlhfRun): { dp: number; tokens: number; samples: number } {
   const info = run.loss_batch_info as Record<string, unknown> | null;
@@ -51,7 +46,7 @@ export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: 
   const N = B * T;
   const old = c.old_per_token_logps;
   if (!old) throw new SettingsError('old_per_token_logps (action_log_probs): required');
-  const eps = cfg['actor.eps_clip_low_high'] === null ? [cfg['actor.eps_clip'], cfg['actor.eps_clip']] : pair(cfg['actor.eps_clip_low_high'], 'actor.eps_clip_low_high');
+  const eps = cfg['actor.eps_clip_low_high'] === null ? [cfg['actor.eps_clip'], cfg['actor.eps_clip']] : cfg['actor.eps_clip_low_high']; // [low, high]: the row's length
   const gspo = cfg['actor.policy_loss_type'] === 'gspo';
   const isOn: boolean = cfg['algo.advantage.is_correction_enable'];
   const rollout = c.sampling_per_token_logps;
@@ -66,7 +61,8 @@ export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: 
   const wPg = aggregationWeights(M, B, T, gspo ? { ...token, mode: 'seq-mean-token-mean', seqs: info.samples } : token);
   const wAux = aggregationWeights(M, B, T, token);
   const isType = cfg['algo.advantage.is_correction_type'];
-  const bounds = pair(cfg['algo.advantage.is_correction_threshold'], 'algo.advantage.is_correction_threshold');
+  const [lo, hi] = cfg['algo.advantage.is_correction_threshold'];
+  const bounds: [number, number] = [lo, hi];
   const isw = isOn && !gspo ? openrlhfIs(old, rollout!, c.completion_mask, B, T, isType, bounds).factor : null;
   // Where OpenRLHF's float32 weight is inf or NaN the kernels take a finite 0 (WGSL promises nothing for
   // non-finite arithmetic); the trainer's non-finite outcome is written in after them (withOverflow).

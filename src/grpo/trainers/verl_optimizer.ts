@@ -47,7 +47,7 @@ export function verlOptimizer(config: Record<string, unknown>, run: Record<strin
   const r = parseSettings<VerlRun>(RUN_ROWS, rowsIn(RUN_ROWS, run), 'run').values;
   if (c['optim.optimizer'] !== 'AdamW') throw new SettingsError(`config.optim.optimizer: ${JSON.stringify(c['optim.optimizer'])} is not reproduced by the studio (AdamW of torch.optim only)`);
   if (c.optimizer_impl !== 'torch.optim') throw new SettingsError(`config.optimizer_impl: ${JSON.stringify(c.optimizer_impl)} is not reproduced by the studio (torch.optim only)`);
-  if (c.betas.length !== 2 || c.betas.some((b) => !(b >= 0 && b < 1))) throw new SettingsError(`config.betas: expected two numbers in [0, 1), got ${JSON.stringify(c.betas)}`);
+  if (c.betas.some((b) => !(b >= 0 && b < 1))) throw new SettingsError(`config.betas: expected two numbers in [0, 1), got ${JSON.stringify(c.betas)}`);
   const s = (r.global_steps ?? 1) - 1 + steps_done;
   return {
     optimizer: { name: 'adamw', lr: c.lr * verlLrFactor(c, s), betas: [c.betas[0], c.betas[1]], eps: 1e-8, weight_decay: c['optim.weight_decay'], momentum: 0, no_decay: 'none' },

@@ -14,6 +14,7 @@ import * as primeRl from './prime-rl.ts';
 import * as nemoRl from './nemo_rl.ts';
 import * as slime from './slime.ts';
 import { configTable, runTable, trainerOfBatch } from '../../grpo/settings/effective.ts';
+import { withCurrentNames } from '../../grpo/settings/table.ts';
 import type { TrainerId } from '../../grpo/settings/types.ts';
 
 export type { ImportOptions, ImportResult } from './common.ts';
@@ -55,8 +56,25 @@ export function readAnyBatch(bytes: Uint8Array, name: string, opts: ImportOption
   if (nemoRl.detect(text)) return nemoRl.read(text, name, opts);
   if (slime.detect(text)) return slime.read(text, name, opts);
   if (primeRl.detect(text)) return primeRl.read(text, name, opts);
-  const batch = parseBatch(text, name);
-  return { batch, format: 'grpo-batch', trainer: 'grpo-batch/v1', unknownKeys: Object.keys(batch).filter((k) => !BATCH_FIELDS.has(k)), notes: [] };
+  const { batch, notes } = currentNames(parseBatch(text, name), name);
+  return { batch, format: 'grpo-batch', trainer: 'grpo-batch/v1', unknownKeys: Object.keys(batch).filter((k) => !BATCH_FIELDS.has(k)), notes };
+}
+
+/**
+ * A grpo-batch/v1 file's config under a trainer's former names (SettingSpec.formerly: OpenRLHF's flat args before
+ * ed62d0e2, `init_kl_coef`) read as today's rows, with a note, as its importer reads a dump; both names with
+ * different values is a BatchFormatError naming the file.
+ */
+function currentNames(batch: GrpoBatch, name: string): { batch: GrpoBatch; notes: string[] } {
+  if (!batch.config) return { batch, notes: [] };
+  let r: ReturnType<typeof withCurrentNames>;
+  try {
+    r = withCurrentNames(configTable(trainerOfBatch(batch)), batch.config);
+  } catch (e) {
+    throw new BatchFormatError(`${name}: ${(e as Error).message}`);
+  }
+  if (r.renamed.length === 0) return { batch, notes: [] };
+  return { batch: { ...batch, config: r.values }, notes: [`config: ${r.renamed.length} setting(s) under their former names, read as today's (${r.renamed.map(([was, now]) => `${was} → ${now}`).join(', ')})`] };
 }
 
 /**

@@ -20,6 +20,8 @@
 import type { GrpoBatch } from '../batch.ts';
 import { groupFormulaOf } from '../../grpo/settings/group_formula.ts';
 import { configTable, runTable } from '../../grpo/settings/effective.ts';
+import { withCurrentNames } from '../../grpo/settings/table.ts';
+import { TRAINER_TABLES } from '../../grpo/settings/trainers.ts';
 import { configLeaves, Dump, flatKey, intOf, isPlainObject, LeafValues, row, splitLossMask, tokenIds, toolMasks, scalarAdvantages, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 
 const MAPPED = ['sequences', 'attention_mask', 'action_mask', 'action_log_probs', 'base_action_log_probs', 'rollout_log_probs', 'advantages', 'rewards'];
@@ -111,8 +113,8 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
 
 /** The table's rows (config and run) by name: a nested path that joins to one is carried, an object row kept whole. */
 const ROWS = new Map([...configTable('openrlhf'), ...runTable('openrlhf')].map((s) => [s.name, s]));
-/** The rows by their names before OpenRLHF ed62d0e2 (flat argparse dests: `init_kl_coef` for `algo.kl.init_coef`). */
-const FORMER = new Map([...ROWS.values()].filter((s) => s.formerly).map((s) => [s.formerly!, s]));
+/** OpenRLHF's own rows (config and run), whose former names a dump's flat args may use. */
+const OWN_ROWS = [...TRAINER_TABLES.openrlhf.config, ...TRAINER_TABLES.openrlhf.run];
 /** n_samples_per_prompt's names (samplesPerPrompt reads them), not table rows: neither carried nor listed as unread. */
 const GROUP_KEYS = new Set(['n_samples_per_prompt', 'rollout.n_samples_per_prompt']);
 
@@ -123,27 +125,30 @@ const GROUP_KEYS = new Set(['n_samples_per_prompt', 'rollout.n_samples_per_promp
 function openrlhfSettings(d: Dump, cfg: Record<string, unknown>, notes: string[]): Record<string, unknown> {
   const leaves = new LeafValues(d);
   const unread: string[] = [];
-  const renamed: string[] = [];
   const unknownFlat: string[] = [];
+  const isFlat = (k: string, v: unknown) => !isPlainObject(v) || ROWS.get(k)?.type === 'object';
+  let flat: ReturnType<typeof withCurrentNames>;
+  try {
+    // OpenRLHF's own rows: its former `advantage_estimator` is the studio's row name too, but in the args it is theirs.
+    flat = withCurrentNames(OWN_ROWS, Object.fromEntries(Object.entries(cfg).filter(([k, v]) => isFlat(k, v))));
+  } catch (e) {
+    return d.fail(`__metadata__ ${(e as Error).message}`);
+  }
+  const formerOf = new Map(flat.renamed.map(([was, now]) => [now, was]));
+  for (const [k, v] of Object.entries(flat.values)) {
+    const was = formerOf.get(k);
+    leaves.set(k, was ? `${flatKey(was)} (the name before OpenRLHF ed62d0e2)` : flatKey(k), v);
+    if (!ROWS.has(k) && !GROUP_KEYS.has(k)) unknownFlat.push(k);
+  }
   for (const [k, v] of Object.entries(cfg)) {
-    if (!isPlainObject(v) || ROWS.get(k)?.type === 'object') {
-      const former = ROWS.has(k) ? undefined : FORMER.get(k);
-      if (former) {
-        leaves.set(former.name, `${flatKey(k)} (the name before OpenRLHF ed62d0e2)`, v);
-        renamed.push(`${k} → ${former.name}`);
-        continue;
-      }
-      leaves.set(k, flatKey(k), v);
-      if (!ROWS.has(k) && !GROUP_KEYS.has(k)) unknownFlat.push(k);
-      continue;
-    }
+    if (!isPlainObject(v) || isFlat(k, v)) continue; // isPlainObject narrows v for configLeaves
     for (const [p, x] of configLeaves(d, v, (path) => ROWS.get(path)?.type === 'object', `${k}.`)) {
       if (ROWS.has(p)) leaves.set(p, `config.${p}`, x);
       else if (!GROUP_KEYS.has(p)) unread.push(p);
     }
   }
   if (unread.length) notes.push(`config: ${unread.length} nested arg(s) the studio does not read, not carried (${unread.slice(0, 4).join(', ')}${unread.length > 4 ? ', …' : ''})`);
-  if (renamed.length) notes.push(`config: ${renamed.length} arg(s) under OpenRLHF's names before ed62d0e2, read as today's (${renamed.join(', ')})`);
+  if (flat.renamed.length) notes.push(`config: ${flat.renamed.length} arg(s) under OpenRLHF's names before ed62d0e2, read as today's (${flat.renamed.map(([was, now]) => `${was} → ${now}`).join(', ')})`);
   if (unknownFlat.length) notes.push(`config: ${unknownFlat.length} flat arg(s) no row of the studio's OpenRLHF table reads, kept as written (${unknownFlat.slice(0, 6).join(', ')}${unknownFlat.length > 6 ? ', …' : ''})`);
   return leaves.object();
 }
