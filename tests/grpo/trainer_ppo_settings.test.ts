@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { readTrainerCase, TRAINER_GOLDEN } from '../helpers/trainer_case.ts';
 import { twinBackend } from '../helpers/ppo_twin.ts';
+import { expectClose } from '../helpers/close.ts';
 import { verlObjective } from '../../src/grpo/trainers/verl.ts';
 import { openrlhfObjective } from '../../src/grpo/trainers/openrlhf.ts';
 import { resolveSettings } from '../../src/grpo/settings/resolve.ts';
@@ -105,13 +106,12 @@ describe('verl rollout correction defaults (the trainer config, not the dataclas
 });
 
 describe('verl: the objective is one micro-batch of dp_actor.py update_policy', () => {
-  it('with the loss scale derived from the sizes, rows past one micro-batch (or one mini-batch) are refused, naming the size', async () => {
+  it('with the loss scale derived from the sizes, rows past one mini-batch are refused, naming the size', async () => {
     const { c } = readTrainerCase(path.join(TRAINER_GOLDEN, 'verl/case_07.safetensors'));
     const run = { on_policy: false }; // no micro_batch_loss_scale: an imported batch's case
     const at = (config: Record<string, unknown>) => verlObjective(twinBackend(c), { ...c, config: { ...c.config, ...config }, run }, { backward: false });
     const B = c.B;
     expect(B).toBeGreaterThan(1);
-    await expect(at({ ppo_mini_batch_size: 2 * B, ppo_micro_batch_size_per_gpu: 1 })).rejects.toThrow(/^config\.ppo_micro_batch_size_per_gpu: \d+ rows per micro-batch, but the batch holds \d+/);
     await expect(at({ ppo_mini_batch_size: B - 1, ppo_micro_batch_size_per_gpu: 1 })).rejects.toThrow(/^config\.ppo_mini_batch_size: \d+ rows per optimizer step/);
     await expect(at({ use_dynamic_bsz: true, ppo_mini_batch_size: B - 1, ppo_micro_batch_size_per_gpu: null })).rejects.toThrow(/^config\.ppo_mini_batch_size/);
     // One micro-batch: the loop's scale 1 / (mini // micro), here 1/2.
@@ -120,6 +120,41 @@ describe('verl: the objective is one micro-batch of dp_actor.py update_policy', 
     expect(one.loss).toBe(stated.loss);
     // A case that states its micro-batch's scale is one micro-batch whatever the sizes say.
     await expect(verlObjective(twinBackend(c), { ...c, config: { ...c.config, ppo_mini_batch_size: 2 * B, ppo_micro_batch_size_per_gpu: 1 }, run: { ...run, micro_batch_loss_scale: 0.5 } }, { backward: false })).resolves.toBeDefined();
+  });
+
+  it("rows past one micro-batch: verl's loop, each micro-batch of ppo_micro_batch_size_per_gpu rows (in order) aggregated on its own × 1/GA", async () => {
+    // The loop's loss and gradient are the sum of its micro-batches', each one as a case stating its scale (the path
+    // the golden cases check): dp_actor.py update_policy splits the mini-batch in order and scales each by 1/GA.
+    const { c: golden } = readTrainerCase(path.join(TRAINER_GOLDEN, 'verl/case_07.safetensors'));
+    // Decoupled IS weights are the trainer's over the whole batch: left out. A reference for the KL term.
+    const c = { ...golden, sampling_per_token_logps: null, ref_per_token_logps: Float32Array.from(golden.old_per_token_logps!, (x) => 1.1 * x - 0.05) };
+    const { B, T, V } = c;
+    const micro = 3; // micro-batches of 3 and 1 rows
+    expect(B).toBeGreaterThan(micro);
+    const rows = <A extends Float32Array | Int32Array>(a: A, r0: number, r1: number, w: number) => a.slice(r0 * w, r1 * w) as A;
+    const slice = (r0: number, r1: number, run: Record<string, unknown>, config: Record<string, unknown>): TrainerLossCase => ({
+      ...c, B: r1 - r0, config, run,
+      logits: rows(c.logits, r0, r1, T * V), completion_ids: rows(c.completion_ids, r0, r1, T), completion_mask: rows(c.completion_mask, r0, r1, T),
+      tool_mask: c.tool_mask && rows(c.tool_mask, r0, r1, T), advantages: rows(c.advantages, r0, r1, T),
+      old_per_token_logps: c.old_per_token_logps && rows(c.old_per_token_logps, r0, r1, T), ref_per_token_logps: c.ref_per_token_logps && rows(c.ref_per_token_logps, r0, r1, T), sampling_per_token_logps: null,
+    });
+    for (const loss_agg_mode of ['token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm']) {
+      for (const loss_mode of ['vanilla', 'geo_mean']) {
+        const config = { ...c.config, rollout_is: null, loss_agg_mode, loss_mode, use_kl_loss: loss_mode === 'vanilla', entropy_coeff: 0.01, ppo_mini_batch_size: 6, ppo_micro_batch_size_per_gpu: micro };
+        const whole = await verlObjective(twinBackend(slice(0, B, { on_policy: false }, config)), slice(0, B, { on_policy: false }, config), { backward: true });
+        let loss = 0;
+        for (let r0 = 0; r0 < B; r0 += micro) {
+          const part = slice(r0, Math.min(B, r0 + micro), { on_policy: false, micro_batch_loss_scale: 1 / 2 }, config); // GA = 6 // 3
+          const p = await verlObjective(twinBackend(part), part, { backward: true });
+          loss += p.loss;
+          expectClose(whole.dlogits!.slice(r0 * T * V, Math.min(B, r0 + micro) * T * V), p.dlogits!, { rtol: 1e-12, atol: 1e-15, label: `${loss_agg_mode} ${loss_mode} rows ${r0}…` });
+        }
+        expect(whole.loss, `${loss_agg_mode} ${loss_mode}`).toBeCloseTo(loss, 12);
+      }
+    }
+    // A selection over one micro-batch's tokens (clip_cov) is not split: refused naming the size.
+    const cov = slice(0, B, { on_policy: false }, { ...c.config, rollout_is: null, loss_mode: 'clip_cov', ppo_mini_batch_size: 6, ppo_micro_batch_size_per_gpu: micro });
+    await expect(verlObjective(twinBackend(cov), cov, { backward: false })).rejects.toThrow(/^config\.ppo_micro_batch_size_per_gpu: 3 rows per micro-batch, and loss_mode clip_cov \(its token selection\) spans/);
   });
 
   it('rollout_rs_threshold may be a number (Optional[str | float]), read as its decimal text', () => {

@@ -206,6 +206,20 @@ export function aggregationWeights(mask: ArrayLike<number>, B: number, T: number
   return w;
 }
 
+/**
+ * aggregationWeights over consecutive micro-batches of `micro` rows, each aggregated on its own (verl's
+ * dp_actor.py update_policy: mini_batch.split(ppo_micro_batch_size_per_gpu), agg_loss per micro-batch, each
+ * scaled by the loop's 1 / gradient_accumulation): the loss of the loop is Σ w ⊙ L over every row.
+ */
+export function microBatchWeights(mask: Float64Array, B: number, T: number, micro: number, a: Aggregation): Float64Array {
+  const w = new Float64Array(B * T);
+  for (let r0 = 0; r0 < B; r0 += micro) {
+    const r1 = Math.min(B, r0 + micro);
+    w.set(aggregationWeights(mask.subarray(r0 * T, r1 * T), r1 - r0, T, a), r0 * T);
+  }
+  return w;
+}
+
 /** Packs the per-token inputs of ppo_loss_forward; null arrays are filled with `fill`. */
 export function packInputs(N: number, cols: Record<(typeof PPO_INPUTS)[number], ArrayLike<number> | null>, fill: Partial<Record<(typeof PPO_INPUTS)[number], number>> = {}): Float32Array {
   const K = PPO_INPUTS.length;

@@ -1,4 +1,4 @@
-// verl's actor objective on one micro-batch (volcengine/verl b178a3c), from its own config names:
+// verl's actor objective on one optimizer step's rows (volcengine/verl b178a3c), from its own config names:
 // the legacy worker's micro-batch loop (verl/workers/actor/dp_actor.py update_policy: pg_loss −
 // entropy_coeff·entropy + kl_loss_coef·kl_loss, × the loop's loss scale, on-policy old-log-prob replacement)
 // or the engine worker's ppo_loss (verl/workers/utils/losses.py: global batch normalisation), every registered
@@ -10,7 +10,7 @@ import { resolveSettings } from '../settings/resolve.ts';
 import { trainerRefusal } from '../settings/rules.ts';
 import { VERL_RUN, VERL_SETTINGS, type VerlConfig, type VerlRun } from '../settings/verl.ts';
 import type { PpoKl, PpoLossParams, PpoMode } from '../../kernels/types.ts';
-import { aggregationWeights, packInputs, ppoOutputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
+import { microBatchWeights, packInputs, ppoOutputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
 import { rolloutCorrection, type RolloutCorrectionSettings } from './verl_rollout.ts';
 import type { TrainerLoss, TrainerInputs, TrainerLossOutputs } from './types.ts';
 
@@ -80,18 +80,21 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
   const onPolicy: boolean = legacy && (run.on_policy ?? (run.num_mini_batches === 1 && cfg.ppo_epochs === 1));
   if (!onPolicy && !bypass) need(c.old_per_token_logps, 'old_per_token_logps', 'old_log_probs of an off-policy update');
   if (cfg.use_kl_loss) need(c.ref_per_token_logps, 'ref_per_token_logps', 'use_kl_loss');
-  // The objective is ONE of dp_actor.py update_policy's micro-batches. With the loss scale derived from the batch
-  // sizes (an imported batch, not a case that states its micro-batch's), the rows must fit one: verl splits more
-  // rows into micro-batches, aggregates each on its own and scales each by 1/GA (or into several optimizer steps
-  // past ppo_mini_batch_size), which one aggregation over every row scaled by 1/GA is not (GA× too small, for
-  // token-mean). A clear refusal, as TRL's steps_per_generation > 1 in the step (step_objective.ts).
+  // The objective is ONE optimizer step of dp_actor.py update_policy: one mini-batch, whose rows verl splits in
+  // order into micro-batches of ppo_micro_batch_size_per_gpu, aggregating each on its own, × 1/GA
+  // (microBatchWeights). Past ppo_mini_batch_size verl takes several optimizer steps: refused, as TRL's
+  // steps_per_generation > 1 in the step (step_objective.ts). A case that states its micro-batch's scale
+  // (run.micro_batch_loss_scale) is one micro-batch; use_dynamic_bsz packs micro-batches by tokens (taken as one).
+  let micro = B;
   if (legacy && run.micro_batch_loss_scale === null) {
     const mini = cfg.ppo_mini_batch_size;
     if (B > mini) throw new SettingsError(`config.ppo_mini_batch_size: ${mini} rows per optimizer step (the actor's: × rollout.n ÷ data-parallel size), but the batch holds ${B}: verl takes ${Math.ceil(B / mini)} optimizer steps over it (dp_actor.py update_policy), the studio one; import one mini-batch's rows, or set ppo_mini_batch_size to at least ${B}`);
-    const micro = cfg.ppo_micro_batch_size_per_gpu;
-    if (!cfg.use_dynamic_bsz && micro !== null && B > micro) {
-      throw new SettingsError(`config.ppo_micro_batch_size_per_gpu: ${micro} rows per micro-batch, but the batch holds ${B}: verl aggregates each of its ${Math.ceil(B / micro)} micro-batches on its own, × 1/${Math.floor(mini / micro)} (dp_actor.py update_policy), the objective one micro-batch; import one micro-batch's rows, or set ppo_micro_batch_size_per_gpu to at least ${B} (the scale follows: 1 / (ppo_mini_batch_size // it))`);
-    }
+    if (!cfg.use_dynamic_bsz && cfg.ppo_micro_batch_size_per_gpu !== null) micro = Math.min(B, cfg.ppo_micro_batch_size_per_gpu);
+  }
+  if (micro < B) {
+    // Selections and normalisations over one micro-batch's tokens are not row-local: not split here.
+    const across = lossMode === 'clip_cov' || lossMode === 'kl_cov' ? `loss_mode ${lossMode} (its token selection)` : bypass && cfg.rollout_is_batch_normalize ? 'bypass_mode with rollout_is_batch_normalize (its normalisation)' : null;
+    if (across) throw new SettingsError(`config.ppo_micro_batch_size_per_gpu: ${cfg.ppo_micro_batch_size_per_gpu} rows per micro-batch, and ${across} spans each micro-batch's rows; the studio splits the batch's ${B} rows only for row-local losses: import one micro-batch's rows`);
   }
   let scale = 1;
   if (legacy) {
@@ -110,6 +113,8 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
     legacy
       ? { mode, dp: 1, tokens: null, seqs: null, norm: T, scale }
       : { mode, dp: run.dp_size, tokens: run.batch_num_tokens, seqs: run.global_batch_size, norm: cfg.loss_scale_factor ?? T, scale: 1 };
+  const weights = (mask: Float64Array, mode: Aggregation['mode']) => microBatchWeights(mask, B, T, micro, global(mode));
+  const microRows = (b: number) => Math.min(micro, B - Math.floor(b / micro) * micro); // rows of row b's micro-batch
 
   let isShown: Float64Array | null = decoupled?.weights ?? null;
   let lossMask: Float64Array = decoupled?.mask ?? M0;
@@ -138,8 +143,9 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
       if (lossMode === 'clip_cov') sel = clipCovSelection(c, current, old, lossMask, cfg, epsLow, epsHigh);
       if (lossMode === 'kl_cov') sel = klCovSelection(c, current, lossMask, cfg.kl_cov_ratio);
       const pgMode = lossMode === 'gspo' || lossMode === 'sapo' ? 'seq-mean-token-mean' : cfg.loss_agg_mode;
-      const wPg = mode === 'geo_mean' ? new Float64Array(N).fill(scale / B) : aggregationWeights(lossMask, B, T, global(pgMode));
-      const wAux = aggregationWeights(auxMask, B, T, global(cfg.loss_agg_mode));
+      // geo_mean: the mean over its micro-batch's rows.
+      const wPg = mode === 'geo_mean' ? Float64Array.from({ length: N }, (_, i) => scale / microRows(Math.floor(i / T))) : weights(lossMask, pgMode);
+      const wAux = weights(auxMask, cfg.loss_agg_mode);
       const kl: PpoKl = cfg.use_kl_loss ? KLS[cfg.kl_loss_type] : 'none';
       const params: PpoLossParams = {
         mode,
