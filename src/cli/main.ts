@@ -18,7 +18,7 @@ const VERBS: Record<string, Verb> = {
   doctor: { summary: 'doctor BATCH... [--tokenizer DIR] [--json]   check a batch (grpo-batch/v1, TRL, verl, OpenRLHF, prime-rl, NeMo-RL, slime)', load: () => import('./doctor.ts') },
   convert: { summary: 'convert IN... [--out batch.json] [--tokenizer DIR]   write grpo-batch/v1 from a TRL / verl / OpenRLHF / prime-rl / NeMo-RL / slime dump', load: () => import('./convert.ts') },
   score: { summary: 'score --model DIR --batch BATCH.json [--ref-model DIR] [--out RESULT.json]   re-score a batch', load: () => import('./score.ts') },
-  report: { summary: 'report BATCH.json [--out report.html] [--tokenizer DIR]   one self-contained offline HTML report (grid, findings, settings)', load: () => import('./report.ts') },
+  report: { summary: 'report BATCH [--out report.html] [--tokenizer DIR]   one self-contained offline HTML report (grid, findings, settings)', load: () => import('./report.ts') },
   plan: { summary: 'plan --model DIR_OR_CONFIG --batch BxT [--prompt P] [--adapter R] [--checkpointing] [--score] [--json]   memory plan of one step', load: () => import('./plan.ts') },
   mismatch: { summary: 'mismatch BATCH [--model DIR] [--adapter DIR] [--tokenizer DIR] [--json] [--out FILE]   where and why sampler and trainer log-probs disagree, and what each correction would do', load: () => import('./mismatch.ts') },
   step: { summary: 'step --model DIR --batch BATCH.json [--ref-model DIR] [--adapter DIR | --create-adapter r=R,lora_alpha=A,use_rslora=B,target_modules=all-linear|NAME,...,seed=S] [--ref-adapter] [--save-adapter DIR] [--checkpointing] [--out RESULT.json]   one GRPO update', load: () => import('./step.ts') },

@@ -18,11 +18,13 @@ import { renderReport } from '../report/html.ts';
 
 export async function run(argv: string[]): Promise<number> {
   const args = parseArgs(argv, { values: ['out', 'tokenizer'] });
-  if (args.positional.length !== 1) throw new CliError('usage: grpo-studio report BATCH.json [--out report.html] [--tokenizer DIR]');
+  if (args.positional.length !== 1) throw new CliError('usage: grpo-studio report BATCH [--out report.html] [--tokenizer DIR]');
   const file = args.positional[0];
   checkOutPath(flag(args, 'out'));
-  const { batch } = readBatchFiles([file]); // as `doctor` reads it: any format, a trainer's former names mapped
-  const options = doctorOptions(batch, await modelFlag(args));
+  // As `doctor` reads it: any format, a trainer's former names mapped, ids the reader inferred named as such.
+  const imported = readBatchFiles([file]);
+  const { batch } = imported;
+  const options = doctorOptions(batch, await modelFlag(args), {}, imported.inferred);
   const tokenizer = options.tokenizer;
   // The Doctor renders the chat template in-thread: bound it first, as `doctor` does (exit 2, one line).
   await boundTemplate(args, tokenizer, batch);

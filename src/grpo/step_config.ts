@@ -100,11 +100,12 @@ function adamwOfTrlNames(c: BatchConfig): OptimizerConfig {
 
 /** A StepConfig written back in a batch file's terms (the inverse of stepConfigFromBatch). */
 export function batchConfigOf(config: StepConfig, model_type: string): BatchConfig {
-  const { loss: l, optimizer, max_grad_norm, position_ids, scale_rewards, advantage_estimator } = config;
+  const { loss: l, optimizer, max_grad_norm, position_ids, scale_rewards, advantage_estimator, advantage_clip } = config;
   return {
     loss_type: l.loss_type, beta: l.beta, epsilon: l.epsilon_low, epsilon_high: l.epsilon_high, delta: l.delta, temperature: l.temperature,
     kl_estimator: l.kl_estimator, importance_sampling_level: l.importance_sampling_level, max_completion_length: l.max_completion_length,
     optimizer: { ...optimizer }, max_grad_norm, position_ids, scale_rewards, advantage_estimator, model_type,
+    ...(advantage_clip ? { 'reward.clip_range': [...advantage_clip] } : {}), // the clamp the advantages were recomputed with
     ...(config.passes !== undefined && config.passes > 1 ? { num_iterations: config.passes } : {}),
   };
 }

@@ -7,8 +7,8 @@
 // the same way through trainerInputs, so what the page shows and what the step differentiates agree.
 import type { Gpu } from '../gpu/context.ts';
 import type { PaddedBatch } from './batch.ts';
-import { specOf } from './settings/table.ts';
 import { TRAINER_TABLES } from './settings/trainers.ts';
+import { generationSplit, type GenerationSplit } from './settings/trl.ts';
 import { SettingsError, type TrainerId } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
 import type { ScoredLogps, TrainerInputs, TrainerLossOutputs } from './trainers/types.ts';
@@ -44,39 +44,21 @@ export function objectiveFor(trainer: TrainerId, config: Record<string, unknown>
 }
 
 /**
- * TRL's steps_per_generation > 1 (config or run, or unset with generation_batch_size past one micro-batch or
- * gradient_accumulation_steps > 1), as
- * `field = value`, or null. TRL then shuffles the generation batch with its own RNG and splits it into
- * micro-batches whose gradients accumulate (src/grpo/trainers/micro_batches.ts); the step takes the batch as
- * one micro-batch, so it refuses rather than differentiate another split (bnpo and other per-micro-batch
- * normalisers depend on it).
+ * TRL's split of the generation batch past one micro-batch (generationSplit: steps_per_generation > 1, as given or
+ * as GRPOConfig derives it), or null. TRL then shuffles the generation batch with its own RNG and splits it into
+ * micro-batches whose gradients accumulate (src/grpo/trainers/micro_batches.ts); the step takes the batch as one
+ * micro-batch, so it refuses rather than differentiate another split (bnpo and other per-micro-batch normalisers
+ * depend on it). Throws SettingsError for a split GRPOConfig itself refuses.
  */
-function microBatches(o: { config: Record<string, unknown>; run: Record<string, unknown> }): string | null {
-  const given = [['config', o.config.steps_per_generation], ['run', o.run.steps_per_generation]] as const;
-  for (const [where, v] of given) {
-    if (typeof v === 'number' && v > 1) return `${where}.steps_per_generation = ${v}`;
-  }
-  // GRPOConfig.__post_init__ when steps_per_generation is not given: generation_batch_size /
-  // (per_device_train_batch_size · num_processes) when that is given, else gradient_accumulation_steps (the run's
-  // current_gradient_accumulation_steps). TRL's to_dict() writes both values; a generation batch past one
-  // micro-batch per process is split whichever of the two says so.
-  const gbs = o.config.generation_batch_size;
-  if (typeof gbs === 'number') {
-    const { config, run } = TRAINER_TABLES.trl;
-    const pd = (o.config.per_device_train_batch_size ?? specOf(config, 'per_device_train_batch_size').default) as number;
-    const np = (o.run.num_processes ?? specOf(run, 'num_processes').default) as number;
-    const steps = gbs / (pd * np);
-    if (steps > 1) return `config.generation_batch_size = ${gbs} (GRPOConfig: steps_per_generation = ${gbs} / (per_device_train_batch_size ${pd} · num_processes ${np}) = ${steps})`;
-  }
-  if (typeof gbs === 'number' || given.some(([, v]) => v !== undefined && v !== null)) return null;
-  const gas = o.run.gradient_accumulation_steps;
-  return typeof gas === 'number' && gas > 1 ? `config.steps_per_generation (unset: GRPOConfig takes run.gradient_accumulation_steps = ${gas})` : null;
+function microBatches(o: { config: Record<string, unknown>; run: Record<string, unknown> }): GenerationSplit | null {
+  const split = generationSplit(o.config, o.run);
+  return split.steps > 1 ? split : null;
 }
 
 /** Throws the step's refusal of a TRL generation batch it would have to split (microBatches); the page's trainer view calls it too. */
 export function assertOneMicroBatch(x: Pick<TrainerInputs, 'trainer' | 'config' | 'run'>): void {
   const micro = x.trainer === 'trl' ? microBatches(x) : null;
-  if (micro) throw new SettingsError(`${micro}: the step takes the generation batch as one micro-batch (TRL's shuffled split and accumulation are not reproduced); set it to 1 to take the step`);
+  if (micro) throw new SettingsError(`${micro.why}: the step takes the generation batch as one micro-batch (TRL's shuffled split and accumulation are not reproduced); ${micro.fix} to take the step`);
 }
 
 /** What the update has scored: the batch, the forward's per-token log-probs / entropies, advantages, reference. */

@@ -40,6 +40,7 @@ import { Optimizer } from '../grpo/optimizer.ts';
 import type { PromptSource, StageData, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
 import { rewardAdvantages } from '../grpo/step_prepare.ts';
+import { rewardAdvantageGap } from '../grpo/advantages.ts';
 import { checkScorable, padBatch, raggedFromPadded } from '../grpo/batch.ts';
 import { score_completions } from '../model/score.ts';
 import type { LoraAdapter } from '../model/lora_adapter.ts';
@@ -375,17 +376,21 @@ class PipelineRunner implements StepRunner {
     const ref = pipe.data('reference_forward')?.ref_per_token_logps ?? null;
     if (next.loss.beta !== 0 && !ref) throw new Error(`β = ${next.loss.beta} needs reference log-probs, and this update ran with β = 0 (no reference forward): run it with β > 0 first`);
     const { B, C } = a.padded;
-    const rewards = a.batch.rewards;
-    const advantagesFor = (c: StepConfig): Float32Array => {
-      const same = c.scale_rewards === ran.scale_rewards && c.advantage_estimator === ran.advantage_estimator && JSON.stringify(c.advantage_clip) === JSON.stringify(ran.advantage_clip);
-      if (same || !rewards) return Float32Array.from(adv.advantages);
-      // As the advantages stage computes them (its groups, TRL's unscorable rows, OpenRLHF's clamp).
-      return Float32Array.from(rewardAdvantages(a.batch, a.batch.num_generations, a.batch.group_ids, c).advantages);
-    };
-    if (!rewards && (next.scale_rewards !== ran.scale_rewards || next.advantage_estimator !== ran.advantage_estimator)) notes.push('the batch has advantages but no rewards: advantage scaling cannot be recomputed');
+    // The what-if's advantages: the update's, unless its advantage settings differ; then the rewards' under them,
+    // as the advantages stage computes them (its groups, TRL's unscorable rows, OpenRLHF's clamp) — where the
+    // settings name a formula the studio does not recompute (rewardAdvantageGap) or there are no rewards, the
+    // update's are kept and a note says why.
+    const formula = (c: StepConfig) => JSON.stringify([c.scale_rewards, c.advantage_estimator, c.advantage_clip]);
+    let nextAdvantages: ArrayLike<number> = adv.advantages;
+    const gap = rewardAdvantageGap({ trainer: settings.trainer, config: settings.config });
+    if (gap) notes.push(`advantages are the update's: ${gap}`);
+    else if (formula(next) !== formula(ran)) {
+      if (!a.batch.rewards) notes.push('the batch has advantages but no rewards: advantage scaling cannot be recomputed');
+      else nextAdvantages = rewardAdvantages(a.batch, a.batch.num_generations, a.batch.group_ids, next).advantages;
+    }
     const scratch = this.whatIfCurrent?.pipe === pipe ? this.whatIfCurrent.scratch : new LossScratch(this.gpu);
     const side = async (c: StepConfig): Promise<WhatIfSide> => {
-      const advantages = advantagesFor(c);
+      const advantages = Float32Array.from(c === next ? nextAdvantages : adv.advantages);
       const terms = await grpo_loss_from_logps(
         this.gpu,
         { B, T: C, per_token_logps: pf.per_token_logps, completion_mask: a.padded.completion_mask, advantages, old_per_token_logps: l.old_per_token_logps, ref_per_token_logps: c.loss.beta !== 0 ? ref : null },

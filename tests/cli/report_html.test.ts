@@ -59,4 +59,15 @@ describe('grpo-studio report', () => {
     fs.writeFileSync(bad, '{"format": "grpo-batch/v1",');
     expect(await main(['report', bad, '--out', out])).toBe(2);
   });
+
+  it('reads every format as doctor does (a trainer dump, ids the reader inferred): the same exit code', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'report-'));
+    const formats = path.join(root, 'tests/fixtures/formats');
+    for (const f of fs.readdirSync(formats)) {
+      const file = path.join(formats, f);
+      const doctor = await main(['doctor', file, '--json']);
+      expect([f, await main(['report', file, '--out', path.join(dir, `${f}.html`)])]).toEqual([f, doctor]);
+      expect(fs.readFileSync(path.join(dir, `${f}.html`), 'utf8')).toMatch(/^<!doctype html>/i);
+    }
+  });
 });

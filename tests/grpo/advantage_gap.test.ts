@@ -43,12 +43,15 @@ describe("OpenRLHF: reward.clip_range and the KL in the reward (openrlhf/models/
   });
 
   it('a clip range that is not [low, high] is refused naming the field', () => {
-    expect(() => stepAdvantages(batch({ 'reward.clip_range': [-10] }))).toThrow(/^config\.reward\.clip_range: expected \[low, high\]: two numbers, got \[-10\]$/);
+    expect(() => stepAdvantages(batch({ 'reward.clip_range': [-10] }))).toThrow(/^config\.reward\.clip_range: expected a list of 2 numbers, got \[-10\]$/);
   });
 
   it('TRL and verl advantages are not clamped (their trainers have no such range)', () => {
     const trl = { ...batch({}), trainer: undefined, config: { scale_rewards: 'none' } } as GrpoBatch;
-    expect(stepAdvantages({ ...trl })[3]).toBeCloseTo(75, 12);
+    const at = (b: GrpoBatch, trainer: 'trl' | 'verl') => Array.from(rewardAdvantages(b, 4, undefined, stepConfigOf(effectiveSettings(trainer, [fileLayer(b, 'b.json')]), 2)).advantages);
+    expect(at(trl, 'trl')[3]).toBeCloseTo(75, 12);
+    const verl = { ...batch({}), trainer: 'verl', config: { adv_estimator: 'grpo', norm_adv_by_std_in_grpo: false, advantage_estimator: 'verl', scale_rewards: 'none', ppo_micro_batch_size_per_gpu: 8 } } as GrpoBatch;
+    expect(at(verl, 'verl')[3]).toBeCloseTo(75, 12);
   });
 
   it('without algo.kl.use_loss and with init_coef > 0 (the defaults) the KL is in the reward: not recomputed, both settings named', () => {

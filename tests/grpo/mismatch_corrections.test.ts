@@ -218,7 +218,7 @@ describe('correctionEffects', () => {
       { id: 'trl:token_mask' },
     ]);
     expect(effects[0].error).toMatch(/vllm_importance_sampling_clip_min \(3\) must be less than vllm_importance_sampling_clip_max \(2\)/);
-    expect(effects[1].error).toMatch(/config\.algo\.advantage\.is_correction_threshold: expected \[low, high\]: two numbers/);
+    expect(effects[1].error).toMatch(/config\.algo\.advantage\.is_correction_threshold: expected a list of 2 numbers/);
     expect(effects[2].error).toMatch(/rollout_rs: unknown option seq_mean_k9/);
     for (const e of effects.slice(0, 3)) expect([e.tokens, e.loss_on], e.id).toEqual([null, null]);
     expect(effects[3].error).toBeNull();

@@ -74,7 +74,7 @@ describe('OpenRLHF objective refusals', () => {
   });
   it('checks eps_clip_low_high and loss_batch_info', async () => {
     const c = orlCase('00');
-    await rejects(openrlhfObjective(twinBackend(c), withConfig(c, { 'actor.eps_clip_low_high': [0.2] }), { backward: false }), /config\.actor\.eps_clip_low_high: expected \[low, high\]/);
+    await rejects(openrlhfObjective(twinBackend(c), withConfig(c, { 'actor.eps_clip_low_high': [0.2] }), { backward: false }), /config\.actor\.eps_clip_low_high: expected a list of 2 numbers or null, got \[0\.2\]$/);
     await rejects(openrlhfObjective(twinBackend(c), { ...c, run: { ...c.run, loss_batch_info: { dp_size: 1, batch_num_tokens: 0, global_batch_size: 4 } } }, { backward: false }), /run\.loss_batch_info\.batch_num_tokens/);
   });
   it('derives loss_batch_info from the window as _optimizer_step_loss_norm does', async () => {

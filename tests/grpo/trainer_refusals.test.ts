@@ -308,19 +308,21 @@ describe('TRL generation_batch_size: GRPOConfig.__post_init__ derives steps_per_
       return (e as Error).message;
     }
   };
-  it('past one micro-batch it is a split the step refuses, naming the derivation (it was read as no split before)', () => {
-    expect(refusal({ generation_batch_size: 32, per_device_train_batch_size: 8 })).toMatch(/^config\.generation_batch_size = 32 \(GRPOConfig: steps_per_generation = 32 \/ \(per_device_train_batch_size 8 · num_processes 1\) = 4\): the step takes/);
-    expect(refusal({ generation_batch_size: 16 })).toMatch(/per_device_train_batch_size 8 · num_processes 1\) = 2/); // TRL's default 8 per device
+  it('past one micro-batch it is a split the step refuses, naming the derivation and the fix (it was read as no split before)', () => {
+    expect(refusal({ generation_batch_size: 32, per_device_train_batch_size: 8 })).toMatch(/^config\.generation_batch_size = 32 \(GRPOConfig: steps_per_generation = 32 \/ \(per_device_train_batch_size 8 · num_processes 1 \(the default: the batch does not say\)\) = 4\): the step takes .*; set generation_batch_size to per_device_train_batch_size · num_processes \(8\), or leave it out with steps_per_generation 1 to take the step$/);
+    expect(refusal({ generation_batch_size: 16 })).toMatch(/per_device_train_batch_size 8 · num_processes 1 \(the default: the batch does not say\)\) = 2\)/); // TRL's default 8 per device
     expect(refusal({ generation_batch_size: 16 }, { num_processes: 2 })).toBeNull(); // 16 / (8 · 2) = 1
     expect(refusal({ generation_batch_size: 8 }, { gradient_accumulation_steps: 4 })).toBeNull(); // given, it decides, not gas
-    expect(refusal({ generation_batch_size: 32, steps_per_generation: 1, per_device_train_batch_size: 32 })).toBeNull();
-    // Written beside steps_per_generation 1 by hand: a generation batch past one micro-batch is still TRL's split.
-    expect(refusal({ generation_batch_size: 16, steps_per_generation: 1, per_device_train_batch_size: 8 })).toMatch(/^config\.generation_batch_size = 16 /);
+    expect(refusal({ generation_batch_size: 32, steps_per_generation: 1, per_device_train_batch_size: 32 })).toBeNull(); // to_dict() writes both
   });
-  it("TRL's own divisibility refusal, and two values no one GRPOConfig wrote, are refused before the step, naming the fields", () => {
-    const at = (config: Record<string, unknown>) => () => stepConfigOf(effectiveSettings('trl', [{ origin: 'file', trainer: 'trl', config, run: {} }]), 8);
-    expect(at({ generation_batch_size: 12, per_device_train_batch_size: 8 })).toThrow(/generation_batch_size \(12\) must be divisible by the global batch size \(8\)/);
-    expect(at({ generation_batch_size: 16, steps_per_generation: 1, per_device_train_batch_size: 8 })).toThrow(/16 with steps_per_generation 1: GRPOConfig sets generation_batch_size = per_device_train_batch_size · num_processes · steps_per_generation = 8/);
-    expect(at({ generation_batch_size: 8, steps_per_generation: 1, per_device_train_batch_size: 8 })).not.toThrow();
+  it("what GRPOConfig refuses, and two values no one GRPOConfig wrote, are refused whichever objective applies, naming the field", () => {
+    const at = (config: Record<string, unknown>, run: Record<string, unknown> = {}) => () => stepConfigOf(effectiveSettings('trl', [{ origin: 'file', trainer: 'trl', config, run }]), 8);
+    expect(at({ generation_batch_size: 12, per_device_train_batch_size: 8 })).toThrow(/^config\.generation_batch_size: TRL refuses: "generation_batch_size \(12\) must be divisible by the global batch size \(8\)\."/);
+    expect(at({ generation_batch_size: 1 })).toThrow(/must be divisible by the global batch size \(8\)/); // what "set it to 1" would have given
+    expect(at({ generation_batch_size: 12, per_device_train_batch_size: 4, num_generations: 8 })).toThrow(/"generation_batch_size \(12\) must be divisible by num_generations \(8\)\."/);
+    // The studio loss would be the objective here (steps_per_generation 1): the check runs all the same.
+    expect(at({ generation_batch_size: 16, steps_per_generation: 1, per_device_train_batch_size: 8 })).toThrow(/^config\.generation_batch_size: 16 with steps_per_generation 1: GRPOConfig sets generation_batch_size = per_device_train_batch_size 8 · num_processes 1 \(the default: the batch does not say\) · steps_per_generation = 8; the two do not come from one config$/);
+    expect(at({ generation_batch_size: 16, steps_per_generation: 1, per_device_train_batch_size: 8 }, { num_processes: 2, num_items_in_batch: 10 })).not.toThrow();
+    expect(refusal({ generation_batch_size: 4, steps_per_generation: 1 })).toMatch(/the two do not come from one config/); // the page's trainer view alike
   });
 });

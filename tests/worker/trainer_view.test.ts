@@ -53,6 +53,10 @@ describe('trainer view of the step', () => {
     expect(w.trainer.current!.loss).toBe(view.terms!.loss);
     expect(w.trainer.whatif!.loss).toBeCloseTo(view.table.find((c) => c.label === 'cispo')!.loss!, 6);
     expect(w.trainer.whatif!.loss).not.toBeCloseTo(view.terms!.loss, 6);
+    // Advantage settings the studio does not recompute (GDPO's normalize_then_sum) keep the update's, and say so.
+    const gdpo = await runner.whatIf(pageSettingsWith({ config: { multi_objective_aggregation: 'normalize_then_sum' } }));
+    expect(gdpo.notes.join('\n')).toMatch(/^advantages are the update's: TRL multi_objective_aggregation = "normalize_then_sum"/m);
+    expect(Array.from(gdpo.whatif.advantages)).toEqual(Array.from(gdpo.current.advantages));
     // TRL's per-token gradient at the studio's settings is the studio loss's own ∂loss/∂logp (other kernels).
     const studioDlogp = w.current.terms.dlogp;
     const gmax = studioDlogp.reduce((m, x) => Math.max(m, Math.abs(x)), 0);

@@ -90,8 +90,8 @@ export function checkSetting(s: SettingSpec, v: unknown, where: string): Setting
       if (typeof v !== 'string') throw bad(s.orNumber ? 'a string or a number' : 'a string');
       return v;
     case 'number-list':
-      if (!Array.isArray(v) || v.some((x) => typeof x !== 'number' || !Number.isFinite(x))) throw bad(`${s.length === 2 ? '[low, high]: two numbers' : 'a list of numbers'}${s.nullable ? ' or null' : ''}`);
-      if (s.length !== undefined && v.length !== s.length) throw bad(s.length === 2 ? `[low, high]: two numbers` : `${s.length} numbers`);
+      const list = s.length === undefined ? 'a list of numbers' : `a list of ${s.length} numbers`;
+      if (!Array.isArray(v) || v.some((x) => typeof x !== 'number' || !Number.isFinite(x)) || (s.length !== undefined && v.length !== s.length)) throw bad(`${list}${s.nullable ? ' or null' : ''}`);
       return v as number[];
     case 'object':
       if (typeof v !== 'object' || Array.isArray(v)) throw bad('an object');

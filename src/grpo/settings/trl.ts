@@ -6,8 +6,8 @@
 // (huggingface/transformers src/transformers/training_args.py), with the TrainerState the schedule reads.
 // Everything that parses a TRL config — loss cases, batch files, the step pipeline, the page — reads this table.
 import { TRL_LOSS_TYPES, VLLM_IS_MODES, KL_ESTIMATORS, type KlEstimator, type TrlLossType } from '../../kernels/types.ts';
-import { parseSettings, type ParsedSettings, type SettingsTable } from './table.ts';
-import type { SettingSpec } from './types.ts';
+import { parseSettings, specOf, type ParsedSettings, type SettingsTable } from './table.ts';
+import { SettingsError, type SettingSpec } from './types.ts';
 
 const CFG = 'huggingface/trl trl/trainer/grpo_config.py';
 const TRAINER = 'huggingface/trl trl/trainer/grpo_trainer.py';
@@ -176,6 +176,46 @@ export interface TrlRun {
   adaptive_entropy_coef: number | null;
   global_step: number | null;
   max_steps: number | null;
+}
+
+/** How GRPOConfig splits one generation batch into micro-batches (generationSplit). */
+export interface GenerationSplit {
+  /** steps_per_generation: micro-batches (and optimizer steps) per generation batch. */
+  steps: number;
+  /** Which field decides it, as a refusal names it. */
+  why: string;
+  /** What makes the batch one micro-batch. */
+  fix: string;
+}
+
+/**
+ * GRPOConfig.__post_init__'s split of the generation batch (grpo_config.py, world_size = run.num_processes):
+ * run.steps_per_generation when the run context gives it; else the config's steps_per_generation; else
+ * generation_batch_size / (per_device_train_batch_size · num_processes); else gradient_accumulation_steps. TRL's
+ * to_dict() writes both config values after deriving one from the other, so given together they must agree.
+ * Throws SettingsError naming the field for what GRPOConfig refuses (a generation batch not divisible by the
+ * global batch or by num_generations) and for two values no one GRPOConfig wrote. Raw `config` / `run`, their
+ * missing values at the table defaults.
+ */
+export function generationSplit(config: Record<string, unknown>, run: Record<string, unknown>): GenerationSplit {
+  const num = (o: Record<string, unknown>, table: SettingsTable, name: string) => (typeof o[name] === 'number' ? (o[name] as number) : null) ?? (specOf(table, name).default as number | null);
+  const [runSteps, steps, gbs] = [num(run, TRL_RUN_SETTINGS, 'steps_per_generation'), num(config, TRL_SETTINGS, 'steps_per_generation'), num(config, TRL_SETTINGS, 'generation_batch_size')];
+  if (runSteps !== null && runSteps > 1) return { steps: runSteps, why: `run.steps_per_generation = ${runSteps}`, fix: 'set it to 1' };
+  if (gbs !== null) {
+    const pd = num(config, TRL_SETTINGS, 'per_device_train_batch_size')!;
+    const np = num(run, TRL_RUN_SETTINGS, 'num_processes')!;
+    const global = pd * np;
+    const factors = `per_device_train_batch_size ${pd} · num_processes ${np}${typeof run.num_processes === 'number' ? '' : ' (the default: the batch does not say)'}`;
+    if (steps !== null && gbs !== global * steps) throw new SettingsError(`config.generation_batch_size: ${gbs} with steps_per_generation ${steps}: GRPOConfig sets generation_batch_size = ${factors} · steps_per_generation = ${global * steps}; the two do not come from one config`);
+    if (gbs % global !== 0) throw new SettingsError(`config.generation_batch_size: TRL refuses: "generation_batch_size (${gbs}) must be divisible by the global batch size (${global})." (${factors}) [${CFG} GRPOConfig.__post_init__]`);
+    const G = config.num_generations;
+    if (typeof G === 'number' && gbs % G !== 0) throw new SettingsError(`config.generation_batch_size: TRL refuses: "generation_batch_size (${gbs}) must be divisible by num_generations (${G})." [${CFG} GRPOConfig.__post_init__]`);
+    if (steps !== null) return { steps, why: `config.steps_per_generation = ${steps}`, fix: `set it to 1 (and generation_batch_size to ${global})` };
+    return { steps: gbs / global, why: `config.generation_batch_size = ${gbs} (GRPOConfig: steps_per_generation = ${gbs} / (${factors}) = ${gbs / global})`, fix: `set generation_batch_size to per_device_train_batch_size · num_processes (${global}), or leave it out with steps_per_generation 1` };
+  }
+  if (steps !== null) return { steps, why: `config.steps_per_generation = ${steps}`, fix: 'set it to 1' };
+  const gas = num(run, TRL_RUN_SETTINGS, 'gradient_accumulation_steps')!;
+  return { steps: gas, why: `config.steps_per_generation (unset: GRPOConfig takes run.gradient_accumulation_steps = ${gas})`, fix: 'set it to 1' };
 }
 
 /** A GRPOConfig-like object → typed values, with GRPOConfig.__post_init__'s rewrites (legacy scale_rewards booleans, the deprecated cap). */

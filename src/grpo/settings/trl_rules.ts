@@ -4,9 +4,10 @@
 // liger-kernel 0.8.0), then the combinations TRL runs but one rank's batch cannot reproduce. Trainer rules
 // come first, so a setting TRL refuses is refused with TRL's reason.
 // Not here: what TRL only warns about (luspo without sequence-level IS, vespo with sequence-level IS,
-// sequence-level IS with bnpo / dr_grpo / dapo / cispo): TRL runs those and the objective computes them.
-// generation_batch_size divisible by num_generations is the batch's structure (its own num_generations, which
-// a config need not repeat), checked by the schema; Liger's PEFT checks need the adapter, not a setting.
+// sequence-level IS with bnpo / dr_grpo / dapo / cispo): TRL runs those and the objective computes them. The
+// generation-batch checks (generation_batch_size divisible by the global batch and by num_generations) are
+// generationSplit's (trl.ts), which every step runs whichever objective applies; Liger's PEFT checks need the
+// adapter, not a setting.
 import type { TrlConfig, TrlRun } from './trl.ts';
 import type { TrainerRule } from './trainer_rules.ts';
 
@@ -82,30 +83,6 @@ export const TRL_RULES: readonly TrainerRule<TrlConfig, TrlRun>[] = [
       c.use_liger_kernel && c.importance_sampling_level === 'sequence' && ['cispo', 'sapo', 'vespo'].includes(c.loss_type)
         ? `Liger's GRPO loss (use_liger_kernel) raises for importance_sampling_level = sequence with loss_type ${c.loss_type}: "Sequence-level importance sampling is not supported for loss_type='${c.loss_type}'. Use importance_sampling_level='token' instead."`
         : null,
-  },
-  {
-    fields: ['config.generation_batch_size', 'config.per_device_train_batch_size', 'run.num_processes'],
-    by: 'trainer',
-    source: CONFIG,
-    check: (c, r) => {
-      const global = c.per_device_train_batch_size * r.num_processes;
-      return c.generation_batch_size !== null && c.steps_per_generation === null && c.generation_batch_size % global !== 0
-        ? `TRL refuses: "generation_batch_size (${c.generation_batch_size}) must be divisible by the global batch size (${global})." (per_device_train_batch_size ${c.per_device_train_batch_size} · num_processes ${r.num_processes})`
-        : null;
-    },
-  },
-  {
-    fields: ['config.generation_batch_size', 'config.steps_per_generation', 'config.per_device_train_batch_size', 'run.num_processes'],
-    by: 'studio',
-    source: CONFIG,
-    // to_dict() writes both once __post_init__ has derived one from the other: they then agree. Two that do not
-    // were not written by one GRPOConfig (TRL refuses both given by the user).
-    check: (c, r) => {
-      const want = c.steps_per_generation === null ? null : c.per_device_train_batch_size * r.num_processes * c.steps_per_generation;
-      return c.generation_batch_size !== null && want !== null && c.generation_batch_size !== want
-        ? `${c.generation_batch_size} with steps_per_generation ${c.steps_per_generation}: GRPOConfig sets generation_batch_size = per_device_train_batch_size · num_processes · steps_per_generation = ${want}; the two do not come from one config`
-        : null;
-    },
   },
   // What TRL runs but one rank's batch cannot reproduce.
   {
