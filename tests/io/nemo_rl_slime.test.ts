@@ -11,6 +11,9 @@ import { diagnose, doctorOptions } from '../../src/doctor/index.ts';
 import { parseBatch } from '../../src/io/batch.ts';
 import { readAnyBatch, type ImportOptions, type ImportResult } from '../../src/io/formats/index.ts';
 import { nemoAdvantages } from '../../src/io/formats/nemo_rl.ts';
+import { effectiveSettings, fileLayer } from '../../src/grpo/settings/effective.ts';
+import { stepConfigOf } from '../../src/grpo/step_config.ts';
+import { rewardAdvantages } from '../../src/grpo/step_prepare.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const fixture = (name: string) => path.join(root, 'tests/fixtures/formats', name);
@@ -112,6 +115,24 @@ describe('NeMo-RL train_data_step{N}.jsonl', () => {
     expect(errors(wrong).map((f) => [f.rule, f.sample])).toEqual([['advantage-mismatch', 4]]);
   });
 
+  it("leave-one-out over equal rows has std 0, as NeMo-RL's float32 one-pass form gives it (a 6e5 advantage and a false error before)", () => {
+    // [0.3, 0.3, 0.3, 0.9]: row 3's others are equal (std 0, no division): 0.9 − 0.3; rows 0-2: others {0.3, 0.3, 0.9},
+    // mean 0.5, Bessel std √0.12. Two rows (k = 1): NeMo-RL's (0 · 1/0 = NaN) → 0, so r − the other's reward.
+    const loo = nemoAdvantages([0.3, 0.3, 0.3, 0.9, 0.1, 0.7], [0, 0, 0, 0, 1, 1], true, true);
+    const a = -0.2 / (Math.sqrt(0.12) + 1e-6);
+    [a, a, a, 0.6, -0.6, 0.6].forEach((x, i) => expect(loo[i]).toBeCloseTo(x, 12));
+    // The reader then finds the setting (leave-one-out, normalized) and the Doctor has nothing to report.
+    const rewards = [0.3, 0.3, 0.9, 1, 1, 0];
+    const want = nemoAdvantages(rewards, [0, 0, 0, 1, 1, 1], true, true);
+    expect(want[2]).toBeCloseTo(0.6, 12);
+    const r = imp(nemoEdited((rec, b) => {
+      rec.filtered_rewards = [rewards[b]];
+      rec.advantages[0] = rec.advantages[0].map(() => Math.fround(want[b]));
+    }), 'loo.jsonl');
+    expect(r.notes.join('\n')).toMatch(/leave-one-out baseline \(use_leave_one_out_baseline = true, normalize_rewards = true/);
+    expect(errors(r)).toEqual([]);
+  });
+
   it('ids are exact: a fraction, a boolean or a string among token_ids is refused naming line and position; unknown keys listed', () => {
     const bad = (v: unknown) => () => imp(nemoEdited((rec, b) => {
       if (b === 2) rec.token_ids[0][4] = v;
@@ -186,6 +207,33 @@ describe('slime rollout dump (the torch.save dict as JSON)', () => {
     expect(d.notes.join('\n')).toMatch(/samples\[5\]\.reward \(sample 5\) is a dict \(acc, fmt\).*--reward-key/);
     dump.samples[1].tokens[2] = 13.25;
     expect(() => imp(JSON.stringify(dump), 'd.json')).toThrow(/d\.json: samples\[1\]\.tokens \(sample 1\)\[2\] \(position 2\) = 13\.25 is not an integer/);
+  });
+
+  describe("groups as slime's _post_process_rewards normalises them (not group_index)", () => {
+    // 8 samples: 2 prompts × 2 rollouts, each rollout split into 2 training samples (sharing its rollout_id).
+    const sample = (g: number, i: number, reward: number, rollout_id: number | null) => ({ group_index: g, index: i, rollout_id, tokens: [5, 6, 7, 2], response_length: 2, loss_mask: [1, 1], reward });
+    const dump = (samples: unknown[]) => JSON.stringify({ rollout_id: 1, samples });
+    const rewards = [1, 1, 0, 0, 1, 0, 0, 0];
+    const stepAdvantages = (b: ReturnType<typeof imp>['batch']) => Array.from(rewardAdvantages(b, b.num_generations, b.group_ids, stepConfigOf(effectiveSettings('trl', [fileLayer(b, 'd.json')]), 2)).advantages);
+    it('a rollout split into samples sharing a rollout_id: the count is not n × rollout_batch_size, so one group over the batch', () => {
+      const r = imp(dump(rewards.map((x, i) => sample(i < 4 ? 0 : 1, i, x, Math.floor(i / 2)))), 'd.json');
+      expect(r.batch.group_ids).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);
+      expect(r.batch.num_generations).toBe(8);
+      expect(r.notes.join('\n')).toMatch(/groups: one over the whole batch of 8, .*sharing its rollout_id/);
+      // slime: (r − 0.375) / (Bessel std 0.517549 + 1e-6); by group_index (the studio before) row 0 was 0.866.
+      const m = 3 / 8;
+      const sd = Math.sqrt(rewards.reduce((a, x) => a + (x - m) ** 2, 0) / 7);
+      expect(stepAdvantages(r.batch)[0]).toBeCloseTo((1 - m) / (sd + 1e-6), 12);
+      expect(stepAdvantages(r.batch)[0]).toBeCloseTo(1.2076, 4);
+    });
+    it('groups of unequal size: one group; equal groups out of order: consecutive blocks of n, as slime forms them', () => {
+      const uneven = imp(dump(rewards.slice(0, 5).map((x, i) => sample(i < 3 ? 0 : 1, i, x, null))), 'd.json');
+      expect(uneven.batch.group_ids).toEqual([0, 0, 0, 0, 0]);
+      expect(uneven.notes.join('\n')).toMatch(/unequal size, 2 \/ 3/);
+      const shuffled = imp(dump(rewards.slice(0, 4).map((x, i) => sample(i % 2, i, x, null))), 'd.json');
+      expect(shuffled.batch.group_ids).toEqual([0, 0, 1, 1]);
+      expect(shuffled.notes.join('\n')).toMatch(/not in group_index order: a block mixes prompts/);
+    });
   });
 
   it('a grpo-batch/v1 file and a prime-rl export are not taken for either format', () => {

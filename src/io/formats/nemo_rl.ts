@@ -141,6 +141,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   if (excluded.length) notes.push(`sample_loss_mask is 0 on row(s) ${excluded.slice(0, 8).join(', ')}${excluded.length > 8 ? ', …' : ''}: NeMo-RL leaves them out of the loss (token_loss_mask × sample_mask): their completion_mask is 0`);
   const read = ['content', 'agent_ref'].filter((k) => records.some((rec) => rec.r[k] !== undefined));
   if (read.length) notes.push(`${read.join(', ')}: read, not part of grpo-batch/v1`);
+  notes.push('no loss settings in the file: a step takes the studio\'s (TRL defaults: loss_type dapo, beta 0) unless a config says otherwise; NeMo-RL\'s GRPO examples use reference_policy_kl_penalty 0.01 (k3, beta) with a token-level mean');
   const step = /train_data_step(\d+)\.jsonl$/.exec(file);
   batch.config = { ...config, ...(step ? { step: Number(step[1]) } : {}) };
   const unknownKeys = [...new Set(records.flatMap((rec) => Object.keys(rec.r)))].filter((k) => !KNOWN.includes(k));
@@ -153,24 +154,23 @@ const close = (a: number, b: number) => Math.abs(a - b) <= 1e-4 + 1e-3 * Math.ab
 /**
  * NeMo-RL's GRPO advantage for every row (calculate_baseline_and_std_per_prompt with valid_mask = 1, then
  * GRPOAdvantageEstimator): baseline = group mean, or the mean of the other rows with leave_one_out; std = the
- * Bessel std of the same rows (nan → 0); a group of one row gets baseline = its reward; normalize divides by
- * std + 1e-6 where std > 0.
+ * Bessel std of the same rows, (E[x²] − E[x]²)·k/(k − 1) (nan → 0: one other row, k = 1); a group of one row gets
+ * baseline = its reward; normalize divides by std + 1e-6 where std > 0. The std is taken in two passes, and is 0
+ * where the rows are equal: NeMo-RL's float32 one-pass form gives exactly 0 there, a float64 one pass a residue
+ * of ~1e-17 whose tiny std would divide by ~1e-6 (an advantage of 6e5 for rewards [0.3, 0.3, 0.3, 0.9]).
  */
 export function nemoAdvantages(rewards: readonly number[], groups: readonly number[], leaveOneOut: boolean, normalize: boolean): number[] {
   const rows = new Map<number, number[]>();
   groups.forEach((g, b) => rows.set(g, [...(rows.get(g) ?? []), b]));
   const out = new Array<number>(rewards.length).fill(0);
   for (const idx of rows.values()) {
-    const n = idx.length;
-    if (n <= 1) continue; // baseline = reward: advantage 0
-    const S = idx.reduce((s, b) => s + rewards[b], 0);
-    const S2 = idx.reduce((s, b) => s + rewards[b] ** 2, 0);
-    const k = n - (leaveOneOut ? 1 : 0);
+    if (idx.length <= 1) continue; // baseline = reward: advantage 0
     for (const b of idx) {
-      const base = leaveOneOut ? (S - rewards[b]) / k : S / k;
-      const sq = leaveOneOut ? (S2 - rewards[b] ** 2) / k : S2 / k;
-      let std = Math.sqrt((sq - base * base) * (k / (k - 1)));
-      if (Number.isNaN(std)) std = 0;
+      const xs = (leaveOneOut ? idx.filter((j) => j !== b) : idx).map((j) => rewards[j]); // (k)
+      const k = xs.length;
+      const base = xs.reduce((s, x) => s + x, 0) / k;
+      const equal = xs.every((x) => x === xs[0]);
+      const std = k < 2 || equal ? 0 : Math.sqrt(xs.reduce((s, x) => s + (x - base) ** 2, 0) / (k - 1));
       const a = rewards[b] - base;
       out[b] = normalize && std > 0 ? a / (std + 1e-6) : a;
     }
@@ -183,7 +183,8 @@ export function nemoAdvantages(rewards: readonly number[], groups: readonly numb
  * advantages follow. Without leave-one-out they are verl's formula (Bessel std + 1e-6): rewards and advantages are
  * carried and the Doctor recomputes them. With leave-one-out, which the Doctor does not recompute, the reader checks
  * them here and carries the advantages without the rewards (else advantage-mismatch would be a false error); the note
- * says so. Matching none: both carried, for the Doctor to report.
+ * says so. Matching none: both carried, for the Doctor to report (the note names other estimators and clipping,
+ * which the file does not tell apart from a wrong row).
  */
 function estimator(rewards: number[], advantages: number[], groups: number[], notes: string[]): { config: BatchConfig; carryRewards: boolean } {
   const fits = (loo: boolean, norm: boolean) => {
@@ -202,6 +203,9 @@ function estimator(rewards: number[], advantages: number[], groups: number[], no
       return { config: { advantage_estimator: 'verl', scale_rewards: norm ? 'group' : 'none' }, carryRewards: false };
     }
   }
-  notes.push('advantages follow no NeMo-RL GRPO setting (leave-one-out on / off × normalize_rewards on / off) from these rewards: carried as read for the Doctor to compare with (r − mean) / (std + 1e-6)');
+  // NeMo-RL writes this file for other estimators too (adv_estimator gdpo or reinforce_plus_plus, clipped
+  // advantages) and the file does not name them: a wrong row and another formula look alike here, so the Doctor
+  // reports them and the note names the possibility.
+  notes.push('advantages follow no NeMo-RL GRPO setting (leave-one-out on / off × normalize_rewards on / off) from these rewards: carried as read for the Doctor to compare with (r − mean) / (std + 1e-6) — if the run used another adv_estimator (gdpo, reinforce_plus_plus) or clipped advantages, its findings are that, not a bug');
   return { config: { advantage_estimator: 'verl', scale_rewards: 'group' }, carryRewards: true };
 }

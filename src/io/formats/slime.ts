@@ -12,10 +12,13 @@
 // - `group_index` names the prompt a sample belongs to; `reward` is a float, or a dict read through --reward-key;
 // - advantages are not in the dump: slime computes them at train time ((r − group mean) / (std + 1e-6), Bessel
 //   std, with its default --rewards-normalization and GRPO std normalization, _post_process_rewards), the
-//   formula the studio calls verl's;
+//   formula the studio calls verl's. Its groups are not group_index: when the sample count is
+//   n_samples_per_prompt × rollout_batch_size it normalises consecutive blocks of n_samples_per_prompt, otherwise
+//   the whole batch as one group (a rollout split into several training samples sharing a `rollout_id`, or
+//   groups of unequal size). The dump carries neither argument: slimeGroups reads them from the samples;
 // - no pad / EOS id is written and there is no padding.
 import { BatchFormatError, parsePythonJson, type GrpoBatch } from '../batch.ts';
-import { completionRows, labelsFromKeys, largestGroup, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
+import { completionRows, labelsFromKeys, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 import { floatList, intList, type Fail } from './json_rows.ts';
 
 /** Sample.to_dict() keys (every dataclass field, status / spec_info / prefix_cache_info as dicts). */
@@ -77,9 +80,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
 
   const missing = recs.findIndex((r) => r.group_index === null || r.group_index === undefined);
   if (missing >= 0) fail(`${at(missing, 'group_index')} is ${JSON.stringify(recs[missing].group_index) ?? 'absent'}: slime's samples name their prompt group by it`);
-  const group_ids = labelsFromKeys(recs.map((r) => r.group_index));
-  const G = largestGroup(group_ids);
-  notes.push(`groups by group_index: ${new Set(group_ids).size} group(s); num_generations = ${G}, the largest (the dump has no --n-samples-per-prompt)`);
+  const { group_ids, G } = slimeGroups(recs, notes);
   const batch: GrpoBatch = {
     format: 'grpo-batch/v1',
     num_generations: G,
@@ -105,6 +106,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   }
   notes.push('no advantages in the dump: slime computes them at train time, (r − group mean) / (std + 1e-6) by default (recomputed here with verl\'s ε)');
   batch.config = { advantage_estimator: 'verl', scale_rewards: 'group', ...(typeof dump.rollout_id === 'number' ? { step: dump.rollout_id } : {}) };
+  notes.push('no loss settings in the dump: a step takes the studio\'s (TRL defaults: loss_type dapo, beta 0) unless a config says otherwise; slime without --calculate-per-token-loss averages each sample\'s tokens, then over samples (TRL loss_type grpo is that mean)');
   const read = KNOWN_UNMAPPED.filter((k) => recs.some((r) => r[k] !== undefined && r[k] !== null));
   if (read.length) notes.push(`${read.slice(0, 8).join(', ')}${read.length > 8 ? `, … (${read.length})` : ''}: read, not part of grpo-batch/v1`);
   const unknownKeys = [
@@ -112,4 +114,32 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
     ...new Set(recs.flatMap((r) => Object.keys(r)).filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k)).map((k) => `samples[].${k}`)),
   ];
   return { batch, format: 'slime', trainer: 'slime (rollout dump)', unknownKeys, notes, inferred };
+}
+
+/**
+ * The groups slime's _post_process_rewards normalises (slime/ray/rollout.py): consecutive blocks of
+ * n_samples_per_prompt when the batch holds n_samples_per_prompt × rollout_batch_size samples, else the whole batch
+ * as one group. Neither argument is in the dump; read from the samples: one training sample per rollout (each
+ * `rollout_id` once; None falls back to a sample's own, as _convert_samples_to_train_data does) in groups of equal
+ * size n is a batch of n × (its group count) samples — blocks of n; a rollout split into several samples, or groups
+ * of unequal size, cannot be (the missing rollouts of a short group, the extra samples of a split one): one group.
+ */
+function slimeGroups(recs: Rec[], notes: string[]): { group_ids: number[]; G: number } {
+  const B = recs.length;
+  const byPrompt = labelsFromKeys(recs.map((r) => r.group_index));
+  const sizes = new Map<number, number>();
+  for (const g of byPrompt) sizes.set(g, (sizes.get(g) ?? 0) + 1);
+  const n = Math.max(...sizes.values());
+  const ids = recs.map((r) => r.rollout_id).filter((x) => x !== null && x !== undefined);
+  const split = new Set(ids.map((x) => JSON.stringify(x))).size < ids.length;
+  if (!split && [...sizes.values()].every((k) => k === n)) {
+    const blocks = byPrompt.map((_, i) => Math.floor(i / n));
+    const same = byPrompt.every((g, i) => byPrompt[blocks[i] * n] === g);
+    notes.push(same
+      ? `groups: ${sizes.size} of ${n} consecutive samples, one prompt (group_index) each; n_samples_per_prompt = ${n} and rollout_batch_size = ${sizes.size} read from them (the dump has neither)`
+      : `groups: slime normalises consecutive blocks of ${n} samples (n_samples_per_prompt, read from the ${sizes.size} equal group_index groups), and these samples are not in group_index order: a block mixes prompts, as slime trains it`);
+    return { group_ids: blocks, G: n };
+  }
+  notes.push(`groups: one over the whole batch of ${B}, as slime normalises it when the sample count is not n_samples_per_prompt × rollout_batch_size (${split ? 'a rollout split into several samples sharing its rollout_id' : `group_index groups of unequal size, ${[...new Set(sizes.values())].sort((a, b) => a - b).join(' / ')}`}; _post_process_rewards)`);
+  return { group_ids: new Array<number>(B).fill(0), G: B };
 }
