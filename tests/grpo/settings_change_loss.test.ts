@@ -275,6 +275,8 @@ const CONTEXT: Record<TrainerId, Record<Key, Context>> = {
     use_dynamic_bsz: { why: 'the loop scale B / ppo_mini_batch_size' },
     'run.num_mini_batches': { run: { on_policy: null }, why: 'on_policy is derived from num_mini_batches = 1 and ppo_epochs = 1' },
     'run.on_policy': { values: [null, false], why: 'null derives on-policy (ratio 1) here; false uses the stored old log-probs' },
+    'run.data_parallel_size': { config: { ppo_mini_batch_size: 1, ppo_micro_batch_size_per_gpu: 1 }, run: { mini_batch_index: 0 }, values: [1, 2, 3], why: "with mini_batch_index: 1 rank takes row 0, 2 ranks rows 0 and 3 (averaged), 3 ranks rows 0, 2, 4" },
+    'run.mini_batch_index': { config: { ppo_mini_batch_size: 3, ppo_micro_batch_size_per_gpu: 3 }, values: [null, 0, 1], why: 'a batch of two mini-batches: null is refused (naming ppo_mini_batch_size and the row); 0 / 1 take the first / second three rows' },
     'run.dp_size': { config: ENGINE, why: 'engine worker only' },
     'run.batch_num_tokens': { config: ENGINE, why: 'engine worker, token-mean' },
     'run.global_batch_size': { config: { ...ENGINE, loss_agg_mode: 'seq-mean-token-mean' }, why: 'engine worker, seq-mean-*' },

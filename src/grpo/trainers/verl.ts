@@ -77,29 +77,47 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
   const lossMode: string = bypass ? 'vanilla' : cfg.loss_mode;
   const rollout = c.sampling_per_token_logps;
   if (bypass && !rollout) throw new SettingsError('sampling_per_token_logps (rollout_log_probs): required by bypass_mode');
-  const onPolicy: boolean = legacy && (run.on_policy ?? (run.num_mini_batches === 1 && cfg.ppo_epochs === 1));
-  if (!onPolicy && !bypass) need(c.old_per_token_logps, 'old_per_token_logps', 'old_log_probs of an off-policy update');
-  if (cfg.use_kl_loss) need(c.ref_per_token_logps, 'ref_per_token_logps', 'use_kl_loss');
   // The objective is ONE optimizer step of dp_actor.py update_policy: one mini-batch, whose rows verl splits in
   // order into micro-batches of ppo_micro_batch_size_per_gpu, aggregating each on its own, × 1/GA
-  // (microBatchWeights). Past ppo_mini_batch_size verl takes several optimizer steps: refused, as TRL's
+  // (microBatchWeights). A batch past ppo_mini_batch_size (a whole-batch dump: every rank's rows, every step)
+  // holds several optimizer steps: run.mini_batch_index k names the one to take — on each of the
+  // data_parallel_size ranks (DataProto.chunk: rank r holds the r-th B/dp rows) the k-th mini-batch of its rows,
+  // the ranks' gradients averaged (FSDP), the other rows weighing 0 — else it is refused, as TRL's
   // steps_per_generation > 1 in the step (step_objective.ts). A case that states its micro-batch's scale
   // (run.micro_batch_loss_scale) is one micro-batch; use_dynamic_bsz packs micro-batches by tokens (taken as one).
+  const mini = cfg.ppo_mini_batch_size;
+  let ranges: [number, number][] = [[0, B]]; // the rows of the step, per rank
   let micro = B;
+  if (run.mini_batch_index !== null && !(legacy && run.micro_batch_loss_scale === null)) throw new SettingsError(`run.mini_batch_index: ${run.mini_batch_index} is the legacy worker's mini-batch loop (use_legacy_worker_impl ${cfg.use_legacy_worker_impl}${run.micro_batch_loss_scale === null ? '' : ', or a case stating run.micro_batch_loss_scale'}): leave it out`);
   if (legacy && run.micro_batch_loss_scale === null) {
-    const mini = cfg.ppo_mini_batch_size;
-    if (B > mini) throw new SettingsError(`config.ppo_mini_batch_size: ${mini} rows per optimizer step (the actor's: × rollout.n ÷ data-parallel size), but the batch holds ${B}: verl takes ${Math.ceil(B / mini)} optimizer steps over it (dp_actor.py update_policy), the studio one; import one mini-batch's rows, or set ppo_mini_batch_size to at least ${B}`);
-    if (!cfg.use_dynamic_bsz && cfg.ppo_micro_batch_size_per_gpu !== null) micro = Math.min(B, cfg.ppo_micro_batch_size_per_gpu);
+    if (run.mini_batch_index !== null) {
+      const [k, dp] = [run.mini_batch_index, run.data_parallel_size];
+      if (B % dp !== 0) throw new SettingsError(`run.data_parallel_size: ${dp} ranks, but the batch's ${B} rows do not chunk evenly over them (DataProto.chunk)`);
+      const per = B / dp;
+      if (k * mini >= per) throw new SettingsError(`run.mini_batch_index: ${k}, but each rank's ${per} rows (${B} over data_parallel_size ${dp}) hold ${Math.ceil(per / mini)} mini-batch(es) of ppo_mini_batch_size ${mini} (0 … ${Math.ceil(per / mini) - 1})`);
+      ranges = Array.from({ length: dp }, (_, r) => [r * per + k * mini, r * per + Math.min(per, (k + 1) * mini)]);
+    } else if (B > mini) {
+      throw new SettingsError(`config.ppo_mini_batch_size: ${mini} rows per optimizer step (the actor's: × rollout.n ÷ data-parallel size), but the batch holds ${B}: verl takes ${Math.ceil(B / mini)} optimizer steps over it (dp_actor.py update_policy), the studio one; set run.mini_batch_index to 0 to take verl's first (the first ${mini} rows of each rank's), or set ppo_mini_batch_size to at least ${B}`);
+    }
+    const [r0, r1] = ranges[0];
+    if (!cfg.use_dynamic_bsz && cfg.ppo_micro_batch_size_per_gpu !== null) micro = Math.min(r1 - r0, cfg.ppo_micro_batch_size_per_gpu);
   }
+  const stepRows = ranges.reduce((n, [a, b]) => n + b - a, 0);
   if (micro < B) {
-    // Selections and normalisations over one micro-batch's tokens are not row-local: not split here.
+    // Selections and normalisations over one micro-batch's (or mini-batch's) tokens are not row-local: not split here.
     const across = lossMode === 'clip_cov' || lossMode === 'kl_cov' ? `loss_mode ${lossMode} (its token selection)` : bypass && cfg.rollout_is_batch_normalize ? 'bypass_mode with rollout_is_batch_normalize (its normalisation)' : null;
-    if (across) throw new SettingsError(`config.ppo_micro_batch_size_per_gpu: ${cfg.ppo_micro_batch_size_per_gpu} rows per micro-batch, and ${across} spans each micro-batch's rows; the studio splits the batch's ${B} rows only for row-local losses: import one micro-batch's rows`);
+    const inMicro = micro < ranges[0][1] - ranges[0][0];
+    if (across) throw new SettingsError(`config.${inMicro ? 'ppo_micro_batch_size_per_gpu' : 'ppo_mini_batch_size'}: ${inMicro ? cfg.ppo_micro_batch_size_per_gpu : mini} rows per ${inMicro ? 'micro' : 'mini'}-batch, and ${across} spans its rows; the studio splits the batch's ${B} rows only for row-local losses: import one micro-batch's rows`);
   }
+  // on_policy: update_policy's own test, one mini-batch (of each rank's rows) and one epoch.
+  const rankRows = ranges.length > 1 ? B / ranges.length : B;
+  const onPolicy: boolean = legacy && (run.on_policy ?? (Math.max(run.num_mini_batches, Math.ceil(rankRows / mini)) === 1 && cfg.ppo_epochs === 1));
+  if (!onPolicy && !bypass) need(c.old_per_token_logps, 'old_per_token_logps', 'old_log_probs of an off-policy update');
+  if (cfg.use_kl_loss) need(c.ref_per_token_logps, 'ref_per_token_logps', 'use_kl_loss');
   let scale = 1;
   if (legacy) {
     if (run.micro_batch_loss_scale !== null) scale = run.micro_batch_loss_scale;
-    else if (cfg.use_dynamic_bsz) scale = B / cfg.ppo_mini_batch_size;
+    else if (cfg.use_dynamic_bsz) scale = (ranges[0][1] - ranges[0][0]) / cfg.ppo_mini_batch_size; // its rows taken as one micro-batch
     else scale = 1 / Math.floor(cfg.ppo_mini_batch_size / cfg.ppo_micro_batch_size_per_gpu!); // set: verl_rules.ts refuses null without use_dynamic_bsz
   }
   const epsLow: number = cfg.clip_ratio_low ?? cfg.clip_ratio;
@@ -113,8 +131,19 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
     legacy
       ? { mode, dp: 1, tokens: null, seqs: null, norm: T, scale }
       : { mode, dp: run.dp_size, tokens: run.batch_num_tokens, seqs: run.global_batch_size, norm: cfg.loss_scale_factor ?? T, scale: 1 };
-  const weights = (mask: Float64Array, mode: Aggregation['mode']) => microBatchWeights(mask, B, T, micro, global(mode));
-  const microRows = (b: number) => Math.min(micro, B - Math.floor(b / micro) * micro); // rows of row b's micro-batch
+  // Each rank's mini-batch rows in micro-batches, the ranks averaged; the other rows weigh 0.
+  const ranks = ranges.length;
+  const weights = (mask: Float64Array, mode: Aggregation['mode']) => {
+    const w = new Float64Array(N);
+    for (const [a, b] of ranges) w.set(microBatchWeights(mask.subarray(a * T, b * T), b - a, T, micro, global(mode)).map((x) => x / ranks), a * T);
+    return w;
+  };
+  const rangeOf = (b: number) => ranges.find(([a, e]) => b >= a && b < e);
+  // geo_mean's weight of row b: the mean over its micro-batch's rows, the ranks averaged; 0 outside the step.
+  const geoWeight = (b: number) => {
+    const at = rangeOf(b);
+    return at ? scale / (Math.min(micro, at[1] - at[0] - Math.floor((b - at[0]) / micro) * micro) * ranks) : 0;
+  };
 
   let isShown: Float64Array | null = decoupled?.weights ?? null;
   let lossMask: Float64Array = decoupled?.mask ?? M0;
@@ -144,7 +173,7 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
       if (lossMode === 'kl_cov') sel = klCovSelection(c, current, lossMask, cfg.kl_cov_ratio);
       const pgMode = lossMode === 'gspo' || lossMode === 'sapo' ? 'seq-mean-token-mean' : cfg.loss_agg_mode;
       // geo_mean: the mean over its micro-batch's rows.
-      const wPg = mode === 'geo_mean' ? Float64Array.from({ length: N }, (_, i) => scale / microRows(Math.floor(i / T))) : weights(lossMask, pgMode);
+      const wPg = mode === 'geo_mean' ? Float64Array.from({ length: N }, (_, i) => geoWeight(Math.floor(i / T))) : weights(lossMask, pgMode);
       const wAux = weights(auxMask, cfg.loss_agg_mode);
       const kl: PpoKl = cfg.use_kl_loss ? KLS[cfg.kl_loss_type] : 'none';
       const params: PpoLossParams = {
@@ -171,7 +200,9 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
       return { params, inputs };
     },
   });
-  return ppoOutputs(r, { entropy: entropyShown, kl: cfg.use_kl_loss, loss: lossMode !== 'geo_mean', importance_sampling_ratio: isShown, loss_mask: lossMask });
+  // The loss mask shown: the step's tokens (the other rows are in the batch, not in this optimizer step).
+  const shown = stepRows === B ? lossMask : lossMask.map((x, i) => (rangeOf(Math.floor(i / T)) ? x : 0));
+  return ppoOutputs(r, { entropy: entropyShown, kl: cfg.use_kl_loss, loss: lossMode !== 'geo_mean', importance_sampling_ratio: isShown, loss_mask: shown });
 }
 
 export const verlLoss: TrainerLoss = (gpu, c, opts) => withGpuBackend(gpu, c, (be) => verlObjective(be, c, opts));

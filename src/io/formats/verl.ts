@@ -186,6 +186,8 @@ function actorBatchSizes(d: Dump, nested: Map<string, unknown>, leaves: LeafValu
     notes.push(`config.${A}ppo_mini_batch_size / ppo_micro_batch_size not carried: the actor normalises them by rollout.n and its data-parallel size (fsdp_workers.py), and ${why}`);
     return;
   }
+  // The ranks the driver's batch is chunked over: a step on one of its mini-batches (run.mini_batch_index) takes each rank's.
+  leaves.set('data_parallel_size', `trainer.nnodes × trainer.n_gpus_per_node // ulysses_sequence_parallel_size`, dp);
   if (mini !== undefined) {
     const m = intOf(mini);
     const v = m === undefined ? mini : Math.floor((m * n!) / dp);
