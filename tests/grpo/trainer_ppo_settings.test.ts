@@ -155,9 +155,9 @@ describe('verl: the objective is one micro-batch of dp_actor.py update_policy', 
     // A batch of two mini-batches (rows 0-1, 2-3): run.mini_batch_index k takes update_policy's k-th optimizer step,
     // the mini-batch's rows alone (off-policy: several mini-batches), the other rows weighing nothing.
     const two = { ...c.config, rollout_is: null, loss_agg_mode: 'seq-mean-token-mean', use_kl_loss: true, entropy_coeff: 0.01, ppo_mini_batch_size: 2, ppo_micro_batch_size_per_gpu: 1 };
-    await expect(verlObjective(twinBackend(c), slice(0, B, {}, two), { backward: false })).rejects.toThrow(/^config\.ppo_mini_batch_size: 2 rows per optimizer step .*set run\.mini_batch_index to 0 to take verl's first/);
+    await expect(verlObjective(twinBackend(c), slice(0, B, {}, two), { backward: false })).rejects.toThrow(/^config\.ppo_mini_batch_size: 2 rows per optimizer step .*set run\.mini_batch_index to 0 \(the batch file's "run", or the page's trainer settings\) to take verl's first/);
     for (const k of [0, 1]) {
-      const whole = await verlObjective(twinBackend(c), slice(0, B, { mini_batch_index: k }, two), { backward: true });
+      const whole = await verlObjective(twinBackend(c), slice(0, B, { mini_batch_index: k, data_parallel_size: 1 }, two), { backward: true });
       const alone = slice(2 * k, 2 * k + 2, { on_policy: false }, two);
       const a = await verlObjective(twinBackend(alone), alone, { backward: true });
       expect(whole.loss, `mini-batch ${k}`).toBeCloseTo(a.loss, 12);
@@ -166,7 +166,7 @@ describe('verl: the objective is one micro-batch of dp_actor.py update_policy', 
       expect(Array.from(d).filter((_, i) => Math.floor(i / (T * V)) < 2 * k || Math.floor(i / (T * V)) >= 2 * k + 2).every((x) => x === 0)).toBe(true);
       expect(Array.from(whole.loss_mask).slice(0, 2 * k * T).every((x) => x === 0)).toBe(true);
     }
-    await expect(verlObjective(twinBackend(c), slice(0, B, { mini_batch_index: 2 }, two), { backward: false })).rejects.toThrow(/^run\.mini_batch_index: 2, but each rank's 4 rows \(4 over data_parallel_size 1\) hold 2 mini-batch\(es\) of ppo_mini_batch_size 2 \(0 … 1\)$/);
+    await expect(verlObjective(twinBackend(c), slice(0, B, { mini_batch_index: 2, data_parallel_size: 1 }, two), { backward: false })).rejects.toThrow(/^run\.mini_batch_index: 2, but each rank's 4 rows \(4 over data_parallel_size 1\) hold 2 mini-batch\(es\) of ppo_mini_batch_size 2 \(0 … 1\)$/);
     // Two ranks (DataProto.chunk: rows 0-1 and 2-3), mini-batches of one row: step 0 is each rank's first row, the
     // ranks' losses averaged (FSDP averages their gradients).
     const perRank = { ...two, ppo_mini_batch_size: 1 };
@@ -180,9 +180,16 @@ describe('verl: the objective is one micro-batch of dp_actor.py update_policy', 
     }
     expect(both.loss).toBeCloseTo(mean, 12);
     await expect(verlObjective(twinBackend(c), slice(0, B, { mini_batch_index: 0, data_parallel_size: 3 }, perRank), { backward: false })).rejects.toThrow(/^run\.data_parallel_size: 3 ranks, but the batch's 4 rows do not chunk evenly/);
+    // Not given, the ranks are not assumed (one rank would take the first rows of a multi-GPU dump): named.
+    await expect(verlObjective(twinBackend(c), slice(0, B, { mini_batch_index: 0 }, perRank), { backward: false })).rejects.toThrow(/^run\.data_parallel_size: needed with run\.mini_batch_index/);
+    // A selection over the micro-batch's tokens (kl_cov) on part of the batch — with dynamic micro-batches too — is refused.
+    for (const extra of [{}, { use_dynamic_bsz: true, ppo_micro_batch_size_per_gpu: null }]) {
+      const kl = slice(0, B, { mini_batch_index: 0, data_parallel_size: 1 }, { ...two, loss_mode: 'kl_cov', ...extra });
+      await expect(verlObjective(twinBackend(kl), kl, { backward: false })).rejects.toThrow(/^run\.mini_batch_index: 0 takes 2 of the batch's 4 rows, and loss_mode kl_cov \(its token selection\) spans each micro-batch's rows/);
+    }
     // A selection over one micro-batch's tokens (clip_cov) is not split: refused naming the size.
     const cov = slice(0, B, { on_policy: false }, { ...c.config, rollout_is: null, loss_mode: 'clip_cov', ppo_mini_batch_size: 6, ppo_micro_batch_size_per_gpu: micro });
-    await expect(verlObjective(twinBackend(cov), cov, { backward: false })).rejects.toThrow(/^config\.ppo_micro_batch_size_per_gpu: 3 rows per micro-batch, and loss_mode clip_cov \(its token selection\) spans/);
+    await expect(verlObjective(twinBackend(cov), cov, { backward: false })).rejects.toThrow(/^config\.ppo_micro_batch_size_per_gpu: 3 rows per micro-batch, of the batch's 4, and loss_mode clip_cov \(its token selection\) spans/);
   });
 
   it('rollout_rs_threshold may be a number (Optional[str | float]), read as its decimal text', () => {

@@ -131,6 +131,26 @@ describe('NeMo-RL train_data_step{N}.jsonl', () => {
     }), 'loo.jsonl');
     expect(r.notes.join('\n')).toMatch(/leave-one-out baseline \(use_leave_one_out_baseline = true, normalize_rewards = true/);
     expect(errors(r)).toEqual([]);
+    // NeMo-RL's float32 one pass over equal others (0.9, 0.9) can leave a cancellation residue (~1e-4..1e-3) it then
+    // divides by: an advantage far above r − baseline, of its sign, which the trainer did train on. The reader still
+    // finds the setting, and says what happened.
+    const rewards2 = [0.9, 0.9, 0.1, 1, 1, 0];
+    const ref = nemoAdvantages(rewards2, [0, 0, 0, 1, 1, 1], true, true);
+    expect(ref[2]).toBeCloseTo(-0.8, 12);
+    const amplified = ref.map((x, b) => (b === 2 ? -800 : x)); // −0.8 / (a residue of 1e-3)
+    const g = imp(nemoEdited((rec, b) => {
+      rec.filtered_rewards = [rewards2[b]];
+      rec.advantages[0] = rec.advantages[0].map(() => Math.fround(amplified[b]));
+    }), 'blown.jsonl');
+    expect(g.notes.join('\n')).toMatch(/leave-one-out baseline \(use_leave_one_out_baseline = true, normalize_rewards = true/);
+    expect(g.notes.join('\n')).toMatch(/row\(s\) 2: the other rewards of the group are all equal.*the advantage is -800 where r − baseline is -0\.8.*cancellation residue/);
+    expect(errors(g)).toEqual([]);
+    // Of the other sign, or smaller than r − baseline, it is no residue: no setting fits, the Doctor reports it.
+    const wrong = imp(nemoEdited((rec, b) => {
+      rec.filtered_rewards = [rewards2[b]];
+      rec.advantages[0] = rec.advantages[0].map(() => Math.fround(b === 2 ? 0.5 : ref[b]));
+    }), 'wrong.jsonl');
+    expect(wrong.notes.join('\n')).toMatch(/follow no NeMo-RL GRPO setting/);
   });
 
   it('ids are exact: a fraction, a boolean or a string among token_ids is refused naming line and position; unknown keys listed', () => {

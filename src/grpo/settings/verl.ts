@@ -80,10 +80,10 @@ export const VERL_SETTINGS: readonly SettingSpec[] = [
 /** Run context (`run` of a case or batch), as verl's actor derives it. */
 export const VERL_RUN: readonly SettingSpec[] = [
   s({ name: 'num_mini_batches', type: 'integer', default: 1, min: 1, scope: 'run', doc: 'mini-batches in the update (with ppo_epochs it decides on_policy)', source: DP }),
-  s({ name: 'on_policy', type: 'boolean', default: null, nullable: true, scope: 'run', doc: 'old_log_probs := log_prob.detach() (ratio 1); default: num_mini_batches = 1 and ppo_epochs = 1', source: DP }),
+  s({ name: 'on_policy', type: 'boolean', default: null, nullable: true, scope: 'run', doc: "old_log_probs := log_prob.detach() (ratio 1); default: one mini-batch (num_mini_batches = 1 and ⌈a rank's rows / ppo_mini_batch_size⌉ = 1) and ppo_epochs = 1", source: DP }),
   // A dump of the whole batch holds every mini-batch; the first optimizer step is exact from the rollout's policy.
-  s({ name: 'mini_batch_index', type: 'integer', default: null, nullable: true, min: 0, scope: 'run', doc: "legacy worker: the optimizer step of update_policy this update is, k: the batch's rows [k·ppo_mini_batch_size, (k + 1)·ppo_mini_batch_size) form the loss (the other rows weigh 0); exact from the policy before that step (0: the rollout's); null: the batch is one mini-batch", source: DP }),
-  s({ name: 'data_parallel_size', type: 'integer', default: 1, min: 1, scope: 'run', doc: "legacy worker with mini_batch_index: the ranks a whole-batch dump's rows are chunked over (DataProto.chunk), each taking its own k-th mini-batch, their gradients averaged; the reader sets it from trainer.nnodes × n_gpus_per_node ÷ ulysses_sequence_parallel_size", source: `${DP}; verl/protocol.py DataProto.chunk` }),
+  s({ name: 'mini_batch_index', type: 'integer', default: null, nullable: true, min: 0, scope: 'run', doc: "legacy worker: the optimizer step of update_policy this update is, k: on each rank (data_parallel_size, needed), the rows [r·B/dp + k·ppo_mini_batch_size, … + ppo_mini_batch_size) form its loss, the ranks averaged (the other rows weigh 0); verl's step k from the policy after its k earlier steps (0: the rollout's policy, the checkpoint the dump was scored with; k > 0: the studio's own continued updates); null: the batch is one mini-batch", source: DP }),
+  s({ name: 'data_parallel_size', type: 'integer', default: null, nullable: true, min: 1, scope: 'run', doc: "legacy worker with mini_batch_index: the ranks a whole-batch dump's rows are chunked over (DataProto.chunk), each taking its own k-th mini-batch, their gradients averaged; the reader sets it from trainer.nnodes × n_gpus_per_node ÷ ulysses_sequence_parallel_size; null: not known (needed with mini_batch_index)", source: `${DP}; verl/protocol.py DataProto.chunk` }),
   s({ name: 'micro_batch_loss_scale', type: 'number', default: null, nullable: true, min: 0, scope: 'run', doc: "legacy worker: the loop's loss_scale_factor multiplying the loss; default from the batch sizes", source: DP }),
   s({ name: 'dp_size', type: 'integer', default: 1, min: 1, scope: 'run', doc: 'engine worker: data-parallel size in agg_loss', source: LOSSES }),
   s({ name: 'batch_num_tokens', type: 'number', default: null, nullable: true, min: 0, exclusive: true, scope: 'run', doc: 'engine worker: global token count (token-mean); null = this micro-batch', source: LOSSES }),
@@ -144,7 +144,7 @@ export interface VerlRun {
   num_mini_batches: number;
   on_policy: boolean | null;
   mini_batch_index: number | null;
-  data_parallel_size: number;
+  data_parallel_size: number | null;
   micro_batch_loss_scale: number | null;
   dp_size: number;
   batch_num_tokens: number | null;

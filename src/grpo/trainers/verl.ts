@@ -88,26 +88,32 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
   const mini = cfg.ppo_mini_batch_size;
   let ranges: [number, number][] = [[0, B]]; // the rows of the step, per rank
   let micro = B;
-  if (run.mini_batch_index !== null && !(legacy && run.micro_batch_loss_scale === null)) throw new SettingsError(`run.mini_batch_index: ${run.mini_batch_index} is the legacy worker's mini-batch loop (use_legacy_worker_impl ${cfg.use_legacy_worker_impl}${run.micro_batch_loss_scale === null ? '' : ', or a case stating run.micro_batch_loss_scale'}): leave it out`);
+  if (run.mini_batch_index !== null && !legacy) throw new SettingsError(`run.mini_batch_index: ${run.mini_batch_index} selects a step of the legacy worker's mini-batch loop, and use_legacy_worker_impl is disable (the engine worker): leave it out`);
+  if (run.mini_batch_index !== null && run.micro_batch_loss_scale !== null) throw new SettingsError(`run.mini_batch_index: ${run.mini_batch_index} with run.micro_batch_loss_scale ${run.micro_batch_loss_scale}: a case stating its scale is one micro-batch; leave one out`);
   if (legacy && run.micro_batch_loss_scale === null) {
     if (run.mini_batch_index !== null) {
-      const [k, dp] = [run.mini_batch_index, run.data_parallel_size];
+      // The ranks the rows are chunked over must be known (the reader writes them from the config): one rank assumed
+      // would take the first rows of the whole dump for a multi-GPU run's step.
+      const dp = run.data_parallel_size;
+      if (dp === null) throw new SettingsError(`run.data_parallel_size: needed with run.mini_batch_index (the ranks the dump's rows are chunked over: trainer.nnodes × n_gpus_per_node ÷ ulysses_sequence_parallel_size, which the verl reader writes when the config has them)`);
+      const k = run.mini_batch_index;
       if (B % dp !== 0) throw new SettingsError(`run.data_parallel_size: ${dp} ranks, but the batch's ${B} rows do not chunk evenly over them (DataProto.chunk)`);
       const per = B / dp;
       if (k * mini >= per) throw new SettingsError(`run.mini_batch_index: ${k}, but each rank's ${per} rows (${B} over data_parallel_size ${dp}) hold ${Math.ceil(per / mini)} mini-batch(es) of ppo_mini_batch_size ${mini} (0 … ${Math.ceil(per / mini) - 1})`);
       ranges = Array.from({ length: dp }, (_, r) => [r * per + k * mini, r * per + Math.min(per, (k + 1) * mini)]);
     } else if (B > mini) {
-      throw new SettingsError(`config.ppo_mini_batch_size: ${mini} rows per optimizer step (the actor's: × rollout.n ÷ data-parallel size), but the batch holds ${B}: verl takes ${Math.ceil(B / mini)} optimizer steps over it (dp_actor.py update_policy), the studio one; set run.mini_batch_index to 0 to take verl's first (the first ${mini} rows of each rank's), or set ppo_mini_batch_size to at least ${B}`);
+      throw new SettingsError(`config.ppo_mini_batch_size: ${mini} rows per optimizer step (the actor's: × rollout.n ÷ data-parallel size), but the batch holds ${B}: verl takes ${Math.ceil(B / mini)} optimizer steps over it (dp_actor.py update_policy), the studio one; set run.mini_batch_index to 0 (the batch file's "run", or the page's trainer settings) to take verl's first, the first ${mini} rows of each rank's, or set ppo_mini_batch_size to at least ${B}`);
     }
     const [r0, r1] = ranges[0];
     if (!cfg.use_dynamic_bsz && cfg.ppo_micro_batch_size_per_gpu !== null) micro = Math.min(r1 - r0, cfg.ppo_micro_batch_size_per_gpu);
   }
   const stepRows = ranges.reduce((n, [a, b]) => n + b - a, 0);
-  if (micro < B) {
-    // Selections and normalisations over one micro-batch's (or mini-batch's) tokens are not row-local: not split here.
+  if (micro < B || stepRows < B) {
+    // Selections and normalisations over one micro-batch's tokens are not row-local: taken over every row of the
+    // batch, so reproduced only when the batch is the one micro-batch.
     const across = lossMode === 'clip_cov' || lossMode === 'kl_cov' ? `loss_mode ${lossMode} (its token selection)` : bypass && cfg.rollout_is_batch_normalize ? 'bypass_mode with rollout_is_batch_normalize (its normalisation)' : null;
-    const inMicro = micro < ranges[0][1] - ranges[0][0];
-    if (across) throw new SettingsError(`config.${inMicro ? 'ppo_micro_batch_size_per_gpu' : 'ppo_mini_batch_size'}: ${inMicro ? cfg.ppo_micro_batch_size_per_gpu : mini} rows per ${inMicro ? 'micro' : 'mini'}-batch, and ${across} spans its rows; the studio splits the batch's ${B} rows only for row-local losses: import one micro-batch's rows`);
+    const field = stepRows < B ? `run.mini_batch_index: ${run.mini_batch_index} takes ${stepRows} of the batch's ${B} rows` : `config.ppo_micro_batch_size_per_gpu: ${cfg.ppo_micro_batch_size_per_gpu} rows per micro-batch, of the batch's ${B}`;
+    if (across) throw new SettingsError(`${field}, and ${across} spans each micro-batch's rows; the studio reproduces it on a batch of one micro-batch: import that micro-batch's rows alone`);
   }
   // on_policy: update_policy's own test, one mini-batch (of each rank's rows) and one epoch.
   const rankRows = ranges.length > 1 ? B / ranges.length : B;

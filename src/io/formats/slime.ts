@@ -79,7 +79,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   const { pad_token_id, eos_token_ids, inferred } = tokenIds({ fail }, opts, [], { unpadded: true, turnEnds: ends }, notes);
 
   const missing = recs.findIndex((r) => r.group_index === null || r.group_index === undefined);
-  if (missing >= 0) fail(`${at(missing, 'group_index')} is ${JSON.stringify(recs[missing].group_index) ?? 'absent'}: slime's samples name their prompt group by it`);
+  if (missing >= 0) fail(`${at(missing, 'group_index')} is ${JSON.stringify(recs[missing].group_index) ?? 'absent'}: slime's samples name their prompt by it, from which n_samples_per_prompt is read`);
   const { group_ids, G } = slimeGroups(recs, notes);
   const batch: GrpoBatch = {
     format: 'grpo-batch/v1',
