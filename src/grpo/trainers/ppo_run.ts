@@ -207,15 +207,16 @@ export function aggregationWeights(mask: ArrayLike<number>, B: number, T: number
 }
 
 /**
- * aggregationWeights over consecutive micro-batches of `micro` rows, each aggregated on its own (verl's
- * dp_actor.py update_policy: mini_batch.split(ppo_micro_batch_size_per_gpu), agg_loss per micro-batch, each
- * scaled by the loop's 1 / gradient_accumulation): the loss of the loop is Σ w ⊙ L over every row.
+ * Per-token weights over consecutive micro-batches of `micro` rows, each weighed on its own by `weigh` (its mask
+ * rows, its row count) — verl's dp_actor.py update_policy: mini_batch.split(ppo_micro_batch_size_per_gpu), each
+ * micro-batch's loss formed alone (agg_loss; geo_mean's mean over its rows) and scaled by the loop's
+ * 1 / gradient_accumulation: the loss of the loop is Σ w ⊙ L over every row.
  */
-export function microBatchWeights(mask: Float64Array, B: number, T: number, micro: number, a: Aggregation): Float64Array {
+export function microBatchWeights(mask: Float64Array, B: number, T: number, micro: number, weigh: (mask: Float64Array, rows: number) => Float64Array): Float64Array {
   const w = new Float64Array(B * T);
   for (let r0 = 0; r0 < B; r0 += micro) {
     const r1 = Math.min(B, r0 + micro);
-    w.set(aggregationWeights(mask.subarray(r0 * T, r1 * T), r1 - r0, T, a), r0 * T);
+    w.set(weigh(mask.subarray(r0 * T, r1 * T), r1 - r0), r0 * T);
   }
   return w;
 }

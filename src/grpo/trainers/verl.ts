@@ -10,7 +10,7 @@ import { resolveSettings } from '../settings/resolve.ts';
 import { trainerRefusal } from '../settings/rules.ts';
 import { VERL_RUN, VERL_SETTINGS, type VerlConfig, type VerlRun } from '../settings/verl.ts';
 import type { PpoKl, PpoLossParams, PpoMode } from '../../kernels/types.ts';
-import { microBatchWeights, packInputs, ppoOutputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
+import { aggregationWeights, microBatchWeights, packInputs, ppoOutputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
 import { rolloutCorrection, type RolloutCorrectionSettings } from './verl_rollout.ts';
 import type { TrainerLoss, TrainerInputs, TrainerLossOutputs } from './types.ts';
 
@@ -137,19 +137,17 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
     legacy
       ? { mode, dp: 1, tokens: null, seqs: null, norm: T, scale }
       : { mode, dp: run.dp_size, tokens: run.batch_num_tokens, seqs: run.global_batch_size, norm: cfg.loss_scale_factor ?? T, scale: 1 };
-  // Each rank's mini-batch rows in micro-batches, the ranks averaged; the other rows weigh 0.
+  // Each rank's step rows in micro-batches, each weighed alone, the ranks averaged; the other rows weigh 0.
   const ranks = ranges.length;
-  const weights = (mask: Float64Array, mode: Aggregation['mode']) => {
+  const stepWeights = (mask: Float64Array, weigh: (mask: Float64Array, rows: number) => Float64Array) => {
     const w = new Float64Array(N);
-    for (const [a, b] of ranges) w.set(microBatchWeights(mask.subarray(a * T, b * T), b - a, T, micro, global(mode)).map((x) => x / ranks), a * T);
+    for (const [a, b] of ranges) w.set(microBatchWeights(mask.subarray(a * T, b * T), b - a, T, micro, weigh).map((x) => x / ranks), a * T);
     return w;
   };
+  const weights = (mask: Float64Array, mode: Aggregation['mode']) => stepWeights(mask, (m, rows) => aggregationWeights(m, rows, T, global(mode)));
+  // geo_mean: the mean of its micro-batch's sequence losses, every position of a row weighing alike.
+  const geoWeights = () => stepWeights(M0, (_, rows) => new Float64Array(rows * T).fill(scale / rows));
   const rangeOf = (b: number) => ranges.find(([a, e]) => b >= a && b < e);
-  // geo_mean's weight of row b: the mean over its micro-batch's rows, the ranks averaged; 0 outside the step.
-  const geoWeight = (b: number) => {
-    const at = rangeOf(b);
-    return at ? scale / (Math.min(micro, at[1] - at[0] - Math.floor((b - at[0]) / micro) * micro) * ranks) : 0;
-  };
 
   let isShown: Float64Array | null = decoupled?.weights ?? null;
   let lossMask: Float64Array = decoupled?.mask ?? M0;
@@ -179,7 +177,7 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
       if (lossMode === 'kl_cov') sel = klCovSelection(c, current, lossMask, cfg.kl_cov_ratio);
       const pgMode = lossMode === 'gspo' || lossMode === 'sapo' ? 'seq-mean-token-mean' : cfg.loss_agg_mode;
       // geo_mean: the mean over its micro-batch's rows.
-      const wPg = mode === 'geo_mean' ? Float64Array.from({ length: N }, (_, i) => geoWeight(Math.floor(i / T))) : weights(lossMask, pgMode);
+      const wPg = mode === 'geo_mean' ? geoWeights() : weights(lossMask, pgMode);
       const wAux = weights(auxMask, cfg.loss_agg_mode);
       const kl: PpoKl = cfg.use_kl_loss ? KLS[cfg.kl_loss_type] : 'none';
       const params: PpoLossParams = {
