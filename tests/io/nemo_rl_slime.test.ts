@@ -263,6 +263,16 @@ describe('slime rollout dump (the torch.save dict as JSON)', () => {
   });
 });
 
+describe('dumps without loss settings', () => {
+  it('NeMo-RL, slime and prime-rl say what a step then computes and what the trainer usually does', () => {
+    for (const [file, usual] of [['nemo-rl-train_data_step3.jsonl', /reference_policy_kl_penalty 0\.01/], ['slime-rollout-3.json', /--calculate-per-token-loss/], ['prime-rl-short-loss-mask.jsonl', /DPPO-Binary TV/]] as const) {
+      const notes = imp(text(file), file).notes.join('\n');
+      expect(notes, file).toMatch(/no loss settings in the file: a step takes the studio's \(TRL defaults: loss_type dapo, beta 0\) unless a config says otherwise/);
+      expect(notes, file).toMatch(usual);
+    }
+  });
+});
+
 describe('grpo-studio convert (in process)', () => {
   afterEach(() => void vi.restoreAllMocks());
 

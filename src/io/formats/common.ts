@@ -398,6 +398,14 @@ export class LeafValues {
   }
 }
 
+/**
+ * The note of a reader whose dump holds no loss settings (NeMo-RL, slime, prime-rl): what a step then computes, and
+ * what the trainer usually does instead (`usual`), so the difference is said where the batch is read.
+ */
+export function noLossSettings(usual: string): string {
+  return `no loss settings in the file: a step takes the studio's (TRL defaults: loss_type dapo, beta 0) unless a config says otherwise; ${usual}`;
+}
+
 /** A config path as the messages name it: nested "config.a.b", a flat key with dots config["a.b"]. */
 export const flatKey = (k: string): string => (k.includes('.') ? `config[${JSON.stringify(k)}]` : `config.${k}`);
 

@@ -21,7 +21,7 @@
 // (so a mask over a pad is seen); groups = rows sharing that prompt; pad from the ids past input_lengths, EOS from a
 // tokenizer or voted over trained spans (both said so in notes / inferred).
 import { BatchFormatError, parsePythonJson, type BatchConfig, type GrpoBatch } from '../batch.ts';
-import { completionRows, labelsFromKeys, largestGroup, scalarAdvantages, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
+import { completionRows, labelsFromKeys, largestGroup, noLossSettings, scalarAdvantages, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 import { floatList, intList, numberAt, type Fail } from './json_rows.ts';
 
 const PER_TOKEN = ['token_ids', 'token_loss_mask', 'advantages', 'generation_logprobs', 'prev_logprobs'];
@@ -141,7 +141,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   if (excluded.length) notes.push(`sample_loss_mask is 0 on row(s) ${excluded.slice(0, 8).join(', ')}${excluded.length > 8 ? ', …' : ''}: NeMo-RL leaves them out of the loss (token_loss_mask × sample_mask): their completion_mask is 0`);
   const read = ['content', 'agent_ref'].filter((k) => records.some((rec) => rec.r[k] !== undefined));
   if (read.length) notes.push(`${read.join(', ')}: read, not part of grpo-batch/v1`);
-  notes.push('no loss settings in the file: a step takes the studio\'s (TRL defaults: loss_type dapo, beta 0) unless a config says otherwise; NeMo-RL\'s GRPO examples use reference_policy_kl_penalty 0.01 (k3, beta) with a token-level mean');
+  notes.push(noLossSettings('NeMo-RL\'s GRPO examples use reference_policy_kl_penalty 0.01 (k3, beta) with a token-level mean'));
   const step = /train_data_step(\d+)\.jsonl$/.exec(file);
   batch.config = { ...config, ...(step ? { step: Number(step[1]) } : {}) };
   const unknownKeys = [...new Set(records.flatMap((rec) => Object.keys(rec.r)))].filter((k) => !KNOWN.includes(k));

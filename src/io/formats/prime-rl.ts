@@ -9,7 +9,7 @@
 // - a record carries no group id and no pad / EOS id: the batch gets num_generations 1 (no groups; said so),
 //   and pad / EOS come from a tokenizer when given, else are inferred (said so in notes).
 import { BatchFormatError, type GrpoBatch } from '../batch.ts';
-import { completionRows, scalarAdvantages, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
+import { completionRows, noLossSettings, scalarAdvantages, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 import { intList } from './json_rows.ts';
 
 /** Record keys of schema_version 1: mapped, or read and listed as not carried. */
@@ -105,6 +105,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   }
   notes.push('prime-rl records carry no group id: every sequence is its own group (num_generations = 1), so group rules see single samples');
   notes.push('trainer_logprobs → old_per_token_logps, inference_logprobs → sampling_per_token_logps (both already aligned with token_ids)');
+  notes.push(noLossSettings("prime-rl's default loss (DPPO-Binary TV mask on the probability change, + kl_tau · (trainer − inference log-prob)², summed: src/prime_rl/trainer/rl/loss.py default_loss_fn) is none the studio computes"));
   const read = ['entropy', 'mismatch_kl', 'importance_ratio', 'is_masked'].filter((k) => records.some((r) => Array.isArray(r[k]) && (r[k] as unknown[]).some((v) => v !== null)));
   if (read.length) notes.push(`${read.join(', ')}: read, not part of grpo-batch/v1`);
   const steps = [...new Set(records.map((r) => r.step))];

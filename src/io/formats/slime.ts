@@ -18,7 +18,7 @@
 //   groups of unequal size). The dump carries neither argument: slimeGroups reads them from the samples;
 // - no pad / EOS id is written and there is no padding.
 import { BatchFormatError, parsePythonJson, type GrpoBatch } from '../batch.ts';
-import { completionRows, labelsFromKeys, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
+import { completionRows, labelsFromKeys, noLossSettings, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 import { floatList, intList, type Fail } from './json_rows.ts';
 
 /** Sample.to_dict() keys (every dataclass field, status / spec_info / prefix_cache_info as dicts). */
@@ -106,7 +106,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   }
   notes.push('no advantages in the dump: slime computes them at train time, (r − group mean) / (std + 1e-6) by default (recomputed here with verl\'s ε)');
   batch.config = { advantage_estimator: 'verl', scale_rewards: 'group', ...(typeof dump.rollout_id === 'number' ? { step: dump.rollout_id } : {}) };
-  notes.push('no loss settings in the dump: a step takes the studio\'s (TRL defaults: loss_type dapo, beta 0) unless a config says otherwise; slime without --calculate-per-token-loss averages each sample\'s tokens, then over samples (TRL loss_type grpo is that mean)');
+  notes.push(noLossSettings('slime without --calculate-per-token-loss averages each sample\'s tokens, then over samples (TRL loss_type grpo is that mean)'));
   const read = KNOWN_UNMAPPED.filter((k) => recs.some((r) => r[k] !== undefined && r[k] !== null));
   if (read.length) notes.push(`${read.slice(0, 8).join(', ')}${read.length > 8 ? `, … (${read.length})` : ''}: read, not part of grpo-batch/v1`);
   const unknownKeys = [
