@@ -9,6 +9,7 @@ import { AGGREGATIONS, DEFAULT_GRPO_LOSS_CONFIG, parseGrpoLossConfig, type GrpoL
 import { parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
 import { configTable, runTable, type EffectiveSettings } from './settings/effective.ts';
 import { TRAINER_TABLES } from './settings/trainers.ts';
+import { trainingDropout, type TrainingDropout } from './settings/dropout.ts';
 import { GRPO_LOSS_SETTINGS, STUDIO_SETTINGS } from './settings/studio.ts';
 import { parseTrlConfig, parseTrlRun, TRL_RUN_SETTINGS, TRL_SETTINGS } from './settings/trl.ts';
 import { parseSettings, rowsIn, specOf, type SettingsTable } from './settings/table.ts';
@@ -32,6 +33,8 @@ export interface StepConfig {
   trainer?: TrainerObjective | null;
   /** μ: optimisation passes over the batch (loss, backward, step each; old log-probs fixed from before the first). Unset: 1. */
   passes?: number;
+  /** Why the trainer's training forward runs the model's dropout (trainingDropout), or unset / null where it does not. */
+  training_dropout?: TrainingDropout | null;
   /** Why the trainer's advantages are not the studio's group advantage of the rewards (rewardAdvantageGap), or unset. */
   advantage_gap?: string | null;
 }
@@ -202,5 +205,6 @@ export function stepConfigOf(settings: EffectiveSettings, C: number, opts: { ste
   // rollouts need it too. (verl's / OpenRLHF's estimator rows describe an imported batch's advantages.)
   const advantage_gap = settings.trainer === 'trl' ? rewardAdvantageGap({ trainer: 'trl', config: o.config }) : null;
   // OpenRLHF's clamp is its own row (reward.clip_range), outside the studio's view of the config.
-  return { ...config, advantage_clip: advantageClipOf(settings.config, config.advantage_estimator), trainer, passes: passesOf(settings.trainer, settings.config), advantage_gap };
+  const training_dropout = trainingDropout(settings.trainer, settings.config);
+  return { ...config, advantage_clip: advantageClipOf(settings.config, config.advantage_estimator), trainer, passes: passesOf(settings.trainer, settings.config), advantage_gap, training_dropout };
 }

@@ -9,7 +9,7 @@ import type { Gpu } from '../gpu/context.ts';
 import type { PaddedBatch } from './batch.ts';
 import { TRAINER_TABLES } from './settings/trainers.ts';
 import { generationSplit, type GenerationSplit } from './settings/trl.ts';
-import { SettingsError, type TrainerId } from './settings/types.ts';
+import { SCOPES, SettingsError, type TrainerId } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
 import type { ScoredLogps, TrainerInputs, TrainerLossOutputs } from './trainers/types.ts';
 
@@ -37,7 +37,7 @@ export function objectiveFor(trainer: TrainerId, config: Record<string, unknown>
   const offDefault = (table: typeof t.config, values: Record<string, unknown>, held: (name: string) => boolean) =>
     Object.entries(values).some(([k, v]) => {
       const spec = table.find((s) => s.name === k);
-      return !spec || (spec.scope !== 'sampling' && spec.scope !== 'advantages' && spec.scope !== 'optimizer' && !held(k) && JSON.stringify(v) !== JSON.stringify(spec.default));
+      return !spec || (SCOPES[spec.scope].objective && !held(k) && JSON.stringify(v) !== JSON.stringify(spec.default));
     });
   const isStudio = trainer === 'trl' && !offDefault(t.config, config, studio) && !offDefault(t.run, run, () => false) && microBatches({ config, run }) === null;
   return isStudio ? null : { trainer, config, run };

@@ -24,6 +24,7 @@ import { score_completions, type CompletionScores } from '../model/score.ts';
 import type { PaddedBatch } from './batch.ts';
 import { grpo_loss, readGrpoLossFields, type GrpoLossInputs } from './loss.ts';
 import { Optimizer } from './optimizer.ts';
+import type { TrainingDropout } from './settings/dropout.ts';
 import { SettingsError } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
 import { trainerInputs, trainerObjective, type ScoredUpdate, type TrainerGrad } from './step_objective.ts';
@@ -58,11 +59,23 @@ function scoredUpdate(ctx: StageContext, state: StepState, per_token_logps: Floa
 }
 
 /** Forward with saved activations, scoring every completion position (TRL computes them all; the masks decide). */
+/**
+ * The policy forward is the trainer's training forward: where the trainer runs it with dropout on and config.json has
+ * some (ModelConfig.dropout), the trainer's loss and gradient are a random draw the studio's dropout-free forward
+ * does not reproduce. Refused, naming the probabilities and the fix, rather than shown as the trainer's number.
+ */
+function assertNoTrainingDropout(d: TrainingDropout | null, dropout: Record<string, number>): void {
+  const on = Object.entries(dropout);
+  if (!d || on.length === 0) return;
+  throw new SettingsError(`${d.why}, and config.json has dropout ${on.map(([k, p]) => `${k} ${p}`).join(', ')}: the trainer's loss and gradient drop activations at random, the studio's forward drops none; ${d.fix}`);
+}
+
 export async function policyForward(ctx: StageContext, state: StepState): Promise<StageOutput<'policy_forward'>> {
   const { gpu, opts } = ctx;
   if (ctx.weights.changed && !opts.reference && opts.config.loss.beta !== 0) {
     throw new Error('the frozen-copy reference is the policy as loaded, and its weights have changed: reload the model or give a reference model');
   }
+  assertNoTrainingDropout(opts.config.training_dropout ?? null, opts.policy.config.dropout);
   const p = need(state, 'assemble').data.padded;
   const rec = gpu.recorder('policy_forward', { stream: true });
   const scores = ctx.own(score_completions(rec, opts.policy, p, { temperature: opts.config.loss.temperature, save: true }));

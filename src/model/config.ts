@@ -50,6 +50,34 @@ export interface ModelConfig {
   mlp: 'gelu_new' | 'silu_gate';
   /** Softmax scale on q·k (1/√D, or 1 for GPT-2 with scale_attn_weights false). */
   attn_scale: number;
+  /**
+   * config.json's dropout probabilities that are not 0, by key (DROPOUT_KEYS). The studio's forward has no dropout
+   * (eval mode): a trainer that trains in train mode drops activations at random, so the step refuses there
+   * (src/grpo/step_train.ts).
+   */
+  dropout: Record<string, number>;
+}
+
+/**
+ * The dropout keys each family's modeling code reads, with the transformers config class's default for a key left
+ * out (GPT2Config: 0.1 each; LlamaConfig / Qwen2Config / Qwen3Config: attention_dropout 0.0). GPT-2's
+ * summary_first_dropout belongs to the sequence-summary heads, not the causal LM.
+ */
+const DROPOUT_KEYS: Record<Family, Record<string, number>> = {
+  gpt2: { attn_pdrop: 0.1, embd_pdrop: 0.1, resid_pdrop: 0.1 },
+  llama: { attention_dropout: 0 },
+  qwen2: { attention_dropout: 0 },
+  qwen3: { attention_dropout: 0 },
+};
+
+function dropoutOf(cfg: Json, family: Family): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [key, fallback] of Object.entries(DROPOUT_KEYS[family])) {
+    const p = num(cfg, key, fallback);
+    if (p < 0 || p > 1) throw new ModelLoadError(`config.json: "${key}" must be a probability in [0, 1], got ${p}`);
+    if (p > 0) out[key] = p;
+  }
+  return out;
 }
 
 type Json = Record<string, unknown>;
@@ -116,7 +144,7 @@ export function parseConfig(raw: unknown): ModelConfig {
   }
   const model_type = typeof cfg.model_type === 'string' ? cfg.model_type : family;
   // Keys both config layouts share.
-  const common = () => ({ architecture, family, model_type, vocab_size: posInt(cfg, 'vocab_size') });
+  const common = () => ({ architecture, family, model_type, vocab_size: posInt(cfg, 'vocab_size'), dropout: dropoutOf(cfg, family) });
 
   if (family === 'gpt2') {
     const C = posInt(cfg, 'n_embd');

@@ -10,7 +10,7 @@ export { MASK_FACTORS, STAGES, STAGE_LABELS } from '../bridge/protocol.ts';
 export { TASKS, TASK_IDS, type TaskId } from '../grpo/tasks.ts';
 export { TOOL_LOOP_WAYS, type ToolLoopWay } from '../grpo/tool_ways.ts';
 export { groupLabel } from '../io/batch.ts';
-export { TRAINERS, type TrainerId, type SettingSpec } from '../grpo/settings/types.ts';
+export { SCOPES, TRAINERS, type Scope, type TrainerId, type SettingSpec } from '../grpo/settings/types.ts';
 export { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
 export { checkSetting } from '../grpo/settings/table.ts';
 export { LORA_CREATE_FIELDS } from '../model/lora_fields.ts';

@@ -54,9 +54,9 @@ describe('every TRL row round-trips import → export → import', () => {
     for (const s of runRows) expect([s.name, settings.run[s.name] ?? settings.config[s.name]]).toEqual([s.name, run[s.name]]);
   });
 
-  it('null is kept where it means something of its own (clip_max null = no bound, not 3)', () => {
-    const b = read(trlDump({ vllm_importance_sampling_clip_max: null, max_prompt_length: null }), 'dump.safetensors');
-    expect(b.config).toMatchObject({ vllm_importance_sampling_clip_max: null, max_prompt_length: null });
+  it('null is kept where it means something of its own (clip_max null = no bound, not 3; max_grad_norm null = no clipping, not 1)', () => {
+    const b = read(trlDump({ vllm_importance_sampling_clip_max: null, max_grad_norm: null }), 'dump.safetensors');
+    expect(b.config).toMatchObject({ vllm_importance_sampling_clip_max: null, max_grad_norm: null });
   });
 });
 

@@ -56,11 +56,31 @@ describe('config.json', () => {
       [{ ...llama, num_key_value_heads: 3 }, /num_key_value_heads/],
       [{ ...llama, hidden_size: 'big' }, /"hidden_size" must be a number/],
       [{ ...TINY_CONFIGS.gpt2, activation_function: 'relu' }, /activation_function/],
+      [{ ...TINY_CONFIGS.gpt2, resid_pdrop: 1.5 }, /"resid_pdrop" must be a probability in \[0, 1\], got 1\.5/],
+      [{ ...llama, attention_dropout: '0.1' }, /"attention_dropout" must be a number/],
     ];
     for (const [cfg, re] of bad) {
       expect(() => parseConfig(cfg)).toThrow(ModelLoadError);
       expect(() => parseConfig(cfg)).toThrow(re);
     }
+  });
+
+  it("reads the dropout each family's modeling code applies, with the transformers config class's defaults", () => {
+    // The hub's gpt2 config.json: attn_pdrop / embd_pdrop / resid_pdrop 0.1 (summary_first_dropout is the
+    // sequence-summary head's, not the causal LM's).
+    const hubGpt2 = JSON.parse(readFileSync(join(__dirname, '..', 'fixtures/configs/gpt2.json'), 'utf8'));
+    expect(parseConfig(hubGpt2).dropout).toEqual({ attn_pdrop: 0.1, embd_pdrop: 0.1, resid_pdrop: 0.1 });
+    // Keys left out take GPT2Config's defaults (0.1 each, transformers configuration_gpt2.py); zeros are no dropout.
+    const { attn_pdrop: _a, embd_pdrop: _e, resid_pdrop: _r, ...bare } = TINY_CONFIGS.gpt2;
+    expect(parseConfig(bare).dropout).toEqual({ attn_pdrop: 0.1, embd_pdrop: 0.1, resid_pdrop: 0.1 });
+    expect(parseConfig({ ...bare, attn_pdrop: 0, embd_pdrop: 0 }).dropout).toEqual({ resid_pdrop: 0.1 });
+    expect(parseConfig(TINY_CONFIGS.gpt2).dropout).toEqual({});
+    // Llama / Qwen: attention_dropout, 0.0 by default and in every published checkpoint the fixtures hold.
+    for (const name of ['SmolLM2-360M', 'Qwen2.5-0.5B', 'Qwen3-0.6B']) {
+      expect(parseConfig(JSON.parse(readFileSync(join(__dirname, '..', `fixtures/configs/${name}.json`), 'utf8'))).dropout, name).toEqual({});
+    }
+    expect(parseConfig(TINY_CONFIGS.llama).dropout).toEqual({});
+    expect(parseConfig({ ...TINY_CONFIGS.qwen3, attention_dropout: 0.25 }).dropout).toEqual({ attention_dropout: 0.25 });
   });
 
   it('counts the parameters of real checkpoints (SmolLM2-135M, Qwen2-0.5B, GPT-2)', () => {

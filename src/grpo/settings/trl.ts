@@ -57,8 +57,10 @@ export const TRL_SETTINGS: SettingsTable = rows([
   { name: 'top_k', type: 'integer', min: 0, default: 0, scope: 'sampling', doc: 'Top-k sampling (0 = off).' },
   { name: 'min_p', type: 'number', min: 0, max: 1, nullable: true, default: null, scope: 'sampling', doc: 'Min-p sampling.' },
   { name: 'repetition_penalty', type: 'number', min: 0, exclusive: true, default: 1, scope: 'sampling', doc: 'Repetition penalty.' },
-  { name: 'max_prompt_length', type: 'integer', min: 1, nullable: true, default: 512, scope: 'sampling', doc: 'Prompts are truncated to it (left); null = no truncation.' },
+  { name: 'max_prompt_length', type: 'integer', min: 1, nullable: true, default: null, scope: 'sampling', doc: "GRPOConfig before huggingface/trl#4847 (default 512 there) truncated prompts (left) to it; at f2cd577 the field is gone and prompts are never truncated (null). Read so an older run's config loads: a batch's prompt_ids are the prompts as trained." },
   { name: 'chat_template_kwargs', type: 'object', nullable: true, default: null, scope: 'sampling', doc: 'Keyword arguments of the chat template when prompts are rendered (e.g. enable_thinking).' },
+  // training forward
+  { name: 'disable_dropout', type: 'boolean', default: false, scope: 'forward', doc: "Turn the model's dropout off for training (disable_dropout_in_model). False, the default, leaves a GPT-2 checkpoint's dropout (0.1) on in TRL's loss and gradient: the studio's forward has none, so the step is refused until it is true." },
   { name: 'per_device_train_batch_size', type: 'integer', min: 1, default: 8, scope: 'optimizer', source: ARGS, doc: 'Completions per process per micro-batch (TrainingArguments).' },
   { name: 'mask_truncated_completions', type: 'boolean', default: false, scope: 'batch', doc: 'Completions whose last token is neither EOS nor pad get completion_mask (and tool_mask) 0 before num_items_in_batch is counted.' },
   { name: 'use_vllm', type: 'boolean', default: false, scope: 'loss', doc: 'Generation by vLLM: enables the importance-sampling correction of the loss (vllm_importance_sampling_*).' },
@@ -137,6 +139,7 @@ export interface TrlConfig {
   repetition_penalty: number;
   max_prompt_length: number | null;
   chat_template_kwargs: Record<string, unknown> | null;
+  disable_dropout: boolean;
   per_device_train_batch_size: number;
   mask_truncated_completions: boolean;
   use_vllm: boolean;

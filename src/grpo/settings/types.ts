@@ -6,6 +6,22 @@
 export type TrainerId = 'trl' | 'verl' | 'openrlhf';
 export const TRAINERS: readonly TrainerId[] = ['trl', 'verl', 'openrlhf'];
 
+/**
+ * The parts of an update a setting can belong to, in the order the page's trainer form shows them: the form's
+ * group title, and whether the trainer's objective reads the row (a row of such a scope away from its default
+ * makes the step run the trainer's objective rather than the studio loss: step_objective.ts objectiveFor).
+ */
+export const SCOPES = {
+  loss: { title: 'loss', objective: true },
+  run: { title: 'run context', objective: true },
+  batch: { title: 'batch', objective: true },
+  forward: { title: 'training forward', objective: false },
+  sampling: { title: 'sampling', objective: false },
+  advantages: { title: 'advantages', objective: false },
+  optimizer: { title: 'optimizer', objective: false },
+} as const satisfies Record<string, { title: string; objective: boolean }>;
+export type Scope = keyof typeof SCOPES;
+
 export type SettingValue = number | string | boolean | null | number[] | Record<string, unknown>;
 
 export interface SettingSpec {
@@ -32,8 +48,8 @@ export interface SettingSpec {
   max?: number;
   /** min / max excluded from the range. */
   exclusive?: boolean;
-  /** Which part of the update reads it. `run` = run context (num_processes, gradient_accumulation_steps, ...). */
-  scope: 'loss' | 'advantages' | 'sampling' | 'optimizer' | 'run' | 'batch';
+  /** Which part of the update reads it (SCOPES). `run` = run context (num_processes, gradient_accumulation_steps, ...). */
+  scope: Scope;
   /** One line: meaning and formula, shown as the form's tooltip and in docs. */
   doc: string;
   /**

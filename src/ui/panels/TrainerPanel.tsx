@@ -3,11 +3,9 @@
 // default, allowed values, one-line meaning and source as the tooltip), each field showing where its value
 // comes from. The loss panel shows some of the same rows: one value, edited in either.
 import { useStudio } from '../../store/index.ts';
-import { baseKindOf, configTable, effectiveOf, trainerOf, runTable, settingOf, TRAINERS } from '../../store/vocabulary.ts';
+import { baseKindOf, configTable, effectiveOf, trainerOf, runTable, settingOf, SCOPES, TRAINERS, type Scope } from '../../store/vocabulary.ts';
 import { Section, SelectField } from '../fields.tsx';
 import { SettingField } from '../SettingField.tsx';
-
-const SHOWN: Record<string, string> = { loss: 'loss', run: 'run context', batch: 'batch', sampling: 'sampling', advantages: 'advantages', optimizer: 'optimizer' };
 
 export function TrainerPanel() {
   const trainer = useStudio(trainerOf);
@@ -16,7 +14,7 @@ export function TrainerPanel() {
   const setTrainer = useStudio((s) => s.setTrainer);
   const setSetting = useStudio((s) => s.setSetting);
   const own = configTable(trainer).filter((s) => s.trainer === trainer && !s.studio);
-  const groups = (['loss', 'run', 'batch', 'sampling', 'advantages', 'optimizer'] as const).map((scope) => ({
+  const groups = (Object.keys(SCOPES) as Scope[]).map((scope) => ({
     scope,
     rows: (scope === 'run' ? runTable(trainer) : own.filter((s) => s.scope === scope)).map((spec) => ({ spec, where: (scope === 'run' ? 'run' : 'config') as 'config' | 'run' })),
   }));
@@ -34,7 +32,7 @@ export function TrainerPanel() {
           rows.length === 0 ? null : (
             <details key={scope} open={scope === 'loss' || scope === 'run'} className="subsection" data-testid={`trainer-group-${scope}`}>
               <summary>
-                {SHOWN[scope]} ({rows.length})
+                {SCOPES[scope].title} ({rows.length})
               </summary>
               <div className="grid2">
                 {rows.map(({ spec, where }) => {
