@@ -167,7 +167,7 @@ describe('a carrier id out of range is a refusal naming the key', () => {
 });
 
 /** A clean verl DataProto (2 groups of 2, rows interleaved as _balance_batch leaves them), prompts left-padded with <|endoftext|>. */
-function verlDump(meta: Record<string, unknown>): Uint8Array {
+function verlDump(meta: Record<string, unknown>, extra: Parameters<typeof writeSafeTensors>[0] = {}): Uint8Array {
   const prompts = leftPad([PROMPTS[0], PROMPTS[1], PROMPTS[0], PROMPTS[1]], PAD);
   const promptMask = leftPad([PROMPTS[0], PROMPTS[1], PROMPTS[0], PROMPTS[1]].map((p) => ones(p.length)), 0);
   const responses = [ANSWER(5), ANSWER(3, 20), ANSWER(9, 10), ANSWER(7, 30)];
@@ -188,6 +188,7 @@ function verlDump(meta: Record<string, unknown>): Uint8Array {
     response_mask: i64(respMask),
     advantages: f32rows(respMask.map((m, b) => m.map((x) => x * adv[b]))),
     token_level_rewards: f32rows(respMask.map((m, b) => m.map((_, t) => (t === 0 ? rewards[b] : 0)))),
+    ...extra,
   }, Object.fromEntries(Object.entries({ uid, config: { rollout_n: 2 }, ...meta }).map(([k, v]) => [k, JSON.stringify(v)])));
 }
 
@@ -205,6 +206,29 @@ describe('verl: DataProto.meta_info carries the ids', () => {
     expect(r.batch.pad_token_id).toBe(PAD);
     expect(r.inferred?.pad_token_id).toBe('inferred from the 12 masked-out positions of attention_mask[:, :P], all id 151643');
     expect(errors(r)).toEqual([]);
+  });
+});
+
+describe('verl: rollout_is_weights say the run weighted its loss by rollout IS', () => {
+  const weights = (cols: number) => ({ dtype: 'F32' as const, shape: [4, cols], data: new Float32Array(4 * cols).fill(1) });
+  const cols = (readAnyBatch(verlDump({}), 'verl.safetensors').batch.completion_ids[0] as number[]).length;
+  it.each([
+    ['left out', { rollout_n: 2 }, /left out \(null, the default\)/],
+    ['null', { rollout_n: 2, rollout_is: null }, /config rollout_is is null:/],
+    ['null in the nested config', { rollout_n: 2, algorithm: { rollout_correction: { rollout_is: null } } }, /config rollout_is is null:/],
+  ])('rollout_is %s: one line naming the row, never a step without the weights', (_what, config, message) => {
+    const bytes = verlDump({ config }, { rollout_is_weights: weights(cols) });
+    expect(() => readAnyBatch(bytes, 'verl.safetensors')).toThrow(/^verl\.safetensors: rollout_is_weights is present, so verl weighted this batch's loss by rollout IS weights, but config rollout_is is .*give algorithm\.rollout_correction\.rollout_is/);
+    expect(() => readAnyBatch(bytes, 'verl.safetensors')).toThrow(message);
+  });
+  it('rollout_is set: read, with a note that the step recomputes them', () => {
+    const r = readAnyBatch(verlDump({ config: { rollout_n: 2, rollout_is: 'token', rollout_is_threshold: 2 } }, { rollout_is_weights: weights(cols) }), 'verl.safetensors');
+    expect(r.batch.config).toMatchObject({ rollout_is: 'token' });
+    expect(r.notes).toContain('rollout_is_weights: not carried; the step recomputes them from old_log_probs and rollout_log_probs under rollout_is token, as verl does');
+    expect(r.unknownKeys).not.toContain('rollout_is_weights');
+  });
+  it('a dump without them reads as before', () => {
+    expect(() => readAnyBatch(verlDump({ config: { rollout_n: 2 } }), 'verl.safetensors')).not.toThrow();
   });
 });
 

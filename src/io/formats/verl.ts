@@ -28,7 +28,7 @@ import { groupFormulaOf } from '../../grpo/settings/group_formula.ts';
 import { configLeaves, Dump, flatKey, intOf, isPlainObject, LeafValues, type Tensor2D, labelsFromKeys, largestGroup, row, rows, scalarAdvantages, splitLossMask, tokenIds, toolMasks, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 
 const MAPPED = ['prompts', 'responses', 'input_ids', 'attention_mask', 'response_mask', 'advantages', 'old_log_probs', 'ref_log_prob', 'rollout_log_probs', 'token_level_rewards'];
-const KNOWN_UNMAPPED = ['position_ids', 'returns', 'token_level_scores', 'values', 'entropys', 'rm_scores', 'response_length', 'prompt_length'];
+const KNOWN_UNMAPPED = ['position_ids', 'returns', 'token_level_scores', 'values', 'entropys', 'rm_scores', 'response_length', 'prompt_length', 'rollout_is_weights'];
 const META = ['uid', 'config', 'meta_info', 'run', 'metrics', 'pad_token_id', 'eos_token_id', 'eos_token_ids', 'format'];
 
 const A = 'actor_rollout_ref.actor.';
@@ -111,6 +111,14 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     if (!batch.advantages) notes.push('advantages vary within responses (not a GRPO outcome advantage): kept per token only');
   }
   batch.config = verlConfig(cfg);
+  // verl adds rollout_is_weights to the batch only when algorithm.rollout_correction.rollout_is is set
+  // (verl/trainer/ppo/rollout_corr_helper.py compute_rollout_correction_and_add_to_batch), and its policy loss
+  // multiplies by them. The step recomputes them from old_log_probs and rollout_log_probs under that row
+  // (src/grpo/trainers/verl_rollout.ts); a dump carrying them with rollout_is null (left out, the table's default)
+  // would be stepped without the weights verl trained on, so it is refused, naming the row.
+  if (d.has('rollout_is_weights') && (cfg.rollout_is ?? null) === null) {
+    d.fail(`rollout_is_weights is present, so verl weighted this batch's loss by rollout IS weights, but config rollout_is is ${cfg.rollout_is === null ? 'null' : 'left out (null, the default)'}: give algorithm.rollout_correction.rollout_is (token or sequence) and rollout_is_threshold as the run set them`);
+  }
   const run = d.metaObject('run');
   // The schedule position: meta_info.global_steps where the hook's batch carries it (ray_trainer.py sets it on the
   // generation batch), else run.global_steps as written; two different values are an error naming both.
@@ -120,7 +128,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   }
   if (Object.keys(run).length) batch.run = run;
   batch.metrics = d.metrics(); // e.g. verl "actor/kl_loss", OpenRLHF "kl": the Doctor's logged-kl rule
-  for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1`);
+  for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(k === 'rollout_is_weights' ? `rollout_is_weights: not carried; the step recomputes them from old_log_probs and rollout_log_probs under rollout_is ${String(cfg.rollout_is)}, as verl does` : `${k}: read, not part of grpo-batch/v1`);
   const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k));
   unknownKeys.push(...Object.keys(d.st.metadata).filter((k) => !META.includes(k)).map((k) => `__metadata__.${k}`));
   unknownKeys.push(...Object.keys(run).filter((k) => !runTable('verl').some((s) => s.name === k)).map((k) => `__metadata__.run.${k}`));
