@@ -65,6 +65,8 @@ export interface ModelInfo {
   num_parameters: number;
   dtype: string;
   vocab_size: number;
+  /** config.json's non-zero dropout probabilities (ModelConfig.dropout): a step whose trainer trains with them on is refused. */
+  dropout: Record<string, number>;
   /** None: a weights-only folder (no tokenizer.json); id batches step, the prompt set and the template diff are refused. */
   tokenizer: { kind: string; bos_token_id: number | null; eos_token_ids: number[]; pad_token_id: number | null; special_token_ids: number[] } | null;
   /** Where tokenizer is null, what that means for the page, in the Doctor's words (src/doctor/tokenizer_fit.ts NO_TOKENIZER). */

@@ -73,6 +73,7 @@ export function modelInfo(h: HeldModels): ModelInfo {
     num_parameters: countParams(cfg),
     dtype: policy.info?.dtypes.join(', ') ?? 'F32',
     vocab_size: cfg.vocab_size,
+    dropout: cfg.dropout,
     tokenizer: tokenizer ? { kind: h.tokenizer!.kind, bos_token_id: tokenizer.bos_token_id ?? null, eos_token_ids: eos === undefined ? [] : [eos], pad_token_id: tokenizer.pad_token_id ?? null, special_token_ids: [...tokenizer.special_token_ids] } : null,
     no_tokenizer: tokenizer ? null : NO_TOKENIZER,
     chat_template: (tokenizer?.hf.chat_template as string | null | undefined) ?? null,

@@ -484,6 +484,35 @@ describe('studio v2 in chromium', () => {
     await expect.poll(() => page.getByTestId('no-tokenizer').count(), { timeout: 60_000 }).toBe(0);
     await page.getByTestId('step-from').selectOption('prompts');
   });
+  it("refuses an update on a model with dropout under TRL's disable_dropout false, as the CLI does; steps with it true", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dropout-'));
+    for (const f of fs.readdirSync(path.join(root, 'public/models/tiny-adder'))) fs.copyFileSync(path.join(root, 'public/models/tiny-adder', f), path.join(dir, f));
+    const config = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
+    fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ ...config, attention_dropout: 0.1 }));
+    await page.getByTestId('model-folder-input').setInputFiles(dir);
+    await expect.poll(() => page.getByTestId('model-info').textContent(), { timeout: 60_000 }).toContain(path.basename(dir));
+    expect(await page.getByTestId('model-dropout').textContent()).toMatch(/^attention_dropout 0\.1: /);
+    await page.getByTestId('step-run').click();
+    expect(await waitForUpdate(page)).toContain('error');
+    const banner = (await page.locator('[data-testid="errors"] .error-msg').allTextContents()).join('\n');
+    expect(banner).toMatch(/TRL trains with the model's dropout on \(disable_dropout false.*config\.json has dropout attention_dropout 0\.1: .*set disable_dropout true/);
+    await dismissErrors(page);
+    const field = page.getByTestId('trainer-field-disable_dropout');
+    await field.evaluate((el) => {
+      for (let d = el.closest('details'); d; d = d.parentElement?.closest('details') ?? null) d.open = true;
+    });
+    await field.check();
+    // The failed update keeps its settings (the stale note names the change); Reset starts one with the new ones.
+    expect(await page.getByTestId('stale-note').getAttribute('title')).toContain('disable_dropout');
+    await page.getByTestId('step-reset').click();
+    await page.getByTestId('step-run').click();
+    expect(await waitForUpdate(page)).not.toContain('error');
+    expect(studio.pageErrors).toEqual([]);
+    // Back to the embedded model and TRL's default, as the following tests expect.
+    await field.uncheck();
+    await page.getByTestId('model-folder-input').setInputFiles(path.join(root, 'public/models/tiny-adder'));
+    await expect.poll(() => page.getByTestId('model-dropout').count(), { timeout: 60_000 }).toBe(0);
+  });
   it('asks for Defaults in an in-page dialog, never a native confirm(); Esc cancels (issue 24)', async () => {
     const native: string[] = [];
     const onDialog = (d: { type(): string; dismiss(): Promise<void> }) => {

@@ -88,6 +88,14 @@ export function ModelPanel() {
             <span>{model.num_parameters.toLocaleString()}</span>
             <span>vocab</span>
             <span>{model.vocab_size}</span>
+            {Object.keys(model.dropout).length > 0 && (
+              <>
+                <span>dropout</span>
+                <span className="warn" data-testid="model-dropout">
+                  {Object.entries(model.dropout).map(([k, p]) => `${k} ${p}`).join(', ')}: a trainer that trains with it on (TRL unless disable_dropout, verl, OpenRLHF) draws at random, so the step refuses there
+                </span>
+              </>
+            )}
             <span>tokenizer</span>
             {model.tokenizer ? (
               <span>
