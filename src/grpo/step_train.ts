@@ -58,7 +58,6 @@ function scoredUpdate(ctx: StageContext, state: StepState, per_token_logps: Floa
   };
 }
 
-/** Forward with saved activations, scoring every completion position (TRL computes them all; the masks decide). */
 /**
  * The policy forward is the trainer's training forward: where the trainer runs it with dropout on and config.json has
  * some (ModelConfig.dropout), the trainer's loss and gradient are a random draw the studio's dropout-free forward
@@ -70,6 +69,7 @@ function assertNoTrainingDropout(d: TrainingDropout | null, dropout: Record<stri
   throw new SettingsError(`${d.why}, and config.json has dropout ${on.map(([k, p]) => `${k} ${p}`).join(', ')}: the trainer's loss and gradient drop activations at random, the studio's forward drops none; ${d.fix}`);
 }
 
+/** Forward with saved activations, scoring every completion position (TRL computes them all; the masks decide). */
 export async function policyForward(ctx: StageContext, state: StepState): Promise<StageOutput<'policy_forward'>> {
   const { gpu, opts } = ctx;
   if (ctx.weights.changed && !opts.reference && opts.config.loss.beta !== 0) {
