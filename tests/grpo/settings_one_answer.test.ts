@@ -162,7 +162,7 @@ const VERL_PATHS: Record<string, string> = {
   clip_cov_lb: `${ACT}.policy_loss.clip_cov_lb`, clip_cov_ub: `${ACT}.policy_loss.clip_cov_ub`, kl_cov_ratio: `${ACT}.policy_loss.kl_cov_ratio`,
   ppo_kl_coef: `${ACT}.policy_loss.ppo_kl_coef`, temperature: 'actor_rollout_ref.rollout.temperature', ppo_epochs: `${ACT}.ppo_epochs`,
   ppo_mini_batch_size: `${ACT}.ppo_mini_batch_size`, ppo_micro_batch_size_per_gpu: `${ACT}.ppo_micro_batch_size_per_gpu`,
-  use_dynamic_bsz: `${ACT}.use_dynamic_bsz`, use_legacy_worker_impl: 'trainer.use_legacy_worker_impl',
+  use_dynamic_bsz: `${ACT}.use_dynamic_bsz`, ppo_max_token_len_per_gpu: `${ACT}.ppo_max_token_len_per_gpu`, ulysses_sequence_parallel_size: `${ACT}.ulysses_sequence_parallel_size`, use_legacy_worker_impl: 'trainer.use_legacy_worker_impl',
   rollout_is: 'algorithm.rollout_correction.rollout_is', rollout_is_threshold: 'algorithm.rollout_correction.rollout_is_threshold',
   rollout_is_batch_normalize: 'algorithm.rollout_correction.rollout_is_batch_normalize', rollout_rs: 'algorithm.rollout_correction.rollout_rs',
   rollout_rs_threshold: 'algorithm.rollout_correction.rollout_rs_threshold', bypass_mode: 'algorithm.rollout_correction.bypass_mode',
@@ -249,7 +249,8 @@ const WALKS: TrainerWalk[] = [
     run: VERL_RUN,
     dump: (values, run, form) =>
       form === 'nested'
-        ? verlDump({ config: nest({ ...VERL_OTHER, ...Object.fromEntries(Object.entries(values).map(([k, v]) => [VERL_PATHS[k], v])) }), meta_info: { temperature: values.temperature, global_token_num: [6, 6, 6, 5] }, run })
+        // GPUs = 2 data-parallel ranks × the sequence-parallel size: the actor's mini-batch normalises to itself (× n 2 ÷ 2).
+        ? verlDump({ config: nest({ ...VERL_OTHER, 'trainer.n_gpus_per_node': 2 * Number(values.ulysses_sequence_parallel_size ?? 1), ...Object.fromEntries(Object.entries(values).map(([k, v]) => [VERL_PATHS[k], v])) }), meta_info: { temperature: values.temperature, global_token_num: [6, 6, 6, 5] }, run })
         : verlDump({ config: { rollout_n: 2, ...values, ...run } }),
   },
   {

@@ -77,7 +77,7 @@ def verl():
     # The actor's batch sizes as verl's config holds them (the driver's, before fsdp_workers.py normalises them):
     # 2 prompts per mini-batch × n 2 // 1 GPU = 4 rows, micro-batches of 2 per GPU; the deprecated global size unset.
     config = Obj(actor_rollout_ref=Obj(rollout=Obj(n=2), actor=Obj(loss_agg_mode="token-mean", ppo_mini_batch_size=2, ppo_micro_batch_size=None,
-                                                                   ppo_micro_batch_size_per_gpu=2, use_dynamic_bsz=False, ulysses_sequence_parallel_size=1, strategy="fsdp")),
+                                                                   ppo_micro_batch_size_per_gpu=2, use_dynamic_bsz=False, ppo_max_token_len_per_gpu=16384, ulysses_sequence_parallel_size=1, strategy="fsdp")),
                  algorithm=Obj(adv_estimator="grpo", norm_adv_by_std_in_grpo=False), trainer=Obj(nnodes=1, n_gpus_per_node=1))
     ns = {}
     exec(code, ns)

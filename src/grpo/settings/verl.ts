@@ -49,6 +49,8 @@ export const VERL_SETTINGS: readonly SettingSpec[] = [
   s({ name: 'ppo_mini_batch_size', path: 'actor_rollout_ref.actor.ppo_mini_batch_size', type: 'integer', default: 256, min: 1, scope: 'optimizer', doc: 'sequences per optimizer step', source: ACTOR }),
   s({ name: 'ppo_micro_batch_size_per_gpu', path: 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu', type: 'integer', default: null, nullable: true, min: 1, scope: 'optimizer', doc: 'micro-batch size: loss × 1 / (ppo_mini_batch_size // ppo_micro_batch_size_per_gpu)', source: DP }),
   s({ name: 'use_dynamic_bsz', path: 'actor_rollout_ref.actor.use_dynamic_bsz', type: 'boolean', default: false, scope: 'optimizer', doc: 'dynamic micro-batches: loss × B / ppo_mini_batch_size', source: DP }),
+  s({ name: 'ppo_max_token_len_per_gpu', path: 'actor_rollout_ref.actor.ppo_max_token_len_per_gpu', type: 'integer', default: 16384, min: 1, scope: 'optimizer', doc: 'use_dynamic_bsz: tokens per micro-batch (× ulysses_sequence_parallel_size); a mini-batch past it is packed into several micro-batches, which the step refuses (it takes one)', source: `${DP} update_policy (prepare_dynamic_batch)` }),
+  s({ name: 'ulysses_sequence_parallel_size', path: 'actor_rollout_ref.actor.ulysses_sequence_parallel_size', type: 'integer', default: 1, min: 1, scope: 'optimizer', doc: 'use_dynamic_bsz: the micro-batch token budget is ppo_max_token_len_per_gpu × this', source: DP }),
   // The actor's optimizer (actor_rollout_ref.actor.optim.*, grad_clip): torch.optim.AdamW over every actor parameter.
   // weight_decay and lr_scheduler_type clash with TRL's TrainingArguments rows, optimizer with the studio's object: prefixed `optim.`.
   s({ name: 'optim.optimizer', path: 'actor_rollout_ref.actor.optim.optimizer', type: 'string', values: ['AdamW'], default: 'AdamW', scope: 'optimizer', doc: 'optimizer class in optimizer_impl; the studio reproduces torch.optim.AdamW only (others are refused)', source: `${OPTIM} build_optimizer` }),
@@ -117,6 +119,8 @@ export interface VerlConfig {
   ppo_mini_batch_size: number;
   ppo_micro_batch_size_per_gpu: number | null;
   use_dynamic_bsz: boolean;
+  ppo_max_token_len_per_gpu: number;
+  ulysses_sequence_parallel_size: number;
   'optim.optimizer': string;
   optimizer_impl: string;
   lr: number;

@@ -23,6 +23,24 @@ function need(a: Float32Array | null, name: string, why: string): Float32Array {
 }
 
 /** clip_cov: candidates with lb < cov < ub that the clip did not already bind lose their gradient (corr = 0). */
+/**
+ * use_dynamic_bsz packs each rank's mini-batch into ⌈its prompt + response tokens ÷ (ppo_max_token_len_per_gpu ×
+ * ulysses_sequence_parallel_size)⌉ micro-batches (dp_actor.py update_policy, prepare_dynamic_batch), each aggregated
+ * on its own; the objective takes the mini-batch as one. Refused where even the rank's loss-mask tokens (a lower
+ * bound of what verl counts: the prompts and unmasked response tokens add to it) pass the budget, so verl's packing
+ * holds several micro-batches for certain.
+ */
+function assertOneDynamicMicroBatch(mask: ArrayLike<number>, T: number, ranges: readonly [number, number][], cfg: VerlConfig): void {
+  const budget = cfg.ppo_max_token_len_per_gpu * cfg.ulysses_sequence_parallel_size;
+  ranges.forEach(([r0, r1], rank) => {
+    let n = 0;
+    for (let i = r0 * T; i < r1 * T; i++) n += mask[i] ? 1 : 0;
+    if (n > budget) {
+      throw new SettingsError(`config.ppo_max_token_len_per_gpu: ${cfg.ppo_max_token_len_per_gpu} × ulysses_sequence_parallel_size ${cfg.ulysses_sequence_parallel_size} = ${budget} tokens per dynamic micro-batch (use_dynamic_bsz), and ${ranges.length > 1 ? `rank ${rank}'s` : "the step's"} rows ${r0}–${r1 - 1} hold at least ${n} (their response tokens alone): verl packs them into at least ${Math.ceil(n / budget)} micro-batches, each aggregated on its own, the studio takes one; import one micro-batch's rows, or give the run's ppo_max_token_len_per_gpu if it was larger`);
+    }
+  });
+}
+
 function clipCovSelection(c: TrainerInputs, logp: ArrayLike<number>, old: ArrayLike<number>, M: ArrayLike<number>, cfg: VerlConfig, lo: number, hi: number): Float64Array {
   const N = c.B * c.T;
   let total = 0;
@@ -84,7 +102,8 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
   // data_parallel_size ranks (DataProto.chunk: rank r holds the r-th B/dp rows) the k-th mini-batch of its rows,
   // the ranks' gradients averaged (FSDP), the other rows weighing 0 — else it is refused, as TRL's
   // steps_per_generation > 1 in the step (step_objective.ts). A case that states its micro-batch's scale
-  // (run.micro_batch_loss_scale) is one micro-batch; use_dynamic_bsz packs micro-batches by tokens (taken as one).
+  // (run.micro_batch_loss_scale) is one micro-batch; use_dynamic_bsz packs micro-batches by tokens: taken as one, refused where they are certainly several
+  // (assertOneDynamicMicroBatch).
   const mini = cfg.ppo_mini_batch_size;
   let ranges: [number, number][] = [[0, B]]; // the rows of the step, per rank
   let micro = B;
@@ -106,6 +125,7 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
     }
     const [r0, r1] = ranges[0];
     if (!cfg.use_dynamic_bsz && cfg.ppo_micro_batch_size_per_gpu !== null) micro = Math.min(r1 - r0, cfg.ppo_micro_batch_size_per_gpu);
+    if (cfg.use_dynamic_bsz) assertOneDynamicMicroBatch(c.completion_mask, T, ranges, cfg);
   }
   const stepRows = ranges.reduce((n, [a, b]) => n + b - a, 0);
   if (micro < B || stepRows < B) {
