@@ -35,6 +35,7 @@ function inputsOf(trainer: keyof typeof CASES, B: number, T: number): { x: Train
     old_per_token_logps: logp(1),
     ref_per_token_logps: logp(2),
     sampling_per_token_logps: null,
+    sequence_lengths: null,
   };
   return { x, scored: { per_token_logps: logp(3), per_token_entropy: Float32Array.from({ length: N }, (_, i) => 0.5 + (i % 7) / 7), temperature: 1 } };
 }

@@ -64,6 +64,7 @@ export function readTrainerCase(st: SafeTensors, source: string): TrainerLossCas
     old_per_token_logps: optF('old_per_token_logps'),
     ref_per_token_logps: optF('ref_per_token_logps'),
     sampling_per_token_logps: optF('sampling_per_token_logps'),
+    sequence_lengths: st.tensors.has('sequence_lengths') ? (shaped('sequence_lengths', [[B]]), toI32(st, 'sequence_lengths')) : null,
   };
   for (let i = 0; i < B * T; i++) {
     const at = `sample ${Math.floor(i / T)}, position ${i % T}`;
@@ -71,6 +72,12 @@ export function readTrainerCase(st: SafeTensors, source: string): TrainerLossCas
     for (const [name, m] of [['completion_mask', c.completion_mask], ['tool_mask', c.tool_mask]] as const) {
       if (m && m[i] !== 0 && m[i] !== 1) throw new CliError(`${source}: ${name} at ${at} is ${m[i]}, expected 0 or 1`);
     }
+  }
+  // A row's attention covers its loss tokens: fewer tokens than its completion_mask counts is a broken case.
+  for (let b = 0; b < B && c.sequence_lengths; b++) {
+    let n = 0;
+    for (let t = 0; t < T; t++) n += c.completion_mask[b * T + t];
+    if (c.sequence_lengths[b] < n) throw new CliError(`${source}: sequence_lengths at sample ${b} is ${c.sequence_lengths[b]}, fewer than the ${n} tokens its completion_mask holds (it counts prompt + response tokens)`);
   }
   return c;
 }

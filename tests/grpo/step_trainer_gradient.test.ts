@@ -97,6 +97,7 @@ describe(`${M}: the step's gradient is the trainer preset's`, () => {
         old_per_token_logps: toF32(st, 'old_per_token_logps'),
         ref_per_token_logps: toF32(st, 'ref_per_token_logps'),
         sampling_per_token_logps: null,
+        sequence_lengths: null,
       };
       const chain = await twinChain(c);
       expectClose([d('loss').loss], [chain.loss], { rtol: 1e-4, atol: 1e-6, label: `${preset.trainer} loss` });

@@ -51,4 +51,18 @@ describe('mask_truncated_completions', () => {
     expect(Array.from(trainerInputs(u, { trainer: 'trl', config: { use_vllm: true }, run: {} }).x.sampling_per_token_logps!)).toEqual(Array.from(Float32Array.from([-0.5, -0.1, -0.7, -0.2])));
     expect(trainerInputs(u, { trainer: 'verl', config: {}, run: {} }).x.sampling_per_token_logps).not.toBeNull();
   });
+
+  it("sequence_lengths: each row's attention_mask sum (verl's use_dynamic_bsz packs by them): masked prompt positions out, tool tokens in", () => {
+    const batch: GrpoBatch = {
+      format: 'grpo-batch/v1', num_generations: 2, pad_token_id: PAD, eos_token_ids: [EOS],
+      prompt_ids: [[3, 4, 4], [3]], prompt_mask: [[0, 1, 1], [1]],
+      completion_ids: [[5, 9, 9, 6, EOS], [6, EOS, PAD]], completion_mask: [[1, 1, 1, 1, 1], [1, 1, 0]],
+      tool_mask: [[1, 0, 0, 1, 1], [1, 1, 1]],
+    };
+    const padded = padBatch(batch);
+    const zeros = new Float32Array(padded.B * padded.C);
+    const u = { padded, per_token_logps: zeros, per_token_entropy: zeros, advantages: [1, -1], ref_per_token_logps: null, old_per_token_logps: zeros, temperature: 1 };
+    // Row 0: 2 prompt tokens + 5 response tokens (the tool output is attended, though not in the loss); row 1: 1 + 2.
+    expect(Array.from(trainerInputs(u, { trainer: 'verl', config: {}, run: {} }).x.sequence_lengths!)).toEqual([7, 3]);
+  });
 });

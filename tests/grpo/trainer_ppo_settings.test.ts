@@ -184,12 +184,79 @@ describe('verl: the objective is one micro-batch of dp_actor.py update_policy', 
     await expect(verlObjective(twinBackend(c), slice(0, B, { mini_batch_index: 0 }, perRank), { backward: false })).rejects.toThrow(/^run\.data_parallel_size: needed with run\.mini_batch_index/);
     // A selection over the micro-batch's tokens (kl_cov) on part of the batch — with dynamic micro-batches too — is refused.
     for (const extra of [{}, { use_dynamic_bsz: true, ppo_micro_batch_size_per_gpu: null }]) {
-      const kl = slice(0, B, { mini_batch_index: 0, data_parallel_size: 1 }, { ...two, loss_mode: 'kl_cov', ...extra });
+      const kl = { ...slice(0, B, { mini_batch_index: 0, data_parallel_size: 1 }, { ...two, loss_mode: 'kl_cov', ...extra }), sequence_lengths: new Int32Array(B).fill(T) };
       await expect(verlObjective(twinBackend(kl), kl, { backward: false })).rejects.toThrow(/^run\.mini_batch_index: 0 takes 2 of the batch's 4 rows, and loss_mode kl_cov \(its token selection\) spans each micro-batch's rows/);
     }
     // A selection over one micro-batch's tokens (clip_cov) is not split: refused naming the size.
     const cov = slice(0, B, { on_policy: false }, { ...c.config, rollout_is: null, loss_mode: 'clip_cov', ppo_mini_batch_size: 6, ppo_micro_batch_size_per_gpu: micro });
     await expect(verlObjective(twinBackend(cov), cov, { backward: false })).rejects.toThrow(/^config\.ppo_micro_batch_size_per_gpu: 3 rows per micro-batch, of the batch's 4, and loss_mode clip_cov \(its token selection\) spans/);
+  });
+
+  it("use_dynamic_bsz: the rows share micro-batches as verl's own karmarkar_karp packs them, each aggregated alone × its rows / ppo_mini_batch_size", async () => {
+    // Expected partitions: verl's seqlen_balancing.py functions run unchanged (scripts/make_verl_dynamic_golden.py).
+    // Each micro-batch is then a case stating its scale (the path the golden cases check), its rows gathered.
+    const { c: golden } = readTrainerCase(path.join(TRAINER_GOLDEN, 'verl/case_07.safetensors'));
+    const c = { ...golden, sampling_per_token_logps: null, ref_per_token_logps: Float32Array.from(golden.old_per_token_logps!, (x) => 1.1 * x - 0.05) };
+    const { B, T, V } = c;
+    const tokens = (b: number) => Array.from(c.completion_mask.subarray(b * T, (b + 1) * T)).reduce((a, m) => a + m, 0);
+    const pick = <A extends Float32Array | Int32Array>(a: A, rows: number[], w: number) => {
+      const out = new (a.constructor as { new (n: number): A })(rows.length * w);
+      rows.forEach((r, k) => out.set(a.subarray(r * w, (r + 1) * w), k * w));
+      return out;
+    };
+    const part = (rows: number[], run: Record<string, unknown>, config: Record<string, unknown>, lengths: Int32Array | null): TrainerLossCase => ({
+      ...c, B: rows.length, config, run, sequence_lengths: lengths && pick(lengths, rows, 1),
+      logits: pick(c.logits, rows, T * V), completion_ids: pick(c.completion_ids, rows, T), completion_mask: pick(c.completion_mask, rows, T),
+      tool_mask: null, advantages: pick(c.advantages, rows, T), old_per_token_logps: pick(c.old_per_token_logps!, rows, T), ref_per_token_logps: pick(c.ref_per_token_logps, rows, T),
+    });
+    const all = Array.from({ length: B }, (_, b) => b);
+    const mini = 6;
+    const cases = (JSON.parse(readFileSync(path.join(TRAINER_GOLDEN, 'verl_dynamic.json'), 'utf8')) as { cases: { lengths: number[]; k: number; partitions: number[][] }[] }).cases
+      .filter((g) => g.lengths.length === B && g.k >= 2 && g.lengths.every((n, b) => n >= tokens(b)))
+      .map((g) => ({ ...g, budget: Math.max(...g.lengths, Math.ceil(g.lengths.reduce((a, n) => a + n, 0) / g.k)) }))
+      .filter((g) => Math.min(B, Math.ceil(g.lengths.reduce((a, n) => a + n, 0) / g.budget)) === g.k);
+    expect(cases.length).toBeGreaterThanOrEqual(8);
+    // Some partitions are not the in-order split mini_batch.split would give.
+    expect(cases.some((g) => g.partitions.some((p) => p.some((r, i) => i > 0 && r !== p[i - 1] + 1)))).toBe(true);
+    for (const g of cases) {
+      const lengths = Int32Array.from(g.lengths);
+      for (const loss_agg_mode of ['token-mean', 'seq-mean-token-mean']) {
+        const config = { ...c.config, rollout_is: null, loss_agg_mode, use_kl_loss: true, entropy_coeff: 0.01, ppo_mini_batch_size: mini, ppo_micro_batch_size_per_gpu: null, use_dynamic_bsz: true, ppo_max_token_len_per_gpu: g.budget };
+        const whole = await verlObjective(twinBackend(c), part(all, { on_policy: false }, config, lengths), { backward: true });
+        let loss = 0;
+        for (const rows of g.partitions) {
+          const one = part(rows, { on_policy: false, micro_batch_loss_scale: rows.length / mini }, config, null);
+          const o = await verlObjective(twinBackend(one), one, { backward: true });
+          loss += o.loss;
+          rows.forEach((r, k) => expectClose(whole.dlogits!.slice(r * T * V, (r + 1) * T * V), o.dlogits!.slice(k * T * V, (k + 1) * T * V), { rtol: 1e-12, atol: 1e-15, label: `${g.lengths} ${loss_agg_mode} row ${r}` }));
+        }
+        expect(whole.loss, `${g.lengths} budget ${g.budget} ${loss_agg_mode}`).toBeCloseTo(loss, 12);
+      }
+    }
+    // The count is maxed over the ranks (an all_reduce MAX): rank 0's two rows fit one micro-batch, rank 1's need two,
+    // so rank 0 packs two as well, one row each (each × 1 / ppo_mini_batch_size 2, the ranks averaged).
+    const two = { ...c.config, rollout_is: null, loss_agg_mode: 'seq-mean-token-mean', use_kl_loss: true, entropy_coeff: 0.01, ppo_mini_batch_size: 2, ppo_micro_batch_size_per_gpu: null, use_dynamic_bsz: true, ppo_max_token_len_per_gpu: 20 };
+    const lengths = Int32Array.from([8, 9, 18, 17]);
+    const ranks = await verlObjective(twinBackend(c), part(all, { mini_batch_index: 0, data_parallel_size: 2, on_policy: false }, two, lengths), { backward: true });
+    let mean = 0;
+    for (const r of all) {
+      const one = part([r], { on_policy: false, micro_batch_loss_scale: 1 / 2 }, two, null);
+      const o = await verlObjective(twinBackend(one), one, { backward: true });
+      mean += o.loss / 2;
+      expectClose(ranks.dlogits!.slice(r * T * V, (r + 1) * T * V), o.dlogits!.map((x) => x / 2), { rtol: 1e-12, atol: 1e-15, label: `rank row ${r}` });
+    }
+    expect(ranks.loss).toBeCloseTo(mean, 12);
+    // Rank 0 alone (one rank of two rows) is one micro-batch: a different loss.
+    const first = part([0, 1], { on_policy: false }, two, lengths);
+    const alone = await verlObjective(twinBackend(first), first, { backward: false });
+    const rank0 = part([0, 1], { on_policy: false, micro_batch_loss_scale: 1 }, two, null);
+    expect(alone.loss).toBeCloseTo((await verlObjective(twinBackend(rank0), rank0, { backward: false })).loss, 12);
+    // A row longer than the budget (verl asserts the budget covers a sequence), and no lengths at all, are refused.
+    await rejects(verlObjective(twinBackend(c), part(all, { on_policy: false }, { ...two, ppo_mini_batch_size: mini }, Int32Array.from([8, 21, 9, 9])), { backward: false }), /^config\.ppo_max_token_len_per_gpu: 20 × ulysses_sequence_parallel_size 1: 20 tokens per dynamic micro-batch, but a row holds 21 \(prompt \+ response\): verl asserts/);
+    await rejects(verlObjective(twinBackend(c), part(all, { on_policy: false }, { ...two, ppo_mini_batch_size: mini }, null), { backward: false }), /^sequence_lengths: required with use_dynamic_bsz/);
+    // The budget is per sequence-parallel group: 10 × sp 2 packs as 20.
+    const sp = await verlObjective(twinBackend(c), part(all, { mini_batch_index: 0, data_parallel_size: 2, on_policy: false }, { ...two, ppo_max_token_len_per_gpu: 10, ulysses_sequence_parallel_size: 2 }, lengths), { backward: false });
+    expect(sp.loss).toBe(ranks.loss);
   });
 
   it('rollout_rs_threshold may be a number (Optional[str | float]), read as its decimal text', () => {

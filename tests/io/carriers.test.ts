@@ -232,6 +232,18 @@ describe('verl: rollout_is_weights say the run weighted its loss by rollout IS',
   });
 });
 
+describe("verl: use_dynamic_bsz packs by the attention, so the batch's completion_mask must span it", () => {
+  // Row 0's last response token attended but out of the loss (a rollout cut inside a tool response).
+  const clean = readAnyBatch(verlDump({}), 'verl.safetensors').batch.completion_mask as number[][];
+  const cut = clean.map((r, b) => (b === 0 ? r.map((x, t) => (t === r.lastIndexOf(1) ? 0 : x)) : r));
+  const config = (dynamic: boolean) => ({ config: { rollout_n: 2, use_dynamic_bsz: dynamic } });
+  it('refused under use_dynamic_bsz, naming the sample; read as before without it', () => {
+    expect(() => readAnyBatch(verlDump(config(true), { response_mask: i64(cut) }), 'verl.safetensors')).toThrow(/^verl\.safetensors: attention_mask at sample 0 attends \d+ response tokens, its response_mask spans \d+: use_dynamic_bsz packs micro-batches by the attention/);
+    expect(() => readAnyBatch(verlDump(config(false), { response_mask: i64(cut) }), 'verl.safetensors')).not.toThrow();
+    expect(() => readAnyBatch(verlDump(config(true)), 'verl.safetensors')).not.toThrow();
+  });
+});
+
 describe('prime-rl: a clean multi-turn export', () => {
   /** One record: a prompt, then [tokens, trained] spans (assistant turns 1, tool / user turns 0). */
   const rec = (parts: [number[], 0 | 1][]) => {

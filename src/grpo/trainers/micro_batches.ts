@@ -43,6 +43,7 @@ function take(c: TrainerLossCase, rows: number[], run: Record<string, unknown>):
     old_per_token_logps: opt(c.old_per_token_logps),
     ref_per_token_logps: opt(c.ref_per_token_logps),
     sampling_per_token_logps: opt(c.sampling_per_token_logps),
+    sequence_lengths: c.sequence_lengths && perRow(c.sequence_lengths, 1),
   };
 }
 

@@ -207,18 +207,27 @@ export function aggregationWeights(mask: ArrayLike<number>, B: number, T: number
 }
 
 /**
- * Per-token weights over consecutive micro-batches of `micro` rows, each weighed on its own by `weigh` (its mask
- * rows, its row count) — verl's dp_actor.py update_policy: mini_batch.split(ppo_micro_batch_size_per_gpu), each
- * micro-batch's loss formed alone (agg_loss; geo_mean's mean over its rows) and scaled by the loop's
- * 1 / gradient_accumulation: the loss of the loop is Σ w ⊙ L over every row.
+ * Per-token weights over micro-batches, each weighed on its own by `weigh` (its rows' mask, gathered in order, and
+ * its row count) — verl's dp_actor.py update_policy: each micro-batch's loss formed alone (agg_loss; geo_mean's mean
+ * over its rows) and scaled by the loop's factor: the loss of the loop is Σ w ⊙ L over every row. `parts` lists
+ * each micro-batch's rows (consecutiveParts for mini_batch.split; verl_dynamic.ts for use_dynamic_bsz).
  */
-export function microBatchWeights(mask: Float64Array, B: number, T: number, micro: number, weigh: (mask: Float64Array, rows: number) => Float64Array): Float64Array {
-  const w = new Float64Array(B * T);
-  for (let r0 = 0; r0 < B; r0 += micro) {
-    const r1 = Math.min(B, r0 + micro);
-    w.set(weigh(mask.subarray(r0 * T, r1 * T), r1 - r0), r0 * T);
+export function microBatchWeights(mask: Float64Array, T: number, parts: readonly (readonly number[])[], weigh: (mask: Float64Array, rows: number) => Float64Array): Float64Array {
+  const w = new Float64Array(mask.length);
+  for (const rows of parts) {
+    const m = new Float64Array(rows.length * T);
+    rows.forEach((r, k) => m.set(mask.subarray(r * T, (r + 1) * T), k * T));
+    const wm = weigh(m, rows.length);
+    rows.forEach((r, k) => w.set(wm.subarray(k * T, (k + 1) * T), r * T));
   }
   return w;
+}
+
+/** mini_batch.split(micro): rows 0 … B − 1 in consecutive micro-batches of `micro` rows. */
+export function consecutiveParts(B: number, micro: number): number[][] {
+  const parts: number[][] = [];
+  for (let r0 = 0; r0 < B; r0 += micro) parts.push(Array.from({ length: Math.min(B, r0 + micro) - r0 }, (_, k) => r0 + k));
+  return parts;
 }
 
 /** Packs the per-token inputs of ppo_loss_forward; null arrays are filled with `fill`. */

@@ -23,6 +23,11 @@ export interface TrainerLossCase {
   old_per_token_logps: Float32Array | null; // (B, T)
   ref_per_token_logps: Float32Array | null; // (B, T)
   sampling_per_token_logps: Float32Array | null; // (B, T) vLLM / rollout log-probs
+  /**
+   * (B) each row's attention_mask sum: prompt + response tokens, what verl's use_dynamic_bsz packs micro-batches
+   * by; null in a case without its prompts (a loss case that does not give them).
+   */
+  sequence_lengths: Int32Array | null;
 }
 
 /** A micro-batch without its logits: what the objectives read besides the log-probs. */

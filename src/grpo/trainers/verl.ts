@@ -10,8 +10,9 @@ import { resolveSettings } from '../settings/resolve.ts';
 import { trainerRefusal } from '../settings/rules.ts';
 import { VERL_RUN, VERL_SETTINGS, type VerlConfig, type VerlRun } from '../settings/verl.ts';
 import type { PpoKl, PpoLossParams, PpoMode } from '../../kernels/types.ts';
-import { aggregationWeights, microBatchWeights, packInputs, ppoOutputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
+import { aggregationWeights, consecutiveParts, microBatchWeights, packInputs, ppoOutputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
 import { rolloutCorrection, type RolloutCorrectionSettings } from './verl_rollout.ts';
+import { verlDynamicMicroBatches } from './verl_dynamic.ts';
 import type { TrainerLoss, TrainerInputs, TrainerLossOutputs } from './types.ts';
 
 const MODES: Record<string, PpoMode> = { vanilla: 'clip', gspo: 'gspo_token', sapo: 'sapo', cispo: 'cispo', gpg: 'pg', clip_cov: 'clip', kl_cov: 'kl_cov', geo_mean: 'geo_mean' };
@@ -22,25 +23,19 @@ function need(a: Float32Array | null, name: string, why: string): Float32Array {
   return a;
 }
 
-/** clip_cov: candidates with lb < cov < ub that the clip did not already bind lose their gradient (corr = 0). */
 /**
- * use_dynamic_bsz packs each rank's mini-batch into ⌈its prompt + response tokens ÷ (ppo_max_token_len_per_gpu ×
- * ulysses_sequence_parallel_size)⌉ micro-batches (dp_actor.py update_policy, prepare_dynamic_batch), each aggregated
- * on its own; the objective takes the mini-batch as one. Refused where even the rank's loss-mask tokens (a lower
- * bound of what verl counts: the prompts and unmasked response tokens add to it) pass the budget, so verl's packing
- * holds several micro-batches for certain.
+ * use_dynamic_bsz: each rank's step rows packed by their prompt + response tokens (verl_dynamic.ts), as
+ * dp_actor.py update_policy calls prepare_dynamic_batch with ppo_max_token_len_per_gpu ×
+ * ulysses_sequence_parallel_size. Per rank, the micro-batches as lists of the rank's row offsets.
  */
-function assertOneDynamicMicroBatch(mask: ArrayLike<number>, T: number, ranges: readonly [number, number][], cfg: VerlConfig): void {
-  const budget = cfg.ppo_max_token_len_per_gpu * cfg.ulysses_sequence_parallel_size;
-  ranges.forEach(([r0, r1], rank) => {
-    let n = 0;
-    for (let i = r0 * T; i < r1 * T; i++) n += mask[i] ? 1 : 0;
-    if (n > budget) {
-      throw new SettingsError(`config.ppo_max_token_len_per_gpu: ${cfg.ppo_max_token_len_per_gpu} × ulysses_sequence_parallel_size ${cfg.ulysses_sequence_parallel_size} = ${budget} tokens per dynamic micro-batch (use_dynamic_bsz), and ${ranges.length > 1 ? `rank ${rank}'s` : "the step's"} rows ${r0}–${r1 - 1} hold at least ${n} (their response tokens alone): verl packs them into at least ${Math.ceil(n / budget)} micro-batches, each aggregated on its own, the studio takes one; import one micro-batch's rows, or give the run's ppo_max_token_len_per_gpu if it was larger`);
-    }
-  });
+function dynamicParts(c: TrainerInputs, ranges: readonly [number, number][], cfg: VerlConfig): number[][][] {
+  const len = c.sequence_lengths;
+  if (!len) throw new SettingsError('sequence_lengths: required with use_dynamic_bsz (verl packs the rows into micro-batches by their prompt + response tokens, attention_mask.sum(-1), and aggregates each on its own); give them, or run.micro_batch_loss_scale for a case that is one micro-batch');
+  const sp = cfg.ulysses_sequence_parallel_size;
+  return verlDynamicMicroBatches(ranges.map(([a, b]) => Array.from(len.subarray(a, b))), cfg.ppo_max_token_len_per_gpu * sp, `config.ppo_max_token_len_per_gpu: ${cfg.ppo_max_token_len_per_gpu} × ulysses_sequence_parallel_size ${sp}`);
 }
 
+/** clip_cov: candidates with lb < cov < ub that the clip did not already bind lose their gradient (corr = 0). */
 function clipCovSelection(c: TrainerInputs, logp: ArrayLike<number>, old: ArrayLike<number>, M: ArrayLike<number>, cfg: VerlConfig, lo: number, hi: number): Float64Array {
   const N = c.B * c.T;
   let total = 0;
@@ -102,11 +97,11 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
   // data_parallel_size ranks (DataProto.chunk: rank r holds the r-th B/dp rows) the k-th mini-batch of its rows,
   // the ranks' gradients averaged (FSDP), the other rows weighing 0 — else it is refused, as TRL's
   // steps_per_generation > 1 in the step (step_objective.ts). A case that states its micro-batch's scale
-  // (run.micro_batch_loss_scale) is one micro-batch; use_dynamic_bsz packs micro-batches by tokens: taken as one, refused where they are certainly several
-  // (assertOneDynamicMicroBatch).
+  // (run.micro_batch_loss_scale) is one micro-batch; use_dynamic_bsz packs each rank's rows into micro-batches by
+  // their tokens (dynamicParts), each scaled by its rows ÷ ppo_mini_batch_size.
   const mini = cfg.ppo_mini_batch_size;
   let ranges: [number, number][] = [[0, B]]; // the rows of the step, per rank
-  let micro = B;
+  let parts: number[][][] | null = null; // per rank, its micro-batches' row offsets; null: one micro-batch
   if (run.mini_batch_index !== null && !legacy) throw new SettingsError(`run.mini_batch_index: ${run.mini_batch_index} selects a step of the legacy worker's mini-batch loop, and use_legacy_worker_impl is disable (the engine worker): leave it out`);
   if (run.mini_batch_index !== null && run.micro_batch_loss_scale !== null) throw new SettingsError(`run.mini_batch_index: ${run.mini_batch_index} with run.micro_batch_loss_scale ${run.micro_batch_loss_scale}: a case stating its scale is one micro-batch; leave one out`);
   if (legacy && run.micro_batch_loss_scale === null) {
@@ -123,16 +118,22 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
     } else if (B > mini) {
       throw new SettingsError(`config.ppo_mini_batch_size: ${mini} rows per optimizer step (the actor's: × rollout.n ÷ data-parallel size), but the batch holds ${B}: verl takes ${Math.ceil(B / mini)} optimizer steps over it (dp_actor.py update_policy), the studio one; set run.mini_batch_index to 0 (the batch file's "run", or the page's trainer settings) to take verl's first, the first ${mini} rows of each rank's, or set ppo_mini_batch_size to at least ${B}`);
     }
-    const [r0, r1] = ranges[0];
-    if (!cfg.use_dynamic_bsz && cfg.ppo_micro_batch_size_per_gpu !== null) micro = Math.min(r1 - r0, cfg.ppo_micro_batch_size_per_gpu);
-    if (cfg.use_dynamic_bsz) assertOneDynamicMicroBatch(c.completion_mask, T, ranges, cfg);
+    const micro = cfg.ppo_micro_batch_size_per_gpu;
+    if (cfg.use_dynamic_bsz) parts = dynamicParts(c, ranges, cfg);
+    else if (micro !== null) parts = ranges.map(([a, b]) => consecutiveParts(b - a, micro));
   }
+  const rankParts = parts ?? ranges.map(([a, b]) => consecutiveParts(b - a, b - a));
   const stepRows = ranges.reduce((n, [a, b]) => n + b - a, 0);
-  if (micro < B || stepRows < B) {
+  const split = rankParts.some((p) => p.length > 1);
+  if (split || stepRows < B) {
     // Selections and normalisations over one micro-batch's tokens are not row-local: taken over every row of the
     // batch, so reproduced only when the batch is the one micro-batch.
     const across = lossMode === 'clip_cov' || lossMode === 'kl_cov' ? `loss_mode ${lossMode} (its token selection)` : bypass && cfg.rollout_is_batch_normalize ? 'bypass_mode with rollout_is_batch_normalize (its normalisation)' : null;
-    const field = stepRows < B ? `run.mini_batch_index: ${run.mini_batch_index} takes ${stepRows} of the batch's ${B} rows` : `config.ppo_micro_batch_size_per_gpu: ${cfg.ppo_micro_batch_size_per_gpu} rows per micro-batch, of the batch's ${B}`;
+    const field = stepRows < B
+      ? `run.mini_batch_index: ${run.mini_batch_index} takes ${stepRows} of the batch's ${B} rows`
+      : cfg.use_dynamic_bsz
+        ? `config.ppo_max_token_len_per_gpu: ${cfg.ppo_max_token_len_per_gpu} tokens per dynamic micro-batch, and use_dynamic_bsz packs the batch's ${B} rows into ${rankParts[0].length}`
+        : `config.ppo_micro_batch_size_per_gpu: ${cfg.ppo_micro_batch_size_per_gpu} rows per micro-batch, of the batch's ${B}`;
     if (across) throw new SettingsError(`${field}, and ${across} spans each micro-batch's rows; the studio reproduces it on a batch of one micro-batch: import that micro-batch's rows alone`);
   }
   // on_policy: update_policy's own test, one mini-batch (of each rank's rows) and one epoch.
@@ -140,12 +141,13 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
   const onPolicy: boolean = legacy && (run.on_policy ?? (Math.max(run.num_mini_batches, Math.ceil(rankRows / mini)) === 1 && cfg.ppo_epochs === 1));
   if (!onPolicy && !bypass) need(c.old_per_token_logps, 'old_per_token_logps', 'old_log_probs of an off-policy update');
   if (cfg.use_kl_loss) need(c.ref_per_token_logps, 'ref_per_token_logps', 'use_kl_loss');
-  let scale = 1;
-  if (legacy) {
-    if (run.micro_batch_loss_scale !== null) scale = run.micro_batch_loss_scale;
-    else if (cfg.use_dynamic_bsz) scale = (ranges[0][1] - ranges[0][0]) / cfg.ppo_mini_batch_size; // its rows taken as one micro-batch
-    else scale = 1 / Math.floor(cfg.ppo_mini_batch_size / cfg.ppo_micro_batch_size_per_gpu!); // set: verl_rules.ts refuses null without use_dynamic_bsz
-  }
+  // The loop's loss_scale_factor for a micro-batch of `rows`: its rows ÷ ppo_mini_batch_size under use_dynamic_bsz,
+  // else 1 / gradient_accumulation (ppo_micro_batch_size_per_gpu set: verl_rules.ts refuses null without use_dynamic_bsz).
+  const scaleOf = (rows: number): number => {
+    if (!legacy) return 1;
+    if (run.micro_batch_loss_scale !== null) return run.micro_batch_loss_scale;
+    return cfg.use_dynamic_bsz ? rows / mini : 1 / Math.floor(mini / cfg.ppo_micro_batch_size_per_gpu!);
+  };
   const epsLow: number = cfg.clip_ratio_low ?? cfg.clip_ratio;
   const epsHigh: number = cfg.clip_ratio_high ?? cfg.clip_ratio;
   const rc: RolloutCorrectionSettings = cfg;
@@ -153,20 +155,20 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
   // Decoupled mode: the trainer corrects once, with the stored old log-probs, before the actor runs.
   const decoupled = rollout && !bypass ? rolloutCorrection(Float64Array.from(need(c.old_per_token_logps, 'old_per_token_logps', 'rollout correction'), (o, i) => o - rollout[i]), M0, B, T, rc) : null;
   const entropyShown = cfg.calculate_entropy || cfg.entropy_coeff !== 0;
-  const global = (mode: Aggregation['mode']): Aggregation =>
+  const global = (mode: Aggregation['mode'], rows: number): Aggregation =>
     legacy
-      ? { mode, dp: 1, tokens: null, seqs: null, norm: T, scale }
+      ? { mode, dp: 1, tokens: null, seqs: null, norm: T, scale: scaleOf(rows) }
       : { mode, dp: run.dp_size, tokens: run.batch_num_tokens, seqs: run.global_batch_size, norm: cfg.loss_scale_factor ?? T, scale: 1 };
   // Each rank's step rows in micro-batches, each weighed alone, the ranks averaged; the other rows weigh 0.
   const ranks = ranges.length;
   const stepWeights = (mask: Float64Array, weigh: (mask: Float64Array, rows: number) => Float64Array) => {
     const w = new Float64Array(N);
-    for (const [a, b] of ranges) w.set(microBatchWeights(mask.subarray(a * T, b * T), b - a, T, micro, weigh).map((x) => x / ranks), a * T);
+    ranges.forEach(([a, b], k) => w.set(microBatchWeights(mask.subarray(a * T, b * T), T, rankParts[k], weigh).map((x) => x / ranks), a * T));
     return w;
   };
-  const weights = (mask: Float64Array, mode: Aggregation['mode']) => stepWeights(mask, (m, rows) => aggregationWeights(m, rows, T, global(mode)));
+  const weights = (mask: Float64Array, mode: Aggregation['mode']) => stepWeights(mask, (m, rows) => aggregationWeights(m, rows, T, global(mode, rows)));
   // geo_mean: the mean of its micro-batch's sequence losses, every position of a row weighing alike.
-  const geoWeights = () => stepWeights(M0, (_, rows) => new Float64Array(rows * T).fill(scale / rows));
+  const geoWeights = () => stepWeights(M0, (_, rows) => new Float64Array(rows * T).fill(scaleOf(rows) / rows));
   const rangeOf = (b: number) => ranges.find(([a, e]) => b >= a && b < e);
 
   let isShown: Float64Array | null = decoupled?.weights ?? null;

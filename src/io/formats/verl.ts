@@ -98,6 +98,16 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     group_ids,
   };
   if (batch.tool_mask) notes.push('response_mask has zeros inside responses (multi-turn tool tokens): kept as tool_mask');
+  // use_dynamic_bsz packs rows by attention_mask.sum(-1) (verl/utils/seqlen_balancing.py); the step counts
+  // prompt_mask ⧺ completion_mask. Attended response tokens outside that span (a rollout cut inside a tool
+  // response) would pack different micro-batches: refused rather than stepped on other lengths.
+  if (attention && cfg.use_dynamic_bsz === true) {
+    for (let b = 0; b < B; b++) {
+      const attended = row(attention, b, P, P + R).reduce((a, x) => a + (x ? 1 : 0), 0);
+      const counted = batch.completion_mask[b].reduce((a, x) => a + x, 0);
+      if (attended !== counted) d.fail(`attention_mask at sample ${b} attends ${attended} response tokens, its response_mask spans ${counted}: use_dynamic_bsz packs micro-batches by the attention, which the batch's completion_mask does not carry`);
+    }
+  }
   for (const [key, field] of [['old_log_probs', 'old_per_token_logps'], ['ref_log_prob', 'ref_per_token_logps'], ['rollout_log_probs', 'sampling_per_token_logps']] as const) {
     if (d.has(key)) batch[field] = rows(d.floats(key));
   }
