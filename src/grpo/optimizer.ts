@@ -20,8 +20,8 @@ export interface OptimizerConfig {
   eps: number; // AdamW only
   weight_decay: number;
   momentum: number; // SGD only (0: plain SGD, no buffer)
-  /** Parameters without weight decay: none (torch.optim over one group), or biases and norm weights as transformers' Trainer groups them. */
-  no_decay?: 'none' | 'biases_and_norms';
+  /** Parameters without weight decay, by name (NO_DECAY): none (torch.optim over one group) unless set. */
+  no_decay?: NoDecay;
 }
 
 /** torch.optim.AdamW defaults (lr as TRL's GRPOConfig: 1e-6; weight_decay 0 as transformers' TrainingArguments). */
@@ -35,6 +35,26 @@ const DEFAULT_OPTIMIZER: OptimizerConfig = { name: 'adamw', lr: 1e-6, betas: [0.
 export function hfNoDecay(name: string): boolean {
   return /bias|layernorm|rmsnorm|(?:^|\.)norm(?:$|\.)|_norm(?:$|\.)|(?:^|\.)ln_(?:\d+|f)\./.test(name.toLowerCase());
 }
+
+/**
+ * Parameters OpenRLHF gives no weight decay (OpenRLHF/OpenRLHF openrlhf/utils/deepspeed/deepspeed_utils.py
+ * get_optimizer_grouped_parameters): a name holding one of these substrings. GPT-2's ln_1 / ln_2 weights hold
+ * none of them and are decayed; ln_f is not.
+ */
+export function openrlhfNoDecay(name: string): boolean {
+  return ['bias', 'layer_norm.weight', 'layernorm.weight', 'norm.weight', 'ln_f.weight'].some((s) => name.includes(s));
+}
+
+/**
+ * Which parameters a trainer's optimizer exempts from weight decay, by HF parameter name: none (torch.optim over
+ * one group), biases and norm weights as transformers' Trainer groups them, or OpenRLHF's name patterns.
+ */
+export const NO_DECAY = {
+  none: () => false,
+  biases_and_norms: hfNoDecay,
+  openrlhf: openrlhfNoDecay,
+} as const satisfies Record<string, (name: string) => boolean>;
+export type NoDecay = keyof typeof NO_DECAY;
 
 export class OptimizerConfigError extends Error {
   constructor(message: string) {
@@ -70,9 +90,9 @@ export function parseOptimizerConfig(raw: unknown, where = 'config.optimizer'): 
   };
 }
 
-function noDecay(v: unknown, where: string): 'none' | 'biases_and_norms' {
-  if (v === 'none' || v === 'biases_and_norms') return v;
-  throw new OptimizerConfigError(`${where}.no_decay: expected "none" or "biases_and_norms", got ${JSON.stringify(v)}`);
+function noDecay(v: unknown, where: string): NoDecay {
+  if (typeof v === 'string' && Object.hasOwn(NO_DECAY, v)) return v as NoDecay;
+  throw new OptimizerConfigError(`${where}.no_decay: expected one of ${Object.keys(NO_DECAY).map((k) => JSON.stringify(k)).join(', ')}, got ${JSON.stringify(v)}`);
 }
 
 /** Gradient norms before clipping. Group norms are √(Σ over the group's tensors of Σ g²). */
@@ -215,7 +235,7 @@ export class Optimizer {
       param: p.buffer,
       grad: this.gradOf(grads, p),
       n: numel(p.shape),
-      weightDecay: c.no_decay === 'biases_and_norms' && hfNoDecay(p.name) ? 0 : c.weight_decay,
+      weightDecay: NO_DECAY[c.no_decay ?? 'none'](p.name) ? 0 : c.weight_decay,
       state: this.stateOf(p),
     }));
     const common = { clip: this.sums.clip, out: this.sums.update };

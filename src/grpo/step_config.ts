@@ -15,7 +15,9 @@ import { parseTrlConfig, parseTrlRun, TRL_RUN_SETTINGS, TRL_SETTINGS } from './s
 import { parseSettings, rowsIn, specOf, type SettingsTable } from './settings/table.ts';
 import { trlOptimizer } from './trainers/trl_optimizer.ts';
 import { verlOptimizer } from './trainers/verl_optimizer.ts';
+import { openrlhfOptimizer } from './trainers/openrlhf_optimizer.ts';
 import { trainerRefusal } from './settings/rules.ts';
+import type { TrainerId } from './settings/types.ts';
 import { objectiveFor, type TrainerObjective } from './step_objective.ts';
 
 /** Everything one update needs besides the data: TRL's loss fields, the optimizer, clipping, positions. */
@@ -175,6 +177,9 @@ export function trainerObjectiveOf(settings: EffectiveSettings): TrainerObjectiv
   return { trainer, config: rowsIn(TRAINER_TABLES[trainer].config, settings.config), run: rowsIn(runTable(trainer), settings.run) };
 }
 
+/** The actor's optimizer step of the trainers that are not TRL, from their own rows. */
+const TRAINER_OPTIMIZERS = { verl: verlOptimizer, openrlhf: openrlhfOptimizer } satisfies Record<Exclude<TrainerId, 'trl'>, typeof verlOptimizer>;
+
 /**
  * The update's StepConfig from the effective settings: the studio loss (TRL's names; max_completion_length left
  * out is GRPOConfig's 512 for TRL, as its objective; C = the batch's widest completion, the studio loss's L_max
@@ -182,8 +187,9 @@ export function trainerObjectiveOf(settings: EffectiveSettings): TrainerObjectiv
  * it, and the optimizer step — the studio's `optimizer` object (torch.optim), else TRL's trainer's when the
  * config names TrainingArguments' optimizer / schedule or TrainerState (trlOptimizerApplies; `steps_done`
  * updates after run.global_step, as the page's continued updates), else AdamW of learning_rate / adam_* /
- * weight_decay; for verl (without a studio `optimizer` object) its actor's AdamW and grad_clip
- * (src/grpo/trainers/verl_optimizer.ts: actor.optim.*, the schedule at run.global_steps, `steps_done` after it).
+ * weight_decay; for verl and OpenRLHF (without a studio `optimizer` object) the actor's own AdamW, schedule and
+ * clipping (TRAINER_OPTIMIZERS: verl_optimizer.ts at run.global_steps, openrlhf_optimizer.ts at
+ * run.actor_optimizer_steps, `steps_done` after it).
  * A combination the trainer refuses is refused here (TrainerRefusal, its reason and source).
  * Throws GrpoLossError / OptimizerConfigError / SettingsError naming the field.
  */
@@ -200,7 +206,7 @@ export function stepConfigOf(settings: EffectiveSettings, C: number, opts: { ste
     const g = settings.run.global_step;
     config.optimizer = trlOptimizerOf(settings.config, { ...settings.run, global_step: (typeof g === 'number' ? g : 0) + (opts.steps_done ?? 0) });
   }
-  if (settings.trainer === 'verl' && settings.config.optimizer === undefined) Object.assign(config, verlOptimizer(settings.config, settings.run, opts.steps_done ?? 0));
+  if (settings.config.optimizer === undefined && settings.trainer !== 'trl') Object.assign(config, TRAINER_OPTIMIZERS[settings.trainer](settings.config, settings.run, opts.steps_done ?? 0));
   // TRL's aggregation of several reward functions is an advantages row (no objective follows it): the studio's own
   // rollouts need it too. (verl's / OpenRLHF's estimator rows describe an imported batch's advantages.)
   const advantage_gap = settings.trainer === 'trl' ? rewardAdvantageGap({ trainer: 'trl', config: o.config }) : null;

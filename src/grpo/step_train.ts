@@ -25,6 +25,7 @@ import type { PaddedBatch } from './batch.ts';
 import { grpo_loss, readGrpoLossFields, type GrpoLossInputs } from './loss.ts';
 import { Optimizer } from './optimizer.ts';
 import type { TrainingDropout } from './settings/dropout.ts';
+import { dropoutWith, ModelLoadError, type ModelConfig } from '../model/config.ts';
 import { SettingsError } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
 import { trainerInputs, trainerObjective, type ScoredUpdate, type TrainerGrad } from './step_objective.ts';
@@ -63,10 +64,19 @@ function scoredUpdate(ctx: StageContext, state: StepState, per_token_logps: Floa
  * some (ModelConfig.dropout), the trainer's loss and gradient are a random draw the studio's dropout-free forward
  * does not reproduce. Refused, naming the probabilities and the fix, rather than shown as the trainer's number.
  */
-function assertNoTrainingDropout(d: TrainingDropout | null, dropout: Record<string, number>): void {
+function assertNoTrainingDropout(d: TrainingDropout | null, model: ModelConfig): void {
+  if (!d) return;
+  let dropout = model.dropout;
+  if (d.override) {
+    try {
+      dropout = dropoutWith(model, d.override.values, d.override.field);
+    } catch (e) {
+      throw e instanceof ModelLoadError ? new SettingsError(e.message) : e;
+    }
+  }
   const on = Object.entries(dropout);
-  if (!d || on.length === 0) return;
-  throw new SettingsError(`${d.why}, and config.json has dropout ${on.map(([k, p]) => `${k} ${p}`).join(', ')}: the trainer's loss and gradient drop activations at random, the studio's forward drops none; ${d.fix}`);
+  if (on.length === 0) return;
+  throw new SettingsError(`${d.why}, and config.json${d.override ? ` with ${d.override.field}` : ''} has dropout ${on.map(([k, p]) => `${k} ${p}`).join(', ')}: the trainer's loss and gradient drop activations at random, the studio's forward drops none; ${d.fix}`);
 }
 
 /** Forward with saved activations, scoring every completion position (TRL computes them all; the masks decide). */
@@ -75,7 +85,7 @@ export async function policyForward(ctx: StageContext, state: StepState): Promis
   if (ctx.weights.changed && !opts.reference && opts.config.loss.beta !== 0) {
     throw new Error('the frozen-copy reference is the policy as loaded, and its weights have changed: reload the model or give a reference model');
   }
-  assertNoTrainingDropout(opts.config.training_dropout ?? null, opts.policy.config.dropout);
+  assertNoTrainingDropout(opts.config.training_dropout ?? null, opts.policy.config);
   const p = need(state, 'assemble').data.padded;
   const rec = gpu.recorder('policy_forward', { stream: true });
   const scores = ctx.own(score_completions(rec, opts.policy, p, { temperature: opts.config.loss.temperature, save: true }));

@@ -49,6 +49,29 @@ describe('grpo-studio step on a model with dropout', () => {
     expect(line).not.toContain('\n');
   });
 
+  it("verl's model.override_config is the model verl builds: its dropout keys decide, other keys are refused naming them", async () => {
+    const verl = (override: Record<string, unknown> | undefined) => (b: Record<string, unknown>) => Object.assign(b, { trainer: 'verl', config: { ppo_mini_batch_size: 8, ppo_micro_batch_size_per_gpu: 8, ...(override ? { 'model.override_config': override } : {}) } });
+    const dir = mkdtempSync(join(tmpdir(), 'step-dropout-'));
+    const run = async (model: string, override: Record<string, unknown> | undefined, out?: string) => main(['step', '--model', model, '--batch', batchWith(verl(override)), ...(out ? ['--out', join(dir, out)] : [])]);
+    // GPT-2's 0.1 in config.json, all three set to 0 over it: the step of the dropout-free checkpoint, exactly.
+    expect(await run(modelWith({ attn_pdrop: 0.1, embd_pdrop: 0.1, resid_pdrop: 0.1 }), { attn_pdrop: 0, embd_pdrop: 0, resid_pdrop: 0, attn_implementation: 'sdpa' }, 'over.json')).toBe(0);
+    expect(await run(SRC, undefined, 'plain.json')).toBe(0);
+    const [over, plain] = ['over.json', 'plain.json'].map((f) => read<StepCliResult>(join(dir, f)));
+    expect([over.loss, over.grad_norm, over.loss_after]).toEqual([plain.loss, plain.grad_norm, plain.loss_after]);
+    // One left on, or one set over a dropout-free config.json: refused as config.json's own would be.
+    err.mockClear();
+    expect(await run(modelWith({ attn_pdrop: 0.1, embd_pdrop: 0.1, resid_pdrop: 0.1 }), { attn_pdrop: 0, embd_pdrop: 0 })).toBe(2);
+    expect(String(err.mock.calls[0][0])).toMatch(/config\.json with config\.model\.override_config has dropout resid_pdrop 0\.1: /);
+    err.mockClear();
+    expect(await run(SRC, { attn_pdrop: 0.2 })).toBe(2);
+    expect(String(err.mock.calls[0][0])).toMatch(/has dropout attn_pdrop 0\.2: .*or to 0 in model\.override_config/);
+    // A key that changes the model's numbers is not applied by the studio: refused, one line naming it.
+    err.mockClear();
+    expect(await run(SRC, { layer_norm_epsilon: 1e-3, attn_pdrop: 0 })).toBe(2);
+    expect(err.mock.calls).toHaveLength(1);
+    expect(String(err.mock.calls[0][0])).toMatch(/config\.model\.override_config: verl sets layer_norm_epsilon over the model's config\.json/);
+  });
+
   it('TRL with disable_dropout true steps the dropout-free model: the golden eval-mode step', async () => {
     const out = join(mkdtempSync(join(tmpdir(), 'step-dropout-')), 'result.json');
     const model = modelWith({ attn_pdrop: 0.1, embd_pdrop: 0.1, resid_pdrop: 0.1 });

@@ -159,8 +159,14 @@ describe('trainer preset in chromium', () => {
 
   it('switching the preset to OpenRLHF changes the loss table, and the step takes OpenRLHF’s gradient', async () => {
     await page.getByTestId('trainer').selectOption('openrlhf');
+    // The weights continue from the earlier updates: OpenRLHF's update 1, whose cosine schedule needs its length.
+    expect(await runUpdate()).toContain('error');
+    expect((await page.locator('[data-testid="errors"] .error-msg').allTextContents()).join('\n')).toMatch(/run\.max_steps: actor\.lr_scheduler cosine_with_min_lr at run\.actor_optimizer_steps 1 needs the schedule's length/);
+    await page.getByTestId('trainer-field-max_steps').fill('100');
     const statuses = await runUpdate();
     expect(statuses[STAGE.loss]).toBe('done');
+    // OpenRLHF's own optimizer: actor.adam.lr 1e-6 at update 1 of 100, in the ⌈3⌉-step warmup: 1e-6 · (1/3).
+    expect(Number(await page.getByTestId('optimizer-step').getAttribute('data-lr'))).toBe(1e-6 * (1 / 3));
     expect(await page.locator('[data-testid="loss-table"][data-trainer="openrlhf"] td[data-loss-type]').evaluateAll((els) => els.map((e) => e.getAttribute('data-loss-type')))).toEqual(['ppo', 'gspo']);
     expect(await page.getByTestId('trainer-loss').getAttribute('data-trainer')).toBe('openrlhf');
     expect(statuses[STAGE.backward]).toBe('done');

@@ -250,6 +250,7 @@ const CONTEXT: Record<TrainerId, Record<Key, Context>> = {
     loss_agg_mode: { values: ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'], why: 'every aggregation differs' },
     clip_ratio: { config: { clip_ratio_low: null, clip_ratio_high: null }, why: 'read only where clip_ratio_low / clip_ratio_high are null' },
     use_kl_loss: { why: 'adds kl_loss_coef · KL' },
+    use_rollout_log_probs: { run: { on_policy: true }, why: 'on-policy: without it old := log_prob.detach() (ratio 1)' },
     kl_loss_coef: { config: { use_kl_loss: true }, why: 'with use_kl_loss' },
     // k1 = kl, k2 = mse, k3 = low_var_kl are verl's aliases: only the distinct estimators are compared.
     kl_loss_type: { config: { use_kl_loss: true }, values: ['low_var_kl', 'kl', 'abs', 'mse'], why: 'with use_kl_loss; aliases (k1, k2, k3) name the same estimators' },

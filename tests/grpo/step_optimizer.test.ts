@@ -192,7 +192,7 @@ describe('Optimizer state and errors', () => {
 
   it('parseOptimizerConfig fills torch defaults and names a bad field', () => {
     expect(parseOptimizerConfig({ name: 'sgd', lr: 0.5 })).toEqual({ name: 'sgd', lr: 0.5, betas: [0.9, 0.999], eps: 1e-8, weight_decay: 0, momentum: 0, no_decay: 'none' });
-    expect(() => parseOptimizerConfig({ no_decay: 'norms' })).toThrow(/config\.optimizer\.no_decay: expected "none" or "biases_and_norms"/);
+    expect(() => parseOptimizerConfig({ no_decay: 'norms' })).toThrow(/config\.optimizer\.no_decay: expected one of "none", "biases_and_norms", "openrlhf", got "norms"/);
     expect(() => parseOptimizerConfig({ betas: [0.9] })).toThrow(/config\.optimizer\.betas: expected two numbers/);
     expect(() => parseOptimizerConfig({ lr: -1 })).toThrow(/config\.optimizer\.lr: expected a number >= 0, got -1/);
   });

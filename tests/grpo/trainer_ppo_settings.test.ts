@@ -265,3 +265,18 @@ describe('verl: the objective is one micro-batch of dp_actor.py update_policy', 
     expect(() => resolveSettings(VERL_SETTINGS, { rollout_rs_threshold: true }, 'config')).toThrow(/rollout_rs_threshold: expected a string or a number/);
   });
 });
+
+describe('verl use_rollout_log_probs', () => {
+  it("keeps the stored old_log_probs on-policy: the loss of the off-policy path, not the ratio-1 one", async () => {
+    const c = verlCase('02'); // on-policy: one mini-batch, one epoch
+    const run = (config: Record<string, unknown>, r: Record<string, unknown>) => verlObjective(twinBackend(c), { ...c, config: { ...c.config, ...config }, run: { ...c.run, ...r } }, { backward: true });
+    const onPolicy = await run({}, {});
+    const kept = await run({ use_rollout_log_probs: true }, {});
+    const offPolicy = await run({}, { on_policy: false });
+    expect(kept.loss).toBe(offPolicy.loss);
+    expect(Array.from(kept.dlogits!)).toEqual(Array.from(offPolicy.dlogits!));
+    expect(kept.loss).not.toBeCloseTo(onPolicy.loss, 6);
+    // It wins over a stated run.on_policy too (dp_actor.py tests it first).
+    expect((await run({ use_rollout_log_probs: true }, { on_policy: true })).loss).toBe(offPolicy.loss);
+  });
+});

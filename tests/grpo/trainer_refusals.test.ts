@@ -121,6 +121,18 @@ describe('the objectives refuse through the same rules', () => {
   });
 });
 
+describe("TRL: sync_ref_model (the studio's reference is the model as loaded)", () => {
+  it("refuses it with beta 0 in TRL's words, and from global_step ≥ ref_model_sync_steps on, when the reference has been mixed", () => {
+    expect(trl({ sync_ref_model: true }, {})?.message).toMatch(/^config\.sync_ref_model: TRL refuses sync_ref_model with beta 0: "You passed `sync_ref_model=True` while `beta=0\.0`/);
+    const at = (global_step: number) => trl({ sync_ref_model: true, beta: 0.04, ref_model_sync_steps: 10, ref_model_mixup_alpha: 0.5 }, { global_step });
+    expect(at(0)).toBeNull();
+    expect(at(9)).toBeNull(); // the reference is still the initial one: the step is exact
+    expect(at(10)?.message).toMatch(/^config\.sync_ref_model: with global_step 10 ≥ ref_model_sync_steps 10: TRL's reference has been mixed with the policy 1 time\(s\) \(ref ← \(1 − 0\.5\)·ref \+ 0\.5·policy\)/);
+    expect(at(25)?.message).toMatch(/mixed with the policy 2 time\(s\)/);
+    expect(trl({ sync_ref_model: false, beta: 0.04 }, { global_step: 5000 })).toBeNull();
+  });
+});
+
 describe('TRL: the adaptive entropy coefficient past the first step', () => {
   it('use_adaptive_entropy with global_step > 0 needs the run\'s coefficient and last world entropy', () => {
     expect(trl({ use_adaptive_entropy: true, entropy_coef: 0.1 }, { global_step: 5 })?.message).toMatch(/^config\.use_adaptive_entropy: with global_step 5: TRL's coefficient \(self\.entropy_coef\)/);

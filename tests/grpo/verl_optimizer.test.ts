@@ -58,6 +58,17 @@ describe("a verl batch steps with verl's actor optimizer", () => {
     expect(page(b)).toEqual(c);
   });
 
+  it("the engine worker clips at optim.clip_grad, the legacy one at grad_clip; a set deprecated optim.grad_clip replaces clip_grad", () => {
+    const sizes = { [`${ACT}.grad_clip`]: 0.5, [`${ACT}.optim.clip_grad`]: 2 };
+    expect(cli(batchOf(sizes)).max_grad_norm).toBe(0.5);
+    const engine = batchOf({ ...sizes, 'trainer.use_legacy_worker_impl': 'disable' });
+    expect(cli(engine).max_grad_norm).toBe(2);
+    expect(page(engine).max_grad_norm).toBe(2);
+    // OptimizerConfig.__post_init__: grad_clip (deprecated) set wins over clip_grad; null leaves clip_grad.
+    expect(cli(batchOf({ ...sizes, 'trainer.use_legacy_worker_impl': 'disable', [`${ACT}.optim.grad_clip`]: 0.25 })).max_grad_norm).toBe(0.25);
+    expect(cli(batchOf({ ...sizes, 'trainer.use_legacy_worker_impl': 'disable', [`${ACT}.optim.grad_clip`]: null })).max_grad_norm).toBe(2);
+  });
+
   it("TRL's TrainingArguments rows are not verl's: learning_rate / max_grad_norm in a verl file do not reach its step", () => {
     const b = batchOf({});
     const c = stepConfigOf(effectiveSettings('verl', [{ origin: 'file', trainer: 'verl', config: { ...b.config, learning_rate: 1e-3, max_grad_norm: 0 }, run: b.run ?? {} }]), 3);
@@ -103,11 +114,5 @@ describe("a verl batch steps with verl's actor optimizer", () => {
     expect(() => cli(batchOf({ [`${ACT}.optim.optimizer_impl`]: 'bitsandbytes.optim' }))).toThrow(/config\.optimizer_impl/);
     expect(() => cli(batchOf({ [`${ACT}.grad_clip`]: 0 }))).toThrow(/grad_clip/);
     expect(() => batchOf({ [`${ACT}.optim.override_optimizer_config`]: { eps: 1e-6 } })).toThrow(/override_optimizer_config/);
-  });
-
-  it('OpenRLHF still steps with the shared TrainingArguments rows', () => {
-    const s = effectiveSettings('openrlhf', [{ origin: 'file', trainer: 'openrlhf', config: { learning_rate: 3e-6, weight_decay: 0.1, max_grad_norm: 0.5 } }]);
-    const c = stepConfigOf(s, 3, { refuse: false });
-    expect([c.optimizer.lr, c.optimizer.weight_decay, c.max_grad_norm]).toEqual([3e-6, 0.1, 0.5]);
   });
 });

@@ -13,9 +13,13 @@ export function otherValue(s: SettingSpec): unknown {
       // verl's rollout_rs / rollout_rs_threshold / adv_estimator: values verl parses (rollout_corr_helper.py, core_algos.py).
       return { optim: 'sgd', lr_scheduler_type: 'constant', rollout_rs: 'token_k1', rollout_rs_threshold: '0.5_2', adv_estimator: 'grpo' }[s.name] ?? 'x';
     case 'number-list':
-      return s.name === 'betas' ? [0.9, 0.95] : [0.5, 2]; // verl's AdamW betas: each in [0, 1)
+      // AdamW betas (verl's betas, OpenRLHF's actor.adam.betas): each in [0, 1), not the default.
+      if (s.name.endsWith('betas')) return JSON.stringify(d) === '[0.9,0.95]' ? [0.8, 0.99] : [0.9, 0.95];
+      return [0.5, 2];
     case 'object':
       // OpenRLHF's loss_batch_info is _optimizer_step_loss_norm's {dp_size, batch_num_tokens, global_batch_size}.
+      // verl's model.override_config: a dropout key (any other key is refused).
+      if (s.name === 'model.override_config') return { attention_dropout: 0 };
       return s.name === 'loss_batch_info' ? { dp_size: 2, batch_num_tokens: 12, global_batch_size: 3 } : { num_cycles: 0.25 };
     case 'integer':
     case 'number': {

@@ -8,9 +8,8 @@
 //
 // The fields a trainer's batch config may hold are its own table's (trl.ts, verl.ts, openrlhf.ts) plus the
 // studio's (studio.ts: advantage / position-id policy, model family, the studio's optimizer object) and
-// TRL's scale_rewards for verl and OpenRLHF, plus, for OpenRLHF only, the TrainingArguments rows the studio's
-// optimizer step reads (learning_rate, adam_*, weight_decay, max_grad_norm; verl's actor has its own optimizer
-// rows, actor.optim.* and grad_clip): configTable(). A run-context key a
+// TRL's scale_rewards for verl and OpenRLHF (each has its own optimizer rows: verl's actor.optim.* and grad_clip,
+// OpenRLHF's actor.adam.*, actor.lr_scheduler, actor.max_norm): configTable(). A run-context key a
 // layer holds in `config` (the importers put rank / num_processes / gradient_accumulation_steps there, as
 // TRL's args do) is a run value. Keys no table knows are kept, unchecked, with their provenance (exporters
 // add their own), and listed by unknownKeys().
@@ -57,11 +56,10 @@ export interface EffectiveSettings {
 const TRL_CONFIG: SettingsTable = TRL_SETTINGS.map((s) => (s.name === 'loss_type' ? { ...s, values: [...TRL_LOSS_TYPES, ...AGGREGATIONS.filter((a) => !(TRL_LOSS_TYPES as readonly string[]).includes(a))] } : s));
 
 /**
- * TRL rows the studio's optimizer step and advantages read beside another trainer's objective: scale_rewards for
- * both, TrainingArguments' optimizer rows for OpenRLHF only — verl's actor takes its own (actor.optim.*, grad_clip:
- * the optimizer rows of src/grpo/settings/verl.ts).
+ * TRL rows the studio's advantages read beside another trainer's objective: scale_rewards. The optimizer step is each
+ * trainer's own (the optimizer rows of src/grpo/settings/verl.ts and openrlhf.ts).
  */
-const sharedTrl = (trainer: TrainerId): SettingsTable => (trainer === 'trl' ? [] : TRL_SETTINGS.filter((s) => (s.scope === 'optimizer' && trainer !== 'verl') || s.name === 'scale_rewards'));
+const sharedTrl = (trainer: TrainerId): SettingsTable => (trainer === 'trl' ? [] : TRL_SETTINGS.filter((s) => s.name === 'scale_rewards'));
 
 /** Values that mean the same under this trainer as under any other: the studio's rows and the TRL ones it shares. */
 const portableNames = (t: TrainerId): ReadonlySet<string> =>

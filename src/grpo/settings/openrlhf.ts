@@ -8,6 +8,10 @@ const CLI = 'openrlhf/cli/train_ppo_ray.py';
 const LOSS = 'openrlhf/models/loss.py PolicyLoss';
 const STEP = 'openrlhf/trainer/ray/ppo_actor.py training_step';
 const NORM = 'openrlhf/utils/loss_utils.py _optimizer_step_loss_norm';
+const DS = 'openrlhf/utils/deepspeed/deepspeed.py DeepspeedStrategy';
+
+/** The actor's schedules (transformers get_scheduler through DeepspeedStrategy.prepare) the studio reproduces. */
+export const OPENRLHF_LR_SCHEDULERS = ['cosine_with_min_lr', 'cosine', 'linear', 'constant_with_warmup', 'constant'] as const;
 
 const s = (spec: Omit<SettingSpec, 'trainer'>): SettingSpec => ({ trainer: 'openrlhf', ...spec });
 
@@ -34,6 +38,18 @@ export const OPENRLHF_SETTINGS: readonly SettingSpec[] = [
   // μ: the actor's training loop runs max_epochs times over the replay buffer of one rollout, its experiences'
   // action_log_probs (the old log-probs) fixed from the rollout; `--max_epochs` before the hierarchical args.
   s({ name: 'train.max_epochs', formerly: 'max_epochs', type: 'integer', default: 1, min: 1, scope: 'optimizer', doc: 'passes (μ) over one batch of experiences: forward → loss → backward → step again, the old log-probs fixed', source: `${CLI}; openrlhf/trainer/ray/ppo_actor.py ppo_train (for epoch in range(max_epochs))` }),
+  // The actor's optimizer step (src/grpo/trainers/openrlhf_optimizer.ts): DeepSpeed's AdamW (FusedAdam, adam_w_mode)
+  // over get_optimizer_grouped_parameters' two groups, the transformers schedule DeepSpeed steps after each update,
+  // and DeepSpeed's gradient_clipping.
+  s({ name: 'actor.optim', type: 'enum', values: ['adam', 'muon'], default: 'adam', scope: 'optimizer', doc: 'adam: DeepSpeed AdamW (decoupled decay, eps outside the root); muon is refused (not reproduced)', source: `${CLI}; ${DS}.create_optimizer` }),
+  s({ name: 'actor.adam.lr', formerly: 'actor_learning_rate', form: 'loss', type: 'number', default: 1e-6, min: 0, scope: 'optimizer', doc: 'AdamW learning rate, × the schedule factor at the step', source: CLI }),
+  s({ name: 'actor.adam.betas', formerly: 'adam_betas', type: 'number-list', length: 2, default: [0.9, 0.95], scope: 'optimizer', doc: 'AdamW (β1, β2)', source: CLI }),
+  s({ name: 'actor.adam.eps', type: 'number', default: 1e-8, min: 0, exclusive: true, scope: 'optimizer', doc: 'AdamW ε, added to √v̂', source: CLI }),
+  s({ name: 'actor.adam.weight_decay', formerly: 'l2', form: 'loss', type: 'number', default: 0, min: 0, scope: 'optimizer', doc: 'decoupled weight decay, except on parameters whose name holds bias, layer_norm.weight, layernorm.weight, norm.weight or ln_f.weight', source: 'openrlhf/utils/deepspeed/deepspeed_utils.py get_optimizer_grouped_parameters' }),
+  s({ name: 'actor.lr_scheduler', formerly: 'lr_scheduler', type: 'enum', values: OPENRLHF_LR_SCHEDULERS, default: 'cosine_with_min_lr', scope: 'optimizer', doc: 'transformers schedule: λ = k / W during the warmup; cosine_with_min_lr then r + (1 − r)·½(1 + cos(π·p)), p = (k − W) / (T − W)', source: `${DS}.prepare; transformers optimization.py get_scheduler` }),
+  s({ name: 'actor.lr_warmup_ratio', formerly: 'lr_warmup_ratio', type: 'number', default: 0.03, min: 0, max: 1, scope: 'optimizer', doc: 'warmup W = ⌈max_steps · ratio⌉ steps: with any ratio > 0 the run\'s first update has lr 0', source: `${DS}.prepare` }),
+  s({ name: 'actor.min_lr_ratio', type: 'number', default: 0.1, min: 0, max: 1, scope: 'optimizer', doc: 'cosine_with_min_lr: the floor r of λ (min_lr_rate)', source: `${DS}.prepare` }),
+  s({ name: 'actor.max_norm', formerly: 'max_norm', type: 'number', default: 1.0, scope: 'optimizer', doc: 'DeepSpeed gradient_clipping at this global norm; ≤ 0: none', source: 'openrlhf/utils/deepspeed/deepspeed_utils.py get_train_ds_config' }),
 ];
 
 /** Run context (`run` of a case or batch): the optimizer-step window of this micro-batch. */
@@ -43,6 +59,8 @@ export const OPENRLHF_RUN: readonly SettingSpec[] = [
   s({ name: 'other_tokens', type: 'number', default: 0, min: 0, scope: 'run', doc: 'action tokens of the other micro-batches and ranks in the window', source: NORM }),
   s({ name: 'other_samples', type: 'number', default: 0, min: 0, scope: 'run', doc: 'non-empty samples of the other micro-batches and ranks in the window', source: NORM }),
   s({ name: 'loss_batch_info', type: 'object', default: null, nullable: true, scope: 'run', doc: '{dp_size, batch_num_tokens = window tokens / gas, global_batch_size = window samples / gas}; default derived from the fields above', source: NORM }),
+  s({ name: 'actor_optimizer_steps', type: 'integer', default: 0, min: 0, scope: 'optimizer', doc: 'optimizer steps the actor took before this one (the LambdaLR position DeepSpeed steps after each update); 0: the run\'s first', source: `${DS}.prepare (scheduler)` }),
+  s({ name: 'max_steps', type: 'integer', default: null, nullable: true, min: 1, scope: 'optimizer', doc: 'the schedule\'s num_training_steps: ⌊prompts · n_samples_per_prompt ÷ train.batch_size⌋ · num_episodes · max_epochs; needed past the first step', source: 'openrlhf/trainer/ppo_trainer.py (max_steps)' }),
 ];
 
 /** OPENRLHF_SETTINGS' values once read (resolveSettings), typed. */
@@ -63,6 +81,15 @@ export interface OpenrlhfConfig {
   'algo.advantage.is_correction_type': 'tis' | 'icepop' | 'seq-mask-tis';
   'rollout.temperature': number;
   'train.max_epochs': number;
+  'actor.optim': 'adam' | 'muon';
+  'actor.adam.lr': number;
+  'actor.adam.betas': number[];
+  'actor.adam.eps': number;
+  'actor.adam.weight_decay': number;
+  'actor.lr_scheduler': (typeof OPENRLHF_LR_SCHEDULERS)[number];
+  'actor.lr_warmup_ratio': number;
+  'actor.min_lr_ratio': number;
+  'actor.max_norm': number;
 }
 
 export interface OpenrlhfRun {
@@ -71,4 +98,6 @@ export interface OpenrlhfRun {
   other_tokens: number;
   other_samples: number;
   loss_batch_info: Record<string, unknown> | null;
+  actor_optimizer_steps: number;
+  max_steps: number | null;
 }

@@ -61,6 +61,10 @@ export const TRL_SETTINGS: SettingsTable = rows([
   { name: 'chat_template_kwargs', type: 'object', nullable: true, default: null, scope: 'sampling', doc: 'Keyword arguments of the chat template when prompts are rendered (e.g. enable_thinking).' },
   // training forward
   { name: 'disable_dropout', type: 'boolean', default: false, scope: 'forward', doc: "Turn the model's dropout off for training (disable_dropout_in_model). False, the default, leaves a GPT-2 checkpoint's dropout (0.1) on in TRL's loss and gradient: the studio's forward has none, so the step is refused until it is true." },
+  // reference model: huggingface/trl trl/trainer/callbacks.py SyncRefModelCallback, added by GRPOTrainer.__init__.
+  { name: 'sync_ref_model', type: 'boolean', default: false, scope: 'reference', doc: "Every ref_model_sync_steps steps TRL mixes the policy into the reference (ref ← (1 − α)·ref + α·policy). The studio's reference is the model as loaded (or --ref-model): refused from run.global_step ≥ ref_model_sync_steps on, and with β = 0 or an adapter, as TRL refuses them." },
+  { name: 'ref_model_mixup_alpha', type: 'number', min: 0, max: 1, default: 0.6, scope: 'reference', doc: 'α of sync_ref_model: ref ← (1 − α)·ref + α·policy at each sync.' },
+  { name: 'ref_model_sync_steps', type: 'integer', min: 1, default: 512, scope: 'reference', doc: 'sync_ref_model syncs after every step whose global_step is a multiple of it.' },
   { name: 'per_device_train_batch_size', type: 'integer', min: 1, default: 8, scope: 'optimizer', source: ARGS, doc: 'Completions per process per micro-batch (TrainingArguments).' },
   { name: 'mask_truncated_completions', type: 'boolean', default: false, scope: 'batch', doc: 'Completions whose last token is neither EOS nor pad get completion_mask (and tool_mask) 0 before num_items_in_batch is counted.' },
   { name: 'use_vllm', type: 'boolean', default: false, scope: 'loss', doc: 'Generation by vLLM: enables the importance-sampling correction of the loss (vllm_importance_sampling_*).' },
@@ -140,6 +144,9 @@ export interface TrlConfig {
   max_prompt_length: number | null;
   chat_template_kwargs: Record<string, unknown> | null;
   disable_dropout: boolean;
+  sync_ref_model: boolean;
+  ref_model_mixup_alpha: number;
+  ref_model_sync_steps: number;
   per_device_train_batch_size: number;
   mask_truncated_completions: boolean;
   use_vllm: boolean;

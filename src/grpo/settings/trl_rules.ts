@@ -24,7 +24,15 @@ const GLOBAL_COUNT = ['dapo', 'cispo', 'vespo'];
 /** vllm_importance_sampling_clip_max as __post_init__ leaves it: the deprecated cap, when set, replaces it. */
 const clipMax = (c: TrlConfig) => c.vllm_importance_sampling_cap ?? c.vllm_importance_sampling_clip_max;
 
+const SYNC = 'huggingface/trl trl/trainer/callbacks.py SyncRefModelCallback.on_step_end';
+
 export const TRL_RULES: readonly TrainerRule<TrlConfig, TrlRun>[] = [
+  {
+    fields: ['config.sync_ref_model', 'config.beta'],
+    by: 'trainer',
+    source: INIT,
+    check: (c) => (c.sync_ref_model && c.beta === 0 ? 'TRL refuses sync_ref_model with beta 0: "You passed `sync_ref_model=True` while `beta=0.0`, which means the reference model is not used during training. Consequently, GRPOTrainer does not create a `ref_model` instance, and there is nothing to synchronize. Please set `sync_ref_model=False`, or set `beta` to a non-zero value."' : null),
+  },
   {
     fields: ['config.vllm_importance_sampling_mode', 'config.loss_type', 'config.use_vllm', 'config.vllm_importance_sampling_correction'],
     by: 'trainer',
@@ -122,6 +130,19 @@ export const TRL_RULES: readonly TrainerRule<TrlConfig, TrlRun>[] = [
       c.use_adaptive_entropy && (r.global_step ?? 0) > 0 && (r.adaptive_entropy_coef === null || r.last_world_entropy === null)
         ? `with global_step ${r.global_step}: TRL's coefficient (self.entropy_coef) and its gate (the last world entropy) have moved since the start; give run.adaptive_entropy_coef and run.last_world_entropy (TRL's checkpoint state: entropy_coef, last_world_entropy)`
         : null,
+  },
+  {
+    fields: ['config.sync_ref_model', 'run.global_step', 'config.ref_model_sync_steps'],
+    by: 'studio',
+    source: SYNC,
+    // SyncRefModelCallback syncs after each step whose global_step is a multiple of ref_model_sync_steps: the
+    // update after g completed steps measures its KL against a reference mixed ⌊g / steps⌋ times.
+    check: (c, r) => {
+      const g = r.global_step ?? 0;
+      return c.sync_ref_model && c.beta !== 0 && g >= c.ref_model_sync_steps
+        ? `with global_step ${g} ≥ ref_model_sync_steps ${c.ref_model_sync_steps}: TRL's reference has been mixed with the policy ${Math.floor(g / c.ref_model_sync_steps)} time(s) (ref ← (1 − ${c.ref_model_mixup_alpha})·ref + ${c.ref_model_mixup_alpha}·policy), the studio's is the model as loaded (or --ref-model): give that synced reference as --ref-model and leave sync_ref_model out`
+        : null;
+    },
   },
   {
     fields: ['config.kl_estimator', 'config.beta'],

@@ -16,6 +16,7 @@ export const SCOPES = {
   run: { title: 'run context', objective: true },
   batch: { title: 'batch', objective: true },
   forward: { title: 'training forward', objective: false },
+  reference: { title: 'reference model', objective: true },
   sampling: { title: 'sampling', objective: false },
   advantages: { title: 'advantages', objective: false },
   optimizer: { title: 'optimizer', objective: false },

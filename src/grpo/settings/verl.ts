@@ -46,6 +46,7 @@ export const VERL_SETTINGS: readonly SettingSpec[] = [
   s({ name: 'ppo_kl_coef', path: 'actor_rollout_ref.actor.policy_loss.ppo_kl_coef', type: 'number', default: 0.1, scope: 'loss', doc: 'kl_cov: L = −A·r + ppo_kl_coef·|logp − old| on the selected tokens', source: `${CORE} compute_policy_loss_kl_cov` }),
   s({ name: 'temperature', path: 'actor_rollout_ref.rollout.temperature', type: 'number', default: 1.0, min: 0, exclusive: true, scope: 'loss', doc: 'logits are divided by it before log-probs and entropy (data.meta_info["temperature"])', source: DP }),
   s({ name: 'ppo_epochs', path: 'actor_rollout_ref.actor.ppo_epochs', type: 'integer', default: 1, min: 1, scope: 'optimizer', doc: 'epochs over the batch; with one mini-batch and 1 epoch the actor is on-policy', source: DP }),
+  s({ name: 'use_rollout_log_probs', path: 'actor_rollout_ref.actor.use_rollout_log_probs', type: 'boolean', default: false, scope: 'loss', doc: 'the legacy actor keeps the batch\'s old_log_probs even on-policy (fully-async training), never log_prob.detach()', source: `${DP} update_policy; verl/workers/config/actor.py` }),
   s({ name: 'ppo_mini_batch_size', path: 'actor_rollout_ref.actor.ppo_mini_batch_size', type: 'integer', default: 256, min: 1, scope: 'optimizer', doc: 'sequences per optimizer step', source: ACTOR }),
   s({ name: 'ppo_micro_batch_size_per_gpu', path: 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu', type: 'integer', default: null, nullable: true, min: 1, scope: 'optimizer', doc: 'micro-batch size: loss × 1 / (ppo_mini_batch_size // ppo_micro_batch_size_per_gpu)', source: DP }),
   s({ name: 'use_dynamic_bsz', path: 'actor_rollout_ref.actor.use_dynamic_bsz', type: 'boolean', default: false, scope: 'optimizer', doc: 'dynamic micro-batches: each rank\'s mini-batch packed by prompt + response tokens (karmarkar_karp), each micro-batch aggregated alone × its rows / ppo_mini_batch_size', source: `${DP} update_policy; verl/utils/seqlen_balancing.py` }),
@@ -65,7 +66,11 @@ export const VERL_SETTINGS: readonly SettingSpec[] = [
   s({ name: 'min_lr_ratio', path: 'actor_rollout_ref.actor.optim.min_lr_ratio', type: 'number', default: 0.0, nullable: true, min: 0, max: 1, scope: 'optimizer', doc: 'cosine: the floor m of the factor (null = 0)', source: `${SCHED} get_cosine_schedule_with_warmup` }),
   s({ name: 'num_cycles', path: 'actor_rollout_ref.actor.optim.num_cycles', type: 'number', default: 0.5, scope: 'optimizer', doc: 'cosine: waves over the decay (0.5 = one half-cosine)', source: `${SCHED} get_cosine_schedule_with_warmup` }),
   s({ name: 'total_training_steps', path: 'actor_rollout_ref.actor.optim.total_training_steps', type: 'integer', default: -1, scope: 'optimizer', doc: 'T of the schedule, injected by the driver (ray_trainer.py _create_dataloader); -1 = not known', source: `${OPTIM}; verl/trainer/ppo/ray_trainer.py` }),
-  s({ name: 'grad_clip', form: 'loss', path: 'actor_rollout_ref.actor.grad_clip', type: 'number', default: 1.0, min: 0, exclusive: true, scope: 'optimizer', doc: 'clip_grad_norm_ max_norm (0 would zero every gradient: refused); the step is skipped (zero_grad) when the grad norm is not finite', source: `${DP} _optimizer_step` }),
+  s({ name: 'grad_clip', form: 'loss', path: 'actor_rollout_ref.actor.grad_clip', type: 'number', default: 1.0, min: 0, exclusive: true, scope: 'optimizer', doc: 'the legacy worker\'s clip_grad_norm_ max_norm (0 would zero every gradient: refused); the step is skipped (zero_grad) when the grad norm is not finite', source: `${DP} _optimizer_step` }),
+  // The engine worker clips with its optimizer config's clip_grad (OptimizerConfig.__post_init__ lets the deprecated
+  // optim.grad_clip override it: the reader maps that), not the actor's grad_clip.
+  s({ name: 'optim.clip_grad', path: 'actor_rollout_ref.actor.optim.clip_grad', type: 'number', default: 1.0, min: 0, exclusive: true, scope: 'optimizer', doc: 'the engine worker\'s (use_legacy_worker_impl disable) clip_grad_norm_ max_norm; the legacy worker reads grad_clip', source: `${OPTIM}; verl/workers/engine/fsdp/transformer_impl.py optimizer_step` }),
+  s({ name: 'model.override_config', path: 'actor_rollout_ref.model.override_config', type: 'object', default: null, nullable: true, scope: 'forward', doc: 'keys verl sets over config.json before building the actor (update_model_config): dropout probabilities are what the dropout check reads; attn_implementation / use_cache / token ids change no number; any other key is refused', source: 'verl/workers/fsdp_workers.py _build_model_optimizer' }),
   s({ name: 'use_legacy_worker_impl', path: 'trainer.use_legacy_worker_impl', type: 'enum', values: ['auto', 'enable', 'disable'], default: 'auto', scope: 'loss', doc: 'auto/enable: the dp_actor loop (local aggregation); disable: the engine worker ppo_loss (global batch aggregation)', source: `${DP}; ${LOSSES}` }),
   s({ name: 'rollout_is', path: 'algorithm.rollout_correction.rollout_is', type: 'enum', values: ['token', 'sequence'], default: null, nullable: true, scope: 'loss', doc: 'rollout IS weight: token exp(clamp(old − rollout, ±20)) or sequence exp(clamp(Σ, ±20)), truncated at rollout_is_threshold; null (the trainer config\'s default: no weights) — the RolloutCorrectionConfig dataclass says "sequence", but the driver reads the config, where algorithm/rollout_correction.yaml sets null', source: `${RC} compute_rollout_correction_weights; verl/trainer/config/algorithm/rollout_correction.yaml` }),
   s({ name: 'rollout_is_threshold', path: 'algorithm.rollout_correction.rollout_is_threshold', type: 'number', default: 2.0, min: 0, exclusive: true, scope: 'loss', doc: 'upper truncation of the rollout IS weights', source: ALGO }),
@@ -116,6 +121,7 @@ export interface VerlConfig {
   ppo_kl_coef: number;
   temperature: number;
   ppo_epochs: number;
+  use_rollout_log_probs: boolean;
   ppo_mini_batch_size: number;
   ppo_micro_batch_size_per_gpu: number | null;
   use_dynamic_bsz: boolean;
@@ -134,6 +140,8 @@ export interface VerlConfig {
   num_cycles: number;
   total_training_steps: number;
   grad_clip: number;
+  'optim.clip_grad': number;
+  'model.override_config': Record<string, unknown> | null;
   use_legacy_worker_impl: 'auto' | 'enable' | 'disable';
   rollout_is: 'token' | 'sequence' | null;
   rollout_is_threshold: number;

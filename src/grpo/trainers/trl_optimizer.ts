@@ -2,8 +2,7 @@
 // TrainingArguments) and run (TrainerState): torch.optim.AdamW with adam_beta1/2, adam_epsilon, weight decay on
 // every parameter but biases and norm weights, at the learning rate the scheduler gives this step.
 //   - Decay groups: no_decay 'biases_and_norms' (src/grpo/optimizer.ts hfNoDecay).
-//   - Schedules: huggingface/transformers src/transformers/optimization.py
-//     _get_{linear,cosine,constant}_schedule_with_warmup_lr_lambda; the warmup length is
+//   - Schedules: transformers' lambdas (hf_schedule.ts); the warmup length is
 //     TrainingArguments.get_warmup_steps (warmup_steps ≥ 1 as is, in (0, 1) a ratio, else ⌈T·warmup_ratio⌉).
 // The scheduler is stepped after each optimizer step, so the step after global_step completed ones runs at
 // learning_rate · λ(global_step). Without run.global_step this is the run's first step (λ(0)); a schedule that
@@ -11,6 +10,7 @@
 import { SettingsError } from '../settings/types.ts';
 import { TRL_LR_SCHEDULERS, TRL_OPTIMS, type TrlConfig, type TrlRun } from '../settings/trl.ts';
 import type { OptimizerConfig } from '../optimizer.ts';
+import { hfLrLambda } from './hf_schedule.ts';
 
 /** The warmup length for T total steps (TrainingArguments.get_warmup_steps). */
 function warmupSteps(c: TrlConfig, T: number | null): number {
@@ -37,21 +37,17 @@ export function trlLrFactor(c: TrlConfig, run: TrlRun): number {
     throw new SettingsError(`config.lr_scheduler_type: expected one of ${TRL_LR_SCHEDULERS.join(', ')}, got ${JSON.stringify(c.lr_scheduler_type)}`);
   }
   const cycles = numCycles(c);
-  // get_constant_schedule has no warmup at all.
-  if (c.lr_scheduler_type === 'constant') return 1;
+  const type = c.lr_scheduler_type as (typeof TRL_LR_SCHEDULERS)[number];
+  if (type === 'constant') return 1; // get_constant_schedule has no warmup: no length needed
   const s = run.global_step ?? 0;
   const T = run.max_steps;
   const W = warmupSteps(c, T);
-  if (s < W) return s / Math.max(1, W);
-  if (c.lr_scheduler_type === 'constant_with_warmup') return 1;
-  if (T === null) {
+  if (T === null && s >= W && type !== 'constant_with_warmup') {
     // The first step after a warmup of 0 is λ = 1 for both decays; any later one needs the run's length.
     if (s === 0) return 1;
-    throw new SettingsError(`run.max_steps: lr_scheduler_type ${c.lr_scheduler_type} at run.global_step ${s} needs the run's length (trainer.state.max_steps)`);
+    throw new SettingsError(`run.max_steps: lr_scheduler_type ${type} at run.global_step ${s} needs the run's length (trainer.state.max_steps)`);
   }
-  if (c.lr_scheduler_type === 'linear') return Math.max(0, (T - s) / Math.max(1, T - W));
-  const progress = (s - W) / Math.max(1, T - W);
-  return Math.max(0, 0.5 * (1 + Math.cos(Math.PI * cycles * 2 * progress)));
+  return hfLrLambda(type, s, W, T ?? 0, { num_cycles: cycles, min_lr_rate: 0 });
 }
 
 /** The AdamW of TRL's optimizer step for this config and run. Throws SettingsError naming the field. */

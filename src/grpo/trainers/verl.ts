@@ -136,9 +136,10 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
         : `config.ppo_micro_batch_size_per_gpu: ${cfg.ppo_micro_batch_size_per_gpu} rows per micro-batch, of the batch's ${B}`;
     if (across) throw new SettingsError(`${field}, and ${across} spans each micro-batch's rows; the studio reproduces it on a batch of one micro-batch: import that micro-batch's rows alone`);
   }
-  // on_policy: update_policy's own test, one mini-batch (of each rank's rows) and one epoch.
+  // on_policy: update_policy's own test, one mini-batch (of each rank's rows) and one epoch; use_rollout_log_probs
+  // keeps the stored old log-probs whatever it says.
   const rankRows = ranges.length > 1 ? B / ranges.length : B;
-  const onPolicy: boolean = legacy && (run.on_policy ?? (Math.max(run.num_mini_batches, Math.ceil(rankRows / mini)) === 1 && cfg.ppo_epochs === 1));
+  const onPolicy: boolean = legacy && !cfg.use_rollout_log_probs && (run.on_policy ?? (Math.max(run.num_mini_batches, Math.ceil(rankRows / mini)) === 1 && cfg.ppo_epochs === 1));
   if (!onPolicy && !bypass) need(c.old_per_token_logps, 'old_per_token_logps', 'old_log_probs of an off-policy update');
   if (cfg.use_kl_loss) need(c.ref_per_token_logps, 'ref_per_token_logps', 'use_kl_loss');
   // The loop's loss_scale_factor for a micro-batch of `rows`: its rows ÷ ppo_mini_batch_size under use_dynamic_bsz,

@@ -10,7 +10,9 @@
 //     own lambdas (the cosine one has a floor min_lr_ratio, and the warmup is truncated, not transformers'
 //     ⌈T · ratio⌉), so transformers' math in trl_optimizer.ts is not reused;
 //   - verl/workers/actor/dp_actor.py _optimizer_step: clip_grad_norm_(max_norm = grad_clip), the step skipped
-//     when the norm is not finite (the studio's optimizer step does the same for max_grad_norm).
+//     when the norm is not finite (the studio's optimizer step does the same for max_grad_norm); the engine worker
+//     (use_legacy_worker_impl disable, verl/workers/engine/fsdp/transformer_impl.py optimizer_step) clips at
+//     optim.clip_grad instead.
 // update_actor steps the scheduler once per training step, after the update, and the driver's global_steps
 // is 1 on the first: the update of global_steps g runs at lr · λ(g − 1); without it, the run's first step (λ(0)).
 import type { OptimizerConfig } from '../optimizer.ts';
@@ -18,7 +20,7 @@ import { parseSettings, rowsIn } from '../settings/table.ts';
 import { SettingsError } from '../settings/types.ts';
 import { VERL_RUN, VERL_SETTINGS, type VerlConfig, type VerlRun } from '../settings/verl.ts';
 
-const ROWS = VERL_SETTINGS.filter((s) => s.scope === 'optimizer');
+const ROWS = VERL_SETTINGS.filter((s) => s.scope === 'optimizer' || s.name === 'use_legacy_worker_impl');
 const RUN_ROWS = VERL_RUN.filter((s) => s.scope === 'optimizer');
 
 /** λ at the update after `s` scheduler steps. Throws SettingsError naming the field verl's value depends on. */
@@ -51,6 +53,6 @@ export function verlOptimizer(config: Record<string, unknown>, run: Record<strin
   const s = (r.global_steps ?? 1) - 1 + steps_done;
   return {
     optimizer: { name: 'adamw', lr: c.lr * verlLrFactor(c, s), betas: [c.betas[0], c.betas[1]], eps: 1e-8, weight_decay: c['optim.weight_decay'], momentum: 0, no_decay: 'none' },
-    max_grad_norm: c.grad_clip,
+    max_grad_norm: c.use_legacy_worker_impl === 'disable' ? c['optim.clip_grad'] : c.grad_clip,
   };
 }

@@ -102,6 +102,9 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   batch.config = { ...cfg, ...groupFormulaOf('openrlhf', cfg) };
   const run = d.metaObject('run');
   if (Object.keys(run).length) batch.run = run;
+  // The schedule's position is the run's, not the batch's: left out, the step is the run's first update, whose lr
+  // OpenRLHF's default warmup makes 0 (src/grpo/trainers/openrlhf_optimizer.ts).
+  if (run.actor_optimizer_steps === undefined) notes.push("no run.actor_optimizer_steps: stepped as the actor's first update (under OpenRLHF's default warmup its lr is 0); give the actor's optimizer steps before this batch, and run.max_steps, for the run's rate");
   batch.metrics = d.metrics(); // e.g. verl "actor/kl_loss", OpenRLHF "kl": the Doctor's logged-kl rule
   for (const k of KNOWN_UNMAPPED) if (d.has(k)) notes.push(`${k}: read, not part of grpo-batch/v1`);
   const unknownKeys = [...d.st.tensors.keys()].filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k));

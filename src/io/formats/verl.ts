@@ -39,6 +39,10 @@ const NESTED: ReadonlyMap<string, string> = new Map([
   ...VERL_SETTINGS.filter((s) => s.path && !NORMALISED.has(s.name)).map((s) => [s.path!, s.name] as const),
   ['actor_rollout_ref.rollout.n', 'rollout_n'],
 ]);
+/** Object rows (model.override_config), by flat name or nested path: carried whole, not split into leaves. */
+const OBJECT_ROWS = VERL_SETTINGS.filter((s) => s.type === 'object');
+const OBJECT_NAMES = new Set(OBJECT_ROWS.map((s) => s.name));
+const OBJECT_PATHS = new Set(OBJECT_ROWS.flatMap((s) => (s.path ? [s.path] : [])));
 /** Nested paths actorBatchSizes reads (the sizes and what normalises them). */
 const SIZES = [`${A}ppo_mini_batch_size`, `${A}ppo_micro_batch_size`, `${A}ppo_micro_batch_size_per_gpu`, `${A}ulysses_sequence_parallel_size`, `${A}strategy`, 'trainer.nnodes', 'trainer.n_gpus_per_node'];
 
@@ -154,9 +158,16 @@ function verlSettings(d: Dump, cfg: Record<string, unknown>, metaInfo: Record<st
   const leaves = new LeafValues(d);
   const nested = new Map<string, unknown>();
   for (const [k, v] of Object.entries(cfg)) {
-    if (isPlainObject(v)) for (const [p, x] of configLeaves(d, v, () => false, `${k}.`)) nested.set(p, x);
+    if (isPlainObject(v) && !OBJECT_NAMES.has(k)) for (const [p, x] of configLeaves(d, v, (path) => OBJECT_PATHS.has(path), `${k}.`)) nested.set(p, x);
     else leaves.set(k, flatKey(k), v);
   }
+  // OptimizerConfig.__post_init__: a deprecated optim.grad_clip that is set replaces optim.clip_grad (with a warning).
+  const oldClip = nested.get(`${A}optim.grad_clip`);
+  if (oldClip !== undefined && oldClip !== null) {
+    nested.delete(`${A}optim.grad_clip`);
+    nested.set(`${A}optim.clip_grad`, oldClip);
+    notes.push(`config.${A}optim.grad_clip (deprecated) is set: read as optim.clip_grad, as verl's OptimizerConfig does`);
+  } else nested.delete(`${A}optim.grad_clip`);
   const unread: string[] = [];
   for (const [p, v] of nested) {
     if (typeof v === 'string' && v.startsWith('${') && (NESTED.has(p) || SIZES.includes(p))) d.fail(`__metadata__ config.${p} = ${JSON.stringify(v)} is an unresolved interpolation: save OmegaConf.to_container(config, resolve=True)`);

@@ -96,7 +96,7 @@ export function Stepper() {
                   {st.status === 'done' && st.gpuBytes !== undefined ? ` · ${formatBytes(st.gpuBytes)}` : ''}
                 </span>
                 {optimizerText && (
-                  <span className="stage-meta stage-extra" data-testid="optimizer-step" data-lr={optimizerStep!.optimizer.lr} title="torch's state['step']: an update that continues from stepped weights carries the optimizer's moments and step count over, as a trainer's next step. lr: the learning rate this step took (under TRL, learning_rate at run.global_step's schedule)">
+                  <span className="stage-meta stage-extra" data-testid="optimizer-step" data-lr={optimizerStep!.optimizer.lr} title="torch's state['step']: an update that continues from stepped weights carries the optimizer's moments and step count over, as a trainer's next step. lr: the learning rate this step took (the trainer's schedule at the run's position: TRL run.global_step, verl run.global_steps, OpenRLHF run.actor_optimizer_steps)">
                     {optimizerText}
                   </span>
                 )}
