@@ -26,6 +26,7 @@ import { grpo_loss, readGrpoLossFields, type GrpoLossInputs } from './loss.ts';
 import { Optimizer } from './optimizer.ts';
 import type { TrainingDropout } from './settings/dropout.ts';
 import { dropoutWith, ModelLoadError, type ModelConfig } from '../model/config.ts';
+import type { StepConfig } from './step_config.ts';
 import { SettingsError } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
 import { trainerInputs, trainerObjective, type ScoredUpdate, type TrainerGrad } from './step_objective.ts';
@@ -79,6 +80,16 @@ function assertNoTrainingDropout(d: TrainingDropout | null, model: ModelConfig):
   throw new SettingsError(`${d.why}, and config.json${d.override ? ` with ${d.override.field}` : ''} has dropout ${on.map(([k, p]) => `${k} ${p}`).join(', ')}: the trainer's loss and gradient drop activations at random, the studio's forward drops none; ${d.fix}`);
 }
 
+/**
+ * TRL's sync_ref_model under PEFT: GRPOTrainer.__init__ raises NotImplementedError (huggingface/trl
+ * trl/trainer/grpo_trainer.py): the reference is the base with the adapter disabled, so there is no model to
+ * sync. The settings rules see no adapter (trl_rules.ts refuses the other cases); the policy forward does.
+ */
+function assertNoAdapterRefSync(objective: StepConfig['trainer'], adapter: boolean): void {
+  if (!adapter || objective?.trainer !== 'trl' || objective.config.sync_ref_model !== true) return;
+  throw new SettingsError('config.sync_ref_model: TRL refuses it with a PEFT adapter: "You passed `sync_ref_model=True` while using a PEFT model, which is currently not supported. With PEFT, GRPOTrainer does not keep a separate reference model in memory; instead, it recovers reference behavior by temporarily disabling the adapter." Leave sync_ref_model out, or step the full model');
+}
+
 /** Forward with saved activations, scoring every completion position (TRL computes them all; the masks decide). */
 export async function policyForward(ctx: StageContext, state: StepState): Promise<StageOutput<'policy_forward'>> {
   const { gpu, opts } = ctx;
@@ -86,6 +97,7 @@ export async function policyForward(ctx: StageContext, state: StepState): Promis
     throw new Error('the frozen-copy reference is the policy as loaded, and its weights have changed: reload the model or give a reference model');
   }
   assertNoTrainingDropout(opts.config.training_dropout ?? null, opts.policy.config);
+  assertNoAdapterRefSync(opts.config.trainer, opts.policy.adapter !== null);
   const p = need(state, 'assemble').data.padded;
   const rec = gpu.recorder('policy_forward', { stream: true });
   const scores = ctx.own(score_completions(rec, opts.policy, p, { temperature: opts.config.loss.temperature, save: true }));

@@ -132,6 +132,17 @@ describe('grpo-studio step --create-adapter, one update', () => {
   });
 });
 
+describe("grpo-studio step with an adapter under TRL's sync_ref_model", () => {
+  it("is refused in TRL's words (no reference model to sync under PEFT); the full model steps", async () => {
+    const dir = join(LORA, 'qwen3-all-linear-r3');
+    const b = read<{ config: Record<string, unknown> }>(join(dir, 'batch.json'));
+    const path = join(tmpDir(), 'batch.json');
+    writeFileSync(path, JSON.stringify({ ...b, config: { ...b.config, beta: 0.04, sync_ref_model: true } }));
+    await expectRefusal(['step', '--model', join(dir, 'model'), '--batch', path, '--create-adapter', 'r=2'], /: config\.sync_ref_model: TRL refuses it with a PEFT adapter: "You passed `sync_ref_model=True` while using a PEFT model/);
+    expect(await main(['step', '--model', join(dir, 'model'), '--batch', path, '--out', join(tmpDir(), 'R.json')])).toBe(0);
+  });
+});
+
 describe('grpo-studio step --create-adapter, bad SPEC: one line, exit 2', () => {
   const dir = join(LORA, 'qwen2-qv-r2-rslora');
   const base = ['step', '--model', join(dir, 'model'), '--batch', join(dir, 'batch.json'), '--out', join(tmpDir(), 'R.json')];
