@@ -197,6 +197,10 @@ export function stepConfigOf(settings: EffectiveSettings, C: number, opts: { ste
   const studio = studioView(settings);
   const config = stepConfigFromBatch(studio, C);
   const o = trainerObjectiveOf(settings);
+  // The page's continued updates are later steps of the same run: TRL's rules on the step's position (the reference
+  // sync_ref_model has mixed, the adaptive entropy coefficient that has moved) see run.global_step + steps_done.
+  const later = opts.steps_done ?? 0;
+  if (o.trainer === 'trl' && later > 0) o.run = { ...o.run, global_step: (typeof o.run.global_step === 'number' ? o.run.global_step : 0) + later };
   const held = (k: string) => settings.trainer === 'trl' && studioLossHolds(k) && (k !== 'loss_type' || isAggregation(o.config.loss_type));
   const trainer = objectiveFor(o.trainer, o.config, o.run, held);
   // What the trainer itself would refuse is refused before anything runs, with its reason (trl_rules.ts, …).

@@ -131,6 +131,18 @@ describe("TRL: sync_ref_model (the studio's reference is the model as loaded)", 
     expect(at(25)?.message).toMatch(/mixed with the policy 2 time\(s\)/);
     expect(trl({ sync_ref_model: false, beta: 0.04 }, { global_step: 5000 })).toBeNull();
   });
+
+  it("the page's continued updates are later steps: run.global_step + steps_done reaches the sync (and the adaptive entropy state)", () => {
+    // max_steps: TRL's linear schedule past the first step needs the run's length.
+    const at = (config: Record<string, unknown>, run: Record<string, unknown>, steps_done: number) => () => stepConfigOf(effectiveSettings('trl', [{ origin: 'file', config, run: { max_steps: 100, ...run } }]), 4, { steps_done });
+    const sync = { sync_ref_model: true, beta: 0.04, ref_model_sync_steps: 3 };
+    expect(at(sync, { global_step: 1 }, 1)).not.toThrow(); // update after 2 completed steps
+    expect(at(sync, { global_step: 1 }, 2)).toThrow(/^config\.sync_ref_model: with global_step 3 ≥ ref_model_sync_steps 3/);
+    expect(at(sync, {}, 3)).toThrow(/with global_step 3 ≥/);
+    // TRL moves its adaptive entropy coefficient after each step: the second update needs the run's value.
+    expect(at({ use_adaptive_entropy: true, entropy_coef: 0.1 }, {}, 0)).not.toThrow();
+    expect(at({ use_adaptive_entropy: true, entropy_coef: 0.1 }, {}, 1)).toThrow(/^config\.use_adaptive_entropy: with global_step 1: TRL's coefficient/);
+  });
 });
 
 describe('TRL: the adaptive entropy coefficient past the first step', () => {
