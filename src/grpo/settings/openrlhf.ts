@@ -2,7 +2,7 @@
 // run context of one micro-batch. Defaults are the argparse defaults at OpenRLHF/OpenRLHF 3c3be62
 // (openrlhf/cli/train_ppo_ray.py); src/grpo/trainers/openrlhf.ts reads a case's or batch's `config` / `run`
 // through this table, and docs/trainers/openrlhf.md lists it.
-import type { SettingSpec } from './types.ts';
+import { rowBuilder, type SettingSpec, type SettingsValues } from './types.ts';
 
 const CLI = 'openrlhf/cli/train_ppo_ray.py';
 const LOSS = 'openrlhf/models/loss.py PolicyLoss';
@@ -13,9 +13,9 @@ const DS = 'openrlhf/utils/deepspeed/deepspeed.py DeepspeedStrategy';
 /** The actor's schedules (transformers get_scheduler through DeepspeedStrategy.prepare) the studio reproduces. */
 export const OPENRLHF_LR_SCHEDULERS = ['cosine_with_min_lr', 'cosine', 'linear', 'constant_with_warmup', 'constant'] as const;
 
-const s = (spec: Omit<SettingSpec, 'trainer'>): SettingSpec => ({ trainer: 'openrlhf', ...spec });
+const s = rowBuilder('openrlhf');
 
-export const OPENRLHF_SETTINGS: readonly SettingSpec[] = [
+export const OPENRLHF_SETTINGS = [
   s({ name: 'actor.policy_loss_type', formerly: 'policy_loss_type', type: 'enum', values: ['ppo', 'gspo'], default: 'ppo', scope: 'loss', doc: 'ppo: token ratio exp(clamp(logp − old, ±20)); gspo: exp(mean_b(logp − old))·M, per-sample mean aggregation', source: LOSS }),
   s({ name: 'actor.eps_clip', formerly: 'eps_clip', type: 'number', default: 0.2, min: 0, scope: 'loss', doc: 'ε when eps_clip_low_high is null', source: CLI }),
   s({ name: 'actor.eps_clip_low_high', formerly: 'eps_clip_low_high', type: 'number-list', length: 2, default: null, nullable: true, scope: 'loss', doc: '[ε_low, ε_high]: L = −min(r·A, clip(r, 1 − ε_low, 1 + ε_high)·A)', source: LOSS }),
@@ -50,10 +50,10 @@ export const OPENRLHF_SETTINGS: readonly SettingSpec[] = [
   s({ name: 'actor.lr_warmup_ratio', formerly: 'lr_warmup_ratio', type: 'number', default: 0.03, min: 0, max: 1, scope: 'optimizer', doc: 'warmup W = ⌈max_steps · ratio⌉ steps: with any ratio > 0 the run\'s first update has lr 0', source: `${DS}.prepare` }),
   s({ name: 'actor.min_lr_ratio', type: 'number', default: 0.1, min: 0, max: 1, scope: 'optimizer', doc: 'cosine_with_min_lr: the floor r of λ (min_lr_rate)', source: `${DS}.prepare` }),
   s({ name: 'actor.max_norm', formerly: 'max_norm', type: 'number', default: 1.0, scope: 'optimizer', doc: 'DeepSpeed gradient_clipping at this global norm; ≤ 0: none', source: 'openrlhf/utils/deepspeed/deepspeed_utils.py get_train_ds_config' }),
-];
+] satisfies readonly SettingSpec[];
 
 /** Run context (`run` of a case or batch): the optimizer-step window of this micro-batch. */
-export const OPENRLHF_RUN: readonly SettingSpec[] = [
+export const OPENRLHF_RUN = [
   s({ name: 'num_processes', type: 'integer', default: 1, min: 1, scope: 'run', doc: 'data-parallel size (dp_size)', source: NORM }),
   s({ name: 'gradient_accumulation_steps', type: 'integer', default: 1, min: 1, scope: 'run', doc: 'micro-batches per optimizer step (gas)', source: NORM }),
   s({ name: 'other_tokens', type: 'number', default: 0, min: 0, scope: 'run', doc: 'action tokens of the other micro-batches and ranks in the window', source: NORM }),
@@ -61,43 +61,9 @@ export const OPENRLHF_RUN: readonly SettingSpec[] = [
   s({ name: 'loss_batch_info', type: 'object', default: null, nullable: true, scope: 'run', doc: '{dp_size, batch_num_tokens = window tokens / gas, global_batch_size = window samples / gas}; default derived from the fields above', source: NORM }),
   s({ name: 'actor_optimizer_steps', type: 'integer', default: 0, min: 0, scope: 'optimizer', doc: 'optimizer steps the actor took before this one (the LambdaLR position DeepSpeed steps after each update); 0: the run\'s first', source: `${DS}.prepare (scheduler)` }),
   s({ name: 'max_steps', type: 'integer', default: null, nullable: true, min: 1, scope: 'optimizer', doc: 'the schedule\'s num_training_steps: ⌊prompts · n_samples_per_prompt ÷ train.batch_size⌋ · num_episodes · max_epochs; needed past the first step', source: 'openrlhf/trainer/ppo_trainer.py (max_steps)' }),
-];
+] satisfies readonly SettingSpec[];
 
-/** OPENRLHF_SETTINGS' values once read (resolveSettings), typed. */
-export interface OpenrlhfConfig {
-  'actor.policy_loss_type': 'ppo' | 'gspo';
-  'actor.eps_clip': number;
-  'actor.eps_clip_low_high': number[] | null;
-  'actor.dual_clip': number | null;
-  'actor.entropy_coef': number | null;
-  'algo.kl.use_loss': boolean;
-  'algo.kl.init_coef': number;
-  'algo.kl.estimator': 'k1' | 'k2' | 'k3';
-  'algo.kl.target': number | null;
-  'algo.advantage.estimator': 'gae' | 'reinforce' | 'rloo' | 'reinforce_baseline' | 'group_norm' | 'dr_grpo';
-  'reward.clip_range': number[];
-  'algo.advantage.is_correction_enable': boolean;
-  'algo.advantage.is_correction_threshold': number[];
-  'algo.advantage.is_correction_type': 'tis' | 'icepop' | 'seq-mask-tis';
-  'rollout.temperature': number;
-  'train.max_epochs': number;
-  'actor.optim': 'adam' | 'muon';
-  'actor.adam.lr': number;
-  'actor.adam.betas': number[];
-  'actor.adam.eps': number;
-  'actor.adam.weight_decay': number;
-  'actor.lr_scheduler': (typeof OPENRLHF_LR_SCHEDULERS)[number];
-  'actor.lr_warmup_ratio': number;
-  'actor.min_lr_ratio': number;
-  'actor.max_norm': number;
-}
+/** OPENRLHF_SETTINGS' values once read (resolveSettings), typed from the table. */
+export type OpenrlhfConfig = SettingsValues<typeof OPENRLHF_SETTINGS>;
 
-export interface OpenrlhfRun {
-  num_processes: number;
-  gradient_accumulation_steps: number;
-  other_tokens: number;
-  other_samples: number;
-  loss_batch_info: Record<string, unknown> | null;
-  actor_optimizer_steps: number;
-  max_steps: number | null;
-}
+export type OpenrlhfRun = SettingsValues<typeof OPENRLHF_RUN>;

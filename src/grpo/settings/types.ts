@@ -69,6 +69,37 @@ export interface SettingSpec {
   form?: 'loss';
 }
 
+/** The value type a row declares: its `type`, an enum's `values`. */
+type RowValue<S> = S extends { type: 'boolean' }
+  ? boolean
+  : S extends { type: 'enum'; values: readonly (infer V)[] }
+    ? V
+    : S extends { type: 'number' | 'integer' }
+      ? number
+      : S extends { type: 'string' }
+        ? string
+        : S extends { type: 'number-list' }
+          ? number[]
+          : S extends { type: 'object' }
+            ? Record<string, unknown>
+            : never;
+
+/**
+ * A table's values once read (parseSettings / resolveSettings), typed from its rows: each row's name, the type it
+ * declares, null where `nullable: true`. The table is the one list of the names; no interface repeats them.
+ */
+export type SettingsValues<T extends readonly { name: string }[]> = {
+  -readonly [S in T[number] as S['name']]: S extends { nullable: true } ? RowValue<S> | null : RowValue<S>;
+};
+
+/**
+ * A trainer's row builder: the row as written, its name, type, values and nullable kept literal (the `const`
+ * parameter) so SettingsValues can read them, marked as `trainer`'s.
+ */
+export const rowBuilder =
+  <Tr extends TrainerId>(trainer: Tr) =>
+  <const T extends Omit<SettingSpec, 'trainer'>>(spec: T): T & Omit<SettingSpec, keyof T | 'trainer'> & { trainer: Tr } => ({ trainer, ...spec });
+
 /** A config or run value that cannot be used, naming the field. CLI: exit 2. */
 export class SettingsError extends Error {
   constructor(message: string) {

@@ -4,7 +4,7 @@
 // verl/trainer/config/algorithm.py; the actor's optimizer rows verl/workers/config/optimizer.py, lr as
 // _generated_ppo_trainer.yaml); src/grpo/trainers/verl.ts (the objective) and verl_optimizer.ts (the step) read a case's or batch's `config` / `run`
 // through this table, and docs/trainers/verl.md lists it.
-import type { SettingSpec } from './types.ts';
+import { rowBuilder, type SettingSpec, type SettingsValues } from './types.ts';
 
 const ACTOR = 'verl/workers/config/actor.py';
 const CORE = 'verl/trainer/ppo/core_algos.py';
@@ -22,9 +22,9 @@ export const VERL_KL_TYPES = ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'
 export const VERL_LR_SCHEDULERS = ['constant', 'cosine'] as const;
 export const VERL_AGG_MODES = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] as const;
 
-const s = (spec: Omit<SettingSpec, 'trainer'>): SettingSpec => ({ trainer: 'verl', ...spec });
+const s = rowBuilder('verl');
 
-export const VERL_SETTINGS: readonly SettingSpec[] = [
+export const VERL_SETTINGS = [
   s({ name: 'loss_mode', path: 'actor_rollout_ref.actor.policy_loss.loss_mode', type: 'enum', values: VERL_LOSS_MODES, default: 'vanilla', scope: 'loss', doc: 'policy loss: vanilla (dual-clip PPO), gspo, sapo, cispo, gpg, clip_cov, kl_cov, geo_mean', source: `${ACTOR} PolicyLossConfig; ${CORE}` }),
   s({ name: 'loss_agg_mode', path: 'actor_rollout_ref.actor.loss_agg_mode', type: 'enum', values: VERL_AGG_MODES, default: 'token-mean', scope: 'loss', doc: 'agg_loss: token-mean Σ L·M / N · dp; seq-mean-token-sum; seq-mean-token-mean; seq-mean-token-sum-norm Σ L·M / loss_scale_factor', source: `${CORE} agg_loss` }),
   s({ name: 'clip_ratio', path: 'actor_rollout_ref.actor.clip_ratio', type: 'number', default: 0.2, min: 0, scope: 'loss', doc: 'ε where clip_ratio_low / clip_ratio_high are null', source: ACTOR }),
@@ -82,10 +82,10 @@ export const VERL_SETTINGS: readonly SettingSpec[] = [
   s({ name: 'adv_estimator', path: 'algorithm.adv_estimator', type: 'string', default: 'gae', scope: 'advantages', doc: 'advantage estimator (grpo, rloo, reinforce_plus_plus, ...)', source: `${ALGO}; ${CORE}` }),
   s({ name: 'norm_adv_by_std_in_grpo', path: 'algorithm.norm_adv_by_std_in_grpo', type: 'boolean', default: true, scope: 'advantages', doc: 'grpo: divide by the group std (+1e-6)', source: `${CORE} compute_grpo_outcome_advantage` }),
   s({ name: 'gamma', path: 'algorithm.gamma', type: 'number', default: 1.0, scope: 'advantages', doc: 'discount (reinforce_plus_plus)', source: ALGO }),
-];
+] satisfies readonly SettingSpec[];
 
 /** Run context (`run` of a case or batch), as verl's actor derives it. */
-export const VERL_RUN: readonly SettingSpec[] = [
+export const VERL_RUN = [
   s({ name: 'num_mini_batches', type: 'integer', default: 1, min: 1, scope: 'run', doc: 'mini-batches in the update (with ppo_epochs it decides on_policy)', source: DP }),
   s({ name: 'on_policy', type: 'boolean', default: null, nullable: true, scope: 'run', doc: "old_log_probs := log_prob.detach() (ratio 1); default: one mini-batch (num_mini_batches = 1 and ⌈a rank's rows / ppo_mini_batch_size⌉ = 1) and ppo_epochs = 1", source: DP }),
   // A dump of the whole batch holds every mini-batch; the first optimizer step is exact from the rollout's policy.
@@ -96,70 +96,9 @@ export const VERL_RUN: readonly SettingSpec[] = [
   s({ name: 'batch_num_tokens', type: 'number', default: null, nullable: true, min: 0, exclusive: true, scope: 'run', doc: 'engine worker: global token count (token-mean); null = this micro-batch', source: LOSSES }),
   s({ name: 'global_batch_size', type: 'number', default: null, nullable: true, min: 0, exclusive: true, scope: 'run', doc: 'engine worker: global sequence count (seq-mean-*); null = this micro-batch', source: LOSSES }),
   s({ name: 'global_steps', type: 'integer', default: null, nullable: true, min: 1, scope: 'optimizer', doc: "the driver's global_steps (1 = the first step): the update runs at lr · λ(global_steps − 1); null = the first step", source: `verl/trainer/ppo/ray_trainer.py fit; ${FSDPW} (update_actor steps the scheduler)` }),
-];
+] satisfies readonly SettingSpec[];
 
-/** VERL_SETTINGS' values once read (resolveSettings): the fields the objective reads, typed. */
-export interface VerlConfig {
-  loss_mode: (typeof VERL_LOSS_MODES)[number];
-  loss_agg_mode: (typeof VERL_AGG_MODES)[number];
-  clip_ratio: number;
-  clip_ratio_low: number | null;
-  clip_ratio_high: number | null;
-  clip_ratio_c: number;
-  entropy_coeff: number;
-  calculate_entropy: boolean;
-  use_kl_loss: boolean;
-  kl_loss_coef: number;
-  kl_loss_type: (typeof VERL_KL_TYPES)[number];
-  loss_scale_factor: number | null;
-  tau_pos: number;
-  tau_neg: number;
-  clip_cov_ratio: number;
-  clip_cov_lb: number;
-  clip_cov_ub: number;
-  kl_cov_ratio: number;
-  ppo_kl_coef: number;
-  temperature: number;
-  ppo_epochs: number;
-  use_rollout_log_probs: boolean;
-  ppo_mini_batch_size: number;
-  ppo_micro_batch_size_per_gpu: number | null;
-  use_dynamic_bsz: boolean;
-  ppo_max_token_len_per_gpu: number;
-  ulysses_sequence_parallel_size: number;
-  'optim.optimizer': string;
-  optimizer_impl: string;
-  lr: number;
-  betas: number[];
-  'optim.weight_decay': number;
-  lr_warmup_steps: number;
-  lr_warmup_steps_ratio: number;
-  'optim.lr_scheduler_type': (typeof VERL_LR_SCHEDULERS)[number];
-  warmup_style: (typeof VERL_LR_SCHEDULERS)[number] | null;
-  min_lr_ratio: number | null;
-  num_cycles: number;
-  total_training_steps: number;
-  grad_clip: number;
-  'optim.clip_grad': number;
-  'model.override_config': Record<string, unknown> | null;
-  use_legacy_worker_impl: 'auto' | 'enable' | 'disable';
-  rollout_is: 'token' | 'sequence' | null;
-  rollout_is_threshold: number;
-  rollout_is_batch_normalize: boolean;
-  rollout_rs: string | null;
-  rollout_rs_threshold: string | null;
-  bypass_mode: boolean;
-  loss_type: 'ppo_clip' | 'reinforce';
-}
+/** VERL_SETTINGS' values once read (resolveSettings), typed from the table. */
+export type VerlConfig = SettingsValues<typeof VERL_SETTINGS>;
 
-export interface VerlRun {
-  num_mini_batches: number;
-  on_policy: boolean | null;
-  mini_batch_index: number | null;
-  data_parallel_size: number | null;
-  micro_batch_loss_scale: number | null;
-  dp_size: number;
-  batch_num_tokens: number | null;
-  global_batch_size: number | null;
-  global_steps: number | null;
-}
+export type VerlRun = SettingsValues<typeof VERL_RUN>;

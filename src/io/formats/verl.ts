@@ -41,8 +41,8 @@ const NESTED: ReadonlyMap<string, string> = new Map([
 ]);
 /** Object rows (model.override_config), by flat name or nested path: carried whole, not split into leaves. */
 const OBJECT_ROWS = VERL_SETTINGS.filter((s) => s.type === 'object');
-const OBJECT_NAMES = new Set(OBJECT_ROWS.map((s) => s.name));
-const OBJECT_PATHS = new Set(OBJECT_ROWS.flatMap((s) => (s.path ? [s.path] : [])));
+const OBJECT_NAMES = new Set<string>(OBJECT_ROWS.map((s) => s.name));
+const OBJECT_PATHS = new Set<string>(OBJECT_ROWS.flatMap((s) => (s.path ? [s.path] : [])));
 /** Nested paths actorBatchSizes reads (the sizes and what normalises them). */
 const SIZES = [`${A}ppo_mini_batch_size`, `${A}ppo_micro_batch_size`, `${A}ppo_micro_batch_size_per_gpu`, `${A}ulysses_sequence_parallel_size`, `${A}strategy`, 'trainer.nnodes', 'trainer.n_gpus_per_node'];
 
