@@ -87,7 +87,7 @@ function assertNoTrainingDropout(d: TrainingDropout | null, model: ModelConfig):
  */
 function assertNoAdapterRefSync(objective: StepConfig['trainer'], adapter: boolean): void {
   if (!adapter || objective?.trainer !== 'trl' || objective.config.sync_ref_model !== true) return;
-  throw new SettingsError('config.sync_ref_model: TRL refuses it with a PEFT adapter: "You passed `sync_ref_model=True` while using a PEFT model, which is currently not supported. With PEFT, GRPOTrainer does not keep a separate reference model in memory; instead, it recovers reference behavior by temporarily disabling the adapter." Leave sync_ref_model out, or step the full model');
+  throw new SettingsError('config.sync_ref_model: TRL refuses it with a PEFT adapter: "You passed `sync_ref_model=True` while using a PEFT model, which is currently not supported. With PEFT, GRPOTrainer does not keep a separate reference model in memory; instead, it recovers reference behavior by temporarily disabling the adapter. As a result, there is no standalone `ref_model` instance to synchronize." Leave sync_ref_model out, or step the full model');
 }
 
 /** Forward with saved activations, scoring every completion position (TRL computes them all; the masks decide). */

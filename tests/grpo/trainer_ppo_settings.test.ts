@@ -259,6 +259,33 @@ describe('verl: the objective is one micro-batch of dp_actor.py update_policy', 
     expect(sp.loss).toBe(ranks.loss);
   });
 
+  it('a dump over data_parallel_size > 1 ranks is chunked over them without mini_batch_index: each rank its own loss, the ranks averaged', async () => {
+    const { c: golden } = readTrainerCase(path.join(TRAINER_GOLDEN, 'verl/case_07.safetensors'));
+    const c = { ...golden, sampling_per_token_logps: null, ref_per_token_logps: Float32Array.from(golden.old_per_token_logps!, (x) => 1.1 * x - 0.05) };
+    const { T, V } = c;
+    const rows = <A extends Float32Array | Int32Array>(a: A, r0: number, r1: number, w: number) => a.slice(r0 * w, r1 * w) as A;
+    const rank = (r0: number, r1: number, run: Record<string, unknown>, config: Record<string, unknown>): TrainerLossCase => ({
+      ...c, B: r1 - r0, config, run,
+      logits: rows(c.logits, r0, r1, T * V), completion_ids: rows(c.completion_ids, r0, r1, T), completion_mask: rows(c.completion_mask, r0, r1, T),
+      tool_mask: null, advantages: rows(c.advantages, r0, r1, T), old_per_token_logps: rows(c.old_per_token_logps!, r0, r1, T), ref_per_token_logps: rows(c.ref_per_token_logps, r0, r1, T),
+    });
+    const config = { ...c.config, rollout_is: null, loss_agg_mode: 'token-mean', use_kl_loss: true, entropy_coeff: 0.01, ppo_mini_batch_size: 2, ppo_micro_batch_size_per_gpu: 2 };
+    const both = await verlObjective(twinBackend(c), { ...c, config, run: { data_parallel_size: 2, on_policy: false } }, { backward: true });
+    let mean = 0;
+    for (const r0 of [0, 2]) {
+      const one = rank(r0, r0 + 2, { on_policy: false }, config);
+      const o = await verlObjective(twinBackend(one), one, { backward: true });
+      mean += o.loss / 2;
+      expectClose(both.dlogits!.slice(r0 * T * V, (r0 + 2) * T * V), o.dlogits!.map((x) => x / 2), { rtol: 1e-12, atol: 1e-15, label: `rank rows ${r0}…` });
+    }
+    expect(both.loss).toBeCloseTo(mean, 12);
+    // Pooled as one rank's four rows the token-mean would differ (the ranks hold different token counts).
+    const pooled = await verlObjective(twinBackend(c), { ...c, config: { ...config, ppo_mini_batch_size: 4, ppo_micro_batch_size_per_gpu: 4 }, run: { on_policy: false } }, { backward: false });
+    expect(pooled.loss).not.toBeCloseTo(both.loss, 6);
+    // Each rank's rows past one mini-batch: several optimizer steps, refused unless one is named.
+    await rejects(verlObjective(twinBackend(c), { ...c, config: { ...config, ppo_mini_batch_size: 1, ppo_micro_batch_size_per_gpu: 1 }, run: { data_parallel_size: 2 } }, { backward: false }), /^config\.ppo_mini_batch_size: 1 rows per optimizer step .*each rank's 2 rows \(4 over data_parallel_size 2\) hold 2 mini-batches/);
+  });
+
   it('rollout_rs_threshold may be a number (Optional[str | float]), read as its decimal text', () => {
     const v = resolveSettings<Record<string, unknown>>(VERL_SETTINGS, { rollout_rs: 'token_k1', rollout_rs_threshold: 1.6 }, 'config');
     expect(v.rollout_rs_threshold).toBe('1.6');

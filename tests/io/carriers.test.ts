@@ -167,7 +167,7 @@ describe('a carrier id out of range is a refusal naming the key', () => {
 });
 
 /** A clean verl DataProto (2 groups of 2, rows interleaved as _balance_batch leaves them), prompts left-padded with <|endoftext|>. */
-function verlDump(meta: Record<string, unknown>, extra: Parameters<typeof writeSafeTensors>[0] = {}): Uint8Array {
+function verlDump(meta: Record<string, unknown>, extra: Parameters<typeof writeSafeTensors>[0] = {}, drop: string[] = []): Uint8Array {
   const prompts = leftPad([PROMPTS[0], PROMPTS[1], PROMPTS[0], PROMPTS[1]], PAD);
   const promptMask = leftPad([PROMPTS[0], PROMPTS[1], PROMPTS[0], PROMPTS[1]].map((p) => ones(p.length)), 0);
   const responses = [ANSWER(5), ANSWER(3, 20), ANSWER(9, 10), ANSWER(7, 30)];
@@ -181,7 +181,7 @@ function verlDump(meta: Record<string, unknown>, extra: Parameters<typeof writeS
     return (x - mean) / (Math.sqrt(((g[0] - mean) ** 2 + (g[1] - mean) ** 2)) + 1e-6);
   });
   const f32rows = (rows: number[][]) => ({ dtype: 'F32' as const, shape: [rows.length, rows[0].length], data: Float32Array.from(rows.flat()) });
-  return writeSafeTensors({
+  const tensors: Parameters<typeof writeSafeTensors>[0] = {
     prompts: i64(prompts),
     responses: i64(rightPad(responses, PAD)),
     attention_mask: i64(promptMask.map((m, b) => [...m, ...respMask[b]])),
@@ -189,7 +189,9 @@ function verlDump(meta: Record<string, unknown>, extra: Parameters<typeof writeS
     advantages: f32rows(respMask.map((m, b) => m.map((x) => x * adv[b]))),
     token_level_rewards: f32rows(respMask.map((m, b) => m.map((_, t) => (t === 0 ? rewards[b] : 0)))),
     ...extra,
-  }, Object.fromEntries(Object.entries({ uid, config: { rollout_n: 2 }, ...meta }).map(([k, v]) => [k, JSON.stringify(v)])));
+  };
+  for (const k of drop) delete tensors[k];
+  return writeSafeTensors(tensors, Object.fromEntries(Object.entries({ uid, config: { rollout_n: 2 }, ...meta }).map(([k, v]) => [k, JSON.stringify(v)])));
 }
 
 describe('verl: DataProto.meta_info carries the ids', () => {
@@ -241,6 +243,10 @@ describe("verl: use_dynamic_bsz packs by the attention, so the batch's completio
     expect(() => readAnyBatch(verlDump(config(true), { response_mask: i64(cut) }), 'verl.safetensors')).toThrow(/^verl\.safetensors: attention_mask at sample 0 attends \d+ response tokens, its response_mask spans \d+: use_dynamic_bsz packs micro-batches by the attention/);
     expect(() => readAnyBatch(verlDump(config(false), { response_mask: i64(cut) }), 'verl.safetensors')).not.toThrow();
     expect(() => readAnyBatch(verlDump(config(true)), 'verl.safetensors')).not.toThrow();
+  });
+  it('a dump without attention_mask is refused under use_dynamic_bsz (the prompts\' left padding would count)', () => {
+    expect(() => readAnyBatch(verlDump(config(true), {}, ['attention_mask']), 'verl.safetensors')).toThrow(/^verl\.safetensors: no attention_mask, and use_dynamic_bsz packs micro-batches by attention_mask\.sum\(-1\)/);
+    expect(() => readAnyBatch(verlDump(config(false), {}, ['attention_mask']), 'verl.safetensors')).not.toThrow();
   });
 });
 

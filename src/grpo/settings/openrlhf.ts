@@ -41,7 +41,7 @@ export const OPENRLHF_SETTINGS = [
   // The actor's optimizer step (src/grpo/trainers/openrlhf_optimizer.ts): DeepSpeed's AdamW (FusedAdam, adam_w_mode)
   // over get_optimizer_grouped_parameters' two groups, the transformers schedule DeepSpeed steps after each update,
   // and DeepSpeed's gradient_clipping.
-  s({ name: 'actor.optim', type: 'enum', values: ['adam', 'muon'], default: 'adam', scope: 'optimizer', doc: 'adam: DeepSpeed AdamW (decoupled decay, eps outside the root); muon is refused (not reproduced)', source: `${CLI}; ${DS}.create_optimizer` }),
+  s({ name: 'actor.optim', type: 'enum', values: ['adam', 'muon'], default: 'adam', scope: 'optimizer', doc: 'adam: DeepSpeed AdamW (decoupled decay, eps outside the root); muon is refused (not reproduced)', source: `${CLI}; ${DS}._ds_init_train_model` }),
   s({ name: 'actor.adam.lr', formerly: 'actor_learning_rate', form: 'loss', type: 'number', default: 1e-6, min: 0, scope: 'optimizer', doc: 'AdamW learning rate, × the schedule factor at the step', source: CLI }),
   s({ name: 'actor.adam.betas', formerly: 'adam_betas', type: 'number-list', length: 2, default: [0.9, 0.95], scope: 'optimizer', doc: 'AdamW (β1, β2)', source: CLI }),
   s({ name: 'actor.adam.eps', type: 'number', default: 1e-8, min: 0, exclusive: true, scope: 'optimizer', doc: 'AdamW ε, added to √v̂', source: CLI }),

@@ -2,7 +2,10 @@
 // _get_{linear,cosine,constant}_schedule_with_warmup_lr_lambda and the cosine one's min_lr_rate), one λ for the
 // trainers that build them through get_scheduler: TRL's Trainer (trl_optimizer.ts) and OpenRLHF's DeepSpeed
 // strategy (openrlhf_optimizer.ts). verl has its own lambdas (verl_optimizer.ts).
-export type HfSchedule = 'linear' | 'cosine' | 'cosine_with_min_lr' | 'constant' | 'constant_with_warmup';
+import type { OPENRLHF_LR_SCHEDULERS } from '../settings/openrlhf.ts';
+
+/** The schedules computed here: OpenRLHF's row lists every one (TRL's a subset of them). */
+export type HfSchedule = (typeof OPENRLHF_LR_SCHEDULERS)[number];
 
 /**
  * λ after `s` scheduler steps, with W warmup steps of T in all (the optimizer step then runs at lr · λ).

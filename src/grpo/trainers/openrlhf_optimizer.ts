@@ -1,6 +1,6 @@
 // The optimizer step of OpenRLHF's actor (OpenRLHF/OpenRLHF 3c3be62), from the rows of scope `optimizer` in
 // src/grpo/settings/openrlhf.ts:
-//   - openrlhf/utils/deepspeed/deepspeed.py DeepspeedStrategy.create_optimizer / prepare: DeepSpeed's AdamW
+//   - openrlhf/utils/deepspeed/deepspeed.py DeepspeedStrategy.prepare (_ds_init_train_model's optim_dict): DeepSpeed's AdamW
 //     ({"type": "AdamW"} → FusedAdam with adam_w_mode, bias correction; DeepSpeedCPUAdam under adam_offload does the
 //     same update) with actor.adam.{lr, betas, eps, weight_decay} over get_optimizer_grouped_parameters' two
 //     groups (deepspeed_utils.py: no decay where the name holds bias / layer_norm.weight / layernorm.weight /

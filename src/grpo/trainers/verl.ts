@@ -95,7 +95,8 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
   // (microBatchWeights). A batch past ppo_mini_batch_size (a whole-batch dump: every rank's rows, every step)
   // holds several optimizer steps: run.mini_batch_index k names the one to take — on each of the
   // data_parallel_size ranks (DataProto.chunk: rank r holds the r-th B/dp rows) the k-th mini-batch of its rows,
-  // the ranks' gradients averaged (FSDP), the other rows weighing 0 — else it is refused, as TRL's
+  // the ranks' gradients averaged (FSDP), the other rows weighing 0 (k = 0 where each rank's rows are one
+  // mini-batch) — else it is refused, as TRL's
   // steps_per_generation > 1 in the step (step_objective.ts). A case that states its micro-batch's scale
   // (run.micro_batch_loss_scale) is one micro-batch; use_dynamic_bsz packs each rank's rows into micro-batches by
   // their tokens (dynamicParts), each scaled by its rows ÷ ppo_mini_batch_size.
@@ -105,14 +106,18 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
   if (run.mini_batch_index !== null && !legacy) throw new SettingsError(`run.mini_batch_index: ${run.mini_batch_index} selects a step of the legacy worker's mini-batch loop, and use_legacy_worker_impl is disable (the engine worker): leave it out`);
   if (run.mini_batch_index !== null && run.micro_batch_loss_scale !== null) throw new SettingsError(`run.mini_batch_index: ${run.mini_batch_index} with run.micro_batch_loss_scale ${run.micro_batch_loss_scale}: a case stating its scale is one micro-batch; leave one out`);
   if (legacy && run.micro_batch_loss_scale === null) {
-    if (run.mini_batch_index !== null) {
+    const dp = run.data_parallel_size;
+    // A dump over several ranks (data_parallel_size > 1: the reader writes it from the config) holds every rank's
+    // rows, so it is chunked over them whether or not a mini-batch is named: each rank forms its own loss over its
+    // own rows, the gradients averaged. Taken as one rank's, its token counts would be pooled over all of them.
+    if (run.mini_batch_index !== null || (dp !== null && dp > 1)) {
       // The ranks the rows are chunked over must be known (the reader writes them from the config): one rank assumed
       // would take the first rows of the whole dump for a multi-GPU run's step.
-      const dp = run.data_parallel_size;
       if (dp === null) throw new SettingsError(`run.data_parallel_size: needed with run.mini_batch_index (the ranks the dump's rows are chunked over: trainer.nnodes × n_gpus_per_node ÷ ulysses_sequence_parallel_size, which the verl reader writes when the config has them)`);
-      const k = run.mini_batch_index;
+      const k = run.mini_batch_index ?? 0;
       if (B % dp !== 0) throw new SettingsError(`run.data_parallel_size: ${dp} ranks, but the batch's ${B} rows do not chunk evenly over them (DataProto.chunk)`);
       const per = B / dp;
+      if (run.mini_batch_index === null && per > mini) throw new SettingsError(`config.ppo_mini_batch_size: ${mini} rows per optimizer step (the actor's: × rollout.n ÷ data-parallel size), but each rank's ${per} rows (${B} over data_parallel_size ${dp}) hold ${Math.ceil(per / mini)} mini-batches: verl takes that many optimizer steps (dp_actor.py update_policy), the studio one; set run.mini_batch_index to 0 (the batch file's "run", or the page's trainer settings) to take verl's first, or set ppo_mini_batch_size to at least ${per}`);
       if (k * mini >= per) throw new SettingsError(`run.mini_batch_index: ${k}, but each rank's ${per} rows (${B} over data_parallel_size ${dp}) hold ${Math.ceil(per / mini)} mini-batch(es) of ppo_mini_batch_size ${mini} (0 … ${Math.ceil(per / mini) - 1})`);
       ranges = Array.from({ length: dp }, (_, r) => [r * per + k * mini, r * per + Math.min(per, (k + 1) * mini)]);
     } else if (B > mini) {

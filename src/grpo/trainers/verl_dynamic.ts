@@ -116,7 +116,7 @@ export function karmarkarKarp(values: readonly number[], k: number): number[][] 
 export function verlDynamicMicroBatches(lengths: readonly (readonly number[])[], budget: number, field: string): number[][][] {
   let count = 0;
   lengths.forEach((rank, r) => {
-    const longest = Math.max(0, ...rank);
+    const longest = rank.reduce((m, x) => Math.max(m, x), 0);
     // rearrange_micro_batches asserts max_token_len >= the padded width; a real row longer than the budget means the
     // run could not have packed this batch.
     if (longest > budget) throw new SettingsError(`${field}: ${budget} tokens per dynamic micro-batch, but ${lengths.length > 1 ? `rank ${r}'s` : 'a'} row holds ${longest} (prompt + response): verl asserts max_token_len >= the sequence length, so the run had a larger budget; give its ppo_max_token_len_per_gpu`);

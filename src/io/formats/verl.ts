@@ -105,6 +105,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   // use_dynamic_bsz packs rows by attention_mask.sum(-1) (verl/utils/seqlen_balancing.py); the step counts
   // prompt_mask ⧺ completion_mask. Attended response tokens outside that span (a rollout cut inside a tool
   // response) would pack different micro-batches: refused rather than stepped on other lengths.
+  if (cfg.use_dynamic_bsz === true && !attention) d.fail('no attention_mask, and use_dynamic_bsz packs micro-batches by attention_mask.sum(-1): without it the prompts\' left padding counts as tokens; save attention_mask with the batch');
   if (attention && cfg.use_dynamic_bsz === true) {
     for (let b = 0; b < B; b++) {
       const attended = row(attention, b, P, P + R).reduce((a, x) => a + (x ? 1 : 0), 0);
