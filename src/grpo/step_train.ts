@@ -25,7 +25,7 @@ import type { PaddedBatch } from './batch.ts';
 import { grpo_loss, readGrpoLossFields, type GrpoLossInputs } from './loss.ts';
 import { Optimizer } from './optimizer.ts';
 import type { TrainingDropout } from './settings/dropout.ts';
-import { dropoutWith, ModelLoadError, type ModelConfig } from '../model/config.ts';
+import { dropoutWith, type ModelConfig } from '../model/config.ts';
 import type { StepConfig } from './step_config.ts';
 import { SettingsError } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
@@ -67,15 +67,8 @@ function scoredUpdate(ctx: StageContext, state: StepState, per_token_logps: Floa
  */
 function assertNoTrainingDropout(d: TrainingDropout | null, model: ModelConfig): void {
   if (!d) return;
-  let dropout = model.dropout;
-  if (d.override) {
-    try {
-      dropout = dropoutWith(model, d.override.values, d.override.field);
-    } catch (e) {
-      throw e instanceof ModelLoadError ? new SettingsError(e.message) : e;
-    }
-  }
-  const on = Object.entries(dropout);
+  // The override's values were checked with the settings (dropout.ts): probabilities in [0, 1].
+  const on = Object.entries(d.override ? dropoutWith(model, d.override.values) : model.dropout);
   if (on.length === 0) return;
   throw new SettingsError(`${d.why}, and config.json${d.override ? ` with ${d.override.field}` : ''} has dropout ${on.map(([k, p]) => `${k} ${p}`).join(', ')}: the trainer's loss and gradient drop activations at random, the studio's forward drops none; ${d.fix}`);
 }

@@ -73,11 +73,11 @@ const DROPOUT_KEYS: Record<Family, Record<string, number>> = {
 /** Every family's dropout keys: what a trainer's override of config.json may set without changing anything else. */
 export const ALL_DROPOUT_KEYS: ReadonlySet<string> = new Set(Object.values(DROPOUT_KEYS).flatMap((k) => Object.keys(k)));
 
-function dropoutOf(cfg: Json, family: Family, where = 'config.json'): Record<string, number> {
+function dropoutOf(cfg: Json, family: Family): Record<string, number> {
   const out: Record<string, number> = {};
   for (const [key, fallback] of Object.entries(DROPOUT_KEYS[family])) {
-    const p = num(cfg, key, fallback, where);
-    if (p < 0 || p > 1) throw new ModelLoadError(`${where}: "${key}" must be a probability in [0, 1], got ${p}`);
+    const p = num(cfg, key, fallback);
+    if (p < 0 || p > 1) throw new ModelLoadError(`config.json: "${key}" must be a probability in [0, 1], got ${p}`);
     if (p > 0) out[key] = p;
   }
   return out;
@@ -86,18 +86,18 @@ function dropoutOf(cfg: Json, family: Family, where = 'config.json'): Record<str
 /**
  * The dropout of a model whose config.json a trainer updates with `override` before building it (verl's
  * actor_rollout_ref.model.override_config through update_model_config): the family's keys, the override's value
- * where it gives one. `where` names the override in errors.
+ * where it gives one (its values checked by the caller's settings: src/grpo/settings/dropout.ts).
  */
-export function dropoutWith(config: ModelConfig, override: Record<string, unknown>, where: string): Record<string, number> {
+export function dropoutWith(config: ModelConfig, override: Record<string, unknown>): Record<string, number> {
   const asLoaded = Object.fromEntries(Object.keys(DROPOUT_KEYS[config.family]).map((k) => [k, config.dropout[k] ?? 0]));
-  return dropoutOf({ ...asLoaded, ...override }, config.family, where);
+  return dropoutOf({ ...asLoaded, ...override }, config.family);
 }
 
 type Json = Record<string, unknown>;
 
-function num(cfg: Json, key: string, fallback?: number, where = 'config.json'): number {
+function num(cfg: Json, key: string, fallback?: number): number {
   const v = cfg[key] ?? fallback;
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw new ModelLoadError(`${where}: "${key}" must be a number, got ${JSON.stringify(cfg[key])}`);
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw new ModelLoadError(`config.json: "${key}" must be a number, got ${JSON.stringify(cfg[key])}`);
   return v;
 }
 

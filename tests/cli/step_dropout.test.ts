@@ -65,6 +65,10 @@ describe('grpo-studio step on a model with dropout', () => {
     err.mockClear();
     expect(await run(SRC, { attn_pdrop: 0.2 })).toBe(2);
     expect(String(err.mock.calls[0][0])).toMatch(/has dropout attn_pdrop 0\.2: .*or to 0 in model\.override_config/);
+    // A value that is no probability: refused with the settings, naming the key.
+    err.mockClear();
+    expect(await run(SRC, { attn_pdrop: 1.5 })).toBe(2);
+    expect(String(err.mock.calls[0][0])).toMatch(/config\.model\.override_config\.attn_pdrop: expected a probability in \[0, 1\], got 1\.5/);
     // A key that changes the model's numbers is not applied by the studio: refused, one line naming it.
     err.mockClear();
     expect(await run(SRC, { layer_norm_epsilon: 1e-3, attn_pdrop: 0 })).toBe(2);

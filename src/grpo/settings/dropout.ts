@@ -29,6 +29,10 @@ function verlOverride(c: Record<string, unknown>): TrainingDropout['override'] {
   if (o === undefined || o === null) return undefined;
   const values = o as Record<string, unknown>;
   const other = Object.keys(values).filter((k) => !NUMBERS_UNCHANGED.has(k) && !ALL_DROPOUT_KEYS.has(k));
+  for (const k of Object.keys(values).filter((k) => ALL_DROPOUT_KEYS.has(k))) {
+    const p = values[k];
+    if (typeof p !== 'number' || !(p >= 0 && p <= 1)) throw new SettingsError(`${field}.${k}: expected a probability in [0, 1], got ${JSON.stringify(p)}`);
+  }
   if (other.length) throw new SettingsError(`${field}: verl sets ${other.join(', ')} over the model's config.json (fsdp_workers.py update_model_config); the studio builds the model from config.json as saved: write the overridden values into config.json, then leave them out here`);
   return Object.keys(values).some((k) => ALL_DROPOUT_KEYS.has(k)) ? { field, values } : undefined;
 }
