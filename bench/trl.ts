@@ -17,7 +17,7 @@ function params(B: number, T: number, o: Partial<TrlLossParams>): TrlLossParams 
     B, T, loss_type: 'grpo', importance_sampling_level: 'token', beta: 0, use_bias_correction_kl: false, epsilon_low: 0.2, epsilon_high: 0.28,
     delta: null, vllm_is_mode: 'off', vllm_is_min: null, vllm_is_max: null, off_policy_mask_threshold: null, entropy_threshold: null,
     sapo_temperature_pos: 1, sapo_temperature_neg: 1.05, vespo_k_pos: 2, vespo_lambda_pos: 3, vespo_k_neg: 3, vespo_lambda_neg: 2,
-    max_completion_length: T, gradient_accumulation_steps: 1, num_items_in_batch: B * T, num_processes: 1, entropy_coef: 0, ...o,
+    max_completion_length: T, gradient_accumulation_steps: 1, num_items_in_batch: B * T, num_processes: 1, ranks: 1, entropy_coef: 0, ...o,
   };
 }
 

@@ -5,7 +5,9 @@
 // (sequence level: ∂r_b/∂logp_t = r_b·M_t/n_b, summed over the row first), directly for cispo/vespo (their
 // ratio factor is detached) and through the k3 KL. torch.minimum splits a tie's gradient in halves; clamp
 // passes gradient where min ≤ x ≤ max. dentropy = −entropy_coef·M'_t / (divisor or Σ M'·gas). Totals over the
-// micro-batch (N, Σ M') come from the forward's `rows`. The float64 twin is src/oracle/trl_loss.ts.
+// micro-batch (N, Σ M') come from the forward's `rows`; a batch of several processes' micro-batches (rank_rows
+// rows each) takes each row's process's totals and averages the processes (bnpo and entropy ÷ ranks; divisor
+// already holds it). The float64 twin is src/oracle/trl_loss.ts.
 
 override WG: u32 = 64;
 override SEQUENCE: bool = false;
@@ -20,7 +22,7 @@ struct Params {
   opsm_threshold: f32, entropy_threshold: f32, tau_pos: f32, tau_neg: f32,
   k_pos: f32, lambda_pos: f32, k_neg: f32, lambda_neg: f32,
   divisor: f32, gas: f32, entropy_coef: f32, loss: u32, // loss: 0 clipped surrogate, 1 cispo, 2 sapo, 3 vespo
-  is_apply: u32, agg: u32, ent_global: u32, _pad: u32, // (see the forward's Params)
+  is_apply: u32, agg: u32, ent_global: u32, rank_rows: u32, // (see the forward's Params)
 }
 
 @group(0) @binding(0) var<storage, read> logp: array<f32>;           // (B, T)
@@ -43,9 +45,12 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   let T = p.T;
   let o = b * T;
   let A = advantages[b];
+  // Totals over this row's process (rank_rows consecutive rows); the ranks' gradients are averaged (÷ ranks).
+  let r0 = b / p.rank_rows * p.rank_rows;
+  let ranks = f32(p.B / p.rank_rows);
   var N = 0.0;
   var E = 0.0;
-  for (var k = 0u; k < p.B; k++) {
+  for (var k = r0; k < r0 + p.rank_rows; k++) {
     N += rows[k * 8u + 1u];
     E += rows[k * 8u + 4u];
   }
@@ -67,7 +72,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     if (p.agg == 0u) {
       w = M / nb / fB / p.gas;
     } else if (p.agg == 1u) {
-      w = M / max(1.0, N) / p.gas;
+      w = M / max(1.0, N) / p.gas / ranks;
     } else if (p.agg == 2u) {
       w = M / p.divisor;
     } else {
@@ -111,7 +116,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     }
     dlogp[i] = dl;
     let me = M * f.w;
-    dentropy[i] = -p.entropy_coef * me / select(max(1.0, E) * p.gas, p.divisor, p.ent_global != 0u);
+    dentropy[i] = -p.entropy_coef * me / select(max(1.0, E) * p.gas * ranks, p.divisor, p.ent_global != 0u);
   }
   if (SEQUENCE) {
     let scale = dr * r_seq / nb;

@@ -30,7 +30,7 @@ struct Params {
   is_apply: u32, // 1: the IS ratio multiplies the loss (not for vespo)
   agg: u32, // 0 per-sequence mean (grpo, sapo), 1 bnpo, 2 fixed divisor (dr_grpo, dapo, cispo, vespo), 3 luspo
   ent_global: u32, // 1: the entropy bonus divides by `divisor` (dapo, cispo, vespo)
-  _pad: u32,
+  rank_rows: u32, // rows per process (B: one process); the backward's bnpo and entropy totals are each rank's
 }
 
 @group(0) @binding(0) var<storage, read> logp: array<f32>;        // (B, T)

@@ -77,6 +77,12 @@ export interface StepCliResult {
   optimizer: OptimizerConfig;
   update_norm: number;
   group_update_norms: Record<string, number>;
+  /**
+   * What the trainer's optimizer step sums besides this batch's gradient (other processes' or micro-batches'), or
+   * null: the batch is the whole step. Set, grad_norm, clip_coef, update_norm and post_step_per_token_logps are the
+   * batch's own step (also said on stderr), not the trainer's.
+   */
+  update_scope: string | null;
   post_step_per_token_logps: number[][];
   loss_after: number;
   /** Every pass over the batch, in order (one with μ = 1); post_step_per_token_logps and loss_after follow the last. */
@@ -148,6 +154,7 @@ export async function run(argv: string[]): Promise<number> {
       optimizer: cfg.optimizer,
       update_norm: step.update_norm,
       group_update_norms: step.group_update_norms,
+      update_scope: step.scope,
       post_step_per_token_logps: rag(d('re_evaluate').post_per_token_logps),
       loss_after: d('re_evaluate').loss_after,
       passes: [
@@ -160,6 +167,7 @@ export async function run(argv: string[]): Promise<number> {
       settings,
     };
     if (result.passes.length > 1) for (const p of result.passes) console.error(passLine(p, result.passes.length));
+    if (step.scope) console.error(`note: ${step.scope}`);
     if (saveAdapter) {
       const files = saveLoraAdapter(await adapter!.read());
       writeOutDir(saveAdapter, files, '--save-adapter');

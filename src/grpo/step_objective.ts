@@ -8,7 +8,9 @@
 import type { Gpu } from '../gpu/context.ts';
 import type { PaddedBatch } from './batch.ts';
 import { TRAINER_TABLES } from './settings/trainers.ts';
-import { generationSplit, type GenerationSplit } from './settings/trl.ts';
+import { resolveSettings } from './settings/resolve.ts';
+import { generationSplit, heldRanks, type GenerationSplit, type TrlRun } from './settings/trl.ts';
+import type { OpenrlhfRun } from './settings/openrlhf.ts';
 import { SCOPES, SettingsError, type TrainerId } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
 import type { ScoredLogps, TrainerInputs, TrainerLossOutputs } from './trainers/types.ts';
@@ -59,6 +61,44 @@ function microBatches(o: { config: Record<string, unknown>; run: Record<string, 
 export function assertOneMicroBatch(x: Pick<TrainerInputs, 'trainer' | 'config' | 'run'>): void {
   const micro = x.trainer === 'trl' ? microBatches(x) : null;
   if (micro) throw new SettingsError(`${micro.why}: the step takes the generation batch as one micro-batch (TRL's shuffled split and accumulation are not reproduced); ${micro.fix} to take the step`);
+}
+
+/**
+ * What the trainer's optimizer step sums besides the batch, in words, or null where the batch is the whole step.
+ * The step differentiates the loss the trainer hands to backward on the rows the batch holds (that loss, its
+ * per-token terms and gradient are the trainer's); DDP / DeepSpeed then average the gradients of num_processes
+ * ranks and accumulate gradient_accumulation_steps micro-batches before the optimizer steps, so the grad norm, clip
+ * coefficient and update the studio shows are those of the batch's own gradient. TRL's merged rank files (run.rank
+ * a list) are averaged as DDP does (src/kernels/trl_loss.ts); verl's dumps hold every rank's rows and every
+ * micro-batch of the mini-batch (src/grpo/trainers/verl.ts chunks them), so theirs is whole.
+ */
+export function updateScope(o: TrainerObjective | null): string | null {
+  if (!o || o.trainer === 'verl') return null;
+  const { ranks, held, gas } = o.trainer === 'trl' ? trlWindow(o.run) : openrlhfWindow(o.run);
+  const parts = [
+    ...(held.n < ranks ? [`averages the gradients of ${ranks} processes (the batch holds ${held.words})`] : []),
+    ...(gas > 1 ? [`accumulates ${gas} micro-batches per process (gradient_accumulation_steps; the batch is one)`] : []),
+  ];
+  return parts.length ? `the trainer's optimizer step ${parts.join(' and ')}: the grad norm, clip coefficient and update here are those of the batch's own gradient, not the trainer's step` : null;
+}
+
+/** One optimizer step's processes and micro-batches, and the processes whose rows the batch holds. */
+interface StepWindow {
+  ranks: number;
+  held: { n: number; words: string };
+  gas: number;
+}
+
+function trlWindow(given: Record<string, unknown>): StepWindow {
+  const run = resolveSettings<TrlRun>(TRAINER_TABLES.trl.run, given, 'run');
+  const n = heldRanks(run);
+  return { ranks: run.num_processes, held: { n, words: n === 1 ? `rank ${String(run.rank)}'s rows` : `ranks ${String(run.rank)}` }, gas: run.gradient_accumulation_steps };
+}
+
+function openrlhfWindow(given: Record<string, unknown>): StepWindow {
+  const run = resolveSettings<OpenrlhfRun>(TRAINER_TABLES.openrlhf.run, given, 'run');
+  const dp = (run.loss_batch_info as { dp_size?: unknown } | null)?.dp_size;
+  return { ranks: typeof dp === 'number' ? dp : run.num_processes, held: { n: 1, words: "one rank's micro-batch" }, gas: run.gradient_accumulation_steps };
 }
 
 /** What the update has scored: the batch, the forward's per-token log-probs / entropies, advantages, reference. */

@@ -29,7 +29,7 @@ import { dropoutWith, type ModelConfig } from '../model/config.ts';
 import type { StepConfig } from './step_config.ts';
 import { SettingsError } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
-import { trainerInputs, trainerObjective, type ScoredUpdate, type TrainerGrad } from './step_objective.ts';
+import { trainerInputs, trainerObjective, updateScope, type ScoredUpdate, type TrainerGrad } from './step_objective.ts';
 import { lossMaskOf } from './step_prepare.ts';
 import { need, referenceLabel, type PassData, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
 
@@ -260,7 +260,7 @@ export async function step(ctx: StageContext, state: StepState): Promise<StageOu
     const { r } = x;
     passes.push({ pass, per_token_logps: new Float32Array(lp), importance_ratio: r.importance_ratio, per_token_kl: r.per_token_kl, per_token_loss: r.per_token_loss, clip: r.clip, clip_counts: r.clip_counts, loss: x.loss, mean_kl: x.mean_kl, grad_norm: b.data.grad_norm, clip_coef: v.clip_coef, update_norm: v.update_norm });
   }
-  return { data: { optimizer: opts.config.optimizer, ...u, passes } };
+  return { data: { optimizer: opts.config.optimizer, ...u, passes, scope: updateScope(opts.config.trainer ?? null) } };
 }
 
 /** The same batch through the updated policy: log-probs after, their change, KL to the same reference, the loss again. */

@@ -130,7 +130,16 @@ export interface StageData {
   };
   backward: { grad_norm: number; group_grad_norms: Record<ParamGroup, number> };
   /** The first pass's step (its clip coefficient, AdamW step count, ‖Δθ‖), and every later pass over the batch (μ > 1). */
-  step: { optimizer: OptimizerConfig; clip_coef: number; step: number; update_norm: number; group_update_norms: Record<ParamGroup, number>; passes: PassData[] };
+  step: {
+    optimizer: OptimizerConfig;
+    clip_coef: number;
+    step: number;
+    update_norm: number;
+    group_update_norms: Record<ParamGroup, number>;
+    passes: PassData[];
+    /** What the trainer's optimizer step sums besides the batch's gradient (other ranks, micro-batches), or null: the batch is the whole step (updateScope). */
+    scope: string | null;
+  };
   re_evaluate: {
     post_per_token_logps: PerToken;
     delta_per_token_logps: PerToken; // after − before

@@ -14,10 +14,14 @@ const LOSS_CODE = { cispo: 1, sapo: 2, vespo: 3 } as Record<string, number>;
 const IS_CODE: Record<VllmIsMode, number> = { off: 0, token_truncate: 1, token_mask: 2, sequence_truncate: 3, sequence_mask: 4 };
 const F32_MAX = 3.4e38;
 
-/** Aggregation code and divisor (see the backward shader's header). */
+/**
+ * Aggregation code and divisor (see the backward shader's header). Over p.ranks processes the per-sequence
+ * means and B-based divisors pooled over all rows already equal the mean of the ranks' (equal rows per rank);
+ * a global token count is each rank's divisor, so the mean of the ranks' losses divides by it × ranks.
+ */
 export function trlAggregation(p: TrlLossParams): { agg: number; divisor: number; entGlobal: boolean } {
   const global = p.loss_type === 'dapo' || p.loss_type === 'cispo' || p.loss_type === 'vespo';
-  if (global) return { agg: 2, divisor: Math.max(1, p.num_items_in_batch) / p.num_processes, entGlobal: true };
+  if (global) return { agg: 2, divisor: (Math.max(1, p.num_items_in_batch) / p.num_processes) * p.ranks, entGlobal: true };
   if (p.loss_type === 'dr_grpo') return { agg: 2, divisor: p.B * p.max_completion_length * p.gradient_accumulation_steps, entGlobal: false };
   return { agg: p.loss_type === 'bnpo' ? 1 : p.loss_type === 'luspo' ? 3 : 0, divisor: 1, entGlobal: false };
 }
@@ -48,6 +52,7 @@ function params(p: TrlLossParams): ParamWord[] {
     ['is_apply', 'u32', p.vllm_is_mode !== 'off' && p.loss_type !== 'vespo' ? 1 : 0],
     ['agg', 'u32', agg],
     ['ent_global', 'u32', entGlobal ? 1 : 0],
+    ['rank_rows', 'u32', p.B / p.ranks],
   ];
 }
 
@@ -121,25 +126,33 @@ export function trl_loss_backward(rec: Recorder, a: TrlLossBuffers & { dlogp: GP
   });
 }
 
-/** TRL's loss from the forward's per-row sums (float64 on the host: B·8 floats read back). */
+/** TRL's loss from the forward's per-row sums (float64 on the host: B·8 floats read back), the ranks' mean. */
 export function trl_loss_value(rows: ArrayLike<number>, p: TrlLossParams): number {
-  const { B, T } = p;
+  const { B, T, ranks } = p;
+  const Br = B / ranks;
   const gas = p.gradient_accumulation_steps;
   const { divisor, entGlobal } = trlAggregation(p);
   let lm = 0;
   let seqMean = 0;
-  let N = 0;
   let luspo = 0;
   let hm = 0;
-  let me = 0;
-  for (let b = 0; b < B; b++) {
-    const r = b * TRL_ROW_STATS;
-    lm += rows[r];
-    N += rows[r + 1];
-    seqMean += rows[r] / Math.max(1, rows[r + 1]);
-    luspo += rows[r + 2] * rows[r + 1];
-    hm += rows[r + 3];
-    me += rows[r + 4];
+  let bnpo = 0; // Σ over ranks of the rank's Σ L·M / max(1, N)
+  let entMean = 0; // Σ over ranks of the rank's Σ H·M' / max(1, Σ M')
+  for (let k = 0; k < ranks; k++) {
+    let [lmk, Nk, hmk, mek] = [0, 0, 0, 0];
+    for (let b = k * Br; b < (k + 1) * Br; b++) {
+      const r = b * TRL_ROW_STATS;
+      lmk += rows[r];
+      Nk += rows[r + 1];
+      seqMean += rows[r] / Math.max(1, rows[r + 1]);
+      luspo += rows[r + 2] * rows[r + 1];
+      hmk += rows[r + 3];
+      mek += rows[r + 4];
+    }
+    lm += lmk;
+    hm += hmk;
+    bnpo += lmk / Math.max(1, Nk);
+    entMean += hmk / Math.max(1, mek);
   }
   let loss: number;
   switch (p.loss_type) {
@@ -148,7 +161,7 @@ export function trl_loss_value(rows: ArrayLike<number>, p: TrlLossParams): numbe
       loss = seqMean / B / gas;
       break;
     case 'bnpo':
-      loss = lm / Math.max(1, N) / gas;
+      loss = bnpo / ranks / gas;
       break;
     case 'luspo':
       loss = luspo / (B * T) / gas;
@@ -156,6 +169,6 @@ export function trl_loss_value(rows: ArrayLike<number>, p: TrlLossParams): numbe
     default:
       loss = lm / divisor;
   }
-  if (p.entropy_coef !== 0) loss -= (p.entropy_coef * hm) / (entGlobal ? divisor : Math.max(1, me) * gas);
+  if (p.entropy_coef !== 0) loss -= p.entropy_coef * (entGlobal ? hm / divisor : entMean / ranks / gas);
   return loss;
 }

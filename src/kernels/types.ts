@@ -99,6 +99,12 @@ export interface TrlLossParams {
   gradient_accumulation_steps: number;
   num_items_in_batch: number;
   num_processes: number;
+  /**
+   * The processes whose micro-batches the batch holds, B/ranks consecutive rows each (a batch merged from
+   * several ranks' files): each aggregates its own rows, and the loss is their mean (DDP averages the ranks'
+   * gradients). 1: one process's micro-batch.
+   */
+  ranks: number;
   /** The entropy coefficient applied this step (adaptive gating resolved); 0 = no bonus term. */
   entropy_coef: number;
 }

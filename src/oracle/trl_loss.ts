@@ -61,45 +61,55 @@ function vllmRatio(x: TrlLossInputs, p: TrlLossParams): Float64Array | null {
   return out;
 }
 
-/** TRL's aggregation weight ∂loss/∂per_token_loss[b, t] and the entropy term's per-token weight. */
+/**
+ * TRL's aggregation weight ∂loss/∂per_token_loss[b, t] and the entropy term's per-token weight. Each of the
+ * p.ranks processes aggregates its own B/ranks consecutive rows (its micro-batch: B_r, n, N, Σ M' are that
+ * rank's) and DDP averages the ranks' gradients, so every weight is that rank's ÷ ranks.
+ */
 function weights(x: TrlLossInputs, p: TrlLossParams, emask: Float64Array | null): { w: Float64Array; we: Float64Array } {
-  const { B, T } = p;
+  const { B, T, ranks } = p;
+  const Br = B / ranks;
   const gas = p.gradient_accumulation_steps;
-  const n = Array.from({ length: B }, (_, b) => rowCount(x.mask, b, T));
-  const N = n.reduce((a, c) => a + c, 0);
   const globalDiv = Math.max(1, p.num_items_in_batch) / p.num_processes;
+  const global = p.loss_type === 'dapo' || p.loss_type === 'cispo' || p.loss_type === 'vespo';
   const w = new Float64Array(B * T);
   const we = new Float64Array(B * T);
-  let effN = 0;
-  for (let i = 0; i < B * T; i++) effN += x.mask[i] * (emask ? emask[i] : 1);
-  for (let b = 0; b < B; b++) {
-    for (let t = 0; t < T; t++) {
-      const i = b * T + t;
-      const M = x.mask[i];
-      switch (p.loss_type) {
-        case 'grpo':
-        case 'sapo':
-          w[i] = M / Math.max(1, n[b]) / B / gas;
-          break;
-        case 'bnpo':
-          w[i] = M / Math.max(1, N) / gas;
-          break;
-        case 'dr_grpo':
-          w[i] = M / (B * p.max_completion_length) / gas;
-          break;
-        case 'dapo':
-        case 'cispo':
-        case 'vespo':
-          w[i] = M / globalDiv;
-          break;
-        case 'luspo':
-          w[i] = n[b] / (B * T) / gas;
-          break;
+  for (let k = 0; k < ranks; k++) {
+    const rows = Array.from({ length: Br }, (_, j) => k * Br + j);
+    const n = rows.map((b) => rowCount(x.mask, b, T));
+    const N = n.reduce((a, c) => a + c, 0);
+    let effN = 0;
+    for (const b of rows) for (let t = 0; t < T; t++) effN += x.mask[b * T + t] * (emask ? emask[b * T + t] : 1);
+    rows.forEach((b, j) => {
+      for (let t = 0; t < T; t++) {
+        const i = b * T + t;
+        const M = x.mask[i];
+        switch (p.loss_type) {
+          case 'grpo':
+          case 'sapo':
+            w[i] = M / Math.max(1, n[j]) / Br / gas;
+            break;
+          case 'bnpo':
+            w[i] = M / Math.max(1, N) / gas;
+            break;
+          case 'dr_grpo':
+            w[i] = M / (Br * p.max_completion_length) / gas;
+            break;
+          case 'dapo':
+          case 'cispo':
+          case 'vespo':
+            w[i] = M / globalDiv;
+            break;
+          case 'luspo':
+            w[i] = n[j] / (Br * T) / gas;
+            break;
+        }
+        const Me = M * (emask ? emask[i] : 1);
+        we[i] = global ? Me / globalDiv : Me / Math.max(1, effN) / gas;
+        w[i] /= ranks;
+        we[i] /= ranks;
       }
-      const Me = M * (emask ? emask[i] : 1);
-      const global = p.loss_type === 'dapo' || p.loss_type === 'cispo' || p.loss_type === 'vespo';
-      we[i] = global ? Me / globalDiv : Me / Math.max(1, effN) / gas;
-    }
+    });
   }
   return { w, we };
 }

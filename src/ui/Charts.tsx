@@ -249,6 +249,12 @@ function GradNorms() {
   return (
     <div className="chart" data-testid="chart-grads">
       <div className="chart-title">{`grad norm ‖grad‖₂ per parameter group (total ${fmt(backward.grad_norm)}${step ? `, clip coef ${fmt(step.clip_coef)}` : ''})`}</div>
+      {/* The batch is one rank's (or one micro-batch's) share of the trainer's optimizer step: said where the norm is. */}
+      {step?.scope && (
+        <div className="stale-note small" data-testid="update-scope">
+          {step.scope}
+        </div>
+      )}
       {/* One line per group: the name, the exact norm and a bar to compare them (a non-finite norm gets a full red bar). */}
       <table className="dense grad-norms">
         <tbody>

@@ -128,6 +128,8 @@ describe('trainer preset in chromium', () => {
     // The optimizer step is TRL's too: the file's learning_rate (1e-6; no global_step: the run's first step), not the page's.
     expect(Number(await page.getByTestId('optimizer-step').getAttribute('data-lr'))).toBe(1e-6);
     expect(await page.getByTestId('loss-headline').textContent()).toMatch(/^loss \(trl objective\) /);
+    // One rank of two, one micro-batch of two: the page says the update is the batch's own share of TRL's step (the CLI's words).
+    expect(await page.getByTestId('update-scope').textContent()).toMatch(/^the trainer's optimizer step averages the gradients of 2 processes \(the batch holds rank 0's rows\) and accumulates 2 micro-batches per process/);
 
     // Row 4 is the tool call: positions 2 and 3 are tool output.
     expect(batch.tool_mask![4].slice(0, 6)).toEqual([1, 1, 0, 0, 1, 1]);

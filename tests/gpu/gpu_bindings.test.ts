@@ -207,7 +207,7 @@ describe('every kernel the project ships', () => {
       B, T, loss_type: 'grpo', importance_sampling_level: 'token', beta: 0.1, use_bias_correction_kl: false, epsilon_low: 0.2, epsilon_high: 0.2,
       delta: null, vllm_is_mode: 'off', vllm_is_min: null, vllm_is_max: null, off_policy_mask_threshold: null, entropy_threshold: null,
       sapo_temperature_pos: 1, sapo_temperature_neg: 1, vespo_k_pos: 1, vespo_lambda_pos: 1, vespo_k_neg: 1, vespo_lambda_neg: 1,
-      max_completion_length: T, gradient_accumulation_steps: 1, num_items_in_batch: BT, num_processes: 1, entropy_coef: 0,
+      max_completion_length: T, gradient_accumulation_steps: 1, num_items_in_batch: BT, num_processes: 1, ranks: 1, entropy_coef: 0,
     };
     const trlBuffers = () => ({ logp: buf(BT), aux: buf(4 * BT), advantages: buf(B), tok: buf(4 * BT), rows: buf(8 * B), hasOld: true, hasSampling: false });
     const attention = { B: 1, Hq: H, Hkv: 1, D, scale: 0.5 };

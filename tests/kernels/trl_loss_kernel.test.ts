@@ -17,7 +17,7 @@ function params(B: number, T: number, o: Partial<TrlLossParams>): TrlLossParams 
     B, T, loss_type: 'grpo', importance_sampling_level: 'token', beta: 0, use_bias_correction_kl: false, epsilon_low: 0.2, epsilon_high: 0.28,
     delta: null, vllm_is_mode: 'off', vllm_is_min: null, vllm_is_max: null, off_policy_mask_threshold: null, entropy_threshold: null,
     sapo_temperature_pos: 1, sapo_temperature_neg: 1.05, vespo_k_pos: 2, vespo_lambda_pos: 3, vespo_k_neg: 3, vespo_lambda_neg: 2,
-    max_completion_length: T + 3, gradient_accumulation_steps: 2, num_items_in_batch: 3 * B * T, num_processes: 2, entropy_coef: 0, ...o,
+    max_completion_length: T + 3, gradient_accumulation_steps: 2, num_items_in_batch: 3 * B * T, num_processes: 2, ranks: 1, entropy_coef: 0, ...o,
   };
 }
 
@@ -158,13 +158,15 @@ describe('trl_loss kernels: GPU vs float64 twin', () => {
       let runs = 0;
       await fc.assert(
         fc.asyncProperty(
-          fc.integer({ min: 1, max: 9 }),
+          fc.integer({ min: 1, max: 5 }), // rows per process
+          fc.constantFrom(1, 1, 2, 3), // processes whose rows the batch holds (merged rank files)
           fc.integer({ min: 1, max: 37 }),
           fc.integer({ min: 0, max: 2 ** 31 - 1 }),
           fc.constantFrom(0.05, 0.4, 3), // log-ratio spread: near on-policy … far off-policy
           fc.constantFrom(1, 1e3), // advantage scale
           fc.boolean(), // old_per_token_logps given
-          async (B, T, seed, spread, aScale, hasOld) => {
+          async (Br, ranks, T, seed, spread, aScale, hasOld) => {
+            const B = Br * ranks;
             const r = rng(seed);
             const g = (s: number) => (r() + r() + r() - 1.5) * s;
             const N = B * T;
@@ -179,7 +181,7 @@ describe('trl_loss kernels: GPU vs float64 twin', () => {
               mask: Float64Array.from({ length: N }, () => (r() < 0.8 ? 1 : 0)),
               hasOld,
             };
-            const p = params(B, T, { ...o, num_items_in_batch: N + 5 });
+            const p = params(B, T, { ...o, num_items_in_batch: N + 5, ranks, num_processes: Math.max(2, ranks) });
             const f = trl_loss_forward(x, p);
             fc.pre(margin(x, f, p) > 1e-3);
             runs++;
@@ -189,7 +191,7 @@ describe('trl_loss kernels: GPU vs float64 twin', () => {
             const close = (label: string, a: ArrayLike<number>, e: ArrayLike<number>, mask?: ArrayLike<number>) => {
               const atol = 1e-5 * Math.max(1, scaleOf(e));
               const rep = closeReport(a, e, { rtol: 2e-4, atol, mask });
-              if (rep.worst > 1) expectClose(a, e, { rtol: 2e-4, atol, mask, label: `${name} B=${B} T=${T} seed=${seed} ${label}` });
+              if (rep.worst > 1) expectClose(a, e, { rtol: 2e-4, atol, mask, label: `${name} B=${B} (${ranks} ranks) T=${T} seed=${seed} ${label}` });
             };
             close('per_token_loss', col(out.tok, 0), f.per_token_loss);
             if (f.per_token_kl) close('per_token_kl', col(out.tok, 1), f.per_token_kl);
@@ -206,5 +208,38 @@ describe('trl_loss kernels: GPU vs float64 twin', () => {
       );
       expect(runs).toBeGreaterThan(0);
     }, 120_000);
+  }
+});
+
+describe('trl_loss twin over several processes\' rows (merged rank files)', () => {
+  // DDP: each process aggregates its own micro-batch and the gradients are averaged, so the merged batch's loss
+  // is the mean of each rank's loss on its rows alone, and each row's gradient is its rank's ÷ ranks.
+  const [Br, T, V] = [3, 6, 7];
+  for (const [name, o] of VARIANTS) {
+    for (const ranks of [2, 3]) {
+      it(`${name}: ${ranks} ranks = the mean of each rank alone`, () => {
+        const B = Br * ranks;
+        const d = batch(B, T, V, name.length * 104729 + ranks);
+        const gf = logprob_gather_forward(d.logits, d.ids, null, B * T, V, 1);
+        const slice = (a: ArrayLike<number> | null, k: number, w: number) => (a ? Float64Array.from({ length: Br * w }, (_, i) => a[k * Br * w + i]) : null);
+        const inputs = (k: number | null): TrlLossInputs => {
+          const rows = (a: ArrayLike<number>, w = T) => (k === null ? a : slice(a, k, w)!);
+          return { logp: rows(gf.logp), entropy: rows(gf.entropy), old: rows(d.old), ref: rows(d.ref), sampling: rows(d.sampling), advantages: rows(d.advantages, 1), mask: rows(d.mask) };
+        };
+        const common = { ...o, num_processes: 4, num_items_in_batch: 53 };
+        const all = trl_loss_forward(inputs(null), params(B, T, { ...common, ranks }));
+        const dAll = trl_loss_backward(inputs(null), all, params(B, T, { ...common, ranks }));
+        let mean = 0;
+        for (let k = 0; k < ranks; k++) {
+          const p1 = params(Br, T, { ...common, ranks: 1 });
+          const f = trl_loss_forward(inputs(k), p1);
+          mean += f.loss / ranks;
+          const g = trl_loss_backward(inputs(k), f, p1);
+          expectClose(slice(dAll.dlogp, k, T)!, g.dlogp.map((v) => v / ranks), { rtol: 1e-12, atol: 1e-15, label: `${name} rank ${k} dlogp` });
+          if (g.dentropy) expectClose(slice(dAll.dentropy, k, T)!, g.dentropy.map((v) => v / ranks), { rtol: 1e-12, atol: 1e-15, label: `${name} rank ${k} dentropy` });
+        }
+        expect(all.loss).toBeCloseTo(mean, 12);
+      });
+    }
   }
 });

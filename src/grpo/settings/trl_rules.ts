@@ -8,7 +8,7 @@
 // generation-batch checks (generation_batch_size divisible by the global batch and by num_generations) are
 // generationSplit's (trl.ts), which every step runs whichever objective applies; Liger's PEFT checks need the
 // adapter, not a setting.
-import type { TrlConfig, TrlRun } from './trl.ts';
+import { heldRanks, type TrlConfig, type TrlRun } from './trl.ts';
 import type { TrainerRule } from './trainer_rules.ts';
 
 const CONFIG = 'huggingface/trl trl/trainer/grpo_config.py GRPOConfig.__post_init__';
@@ -92,23 +92,43 @@ export const TRL_RULES: readonly TrainerRule<TrlConfig, TrlRun>[] = [
         ? `Liger's GRPO loss (use_liger_kernel) raises for importance_sampling_level = sequence with loss_type ${c.loss_type}: "Sequence-level importance sampling is not supported for loss_type='${c.loss_type}'. Use importance_sampling_level='token' instead."`
         : null,
   },
-  // What TRL runs but one rank's batch cannot reproduce.
   {
-    fields: ['config.top_entropy_quantile', 'run.num_processes'],
+    fields: ['run.rank', 'run.num_processes'],
+    by: 'studio',
+    source: 'src/io/formats/index.ts mergeImports (rank files of one step)',
+    check: (_, r) => {
+      const ranks = ([] as number[]).concat(r.rank);
+      const bad = ranks.find((k) => k >= r.num_processes);
+      return bad !== undefined ? `${JSON.stringify(r.rank)}: rank ${bad} is not one of num_processes = ${r.num_processes} processes` : new Set(ranks).size !== ranks.length ? `${JSON.stringify(r.rank)}: a process listed twice` : null;
+    },
+  },
+  // What TRL runs but a batch without every rank's rows cannot reproduce (a merge of all num_processes rank files can).
+  {
+    fields: ['config.top_entropy_quantile', 'run.num_processes', 'run.rank'],
     by: 'studio',
     source: QUANTILE,
     check: (c, r) =>
-      c.top_entropy_quantile < 1 && r.num_processes > 1
-        ? `${c.top_entropy_quantile} with num_processes = ${r.num_processes}: TRL takes the entropy threshold (torch.quantile) over the entropies gathered from every process, which this rank's batch does not hold; the studio cannot reproduce the entropy mask`
+      c.top_entropy_quantile < 1 && heldRanks(r) < r.num_processes
+        ? `${c.top_entropy_quantile} with num_processes = ${r.num_processes}: TRL takes the entropy threshold (torch.quantile) over the entropies gathered from every process, and the batch holds ${heldRanks(r)} of them; import every rank's file together to reproduce the entropy mask`
         : null,
   },
   {
-    fields: ['run.num_processes', 'config.use_liger_kernel', 'config.loss_type'],
+    fields: ['run.num_processes', 'run.rank', 'config.use_liger_kernel', 'config.loss_type'],
     by: 'studio',
     source: LIGER_NORM,
     check: (c, r) =>
-      c.use_liger_kernel && GLOBAL_COUNT.includes(c.loss_type) && r.num_processes > 1
-        ? `${r.num_processes} with use_liger_kernel and loss_type ${c.loss_type}: Liger divides by this micro-batch's loss-mask tokens summed over every process (all_reduce) / num_processes, which this rank's batch does not hold`
+      c.use_liger_kernel && GLOBAL_COUNT.includes(c.loss_type) && heldRanks(r) < r.num_processes
+        ? `${r.num_processes} with use_liger_kernel and loss_type ${c.loss_type}: Liger divides by this micro-batch's loss-mask tokens summed over every process (all_reduce) / num_processes, and the batch holds ${heldRanks(r)} of the processes; import every rank's file together`
+        : null,
+  },
+  {
+    fields: ['config.loss_type', 'config.importance_sampling_level', 'run.rank'],
+    by: 'studio',
+    source: COMPUTE_LOSS,
+    // luspo's token-level mean runs over each process's (B, T) with T its own padded width, which a merged batch drops.
+    check: (c, r) =>
+      c.loss_type === 'luspo' && c.importance_sampling_level === 'token' && heldRanks(r) > 1
+        ? `luspo at importance_sampling_level token over ${heldRanks(r)} processes' rows: TRL takes each process's mean over its own padded completion width, which the merged batch does not keep; step one rank's file`
         : null,
   },
   {

@@ -6,20 +6,22 @@
 import type { TrlLossParams, VllmIsMode } from '../../kernels/types.ts';
 import { trainerRefusal } from '../settings/rules.ts';
 import { SettingsError } from '../settings/types.ts';
-import type { TrlConfig, TrlRun } from '../settings/trl.ts';
+import { heldRanks, type TrlConfig, type TrlRun } from '../settings/trl.ts';
 
 export interface TrlInputsPresent {
   B: number;
   T: number;
   ref: boolean;
   sampling: boolean;
-  /** Σ completion_mask × tool_mask of this micro-batch: num_items_in_batch when the run does not give it. */
+  /** Σ completion_mask × tool_mask of the batch's rows: num_items_in_batch when the run does not give it. */
   localItems: number;
 }
 
 export function resolveTrlParams(c: TrlConfig, run: TrlRun, x: TrlInputsPresent, entropy_threshold: number | null): TrlLossParams {
   const refusal = trainerRefusal('trl', { ...c }, { ...run });
   if (refusal) throw refusal;
+  const ranks = heldRanks(run);
+  if (x.B % ranks !== 0) throw new SettingsError(`run.rank: the batch holds ${ranks} processes' rows (${JSON.stringify(run.rank)}), but its ${x.B} rows do not split evenly over them (TRL's process_slice gives every process the same number)`);
   const vllm = c.use_vllm && c.vllm_importance_sampling_correction;
   const lo = c.vllm_importance_sampling_clip_min;
   const hi = c.vllm_importance_sampling_clip_max;
@@ -53,22 +55,24 @@ export function resolveTrlParams(c: TrlConfig, run: TrlRun, x: TrlInputsPresent,
     vespo_lambda_neg: c.vespo_lambda_neg,
     max_completion_length: c.max_completion_length,
     gradient_accumulation_steps: run.gradient_accumulation_steps,
+    ranks,
     ...normaliser(c, run, x.localItems),
     entropy_coef: coef,
   };
 }
 
 /**
- * The kernel's dapo / cispo / vespo divisor is max(num_items_in_batch, 1) / num_processes, with no
+ * The kernel's dapo / cispo / vespo divisor is max(num_items_in_batch, 1) / num_processes (× the ranks held), with no
  * gradient_accumulation_steps. TRL's own loss: the run's num_items_in_batch (this micro-batch's count when not
  * given). Its Liger loss (compute_liger_loss) never reads num_items_in_batch: LigerFusedLinearGRPOLoss divides
  * these loss types by max(this micro-batch's loss-mask tokens all-reduced over processes / world size, 1)
  * (linkedin/Liger-Kernel src/liger_kernel/chunked_loss/fused_linear_ppo.py _compute_dapo_normalizer, v0.8.0)
- * and TRL then divides every loss type by gradient_accumulation_steps. With one process (trl_rules.ts refuses
- * more) that is max(local, 1) · gas over 1 process. The other loss types normalise alike in both paths
+ * and TRL then divides every loss type by gradient_accumulation_steps. trl_rules.ts refuses it unless the batch
+ * holds every process's rows, whose Σ is then that all-reduce: max(Σ / num_processes, 1) · gas as each rank's
+ * divisor. The other loss types normalise alike in both paths
  * (per-sequence mean over B, Σ M, B · max_completion_length, B · T; then ÷ gas).
  */
 function normaliser(c: TrlConfig, run: TrlRun, localItems: number): { num_items_in_batch: number; num_processes: number } {
-  if (c.use_liger_kernel) return { num_items_in_batch: Math.max(localItems, 1) * run.gradient_accumulation_steps, num_processes: 1 };
+  if (c.use_liger_kernel) return { num_items_in_batch: Math.max(localItems / run.num_processes, 1) * run.gradient_accumulation_steps, num_processes: 1 };
   return { num_items_in_batch: run.num_items_in_batch ?? localItems, num_processes: run.num_processes };
 }
