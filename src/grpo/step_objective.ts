@@ -122,21 +122,33 @@ export interface PreparedObjective {
 
 const f32 = (a: ArrayLike<number> | null | undefined): Float32Array | null => (a ? Float32Array.from(a) : null);
 
+/**
+ * TRL's mask_truncated_completions: a row whose LAST token is neither the tokenizer's EOS nor pad (`ids[-1] not in
+ * eos_and_pad`, eos_and_pad = [self._tokenizer.eos_token_id, self._tokenizer.pad_token_id], grpo_trainer.py
+ * _generate_and_score_completions) leaves completion_mask (and so the loss) before it is counted, (B), 1 = removed.
+ * The last token, not any EOS: a tool-calling row holds its earlier turns' EOS, and a last turn cut at
+ * max_completion_length still makes it truncated. An empty row (TRL would fail on ids[-1]) counts as truncated.
+ * One EOS, the tokenizer's (run.eos_token_id): a vLLM rollout also stops on generation_config's other EOS ids,
+ * and a row ending in one of those is truncated for TRL. Where the batch lists several and the run does not say
+ * which is the tokenizer's, a row ending in one of them is refused rather than guessed.
+ */
+function trlTruncated(p: PaddedBatch, given: Record<string, unknown>): Float32Array {
+  const { B, C: T } = p;
+  const eos = resolveSettings<TrlRun>(TRAINER_TABLES.trl.run, given, 'run').eos_token_id;
+  const last = (b: number) => (p.completion_lengths[b] > 0 ? p.completion_ids[b * T + p.completion_lengths[b] - 1] : null);
+  if (eos === null && p.eos_token_ids.length > 1) {
+    const b = Array.from({ length: B }, (_, k) => k).find((k) => last(k) !== null && last(k) !== p.pad_token_id && p.eos_token_ids.includes(last(k)!));
+    if (b !== undefined) throw new SettingsError(`run.eos_token_id: sample ${b} ends in ${last(b)}, one of the batch's EOS ids [${p.eos_token_ids.join(', ')}], and mask_truncated_completions keeps only rows ending in the tokenizer's eos_token_id or pad: give the tokenizer's eos_token_id (TRL's self._tokenizer.eos_token_id) in run`);
+  }
+  const endsWell = new Set([eos ?? p.eos_token_ids[0], p.pad_token_id]);
+  return Float32Array.from({ length: B }, (_, b) => (last(b) !== null && endsWell.has(last(b)!) ? 0 : 1));
+}
+
 /** The update's batch as `o`'s trainer reads it. */
 export function trainerInputs(u: ScoredUpdate, o: TrainerObjective): PreparedObjective {
   const p = u.padded;
   const { B, C: T } = p;
-  // TRL's mask_truncated_completions: a row whose LAST token is neither EOS nor pad (`ids[-1] not in eos_and_pad`,
-  // grpo_trainer.py _generate_and_score_completions) leaves completion_mask (and so the loss) before it is
-  // counted. The last token, not any EOS: a tool-calling row holds its earlier turns' EOS, and a last turn cut at
-  // max_completion_length still makes it truncated. An empty row (TRL would fail on ids[-1]) counts as truncated.
-  const endsWell = new Set([...p.eos_token_ids, p.pad_token_id]);
-  const truncated = o.trainer === 'trl' && o.config.mask_truncated_completions === true
-    ? Float32Array.from({ length: B }, (_, b) => {
-      const n = p.completion_lengths[b];
-      return n > 0 && endsWell.has(p.completion_ids[b * T + n - 1]) ? 0 : 1;
-    })
-    : null;
+  const truncated = o.trainer === 'trl' && o.config.mask_truncated_completions === true ? trlTruncated(p, o.run) : null;
   const tool = p.tool_mask ?? null;
   // TRL reads tool_mask itself; verl's and OpenRLHF's response mask already excludes tool output.
   const completion_mask = Int32Array.from(p.completion_mask, (m, i) => m * (truncated?.[Math.floor(i / T)] ? 0 : 1) * (tool && o.trainer !== 'trl' ? tool[i] : 1));

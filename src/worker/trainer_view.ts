@@ -71,7 +71,16 @@ export async function trainerWhatIf(gpu: Gpu, pipe: StepPipeline, current: Train
 
 /** The loss stage's trainer view; a settings problem becomes its `error` (the step's backward refuses with the same one). */
 export async function trainerView(gpu: Gpu, pipe: StepPipeline, settings: EffectiveSettings): Promise<TrainerView> {
-  const prepared = inputsOf(pipe, settings);
+  let prepared: PreparedObjective;
+  try {
+    prepared = inputsOf(pipe, settings);
+  } catch (e) {
+    // The batch as the trainer reads it is refused (TRL's truncation with an EOS it cannot tell): no column to show.
+    const error = settingsError(e);
+    if (error === null) throw e;
+    const o = trainerObjectiveOf(settings);
+    return { trainer: settings.trainer, config: o.config, run: o.run, terms: null, error, offer: null, table: [] };
+  }
   const { x, scored } = prepared;
   const base = { trainer: settings.trainer, config: x.config, run: x.run };
   // The table is formed column by column (a column the trainer refuses shows why), also when the preset's own fails.

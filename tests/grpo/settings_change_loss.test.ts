@@ -242,6 +242,8 @@ const CONTEXT: Record<TrainerId, Record<Key, Context>> = {
     kl_estimator: { config: { beta: 0.1 }, why: 'studio-only: the studio loss shows k1 / k2 / k3 of the KL term (needs beta ≠ 0)' },
     'run.num_processes': { run: { num_items_in_batch: 30 }, why: 'dapo divides num_items_in_batch by the processes (without it TRL refuses, tested in trainer_from_logps)' },
     'run.gradient_accumulation_steps': { config: { loss_type: 'grpo', steps_per_generation: 1 }, why: 'grpo / bnpo / dr_grpo / sapo / luspo divide by it; dapo does not' },
+    'run.rank': { config: { loss_type: 'bnpo' }, run: { num_processes: 2 }, values: [0, [0, 1]], why: "a list: the batch holds both processes' rows (rows 0–2, 3–5), each process its own bnpo token count, the two averaged" },
+    'run.eos_token_id': { config: { mask_truncated_completions: true }, values: [null, 4], why: "mask_truncated_completions: rows ending in the batch's EOS 2 are truncated where the tokenizer's EOS is another id" },
     'run.last_world_entropy': { config: { entropy_coef: 0.1, use_adaptive_entropy: true }, values: [null, 0.1], why: 'adaptive gate: +inf (null) applies 0, 0.1 ≤ target applies the coefficient' },
     'run.adaptive_entropy_coef': { config: { entropy_coef: 0.1, use_adaptive_entropy: true }, run: { last_world_entropy: 0.1 }, values: [null, 0.3], why: "adaptive: the run's current coefficient replaces the start value" },
   },
@@ -300,7 +302,6 @@ const EXEMPT: Record<TrainerId, Record<Key, string>> = {
     entropy_coef_min: "adaptive entropy: bounds the coefficient TRL sets for the NEXT step (grpo_trainer.py _compute_loss updates self.entropy_coef after this step's loss)",
     entropy_coef_max: 'adaptive entropy: bounds the coefficient for the next step (as entropy_coef_min)',
     entropy_coef_delta: 'adaptive entropy: the step of the coefficient for the next step (as entropy_coef_min)',
-    'run.rank': "which slice of the generation batch this file holds: the given batch's loss does not read it",
   },
   verl: {
     calculate_entropy: 'only shows the entropy: the loss reads it through entropy_coeff, a row of its own',

@@ -39,6 +39,29 @@ describe('mask_truncated_completions', () => {
     expect(trainerInputs(u, { trainer: 'trl', config: {}, run: {} }).truncated).toBeNull();
   });
 
+  it("one EOS, the tokenizer's (run.eos_token_id): a row ending in another stop id of the batch is truncated for TRL; unnamed, such a row is refused", () => {
+    const STOP = 7; // a second stop id (vLLM stops on generation_config's eos list), not the tokenizer's EOS
+    const batchOf = (completion_ids: number[][]): GrpoBatch => ({
+      format: 'grpo-batch/v1', num_generations: 2, pad_token_id: PAD, eos_token_ids: [EOS, STOP],
+      prompt_ids: completion_ids.map(() => [3]), completion_ids, completion_mask: completion_ids.map((r) => r.map(() => 1)),
+    });
+    const update = (b: GrpoBatch) => {
+      const padded = padBatch(b);
+      const zeros = new Float32Array(padded.B * padded.C);
+      return { padded, per_token_logps: zeros, per_token_entropy: zeros, advantages: b.completion_ids.map(() => 1), ref_per_token_logps: null, old_per_token_logps: zeros, temperature: 1 };
+    };
+    const u = update(batchOf([[5, EOS], [5, STOP], [5, 6], [5, PAD]]));
+    const on = (run: Record<string, unknown>) => trainerInputs(u, { trainer: 'trl', config: { mask_truncated_completions: true }, run });
+    expect(Array.from(on({ eos_token_id: EOS }).truncated!)).toEqual([0, 1, 1, 0]);
+    expect(Array.from(on({ eos_token_id: STOP }).truncated!)).toEqual([1, 0, 1, 0]);
+    expect(() => on({})).toThrow(/^run\.eos_token_id: sample 0 ends in 2, one of the batch's EOS ids \[2, 7\]/);
+    // No row ends in an EOS id: nothing to tell apart.
+    const none = update(batchOf([[5, 6], [5, PAD]]));
+    expect(Array.from(trainerInputs(none, { trainer: 'trl', config: { mask_truncated_completions: true }, run: {} }).truncated!)).toEqual([1, 0]);
+    // Without mask_truncated_completions the EOS ids are not read.
+    expect(trainerInputs(u, { trainer: 'trl', config: {}, run: {} }).truncated).toBeNull();
+  });
+
   it("sampling log-probs reach TRL's objective only with use_vllm (TRL holds none otherwise); verl's always", () => {
     const withSampling: GrpoBatch = {
       format: 'grpo-batch/v1', num_generations: 2, pad_token_id: PAD, eos_token_ids: [EOS],

@@ -83,6 +83,20 @@ describe('TRL: the ids in each carrier a dump may hold them in', () => {
     });
   }
 
+  it("run.eos_token_id, the tokenizer's own EOS (mask_truncated_completions counts only it): from the hook's key or the tokenizer, never from generation_config's list", () => {
+    const cases: [Record<string, unknown>, number | undefined][] = [
+      [{ pad_token_id: String(PAD), eos_token_id: String(EOS) }, EOS],
+      [{ processing_class: { tokenizer: tok } }, EOS],
+      [{ tokenizer: tok, generation_config: { eos_token_id: [PAD, EOS] } }, EOS],
+      [{ generation_config: { pad_token_id: PAD, eos_token_id: [EOS, PAD] } }, undefined],
+      [{ processing_class: tok, run: { eos_token_id: PAD } }, PAD],
+    ];
+    for (const [meta, eos] of cases) {
+      const r = readAnyBatch(trlDict(meta), 'trl.safetensors');
+      expect(r.batch.run?.eos_token_id, JSON.stringify(meta)).toBe(eos);
+    }
+  });
+
   it('carriers that disagree: the first (the hook, then the tokenizer) is kept and the other named', () => {
     const r = readAnyBatch(trlDict({ processing_class: tok, generation_config: { pad_token_id: 0, eos_token_id: EOS } }), 'trl.safetensors');
     expect(r.batch.pad_token_id).toBe(PAD);

@@ -38,7 +38,7 @@ describe('TRL rank files that agree', () => {
       const r = merge(order.map((n) => [n, fixture(n)] as [string, Uint8Array]));
       expect(r.batch.group_ids).toEqual([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
       expect(r.batch.config).toMatchObject({ rank: [0, 1], num_processes: 2, gradient_accumulation_steps: 2 });
-      expect(r.batch.run).toEqual({ num_items_in_batch: 35 });
+      expect(r.batch.run).toEqual({ num_items_in_batch: 35, eos_token_id: 2 }); // the hook's eos_token_id: the tokenizer's
       expect(r.notes[0]).toBe(`merged 2 files: ${R0}, ${R1}`);
       expect(r.notes.join('\n')).not.toMatch(/missing/);
     }
@@ -74,7 +74,9 @@ describe('disagreeing run context is refused, naming both files and values', () 
     const cfg = JSON.parse(parseSafeTensors(fixture(R0)).metadata.config);
     const file = (bytes: Uint8Array, v: number) => editSafetensors(bytes, { [name]: String(v), config: JSON.stringify({ ...cfg, [name]: v }), rewards: undefined }, { num_items_in_batch: undefined });
     const msg = refusal(() => merge([[R0, file(fixture(R0), a)], [R1, file(fixture(R1), b)]]));
-    expect(msg).toMatch(new RegExp(`^${R1.replace('.', '\\.')}: cannot merge: (config|run)\\.${name} ${b}, ${R0.replace('.', '\\.')} has ${a}$`));
+    // The hook's eos_token_id is the tokenizer's EOS and the batch's EOS carrier too: the batch field is named first.
+    const field = name === 'eos_token_id' ? `eos_token_ids \\[${b}\\], ${R0.replace('.', '\\.')} has \\[${a}\\]` : `(config|run)\\.${name} ${b}, ${R0.replace('.', '\\.')} has ${a}`;
+    expect(msg).toMatch(new RegExp(`^${R1.replace('.', '\\.')}: cannot merge: ${field}$`));
   });
 });
 

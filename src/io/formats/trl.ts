@@ -24,8 +24,11 @@ const ROWS = [...configTable('trl'), ...runTable('trl')].filter((s) => !s.studio
 const CONFIG_FIELDS: ReadonlySet<string> = new Set(ROWS.map((s) => s.name));
 /** Rows where null is a value of its own (vllm_importance_sampling_clip_max: null = no bound, not the default 3). */
 const NULL_MEANS: ReadonlySet<string> = new Set(ROWS.filter((s) => s.nullable && s.default !== null).map((s) => s.name));
-/** Run-context rows carried into batch.run; rank, num_processes and gradient_accumulation_steps go with the config, as GRPOConfig's. */
-const RUN_FIELDS = runTable('trl').map((s) => s.name).filter((k) => !['rank', 'num_processes', 'gradient_accumulation_steps'].includes(k));
+/**
+ * Run-context rows carried into batch.run; rank, num_processes and gradient_accumulation_steps go with the config, as
+ * GRPOConfig's; eos_token_id is the tokenizer's (tokenizerEos), not any EOS carrier's.
+ */
+const RUN_FIELDS = runTable('trl').map((s) => s.name).filter((k) => !['rank', 'num_processes', 'gradient_accumulation_steps', 'eos_token_id'].includes(k));
 
 /**
  * Metadata objects that carry the trainer's pad / EOS ids besides the hook's top-level keys, as saved from the
@@ -112,6 +115,8 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     if (v !== undefined) batch.run = { ...batch.run, [k]: v };
   }
   countOfItems(d, batch.run?.num_items_in_batch);
+  const eos = tokenizerEos(d, run);
+  if (eos !== undefined) batch.run = { ...batch.run, eos_token_id: eos };
   batch.metrics = d.metrics();
   const dropped = Object.keys(cfg).filter((k) => !CONFIG_FIELDS.has(k)).length;
   if (dropped > 0) notes.push(`${dropped} other GRPOConfig field(s) in the metadata are not used by the studio`);
@@ -141,6 +146,21 @@ function trlIdCarriers(d: Dump, cfg: Record<string, unknown>): IdCarrier[] {
     ...ID_OBJECTS.flatMap((k) => carriersIn(k, d.meta(k))),
     ...carriersIn('config.generation_kwargs', cfg.generation_kwargs),
   ];
+}
+
+/**
+ * The tokenizer's own EOS (GRPOTrainer's self._tokenizer.eos_token_id, the one mask_truncated_completions counts),
+ * first found first: the run's `eos_token_id`; the hook's top-level `eos_token_id` (docs/import/trl.md and
+ * python/grpo_studio_dump write the tokenizer's there); the tokenizer saved as the trainer holds it. Not
+ * generation_config's, which may list further stop ids. A list or a non-integer is not one EOS: left to the
+ * batch's eos_token_ids (tokenIds reads the same carriers).
+ */
+function tokenizerEos(d: Dump, run: Record<string, unknown>): unknown {
+  const pc = d.meta('processing_class');
+  const tok = (o: unknown) => (isPlainObject(o) ? o.eos_token_id : undefined);
+  const carriers = [d.meta('eos_token_id'), isPlainObject(pc) ? tok(pc.tokenizer) : undefined, tok(pc), tok(d.meta('tokenizer'))];
+  // The run's value as written (the validator names a bad one); a carrier only where it is one integer id.
+  return run.eos_token_id !== undefined ? run.eos_token_id : carriers.map((v) => intOf(v)).find((v) => v !== undefined && v >= 0);
 }
 
 /**
