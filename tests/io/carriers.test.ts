@@ -248,15 +248,25 @@ describe('verl: rollout_is_weights say the run weighted its loss by rollout IS',
   });
 });
 
-describe("verl: use_dynamic_bsz packs by the attention, so the batch's completion_mask must span it", () => {
+describe("verl: the batch's completion_mask is what verl's forward attends, response_mask inside it", () => {
   // Row 0's last response token attended but out of the loss (a rollout cut inside a tool response).
   const clean = readAnyBatch(verlDump({}), 'verl.safetensors').batch.completion_mask as number[][];
-  const cut = clean.map((r, b) => (b === 0 ? r.map((x, t) => (t === r.lastIndexOf(1) ? 0 : x)) : r));
+  const last = clean[0].lastIndexOf(1);
+  const cut = clean.map((r, b) => (b === 0 ? r.map((x, t) => (t === last ? 0 : x)) : r));
   const config = (dynamic: boolean) => ({ config: { rollout_n: 2, use_dynamic_bsz: dynamic } });
-  it('refused under use_dynamic_bsz, naming the sample; read as before without it', () => {
-    expect(() => readAnyBatch(verlDump(config(true), { response_mask: i64(cut) }), 'verl.safetensors')).toThrow(/^verl\.safetensors: attention_mask at sample 0 attends \d+ response tokens, its response_mask spans \d+: use_dynamic_bsz packs micro-batches by the attention/);
-    expect(() => readAnyBatch(verlDump(config(false), { response_mask: i64(cut) }), 'verl.safetensors')).not.toThrow();
-    expect(() => readAnyBatch(verlDump(config(true)), 'verl.safetensors')).not.toThrow();
+  it('an attended tail past the last trained token stays in the completion, out of the loss (tool_mask 0): the same batch with or without use_dynamic_bsz', () => {
+    for (const dynamic of [false, true]) {
+      const r = readAnyBatch(verlDump(config(dynamic), { response_mask: i64(cut) }), 'verl.safetensors');
+      expect(r.batch.completion_mask).toEqual(clean);
+      expect(r.batch.tool_mask![0]).toEqual(clean[0].map((_, t) => (t === last ? 0 : 1)));
+      expect(r.batch.tool_mask!.slice(1).every((row) => row.every((x) => x === 1))).toBe(true);
+      expect(errors(r)).toEqual([]);
+    }
+  });
+  it("a trained token verl's forward does not attend is refused, naming sample and position", () => {
+    const holes = clean.map((r, b) => (b === 1 ? r.map((x, t) => (t === 0 ? 0 : x)) : r));
+    const prompts = readAnyBatch(verlDump({}), 'verl.safetensors').batch.prompt_mask as number[][];
+    expect(() => readAnyBatch(verlDump({}, { attention_mask: i64(prompts.map((m, b) => [...m, ...holes[b]])) }), 'verl.safetensors')).toThrow(/^verl\.safetensors: response_mask trains sample 1, response position 0, where attention_mask is 0/);
   });
   it('a dump without attention_mask is refused under use_dynamic_bsz (the prompts\' left padding would count)', () => {
     expect(() => readAnyBatch(verlDump(config(true), {}, ['attention_mask']), 'verl.safetensors')).toThrow(/^verl\.safetensors: no attention_mask, and use_dynamic_bsz packs micro-batches by attention_mask\.sum\(-1\)/);

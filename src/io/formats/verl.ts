@@ -50,6 +50,19 @@ export function detect(d: Dump): boolean {
   return d.has('responses') && d.has('prompts');
 }
 
+/**
+ * A response's masks from what verl's forward attends: completion_mask = attention_mask[:, P:] (the tokens the
+ * actor's forward sees, and what use_dynamic_bsz counts), tool_mask = response_mask inside it (0 on attended tokens
+ * verl does not train: tool output, and a rollout cut inside a tool response, whose attended tail lies past the
+ * last trained token). A trained token the forward does not attend has no place in a grpo-batch/v1 row: refused.
+ */
+function attendedSplit(d: Dump, loss: number[], attended: number[], b: number): { completion_mask: number[]; tool_mask?: number[] } {
+  const t = loss.findIndex((m, k) => m !== 0 && attended[k] === 0);
+  if (t >= 0) d.fail(`response_mask trains sample ${b}, response position ${t}, where attention_mask is 0: verl's forward does not attend it, and a grpo-batch/v1 completion_mask cannot say both`);
+  const completion_mask = attended.map((a) => (a ? 1 : 0));
+  return completion_mask.some((a, k) => a !== (loss[k] ? 1 : 0)) ? { completion_mask, tool_mask: completion_mask.map((a, k) => (a ? (loss[k] ? 1 : 0) : 1)) } : { completion_mask };
+}
+
 export function read(d: Dump, opts: ImportOptions): ImportResult {
   const notes: string[] = [];
   const prompts = d.ints('prompts');
@@ -70,7 +83,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   if (attention && attention.cols !== P + R) d.fail(`attention_mask has ${attention.cols} columns, prompts + responses have ${P} + ${R} = ${P + R}`);
   const lossMask = d.has('response_mask') ? rows(d.ints('response_mask')) : attention ? Array.from({ length: B }, (_, b) => row(attention, b, P, P + R)) : d.fail('needs response_mask or attention_mask');
   if (!d.has('response_mask')) notes.push('no response_mask: using attention_mask[:, P:], as verl compute_response_mask does');
-  const split = lossMask.map(splitLossMask);
+  const split = attention ? lossMask.map((m, b) => attendedSplit(d, m, row(attention, b, P, P + R), b)) : lossMask.map(splitLossMask);
   const completion_ids = rows(responses);
   const ends: number[] = [];
   completion_ids.forEach((r, b) => turnEnds(r, lossMask[b], ends));
@@ -102,17 +115,9 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     group_ids,
   };
   if (batch.tool_mask) notes.push('response_mask has zeros inside responses (multi-turn tool tokens): kept as tool_mask');
-  // use_dynamic_bsz packs rows by attention_mask.sum(-1) (verl/utils/seqlen_balancing.py); the step counts
-  // prompt_mask ⧺ completion_mask. Attended response tokens outside that span (a rollout cut inside a tool
-  // response) would pack different micro-batches: refused rather than stepped on other lengths.
+  // use_dynamic_bsz packs rows by attention_mask.sum(-1) (verl/utils/seqlen_balancing.py), which the batch carries as
+  // prompt_mask ⧺ completion_mask; without attention_mask the prompts' left padding would count as tokens.
   if (cfg.use_dynamic_bsz === true && !attention) d.fail('no attention_mask, and use_dynamic_bsz packs micro-batches by attention_mask.sum(-1): without it the prompts\' left padding counts as tokens; save attention_mask with the batch');
-  if (attention && cfg.use_dynamic_bsz === true) {
-    for (let b = 0; b < B; b++) {
-      const attended = row(attention, b, P, P + R).reduce((a, x) => a + (x ? 1 : 0), 0);
-      const counted = batch.completion_mask[b].reduce((a, x) => a + x, 0);
-      if (attended !== counted) d.fail(`attention_mask at sample ${b} attends ${attended} response tokens, its response_mask spans ${counted}: use_dynamic_bsz packs micro-batches by the attention, which the batch's completion_mask does not carry`);
-    }
-  }
   for (const [key, field] of [['old_log_probs', 'old_per_token_logps'], ['ref_log_prob', 'ref_per_token_logps'], ['rollout_log_probs', 'sampling_per_token_logps']] as const) {
     if (d.has(key)) batch[field] = rows(d.floats(key));
   }
