@@ -3,8 +3,9 @@
 // on a batch in any supported format (src/io/formats) with the step pipeline (src/grpo/step.ts): policy forward, reference forward,
 // loss, backward, clipped optimizer step and re-evaluation, configured by the batch's `config` (loss_type,
 // beta, epsilon, epsilon_high, delta, temperature, kl_estimator, importance_sampling_level, optimizer
-// {name, lr, betas, eps, weight_decay}, max_grad_norm, position_ids). Without --ref-model and with β > 0
-// the reference is a frozen copy of the policy. Writes JSON; per-token arrays are ragged over each
+// {name, lr, betas, eps, weight_decay}, max_grad_norm, position_ids). With β > 0 the KL is to the batch's own
+// ref_per_token_logps when it carries them (a trainer dump's: its reference, which --ref-model is then only checked
+// against, `reference_check`), else to --ref-model, else to a frozen copy of the policy. Writes JSON; per-token arrays are ragged over each
 // sample's completion (the batch's completion_ids lengths). The batch's trainer (its format: verl and
 // OpenRLHF dumps are theirs, anything else TRL), `config` and `run` pick the objective as on the page
 // (src/grpo/step_objective.ts): another trainer, or a TRL setting / run context the studio loss does not
@@ -61,6 +62,8 @@ export interface StepCliResult {
   per_token_logps: number[][];
   /** Which reference the KL was measured against (the reference stage's label), or null: none (β = 0). */
   reference: string | null;
+  /** With the batch's own ref_per_token_logps (which the loss reads) and a reference model too: that model's largest |Δ| from them over the loss tokens. */
+  reference_check: { model: string; max_abs_diff: number; tokens: number } | null;
   ref_per_token_logps: number[][] | null;
   per_token_kl: number[][] | null;
   per_token_entropy: number[][];
@@ -140,6 +143,7 @@ export async function run(argv: string[]): Promise<number> {
     const result: StepCliResult = {
       per_token_logps: rag(d('policy_forward').per_token_logps),
       reference: pipe.data('reference_forward')?.reference_label ?? null,
+      reference_check: pipe.data('reference_forward')?.reference_check ?? null,
       ref_per_token_logps: pipe.data('reference_forward') ? rag(d('reference_forward').ref_per_token_logps!) : null,
       per_token_kl: loss.per_token_kl && rag(loss.per_token_kl),
       per_token_entropy: rag(d('policy_forward').per_token_entropy),

@@ -31,7 +31,8 @@ import { SettingsError } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
 import { trainerInputs, trainerObjective, updateScope, type ScoredUpdate, type TrainerGrad } from './step_objective.ts';
 import { lossMaskOf } from './step_prepare.ts';
-import { need, referenceLabel, type PassData, type Skipped, type StageContext, type StageOutput, type StepState } from './step_types.ts';
+import { need, referenceLabel, type PassData, type Skipped, type StageContext, type StageData, type StageOutput, type StepState } from './step_types.ts';
+import type { CausalLM } from '../model/model.ts';
 
 /** The mask the loss (and so its gradient) applies: completion_mask · tool_mask when a tool mask exists. */
 function lossMask(state: StepState, s: CompletionScores): GPUBuffer {
@@ -86,12 +87,13 @@ function assertNoAdapterRefSync(objective: StepConfig['trainer'], adapter: boole
 /** Forward with saved activations, scoring every completion position (TRL computes them all; the masks decide). */
 export async function policyForward(ctx: StageContext, state: StepState): Promise<StageOutput<'policy_forward'>> {
   const { gpu, opts } = ctx;
-  if (ctx.weights.changed && !opts.reference && opts.config.loss.beta !== 0) {
+  const p = need(state, 'assemble').data.padded;
+  // The batch's own reference log-probs need no frozen copy (referenceForward).
+  if (ctx.weights.changed && !opts.reference && opts.config.loss.beta !== 0 && !p.ref_per_token_logps) {
     throw new Error('the frozen-copy reference is the policy as loaded, and its weights have changed: reload the model or give a reference model');
   }
   assertNoTrainingDropout(opts.config.training_dropout ?? null, opts.policy.config);
   assertNoAdapterRefSync(opts.config.trainer, opts.policy.adapter !== null);
-  const p = need(state, 'assemble').data.padded;
   const rec = gpu.recorder('policy_forward', { stream: true });
   const scores = ctx.own(score_completions(rec, opts.policy, p, { temperature: opts.config.loss.temperature, save: true }));
   await rec.finish();
@@ -100,27 +102,62 @@ export async function policyForward(ctx: StageContext, state: StepState): Promis
   return { data: { per_token_logps: new Float32Array(lp), per_token_entropy: new Float32Array(ent) }, device: { scores } };
 }
 
+/**
+ * The reference log-probs the loss reads. A batch that carries ref_per_token_logps (a trainer's dump: TRL's
+ * ref_per_token_logps, verl's ref_log_prob, OpenRLHF's base_action_log_probs) holds the trainer's own, computed by its
+ * reference model (the initial policy, or TRL's synced one): the loss reads them, as it reads old_per_token_logps,
+ * whatever reference is loaded — a checkpoint stepped past the rollout's policy would otherwise be its own reference
+ * (KL 0). A reference model loaded too is scored as a check (its largest |Δ| over the loss tokens). Without them:
+ * the reference model, or the frozen copy of the policy as loaded.
+ */
 export async function referenceForward(ctx: StageContext, state: StepState): Promise<StageOutput<'reference_forward'> | Skipped> {
   const { gpu, opts } = ctx;
   const ref = opts.reference;
   const policy = need(state, 'policy_forward');
-  if (!ref) {
-    if (opts.config.loss.beta === 0) return { skipped: 'β = 0: no reference model is loaded (as TRL)' };
+  const p = need(state, 'assemble').data.padded;
+  if (opts.config.loss.beta === 0) {
+    if (!ref) return { skipped: 'β = 0: no reference model is loaded (as TRL)' };
+  } else if (p.ref_per_token_logps) {
+    const stored = p.ref_per_token_logps;
+    const source = opts.reference_source ?? { kind: 'model', name: 'reference' };
+    const check = ref ? await referenceCheck(ctx, ref, p, referenceLabel(source)) : null;
+    const label = `the batch's ref_per_token_logps${check ? ` (${check.model}: max |Δ| ${check.max_abs_diff.toPrecision(3)} over ${check.tokens} loss tokens)` : ''}`;
+    return { data: { ref_per_token_logps: stored, reference: 'batch', reference_label: label, reference_check: check }, device: { ref_per_token_logps: ctx.own(gpu.upload('ref_per_token_logps', stored)) } };
+  } else if (!ref) {
     // The frozen copy has the policy's weights as they are before this step: its log-probs are the policy forward's.
     const frozen = opts.reference_source ?? { kind: 'frozen-copy' };
-    const data = { ref_per_token_logps: policy.data.per_token_logps, reference: frozen.kind, reference_label: referenceLabel(frozen) };
+    const data = { ref_per_token_logps: policy.data.per_token_logps, reference: frozen.kind, reference_label: referenceLabel(frozen), reference_check: null };
     return { data, device: { ref_per_token_logps: policy.device.scores.per_token_logps } };
   }
   const source = opts.reference_source ?? { kind: 'model', name: 'reference' };
-  const p = need(state, 'assemble').data.padded;
-  const rec = gpu.recorder('reference_forward', { stream: true });
-  const s = ctx.own(score_completions(rec, ref, p, { temperature: opts.config.loss.temperature }));
+  const s = await scoreReference(ctx, ref!, p);
+  const data = { ref_per_token_logps: await gpu.readF32(s.per_token_logps, p.B * p.C), reference: source.kind, reference_label: referenceLabel(source), reference_check: null };
+  return { data, device: { ref_per_token_logps: s.per_token_logps } };
+}
+
+/** The reference model's per-token log-probs of the batch (B, C), on the GPU. */
+async function scoreReference(ctx: StageContext, ref: CausalLM, p: PaddedBatch) {
+  const rec = ctx.gpu.recorder('reference_forward', { stream: true });
+  const s = ctx.own(score_completions(rec, ref, p, { temperature: ctx.opts.config.loss.temperature }));
   await rec.finish();
   // Only the log-probs are used from here on: the reference's activations and logits would otherwise sit
   // under the backward's peak (src/model/plan.ts plans the peak this way).
   ref.releaseWorkspace();
-  const data = { ref_per_token_logps: await gpu.readF32(s.per_token_logps, p.B * p.C), reference: source.kind, reference_label: referenceLabel(source) };
-  return { data, device: { ref_per_token_logps: s.per_token_logps } };
+  return s;
+}
+
+/** A loaded reference model against the batch's ref_per_token_logps: its largest |Δ| over the loss tokens (B·C floats read back once). */
+async function referenceCheck(ctx: StageContext, ref: CausalLM, p: PaddedBatch, model: string): Promise<NonNullable<StageData['reference_forward']['reference_check']>> {
+  const s = await scoreReference(ctx, ref, p);
+  const got = await ctx.gpu.readF32(s.per_token_logps, p.B * p.C);
+  const mask = lossMaskOf(p);
+  let [max_abs_diff, tokens] = [0, 0];
+  for (let i = 0; i < mask.length; i++) {
+    if (!mask[i]) continue;
+    tokens++;
+    max_abs_diff = Math.max(max_abs_diff, Math.abs(got[i] - p.ref_per_token_logps![i]));
+  }
+  return { model, max_abs_diff, tokens };
 }
 
 /** The per-token fields each pass reads back (what the loss stage and the pass selector show). */

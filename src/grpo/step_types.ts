@@ -109,7 +109,14 @@ export interface StageData {
   advantages: { advantages: number[]; groups: GroupStats[] | null; from: 'batch' | 'rewards' };
   assemble: { batch: GrpoBatch; padded: PaddedBatch };
   policy_forward: { per_token_logps: PerToken; per_token_entropy: PerToken };
-  reference_forward: { ref_per_token_logps: PerToken | null; reference: ReferenceSource['kind'] | 'none'; reference_label: string };
+  reference_forward: {
+    ref_per_token_logps: PerToken | null;
+    /** 'batch': the batch's ref_per_token_logps, the trainer's own reference log-probs (no forward, or one to check them). */
+    reference: ReferenceSource['kind'] | 'batch' | 'none';
+    reference_label: string;
+    /** With the batch's log-probs and a reference model loaded too: that model's log-probs against them over the loss tokens. */
+    reference_check: { model: string; max_abs_diff: number; tokens: number } | null;
+  };
   loss: {
     old_per_token_logps: PerToken;
     importance_ratio: PerToken;

@@ -109,7 +109,7 @@ describe('TRL dict: nothing is repaired', () => {
     const { num_generations: _, logging_steps: __, ...optimizer } = config;
     expect(r.batch.config).toMatchObject({ ...optimizer, num_generations: 2 });
     expect(r.batch.config).not.toHaveProperty('logging_steps');
-    expect(r.batch.run).toEqual({ global_step: 40, max_steps: 500 });
+    expect(r.batch.run).toEqual({ global_step: 40, max_steps: 500, eos_token_id: 2 }); // the hook's eos_token_id: the tokenizer's
     expect(r.unknownKeys).toEqual([]);
   });
 });

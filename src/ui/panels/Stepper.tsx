@@ -121,6 +121,7 @@ const REFERENCE_TEXT = {
   model: 'a separately loaded reference checkpoint',
   'base-without-adapter': 'the base model with the LoRA adapter disabled (TRL + PEFT)',
   'frozen-adapter': 'a frozen copy of the loaded LoRA adapter (TRL handed an already-wrapped PeftModel)',
+  batch: "the batch's ref_per_token_logps: the trainer's own reference log-probs, which its loss read (a reference model loaded too is only scored against them)",
   none: 'no reference (β = 0)',
 } as const;
 

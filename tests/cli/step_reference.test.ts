@@ -1,0 +1,50 @@
+// `grpo-studio step` on a batch that carries its trainer's own reference log-probs (TRL's ref_per_token_logps,
+// verl's ref_log_prob, OpenRLHF's base_action_log_probs): the loss reads them, as it reads old_per_token_logps,
+// whatever reference is loaded. With the golden reference's log-probs (PyTorch float64, expected.json) written
+// into the batch, the step WITHOUT --ref-model gives the golden loss, KL and gradient norm (which without them
+// needs --ref-model: a frozen copy of the policy would be its own reference, KL 0). A reference model loaded too
+// is only scored against them (`reference_check`).
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/main.ts';
+import type { StepCliResult } from '../../src/cli/step.ts';
+import { expectClose } from '../helpers/close.ts';
+import { GOLDEN } from '../helpers/golden.ts';
+
+const dir = join(GOLDEN, 'tiny-qwen2');
+const read = <T>(path: string): T => JSON.parse(readFileSync(path, 'utf8')) as T;
+const want = read<{ ref_per_token_logps: number[][]; per_token_kl: number[][]; loss: number; grad_norm: number }>(join(dir, 'expected.json'));
+const batch = read<{ completion_mask: number[][]; config: Record<string, unknown> }>(join(dir, 'batch.json'));
+const mask = batch.completion_mask.flat();
+
+async function step(ref: number[][], args: string[] = []): Promise<StepCliResult> {
+  const tmp = mkdtempSync(join(tmpdir(), 'step-ref-'));
+  writeFileSync(join(tmp, 'batch.json'), JSON.stringify({ ...batch, ref_per_token_logps: ref }));
+  expect(await main(['step', '--model', dir, '--batch', join(tmp, 'batch.json'), '--out', join(tmp, 'r.json'), ...args])).toBe(0);
+  return read<StepCliResult>(join(tmp, 'r.json'));
+}
+
+describe("the batch's ref_per_token_logps are the reference", () => {
+  it('without --ref-model: the golden KL, loss and grad norm of the golden reference (not the frozen copy\'s KL 0)', async () => {
+    expect(batch.config.beta).toBeGreaterThan(0);
+    const got = await step(want.ref_per_token_logps);
+    expect(got.reference).toBe("the batch's ref_per_token_logps");
+    expect(got.reference_check).toBeNull();
+    expect(got.ref_per_token_logps).toEqual(want.ref_per_token_logps.map((r) => r.map(Math.fround)));
+    expectClose(got.per_token_kl!.flat(), want.per_token_kl.flat(), { rtol: 1e-4, atol: 1e-5, mask, label: 'per_token_kl' });
+    expectClose([got.loss, got.grad_norm], [want.loss, want.grad_norm], { rtol: 1e-4, atol: 1e-6, label: 'loss, grad_norm' });
+  });
+
+  it('a reference model loaded too is scored against them: the golden reference agrees, a shifted copy is 0.25 off', async () => {
+    const same = await step(want.ref_per_token_logps, ['--ref-model', join(dir, 'ref')]);
+    expect(same.reference_check).toMatchObject({ model: 'model ref', tokens: mask.filter((m) => m === 1).length });
+    expect(same.reference_check!.max_abs_diff).toBeLessThan(1e-4);
+    const shifted = await step(want.ref_per_token_logps.map((r) => r.map((x) => x - 0.25)), ['--ref-model', join(dir, 'ref')]);
+    expect(Math.abs(shifted.reference_check!.max_abs_diff - 0.25)).toBeLessThan(1e-4);
+    expect(shifted.reference).toMatch(/^the batch's ref_per_token_logps \(model ref: max \|Δ\| 0\.25\d* over \d+ loss tokens\)$/);
+    // The loss reads the batch's (shifted) values, not the model's.
+    expectClose(shifted.ref_per_token_logps!.flat(), want.ref_per_token_logps.flat().map((x) => x - 0.25), { rtol: 0, atol: 1e-6, label: 'ref logps' });
+  });
+});
