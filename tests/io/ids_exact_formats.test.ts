@@ -132,7 +132,11 @@ function plant(rows: Val[][], { at, bad }: { at: number[]; bad: Val[] }): { rows
 interface VerlIds { prompts: number[][]; responses: number[][]; attention_mask: number[][]; response_mask: number[][] }
 const verlIds = (dtype: IdDType) =>
   fc.record({ B: fc.integer({ min: 1, max: 4 }), P: fc.integer({ min: 1, max: 4 }), R: fc.integer({ min: 1, max: 4 }) }).chain(({ B, P, R }) =>
-    fc.record({ prompts: fixedRows(idIn(EXACT_MAX[dtype]), B, P), responses: fixedRows(idIn(EXACT_MAX[dtype]), B, R), attention_mask: fixedRows(bit, B, P + R), response_mask: fixedRows(bit, B, R) }),
+    fc
+      .record({ prompts: fixedRows(idIn(EXACT_MAX[dtype]), B, P), responses: fixedRows(idIn(EXACT_MAX[dtype]), B, R), attention_mask: fixedRows(bit, B, P + R), response_mask: fixedRows(bit, B, R) })
+      // verl trains only attended tokens (compute_response_mask: attention_mask[:, -R:], tool tokens zeroed): a
+      // trained token outside the attention is refused by the reader, so valid dumps keep response_mask ⊆ attention.
+      .map((v) => ({ ...v, response_mask: v.response_mask.map((r, b) => r.map((m, t) => m & v.attention_mask[b][P + t])) })),
   );
 function verlDump(dtype: IdDType, v: VerlIds, override: Record<string, TensorOut> = {}): Uint8Array {
   const B = v.responses.length;

@@ -59,8 +59,8 @@ export function detect(d: Dump): boolean {
 function attendedSplit(d: Dump, loss: number[], attended: number[], b: number): { completion_mask: number[]; tool_mask?: number[] } {
   const t = loss.findIndex((m, k) => m !== 0 && attended[k] === 0);
   if (t >= 0) d.fail(`response_mask trains sample ${b}, response position ${t}, where attention_mask is 0: verl's forward does not attend it, and a grpo-batch/v1 completion_mask cannot say both`);
-  const completion_mask = attended.map((a) => (a ? 1 : 0));
-  return completion_mask.some((a, k) => a !== (loss[k] ? 1 : 0)) ? { completion_mask, tool_mask: completion_mask.map((a, k) => (a ? (loss[k] ? 1 : 0) : 1)) } : { completion_mask };
+  // Values as read (a mask that is not 0/1 is the validator's and the Doctor's to name); where the attention is 1 their product is response_mask.
+  return attended.some((a, k) => a !== loss[k]) ? { completion_mask: attended, tool_mask: attended.map((a, k) => (a ? loss[k] : 1)) } : { completion_mask: attended };
 }
 
 export function read(d: Dump, opts: ImportOptions): ImportResult {
