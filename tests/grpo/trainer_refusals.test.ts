@@ -164,6 +164,16 @@ describe('OpenRLHF: the adaptive KL controller', () => {
   });
 });
 
+describe('OpenRLHF: one optimizer step is train.batch_size samples', () => {
+  it('a batch with more rows than the window is refused naming train.batch_size; up to it, it runs', async () => {
+    const { c } = golden('openrlhf', '01');
+    const at = (n: number) => openrlhfObjective(twinBackend(c), { ...c, config: { ...c.config, 'train.batch_size': n } }, { backward: false });
+    await expect(at(c.B - 1)).rejects.toThrow(new RegExp(`^config\\.train\\.batch_size: ${c.B - 1} samples per optimizer step, but the batch holds ${c.B}: OpenRLHF draws 1 shuffled window\\(s\\) of ${c.B - 1} from them \\(the 1 left over dropped\\)`));
+    await expect(at(c.B - 1)).rejects.toBeInstanceOf(SettingsError);
+    expect(Number.isFinite((await at(c.B)).loss)).toBe(true);
+  });
+});
+
 describe('use_liger_kernel: TRL’s Liger normalisation (compute_liger_loss)', () => {
   // Two rows, on-policy (no old log-probs: ratio 1, so L = −A on every token), β = 0:
   // Σ L·M = −(1·2) − (−0.5·3) = −0.5 over 5 loss tokens; gradient_accumulation_steps 2; num_items_in_batch 50.

@@ -38,6 +38,9 @@ export const OPENRLHF_SETTINGS = [
   // μ: the actor's training loop runs max_epochs times over the replay buffer of one rollout, its experiences'
   // action_log_probs (the old log-probs) fixed from the rollout; `--max_epochs` before the hierarchical args.
   s({ name: 'train.max_epochs', formerly: 'max_epochs', type: 'integer', default: 1, min: 1, scope: 'optimizer', doc: 'passes (μ) over one batch of experiences: forward → loss → backward → step again, the old log-probs fixed', source: `${CLI}; openrlhf/trainer/ray/ppo_actor.py ppo_train (for epoch in range(max_epochs))` }),
+  // One optimizer step's window: ppo_train shuffles the replay buffer's samples into micro-batches, and DeepSpeed
+  // steps every train.batch_size samples (over all ranks); a batch past one window is several steps.
+  s({ name: 'train.batch_size', formerly: 'train_batch_size', type: 'integer', default: 128, min: 1, scope: 'optimizer', doc: 'samples per optimizer step over all ranks (the window of one step); a batch with more rows spans several shuffled steps: refused', source: `${CLI}; openrlhf/trainer/ray/ppo_actor.py ppo_train; openrlhf/trainer/ppo_utils/replay_buffer.py` }),
   // The actor's optimizer step (src/grpo/trainers/openrlhf_optimizer.ts): DeepSpeed's AdamW (FusedAdam, adam_w_mode)
   // over get_optimizer_grouped_parameters' two groups, the transformers schedule DeepSpeed steps after each update,
   // and DeepSpeed's gradient_clipping.

@@ -44,6 +44,10 @@ export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: 
   if (refusal) throw refusal;
   const { B, T } = c;
   const N = B * T;
+  // ppo_train draws its micro-batches from the shuffled replay buffer and DeepSpeed steps every train.batch_size
+  // samples: rows past one window are several optimizer steps over windows the studio cannot draw.
+  const window = cfg['train.batch_size'];
+  if (B > window) throw new SettingsError(`config.train.batch_size: ${window} samples per optimizer step, but the batch holds ${B}: OpenRLHF draws ${Math.floor(B / window)} shuffled window(s) of ${window} from them${B % window ? ` (the ${B % window} left over dropped)` : ''} and steps on each (ppo_actor.py ppo_train), the studio takes one step on all ${B}; convert one step's experiences, or set train.batch_size to at least ${B}`);
   const old = c.old_per_token_logps;
   if (!old) throw new SettingsError('old_per_token_logps (action_log_probs): required');
   const eps = cfg['actor.eps_clip_low_high'] === null ? [cfg['actor.eps_clip'], cfg['actor.eps_clip']] : cfg['actor.eps_clip_low_high']; // [low, high]: the row's length
