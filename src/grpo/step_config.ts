@@ -17,6 +17,7 @@ import { trlOptimizer } from './trainers/trl_optimizer.ts';
 import { verlOptimizer } from './trainers/verl_optimizer.ts';
 import { openrlhfOptimizer } from './trainers/openrlhf_optimizer.ts';
 import { trainerRefusal } from './settings/rules.ts';
+import { trlReferenceSync } from './settings/trl_rules.ts';
 import type { TrainerId } from './settings/types.ts';
 import { objectiveFor, type TrainerObjective } from './step_objective.ts';
 
@@ -39,6 +40,11 @@ export interface StepConfig {
   training_dropout?: TrainingDropout | null;
   /** Why the trainer's advantages are not the studio's group advantage of the rewards (rewardAdvantageGap), or unset. */
   advantage_gap?: string | null;
+  /**
+   * TRL's sync_ref_model at this update (trlReferenceSync): why each reference the stage may use is not TRL's — the
+   * model as loaded (`studio`), the batch's own ref_per_token_logps (`batch`) — or null where it is; unset: no sync.
+   */
+  reference_sync?: { studio: string | null; batch: string | null } | null;
 }
 
 /**
@@ -216,5 +222,13 @@ export function stepConfigOf(settings: EffectiveSettings, C: number, opts: { ste
   const advantage_gap = settings.trainer === 'trl' ? rewardAdvantageGap({ trainer: 'trl', config: o.config }) : null;
   // OpenRLHF's clamp is its own row (reward.clip_range), outside the studio's view of the config.
   const training_dropout = trainingDropout(settings.trainer, settings.config);
-  return { ...config, advantage_clip: advantageClipOf(settings.config, config.advantage_estimator), trainer, passes: passesOf(settings.trainer, settings.config), advantage_gap, training_dropout };
+  return { ...config, advantage_clip: advantageClipOf(settings.config, config.advantage_estimator), trainer, passes: passesOf(settings.trainer, settings.config), advantage_gap, training_dropout, reference_sync: referenceSync(settings, later) };
+}
+
+/** TRL's reference syncs between where each reference was taken and this update (after run.global_step + steps_done steps). */
+function referenceSync(settings: EffectiveSettings, later: number): StepConfig['reference_sync'] {
+  if (settings.trainer !== 'trl') return null;
+  const c = parseTrlConfig(settings.config).values;
+  const g = typeof settings.run.global_step === 'number' ? settings.run.global_step : 0;
+  return c.sync_ref_model ? { studio: trlReferenceSync(c, 0, g + later), batch: trlReferenceSync(c, g, g + later) } : null;
 }

@@ -115,19 +115,25 @@ export async function referenceForward(ctx: StageContext, state: StepState): Pro
   const ref = opts.reference;
   const policy = need(state, 'policy_forward');
   const p = need(state, 'assemble').data.padded;
-  if (opts.config.loss.beta === 0) {
-    if (!ref) return { skipped: 'β = 0: no reference model is loaded (as TRL)' };
-  } else if (p.ref_per_token_logps) {
-    const stored = p.ref_per_token_logps;
-    const source = opts.reference_source ?? { kind: 'model', name: 'reference' };
-    const check = ref ? await referenceCheck(ctx, ref, p, referenceLabel(source)) : null;
-    const label = `the batch's ref_per_token_logps${check ? ` (${check.model}: max |Δ| ${check.max_abs_diff.toPrecision(3)} over ${check.tokens} loss tokens)` : ''}`;
-    return { data: { ref_per_token_logps: stored, reference: 'batch', reference_label: label, reference_check: check }, device: { ref_per_token_logps: ctx.own(gpu.upload('ref_per_token_logps', stored)) } };
-  } else if (!ref) {
-    // The frozen copy has the policy's weights as they are before this step: its log-probs are the policy forward's.
-    const frozen = opts.reference_source ?? { kind: 'frozen-copy' };
-    const data = { ref_per_token_logps: policy.data.per_token_logps, reference: frozen.kind, reference_label: referenceLabel(frozen), reference_check: null };
-    return { data, device: { ref_per_token_logps: policy.device.scores.per_token_logps } };
+  if (opts.config.loss.beta === 0 && !ref) return { skipped: 'β = 0: no reference model is loaded (as TRL)' };
+  // β = 0 with a reference model: its KL is shown, not trained on (the model's, below).
+  if (opts.config.loss.beta !== 0) {
+    // TRL's sync_ref_model: the reference this stage uses must be the one TRL's has been synced to by now.
+    const sync = opts.config.reference_sync?.[p.ref_per_token_logps ? 'batch' : 'studio'];
+    if (sync) throw new SettingsError(sync);
+    if (p.ref_per_token_logps) {
+      const stored = p.ref_per_token_logps;
+      const source = opts.reference_source ?? { kind: 'model', name: 'reference' };
+      const check = ref ? await referenceCheck(ctx, ref, p, referenceLabel(source)) : null;
+      const label = `the batch's ref_per_token_logps${check ? ` (${check.model}: max |Δ| ${check.max_abs_diff.toPrecision(3)} over ${check.tokens} loss tokens)` : ''}`;
+      return { data: { ref_per_token_logps: stored, reference: 'batch', reference_label: label, reference_check: check }, device: { ref_per_token_logps: ctx.own(gpu.upload('ref_per_token_logps', stored)) } };
+    }
+    if (!ref) {
+      // The frozen copy has the policy's weights as they are before this step: its log-probs are the policy forward's.
+      const frozen = opts.reference_source ?? { kind: 'frozen-copy' };
+      const data = { ref_per_token_logps: policy.data.per_token_logps, reference: frozen.kind, reference_label: referenceLabel(frozen), reference_check: null };
+      return { data, device: { ref_per_token_logps: policy.device.scores.per_token_logps } };
+    }
   }
   const source = opts.reference_source ?? { kind: 'model', name: 'reference' };
   const s = await scoreReference(ctx, ref!, p);

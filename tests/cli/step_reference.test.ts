@@ -12,6 +12,7 @@ import { main } from '../../src/cli/main.ts';
 import type { StepCliResult } from '../../src/cli/step.ts';
 import { expectClose } from '../helpers/close.ts';
 import { GOLDEN } from '../helpers/golden.ts';
+import { expectRefusal } from '../helpers/cli_refusal.ts';
 
 const dir = join(GOLDEN, 'tiny-qwen2');
 const read = <T>(path: string): T => JSON.parse(readFileSync(path, 'utf8')) as T;
@@ -19,10 +20,17 @@ const want = read<{ ref_per_token_logps: number[][]; per_token_kl: number[][]; l
 const batch = read<{ completion_mask: number[][]; config: Record<string, unknown> }>(join(dir, 'batch.json'));
 const mask = batch.completion_mask.flat();
 
-async function step(ref: number[][], args: string[] = []): Promise<StepCliResult> {
+/** The golden batch with `ref` as its own reference log-probs (none: null) and `extra` over its fields; its path. */
+function write(ref: number[][] | null, extra: Record<string, unknown> = {}): string {
   const tmp = mkdtempSync(join(tmpdir(), 'step-ref-'));
-  writeFileSync(join(tmp, 'batch.json'), JSON.stringify({ ...batch, ref_per_token_logps: ref }));
-  expect(await main(['step', '--model', dir, '--batch', join(tmp, 'batch.json'), '--out', join(tmp, 'r.json'), ...args])).toBe(0);
+  writeFileSync(join(tmp, 'batch.json'), JSON.stringify({ ...batch, ...(ref ? { ref_per_token_logps: ref } : {}), ...extra }));
+  return join(tmp, 'batch.json');
+}
+
+async function step(ref: number[][], args: string[] = []): Promise<StepCliResult> {
+  const path = write(ref);
+  const tmp = join(path, '..');
+  expect(await main(['step', '--model', dir, '--batch', path, '--out', join(tmp, 'r.json'), ...args])).toBe(0);
   return read<StepCliResult>(join(tmp, 'r.json'));
 }
 
@@ -46,5 +54,17 @@ describe("the batch's ref_per_token_logps are the reference", () => {
     expect(shifted.reference).toMatch(/^the batch's ref_per_token_logps \(model ref: max \|Δ\| 0\.25\d* over \d+ loss tokens\)$/);
     // The loss reads the batch's (shifted) values, not the model's.
     expectClose(shifted.ref_per_token_logps!.flat(), want.ref_per_token_logps.flat().map((x) => x - 0.25), { rtol: 0, atol: 1e-6, label: 'ref logps' });
+  });
+});
+
+describe("TRL's sync_ref_model past ref_model_sync_steps", () => {
+  // TRL's reference has been mixed with the policy by global_step 12: the model as loaded is not it, the batch's own are.
+  const sync = { config: { ...batch.config, sync_ref_model: true, ref_model_sync_steps: 10 }, run: { global_step: 12 } };
+  it("refused without the batch's own reference log-probs (one line naming the setting), stepped with them", async () => {
+    await expectRefusal(['step', '--model', dir, '--batch', write(null, sync), '--ref-model', join(dir, 'ref')], /: config\.sync_ref_model: with global_step 12 ≥ ref_model_sync_steps 10: TRL's reference has been mixed with the policy 1 time\(s\)/);
+    const path = write(want.ref_per_token_logps, sync);
+    const out = join(path, '..', 'r.json');
+    expect(await main(['step', '--model', dir, '--batch', path, '--out', out])).toBe(0);
+    expect(read<StepCliResult>(out).reference).toBe("the batch's ref_per_token_logps");
   });
 });

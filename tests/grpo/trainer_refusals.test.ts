@@ -121,25 +121,27 @@ describe('the objectives refuse through the same rules', () => {
   });
 });
 
-describe("TRL: sync_ref_model (the studio's reference is the model as loaded)", () => {
-  it("refuses it with beta 0 in TRL's words, and from global_step ≥ ref_model_sync_steps on, when the reference has been mixed", () => {
+describe("TRL: sync_ref_model (TRL's reference is mixed with the policy every ref_model_sync_steps steps)", () => {
+  const sync = { sync_ref_model: true, beta: 0.04, ref_model_sync_steps: 10, ref_model_mixup_alpha: 0.5 };
+  it("refuses it with beta 0 in TRL's words; otherwise the objective (a loss case carries its reference log-probs) runs at any step", () => {
     expect(trl({ sync_ref_model: true }, {})?.message).toMatch(/^config\.sync_ref_model: TRL refuses sync_ref_model with beta 0: "You passed `sync_ref_model=True` while `beta=0\.0`/);
-    const at = (global_step: number) => trl({ sync_ref_model: true, beta: 0.04, ref_model_sync_steps: 10, ref_model_mixup_alpha: 0.5 }, { global_step });
-    expect(at(0)).toBeNull();
-    expect(at(9)).toBeNull(); // the reference is still the initial one: the step is exact
-    expect(at(10)?.message).toMatch(/^config\.sync_ref_model: with global_step 10 ≥ ref_model_sync_steps 10: TRL's reference has been mixed with the policy 1 time\(s\) \(ref ← \(1 − 0\.5\)·ref \+ 0\.5·policy\)/);
-    expect(at(25)?.message).toMatch(/mixed with the policy 2 time\(s\)/);
-    expect(trl({ sync_ref_model: false, beta: 0.04 }, { global_step: 5000 })).toBeNull();
+    expect(trl(sync, { global_step: 25 })).toBeNull();
   });
 
-  it("the page's continued updates are later steps: run.global_step + steps_done reaches the sync (and the adaptive entropy state)", () => {
-    // max_steps: TRL's linear schedule past the first step needs the run's length.
+  it('the reference the step would use: the model as loaded is TRL\'s before the first sync, the batch\'s own log-probs until the next one', () => {
+    const at = (g: number, steps_done = 0, config: Record<string, unknown> = sync) => stepConfigOf(effectiveSettings('trl', [{ origin: 'file', config, run: { global_step: g, max_steps: 100 } }]), 4, { steps_done }).reference_sync;
+    expect(at(9)).toEqual({ studio: null, batch: null }); // the reference is still the initial one: exact
+    expect(at(10)!.studio).toMatch(/^config\.sync_ref_model: with global_step 10 ≥ ref_model_sync_steps 10: TRL's reference has been mixed with the policy 1 time\(s\) \(ref ← \(1 − 0\.5\)·ref \+ 0\.5·policy\)/);
+    expect(at(10)!.batch).toBeNull(); // the batch's log-probs were taken from TRL's reference at this step
+    expect(at(25)!.studio).toMatch(/mixed with the policy 2 time\(s\)/);
+    // The page's continued updates are later steps: the batch's log-probs go stale at the next sync.
+    expect(at(28, 1)!.batch).toBeNull();
+    expect(at(28, 2)!.batch).toMatch(/^config\.sync_ref_model: the batch's ref_per_token_logps were taken at global_step 28, and TRL mixes its reference with the policy 1 more time\(s\) by global_step 30/);
+    expect(at(5000, 0, { ...sync, sync_ref_model: false })).toBeNull();
+  });
+
+  it("the page's continued updates are later steps for the adaptive entropy state too", () => {
     const at = (config: Record<string, unknown>, run: Record<string, unknown>, steps_done: number) => () => stepConfigOf(effectiveSettings('trl', [{ origin: 'file', config, run: { max_steps: 100, ...run } }]), 4, { steps_done });
-    const sync = { sync_ref_model: true, beta: 0.04, ref_model_sync_steps: 3 };
-    expect(at(sync, { global_step: 1 }, 1)).not.toThrow(); // update after 2 completed steps
-    expect(at(sync, { global_step: 1 }, 2)).toThrow(/^config\.sync_ref_model: with global_step 3 ≥ ref_model_sync_steps 3/);
-    expect(at(sync, {}, 3)).toThrow(/with global_step 3 ≥/);
-    // TRL moves its adaptive entropy coefficient after each step: the second update needs the run's value.
     expect(at({ use_adaptive_entropy: true, entropy_coef: 0.1 }, {}, 0)).not.toThrow();
     expect(at({ use_adaptive_entropy: true, entropy_coef: 0.1 }, {}, 1)).toThrow(/^config\.use_adaptive_entropy: with global_step 1: TRL's coefficient/);
   });

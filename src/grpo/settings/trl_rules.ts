@@ -24,7 +24,6 @@ const GLOBAL_COUNT = ['dapo', 'cispo', 'vespo'];
 /** vllm_importance_sampling_clip_max as __post_init__ leaves it: the deprecated cap, when set, replaces it. */
 const clipMax = (c: TrlConfig) => c.vllm_importance_sampling_cap ?? c.vllm_importance_sampling_clip_max;
 
-const SYNC = 'huggingface/trl trl/trainer/callbacks.py SyncRefModelCallback.on_step_end';
 
 export const TRL_RULES: readonly TrainerRule<TrlConfig, TrlRun>[] = [
   {
@@ -152,19 +151,6 @@ export const TRL_RULES: readonly TrainerRule<TrlConfig, TrlRun>[] = [
         : null,
   },
   {
-    fields: ['config.sync_ref_model', 'run.global_step', 'config.ref_model_sync_steps'],
-    by: 'studio',
-    source: SYNC,
-    // SyncRefModelCallback syncs after each step whose global_step is a multiple of ref_model_sync_steps: the
-    // update after g completed steps measures its KL against a reference mixed ⌊g / steps⌋ times.
-    check: (c, r) => {
-      const g = r.global_step ?? 0;
-      return c.sync_ref_model && c.beta !== 0 && g >= c.ref_model_sync_steps
-        ? `with global_step ${g} ≥ ref_model_sync_steps ${c.ref_model_sync_steps}: TRL's reference has been mixed with the policy ${Math.floor(g / c.ref_model_sync_steps)} time(s) (ref ← (1 − ${c.ref_model_mixup_alpha})·ref + ${c.ref_model_mixup_alpha}·policy), the studio's is the model as loaded (or --ref-model): give that synced reference as --ref-model and leave sync_ref_model out`
-        : null;
-    },
-  },
-  {
     fields: ['config.kl_estimator', 'config.beta'],
     by: 'studio',
     source: COMPUTE_LOSS,
@@ -175,3 +161,21 @@ export const TRL_RULES: readonly TrainerRule<TrlConfig, TrlRun>[] = [
         : null,
   },
 ];
+
+/**
+ * TRL's sync_ref_model (SyncRefModelCallback syncs after each step whose global_step is a multiple of
+ * ref_model_sync_steps: ref ← (1 − α)·ref + α·policy): why the reference log-probs taken after `taken` completed
+ * steps are not TRL's reference at the update after `at` completed steps, or null (huggingface/trl
+ * trl/trainer/callbacks.py SyncRefModelCallback.on_step_end). The reference stage asks it
+ * (src/grpo/step_train.ts): the batch's own ref_per_token_logps were taken at its run.global_step, the model as
+ * loaded at 0 (never synced); a loss case or the objective alone carries its reference log-probs and never needs it.
+ */
+export function trlReferenceSync(c: Pick<TrlConfig, 'sync_ref_model' | 'beta' | 'ref_model_sync_steps' | 'ref_model_mixup_alpha'>, taken: number, at: number): string | null {
+  if (!c.sync_ref_model || c.beta === 0) return null;
+  const [then, now] = [Math.floor(taken / c.ref_model_sync_steps), Math.floor(at / c.ref_model_sync_steps)];
+  if (then === now) return null;
+  const mix = `(ref ← (1 − ${c.ref_model_mixup_alpha})·ref + ${c.ref_model_mixup_alpha}·policy)`;
+  return taken === 0
+    ? `config.sync_ref_model: with global_step ${at} ≥ ref_model_sync_steps ${c.ref_model_sync_steps}: TRL's reference has been mixed with the policy ${now} time(s) ${mix}, the studio's is the model as loaded (or --ref-model): give the batch the trainer's ref_per_token_logps, or give that synced reference as --ref-model and leave sync_ref_model out`
+    : `config.sync_ref_model: the batch's ref_per_token_logps were taken at global_step ${taken}, and TRL mixes its reference with the policy ${now - then} more time(s) by global_step ${at} ${mix}: this later update's reference is not in the batch`;
+}
