@@ -10,7 +10,7 @@ import type { PaddedBatch } from './batch.ts';
 import { TRAINER_TABLES } from './settings/trainers.ts';
 import { resolveSettings } from './settings/resolve.ts';
 import { generationSplit, heldRanks, type GenerationSplit, type TrlRun } from './settings/trl.ts';
-import type { OpenrlhfRun } from './settings/openrlhf.ts';
+import type { OpenrlhfConfig, OpenrlhfRun } from './settings/openrlhf.ts';
 import { SCOPES, SettingsError, type TrainerId } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
 import type { ScoredLogps, TrainerInputs, TrainerLossOutputs } from './trainers/types.ts';
@@ -70,23 +70,27 @@ export function assertOneMicroBatch(x: Pick<TrainerInputs, 'trainer' | 'config' 
  * ranks and accumulate gradient_accumulation_steps micro-batches before the optimizer steps, so the grad norm, clip
  * coefficient and update the studio shows are those of the batch's own gradient. TRL's merged rank files (run.rank
  * a list) are averaged as DDP does (src/kernels/trl_loss.ts); verl's dumps hold every rank's rows and every
- * micro-batch of the mini-batch (src/grpo/trainers/verl.ts chunks them), so theirs is whole.
+ * micro-batch of the mini-batch (src/grpo/trainers/verl.ts chunks them), so theirs is whole. OpenRLHF's window is
+ * train.batch_size samples: where the batch and the run's other_samples hold fewer (and no loss_batch_info gives the
+ * window's counts), its loss normalises over those alone, which is said too. B: the batch's rows.
  */
-export function updateScope(o: TrainerObjective | null): string | null {
+export function updateScope(o: TrainerObjective | null, B: number): string | null {
   if (!o || o.trainer === 'verl') return null;
-  const { ranks, held, gas } = o.trainer === 'trl' ? trlWindow(o.run) : openrlhfWindow(o.run);
+  const { ranks, held, gas, short } = o.trainer === 'trl' ? trlWindow(o.run) : openrlhfWindow(o.config, o.run, B);
   const parts = [
     ...(held.n < ranks ? [`averages the gradients of ${ranks} processes (the batch holds ${held.words})`] : []),
     ...(gas > 1 ? [`accumulates ${gas} micro-batches per process (gradient_accumulation_steps; the batch is one)`] : []),
+    ...(short ? [short] : []),
   ];
   return parts.length ? `the trainer's optimizer step ${parts.join(' and ')}: the grad norm, clip coefficient and update here are those of the batch's own gradient, not the trainer's step` : null;
 }
 
-/** One optimizer step's processes and micro-batches, and the processes whose rows the batch holds. */
+/** One optimizer step's processes and micro-batches, the processes whose rows the batch holds, and a window the run context leaves short. */
 interface StepWindow {
   ranks: number;
   held: { n: number; words: string };
   gas: number;
+  short?: string;
 }
 
 function trlWindow(given: Record<string, unknown>): StepWindow {
@@ -95,10 +99,13 @@ function trlWindow(given: Record<string, unknown>): StepWindow {
   return { ranks: run.num_processes, held: { n, words: n === 1 ? `rank ${String(run.rank)}'s rows` : `ranks ${String(run.rank)}` }, gas: run.gradient_accumulation_steps };
 }
 
-function openrlhfWindow(given: Record<string, unknown>): StepWindow {
+function openrlhfWindow(config: Record<string, unknown>, given: Record<string, unknown>, B: number): StepWindow {
   const run = resolveSettings<OpenrlhfRun>(TRAINER_TABLES.openrlhf.run, given, 'run');
+  const window = resolveSettings<OpenrlhfConfig>(TRAINER_TABLES.openrlhf.config, config, 'config')['train.batch_size'];
   const dp = (run.loss_batch_info as { dp_size?: unknown } | null)?.dp_size;
-  return { ranks: typeof dp === 'number' ? dp : run.num_processes, held: { n: 1, words: "one rank's micro-batch" }, gas: run.gradient_accumulation_steps };
+  const counted = B + run.other_samples;
+  const short = run.loss_batch_info === null && counted < window ? `spans train.batch_size ${window} samples, of which the batch and run.other_samples hold ${counted} (its loss normalises over those: give run.other_tokens / other_samples for the rest)` : undefined;
+  return { ranks: typeof dp === 'number' ? dp : run.num_processes, held: { n: 1, words: "one rank's micro-batch" }, gas: run.gradient_accumulation_steps, short };
 }
 
 /** What the update has scored: the batch, the forward's per-token log-probs / entropies, advantages, reference. */

@@ -303,7 +303,7 @@ export async function step(ctx: StageContext, state: StepState): Promise<StageOu
     const { r } = x;
     passes.push({ pass, per_token_logps: new Float32Array(lp), importance_ratio: r.importance_ratio, per_token_kl: r.per_token_kl, per_token_loss: r.per_token_loss, clip: r.clip, clip_counts: r.clip_counts, loss: x.loss, mean_kl: x.mean_kl, grad_norm: b.data.grad_norm, clip_coef: v.clip_coef, update_norm: v.update_norm });
   }
-  return { data: { optimizer: opts.config.optimizer, ...u, passes, scope: updateScope(opts.config.trainer ?? null) } };
+  return { data: { optimizer: opts.config.optimizer, ...u, passes, scope: updateScope(opts.config.trainer ?? null, need(state, 'assemble').data.padded.B) } };
 }
 
 /** The same batch through the updated policy: log-probs after, their change, KL to the same reference, the loss again. */

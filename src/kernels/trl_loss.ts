@@ -3,7 +3,7 @@
 // aggregation are uniforms (Params), so one pipeline per pass serves every column of the page's loss table;
 // the other branches (IS level and vLLM mode, KL, masks) are override constants, fixed for a run's settings.
 import type { ParamWord, Recorder } from '../gpu/context.ts';
-import type { TrlLossParams, VllmIsMode } from './types.ts';
+import { TRL_GLOBAL_COUNT, type TrlLossParams, type VllmIsMode } from './types.ts';
 import { bindAll } from './windows.ts';
 
 const WG = 64;
@@ -20,7 +20,7 @@ const F32_MAX = 3.4e38;
  * a global token count is each rank's divisor, so the mean of the ranks' losses divides by it × ranks.
  */
 export function trlAggregation(p: TrlLossParams): { agg: number; divisor: number; entGlobal: boolean } {
-  const global = p.loss_type === 'dapo' || p.loss_type === 'cispo' || p.loss_type === 'vespo';
+  const global = TRL_GLOBAL_COUNT.includes(p.loss_type);
   if (global) return { agg: 2, divisor: (Math.max(1, p.num_items_in_batch) / p.num_processes) * p.ranks, entGlobal: true };
   if (p.loss_type === 'dr_grpo') return { agg: 2, divisor: p.B * p.max_completion_length * p.gradient_accumulation_steps, entGlobal: false };
   return { agg: p.loss_type === 'bnpo' ? 1 : p.loss_type === 'luspo' ? 3 : 0, divisor: 1, entGlobal: false };

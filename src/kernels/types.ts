@@ -64,6 +64,8 @@ export type AttentionBackwardShape = Pick<AttentionShape, 'B' | 'Hq' | 'Hkv' | '
 /** TRL GRPOConfig.loss_type values (trl/trainer/grpo_trainer.py `_compute_loss` at the pinned commit). */
 export const TRL_LOSS_TYPES = ['grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo', 'sapo', 'luspo', 'vespo'] as const;
 export type TrlLossType = (typeof TRL_LOSS_TYPES)[number];
+/** TRL's loss types whose normaliser is a global token count (num_items_in_batch / num_processes, or Liger's all-reduced count), not a per-micro-batch one. */
+export const TRL_GLOBAL_COUNT: readonly TrlLossType[] = ['dapo', 'cispo', 'vespo'];
 
 /** TRL vllm_importance_sampling_mode, plus 'off' (use_vllm or vllm_importance_sampling_correction false). */
 export const VLLM_IS_MODES = ['token_truncate', 'token_mask', 'sequence_truncate', 'sequence_mask'] as const;

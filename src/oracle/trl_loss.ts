@@ -5,7 +5,7 @@
 // aggregation — so it checks the kernel's per-row formulation rather than repeating it. The backward is the
 // analytic gradient of `loss` with respect to the per-token log-probs and entropies (autograd's choices:
 // torch.minimum halves the gradient on ties, clamp passes it for min ≤ x ≤ max, detached factors pass none).
-import type { TrlLossParams } from '../kernels/types.ts';
+import { TRL_GLOBAL_COUNT, type TrlLossParams } from '../kernels/types.ts';
 
 /** The per-token inputs, each (B, T) row-major; advantages (B). */
 export interface TrlLossInputs {
@@ -71,7 +71,7 @@ function weights(x: TrlLossInputs, p: TrlLossParams, emask: Float64Array | null)
   const Br = B / ranks;
   const gas = p.gradient_accumulation_steps;
   const globalDiv = Math.max(1, p.num_items_in_batch) / p.num_processes;
-  const global = p.loss_type === 'dapo' || p.loss_type === 'cispo' || p.loss_type === 'vespo';
+  const global = TRL_GLOBAL_COUNT.includes(p.loss_type);
   const w = new Float64Array(B * T);
   const we = new Float64Array(B * T);
   for (let k = 0; k < ranks; k++) {

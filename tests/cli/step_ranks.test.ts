@@ -70,11 +70,21 @@ describe('TRL rank files merged: the mean of each rank stepped alone', () => {
     expect(both.r!.loss).not.toBe((await step('both')).r!.loss);
   }, 240_000);
 
-  it('luspo at token level over several processes is refused (each averages over its own padded width)', async () => {
-    const r = await step('both', { loss_type: 'luspo', importance_sampling_level: 'token' });
-    expect(r.code).toBe(2);
-    expect(r.stderr.join('\n')).toMatch(/luspo.*2 processes' rows/);
+  it('luspo over several processes is refused at either IS level (each averages over its own padded width)', async () => {
+    for (const level of ['token', 'sequence']) {
+      const r = await step('both', { loss_type: 'luspo', importance_sampling_level: level });
+      expect(r.code).toBe(2);
+      expect(r.stderr.join('\n')).toMatch(/luspo over 2 processes' rows/);
+    }
   }, 120_000);
+
+  it("dapo with every rank's rows needs no num_items_in_batch: their own count is TRL's gathered one", async () => {
+    const given = await step('both');
+    const counted = await step('both', {}, { num_items_in_batch: null });
+    expect(counted.code).toBe(0);
+    expect(Math.abs(counted.r!.loss - given.r!.loss)).toBeLessThan(1e-6 * Math.abs(given.r!.loss));
+    expect((await step('r0', {}, { num_items_in_batch: null })).code).toBe(2); // one rank's count is not the gathered one
+  }, 240_000);
 });
 
 describe('update_scope: the share of the trainer\'s optimizer step the batch is', () => {

@@ -166,13 +166,16 @@ describe('OpenRLHF: the adaptive KL controller', () => {
   });
 });
 
-describe('OpenRLHF: one optimizer step is train.batch_size samples', () => {
-  it('a batch with more rows than the window is refused naming train.batch_size; up to it, it runs', async () => {
+describe('OpenRLHF: one optimizer step is train.batch_size samples over the ranks', () => {
+  it("a batch with more rows than a rank's window (train.batch_size ÷ dp) is refused naming train.batch_size; up to it, it runs", async () => {
     const { c } = golden('openrlhf', '01');
-    const at = (n: number) => openrlhfObjective(twinBackend(c), { ...c, config: { ...c.config, 'train.batch_size': n } }, { backward: false });
-    await expect(at(c.B - 1)).rejects.toThrow(new RegExp(`^config\\.train\\.batch_size: ${c.B - 1} samples per optimizer step, but the batch holds ${c.B}: OpenRLHF draws 1 shuffled window\\(s\\) of ${c.B - 1} from them \\(the 1 left over dropped\\)`));
+    const at = (n: number, dp = 1) => openrlhfObjective(twinBackend(c), { ...c, config: { ...c.config, 'train.batch_size': n }, run: { ...c.run, num_processes: dp, loss_batch_info: null } }, { backward: false });
+    await expect(at(c.B - 1)).rejects.toThrow(new RegExp(`^config\\.train\\.batch_size: ${c.B - 1} samples per optimizer step over 1 rank\\(s\\), ${c.B - 1} on each, but the batch holds ${c.B}: `));
     await expect(at(c.B - 1)).rejects.toBeInstanceOf(SettingsError);
     expect(Number.isFinite((await at(c.B)).loss)).toBe(true);
+    // Over 2 ranks each steps every train.batch_size ÷ 2 of its samples.
+    await expect(at(2 * c.B - 2, 2)).rejects.toThrow(/over 2 rank\(s\)/);
+    expect(Number.isFinite((await at(2 * c.B, 2)).loss)).toBe(true);
   });
 });
 
@@ -206,6 +209,15 @@ describe('use_liger_kernel: TRL’s Liger normalisation (compute_liger_loss)', (
   };
   const A = (b: number) => base.advantages[b];
   const M = (b: number, t: number) => base.completion_mask[b * T + t];
+
+  it("both ranks' rows merged: each rank divides by max(all-reduced Σ M / world size, 1) · gas, and the ranks are averaged (the clamp at 1 shows it)", async () => {
+    // One loss token in the whole batch (row 0, L = −A = −1): each rank's divisor is max(1 / 2, 1) · 2 = 2, rank 0's loss
+    // −1 / 2, rank 1's 0, DDP's mean −0.25; the rows pooled as one process would give −1 / (max(1, 1) · 2) = −0.5.
+    const one = { ...base, completion_mask: Int32Array.from([1, 0, 0, 0, 0, 0]) };
+    const at = (run: Record<string, unknown>) => testGpu().then((gpu) => trlLoss(gpu, { ...one, run: { ...one.run, ...run }, config: { beta: 0, loss_type: 'dapo', use_liger_kernel: true } }, { backward: false }));
+    expect((await at({ num_processes: 2, rank: [0, 1] })).loss).toBeCloseTo(-0.25, 6);
+    expect((await at({})).loss).toBeCloseTo(-0.5, 6);
+  });
 
   it('dapo divides by this micro-batch’s tokens and by gradient_accumulation_steps, not by num_items_in_batch', async () => {
     const plain = await run({ loss_type: 'dapo' });

@@ -8,6 +8,7 @@
 // generation-batch checks (generation_batch_size divisible by the global batch and by num_generations) are
 // generationSplit's (trl.ts), which every step runs whichever objective applies; Liger's PEFT checks need the
 // adapter, not a setting.
+import { TRL_GLOBAL_COUNT } from '../../kernels/types.ts';
 import { heldRanks, type TrlConfig, type TrlRun } from './trl.ts';
 import type { TrainerRule } from './trainer_rules.ts';
 
@@ -18,8 +19,6 @@ const LIGER_NORM = 'linkedin/Liger-Kernel src/liger_kernel/chunked_loss/fused_li
 const QUANTILE = 'huggingface/trl trl/trainer/grpo_trainer.py get_high_entropy_mask';
 const COMPUTE_LOSS = 'huggingface/trl trl/trainer/grpo_trainer.py _compute_loss';
 
-/** The loss types whose normaliser is a global token count (num_items_in_batch, or Liger's all-reduced count). */
-const GLOBAL_COUNT = ['dapo', 'cispo', 'vespo'];
 
 /** vllm_importance_sampling_clip_max as __post_init__ leaves it: the deprecated cap, when set, replaces it. */
 const clipMax = (c: TrlConfig) => c.vllm_importance_sampling_cap ?? c.vllm_importance_sampling_clip_max;
@@ -116,27 +115,29 @@ export const TRL_RULES: readonly TrainerRule<TrlConfig, TrlRun>[] = [
     by: 'studio',
     source: LIGER_NORM,
     check: (c, r) =>
-      c.use_liger_kernel && GLOBAL_COUNT.includes(c.loss_type) && heldRanks(r) < r.num_processes
+      c.use_liger_kernel && TRL_GLOBAL_COUNT.includes(c.loss_type) && heldRanks(r) < r.num_processes
         ? `${r.num_processes} with use_liger_kernel and loss_type ${c.loss_type}: Liger divides by this micro-batch's loss-mask tokens summed over every process (all_reduce) / num_processes, and the batch holds ${heldRanks(r)} of the processes; import every rank's file together`
         : null,
   },
   {
-    fields: ['config.loss_type', 'config.importance_sampling_level', 'run.rank'],
+    fields: ['config.loss_type', 'run.rank'],
     by: 'studio',
     source: COMPUTE_LOSS,
-    // luspo's token-level mean runs over each process's (B, T) with T its own padded width, which a merged batch drops.
+    // luspo's mean runs over each process's per_token_loss, (B, T_r) with T_r its own padded width as soon as any
+    // per-token factor joins it (token-level IS ratio, β·KL, the entropy mask): a merged batch drops T_r.
     check: (c, r) =>
-      c.loss_type === 'luspo' && c.importance_sampling_level === 'token' && heldRanks(r) > 1
-        ? `luspo at importance_sampling_level token over ${heldRanks(r)} processes' rows: TRL takes each process's mean over its own padded completion width, which the merged batch does not keep; step one rank's file`
+      c.loss_type === 'luspo' && heldRanks(r) > 1
+        ? `luspo over ${heldRanks(r)} processes' rows: TRL takes each process's mean over its own padded completion width, which the merged batch does not keep; step one rank's file`
         : null,
   },
   {
-    fields: ['run.num_items_in_batch', 'config.loss_type', 'run.num_processes'],
+    fields: ['run.num_items_in_batch', 'config.loss_type', 'run.num_processes', 'run.rank'],
     by: 'studio',
     source: COMPUTE_LOSS,
-    // Without Liger, dapo / cispo / vespo divide by the generation batch's items over every process.
+    // Without Liger, dapo / cispo / vespo divide by the generation batch's items over every process (gathered: with
+    // every rank's rows merged in, their own count).
     check: (c, r) =>
-      !c.use_liger_kernel && GLOBAL_COUNT.includes(c.loss_type) && r.num_processes > 1 && r.num_items_in_batch === null
+      !c.use_liger_kernel && TRL_GLOBAL_COUNT.includes(c.loss_type) && heldRanks(r) < r.num_processes && r.num_items_in_batch === null
         ? `needed by loss_type ${c.loss_type} with num_processes = ${r.num_processes} (the loss-mask tokens of the generation batch over every process)`
         : null,
   },

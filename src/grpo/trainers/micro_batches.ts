@@ -5,6 +5,7 @@
 // batch in `_generate_and_score_completions` — and the current gradient_accumulation_steps. The gradients
 // accumulate: each row belongs to one micro-batch, so the step's dlogits are the micro-batches' rows put back.
 import type { Gpu } from '../../gpu/context.ts';
+import { heldRanks, parseTrlRun } from '../settings/trl.ts';
 import { SettingsError } from '../settings/types.ts';
 import { trlLoss } from './trl.ts';
 import type { TrainerLossCase, TrainerLossOutputs } from './types.ts';
@@ -61,8 +62,8 @@ export async function trlGenerationStep(gpu: Gpu, c: TrainerLossCase, opts: { st
   let items = 0;
   for (let i = 0; i < B * T; i++) items += c.completion_mask[i] * (c.tool_mask ? c.tool_mask[i] : 1);
   const run = { ...c.run, num_items_in_batch: c.run.num_items_in_batch ?? items };
-  if ((c.run.num_processes ?? 1) !== 1 && c.run.num_items_in_batch === undefined) {
-    throw new SettingsError('run.num_items_in_batch: needed with num_processes > 1 (the generation batch over every process)');
+  if (heldRanks(parseTrlRun(c.run).values) < ((c.run.num_processes as number | undefined) ?? 1) && c.run.num_items_in_batch === undefined) {
+    throw new SettingsError('run.num_items_in_batch: needed with num_processes > 1 unless every rank\'s rows are here (the generation batch over every process)');
   }
   const per = B / S;
   const micro: MicroBatch[] = [];

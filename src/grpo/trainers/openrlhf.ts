@@ -44,10 +44,6 @@ export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: 
   if (refusal) throw refusal;
   const { B, T } = c;
   const N = B * T;
-  // ppo_train draws its micro-batches from the shuffled replay buffer and DeepSpeed steps every train.batch_size
-  // samples: rows past one window are several optimizer steps over windows the studio cannot draw.
-  const window = cfg['train.batch_size'];
-  if (B > window) throw new SettingsError(`config.train.batch_size: ${window} samples per optimizer step, but the batch holds ${B}: OpenRLHF draws ${Math.floor(B / window)} shuffled window(s) of ${window} from them${B % window ? ` (the ${B % window} left over dropped)` : ''} and steps on each (ppo_actor.py ppo_train), the studio takes one step on all ${B}; convert one step's experiences, or set train.batch_size to at least ${B}`);
   const old = c.old_per_token_logps;
   if (!old) throw new SettingsError('old_per_token_logps (action_log_probs): required');
   const eps = cfg['actor.eps_clip_low_high'] === null ? [cfg['actor.eps_clip'], cfg['actor.eps_clip']] : cfg['actor.eps_clip_low_high']; // [low, high]: the row's length
@@ -60,6 +56,11 @@ export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: 
   const entCoef: number | null = cfg['actor.entropy_coef'];
   const temperature: number = cfg['rollout.temperature'];
   const info = lossBatchInfo(c, run);
+  // ppo_train draws a rank's micro-batches from the shuffled replay buffer, and DeepSpeed steps at its accumulation
+  // boundary, every train.batch_size ÷ dp samples of a rank (deepspeed.py: gas = train_batch_size ÷ micro ÷ world
+  // size): a rank's rows past that window are several optimizer steps, over windows the studio cannot draw.
+  const window = cfg['train.batch_size'] / info.dp;
+  if (B > window) throw new SettingsError(`config.train.batch_size: ${cfg['train.batch_size']} samples per optimizer step over ${info.dp} rank(s), ${window} on each, but the batch holds ${B}: OpenRLHF steps at every ${window} of a rank's samples, drawn shuffled (ppo_actor.py ppo_train), so these rows span several optimizer steps and the studio takes one; convert one step's experiences (every rank's merged: set num_processes 1, their averaged gradient is the whole window's), or give the run's train.batch_size`);
   const M = Float64Array.from(c.completion_mask);
   const token: Aggregation = { mode: 'token-mean', dp: info.dp, tokens: info.tokens, seqs: null, norm: T, scale: 1 };
   const wPg = aggregationWeights(M, B, T, gspo ? { ...token, mode: 'seq-mean-token-mean', seqs: info.samples } : token);

@@ -16,8 +16,9 @@ import { checkScored, fieldOf, type ScoredLogps, type TrainerInputs, type Traine
 /**
  * torch.quantile (linear interpolation) of the float32 entropies of mask = 1 tokens: TRL's
  * get_high_entropy_mask threshold. On the host from read-back entropies (B·T floats): a GPU selection would
- * be a sort for a value that needs no gradient. One rank's tokens: TRL gathers every rank's first, so with
- * num_processes > 1 the setting is refused (settings/trl_rules.ts). No tokens → +inf (TRL: an all-false mask).
+ * be a sort for a value that needs no gradient. TRL gathers every rank's tokens first, so with num_processes > 1
+ * the setting is refused unless every rank's rows are merged in (settings/trl_rules.ts). No tokens → +inf (TRL: an
+ * all-false mask).
  */
 export function entropyThreshold(entropy: Float32Array, mask: ArrayLike<number>, q: number): number {
   const v = entropy.filter((_, i) => mask[i] !== 0).sort();

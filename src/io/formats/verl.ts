@@ -114,7 +114,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     tool_mask: toolMasks(split),
     group_ids,
   };
-  if (batch.tool_mask) notes.push('response_mask has zeros inside responses (multi-turn tool tokens): kept as tool_mask');
+  if (batch.tool_mask) notes.push('attended response tokens response_mask does not train (multi-turn tool output, a rollout cut inside a tool response): kept as tool_mask');
   // use_dynamic_bsz packs rows by attention_mask.sum(-1) (verl/utils/seqlen_balancing.py), which the batch carries as
   // prompt_mask ⧺ completion_mask; without attention_mask the prompts' left padding would count as tokens.
   if (cfg.use_dynamic_bsz === true && !attention) d.fail('no attention_mask, and use_dynamic_bsz packs micro-batches by attention_mask.sum(-1): without it the prompts\' left padding counts as tokens; save attention_mask with the batch');
