@@ -7,7 +7,7 @@ import { BatchFormatError, type BatchConfig, type PositionIdsMode, type ScaleRew
 import { advantageClipOf, rewardAdvantageGap, type AdvantageEstimator } from './advantages.ts';
 import { AGGREGATIONS, DEFAULT_GRPO_LOSS_CONFIG, parseGrpoLossConfig, type GrpoLossConfig } from './loss.ts';
 import { parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
-import { configTable, runTable, type EffectiveSettings } from './settings/effective.ts';
+import { configTable, runTable, settingOf, type EffectiveSettings } from './settings/effective.ts';
 import { TRAINER_TABLES } from './settings/trainers.ts';
 import { trainingDropout, type TrainingDropout } from './settings/dropout.ts';
 import { GRPO_LOSS_SETTINGS, STUDIO_SETTINGS } from './settings/studio.ts';
@@ -227,8 +227,9 @@ export function stepConfigOf(settings: EffectiveSettings, C: number, opts: { ste
 
 /** TRL's reference syncs between where each reference was taken and this update (after run.global_step + steps_done steps). */
 function referenceSync(settings: EffectiveSettings, later: number): StepConfig['reference_sync'] {
-  if (settings.trainer !== 'trl') return null;
-  const c = parseTrlConfig(settings.config).values;
+  if (settings.trainer !== 'trl' || settingOf(settings, 'config', 'sync_ref_model').value !== true) return null;
+  // Only the sync rows (the rest of the config may hold a studio aggregation as loss_type, which TRL's parse refuses).
+  const c = { sync_ref_model: true, ...Object.fromEntries((['beta', 'ref_model_sync_steps', 'ref_model_mixup_alpha'] as const).map((k) => [k, settingOf(settings, 'config', k).value as number])) } as Parameters<typeof trlReferenceSync>[0];
   const g = typeof settings.run.global_step === 'number' ? settings.run.global_step : 0;
-  return c.sync_ref_model ? { studio: trlReferenceSync(c, 0, g + later), batch: trlReferenceSync(c, g, g + later) } : null;
+  return { studio: trlReferenceSync(c, 0, g + later), batch: trlReferenceSync(c, g, g + later) };
 }

@@ -10,7 +10,8 @@ import type { PaddedBatch } from './batch.ts';
 import { TRAINER_TABLES } from './settings/trainers.ts';
 import { resolveSettings } from './settings/resolve.ts';
 import { generationSplit, heldRanks, type GenerationSplit, type TrlRun } from './settings/trl.ts';
-import type { OpenrlhfConfig, OpenrlhfRun } from './settings/openrlhf.ts';
+import type { OpenrlhfRun } from './settings/openrlhf.ts';
+import { specOf } from './settings/table.ts';
 import { SCOPES, SettingsError, type TrainerId } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
 import type { ScoredLogps, TrainerInputs, TrainerLossOutputs } from './trainers/types.ts';
@@ -99,9 +100,11 @@ function trlWindow(given: Record<string, unknown>): StepWindow {
   return { ranks: run.num_processes, held: { n, words: n === 1 ? `rank ${String(run.rank)}'s rows` : `ranks ${String(run.rank)}` }, gas: run.gradient_accumulation_steps };
 }
 
-function openrlhfWindow(config: Record<string, unknown>, given: Record<string, unknown>, B: number): StepWindow {
-  const run = resolveSettings<OpenrlhfRun>(TRAINER_TABLES.openrlhf.run, given, 'run');
-  const window = resolveSettings<OpenrlhfConfig>(TRAINER_TABLES.openrlhf.config, config, 'config')['train.batch_size'];
+function openrlhfWindow(config: Record<string, unknown>, runGiven: Record<string, unknown>, B: number): StepWindow {
+  const run = resolveSettings<OpenrlhfRun>(TRAINER_TABLES.openrlhf.run, runGiven, 'run');
+  // The one row it reads (the objective has checked the config).
+  const given = config['train.batch_size'];
+  const window = typeof given === 'number' ? given : (specOf(TRAINER_TABLES.openrlhf.config, 'train.batch_size').default as number);
   const dp = (run.loss_batch_info as { dp_size?: unknown } | null)?.dp_size;
   const counted = B + run.other_samples;
   const short = run.loss_batch_info === null && counted < window ? `spans train.batch_size ${window} samples, of which the batch and run.other_samples hold ${counted} (its loss normalises over those: give run.other_tokens / other_samples for the rest)` : undefined;
