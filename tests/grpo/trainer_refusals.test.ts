@@ -139,7 +139,7 @@ describe("TRL: sync_ref_model (TRL's reference is mixed with the policy every re
     expect(at(28, 2)!.batch).toMatch(/^config\.sync_ref_model: the batch's ref_per_token_logps were taken at global_step 28, and TRL mixes its reference with the policy 1 more time\(s\) by global_step 30/);
     expect(at(5000, 0, { ...sync, sync_ref_model: false })).toBeNull();
     // A what-if's studio aggregation as loss_type (no TRL loss type) reads the sync rows alone.
-    expect(stepConfigOf(effectiveSettings('trl', [{ origin: 'file', config: { ...sync, loss_type: 'seq-mean-token-mean' }, run: { global_step: 10 } }]), 4, { refuse: false }).reference_sync!.studio).toMatch(/^config\.sync_ref_model: with global_step 10/);
+    expect(stepConfigOf(effectiveSettings('trl', [{ origin: 'file', config: { ...sync, loss_type: 'seq-mean-token-mean' }, run: { global_step: 10, max_steps: 100 } }]), 4, { refuse: false }).reference_sync!.studio).toMatch(/^config\.sync_ref_model: with global_step 10/);
   });
 
   it("the page's continued updates are later steps for the adaptive entropy state too", () => {
