@@ -29,6 +29,8 @@ export interface PaddedBatch {
   old_per_token_logps?: Float32Array; // (B, C) 0 on padding
   ref_per_token_logps?: Float32Array; // (B, C)
   sampling_per_token_logps?: Float32Array; // (B, C)
+  /** The loaded tokenizer's EOS where the studio sampled the batch (TRL's mask_truncated_completions counts only it). */
+  tokenizer_eos_token_id?: number;
 }
 
 /** TRL's completion mask: 1 up to and including the first EOS (any of eosIds), 0 after; all 1 if none. */

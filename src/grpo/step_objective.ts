@@ -138,13 +138,14 @@ const f32 = (a: ArrayLike<number> | null | undefined): Float32Array | null => (a
  * _generate_and_score_completions) leaves completion_mask (and so the loss) before it is counted, (B), 1 = removed.
  * The last token, not any EOS: a tool-calling row holds its earlier turns' EOS, and a last turn cut at
  * max_completion_length still makes it truncated. An empty row (TRL would fail on ids[-1]) counts as truncated.
- * One EOS, the tokenizer's (run.eos_token_id): a vLLM rollout also stops on generation_config's other EOS ids,
- * and a row ending in one of those is truncated for TRL. Where the batch lists several and the run does not say
- * which is the tokenizer's, a row ending in one of them is refused rather than guessed.
+ * One EOS, the tokenizer's (run.eos_token_id, else the loaded tokenizer's on the studio's own rollout): a vLLM
+ * rollout also stops on generation_config's other EOS ids, and a row ending in one of those is truncated for TRL.
+ * Where the batch lists several and nothing says which is the tokenizer's, a row ending in one of them is refused
+ * rather than guessed.
  */
 function trlTruncated(p: PaddedBatch, given: Record<string, unknown>): Float32Array {
   const { B, C: T } = p;
-  const eos = resolveSettings<TrlRun>(TRAINER_TABLES.trl.run, given, 'run').eos_token_id;
+  const eos = resolveSettings<TrlRun>(TRAINER_TABLES.trl.run, given, 'run').eos_token_id ?? p.tokenizer_eos_token_id ?? null;
   const last = (b: number) => (p.completion_lengths[b] > 0 ? p.completion_ids[b * T + p.completion_lengths[b] - 1] : null);
   if (eos === null && p.eos_token_ids.length > 1) {
     const b = Array.from({ length: B }, (_, k) => k).find((k) => last(k) !== null && last(k) !== p.pad_token_id && p.eos_token_ids.includes(last(k)!));

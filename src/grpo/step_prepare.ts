@@ -219,6 +219,8 @@ export async function assemble(ctx: StageContext, state: StepState): Promise<Sta
     });
   }
   const padded = padBatch(batch, { position_ids: config.position_ids });
+  // The studio's own rollout knows its tokenizer's EOS, which may stop fewer rows than the sampling's EOS ids.
+  if (src.kind === 'prompts' && src.tokenizer.eos_token_id !== undefined) padded.tokenizer_eos_token_id = src.tokenizer.eos_token_id;
   checkScorable(batch, padded, policy.config.vocab_size, 'policy');
   if (adv.length !== padded.B) throw new BatchFormatError(`advantages has ${adv.length} values for ${padded.B} samples`);
   const gpu = ctx.gpu;

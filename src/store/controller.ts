@@ -141,6 +141,9 @@ export function exportBatch(): void {
     out.trainer = ran.trainer === 'trl' ? undefined : ran.trainer;
     out.config = { ...ran.config, ...(batch.config?.model_type ? { model_type: batch.config.model_type } : {}) };
     out.run = Object.keys(ran.run).length ? { ...ran.run } : undefined;
+    // The studio's own rollout: the tokenizer's EOS its TRL truncation counted, so the CLI counts the same one.
+    const eos = run.assemble?.padded.tokenizer_eos_token_id;
+    if (ran.trainer === 'trl' && eos !== undefined && out.run?.eos_token_id === undefined) out.run = { ...out.run, eos_token_id: eos };
   }
   // The trainer preset's effective loss mask (0/1), so a reader sees which tokens the trainer's loss kept.
   out.effective_loss_mask = rows(run.loss?.trainer?.terms?.effective_loss_mask) ?? batch.effective_loss_mask;

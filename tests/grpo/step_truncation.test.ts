@@ -58,6 +58,9 @@ describe('mask_truncated_completions', () => {
     // No row ends in an EOS id: nothing to tell apart.
     const none = update(batchOf([[5, 6], [5, PAD]]));
     expect(Array.from(trainerInputs(none, { trainer: 'trl', config: { mask_truncated_completions: true }, run: {} }).truncated!)).toEqual([1, 0]);
+    // The studio's own rollout carries its loaded tokenizer's EOS: no refusal, that EOS alone ends a row.
+    const own = { ...u, padded: { ...u.padded, tokenizer_eos_token_id: STOP } };
+    expect(Array.from(trainerInputs(own, { trainer: 'trl', config: { mask_truncated_completions: true }, run: {} }).truncated!)).toEqual([1, 0, 1, 0]);
     // Without mask_truncated_completions the EOS ids are not read.
     expect(trainerInputs(u, { trainer: 'trl', config: {}, run: {} }).truncated).toBeNull();
   });
