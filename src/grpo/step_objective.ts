@@ -182,6 +182,7 @@ export function trainerInputs(u: ScoredUpdate, o: TrainerObjective): PreparedObj
     // None otherwise), so its off-policy mask compares against old_per_token_logps there: the studio sampler's
     // log-probs (a processed distribution) must not stand in for them.
     sampling_per_token_logps: o.trainer === 'trl' && o.config.use_vllm !== true ? null : f32(p.sampling_per_token_logps),
+    sequence_width: p.L,
     sequence_lengths: Int32Array.from({ length: B }, (_, b) => {
       let n = 0;
       for (let t = 0; t < p.L; t++) n += p.attention_mask[b * p.L + t];

@@ -90,5 +90,7 @@ describe('mask_truncated_completions', () => {
     const u = { padded, per_token_logps: zeros, per_token_entropy: zeros, advantages: [1, -1], ref_per_token_logps: null, old_per_token_logps: zeros, temperature: 1 };
     // Row 0: 2 prompt tokens + 5 response tokens (the tool output is attended, though not in the loss); row 1: 1 + 2.
     expect(Array.from(trainerInputs(u, { trainer: 'verl', config: {}, run: {} }).x.sequence_lengths!)).toEqual([7, 3]);
+    // The padded width verl asserts its dynamic budget against: the widest prompt (3) + the widest completion (5).
+    expect(trainerInputs(u, { trainer: 'verl', config: {}, run: {} }).x.sequence_width).toBe(8);
   });
 });

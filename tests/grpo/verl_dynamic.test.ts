@@ -50,5 +50,8 @@ describe('rearrange_micro_batches: how many micro-batches', () => {
   it('a row longer than the budget is refused naming the setting (verl asserts max_token_len >= the sequence length)', () => {
     expect(() => verlDynamicMicroBatches([[5, 31]], 30, 'config.ppo_max_token_len_per_gpu: 30')).toThrow(/^config\.ppo_max_token_len_per_gpu: 30: 30 tokens per dynamic micro-batch, but a row holds 31/);
     expect(() => verlDynamicMicroBatches([[5], [31]], 30, 'b')).toThrow(/rank 1's row holds 31/);
+    // verl asserts the budget against the padded width (attention_mask.shape[-1]), not the longest row.
+    expect(() => verlDynamicMicroBatches([[5, 20]], 30, 'b', 31)).toThrow(/^b: 30 tokens per dynamic micro-batch, but the batch is 31 tokens wide \(prompts \+ responses, padded\)/);
+    expect(verlDynamicMicroBatches([[5, 20]], 30, 'b', 30)).toEqual([[[0, 1]]]);
   });
 });

@@ -28,6 +28,11 @@ export interface TrainerLossCase {
    * by; null in a case without its prompts (a loss case that does not give them).
    */
   sequence_lengths: Int32Array | null;
+  /**
+   * The batch's padded width P + C (a verl dump's prompts + responses columns), which verl asserts its dynamic
+   * budget against; absent: the longest row stands in (a case gives no padding).
+   */
+  sequence_width?: number;
 }
 
 /** A micro-batch without its logits: what the objectives read besides the log-probs. */

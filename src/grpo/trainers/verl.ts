@@ -32,7 +32,7 @@ function dynamicParts(c: TrainerInputs, ranges: readonly [number, number][], cfg
   const len = c.sequence_lengths;
   if (!len) throw new SettingsError('sequence_lengths: required with use_dynamic_bsz (verl packs the rows into micro-batches by their prompt + response tokens, attention_mask.sum(-1), and aggregates each on its own); give them, or run.micro_batch_loss_scale for a case that is one micro-batch');
   const sp = cfg.ulysses_sequence_parallel_size;
-  return verlDynamicMicroBatches(ranges.map(([a, b]) => Array.from(len.subarray(a, b))), cfg.ppo_max_token_len_per_gpu * sp, `config.ppo_max_token_len_per_gpu: ${cfg.ppo_max_token_len_per_gpu} × ulysses_sequence_parallel_size ${sp}`);
+  return verlDynamicMicroBatches(ranges.map(([a, b]) => Array.from(len.subarray(a, b))), cfg.ppo_max_token_len_per_gpu * sp, `config.ppo_max_token_len_per_gpu: ${cfg.ppo_max_token_len_per_gpu} × ulysses_sequence_parallel_size ${sp}`, c.sequence_width);
 }
 
 /** clip_cov: candidates with lb < cov < ub that the clip did not already bind lose their gradient (corr = 0). */

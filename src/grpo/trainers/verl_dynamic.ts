@@ -111,9 +111,11 @@ export function karmarkarKarp(values: readonly number[], k: number): number[][] 
  * (prompt + response tokens); `budget` is ppo_max_token_len_per_gpu × ulysses_sequence_parallel_size. Each rank
  * packs min(rows, ⌈Σ lengths ÷ budget⌉) micro-batches, the count maxed over the ranks (same_micro_num_in_dp: an
  * all_reduce MAX), its rows partitioned by karmarkar_karp on their workloads. Returns, per rank, the micro-batches
- * as lists of the rank's row indices. `field` names the budget setting in the refusals.
+ * as lists of the rank's row indices. `field` names the budget setting in the refusals. `width`: the batch's padded
+ * width, which rearrange_micro_batches asserts the budget against (max_seq_len = attention_mask.shape[-1]).
  */
-export function verlDynamicMicroBatches(lengths: readonly (readonly number[])[], budget: number, field: string): number[][][] {
+export function verlDynamicMicroBatches(lengths: readonly (readonly number[])[], budget: number, field: string, width?: number): number[][][] {
+  if (width !== undefined && width > budget) throw new SettingsError(`${field}: ${budget} tokens per dynamic micro-batch, but the batch is ${width} tokens wide (prompts + responses, padded): verl asserts max_token_len >= the sequence length (rearrange_micro_batches), so the run had a larger budget; give its ppo_max_token_len_per_gpu`);
   let count = 0;
   lengths.forEach((rank, r) => {
     const longest = rank.reduce((m, x) => Math.max(m, x), 0);
