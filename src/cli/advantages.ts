@@ -31,9 +31,12 @@ function trl(st: SafeTensors, source: string): Record<string, unknown> {
   const run = parseTrlRun(meta(st, 'run', source)).values;
   if (B % c.num_generations !== 0) throw new CliError(`${source}: rewards_per_func has ${B} rows, not a multiple of config.num_generations = ${c.num_generations}`);
   if (B % run.num_processes !== 0) throw new CliError(`${source}: rewards_per_func has ${B} rows, not a multiple of run.num_processes = ${run.num_processes}`);
-  if (run.rank >= run.num_processes) throw new CliError(`${source}: run.rank = ${run.rank} but run.num_processes = ${run.num_processes}`);
+  // TRL keeps one process's slice of the gathered advantages: a list of ranks (a merged batch's) names no slice.
+  const { rank } = run;
+  if (Array.isArray(rank)) throw new CliError(`${source}: run.rank = ${JSON.stringify(rank)}: an advantage case is one process's slice, give its rank`);
+  if (rank >= run.num_processes) throw new CliError(`${source}: run.rank = ${rank} but run.num_processes = ${run.num_processes}`);
   if (c.reward_weights && c.reward_weights.length !== F) throw new CliError(`${source}: config.reward_weights has ${c.reward_weights.length} weights for ${F} reward functions`);
-  const A = trlAdvantages(toF64(st, 'rewards_per_func'), B, F, c, run);
+  const A = trlAdvantages(toF64(st, 'rewards_per_func'), B, F, c, { num_processes: run.num_processes, rank });
   return { advantages: Array.from(A) };
 }
 

@@ -229,7 +229,8 @@ export function stepConfigOf(settings: EffectiveSettings, C: number, opts: { ste
 function referenceSync(settings: EffectiveSettings, later: number): StepConfig['reference_sync'] {
   if (settings.trainer !== 'trl' || settingOf(settings, 'config', 'sync_ref_model').value !== true) return null;
   // Only the sync rows (the rest of the config may hold a studio aggregation as loss_type, which TRL's parse refuses).
-  const c = { sync_ref_model: true, ...Object.fromEntries((['beta', 'ref_model_sync_steps', 'ref_model_mixup_alpha'] as const).map((k) => [k, settingOf(settings, 'config', k).value as number])) } as Parameters<typeof trlReferenceSync>[0];
+  const v = (name: string) => settingOf(settings, 'config', name).value as number;
+  const c = { sync_ref_model: true, beta: v('beta'), ref_model_sync_steps: v('ref_model_sync_steps'), ref_model_mixup_alpha: v('ref_model_mixup_alpha') };
   const g = typeof settings.run.global_step === 'number' ? settings.run.global_step : 0;
   return { studio: trlReferenceSync(c, 0, g + later), batch: trlReferenceSync(c, g, g + later) };
 }

@@ -90,6 +90,7 @@ describe('malformed trainer cases: one line naming the field, exit 2', () => {
     ['unknown trainer', 'loss', trl08, (_, m) => (m.trainer = 'trlx'), /metadata "trainer" is "trlx"/],
     ['scale_rewards "median"', 'advantages', adv00, (_, m) => setConfig(m, { scale_rewards: 'median' }), /config\.scale_rewards: expected one of group, batch, none, got "median"/],
     ['rows not a multiple of num_generations', 'advantages', adv00, (_, m) => setConfig(m, { num_generations: 5 }), /12 rows, not a multiple of config\.num_generations = 5/],
+    ['a list of ranks (a merged batch names no one slice)', 'advantages', adv00, (_, m) => (m.run = JSON.stringify({ num_processes: 2, rank: [0, 1] })), /run\.rank = \[0,1\]: an advantage case is one process's slice, give its rank/],
     ['unknown verl estimator', 'advantages', adv04, (_, m) => setConfig(m, { adv_estimator: 'gae' }), /config\.adv_estimator: expected one of grpo, rloo, reinforce_plus_plus/],
     ['verl estimator not given (verl defaults to gae)', 'advantages', adv04, (_, m) => (m.config = '{}'), /config\.adv_estimator: missing/],
     ['response_mask not 0/1', 'advantages', adv04, (t) => ((t.response_mask.data as Int32Array)[6] = 2), /response_mask at sample 1, position 1 is 2/],

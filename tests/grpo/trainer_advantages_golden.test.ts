@@ -26,7 +26,9 @@ describe('advantage golden cases', () => {
       const config = JSON.parse(st.metadata.config);
       if (st.metadata.trainer === 'trl') {
         const [B, F] = shapeOf(st, 'rewards_per_func');
-        const A = trlAdvantages(toF64(st, 'rewards_per_func'), B, F, parseTrlConfig(config).values, parseTrlRun(JSON.parse(st.metadata.run)).values);
+        const run = parseTrlRun(JSON.parse(st.metadata.run)).values;
+        expect(typeof run.rank).toBe('number'); // one process's slice
+        const A = trlAdvantages(toF64(st, 'rewards_per_func'), B, F, parseTrlConfig(config).values, { num_processes: run.num_processes, rank: run.rank as number });
         expectClose(A, toF64(st, 'advantages'), { ...TOL, label: `${file} advantages` });
       } else {
         const [B, T] = shapeOf(st, 'token_level_rewards');

@@ -173,7 +173,7 @@ export function parseTrlConfig(raw: unknown, where = 'config'): ParsedSettings<T
 }
 
 /** The processes whose rows the batch holds: run.rank is a list where rank files were merged (src/io/formats/index.ts mergeImports). */
-export const heldRanks = (run: Pick<TrlRun, 'rank'>): number => (Array.isArray(run.rank as unknown) ? (run.rank as unknown as number[]).length : 1);
+export const heldRanks = (run: Pick<TrlRun, 'rank'>): number => (Array.isArray(run.rank) ? run.rank.length : 1);
 
 export function parseTrlRun(raw: unknown, where = 'run'): ParsedSettings<TrlRun> {
   return parseSettings<TrlRun>(TRL_RUN_SETTINGS, raw ?? {}, where);

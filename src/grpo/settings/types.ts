@@ -84,12 +84,16 @@ type RowValue<S> = S extends { type: 'boolean' }
             ? Record<string, unknown>
             : never;
 
+/** A row's value, or a list of them where `list: true` (a batch merged from several files: TRL's rank). */
+type ListedValue<S> = S extends { list: true } ? RowValue<S> | RowValue<S>[] : RowValue<S>;
+
 /**
  * A table's values once read (parseSettings / resolveSettings), typed from its rows: each row's name, the type it
- * declares, null where `nullable: true`. The table is the one list of the names; no interface repeats them.
+ * declares (or a list of it where `list: true`), null where `nullable: true`. The table is the one list of the
+ * names; no interface repeats them.
  */
 export type SettingsValues<T extends readonly { name: string }[]> = {
-  -readonly [S in T[number] as S['name']]: S extends { nullable: true } ? RowValue<S> | null : RowValue<S>;
+  -readonly [S in T[number] as S['name']]: S extends { nullable: true } ? ListedValue<S> | null : ListedValue<S>;
 };
 
 /**

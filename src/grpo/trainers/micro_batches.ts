@@ -62,7 +62,8 @@ export async function trlGenerationStep(gpu: Gpu, c: TrainerLossCase, opts: { st
   let items = 0;
   for (let i = 0; i < B * T; i++) items += c.completion_mask[i] * (c.tool_mask ? c.tool_mask[i] : 1);
   const run = { ...c.run, num_items_in_batch: c.run.num_items_in_batch ?? items };
-  if (heldRanks(parseTrlRun(c.run).values) < ((c.run.num_processes as number | undefined) ?? 1) && c.run.num_items_in_batch === undefined) {
+  const parsed = parseTrlRun(c.run).values;
+  if (heldRanks(parsed) < parsed.num_processes && c.run.num_items_in_batch === undefined) {
     throw new SettingsError('run.num_items_in_batch: needed with num_processes > 1 unless every rank\'s rows are here (the generation batch over every process)');
   }
   const per = B / S;
