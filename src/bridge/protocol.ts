@@ -7,7 +7,7 @@
 // Results are structured-cloned, not transferred: the pipeline keeps reading its own arrays.
 // src/bridge/ holds this contract and the page's end of it (client.ts). The store and the worker
 // (src/worker/) both import it, the worker never the client; it imports neither of them.
-import type { DoctorReport, Finding } from '../doctor/types.ts';
+import type { DoctorOptions, DoctorReport, Finding } from '../doctor/types.ts';
 import type { PendingCall } from '../grpo/tool_loop.ts';
 import type { AdapterReport } from '../gpu/context.ts';
 import type { GrpoBatch } from '../io/batch.ts';
@@ -251,8 +251,14 @@ export interface CorrectionsResult {
   ms: number;
 }
 
-/** Where an update starts: the prompt set (render → sample → reward), or an imported batch (those three skipped). */
-export type StepStart = { kind: 'prompts' } | { kind: 'batch'; batch: GrpoBatch };
+/** The pad / EOS ids a batch's reader inferred rather than read, each with what from (ImportResult.inferred). */
+export type InferredIds = DoctorOptions['inferred'];
+
+/**
+ * Where an update starts: the prompt set (render → sample → reward), or an imported batch (those three skipped)
+ * with the ids its reader inferred, so the Doctor of its stages judges it as the import and `grpo-studio doctor` do.
+ */
+export type StepStart = { kind: 'prompts' } | { kind: 'batch'; batch: GrpoBatch; inferred?: InferredIds };
 
 /**
  * The one-step pipeline as the worker drives it (src/worker/runner.ts over src/grpo/step.ts). Stages run
@@ -298,7 +304,7 @@ export interface StepRunner {
    * fits the batch, the retokenization and chat-template rules run and the token texts come with it; where it
    * does not, or without a loaded model, the report without them (the skipped list says why).
    */
-  inspect(batch: GrpoBatch, opts?: { deferTokenizerRules?: boolean; /** the ids the reader inferred (ImportResult.inferred) */ inferred?: { pad_token_id?: string; eos_token_ids?: string } }): { report: DoctorReport; token_texts?: TokenTexts; /** the tokenizer rules were skipped, to run later */ deferred?: boolean };
+  inspect(batch: GrpoBatch, opts?: { deferTokenizerRules?: boolean; inferred?: InferredIds }): { report: DoctorReport; token_texts?: TokenTexts; /** the tokenizer rules were skipped, to run later */ deferred?: boolean };
   /** The current update's batch with its trainer side (old_per_token_logps: the batch's, else the loss stage's); null before its loss stage. */
   updateBatch(): GrpoBatch | null;
   /**
@@ -384,7 +390,8 @@ export interface Responses {
   /** The Doctor's report (schema problems included); report.skipped says which rules could not run. */
   /** tokenizer_checks: the rules needing the tokenizer were deferred (seconds on a big batch); ask for them with this id. */
   /** import: this request's id, which names the batch in later requests (mismatch). */
-  'import-batch': { import: number; batch: GrpoBatch; report: DoctorReport; token_texts?: TokenTexts; format: string; trainer: string; notes: string[]; tokenizer_checks: number | null };
+  /** inferred: the ids the reader inferred; an update from the batch sends them back with it (StepStart). */
+  'import-batch': { import: number; batch: GrpoBatch; report: DoctorReport; token_texts?: TokenTexts; format: string; trainer: string; notes: string[]; tokenizer_checks: number | null; inferred?: InferredIds };
   /** null: a newer batch was imported meanwhile (its own checks are under way). */
   'tokenizer-checks': { report: DoctorReport | null };
   cancel: Record<string, never>;

@@ -258,15 +258,19 @@ export async function tokenizerFlag(args: ParsedArgs): Promise<Tokenizer | undef
 
 /**
  * A batch file (any supported format) read and validated for a computation (`score`, `step`) before any number is computed:
- * anything it cannot use is an InputError (exit 2) naming field, sample and position.
+ * anything it cannot use is an InputError (exit 2) naming field, sample and position. The reader's notes go to stderr,
+ * as `convert` and `doctor` write them: what a format does not carry (its loss settings, its sampling temperature) and
+ * the studio therefore takes from its defaults is said where the number is computed, not only where the file is converted.
  */
 export function readBatchFor(path: string, purpose: NonNullable<ValidateOptions['purpose']>): { batch: GrpoBatch; format: string } {
-  const { batch, format } = readBatchFiles([path]);
+  const { batch, format, notes } = readBatchFiles([path]);
   assertComputable(batch, { purpose }, path);
   // Scoring reads at least one prompt and one completion position (checkScorable, the step pipeline): said here with the file.
   const P = batch.prompt_ids.reduce((m, r) => Math.max(m, r.length), 0);
   const C = widestCompletion(batch);
   if (P < 1 || C < 1) throw new CliError(`${path}: the batch needs at least one prompt token and one completion token (P = ${P}, C = ${C})`);
+  // After the checks: a file refused is one line on stderr.
+  for (const n of notes) console.error(`note: ${path}: ${n}`);
   return { batch, format };
 }
 

@@ -2,7 +2,8 @@
 // Doctor's options derived from the batch plus that tokenizer and its model's config.json: the one place the
 // page's Doctor and `grpo-studio doctor` get them, so one batch gives one answer whatever model happens to be
 // loaded. A tokenizer decodes a batch only when it fits: the batch's pad and EOS ids are its pad, EOS or special
-// tokens, the model name the dump records (if any) is its model's, and every id lies inside its vocabulary;
+// tokens, the model name the dump records (if any) is its model's (by the name its config.json records, so the same
+// files give the same answer on the page and in the CLI), and every id lies inside its vocabulary;
 // otherwise the rules that decode (template-mismatch, retokenization-mismatch) are skipped with the reason. Its
 // model's vocabulary bounds the batch's ids (token-out-of-vocabulary) as soon as pad, EOS and name agree: ids
 // past it are then the finding, not a reason to look away. A model that is not the batch's says nothing about
@@ -19,6 +20,12 @@ export interface ModelFacts {
   vocab_size?: number;
   /** Learned absolute positions only (GPT-2's n_positions): the padded rows must fit them. */
   max_positions?: number;
+  /**
+   * The model's name as its config.json records it (`_name_or_path`, written by save_pretrained: the Hub id it was
+   * loaded from), when a name and not a path. Read from the files, never from how they were chosen (a Hub id typed
+   * in the page, a folder's name), so the page and `--tokenizer DIR` on the same files compare the same name.
+   */
+  name?: string;
 }
 
 /** A tokenizer the user has at hand, with what is known of its model. */
@@ -26,8 +33,6 @@ export interface KnownModel {
   /** None: a weights-only model folder (no tokenizer.json); the rules that decode are skipped, saying so. */
   tokenizer?: Tokenizer;
   config?: ModelFacts;
-  /** The model's exact name (a Hub id, the embedded model's name); none for a folder, which may be renamed. */
-  name?: string;
   /** How a skip reason names it ("the loaded model's tokenizer (tiny-adder)", "--tokenizer DIR"). */
   label: string;
 }
@@ -49,12 +54,15 @@ const MODEL_NAME_KEYS = ['model_name_or_path', 'name_or_path', '_name_or_path', 
 
 const count = (v: unknown): number | undefined => (Number.isInteger(v) && (v as number) > 0 ? (v as number) : undefined);
 
+/** A model name, not a path on some machine ("./ckpt", "/scratch/…", "~/m", "C:\\m"): a path names nothing here. */
+const asName = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' && !/^[./~]|\\/.test(v) ? v : undefined);
+
 /** The facts of a config.json, raw or as src/model/config.ts parsed it (the keys read here agree). */
 export function modelFacts(config: object): ModelFacts {
   const cfg = config as Readonly<Record<string, unknown>>;
   const model_type = typeof cfg.model_type === 'string' ? cfg.model_type : undefined;
   const absolute = model_type !== undefined && ABSOLUTE_POSITION_MODELS.has(model_type);
-  return { model_type, vocab_size: count(cfg.vocab_size), max_positions: absolute ? count(cfg.n_positions ?? cfg.max_position_embeddings) : undefined };
+  return { model_type, vocab_size: count(cfg.vocab_size), max_positions: absolute ? count(cfg.n_positions ?? cfg.max_position_embeddings) : undefined, name: asName(cfg._name_or_path) };
 }
 
 /** The last component of a Hub id or path, compared case-insensitively ("Qwen/Qwen3-0.6B" ~ "qwen3-0.6b"). */
@@ -63,8 +71,8 @@ const lastPart = (name: string) => name.replace(/\/+$/, '').split('/').pop()!.to
 /** The model name the batch's config records, when it is a name: a path on the training machine says nothing here. */
 function recordedName(batch: GrpoBatch): { key: string; value: string } | undefined {
   for (const key of MODEL_NAME_KEYS) {
-    const value = batch.config?.[key];
-    if (typeof value === 'string' && value !== '' && !/^[./~]|\\/.test(value)) return { key, value };
+    const value = asName(batch.config?.[key]);
+    if (value) return { key, value };
   }
   return undefined;
 }
@@ -99,7 +107,8 @@ export function tokenizerFit(batch: GrpoBatch, known: KnownModel): TokenizerFit 
   const foreignEos = batch.eos_token_ids.filter((id) => id !== tok.eos_token_id && !tok.isSpecial(id));
   if (foreignEos.length) reasons.push(`eos_token_ids [${foreignEos.join(', ')}] are not its EOS (${show(tok.eos_token_id)}) or one of its special tokens`);
   const named = recordedName(batch);
-  if (named && known.name && lastPart(named.value) !== lastPart(known.name)) reasons.push(`the batch's config.${named.key} is ${JSON.stringify(named.value)}, not ${known.name}`);
+  const name = known.config?.name;
+  if (named && name && lastPart(named.value) !== lastPart(name)) reasons.push(`the batch's config.${named.key} is ${JSON.stringify(named.value)}, not ${name} (its config.json's _name_or_path)`);
   const sameModel = reasons.length === 0;
   const outside = idsOutside(batch, tok.vocab_size);
   if (outside) reasons.push(`${outside.n} id(s) outside its ${tok.vocab_size} tokens (first ${outside.first})`);

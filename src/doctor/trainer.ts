@@ -1,5 +1,5 @@
 // The trainer settings a batch carries, as the Doctor's trainer rules read them: which trainer wrote the
-// batch (from its config's own field names: TRL GRPOConfig, verl leaf names, OpenRLHF's dotted arguments),
+// batch (the one the step resolves: trainerOfBatch),
 // and one setting at a time checked against that trainer's settings table (src/grpo/settings/), so a rule
 // reads exactly the value and default the trainer objective would, and a bad value is named, never guessed.
 import type { GrpoBatch } from '../io/batch.ts';
@@ -8,6 +8,7 @@ import { TRL_RUN_SETTINGS, TRL_SETTINGS } from '../grpo/settings/trl.ts';
 import { VERL_RUN, VERL_SETTINGS } from '../grpo/settings/verl.ts';
 import { OPENRLHF_RUN, OPENRLHF_SETTINGS } from '../grpo/settings/openrlhf.ts';
 import type { SettingValue, TrainerId } from '../grpo/settings/types.ts';
+import { trainerOfBatch } from '../grpo/settings/effective.ts';
 
 const TABLES: Record<TrainerId, { config: SettingsTable; run: SettingsTable }> = {
   trl: { config: TRL_SETTINGS, run: TRL_RUN_SETTINGS },
@@ -15,13 +16,12 @@ const TABLES: Record<TrainerId, { config: SettingsTable; run: SettingsTable }> =
   openrlhf: { config: OPENRLHF_SETTINGS, run: OPENRLHF_RUN },
 };
 
-/** OpenRLHF's arguments are dotted (`algo.kl.estimator`); verl batches are marked by the importer. TRL otherwise (the studio's preset). */
-export function trainerOf(batch: GrpoBatch): TrainerId {
-  const c = batch.config ?? {};
-  if (Object.keys(c).some((k) => /^(actor|algo|rollout)\./.test(k))) return 'openrlhf';
-  if (c.advantage_estimator === 'verl') return 'verl';
-  return 'trl';
-}
+/**
+ * The trainer whose settings a batch follows: the one the step and the CLI resolve (its `trainer` field, set by the
+ * verl / OpenRLHF readers and kept by the export; TRL otherwise), never a second guess from its config's names
+ * (NeMo-RL's and slime's group formula is verl's, but their batches are stepped as the studio's TRL).
+ */
+export const trainerOf = (batch: GrpoBatch): TrainerId => trainerOfBatch(batch);
 
 /** A raw run value: `run` first, then `config` (where the importers put num_processes and rank). */
 export function runValue(batch: GrpoBatch, name: string): unknown {

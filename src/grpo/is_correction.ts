@@ -7,7 +7,7 @@
 //   statement of the same rule, for reports.
 // - OpenRLHF PolicyLoss (OpenRLHF/OpenRLHF openrlhf/models/loss.py at 3c3be62): tis / icepop / seq-mask-tis;
 //   its objective (trainers/openrlhf.ts) multiplies the PPO loss by `factor`.
-// verl's rollout correction (truncated IS weights, rejection sampling) is trainers/verl_rollout.ts.
+// verl's rollout correction (truncated IS weights, rejection sampling) is settings/verl_rollout.ts.
 import type { VllmIsMode } from '../kernels/types.ts';
 import type { OpenrlhfConfig } from './settings/openrlhf.ts';
 

@@ -56,6 +56,8 @@ export interface ModelConfig {
    * (src/grpo/step_train.ts).
    */
   dropout: Record<string, number>;
+  /** config.json's `_name_or_path` as written (save_pretrained's record of what was loaded): the Doctor's model name (src/doctor/tokenizer_fit.ts). */
+  _name_or_path: string | null;
 }
 
 /**
@@ -157,7 +159,7 @@ export function parseConfig(raw: unknown): ModelConfig {
   }
   const model_type = typeof cfg.model_type === 'string' ? cfg.model_type : family;
   // Keys both config layouts share.
-  const common = () => ({ architecture, family, model_type, vocab_size: posInt(cfg, 'vocab_size'), dropout: dropoutOf(cfg, family) });
+  const common = () => ({ architecture, family, model_type, vocab_size: posInt(cfg, 'vocab_size'), dropout: dropoutOf(cfg, family), _name_or_path: typeof cfg._name_or_path === 'string' ? cfg._name_or_path : null });
 
   if (family === 'gpt2') {
     const C = posInt(cfg, 'n_embd');

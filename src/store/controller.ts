@@ -10,13 +10,14 @@ import { StudioClient } from '../bridge/client.ts';
 import { Cancelled, StudioFailure } from '../bridge/errors.ts';
 import { importStore } from './import.ts';
 import { STAGES, type AdapterChoice, type AdapterReference, type LoadProgress, type ModelChoice, type ModelInfo, type PackedLogRatio, type StageId, type StageResult, type StepSettings, type StepStart, type TemplateVariant } from '../bridge/protocol.ts';
-import { pageSettings, promptConversation } from '../bridge/settings.ts';
+import { editsReaching, promptConversation } from '../bridge/settings.ts';
 import { settingsChanges, trainerOfBatch } from '../grpo/settings/effective.ts';
-import { baseKindOf, baseOf, baseSettingsOf, effectiveOf, mismatchShown, mismatchTarget, ranValue } from './derived.ts';
+import { baseKindOf, baseOf, effectiveOf, mismatchShown, mismatchTarget, ranValue, reportSettings, whatIfOf } from './derived.ts';
 import type { ReportInput } from '../report/html.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 import type { CorrectionsState } from './session.ts';
 import { exportBase } from './export_name.ts';
+import { exportedBatch } from './export_batch.ts';
 
 let client: StudioClient | null = null;
 
@@ -101,7 +102,7 @@ export async function importBatchFiles(files: readonly File[]): Promise<void> {
   try {
     // The Files themselves go to the worker (handles, not their bytes): reading, parsing, merging and checking happen there.
     const request = { type: 'import-batch' as const, file, name: file.name, ...(more.length ? { also: more.map((f) => ({ file: f, name: f.name })) } : {}) };
-    const { import: importId, batch, report, token_texts, trainer, notes, tokenizer_checks } = await worker().request(request, { onProgress: progress, signal: abort.signal });
+    const { import: importId, batch, report, token_texts, trainer, notes, tokenizer_checks, inferred } = await worker().request(request, { onProgress: progress, signal: abort.signal });
     await dropRun(false);
 
     // The batch's own settings are the base of its updates, with no edits: nothing an earlier batch or form set
@@ -109,7 +110,7 @@ export async function importBatchFiles(files: readonly File[]): Promise<void> {
     const before = effectiveOf(store());
     store().startFromBatch(trainerOfBatch(batch));
     // What the reader had to assume or could not read is shown with the batch, not hidden.
-    store().setImported({ batch, name, importId, report, token_texts, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
+    store().setImported({ batch, name, importId, report, token_texts, inferred, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
     const after = effectiveOf(store());
     const changed = 'settings' in before && 'settings' in after ? settingsChanges(before.settings, after.settings) : 'error' in after ? [`settings: ${after.error}`] : [];
     if (changed.length) store().setImportedNotes([...(store().imported?.notes ?? []), `settings now (${changed.length} changed): ${changed.join('; ')}`]);
@@ -124,34 +125,14 @@ export async function importBatchFiles(files: readonly File[]): Promise<void> {
   }
 }
 
-/** Downloads the batch on screen (with this step's results folded in) as grpo-batch/v1 JSON. */
+/** Downloads the batch on screen (with this step's results folded in: src/store/export_batch.ts) as grpo-batch/v1 JSON. */
 export function exportBatch(): void {
-  const { batch, run } = store();
-  if (!batch) return;
-  const out = { ...batch };
-  // The assembled batch carries rewards and advantages; the log-probs the loss used come from later stages.
-  const C = run.assemble?.padded.C ?? 0;
-  const rows = (a: Float32Array | null | undefined) => a && batch.completion_ids.map((ids, b) => Array.from(a.subarray(b * C, b * C + ids.length)));
-  out.old_per_token_logps = rows(run.loss?.old_per_token_logps) ?? batch.old_per_token_logps;
-  out.ref_per_token_logps = rows(run.reference_forward?.ref_per_token_logps) ?? batch.ref_per_token_logps;
-  // The settings the results were computed with, exactly (the trainer's names, no derived shapes), so the file
-  // replays the same update in the CLI or on another page: its trainer, config and run context.
-  const ran = run.loss ? store().runSettings?.settings : undefined;
-  if (ran) {
-    out.trainer = ran.trainer === 'trl' ? undefined : ran.trainer;
-    out.config = { ...ran.config, ...(batch.config?.model_type ? { model_type: batch.config.model_type } : {}) };
-    out.run = Object.keys(ran.run).length ? { ...ran.run } : undefined;
-    // The studio's own rollout: the tokenizer's EOS its TRL truncation counted, so the CLI counts the same one.
-    const eos = run.assemble?.padded.tokenizer_eos_token_id;
-    if (ran.trainer === 'trl' && eos !== undefined && out.run?.eos_token_id === undefined) out.run = { ...out.run, eos_token_id: eos };
-  }
-  // The trainer preset's effective loss mask (0/1), so a reader sees which tokens the trainer's loss kept.
-  out.effective_loss_mask = rows(run.loss?.trainer?.terms?.effective_loss_mask) ?? batch.effective_loss_mask;
+  const out = exportedBatch(store());
+  if (!out) return;
   // Strict JSON: a NaN reward (a reward function that did not apply) must not make the file unreadable to JSON.parse / jq.
   download(new Blob([serializeBatch(out, { strictJson: true })], { type: 'application/json' }), `${exportName()}.grpo-batch.json`);
 }
 
-/** Loads a model; on failure the model loaded before stays (the worker swaps only after a complete load). */
 /**
  * Downloads one self-contained offline HTML report of the batch on screen: the grid (decoded tokens when a
  * tokenizer is loaded, the heat the page shows, passed in by the page), the Doctor's findings, the settings the update ran with and
@@ -172,7 +153,7 @@ export async function saveReport(heat: ReportInput['heat']): Promise<void> {
     report: { findings: s.findings, skipped: s.skipped, counts },
     tokenTexts: s.tokenTexts,
     specialIds: s.model?.tokenizer?.special_token_ids,
-    settings: s.runSettings ? { trainer: s.runSettings.settings.trainer, ...s.runSettings.settings.config, ...s.runSettings.settings.run, ...s.runSettings.sampling } : null,
+    settings: reportSettings(s),
     losses: loss && s.runSettings ? { chosen: String(ranValue(s.runSettings.settings, 'loss_type')), before: loss.losses, after: s.run.re_evaluate?.losses_after } : null,
     // The log ratio is the report's own mismatch heat: passed once, as the explorer's analysis and rows.
     heat: s.heat === 'log_ratio' ? null : heat,
@@ -222,6 +203,7 @@ async function changeModel(label: string, request: () => Promise<ModelInfo>, aft
   }
 }
 
+/** Loads a model; on failure the model loaded before stays (the worker swaps only after a complete load). */
 export function loadModel(source: ModelChoice): Promise<void> {
   return changeModel('starting', async () => (await worker().request({ type: 'load-model', source })).model, () => store().setPolicySteps(0));
 }
@@ -277,7 +259,7 @@ function settings(): StepSettings {
 /** Where a new update starts: the imported batch when the stepper is set to it, else the prompt set. */
 function start(): StepStart {
   const { stepFrom, imported } = store();
-  return stepFrom === 'import' && imported ? { kind: 'batch', batch: imported.batch } : { kind: 'prompts' };
+  return stepFrom === 'import' && imported ? { kind: 'batch', batch: imported.batch, inferred: imported.inferred } : { kind: 'prompts' };
 }
 
 /**
@@ -380,8 +362,8 @@ let whatIfSeq = 0;
 
 /**
  * Recomputes the loss of this update's batch under the what-if's edits (config values in the trainer's names,
- * over the settings the update ran with; no resampling, no forward) under `trainer` (the update's, or another:
- * a preset what-if starts from that trainer's defaults); only the latest answer is shown.
+ * over the settings the update ran with, whatever the form holds now; no resampling, no forward) under `trainer`
+ * (the update's, or another: src/bridge/settings.ts whatIfSettings); only the latest answer is shown.
  */
 export async function runWhatIf(edits: Record<string, unknown>, trainer?: TrainerId): Promise<void> {
   const seq = ++whatIfSeq;
@@ -391,9 +373,9 @@ export async function runWhatIf(edits: Record<string, unknown>, trainer?: Traine
   const t = trainer ?? s.whatIfSettings?.trainer ?? ran.settings.trainer;
   store().setWhatIfSettings({ trainer: t, edits });
   try {
-    // The update's base and edits under the what-if trainer, then the what-if's own values: the page's one resolution.
-    const settings = pageSettings(t, baseOf(s), baseSettingsOf(s).edits, [{ origin: 'edited', label: 'what-if', config: edits }]);
-    const r = await worker().request({ type: 'what-if', settings });
+    const w = whatIfOf(s, t, edits)!;
+    if ('error' in w) throw new StudioFailure('settings', `what-if: ${w.error}`);
+    const r = await worker().request({ type: 'what-if', settings: w.settings });
     if (seq === whatIfSeq) store().setWhatIf(r);
   } catch (e) {
     if (seq === whatIfSeq) {
@@ -524,13 +506,17 @@ export async function refreshPlan(): Promise<void> {
   }
 }
 
-/** Makes the what-if's trainer and values the next update's (the results on screen then read as stale). */
+/**
+ * Makes the what-if's settings the next update's: its trainer, and that trainer's edits replaced by what gives the
+ * what-if's values over the base (an edit made in the form after the update ran, which the what-if did not see,
+ * goes). The results on screen then read as stale where the what-if changed something.
+ */
 export function applyWhatIf(): void {
-  const w = store().whatIfSettings;
+  const s = store();
+  const w = s.whatIfSettings && whatIfOf(s, s.whatIfSettings.trainer, s.whatIfSettings.edits);
   if (!w) return;
-  const base = baseKindOf(store());
-  store().setTrainer(base, w.trainer);
-  store().editConfig(base, w.edits);
+  if ('error' in w) return void s.pushError({ kind: 'settings', message: `what-if: ${w.error}` });
+  s.setTrainerEdits(baseKindOf(s), w.settings.trainer, editsReaching(w.settings, baseOf(s)));
 }
 
 /** The Run-to-end loop that owns `running`: a loop left over from a dropped update must not stop a newer one. */

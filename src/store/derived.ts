@@ -9,7 +9,7 @@ import type { StudioState } from './index.ts';
 import type { MismatchOf, StepSettings } from '../bridge/protocol.ts';
 import { diffBatches, type BatchDiff } from '../io/batch_diff.ts';
 import { AGGREGATIONS, type LossType } from '../kernels/types.ts';
-import { pageSettings, type SettingsBase, type SettingsEdits } from '../bridge/settings.ts';
+import { pageSettings, whatIfSettings, type SettingsBase, type SettingsEdits } from '../bridge/settings.ts';
 import type { BaseKind } from './settings.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 import { settingOf, settingsChanges, type EffectiveSettings } from '../grpo/settings/effective.ts';
@@ -49,16 +49,16 @@ export function rewardNames(batch: GrpoBatch, run: RunResults): string[] {
   return run.reward?.names ?? Array.from({ length: F }, (_, f) => `reward ${f}`);
 }
 
-type BaseState = Pick<StudioState, 'trainer' | 'edits' | 'batchTrainer' | 'batchEdits' | 'stepFrom' | 'imported'>;
+type BaseState = Pick<StudioState, 'task' | 'trainer' | 'edits' | 'batchTrainer' | 'batchEdits' | 'stepFrom' | 'imported'>;
 
 /** Which base the next update has: the imported batch when the stepper is set to it, else the prompt set. */
 export function baseKindOf(s: Pick<StudioState, 'stepFrom' | 'imported'>): BaseKind {
   return s.stepFrom === 'import' && s.imported ? 'batch' : 'prompts';
 }
 
-/** What the next update starts from: the imported batch (its own settings), or the prompt set (the default task's preset). */
-export function baseOf(s: Pick<StudioState, 'stepFrom' | 'imported'>): SettingsBase {
-  return baseKindOf(s) === 'batch' ? { kind: 'batch', batch: s.imported!.batch, name: s.imported!.name } : { kind: 'prompts' };
+/** What the next update starts from: the imported batch (its own settings), or the prompt set (its task's preset). */
+export function baseOf(s: Pick<StudioState, 'stepFrom' | 'imported' | 'task'>): SettingsBase {
+  return baseKindOf(s) === 'batch' ? { kind: 'batch', batch: s.imported!.batch, name: s.imported!.name } : { kind: 'prompts', task: s.task };
 }
 
 /** The trainer and the user's edits of the next update's base. */
@@ -79,7 +79,7 @@ let lastEffective: { key: unknown[]; value: { settings: EffectiveSettings } | { 
 export function effectiveOf(s: BaseState): { settings: EffectiveSettings } | { error: string } {
   const base = baseOf(s);
   const { trainer, edits } = baseSettingsOf(s);
-  const key = [trainer, edits, base.kind === 'batch' ? base.batch : null];
+  const key = [trainer, edits, base.kind === 'batch' ? base.batch : base.task];
   if (lastEffective && lastEffective.key.every((k, i) => k === key[i])) return lastEffective.value;
   let value: { settings: EffectiveSettings } | { error: string };
   try {
@@ -89,6 +89,31 @@ export function effectiveOf(s: BaseState): { settings: EffectiveSettings } | { e
   }
   lastEffective = { key, value };
   return value;
+}
+
+/**
+ * The settings of a what-if on the update on screen (src/bridge/settings.ts whatIfSettings: over the settings the
+ * update ran with, never the form's later edits), or why they cannot be formed; null without an update.
+ */
+export function whatIfOf(s: Pick<StudioState, 'runSettings' | 'stepFrom' | 'imported' | 'task'>, trainer: TrainerId, edits: Record<string, unknown>): { settings: EffectiveSettings } | { error: string } | null {
+  if (!s.runSettings) return null;
+  try {
+    return { settings: whatIfSettings(s.runSettings.settings, baseOf(s), trainer, edits) };
+  } catch (e) {
+    return { error: (e as Error).message };
+  }
+}
+
+/**
+ * The report's Settings table for the update on screen: its trainer, config and run as it ran (the keys
+ * `grpo-studio report` shows from the file's config) and, for an update from the prompt set, the sampling it ran
+ * with under `sampling.` keys, never over a config key of the same name; an imported batch's update sampled nothing.
+ */
+export function reportSettings(s: Pick<StudioState, 'runSettings' | 'stepFrom' | 'imported'>): Record<string, unknown> | null {
+  const r = s.runSettings;
+  if (!r) return null;
+  const sampling = baseKindOf(s) === 'prompts' ? Object.fromEntries(Object.entries(r.sampling).map(([k, v]) => [`sampling.${k}`, v])) : {};
+  return { trainer: r.settings.trainer, ...r.settings.config, ...r.settings.run, ...sampling };
 }
 
 /** A config value of the settings an update ran with (its row's default where no layer set it). */

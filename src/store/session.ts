@@ -7,7 +7,7 @@ import type { AdapterReport } from '../gpu/context.ts';
 import type { DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
-import { STAGES, type MismatchResult, type CorrectionSummary, type CorrectionsResult, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type WhatIfResult, type BeforeAfterResult, type WeightsMode, type TemplateDiff, type PagePlan } from '../bridge/protocol.ts';
+import { STAGES, type MismatchResult, type CorrectionSummary, type CorrectionsResult, type ErrorKind, type Finding, type LoadProgress, type ModelInfo, type StageId, type StagePayloads, type StageResult, type StepSettings, type TokenTexts, type WhatIfResult, type BeforeAfterResult, type WeightsMode, type TemplateDiff, type PagePlan, type InferredIds } from '../bridge/protocol.ts';
 
 export type Status = 'idle' | 'busy' | 'ready' | 'error';
 
@@ -48,6 +48,8 @@ export interface ImportedBatch {
   token_texts?: TokenTexts;
   /** The reader's notes: the trainer format it was read as, assumptions, keys it did not read. */
   notes?: string[];
+  /** The ids the reader inferred: an update from this batch carries them, so its stages' Doctor downgrades what the import's did. */
+  inferred?: InferredIds;
 }
 
 export interface BatchSlice {

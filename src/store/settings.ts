@@ -3,7 +3,7 @@
 // types for the studio's own task, so they are persisted to local storage (src/store/index.ts) and survive a
 // reload; an imported batch's start empty with each import and go with it. The loss / advantage / optimizer
 // settings are NOT held here as values: the effective settings of the next update are derived from the base's
-// edits over its own settings (src/store/derived.ts effectiveOf: the default task's preset, or the imported
+// edits over its own settings (src/store/derived.ts effectiveOf: the chosen task's preset, or the imported
 // batch's `config` / `run`), so nothing an earlier import or the other base set is carried over, and nothing
 // the user entered for the prompt set is lost by importing a batch.
 import type { StateCreator } from 'zustand';
@@ -33,14 +33,14 @@ export interface SettingsSlice {
   setSampling(patch: Partial<SamplingSettings>): void;
   /** Edits the tools of a multi-turn prompt set (no-op without tools). */
   setTools(patch: Partial<ToolSettings>): void;
-  /** Another embedded task: its prompts, sampling, rewards and tools replace the prompt set's (the loss settings stay). */
+  /** Another embedded task: its prompts, sampling, rewards and tools replace the prompt set's, and its preset is the base of the loss settings (the user's edits stay). */
   chooseTask(id: TaskId): void;
   /** Another trainer for that base: its own edits (kept per trainer) over its defaults. */
   setTrainer(base: BaseKind, trainer: TrainerId): void;
   /** One setting of the base's trainer, in its own names (undefined: no edit, the base's value shows through). */
   setSetting(base: BaseKind, where: 'config' | 'run', name: string, value: unknown): void;
-  /** Several config values at once (a what-if applied). */
-  editConfig(base: BaseKind, values: Record<string, unknown>): void;
+  /** The base's trainer and that trainer's whole edits at once (a what-if applied: src/bridge/settings.ts editsReaching). */
+  setTrainerEdits(base: BaseKind, trainer: TrainerId, edits: SettingsEdits[TrainerId]): void;
   /** An import: the batch's trainer, and no edits on it (its own settings are its base); the prompt set's stay. */
   startFromBatch(trainer: TrainerId): void;
   setReward(i: number, patch: Partial<RewardSpec>): void;
@@ -129,12 +129,7 @@ export const createSettingsSlice: StateCreator<SettingsSlice, [], [], SettingsSl
       const rest = without(mine[where], name);
       return { [edits]: { ...all, [s[trainer]]: { ...mine, [where]: value === undefined ? rest : { ...rest, [name]: value } } } };
     }),
-  editConfig: (base, values) =>
-    set((s) => {
-      const { trainer, edits } = KEYS[base];
-      const mine = s[edits][s[trainer]];
-      return { [edits]: { ...s[edits], [s[trainer]]: { ...mine, config: { ...mine.config, ...values } } } };
-    }),
+  setTrainerEdits: (base, trainer, mine) => set((s) => ({ [KEYS[base].trainer]: trainer, [KEYS[base].edits]: { ...s[KEYS[base].edits], [trainer]: mine } })),
   startFromBatch: (trainer) => set({ batchTrainer: trainer, batchEdits: noEdits() }),
   setReward: (i, patch) => set((s) => ({ rewards: s.rewards.map((r, j) => (j === i ? ({ ...r, ...patch } as RewardSpec) : r)) })),
   addReward: (kind) => set((s) => ({ rewards: [...s.rewards, newReward(kind)] })),

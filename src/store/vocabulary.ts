@@ -15,4 +15,4 @@ export { TRAINER_TABLES } from '../grpo/settings/trainers.ts';
 export { checkSetting } from '../grpo/settings/table.ts';
 export { LORA_CREATE_FIELDS } from '../model/lora_fields.ts';
 export { configTable, rowOf, runTable, settingOf, type EffectiveSettings, type Provenance } from '../grpo/settings/effective.ts';
-export { baseKindOf, effectiveOf, lossTypeOf, ranValue, trainerOf } from './derived.ts';
+export { baseKindOf, effectiveOf, lossTypeOf, ranValue, trainerOf, whatIfOf } from './derived.ts';

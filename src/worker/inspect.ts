@@ -8,17 +8,19 @@ import type { DoctorOptions, DoctorReport } from '../doctor/types.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import type { ModelConfig } from '../model/config.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
-import { modelId } from './adapter.ts';
-import type { ModelChoice, TokenTexts } from '../bridge/protocol.ts';
+import type { TokenTexts } from '../bridge/protocol.ts';
 
 /** Decoded text of every token (special tokens as written), for the grid and the inspector. */
 export function tokenTexts(tok: Tokenizer, batch: GrpoBatch): TokenTexts {
   return { by_id: tok.textsById(batch.prompt_ids, batch.completion_ids) };
 }
 
-/** The loaded model as the Doctor knows it: its tokenizer, its config's facts, its exact name where it has one. */
-export function loadedModel(tokenizer: Tokenizer | undefined, config: ModelConfig, choice: ModelChoice, name: string): KnownModel {
-  return { tokenizer, config: modelFacts(config), name: modelId(choice) ?? undefined, label: tokenizer ? `the loaded model's tokenizer (${name})` : `the loaded model (${name})` };
+/**
+ * The loaded model as the Doctor knows it: its tokenizer and its config's facts (its name among them, as its
+ * config.json records it: `--tokenizer DIR` on the same files reads the same).
+ */
+export function loadedModel(tokenizer: Tokenizer | undefined, config: ModelConfig, name: string): KnownModel {
+  return { tokenizer, config: modelFacts(config), label: tokenizer ? `the loaded model's tokenizer (${name})` : `the loaded model (${name})` };
 }
 
 /**

@@ -25,10 +25,10 @@ import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import type { BoundedRenderer } from '../tokenize/bounded_node.ts';
 import { diffTemplates, type TemplateDiff, type TemplateVariant } from '../tokenize/template_diff.ts';
 import { widestCompletion, type ChatMessage, type GrpoBatch } from '../io/batch.ts';
-import type { DoctorOptions, DoctorReport } from '../doctor/types.ts';
+import type { DoctorReport } from '../doctor/types.ts';
 import { AdapterSlot } from './adapter.ts';
 import { inspectBatch, loadedModel, tokenTexts } from './inspect.ts';
-import type { AdapterChoice, AdapterReference, CreateStepRunner, LoadProgress, ModelChoice, ModelInfo, PagePlan, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, ToolSettings, JsToolRunner, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerView } from '../bridge/protocol.ts';
+import type { AdapterChoice, AdapterReference, CreateStepRunner, InferredIds, LoadProgress, ModelChoice, ModelInfo, PagePlan, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, ToolSettings, JsToolRunner, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerView } from '../bridge/protocol.ts';
 import type { EffectiveSettings } from '../grpo/settings/effective.ts';
 import { runJsReward, runJsTools } from './reward_sandbox.ts';
 import { promptConversation } from '../bridge/settings.ts';
@@ -37,7 +37,7 @@ import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import { stepConfigOf, type StepConfig } from '../grpo/step_config.ts';
 import { Optimizer } from '../grpo/optimizer.ts';
-import type { PromptSource, StageData, StepSource } from '../grpo/step_types.ts';
+import type { PromptSource, StageData, StepPipelineOptions, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
 import { rewardAdvantages } from '../grpo/step_prepare.ts';
 import { rewardAdvantageGap } from '../grpo/advantages.ts';
@@ -45,11 +45,14 @@ import { checkScorable, padBatch, raggedFromPadded } from '../grpo/batch.ts';
 import { score_completions } from '../model/score.ts';
 import type { LoraAdapter } from '../model/lora_adapter.ts';
 
-/** A stage's data with the page's extras (src/bridge/protocol.ts StageExtras): token texts and the Doctor's report. */
-function withExtras(id: StageId, data: StageData[StageId] | null, model: KnownModel, pipe: StepPipeline): StagePayloads[StageId] | null {
-  // The Doctor's options as on import (the tokenizer only where it fits the batch), with this step's position ids
-  // where the batch records none.
-  const doctor = (batch: GrpoBatch) => diagnose(batch, doctorOptions(batch, model, { position_ids: pipe.config.position_ids }));
+/**
+ * A stage's data with the page's extras (src/bridge/protocol.ts StageExtras): token texts and the Doctor's report.
+ * `inferred`: the ids the imported batch's reader inferred (none for the prompt set's own rollout).
+ */
+function withExtras(id: StageId, data: StageData[StageId] | null, model: KnownModel, pipe: StepPipeline, inferred: InferredIds): StagePayloads[StageId] | null {
+  // The Doctor's options as on import (the tokenizer only where it fits the batch, the reader's inferred ids), with
+  // this step's position ids where the batch records none.
+  const doctor = (batch: GrpoBatch) => diagnose(batch, doctorOptions(batch, model, { position_ids: pipe.config.position_ids }, inferred));
   if (id === 'assemble' && data) {
     const a = data as StageData['assemble'];
     return { ...a, token_texts: model.tokenizer ? tokenTexts(model.tokenizer, a.batch) : null, report: doctor(a.batch) };
@@ -94,6 +97,13 @@ class PipelineRunner implements StepRunner {
   /** The settings the current update was started with, and its loss stage's trainer view. */
   private ran: EffectiveSettings | null = null;
   private view: TrainerView | null = null;
+  /** The ids the current update's imported batch's reader inferred (StepStart): its stages' Doctor judges as the import's. */
+  private inferred: InferredIds = undefined;
+  /**
+   * A prompt-set update's options and its StepConfig for a completion width: the width is its sampled completions'
+   * (the assembled batch's C, which the CLI reads from the export), known once the sample stage ran. Null otherwise.
+   */
+  private widthPending: { opts: StepPipelineOptions; configFor: (C: number) => StepConfig } | null = null;
 
   constructor(
     private readonly gpu: Gpu,
@@ -258,12 +268,16 @@ class PipelineRunner implements StepRunner {
               ...(settings.tools ? { tools: toolsOf(settings.tools, this.runTools) } : {}),
             };
       this.ran = settings.settings;
+      this.inferred = start.kind === 'batch' ? start.inferred : undefined;
       // The CLI's resolution (stepConfigOf): the studio loss, the trainer's objective where the studio loss is not it,
       // the optimizer step; an update that continues a run is that many steps further along TRL's lr schedule.
-      const C = start.kind === 'batch' ? widestCompletion(start.batch) : settings.sampling.max_new_tokens;
       // A combination the trainer refuses runs to the loss stage, which shows the refusal (and what it offers) beside
       // the loss table; the backward refuses with the same message the CLI gives before it starts.
-      const config = stepConfigOf(settings.settings, C, { steps_done: this.optimizer?.t ?? 0, refuse: false });
+      const steps_done = this.optimizer?.t ?? 0;
+      const configFor = (C: number) => stepConfigOf(settings.settings, C, { steps_done, refuse: false });
+      // C: the batch's widest completion, as the CLI's; a prompt-set update's is known once sampled (widthPending),
+      // till then its sampling budget stands in (the optimizer, all that is read before, does not depend on it).
+      const config = configFor(start.kind === 'batch' ? widestCompletion(start.batch) : settings.sampling.max_new_tokens);
       // Changed optimizer settings start from fresh moments (step 1, shown by the step stage); the learning rate alone may move.
       const withoutLr = (c: StepConfig['optimizer'] | undefined) => JSON.stringify(c && { ...c, lr: 0 });
       if (withoutLr(this.optimizer?.config) !== withoutLr(config.optimizer)) this.dropOptimizer();
@@ -272,7 +286,7 @@ class PipelineRunner implements StepRunner {
       // β = 0: no reference at all, as TRL (which then loads none).
       const ref = this.refModel;
       const lora = !ref && this.adapter ? this.adapter.referenceOf(policy) : null;
-      this.pipe = new StepPipeline(this.gpu, {
+      const opts: StepPipelineOptions = {
         policy,
         reference: config.loss.beta === 0 ? null : ref ? ref.model : lora ? lora.model : frozen!,
         reference_source: ref ? { kind: 'model', name: ref.name } : lora ? lora.source : { kind: 'frozen-copy' },
@@ -280,12 +294,20 @@ class PipelineRunner implements StepRunner {
         source,
         undo: true,
         optimizer: this.optimizer,
-      });
+      };
+      this.pipe = new StepPipeline(this.gpu, opts);
+      this.widthPending = start.kind === 'prompts' ? { opts, configFor } : null;
     }
     const pipe = this.pipe;
     if (pipe.nextStage !== stage) throw new Error(`stage "${stage}" cannot run now: the next stage is ${pipe.nextStage ? `"${pipe.nextStage}"` : 'none (reset first)'}`);
     const r = await pipe.next();
-    const data = withExtras(r.id, r.data, this.known()!, pipe);
+    if (r.id === 'sample' && r.data && this.widthPending) {
+      // The stages read their options as they run: from assemble on (the batch's recorded config, the loss's L_max
+      // where no layer sets max_completion_length), the update's config is that of its sampled width.
+      this.widthPending.opts.config = this.widthPending.configFor(widestCompletion(r.data as StageData['sample']));
+      this.widthPending = null;
+    }
+    const data = withExtras(r.id, r.data, this.known()!, pipe, this.inferred);
     if (r.id === 'loss' && data) {
       // The settings of this update are the ones sent with its first stage.
       this.view = await trainerView(this.gpu, pipe, this.ran!);
@@ -330,13 +352,13 @@ class PipelineRunner implements StepRunner {
     return tok ? { special_ids: new Set(tok.special_token_ids), tokenText: (id) => tok.decode([id]) } : null;
   }
 
-  inspect(batch: GrpoBatch, opts: { deferTokenizerRules?: boolean; inferred?: DoctorOptions['inferred'] } = {}): { report: DoctorReport; token_texts?: TokenTexts; deferred?: boolean } {
+  inspect(batch: GrpoBatch, opts: { deferTokenizerRules?: boolean; inferred?: InferredIds } = {}): { report: DoctorReport; token_texts?: TokenTexts; deferred?: boolean } {
     return inspectBatch(batch, this.known(), opts);
   }
 
   /** The loaded model as the Doctor knows it (src/worker/inspect.ts), or null before a load. */
   private known(): KnownModel | null {
-    return this.policy && this.choice ? loadedModel(this.tokenizer?.tokenizer, this.policy.config, this.choice, this.name) : null;
+    return this.policy && this.choice ? loadedModel(this.tokenizer?.tokenizer, this.policy.config, this.name) : null;
   }
 
   /** The one-line refusal of what needs the tokenizer a weights-only model lacks. */
@@ -440,6 +462,7 @@ class PipelineRunner implements StepRunner {
     this.whatIfCurrent?.scratch.destroy();
     this.whatIfCurrent = null;
     this.view = null;
+    this.widthPending = null;
     if (undo) await this.pipe?.reset();
     this.pipe?.destroy();
     this.pipe = null;

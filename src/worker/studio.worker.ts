@@ -76,7 +76,7 @@ async function importBatch(id: number, req: Extract<Request, { type: 'import-bat
   const inferred = parsed.read.inferred;
   lastImport = { id, batch, inferred };
   const checked = parsed.report ? { report: parsed.report } : (await runner!).inspect(batch, { deferTokenizerRules: true, inferred });
-  const result: Responses['import-batch'] = { import: id, ...read, report: checked.report, token_texts: checked.token_texts, tokenizer_checks: checked.deferred ? id : null };
+  const result: Responses['import-batch'] = { import: id, ...read, report: checked.report, token_texts: checked.token_texts, tokenizer_checks: checked.deferred ? id : null, inferred };
   // token_texts (one string per distinct id) travels with the result.
   const paths = rowPaths(batch, BATCH_ROW_FIELDS, ['batch']);
   return streamRows(result, paths, (parts, transfer) => post({ event: 'rows', id, parts }, transfer), (done, total) => progress('sending rows to the page', done, total));

@@ -51,3 +51,19 @@ describe('score CLI input errors', () => {
     }
   });
 });
+
+describe('a computation says what the file did not carry', () => {
+  // prime-rl, NeMo-RL and slime dumps carry no loss settings and no sampling temperature: the numbers are the
+  // studio's defaults' (temperature 1), and `score` / `step` / `mismatch` say so on stderr, as `convert` does.
+  it.each(['slime-rollout-3.json', 'nemo-rl-train_data_step3.jsonl'])('score %s: the reader\'s notes on stderr, the temperature among them', async (f) => {
+    const said: string[] = [];
+    vi.spyOn(console, 'error').mockImplementation((s: string) => void said.push(s));
+    const file = join(__dirname, '..', 'fixtures', 'formats', f);
+    const out = join(mkdtempSync(join(tmpdir(), 'score-')), 'result.json');
+    const code = await main(['score', '--model', join(GOLDEN, 'tiny-gpt2'), '--batch', file, '--out', out]);
+    vi.restoreAllMocks();
+    expect(code).toBe(0);
+    expect(said).toContainEqual(expect.stringMatching(new RegExp(`^note: .*${f.replace('.', '\\.')}: no loss settings in the file: .* scores at temperature 1 \\(the file carries no sampling temperature`)));
+    expect(said.filter((s) => s.startsWith('note: ')).length).toBeGreaterThan(3);
+  });
+});

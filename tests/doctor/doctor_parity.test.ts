@@ -5,13 +5,12 @@
 // tokenizer rules deferred, then the deferred tokenizer checks. The CLI's path is `run` of src/cli/doctor.ts
 // with --tokenizer on the same model's folder (tokenizer + config.json). Models: the embedded tiny-adder (the
 // page's default; it fits no fixture) and Qwen3 (fits the fixtures with Qwen3 ids), and no model at all.
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { run } from '../../src/cli/doctor.ts';
 import { RULES, type DoctorReport, type KnownModel } from '../../src/doctor/index.ts';
-import type { ModelChoice } from '../../src/bridge/protocol.ts';
 import { parseConfig } from '../../src/model/config.ts';
 import { loadTokenizerDir } from '../../src/tokenize/node.ts';
 import { parseInWorker } from '../../src/worker/import_job.ts';
@@ -29,9 +28,9 @@ interface Model {
   page: KnownModel;
 }
 
-async function model(dir: string, choice: ModelChoice, name: string): Promise<Model> {
+async function model(dir: string, name: string): Promise<Model> {
   const config = parseConfig(JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8')));
-  return { dir, page: loadedModel(await loadTokenizerDir(dir), config, choice, name) };
+  return { dir, page: loadedModel(await loadTokenizerDir(dir), config, name) };
 }
 
 let tiny: Model;
@@ -40,11 +39,10 @@ beforeAll(async () => {
   // Qwen3's tokenizer with Qwen3-0.6B's config.json beside it: a model folder, as a Hub download is.
   const dir = mkdtempSync(path.join(tmpdir(), 'qwen3-'));
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(path.join(QWEN3_DIR, f), path.join(dir, f));
-  copyFileSync(path.join(root, 'tests/fixtures/configs/Qwen3-0.6B.json'), path.join(dir, 'config.json'));
-  [tiny, qwen3] = await Promise.all([
-    model(path.join(root, 'public/models/tiny-adder'), { kind: 'embedded', name: 'tiny-adder', url: 'http://localhost/models/tiny-adder/' }, 'tiny-adder'),
-    model(dir, { kind: 'hub', id: 'Qwen/Qwen3-0.6B' }, 'Qwen/Qwen3-0.6B'),
-  ]);
+  // save_pretrained records the Hub id the model came from as _name_or_path.
+  const config = { ...JSON.parse(readFileSync(path.join(root, 'tests/fixtures/configs/Qwen3-0.6B.json'), 'utf8')), _name_or_path: 'Qwen/Qwen3-0.6B' };
+  writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config));
+  [tiny, qwen3] = await Promise.all([model(path.join(root, 'public/models/tiny-adder'), 'tiny-adder'), model(dir, 'Qwen/Qwen3-0.6B')]);
 });
 afterEach(() => void vi.restoreAllMocks());
 
@@ -91,4 +89,40 @@ describe('the page\'s Doctor and grpo-studio doctor agree on every fixture', () 
       expect(applied).toBe({ none: 0, 'tiny-adder': 0, Qwen3: 5 }[which]);
     }, 120_000);
   }
+});
+
+describe('a batch that records its model name: the same answer with the same model files', () => {
+  // The batch fixtures with Qwen3 ids the tokenizer rules apply to, saved as if a trainer recorded the model.
+  const named = (file: string, value: string): string => {
+    const b = JSON.parse(readFileSync(file, 'utf8'));
+    const out = path.join(mkdtempSync(path.join(tmpdir(), 'named-')), path.basename(file));
+    writeFileSync(out, JSON.stringify({ ...b, config: { ...b.config, model_name_or_path: value } }));
+    return out;
+  };
+  it.each([
+    ['its own name (last part, any case)', 'qwen3-0.6b', true],
+    ["another model's name", 'Qwen/Qwen2.5-7B-Instruct', false],
+    ['a path on the training machine (names nothing)', '/scratch/ckpt/step-500', true],
+  ])('%s', async (_what, value, decodes) => {
+    // Strict JSON only: the nonfinite fixtures write NaN, which JSON.parse (and so this rewrite) does not read.
+    const strict = (f: string) => {
+      try {
+        return !!JSON.parse(readFileSync(f, 'utf8'));
+      } catch {
+        return false;
+      }
+    };
+    const files = FIXTURES.filter((f) => f.includes(`${path.sep}batches${path.sep}`) && f.endsWith('.json') && strict(f));
+    let applied = 0;
+    for (const file of files) {
+      const copy = named(file, value);
+      const [p, c] = [await page(copy, qwen3), await cli(copy, qwen3)];
+      expect(findings(p.final), file).toEqual(findings(c));
+      expect(skipped(p.final), file).toEqual(skipped(c));
+      const skip = c.skipped.find((x) => x.rule === 'template-mismatch');
+      if (!skip) applied++;
+      else if (!decodes) expect(skip.reason).toContain(`the batch's config.model_name_or_path is "${value}", not Qwen/Qwen3-0.6B (its config.json's _name_or_path)`);
+    }
+    expect(applied > 0).toBe(decodes);
+  }, 120_000);
 });

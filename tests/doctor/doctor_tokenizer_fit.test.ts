@@ -87,12 +87,13 @@ describe('what decides the fit', () => {
 
   it('model name: compared by its last part when the batch records a name, never when it records a path', () => {
     const named = (v: string) => ({ ...qwenBatch(), config: { model_name_or_path: v } });
-    const k = known(qwen, { name: 'Qwen/Qwen3-0.6B' });
+    const k = known(qwen, { config: modelFacts({ _name_or_path: 'Qwen/Qwen3-0.6B' }) });
     expect(tokenizerFit(named('qwen3-0.6b'), k).fits).toBe(true);
-    expect(tokenizerFit(named('Qwen/Qwen2.5-7B-Instruct'), k)).toEqual({ fits: false, sameModel: false, reasons: ['the batch\'s config.model_name_or_path is "Qwen/Qwen2.5-7B-Instruct", not Qwen/Qwen3-0.6B'] });
+    expect(tokenizerFit(named('Qwen/Qwen2.5-7B-Instruct'), k)).toEqual({ fits: false, sameModel: false, reasons: ['the batch\'s config.model_name_or_path is "Qwen/Qwen2.5-7B-Instruct", not Qwen/Qwen3-0.6B (its config.json\'s _name_or_path)'] });
     expect(tokenizerFit(named('/scratch/ckpt/step-500'), k).fits).toBe(true);
-    // A dropped folder has no exact name: nothing to compare.
+    // A config.json without _name_or_path, or with a path there (a local save): nothing to compare.
     expect(tokenizerFit(named('Qwen/Qwen2.5-7B-Instruct'), known(qwen)).fits).toBe(true);
+    expect(tokenizerFit(named('Qwen/Qwen2.5-7B-Instruct'), known(qwen, { config: modelFacts({ _name_or_path: './out/checkpoint-50' }) })).fits).toBe(true);
   });
 
   it('ids: the same model with ids past its tokenizer is not decoded, and the model\'s vocabulary bounds them', () => {

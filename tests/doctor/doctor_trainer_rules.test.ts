@@ -99,41 +99,45 @@ describe('importance-sampling-correction', () => {
 
   it('OpenRLHF icepop, seq-mask-tis (exp of the masked mean) and tis', () => {
     const cfg = (type: string): BatchConfig => ({ 'algo.advantage.is_correction_enable': true, 'algo.advantage.is_correction_type': type, 'algo.advantage.is_correction_threshold': [0.5, 1.3] });
-    const icepop = ofRule(batch(DIFF, cfg('icepop')), IS);
+    const orl = { trainer: 'openrlhf' as const };
+    const icepop = ofRule(batch(DIFF, cfg('icepop'), orl), IS);
     expect(icepop.map((f) => [f.sample, f.span, f.severity])).toEqual([[0, [1, 2], 'warning'], [1, [0, 1], 'warning'], [2, [0, 5], 'warning']]);
     expect(icepop[2].message).toContain(`5 of 5 loss tokens masked`);
-    const seq = ofRule(batch(DIFF, cfg('seq-mask-tis')), IS);
+    const seq = ofRule(batch(DIFF, cfg('seq-mask-tis'), orl), IS);
     // Row means: 0.2875 (1.333 > 1.3), −0.233, 0.3 (1.35 > 1.3), 0.
     expect(seq.map((f) => f.sample)).toEqual([0, 2]);
     expect(seq[0].message).toContain(`sequence IS ratio ${p4(Math.exp((0.1 + 0.9 - 0.05 + 0.2) / 4))} > is_correction_threshold[1] = 1.3: all 4 loss tokens masked`);
-    const tis = ofRule(batch(DIFF, cfg('tis')), IS);
+    const tis = ofRule(batch(DIFF, cfg('tis'), orl), IS);
     expect(tis.map((f) => [f.sample, f.severity])).toEqual([[0, 'info'], [1, 'info'], [2, 'info']]);
-    expect(ofRule(batch(DIFF, { ...cfg('icepop'), 'actor.policy_loss_type': 'gspo' }), IS)).toEqual([]);
-    expect(ofRule(batch(DIFF, { ...cfg('icepop'), 'algo.advantage.is_correction_enable': false }), IS)).toEqual([]);
+    expect(ofRule(batch(DIFF, { ...cfg('icepop'), 'actor.policy_loss_type': 'gspo' }, orl), IS)).toEqual([]);
+    expect(ofRule(batch(DIFF, { ...cfg('icepop'), 'algo.advantage.is_correction_enable': false }, orl), IS)).toEqual([]);
+    // The same config in a batch stepped as TRL's (no trainer field): the Doctor judges it as the step does, as TRL's.
+    expect(ofRule(batch(DIFF, cfg('icepop')), IS)).toEqual([]);
   });
 
   it('verl: rollout_is weights truncated at the threshold, rollout_rs rejections', () => {
     const verl: BatchConfig = { advantage_estimator: 'verl', rollout_is: 'token', rollout_is_threshold: 2 };
-    const fs = ofRule(batch(DIFF, verl), IS);
+    const v = { trainer: 'verl' as const };
+    const fs = ofRule(batch(DIFF, verl, v), IS);
     expect(fs.map((f) => [f.sample, f.span, f.severity])).toEqual([[0, [1, 2], 'info']]);
     expect(fs[0].message).toContain(`worst ${p4(Math.exp(0.9))} at position 1 (> rollout_is_threshold = 2)`);
     // token_k1 with bounds [0.5, 2]: log-ratios outside [log 0.5, log 2] leave the mask.
-    const rs = ofRule(batch(DIFF, { ...verl, rollout_is: null, rollout_rs: 'token_k1', rollout_rs_threshold: '0.5_2' }), IS);
+    const rs = ofRule(batch(DIFF, { ...verl, rollout_is: null, rollout_rs: 'token_k1', rollout_rs_threshold: '0.5_2' }, v), IS);
     expect(rs.map((f) => [f.sample, f.span, f.severity])).toEqual([[0, [1, 2], 'warning'], [1, [0, 1], 'warning']]);
     expect(rs[1].message).toContain(`1 of 3 loss tokens rejected by rollout_rs = token_k1 (threshold 0.5_2); largest token ratio exp(old − rollout) ${p4(Math.exp(-0.8))} at position 0`);
-    expect(skipped(batch(DIFF, { ...verl, bypass_mode: true }), IS)).toMatch(/bypass_mode/);
+    expect(skipped(batch(DIFF, { ...verl, bypass_mode: true }, v), IS)).toMatch(/bypass_mode/);
   });
 
   it('silent when every ratio is inside the bounds; a bad setting is named, not guessed', () => {
     const small = DIFF.map((r) => r.map((x) => x / 100));
-    for (const config of [
-      { use_vllm: true, vllm_importance_sampling_mode: 'token_mask', vllm_importance_sampling_clip_min: 0.5 },
-      { use_vllm: true }, // TRL defaults: sequence_mask, clip_max 3
-      { advantage_estimator: 'verl' }, // verl defaults: rollout_is sequence, threshold 2
-      { 'algo.advantage.is_correction_enable': true },
-    ] as BatchConfig[]) {
-      expect(ofRule(batch(small, config), IS), JSON.stringify(config)).toEqual([]);
-      expect(skipped(batch(small, config), IS)).toBeUndefined();
+    for (const [config, trainer] of [
+      [{ use_vllm: true, vllm_importance_sampling_mode: 'token_mask', vllm_importance_sampling_clip_min: 0.5 }, undefined],
+      [{ use_vllm: true }, undefined], // TRL defaults: sequence_mask, clip_max 3
+      [{ rollout_is: 'sequence' }, 'verl'], // threshold 2
+      [{ 'algo.advantage.is_correction_enable': true }, 'openrlhf'],
+    ] as [BatchConfig, GrpoBatch['trainer']][]) {
+      expect(ofRule(batch(small, config, { trainer }), IS), JSON.stringify(config)).toEqual([]);
+      expect(skipped(batch(small, config, { trainer }), IS)).toBeUndefined();
     }
     expect(skipped(batch(DIFF, { use_vllm: true, vllm_importance_sampling_mode: 'both' }), IS)).toMatch(/config\.vllm_importance_sampling_mode: expected one of/);
     const noSampling = batch(DIFF, { use_vllm: true });
@@ -201,7 +205,7 @@ describe('num-items-in-batch', () => {
     expect(ofRule(b({ loss_type: 'dapo', num_processes: 2, rank: 0, num_items_in_batch: 30 }), R)).toEqual([]);
     expect(ofRule(b({ loss_type: 'dapo', num_processes: 1 }), R)).toEqual([]);
     expect(ofRule(b({ loss_type: 'grpo', num_processes: 4, rank: 1 }), R)).toEqual([]);
-    expect(ofRule(b({ advantage_estimator: 'verl', num_processes: 4 }), R)).toEqual([]);
+    expect(ofRule(b({ advantage_estimator: 'verl', num_processes: 4 }, { trainer: 'verl' }), R)).toEqual([]);
   });
 });
 

@@ -262,13 +262,23 @@ const WALKS: TrainerWalk[] = [
   },
 ];
 
+/**
+ * Rows left at their default in the all-rows dump, each with why and the values its own round trip takes:
+ * verl's bypass_mode beside the other rows' values (loss_type reinforce, a rollout_rs, loss_mode gspo) is a dump
+ * the verl reader refuses (the actors do not take the bypass loss at b178a3c, verl issue #4912).
+ */
+const APART: Partial<Record<TrainerId, Record<string, Record<string, unknown>>>> = {
+  verl: { bypass_mode: { bypass_mode: true, loss_mode: 'vanilla', loss_type: 'ppo_clip', rollout_rs: null, rollout_rs_threshold: null } },
+};
+
 describe.each(WALKS)('every $trainer row round-trips import → export → import', (w) => {
-  const values = Object.fromEntries(w.config.map((s) => [s.name, otherValue(s)]));
+  const apart = APART[w.trainer] ?? {};
+  const values = Object.fromEntries(w.config.map((s) => [s.name, s.name in apart ? s.default : otherValue(s)]));
   const run = Object.fromEntries(w.run.map((s) => [s.name, otherValue(s)]));
   const rows = [...w.config.map((s) => [s.name, values[s.name]] as const), ...w.run.map((s) => [s.name, run[s.name]] as const)];
 
   it.each(['nested', 'flat'] as const)('the values are not the defaults, and the %s dump imports with no config finding', (form) => {
-    for (const [name, v] of rows) expect([name, v]).not.toEqual([name, [...w.config, ...w.run].find((s) => s.name === name)!.default]);
+    for (const [name, v] of rows) if (!(name in apart)) expect([name, v]).not.toEqual([name, [...w.config, ...w.run].find((s) => s.name === name)!.default]);
     const r = importBatch([{ name: 'dump.safetensors', bytes: w.dump(values, run, form) }]);
     expect(r.format).toBe(w.trainer);
     expect(r.batch.num_generations).toBe(2);
@@ -288,6 +298,13 @@ describe.each(WALKS)('every $trainer row round-trips import → export → impor
       expect(resolved(first)[name]).toEqual(v);
       expect(trainerOfBatch(again)).toBe(w.trainer);
       expect(resolved(again)[name]).toEqual(v);
+    });
+    it.each(Object.entries(apart))('%s, in a dump of its own', (name, own) => {
+      const first = read(w.dump({ ...values, ...own }, run, form), 'dump.safetensors');
+      const again = parseBatch(serializeBatch(first), 'export.json');
+      expect(own[name]).not.toEqual(w.config.find((s) => s.name === name)!.default);
+      expect(resolved(first)[name]).toEqual(own[name]);
+      expect(resolved(again)[name]).toEqual(own[name]);
     });
   });
 });
@@ -318,7 +335,8 @@ describe.each(WALKS)('every $trainer row reaches its objective, or the file is r
     // total_training_steps (the driver injects it; -1 here): refused, naming the field.
     // OpenRLHF's Muon is not reproduced.
     if (w.trainer === 'verl' && ['ppo_mini_batch_size', 'optim.optimizer', 'optimizer_impl', 'lr_warmup_steps_ratio'].includes(name)) expect(got).toBe('refused');
-    else if (w.trainer === 'openrlhf' && name === 'actor.optim') expect(got).toBe('refused');
+    // OpenRLHF's dynamic batching without the packing's normalisers (run.loss_batch_info) is refused, naming it.
+    else if (w.trainer === 'openrlhf' && ['actor.optim', 'train.dynamic_batch_enable'].includes(name)) expect(got).toBe('refused');
     else expect(got).toEqual(v);
   });
   it.each(w.run.map((s) => [s.name, s] as const))('run.%s', (name, spec) => {

@@ -181,6 +181,44 @@ describe('OpenRLHF: one optimizer step is train.batch_size samples over the rank
   });
 });
 
+describe('verl kl_cov / clip_cov: selections float32 cannot settle are refused, never taken one way', () => {
+  it('kl_cov: all-equal advantages tie every covariance at the top-k boundary (torch.topk picks among them)', async () => {
+    const { c } = golden('verl', '09');
+    expect(Number.isFinite((await verlObjective(twinBackend(c), c, { backward: false })).loss)).toBe(true);
+    for (const a of [0, 0.7]) {
+      const flat = { ...c, advantages: Float32Array.from(c.advantages, (_, i) => (c.completion_mask[i] ? a : 0)) };
+      await expect(verlObjective(twinBackend(flat), flat, { backward: false })).rejects.toThrow(/^config\.kl_cov_ratio: 0\.1 selects the top \d+ of \d+ tokens by covariance, and the \d+-th and the next are equal within float32 rounding/);
+    }
+  });
+  it('clip_cov: a covariance on clip_cov_lb or clip_cov_ub (within float32 rounding) is refused naming the bound', async () => {
+    const { c, st } = golden('verl', '08');
+    // core_algos.py compute_policy_loss_clip_cov: cov = (A − mean A)(logp − mean logp) over the response mask.
+    const logp = toF64(st, 'per_token_logps');
+    const on = [...c.completion_mask.keys()].filter((i) => c.completion_mask[i]);
+    const mean = (f: (i: number) => number) => on.reduce((x, i) => x + f(i), 0) / on.length;
+    const [mA, mL] = [mean((i) => c.advantages[i]), mean((i) => logp[i])];
+    const cov = on.map((i) => (c.advantages[i] - mA) * (logp[i] - mL));
+    const at = Math.max(...cov);
+    for (const bound of ['clip_cov_lb', 'clip_cov_ub']) {
+      const x = withConfig(c, { [bound]: at, ...(bound === 'clip_cov_ub' ? { clip_cov_lb: -1e9 } : { clip_cov_ub: 1e9 }) });
+      await expect(verlObjective(twinBackend(x), x, { backward: false })).rejects.toThrow(new RegExp(`^config\\.${bound}: .* is [-\\d.e]+ \\(within float32 rounding`));
+    }
+  });
+});
+
+describe('OpenRLHF train.dynamic_batch_enable: the packing normalises each micro-batch', () => {
+  it('without run.loss_batch_info it is refused naming both; with it, the loss is what those normalisers give', async () => {
+    const { c } = golden('openrlhf', '01');
+    const info = { dp_size: 1, batch_num_tokens: 7, global_batch_size: 3 };
+    const at = (dynamic: boolean, loss_batch_info: Record<string, number> | null) =>
+      openrlhfObjective(twinBackend(c), { ...c, config: { ...c.config, 'train.dynamic_batch_enable': dynamic }, run: { ...c.run, loss_batch_info } }, { backward: false });
+    await expect(at(true, null)).rejects.toThrow(/^config\.train\.dynamic_batch_enable: true without run\.loss_batch_info: dynamic batching normalises each micro-batch by its packing's token counts/);
+    // Given the packing's normalisers the flag changes nothing else: the same loss as the fixed window with them.
+    expect((await at(true, info)).loss).toBe((await at(false, info)).loss);
+    expect((await at(true, info)).loss).not.toBe((await at(false, null)).loss);
+  });
+});
+
 describe('use_liger_kernel: TRL’s Liger normalisation (compute_liger_loss)', () => {
   // Two rows, on-policy (no old log-probs: ratio 1, so L = −A on every token), β = 0:
   // Σ L·M = −(1·2) − (−0.5·3) = −0.5 over 5 loss tokens; gradient_accumulation_steps 2; num_items_in_batch 50.

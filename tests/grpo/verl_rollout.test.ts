@@ -1,10 +1,10 @@
-// verl's rollout correction (src/grpo/trainers/verl_rollout.ts) on hand-computed examples for the modes the
+// verl's rollout correction (src/grpo/settings/verl_rollout.ts) on hand-computed examples for the modes the
 // golden cases do not reach (token_k2/k3, seq_sum, seq_max, chained options, a bare k1 threshold, token batch
 // normalisation), and properties over random batches: weights ≤ threshold and 0 on padding, the rejected
 // mask a subset of the response mask.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { rolloutCorrection, type RolloutCorrectionSettings } from '../../src/grpo/trainers/verl_rollout.ts';
+import { rolloutCorrection, type RolloutCorrectionSettings } from '../../src/grpo/settings/verl_rollout.ts';
 
 const base: RolloutCorrectionSettings = { rollout_is: null, rollout_is_threshold: 2, rollout_is_batch_normalize: false, rollout_rs: null, rollout_rs_threshold: null };
 const L = Math.log;

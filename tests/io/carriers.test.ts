@@ -238,7 +238,9 @@ describe('verl: rollout_is_weights say the run weighted its loss by rollout IS',
     expect(() => readAnyBatch(bytes, 'verl.safetensors')).toThrow(message);
   });
   it('rollout_is set: read, with a note that the step recomputes them', () => {
-    const r = readAnyBatch(verlDump({ config: { rollout_n: 2, rollout_is: 'token', rollout_is_threshold: 2 } }, { rollout_is_weights: weights(cols) }), 'verl.safetensors');
+    // old_log_probs = rollout_log_probs: verl's token weights exp(0) = 1 on every response token.
+    const logps = { dtype: 'F32' as const, shape: [4, cols], data: new Float32Array(4 * cols).fill(-0.5) };
+    const r = readAnyBatch(verlDump({ config: { rollout_n: 2, rollout_is: 'token', rollout_is_threshold: 2 } }, { rollout_is_weights: weights(cols), old_log_probs: logps, rollout_log_probs: logps }), 'verl.safetensors');
     expect(r.batch.config).toMatchObject({ rollout_is: 'token' });
     expect(r.notes).toContain('rollout_is_weights: not carried; the step recomputes them from old_log_probs and rollout_log_probs under rollout_is token, as verl does');
     expect(r.unknownKeys).not.toContain('rollout_is_weights');

@@ -260,6 +260,14 @@ describe('prime-rl token export', () => {
     expect(notes).toMatch(/rl_weights: 1 trained token\(s\) weighted other than 0 or 1/);
     expect(notes).toMatch(/ce_weights: 1 record\(s\) carry a cross-entropy/);
   });
+  it('null rl_weights are the default 1 on the loss mask (token_export.py writes None for an absent stream): no weighting said', () => {
+    const rec = (rl: unknown) => JSON.stringify({ schema_version: 1, step: 1, rank: 0, token_ids: [11, 12, 40, 41, 42, 2], loss_mask: [0, 0, 1, 1, 1, 1], rl_weights: rl });
+    const got = readAnyBatch(new TextEncoder().encode([rec([null, null, null, null, null, null]), rec([0, 0, 1, null, 0, 1])].join('\n')), 'w.jsonl', { eos_token_ids: [2], pad_token_id: 0 });
+    const trained = got.batch.completion_mask.map((m, i) => m.map((v, t) => v * (got.batch.tool_mask?.[i]?.[t] ?? 1)));
+    expect(trained).toEqual([[1, 1, 1, 1], [1, 1, 0, 1]]);
+    expect(got.notes.join('\n')).not.toMatch(/weighted other than 0 or 1/);
+    expect(got.notes.join('\n')).toMatch(/rl_weights: 1 trained token\(s\) with rl_weight 0/);
+  });
   it('planted: loss_mask 2 shorter than token_ids stays shorter and the Doctor reports it', () => {
     expect(b.completion_ids[2].length - b.completion_mask[2].length).toBe(2);
     const report = diagnose(b);

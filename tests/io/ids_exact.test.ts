@@ -14,6 +14,7 @@ import { parseBatch } from '../../src/io/batch.ts';
 import { Dump } from '../../src/io/formats/common.ts';
 import { readAnyBatch } from '../../src/io/formats/index.ts';
 import { parseSafeTensors, toI32, writeSafeTensors, type TensorOut } from '../../src/io/safetensors.ts';
+import { refusal } from '../helpers/refusal.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 
@@ -92,17 +93,6 @@ function trlDump(dtype: IdDType, ids: { prompt_ids: number[][]; completion_ids: 
 }
 
 const read = (bytes: Uint8Array, name = 'dump.safetensors') => readAnyBatch(bytes, name).batch;
-/** The refusal's message (and that it is a BatchFormatError, which the CLI maps to exit 2). */
-function refusal(f: () => unknown): string {
-  try {
-    f();
-  } catch (e) {
-    expect((e as Error).name).toBe('BatchFormatError');
-    expect((e as Error).message).not.toContain('\n');
-    return (e as Error).message;
-  }
-  throw new Error('not refused');
-}
 
 function cli(...args: string[]) {
   const r = spawnSync(process.execPath, [path.join(root, 'bin/grpo-studio.mjs'), ...args], { cwd: root, encoding: 'utf8', timeout: 60_000 });

@@ -14,6 +14,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { importBatch } from '../../src/io/formats/index.ts';
 import { writeSafeTensors, type TensorOut } from '../../src/io/safetensors.ts';
+import { BatchFormatError, type GrpoBatch } from '../../src/io/batch.ts';
+import { refusal } from '../helpers/refusal.ts';
 
 type IdDType = 'I32' | 'I64' | 'F32' | 'F64' | 'BF16' | 'F16';
 const DTYPES: IdDType[] = ['I32', 'I64', 'F32', 'F64', 'BF16', 'F16'];
@@ -76,19 +78,6 @@ function stored(dtype: IdDType, x: Val): string {
   return String(x);
 }
 
-/** The refusal's message: a one-line BatchFormatError. */
-function refusal(f: () => unknown): string {
-  let err: unknown;
-  try {
-    f();
-  } catch (e) {
-    err = e;
-  }
-  if (err === undefined) throw new Error('not refused');
-  expect((err as Error).name, String(err)).toBe('BatchFormatError');
-  expect((err as Error).message).not.toContain('\n');
-  return (err as Error).message;
-}
 
 const importOne = (name: string, bytes: Uint8Array) => importBatch([{ name, bytes }]).batch;
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -299,13 +288,26 @@ describe.each(JSON_FORMATS)('property (fast-check): random $name dumps, ids as J
   it('valid dumps import with ids equal to the originals (and masks as 0 / 1, booleans read as numbers)', () => {
     fc.assert(
       fc.property(jsonRows, (rows) => {
-        const batch = importOne(fmt.file, enc(fmt.write(rows)));
+        let batch: GrpoBatch;
+        try {
+          batch = importOne(fmt.file, enc(fmt.write(rows)));
+        } catch (e) {
+          // NeMo-RL: a row with no trained token whose prompt two other rows' prompts could be (one extends the
+          // other) is refused in one line, never grouped by a guess.
+          if (fmt.name === 'nemo-rl' && e instanceof BatchFormatError && /has no trained token/.test(e.message) && !e.message.includes('\n')) return;
+          throw e;
+        }
         expect(batch.prompt_ids.map((p, b) => [...p, ...batch.completion_ids[b]])).toEqual(rows.map((r) => r.ids));
         if (fmt.name === 'slime') expect(batch.completion_ids).toEqual(rows.map((r) => r.ids.slice(r.ids.length - r.R)));
         else {
-          // prime-rl / NeMo-RL: the prompt is every token before the first trained one.
+          // prime-rl / NeMo-RL: the prompt is every token before the first trained one. A row with none: prime-rl's
+          // prompt is empty; NeMo-RL's is the prompt of a trained row that begins it (its group's), else its whole ids.
           const P = rows.map((r) => r.mask.map(num).indexOf(1));
-          expect(batch.prompt_ids).toEqual(rows.map((r, b) => r.ids.slice(0, P[b] < 0 ? (fmt.name === 'prime-rl' ? 0 : r.ids.length) : P[b])));
+          rows.forEach((r, b) => {
+            if (P[b] >= 0) expect(batch.prompt_ids[b]).toEqual(r.ids.slice(0, P[b]));
+            else if (fmt.name === 'prime-rl') expect(batch.prompt_ids[b]).toEqual([]);
+            else expect([r.ids.length, ...P.filter((p, c) => p >= 0 && p <= r.ids.length && rows[c].ids.slice(0, p).every((id, t) => id === r.ids[t]))]).toContain(batch.prompt_ids[b].length);
+          });
         }
       }),
       { numRuns: RUNS },

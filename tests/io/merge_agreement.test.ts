@@ -9,28 +9,18 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { importBatch, readAnyBatch } from '../../src/io/formats/index.ts';
-import { BatchFormatError, serializeBatch } from '../../src/io/batch.ts';
+import { serializeBatch } from '../../src/io/batch.ts';
 import { runTable, effectiveSettings, fileLayer } from '../../src/grpo/settings/effective.ts';
 import { readBatchFor } from '../../src/cli/args.ts';
 import { parseSafeTensors, writeSafeTensors } from '../../src/io/safetensors.ts';
 import { editSafetensors, scalarTensor } from '../helpers/safetensors_edit.ts';
+import { refusal } from '../helpers/refusal.ts';
 
 const dir = path.resolve(import.meta.dirname, '..', 'fixtures', 'formats');
 const fixture = (name: string) => new Uint8Array(readFileSync(path.join(dir, name)));
 const R0 = 'trl-rank0.safetensors';
 const R1 = 'trl-rank1.safetensors';
 const merge = (files: [string, Uint8Array][]) => importBatch(files.map(([name, bytes]) => ({ name, bytes })));
-/** The message of what `f` throws (a BatchFormatError, one line). */
-function refusal(f: () => unknown): string {
-  try {
-    f();
-  } catch (e) {
-    expect(e).toBeInstanceOf(BatchFormatError);
-    expect((e as Error).message).not.toContain('\n');
-    return (e as Error).message;
-  }
-  throw new Error('expected a refusal');
-}
 
 describe('TRL rank files that agree', () => {
   it('merge whole groups in rank order, whatever order they are given in, with no missing-rank note', () => {

@@ -2,7 +2,7 @@
 // slime.ts). Fixtures: tests/fixtures/formats/nemo-rl-*.jsonl, slime-*.json, written by scripts/make_format_fixtures.py
 // in each trainer's own layout. Clean fixtures import with the right groups, ids, masks, advantages and log-probs and
 // no error finding; the planted bugs are found with their rows; `convert` runs on both in process.
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -181,6 +181,102 @@ describe('NeMo-RL train_data_step{N}.jsonl', () => {
   });
 });
 
+describe('NeMo-RL: a row with no trained token keeps its prompt\'s group and its advantage', () => {
+  // NeMo-RL groups by the initial prompt messages (grpo.py extract_initial_prompt_messages → calculate_baseline_and_std_per_prompt)
+  // and writes each sample's advantage in every column (advantage_estimator.py advantages.expand(mask.shape)), whatever
+  // the token mask. Row 0 of the fixture (prompt [11, 12, 13], reward 1; its group's others 0 and 0.5) loses every
+  // trained token: leave-one-out, normalised, its advantage is (1 − 0.25) / (Bessel std of {0, 0.5} + 1e-6).
+  const row0 = 0.75 / (Math.sqrt(((0 - 0.25) ** 2 + (0.5 - 0.25) ** 2) / 1) + 1e-6);
+  const untrained = (rec: Record<string, any>) => {
+    rec.token_loss_mask[0] = rec.token_loss_mask[0].map(() => 0);
+    rec.sample_loss_mask = [0];
+  };
+
+  it('untrained generation after the prompt (row 0 mask all 0): 2 groups, prompt [11, 12, 13], advantage from its columns, no error', () => {
+    const r = imp(nemoEdited((rec, b) => b === 0 && untrained(rec)), 'zero_row_train_data_step3.jsonl');
+    const b = r.batch;
+    expect(b.group_ids).toEqual([0, 0, 0, 1, 1, 1]);
+    expect(b.num_generations).toBe(3);
+    expect(b.prompt_ids[0]).toEqual([11, 12, 13]);
+    expect(b.completion_ids[0]).toEqual([40, 41, 2, 0, 0, 0, 0, 0, 0]);
+    expect(b.completion_mask[0]).toEqual([0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    expect(b.advantages![0]).toBeCloseTo(row0, 5);
+    expect(r.notes.join('\n')).toMatch(/sample\(s\) 0: no trained token; grouped with the rows whose prompt ids begin theirs/);
+    expect(r.notes.join('\n')).toMatch(/leave-one-out baseline \(use_leave_one_out_baseline = true, normalize_rewards = true; .* checked by the reader on all 6 rows/);
+    expect(errors(r)).toEqual([]);
+  });
+
+  it('an empty generation (the row is its prompt, then padding) groups the same way', () => {
+    const r = imp(nemoEdited((rec, b) => {
+      if (b !== 0) return;
+      untrained(rec);
+      rec.token_ids[0] = rec.token_ids[0].map((id: number, t: number) => (t < 3 ? id : 0));
+      rec.input_lengths = [3];
+    }), 'empty_gen.jsonl');
+    expect(r.batch.group_ids).toEqual([0, 0, 0, 1, 1, 1]);
+    expect(r.batch.prompt_ids[0]).toEqual([11, 12, 13]);
+    expect(r.batch.advantages![0]).toBeCloseTo(row0, 5);
+    expect(errors(r)).toEqual([]);
+  });
+
+  it('a row with no trained token whose advantages are not one value is kept per token only, naming it', () => {
+    const r = imp(nemoEdited((rec, b) => {
+      if (b !== 0) return;
+      untrained(rec);
+      rec.advantages[0][5] = -1;
+    }), 'varying.jsonl');
+    expect(r.batch.advantages).toBeUndefined();
+    expect(r.batch.per_token_advantages![0][2]).toBe(-1);
+    expect(r.notes.join('\n')).toMatch(/sample 0 has no trained token and its advantages are not one value \(2\.12\d* at position 0, -1 at 5;/);
+  });
+
+  it('no other row\'s prompt begins it: the row is its own group (any group-mate would have shown the prompt)', () => {
+    const r = imp(nemoEdited((rec, b) => {
+      if (b !== 0) return;
+      untrained(rec);
+      rec.token_ids[0][0] = 31;
+    }), 'alone.jsonl');
+    expect(r.batch.group_ids).toEqual([0, 1, 1, 2, 2, 2]);
+    expect(r.batch.prompt_ids[0]).toEqual([31, 12, 13, 40, 41, 2]); // its ids before input_lengths (6)
+    expect(r.notes.join('\n')).toMatch(/sample\(s\) 0: no trained token, and no other row's prompt begins theirs/);
+  });
+
+  it('undeterminable prompts are refused in one line naming the file, line, field and samples', () => {
+    // Row 2's prompt becomes [11, 12, 13, 40], which begins row 0 as [11, 12, 13] does: two candidate prompts.
+    const nested = () => imp(nemoEdited((rec, b) => {
+      if (b === 0) untrained(rec);
+      if (b === 2) {
+        rec.token_ids[0][3] = 40;
+        rec.token_loss_mask[0][3] = 0;
+      }
+    }), 'nested.jsonl');
+    expect(nested).toThrow(/^nested\.jsonl: line 1: token_loss_mask \(sample 0\) has no trained token, and its ids begin with the prompts of samples 1, 2 \(3 ids, 4 ids\): which is its prompt, so its group .* cannot be told$/);
+    // Rows 0 and 3 both untrained, no trained prompt begins either, they share their first id and differ after.
+    const pair = () => imp(nemoEdited((rec, b) => {
+      if (b === 0 || b === 3) untrained(rec);
+      if (b === 0 || b === 3) rec.token_ids[0][0] = 31;
+    }), 'pair.jsonl');
+    expect(pair).toThrow(/^pair\.jsonl: line 4: token_loss_mask \(sample 3\) has no trained token, nor has sample 0, and no other row's prompt begins either: they share id 31 at position 0 but differ after/);
+  });
+
+  it('convert (in process) says 2 groups and writes the trainer\'s advantage for row 0', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'nemo-zero-'));
+    const file = path.join(dir, 'train_data_step3.jsonl');
+    writeFileSync(file, nemoEdited((rec, b) => b === 0 && untrained(rec)) + '\n');
+    const err: string[] = [];
+    const spy = vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void err.push(a.join(' ')));
+    const out = path.join(dir, 'batch.json');
+    try {
+      expect(await main(['convert', file, '--out', out])).toBe(0);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(err[0]).toMatch(/6 samples, 2 group\(s\) of up to 3/);
+    const batch = parseBatch(readFileSync(out, 'utf8'));
+    expect(batch.advantages![0]).toBeCloseTo(row0, 5);
+  });
+});
+
 describe('slime rollout dump (the torch.save dict as JSON)', () => {
   it('clean dump: groups by group_index, response = last response_length tokens, loss_mask / rollout_log_probs over it, no error', () => {
     const r = imp(text('slime-rollout-3.json'), 'slime-rollout-3.json');
@@ -267,7 +363,7 @@ describe('dumps without loss settings', () => {
   it('NeMo-RL, slime and prime-rl say what a step then computes and what the trainer usually does', () => {
     for (const [file, usual] of [['nemo-rl-train_data_step3.jsonl', /reference_policy_kl_penalty 0\.01/], ['slime-rollout-3.json', /--calculate-per-token-loss/], ['prime-rl-short-loss-mask.jsonl', /DPPO-Binary TV/]] as const) {
       const notes = imp(text(file), file).notes.join('\n');
-      expect(notes, file).toMatch(/no loss settings in the file: a step takes the studio's \(TRL defaults: loss_type dapo, beta 0\) unless a config says otherwise/);
+      expect(notes, file).toMatch(/no loss settings in the file: a step takes the studio's \(TRL defaults: loss_type dapo, beta 0\) and scores at temperature 1 \(the file carries no sampling temperature, which the trainer divides the logits by\) unless a config says otherwise/);
       expect(notes, file).toMatch(usual);
     }
   });

@@ -8,7 +8,7 @@ import type { StateStorage } from 'zustand/middleware';
 import { createStudioStore } from '../../src/store/index.ts';
 import { effectiveOf, lossTypeOf } from '../../src/store/derived.ts';
 import { effectiveSettings, fileLayer, settingOf, trainerOfBatch, unknownKeys, type EffectiveSettings } from '../../src/grpo/settings/effective.ts';
-import { DEFAULT_TASK_LAYER } from '../../src/bridge/settings.ts';
+import { DEFAULT_GRPO_CONFIG } from '../../src/grpo/default_task.ts';
 import type { GrpoBatch } from '../../src/io/batch.ts';
 
 function memoryStorage(): StateStorage {
@@ -28,7 +28,7 @@ describe('trainer settings', () => {
     expect(s.getState().trainer).toBe('trl');
     expect(s.getState().edits.trl).toEqual({ config: {}, run: {} });
     // No edits: the default task's preset.
-    expect(settingOf(settingsOf(s.getState()), 'config', 'beta')).toEqual({ value: DEFAULT_TASK_LAYER.config!.beta, provenance: { origin: 'preset', label: 'default task' } });
+    expect(settingOf(settingsOf(s.getState()), 'config', 'beta')).toEqual({ value: DEFAULT_GRPO_CONFIG.beta, provenance: { origin: 'preset', label: 'addition task' } });
 
     s.getState().setSetting('prompts', 'config', 'beta', 0.1);
     expect(s.getState().edits.trl.config).toEqual({ beta: 0.1 }); // one key, whichever panel set it
@@ -37,7 +37,7 @@ describe('trainer settings', () => {
     // A TRL loss type that is no studio aggregation is kept as the trainer's; the studio loss keeps an aggregation.
     s.getState().setSetting('prompts', 'config', 'loss_type', 'cispo');
     expect(s.getState().edits.trl.config).toEqual({ beta: 0.1, loss_type: 'cispo' });
-    expect(settingsOf(s.getState()).config).toMatchObject({ loss_type: 'cispo', beta: 0.1, epsilon: DEFAULT_TASK_LAYER.config!.epsilon });
+    expect(settingsOf(s.getState()).config).toMatchObject({ loss_type: 'cispo', beta: 0.1, epsilon: DEFAULT_GRPO_CONFIG.epsilon });
     expect(lossTypeOf(s.getState())).toBe('dapo');
     s.getState().setSetting('prompts', 'config', 'loss_type', 'bnpo');
     expect(s.getState().edits.trl.config).toEqual({ beta: 0.1, loss_type: 'bnpo' });
@@ -120,7 +120,7 @@ describe('trainer settings', () => {
     s.getState().setStepFrom('prompts');
     const fromPrompts = settingsOf(s.getState());
     expect(settingOf(fromPrompts, 'config', 'beta')).toEqual({ value: 0.3, provenance: { origin: 'edited' } });
-    expect(settingOf(fromPrompts, 'config', 'epsilon_high')).toEqual({ value: DEFAULT_TASK_LAYER.config!.epsilon_high, provenance: { origin: 'preset', label: 'default task' } });
+    expect(settingOf(fromPrompts, 'config', 'epsilon_high')).toEqual({ value: DEFAULT_GRPO_CONFIG.epsilon_high, provenance: { origin: 'preset', label: 'addition task' } });
     // Edits made on the batch are the batch's: the prompt set does not see them, a new import starts without them.
     s.getState().setStepFrom('import');
     s.getState().setSetting('batch', 'config', 'beta', 0.5);

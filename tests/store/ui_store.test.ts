@@ -15,7 +15,7 @@ import { TASKS } from '../../src/grpo/tasks.ts';
 import { STAGES, type StageResult } from '../../src/bridge/protocol.ts';
 import { settingOf, trainerOfBatch, type EffectiveSettings } from '../../src/grpo/settings/effective.ts';
 import { stepConfigOf } from '../../src/grpo/step_config.ts';
-import { DEFAULT_TASK_LAYER } from '../../src/bridge/settings.ts';
+import { DEFAULT_GRPO_CONFIG } from '../../src/grpo/default_task.ts';
 
 function memoryStorage(): StateStorage & { data: Map<string, string> } {
   const data = new Map<string, string>();
@@ -217,7 +217,7 @@ describe('stepper state', () => {
 
     // A step from the prompt set runs with the default task's preset, not the file's values.
     s.getState().setStepFrom('prompts');
-    expect(settingOf(settings(), 'config', 'beta')).toEqual({ value: DEFAULT_TASK_LAYER.config!.beta, provenance: { origin: 'preset', label: 'default task' } });
+    expect(settingOf(settings(), 'config', 'beta')).toEqual({ value: DEFAULT_GRPO_CONFIG.beta, provenance: { origin: 'preset', label: 'addition task' } });
   });
 
   it('keeps an imported batch on reset and marks a failed stage', () => {

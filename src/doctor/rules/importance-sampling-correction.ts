@@ -1,11 +1,11 @@
 // importance-sampling-correction: the sequences and tokens a trainer's sampler–trainer correction masks
 // (drops from the loss) or truncates (clamps the weight of), with the ratio that decided it. The correction
 // is the trainer's own (src/grpo/is_correction.ts for TRL's vLLM correction and OpenRLHF's PolicyLoss,
-// src/grpo/trainers/verl_rollout.ts for verl's rollout IS weights and rejection sampling), on the batch's
+// src/grpo/settings/verl_rollout.ts for verl's rollout IS weights and rejection sampling), on the batch's
 // old_per_token_logps (trainer) and sampling_per_token_logps (sampler), under its config. Row by row, so
 // linear in the batch; verl's batch normalisation rescales weights but decides nothing, so it is left out.
 import { openrlhfIs, trlVllmIs, type IsCorrection } from '../../grpo/is_correction.ts';
-import { rolloutCorrection, type RolloutCorrectionSettings } from '../../grpo/trainers/verl_rollout.ts';
+import { rolloutCorrection, type RolloutCorrectionSettings } from '../../grpo/settings/verl_rollout.ts';
 import type { OpenrlhfConfig } from '../../grpo/settings/openrlhf.ts';
 import type { TrlConfig } from '../../grpo/settings/trl.ts';
 import type { GrpoBatch } from '../../io/batch.ts';

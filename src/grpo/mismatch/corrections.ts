@@ -4,7 +4,7 @@
 // tokens it masks or truncates, the effective sample size of its weights and — on the GPU, by the trainer's
 // own objective (trainers/from_logps.ts) — the loss and per-token gradient with it on and off. The explorer's
 // live controls edit the same rows (`controls`), so a control is a setting the trainer's table checks.
-// Decisions are the trainers' rules on the host in float64 (is_correction.ts, trainers/verl_rollout.ts, the
+// Decisions are the trainers' rules on the host in float64 (is_correction.ts, settings/verl_rollout.ts, the
 // code the Doctor's importance-sampling-correction rule and the objectives use); the loss is taken at the
 // first pass of the update, policy = the trainer side, so the PPO ratio is 1 and everything that moves is
 // the correction.
@@ -25,7 +25,7 @@ import { trainerInputs, type PreparedObjective } from '../step_objective.ts';
 import { rewardAdvantages } from '../step_prepare.ts';
 import { trainerLossFromLogps } from '../trainers/from_logps.ts';
 import type { TrainerLossOutputs } from '../trainers/types.ts';
-import { rolloutCorrection, type RolloutCorrectionSettings } from '../trainers/verl_rollout.ts';
+import { rolloutCorrection, type RolloutCorrectionSettings } from '../settings/verl_rollout.ts';
 
 /** One correction the explorer offers. */
 export interface Correction {

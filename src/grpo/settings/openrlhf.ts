@@ -41,6 +41,10 @@ export const OPENRLHF_SETTINGS = [
   // One optimizer step's window: ppo_train shuffles the replay buffer's samples into micro-batches, and DeepSpeed
   // steps every train.batch_size samples (over all ranks); a batch past one window is several steps.
   s({ name: 'train.batch_size', formerly: 'train_batch_size', type: 'integer', default: 128, min: 1, scope: 'optimizer', doc: 'samples per optimizer step over all ranks (the window of one step); a batch with more rows spans several shuffled steps: refused', source: `${CLI}; openrlhf/trainer/ray/ppo_actor.py ppo_train; openrlhf/trainer/ppo_utils/replay_buffer.py` }),
+  // Dynamic batching packs the replay buffer into micro-batches by tokens and takes each one's loss normalisers
+  // (get_loss_batch_info(..., dynamic_batch=True): the buffer's dynamic_batch_num_tokens[step]) and optimizer steps
+  // (dynamic_optimizer_step) from that packing, which one batch does not hold.
+  s({ name: 'train.dynamic_batch_enable', type: 'boolean', default: false, scope: 'loss', doc: 'micro-batches packed by tokens, each normalised by the packing\'s token counts: refused unless run.loss_batch_info gives this micro-batch\'s', source: `${CLI}; ${STEP}` }),
   // The actor's optimizer step (src/grpo/trainers/openrlhf_optimizer.ts): DeepSpeed's AdamW (FusedAdam, adam_w_mode)
   // over get_optimizer_grouped_parameters' two groups, the transformers schedule DeepSpeed steps after each update,
   // and DeepSpeed's gradient_clipping.

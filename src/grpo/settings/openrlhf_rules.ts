@@ -1,8 +1,8 @@
 // OpenRLHF's cross-field rules on the fields of the OpenRLHF table (openrlhf.ts), at OpenRLHF/OpenRLHF
 // 3c3be62. train_ppo_ray.py's argument checks and PolicyLoss.__init__'s assertions concern single fields
 // (the table's rows: dual_clip > 1, the correction type); the one combination OpenRLHF cannot run is a
-// failure of its own code rather than a check, listed here so it is refused with its reason; and one the studio
-// cannot reproduce from a batch (the adaptive KL controller).
+// failure of its own code rather than a check, listed here so it is refused with its reason; and those the studio
+// cannot reproduce from a batch alone (the adaptive KL controller, dynamic batching's normalisers).
 import type { OpenrlhfConfig, OpenrlhfRun } from './openrlhf.ts';
 import type { TrainerRule } from './trainer_rules.ts';
 
@@ -28,6 +28,17 @@ export const OPENRLHF_RULES: readonly TrainerRule<OpenrlhfConfig, OpenrlhfRun>[]
     check: (c) =>
       c['algo.kl.target'] !== null && c['algo.kl.target'] !== 0 && c['algo.kl.use_loss'] && c['algo.kl.init_coef'] > 0 // `if args.algo.kl.target:`
         ? `${c['algo.kl.target']} with algo.kl.use_loss: the adaptive KL controller's coefficient at this step depends on the steps before it (it starts at init_coef and moves by the measured KL); set algo.kl.target to null with algo.kl.init_coef = the coefficient the run logged for this step`
+        : null,
+  },
+  {
+    fields: ['config.train.dynamic_batch_enable', 'run.loss_batch_info'],
+    by: 'studio',
+    source: 'OpenRLHF/OpenRLHF openrlhf/trainer/ray/ppo_actor.py ppo_train, training_step (get_loss_batch_info with dynamic_batch)',
+    // The packing is of the whole replay buffer (every rank's experiences, by tokens): its token count for this
+    // micro-batch is not in the batch, and the window the studio derives (other_tokens, gas) is not that packing's.
+    check: (c, r) =>
+      c['train.dynamic_batch_enable'] && r.loss_batch_info === null
+        ? "true without run.loss_batch_info: dynamic batching normalises each micro-batch by its packing's token counts (the replay buffer's dynamic_batch_num_tokens), which one batch does not hold; give run.loss_batch_info ({dp_size, batch_num_tokens, global_batch_size}) as get_loss_batch_info computed it for this micro-batch"
         : null,
   },
 ];

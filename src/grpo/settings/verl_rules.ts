@@ -1,7 +1,7 @@
 // verl's cross-field rules on the fields of the verl table (verl.ts), at volcengine/verl b178a3c: the checks
 // its actor config and worker make on these fields when the actor is built. Single-field checks are the
 // table's; rollout_rs / rollout_rs_threshold are parsed (and refused as verl's _parse_rollout_rs_thresholds
-// does) in src/grpo/trainers/verl_rollout.ts. ppo_mini_batch_size is the actor's own value, as dp_actor.py
+// does) in src/grpo/settings/verl_rollout.ts. ppo_mini_batch_size is the actor's own value, as dp_actor.py
 // reads it: after fsdp_workers.py has scaled it by rollout.n and divided it by the data-parallel size.
 import type { VerlConfig, VerlRun } from './verl.ts';
 import type { TrainerRule } from './trainer_rules.ts';

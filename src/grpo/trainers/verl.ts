@@ -11,7 +11,7 @@ import { trainerRefusal } from '../settings/rules.ts';
 import { VERL_RUN, VERL_SETTINGS, type VerlConfig, type VerlRun } from '../settings/verl.ts';
 import type { PpoKl, PpoLossParams, PpoMode } from '../../kernels/types.ts';
 import { aggregationWeights, consecutiveParts, microBatchWeights, packInputs, ppoOutputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
-import { rolloutCorrection, type RolloutCorrectionSettings } from './verl_rollout.ts';
+import { rolloutCorrection, type RolloutCorrectionSettings } from '../settings/verl_rollout.ts';
 import { verlDynamicMicroBatches } from './verl_dynamic.ts';
 import type { TrainerLoss, TrainerInputs, TrainerLossOutputs } from './types.ts';
 
@@ -35,6 +35,18 @@ function dynamicParts(c: TrainerInputs, ranges: readonly [number, number][], cfg
   return verlDynamicMicroBatches(ranges.map(([a, b]) => Array.from(len.subarray(a, b))), cfg.ppo_max_token_len_per_gpu * sp, `config.ppo_max_token_len_per_gpu: ${cfg.ppo_max_token_len_per_gpu} × ulysses_sequence_parallel_size ${sp}`, c.sequence_width);
 }
 
+/**
+ * How far apart two of verl's covariances (A − Ā)(logp − l̄) must be for float32 to order them as float64 does:
+ * core_algos.py forms them from float32 tensors, so each carries an error of a few float32 ulps of the products'
+ * scale (all-equal advantages leave a float32 residue A − Ā ≈ 6e-8 that float64 computes as 0). Decisions closer
+ * than this (a top-k tie, a bound) are refused rather than taken one way.
+ */
+function covarianceMargin(c: TrainerInputs, logp: ArrayLike<number>, M: ArrayLike<number>): number {
+  let [sA, sL] = [0, 0];
+  for (let i = 0; i < c.B * c.T; i++) if (M[i] > 0) [sA, sL] = [Math.max(sA, Math.abs(c.advantages[i])), Math.max(sL, Math.abs(logp[i]))];
+  return 4e-6 * sA * sL;
+}
+
 /** clip_cov: candidates with lb < cov < ub that the clip did not already bind lose their gradient (corr = 0). */
 function clipCovSelection(c: TrainerInputs, logp: ArrayLike<number>, old: ArrayLike<number>, M: ArrayLike<number>, cfg: VerlConfig, lo: number, hi: number): Float64Array {
   const N = c.B * c.T;
@@ -46,12 +58,17 @@ function clipCovSelection(c: TrainerInputs, logp: ArrayLike<number>, old: ArrayL
   const meanL = sl / (total + 1e-8);
   const corr = new Float64Array(N).fill(1);
   const candidates: number[] = [];
+  const margin = covarianceMargin(c, logp, M);
   for (let i = 0; i < N; i++) {
     const A = c.advantages[i];
     const r = Math.exp(logp[i] - old[i]);
     const clipped = -A * Math.min(Math.max(r, 1 - lo), 1 + hi) > -A * r;
     const cov = (A - meanA) * (logp[i] - meanL);
-    if (M[i] > 0 && !clipped && cov > cfg.clip_cov_lb && cov < cfg.clip_cov_ub) candidates.push(i);
+    if (M[i] > 0 && !clipped) {
+      const bound = Math.abs(cov - cfg.clip_cov_lb) <= margin ? 'clip_cov_lb' : Math.abs(cov - cfg.clip_cov_ub) <= margin ? 'clip_cov_ub' : null;
+      if (bound) throw new SettingsError(`config.${bound}: ${cfg[bound]}, and the covariance of sample ${Math.floor(i / c.T)}, position ${i % c.T} is ${cov} (within float32 rounding, ${margin.toExponential(1)}): verl decides it in float32, which the studio cannot say`);
+      if (cov > cfg.clip_cov_lb && cov < cfg.clip_cov_ub) candidates.push(i);
+    }
   }
   const clipNum = Math.max(Math.floor(cfg.clip_cov_ratio * total), 1);
   if (candidates.length > clipNum) {
@@ -72,6 +89,10 @@ function klCovSelection(c: TrainerInputs, logp: ArrayLike<number>, M: ArrayLike<
   const k = Math.max(1, Math.floor(valid.length * ratio));
   const cov = valid.map((i) => ({ i, v: (c.advantages[i] - meanA) * (logp[i] - meanL) }));
   cov.sort((x, y) => y.v - x.v);
+  // torch.topk picks among equal values in no documented order: a tie (within float32 rounding) at the k-th place is not the studio's to break.
+  if (k < cov.length && cov[k - 1].v - cov[k].v <= covarianceMargin(c, logp, M)) {
+    throw new SettingsError(`config.kl_cov_ratio: ${ratio} selects the top ${k} of ${cov.length} tokens by covariance, and the ${k}-th and the next are equal within float32 rounding (${cov[k - 1].v} and ${cov[k].v}; all-equal advantages make every covariance 0): torch.topk's choice among them is not reproduced`);
+  }
   for (const { i } of cov.slice(0, k)) sel[i] = 1;
   return sel;
 }

@@ -300,6 +300,14 @@ export function turnEnds(ids: readonly number[], mask: readonly number[], out: n
   return out;
 }
 
+/** The EOS a batch's rows vote for: the most common last trained token of its trained spans (turnEnds), and its count. */
+export function votedEos(ends: readonly number[]): { id: number; n: number } {
+  const count = new Map<number, number>();
+  for (const id of ends) count.set(id, (count.get(id) ?? 0) + 1);
+  const [id, n] = [...count].sort((a, b) => b[1] - a[1])[0] ?? [0, 0];
+  return { id, n };
+}
+
 /**
  * pad / EOS ids, in this order: the dump's carriers (the first that holds one; one that disagrees with it is
  * named in notes), else the caller's tokenizer (convert --tokenizer), else inferred — and then said so in
@@ -330,9 +338,7 @@ export function tokenIds(d: { fail(message: string): never }, opts: ImportOption
   let pad = filePad?.id ?? opts.pad_token_id;
   const inferred: NonNullable<ImportResult['inferred']> = {};
   if (!eos) {
-    const count = new Map<number, number>();
-    for (const id of evidence.turnEnds) count.set(id, (count.get(id) ?? 0) + 1);
-    const [id, n] = [...count].sort((a, b) => b[1] - a[1])[0] ?? [0, 0];
+    const { id, n } = votedEos(evidence.turnEnds);
     eos = [id];
     inferred.eos_token_ids = `inferred from the last trained token of ${n} of ${evidence.turnEnds.length} trained spans (assistant turns and completions)`;
     notes.push(`no EOS id in the file: ${id} ${inferred.eos_token_ids}; pass a tokenizer to be sure`);
@@ -403,7 +409,7 @@ export class LeafValues {
  * what the trainer usually does instead (`usual`), so the difference is said where the batch is read.
  */
 export function noLossSettings(usual: string): string {
-  return `no loss settings in the file: a step takes the studio's (TRL defaults: loss_type dapo, beta 0) unless a config says otherwise; ${usual}`;
+  return `no loss settings in the file: a step takes the studio's (TRL defaults: loss_type dapo, beta 0) and scores at temperature 1 (the file carries no sampling temperature, which the trainer divides the logits by) unless a config says otherwise; ${usual}`;
 }
 
 /** A config path as the messages name it: nested "config.a.b", a flat key with dots config["a.b"]. */

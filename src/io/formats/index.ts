@@ -1,12 +1,13 @@
 // The import registry: one entry per format a trainer actually produces, detected from the content (no
 // flag), each read into the canonical grpo-batch/v1. `readAnyBatch` is what the CLI verbs and the page's
 // worker call on a file's bytes; `mergeImports` joins the files of one step (TRL ranks, OpenRLHF
-// experiences, prime-rl ranks) into one batch whose group labels make split groups whole again.
+// experiences, prime-rl ranks) into one batch whose group labels make split groups whole again, and whose pad / EOS
+// ids are those a file read, or, where every file inferred its own, inferred again over all rows.
 // Safetensors dumps: TRL dict, verl DataProto, OpenRLHF Experience. Text: grpo-batch/v1 JSON, prime-rl JSONL,
 // NeMo-RL train_data_step{N}.jsonl, slime's rollout dump as JSON.
 import { BATCH_FIELDS, BatchFormatError, parseBatch, type GrpoBatch } from '../batch.ts';
 import { parseSafeTensors } from '../safetensors.ts';
-import { Dump, labelsFromKeys, type ImportOptions, type ImportResult } from './common.ts';
+import { Dump, labelsFromKeys, turnEnds, votedEos, type ImportOptions, type ImportResult } from './common.ts';
 import * as trl from './trl.ts';
 import * as verl from './verl.ts';
 import * as openrlhf from './openrlhf.ts';
@@ -101,8 +102,21 @@ export function importBatch(
 /** Row-wise fields concatenated when files are merged; everything else must agree or comes from the first. */
 const ROW_FIELDS = ['prompt_ids', 'completion_ids', 'completion_mask', 'tool_mask', 'prompt_mask', 'rewards', 'rewards_per_func', 'advantages', 'per_token_advantages', 'group_ids', 'old_per_token_logps', 'ref_per_token_logps', 'sampling_per_token_logps', 'effective_loss_mask', 'prompt_texts', 'completion_texts'] as const;
 
-/** Batch fields the files of one step share: the group size, the trainer, the special ids, the reward weights. */
-const SHARED_FIELDS = ['num_generations', 'trainer', 'pad_token_id', 'eos_token_ids', 'reward_weights'] as const;
+/**
+ * A file without tool_mask has no tool token (the readers leave it out when no row has one): all 1, as common.ts
+ * toolMasks fills such a row, so a rank file with multi-turn rows merges with one without.
+ */
+const noToolTokens = (b: GrpoBatch): number[][] => b.completion_mask.map((m) => m.map(() => 1));
+
+/** Batch fields the files of one step share: the group size, the trainer, the reward weights. */
+const SHARED_FIELDS = ['num_generations', 'trainer', 'reward_weights'] as const;
+
+/**
+ * The special ids, shared too, but only where a file read them (its carriers, or the tokenizer given): one a reader
+ * inferred (ImportResult.inferred: prime-rl's vote over its own rows) is a guess from that file's rows, never a
+ * reason to refuse. mergedIds settles them.
+ */
+const ID_FIELDS = ['pad_token_id', 'eos_token_ids'] as const;
 
 /** Settings rows that belong to one file, not to the step: TRL's rank (each file is one process's slice). */
 const PER_FILE: ReadonlySet<string> = new Set(['rank']);
@@ -156,6 +170,10 @@ export function mergeImports(parts: { name: string; result: ImportResult }[]): I
   for (const { name, result } of sorted.slice(1)) {
     const b = result.batch;
     for (const f of SHARED_FIELDS) if (!same(b[f], first[f])) fail(name, `${f} ${shown(b[f])}, ${ref.name} has ${shown(first[f])}`);
+    for (const f of ID_FIELDS) {
+      const read = sorted.find((p) => !p.result.inferred?.[f]);
+      if (read && read.result !== result && !result.inferred?.[f] && !same(b[f], read.result.batch[f])) fail(name, `${f} ${shown(b[f])}, ${read.name} has ${shown(read.result.batch[f])}`);
+    }
     for (const where of ['config', 'run'] as const) {
       for (const k of settings) {
         const [mine, theirs] = [b[where]?.[k], first[where]?.[k]];
@@ -181,24 +199,64 @@ export function mergeImports(parts: { name: string; result: ImportResult }[]): I
   for (const f of ROW_FIELDS) {
     const have = sorted.filter((p) => p.result.batch[f] !== undefined);
     if (have.length === 0) continue;
-    if (have.length !== sorted.length) throw new BatchFormatError(`${sorted.find((p) => p.result.batch[f] === undefined)!.name}: cannot merge: has no "${f}", ${have[0].name} has`);
-    (batch as unknown as Record<string, unknown[]>)[f] = sorted.flatMap((p) => p.result.batch[f] as unknown[]);
+    const fill = f === 'tool_mask' ? noToolTokens : undefined;
+    if (have.length !== sorted.length && !fill) throw new BatchFormatError(`${sorted.find((p) => p.result.batch[f] === undefined)!.name}: cannot merge: has no "${f}", ${have[0].name} has`);
+    (batch as unknown as Record<string, unknown[]>)[f] = sorted.flatMap((p) => (p.result.batch[f] ?? fill!(p.result.batch)) as unknown[]);
   }
   if (first.config?.rank !== undefined) batch.config = { ...first.config, rank: sorted.map(rank) };
   // File-local group labels (verl's uid → 0, 1, … in each file) are relabelled from the trainer's own keys.
   const group_keys = sorted.every((p) => p.result.group_keys) ? sorted.flatMap((p) => p.result.group_keys!) : undefined;
   if (group_keys) batch.group_ids = labelsFromKeys(group_keys);
   const positions = sorted.every((p) => p.result.positions) ? sorted.flatMap((p) => p.result.positions!) : undefined;
+  const ids = mergedIds(sorted, batch, notes);
+  Object.assign(batch, { pad_token_id: ids.pad_token_id, eos_token_ids: ids.eos_token_ids });
   return {
     batch,
     format: ref.result.format,
     trainer: ref.result.trainer,
     unknownKeys: [...new Set(sorted.flatMap((p) => p.result.unknownKeys))],
-    inferred: sorted.some((p) => p.result.inferred) ? Object.assign({}, ...sorted.map((p) => p.result.inferred)) : undefined,
+    inferred: ids.inferred,
     notes: [`merged ${sorted.length} files: ${sorted.map((p) => p.name).join(', ')}`, ...notes, ...(dropped ? ['messages dropped: not one conversation per sample in every file'] : []), ...new Set(sorted.flatMap((p) => p.result.notes.filter((n) => !n.startsWith('rank '))))],
     ...(positions ? { positions } : {}),
     ...(group_keys ? { group_keys } : {}),
   };
+}
+
+/**
+ * The merged batch's pad / EOS ids (ID_FIELDS). An id some file read (they agree: mergeImports checked) is the
+ * step's, for the files that inferred theirs too (one step, one tokenizer). An id every file inferred stays as
+ * inferred where they agree; where they differ it is inferred again over the merged rows as common.ts tokenIds
+ * infers it from one file's: EOS = the most common last trained token of every trained span
+ * (completion_mask · tool_mask), pad = the EOS id standing in (the files' pads are several ids, so none is the pad).
+ */
+function mergedIds(sorted: { name: string; result: ImportResult }[], batch: GrpoBatch, notes: string[]): { pad_token_id: number; eos_token_ids: number[]; inferred?: ImportResult['inferred'] } {
+  const inferred: NonNullable<ImportResult['inferred']> = {};
+  const settle = <F extends (typeof ID_FIELDS)[number]>(f: F, again: () => { value: GrpoBatch[F]; why: string }): GrpoBatch[F] => {
+    const read = sorted.find((p) => !p.result.inferred?.[f]);
+    const guesses = sorted.filter((p) => p.result.inferred?.[f]);
+    if (read) {
+      const off = guesses.filter((p) => !same(p.result.batch[f], read.result.batch[f]));
+      if (off.length) notes.push(`${f}: ${off.map((p) => `${p.name} inferred ${shown(p.result.batch[f])}`).join(', ')}; ${read.name} reads ${shown(read.result.batch[f])}: that is kept for all`);
+      return read.result.batch[f];
+    }
+    if (guesses.every((p) => same(p.result.batch[f], guesses[0].result.batch[f]))) {
+      const whys = [...new Set(guesses.map((p) => p.result.inferred![f]!))];
+      inferred[f] = whys.length === 1 ? whys[0] : `${whys[0]} in ${guesses[0].name}, and the same id in the other files`;
+      return guesses[0].result.batch[f];
+    }
+    const { value, why } = again();
+    inferred[f] = why;
+    notes.push(`${f}: the files inferred different ids (${guesses.map((p) => `${p.name}: ${shown(p.result.batch[f])}`).join(', ')}); ${shown(value)}, ${why}`);
+    return value;
+  };
+  const eos_token_ids = settle('eos_token_ids', () => {
+    const ends: number[] = [];
+    batch.completion_ids.forEach((ids, b) => turnEnds(ids, batch.completion_mask[b].map((m, t) => m * (batch.tool_mask?.[b]?.[t] ?? 1)), ends));
+    const { id, n } = votedEos(ends);
+    return { value: [id], why: `inferred from the last trained token of ${n} of ${ends.length} trained spans of the ${sorted.length} merged files` };
+  });
+  const pad_token_id = settle('pad_token_id', () => ({ value: eos_token_ids[0], why: 'inferred as the EOS id, the files\' own pad inferences differing' }));
+  return { pad_token_id, eos_token_ids, inferred: Object.keys(inferred).length ? inferred : undefined };
 }
 
 /**

@@ -17,9 +17,11 @@
 //   prompt ids, nemo_rl/algorithms/utils.py calculate_baseline_and_std_per_prompt): leave-one-out baseline and
 //   Bessel std + 1e-6 by default (examples/configs/grpo_math_1B.yaml), std 0 left unscaled;
 // - no pad / EOS id, no group id and no num_generations_per_prompt are written.
-// Mapping: prompt = token_ids before the first trained token; completion = the rest of the row, padding included
-// (so a mask over a pad is seen); groups = rows sharing that prompt; pad from the ids past input_lengths, EOS from a
-// tokenizer or voted over trained spans (both said so in notes / inferred).
+// Mapping: prompt = token_ids before the first trained token (a row with none: the prompt of the other rows that
+// begins it, see promptEnds); completion = the rest of the row, padding included (so a mask over a pad is seen);
+// groups = rows sharing that prompt; advantage = the value on the trained tokens (a row with none: the one value in
+// all its columns); pad from the ids past input_lengths, EOS from a tokenizer or voted over trained spans (both said
+// so in notes / inferred).
 import { BatchFormatError, parsePythonJson, type BatchConfig, type GrpoBatch } from '../batch.ts';
 import { completionRows, labelsFromKeys, largestGroup, noLossSettings, scalarAdvantages, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 import { floatList, intList, numberAt, type Fail } from './json_rows.ts';
@@ -87,8 +89,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
     if (rec.r.idx !== undefined && rec.r.idx !== b) notes.push(`line ${rec.line}: idx ${JSON.stringify(rec.r.idx)} is not its row ${b}: rows kept in file order`);
   });
 
-  // Prompt = ids before the first trained token (the initial prompt messages; a row with no trained token is all prompt).
-  const P = loss.map((m, b) => (m.indexOf(1) >= 0 ? m.indexOf(1) : lengths[b]));
+  const P = promptEnds(tokens, loss, lengths, (b) => `${at(b, 'token_loss_mask')} (sample ${b})`, fail, notes);
   const completionMasks = loss.map((m, b) => m.slice(P[b]));
   const rows = completionRows(tokens, P, completionMasks);
   const ends: number[] = [];
@@ -113,7 +114,8 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   };
   if (batch.tool_mask) notes.push('token_loss_mask has zeros inside completions (tool / environment turns): kept as tool_mask');
 
-  const floats = (key: string) => (records.every((rec) => rec.r[key] === undefined) ? undefined : records.map((rec, b) => floatList(fail, field(rec, key), `${at(b, key)} (sample ${b})`).slice(P[b])));
+  const whole = (key: string) => (records.every((rec) => rec.r[key] === undefined) ? undefined : records.map((rec, b) => floatList(fail, field(rec, key), `${at(b, key)} (sample ${b})`)));
+  const floats = (key: string) => whole(key)?.map((row, b) => row.slice(P[b]));
   const gen = floats('generation_logprobs');
   if (gen) batch.sampling_per_token_logps = gen;
   const prev = floats('prev_logprobs');
@@ -126,12 +128,11 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   if (perSample('filtered_rewards')) notes.push('dynamic sampling: filtered_rewards (what the advantages were computed from) → rewards; "rewards" (total_reward) read, not carried');
   let config: BatchConfig = {};
   let carryRewards = true;
-  const adv = floats('advantages');
+  const adv = whole('advantages');
   if (adv) {
-    batch.per_token_advantages = adv;
-    batch.advantages = scalarAdvantages(adv, completionMasks);
-    if (!batch.advantages) notes.push('advantages vary within completions (message-level penalties): kept per token only');
-    else if (rewards) ({ config, carryRewards } = estimator(rewards, batch.advantages, group_ids, notes));
+    batch.per_token_advantages = adv.map((row, b) => row.slice(P[b]));
+    batch.advantages = sampleAdvantages(adv, loss, batch.per_token_advantages, completionMasks, notes);
+    if (batch.advantages && rewards) ({ config, carryRewards } = estimator(rewards, batch.advantages, group_ids, notes));
   }
   if (rewards && carryRewards) batch.rewards = rewards;
   const excluded = records.flatMap((rec, b) => (rec.r.sample_loss_mask === undefined ? [] : [[b, numberAt(fail, field(rec, 'sample_loss_mask'), at(b, 'sample_loss_mask'))]])).filter(([, m]) => m !== 1).map(([b]) => b);
@@ -146,6 +147,78 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   batch.config = { ...config, ...(step ? { step: Number(step[1]) } : {}) };
   const unknownKeys = [...new Set(records.flatMap((rec) => Object.keys(rec.r)))].filter((k) => !KNOWN.includes(k));
   return { batch, format: 'nemo-rl', trainer: 'NeMo-RL GRPO (train_data_step jsonl)', unknownKeys, notes, inferred };
+}
+
+/**
+ * Each row's prompt length: the ids before its first trained token, NeMo-RL's initial prompt messages (the first
+ * generated assistant message follows them; grpo.py extract_initial_prompt_messages → prompt_ids_for_adv). A row
+ * with no trained token (nemo_rl/experience/rollouts.py appends a generation of zero tokens as it comes) has no such
+ * boundary, yet NeMo-RL groups it with its prompt all the same. Its prompt is read from the other rows: any row of
+ * its group with a trained token has the prompt, a prefix of this row's ids (before input_lengths), so
+ * - one distinct prompt of the other rows begins it: that is its prompt (its group);
+ * - two or more begin it (one prompt extends another): undeterminable, refused in one line;
+ * - none begins it: all of its group, if any, are such rows too; its prompt is taken as its whole ids (what it is
+ *   after an empty generation), so identical rows are one group. Two such rows that differ yet share their first id
+ *   could be one prompt's or two: refused in one line.
+ */
+function promptEnds(tokens: number[][], loss: number[][], lengths: number[], where: (b: number) => string, fail: Fail, notes: string[]): number[] {
+  const P = loss.map((m) => m.indexOf(1));
+  const byPrompt = new Map<string, number>(); // one row per distinct prompt of the rows with a trained token
+  P.forEach((p, b) => {
+    if (p >= 0 && !byPrompt.has(tokens[b].slice(0, p).join(','))) byPrompt.set(tokens[b].slice(0, p).join(','), b);
+  });
+  const prompts = [...byPrompt.values()];
+  const joined: number[] = [];
+  const alone: number[] = [];
+  P.forEach((p, b) => {
+    if (p >= 0) return;
+    const begins = prompts.filter((c) => P[c] <= lengths[b] && tokens[c].slice(0, P[c]).every((id, t) => tokens[b][t] === id));
+    if (begins.length > 1) fail(`${where(b)} has no trained token, and its ids begin with the prompts of samples ${begins.slice(0, 4).join(', ')} (${begins.slice(0, 4).map((c) => `${P[c]} ids`).join(', ')}): which is its prompt, so its group (NeMo-RL's calculate_baseline_and_std_per_prompt), cannot be told`);
+    if (begins.length === 1) {
+      P[b] = P[begins[0]];
+      joined.push(b);
+    } else {
+      P[b] = lengths[b];
+      alone.push(b);
+    }
+  });
+  const firstOf = new Map<number, number>(); // first id → the first such row
+  for (const b of alone) {
+    const c = firstOf.get(tokens[b][0]);
+    if (c === undefined) firstOf.set(tokens[b][0], b);
+    else if (tokens[c].slice(0, lengths[c]).join(',') !== tokens[b].slice(0, lengths[b]).join(',')) {
+      fail(`${where(b)} has no trained token, nor has sample ${c}, and no other row's prompt begins either: they share id ${tokens[b][0]} at position 0 but differ after, so whether they are one prompt's (one group) cannot be told`);
+    }
+  }
+  const list = (rows: number[]) => `${rows.slice(0, 8).join(', ')}${rows.length > 8 ? ', …' : ''}`;
+  if (joined.length) notes.push(`sample(s) ${list(joined)}: no trained token; grouped with the rows whose prompt ids begin theirs (NeMo-RL groups by the prompt, trained or not)`);
+  if (alone.length) notes.push(`sample(s) ${list(alone)}: no trained token, and no other row's prompt begins theirs: each row's ids are its prompt (an empty generation), identical rows one group`);
+  return P;
+}
+
+/**
+ * One advantage per row, or undefined (kept per token only) when a row's trained tokens vary (message-level
+ * penalties overwrite assistant spans: grpo.py _apply_message_level_advantage_penalties). A row with trained tokens
+ * takes their value, what the loss trains on. A row with none takes the value GRPOAdvantageEstimator wrote in every
+ * column (advantage_estimator.py `advantages.expand(mask.shape)`), the prompt included, which must be one value:
+ * the loss never reads it, but it is the row's share of its group's baseline and std.
+ */
+function sampleAdvantages(whole: number[][], loss: number[][], perToken: number[][], completionMasks: number[][], notes: string[]): number[] | undefined {
+  const out = scalarAdvantages(perToken, completionMasks);
+  if (!out) {
+    notes.push('advantages vary within completions (message-level penalties): kept per token only');
+    return undefined;
+  }
+  for (let b = 0; b < whole.length; b++) {
+    if (loss[b].includes(1)) continue;
+    const t = whole[b].findIndex((v) => v !== whole[b][0]);
+    if (t < 0) out[b] = whole[b][0];
+    else {
+      notes.push(`sample ${b} has no trained token and its advantages are not one value (${whole[b][0]} at position 0, ${whole[b][t]} at ${t}; NeMo-RL's GRPO writes the sample's value in every column): kept per token only`);
+      return undefined;
+    }
+  }
+  return out;
 }
 
 /** float32 as the trainer computes; the Doctor's advantage-mismatch tolerances. */

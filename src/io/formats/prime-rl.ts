@@ -64,7 +64,8 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   // compute_loss): rl_weights 0 marks a distillation (CE) sample's tokens and, with filter_zero_advantages, the
   // zero-advantage tokens. Those leave the loss mask here (a zero inside a completion becomes tool_mask 0, which
   // the loss leaves out the same way).
-  const rl = records.map((r, b) => (r.rl_weights === undefined || r.rl_weights === null ? null : floats(r, 'rl_weights', b)));
+  // A null column or entry is the default (token_export.py: "None columns mean the defaults (rl 1.0 on the loss mask").
+  const rl = records.map((r, b) => (r.rl_weights === undefined || r.rl_weights === null ? null : list(r, 'rl_weights', b).map((v) => (v === null ? 1 : (v as number)))));
   let [unweighted, fractional] = [0, 0];
   const completionLoss = loss.map((m, b) => m.slice(P[b]).map((v, t) => {
     const w = rl[b]?.[P[b] + t];

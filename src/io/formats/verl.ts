@@ -25,6 +25,9 @@ import type { BatchConfig, GrpoBatch } from '../batch.ts';
 import { runTable } from '../../grpo/settings/effective.ts';
 import { VERL_SETTINGS } from '../../grpo/settings/verl.ts';
 import { groupFormulaOf } from '../../grpo/settings/group_formula.ts';
+import { parseSettings, rowsIn } from '../../grpo/settings/table.ts';
+import { SettingsError } from '../../grpo/settings/types.ts';
+import { redoneCorrectionGap, type RolloutCorrectionSettings } from '../../grpo/settings/verl_rollout.ts';
 import { configLeaves, Dump, flatKey, intOf, isPlainObject, LeafValues, type Tensor2D, labelsFromKeys, largestGroup, row, rows, scalarAdvantages, splitLossMask, tokenIds, toolMasks, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 
 const MAPPED = ['prompts', 'responses', 'input_ids', 'attention_mask', 'response_mask', 'advantages', 'old_log_probs', 'ref_log_prob', 'rollout_log_probs', 'token_level_rewards'];
@@ -134,11 +137,12 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   // verl adds rollout_is_weights to the batch only when algorithm.rollout_correction.rollout_is is set
   // (verl/trainer/ppo/rollout_corr_helper.py compute_rollout_correction_and_add_to_batch), and its policy loss
   // multiplies by them. The step recomputes them from old_log_probs and rollout_log_probs under that row
-  // (src/grpo/trainers/verl_rollout.ts); a dump carrying them with rollout_is null (left out, the table's default)
+  // (src/grpo/settings/verl_rollout.ts); a dump carrying them with rollout_is null (left out, the table's default)
   // would be stepped without the weights verl trained on, so it is refused, naming the row.
   if (d.has('rollout_is_weights') && (cfg.rollout_is ?? null) === null) {
     d.fail(`rollout_is_weights is present, so verl weighted this batch's loss by rollout IS weights, but config rollout_is is ${cfg.rollout_is === null ? 'null' : 'left out (null, the default)'}: give algorithm.rollout_correction.rollout_is (token or sequence) and rollout_is_threshold as the run set them`);
   }
+  rolloutCorrectionOfDump(d, cfg, lossMask, B, R);
   const run = d.metaObject('run');
   // The schedule position: meta_info.global_steps where the hook's batch carries it (ray_trainer.py sets it on the
   // generation batch), else run.global_steps as written; two different values are an error naming both.
@@ -233,6 +237,51 @@ function actorBatchSizes(d: Dump, nested: Map<string, unknown>, leaves: LeafValu
     const m = intOf(micro);
     leaves.set('ppo_micro_batch_size_per_gpu', `config.${A}ppo_micro_batch_size // data-parallel ${dp}`, m === undefined ? micro : Math.floor(m / dp));
   }
+}
+
+/**
+ * The rollout correction the dump was saved after, and its bypass mode. The dump is saved after verl's rollout
+ * correction (decoupled mode: compute_rollout_correction_and_add_to_batch in ray_trainer.py fit, before
+ * compute_advantage): response_mask is after its rejection sampling, rollout_is_weights are what the loss multiplied by. The step redoes both from old_log_probs and rollout_log_probs over that mask
+ * (src/grpo/settings/verl_rollout.ts); where the redo is not verl's (redoneCorrectionGap) the dump is refused,
+ * naming the sample, the position and the settings that would give the dump's weights. Bypass mode corrects in
+ * the loss, against the current policy: the driver adds no weights, so a dump carrying them was not that run's.
+ */
+function rolloutCorrectionOfDump(d: Dump, cfg: Record<string, unknown>, lossMask: number[][], B: number, R: number): void {
+  const weights = d.has('rollout_is_weights') ? d.floats('rollout_is_weights') : null;
+  if (weights && weights.cols !== R) d.fail(`rollout_is_weights has ${weights.cols} columns, responses has ${R}`);
+  let rc: RolloutCorrectionSettings & { bypass_mode: boolean; loss_mode: string; loss_type: string };
+  try {
+    rc = parseSettings<typeof rc>(VERL_SETTINGS, rowsIn(VERL_SETTINGS, cfg), 'config').values;
+  } catch (e) {
+    if (e instanceof SettingsError) return; // the step refuses the setting itself, naming it
+    throw e;
+  }
+  // apply_bypass_mode (rollout_corr_helper.py) sets loss_mode = "bypass_mode" in the driver's config, inside fit(),
+  // after init_workers has built the actors: Ray processes with their own copy of the config, whose update_policy
+  // (dp_actor.py) reads its own loss_mode (verl issue #4912). The dump's old_log_probs are already the rollout's;
+  // where the bypass loss differs from the configured loss_mode against them without correction (reinforce, a
+  // rejection, another loss_mode), which one the run's actors computed is not in the dump: refused, never guessed.
+  const differs = [rc.loss_type === 'reinforce' && 'loss_type reinforce', rc.rollout_rs !== null && `rollout_rs ${rc.rollout_rs}`, rc.loss_mode !== 'vanilla' && `loss_mode ${rc.loss_mode}`].filter(Boolean);
+  if (rc.bypass_mode && differs.length) d.fail(`config bypass_mode is true with ${differs.join(', ')}: at verl b178a3c apply_bypass_mode sets loss_mode = bypass_mode on the driver's config only (ray_trainer.py fit, after init_workers), and the actor workers run their own loss_mode ${rc.loss_mode} against rollout_log_probs without the rollout correction (dp_actor.py update_policy; verl issue #4912), so the dump does not say which loss the run took; to step what the workers ran, set bypass_mode false (the dump's old_log_probs are its rollout_log_probs)`);
+  if (weights && rc.bypass_mode) d.fail('rollout_is_weights is present, but config bypass_mode is true: verl computes no weights before the actor in bypass mode (ray_trainer.py fit), so the dump is not that run\'s; give the run\'s algorithm.rollout_correction');
+  if (!d.has('rollout_log_probs')) {
+    if (weights) d.fail('rollout_is_weights is present but rollout_log_probs is not: the step recomputes the weights from old_log_probs and rollout_log_probs, so save rollout_log_probs with the batch');
+    return;
+  }
+  if (rc.bypass_mode || (rc.rollout_is === null && rc.rollout_rs === null) || !d.has('old_log_probs')) return;
+  const old = d.floats('old_log_probs');
+  const rollout = d.floats('rollout_log_probs');
+  if (old.cols !== R || rollout.cols !== R) return; // the validator names the length
+  const M = Float64Array.from(lossMask.flat());
+  if (!M.some((m) => m !== 0)) return;
+  const lr = Float64Array.from(old.data, (o, i) => o - rollout.data[i]);
+  const gap = redoneCorrectionGap(lr, M, B, R, rc, weights?.data ?? null);
+  if (!gap) return;
+  const at = `sample ${gap.b}, response position ${gap.t}`;
+  if (gap.kind === 'rejected') d.fail(`response_mask keeps ${at}, which rollout_rs = ${rc.rollout_rs} (rollout_rs_threshold ${rc.rollout_rs_threshold}) rejects when redone over it: the dump's response_mask is after verl's rejection, decided over the mask before it, which the studio cannot redo here (sequence statistics beside token options), or the settings are not the run's`);
+  const how = (s: Partial<RolloutCorrectionSettings>) => `rollout_is = ${s.rollout_is}, rollout_is_threshold ${s.rollout_is_threshold}, rollout_is_batch_normalize ${s.rollout_is_batch_normalize}`;
+  d.fail(`rollout_is_weights at ${at} is ${gap.dumped}, but ${how(rc)} over old_log_probs − rollout_log_probs give ${gap.redone}: ${gap.matches ? `the dump's weights are those of ${how(gap.matches)}; give the run's algorithm.rollout_correction` : rc.rollout_rs !== null ? `verl weighed over the response_mask before its rejection sampling (rollout_rs = ${rc.rollout_rs}), which the dump no longer holds, or the settings are not the run's` : 'no rollout_is, threshold or normalisation gives them: the settings or the log-probs are not the run\'s'}`);
 }
 
 /** verl's settings in the studio's names; the hook's own keys are kept alongside. */

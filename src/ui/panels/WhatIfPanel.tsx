@@ -5,12 +5,14 @@
 // gradient norm w.r.t. the log-probs and the rows whose gradient moved most); the grid's heat shows the
 // per-token difference (what-if Δ loss, Δ ∂loss/∂logp); "Apply" makes the what-if the next update's settings.
 // The trainer's objective is recomputed too; the trainer itself is a what-if (verl or OpenRLHF on the same
-// batch, from that trainer's defaults): its column "current" is then empty, since the update ran another.
-// The form's fields are the loss panel's rows (one table, one check) over the settings the update ran with.
+// batch, from that trainer's defaults under the update's base and its trainer-independent values): its column
+// "current" is then empty, since the update ran another. The form's fields are the loss panel's rows (one table,
+// one check) and show the settings the what-if computes with: the update's as it ran (src/store/derived.ts whatIfOf),
+// never edits made in the settings form since.
 import { useMemo } from 'react';
 import { useStudio } from '../../store/index.ts';
 import type { WhatIfResult, WhatIfSide } from '../../bridge/protocol.ts';
-import { AGGREGATIONS, configTable, ranValue, settingOf, TRAINERS, type SettingSpec } from '../../store/vocabulary.ts';
+import { AGGREGATIONS, configTable, ranValue, settingOf, TRAINERS, whatIfOf, type SettingSpec } from '../../store/vocabulary.ts';
 import { applyWhatIf, runWhatIf } from '../../store/controller.ts';
 import { aggregationTitle } from '../explain.ts';
 import { Section, SelectField, fmt } from '../fields.tsx';
@@ -103,9 +105,17 @@ function WhatIfTable({ w, ranType }: { w: WhatIfResult; ranType: string }) {
 
 export function WhatIfPanel() {
   const hasLoss = useStudio((s) => !!s.run.loss);
-  const ran = useStudio((s) => s.runSettings?.settings ?? null);
+  const runSettings = useStudio((s) => s.runSettings);
+  const ran = runSettings?.settings ?? null;
   const form = useStudio((s) => s.whatIfSettings);
   const w = useStudio((s) => s.whatIf);
+  const stepFrom = useStudio((s) => s.stepFrom);
+  const imported = useStudio((s) => s.imported);
+  const task = useStudio((s) => s.task);
+  const trainer = form?.trainer ?? ran?.trainer ?? 'trl';
+  const edits = useMemo(() => form?.edits ?? {}, [form]);
+  // The form shows the settings the what-if computes with: the update's as it ran, under the what-if's trainer, then its own values.
+  const resolved = useMemo(() => whatIfOf({ runSettings, stepFrom, imported, task }, trainer, edits), [runSettings, stepFrom, imported, task, trainer, edits]);
   if (!hasLoss || !ran) {
     return (
       <Section title="What-if (same batch)" open={false}>
@@ -113,10 +123,9 @@ export function WhatIfPanel() {
       </Section>
     );
   }
-  const trainer = form?.trainer ?? ran.trainer;
-  const edits = form?.edits ?? {};
-  // The form shows the what-if's values: its own, else the update's (a value of the update's trainer only under it).
-  const shown = (spec: SettingSpec) => (spec.name in edits ? { value: edits[spec.name], provenance: { origin: 'edited' as const, label: 'what-if' } } : trainer === ran.trainer ? settingOf(ran, 'config', spec.name) : { value: spec.default, provenance: { origin: 'default' as const } });
+  // Where the what-if's settings cannot be formed (the page's error says why), its values as typed over the update's.
+  const shown = (spec: SettingSpec) =>
+    resolved && 'settings' in resolved ? settingOf(resolved.settings, 'config', spec.name) : spec.name in edits ? { value: edits[spec.name], provenance: { origin: 'edited' as const, label: 'what-if' } } : settingOf(ran, 'config', spec.name);
   const rows = configTable(trainer).filter((s) => s.form === 'loss' && s.scope !== 'optimizer');
   return (
     <Section title="What-if (same batch)">

@@ -3,8 +3,9 @@
 // options that drop tokens or whole sequences from the response mask), from a log-ratio of the training
 // policy to the rollout policy — old − rollout in decoupled mode (compute_rollout_correction_and_add_to_batch),
 // current − rollout in bypass mode (compute_policy_loss_bypass_mode). Per-token decisions and detached
-// weights: they enter the objective kernel as inputs.
-import { SettingsError } from '../settings/types.ts';
+// weights: they enter the objective kernel as inputs. Beside the verl table (plain float64 over its rollout_*
+// rows, no GPU): the verl reader checks a dump's own weights and rejected mask against these settings with it.
+import { SettingsError } from './types.ts';
 
 const SAFETY_BOUND = 20;
 const RS_OPTIONS = ['token_k1', 'token_k2', 'token_k3', 'seq_sum_k1', 'seq_sum_k2', 'seq_sum_k3', 'seq_mean_k1', 'seq_mean_k2', 'seq_mean_k3', 'seq_max_k2', 'seq_max_k3'];
@@ -132,4 +133,53 @@ export function rolloutCorrection(lr: ArrayLike<number>, M: ArrayLike<number>, B
     raw: is?.raw ?? null,
     mask: s.rollout_rs === null ? Float64Array.from(M) : rejectionMask(lr, M, B, T, s.rollout_rs, s.rollout_rs_threshold),
   };
+}
+
+/** Where verl's correction, done again over a batch it already corrected, departs from the batch's own. */
+export interface RedoneGap {
+  kind: 'rejected' | 'weight';
+  b: number;
+  t: number;
+  /** weight: the batch's rollout_is_weights and the redone one at (b, t). */
+  dumped?: number;
+  redone?: number;
+  /** weight: settings (of rollout_is, its threshold and batch normalisation) that do give the batch's weights. */
+  matches?: Partial<RolloutCorrectionSettings>;
+}
+
+// The batch's weights are verl's float32 exp of float32 log-ratio sums.
+const WEIGHT_ATOL = 1e-5;
+const WEIGHT_RTOL = 1e-3;
+
+/**
+ * A verl dump is saved after compute_rollout_correction_and_add_to_batch (rollout_corr_helper.py): its response_mask
+ * M is after rejection sampling and its rollout_is_weights are verl's. The step redoes both over M
+ * (rolloutCorrection): exact when rejection drops nothing more and the redone weights are the batch's on every
+ * trained token. Not so when verl decided over the mask before rejection in a way M no longer shows (sequence
+ * weights or batch normalisation beside token rejection, sequence statistics beside token options) or when the
+ * settings are not the run's: the first departure, for the reader to refuse; null when the redo is verl's.
+ */
+export function redoneCorrectionGap(lr: ArrayLike<number>, M: ArrayLike<number>, B: number, T: number, s: RolloutCorrectionSettings, dumped: ArrayLike<number> | null): RedoneGap | null {
+  const r = rolloutCorrection(lr, M, B, T, s);
+  for (let i = 0; i < B * T; i++) if (M[i] !== 0 && r.mask[i] === 0) return { kind: 'rejected', b: Math.floor(i / T), t: i % T };
+  if (!dumped || !r.weights) return null;
+  const gapOf = (w: Float64Array): number => {
+    for (let i = 0; i < B * T; i++) if (r.mask[i] !== 0 && !(Math.abs(dumped[i] - w[i]) <= WEIGHT_ATOL + WEIGHT_RTOL * Math.abs(w[i]))) return i;
+    return -1;
+  };
+  const i = gapOf(r.weights);
+  if (i < 0) return null;
+  // The settings that would give them: the other level and normalisation, at the threshold or at the largest weight
+  // the batch holds (a run truncating at another threshold).
+  let largest = 0;
+  for (let k = 0; k < B * T; k++) if (r.mask[k] !== 0) largest = Math.max(largest, dumped[k]);
+  const tries: Partial<RolloutCorrectionSettings>[] = [];
+  for (const rollout_is of ['token', 'sequence'] as const) {
+    for (const rollout_is_batch_normalize of [false, true]) for (const rollout_is_threshold of [s.rollout_is_threshold, largest]) tries.push({ rollout_is, rollout_is_threshold, rollout_is_batch_normalize });
+  }
+  const matches = tries.find((t) => {
+    const w = rolloutCorrection(lr, M, B, T, { ...s, ...t, rollout_rs: null }).weights!;
+    return gapOf(w) < 0;
+  });
+  return { kind: 'weight', b: Math.floor(i / T), t: i % T, dumped: dumped[i], redone: r.weights[i], matches };
 }
