@@ -5,7 +5,6 @@
 // update and what-if; the worker turns it into a StepConfig with the CLI's function (stepConfigOf). A what-if
 // is resolved over the settings its update ran with (whatIfSettings), never over the form as it is now. Also: a
 // prompt of the prompt set as the conversation the chat template renders (the render stage, the template diff).
-import { DEFAULT_GRPO_CONFIG } from '../grpo/default_task.ts';
 import { DEFAULT_TASK, TASKS, type TaskId } from '../grpo/tasks.ts';
 import { effectiveSettings, fileLayer, settingOf, type EffectiveSettings, type SettingsLayer } from '../grpo/settings/effective.ts';
 import { TRAINERS, type TrainerId } from '../grpo/settings/types.ts';
@@ -16,13 +15,12 @@ import type { PromptItem } from './protocol.ts';
 export { DEFAULT_SAMPLING } from '../model/sampler.ts';
 
 /**
- * A task's settings (TRL names): the preset of the page's prompt set on that task — the studio's GRPO preset with
- * the task's own group size, temperature and completion budget (TASKS: multiply-tool's 96 tokens, so dr_grpo's
- * B · max_completion_length and TRL's truncated-completion rule are the task's).
+ * A task's settings (TRL names): the preset of the page's prompt set on that task, its GRPO config (TASKS:
+ * multiply-tool's 96 completion tokens, so dr_grpo's B · max_completion_length and TRL's truncated-completion rule
+ * are the task's).
  */
 export function taskLayer(task: TaskId): SettingsLayer {
-  const { num_generations, temperature, max_completion_length } = TASKS[task];
-  return { origin: 'preset', label: `${task} task`, trainer: 'trl', config: { ...DEFAULT_GRPO_CONFIG, num_generations, temperature, max_completion_length } };
+  return { origin: 'preset', label: `${task} task`, trainer: 'trl', config: { ...TASKS[task].config } };
 }
 
 /** The user's values, per trainer, in that trainer's own names (a value equal to the layer below still counts: the user set it). */

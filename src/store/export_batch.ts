@@ -4,7 +4,22 @@
 // from the file (src/cli/args.ts stepSettingsOfFile reads back the StepConfig the page ran). Pure, so a test reads
 // the exported file in the CLI without a browser.
 import type { GrpoBatch } from '../io/batch.ts';
+import { rowOf } from '../grpo/settings/effective.ts';
+import { TRAINERS, type Scope } from '../grpo/settings/types.ts';
 import type { StudioState } from './index.ts';
+
+/** Scopes of rows that describe how the batch was made (its model, positions, rendering, sampling), not a computation on it. */
+const DESCRIPTIVE: ReadonlySet<Scope> = new Set(['batch', 'sampling']);
+
+/**
+ * What a batch's config says of the batch rather than of a trainer's computation: keys no trainer's table has (the
+ * model's name) and those every trainer that has them describes the batch with (model_type, position_ids,
+ * chat_template_kwargs; not temperature, which verl's loss reads). The Doctor reads them; they stay the batch's
+ * whatever trainer the update ran under (a resolution under another trainer carries only the settings that mean
+ * the same there), below the settings the update ran with.
+ */
+const batchFacts = (config: GrpoBatch['config']): Record<string, unknown> =>
+  Object.fromEntries(Object.entries(config ?? {}).filter(([k]) => TRAINERS.every((t) => [rowOf(t, 'config', k), rowOf(t, 'run', k)].every((row) => !row || DESCRIPTIVE.has(row.scope)))));
 
 export function exportedBatch(s: Pick<StudioState, 'batch' | 'run' | 'runSettings'>): GrpoBatch | null {
   const { batch, run } = s;
@@ -19,7 +34,7 @@ export function exportedBatch(s: Pick<StudioState, 'batch' | 'run' | 'runSetting
   const ran = run.loss ? s.runSettings?.settings : undefined;
   if (ran) {
     out.trainer = ran.trainer === 'trl' ? undefined : ran.trainer;
-    out.config = { ...ran.config, ...(batch.config?.model_type ? { model_type: batch.config.model_type } : {}) };
+    out.config = { ...batchFacts(batch.config), ...ran.config };
     out.run = Object.keys(ran.run).length ? { ...ran.run } : undefined;
     // The studio's own rollout: the tokenizer's EOS its TRL truncation counted, so the CLI counts the same one.
     const eos = run.assemble?.padded.tokenizer_eos_token_id;
