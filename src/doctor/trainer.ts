@@ -1,27 +1,19 @@
-// The trainer settings a batch carries, as the Doctor's trainer rules read them: which trainer wrote the
-// batch (the one the step resolves: trainerOfBatch),
-// and one setting at a time checked against that trainer's settings table (src/grpo/settings/), so a rule
-// reads exactly the value and default the trainer objective would, and a bad value is named, never guessed.
+// The trainer settings a batch carries, as the Doctor's trainer rules read them: one setting at a time, checked
+// against the settings table (src/grpo/settings/) of the trainer the step resolves (trainerOfBatch, never a second
+// guess from the config's names, as NeMo-RL's and slime's verl group formula would give), so a rule reads exactly
+// the value and default the trainer objective would, and a bad value is named, never guessed.
 import type { GrpoBatch } from '../io/batch.ts';
 import { checkSetting, specOf, type SettingsTable } from '../grpo/settings/table.ts';
 import { TRL_RUN_SETTINGS, TRL_SETTINGS } from '../grpo/settings/trl.ts';
 import { VERL_RUN, VERL_SETTINGS } from '../grpo/settings/verl.ts';
 import { OPENRLHF_RUN, OPENRLHF_SETTINGS } from '../grpo/settings/openrlhf.ts';
 import type { SettingValue, TrainerId } from '../grpo/settings/types.ts';
-import { trainerOfBatch } from '../grpo/settings/effective.ts';
 
 const TABLES: Record<TrainerId, { config: SettingsTable; run: SettingsTable }> = {
   trl: { config: TRL_SETTINGS, run: TRL_RUN_SETTINGS },
   verl: { config: VERL_SETTINGS, run: VERL_RUN },
   openrlhf: { config: OPENRLHF_SETTINGS, run: OPENRLHF_RUN },
 };
-
-/**
- * The trainer whose settings a batch follows: the one the step and the CLI resolve (its `trainer` field, set by the
- * verl / OpenRLHF readers and kept by the export; TRL otherwise), never a second guess from its config's names
- * (NeMo-RL's and slime's group formula is verl's, but their batches are stepped as the studio's TRL).
- */
-export const trainerOf = (batch: GrpoBatch): TrainerId => trainerOfBatch(batch);
 
 /** A raw run value: `run` first, then `config` (where the importers put num_processes and rank). */
 export function runValue(batch: GrpoBatch, name: string): unknown {

@@ -103,6 +103,10 @@ describe("verl dump after the rollout correction: verl's weights and rejected ma
     expect(() => read(dumpOf(st))).toThrow(
       /^verl\.safetensors: rollout_is_weights at sample \d+, response position \d+ is [\d.e-]+, but rollout_is = sequence, rollout_is_threshold 2, rollout_is_batch_normalize false over old_log_probs − rollout_log_probs give [\d.e-]+: verl weighed over the response_mask before its rejection sampling \(rollout_rs = token_k1\), which the dump no longer holds, or the settings are not the run's$/,
     );
+    // Saved without the weights, the same dump would be redone over the rejected mask: refused too.
+    expect(() => read(dumpOf(st, { weights: null }))).toThrow(/^verl\.safetensors: rollout_is_weights is missing, and rollout_is = sequence beside rollout_rs = token_k1: .*save rollout_is_weights with the batch/);
+    // Without them where the redo cannot differ (case_10: sequence weights, sequence rejection): read.
+    expect(() => read(dumpOf(golden('case_10.safetensors'), { weights: null }))).not.toThrow();
   });
 
   it("bypass_mode where the workers' loss is not the bypass loss (verl issue #4912): one line; the same loss without it reads", () => {
@@ -110,7 +114,7 @@ describe("verl dump after the rollout correction: verl's weights and rejected ma
     const eleven = golden('case_11.safetensors');
     expect(caseConfig(eleven)).toMatchObject({ bypass_mode: true, loss_type: 'reinforce', rollout_rs: 'token_k1' });
     const bypassed = (config: Record<string, unknown>) => dumpOf(eleven, { config, weights: null });
-    expect(() => read(bypassed({}))).toThrow(/^verl\.safetensors: config bypass_mode is true with loss_type reinforce, rollout_rs token_k1: at verl b178a3c apply_bypass_mode sets loss_mode = bypass_mode on the driver's config only .*set bypass_mode false \(the dump's old_log_probs are its rollout_log_probs\)$/);
+    expect(() => read(bypassed({}))).toThrow(/^verl\.safetensors: config bypass_mode is true with loss_type reinforce, rollout_rs token_k1: at verl b178a3c apply_bypass_mode sets loss_mode = bypass_mode on the driver's config only .*set algorithm\.rollout_correction\.bypass_mode false in the dump's __metadata__ config \(its old_log_probs are already its rollout_log_probs\)$/);
     expect(() => read(bypassed({ rollout_rs: null, loss_type: 'reinforce' }))).toThrow(/bypass_mode is true with loss_type reinforce:/);
     expect(() => read(bypassed({ rollout_rs: null, loss_type: 'ppo_clip', loss_mode: 'gspo' }))).toThrow(/bypass_mode is true with loss_mode gspo: .* run their own loss_mode gspo against rollout_log_probs/);
     // ppo_clip against the rollout, vanilla, no rejection: the bypass loss is the workers' vanilla loss.

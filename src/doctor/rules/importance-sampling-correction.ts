@@ -10,7 +10,8 @@ import type { OpenrlhfConfig } from '../../grpo/settings/openrlhf.ts';
 import type { TrlConfig } from '../../grpo/settings/trl.ts';
 import type { GrpoBatch } from '../../io/batch.ts';
 import { SettingsError } from '../../grpo/settings/types.ts';
-import { settingOf, trainerOf } from '../trainer.ts';
+import { settingOf } from '../trainer.ts';
+import { trainerOfBatch } from '../../grpo/settings/effective.ts';
 import type { DoctorContext, Finding, Rule } from '../types.ts';
 import { firstRun, msg, showNumber } from '../util.ts';
 
@@ -152,7 +153,7 @@ export const importanceSamplingCorrection: Rule = {
     const { batch } = ctx;
     const needs = !batch.old_per_token_logps || !batch.sampling_per_token_logps ? 'needs both old_per_token_logps and sampling_per_token_logps' : undefined;
     try {
-      switch (trainerOf(batch)) {
+      switch (trainerOfBatch(batch)) {
         case 'trl':
           return settingOf(batch, 'trl', 'use_vllm') && settingOf(batch, 'trl', 'vllm_importance_sampling_correction') ? (needs ?? trl(ctx)) : [];
         case 'openrlhf':

@@ -8,7 +8,8 @@
 import { msg } from '../util.ts';
 import { TRL_SETTINGS } from '../../grpo/settings/trl.ts';
 import { specOf } from '../../grpo/settings/table.ts';
-import { runValue, trainerOf } from '../trainer.ts';
+import { trainerOfBatch } from '../../grpo/settings/effective.ts';
+import { runValue } from '../trainer.ts';
 import type { Rule } from '../types.ts';
 
 const ID = 'num-items-in-batch';
@@ -23,7 +24,7 @@ export const numItemsInBatch: Rule = {
   seed: 'TRL loss_type="dapo" (default): normaliser gathered over ranks',
   check(ctx) {
     const { batch } = ctx;
-    if (trainerOf(batch) !== 'trl') return [];
+    if (trainerOfBatch(batch) !== 'trl') return [];
     const lossType = (batch.config?.loss_type as string | undefined) ?? (specOf(TRL_SETTINGS, 'loss_type').default as string);
     if (!GLOBAL.includes(lossType)) return [];
     if (typeof runValue(batch, 'num_items_in_batch') === 'number') return [];

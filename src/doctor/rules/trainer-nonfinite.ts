@@ -8,7 +8,8 @@
 import { openrlhfIsOverflow } from '../../grpo/trainers/openrlhf_overflow.ts';
 import type { OpenrlhfConfig } from '../../grpo/settings/openrlhf.ts';
 import { SettingsError } from '../../grpo/settings/types.ts';
-import { settingOf, trainerOf } from '../trainer.ts';
+import { trainerOfBatch } from '../../grpo/settings/effective.ts';
+import { settingOf } from '../trainer.ts';
 import type { Finding, Rule } from '../types.ts';
 import { firstRun, msg, showNumber } from '../util.ts';
 
@@ -23,7 +24,7 @@ export const trainerNonfinite: Rule = {
   seed: 'OpenRLHF PolicyLoss (openrlhf/models/loss.py): vllm_is = exp(rollout_log_ratio) · mask',
   check(ctx) {
     const { batch } = ctx;
-    if (trainerOf(batch) !== 'openrlhf') return [];
+    if (trainerOfBatch(batch) !== 'openrlhf') return [];
     try {
       const get = <K extends keyof OpenrlhfConfig>(k: K) => settingOf<NonNullable<OpenrlhfConfig[K]>>(batch, 'openrlhf', k) as OpenrlhfConfig[K];
       // gspo takes no IS weight; tis clamps inf to the upper threshold.

@@ -263,13 +263,19 @@ function rolloutCorrectionOfDump(d: Dump, cfg: Record<string, unknown>, lossMask
   // where the bypass loss differs from the configured loss_mode against them without correction (reinforce, a
   // rejection, another loss_mode), which one the run's actors computed is not in the dump: refused, never guessed.
   const differs = [rc.loss_type === 'reinforce' && 'loss_type reinforce', rc.rollout_rs !== null && `rollout_rs ${rc.rollout_rs}`, rc.loss_mode !== 'vanilla' && `loss_mode ${rc.loss_mode}`].filter(Boolean);
-  if (rc.bypass_mode && differs.length) d.fail(`config bypass_mode is true with ${differs.join(', ')}: at verl b178a3c apply_bypass_mode sets loss_mode = bypass_mode on the driver's config only (ray_trainer.py fit, after init_workers), and the actor workers run their own loss_mode ${rc.loss_mode} against rollout_log_probs without the rollout correction (dp_actor.py update_policy; verl issue #4912), so the dump does not say which loss the run took; to step what the workers ran, set bypass_mode false (the dump's old_log_probs are its rollout_log_probs)`);
+  if (rc.bypass_mode && differs.length) d.fail(`config bypass_mode is true with ${differs.join(', ')}: at verl b178a3c apply_bypass_mode sets loss_mode = bypass_mode on the driver's config only (ray_trainer.py fit, after init_workers), and the actor workers run their own loss_mode ${rc.loss_mode} against rollout_log_probs without the rollout correction (dp_actor.py update_policy; verl issue #4912), so the dump does not say which loss the run took; to step what the workers ran, set algorithm.rollout_correction.bypass_mode false in the dump's __metadata__ config (its old_log_probs are already its rollout_log_probs)`);
   if (weights && rc.bypass_mode) d.fail('rollout_is_weights is present, but config bypass_mode is true: verl computes no weights before the actor in bypass mode (ray_trainer.py fit), so the dump is not that run\'s; give the run\'s algorithm.rollout_correction');
   if (!d.has('rollout_log_probs')) {
     if (weights) d.fail('rollout_is_weights is present but rollout_log_probs is not: the step recomputes the weights from old_log_probs and rollout_log_probs, so save rollout_log_probs with the batch');
     return;
   }
   if (rc.bypass_mode || (rc.rollout_is === null && rc.rollout_rs === null) || !d.has('old_log_probs')) return;
+  // verl adds the weights whenever rollout_is is set here: without them, a redo over the rejected mask is checked
+  // only where it cannot differ (token weights, unnormalised; sequence weights beside sequence rejection only).
+  const tokenRejection = (rc.rollout_rs ?? '').split(',').some((o) => o.trim().startsWith('token'));
+  if (!weights && rc.rollout_is !== null && rc.rollout_rs !== null && (rc.rollout_is_batch_normalize || (rc.rollout_is === 'sequence' && tokenRejection))) {
+    d.fail(`rollout_is_weights is missing, and rollout_is = ${rc.rollout_is}${rc.rollout_is_batch_normalize ? ' with rollout_is_batch_normalize' : ''} beside rollout_rs = ${rc.rollout_rs}: verl took those weights over the response_mask before its rejection, which the dump no longer holds, so they cannot be redone; save rollout_is_weights with the batch (verl adds them whenever rollout_is is set)`);
+  }
   const old = d.floats('old_log_probs');
   const rollout = d.floats('rollout_log_probs');
   if (old.cols !== R || rollout.cols !== R) return; // the validator names the length
