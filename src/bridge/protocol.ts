@@ -359,7 +359,10 @@ export type Request =
   | { type: 'import-batch'; file: Blob; name: string; also?: { file: Blob; name: string }[] }
   /** Stops request `target` (an import): its parse worker is terminated, its answer never comes. */
   | { type: 'cancel'; target: number }
-  /** The full Doctor report (tokenizer rules included) on the batch of import request `import`, the last one imported. */
+  /**
+   * The full Doctor report (tokenizer rules included) on the batch of import request `import`, the last one imported,
+   * with the model loaded now: after the import's deferred checks, and again after another model is loaded.
+   */
   | { type: 'tokenizer-checks'; import: number }
   | { type: 'load-model'; source: ModelChoice }
   | { type: 'load-reference'; source: ModelChoice | null }
@@ -392,8 +395,8 @@ export interface Responses {
   /** import: this request's id, which names the batch in later requests (mismatch). */
   /** inferred: the ids the reader inferred; an update from the batch sends them back with it (StepStart). */
   'import-batch': { import: number; batch: GrpoBatch; report: DoctorReport; token_texts?: TokenTexts; format: string; trainer: string; notes: string[]; tokenizer_checks: number | null; inferred?: InferredIds };
-  /** null: a newer batch was imported meanwhile (its own checks are under way). */
-  'tokenizer-checks': { report: DoctorReport | null };
+  /** null: a newer batch was imported meanwhile (its own checks are under way). token_texts: where the model's tokenizer fits the batch. */
+  'tokenizer-checks': { report: DoctorReport | null; token_texts?: TokenTexts };
   cancel: Record<string, never>;
   'load-model': { model: ModelInfo };
   'load-reference': { model: ModelInfo };

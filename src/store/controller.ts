@@ -4,7 +4,7 @@
 // layer because it is the one place that talks to the worker (ui → store → worker).
 import { TASKS, taskModelPath, type TaskId } from '../grpo/tasks.ts';
 import type { RewardSample, RewardTable } from '../grpo/rewards.ts';
-import { groupLabel, serializeBatch } from '../io/batch.ts';
+import { groupLabel, serializeBatch, type GrpoBatch } from '../io/batch.ts';
 import { studioStore } from './index.ts';
 import { StudioClient } from '../bridge/client.ts';
 import { Cancelled, StudioFailure } from '../bridge/errors.ts';
@@ -115,7 +115,7 @@ export async function importBatchFiles(files: readonly File[]): Promise<void> {
     const changed = 'settings' in before && 'settings' in after ? settingsChanges(before.settings, after.settings) : 'error' in after ? [`settings: ${after.error}`] : [];
     if (changed.length) store().setImportedNotes([...(store().imported?.notes ?? []), `settings now (${changed.length} changed): ${changed.join('; ')}`]);
     // The batch is on screen; the tokenizer's checks (a decode → encode of every row) follow.
-    if (tokenizer_checks !== null) void worker().request({ type: 'tokenizer-checks', import: tokenizer_checks }).then((r) => r.report && store().setImportedReport(batch, r.report), fail);
+    if (tokenizer_checks !== null) recheckImport(tokenizer_checks, batch);
   } catch (e) {
     // A cancel is the user's choice, not an error: the batch on screen stays as it was.
     if (!(e instanceof Cancelled)) fail(e);
@@ -123,6 +123,14 @@ export async function importBatchFiles(files: readonly File[]): Promise<void> {
     // A newer import replaced this one: its progress bar stays.
     if (currentImport === abort) importStore.getState().set({ name: null, progress: null, cancel: null });
   }
+}
+
+/**
+ * The imported batch's Doctor report from the model loaded now (the worker's full check, tokenizer rules included):
+ * what `grpo-studio doctor --tokenizer` gives with that model's folder, whichever model the import found.
+ */
+function recheckImport(importId: number, batch: GrpoBatch): void {
+  void worker().request({ type: 'tokenizer-checks', import: importId }).then((r) => r.report && store().setImportedReport(batch, r.report, r.token_texts), fail);
 }
 
 /** Downloads the batch on screen (with this step's results folded in: src/store/export_batch.ts) as grpo-batch/v1 JSON. */
@@ -205,7 +213,12 @@ async function changeModel(label: string, request: () => Promise<ModelInfo>, aft
 
 /** Loads a model; on failure the model loaded before stays (the worker swaps only after a complete load). */
 export function loadModel(source: ModelChoice): Promise<void> {
-  return changeModel('starting', async () => (await worker().request({ type: 'load-model', source })).model, () => store().setPolicySteps(0));
+  return changeModel('starting', async () => (await worker().request({ type: 'load-model', source })).model, () => {
+    store().setPolicySteps(0);
+    // The imported batch's findings were the previous model's (its tokenizer, vocabulary): checked again with this one.
+    const imported = store().imported;
+    if (imported?.importId !== undefined) recheckImport(imported.importId, imported.batch);
+  });
 }
 
 /**

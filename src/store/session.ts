@@ -100,7 +100,8 @@ export interface BatchSlice {
   trackStageRequest(delta: 1 | -1): void;
   setImported(imported: ImportedBatch): void;
   /** The Doctor's full report on the imported `batch` (its deferred tokenizer checks done); ignored if another batch was imported since. */
-  setImportedReport(batch: GrpoBatch, report: DoctorReport): void;
+  /** The imported batch's Doctor report (and token texts) again, from the model loaded now; ignored for another batch. */
+  setImportedReport(batch: GrpoBatch, report: DoctorReport, token_texts?: TokenTexts): void;
   /** The imported batch's notes (the reader's, then what its settings changed). */
   setImportedNotes(notes: string[]): void;
   setStepFrom(from: BatchSlice['stepFrom']): void;
@@ -250,12 +251,12 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   trackStageRequest: (delta) => set((s) => ({ stageRequests: s.stageRequests + delta })),
   setImported: (imported) => set(() => ({ imported, stepFrom: 'import', ...freshRun(), ...showing(imported), selected: null, focus: null })),
   setImportedNotes: (notes) => set((s) => (s.imported ? { imported: { ...s.imported, notes } } : {})),
-  setImportedReport: (batch, report) =>
+  setImportedReport: (batch, report, token_texts) =>
     set((s) => {
       if (s.imported?.batch !== batch) return {};
-      const imported = { ...s.imported, report };
-      // The findings on screen change only while the imported batch is the one shown.
-      return s.batchOrigin === 'import' && s.batch === batch ? { imported, findings: report.findings, skipped: report.skipped } : { imported };
+      const imported = { ...s.imported, report, token_texts };
+      // The findings (and decoded tokens) on screen change only while the imported batch is the one shown.
+      return s.batchOrigin === 'import' && s.batch === batch ? { imported, findings: report.findings, skipped: report.skipped, tokenTexts: token_texts ?? null } : { imported };
     }),
   setStepFrom: (stepFrom) => set((s) => ({ stepFrom, ...freshRun(), ...showing(stepFrom === 'import' ? s.imported : null) })),
   // An update from the loaded weights restores them at its first stage; the step stage moves them one step on.

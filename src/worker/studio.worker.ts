@@ -93,7 +93,8 @@ async function handle(id: number, req: Request): Promise<Responses[Request['type
       return {};
     case 'tokenizer-checks': {
       if (lastImport?.id !== req.import) return { report: null };
-      return { report: (await stepRunner()).inspect(lastImport.batch, { inferred: lastImport.inferred }).report };
+      const { report, token_texts } = (await stepRunner()).inspect(lastImport.batch, { inferred: lastImport.inferred });
+      return { report, token_texts };
     }
     case 'load-model': {
       const r = await stepRunner();
