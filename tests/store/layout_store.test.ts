@@ -4,18 +4,13 @@
 // sorts by the batch's rewards, filters to the rows the findings name, is the same object while its inputs
 // are, and offers only the sort keys the batch has values for.
 import { describe, expect, it } from 'vitest';
-import type { StateStorage } from 'zustand/middleware';
 import { createStudioStore, STORAGE_KEY } from '../../src/store/index.ts';
 import { DEFAULT_PANELS, PANEL_MAX, PANEL_MIN } from '../../src/store/layout.ts';
 import { rowOrderOf, sortKeysOf, sortValues } from '../../src/store/rows.ts';
 import type { RunResults } from '../../src/store/session.ts';
 import type { GrpoBatch } from '../../src/io/batch.ts';
 import type { DoctorReport } from '../../src/doctor/types.ts';
-
-function memoryStorage(): StateStorage & { data: Map<string, string> } {
-  const data = new Map<string, string>();
-  return { data, getItem: (k) => data.get(k) ?? null, setItem: (k, v) => void data.set(k, v), removeItem: (k) => void data.delete(k) };
-}
+import { memoryStorage } from '../helpers/page_store.ts';
 
 const batch: GrpoBatch = {
   format: 'grpo-batch/v1',

@@ -4,7 +4,6 @@
 // with the range of the report's summary (no pass over the batch on the page), in nats, a token that was not
 // compared (NaN) read as no value.
 import { describe, expect, it } from 'vitest';
-import type { StateStorage } from 'zustand/middleware';
 import { createStudioStore } from '../../src/store/index.ts';
 import { mismatchShown, mismatchTarget } from '../../src/store/derived.ts';
 import { availableHeats, heatSource } from '../../src/ui/grid/heat.ts';
@@ -13,11 +12,7 @@ import type { MismatchResult } from '../../src/bridge/protocol.ts';
 import type { MismatchReport } from '../../src/grpo/mismatch/types.ts';
 import type { GrpoBatch } from '../../src/io/batch.ts';
 import type { StagePayloads } from '../../src/bridge/protocol.ts';
-
-function memoryStorage(): StateStorage {
-  const data = new Map<string, string>();
-  return { getItem: (k) => data.get(k) ?? null, setItem: (k, v) => void data.set(k, v), removeItem: (k) => void data.delete(k) };
-}
+import { memoryStorage } from '../helpers/page_store.ts';
 
 const batchOf = (rows: number[][]): GrpoBatch => ({
   format: 'grpo-batch/v1',

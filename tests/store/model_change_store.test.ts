@@ -2,9 +2,9 @@
 // loadModel against a scripted worker): the findings and decoded tokens on screen are the new model's, as
 // `grpo-studio doctor --tokenizer` with that model's folder gives, never the findings of the model the import found.
 import { beforeAll, describe, expect, it, vi } from 'vitest';
-import type { StateStorage } from 'zustand/middleware';
 import type { DoctorReport, Finding } from '../../src/doctor/types.ts';
 import type { GrpoBatch } from '../../src/io/batch.ts';
+import { pageWithWorker } from '../helpers/page_store.ts';
 
 const requests: { type: string; import?: number }[] = [];
 const FOUND: Finding = { rule: 'token-out-of-vocabulary', severity: 'error', message: 'from the new model', sample: 0 } as Finding;
@@ -23,20 +23,11 @@ class ScriptedWorker {
   }
 }
 
-function memoryStorage(): StateStorage {
-  const data = new Map<string, string>();
-  return { getItem: (k) => data.get(k) ?? null, setItem: (k, v) => void data.set(k, v), removeItem: (k) => void data.delete(k) };
-}
-
-let controller: typeof import('../../src/store/controller.ts');
-let store: () => ReturnType<ReturnType<typeof import('../../src/store/index.ts').studioStore>['getState']>;
+let controller: Awaited<ReturnType<typeof pageWithWorker>>['controller'];
+let store: Awaited<ReturnType<typeof pageWithWorker>>['store'];
 
 beforeAll(async () => {
-  vi.stubGlobal('localStorage', memoryStorage());
-  vi.stubGlobal('Worker', ScriptedWorker);
-  controller = await import('../../src/store/controller.ts');
-  const { studioStore } = await import('../../src/store/index.ts');
-  store = () => studioStore().getState();
+  ({ controller, store } = await pageWithWorker(ScriptedWorker));
 });
 
 describe('another model loaded over an imported batch', () => {

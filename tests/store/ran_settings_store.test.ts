@@ -4,8 +4,7 @@
 // table is the update's config (an imported batch's update sampled nothing, and a prompt-set update's sampling
 // never overwrites a config key); an update from an imported batch sends the reader's inferred ids with it; the
 // prompt set's preset is its task's (multiply-tool's completion budget, not addition's).
-import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { StateStorage } from 'zustand/middleware';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readBatchFiles } from '../../src/cli/args.ts';
 import type { GrpoBatch } from '../../src/io/batch.ts';
 import type { EffectiveSettings } from '../../src/grpo/settings/effective.ts';
@@ -16,6 +15,7 @@ import { TOOL_GRPO_CONFIG } from '../../src/grpo/tool_task.ts';
 import { TASK_IDS } from '../../src/grpo/tasks.ts';
 import { taskLayer } from '../../src/bridge/settings.ts';
 import type { DoctorReport } from '../../src/doctor/types.ts';
+import { pageWithWorker } from '../helpers/page_store.ts';
 
 /** Every request the page sent, in order; run-stage and what-if answered with an empty result. */
 const requests: { type: string; settings?: unknown; start?: unknown }[] = [];
@@ -30,22 +30,13 @@ class ScriptedWorker {
   }
 }
 
-function memoryStorage(): StateStorage {
-  const data = new Map<string, string>();
-  return { getItem: (k) => data.get(k) ?? null, setItem: (k, v) => void data.set(k, v), removeItem: (k) => void data.delete(k) };
-}
-
-let controller: typeof import('../../src/store/controller.ts');
+let controller: Awaited<ReturnType<typeof pageWithWorker>>['controller'];
 let derived: typeof import('../../src/store/derived.ts');
-let store: () => ReturnType<ReturnType<typeof import('../../src/store/index.ts').studioStore>['getState']>;
+let store: Awaited<ReturnType<typeof pageWithWorker>>['store'];
 
 beforeAll(async () => {
-  vi.stubGlobal('localStorage', memoryStorage());
-  vi.stubGlobal('Worker', ScriptedWorker);
-  controller = await import('../../src/store/controller.ts');
+  ({ controller, store } = await pageWithWorker(ScriptedWorker));
   derived = await import('../../src/store/derived.ts');
-  const { studioStore } = await import('../../src/store/index.ts');
-  store = () => studioStore().getState();
 });
 
 afterEach(() => {

@@ -3,9 +3,9 @@
 // re-renders the page synchronously, and the worker would otherwise wait for it), and still runs every stage
 // exactly once, in order; Stop, a failure or a dropped update end the loop with no stage left in the worker that
 // the page does not know of; Next runs one stage.
-import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { StateStorage } from 'zustand/middleware';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { STAGES, type StageId } from '../../src/bridge/protocol.ts';
+import { pageWithWorker } from '../helpers/page_store.ts';
 
 /** What the scripted worker and the store did, in order: `post:<stage>` and `done:<stage>` / `error:<stage>`. */
 const events: string[] = [];
@@ -35,22 +35,14 @@ class ScriptedWorker {
   }
 }
 
-function memoryStorage(): StateStorage {
-  const data = new Map<string, string>();
-  return { getItem: (k) => data.get(k) ?? null, setItem: (k, v) => void data.set(k, v), removeItem: (k) => void data.delete(k) };
-}
-
-let controller: typeof import('../../src/store/controller.ts');
-let store: () => ReturnType<ReturnType<typeof import('../../src/store/index.ts').studioStore>['getState']>;
+let controller: Awaited<ReturnType<typeof pageWithWorker>>['controller'];
+let store: Awaited<ReturnType<typeof pageWithWorker>>['store'];
 
 beforeAll(async () => {
-  vi.stubGlobal('localStorage', memoryStorage());
-  vi.stubGlobal('Worker', ScriptedWorker);
-  controller = await import('../../src/store/controller.ts');
-  const { studioStore } = await import('../../src/store/index.ts');
-  store = () => studioStore().getState();
+  const page = await pageWithWorker(ScriptedWorker);
+  ({ controller, store } = page);
   // Every stage's status change, as the page would render it.
-  studioStore().subscribe((s, prev) => {
+  page.studio.subscribe((s, prev) => {
     for (const id of STAGES) {
       if (s.stages[id].status === prev.stages[id].status || (s.stages[id].status !== 'done' && s.stages[id].status !== 'error')) continue;
       events.push(`${s.stages[id].status}:${id}`);

@@ -4,17 +4,12 @@
 // until it is cleared; another trainer keeps its own edits over its own defaults; an imported batch's
 // settings are the base of its updates — the trainer's defaults plus the file's values, run context to run.
 import { describe, expect, it } from 'vitest';
-import type { StateStorage } from 'zustand/middleware';
 import { createStudioStore } from '../../src/store/index.ts';
 import { effectiveOf, lossTypeOf } from '../../src/store/derived.ts';
 import { effectiveSettings, fileLayer, settingOf, trainerOfBatch, unknownKeys, type EffectiveSettings } from '../../src/grpo/settings/effective.ts';
 import { DEFAULT_GRPO_CONFIG } from '../../src/grpo/default_task.ts';
 import type { GrpoBatch } from '../../src/io/batch.ts';
-
-function memoryStorage(): StateStorage {
-  const data = new Map<string, string>();
-  return { getItem: (k) => data.get(k) ?? null, setItem: (k, v) => void data.set(k, v), removeItem: (k) => void data.delete(k) };
-}
+import { memoryStorage } from '../helpers/page_store.ts';
 
 const settingsOf = (s: Parameters<typeof effectiveOf>[0]): EffectiveSettings => {
   const e = effectiveOf(s);

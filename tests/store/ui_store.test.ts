@@ -5,7 +5,6 @@
 // earlier batch's or form's), and a step from the prompt set does not use them; the group statistics the page
 // shows come from the worker (the advantages stage, else the Doctor's report on import), never recomputed.
 import { describe, expect, it } from 'vitest';
-import type { StateStorage } from 'zustand/middleware';
 import type { GrpoBatch } from '../../src/io/batch.ts';
 import { doneStageTimes, effectiveOf, groupStats } from '../../src/store/derived.ts';
 import { shallow } from 'zustand/shallow';
@@ -16,11 +15,7 @@ import { STAGES, type StageResult } from '../../src/bridge/protocol.ts';
 import { settingOf, trainerOfBatch, type EffectiveSettings } from '../../src/grpo/settings/effective.ts';
 import { stepConfigOf } from '../../src/grpo/step_config.ts';
 import { DEFAULT_GRPO_CONFIG } from '../../src/grpo/default_task.ts';
-
-function memoryStorage(): StateStorage & { data: Map<string, string> } {
-  const data = new Map<string, string>();
-  return { data, getItem: (k) => data.get(k) ?? null, setItem: (k, v) => void data.set(k, v), removeItem: (k) => void data.delete(k) };
-}
+import { memoryStorage } from '../helpers/page_store.ts';
 
 const batch: GrpoBatch = { format: 'grpo-batch/v1', num_generations: 1, pad_token_id: 0, eos_token_ids: [1], prompt_ids: [[5]], completion_ids: [[1]], completion_mask: [[1]] };
 const report = { findings: [{ rule: 'x', severity: 'error' as const, message: 'm', hint: 'h' }], skipped: [], counts: { error: 1, warning: 0, info: 0 } };

@@ -3,16 +3,11 @@
 // form errors are registered by field and cleared; invalid number text is named; a reset forgets the
 // what-if together with the run.
 import { describe, expect, it } from 'vitest';
-import type { StateStorage } from 'zustand/middleware';
 import { createStudioStore } from '../../src/store/index.ts';
 import { numberProblem } from '../../src/ui/fields.tsx';
 import { effectiveOf, staleFields } from '../../src/store/derived.ts';
 import { settingOf } from '../../src/grpo/settings/effective.ts';
-
-function memoryStorage(): StateStorage {
-  const data = new Map<string, string>();
-  return { getItem: (k) => data.get(k) ?? null, setItem: (k, v) => void data.set(k, v), removeItem: (k) => void data.delete(k) };
-}
+import { memoryStorage } from '../helpers/page_store.ts';
 
 type State = ReturnType<ReturnType<typeof createStudioStore>['getState']>;
 const effective = (s: State) => {
