@@ -99,8 +99,10 @@ export interface BatchSlice {
   stageRequests: number;
   trackStageRequest(delta: 1 | -1): void;
   setImported(imported: ImportedBatch): void;
-  /** The Doctor's full report on the imported `batch` (its deferred tokenizer checks done); ignored if another batch was imported since. */
-  /** The imported batch's Doctor report (and token texts) again, from the model loaded now; ignored for another batch. */
+  /**
+   * The Doctor's full report on the imported `batch` (and its token texts) from the model loaded now: its deferred
+   * tokenizer checks done, or checked again after another model's load; ignored if another batch was imported since.
+   */
   setImportedReport(batch: GrpoBatch, report: DoctorReport, token_texts?: TokenTexts): void;
   /** The imported batch's notes (the reader's, then what its settings changed). */
   setImportedNotes(notes: string[]): void;
