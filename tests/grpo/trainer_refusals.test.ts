@@ -187,8 +187,27 @@ describe('verl kl_cov / clip_cov: selections float32 cannot settle are refused, 
     expect(Number.isFinite((await verlObjective(twinBackend(c), c, { backward: false })).loss)).toBe(true);
     for (const a of [0, 0.7]) {
       const flat = { ...c, advantages: Float32Array.from(c.advantages, (_, i) => (c.completion_mask[i] ? a : 0)) };
-      await expect(verlObjective(twinBackend(flat), flat, { backward: false })).rejects.toThrow(/^config\.kl_cov_ratio: 0\.1 selects the top \d+ of \d+ tokens by covariance, and the \d+-th and the next are equal within float32 rounding/);
+      await expect(verlObjective(twinBackend(flat), flat, { backward: false })).rejects.toThrow(/^config\.kl_cov_ratio: 0\.1 selects the top \d+ of \d+ tokens by covariance, and the covariances at places \d+ and \d+ are equal within float32 rounding/);
     }
+  });
+  it('kl_cov: a k-th place a few float32 ulps from the next is refused; one far beyond float32 rounding is stepped', async () => {
+    // One row of 4 tokens, V = 2, token 0 sampled: logits [x, 0] give logp = −log(1 + e^−x). Advantages [1, 1, 0, 0]
+    // and logps [−0.2, −0.2 − δ, −2, −2] give covariances (A − Ā)(logp − l̄) = 0.45 + δ/8, 0.45 − 3δ/8, 0.45 − δ/8,
+    // 0.45 − δ/8: with kl_cov_ratio 0.25 (k = 1) the first place leads the next by δ/4. The float32 covariances
+    // verl forms carry ~1e-7 of error here (0.45 is 2^-25 apart from its float32 neighbours).
+    const { c } = golden('verl', '09');
+    const at = (delta: number): TrainerLossCase => {
+      const logps = [-0.2, -0.2 - delta, -2, -2];
+      return {
+        ...c, B: 1, T: 4, V: 2,
+        logits: Float32Array.from(logps.flatMap((l) => [-Math.log(Math.exp(-l) - 1), 0])),
+        completion_ids: new Int32Array(4), completion_mask: new Int32Array(4).fill(1),
+        advantages: Float32Array.from([1, 1, 0, 0]), old_per_token_logps: Float32Array.from(logps), ref_per_token_logps: null, sampling_per_token_logps: null, sequence_lengths: null,
+        config: { ...c.config, kl_cov_ratio: 0.25 },
+      };
+    };
+    await expect(verlObjective(twinBackend(at(1e-6)), at(1e-6), { backward: false })).rejects.toThrow(/^config\.kl_cov_ratio: 0\.25 selects the top 1 of 4 tokens by covariance, and the covariances at places 1 and 2 are equal within float32 rounding/);
+    expect(Number.isFinite((await verlObjective(twinBackend(at(1e-3)), at(1e-3), { backward: false })).loss)).toBe(true);
   });
   it('clip_cov: a covariance on clip_cov_lb or clip_cov_ub (within float32 rounding) is refused naming the bound', async () => {
     const { c, st } = golden('verl', '08');

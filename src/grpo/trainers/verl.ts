@@ -91,7 +91,7 @@ function klCovSelection(c: TrainerInputs, logp: ArrayLike<number>, M: ArrayLike<
   cov.sort((x, y) => y.v - x.v);
   // torch.topk picks among equal values in no documented order: a tie (within float32 rounding) at the k-th place is not the studio's to break.
   if (k < cov.length && cov[k - 1].v - cov[k].v <= covarianceMargin(c, logp, M)) {
-    throw new SettingsError(`config.kl_cov_ratio: ${ratio} selects the top ${k} of ${cov.length} tokens by covariance, and the ${k}-th and the next are equal within float32 rounding (${cov[k - 1].v} and ${cov[k].v}; all-equal advantages make every covariance 0): torch.topk's choice among them is not reproduced`);
+    throw new SettingsError(`config.kl_cov_ratio: ${ratio} selects the top ${k} of ${cov.length} tokens by covariance, and the covariances at places ${k} and ${k + 1} are equal within float32 rounding (${cov[k - 1].v} and ${cov[k].v}; all-equal advantages make every covariance 0): torch.topk's choice among them is not reproduced`);
   }
   for (const { i } of cov.slice(0, k)) sel[i] = 1;
   return sel;
