@@ -12,6 +12,7 @@ import { advantages, assemble, render, reward, sample } from './step_prepare.ts'
 import { backward, loss, policyForward, reEvaluate, referenceForward, step } from './step_train.ts';
 import type { Skipped, StageContext, StageData, StageOutput, StageResult, StepPipelineOptions, StepState } from './step_types.ts';
 import { WeightUndo } from './step_undo.ts';
+import { widestCompletion } from '../io/batch.ts';
 
 type StageFn<S extends StageId> = (ctx: StageContext, state: StepState) => Promise<StageOutput<S> | Skipped>;
 
@@ -39,7 +40,7 @@ export class StepPipeline {
 
   constructor(gpu: Gpu, opts: StepPipelineOptions) {
     this.gpu = gpu;
-    this.opts = opts;
+    this.opts = { ...opts }; // its own: `config` becomes the sampled width's (configForWidth)
     const { policy, reference } = opts;
     if (reference && reference.config.vocab_size !== policy.config.vocab_size) {
       throw new ModelLoadError(`the reference's vocabulary (${reference.config.vocab_size} tokens) differs from the policy's (${policy.config.vocab_size})`);
@@ -49,7 +50,7 @@ export class StepPipeline {
     }
     this.ctx = {
       gpu,
-      opts,
+      opts: this.opts,
       own: (x) => {
         this.owned.push(x);
         return x;
@@ -87,6 +88,7 @@ export class StepPipeline {
     const ms = performance.now() - t0;
     const skipped = 'skipped' in out ? out.skipped : undefined;
     if (!('skipped' in out)) (this.state as Record<StageId, StageOutput<StageId>>)[id] = out;
+    if (id === 'sample' && !('skipped' in out) && this.opts.configForWidth) this.opts.config = this.opts.configForWidth(widestCompletion((out.data as StageData['sample'])));
     const result: StageResult = { id, ms, gpuBytes: gpu.allocatedBytes, peakBytes: gpu.peakBytes, gpuStats: statsSince(gpu.stats, s0), data: 'skipped' in out ? null : out.data, skipped };
     this.results.push(result);
     return result;

@@ -55,6 +55,13 @@ export interface StepPipelineOptions {
   /** What `reference` is, for the reference stage's label (default: a model called "reference"; with no reference, a frozen copy). */
   reference_source?: ReferenceSource;
   config: StepConfig;
+  /**
+   * A prompt-set update's StepConfig for the width its completions turn out to have (the assembled batch's widest
+   * completion: what `grpo-studio` reads from the exported file, and the studio loss's L_max where no setting gives
+   * max_completion_length). The pipeline takes it once the sample stage ran; `config` stands in before (nothing
+   * read until then depends on the width).
+   */
+  configForWidth?: (C: number) => StepConfig;
   source: StepSource;
   /** Keep a copy of the weights before the step so reset() can restore them (the studio; costs one copy of the weights). */
   undo?: boolean;

@@ -99,11 +99,6 @@ class PipelineRunner implements StepRunner {
   private view: TrainerView | null = null;
   /** The ids the current update's imported batch's reader inferred (StepStart): its stages' Doctor judges as the import's. */
   private inferred: InferredIds = undefined;
-  /**
-   * A prompt-set update's options and its StepConfig for a completion width: the width is its sampled completions'
-   * (the assembled batch's C, which the CLI reads from the export), known once the sample stage ran. Null otherwise.
-   */
-  private widthPending: { opts: StepPipelineOptions; configFor: (C: number) => StepConfig } | null = null;
 
   constructor(
     private readonly gpu: Gpu,
@@ -275,8 +270,8 @@ class PipelineRunner implements StepRunner {
       // the loss table; the backward refuses with the same message the CLI gives before it starts.
       const steps_done = this.optimizer?.t ?? 0;
       const configFor = (C: number) => stepConfigOf(settings.settings, C, { steps_done, refuse: false });
-      // C: the batch's widest completion, as the CLI's; a prompt-set update's is known once sampled (widthPending),
-      // till then its sampling budget stands in (the optimizer, all that is read before, does not depend on it).
+      // C: the batch's widest completion, as the CLI's; a prompt-set update's is known once sampled (the pipeline's
+      // configForWidth), till then its sampling budget stands in (the optimizer, all that is read before, does not depend on it).
       const config = configFor(start.kind === 'batch' ? widestCompletion(start.batch) : settings.sampling.max_new_tokens);
       // Changed optimizer settings start from fresh moments (step 1, shown by the step stage); the learning rate alone may move.
       const withoutLr = (c: StepConfig['optimizer'] | undefined) => JSON.stringify(c && { ...c, lr: 0 });
@@ -291,22 +286,16 @@ class PipelineRunner implements StepRunner {
         reference: config.loss.beta === 0 ? null : ref ? ref.model : lora ? lora.model : frozen!,
         reference_source: ref ? { kind: 'model', name: ref.name } : lora ? lora.source : { kind: 'frozen-copy' },
         config,
+        ...(start.kind === 'prompts' ? { configForWidth: configFor } : {}),
         source,
         undo: true,
         optimizer: this.optimizer,
       };
       this.pipe = new StepPipeline(this.gpu, opts);
-      this.widthPending = start.kind === 'prompts' ? { opts, configFor } : null;
     }
     const pipe = this.pipe;
     if (pipe.nextStage !== stage) throw new Error(`stage "${stage}" cannot run now: the next stage is ${pipe.nextStage ? `"${pipe.nextStage}"` : 'none (reset first)'}`);
     const r = await pipe.next();
-    if (r.id === 'sample' && r.data && this.widthPending) {
-      // The stages read their options as they run: from assemble on (the batch's recorded config, the loss's L_max
-      // where no layer sets max_completion_length), the update's config is that of its sampled width.
-      this.widthPending.opts.config = this.widthPending.configFor(widestCompletion(r.data as StageData['sample']));
-      this.widthPending = null;
-    }
     const data = withExtras(r.id, r.data, this.known()!, pipe, this.inferred);
     if (r.id === 'loss' && data) {
       // The settings of this update are the ones sent with its first stage.
@@ -462,7 +451,6 @@ class PipelineRunner implements StepRunner {
     this.whatIfCurrent?.scratch.destroy();
     this.whatIfCurrent = null;
     this.view = null;
-    this.widthPending = null;
     if (undo) await this.pipe?.reset();
     this.pipe?.destroy();
     this.pipe = null;
