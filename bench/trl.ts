@@ -37,6 +37,7 @@ export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
       rows: gpu.createBuffer('rows', 4 * TRL_ROW_STATS * B),
       dlogp: gpu.createBuffer('dlogp', 4 * N),
       dentropy: gpu.createBuffer('dentropy', 4 * N),
+      totals: gpu.createBuffer('totals', 8), // one rank (params: ranks 1)
       hasOld: true,
       hasSampling: true,
     };

@@ -5,9 +5,9 @@
 // (sequence level: ∂r_b/∂logp_t = r_b·M_t/n_b, summed over the row first), directly for cispo/vespo (their
 // ratio factor is detached) and through the k3 KL. torch.minimum splits a tie's gradient in halves; clamp
 // passes gradient where min ≤ x ≤ max. dentropy = −entropy_coef·M'_t / (divisor or Σ M'·gas). Totals over the
-// micro-batch (N, Σ M') come from the forward's `rows`; a batch of several processes' micro-batches (rank_rows
-// rows each) takes each row's process's totals and averages the processes (bnpo and entropy ÷ ranks; divisor
-// already holds it). The float64 twin is src/oracle/trl_loss.ts.
+// micro-batch (N, Σ M') come from shaders/trl_loss_totals.wgsl over the forward's `rows`; a batch of several
+// processes' micro-batches (rank_rows rows each) takes each row's process's totals and averages the processes
+// (bnpo and entropy ÷ ranks; divisor already holds it). The float64 twin is src/oracle/trl_loss.ts.
 
 override WG: u32 = 64;
 override SEQUENCE: bool = false;
@@ -32,7 +32,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read> rows: array<f32>;           // (B, 8) from the forward
 @group(0) @binding(5) var<storage, read_write> dlogp: array<f32>;    // (B, T)
 @group(0) @binding(6) var<storage, read_write> dentropy: array<f32>; // (B, T)
-@group(0) @binding(7) var<uniform> p: Params;
+@group(0) @binding(7) var<storage, read> totals: array<f32>;         // (ranks, 2): N, Σ M' (trl_loss_totals)
+@group(0) @binding(8) var<uniform> p: Params;
 
 fn old_of(i: u32) -> f32 {
   return select(logp[i], aux[i].x, HAS_OLD);
@@ -46,14 +47,10 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   let o = b * T;
   let A = advantages[b];
   // Totals over this row's process (rank_rows consecutive rows); the ranks' gradients are averaged (÷ ranks).
-  let r0 = b / p.rank_rows * p.rank_rows;
+  let rank = b / p.rank_rows;
   let ranks = f32(p.B / p.rank_rows);
-  var N = 0.0;
-  var E = 0.0;
-  for (var k = r0; k < r0 + p.rank_rows; k++) {
-    N += rows[k * 8u + 1u];
-    E += rows[k * 8u + 4u];
-  }
+  let N = totals[rank * 2u];
+  let E = totals[rank * 2u + 1u];
   let n = rows[b * 8u + 1u];
   let nb = max(1.0, n);
   let off = rows[b * 8u + 5u];

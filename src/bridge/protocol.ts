@@ -7,10 +7,10 @@
 // Results are structured-cloned, not transferred: the pipeline keeps reading its own arrays.
 // src/bridge/ holds this contract and the page's end of it (client.ts). The store and the worker
 // (src/worker/) both import it, the worker never the client; it imports neither of them.
-import type { DoctorOptions, DoctorReport, Finding } from '../doctor/types.ts';
+import type { DoctorReport, Finding } from '../doctor/types.ts';
 import type { PendingCall } from '../grpo/tool_loop.ts';
 import type { AdapterReport } from '../gpu/context.ts';
-import type { GrpoBatch } from '../io/batch.ts';
+import type { GrpoBatch, InferredIds } from '../io/batch.ts';
 import type { Gpu } from '../gpu/context.ts';
 import type { StageData, StageResult as PipelineStageResult } from '../grpo/step_types.ts';
 import type { JsRewardRunner, RewardSample, RewardSpec, RewardTable } from '../grpo/rewards.ts';
@@ -252,7 +252,7 @@ export interface CorrectionsResult {
 }
 
 /** The pad / EOS ids a batch's reader inferred rather than read, each with what from (ImportResult.inferred). */
-export type InferredIds = DoctorOptions['inferred'];
+export type { InferredIds } from '../io/batch.ts';
 
 /**
  * Where an update starts: the prompt set (render → sample → reward), or an imported batch (those three skipped)

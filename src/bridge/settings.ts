@@ -3,13 +3,16 @@
 // or the imported batch's own `config` / `run` for that batch (never an earlier batch's) — then the user's
 // edits, kept per trainer in its own field names. The page sends the result (EffectiveSettings) with every
 // update and what-if; the worker turns it into a StepConfig with the CLI's function (stepConfigOf). A what-if
-// is resolved over the settings its update ran with (whatIfSettings), never over the form as it is now. Also: a
-// prompt of the prompt set as the conversation the chat template renders (the render stage, the template diff).
+// is resolved over the settings its update ran with (whatIfSettings), never over the form as it is now. The
+// prompt set's sampling form holds the values a trainer samples AND scores with (TRL's temperature,
+// max_completion_length, num_generations, top-k / top-p / min-p: rows marked `sampler`): it is a layer of the
+// prompt set's settings (samplingLayer), so the sampler and the loss read one value. Also: a prompt of the prompt
+// set as the conversation the chat template renders (the render stage, the template diff).
 import { DEFAULT_TASK, TASKS, type TaskId } from '../grpo/tasks.ts';
-import { effectiveSettings, fileLayer, settingOf, type EffectiveSettings, type SettingsLayer } from '../grpo/settings/effective.ts';
-import { TRAINERS, type TrainerId } from '../grpo/settings/types.ts';
+import { configTable, effectiveSettings, fileLayer, settingOf, type EffectiveSettings, type SettingsLayer } from '../grpo/settings/effective.ts';
+import { SettingsError, TRAINERS, type SamplerField, type SettingSpec, type TrainerId } from '../grpo/settings/types.ts';
 import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
-import type { PromptItem } from './protocol.ts';
+import type { PromptItem, SamplingSettings } from './protocol_settings.ts';
 
 /** The sampler defaults the worker applies, for the page's sampling form. */
 export { DEFAULT_SAMPLING } from '../model/sampler.ts';
@@ -28,15 +31,65 @@ export type SettingsEdits = Record<TrainerId, { config: Record<string, unknown>;
 
 export const noEdits = (): SettingsEdits => Object.fromEntries(TRAINERS.map((t) => [t, { config: {}, run: {} }])) as SettingsEdits;
 
-/** What an update's settings start from: the prompt set (its task's preset; default: the default task) or a batch file (its own settings). */
-export type SettingsBase = { kind: 'prompts'; task?: TaskId } | { kind: 'batch'; batch: Pick<GrpoBatch, 'trainer' | 'config' | 'run'>; name: string };
+/**
+ * What an update's settings start from: the prompt set (its task's preset, default the default task, and its
+ * sampling form) or a batch file (its own settings).
+ */
+export type SettingsBase = { kind: 'prompts'; task?: TaskId; sampling?: SamplingSettings } | { kind: 'batch'; batch: Pick<GrpoBatch, 'trainer' | 'config' | 'run'>; name: string };
 
-/** The layer below the user's edits: the file's own settings, or the task's preset. */
-const baseLayer = (base: SettingsBase): SettingsLayer => (base.kind === 'batch' ? fileLayer(base.batch, base.name) : taskLayer(base.task ?? DEFAULT_TASK));
+/** The rows of a trainer's config that are a sampler field (SettingSpec.sampler). */
+export const samplerRows = (trainer: TrainerId): (SettingSpec & { sampler: SamplerField })[] => configTable(trainer).filter((r): r is SettingSpec & { sampler: SamplerField } => r.sampler !== undefined);
 
-/** The settings the page's next update runs with. Throws SettingsError naming a bad value. */
+/** A sampler value in the row's terms: min-p 0 is off, which TRL's nullable min_p writes None. */
+const rowValue = (row: SettingSpec, v: number): number | null => (v === 0 && row.nullable ? null : v);
+
+/** A row's value as the sampler's field (TRL's min_p None is the sampler's 0, off). */
+export const samplerValue = (v: unknown): unknown => v ?? 0;
+
+/**
+ * The sampling form as a layer of `trainer`'s settings: each row that is a sampler field, where the form's value
+ * is not what the task's preset already gives (so an untouched form leaves the preset's provenance). Set by the
+ * user in the sampling form: origin edited, label "sampling form".
+ */
+function samplingLayer(trainer: TrainerId, preset: SettingsLayer, sampling: SamplingSettings): SettingsLayer {
+  const below = effectiveSettings(trainer, [preset]);
+  const config = Object.fromEntries(
+    samplerRows(trainer)
+      .map((row) => [row.name, rowValue(row, sampling[row.sampler])] as const)
+      .filter(([name, v]) => JSON.stringify(settingOf(below, 'config', name).value) !== JSON.stringify(v)),
+  );
+  return { origin: 'edited', label: 'sampling form', trainer, config };
+}
+
+/** The layers below the user's edits: the file's own settings, or the task's preset and the sampling form. */
+function baseLayers(base: SettingsBase, trainer: TrainerId): SettingsLayer[] {
+  if (base.kind === 'batch') return [fileLayer(base.batch, base.name)];
+  const preset = taskLayer(base.task ?? DEFAULT_TASK);
+  return base.sampling ? [preset, samplingLayer(trainer, preset, base.sampling)] : [preset];
+}
+
+/**
+ * The settings the page's next update runs with. Over the prompt set, the sampler's rows come from the sampling form
+ * (the store keeps an edit of one there: src/store/settings.ts setSetting). Throws SettingsError naming a bad value.
+ */
 export function pageSettings(trainer: TrainerId, base: SettingsBase, edits: SettingsEdits): EffectiveSettings {
-  return effectiveSettings(trainer, [baseLayer(base), { origin: 'edited', ...edits[trainer] }]);
+  return effectiveSettings(trainer, [...baseLayers(base, trainer), { origin: 'edited', ...edits[trainer] }]);
+}
+
+/**
+ * The sampler's settings of a prompt-set update whose settings are `settings`: the sampling as sent, once each row
+ * that is a sampler field is checked to hold the sampler's value — the trainer samples with the value it scores
+ * with, so two values would be an update no trainer runs. Throws SettingsError naming both.
+ */
+export function samplerOf(settings: EffectiveSettings, sampling: SamplingSettings): SamplingSettings {
+  for (const row of samplerRows(settings.trainer)) {
+    const { value, provenance } = settingOf(settings, 'config', row.name);
+    if (samplerValue(value) !== sampling[row.sampler])
+      throw new SettingsError(
+        `config.${row.name} ${JSON.stringify(value)} (${provenance.label ?? provenance.origin}) is not the sampler's ${row.sampler} ${sampling[row.sampler]}: ${settings.trainer} samples with the value it scores with; set it in the sampling form`,
+      );
+  }
+  return sampling;
 }
 
 /** Resolved settings as layers again, one per provenance, in the trainer's names: each value keeps where it came from. */
@@ -60,7 +113,9 @@ function layersOf(s: EffectiveSettings): SettingsLayer[] {
  * SettingsError naming a bad value.
  */
 export function whatIfSettings(ran: EffectiveSettings, base: SettingsBase, trainer: TrainerId, edits: Record<string, unknown>): EffectiveSettings {
-  return effectiveSettings(trainer, [baseLayer(base), ...layersOf(ran), { origin: 'edited', label: 'what-if', config: edits }]);
+  // The sampling form as it is now is not the update's: what the update sampled with is in `ran`.
+  const below = baseLayers(base.kind === 'prompts' ? { kind: 'prompts', task: base.task } : base, trainer);
+  return effectiveSettings(trainer, [...below, ...layersOf(ran), { origin: 'edited', label: 'what-if', config: edits }]);
 }
 
 /**
@@ -68,7 +123,7 @@ export function whatIfSettings(ran: EffectiveSettings, base: SettingsBase, train
  * applied): every value the user or the what-if set, and every value the base alone would not give.
  */
 export function editsReaching(target: EffectiveSettings, base: SettingsBase): SettingsEdits[TrainerId] {
-  const below = effectiveSettings(target.trainer, [baseLayer(base)]);
+  const below = effectiveSettings(target.trainer, baseLayers(base, target.trainer));
   const pick = (where: 'config' | 'run') =>
     Object.fromEntries(
       Object.entries(target[where]).filter(([k, v]) => target.provenance[`${where}.${k}`]?.origin === 'edited' || JSON.stringify(settingOf(below, where, k).value) !== JSON.stringify(v)),

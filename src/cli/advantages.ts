@@ -1,34 +1,33 @@
 // `grpo-studio advantages CASE.safetensors [--out RESULT.json]`: an advantage case
 // (tests/golden/trainers/README.md, kind = advantages): TRL's advantage block on `rewards_per_func` (B, F)
 // (NaN = a reward function returned None), or verl's estimator on `token_level_rewards` / `response_mask` /
-// `index`; writes `advantages` (and verl's `returns`) as nested lists. CPU float64: no GPU needed.
+// `index`; writes `advantages` (and verl's `returns`) as nested lists. CPU float64: no GPU needed. Tensors and
+// metadata are read as the batch importers read a dump (src/io/formats/common.ts Dump: whole numbers exactly in any
+// dtype that holds them, `config` / `run` in Python's JSON dialect), every refusal one line naming the file.
 import { checkOutPath, CliError, flag, nest, parseArgs, readInput, writeResult } from './args.ts';
-import { parseSafeTensors, shapeOf, toF64, toI32, type SafeTensors } from '../io/safetensors.ts';
+import { parseSafeTensors, shapeOf } from '../io/safetensors.ts';
+import { Dump } from '../io/formats/common.ts';
 import { trlAdvantages, verlAdvantages, type VerlAdvantageConfig } from '../grpo/advantages.ts';
 import { parseTrlConfig, parseTrlRun } from '../grpo/settings/trl.ts';
 import { VERL_ADVANTAGE_SETTINGS } from '../grpo/settings/verl_advantages.ts';
 import { parseSettings } from '../grpo/settings/table.ts';
 import { SettingsError } from '../grpo/settings/types.ts';
 
-function meta(st: SafeTensors, key: string, source: string): unknown {
-  try {
-    return JSON.parse(st.metadata[key] ?? '{}');
-  } catch {
-    throw new CliError(`${source}: metadata "${key}" is not JSON`);
-  }
-}
-
-function tensor(st: SafeTensors, name: string, rank: number, source: string): number[] {
+function tensor({ st, file: source }: Dump, name: string, rank: number): number[] {
   if (!st.tensors.has(name)) throw new CliError(`${source}: missing tensor "${name}"`);
   const s = shapeOf(st, name);
   if (s.length !== rank || s.some((d) => d < 1)) throw new CliError(`${source}: tensor "${name}" has shape ${JSON.stringify(s)}, expected rank ${rank}`);
   return s;
 }
 
-function trl(st: SafeTensors, source: string): Record<string, unknown> {
-  const [B, F] = tensor(st, 'rewards_per_func', 2, source);
-  const c = parseTrlConfig(meta(st, 'config', source)).values;
-  const run = parseTrlRun(meta(st, 'run', source)).values;
+/** A float64 copy of a floating tensor (F64 as stored). */
+const f64 = (d: Dump, name: string): Float64Array => Float64Array.from(d.floatData(name));
+
+function trl(d: Dump): Record<string, unknown> {
+  const source = d.file;
+  const [B, F] = tensor(d, 'rewards_per_func', 2);
+  const c = parseTrlConfig(d.metaObject('config')).values;
+  const run = parseTrlRun(d.metaObject('run')).values;
   if (B % c.num_generations !== 0) throw new CliError(`${source}: rewards_per_func has ${B} rows, not a multiple of config.num_generations = ${c.num_generations}`);
   if (B % run.num_processes !== 0) throw new CliError(`${source}: rewards_per_func has ${B} rows, not a multiple of run.num_processes = ${run.num_processes}`);
   // TRL keeps one process's slice of the gathered advantages: a list of ranks (a merged batch's) names no slice.
@@ -36,27 +35,28 @@ function trl(st: SafeTensors, source: string): Record<string, unknown> {
   if (Array.isArray(rank)) throw new CliError(`${source}: run.rank = ${JSON.stringify(rank)}: an advantage case is one process's slice, give its rank`);
   if (rank >= run.num_processes) throw new CliError(`${source}: run.rank = ${rank} but run.num_processes = ${run.num_processes}`);
   if (c.reward_weights && c.reward_weights.length !== F) throw new CliError(`${source}: config.reward_weights has ${c.reward_weights.length} weights for ${F} reward functions`);
-  const A = trlAdvantages(toF64(st, 'rewards_per_func'), B, F, c, { num_processes: run.num_processes, rank });
+  const A = trlAdvantages(f64(d, 'rewards_per_func'), B, F, c, { num_processes: run.num_processes, rank });
   return { advantages: Array.from(A) };
 }
 
-function verl(st: SafeTensors, source: string): Record<string, unknown> {
-  const [B, T] = tensor(st, 'token_level_rewards', 2, source);
-  const ms = tensor(st, 'response_mask', 2, source);
+function verl(d: Dump): Record<string, unknown> {
+  const source = d.file;
+  const [B, T] = tensor(d, 'token_level_rewards', 2);
+  const ms = tensor(d, 'response_mask', 2);
   if (ms[0] !== B || ms[1] !== T) throw new CliError(`${source}: tensor "response_mask" has shape ${JSON.stringify(ms)}, expected ${JSON.stringify([B, T])}`);
-  const c = parseSettings<VerlAdvantageConfig>(VERL_ADVANTAGE_SETTINGS, meta(st, 'config', source), 'config', { required: ['adv_estimator'] }).values;
-  const mask = toI32(st, 'response_mask');
+  const c = parseSettings<VerlAdvantageConfig>(VERL_ADVANTAGE_SETTINGS, d.metaObject('config'), 'config', { required: ['adv_estimator'] }).values;
+  const mask = d.wholeData('response_mask', 'mask');
   mask.forEach((m, i) => {
     if (m !== 0 && m !== 1) throw new CliError(`${source}: response_mask at sample ${Math.floor(i / T)}, position ${i % T} is ${m}, expected 0 or 1`);
   });
   let index: Int32Array = new Int32Array(B);
   if (c.adv_estimator !== 'reinforce_plus_plus') {
-    const is = tensor(st, 'index', 1, source);
+    const is = tensor(d, 'index', 1);
     if (is[0] !== B) throw new CliError(`${source}: tensor "index" has shape ${JSON.stringify(is)}, expected [${B}]`);
-    index = toI32(st, 'index');
+    index = d.wholeData('index', 'mask'); // group labels: any int32, the masks' range (ids must be ≥ 0)
   }
   try {
-    const r = verlAdvantages(toF64(st, 'token_level_rewards'), mask, index, B, T, c);
+    const r = verlAdvantages(f64(d, 'token_level_rewards'), mask, index, B, T, c);
     return { advantages: nest(r.advantages, [B, T]), returns: nest(r.returns, [B, T]) };
   } catch (e) {
     if (e instanceof RangeError) throw new CliError(`${source}: ${e.message}`);
@@ -69,11 +69,11 @@ export async function run(argv: string[]): Promise<number> {
   checkOutPath(flag(args, 'out'));
   if (args.positional.length !== 1) throw new CliError('usage: grpo-studio advantages CASE.safetensors [--out RESULT.json]');
   const path = args.positional[0];
-  const st = parseSafeTensors(readInput(path), path);
-  const trainer = st.metadata.trainer;
+  const d = new Dump(parseSafeTensors(readInput(path), path), path);
+  const trainer = d.st.metadata.trainer;
   try {
-    if (trainer === 'trl') return await writeResult(flag(args, 'out'), trl(st, path), 'advantages');
-    if (trainer === 'verl') return await writeResult(flag(args, 'out'), verl(st, path), 'advantages');
+    if (trainer === 'trl') return await writeResult(flag(args, 'out'), trl(d), 'advantages');
+    if (trainer === 'verl') return await writeResult(flag(args, 'out'), verl(d), 'advantages');
     throw new CliError(`${path}: metadata "trainer" is ${JSON.stringify(trainer)}, expected trl or verl`);
   } catch (e) {
     if (e instanceof SettingsError) throw new CliError(`${path}: ${e.message}`);

@@ -3,10 +3,10 @@
 // Bad input raises CliError, which main() turns into a one-line reason and exit code 2.
 import { accessSync, closeSync, constants, fstatSync, mkdirSync, openSync, readSync, statSync, writeFileSync } from 'node:fs';
 import { BatchFormatError, widestCompletion, type GrpoBatch } from '../io/batch.ts';
-import { padBatch, type PaddedBatch } from '../grpo/batch.ts';
+import { checkScorable, padBatch, type PaddedBatch } from '../grpo/batch.ts';
 import { importBatch, type ImportOptions, type ImportResult } from '../io/formats/index.ts';
 import { assertComputable, modelLimits, type ValidateOptions } from '../io/validate.ts';
-import type { ModelConfig } from '../model/config.ts';
+import { ModelLoadError, type ModelConfig } from '../model/config.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import { basename, dirname, resolve } from 'node:path';
 import { stepConfigOf, type StepConfig } from '../grpo/step_config.ts';
@@ -24,9 +24,14 @@ export interface ParsedArgs {
   flags: Map<string, string | true>;
 }
 
+/**
+ * Positionals and flags. No verb takes a flag twice (several files are positionals: `doctor A B`), so a repeated
+ * flag is refused, naming it: keeping one of two `--batch` values would compute on a file the user may not mean.
+ */
 export function parseArgs(argv: string[], spec: { values: string[]; switches?: string[] }): ParsedArgs {
   const positional: string[] = [];
   const flags = new Map<string, string | true>();
+  const seen = new Set<string>();
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (!a.startsWith('--')) {
@@ -34,6 +39,8 @@ export function parseArgs(argv: string[], spec: { values: string[]; switches?: s
       continue;
     }
     const [name, inline] = a.slice(2).split(/=(.*)/s, 2);
+    if (seen.has(name)) throw new CliError(`--${name} is given twice: give it once`);
+    seen.add(name);
     if (spec.switches?.includes(name)) {
       if (inline !== undefined) throw new CliError(`--${name} takes no value (got --${name}=${inline})`);
       flags.set(name, true);
@@ -263,7 +270,7 @@ export async function tokenizerFlag(args: ParsedArgs): Promise<Tokenizer | undef
  * the studio therefore takes from its defaults is said where the number is computed, not only where the file is converted.
  */
 export function readBatchFor(path: string, purpose: NonNullable<ValidateOptions['purpose']>): { batch: GrpoBatch; format: string } {
-  const { batch, format, notes } = readBatchFiles([path]);
+  const { batch, format, notes, unknownKeys } = readBatchFiles([path]);
   assertComputable(batch, { purpose }, path);
   // Scoring reads at least one prompt and one completion position (checkScorable, the step pipeline): said here with the file.
   const P = batch.prompt_ids.reduce((m, r) => Math.max(m, r.length), 0);
@@ -271,6 +278,8 @@ export function readBatchFor(path: string, purpose: NonNullable<ValidateOptions[
   if (P < 1 || C < 1) throw new CliError(`${path}: the batch needs at least one prompt token and one completion token (P = ${P}, C = ${C})`);
   // After the checks: a file refused is one line on stderr.
   for (const n of notes) console.error(`note: ${path}: ${n}`);
+  // As the page's import and `doctor` list them: a misspelt setting is not taken silently for its default.
+  if (unknownKeys.length) console.error(`note: ${path}: keys not read: ${unknownKeys.join(', ')}`);
   return { batch, format };
 }
 
@@ -284,6 +293,29 @@ export function padBatchOf(batch: GrpoBatch, path: string): PaddedBatch {
   } catch (e) {
     if (e instanceof BatchFormatError) throw new CliError(`${path}: ${e.message}`);
     throw e;
+  }
+}
+
+/** checkScorable (src/grpo/batch.ts) against the policy's vocabulary, its refusal one line naming the file. */
+export function checkScorableFile(batch: GrpoBatch, padded: PaddedBatch, cfg: ModelConfig, path: string): void {
+  try {
+    checkScorable(batch, padded, cfg.vocab_size, 'policy');
+  } catch (e) {
+    if (e instanceof BatchFormatError) throw new CliError(`${path}: ${e.message}`);
+    throw e;
+  }
+}
+
+/**
+ * A model loaded from the folder a flag names (`--model`, `--ref-model`): a ModelLoadError (no config.json, an
+ * unsupported config) is one line naming the flag and the folder, so the user knows which of the two to fix.
+ */
+export async function modelOfFlag<T>(name: string, path: string, load: () => Promise<T>): Promise<T> {
+  try {
+    return await load();
+  } catch (e) {
+    if (!(e instanceof ModelLoadError)) throw e;
+    throw new CliError(`--${name} ${path}: ${e.message.startsWith(`${path}: `) ? e.message.slice(path.length + 2) : e.message}`);
   }
 }
 

@@ -4,7 +4,8 @@
 // scored too, so every position matches what TRL computes. A case with a `trainer` in its metadata
 // (golden/trainers) runs that trainer's own objective instead (trainer_case.ts).
 import { checkOutPath, CliError, flag, nest, parseArgs, readInput, writeResult } from './args.ts';
-import { parseSafeTensors, shapeOf, toF32, toI32, type SafeTensors } from '../io/safetensors.ts';
+import { parseSafeTensors, shapeOf, type SafeTensors } from '../io/safetensors.ts';
+import { Dump } from '../io/formats/common.ts';
 import { grpo_loss, parseGrpoLossConfig, readGrpoLoss, GrpoLossError, type GrpoLossConfig, type GrpoLossInputs } from '../grpo/loss.ts';
 import type { Gpu } from '../gpu/context.ts';
 
@@ -30,43 +31,55 @@ function expectShape(st: SafeTensors, name: string, shape: number[], source: str
   }
 }
 
-/** Reads and checks a loss case; every problem is a CliError naming the tensor (and sample, position). */
+/**
+ * Reads and checks a loss case; every problem is one line naming the file and the tensor (and sample, position).
+ * Tensors and the `config` metadata are read as the batch importers read a dump (src/io/formats/common.ts Dump):
+ * ids and masks exactly in any whole-number dtype (a float tensor only if every value is an exact integer), the
+ * config in Python's JSON dialect (NaN as json.dumps writes it), so one file is read alike by `loss` and `doctor`.
+ */
 export function readLossCase(bytes: Uint8Array | SafeTensors, source = 'loss case'): LossCase {
   const st = bytes instanceof Uint8Array ? parseSafeTensors(bytes, source) : bytes;
+  const d = new Dump(st, source);
   if (!st.tensors.has('logits')) throw new CliError(`${source}: missing tensor "logits"`);
   const ls = shapeOf(st, 'logits');
-  if (ls.length !== 3 || ls.some((d) => d < 1)) throw new CliError(`${source}: tensor "logits" has shape ${JSON.stringify(ls)}, expected [B, T, V]`);
+  if (ls.length !== 3 || ls.some((n) => n < 1)) throw new CliError(`${source}: tensor "logits" has shape ${JSON.stringify(ls)}, expected [B, T, V]`);
   const [B, T, V] = ls;
   expectShape(st, 'completion_ids', [B, T], source);
   expectShape(st, 'completion_mask', [B, T], source);
   expectShape(st, 'advantages', [B], source);
+  // The kernels read f32: an F64 tensor is narrowed as toF32 narrows it.
+  const f32 = (name: string): Float32Array => {
+    const a = d.floatData(name);
+    return a instanceof Float32Array ? a : Float32Array.from(a);
+  };
   const optional = (name: string): Float32Array | null => {
     if (!st.tensors.has(name)) return null;
     expectShape(st, name, [B, T], source);
-    return toF32(st, name);
+    return f32(name);
   };
+  if (st.metadata.config === undefined) throw new CliError(`${source}: no "config" in the metadata`);
   let config: GrpoLossConfig;
   try {
-    if (st.metadata.config === undefined) throw new CliError('no "config" in the metadata');
-    config = parseGrpoLossConfig(JSON.parse(st.metadata.config), 'config');
+    config = parseGrpoLossConfig(d.metaObject('config'), 'config');
   } catch (e) {
-    throw new CliError(`${source}: ${(e as Error).message}`);
+    if (e instanceof GrpoLossError) throw new CliError(`${source}: ${e.message}`);
+    throw e;
   }
   const c: LossCase = {
     B,
     T,
     V,
-    logits: toF32(st, 'logits'),
-    completion_ids: toI32(st, 'completion_ids'),
-    completion_mask: toI32(st, 'completion_mask'),
-    advantages: toF32(st, 'advantages'),
+    logits: f32('logits'),
+    completion_ids: d.wholeData('completion_ids', 'ids'),
+    completion_mask: d.wholeData('completion_mask', 'mask'),
+    advantages: f32('advantages'),
     old_per_token_logps: optional('old_per_token_logps'),
     ref_per_token_logps: optional('ref_per_token_logps'),
     config,
   };
   for (let i = 0; i < B * T; i++) {
     const at = `sample ${Math.floor(i / T)}, position ${i % T}`;
-    if (c.completion_ids[i] < 0 || c.completion_ids[i] >= V) throw new CliError(`${source}: completion_ids at ${at} is ${c.completion_ids[i]}, outside the vocabulary [0, ${V})`);
+    if (c.completion_ids[i] >= V) throw new CliError(`${source}: completion_ids at ${at} is ${c.completion_ids[i]}, outside the vocabulary [0, ${V})`);
     if (c.completion_mask[i] !== 0 && c.completion_mask[i] !== 1) throw new CliError(`${source}: completion_mask at ${at} is ${c.completion_mask[i]}, expected 0 or 1`);
   }
   // Non-finite inputs make TRL's loss NaN even under mask 0 (NaN · 0 = NaN): stop rather than print a number it would not.

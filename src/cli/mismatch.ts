@@ -13,7 +13,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { nodeGpu } from '../gpu/node.ts';
 import type { Gpu } from '../gpu/context.ts';
-import { checkScorable, raggedFromPadded } from '../grpo/batch.ts';
+import { raggedFromPadded } from '../grpo/batch.ts';
 import { analyseMismatch, mismatchInputOf } from '../grpo/mismatch/analysis.ts';
 import { CORRECTIONS, correctionEffects, type CorrectionEffect } from '../grpo/mismatch/corrections.ts';
 import type { Distribution, LogpSide, MismatchReport, Statistic } from '../grpo/mismatch/types.ts';
@@ -24,7 +24,7 @@ import { CausalLM } from '../model/model.ts';
 import { score_completions } from '../model/score.ts';
 import { openModelSource } from '../model/source_node.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
-import { checkBatchForModel, checkOutPath, CliError, flag, padBatchOf, parseArgs, readBatchFor, stepSettingsOfFile, tokenizerFlag, warnUnused, writeOutput, writeResult, type ParsedArgs } from './args.ts';
+import { checkBatchForModel, checkScorableFile, checkOutPath, CliError, flag, modelOfFlag, padBatchOf, parseArgs, readBatchFor, stepSettingsOfFile, tokenizerFlag, warnUnused, writeOutput, writeResult, type ParsedArgs } from './args.ts';
 
 const USAGE = 'usage: grpo-studio mismatch BATCH [--model DIR] [--adapter DIR] [--tokenizer DIR] [--json] [--out FILE]';
 /** Top tokens the text report lists (--json has the report's whole list). */
@@ -46,13 +46,13 @@ async function recompute(gpu: Gpu, batch: GrpoBatch, path: string, modelDir: str
   const padded = padBatchOf(batch, path);
   const { temperature } = stepSettingsOfFile(batch, path).config.loss;
   // Scoring never trains: weights stay in their checkpoint dtype.
-  const policy = await CausalLM.from_pretrained(openModelSource(modelDir), gpu, { storage: 'checkpoint' });
+  const policy = await modelOfFlag('model', modelDir, () => CausalLM.from_pretrained(openModelSource(modelDir), gpu, { storage: 'checkpoint' }));
   let adapter: LoraAdapter | null = null;
   let base: CausalLM | null = null;
   try {
     warnUnused('mismatch', modelDir, policy.info);
     checkBatchForModel(batch, policy.config, path, 'score', 'policy');
-    checkScorable(batch, padded, policy.config.vocab_size, 'policy');
+    checkScorableFile(batch, padded, policy.config, path);
     adapter = adapterDir ? LoraAdapter.fromWeights(gpu, await loadLoraAdapter(openModelSource(adapterDir), policy.config)) : null;
     policy.adapter = adapter;
     base = adapter ? policy.withAdapter(null) : null;

@@ -7,13 +7,15 @@
 // device `step` opens, src/gpu/node.ts: every limit raised to the adapter's), as the page checks against its
 // own; WebGPU's defaults (what every adapter guarantees) only with --limits default or when no adapter opens
 // — a 0.254 GiB embedding is no problem on an adapter that binds 4 GiB. The output names the limits used.
-// Buffers past them are listed (`buffers`, status 'does not fit' or 'windowed'); the exit code stays 0: a
-// plan is not a failure.
+// Buffers past them are listed (`buffers`, status 'does not fit' or 'windowed'), and rows longer than a learned
+// position table (GPT-2's n_positions: `positions`, which `step` would refuse); the exit code stays 0: a plan is not
+// a failure.
 import { existsSync, statSync } from 'node:fs';
 import { ModelLoadError, parseConfig } from '../model/config.ts';
 import { DEFAULT_LIMITS, type BufferLimits } from '../model/memory.ts';
 import { formatStepPlan, planStep, type PlanOptions } from '../model/plan.ts';
 import { openModelSource } from '../model/source_node.ts';
+import { modelLimits } from '../io/validate.ts';
 import { CliError, flag, parseArgs, readInput } from './args.ts';
 
 const positiveInt = (name: string, v: string): number => {
@@ -79,7 +81,11 @@ export async function run(argv: string[]): Promise<number> {
     limits_from: from,
   };
   const plan = planStep(cfg, opts);
-  if (args.flags.has('json')) console.log(JSON.stringify({ model, ...opts, ...plan }));
-  else console.log(formatStepPlan(model, opts, plan));
+  // A learned position table (GPT-2) bounds the row, as `step` checks it (modelLimits): said like a buffer that does
+  // not fit — listed with a "!", the exit code still 0.
+  const { max_positions } = modelLimits(cfg);
+  const positions = max_positions !== undefined && T > max_positions ? `batch rows of ${T} tokens > the model's ${max_positions} positions (n_positions / max_position_embeddings): step refuses such a batch` : undefined;
+  if (args.flags.has('json')) console.log(JSON.stringify({ model, ...opts, ...plan, ...(positions ? { positions } : {}) }));
+  else console.log(formatStepPlan(model, opts, plan) + (positions ? `\n  ! ${positions}` : ''));
   return 0;
 }

@@ -4,12 +4,12 @@
 // per-token array ragged like the batch's completion_ids. Temperature, KL estimator and position_ids
 // style ("from_attention_mask", HF generate's, or "arange") come from the batch's `config`.
 import { nodeGpu } from '../gpu/node.ts';
-import { checkScorable, raggedFromPadded } from '../grpo/batch.ts';
+import { raggedFromPadded } from '../grpo/batch.ts';
 import { kl_forward } from '../kernels/kl.ts';
 import { CausalLM } from '../model/model.ts';
 import { score_completions } from '../model/score.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { checkBatchForModel, checkSameVocabulary, modelBatchArgs, padBatchOf, readBatchFor, stepSettingsOfFile, warnUnused, writeResult } from './args.ts';
+import { checkBatchForModel, checkScorableFile, checkSameVocabulary, modelBatchArgs, modelOfFlag, padBatchOf, readBatchFor, stepSettingsOfFile, warnUnused, writeResult } from './args.ts';
 
 export interface ScoreResult {
   per_token_logps: number[][];
@@ -29,11 +29,11 @@ export async function run(argv: string[]): Promise<number> {
 
   const gpu = await nodeGpu();
   // Scoring never trains: weights stay in their checkpoint dtype (bf16 at half the bytes).
-  const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu, { storage: 'checkpoint' });
+  const policy = await modelOfFlag('model', modelPath, () => CausalLM.from_pretrained(openModelSource(modelPath), gpu, { storage: 'checkpoint' }));
   warnUnused('score', modelPath, policy.info);
   checkBatchForModel(batch, policy.config, batchPath, 'score', 'policy');
-  checkScorable(batch, padded, policy.config.vocab_size, 'policy');
-  const ref = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' }) : null;
+  checkScorableFile(batch, padded, policy.config, batchPath);
+  const ref = refPath ? await modelOfFlag('ref-model', refPath, () => CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' })) : null;
   if (ref) warnUnused('score', refPath!, ref.info);
   if (ref) checkSameVocabulary(policy.config, modelPath, ref.config, refPath!);
   if (ref) checkBatchForModel(batch, ref.config, batchPath, 'score', 'reference');

@@ -31,14 +31,14 @@ import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import type { OptimizerConfig } from '../grpo/optimizer.ts';
-import type { TrainerObjective } from '../grpo/step_objective.ts';
+import { readsReference, type TrainerObjective } from '../grpo/step_objective.ts';
 import type { EffectiveSettings } from '../grpo/settings/effective.ts';
 import type { ReferenceSource, StageData } from '../grpo/step_types.ts';
 import { initLoraWeights, loadLoraAdapter, newLoraOptionsFromText, saveLoraAdapter } from '../model/lora.ts';
 import { LoraAdapter } from '../model/lora_adapter.ts';
 import { CausalLM } from '../model/model.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { checkBatchForModel, checkOutDir, checkSameVocabulary, CliError, flag, modelBatchArgs, readBatchFor, stepSettingsOfFile, warnUnused, writeOutDir, writeResult } from './args.ts';
+import { checkBatchForModel, checkOutDir, checkSameVocabulary, CliError, flag, modelBatchArgs, modelOfFlag, readBatchFor, stepSettingsOfFile, warnUnused, writeOutDir, writeResult } from './args.ts';
 
 /** One pass over the batch: pass 1 is the loss stage and the first step, passes 2 … μ the step stage's further passes. */
 export interface StepCliPass {
@@ -50,9 +50,9 @@ export interface StepCliPass {
   clipped_high: number;
   /** (clipped low + high) / the loss's tokens. */
   clipped_fraction: number;
-  /** The range of exp(logp − old) over the loss's tokens: [1, 1] on pass 1, off 1 from pass 2 on. */
-  ratio_min: number;
-  ratio_max: number;
+  /** The range of exp(logp − old) over the loss's tokens: [1, 1] on pass 1, off 1 from pass 2 on; null without a loss token. */
+  ratio_min: number | null;
+  ratio_max: number | null;
   grad_norm: number;
   clip_coef: number;
   update_norm: number;
@@ -116,7 +116,7 @@ export async function run(argv: string[]): Promise<number> {
 
   const gpu = await nodeGpu();
   // Frozen weights (a LoRA base, a reference model) stay in their checkpoint dtype: bf16 at half the bytes.
-  const policy = await CausalLM.from_pretrained(openModelSource(modelPath), gpu, { storage: lora ? 'checkpoint' : 'f32' });
+  const policy = await modelOfFlag('model', modelPath, () => CausalLM.from_pretrained(openModelSource(modelPath), gpu, { storage: lora ? 'checkpoint' : 'f32' }));
   warnUnused('step', modelPath, policy.info);
   checkBatchForModel(batch, policy.config, batchPath, 'step', 'policy');
   // A created adapter's base_model_name_or_path is --model as given, as PEFT records the name_or_path the base was loaded from.
@@ -126,8 +126,8 @@ export async function run(argv: string[]): Promise<number> {
   policy.checkpointing = args.flags.has('checkpointing');
   // With an adapter and no reference model: the base with the adapter disabled (β > 0), unless --ref-adapter
   // asks for the frozen copy of the loaded (or created) adapter, which for this update is the policy before the step (null).
-  const adapterOff = adapter && !refPath && !refAdapter && cfg.loss.beta !== 0 ? policy.withAdapter(null) : null;
-  const reference = refPath ? await CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' }) : adapterOff;
+  const adapterOff = adapter && !refPath && !refAdapter && readsReference(cfg.loss.beta, cfg.trainer) ? policy.withAdapter(null) : null;
+  const reference = refPath ? await modelOfFlag('ref-model', refPath, () => CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' })) : adapterOff;
   if (refPath && reference) warnUnused('step', refPath, reference.info);
   if (refPath && reference) checkSameVocabulary(policy.config, modelPath, reference.config, refPath);
   if (refPath && reference) checkBatchForModel(batch, reference.config, batchPath, 'step', 'reference');
@@ -214,8 +214,9 @@ function passRow(p: PassSource, inLoss: (i: number) => boolean): StepCliPass {
     clipped_low: c.low,
     clipped_high: c.high,
     clipped_fraction: c.tokens ? (c.low + c.high) / c.tokens : 0,
-    ratio_min: lo,
-    ratio_max: hi,
+    // No token in the loss (every completion masked): no range, not an empty min / max's ±Infinity.
+    ratio_min: lo <= hi ? lo : null,
+    ratio_max: lo <= hi ? hi : null,
     grad_norm: p.grad_norm,
     clip_coef: p.clip_coef,
     update_norm: p.update_norm,
@@ -226,5 +227,6 @@ function passRow(p: PassSource, inLoss: (i: number) => boolean): StepCliPass {
 function passLine(p: StepCliPass, of: number): string {
   const pct = Number((100 * p.clipped_fraction).toFixed(1));
   const kl = p.mean_kl === null ? 'no KL (β = 0)' : msg`mean KL ${p.mean_kl}`;
-  return msg`pass ${p.pass}/${of}: loss ${p.loss} · clipped ${pct}% (${p.clipped_low} low, ${p.clipped_high} high) · ratio [${p.ratio_min}, ${p.ratio_max}] · ${kl} · grad norm ${p.grad_norm}`;
+  const ratio = p.ratio_min === null ? 'no token in the loss' : msg`ratio [${p.ratio_min}, ${p.ratio_max}]`;
+  return msg`pass ${p.pass}/${of}: loss ${p.loss} · clipped ${pct}% (${p.clipped_low} low, ${p.clipped_high} high) · ${ratio} · ${kl} · grad norm ${p.grad_norm}`;
 }

@@ -9,7 +9,7 @@
 // past it are then the finding, not a reason to look away. A model that is not the batch's says nothing about
 // it: its type, vocabulary and positions are not used, and the batch's own config (model_type, position_ids)
 // comes first.
-import type { GrpoBatch, PositionIdsMode } from '../io/batch.ts';
+import { MODEL_NAME_KEYS, type GrpoBatch, type PositionIdsMode } from '../io/batch.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import { ABSOLUTE_POSITION_MODELS } from './rules/position-ids-shift.ts';
 import type { DoctorOptions } from './types.ts';
@@ -49,8 +49,6 @@ export interface TokenizerFit {
 /** Why the rules that decode are skipped for a model loaded without a tokenizer (the page's model panel says the same). */
 export const NO_TOKENIZER = 'no tokenizer: ids shown, tokenizer rules skipped';
 
-/** Config keys under which trainers record the model a batch was sampled from. */
-const MODEL_NAME_KEYS = ['model_name_or_path', 'name_or_path', '_name_or_path', 'model_name'] as const;
 
 const count = (v: unknown): number | undefined => (Number.isInteger(v) && (v as number) > 0 ? (v as number) : undefined);
 

@@ -1,6 +1,6 @@
 // The Doctor's vocabulary: a finding (one problem, located by sample and token span), a rule (one bug
 // class, with the real debugging report that motivated it), and the report the CLI and UI render.
-import type { GrpoBatch, ScaleRewards } from '../io/batch.ts';
+import type { GrpoBatch, InferredIds, ScaleRewards } from '../io/batch.ts';
 import type { Finding, Severity } from '../io/findings.ts';
 import type { GroupStats } from '../grpo/advantages.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
@@ -48,7 +48,7 @@ export interface DoctorOptions {
    * was inferred from (the reader's note). Findings that depend on an inferred id are warnings naming it,
    * never errors (src/doctor/padding.ts inferredCaveat).
    */
-  inferred?: { pad_token_id?: string; eos_token_ids?: string };
+  inferred?: InferredIds;
 }
 
 /** What every rule sees: the batch plus facts derived once. */

@@ -53,10 +53,21 @@ export const ADVANTAGE_EPSILON: Record<AdvantageEstimator, number> = { trl: 1e-4
  * leave-one-out baseline, reinforce_baseline's batch whitening, a critic's GAE). The Doctor then does not
  * judge the advantages, and a step refuses to recompute missing ones.
  */
-export function rewardAdvantageGap(batch: Pick<GrpoBatch, 'trainer' | 'config'>): string | null {
-  // TRL's GDPO aggregation normalises each reward function in its group, then the weighted sum over the batch.
-  if (batch.trainer !== 'verl' && batch.trainer !== 'openrlhf' && batch.config?.multi_objective_aggregation === 'normalize_then_sum') {
-    return 'TRL multi_objective_aggregation = "normalize_then_sum" (each function normalised in its group, the sum over the batch) is not the group advantage the studio recomputes from rewards';
+export function rewardAdvantageGap(batch: Pick<GrpoBatch, 'trainer' | 'config'> & Partial<Pick<GrpoBatch, 'run'>>): string | null {
+  if (batch.trainer !== 'verl' && batch.trainer !== 'openrlhf') {
+    // TRL's GDPO aggregation normalises each reward function in its group, then the weighted sum over the batch.
+    if (batch.config?.multi_objective_aggregation === 'normalize_then_sum') {
+      return 'TRL multi_objective_aggregation = "normalize_then_sum" (each function normalised in its group, the sum over the batch) is not the group advantage the studio recomputes from rewards';
+    }
+    // TRL gathers every process's rewards before the advantages (grpo_trainer.py _generate_and_score_completions):
+    // scale_rewards "batch" divides by the std over all of them, which one rank's rows do not give.
+    const at = (k: string) => batch.run?.[k] ?? batch.config?.[k];
+    const P = at('num_processes');
+    const rank = at('rank');
+    const held = Array.isArray(rank) ? rank.length : 1;
+    if (batch.config?.scale_rewards === 'batch' && typeof P === 'number' && P > held) {
+      return `TRL scale_rewards = "batch" over ${P} processes divides by the std of every process's rewards, and this batch holds ${held} of the ${P} ranks`;
+    }
   }
   const [name, table, group] =
     batch.trainer === 'verl' ? ['adv_estimator', VERL_SETTINGS, ['grpo']]

@@ -177,11 +177,18 @@ export function padBatch(batch: GrpoBatch, opts: { position_ids?: PositionIdsMod
 
 /**
  * What scoring a padded batch with a model of V tokens needs: at least one prompt and one completion
- * position, and every prompt / completion id inside the vocabulary (else BatchFormatError naming the
- * field, sample and position; `model` says whose vocabulary, e.g. "policy").
+ * position, an attended prompt token before every completion whose first token is trained (its log-prob is the
+ * logits at the last prompt position, which attend nothing otherwise: no trainer computes a number there), and
+ * every prompt / completion id inside the vocabulary (else BatchFormatError naming the field, sample and
+ * position; `model` says whose vocabulary, e.g. "policy").
  */
-export function checkScorable(batch: Pick<GrpoBatch, 'prompt_ids' | 'completion_ids'>, padded: Pick<PaddedBatch, 'P' | 'C'>, V: number, model: string): void {
+export function checkScorable(batch: Pick<GrpoBatch, 'prompt_ids' | 'completion_ids'>, padded: Pick<PaddedBatch, 'B' | 'P' | 'C' | 'prompt_mask' | 'completion_mask'>, V: number, model: string): void {
   if (padded.P < 1 || padded.C < 1) throw new BatchFormatError(`the batch needs at least one prompt token and one completion token (P = ${padded.P}, C = ${padded.C})`);
+  const { B, P, C } = padded;
+  for (let b = 0; b < B; b++) {
+    if (padded.completion_mask[b * C] !== 1 || padded.prompt_mask.subarray(b * P, (b + 1) * P).includes(1)) continue;
+    throw new BatchFormatError(`prompt of sample ${b}: no attended token (${batch.prompt_ids[b].length === 0 ? 'prompt_ids is empty' : 'prompt_mask is 0 throughout'}), and its completion's first token is trained: nothing precedes it to predict it from`);
+  }
   for (const f of ['prompt_ids', 'completion_ids'] as const) {
     batch[f].forEach((row, b) =>
       row.forEach((id, t) => {

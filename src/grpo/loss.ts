@@ -44,7 +44,8 @@ export function parseGrpoLossConfig(raw: unknown, where = 'config'): GrpoLossCon
   try {
     const { values } = parseSettings<GrpoLossConfig & { num_items_in_batch: number | null }>(GRPO_LOSS_SETTINGS, raw, where, { required: GRPO_LOSS_REQUIRED });
     const { num_items_in_batch, ...cfg } = values;
-    return num_items_in_batch === null ? cfg : { ...cfg, num_items_in_batch };
+    // TRL divides by num_items_in_batch.clamp(min=1.0) (every completion masked: 0 tokens, loss 0); the kernels read 0 as unset.
+    return num_items_in_batch === null ? cfg : { ...cfg, num_items_in_batch: Math.max(1, num_items_in_batch) };
   } catch (e) {
     // Callers (CLI, worker) classify GrpoLossError as a settings problem; the message names the field.
     if (e instanceof SettingsError) throw new GrpoLossError(e.message);

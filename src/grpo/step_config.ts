@@ -17,8 +17,8 @@ import { trlOptimizer } from './trainers/trl_optimizer.ts';
 import { verlOptimizer } from './trainers/verl_optimizer.ts';
 import { openrlhfOptimizer } from './trainers/openrlhf_optimizer.ts';
 import { trainerRefusal } from './settings/rules.ts';
-import { trlReferenceSync } from './settings/trl_rules.ts';
-import type { TrainerId } from './settings/types.ts';
+import { drGrpoWithoutLength, trlReferenceSync } from './settings/trl_rules.ts';
+import { SettingsError, type TrainerId } from './settings/types.ts';
 import { objectiveFor, type TrainerObjective } from './step_objective.ts';
 
 /** Everything one update needs besides the data: TRL's loss fields, the optimizer, clipping, positions. */
@@ -154,12 +154,17 @@ export function trlOptimizerOf(config: Record<string, unknown>, run: Record<stri
 /** What the studio's own rows and the TRL rows the studio loss reads hold in a non-TRL trainer's config. */
 const studioView = (settings: EffectiveSettings): BatchConfig => {
   // A TRL loss type that is no studio aggregation (sapo, cispo, …) is the objective's: the studio loss keeps its default.
-  // max_completion_length left out is GRPOConfig's default, as TRL's objective takes it (not the batch's width).
+  // max_completion_length left out is GRPOConfig's default, as TRL's objective takes it (not the batch's width); None
+  // (no cap) leaves the studio loss's L_max the batch's width, as beside verl and OpenRLHF, except under dr_grpo,
+  // which TRL cannot run with it.
   if (settings.trainer === 'trl') {
+    const length = settings.config.max_completion_length;
+    const none = drGrpoWithoutLength(settings.config.loss_type, length);
+    if (none) throw new SettingsError(`config.max_completion_length: ${none}`);
     return {
       ...settings.config,
       ...pick(settings.run, ['num_items_in_batch']),
-      max_completion_length: (settings.config.max_completion_length ?? specOf(TRL_SETTINGS, 'max_completion_length').default) as number,
+      max_completion_length: (length === null ? undefined : (length ?? specOf(TRL_SETTINGS, 'max_completion_length').default)) as number | undefined,
       loss_type: isAggregation(settings.config.loss_type) ? (settings.config.loss_type as string | undefined) : undefined,
     };
   }

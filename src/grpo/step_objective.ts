@@ -23,6 +23,28 @@ export interface TrainerObjective {
   run: Record<string, unknown>;
 }
 
+/**
+ * Each trainer's KL term on a reference in its loss, from its resolved config: TRL's β (grpo_trainer.py _compute_loss),
+ * verl's use_kl_loss (verl/workers/actor/dp_actor.py update_policy), OpenRLHF's algo.kl.use_loss with a coefficient
+ * above 0 (openrlhf/trainer/ray/ppo_actor.py training_step). A KL in the reward is the rewards' (already in the batch).
+ */
+const KL_IN_LOSS: Record<TrainerId, (v: (name: string) => unknown) => boolean> = {
+  trl: (v) => v('beta') !== 0,
+  verl: (v) => v('use_kl_loss') === true,
+  openrlhf: (v) => v('algo.kl.use_loss') === true && (v('algo.kl.init_coef') as number) > 0,
+};
+
+/**
+ * Whether an update's loss reads reference log-probs: the studio loss's β, or the trainer objective's own KL term.
+ * The reference stage runs for either (a verl / OpenRLHF dump's KL is its trainer's setting, not TRL's β).
+ */
+export function readsReference(beta: number, o: TrainerObjective | null | undefined): boolean {
+  if (beta !== 0) return true;
+  if (!o) return false;
+  const table = TRAINER_TABLES[o.trainer].config;
+  return KL_IN_LOSS[o.trainer]((name) => (name in o.config ? o.config[name] : specOf(table, name).default));
+}
+
 /** A batch format's trainer: verl and OpenRLHF dumps read as theirs, everything else as TRL. */
 export function trainerOfFormat(format: string): TrainerId {
   return format === 'verl' || format === 'openrlhf' ? format : 'trl';

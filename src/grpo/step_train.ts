@@ -29,7 +29,7 @@ import { dropoutWith, type ModelConfig } from '../model/config.ts';
 import type { StepConfig } from './step_config.ts';
 import { SettingsError } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
-import { trainerInputs, trainerObjective, updateScope, type ScoredUpdate, type TrainerGrad } from './step_objective.ts';
+import { readsReference, trainerInputs, trainerObjective, updateScope, type ScoredUpdate, type TrainerGrad } from './step_objective.ts';
 import { lossMaskOf } from './step_prepare.ts';
 import { need, referenceLabel, type PassData, type Skipped, type StageContext, type StageData, type StageOutput, type StepState } from './step_types.ts';
 import type { CausalLM } from '../model/model.ts';
@@ -89,7 +89,7 @@ export async function policyForward(ctx: StageContext, state: StepState): Promis
   const { gpu, opts } = ctx;
   const p = need(state, 'assemble').data.padded;
   // The batch's own reference log-probs need no frozen copy (referenceForward).
-  if (ctx.weights.changed && !opts.reference && opts.config.loss.beta !== 0 && !p.ref_per_token_logps) {
+  if (ctx.weights.changed && !opts.reference && readsReference(opts.config.loss.beta, opts.config.trainer) && !p.ref_per_token_logps) {
     throw new Error('the frozen-copy reference is the policy as loaded, and its weights have changed: reload the model or give a reference model');
   }
   assertNoTrainingDropout(opts.config.training_dropout ?? null, opts.policy.config);
@@ -115,9 +115,10 @@ export async function referenceForward(ctx: StageContext, state: StepState): Pro
   const ref = opts.reference;
   const policy = need(state, 'policy_forward');
   const p = need(state, 'assemble').data.padded;
-  if (opts.config.loss.beta === 0 && !ref) return { skipped: 'β = 0: no reference model is loaded (as TRL)' };
-  // β = 0 with a reference model: its KL is shown, not trained on (the model's, below).
-  if (opts.config.loss.beta !== 0) {
+  const reads = readsReference(opts.config.loss.beta, opts.config.trainer);
+  if (!reads && !ref) return { skipped: 'β = 0 and no KL term of the trainer: no reference model is loaded (as TRL)' };
+  // No KL term with a reference model: its KL is shown, not trained on (the model's, below).
+  if (reads) {
     // TRL's sync_ref_model: the reference this stage uses must be the one TRL's has been synced to by now.
     const sync = opts.config.reference_sync?.[p.ref_per_token_logps ? 'batch' : 'studio'];
     if (sync) throw new SettingsError(sync);

@@ -24,6 +24,30 @@ export interface ChatMessage {
   [key: string]: unknown;
 }
 
+/**
+ * The special ids a reader inferred rather than read (no carrier in the file, no tokenizer given), each with what it
+ * was inferred from ("inferred from the 12 masked-out positions of attention_mask, all id 0"). The Doctor's findings
+ * that rest on such an id are warnings naming it, never errors (src/doctor/padding.ts inferredCaveat).
+ */
+export interface InferredIds {
+  pad_token_id?: string;
+  eos_token_ids?: string;
+}
+
+/** The ids a reader may infer: InferredIds' keys, as a list to check a file's field against. */
+export const INFERABLE_IDS = ['pad_token_id', 'eos_token_ids'] as const satisfies readonly (keyof InferredIds & keyof GrpoBatch)[];
+
+/** Config keys under which trainers record the model a batch was sampled from (the Doctor compares it with the tokenizer's), in the order read. */
+export const MODEL_NAME_KEYS = ['model_name_or_path', 'name_or_path', '_name_or_path', 'model_name'] as const;
+
+/**
+ * Config keys that describe a batch rather than set a computation, so no trainer's settings table has them: the model's
+ * name, the training step a dump was written at (`step`: NeMo-RL / prime-rl / slime), verl's group size as its hook
+ * writes it (`rollout_n`, read as num_generations). Any other key no table of the batch's trainer has is listed as
+ * not read (src/io/formats/index.ts), never dropped without a word.
+ */
+export const BATCH_FACT_KEYS: ReadonlySet<string> = new Set([...MODEL_NAME_KEYS, 'step', 'rollout_n']);
+
 /** How advantages are scaled (TRL's `scale_rewards`; `true` = "group", `false` = "none" in older TRL). */
 export type ScaleRewards = 'group' | 'batch' | 'none';
 
@@ -113,6 +137,12 @@ export interface GrpoBatch {
   run?: Record<string, unknown>;
   /** What the trainer logged for this batch, in its own names (TRL / OpenRLHF "kl", verl "actor/kl_loss"). */
   metrics?: Record<string, number>;
+  /**
+   * Which of pad_token_id / eos_token_ids the batch's first reader inferred, and from what: written by `convert` (and
+   * any writer of an import), so the file keeps saying the ids are a guess and its Doctor verdicts stay the source
+   * file's. Read back into ImportResult.inferred (src/io/formats/index.ts), which is where a read batch holds it.
+   */
+  inferred_ids?: InferredIds;
 }
 
 /** The widest completion C (the padded width; the studio loss's L_max where a trainer's table has none). */
@@ -134,7 +164,7 @@ const REQUIRED = ['num_generations', 'pad_token_id', 'eos_token_ids', 'prompt_id
 export const MAX_JSON_DEPTH = 256;
 
 /** Every top-level field grpo-batch/v1 defines (anything else in a file is reported as unknown). */
-export const BATCH_FIELDS: ReadonlySet<string> = new Set(['format', ...REQUIRED, ...RAGGED_FIELDS, ...VECTOR_FIELDS, 'messages', 'tools', 'prompt_texts', 'completion_texts', 'trainer', 'config', 'run', 'metrics']);
+export const BATCH_FIELDS: ReadonlySet<string> = new Set(['format', ...REQUIRED, ...RAGGED_FIELDS, ...VECTOR_FIELDS, 'messages', 'tools', 'prompt_texts', 'completion_texts', 'trainer', 'config', 'run', 'metrics', 'inferred_ids']);
 
 /**
  * Python's json.dump writes NaN, Infinity and -Infinity as bare words; JSON.parse refuses them. Rewrite
@@ -257,10 +287,25 @@ export function parseBatch(text: string, source = 'batch'): GrpoBatch {
   for (const f of ['config', 'run', 'metrics'] as const) {
     if (f in obj && obj[f] !== null && (typeof obj[f] !== 'object' || Array.isArray(obj[f]))) throw new BatchFormatError(`${source}: field "${f}" must be an object`);
   }
+  if ('inferred_ids' in obj && obj.inferred_ids !== null) checkInferredIds(obj.inferred_ids, source);
   // Optional fields given as null are treated as absent.
   for (const k of Object.keys(obj)) if (obj[k] === null) delete obj[k];
   nullsToNaN(obj);
   return obj as unknown as GrpoBatch;
+}
+
+/**
+ * `inferred_ids`: an object whose keys are INFERABLE_IDS and whose values say, as text, what the id was inferred from.
+ * Anything else is refused naming the field: a malformed one could not be told from "read", and an inferred id read
+ * as a certain one turns the Doctor's warnings into errors.
+ */
+function checkInferredIds(v: unknown, source: string): void {
+  const field = `${source}: field "inferred_ids"`;
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new BatchFormatError(`${field} must be an object {"pad_token_id"?: reason, "eos_token_ids"?: reason}, got ${JSON.stringify(v)}`);
+  for (const [k, why] of Object.entries(v)) {
+    if (!(INFERABLE_IDS as readonly string[]).includes(k)) throw new BatchFormatError(`${field} has key "${k}": expected ${INFERABLE_IDS.join(' or ')}`);
+    if (typeof why !== 'string' || why.trim() === '') throw new BatchFormatError(`${field}.${k} must be a non-empty string saying what the id was inferred from, got ${JSON.stringify(why)}`);
+  }
 }
 
 function nullsToNaN(obj: Record<string, unknown>): void {

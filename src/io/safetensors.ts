@@ -195,7 +195,17 @@ export interface IntRange {
 }
 
 export const INT32_RANGE: IntRange = { min: -(2 ** 31), max: 2 ** 31 - 1, what: 'an int32 in [-2^31, 2^31)' };
+/**
+ * What a token id is, in every container (safetensors tensors and carriers, JSON rows, grpo-batch/v1 files): an
+ * integer in [0, 2^31). PyTorch holds ids as int64, but every real vocabulary is far below 2^31, and the studio
+ * holds ids as Int32Array on the CPU and i32 / u32 on the GPU: an id at or beyond 2^31 cannot be a row of any
+ * embedding, and taking it would mean wrapping it into another id. A file that holds one is refused (safetensors,
+ * JSON rows: when read; grpo-batch/v1: by the validator, as for any id outside a known vocabulary).
+ */
 export const TOKEN_ID_RANGE: IntRange = { min: 0, max: 2 ** 31 - 1, what: 'a token id in [0, 2^31)' };
+
+/** The one test of a token id (TOKEN_ID_RANGE), for values already read as numbers. */
+export const isTokenId = (x: unknown): x is number => typeof x === 'number' && Number.isInteger(x) && x >= TOKEN_ID_RANGE.min && x <= TOKEN_ID_RANGE.max;
 
 /** "[b][t]" of flat index i in a tensor of this shape ("" for a scalar). */
 export function elementAt(shape: readonly number[], i: number): string {

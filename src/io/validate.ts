@@ -1,14 +1,16 @@
 // The one validator of a parsed grpo-batch/v1, called before any number is computed by every CLI verb
-// (doctor, score, step), the worker and the page: element types, value ranges (masks ∈ {0,1}, ids inside
-// the vocabulary, pad/EOS ids valid, rows within the model's positions), config values, and — for a
-// computation that consumes them — finiteness where the trainer would produce NaN. Every problem is a
-// finding naming field, sample and position; nothing throws, nothing is padded or cut. The Doctor lists
-// the findings (exit 1); a computation stops on the first error with `assertComputable` (InputError, exit 2).
+// (doctor, score, step), the worker and the page: element types, value ranges (masks ∈ {0,1}, ids in
+// [0, 2^31) as in every container and inside the vocabulary, pad/EOS ids valid, rows within the model's
+// positions), config values, and — for a computation that consumes them — finiteness where the trainer
+// would produce NaN. Every problem is a finding naming field, sample and position; nothing throws, nothing
+// is padded or cut. The Doctor lists the findings (exit 1); a computation stops on the first error with
+// `assertComputable` (InputError, exit 2).
 // Per-token length mismatches belong to the Doctor's mask-length-mismatch rule, non-finite values of a
 // batch only inspected to its nonfinite rule; linear in the batch size, no spread of big arrays.
 import type { Finding } from './findings.ts';
 import { validateConfig } from './validate_config.ts';
 import { PER_SAMPLE_FIELDS, PER_TOKEN_FIELDS, type GrpoBatch } from './batch.ts';
+import { isTokenId, TOKEN_ID_RANGE } from './safetensors.ts';
 
 export { validateConfig } from './validate_config.ts';
 
@@ -41,7 +43,19 @@ function firstBad<T>(row: readonly T[], bad: (x: T) => boolean): number {
   return -1;
 }
 
-const isId = (id: unknown, V: number | undefined) => typeof id === 'number' && Number.isInteger(id) && id >= 0 && (V === undefined || id < V);
+/** A token id (the rule every container shares: isTokenId) inside the vocabulary when one is known. */
+const isId = (id: unknown, V: number | undefined) => isTokenId(id) && (V === undefined || id < V);
+
+/**
+ * A value read from JSON as a message shows it: JSON.stringify would show Infinity (what `1e400` parses to) and NaN
+ * as null, and an integer past 2^53 is no longer the one the file wrote (9007199254740993 reads as …992), so it is
+ * shown as approximate and said to be past exact range rather than echoed as a number the file does not hold.
+ */
+export function shown(v: unknown): string {
+  if (typeof v === 'number') return Math.abs(v) > Number.MAX_SAFE_INTEGER && Number.isFinite(v) ? `about ${v.toExponential()} (beyond 2^53, where a JSON number is no longer exact)` : String(v);
+  if (Array.isArray(v)) return `[${v.map(shown).join(',')}]`;
+  return JSON.stringify(v) ?? String(v);
+}
 
 export function validateBatch(batch: GrpoBatch, opts: ValidateOptions = {}): Finding[] {
   const out: Finding[] = [];
@@ -50,26 +64,26 @@ export function validateBatch(batch: GrpoBatch, opts: ValidateOptions = {}): Fin
   const B = batch.completion_ids.length;
   const G = batch.num_generations;
   const V = opts.vocab_size;
-  const range = V !== undefined ? ` in [0, ${V})` : '';
+  const notId = `is not ${V !== undefined && V <= TOKEN_ID_RANGE.max + 1 ? `a token id in [0, ${V})` : TOKEN_ID_RANGE.what}`;
 
   if (B === 0) err('completion_ids', 'the batch has no samples');
   if (!batch.group_ids && B % G !== 0) err('num_generations', `${B} samples is not a multiple of num_generations = ${G}: groups cannot be formed (give group_ids for a slice)`);
   const sizes = new Map<number, number>();
   batch.group_ids?.forEach((g, i) => {
-    if (!Number.isInteger(g)) err('group_ids', `group_ids[${i}] = ${JSON.stringify(g)} is not an integer label`, i);
+    if (!Number.isInteger(g)) err('group_ids', `group_ids[${i}] = ${shown(g)} is not an integer label`, i);
     else if (sizes.set(g, (sizes.get(g) ?? 0) + 1).get(g) === G + 1) err('group_ids', `group ${g} has more than num_generations = ${G} rows (sample ${i} is row ${G + 1})`, i);
   });
   if (batch.prompt_ids.length !== B) err('prompt_ids', `prompt_ids has ${batch.prompt_ids.length} rows, completion_ids has ${B}`);
   if (batch.eos_token_ids.length === 0) err('eos_token_ids', 'eos_token_ids is empty: completion masks cannot be checked');
   batch.eos_token_ids.forEach((id, i) => {
-    if (!isId(id, V)) err('eos_token_ids', `eos_token_ids[${i}] = ${JSON.stringify(id)} is not a token id${range}`);
+    if (!isId(id, V)) err('eos_token_ids', `eos_token_ids[${i}] = ${shown(id)} ${notId}`);
   });
-  if (!isId(batch.pad_token_id, V)) err('pad_token_id', `pad_token_id = ${batch.pad_token_id} is not a token id${range}`);
+  if (!isId(batch.pad_token_id, V)) err('pad_token_id', `pad_token_id = ${shown(batch.pad_token_id)} ${notId}`);
 
   for (const field of ['prompt_ids', 'completion_ids'] as const) {
     batch[field].forEach((row, b) => {
       const t = firstBad(row, (id) => !isId(id, V));
-      if (t >= 0) err(field, `${field}[${b}][${t}] = ${JSON.stringify(row[t])} is not a token id${range}`, b, t);
+      if (t >= 0) err(field, `${field}[${b}][${t}] = ${shown(row[t])} ${notId}`, b, t);
     });
   }
   if (opts.max_positions !== undefined) checkPositions(batch, opts.max_positions, err);
@@ -85,7 +99,7 @@ export function validateBatch(batch: GrpoBatch, opts: ValidateOptions = {}): Fin
   for (const f of ['completion_mask', 'tool_mask', 'prompt_mask', 'effective_loss_mask'] as const) {
     batch[f]?.forEach((row, b) => {
       const t = firstBad(row, (m) => m !== 0 && m !== 1);
-      if (t >= 0) err(f, `${f}[${b}][${t}] = ${JSON.stringify(row[t])}: masks hold 0 or 1`, b, t);
+      if (t >= 0) err(f, `${f}[${b}][${t}] = ${shown(row[t])}: masks hold 0 or 1`, b, t);
     });
   }
   const numeric = (field: string, values: unknown[], sample?: number) => {

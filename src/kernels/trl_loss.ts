@@ -7,6 +7,8 @@ import { TRL_GLOBAL_COUNT, type TrlLossParams, type VllmIsMode } from './types.t
 import { bindAll } from './windows.ts';
 
 const WG = 64;
+/** Threads of each process's totals workgroup. */
+const TOTALS_WG = 256;
 /** Floats per row in `rows`: Σ L·M, n, Σ L, Σ H·M', Σ M', off_policy_mask, r_seq, φ. */
 export const TRL_ROW_STATS = 8;
 
@@ -105,9 +107,24 @@ export function trl_loss_forward(rec: Recorder, a: TrlLossBuffers & { entropy: G
   });
 }
 
-export function trl_loss_backward(rec: Recorder, a: TrlLossBuffers & { dlogp: GPUBuffer; dentropy: GPUBuffer }, p: TrlLossParams): void {
+/**
+ * The gradient: each process's totals first (shaders/trl_loss_totals.wgsl into `totals`, (ranks, 2) f32), then one
+ * invocation per row.
+ */
+export function trl_loss_backward(rec: Recorder, a: TrlLossBuffers & { dlogp: GPUBuffer; dentropy: GPUBuffer; totals: GPUBuffer }, p: TrlLossParams): void {
   const kernel = 'trl_loss_backward';
   const N = p.B * p.T;
+  rec.dispatch({
+    kernel: 'trl_loss_totals',
+    shader: 'trl_loss_totals',
+    constants: { WG: TOTALS_WG },
+    bindings: bindAll(rec.gpu, 'trl_loss_totals', { rows: [a.rows, TRL_ROW_STATS * p.B], totals: [a.totals, 2 * p.ranks] }),
+    params: [
+      ['B', 'u32', p.B],
+      ['rank_rows', 'u32', p.B / p.ranks],
+    ],
+    workgroups: [p.ranks, 1],
+  });
   rec.dispatch({
     kernel,
     shader: kernel,
@@ -120,6 +137,7 @@ export function trl_loss_backward(rec: Recorder, a: TrlLossBuffers & { dlogp: GP
       rows: [a.rows, TRL_ROW_STATS * p.B],
       dlogp: [a.dlogp, N],
       dentropy: [a.dentropy, N],
+      totals: [a.totals, 2 * p.ranks],
     }),
     params: params(p),
     workgroups: [Math.ceil(p.B / WG), 1],

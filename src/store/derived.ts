@@ -39,8 +39,12 @@ export function doneStageTimes(s: Pick<StudioState, 'stages'>): (number | null)[
  */
 export function groupStats(s: Pick<BatchSlice, 'run' | 'imported' | 'batchOrigin' | 'stepFrom'>): GroupStats[] | null {
   if (s.run.advantages?.groups) return s.run.advantages.groups;
-  const fromFile = s.batchOrigin === 'import' || (s.batchOrigin === 'step' && s.stepFrom === 'import');
-  return (fromFile && s.imported?.report.groups) || null;
+  return (fromFile(s) && s.imported?.report.groups) || null;
+}
+
+/** The batch on screen came from the imported file: shown as imported, or an update stepped from it. */
+export function fromFile(s: Pick<BatchSlice, 'batchOrigin' | 'stepFrom'>): boolean {
+  return s.batchOrigin === 'import' || (s.batchOrigin === 'step' && s.stepFrom === 'import');
 }
 
 /** Names of the rewards_per_func columns: the reward stage's, else "reward f". */
@@ -49,16 +53,16 @@ export function rewardNames(batch: GrpoBatch, run: RunResults): string[] {
   return run.reward?.names ?? Array.from({ length: F }, (_, f) => `reward ${f}`);
 }
 
-type BaseState = Pick<StudioState, 'task' | 'trainer' | 'edits' | 'batchTrainer' | 'batchEdits' | 'stepFrom' | 'imported'>;
+type BaseState = Pick<StudioState, 'task' | 'sampling' | 'trainer' | 'edits' | 'batchTrainer' | 'batchEdits' | 'stepFrom' | 'imported'>;
 
 /** Which base the next update has: the imported batch when the stepper is set to it, else the prompt set. */
 export function baseKindOf(s: Pick<StudioState, 'stepFrom' | 'imported'>): BaseKind {
   return s.stepFrom === 'import' && s.imported ? 'batch' : 'prompts';
 }
 
-/** What the next update starts from: the imported batch (its own settings), or the prompt set (its task's preset). */
-export function baseOf(s: Pick<StudioState, 'stepFrom' | 'imported' | 'task'>): SettingsBase {
-  return baseKindOf(s) === 'batch' ? { kind: 'batch', batch: s.imported!.batch, name: s.imported!.name } : { kind: 'prompts', task: s.task };
+/** What the next update starts from: the imported batch (its own settings), or the prompt set (its task's preset and sampling form). */
+export function baseOf(s: Pick<StudioState, 'stepFrom' | 'imported' | 'task'> & Partial<Pick<StudioState, 'sampling'>>): SettingsBase {
+  return baseKindOf(s) === 'batch' ? { kind: 'batch', batch: s.imported!.batch, name: s.imported!.name } : { kind: 'prompts', task: s.task, sampling: s.sampling };
 }
 
 /** The trainer and the user's edits of the next update's base. */
@@ -79,8 +83,8 @@ let lastEffective: { key: unknown[]; value: { settings: EffectiveSettings } | { 
 export function effectiveOf(s: BaseState): { settings: EffectiveSettings } | { error: string } {
   const base = baseOf(s);
   const { trainer, edits } = baseSettingsOf(s);
-  const key = [trainer, edits, base.kind === 'batch' ? base.batch : base.task];
-  if (lastEffective && lastEffective.key.every((k, i) => k === key[i])) return lastEffective.value;
+  const key = [trainer, edits, ...(base.kind === 'batch' ? [base.batch] : [base.task, base.sampling])];
+  if (lastEffective && lastEffective.key.length === key.length && lastEffective.key.every((k, i) => k === key[i])) return lastEffective.value;
   let value: { settings: EffectiveSettings } | { error: string };
   try {
     value = { settings: pageSettings(trainer, base, edits) };

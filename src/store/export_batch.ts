@@ -1,12 +1,14 @@
 // The batch the page's Export writes: the batch on screen with the update's results folded in (its rewards and
 // advantages are the assembled batch's; the log-probs the loss used and the trainer's effective loss mask come
 // from later stages) and the settings they were computed with, exactly, so `grpo-studio` replays the same update
-// from the file (src/cli/args.ts stepSettingsOfFile reads back the StepConfig the page ran). Pure, so a test reads
+// from the file (src/cli/args.ts stepSettingsOfFile reads back the StepConfig the page ran), and the ids the
+// import's reader inferred (inferred_ids), so the file's Doctor says what the page's did. Pure, so a test reads
 // the exported file in the CLI without a browser.
 import type { GrpoBatch } from '../io/batch.ts';
 import { rowOf } from '../grpo/settings/effective.ts';
 import { TRAINERS, type Scope } from '../grpo/settings/types.ts';
 import type { StudioState } from './index.ts';
+import { fromFile } from './derived.ts';
 
 /** Scopes of rows that describe how the batch was made (its model, positions, rendering, sampling), not a computation on it. */
 const DESCRIPTIVE: ReadonlySet<Scope> = new Set(['batch', 'sampling']);
@@ -21,10 +23,13 @@ const DESCRIPTIVE: ReadonlySet<Scope> = new Set(['batch', 'sampling']);
 const batchFacts = (config: GrpoBatch['config']): Record<string, unknown> =>
   Object.fromEntries(Object.entries(config ?? {}).filter(([k]) => TRAINERS.every((t) => [rowOf(t, 'config', k), rowOf(t, 'run', k)].every((row) => !row || DESCRIPTIVE.has(row.scope)))));
 
-export function exportedBatch(s: Pick<StudioState, 'batch' | 'run' | 'runSettings'>): GrpoBatch | null {
+export function exportedBatch(s: Pick<StudioState, 'batch' | 'run' | 'runSettings' | 'imported' | 'batchOrigin' | 'stepFrom'>): GrpoBatch | null {
   const { batch, run } = s;
   if (!batch) return null;
   const out = { ...batch };
+  // The ids its reader inferred stay marked as such, so the file's Doctor verdicts are the import's (not errors).
+  const inferred = fromFile(s) ? s.imported?.inferred : undefined;
+  if (inferred && Object.keys(inferred).length) out.inferred_ids = inferred;
   const C = run.assemble?.padded.C ?? 0;
   const rows = (a: Float32Array | null | undefined) => a && batch.completion_ids.map((ids, b) => Array.from(a.subarray(b * C, b * C + ids.length)));
   out.old_per_token_logps = rows(run.loss?.old_per_token_logps) ?? batch.old_per_token_logps;

@@ -5,7 +5,7 @@ import { useStore } from 'zustand';
 import { createJSONStorage, persist, type StateStorage } from 'zustand/middleware';
 import { createStore } from 'zustand/vanilla';
 import { createSessionSlices, type SessionSlices } from './session.ts';
-import { createSettingsSlice, PERSISTED_KEYS, type SettingsSlice } from './settings.ts';
+import { createSettingsSlice, PERSISTED_KEYS, withSamplerEdits, type SettingsSlice } from './settings.ts';
 import { createLayoutSlice, storedPanels, type LayoutSlice } from './layout.ts';
 import { TRAINERS, type TrainerId } from '../grpo/settings/types.ts';
 
@@ -28,7 +28,7 @@ export function createStudioStore(storage: StateStorage) {
         // A stored value from an older shape keeps the current defaults for keys it lacks.
         merge: (stored, current) => {
           const s = (stored ?? {}) as Partial<StudioState>;
-          return {
+          const merged: StudioState = {
             ...current,
             prompts: Array.isArray(s.prompts) ? s.prompts : current.prompts,
             rewards: Array.isArray(s.rewards) ? s.rewards : current.rewards,
@@ -41,6 +41,8 @@ export function createStudioStore(storage: StateStorage) {
             edits: s.edits && typeof s.edits === 'object' ? { ...current.edits, ...s.edits } : current.edits,
             panels: storedPanels(s.panels),
           };
+          // An older version kept the prompt set's temperature (etc.) as a trainer edit too: the sampling form's now.
+          return { ...merged, ...withSamplerEdits(merged) };
         },
       },
     ),

@@ -10,7 +10,7 @@ import type { StateCreator } from 'zustand';
 import { DEFAULT_TASK, TASKS, type TaskId } from '../grpo/tasks.ts';
 import type { RewardKind, RewardSpec } from '../grpo/rewards.ts';
 import type { PromptItem, SamplingSettings, ToolSettings } from '../bridge/protocol.ts';
-import { DEFAULT_SAMPLING, noEdits, type SettingsEdits } from '../bridge/settings.ts';
+import { DEFAULT_SAMPLING, noEdits, samplerRows, samplerValue, type SettingsEdits } from '../bridge/settings.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 
 export interface SettingsSlice {
@@ -110,6 +110,26 @@ export const PERSISTED_KEYS = ['task', 'prompts', 'sampling', 'rewards', 'tools'
 
 const without = (o: Record<string, unknown>, k: string) => Object.fromEntries(Object.entries(o).filter(([x]) => x !== k));
 
+/**
+ * The prompt set's edits with the values of sampler rows (a trainer samples with what it scores with:
+ * SettingSpec.sampler) moved into its sampling form, `trainer`'s applied (undefined: the task's value back), every
+ * trainer's dropped from the edits: the prompt set holds each such value once.
+ */
+export function withSamplerEdits(s: Pick<SettingsSlice, 'task' | 'trainer' | 'sampling' | 'edits'>): Pick<SettingsSlice, 'sampling' | 'edits'> {
+  const sampling = { ...s.sampling };
+  const edits = { ...s.edits };
+  for (const t of Object.keys(edits) as TrainerId[]) {
+    const config = { ...edits[t].config };
+    for (const row of samplerRows(t)) {
+      if (!(row.name in config)) continue;
+      if (t === s.trainer) Object.assign(sampling, { [row.sampler]: config[row.name] === undefined ? taskSampling(s.task)[row.sampler] : samplerValue(config[row.name]) });
+      delete config[row.name];
+    }
+    edits[t] = { ...edits[t], config };
+  }
+  return { sampling, edits };
+}
+
 export const createSettingsSlice: StateCreator<SettingsSlice, [], [], SettingsSlice> = (set) => ({
   ...structuredClone(DEFAULT_SETTINGS),
   batchTrainer: 'trl',
@@ -127,9 +147,16 @@ export const createSettingsSlice: StateCreator<SettingsSlice, [], [], SettingsSl
       const all = s[edits];
       const mine = all[s[trainer]];
       const rest = without(mine[where], name);
-      return { [edits]: { ...all, [s[trainer]]: { ...mine, [where]: value === undefined ? rest : { ...rest, [name]: value } } } };
+      // Over the prompt set a sampler row's value, undefined too (the task's again), is the sampling form's.
+      const sampled = base === 'prompts' && where === 'config' && samplerRows(s[trainer]).some((r) => r.name === name);
+      const next = { [edits]: { ...all, [s[trainer]]: { ...mine, [where]: value === undefined && !sampled ? rest : { ...rest, [name]: value } } } };
+      return sampled ? withSamplerEdits({ ...s, ...next }) : next;
     }),
-  setTrainerEdits: (base, trainer, mine) => set((s) => ({ [KEYS[base].trainer]: trainer, [KEYS[base].edits]: { ...s[KEYS[base].edits], [trainer]: mine } })),
+  setTrainerEdits: (base, trainer, mine) =>
+    set((s) => {
+      const next = { [KEYS[base].trainer]: trainer, [KEYS[base].edits]: { ...s[KEYS[base].edits], [trainer]: mine } };
+      return base === 'prompts' ? { ...next, ...withSamplerEdits({ ...s, ...next }) } : next;
+    }),
   startFromBatch: (trainer) => set({ batchTrainer: trainer, batchEdits: noEdits() }),
   setReward: (i, patch) => set((s) => ({ rewards: s.rewards.map((r, j) => (j === i ? ({ ...r, ...patch } as RewardSpec) : r)) })),
   addReward: (kind) => set((s) => ({ rewards: [...s.rewards, newReward(kind)] })),

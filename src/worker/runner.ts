@@ -31,11 +31,12 @@ import { inspectBatch, loadedModel, tokenTexts } from './inspect.ts';
 import type { AdapterChoice, AdapterReference, CreateStepRunner, InferredIds, LoadProgress, ModelChoice, ModelInfo, PagePlan, StagePayloads, StageId, StageResult, StepRunner, StepSettings, StepStart, TokenTexts, ToolSettings, JsToolRunner, WhatIfResult, WhatIfSide, BeforeAfterResult, SampledSide, TrainerView } from '../bridge/protocol.ts';
 import type { EffectiveSettings } from '../grpo/settings/effective.ts';
 import { runJsReward, runJsTools } from './reward_sandbox.ts';
-import { promptConversation } from '../bridge/settings.ts';
+import { promptConversation, samplerOf } from '../bridge/settings.ts';
 import { trainerView, trainerWhatIf } from './trainer_view.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import { stepConfigOf, type StepConfig } from '../grpo/step_config.ts';
+import { readsReference } from '../grpo/step_objective.ts';
 import { Optimizer } from '../grpo/optimizer.ts';
 import type { PromptSource, StageData, StepPipelineOptions, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
@@ -49,7 +50,7 @@ import type { LoraAdapter } from '../model/lora_adapter.ts';
  * A stage's data with the page's extras (src/bridge/protocol.ts StageExtras): token texts and the Doctor's report.
  * `inferred`: the ids the imported batch's reader inferred (none for the prompt set's own rollout).
  */
-function withExtras(id: StageId, data: StageData[StageId] | null, model: KnownModel, pipe: StepPipeline, inferred: InferredIds): StagePayloads[StageId] | null {
+function withExtras(id: StageId, data: StageData[StageId] | null, model: KnownModel, pipe: StepPipeline, inferred: InferredIds | undefined): StagePayloads[StageId] | null {
   // The Doctor's options as on import (the tokenizer only where it fits the batch, the reader's inferred ids), with
   // this step's position ids where the batch records none.
   const doctor = (batch: GrpoBatch) => diagnose(batch, doctorOptions(batch, model, { position_ids: pipe.config.position_ids }, inferred));
@@ -98,7 +99,7 @@ class PipelineRunner implements StepRunner {
   private ran: EffectiveSettings | null = null;
   private view: TrainerView | null = null;
   /** The ids the current update's imported batch's reader inferred (StepStart): its stages' Doctor judges as the import's. */
-  private inferred: InferredIds = undefined;
+  private inferred: InferredIds | undefined = undefined;
 
   constructor(
     private readonly gpu: Gpu,
@@ -248,7 +249,8 @@ class PipelineRunner implements StepRunner {
         this.adapter?.restoreLoaded();
         this.dropOptimizer();
       }
-      const s = settings.sampling;
+      // The sampler's temperature, budget and G are the settings' (one value: a trainer samples with what it scores with).
+      const s = start.kind === 'prompts' ? samplerOf(settings.settings, settings.sampling) : settings.sampling;
       const source: StepSource =
         start.kind === 'batch'
           ? { kind: 'batch', batch: start.batch }
@@ -278,12 +280,12 @@ class PipelineRunner implements StepRunner {
       if (withoutLr(this.optimizer?.config) !== withoutLr(config.optimizer)) this.dropOptimizer();
       this.optimizer?.setLearningRate(config.optimizer.lr);
       this.optimizer ??= new Optimizer(this.gpu, policy.trainableParams.values(), config.optimizer);
-      // β = 0: no reference at all, as TRL (which then loads none).
+      // No KL term (β = 0 and none of the trainer's): no reference at all, as TRL (which then loads none).
       const ref = this.refModel;
       const lora = !ref && this.adapter ? this.adapter.referenceOf(policy) : null;
       const opts: StepPipelineOptions = {
         policy,
-        reference: config.loss.beta === 0 ? null : ref ? ref.model : lora ? lora.model : frozen!,
+        reference: !readsReference(config.loss.beta, config.trainer) ? null : ref ? ref.model : lora ? lora.model : frozen!,
         reference_source: ref ? { kind: 'model', name: ref.name } : lora ? lora.source : { kind: 'frozen-copy' },
         config,
         ...(start.kind === 'prompts' ? { configForWidth: configFor } : {}),
@@ -393,7 +395,7 @@ class PipelineRunner implements StepRunner {
     // update's are kept and a note says why.
     const formula = (c: StepConfig) => JSON.stringify([c.scale_rewards, c.advantage_estimator, c.advantage_clip]);
     let nextAdvantages: ArrayLike<number> = adv.advantages;
-    const gap = rewardAdvantageGap({ trainer: settings.trainer, config: settings.config });
+    const gap = rewardAdvantageGap({ trainer: settings.trainer, config: settings.config, run: settings.run });
     if (gap) notes.push(`advantages are the update's: ${gap}`);
     else if (formula(next) !== formula(ran)) {
       if (!a.batch.rewards) notes.push('the batch has advantages but no rewards: advantage scaling cannot be recomputed');

@@ -120,6 +120,25 @@ describe('grpo-studio plumbing (issue 21)', () => {
     const file = join(dir, 'no_prompt.json');
     writeFileSync(file, JSON.stringify(b));
     await expectRefusal(['score', '--model', LLAMA, '--batch', file], /^grpo-studio score: .*no_prompt\.json: the batch needs at least one prompt token and one completion token \(P = 0/);
+    // One row with nothing before its trained completion (an empty prompt, or a prompt_mask of 0s): its first token's
+    // log-prob would be the logits of a position that attends nothing, which no trainer computes. score and step (and
+    // mismatch, through the same check) refuse it naming the file and sample; a row whose first token is not trained is scored.
+    const one = JSON.parse(readFileSync(BATCH, 'utf8'));
+    one.prompt_ids[1] = [];
+    if (one.prompt_mask) one.prompt_mask[1] = [];
+    const oneFile = join(dir, 'one_empty.json');
+    writeFileSync(oneFile, JSON.stringify(one));
+    for (const args of [['score', '--batch', oneFile], ['step', '--batch', oneFile]]) {
+      const verb = args[0];
+      await expectRefusal([...args, '--model', LLAMA], new RegExp(`^grpo-studio ${verb}: .*one_empty\\.json: prompt of sample 1: no attended token \\(prompt_ids is empty\\), and its completion's first token is trained`));
+    }
+    const masked = JSON.parse(readFileSync(BATCH, 'utf8'));
+    masked.prompt_mask = masked.prompt_ids.map((r: number[], i: number) => r.map(() => (i === 1 ? 0 : 1)));
+    writeFileSync(join(dir, 'masked.json'), JSON.stringify(masked));
+    await expectRefusal(['score', '--model', LLAMA, '--batch', join(dir, 'masked.json')], /masked\.json: prompt of sample 1: no attended token \(prompt_mask is 0 throughout\)/);
+    masked.completion_mask[1][0] = 0;
+    writeFileSync(join(dir, 'untrained.json'), JSON.stringify(masked));
+    expect(await main(['score', '--model', LLAMA, '--batch', join(dir, 'untrained.json'), '--out', join(dir, 'u.json')])).toBe(0);
     // A completion_mask row shorter than its ids (the Doctor's finding) stops score (before the model is read) and step
     // (at its assemble stage, as the page's pipeline) naming the file, field and sample.
     const short = JSON.parse(readFileSync(BATCH, 'utf8'));

@@ -3,7 +3,8 @@
 // Expectations come from the golden files, not from the pipeline: pass 1's ratio is exp(logp − old) of
 // expected.json's log-probs against the batch's old ones, pass 2's of the golden post-step log-probs (one
 // AdamW step from the golden gradient), and pass 2's mean KL is TRL's k3 of those against the golden reference.
-// μ = 1 prints no pass lines and holds one pass; β = 0 without a reference has no KL: null, not NaN.
+// μ = 1 prints no pass lines and holds one pass; β = 0 without a reference has no KL: null, not NaN; every
+// completion masked has no ratio range (null, exit 0), not an empty min / max's ±Infinity.
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,9 +32,10 @@ interface Expected {
 }
 
 /** Steps a copy of the golden batch with `config` merged in (against the golden reference unless `ref` is false); returns the result and the stderr lines. */
-async function step(config: Record<string, unknown>, ref = true): Promise<{ got: StepCliResult; lines: string[] }> {
+async function step(config: Record<string, unknown>, ref = true, edit: (b: Batch) => void = () => {}): Promise<{ got: StepCliResult; lines: string[] }> {
   const batch = read<Batch>(join(dir, 'batch.json'));
   Object.assign(batch.config, config);
+  edit(batch);
   const path = tmp('batch.json');
   writeFileSync(path, JSON.stringify(batch));
   const out = tmp('result.json');
@@ -65,8 +67,8 @@ describe('grpo-studio step prints every pass (μ = 2)', () => {
     expect([p1.loss, p1.grad_norm]).toEqual([got.loss, got.grad_norm]);
     expectClose([p1.loss, p1.grad_norm], [want.loss, want.grad_norm], { rtol: 1e-4, atol: 1e-6, label: 'pass 1 loss, grad_norm' });
     // README: log-probs rtol 1e-4 (pass 1) and post-step rtol 1e-3, atol 0.002 (pass 2): the ratio inherits that error.
-    expectClose([p1.ratio_min, p1.ratio_max], ratioRange(want.per_token_logps, batch.old_per_token_logps, mask), { rtol: 1e-3, atol: 1e-4, label: 'pass 1 ratio range' });
-    expectClose([p2.ratio_min, p2.ratio_max], ratioRange(want.post_step_per_token_logps, batch.old_per_token_logps, mask), { rtol: 3e-3, atol: 3e-3, label: 'pass 2 ratio range' });
+    expectClose([p1.ratio_min!, p1.ratio_max!], ratioRange(want.per_token_logps, batch.old_per_token_logps, mask), { rtol: 1e-3, atol: 1e-4, label: 'pass 1 ratio range' });
+    expectClose([p2.ratio_min!, p2.ratio_max!], ratioRange(want.post_step_per_token_logps, batch.old_per_token_logps, mask), { rtol: 3e-3, atol: 3e-3, label: 'pass 2 ratio range' });
     // The step moved the policy: pass 2's ratio leaves pass 1's range.
     expect([p2.ratio_min, p2.ratio_max]).not.toEqual([p1.ratio_min, p1.ratio_max]);
     // TRL's k3 (β = 0.04, kl_estimator k3): exp(ref − logp) − (ref − logp) − 1, averaged over the masked tokens.
@@ -81,7 +83,7 @@ describe('grpo-studio step prints every pass (μ = 2)', () => {
     expect(passLines[1]).toMatch(/^pass 2\/2: /);
     // The printed numbers are the JSON's (4 significant digits).
     const [lo, hi] = passLines[1].match(/ratio \[(\S+), (\S+)\]/)!.slice(1).map(Number);
-    expectClose([lo, hi], [p2.ratio_min, p2.ratio_max], { rtol: 1e-3, atol: 0, label: 'printed pass 2 ratio range' });
+    expectClose([lo, hi], [p2.ratio_min!, p2.ratio_max!], { rtol: 1e-3, atol: 0, label: 'printed pass 2 ratio range' });
     expect(passLines[1]).toContain(`(${p2.clipped_low} low, ${p2.clipped_high} high)`);
   });
 
@@ -95,5 +97,14 @@ describe('grpo-studio step prints every pass (μ = 2)', () => {
     const { got, lines } = await step({ num_iterations: 2, beta: 0 }, false);
     expect(got.passes.map((p) => p.mean_kl)).toEqual([null, null]);
     expect(lines.filter((l) => /^pass \d\/2:/.test(l)).every((l) => l.includes('· no KL (β = 0) ·'))).toBe(true);
+  });
+});
+
+describe('every completion masked', () => {
+  it('exits 0 with loss 0 and no ratio range (null), the pass line saying there is no token in the loss', async () => {
+    const { got, lines } = await step({ num_iterations: 2 }, true, (b) => (b.completion_mask = b.completion_mask.map((r) => r.map(() => 0))));
+    expect(got.loss).toBe(0);
+    for (const p of got.passes) expect([p.ratio_min, p.ratio_max]).toEqual([null, null]);
+    expect(lines.filter((l) => /^pass 1\/2:/.test(l))[0]).toContain('· no token in the loss ·');
   });
 });

@@ -3,7 +3,8 @@
 // whatever reference is loaded. With the golden reference's log-probs (PyTorch float64, expected.json) written
 // into the batch, the step WITHOUT --ref-model gives the golden loss, KL and gradient norm (which without them
 // needs --ref-model: a frozen copy of the policy would be its own reference, KL 0). A reference model loaded too
-// is only scored against them (`reference_check`).
+// is only scored against them (`reference_check`). An OpenRLHF dump's KL term is its own setting (algo.kl.use_loss),
+// never TRL's β: the step reads its base_action_log_probs whether or not a `beta` key or a reference model is there.
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +14,7 @@ import type { StepCliResult } from '../../src/cli/step.ts';
 import { expectClose } from '../helpers/close.ts';
 import { GOLDEN } from '../helpers/golden.ts';
 import { expectRefusal } from '../helpers/cli_refusal.ts';
+import { editSafetensors } from '../helpers/safetensors_edit.ts';
 
 const dir = join(GOLDEN, 'tiny-qwen2');
 const read = <T>(path: string): T => JSON.parse(readFileSync(path, 'utf8')) as T;
@@ -66,5 +68,26 @@ describe("TRL's sync_ref_model past ref_model_sync_steps", () => {
     const out = join(path, '..', 'r.json');
     expect(await main(['step', '--model', dir, '--batch', path, '--out', out])).toBe(0);
     expect(read<StepCliResult>(out).reference).toBe("the batch's ref_per_token_logps");
+  });
+});
+
+describe("an OpenRLHF dump's KL term (algo.kl.use_loss), not TRL's β, decides the reference", () => {
+  const model = join(GOLDEN, 'tiny-llama');
+  const fixture = new Uint8Array(readFileSync('tests/fixtures/formats/openrlhf-experience.safetensors'));
+  /** The fixture with `config` in its metadata, stepped (with `args`): the result. */
+  async function stepWith(config: Record<string, unknown>, args: string[] = []): Promise<StepCliResult> {
+    const tmp = mkdtempSync(join(tmpdir(), 'step-okl-'));
+    writeFileSync(join(tmp, 'b.safetensors'), editSafetensors(fixture, { config: JSON.stringify(config) }));
+    expect(await main(['step', '--model', model, '--batch', join(tmp, 'b.safetensors'), '--out', join(tmp, 'r.json'), ...args])).toBe(0);
+    return read<StepCliResult>(join(tmp, 'r.json'));
+  }
+  it("reads the dump's base_action_log_probs with or without a `beta` key (OpenRLHF reads none) or a reference model", async () => {
+    const kl = { 'algo.kl.use_loss': true, 'algo.kl.init_coef': 0.05 };
+    const runs = [await stepWith(kl), await stepWith({ ...kl, beta: 0.05 }), await stepWith(kl, ['--ref-model', model])];
+    for (const r of runs) expect(r.reference).toMatch(/^the batch's ref_per_token_logps/);
+    for (const r of runs.slice(1)) expectClose([r.loss, r.grad_norm], [runs[0].loss, runs[0].grad_norm], { rtol: 1e-6, atol: 0, label: 'loss, grad_norm' });
+    // The KL term moves the loss: the same dump without it is another number.
+    const off = await stepWith({ 'algo.kl.use_loss': false });
+    expect(Math.abs(off.loss - runs[0].loss)).toBeGreaterThan(1e-4);
   });
 });

@@ -238,14 +238,16 @@ describe('studio v2 in chromium', () => {
     // Both arrays exist (the sampler's and the policy's before the step): the rule runs, it is not skipped.
     const skipped = await page.locator('aside.right details li').allTextContents();
     expect(skipped.join('\n')).not.toContain('logprob-mismatch');
-    // A sampler temperature different from the trainer's makes the two disagree: the Doctor says so.
+    // Nucleus sampling: the sampler's log-probs are of the renormalised top-p distribution, the trainer's of the
+    // whole one (as vLLM's beside TRL's), so the two disagree and the Doctor says so. (The temperature is one value:
+    // the sampling form's is the trainer's too, so it cannot make them disagree.)
     await page.getByTestId('step-reset').click();
-    await page.getByTestId('sampling-temperature').fill('0.5');
+    await page.getByTestId('top-p').fill('0.3');
     await page.getByTestId('step-run').click();
     expect(await waitForUpdate(page)).not.toContain('error');
     await page.locator('[data-rule="logprob-mismatch"]').waitFor({ timeout: 10_000 });
     await page.getByTestId('step-reset').click();
-    await page.getByTestId('sampling-temperature').fill('1');
+    await page.getByTestId('top-p').fill('1');
   });
 
   it('shows render, sample, rewards and advantages before the batch is assembled', async () => {

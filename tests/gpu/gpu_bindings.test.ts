@@ -284,7 +284,7 @@ describe('every kernel the project ships', () => {
       (rec) => silu_gate_forward(rec, { out: buf(N), gate: buf(N), up: buf(N), n: N }),
       (rec) => silu_gate_backward(rec, { dgate: buf(N), dup: buf(N), dout: buf(N), gate: buf(N), up: buf(N), n: N }),
       (rec) => trl_loss_forward(rec, { ...trlBuffers(), entropy: buf(BT) }, trl),
-      (rec) => trl_loss_backward(rec, { ...trlBuffers(), dlogp: buf(BT), dentropy: buf(BT) }, trl),
+      (rec) => trl_loss_backward(rec, { ...trlBuffers(), dlogp: buf(BT), dentropy: buf(BT), totals: buf(2 * trl.ranks) }, trl),
     ];
     const built = new Set<string>();
     const spy = vi.spyOn(gpu.cache, 'pipeline');

@@ -7,6 +7,7 @@ import type { BatchConfig, GrpoBatch } from '../../src/io/batch.ts';
 import { effectiveSettings, fileLayer } from '../../src/grpo/settings/effective.ts';
 import { stepConfigOf } from '../../src/grpo/step_config.ts';
 import { rewardAdvantages } from '../../src/grpo/step_prepare.ts';
+import { diagnose } from '../../src/doctor/index.ts';
 
 describe('rewardAdvantageGap', () => {
   it("TRL normalize_then_sum reaches the studio's rollouts through the step config (an advantages row: no objective follows it)", () => {
@@ -60,5 +61,36 @@ describe("OpenRLHF: reward.clip_range and the KL in the reward (openrlhf/models/
     expect(gap({ 'algo.kl.init_coef': 0.05, 'algo.kl.use_loss': false })).toMatch(/init_coef = 0\.05 > 0/);
     expect(gap({ 'algo.kl.init_coef': 0 })).toBeNull(); // no reference model, no KL anywhere
     expect(gap({ 'algo.kl.use_loss': true })).toBeNull();
+  });
+});
+
+describe('TRL scale_rewards "batch" over several processes (grpo_trainer.py gathers every rank\'s rewards first)', () => {
+  // Two ranks of 4 rows, G = 2. TRL: advantages (r − group mean) / (std over all 8 rewards, Bessel + 1e-4), each rank keeping its 4.
+  const all = [1, 0, 1, 1, 0, 0, 3, 1];
+  const mean = all.reduce((a, b) => a + b) / all.length;
+  const std = Math.sqrt(all.reduce((a, r) => a + (r - mean) ** 2, 0) / (all.length - 1));
+  const advantages = all.map((r, i) => (r - (all[i - (i % 2)] + all[i - (i % 2) + 1]) / 2) / (std + 1e-4));
+  const batch = (rows: number[], rank: number | number[]): GrpoBatch => ({
+    format: 'grpo-batch/v1', num_generations: 2, pad_token_id: 0, eos_token_ids: [2],
+    rewards: rows.map((i) => all[i]), advantages: rows.map((i) => advantages[i]),
+    prompt_ids: rows.map((i) => [5 + (i >> 1)]), completion_ids: rows.map(() => [7, 2]), completion_mask: rows.map(() => [1, 1]),
+    config: { scale_rewards: 'batch' }, run: { num_processes: 2, rank },
+  });
+  const verdict = (b: GrpoBatch) => {
+    const r = diagnose(b);
+    return { errors: r.findings.filter((f) => f.rule === 'advantage-mismatch'), skipped: r.skipped.find((s) => s.rule === 'advantage-mismatch')?.reason };
+  };
+
+  it("one rank's rows: TRL's own advantages are not judged (no false error), and a step does not recompute them", () => {
+    const rank0 = batch([0, 1, 2, 3], 0);
+    expect(verdict(rank0)).toEqual({ errors: [], skipped: expect.stringMatching(/^TRL scale_rewards = "batch" over 2 processes divides by the std of every process's rewards, and this batch holds 1 of the 2 ranks/) });
+    expect(rewardAdvantageGap(rank0)).toMatch(/holds 1 of the 2 ranks/);
+  });
+
+  it('every rank held: judged, and TRL\'s advantages match the rewards; a wrong one is an error', () => {
+    const both = batch([0, 1, 2, 3, 4, 5, 6, 7], [0, 1]);
+    expect(rewardAdvantageGap(both)).toBeNull();
+    expect(verdict(both)).toEqual({ errors: [], skipped: undefined });
+    expect(verdict({ ...both, advantages: both.advantages!.map((a, i) => (i === 6 ? a + 0.1 : a)) }).errors).toHaveLength(1);
   });
 });

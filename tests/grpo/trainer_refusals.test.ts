@@ -46,6 +46,7 @@ describe('TRL: what GRPOConfig / GRPOTrainer / Liger refuse, and what one rank c
     ['Liger with adaptive entropy at coefficient 0', { use_liger_kernel: true, use_adaptive_entropy: true }, {}, 'config.use_liger_kernel', /use_adaptive_entropy = true.*"Entropy bonus is not supported/, 'trainer'],
     ['Liger with sequence-level IS for sapo', { use_liger_kernel: true, loss_type: 'sapo', importance_sampling_level: 'sequence' }, {}, 'config.use_liger_kernel', /"Sequence-level importance sampling is not supported for loss_type='sapo'\./, 'trainer'],
     ['an entropy quantile over several processes', { top_entropy_quantile: 0.4 }, { num_processes: 2 }, 'config.top_entropy_quantile', /^0\.4 with num_processes = 2: TRL takes the entropy threshold .* gathered from every process/, 'studio'],
+    ['dr_grpo with max_completion_length None (its divisor: a TypeError in _compute_loss)', { loss_type: 'dr_grpo', max_completion_length: null }, {}, 'config.max_completion_length', /^null with loss_type dr_grpo: TRL divides by per_token_loss\.size\(0\) \* max_completion_length/, 'trainer'],
     ['Liger dapo over several processes', { use_liger_kernel: true }, { num_processes: 2, num_items_in_batch: 100 }, 'run.num_processes', /^2 with use_liger_kernel and loss_type dapo: Liger divides by this micro-batch's loss-mask tokens summed over every process/, 'studio'],
     ['dapo over several processes without num_items_in_batch', {}, { num_processes: 2 }, 'run.num_items_in_batch', /^needed by loss_type dapo with num_processes = 2/, 'studio'],
     ['Liger, an entropy mask and two processes: TRL’s own refusal first', { use_liger_kernel: true, top_entropy_quantile: 0.5 }, { num_processes: 2, num_items_in_batch: 100 }, 'config.use_liger_kernel', /Liger Kernels don't currently support/, 'trainer'],
@@ -68,6 +69,7 @@ describe('TRL: what GRPOConfig / GRPOTrainer / Liger refuse, and what one rank c
     ['vespo with the vLLM correction in token_mask', { loss_type: 'vespo', use_vllm: true, vllm_importance_sampling_mode: 'token_mask' }, {}],
     ['vespo with use_vllm and the correction off', { loss_type: 'vespo', use_vllm: true, vllm_importance_sampling_correction: false }, {}],
     ['luspo with token-level IS (TRL only warns)', { loss_type: 'luspo' }, {}],
+    ['max_completion_length None under another loss type (no cap on sampling; only dr_grpo reads it)', { loss_type: 'dapo', max_completion_length: null }, {}],
     ['a *_truncate mode without bounds while the correction is off', { vllm_importance_sampling_correction: false, vllm_importance_sampling_mode: 'token_truncate', vllm_importance_sampling_clip_max: null }, {}],
     ['Liger with grpo and sequence-level IS', { use_liger_kernel: true, loss_type: 'grpo', importance_sampling_level: 'sequence' }, {}],
     ['Liger grpo over several processes (local normalisers)', { use_liger_kernel: true, loss_type: 'grpo' }, { num_processes: 2 }],
@@ -431,5 +433,14 @@ describe('TRL generation_batch_size: GRPOConfig.__post_init__ derives steps_per_
     expect(at({ generation_batch_size: 16, steps_per_generation: 1, per_device_train_batch_size: 8 })).toThrow(/^config\.generation_batch_size: 16 with steps_per_generation 1: GRPOConfig sets generation_batch_size = per_device_train_batch_size 8 · num_processes 1 \(the default: the batch does not say\) · steps_per_generation = 8; the two do not come from one config$/);
     expect(at({ generation_batch_size: 16, steps_per_generation: 1, per_device_train_batch_size: 8 }, { num_processes: 2, num_items_in_batch: 10 })).not.toThrow();
     expect(refusal({ generation_batch_size: 4, steps_per_generation: 1 })).toMatch(/the two do not come from one config/); // the page's trainer view alike
+  });
+});
+
+describe('TRL max_completion_length None (GRPOConfig: int | None)', () => {
+  const at = (config: Record<string, unknown>) => stepConfigOf(effectiveSettings('trl', [{ origin: 'file', trainer: 'trl', config, run: {} }]), 7);
+  it("the studio loss's dr_grpo refuses it as TRL's does; under another loss type its L_max is the batch's width, never GRPOConfig's 512", () => {
+    expect(() => at({ loss_type: 'dr_grpo', max_completion_length: null })).toThrow(/^config\.max_completion_length: null with loss_type dr_grpo: TRL divides by/);
+    expect(at({ loss_type: 'dapo', max_completion_length: null }).loss.max_completion_length).toBe(7);
+    expect(at({ loss_type: 'dapo' }).loss.max_completion_length).toBe(512);
   });
 });

@@ -113,7 +113,7 @@ describe('num_items_in_batch that is no number', () => {
   it.each([
     ['a NaN F32 tensor', { num_items_in_batch: scalarTensor('F32', NaN) }, {}, /the 0-d tensor num_items_in_batch \(dtype F32\) = NaN: not a token count/],
     ['an Inf F64 tensor', { num_items_in_batch: scalarTensor('F64', Infinity) }, {}, /the 0-d tensor num_items_in_batch \(dtype F64\) = Infinity: not a token count/],
-    ['-Infinity in the metadata', { num_items_in_batch: undefined }, { num_items_in_batch: '-Infinity' }, /__metadata__ num_items_in_batch = "-Infinity": not a token count/],
+    ['-Infinity in the metadata', { num_items_in_batch: undefined }, { num_items_in_batch: '-Infinity' }, /__metadata__ num_items_in_batch = -Infinity: not a token count/],
     ['"NaN" in the run object', { num_items_in_batch: undefined }, { run: '{"num_items_in_batch": "NaN"}' }, /__metadata__ run\.num_items_in_batch = "NaN": not a token count/],
   ] as const)('%s is refused at import, naming the file', (_, tensors, meta, want) => {
     const bytes = editSafetensors(fixture(R0), meta, tensors as never);

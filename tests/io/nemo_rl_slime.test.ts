@@ -153,6 +153,14 @@ describe('NeMo-RL train_data_step{N}.jsonl', () => {
     expect(wrong.notes.join('\n')).toMatch(/follow no NeMo-RL GRPO setting/);
   });
 
+  it('sample_loss_mask is 0 or 1: another value (a weight on the row in NeMo-RL\'s loss) is refused naming line and sample, never read as 0', () => {
+    for (const v of [0.5, 2, -1]) {
+      const bad = () => imp(nemoEdited((rec, b) => b === 1 && (rec.sample_loss_mask = [v])), 'w.jsonl');
+      expect(bad).toThrow(new RegExp(`^w\\.jsonl: line 2: sample_loss_mask \\(sample 1\\) = ${v}: NeMo-RL weights the row's loss tokens by it`));
+    }
+    expect(imp(nemoEdited((rec, b) => b === 1 && (rec.sample_loss_mask = [1])), 'one.jsonl').batch.completion_mask[1]).toContain(1);
+  });
+
   it('ids are exact: a fraction, a boolean or a string among token_ids is refused naming line and position; unknown keys listed', () => {
     const bad = (v: unknown) => () => imp(nemoEdited((rec, b) => {
       if (b === 2) rec.token_ids[0][4] = v;

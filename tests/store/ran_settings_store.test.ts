@@ -124,13 +124,18 @@ describe("the report's Settings table", () => {
   });
 
   it("is a prompt-set update's config with its sampling beside it, never over a config key", async () => {
-    store().setSampling({ temperature: 1.3 });
+    // The temperature is one value (TRL samples and scores with it); the sampler's repetition penalty is its own
+    // (its scope is the studio's: TRL's repetition_penalty row is another setting).
+    store().setSampling({ temperature: 1.3, repetition_penalty: 1.1 });
     const ran = await startUpdate();
+    expect(settingOf(ran, 'config', 'temperature')).toEqual({ value: 1.3, provenance: { origin: 'edited', label: 'sampling form' } });
     const table = derived.reportSettings(store())!;
-    expect(table.temperature).toBe(settingOf(ran, 'config', 'temperature').value);
-    expect(table.temperature).not.toBe(1.3);
+    expect(table.temperature).toBe(1.3);
     expect(table['sampling.temperature']).toBe(1.3);
+    expect(table['sampling.repetition_penalty']).toBe(1.1);
+    expect(table.repetition_penalty).toBeUndefined();
     expect(table['sampling.max_new_tokens']).toBe(store().sampling.max_new_tokens);
+    expect(table.max_completion_length).toBe(store().sampling.max_new_tokens);
   });
 });
 

@@ -68,7 +68,7 @@ describe("the page's update and the CLI agree", () => {
     expect(C).toBeLessThan(settings.sampling.max_new_tokens);
 
     // The page's export, read back as the CLI reads a file.
-    const exported = exportedBatch({ batch: assembled.batch, run, runSettings: settings })!;
+    const exported = exportedBatch({ batch: assembled.batch, run, runSettings: settings, imported: null, batchOrigin: 'step', stepFrom: 'prompts' })!;
     const path = join(mkdtempSync(join(tmpdir(), 'page-cli-')), 'update.grpo-batch.json');
     writeFileSync(path, serializeBatch(exported, { strictJson: true }));
     const cli = stepSettingsOfFile(readBatchFiles([path]).batch, path).config;

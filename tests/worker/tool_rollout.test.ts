@@ -17,9 +17,9 @@ import { STAGES, type StagePayloads, type StepRunner, type StepSettings } from '
 import { compileUserReward, scoreColumn } from '../../src/grpo/rewards.ts';
 import { compileTools } from '../../src/worker/reward_sandbox.ts';
 import { taskSettings } from '../../src/store/settings.ts';
+import { noEdits, pageSettings } from '../../src/bridge/settings.ts';
 import { loadTokenizerDir } from '../../src/tokenize/node.ts';
 import type { Tokenizer } from '../../src/tokenize/tokenizer.ts';
-import { pageSettingsWith } from '../helpers/small_settings.ts';
 import { testGpu } from '../helpers/gpu.ts';
 
 const DIR = resolve(__dirname, '../../public/models/tiny-tool');
@@ -48,7 +48,8 @@ beforeAll(async () => {
 
 function settings(way: 'concat' | 'rerender', seed: number, prompts = 2, G = 4): StepSettings {
   const t = taskSettings('multiply-tool');
-  return { prompts: t.prompts.slice(0, prompts), sampling: { ...t.sampling, num_generations: G, seed }, rewards: t.rewards, tools: { ...t.tools!, way }, settings: pageSettingsWith() };
+  const sampling = { ...t.sampling, num_generations: G, seed };
+  return { prompts: t.prompts.slice(0, prompts), sampling, rewards: t.rewards, tools: { ...t.tools!, way }, settings: pageSettings('trl', { kind: 'prompts', task: 'multiply-tool', sampling }, noEdits()) };
 }
 
 async function runAll(s: StepSettings, until: number = STAGES.length): Promise<Partial<StagePayloads>> {

@@ -48,13 +48,13 @@ describe('trainer view of the step', () => {
     const M = first.assemble.padded.completion_mask;
     for (let i = 0; i < B * C; i++) expect(view.terms!.effective_loss_mask[i]).toBe(M[i]);
     // A what-if under another TRL loss type follows that objective on the same log-probs: the loss table's value.
-    const w = await runner.whatIf(pageSettingsWith({ config: { loss_type: 'cispo' } }));
+    const w = await runner.whatIf(pageSettingsWith({ config: { loss_type: 'cispo' } }, 'trl', settings.sampling));
     expect(w.settings.config.loss_type).toBe('cispo');
     expect(w.trainer.current!.loss).toBe(view.terms!.loss);
     expect(w.trainer.whatif!.loss).toBeCloseTo(view.table.find((c) => c.label === 'cispo')!.loss!, 6);
     expect(w.trainer.whatif!.loss).not.toBeCloseTo(view.terms!.loss, 6);
     // Advantage settings the studio does not recompute (GDPO's normalize_then_sum) keep the update's, and say so.
-    const gdpo = await runner.whatIf(pageSettingsWith({ config: { multi_objective_aggregation: 'normalize_then_sum' } }));
+    const gdpo = await runner.whatIf(pageSettingsWith({ config: { multi_objective_aggregation: 'normalize_then_sum' } }, 'trl', settings.sampling));
     expect(gdpo.notes.join('\n')).toMatch(/^advantages are the update's: TRL multi_objective_aggregation = "normalize_then_sum"/m);
     expect(Array.from(gdpo.whatif.advantages)).toEqual(Array.from(gdpo.current.advantages));
     // TRL's per-token gradient at the studio's settings is the studio loss's own ∂loss/∂logp (other kernels).
@@ -65,13 +65,13 @@ describe('trainer view of the step', () => {
     expect(await runner.runStage('backward', settings)).toMatchObject({ id: 'backward' });
 
     // Another trainer: its loss is shown and is the step's (or its settings error, naming the field, and the backward refuses).
-    const verl: StepSettings = { ...settings, settings: pageSettingsWith({}, 'verl') };
+    const verl: StepSettings = { ...settings, settings: pageSettingsWith({}, 'verl', settings.sampling) };
     const v1 = await runTo('loss', verl);
     expect(v1.loss.trainer!.error).toMatch(/ppo_micro_batch_size_per_gpu/);
     expect(v1.loss.objective_error).toBe(v1.loss.trainer!.error);
     expect(v1.loss.loss).toBeNaN();
     await expect(runner.runStage('backward', verl)).rejects.toThrow(/ppo_micro_batch_size_per_gpu/);
-    verl.settings = pageSettingsWith({ config: { ppo_mini_batch_size: B, ppo_micro_batch_size_per_gpu: B, rollout_is: null } }, 'verl');
+    verl.settings = pageSettingsWith({ config: { ppo_mini_batch_size: B, ppo_micro_batch_size_per_gpu: B, rollout_is: null } }, 'verl', settings.sampling);
     const v2 = await runTo('loss', verl);
     // On-policy vanilla PPO (ratio 1), token-mean, scale 1, no rollout IS weights: Σ −A·M / Σ M.
     let num = 0;
@@ -91,7 +91,7 @@ describe('trainer view of the step', () => {
     expect(await runner.runStage('backward', verl)).toMatchObject({ id: 'backward' });
 
     // A TRL setting the studio loss does not apply: the step follows TRL's objective with it.
-    const cispo: StepSettings = { ...settings, settings: pageSettingsWith({ config: { loss_type: 'cispo' } }) };
+    const cispo: StepSettings = { ...settings, settings: pageSettingsWith({ config: { loss_type: 'cispo' } }, 'trl', settings.sampling) };
     const c1 = await runTo('loss', cispo);
     expect(c1.loss.trainer!.config.loss_type).toBe('cispo');
     expect(c1.loss.trainer!.terms!.loss).toBeCloseTo(c1.loss.trainer!.table.find((c) => c.label === 'cispo')!.loss!, 6);
@@ -101,7 +101,7 @@ describe('trainer view of the step', () => {
 
     // mask_truncated_completions: rows whose last token is neither EOS nor pad leave the loss, named "truncation";
     // the others are untouched.
-    const trunc: StepSettings = { ...settings, settings: pageSettingsWith({ config: { mask_truncated_completions: true } }) };
+    const trunc: StepSettings = { ...settings, settings: pageSettingsWith({ config: { mask_truncated_completions: true } }, 'trl', settings.sampling) };
     const tr = (await runTo('loss', trunc)).loss.trainer!.terms!;
     const ends = [...first.assemble.batch.eos_token_ids, first.assemble.batch.pad_token_id];
     const truncatedRows = first.assemble.batch.completion_ids.map((r) => r.length === 0 || !ends.includes(r[r.length - 1]));
@@ -117,7 +117,7 @@ describe('trainer view of the step', () => {
     const off = (t: number) => (t % 3 === 0 ? 2 : 0);
     batch.sampling_per_token_logps = batch.completion_ids.map((r, b) => r.map((_, t) => logp[b * C + t] + off(t)));
     batch.old_per_token_logps = undefined;
-    const vllm: StepSettings = { ...settings, settings: pageSettingsWith({ config: { use_vllm: true, vllm_importance_sampling_mode: 'token_mask', vllm_importance_sampling_clip_min: 0.5, vllm_importance_sampling_clip_max: 3 } }) };
+    const vllm: StepSettings = { ...settings, settings: pageSettingsWith({ config: { use_vllm: true, vllm_importance_sampling_mode: 'token_mask', vllm_importance_sampling_clip_min: 0.5, vllm_importance_sampling_clip_max: 3 } }, 'trl', settings.sampling) };
     const imp = await runTo('loss', vllm, { kind: 'batch', batch });
     const t = imp.loss.trainer!.terms!;
     for (let b = 0; b < B; b++) {

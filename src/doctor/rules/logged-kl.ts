@@ -71,7 +71,7 @@ export const loggedKl: Rule = {
       return [{
         rule: ID, severity: 'warning', field: `metrics.${key}`,
         message: msg`logged ${key} = ${logged} matches none of the estimators over the loss mask (${table})`,
-        hint: 'The log-probs in the batch are not the ones the trainer logged KL from (another step, checkpoint or temperature), or the trainer averaged differently (TRL logs the mean over ranks of each rank’s mean).',
+        hint: 'The log-probs in the batch are not the ones the trainer logged KL from (another step, checkpoint or temperature), or the trainer averaged over other tokens (TRL logs one mean over every rank’s loss-mask tokens, and the mean of those values over the logging steps; a single rank’s batch holds part of them).',
       }];
     }
     const names = matches.map(([k]) => k);

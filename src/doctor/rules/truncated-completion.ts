@@ -18,7 +18,9 @@ export const truncatedCompletion: Rule = {
       rule: this.id,
       severity: 'info',
       message: msg`${rows.length} of ${ctx.B} completions have no EOS and reach ${source} (${max} tokens): samples ${listSamples(rows)}`,
-      hint: 'Truncated answers are often scored as wrong. Raise max_completion_length, or set mask_truncated_completions to keep them out of the loss.',
+      hint: ctx.batch.config?.mask_truncated_completions === true
+        ? 'mask_truncated_completions is set: TRL keeps them out of the loss (completion_mask 0). Their rewards still count in their groups; raise max_completion_length if too many are cut.'
+        : 'Truncated answers are often scored as wrong. Raise max_completion_length, or set mask_truncated_completions to keep them out of the loss.',
     }];
   },
 };

@@ -20,11 +20,24 @@ const QUANTILE = 'huggingface/trl trl/trainer/grpo_trainer.py get_high_entropy_m
 const COMPUTE_LOSS = 'huggingface/trl trl/trainer/grpo_trainer.py _compute_loss';
 
 
+/**
+ * dr_grpo's divisor B · max_completion_length with max_completion_length None: TRL's _compute_loss raises a TypeError.
+ * The studio loss's dr_grpo refuses with the same words (step_config.ts studioView).
+ */
+export const drGrpoWithoutLength = (lossType: unknown, length: unknown): string | null =>
+  lossType === 'dr_grpo' && length === null ? 'null with loss_type dr_grpo: TRL divides by per_token_loss.size(0) * max_completion_length, and None there raises a TypeError in _compute_loss; set max_completion_length' : null;
+
 /** vllm_importance_sampling_clip_max as __post_init__ leaves it: the deprecated cap, when set, replaces it. */
 const clipMax = (c: TrlConfig) => c.vllm_importance_sampling_cap ?? c.vllm_importance_sampling_clip_max;
 
 
 export const TRL_RULES: readonly TrainerRule<TrlConfig, TrlRun>[] = [
+  {
+    fields: ['config.max_completion_length', 'config.loss_type'],
+    by: 'trainer',
+    source: COMPUTE_LOSS,
+    check: (c) => drGrpoWithoutLength(c.loss_type, c.max_completion_length),
+  },
   {
     fields: ['config.sync_ref_model', 'config.beta'],
     by: 'trainer',

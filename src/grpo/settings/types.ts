@@ -67,7 +67,16 @@ export interface SettingSpec {
   list?: boolean;
   /** Shown in the page's "Loss & optimizer" panel (and the what-if form); every row is in the trainer form. */
   form?: 'loss';
+  /**
+   * The page sampler's field that is this row: the trainer samples with the value it scores and groups with (TRL's
+   * one `temperature`, `max_completion_length`, `num_generations`), so the page's prompt set holds one value for
+   * both, in its sampling form (src/bridge/settings.ts samplingLayer).
+   */
+  sampler?: SamplerField;
 }
+
+/** The page sampler's fields a trainer row can be (src/bridge/protocol_settings.ts SamplingSettings). */
+export type SamplerField = 'num_generations' | 'max_new_tokens' | 'temperature' | 'top_k' | 'top_p' | 'min_p';
 
 /** The value type a row declares: its `type`, an enum's `values`. */
 type RowValue<S> = S extends { type: 'boolean' }

@@ -120,7 +120,7 @@ async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Ar
     trl_loss_forward(rec, { ...k, entropy }, p);
     let dlogits: GPUBuffer | null = null;
     // From scored log-probs the backward stops at ∂loss/∂logp, ∂loss/∂entropy (read back: the page shows them).
-    const grad = opts.backward || !gather ? { dlogp: buf('dlogp', N * 4), dentropy: buf('dentropy', N * 4) } : null;
+    const grad = opts.backward || !gather ? { dlogp: buf('dlogp', N * 4), dentropy: buf('dentropy', N * 4), totals: buf('trl_totals', 8 * p.ranks) } : null;
     if (grad) trl_loss_backward(rec, { ...k, ...grad }, p);
     if (grad && gather) {
       dlogits = buf('dlogits', N * gather.rows.V * 4);

@@ -3,8 +3,9 @@
 // split of a trainer's single loss mask into completion_mask and tool_mask, group labels, and the
 // pad / EOS ids a dump may lack. Everything is linear in the tensor size: one typed-array view per
 // tensor, one Array.from per row, no per-element objects.
-import { BatchFormatError, type GrpoBatch } from '../batch.ts';
-import { INT32_RANGE, shapeOf, TOKEN_ID_RANGE, toF32, toF64, toI32, wholeNumbers, type SafeTensors } from '../safetensors.ts';
+import { BatchFormatError, parsePythonJson, type GrpoBatch, type InferredIds } from '../batch.ts';
+import { elementAt, INT32_RANGE, isTokenId, shapeOf, TOKEN_ID_RANGE, toF32, toF64, toI32, wholeNumbers, type SafeTensors } from '../safetensors.ts';
+import { shown } from '../validate.ts';
 
 /** What a reader returns: the canonical batch plus what the page and `convert` tell the user. */
 export interface ImportResult {
@@ -33,7 +34,7 @@ export interface ImportResult {
    * each with what it was inferred from ("inferred from …"): handed to the Doctor (doctorOptions), whose findings
    * that rest on an inferred id are warnings naming it, never errors.
    */
-  inferred?: { pad_token_id?: string; eos_token_ids?: string };
+  inferred?: InferredIds;
 }
 
 /** Ids a dump may not carry (prime-rl, verl): from a tokenizer when the caller has one. */
@@ -54,6 +55,9 @@ export interface Tensor2D<A extends Int32Array | Float32Array | Float64Array> {
 export class Dump {
   constructor(readonly st: SafeTensors, readonly file: string) {}
 
+  /** Each metadata entry parsed once (rewards, prompts and configs can be large, and several readers ask for one key). */
+  private readonly parses = new Map<string, { value: unknown } | { error: string }>();
+
   has(key: string): boolean {
     return this.st.tensors.has(key);
   }
@@ -67,30 +71,41 @@ export class Dump {
   }
 
   /**
-   * A whole-number tensor of rank 2 (ids, or a mask when the key names one) as Int32, read exactly or refused.
-   * Any integer dtype as stored (I64 from all 64 bits); a float, BF16 or F16 one (a hook's cast) only when every
-   * value is an exact integer the dtype holds without rounding (below 2^24 / 2^8 / 2^11; F64 below 2^53). Ids
-   * must lie in [0, 2^31), masks in int32. The first value that fails is one line naming the file, the tensor,
-   * the sample, the position and the value — never an id silently wrapped, rounded or cast.
+   * A whole-number tensor of rank 2 (ids, or a mask when the key names one) as Int32, read exactly or refused
+   * (wholeData), with its dimensions.
    */
   ints(key: string, kind: 'ids' | 'mask' = /mask/i.test(key) ? 'mask' : 'ids'): Tensor2D<Int32Array> {
     const [rows, cols] = this.dims(key, 2);
-    const info = this.st.tensors.get(key)!;
-    if (!['I64', 'I32', 'I16', 'I8', 'U8', 'BOOL', 'F64', 'F32', 'BF16', 'F16'].includes(info.dtype)) this.fail(`${key} has dtype ${info.dtype}, expected an integer tensor`);
-    const data = wholeNumbers(this.st, key, kind === 'ids' ? TOKEN_ID_RANGE : INT32_RANGE, (i, value, why) => {
-      const b = Math.floor(i / cols);
-      const t = i % cols;
-      this.fail(`${key}[${b}][${t}] (sample ${b}, position ${t}) = ${value} (dtype ${info.dtype}) ${why}`);
+    return { key, rows, cols, data: this.wholeData(key, kind) };
+  }
+
+  /**
+   * A whole-number tensor of any shape (ids, masks) as Int32, read exactly or refused: the one rule of every reader
+   * and of the CLI's loss / advantage cases. Any integer dtype as stored (I64 from all 64 bits); a float, BF16 or F16
+   * one (a hook's cast) only when every value is an exact integer the dtype holds without rounding (below 2^24 / 2^8
+   * / 2^11; F64 below 2^53). Ids must lie in [0, 2^31), masks in int32. The first value that fails is one line
+   * naming the file, the tensor, the element (sample and position for rank 1 and 2), the value and the dtype —
+   * never an id silently wrapped, rounded or cast.
+   */
+  wholeData(key: string, kind: 'ids' | 'mask'): Int32Array {
+    const { dtype, shape } = this.st.tensors.get(key)!;
+    return wholeNumbers(this.st, key, kind === 'ids' ? TOKEN_ID_RANGE : INT32_RANGE, (i, value, why) => {
+      const where = shape.length === 1 ? ` (sample ${i})` : shape.length === 2 ? ` (sample ${Math.floor(i / shape[1])}, position ${i % shape[1]})` : '';
+      this.fail(`${key}${elementAt(shape, i)}${where} = ${value} (dtype ${dtype}) ${why}`);
     });
-    return { key, rows, cols, data };
   }
 
   /** A floating tensor of rank 1 or 2 (F64 kept exact, others as f32). */
   floats(key: string, rank: 1 | 2 = 2): Tensor2D<Float32Array | Float64Array> {
     const [rows, cols] = this.dims(key, rank);
-    const info = this.st.tensors.get(key)!;
-    if (!['F32', 'F64', 'BF16', 'F16'].includes(info.dtype)) this.fail(`${key} has dtype ${info.dtype}, expected a floating tensor`);
-    return { key, rows, cols, data: info.dtype === 'F64' ? toF64(this.st, key) : toF32(this.st, key) };
+    return { key, rows, cols, data: this.floatData(key) };
+  }
+
+  /** A floating tensor of any shape (F64 kept exact, F32 / BF16 / F16 as f32); an integer dtype is refused, naming it. */
+  floatData(key: string): Float32Array | Float64Array {
+    const { dtype } = this.st.tensors.get(key)!;
+    if (!['F32', 'F64', 'BF16', 'F16'].includes(dtype)) this.fail(`${key} has dtype ${dtype}, expected a floating tensor`);
+    return dtype === 'F64' ? toF64(this.st, key) : toF32(this.st, key);
   }
 
   /** The first element of a tensor of any shape and dtype (0-d counters such as num_items_in_batch). */
@@ -118,15 +133,47 @@ export class Dump {
     for (const k of keys) if (this.has(k) && this.shape(k)[0] !== B) this.fail(`${k} has ${this.shape(k)[0]} rows, ${against} has ${B}`);
   }
 
-  /** A metadata entry parsed as JSON (plain strings stay strings), or undefined. */
+  /**
+   * A metadata entry parsed as JSON in the dialect Python's json.dumps writes (NaN, Infinity, -Infinity as bare
+   * words: TRL's rewards_per_func holds NaN where a reward function returned None), exactly as the grpo-batch
+   * reader parses a file (parsePythonJson), or undefined. A value that is no JSON even so stays the string it is
+   * (a plain string such as "pt"); a reader that needs a list or an object refuses it with the parser's reason
+   * (metaList, metaObject).
+   */
   meta(key: string): unknown {
-    const v = this.st.metadata[key];
-    if (v === undefined) return undefined;
-    try {
-      return JSON.parse(v);
-    } catch {
-      return v;
+    const p = this.parsed(key);
+    return p && 'value' in p ? p.value : this.st.metadata[key];
+  }
+
+  /** The JSON list stored under a metadata key, or undefined when absent. */
+  metaList(key: string): unknown[] | undefined {
+    const v = this.meta(key);
+    if (v === undefined || Array.isArray(v)) return v;
+    return this.notA(key, 'a JSON list');
+  }
+
+  private parsed(key: string): { value: unknown } | { error: string } | undefined {
+    const text = this.st.metadata[key];
+    if (text === undefined) return undefined;
+    let p = this.parses.get(key);
+    if (!p) {
+      const source = `__metadata__ "${key}"`;
+      try {
+        p = { value: parsePythonJson(text, source) };
+      } catch (e) {
+        // parsePythonJson names its own refusals (nesting too deep) after `source`; JSON.parse's are syntax errors.
+        const m = (e as Error).message.split('\n')[0];
+        p = { error: e instanceof BatchFormatError ? m.slice(source.length + 2) : `not valid JSON, even as Python's json writes it (${m})` };
+      }
+      this.parses.set(key, p);
     }
+    return p;
+  }
+
+  /** Refuses the metadata value at `key` as not `what`, with the parser's reason when it is no JSON at all. */
+  private notA(key: string, what: string): never {
+    const p = this.parsed(key);
+    return this.fail(`__metadata__ "${key}" must be ${what}${p && 'error' in p ? `: ${p.error}` : ''}`);
   }
 
   /** What the trainer logged for the step, from a "metrics" JSON object in the metadata (numbers only). */
@@ -139,7 +186,7 @@ export class Dump {
   metaObject(key: string): Record<string, unknown> {
     const v = this.meta(key);
     if (v === undefined) return {};
-    if (v === null || typeof v !== 'object' || Array.isArray(v)) this.fail(`__metadata__ "${key}" must be a JSON object`);
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) this.notA(key, 'a JSON object');
     return v as Record<string, unknown>;
   }
 }
@@ -245,9 +292,6 @@ export function idListOf(v: unknown): number[] | undefined {
   return n === undefined ? undefined : [n];
 }
 
-/** Token ids as a carrier may hold them: [0, 2^31), the range of the batch's ids. */
-const ID_LIMIT = 2 ** 31;
-
 /** A carrier's "no id": absent, JSON null, or Python's str(None) / "" as a hook's str() writes it. */
 const noId = (v: unknown): boolean => v === undefined || v === null || (typeof v === 'string' && /^\s*(none|null)?\s*$/i.test(v));
 
@@ -263,9 +307,7 @@ export function idsAt(d: { fail(message: string): never }, where: string, v: unk
   if (items.length === 0) d.fail(`__metadata__ ${where} = [] holds no token id`);
   return items.map((x) => {
     const n = typeof x === 'string' && /^\s*\d+\s*$/.test(x) ? Number(x) : x;
-    if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n >= ID_LIMIT) {
-      d.fail(`__metadata__ ${where} = ${JSON.stringify(v)} is not a token id (an integer in [0, 2^31)${list ? ', or a list of them' : ''})`);
-    }
+    if (!isTokenId(n)) d.fail(`__metadata__ ${where} = ${shown(v)} is not a token id (an integer in [0, 2^31)${list ? ', or a list of them' : ''})`);
     return n;
   });
 }
@@ -315,7 +357,8 @@ export function votedEos(ends: readonly number[]): { id: number; n: number } {
  * - pad: the id at every masked-out position of a padding mask, when they are all one id (exact: the trainer
  *   padded with it); none masked out and the writer keeps no padding: the EOS id (nothing to check); otherwise
  *   (several ids under the mask, or no mask to read) the EOS id as a stand-in, named as such;
- * - EOS: the most common last trained token over every trained span (each assistant turn ends with it).
+ * - EOS: the most common last trained token over every trained span (each assistant turn ends with it); with no
+ *   trained span there is nothing to infer it from: id 0 stands in, named a stand-in (never "inferred from 0 of 0").
  * Carrier values are range-checked (idsAt): a bad one is a refusal naming its key.
  */
 export function tokenIds(d: { fail(message: string): never }, opts: ImportOptions, carriers: readonly IdCarrier[], evidence: IdEvidence, notes: string[]): { pad_token_id: number; eos_token_ids: number[]; inferred?: ImportResult['inferred'] } {
@@ -337,7 +380,13 @@ export function tokenIds(d: { fail(message: string): never }, opts: ImportOption
   let eos = fileEos?.ids ?? opts.eos_token_ids;
   let pad = filePad?.id ?? opts.pad_token_id;
   const inferred: NonNullable<ImportResult['inferred']> = {};
-  if (!eos) {
+  if (!eos && evidence.turnEnds.length === 0) {
+    // No trained span to vote: nothing to infer from. The schema needs an EOS id, so id 0 stands in, marked inferred
+    // and said to be a stand-in: the Doctor makes every finding resting on it a warning naming that, never an error.
+    eos = [0];
+    inferred.eos_token_ids = 'a stand-in, not inferred: no trained span (every loss mask is 0) to infer it from';
+    notes.push(`no EOS id in the file, and none can be inferred: no trained span (every loss mask is 0); id 0 stands in, and no error rests on it; pass a tokenizer to give the EOS`);
+  } else if (!eos) {
     const { id, n } = votedEos(evidence.turnEnds);
     eos = [id];
     inferred.eos_token_ids = `inferred from the last trained token of ${n} of ${evidence.turnEnds.length} trained spans (assistant turns and completions)`;
@@ -391,11 +440,26 @@ export class LeafValues {
   set(leaf: string, where: string, value: unknown): void {
     const was = this.values.get(leaf);
     if (!was) this.values.set(leaf, { where, value });
-    else if (JSON.stringify(was.value) !== JSON.stringify(value)) this.d.fail(`__metadata__ ${was.where} = ${JSON.stringify(was.value)} and ${where} = ${JSON.stringify(value)} both set ${leaf} and disagree`);
+    // Compared as shown: JSON.stringify would make NaN, Infinity and null one value.
+    else if (shown(was.value) !== shown(value)) this.d.fail(`__metadata__ ${was.where} = ${shown(was.value)} and ${where} = ${shown(value)} both set ${leaf} and disagree`);
   }
 
   get(leaf: string): unknown {
     return this.values.get(leaf)?.value;
+  }
+
+  /**
+   * A group size (TRL num_generations, OpenRLHF n_samples_per_prompt, verl rollout.n) as placed here: a positive
+   * integer, a number or a numeric string (intOf); undefined when no place gives one (null is none). A value that is
+   * there but no group size (0, −4, "two") is refused naming where it was read, never taken as absent: the default or
+   * a size guessed from the rows would group the batch differently without a word.
+   */
+  groupSize(leaf: string): number | undefined {
+    const at = this.values.get(leaf);
+    if (at === undefined || at.value === null) return undefined;
+    const n = intOf(at.value);
+    if (n === undefined || n < 1) this.d.fail(`__metadata__ ${at.where} = ${shown(at.value)} is not a group size (a positive integer): groups cannot be formed`);
+    return n;
   }
 
   /** The leaves as one object, in the table's names. */

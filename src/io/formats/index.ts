@@ -4,19 +4,22 @@
 // experiences, prime-rl ranks) into one batch whose group labels make split groups whole again, and whose pad / EOS
 // ids are those a file read, or, where every file inferred its own, inferred again over all rows.
 // Safetensors dumps: TRL dict, verl DataProto, OpenRLHF Experience. Text: grpo-batch/v1 JSON, prime-rl JSONL,
-// NeMo-RL train_data_step{N}.jsonl, slime's rollout dump as JSON.
-import { BATCH_FIELDS, BatchFormatError, parseBatch, type GrpoBatch } from '../batch.ts';
+// NeMo-RL train_data_step{N}.jsonl, slime's rollout dump as JSON. A grpo-batch/v1 file reads as another reader's
+// result would: its inferred_ids are ImportResult.inferred, its config in a trainer's own layout is mapped by that
+// trainer's reader, so a batch gives the same numbers and Doctor verdicts however it was saved.
+import { BATCH_FACT_KEYS, BATCH_FIELDS, BatchFormatError, INFERABLE_IDS, parseBatch, type GrpoBatch, type InferredIds } from '../batch.ts';
 import { parseSafeTensors } from '../safetensors.ts';
-import { Dump, labelsFromKeys, turnEnds, votedEos, type ImportOptions, type ImportResult } from './common.ts';
+import { Dump, isPlainObject, labelsFromKeys, turnEnds, votedEos, type ImportOptions, type ImportResult } from './common.ts';
 import * as trl from './trl.ts';
 import * as verl from './verl.ts';
 import * as openrlhf from './openrlhf.ts';
 import * as primeRl from './prime-rl.ts';
 import * as nemoRl from './nemo_rl.ts';
 import * as slime from './slime.ts';
-import { configTable, runTable, trainerOfBatch } from '../../grpo/settings/effective.ts';
+import { configTable, rowOf, runTable, trainerOfBatch } from '../../grpo/settings/effective.ts';
 import { withCurrentNames } from '../../grpo/settings/table.ts';
 import type { TrainerId } from '../../grpo/settings/types.ts';
+import { TRAINER_TABLES } from '../../grpo/settings/trainers.ts';
 
 export type { ImportOptions, ImportResult } from './common.ts';
 
@@ -57,8 +60,103 @@ export function readAnyBatch(bytes: Uint8Array, name: string, opts: ImportOption
   if (nemoRl.detect(text)) return nemoRl.read(text, name, opts);
   if (slime.detect(text)) return slime.read(text, name, opts);
   if (primeRl.detect(text)) return primeRl.read(text, name, opts);
-  const { batch, notes } = currentNames(parseBatch(text, name), name);
-  return { batch, format: 'grpo-batch', trainer: 'grpo-batch/v1', unknownKeys: Object.keys(batch).filter((k) => !BATCH_FIELDS.has(k)), notes };
+  return readGrpoBatch(text, name, opts);
+}
+
+/**
+ * A grpo-batch/v1 file. Its inferred_ids become ImportResult.inferred (the batch itself does not keep them: one place
+ * in memory), except an id the caller's tokenizer gives (convert / doctor --tokenizer), which replaces the guess as it
+ * would have in the file's first reader (common.ts tokenIds: a tokenizer's id before an inferred one). Its config is
+ * read in the trainer's rows' names (trainerLayout, currentNames).
+ */
+function readGrpoBatch(text: string, name: string, opts: ImportOptions): ImportResult {
+  const { inferred_ids, ...parsed } = parseBatch(text, name);
+  const notes: string[] = [];
+  const ids = tokenizerOverInferred(parsed, inferred_ids, opts, notes);
+  const batch = currentNames(trainerLayout(ids.batch, name, notes), name, notes);
+  return { batch, format: 'grpo-batch', trainer: 'grpo-batch/v1', unknownKeys: [...Object.keys(batch).filter((k) => !BATCH_FIELDS.has(k)), ...settingsNotRead(batch)], notes, inferred: ids.inferred };
+}
+
+/**
+ * `config.` / `run.` keys of a batch that no settings row of its trainer reads and that describe nothing the studio
+ * reads either (BATCH_FACT_KEYS): a misspelt setting ("epsilom") is kept as written and listed, never taken silently
+ * for the default it leaves in place.
+ */
+function settingsNotRead(batch: GrpoBatch): string[] {
+  const t = trainerOfBatch(batch);
+  const known = (k: string) => rowOf(t, 'config', k) !== undefined || rowOf(t, 'run', k) !== undefined;
+  return (['config', 'run'] as const).flatMap((where) => Object.keys(batch[where] ?? {}).filter((k) => !known(k) && !BATCH_FACT_KEYS.has(k)).map((k) => `${where}.${k}`));
+}
+
+/** The file's inferred ids, each one the caller's tokenizer gives replaced by the tokenizer's (and no longer inferred). */
+function tokenizerOverInferred(batch: GrpoBatch, inferred: InferredIds | undefined, opts: ImportOptions, notes: string[]): { batch: GrpoBatch; inferred?: InferredIds } {
+  if (!inferred) return { batch };
+  const out = { ...batch };
+  const left = { ...inferred };
+  const given: Partial<Pick<GrpoBatch, (typeof INFERABLE_IDS)[number]>> = { pad_token_id: opts.pad_token_id, eos_token_ids: opts.eos_token_ids };
+  for (const f of INFERABLE_IDS) {
+    const v = given[f];
+    if (v === undefined || !left[f]) continue;
+    if (!same(v, out[f])) notes.push(`${f}: the file's ${shown(out[f])} was ${left[f]}; the tokenizer's ${shown(v)} is used`);
+    Object.assign(out, { [f]: v });
+    delete left[f];
+  }
+  return { batch: out, inferred: Object.keys(left).length ? left : undefined };
+}
+
+/**
+ * A Dump standing for a grpo-batch/v1 file, for the trainer readers' settings functions, whose errors name a dump's
+ * config as "__metadata__ config…": in this file the config is the top-level `config` field, so that word is dropped.
+ */
+class ConfigOfFile extends Dump {
+  constructor(file: string) {
+    super({ metadata: {}, tensors: new Map(), data: new Uint8Array(0) }, file);
+  }
+
+  override fail(message: string): never {
+    throw new BatchFormatError(`${this.file}: ${message.replace(/^__metadata__ /, '')}`);
+  }
+}
+
+/** OpenRLHF's own rows (config and run), not the studio's it shares its config with. */
+const OPENRLHF_OWN: ReadonlySet<string> = new Set([...TRAINER_TABLES.openrlhf.config, ...TRAINER_TABLES.openrlhf.run].map((s) => s.name));
+
+/**
+ * A config holding a trainer's settings in the trainer's own layout rather than its rows' names. verl's nested or
+ * dotted paths ("actor_rollout_ref": {"rollout": {"temperature": 0.7}}, "actor_rollout_ref.rollout.temperature") are
+ * read by the verl reader's own function (verl.ts settingsOfConfig) with the keys that are rows, so the forms must
+ * agree (else one line naming both); keys outside verl's layout and its rows are kept as written. OpenRLHF's args
+ * nested as hierarchize holds them ({"rollout": {"temperature": 0.7}}) are read by the OpenRLHF reader's function
+ * (openrlhf.ts openrlhfSettings) with its own rows' flat dests, the same way: read as written they would be
+ * ignored — a step at another temperature than the file's.
+ */
+function trainerLayout(batch: GrpoBatch, name: string, notes: string[]): GrpoBatch {
+  const config = batch.config;
+  if (!config) return batch;
+  const trainer = trainerOfBatch(batch);
+  const isRow = (k: string) => rowOf(trainer, 'config', k) !== undefined || rowOf(trainer, 'run', k) !== undefined;
+  if (trainer === 'verl') {
+    if (!Object.keys(config).some(verl.layoutKey)) return batch;
+    // Objects and dotted keys that are neither rows nor verl's layout (chat_template_kwargs) stay as written: the
+    // reader would walk them as driver config it does not read. Every other key goes through it, so a flat key
+    // (rollout_n) and its path in the layout (actor_rollout_ref.rollout.n) are checked against each other.
+    const aside = ([k, v]: [string, unknown]) => !isRow(k) && !verl.layoutKey(k) && (isPlainObject(v) || k.includes('.'));
+    const own = Object.fromEntries(Object.entries(config).filter((e) => !aside(e)));
+    const kept = Object.fromEntries(Object.entries(config).filter(aside));
+    return { ...batch, config: { ...kept, ...verl.settingsOfConfig(new ConfigOfFile(name), own, notes) } };
+  }
+  if (trainer === 'openrlhf') {
+    const nested = ([k, v]: [string, unknown]) => isPlainObject(v) && !isRow(k);
+    if (!Object.entries(config).some(nested)) return batch;
+    // OpenRLHF's args nested as the trainer holds them go through its reader with its own rows' flat dests, so a dest
+    // and its nested path are checked against each other. The studio's rows stay as written (advantage_estimator is
+    // also OpenRLHF's name before ed62d0e2, which the reader would take as algo.advantage.estimator).
+    const through = ([k, v]: [string, unknown]) => nested([k, v]) || OPENRLHF_OWN.has(k);
+    const own = Object.fromEntries(Object.entries(config).filter(through));
+    const kept = Object.fromEntries(Object.entries(config).filter((e) => !through(e)));
+    return { ...batch, config: { ...kept, ...openrlhf.openrlhfSettings(new ConfigOfFile(name), own, notes) } };
+  }
+  return batch;
 }
 
 /**
@@ -66,16 +164,17 @@ export function readAnyBatch(bytes: Uint8Array, name: string, opts: ImportOption
  * ed62d0e2, `init_kl_coef`) read as today's rows, with a note, as its importer reads a dump; both names with
  * different values is a BatchFormatError naming the file.
  */
-function currentNames(batch: GrpoBatch, name: string): { batch: GrpoBatch; notes: string[] } {
-  if (!batch.config) return { batch, notes: [] };
+function currentNames(batch: GrpoBatch, name: string, notes: string[]): GrpoBatch {
+  if (!batch.config) return batch;
   let r: ReturnType<typeof withCurrentNames>;
   try {
     r = withCurrentNames(configTable(trainerOfBatch(batch)), batch.config);
   } catch (e) {
     throw new BatchFormatError(`${name}: ${(e as Error).message}`);
   }
-  if (r.renamed.length === 0) return { batch, notes: [] };
-  return { batch: { ...batch, config: r.values }, notes: [`config: ${r.renamed.length} setting(s) under their former names, read as today's (${r.renamed.map(([was, now]) => `${was} → ${now}`).join(', ')})`] };
+  if (r.renamed.length === 0) return batch;
+  notes.push(`config: ${r.renamed.length} setting(s) under their former names, read as today's (${r.renamed.map(([was, now]) => `${was} → ${now}`).join(', ')})`);
+  return { ...batch, config: r.values };
 }
 
 /**
@@ -116,7 +215,7 @@ const SHARED_FIELDS = ['num_generations', 'trainer', 'reward_weights'] as const;
  * inferred (ImportResult.inferred: prime-rl's vote over its own rows) is a guess from that file's rows, never a
  * reason to refuse. mergedIds settles them.
  */
-const ID_FIELDS = ['pad_token_id', 'eos_token_ids'] as const;
+const ID_FIELDS = INFERABLE_IDS;
 
 /** Settings rows that belong to one file, not to the step: TRL's rank (each file is one process's slice). */
 const PER_FILE: ReadonlySet<string> = new Set(['rank']);

@@ -4,6 +4,7 @@
 // among ids, a fraction, an id out of range: one line naming the file, record, key, position and value — an id is
 // never rounded, wrapped or read from text.
 import { INT32_RANGE, TOKEN_ID_RANGE } from '../safetensors.ts';
+import { shown } from '../validate.ts';
 
 export type Fail = (message: string) => never;
 
@@ -20,7 +21,7 @@ export function intList(fail: Fail, v: unknown, at: string, kind: 'ids' | 'mask'
   const range = kind === 'ids' ? TOKEN_ID_RANGE : INT32_RANGE;
   return listAt(fail, v, at).map((x, t) => {
     if (typeof x === 'boolean' && kind === 'mask') return +x;
-    const here = `${at}[${t}] (${sample === undefined ? '' : `sample ${sample}, `}position ${t}) = ${typeof x === 'number' && !Number.isFinite(x) ? String(x) : (JSON.stringify(x) ?? String(x))}`;
+    const here = `${at}[${t}] (${sample === undefined ? '' : `sample ${sample}, `}position ${t}) = ${shown(x)}`;
     if (typeof x !== 'number') return fail(`${here} is ${x === null ? 'null' : `a ${Array.isArray(x) ? 'list' : typeof x}`}, not an integer`);
     if (!Number.isInteger(x)) return fail(`${here} is not an integer`);
     if (x < range.min || x > range.max) return fail(`${here} is not ${range.what}`);

@@ -135,7 +135,13 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
     if (batch.advantages && rewards) ({ config, carryRewards } = estimator(rewards, batch.advantages, group_ids, notes));
   }
   if (rewards && carryRewards) batch.rewards = rewards;
-  const excluded = records.flatMap((rec, b) => (rec.r.sample_loss_mask === undefined ? [] : [[b, numberAt(fail, field(rec, 'sample_loss_mask'), at(b, 'sample_loss_mask'))]])).filter(([, m]) => m !== 1).map(([b]) => b);
+  const sampleMask = (b: number): number => {
+    const m = numberAt(fail, field(records[b], 'sample_loss_mask'), at(b, 'sample_loss_mask'));
+    // NeMo-RL multiplies each token's mask by it: another value is a weight on the row, which a 0/1 completion_mask cannot hold.
+    if (m !== 0 && m !== 1) fail(`${at(b, 'sample_loss_mask')} (sample ${b}) = ${m}: NeMo-RL weights the row's loss tokens by it (token_loss_mask × sample_mask), and grpo-batch/v1 holds 0 or 1`);
+    return m;
+  };
+  const excluded = records.flatMap((rec, b) => (rec.r.sample_loss_mask === undefined || sampleMask(b) === 1 ? [] : [b]));
   // NeMo-RL's loss takes token_mask × sample_mask (NVIDIA-NeMo/RL nemo_rl/algorithms/loss_functions.py ClippedPGLossFn): a row with
   // sample_loss_mask 0 is no loss token at all, so its completion_mask is that product (else `step` would train on it).
   for (const b of excluded) batch.completion_mask[b] = batch.completion_mask[b].map(() => 0);

@@ -51,7 +51,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   const cfg = openrlhfSettings(d, d.metaObject('config'), notes);
   const n = samplesPerPrompt(d, d.metaObject('config'));
   const index = d.meta('index');
-  if (n === undefined || n < 1) d.fail('__metadata__ has no n_samples_per_prompt (nor config.rollout.n_samples_per_prompt, args as the trainer holds them): groups (index // n_samples_per_prompt) cannot be formed');
+  if (n === undefined) d.fail('__metadata__ has no n_samples_per_prompt (nor config.rollout.n_samples_per_prompt, args as the trainer holds them): groups (index // n_samples_per_prompt) cannot be formed');
   if (!Array.isArray(index) || index.length !== B) d.fail(`__metadata__ "index" must list ${B} sample positions (one per row), got ${Array.isArray(index) ? index.length : typeof index}`);
   const bad = index.findIndex((i) => !Number.isInteger(i) || i < 0);
   if (bad >= 0) d.fail(`__metadata__ index[${bad}] = ${JSON.stringify(index[bad])} is not a sample position`);
@@ -125,7 +125,7 @@ const GROUP_KEYS = new Set(['n_samples_per_prompt', 'rollout.n_samples_per_promp
  * The args' flat keys (a table row's name, or its name before ed62d0e2 read as the row), the others as written
  * and listed in a note; the nested args' table rows under their dest names (LeafValues: agree or fail).
  */
-function openrlhfSettings(d: Dump, cfg: Record<string, unknown>, notes: string[]): Record<string, unknown> {
+export function openrlhfSettings(d: Dump, cfg: Record<string, unknown>, notes: string[]): Record<string, unknown> {
   const leaves = new LeafValues(d);
   const unread: string[] = [];
   const unknownFlat: string[] = [];
@@ -156,11 +156,11 @@ function openrlhfSettings(d: Dump, cfg: Record<string, unknown>, notes: string[]
   return leaves.object();
 }
 
-/** n_samples_per_prompt: the metadata's, args.rollout.n_samples_per_prompt (nested or flat), or the older flat name; all given must agree. */
+/** n_samples_per_prompt: the metadata's, args.rollout.n_samples_per_prompt (nested or flat), or the older flat name; all given must agree (LeafValues.groupSize). */
 function samplesPerPrompt(d: Dump, cfg: Record<string, unknown>): number | undefined {
   const n = new LeafValues(d);
   const nested = isPlainObject(cfg.rollout) ? cfg.rollout.n_samples_per_prompt : undefined;
   const given: [string, unknown][] = [['n_samples_per_prompt', d.meta('n_samples_per_prompt')], [flatKey('rollout.n_samples_per_prompt'), cfg['rollout.n_samples_per_prompt']], ['config.rollout.n_samples_per_prompt', nested], [flatKey('n_samples_per_prompt'), cfg.n_samples_per_prompt]];
   for (const [where, v] of given) if (v !== undefined) n.set('n_samples_per_prompt', where, intOf(v) ?? v);
-  return intOf(n.get('n_samples_per_prompt'));
+  return n.groupSize('n_samples_per_prompt');
 }

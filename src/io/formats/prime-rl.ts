@@ -4,13 +4,14 @@
 // - every column is aligned with token_ids (prompt + completion of one sequence, padding trimmed);
 //   trainer log-probs and entropy were shifted right by one in train.py (shift_tensor_right), so
 //   column t already scores token t and the completion is a plain slice of every column;
-// - non-finite floats are written as null, and columns the run did not compute are all null;
+// - non-finite floats are written as null, and columns the run did not compute are all null (a line re-saved with
+//   Python's json, NaN / Infinity as bare words, is read as the grpo-batch reader reads them: parsePythonJson);
 // - loss_mask is 0 on the prompt and on tool / environment tokens;
 // - a record carries no group id and no pad / EOS id: the batch gets num_generations 1 (no groups; said so),
 //   and pad / EOS come from a tokenizer when given, else are inferred (said so in notes).
-import { BatchFormatError, type GrpoBatch } from '../batch.ts';
+import { BatchFormatError, parsePythonJson, type GrpoBatch } from '../batch.ts';
 import { completionRows, noLossSettings, scalarAdvantages, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
-import { intList } from './json_rows.ts';
+import { intList, listAt } from './json_rows.ts';
 
 /** Record keys of schema_version 1: mapped, or read and listed as not carried. */
 const MAPPED = { trainer_logprobs: 'old_per_token_logps', inference_logprobs: 'sampling_per_token_logps', advantages: 'per_token_advantages' } as const;
@@ -18,15 +19,19 @@ const KNOWN = ['schema_version', 'step', 'rank', 'micro_step', 'micro_sequence_i
 
 type Record_ = Record<string, unknown>;
 
-/** The first non-blank line is a JSON object with token_ids and loss_mask (blank lines are skipped, as read() does). */
+/**
+ * The first non-blank line is a JSON object with the keys token_ids and loss_mask (blank lines are skipped, as read()
+ * does). Detected by its keys, not by their values: a record whose token_ids is not a list is still this export,
+ * and read() names the field.
+ */
 export function detect(text: string): boolean {
   const start = text.search(/\S/);
   if (start < 0) return false;
   const end = text.indexOf('\n', start);
   const line = text.slice(start, end < 0 ? undefined : end);
   try {
-    const r = JSON.parse(line);
-    return r !== null && typeof r === 'object' && Array.isArray(r.token_ids) && Array.isArray(r.loss_mask);
+    const r = parsePythonJson(line, 'line 1') as Record<string, unknown> | null;
+    return r !== null && typeof r === 'object' && !Array.isArray(r) && 'token_ids' in r && 'loss_mask' in r;
   } catch {
     return false;
   }
@@ -41,8 +46,9 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
     if (line.trim() === '') return;
     let r: unknown;
     try {
-      r = JSON.parse(line);
+      r = parsePythonJson(line, `${file}: line ${i + 1}`);
     } catch (e) {
+      if (e instanceof BatchFormatError) throw e;
       fail(`line ${i + 1} is not JSON (${(e as Error).message.split('\n')[0]})`);
     }
     if (r === null || typeof r !== 'object' || Array.isArray(r)) fail(`line ${i + 1} is not a JSON object`);
@@ -50,7 +56,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   });
   if (records.length === 0) fail('no records');
   const notes: string[] = [];
-  const list = (r: Record_, key: string, b: number): unknown[] => (Array.isArray(r[key]) ? (r[key] as unknown[]) : fail(`record ${b}: "${key}" must be a list`));
+  const list = (r: Record_, key: string, b: number): unknown[] => listAt(fail, r[key], `record ${b}: ${key}`);
   // Whole numbers, exactly: token ids in [0, 2^31), loss_mask values in int32. loss_mask may be true / false (the
   // writer's .tolist() of a bool tensor); a boolean or string among token ids, or any string, is refused by position.
   const ints = (r: Record_, key: string, b: number, kind: 'ids' | 'mask') => intList(fail, list(r, key, b), `record ${b}: ${key}`, kind, b);
@@ -58,8 +64,14 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
 
   const tokens = records.map((r, b) => ints(r, 'token_ids', b, 'ids'));
   const loss = records.map((r, b) => ints(r, 'loss_mask', b, 'mask'));
-  // Prompt = tokens before the first trained token; a loss_mask of another length keeps its length.
-  const P = loss.map((m) => Math.max(0, m.indexOf(1)));
+  // Prompt = tokens before the first trained token; a loss_mask of another length keeps its length. A record with no
+  // trained token (a sample the orchestrator masked out) does not say where its prompt ends: it is all prompt, its
+  // completion empty, so nothing is trained, as in prime-rl, and no finding rests on a guessed split (an empty prompt,
+  // a completion holding prompt tokens). Its prompt ends where the shorter of token_ids and loss_mask ends, so a
+  // length mismatch stays in the completion for the Doctor to name.
+  const untrained = loss.flatMap((m, b) => (m.includes(1) ? [] : [b]));
+  const P = loss.map((m, b) => (m.includes(1) ? m.indexOf(1) : Math.min(m.length, tokens[b].length)));
+  if (untrained.length) notes.push(`record(s) ${untrained.slice(0, 8).join(', ')}${untrained.length > 8 ? ', …' : ''}: no trained token (loss_mask all 0), so where the prompt ends is not recorded: taken as all prompt, nothing trained`);
   // prime-rl's RL loss trains loss_mask & (rl_weights != 0) and counts those tokens (trainer/rl/loss.py
   // compute_loss): rl_weights 0 marks a distillation (CE) sample's tokens and, with filter_zero_advantages, the
   // zero-advantage tokens. Those leave the loss mask here (a zero inside a completion becomes tool_mask 0, which

@@ -18,16 +18,21 @@
 //   groups of unequal size). The dump carries neither argument: slimeGroups reads them from the samples;
 // - no pad / EOS id is written and there is no padding.
 import { BatchFormatError, parsePythonJson, type GrpoBatch } from '../batch.ts';
-import { completionRows, labelsFromKeys, noLossSettings, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
+import { shown } from '../validate.ts';
+import { completionRows, intOf, labelsFromKeys, noLossSettings, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 import { floatList, intList, type Fail } from './json_rows.ts';
 
 /** Sample.to_dict() keys (every dataclass field, status / spec_info / prefix_cache_info as dicts). */
 const MAPPED = ['group_index', 'index', 'tokens', 'response_length', 'loss_mask', 'rollout_log_probs', 'reward', 'remove_sample'];
 const KNOWN_UNMAPPED = ['rollout_id', 'prompt', 'multimodal_inputs', 'multimodal_train_inputs', 'multimodal_train_input_id', 'apply_chat_template_kwargs', 'response', 'label', 'weight_versions', 'rollout_top_p_token_ids', 'rollout_top_p_token_offsets', 'rollout_routed_experts', 'teacher_log_probs', 'status', 'metadata', 'generate_function_path', 'custom_rm_path', 'train_metadata', 'session_id', 'non_generation_time', 'spec_info', 'prefix_cache_info'];
 
-/** A JSON object with a "samples" list of Sample dicts (tokens, response_length), as the dump's dict is. */
+/**
+ * A JSON object with the dump's keys: "samples" beside "rollout_id" (the dict save_debug_rollout_data writes), or
+ * beside Sample dicts' "tokens" and "response_length". Detected by its keys, not by their values: a file that is
+ * clearly this dump is read here even when "samples" is empty or not a list, and read() names what is wrong.
+ */
 export function detect(text: string): boolean {
-  return /^\s*\{/.test(text) && /"samples"\s*:\s*\[/.test(text) && text.includes('"response_length"') && text.includes('"tokens"');
+  return /^\s*\{/.test(text) && /"samples"\s*:/.test(text) && (/"rollout_id"\s*:/.test(text) || (text.includes('"response_length"') && text.includes('"tokens"')));
 }
 
 type Rec = Record<string, unknown>;
@@ -45,7 +50,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   }
   if (top === null || typeof top !== 'object' || Array.isArray(top)) fail('top level must be the dump\'s dict {"rollout_id", "samples"}');
   const dump = top as Rec;
-  if (!Array.isArray(dump.samples) || dump.samples.length === 0) fail('"samples" must be a non-empty list of Sample dicts');
+  if (!Array.isArray(dump.samples) || dump.samples.length === 0) fail(`"samples" must be a non-empty list of Sample dicts, got ${Array.isArray(dump.samples) ? 'an empty list' : dump.samples === null ? 'null' : typeof dump.samples}`);
   const samples = dump.samples as unknown[];
   samples.forEach((s, b) => {
     if (s === null || typeof s !== 'object' || Array.isArray(s)) fail(`samples[${b}] is not a Sample dict`);
@@ -78,8 +83,10 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   rows.completion_ids.forEach((ids, b) => turnEnds(ids, loss[b], ends));
   const { pad_token_id, eos_token_ids, inferred } = tokenIds({ fail }, opts, [], { unpadded: true, turnEnds: ends }, notes);
 
-  const missing = recs.findIndex((r) => r.group_index === null || r.group_index === undefined);
-  if (missing >= 0) fail(`${at(missing, 'group_index')} is ${JSON.stringify(recs[missing].group_index) ?? 'absent'}: slime's samples name their prompt by it, from which n_samples_per_prompt is read`);
+  // Sample.group_index is an int (a numeric string as intOf reads one elsewhere): anything else would fall into a
+  // group of its own, and the groups slime normalises over would silently change.
+  const bad = recs.findIndex((r) => intOf(r.group_index) === undefined);
+  if (bad >= 0) fail(`${at(bad, 'group_index')} is ${recs[bad].group_index === undefined ? 'absent' : shown(recs[bad].group_index)}, not an integer: slime's samples name their prompt by it, from which n_samples_per_prompt is read`);
   const { group_ids, G } = slimeGroups(recs, notes);
   const batch: GrpoBatch = {
     format: 'grpo-batch/v1',
@@ -126,7 +133,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
  */
 function slimeGroups(recs: Rec[], notes: string[]): { group_ids: number[]; G: number } {
   const B = recs.length;
-  const byPrompt = labelsFromKeys(recs.map((r) => r.group_index));
+  const byPrompt = labelsFromKeys(recs.map((r) => intOf(r.group_index))); // "1" and 1 are one prompt, as read()'s check takes them
   const sizes = new Map<number, number>();
   for (const g of byPrompt) sizes.set(g, (sizes.get(g) ?? 0) + 1);
   const n = Math.max(...sizes.values());

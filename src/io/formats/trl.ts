@@ -13,7 +13,8 @@
 // Rows are kept padded (grpo-batch/v1 allows it; the masks say what is real) so no bug is trimmed away.
 import type { BatchConfig, GrpoBatch } from '../batch.ts';
 import { configTable, runTable } from '../../grpo/settings/effective.ts';
-import { carriersIn, Dump, intOf, isPlainObject, row, rows, scalarAdvantages, tokenIds, turnEnds, type IdCarrier, type ImportOptions, type ImportResult } from './common.ts';
+import { shown } from '../validate.ts';
+import { carriersIn, Dump, intOf, isPlainObject, LeafValues, row, rows, scalarAdvantages, tokenIds, turnEnds, type IdCarrier, type ImportOptions, type ImportResult } from './common.ts';
 
 /**
  * GRPOConfig / TrainingArguments fields carried into batch.config (same names): every row of the studio's TRL
@@ -58,12 +59,13 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   const B = completion_ids.rows;
   d.sameRows([...MAPPED, 'importance_sampling_ratio'], B, 'completion_ids');
   const cfg = d.metaObject('config');
-  const G = intOf(cfg.num_generations) ?? intOf(d.meta('num_generations'));
-  if (G === undefined || G < 1) d.fail('__metadata__ config has no num_generations: groups cannot be formed (save self.args.to_dict() as "config")');
+  const G = groupSize(d, cfg);
+  if (G === undefined) d.fail('__metadata__ config has no num_generations: groups cannot be formed (save self.args.to_dict() as "config")');
   // Run context: top-level keys (the hook's), or a "run" object as in tests/golden/trainers.
   const run = d.metaObject('run');
-  const rank = intOf(d.meta('rank')) ?? intOf(run.rank) ?? 0;
-  const numProcesses = intOf(d.meta('num_processes')) ?? intOf(run.num_processes) ?? 1;
+  const placed = processPlace(d, cfg, run);
+  const rank = processInt(d, placed, 'rank') ?? 0;
+  const numProcesses = processInt(d, placed, 'num_processes') ?? 1;
   if (rank < 0 || rank >= numProcesses) d.fail(`__metadata__ rank = ${rank} is not in [0, num_processes = ${numProcesses})`);
 
   const completion_mask = rows(d.ints('completion_mask'));
@@ -103,17 +105,20 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     } else batch.advantages = row(A, 0, 0, A.rows * A.cols);
   }
   perSampleMeta(d, batch, B, rank, numProcesses);
-  batch.config = trlConfig(cfg, rank, numProcesses, d.meta('gradient_accumulation_steps') ?? run.gradient_accumulation_steps);
+  batch.config = trlConfig(cfg, rank, numProcesses, placed.get('gradient_accumulation_steps'));
   // The run context, every row of the table's (inputs["num_items_in_batch"], dapo's normaliser gathered over every
   // process, first as the dict's 0-d tensor; TrainerState; the adaptive entropy's last world entropy): the hook's
   // top-level keys or its "run" object, as written (the validator names a bad one, nothing is dropped).
   // TrainerState (global_step, max_steps): the hook's keys, or the trainer's `state` object as saved (TrainerState's
   // fields, e.g. dataclasses.asdict(self.state)); the rest of it is not used.
+  // A key given at several places must hold one value there (LeafValues): a clash is refused, naming both.
   const state = d.metaObject('state');
+  const runValues = new LeafValues(d);
   for (const k of RUN_FIELDS) {
-    const v = k === 'num_items_in_batch' && d.has(k) ? d.scalar(k) : (d.meta(k) ?? run[k] ?? state[k]);
-    if (v !== undefined) batch.run = { ...batch.run, [k]: v };
+    if (k === 'num_items_in_batch' && d.has(k)) runValues.set(k, `the 0-d tensor ${k}`, d.scalar(k));
+    for (const [where, v] of [[k, d.meta(k)], [`run.${k}`, run[k]], [`state.${k}`, state[k]]] as const) if (v !== undefined && v !== null) runValues.set(k, where, v);
   }
+  if (runValues.values.size) batch.run = runValues.object();
   countOfItems(d, batch.run?.num_items_in_batch);
   const eos = tokenizerEos(d, run);
   if (eos !== undefined) batch.run = { ...batch.run, eos_token_id: eos };
@@ -128,6 +133,34 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   const stateRest = Object.keys(state).filter((k) => !RUN_FIELDS.includes(k));
   if (stateRest.length) notes.push(`state: ${stateRest.length} other TrainerState field(s) not used (${stateRest.slice(0, 4).join(', ')}${stateRest.length > 4 ? ', …' : ''})`);
   return { batch, format: 'trl', trainer: 'TRL GRPOTrainer', unknownKeys, notes, inferred };
+}
+
+/**
+ * The process settings, from every place a dump may give them: the hook's top-level keys, its "run" object, and the
+ * config (args.to_dict() rows of the studio's TRL table). Numbers and numeric strings compare as integers, so rank
+ * "0" and 0 are one value; two places that disagree are a refusal naming both (LeafValues), never one silently kept
+ * — a wrong rank would move every row to another sample of the gathered batch, and groups with it.
+ */
+function processPlace(d: Dump, cfg: Record<string, unknown>, run: Record<string, unknown>): LeafValues {
+  const placed = new LeafValues(d);
+  for (const k of ['rank', 'num_processes', 'gradient_accumulation_steps']) {
+    for (const [where, v] of [[k, d.meta(k)], [`run.${k}`, run[k]], [`config.${k}`, cfg[k]]] as const) if (v !== undefined && v !== null) placed.set(k, where, intOf(v) ?? v);
+  }
+  return placed;
+}
+
+/** num_generations from the args (config) or the hook's top-level key: both given must agree; a bad one is refused by place. */
+function groupSize(d: Dump, cfg: Record<string, unknown>): number | undefined {
+  const placed = new LeafValues(d);
+  for (const [where, v] of [['config.num_generations', cfg.num_generations], ['num_generations', d.meta('num_generations')]] as const) if (v !== undefined && v !== null) placed.set('num_generations', where, intOf(v) ?? v);
+  return placed.groupSize('num_generations');
+}
+
+/** rank / num_processes as an integer, or undefined when no place gives one; anything else is refused by place, not read as the default. */
+function processInt(d: Dump, placed: LeafValues, key: 'rank' | 'num_processes'): number | undefined {
+  const at = placed.values.get(key);
+  if (at !== undefined && intOf(at.value) === undefined) d.fail(`__metadata__ ${at.where} = ${shown(at.value)} is not an integer`);
+  return intOf(at?.value);
 }
 
 /**
@@ -167,7 +200,7 @@ function tokenizerEos(d: Dump, run: Record<string, unknown>): unknown {
  * num_items_in_batch is the divisor of dapo / cispo / vespo: a value that is no finite number (NaN or ±Inf from
  * the 0-d tensor, a "NaN" / "Infinity" string in the metadata) is refused here, naming the file and where it was
  * read, so nothing downstream can mistake it for "not given" and divide by this rank's own token count instead.
- * (Its range, > 0, is the settings row's: checked by the validator as for any row.)
+ * (Its range, ≥ 0 with 0 divided as 1 as TRL clamps it, is the settings row's: checked by the validator as for any row.)
  */
 function countOfItems(d: Dump, v: unknown): void {
   if (v === undefined || v === null || (typeof v === 'number' && Number.isFinite(v))) return;
@@ -178,9 +211,8 @@ function countOfItems(d: Dump, v: unknown): void {
 /** Per-sample lists the hook may put in the metadata: this rank's B rows, or the gathered batch (sliced). */
 function perSampleMeta(d: Dump, batch: GrpoBatch, B: number, rank: number, numProcesses: number): void {
   const take = <T>(key: string): T[] | undefined => {
-    const v = d.meta(key);
+    const v = d.metaList(key);
     if (v === undefined) return undefined;
-    if (!Array.isArray(v)) d.fail(`__metadata__ "${key}" must be a JSON list`);
     if (v.length === B) return v as T[];
     if (v.length === B * numProcesses) return v.slice(rank * B, (rank + 1) * B) as T[];
     d.fail(`__metadata__ "${key}" has ${v.length} entries, expected ${B} (this rank) or ${B * numProcesses} (all ranks)`);
@@ -188,16 +220,16 @@ function perSampleMeta(d: Dump, batch: GrpoBatch, B: number, rank: number, numPr
   const nan = (x: unknown) => (x === null ? NaN : (x as number));
   batch.rewards = take<number | null>('rewards')?.map(nan);
   batch.rewards_per_func = take<(number | null)[]>('rewards_per_func')?.map((r) => (Array.isArray(r) ? r.map(nan) : d.fail('__metadata__ "rewards_per_func" rows must be lists')));
-  const w = d.meta('reward_weights');
-  if (w !== undefined) batch.reward_weights = Array.isArray(w) ? (w as number[]) : d.fail('__metadata__ "reward_weights" must be a JSON list');
+  batch.reward_weights = d.metaList('reward_weights') as number[] | undefined;
   batch.prompt_texts = take<string>('prompts');
   batch.completion_texts = take<string>('completions');
 }
 
+/** GRPOConfig's rows as written, with the process settings where processPlace found them (the validator names a bad one). */
 function trlConfig(cfg: Record<string, unknown>, rank: number, numProcesses: number, gas: unknown): BatchConfig {
   const out: BatchConfig = { advantage_estimator: 'trl' };
   for (const [k, v] of Object.entries(cfg)) if (CONFIG_FIELDS.has(k) && v !== undefined && (v !== null || NULL_MEANS.has(k))) (out as Record<string, unknown>)[k] = v;
-  if (out.gradient_accumulation_steps === undefined && intOf(gas) !== undefined) out.gradient_accumulation_steps = intOf(gas);
+  if (gas !== undefined) out.gradient_accumulation_steps = gas as number;
   out.rank = rank;
   out.num_processes = numProcesses;
   return out;

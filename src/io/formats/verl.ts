@@ -13,16 +13,18 @@
 // - `config` as verl holds it, OmegaConf.to_container(config, resolve=True) of the driver's config (layout of
 //   verl/trainer/config/_generated_ppo_trainer.yaml at b178a3c): NESTED below maps each path to its leaf
 //   (actor_rollout_ref.actor.policy_loss.loss_mode → loss_mode, algorithm.rollout_correction.* → rollout_*,
-//   actor_rollout_ref.rollout.temperature → temperature, trainer.use_legacy_worker_impl, …). The actor's
-//   batch sizes are the driver's normalised as verl/workers/fsdp_workers.py ActorRolloutRefWorker.__init__
-//   does (actorBatchSizes). Other nested fields are counted in notes, not carried;
+//   actor_rollout_ref.rollout.temperature → temperature, trainer.use_legacy_worker_impl, …). A key that spells a
+//   path with dots ("actor_rollout_ref.rollout.temperature": 0.7, as a flattened dict writes it) is that path, as
+//   the nested form. The actor's batch sizes are the driver's normalised as verl/workers/fsdp_workers.py
+//   ActorRolloutRefWorker.__init__ does (actorBatchSizes). Other nested fields are counted in notes, not carried;
 // - `meta_info` (DataProto.meta_info as the dump saves it): temperature (ray_trainer.py sets it from
 //   actor_rollout_ref.rollout.temperature; dp_actor.py reads it), pad / EOS ids, global_steps (→ run.global_steps,
 //   the lr schedule's position).
-// A leaf given at two of these places with different values is an error naming both. `run` (the run context
-// of VERL_RUN) is carried as written, as the TRL reader does.
+// A leaf (or a path, nested and dotted) given at two of these places with different values is an error naming
+// both. `run` (the run context of VERL_RUN) is carried as written, as the TRL reader does. A grpo-batch/v1 file of
+// trainer verl whose config is in this layout is mapped by the same function (settingsOfConfig, layoutKey).
 import type { BatchConfig, GrpoBatch } from '../batch.ts';
-import { runTable } from '../../grpo/settings/effective.ts';
+import { configTable, runTable } from '../../grpo/settings/effective.ts';
 import { VERL_SETTINGS } from '../../grpo/settings/verl.ts';
 import { groupFormulaOf } from '../../grpo/settings/group_formula.ts';
 import { parseSettings, rowsIn } from '../../grpo/settings/table.ts';
@@ -42,12 +44,26 @@ const NESTED: ReadonlyMap<string, string> = new Map([
   ...VERL_SETTINGS.filter((s) => s.path && !NORMALISED.has(s.name)).map((s) => [s.path!, s.name] as const),
   ['actor_rollout_ref.rollout.n', 'rollout_n'],
 ]);
-/** Object rows (model.override_config), by flat name or nested path: carried whole, not split into leaves. */
-const OBJECT_ROWS = VERL_SETTINGS.filter((s) => s.type === 'object');
+/** Every row a verl batch's config may hold (verl's own, the studio's, the run context importers put in config). */
+const ROWS = [...configTable('verl'), ...runTable('verl')];
+/** Row names, some dotted themselves (optim.clip_grad, model.override_config): such a key is the row, never a path. */
+const ROW_NAMES = new Set<string>(ROWS.map((s) => s.name));
+/** Object rows (model.override_config, the studio's optimizer), by flat name or nested path: carried whole, not split into leaves. */
+const OBJECT_ROWS = ROWS.filter((s) => s.type === 'object');
 const OBJECT_NAMES = new Set<string>(OBJECT_ROWS.map((s) => s.name));
 const OBJECT_PATHS = new Set<string>(OBJECT_ROWS.flatMap((s) => (s.path ? [s.path] : [])));
 /** Nested paths actorBatchSizes reads (the sizes and what normalises them). */
 const SIZES = [`${A}ppo_mini_batch_size`, `${A}ppo_micro_batch_size`, `${A}ppo_micro_batch_size_per_gpu`, `${A}ulysses_sequence_parallel_size`, `${A}strategy`, 'trainer.nnodes', 'trainer.n_gpus_per_node'];
+/** The top-level groups of verl's config the reader reads paths under (actor_rollout_ref, algorithm, trainer). */
+const ROOTS = new Set([...NESTED.keys(), ...SIZES].map((p) => p.split('.')[0]));
+
+/**
+ * A config key in verl's own layout rather than a row's name: an object or a dotted path under one of the groups
+ * the reader reads (ROOTS). src/io/formats/index.ts maps a grpo-batch/v1 file's such keys with settingsOfConfig.
+ */
+export function layoutKey(k: string): boolean {
+  return !ROW_NAMES.has(k) && ROOTS.has(k.split('.')[0]);
+}
 
 export function detect(d: Dump): boolean {
   return d.has('responses') && d.has('prompts');
@@ -102,9 +118,11 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     { kind: 'eos', where: 'meta_info.eos_token_id', value: metaInfo.eos_token_id },
   ], { masked: attention && { mask: 'attention_mask[:, :P]', ids: masked }, turnEnds: ends }, notes);
 
-  const cfg = verlSettings(d, d.metaObject('config'), metaInfo, notes);
-  const G = intOf(cfg.rollout_n) ?? largestGroup(group_ids);
-  if (intOf(cfg.rollout_n) === undefined) notes.push(`no config.rollout_n: num_generations = ${G}, the largest uid group`);
+  const leaves = verlSettings(d, d.metaObject('config'), metaInfo, notes);
+  const cfg = leaves.object();
+  const n = leaves.groupSize('rollout_n');
+  const G = n ?? largestGroup(group_ids);
+  if (n === undefined) notes.push(`no config.rollout_n: num_generations = ${G}, the largest uid group`);
   const batch: GrpoBatch = {
     format: 'grpo-batch/v1',
     num_generations: G,
@@ -161,16 +179,29 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
 }
 
 /**
- * The table's leaves from the dump's `config` (flat hook keys, kept as written, and verl's nested config through
- * NESTED) and `meta_info`; a leaf two places give differently is an error naming both (LeafValues).
+ * The table's leaves of a grpo-batch/v1 config in verl's layout (layoutKey): what a dump's `config` gives (verlSettings),
+ * without meta_info, which such a file does not have. `d` names the file in errors.
  */
-function verlSettings(d: Dump, cfg: Record<string, unknown>, metaInfo: Record<string, unknown>, notes: string[]): Record<string, unknown> {
+export function settingsOfConfig(d: Dump, cfg: Record<string, unknown>, notes: string[]): Record<string, unknown> {
+  return verlSettings(d, cfg, {}, notes).object();
+}
+
+/**
+ * The table's leaves from the dump's `config` (rows by name, kept as written; verl's nested config and its dotted
+ * paths through NESTED) and `meta_info`, each with where it was read; a leaf, or a path, two places give
+ * differently is an error naming both (LeafValues).
+ */
+function verlSettings(d: Dump, cfg: Record<string, unknown>, metaInfo: Record<string, unknown>, notes: string[]): LeafValues {
   const leaves = new LeafValues(d);
-  const nested = new Map<string, unknown>();
+  // Paths of verl's nested layout: an object's leaves and a dotted key spelling the same path are one value.
+  const paths = new LeafValues(d);
   for (const [k, v] of Object.entries(cfg)) {
-    if (isPlainObject(v) && !OBJECT_NAMES.has(k)) for (const [p, x] of configLeaves(d, v, (path) => OBJECT_PATHS.has(path), `${k}.`)) nested.set(p, x);
-    else leaves.set(k, flatKey(k), v);
+    if (OBJECT_NAMES.has(k) || (ROW_NAMES.has(k) && !isPlainObject(v)) || (!k.includes('.') && !isPlainObject(v))) leaves.set(k, flatKey(k), v);
+    else if (isPlainObject(v) && !OBJECT_PATHS.has(k)) for (const [p, x] of configLeaves(d, v, (path) => OBJECT_PATHS.has(path), `${k}.`)) paths.set(p, `config.${p}`, x);
+    else paths.set(k, flatKey(k), v);
   }
+  const nested = new Map([...paths.values].map(([p, { value }]) => [p, value]));
+  const whereOf = (p: string) => paths.values.get(p)?.where ?? `config.${p}`;
   // OptimizerConfig.__post_init__: a deprecated optim.grad_clip that is set replaces optim.clip_grad (with a warning).
   const oldClip = nested.get(`${A}optim.grad_clip`);
   if (oldClip !== undefined && oldClip !== null) {
@@ -184,7 +215,7 @@ function verlSettings(d: Dump, cfg: Record<string, unknown>, metaInfo: Record<st
     // build_optimizer passes override_optimizer_config's kwargs to the optimizer (eps, …): none is reproduced.
     if (p.startsWith(`${A}optim.override_optimizer_config.`)) d.fail(`__metadata__ config.${p}: override_optimizer_config is not reproduced by the studio (the actor's AdamW takes lr, betas, weight_decay and eps 1e-8 only)`);
     const leaf = NESTED.get(p);
-    if (leaf !== undefined) leaves.set(leaf, `config.${p}`, v);
+    if (leaf !== undefined) leaves.set(leaf, whereOf(p), v);
     else if (!SIZES.includes(p)) unread.push(p);
   }
   actorBatchSizes(d, nested, leaves, notes);
@@ -192,7 +223,7 @@ function verlSettings(d: Dump, cfg: Record<string, unknown>, metaInfo: Record<st
   const otherInfo = Object.keys(metaInfo).filter((k) => !['temperature', 'pad_token_id', 'eos_token_id', 'global_steps'].includes(k));
   if (otherInfo.length) notes.push(`meta_info: ${otherInfo.join(', ')} read, not used`);
   if (unread.length) notes.push(`config: ${unread.length} nested field(s) the studio does not read, not carried (${unread.slice(0, 4).join(', ')}${unread.length > 4 ? ', …' : ''})`);
-  return leaves.object();
+  return leaves;
 }
 
 /**

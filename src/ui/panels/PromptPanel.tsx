@@ -89,6 +89,10 @@ export function PromptPanel() {
   );
 }
 
+/**
+ * The prompt set's sampling. G, the temperature, the completion budget and top-k / top-p are also the trainer's
+ * settings of the same name (one value: src/bridge/settings.ts samplingLayer), so they are edited here only.
+ */
 export function SamplingPanel() {
   const s = useStudio((st) => st.sampling);
   const set = useStudio((st) => st.setSampling);
@@ -96,11 +100,11 @@ export function SamplingPanel() {
     <Section title="Sampling">
       <div className="grid2">
         <NumberField integer label="G (num_generations)" value={s.num_generations} min={1} onChange={(v) => set({ num_generations: v! })} testId="num-generations" />
-        <NumberField label="temperature (sampler)" testId="sampling-temperature" value={s.temperature} min={0} onChange={(v) => set({ temperature: v! })} />
+        <NumberField label="temperature" testId="sampling-temperature" value={s.temperature} min={0} onChange={(v) => set({ temperature: v! })} />
         <NumberField integer label="top-k (0 off)" value={s.top_k} min={0} onChange={(v) => set({ top_k: v! })} />
         <NumberField label="top-p (1 off)" testId="top-p" value={s.top_p} min={0} max={1} onChange={(v) => set({ top_p: v! })} />
         <NumberField integer label="min new tokens" value={s.min_new_tokens} min={0} onChange={(v) => set({ min_new_tokens: v! })} />
-        <NumberField integer label="max new tokens" value={s.max_new_tokens} min={1} testId="max-new-tokens" onChange={(v) => set({ max_new_tokens: v! })} />
+        <NumberField integer label="max new tokens (max_completion_length)" value={s.max_new_tokens} min={1} testId="max-new-tokens" onChange={(v) => set({ max_new_tokens: v! })} />
         <NumberField label="repetition penalty" value={s.repetition_penalty} min={0} onChange={(v) => set({ repetition_penalty: v! })} />
         <NumberField label="presence penalty" value={s.presence_penalty} onChange={(v) => set({ presence_penalty: v! })} />
         <NumberField label="frequency penalty" value={s.frequency_penalty} onChange={(v) => set({ frequency_penalty: v! })} />
