@@ -1,6 +1,8 @@
 // TRL per-token loss kernels (shaders/trl_loss_{forward,backward}.wgsl): one invocation per row, so the cost
 // grows with T per row and the GPU is busy only with B ≥ a few hundred rows. Next to the logprob gather over V
-// (bench/loss.ts) it should stay small; this suite shows where (B, T) makes it not so.
+// (bench/loss.ts) it should stay small; this suite shows where (B, T) makes it not so. 50,000 rows of 3 tokens
+// (a mismatch check over many short completions) is where the backward's per-process totals were once summed by every
+// row's invocation (O(B²): 70 s of `grpo-studio mismatch` on lavapipe); shaders/trl_loss_totals.wgsl makes it O(B).
 import type { Gpu } from '../src/gpu/context.ts';
 import { TRL_ROW_STATS, trl_loss_backward, trl_loss_forward } from '../src/kernels/trl_loss.ts';
 import type { TrlLossParams } from '../src/kernels/types.ts';
@@ -22,7 +24,7 @@ function params(B: number, T: number, o: Partial<TrlLossParams>): TrlLossParams 
 }
 
 export async function run(gpu: Gpu, opts: BenchOptions): Promise<Row[]> {
-  const shapes = opts.quick ? [[8, 512], [64, 128]] : [[8, 4096], [64, 1024], [256, 512], [1024, 256]];
+  const shapes = opts.quick ? [[8, 512], [64, 128], [4096, 3]] : [[8, 4096], [64, 1024], [256, 512], [1024, 256], [50_000, 3]];
   const rows: Row[] = [];
   for (const [B, T] of shapes) {
     const N = B * T;

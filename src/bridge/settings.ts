@@ -10,6 +10,7 @@
 // set as the conversation the chat template renders (the render stage, the template diff).
 import { DEFAULT_TASK, TASKS, type TaskId } from '../grpo/tasks.ts';
 import { configTable, effectiveSettings, fileLayer, settingOf, type EffectiveSettings, type SettingsLayer } from '../grpo/settings/effective.ts';
+import { checkSetting } from '../grpo/settings/table.ts';
 import { SettingsError, TRAINERS, type SamplerField, type SettingSpec, type TrainerId } from '../grpo/settings/types.ts';
 import type { ChatMessage, GrpoBatch } from '../io/batch.ts';
 import type { PromptItem, SamplingSettings } from './protocol_settings.ts';
@@ -40,22 +41,38 @@ export type SettingsBase = { kind: 'prompts'; task?: TaskId; sampling?: Sampling
 /** The rows of a trainer's config that are a sampler field (SettingSpec.sampler). */
 export const samplerRows = (trainer: TrainerId): (SettingSpec & { sampler: SamplerField })[] => configTable(trainer).filter((r): r is SettingSpec & { sampler: SamplerField } => r.sampler !== undefined);
 
-/** A sampler value in the row's terms: min-p 0 is off, which TRL's nullable min_p writes None. */
-const rowValue = (row: SettingSpec, v: number): number | null => (v === 0 && row.nullable ? null : v);
+/**
+ * The sampler's value of a field that switches it off (top-k 0, top-p 1, min-p 0), which a nullable row writes None
+ * (TRL's min_p). Other fields have none: a row's None there (max_completion_length: no cap) is nothing the page's
+ * sampler can run.
+ */
+const SAMPLER_OFF: Partial<Record<SamplerField, number>> = { top_k: 0, top_p: 1, min_p: 0 };
 
-/** A row's value as the sampler's field (TRL's min_p None is the sampler's 0, off). */
-export const samplerValue = (v: unknown): unknown => v ?? 0;
+/** A sampler value in the row's terms: its "off" value is the row's None where the row is nullable. */
+const rowValue = (row: SettingSpec & { sampler: SamplerField }, v: number): number | null => (row.nullable && v === SAMPLER_OFF[row.sampler] ? null : v);
+
+/** A row's value as the sampler's field (None is the field's "off" value), or undefined where the sampler has no such value. */
+export const samplerValue = (row: SettingSpec & { sampler: SamplerField }, v: unknown): number | undefined => (v === null ? SAMPLER_OFF[row.sampler] : typeof v === 'number' ? v : undefined);
 
 /**
  * The sampling form as a layer of `trainer`'s settings: each row that is a sampler field, where the form's value
  * is not what the task's preset already gives (so an untouched form leaves the preset's provenance). Set by the
- * user in the sampling form: origin edited, label "sampling form".
+ * user in the sampling form: origin edited, label "sampling form". A value the row refuses (TRL: G 1, temperature 0)
+ * is a SettingsError naming the form's field and the trainer's row.
  */
 function samplingLayer(trainer: TrainerId, preset: SettingsLayer, sampling: SamplingSettings): SettingsLayer {
   const below = effectiveSettings(trainer, [preset]);
   const config = Object.fromEntries(
     samplerRows(trainer)
-      .map((row) => [row.name, rowValue(row, sampling[row.sampler])] as const)
+      .map((row) => {
+        const v = rowValue(row, sampling[row.sampler]);
+        try {
+          checkSetting(row, v, 'config');
+        } catch (e) {
+          throw new SettingsError(`sampling form: ${row.sampler} ${sampling[row.sampler]} is ${trainer}'s ${(e as Error).message}${row.sampler === 'temperature' ? ' (greedy decoding: untick "sample")' : ''}`);
+        }
+        return [row.name, v] as const;
+      })
       .filter(([name, v]) => JSON.stringify(settingOf(below, 'config', name).value) !== JSON.stringify(v)),
   );
   return { origin: 'edited', label: 'sampling form', trainer, config };
@@ -79,15 +96,19 @@ export function pageSettings(trainer: TrainerId, base: SettingsBase, edits: Sett
 /**
  * The sampler's settings of a prompt-set update whose settings are `settings`: the sampling as sent, once each row
  * that is a sampler field is checked to hold the sampler's value — the trainer samples with the value it scores
- * with, so two values would be an update no trainer runs. Throws SettingsError naming both.
+ * with, so two values would be an update no trainer runs — and TRL's repetition_penalty to count the prompt's tokens
+ * as vLLM's and HF's do. Throws SettingsError naming both.
  */
 export function samplerOf(settings: EffectiveSettings, sampling: SamplingSettings): SamplingSettings {
   for (const row of samplerRows(settings.trainer)) {
     const { value, provenance } = settingOf(settings, 'config', row.name);
-    if (samplerValue(value) !== sampling[row.sampler])
-      throw new SettingsError(
-        `config.${row.name} ${JSON.stringify(value)} (${provenance.label ?? provenance.origin}) is not the sampler's ${row.sampler} ${sampling[row.sampler]}: ${settings.trainer} samples with the value it scores with; set it in the sampling form`,
-      );
+    const where = `config.${row.name} ${JSON.stringify(value)} (${provenance.label ?? provenance.origin})`;
+    const v = samplerValue(row, value);
+    if (v === undefined) throw new SettingsError(`${where}: the page's sampler needs a value for its ${row.sampler}; set it in the sampling form`);
+    if (v !== sampling[row.sampler]) throw new SettingsError(`${where} is not the sampler's ${row.sampler} ${sampling[row.sampler]}: ${settings.trainer} samples with the value it scores with; set it in the sampling form`);
+    if (row.sampler === 'repetition_penalty' && v !== 1 && sampling.penalty_scope !== 'prompt+completion') {
+      throw new SettingsError(`${where}: ${settings.trainer}'s repetition penalty (vLLM's, HF generate's) counts the prompt's tokens too; set the sampling form's penalty scope to prompt+completion`);
+    }
   }
   return sampling;
 }

@@ -10,7 +10,7 @@ import { parseOptimizerConfig, type OptimizerConfig } from './optimizer.ts';
 import { configTable, runTable, settingOf, type EffectiveSettings } from './settings/effective.ts';
 import { TRAINER_TABLES } from './settings/trainers.ts';
 import { trainingDropout, type TrainingDropout } from './settings/dropout.ts';
-import { GRPO_LOSS_SETTINGS, STUDIO_SETTINGS } from './settings/studio.ts';
+import { GRPO_LOSS_SETTINGS } from './settings/studio.ts';
 import { parseTrlConfig, parseTrlRun, TRL_RUN_SETTINGS, TRL_SETTINGS } from './settings/trl.ts';
 import { parseSettings, rowsIn, specOf, type SettingsTable } from './settings/table.ts';
 import { trlOptimizer } from './trainers/trl_optimizer.ts';
@@ -168,11 +168,13 @@ const studioView = (settings: EffectiveSettings): BatchConfig => {
       loss_type: isAggregation(settings.config.loss_type) ? (settings.config.loss_type as string | undefined) : undefined,
     };
   }
-  const own = new Set(runTable(settings.trainer).map((s) => s.name).concat(configTable(settings.trainer).filter((s) => !s.studio && s.trainer === settings.trainer).map((s) => s.name)));
-  const shared = new Set([...STUDIO_SETTINGS, ...TRL_SETTINGS].map((s) => s.name));
+  // Only the rows of this trainer's config table that are not its own (the studio's, TRL's scale_rewards): a TRL-named
+  // key in its config (a stray `beta`) is no row of it, listed as not read (src/io/formats/index.ts), and reads nothing
+  // here either — neither the studio loss's β nor, through it, the reference stage (step_objective.ts readsReference).
+  const shared = configTable(settings.trainer).filter((s) => s.studio || s.trainer !== settings.trainer).map((s) => s.name);
   // verl's `temperature` is TRL's too (logits / T before the log-softmax); OpenRLHF's is rollout.temperature.
   const t = settings.trainer === 'verl' ? settings.config.temperature : settings.config['rollout.temperature'];
-  return { ...Object.fromEntries(Object.entries(settings.config).filter(([k]) => shared.has(k) && !own.has(k))), ...(t === undefined ? {} : { temperature: t as number }) };
+  return { ...Object.fromEntries(Object.entries(settings.config).filter(([k]) => shared.includes(k))), ...(t === undefined ? {} : { temperature: t as number }) };
 };
 
 const isAggregation = (v: unknown): boolean => v === undefined || (AGGREGATIONS as readonly unknown[]).includes(v);

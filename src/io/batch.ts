@@ -42,11 +42,12 @@ export const MODEL_NAME_KEYS = ['model_name_or_path', 'name_or_path', '_name_or_
 
 /**
  * Config keys that describe a batch rather than set a computation, so no trainer's settings table has them: the model's
- * name, the training step a dump was written at (`step`: NeMo-RL / prime-rl / slime), verl's group size as its hook
- * writes it (`rollout_n`, read as num_generations). Any other key no table of the batch's trainer has is listed as
- * not read (src/io/formats/index.ts), never dropped without a word.
+ * name, the chat template's arguments (a TRL row; the Doctor renders with them for any trainer's batch), the training
+ * step a dump was written at (`step`: NeMo-RL / prime-rl / slime), verl's group size as its hook writes it
+ * (`rollout_n`, read as num_generations). Any other key no table of the batch's trainer has is listed as not read
+ * (src/io/formats/index.ts), never dropped without a word.
  */
-export const BATCH_FACT_KEYS: ReadonlySet<string> = new Set([...MODEL_NAME_KEYS, 'step', 'rollout_n']);
+export const BATCH_FACT_KEYS: ReadonlySet<string> = new Set([...MODEL_NAME_KEYS, 'chat_template_kwargs', 'step', 'rollout_n']);
 
 /** How advantages are scaled (TRL's `scale_rewards`; `true` = "group", `false` = "none" in older TRL). */
 export type ScaleRewards = 'group' | 'batch' | 'none';
@@ -67,7 +68,8 @@ export interface BatchConfig {
   scale_rewards?: ScaleRewards | boolean;
   /** "trl" (std + 1e-4), "verl" (std + 1e-6) or "openrlhf" (group_norm: std + 1e-9). */
   advantage_estimator?: 'trl' | 'verl' | 'openrlhf';
-  max_completion_length?: number;
+  /** null: TRL's None (no cap; its dr_grpo cannot run with it). */
+  max_completion_length?: number | null;
   max_prompt_length?: number;
   position_ids?: PositionIdsMode;
   /** HF model_type of the policy (gpt2 has absolute positions; llama/qwen use RoPE). */

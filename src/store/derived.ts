@@ -9,7 +9,7 @@ import type { StudioState } from './index.ts';
 import type { MismatchOf, StepSettings } from '../bridge/protocol.ts';
 import { diffBatches, type BatchDiff } from '../io/batch_diff.ts';
 import { AGGREGATIONS, type LossType } from '../kernels/types.ts';
-import { pageSettings, whatIfSettings, type SettingsBase, type SettingsEdits } from '../bridge/settings.ts';
+import { pageSettings, samplerOf, whatIfSettings, type SettingsBase, type SettingsEdits } from '../bridge/settings.ts';
 import type { BaseKind } from './settings.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 import { settingOf, settingsChanges, type EffectiveSettings } from '../grpo/settings/effective.ts';
@@ -87,7 +87,10 @@ export function effectiveOf(s: BaseState): { settings: EffectiveSettings } | { e
   if (lastEffective && lastEffective.key.length === key.length && lastEffective.key.every((k, i) => k === key[i])) return lastEffective.value;
   let value: { settings: EffectiveSettings } | { error: string };
   try {
-    value = { settings: pageSettings(trainer, base, edits) };
+    const settings = pageSettings(trainer, base, edits);
+    // The prompt set's sampler reads the same values (one each): a second one is named before anything runs.
+    if (base.kind === 'prompts' && base.sampling) samplerOf(settings, base.sampling);
+    value = { settings };
   } catch (e) {
     value = { error: `${base.kind === 'batch' ? `${base.name}: ` : ''}${(e as Error).message}` };
   }

@@ -113,7 +113,9 @@ const without = (o: Record<string, unknown>, k: string) => Object.fromEntries(Ob
 /**
  * The prompt set's edits with the values of sampler rows (a trainer samples with what it scores with:
  * SettingSpec.sampler) moved into its sampling form, `trainer`'s applied (undefined: the task's value back), every
- * trainer's dropped from the edits: the prompt set holds each such value once.
+ * trainer's dropped from the edits: the prompt set holds each such value once. A value the sampler has no field
+ * value for (max_completion_length None: no cap) stays an edit, which the settings then refuse naming it
+ * (src/bridge/settings.ts samplerOf), rather than being dropped.
  */
 export function withSamplerEdits(s: Pick<SettingsSlice, 'task' | 'trainer' | 'sampling' | 'edits'>): Pick<SettingsSlice, 'sampling' | 'edits'> {
   const sampling = { ...s.sampling };
@@ -122,7 +124,9 @@ export function withSamplerEdits(s: Pick<SettingsSlice, 'task' | 'trainer' | 'sa
     const config = { ...edits[t].config };
     for (const row of samplerRows(t)) {
       if (!(row.name in config)) continue;
-      if (t === s.trainer) Object.assign(sampling, { [row.sampler]: config[row.name] === undefined ? taskSampling(s.task)[row.sampler] : samplerValue(config[row.name]) });
+      const v = config[row.name] === undefined ? taskSampling(s.task)[row.sampler] : samplerValue(row, config[row.name]);
+      if (t === s.trainer && v === undefined) continue;
+      if (t === s.trainer) Object.assign(sampling, { [row.sampler]: v });
       delete config[row.name];
     }
     edits[t] = { ...edits[t], config };

@@ -89,5 +89,10 @@ describe("an OpenRLHF dump's KL term (algo.kl.use_loss), not TRL's β, decides t
     // The KL term moves the loss: the same dump without it is another number.
     const off = await stepWith({ 'algo.kl.use_loss': false });
     expect(Math.abs(off.loss - runs[0].loss)).toBeGreaterThan(1e-4);
+    // Without it, a stray TRL `beta` (no row of OpenRLHF's: listed as not read) loads no reference and moves nothing.
+    const stray = await stepWith({ 'algo.kl.use_loss': false, beta: 0.3 });
+    expect(stray.reference).toEqual(off.reference);
+    expect(off.reference).toBeNull();
+    expect([stray.loss, stray.grad_norm]).toEqual([off.loss, off.grad_norm]);
   });
 });

@@ -180,6 +180,14 @@ describe('each rule fires on its crafted batch', () => {
     expect(fs[0].message).toMatch(/2 of 4 prompts do not contain the assistant header "<\|im_start\|>assistant"/);
   });
 
+  it("truncated-completion: max_completion_length None (TRL's no cap) is no budget of 4 tokens; the hint knows mask_truncated_completions is set", () => {
+    const b = load('truncated-completion');
+    const none = ofRule(diagnose({ ...b, config: { ...b.config, max_completion_length: null } }).findings, 'truncated-completion');
+    expect(none[0].message).toMatch(/reach the longest completion \(4 tokens\)/);
+    const masked = ofRule(diagnose({ ...b, config: { ...b.config, mask_truncated_completions: true } }).findings, 'truncated-completion');
+    expect(masked[0].hint).toMatch(/^mask_truncated_completions is set: TRL keeps them out of the loss/);
+  });
+
   it('advantage-mismatch names the scaling the advantages do match', () => {
     const b = load('advantage-mismatch');
     b.advantages = [...computeAdvantages(b.rewards!, { num_generations: 2, scale_rewards: 'none' }).advantages];

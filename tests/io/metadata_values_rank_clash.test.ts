@@ -71,8 +71,9 @@ describe('num_processes and gradient_accumulation_steps given at several places'
   it.each([
     ['num_processes', { top: 2, run: 4 }, '__metadata__ num_processes = 2 and run.num_processes = 4 both set num_processes and disagree'],
     ['num_processes', { top: 2, config: 3 }, '__metadata__ num_processes = 2 and config.num_processes = 3 both set num_processes and disagree'],
-    ['gradient_accumulation_steps', { top: 4, config: 2 }, '__metadata__ gradient_accumulation_steps = 4 and config.gradient_accumulation_steps = 2 both set gradient_accumulation_steps and disagree'],
-    ['gradient_accumulation_steps', { run: 1, config: 8 }, '__metadata__ run.gradient_accumulation_steps = 1 and config.gradient_accumulation_steps = 8 both set gradient_accumulation_steps and disagree'],
+    // The run's current accumulation above the args' is no run's (the last of an epoch is the remainder, below).
+    ['gradient_accumulation_steps', { top: 4, config: 2 }, "__metadata__ gradient_accumulation_steps = 4 is above config.gradient_accumulation_steps = 2: the current accumulation is at most the args' (the last of an epoch: the remainder)"],
+    ['gradient_accumulation_steps', { top: 4, run: 3 }, '__metadata__ gradient_accumulation_steps = 4 and run.gradient_accumulation_steps = 3 both set gradient_accumulation_steps and disagree'],
   ] as const)('%s at %o is refused', (key, at, want) => {
     expect(refusal(() => read(dumpWith(key, at)))).toBe(`trl.safetensors: ${want}`);
   });
@@ -85,6 +86,14 @@ describe('num_processes and gradient_accumulation_steps given at several places'
   ] as const)('%s at %o agrees and is read', (key, at) => {
     const value = Object.values(at)[0];
     expect((read(dumpWith(key, at)).batch.config as Record<string, unknown>)[key]).toBe(value);
+  });
+
+  it("the current accumulation below the args' (transformers' last, partial one of an epoch) is the one read, with a note", () => {
+    for (const at of [{ top: 1, config: 2 }, { run: 1, config: 8 }] as const) {
+      const r = read(dumpWith('gradient_accumulation_steps', at));
+      expect((r.batch.config as Record<string, unknown>).gradient_accumulation_steps).toBe(1);
+      expect(r.notes.join('\n')).toMatch(/the epoch's last, partial accumulation; its loss divides by 1/);
+    }
   });
 });
 

@@ -55,7 +55,8 @@ describe('grpo-batch/v1 of trainer verl with a config in verl\'s layout', () => 
   });
 
   it('the group size flat (rollout_n) and in the layout (rollout.n) that disagree: refused, not one silently kept', () => {
-    expect(refusal(() => readAnyBatch(saved({ ...nest(PATHS), rollout_n: 4 }), 'n.json'))).toMatch(/config\.rollout_n = 4 and config\.actor_rollout_ref\.rollout\.n = 3 both set rollout_n/);
+    // The file's num_generations (3, the layout's) against the flat 4: the first disagreement named.
+    expect(refusal(() => readAnyBatch(saved({ ...nest(PATHS), rollout_n: 4 }), 'n.json'))).toMatch(/^n\.json: num_generations = 3 and config\.rollout_n = 4 both set num_generations and disagree$/);
   });
 
   it('a config in leaf names only is read as written (no layout to map)', () => {
@@ -95,8 +96,38 @@ describe('grpo-batch/v1 of trainer openrlhf with nested args', () => {
     expect(r['algo.advantage.estimator']).toBeUndefined();
   });
 
+  it('an object under a key that is no group of OpenRLHF args (chat_template_kwargs, which the Doctor reads) stays as written, not "not read"', () => {
+    const kwargs = { enable_thinking: false };
+    const r = readAnyBatch(saved({ ...nest(ARGS), chat_template_kwargs: kwargs, model_type: 'gpt2' }), 'kw.json');
+    expect(r.batch.config?.chat_template_kwargs).toEqual(kwargs);
+    expect(r.batch.config?.['rollout.temperature']).toBe(0.7);
+    expect(r.unknownKeys).toEqual([]);
+    expect(r.notes.join('\n')).not.toMatch(/chat_template_kwargs/);
+  });
+
   it('an object row (loss_batch_info, a run row put in config) is not taken for nested args', () => {
     const info = { dp_size: 1, batch_num_tokens: 10, global_batch_size: 4 };
     expect(readAnyBatch(saved({ ...ARGS, loss_batch_info: info }), 'row.json').batch.config?.loss_batch_info).toEqual(info);
+  });
+});
+
+describe("a grpo-batch/v1 config's group size in its trainer's names is the file's num_generations", () => {
+  const clean = JSON.parse(readFileSync(path.resolve(import.meta.dirname, '..', 'fixtures/batches/clean.json'), 'utf8')) as GrpoBatch;
+  const G = clean.num_generations;
+  const file = (trainer: string | undefined, config: Record<string, unknown>) => new TextEncoder().encode(JSON.stringify({ ...clean, ...(trainer ? { trainer } : {}), config }));
+  it.each([
+    [undefined, { num_generations: 2 * G }, `num_generations = ${G} and config.num_generations = ${2 * G}`],
+    ['verl', { rollout_n: 2 * G }, `num_generations = ${G} and config.rollout_n = ${2 * G}`],
+    ['verl', { actor_rollout_ref: { rollout: { n: 2 * G } } }, `num_generations = ${G} and config.actor_rollout_ref.rollout.n = ${2 * G}`],
+    ['openrlhf', { 'rollout.n_samples_per_prompt': 2 * G }, `num_generations = ${G} and config["rollout.n_samples_per_prompt"] = ${2 * G}`],
+    ['openrlhf', { rollout: { n_samples_per_prompt: 2 * G } }, `num_generations = ${G} and config.rollout.n_samples_per_prompt = ${2 * G}`],
+  ] as const)('%s %o: refused naming both', (trainer, config, both) => {
+    expect(refusal(() => readAnyBatch(file(trainer, config), 'g.json'))).toBe(`g.json: ${both} both set num_generations and disagree`);
+  });
+
+  it('the same size (a numeric string too) reads', () => {
+    expect(readAnyBatch(file(undefined, { num_generations: G }), 'g.json').batch.num_generations).toBe(G);
+    expect(readAnyBatch(file('verl', { rollout_n: String(G) }), 'g.json').batch.num_generations).toBe(G);
+    expect(readAnyBatch(file('openrlhf', { rollout: { n_samples_per_prompt: G } }), 'g.json').batch.num_generations).toBe(G);
   });
 });

@@ -124,16 +124,16 @@ describe("the report's Settings table", () => {
   });
 
   it("is a prompt-set update's config with its sampling beside it, never over a config key", async () => {
-    // The temperature is one value (TRL samples and scores with it); the sampler's repetition penalty is its own
-    // (its scope is the studio's: TRL's repetition_penalty row is another setting).
-    store().setSampling({ temperature: 1.3, repetition_penalty: 1.1 });
+    // The temperature is one value (TRL samples and scores with it); the sampler's presence penalty is its own (no
+    // row of TRL's: vLLM's, through generation_kwargs).
+    store().setSampling({ temperature: 1.3, presence_penalty: 0.3 });
     const ran = await startUpdate();
     expect(settingOf(ran, 'config', 'temperature')).toEqual({ value: 1.3, provenance: { origin: 'edited', label: 'sampling form' } });
     const table = derived.reportSettings(store())!;
     expect(table.temperature).toBe(1.3);
     expect(table['sampling.temperature']).toBe(1.3);
-    expect(table['sampling.repetition_penalty']).toBe(1.1);
-    expect(table.repetition_penalty).toBeUndefined();
+    expect(table['sampling.presence_penalty']).toBe(0.3);
+    expect(table.presence_penalty).toBeUndefined();
     expect(table['sampling.max_new_tokens']).toBe(store().sampling.max_new_tokens);
     expect(table.max_completion_length).toBe(store().sampling.max_new_tokens);
   });

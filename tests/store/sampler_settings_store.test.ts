@@ -72,6 +72,31 @@ describe("the prompt set's sampler rows: one value, the sampling form's", () => 
     expect(s.edits.verl.config).toEqual({});
   });
 
+  it("a value the sampler cannot run is named before anything runs: None as max_completion_length, G 1 or temperature 0 under TRL, TRL's repetition penalty over the completion only", () => {
+    const store = createStudioStore(memoryStorage());
+    // No cap (TRL's None) is nothing the page's sampler can sample with: kept as the user's edit, refused naming it.
+    store.getState().setSetting('prompts', 'config', 'max_completion_length', null);
+    expect(store.getState().sampling.max_new_tokens).toBe(TASKS.addition.config.max_completion_length);
+    expect(store.getState().edits.trl.config).toEqual({ max_completion_length: null });
+    expect(effectiveOf(store.getState())).toEqual({ error: expect.stringMatching(/^config\.max_completion_length null \(edited\): the page's sampler needs a value for its max_new_tokens; set it in the sampling form$/) });
+    store.getState().setSetting('prompts', 'config', 'max_completion_length', undefined);
+    expect('settings' in effectiveOf(store.getState())).toBe(true);
+    // The form's values are checked against the rows they are, named as the form's.
+    store.getState().setSampling({ num_generations: 1 });
+    expect(effectiveOf(store.getState())).toEqual({ error: expect.stringMatching(/^sampling form: num_generations 1 is trl's config\.num_generations: /) });
+    store.getState().setSampling({ num_generations: 8, temperature: 0 });
+    expect(effectiveOf(store.getState())).toEqual({ error: expect.stringMatching(/^sampling form: temperature 0 is trl's config\.temperature: .*\(greedy decoding: untick "sample"\)$/) });
+    // verl groups by uid: G 1 is its to run.
+    store.getState().setSampling({ temperature: 1, num_generations: 1 });
+    store.getState().setTrainer('prompts', 'verl');
+    expect('settings' in effectiveOf(store.getState())).toBe(true);
+    // TRL's repetition_penalty is vLLM's / HF's, over the prompt's tokens too.
+    store.getState().setTrainer('prompts', 'trl');
+    store.getState().setSampling({ num_generations: 8, repetition_penalty: 1.3 });
+    expect(settingOf(resolved({ ...store.getState(), sampling: { ...store.getState().sampling, penalty_scope: 'prompt+completion' } }), 'config', 'repetition_penalty').value).toBe(1.3);
+    expect(effectiveOf(store.getState())).toEqual({ error: expect.stringMatching(/repetition penalty .* counts the prompt's tokens too; set the sampling form's penalty scope to prompt\+completion$/) });
+  });
+
   it('an update whose settings hold another value than its sampler is refused, naming both', () => {
     const sampling = { ...DEFAULT_SAMPLING_SETTINGS, max_new_tokens: 5 };
     const under = (t: 'trl' | 'verl') => pageSettings(t, { kind: 'prompts', sampling }, noEdits());

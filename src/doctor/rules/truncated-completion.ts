@@ -10,10 +10,12 @@ export const truncatedCompletion: Rule = {
   description: 'Completions without an EOS whose length equals max_completion_length (config, else the longest completion in the batch): the sampler ran out of budget.',
   seed: '002 (expected 15–96 tokens, "not 200+"); TRL mask_truncated_completions',
   check(ctx) {
-    const max = ctx.batch.config?.max_completion_length ?? maxOf(ctx.realEnd);
+    // null is TRL's None (no cap): then, as when the config gives none, the longest completion stands for the budget.
+    const cap = ctx.batch.config?.max_completion_length ?? undefined;
+    const max = cap ?? maxOf(ctx.realEnd);
     const rows = ctx.realEnd.map((n, b) => (ctx.firstEos[b] < 0 && n === max && n > 0 ? b : -1)).filter((b) => b >= 0);
     if (rows.length === 0) return [];
-    const source = ctx.batch.config?.max_completion_length !== undefined ? 'max_completion_length' : 'the longest completion';
+    const source = cap !== undefined ? 'max_completion_length' : 'the longest completion';
     return [{
       rule: this.id,
       severity: 'info',

@@ -56,7 +56,7 @@ export const TRL_SETTINGS = [
   s({ name: 'top_p', sampler: 'top_p', type: 'number', min: 0, max: 1, default: 1, scope: 'sampling', doc: 'Nucleus sampling.' }),
   s({ name: 'top_k', sampler: 'top_k', type: 'integer', min: 0, default: 0, scope: 'sampling', doc: 'Top-k sampling (0 = off).' }),
   s({ name: 'min_p', sampler: 'min_p', type: 'number', min: 0, max: 1, nullable: true, default: null, scope: 'sampling', doc: 'Min-p sampling.' }),
-  s({ name: 'repetition_penalty', type: 'number', min: 0, exclusive: true, default: 1, scope: 'sampling', doc: 'Repetition penalty.' }),
+  s({ name: 'repetition_penalty', sampler: 'repetition_penalty', type: 'number', min: 0, exclusive: true, default: 1, scope: 'sampling', doc: 'Repetition penalty.' }),
   s({ name: 'max_prompt_length', type: 'integer', min: 1, nullable: true, default: null, scope: 'sampling', doc: "GRPOConfig before huggingface/trl#4847 (default 512 there) truncated prompts (left) to it; at f2cd577 the field is gone and prompts are never truncated (null). Read so an older run's config loads: a batch's prompt_ids are the prompts as trained." }),
   s({ name: 'chat_template_kwargs', type: 'object', nullable: true, default: null, scope: 'sampling', doc: 'Keyword arguments of the chat template when prompts are rendered (e.g. enable_thinking).' }),
   // training forward

@@ -76,7 +76,7 @@ export interface SettingSpec {
 }
 
 /** The page sampler's fields a trainer row can be (src/bridge/protocol_settings.ts SamplingSettings). */
-export type SamplerField = 'num_generations' | 'max_new_tokens' | 'temperature' | 'top_k' | 'top_p' | 'min_p';
+export type SamplerField = 'num_generations' | 'max_new_tokens' | 'temperature' | 'top_k' | 'top_p' | 'min_p' | 'repetition_penalty';
 
 /** The value type a row declares: its `type`, an enum's `values`. */
 type RowValue<S> = S extends { type: 'boolean' }

@@ -9,7 +9,7 @@
 // trainer's reader, so a batch gives the same numbers and Doctor verdicts however it was saved.
 import { BATCH_FACT_KEYS, BATCH_FIELDS, BatchFormatError, INFERABLE_IDS, parseBatch, type GrpoBatch, type InferredIds } from '../batch.ts';
 import { parseSafeTensors } from '../safetensors.ts';
-import { Dump, isPlainObject, labelsFromKeys, turnEnds, votedEos, type ImportOptions, type ImportResult } from './common.ts';
+import { Dump, intOf, isPlainObject, labelsFromKeys, LeafValues, turnEnds, votedEos, type ImportOptions, type ImportResult } from './common.ts';
 import * as trl from './trl.ts';
 import * as verl from './verl.ts';
 import * as openrlhf from './openrlhf.ts';
@@ -73,8 +73,27 @@ function readGrpoBatch(text: string, name: string, opts: ImportOptions): ImportR
   const { inferred_ids, ...parsed } = parseBatch(text, name);
   const notes: string[] = [];
   const ids = tokenizerOverInferred(parsed, inferred_ids, opts, notes);
+  groupSizeAgrees(ids.batch, name);
   const batch = currentNames(trainerLayout(ids.batch, name, notes), name, notes);
   return { batch, format: 'grpo-batch', trainer: 'grpo-batch/v1', unknownKeys: [...Object.keys(batch).filter((k) => !BATCH_FIELDS.has(k)), ...settingsNotRead(batch)], notes, inferred: ids.inferred };
+}
+
+/**
+ * The group size a grpo-batch file's config gives in its trainer's names (TRL num_generations, verl rollout_n or
+ * actor_rollout_ref.rollout.n, OpenRLHF n_samples_per_prompt, flat or nested) must be the file's num_generations, which
+ * forms the groups: two sizes are one line naming both, as the dump readers refuse them, never one silently kept.
+ */
+function groupSizeAgrees(batch: GrpoBatch, name: string): void {
+  const c = batch.config ?? {};
+  const sub = (o: unknown, k: string): unknown => (isPlainObject(o) ? o[k] : undefined);
+  const places: Record<TrainerId, [string, unknown][]> = {
+    trl: [['config.num_generations', c.num_generations]],
+    verl: [['config.rollout_n', c.rollout_n], ['config["actor_rollout_ref.rollout.n"]', c['actor_rollout_ref.rollout.n']], ['config.actor_rollout_ref.rollout.n', sub(sub(c.actor_rollout_ref, 'rollout'), 'n')]],
+    openrlhf: [...openrlhf.GROUP_KEYS].flatMap((k): [string, unknown][] => [[`config["${k}"]`, c[k]], ...(k.includes('.') ? [[`config.${k}`, sub(c[k.slice(0, k.indexOf('.'))], k.slice(k.indexOf('.') + 1))] as [string, unknown]] : [])]),
+  };
+  const leaves = new LeafValues(new ConfigOfFile(name));
+  leaves.set('num_generations', 'num_generations', batch.num_generations);
+  for (const [where, v] of places[trainerOfBatch(batch)]) if (v !== undefined && v !== null) leaves.set('num_generations', where, intOf(v) ?? v);
 }
 
 /**
@@ -120,6 +139,8 @@ class ConfigOfFile extends Dump {
 
 /** OpenRLHF's own rows (config and run), not the studio's it shares its config with. */
 const OPENRLHF_OWN: ReadonlySet<string> = new Set([...TRAINER_TABLES.openrlhf.config, ...TRAINER_TABLES.openrlhf.run].map((s) => s.name));
+/** The groups OpenRLHF's args nest under (the first part of its dotted dests: actor, algo, rollout, train, …). */
+const OPENRLHF_ROOTS: ReadonlySet<string> = new Set([...OPENRLHF_OWN].filter((n) => n.includes('.')).map((n) => n.slice(0, n.indexOf('.'))));
 
 /**
  * A config holding a trainer's settings in the trainer's own layout rather than its rows' names. verl's nested or
@@ -146,7 +167,8 @@ function trainerLayout(batch: GrpoBatch, name: string, notes: string[]): GrpoBat
     return { ...batch, config: { ...kept, ...verl.settingsOfConfig(new ConfigOfFile(name), own, notes) } };
   }
   if (trainer === 'openrlhf') {
-    const nested = ([k, v]: [string, unknown]) => isPlainObject(v) && !isRow(k);
+    // Objects under another key (chat_template_kwargs, which the Doctor reads) stay as written, as beside verl.
+    const nested = ([k, v]: [string, unknown]) => isPlainObject(v) && !isRow(k) && OPENRLHF_ROOTS.has(k);
     if (!Object.entries(config).some(nested)) return batch;
     // OpenRLHF's args nested as the trainer holds them go through its reader with its own rows' flat dests, so a dest
     // and its nested path are checked against each other. The studio's rows stay as written (advantage_estimator is

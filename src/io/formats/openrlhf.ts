@@ -119,7 +119,7 @@ const ROWS = new Map([...configTable('openrlhf'), ...runTable('openrlhf')].map((
 /** OpenRLHF's own rows (config and run), whose former names a dump's flat args may use. */
 const OWN_ROWS = [...TRAINER_TABLES.openrlhf.config, ...TRAINER_TABLES.openrlhf.run];
 /** n_samples_per_prompt's names (samplesPerPrompt reads them), not table rows: neither carried nor listed as unread. */
-const GROUP_KEYS = new Set(['n_samples_per_prompt', 'rollout.n_samples_per_prompt']);
+export const GROUP_KEYS: ReadonlySet<string> = new Set(['n_samples_per_prompt', 'rollout.n_samples_per_prompt']);
 
 /**
  * The args' flat keys (a table row's name, or its name before ed62d0e2 read as the row), the others as written

@@ -105,7 +105,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
     } else batch.advantages = row(A, 0, 0, A.rows * A.cols);
   }
   perSampleMeta(d, batch, B, rank, numProcesses);
-  batch.config = trlConfig(cfg, rank, numProcesses, placed.get('gradient_accumulation_steps'));
+  batch.config = trlConfig(cfg, rank, numProcesses, accumulationSteps(d, placed, cfg, notes));
   // The run context, every row of the table's (inputs["num_items_in_batch"], dapo's normaliser gathered over every
   // process, first as the dict's 0-d tensor; TrainerState; the adaptive entropy's last world entropy): the hook's
   // top-level keys or its "run" object, as written (the validator names a bad one, nothing is dropped).
@@ -144,9 +144,27 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
 function processPlace(d: Dump, cfg: Record<string, unknown>, run: Record<string, unknown>): LeafValues {
   const placed = new LeafValues(d);
   for (const k of ['rank', 'num_processes', 'gradient_accumulation_steps']) {
-    for (const [where, v] of [[k, d.meta(k)], [`run.${k}`, run[k]], [`config.${k}`, cfg[k]]] as const) if (v !== undefined && v !== null) placed.set(k, where, intOf(v) ?? v);
+    // The config's gradient_accumulation_steps is the args' nominal value, not a place of the run's current one (accumulationSteps).
+    const places: [string, unknown][] = [[k, d.meta(k)], [`run.${k}`, run[k]], ...(k === 'gradient_accumulation_steps' ? [] : [[`config.${k}`, cfg[k]] as [string, unknown]])];
+    for (const [where, v] of places) if (v !== undefined && v !== null) placed.set(k, where, intOf(v) ?? v);
   }
   return placed;
+}
+
+/**
+ * The accumulation steps the loss divides by: TRL's current_gradient_accumulation_steps, which the hook writes (top
+ * level or run), else the args' (config). On the last, partial accumulation of an epoch transformers sets the current
+ * one to the remainder while args.to_dict() keeps the nominal: a current value up to the nominal is read (said in a
+ * note where they differ); one above it is no run's, refused naming both.
+ */
+function accumulationSteps(d: Dump, placed: LeafValues, cfg: Record<string, unknown>, notes: string[]): unknown {
+  const current = placed.values.get('gradient_accumulation_steps');
+  const nominal = cfg.gradient_accumulation_steps === null ? undefined : cfg.gradient_accumulation_steps;
+  if (!current) return nominal;
+  const [c, n] = [intOf(current.value), intOf(nominal)];
+  if (c !== undefined && n !== undefined && c > n) d.fail(`__metadata__ ${current.where} = ${c} is above config.gradient_accumulation_steps = ${n}: the current accumulation is at most the args' (the last of an epoch: the remainder)`);
+  if (c !== undefined && n !== undefined && c < n) notes.push(`gradient_accumulation_steps: ${current.where} = ${c}, the args' ${n}: the epoch's last, partial accumulation; its loss divides by ${c}`);
+  return current.value;
 }
 
 /** num_generations from the args (config) or the hook's top-level key: both given must agree; a bad one is refused by place. */
