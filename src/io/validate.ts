@@ -11,6 +11,7 @@ import type { Finding } from './findings.ts';
 import { validateConfig } from './validate_config.ts';
 import { PER_SAMPLE_FIELDS, PER_TOKEN_FIELDS, type GrpoBatch } from './batch.ts';
 import { isTokenId, TOKEN_ID_RANGE } from './safetensors.ts';
+import { shown } from './shown.ts';
 
 export { validateConfig } from './validate_config.ts';
 
@@ -45,17 +46,6 @@ function firstBad<T>(row: readonly T[], bad: (x: T) => boolean): number {
 
 /** A token id (the rule every container shares: isTokenId) inside the vocabulary when one is known. */
 const isId = (id: unknown, V: number | undefined) => isTokenId(id) && (V === undefined || id < V);
-
-/**
- * A value read from JSON as a message shows it: JSON.stringify would show Infinity (what `1e400` parses to) and NaN
- * as null, and an integer past 2^53 is no longer the one the file wrote (9007199254740993 reads as …992), so it is
- * shown as approximate and said to be past exact range rather than echoed as a number the file does not hold.
- */
-export function shown(v: unknown): string {
-  if (typeof v === 'number') return Math.abs(v) > Number.MAX_SAFE_INTEGER && Number.isFinite(v) ? `about ${v.toExponential()} (beyond 2^53, where a JSON number is no longer exact)` : String(v);
-  if (Array.isArray(v)) return `[${v.map(shown).join(',')}]`;
-  return JSON.stringify(v) ?? String(v);
-}
 
 export function validateBatch(batch: GrpoBatch, opts: ValidateOptions = {}): Finding[] {
   const out: Finding[] = [];

@@ -96,3 +96,13 @@ describe('a prime-rl line re-saved with Python json', () => {
     expect(Number.isNaN(r(withNaN).batch.sampling_per_token_logps![0].at(-1))).toBe(true);
   });
 });
+
+describe('a non-finite value inside a list setting', () => {
+  it('is named as the file has it (NaN, Infinity), not as JSON null', async () => {
+    const { checkSetting, specOf } = await import('../../src/grpo/settings/table.ts');
+    const { TRL_SETTINGS } = await import('../../src/grpo/settings/trl.ts');
+    const row = specOf(TRL_SETTINGS, 'reward_weights');
+    expect(() => checkSetting(row, [NaN, 0.5], 'config')).toThrow(/^config\.reward_weights: expected .*, got \[NaN,0\.5\]$/);
+    expect(() => checkSetting(row, [Infinity], 'config')).toThrow(/got \[Infinity\]$/);
+  });
+});

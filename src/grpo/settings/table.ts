@@ -3,6 +3,7 @@
 // ones take the table's default. Errors are SettingsError naming the field; keys no spec names are returned
 // in `unknown` so the caller can list them — never silently dropped.
 import { SettingsError, type SettingSpec, type SettingValue } from './types.ts';
+import { shown } from '../../io/shown.ts';
 
 export type SettingsTable = readonly SettingSpec[];
 
@@ -67,7 +68,7 @@ function rangeText(s: SettingSpec): string {
 export function checkSetting(s: SettingSpec, v: unknown, where: string): SettingValue {
   if (s.list && Array.isArray(v) && v.length > 0) return v.map((x) => checkSetting({ ...s, list: false }, x, where)) as SettingValue;
   const field = `${where}.${s.name}`;
-  const bad = (what: string) => new SettingsError(`${field}: expected ${what}, got ${typeof v === 'number' ? String(v) : JSON.stringify(v)}`);
+  const bad = (what: string) => new SettingsError(`${field}: expected ${what}, got ${shown(v)}`);
   if (v === null) {
     if (s.nullable) return null;
     throw bad(`a value (not null)`);

@@ -5,7 +5,7 @@
 // tensor, one Array.from per row, no per-element objects.
 import { BatchFormatError, parsePythonJson, type GrpoBatch, type InferredIds } from '../batch.ts';
 import { elementAt, INT32_RANGE, isTokenId, shapeOf, TOKEN_ID_RANGE, toF32, toF64, toI32, wholeNumbers, type SafeTensors } from '../safetensors.ts';
-import { shown } from '../validate.ts';
+import { shown } from '../shown.ts';
 
 /** What a reader returns: the canonical batch plus what the page and `convert` tell the user. */
 export interface ImportResult {

@@ -9,6 +9,7 @@
 // trainer's reader, so a batch gives the same numbers and Doctor verdicts however it was saved.
 import { BATCH_FACT_KEYS, BATCH_FIELDS, BatchFormatError, INFERABLE_IDS, parseBatch, type GrpoBatch, type InferredIds } from '../batch.ts';
 import { parseSafeTensors } from '../safetensors.ts';
+import { shown } from '../shown.ts';
 import { Dump, intOf, isPlainObject, labelsFromKeys, LeafValues, turnEnds, votedEos, type ImportOptions, type ImportResult } from './common.ts';
 import * as trl from './trl.ts';
 import * as verl from './verl.ts';
@@ -249,13 +250,6 @@ const PER_FILE: ReadonlySet<string> = new Set(['rank']);
  */
 function sharedSettings(trainer: TrainerId): string[] {
   return [...new Set([...runTable(trainer), ...configTable(trainer)].map((s) => s.name))].filter((k) => !PER_FILE.has(k));
-}
-
-/** A value as the refusal names it (NaN and ±Infinity as themselves, not JSON's null). */
-function shown(v: unknown): string {
-  if (v === undefined) return 'absent';
-  if (typeof v === 'number' && !Number.isFinite(v)) return String(v);
-  return JSON.stringify(v) ?? String(v);
 }
 
 /** One value, the same in two files (numbers by value, NaN equal to NaN; lists and objects by content). */

@@ -4,7 +4,7 @@
 // among ids, a fraction, an id out of range: one line naming the file, record, key, position and value — an id is
 // never rounded, wrapped or read from text.
 import { INT32_RANGE, TOKEN_ID_RANGE } from '../safetensors.ts';
-import { shown } from '../validate.ts';
+import { shown } from '../shown.ts';
 
 export type Fail = (message: string) => never;
 

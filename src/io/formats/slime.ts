@@ -18,7 +18,7 @@
 //   groups of unequal size). The dump carries neither argument: slimeGroups reads them from the samples;
 // - no pad / EOS id is written and there is no padding.
 import { BatchFormatError, parsePythonJson, type GrpoBatch } from '../batch.ts';
-import { shown } from '../validate.ts';
+import { shown } from '../shown.ts';
 import { completionRows, intOf, labelsFromKeys, noLossSettings, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 import { floatList, intList, type Fail } from './json_rows.ts';
 

@@ -13,7 +13,7 @@
 // Rows are kept padded (grpo-batch/v1 allows it; the masks say what is real) so no bug is trimmed away.
 import type { BatchConfig, GrpoBatch } from '../batch.ts';
 import { configTable, runTable } from '../../grpo/settings/effective.ts';
-import { shown } from '../validate.ts';
+import { shown } from '../shown.ts';
 import { carriersIn, Dump, intOf, isPlainObject, LeafValues, row, rows, scalarAdvantages, tokenIds, turnEnds, type IdCarrier, type ImportOptions, type ImportResult } from './common.ts';
 
 /**
