@@ -14,6 +14,7 @@ import type { OpenrlhfRun } from './settings/openrlhf.ts';
 import { specOf } from './settings/table.ts';
 import { SCOPES, SettingsError, type TrainerId } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
+import { openrlhfKlInLoss } from './trainers/openrlhf.ts';
 import type { ScoredLogps, TrainerInputs, TrainerLossOutputs } from './trainers/types.ts';
 
 /** A trainer and its settings: the objective a step's loss and gradient follow. */
@@ -31,7 +32,7 @@ export interface TrainerObjective {
 const KL_IN_LOSS: Record<TrainerId, (v: (name: string) => unknown) => boolean> = {
   trl: (v) => v('beta') !== 0,
   verl: (v) => v('use_kl_loss') === true,
-  openrlhf: (v) => v('algo.kl.use_loss') === true && (v('algo.kl.init_coef') as number) > 0,
+  openrlhf: (v) => openrlhfKlInLoss(v('algo.kl.use_loss'), v('algo.kl.init_coef')),
 };
 
 /**

@@ -37,6 +37,9 @@ function lossBatchInfo(c: TrainerInputs, run: OpenrlhfRun): { dp: number; tokens
 }
 
 /** The objective on any backend (GPU kernels, or their float64 twins in the tests). */
+/** OpenRLHF's KL term in the actor loss: algo.kl.use_loss with a coefficient above 0 (≤ 0: the term is zero). */
+export const openrlhfKlInLoss = (useLoss: unknown, coef: unknown): boolean => useLoss === true && (coef as number) > 0;
+
 export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
   const cfg = resolveSettings<OpenrlhfConfig>(OPENRLHF_SETTINGS, c.config, 'config');
   const run = resolveSettings<OpenrlhfRun>(OPENRLHF_RUN, c.run, 'run');
@@ -51,7 +54,7 @@ export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: 
   const isOn: boolean = cfg['algo.advantage.is_correction_enable'];
   const rollout = c.sampling_per_token_logps;
   if (isOn && !rollout) throw new SettingsError('sampling_per_token_logps (rollout_log_probs): required by algo.advantage.is_correction_enable');
-  const klOn: boolean = cfg['algo.kl.use_loss'] && cfg['algo.kl.init_coef'] > 0;
+  const klOn = openrlhfKlInLoss(cfg['algo.kl.use_loss'], cfg['algo.kl.init_coef']);
   if (klOn && !c.ref_per_token_logps) throw new SettingsError('ref_per_token_logps (base_action_log_probs): required by algo.kl.use_loss');
   const entCoef: number | null = cfg['actor.entropy_coef'];
   const temperature: number = cfg['rollout.temperature'];

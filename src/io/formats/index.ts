@@ -233,13 +233,6 @@ const noToolTokens = (b: GrpoBatch): number[][] => b.completion_mask.map((m) => 
 /** Batch fields the files of one step share: the group size, the trainer, the reward weights. */
 const SHARED_FIELDS = ['num_generations', 'trainer', 'reward_weights'] as const;
 
-/**
- * The special ids, shared too, but only where a file read them (its carriers, or the tokenizer given): one a reader
- * inferred (ImportResult.inferred: prime-rl's vote over its own rows) is a guess from that file's rows, never a
- * reason to refuse. mergedIds settles them.
- */
-const ID_FIELDS = INFERABLE_IDS;
-
 /** Settings rows that belong to one file, not to the step: TRL's rank (each file is one process's slice). */
 const PER_FILE: ReadonlySet<string> = new Set(['rank']);
 
@@ -285,7 +278,9 @@ export function mergeImports(parts: { name: string; result: ImportResult }[]): I
   for (const { name, result } of sorted.slice(1)) {
     const b = result.batch;
     for (const f of SHARED_FIELDS) if (!same(b[f], first[f])) fail(name, `${f} ${shown(b[f])}, ${ref.name} has ${shown(first[f])}`);
-    for (const f of ID_FIELDS) {
+    // The special ids (INFERABLE_IDS) are shared too, but only where a file read them (its carriers, or the tokenizer
+    // given): one a reader inferred (prime-rl's vote over its own rows) is a guess, never a reason to refuse; mergedIds settles them.
+    for (const f of INFERABLE_IDS) {
       const read = sorted.find((p) => !p.result.inferred?.[f]);
       if (read && read.result !== result && !result.inferred?.[f] && !same(b[f], read.result.batch[f])) fail(name, `${f} ${shown(b[f])}, ${read.name} has ${shown(read.result.batch[f])}`);
     }
@@ -338,7 +333,7 @@ export function mergeImports(parts: { name: string; result: ImportResult }[]): I
 }
 
 /**
- * The merged batch's pad / EOS ids (ID_FIELDS). An id some file read (they agree: mergeImports checked) is the
+ * The merged batch's pad / EOS ids (INFERABLE_IDS). An id some file read (they agree: mergeImports checked) is the
  * step's, for the files that inferred theirs too (one step, one tokenizer). An id every file inferred stays as
  * inferred where they agree; where they differ it is inferred again over the merged rows as common.ts tokenIds
  * infers it from one file's: EOS = the most common last trained token of every trained span
@@ -346,7 +341,7 @@ export function mergeImports(parts: { name: string; result: ImportResult }[]): I
  */
 function mergedIds(sorted: { name: string; result: ImportResult }[], batch: GrpoBatch, notes: string[]): { pad_token_id: number; eos_token_ids: number[]; inferred?: ImportResult['inferred'] } {
   const inferred: NonNullable<ImportResult['inferred']> = {};
-  const settle = <F extends (typeof ID_FIELDS)[number]>(f: F, again: () => { value: GrpoBatch[F]; why: string }): GrpoBatch[F] => {
+  const settle = <F extends (typeof INFERABLE_IDS)[number]>(f: F, again: () => { value: GrpoBatch[F]; why: string }): GrpoBatch[F] => {
     const read = sorted.find((p) => !p.result.inferred?.[f]);
     const guesses = sorted.filter((p) => p.result.inferred?.[f]);
     if (read) {
