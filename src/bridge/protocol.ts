@@ -341,8 +341,11 @@ export type JsToolRunner = (source: string, calls: readonly PendingCall[], timeo
 
 export type { Finding };
 
-/** What went wrong, in the categories the page shows differently. */
-export type ErrorKind = 'bad-file' | 'unsupported-model' | 'out-of-memory' | 'device-lost' | 'no-webgpu' | 'gpu' | 'reward' | 'settings' | 'internal';
+/**
+ * What went wrong, in the categories the page shows differently. 'notice': not a failure, but what the page did that
+ * the user must know (an Export that leaves form edits out of its file, older stored settings not carried over).
+ */
+export type ErrorKind = 'bad-file' | 'unsupported-model' | 'out-of-memory' | 'device-lost' | 'no-webgpu' | 'gpu' | 'reward' | 'settings' | 'notice' | 'internal';
 
 export interface WorkerErrorInfo {
   kind: ErrorKind;
@@ -357,13 +360,25 @@ export type Request =
    * same step (several rank files dropped or selected at once), merged with the first as the CLI merges them.
    */
   | { type: 'import-batch'; file: Blob; name: string; also?: { file: Blob; name: string }[] }
-  /** Stops request `target` (an import): its parse worker is terminated, its answer never comes. */
+  /**
+   * Stops request `target` (an import): its parse worker is terminated and its answer never comes; one the worker
+   * already answered (the page cancelled as the answer arrived) is dropped, as the page drops it.
+   */
   | { type: 'cancel'; target: number }
   /**
-   * The full Doctor report (tokenizer rules included) on the batch of import request `import`, the last one imported,
-   * with the model loaded now: after the import's deferred checks, and again after another model is loaded.
+   * The import the page holds now (its request id), once it shows it: the worker keeps that batch for the requests
+   * that name it (tokenizer-checks, mismatch) and drops every import answered before it.
    */
-  | { type: 'tokenizer-checks'; import: number }
+  | { type: 'hold-import'; import: number }
+  /**
+   * The full Doctor report (tokenizer rules included) on the batch of import request `import`, the one the page
+   * holds, with the model loaded now: after the import's deferred checks, and again after another model is loaded.
+   * An import the worker does not hold is an error, never an empty answer. `settings`: judge the batch with these
+   * settings written into it (src/bridge/batch_settings.ts withSettings, as the page's Export writes them): the next
+   * update's, once the user's edits make them other than the file's own, so the page's report is `grpo-studio
+   * doctor`'s on its Export. Without a model loaded, the batch alone (the options the import's own report had).
+   */
+  | { type: 'tokenizer-checks'; import: number; settings?: EffectiveSettings }
   | { type: 'load-model'; source: ModelChoice }
   | { type: 'load-reference'; source: ModelChoice | null }
   | { type: 'load-adapter'; source: AdapterChoice | null }
@@ -395,9 +410,10 @@ export interface Responses {
   /** import: this request's id, which names the batch in later requests (mismatch). */
   /** inferred: the ids the reader inferred; an update from the batch sends them back with it (StepStart). */
   'import-batch': { import: number; batch: GrpoBatch; report: DoctorReport; token_texts?: TokenTexts; format: string; trainer: string; notes: string[]; tokenizer_checks: number | null; inferred?: InferredIds };
-  /** null: a newer batch was imported meanwhile (its own checks are under way). token_texts: where the model's tokenizer fits the batch. */
-  'tokenizer-checks': { report: DoctorReport | null; token_texts?: TokenTexts };
+  /** token_texts: where the model's tokenizer fits the batch. */
+  'tokenizer-checks': { report: DoctorReport; token_texts?: TokenTexts };
   cancel: Record<string, never>;
+  'hold-import': Record<string, never>;
   'load-model': { model: ModelInfo };
   'load-reference': { model: ModelInfo };
   'load-adapter': { model: ModelInfo };

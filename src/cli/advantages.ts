@@ -10,6 +10,7 @@ import { Dump } from '../io/formats/common.ts';
 import { trlAdvantages, verlAdvantages, type VerlAdvantageConfig } from '../grpo/advantages.ts';
 import { parseTrlConfig, parseTrlRun } from '../grpo/settings/trl.ts';
 import { VERL_ADVANTAGE_SETTINGS } from '../grpo/settings/verl_advantages.ts';
+import { VERL_SETTINGS } from '../grpo/settings/verl.ts';
 import { parseSettings } from '../grpo/settings/table.ts';
 import { SettingsError } from '../grpo/settings/types.ts';
 
@@ -26,8 +27,13 @@ const f64 = (d: Dump, name: string): Float64Array => Float64Array.from(d.floatDa
 function trl(d: Dump): Record<string, unknown> {
   const source = d.file;
   const [B, F] = tensor(d, 'rewards_per_func', 2);
-  const c = parseTrlConfig(d.metaObject('config')).values;
-  const run = parseTrlRun(d.metaObject('run')).values;
+  // As a TRL loss case: args.to_dict() holds TrainingArguments TRL's table has no row for, so keys it does not know
+  // are listed (stderr and the result), not refused.
+  const config = parseTrlConfig(d.metaObject('config'));
+  const parsedRun = parseTrlRun(d.metaObject('run'));
+  const [c, run] = [config.values, parsedRun.values];
+  const unknown = [...config.unknown.map((k) => `config.${k}`), ...parsedRun.unknown.map((k) => `run.${k}`)];
+  if (unknown.length) console.error(`grpo-studio advantages: ${source}: settings the trl table does not know, not used: ${unknown.join(', ')}`);
   if (B % c.num_generations !== 0) throw new CliError(`${source}: rewards_per_func has ${B} rows, not a multiple of config.num_generations = ${c.num_generations}`);
   if (B % run.num_processes !== 0) throw new CliError(`${source}: rewards_per_func has ${B} rows, not a multiple of run.num_processes = ${run.num_processes}`);
   // TRL keeps one process's slice of the gathered advantages: a list of ranks (a merged batch's) names no slice.
@@ -36,7 +42,7 @@ function trl(d: Dump): Record<string, unknown> {
   if (rank >= run.num_processes) throw new CliError(`${source}: run.rank = ${rank} but run.num_processes = ${run.num_processes}`);
   if (c.reward_weights && c.reward_weights.length !== F) throw new CliError(`${source}: config.reward_weights has ${c.reward_weights.length} weights for ${F} reward functions`);
   const A = trlAdvantages(f64(d, 'rewards_per_func'), B, F, c, { num_processes: run.num_processes, rank });
-  return { advantages: Array.from(A) };
+  return { advantages: Array.from(A), ...(unknown.length ? { unknown_settings: unknown } : {}) };
 }
 
 function verl(d: Dump): Record<string, unknown> {
@@ -44,7 +50,13 @@ function verl(d: Dump): Record<string, unknown> {
   const [B, T] = tensor(d, 'token_level_rewards', 2);
   const ms = tensor(d, 'response_mask', 2);
   if (ms[0] !== B || ms[1] !== T) throw new CliError(`${source}: tensor "response_mask" has shape ${JSON.stringify(ms)}, expected ${JSON.stringify([B, T])}`);
-  const c = parseSettings<VerlAdvantageConfig>(VERL_ADVANTAGE_SETTINGS, d.metaObject('config'), 'config', { required: ['adv_estimator'] }).values;
+  const parsed = parseSettings<VerlAdvantageConfig>(VERL_ADVANTAGE_SETTINGS, d.metaObject('config'), 'config', { required: ['adv_estimator'] });
+  // As a verl loss case, a key no verl row has is refused (a nested `algorithm` object, a dotted path, a misspelt
+  // norm_adv_by_std_in_grpo would otherwise leave the default in force); verl rows that do not shape advantages
+  // (a whole config's loss_agg_mode) are not read.
+  const stray = parsed.unknown.find((k) => !VERL_SETTINGS.some((s) => s.name === k));
+  if (stray !== undefined) throw new CliError(`${source}: config.${stray}: not a verl setting the studio knows (a verl advantage case takes the leaf names, e.g. "norm_adv_by_std_in_grpo", not nested objects or dotted paths)`);
+  const c = parsed.values;
   const mask = d.wholeData('response_mask', 'mask');
   mask.forEach((m, i) => {
     if (m !== 0 && m !== 1) throw new CliError(`${source}: response_mask at sample ${Math.floor(i / T)}, position ${i % T} is ${m}, expected 0 or 1`);

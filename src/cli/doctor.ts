@@ -92,7 +92,7 @@ export async function run(argv: string[]): Promise<number> {
   const model = await modelFlag(args);
   const imported = readBatchFiles(args.positional);
   // The ids the reader inferred travel with the batch's options, as on the page (import_job.ts, inspect.ts).
-  const options = doctorOptions(imported.batch, model, {}, imported.inferred);
+  const options = doctorOptions(imported.batch, model, imported.inferred);
   // The chat template runs in-thread inside the Doctor: first prove in a bounded worker that it finishes.
   await boundTemplate(args, options.tokenizer, imported.batch);
   const report = diagnose(imported.batch, options);

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { nodeGpu } from '../gpu/node.ts';
 import type { Gpu } from '../gpu/context.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
+import { runAdapterNotes } from '../grpo/run_adapter.ts';
 import { analyseMismatch, mismatchInputOf } from '../grpo/mismatch/analysis.ts';
 import { CORRECTIONS, correctionEffects, type CorrectionEffect } from '../grpo/mismatch/corrections.ts';
 import type { Distribution, LogpSide, MismatchReport, Statistic } from '../grpo/mismatch/types.ts';
@@ -44,7 +45,8 @@ export interface MismatchCliResult {
 /** The trainer side with the loaded model (and adapter), and the base's without the adapter. */
 async function recompute(gpu: Gpu, batch: GrpoBatch, path: string, modelDir: string, adapterDir: string | undefined): Promise<{ trainer: number[][]; base: number[][] | null }> {
   const padded = padBatchOf(batch, path);
-  const { temperature } = stepSettingsOfFile(batch, path).config.loss;
+  const settings = stepSettingsOfFile(batch, path);
+  const { temperature } = settings.config.loss;
   // Scoring never trains: weights stay in their checkpoint dtype.
   const policy = await modelOfFlag('model', modelDir, () => CausalLM.from_pretrained(openModelSource(modelDir), gpu, { storage: 'checkpoint' }));
   let adapter: LoraAdapter | null = null;
@@ -54,6 +56,14 @@ async function recompute(gpu: Gpu, batch: GrpoBatch, path: string, modelDir: str
     checkBatchForModel(batch, policy.config, path, 'score', 'policy');
     checkScorableFile(batch, padded, policy.config, path);
     adapter = adapterDir ? LoraAdapter.fromWeights(gpu, await loadLoraAdapter(openModelSource(adapterDir), policy.config)) : null;
+    // The trainer side is the run's policy: a run that trained a LoRA adapter scores through it, as its step does
+    // (src/grpo/run_adapter.ts: refused without it, or with another adapter, naming the batch's setting).
+    try {
+      for (const n of runAdapterNotes(settings.settings, adapter, policy.config)) console.error(`note: ${n}`);
+    } catch (e) {
+      if ((e as Error).name === 'SettingsError') throw new CliError(`${path}: ${(e as Error).message}`);
+      throw e;
+    }
     policy.adapter = adapter;
     base = adapter ? policy.withAdapter(null) : null;
     const n = padded.B * padded.C;
@@ -156,7 +166,7 @@ export async function run(argv: string[]): Promise<number> {
   const sides = modelDir ? await recompute(gpu, batch, path, modelDir, adapterDir) : null;
   const input = sides ? inputOf({ source: 'recomputed', logps: sides.trainer }, sides.base ? { source: 'recomputed_base', logps: sides.base } : undefined) : inputOf();
   const report = analyseMismatch(input);
-  const effects = await correctionEffects(gpu, batch, input.trainer.logps, CORRECTIONS.map((c) => ({ id: c.id })), { name: path });
+  const effects = await correctionEffects(gpu, batch, input.trainer.logps, CORRECTIONS.map((c) => ({ id: c.id })), { name: path, reference: sides?.base ?? undefined });
   const result: MismatchCliResult = {
     batch: path,
     report,

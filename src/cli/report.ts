@@ -24,7 +24,7 @@ export async function run(argv: string[]): Promise<number> {
   // As `doctor` reads it: any format, a trainer's former names mapped, ids the reader inferred named as such.
   const imported = readBatchFiles([file]);
   const { batch } = imported;
-  const options = doctorOptions(batch, await modelFlag(args), {}, imported.inferred);
+  const options = doctorOptions(batch, await modelFlag(args), imported.inferred);
   const tokenizer = options.tokenizer;
   // The Doctor renders the chat template in-thread: bound it first, as `doctor` does (exit 2, one line).
   await boundTemplate(args, tokenizer, batch);

@@ -3,9 +3,17 @@
 // {per_token_logps, per_token_entropy, ref_per_token_logps, per_token_kl, adapter} as JSON, each
 // per-token array ragged like the batch's completion_ids. Temperature, KL estimator and position_ids
 // style ("from_attention_mask", HF generate's, or "arange") come from the batch's `config`.
+// The reference is the step's (src/grpo/step_train.ts storedReference): a batch that carries its own
+// ref_per_token_logps (the trainer's reference) is scored against those whatever --ref-model says, and a --ref-model
+// given too is checked against them (`reference_check`: its largest |Δ| over the loss tokens). The KL is the batch
+// trainer's estimator (step_objective.ts trainerKl: verl's kl_loss_type, OpenRLHF's algo.kl.estimator, with their
+// clamps; TRL's kl_estimator, k3), as the step's loss takes it.
 import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { kl_forward } from '../kernels/kl.ts';
+import { trainerKl } from '../grpo/step_objective.ts';
+import { referenceDiff, storedReference } from '../grpo/step_train.ts';
+import { ppoKl } from '../grpo/trainers/ppo_run.ts';
 import { CausalLM } from '../model/model.ts';
 import { score_completions } from '../model/score.ts';
 import { openModelSource } from '../model/source_node.ts';
@@ -14,7 +22,12 @@ import { checkBatchForModel, checkScorableFile, checkSameVocabulary, modelBatchA
 export interface ScoreResult {
   per_token_logps: number[][];
   per_token_entropy: number[][];
+  /** The batch's own when it carries them, else --ref-model's; null: neither. */
   ref_per_token_logps: number[][] | null;
+  /** Which reference: "batch" (its ref_per_token_logps), "model" (--ref-model), or null. */
+  reference: 'batch' | 'model' | null;
+  /** With the batch's own reference log-probs and --ref-model too: that model's largest |Δ| from them over the loss tokens. */
+  reference_check: { model: string; max_abs_diff: number; tokens: number } | null;
   per_token_kl: number[][] | null;
   adapter: unknown;
 }
@@ -25,7 +38,8 @@ export async function run(argv: string[]): Promise<number> {
   const padded = padBatchOf(batch, batchPath);
   // The batch's settings as `step` and the page resolve them (its trainer's names: verl's temperature,
   // OpenRLHF's rollout.temperature): the same temperature scores the same batch everywhere.
-  const { temperature, kl_estimator: estimator } = stepSettingsOfFile(batch, batchPath).config.loss;
+  const { settings, config } = stepSettingsOfFile(batch, batchPath);
+  const { temperature, kl_estimator: estimator } = config.loss;
 
   const gpu = await nodeGpu();
   // Scoring never trains: weights stay in their checkpoint dtype (bf16 at half the bytes).
@@ -43,22 +57,37 @@ export async function run(argv: string[]): Promise<number> {
   const pol = score_completions(rec, policy, padded, { temperature });
   // A second model has its own workspace, so both forwards can share one recorder.
   const rs = ref ? score_completions(rec, ref, padded, { temperature }) : null;
-  const kl = rs ? gpu.createBuffer('per_token_kl', n * 4) : null;
-  if (rs && kl) kl_forward(rec, { logp: pol.per_token_logps, refLogp: rs.per_token_logps, kl, n, estimator });
   await rec.submit();
 
-  const ragged = async (buf: GPUBuffer) => raggedFromPadded(await gpu.readF32(buf, n), padded);
+  const logp = await gpu.readF32(pol.per_token_logps, n);
+  const modelRef = rs ? await gpu.readF32(rs.per_token_logps, n) : null;
+  const stored = storedReference(padded);
+  const refLogps = stored ?? modelRef;
+  const klSpec = trainerKl(settings);
+  let kl: Float32Array | null = null;
+  if (refLogps && klSpec) kl = await ppoKl(gpu, logp, refLogps, padded.completion_mask, padded.B, padded.C, klSpec);
+  else if (refLogps) {
+    const [lb, rb, kb] = [gpu.upload('per_token_logps', logp), gpu.upload('ref_per_token_logps', refLogps), gpu.createBuffer('per_token_kl', n * 4)];
+    const r2 = gpu.recorder('score kl');
+    kl_forward(r2, { logp: lb, refLogp: rb, kl: kb, n, estimator });
+    await r2.submit();
+    kl = await gpu.readF32(kb, n);
+    [lb, rb, kb].forEach((b) => b.destroy());
+  }
+
+  const rag = (a: ArrayLike<number>) => raggedFromPadded(a, padded);
   const result: ScoreResult = {
-    per_token_logps: await ragged(pol.per_token_logps),
-    per_token_entropy: await ragged(pol.per_token_entropy),
-    ref_per_token_logps: rs ? await ragged(rs.per_token_logps) : null,
-    per_token_kl: kl ? await ragged(kl) : null,
+    per_token_logps: rag(logp),
+    per_token_entropy: rag(await gpu.readF32(pol.per_token_entropy, n)),
+    ref_per_token_logps: refLogps ? rag(refLogps) : null,
+    reference: stored ? 'batch' : modelRef ? 'model' : null,
+    reference_check: stored && modelRef ? referenceDiff(modelRef, padded, refPath!) : null,
+    per_token_kl: kl ? rag(kl) : null,
     adapter: gpu.adapter,
   };
   const code = await writeResult(out, result, 'score');
   pol.destroy();
   rs?.destroy();
-  kl?.destroy();
   policy.destroy();
   ref?.destroy();
   return code;

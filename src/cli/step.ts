@@ -19,20 +19,25 @@
 // names plus the init seed, e.g. `r=16,lora_alpha=32,use_rslora=true,target_modules=q_proj,v_proj,seed=0`
 // (absent keys at their defaults; src/model/lora_fields.ts), made by initLoraWeights as the page's "create":
 // lora_A Kaiming-uniform from the seed, lora_B = 0.
+// A run that trained a LoRA adapter (OpenRLHF ds.lora.rank, verl lora_rank / lora_adapter_path) is stepped only on
+// its adapter: src/grpo/run_adapter.ts refuses a full-parameter step, an adapter of another r / lora_alpha / modules,
+// LoRA dropout and a 4-bit base, naming the batch's setting (exit 2), before any stage.
 // --checkpointing: gradient checkpointing (each layer's activations recomputed in the backward).
 //
 // μ > 1 (TRL num_iterations, verl ppo_epochs, OpenRLHF train.max_epochs): the update steps over the batch μ
 // times; `passes` holds every pass (its loss, mean KL, clipped tokens, ratio range, grad norm) and each is
 // printed as one line on stderr (stdout stays the JSON), so pass 2's ratio and clipping are not hidden
-// behind the post-step log-probs, which are the last pass's.
+// behind the post-step log-probs, which are the last pass's. The result's `settings` echo a key no row reads as the
+// file wrote it, a non-finite number there as its text: an unread arg does not change the exit status.
 import { basename, resolve } from 'node:path';
 import { msg } from '../doctor/util.ts';
 import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import type { OptimizerConfig } from '../grpo/optimizer.ts';
+import { runAdapterNotes } from '../grpo/run_adapter.ts';
 import { readsReference, type TrainerObjective } from '../grpo/step_objective.ts';
-import type { EffectiveSettings } from '../grpo/settings/effective.ts';
+import { rowOf, type EffectiveSettings } from '../grpo/settings/effective.ts';
 import type { ReferenceSource, StageData } from '../grpo/step_types.ts';
 import { initLoraWeights, loadLoraAdapter, newLoraOptionsFromText, saveLoraAdapter } from '../model/lora.ts';
 import { LoraAdapter } from '../model/lora_adapter.ts';
@@ -67,11 +72,18 @@ export interface StepCliResult {
   ref_per_token_logps: number[][] | null;
   per_token_kl: number[][] | null;
   per_token_entropy: number[][];
-  per_token_loss: number[][];
+  /** The loss's per-token loss (the trainer's tensor under a trainer objective: a token its aggregation drops keeps its value, token_weight 0); null where the trainer forms none. */
+  per_token_loss: number[][] | null;
   loss: number;
+  /** The aggregation `loss` is, its key in `losses`: the studio's loss_type, or the trainer objective's (TRL loss_type, verl loss_agg_mode, OpenRLHF's by policy loss type). */
   loss_type: string;
   /** The trainer objective that formed loss, gradient and loss_after; null: the studio loss (loss_type). */
   objective: TrainerObjective | null;
+  /**
+   * The loss under each aggregation (losses[loss_type] is `loss`). Under a trainer objective: the trainer's own loss
+   * with its aggregation setting changed (its run scalings in); a studio aggregation name the trainer has none for
+   * (or that the trainer refuses with the rest of the config) is absent. per_token_loss, per_token_kl and `passes` are the trainer's too (src/grpo/step_types.ts).
+   */
   losses: Record<string, number>;
   grad_norm: number;
   group_grad_norms: Record<string, number>;
@@ -122,6 +134,18 @@ export async function run(argv: string[]): Promise<number> {
   // A created adapter's base_model_name_or_path is --model as given, as PEFT records the name_or_path the base was loaded from.
   const weights = adapterPath ? await loadLoraAdapter(openModelSource(adapterPath), policy.config) : newAdapter && initLoraWeights(policy.config, newAdapter, modelPath, '--create-adapter');
   const adapter = weights ? LoraAdapter.fromWeights(gpu, weights) : null;
+  // The run's own adapter, or none (src/grpo/run_adapter.ts): a LoRA run stepped full-parameter, or on an adapter of
+  // another rank / scaling / modules, is not its update. Refused naming the batch's setting (exit 2), before any stage.
+  let adapterNotes: string[];
+  try {
+    adapterNotes = runAdapterNotes(settings, adapter, policy.config, { created: newAdapter !== null });
+  } catch (e) {
+    adapter?.destroy();
+    policy.destroy();
+    if ((e as Error).name === 'SettingsError') throw new CliError(`${batchPath}: ${(e as Error).message}`);
+    throw e;
+  }
+  for (const n of adapterNotes) console.error(`note: ${n}`);
   policy.adapter = adapter;
   policy.checkpointing = args.flags.has('checkpointing');
   // With an adapter and no reference model: the base with the adapter disabled (β > 0), unless --ref-adapter
@@ -147,11 +171,13 @@ export async function run(argv: string[]): Promise<number> {
       ref_per_token_logps: pipe.data('reference_forward') ? rag(d('reference_forward').ref_per_token_logps!) : null,
       per_token_kl: loss.per_token_kl && rag(loss.per_token_kl),
       per_token_entropy: rag(d('policy_forward').per_token_entropy),
-      per_token_loss: rag(loss.per_token_loss),
+      // NaN throughout: the trainer forms no per-token loss (verl geo_mean's one value per sequence).
+      per_token_loss: loss.per_token_loss.every((v) => Number.isNaN(v)) ? null : rag(loss.per_token_loss),
       loss: loss.loss,
-      loss_type: cfg.loss.loss_type,
+      loss_type: loss.aggregation,
       objective: loss.objective,
-      losses: loss.losses,
+      // A name the trainer has no aggregation for (NaN in the stage's table) is left out, not written as a number.
+      losses: Object.fromEntries(Object.entries(loss.losses).filter(([, v]) => !Number.isNaN(v))),
       grad_norm: d('backward').grad_norm,
       group_grad_norms: d('backward').group_grad_norms,
       clip_coef: step.clip_coef,
@@ -168,7 +194,7 @@ export async function run(argv: string[]): Promise<number> {
       timings_ms: Object.fromEntries(results.filter((r) => !r.skipped).map((r) => [r.id, r.ms])),
       gpu_bytes: Object.fromEntries(results.filter((r) => !r.skipped).map((r) => [r.id, r.peakBytes])),
       adapter: gpu.adapter,
-      settings,
+      settings: echoedSettings(settings),
     };
     if (result.passes.length > 1) for (const p of result.passes) console.error(passLine(p, result.passes.length));
     if (step.scope) console.error(`note: ${step.scope}`);
@@ -190,6 +216,19 @@ export async function run(argv: string[]): Promise<number> {
     reference?.destroy();
     adapter?.destroy();
   }
+}
+
+/**
+ * The settings as the result echoes them. A key no row reads is kept as the file wrote it (listed as not read), and
+ * a non-finite number there (an unread arg's Infinity: OpenRLHF's max_ckpt_mem default) is written as its text, so
+ * an arg the step never used does not make its result non-finite (writeResult's exit 1). Every row's value is
+ * finite once read (table.ts checkSetting), so a number the step used is never rewritten.
+ */
+function echoedSettings(s: EffectiveSettings): EffectiveSettings {
+  const text = (v: unknown): unknown =>
+    typeof v === 'number' && !Number.isFinite(v) ? String(v) : Array.isArray(v) ? v.map(text) : v !== null && typeof v === 'object' ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, text(x)])) : v;
+  const side = (where: 'config' | 'run') => Object.fromEntries(Object.entries(s[where]).map(([k, v]) => [k, rowOf(s.trainer, where, k) ? v : text(v)]));
+  return { ...s, config: side('config'), run: side('run') };
 }
 
 /** The tokens the loss reads: completion_mask, times tool_mask where the batch has one. */

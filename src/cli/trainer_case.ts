@@ -2,19 +2,21 @@
 // `run`): reads the inputs into a TrainerLossCase, runs TRAINER_LOSSES[trainer] on the GPU and writes every
 // output the trainer forms, named as the case's F64 tensors, masks as 0/1 numbers.
 import { CliError, nest } from './args.ts';
+import { parsePythonJson } from '../io/batch.ts';
 import { shapeOf, toF32, toI32, type SafeTensors } from '../io/safetensors.ts';
 import { TRAINER_LOSSES } from '../grpo/trainers/index.ts';
 import type { TrainerLossCase, TrainerLossOutputs } from '../grpo/trainers/types.ts';
 import { SettingsError, TRAINERS, type TrainerId } from '../grpo/settings/types.ts';
 import type { Gpu } from '../gpu/context.ts';
 
+/** A metadata object, in Python's JSON dialect (NaN, Infinity) as every other metadata reader takes it (parsePythonJson). */
 function json(st: SafeTensors, key: string, source: string): Record<string, unknown> {
   const raw = st.metadata[key];
   if (raw === undefined) return {};
   try {
-    const v = JSON.parse(raw);
+    const v = parsePythonJson(raw, `metadata "${key}"`);
     if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error('not an object');
-    return v;
+    return v as Record<string, unknown>;
   } catch (e) {
     throw new CliError(`${source}: metadata "${key}" is not a JSON object (${(e as Error).message})`);
   }

@@ -9,7 +9,7 @@
 // past it are then the finding, not a reason to look away. A model that is not the batch's says nothing about
 // it: its type, vocabulary and positions are not used, and the batch's own config (model_type, position_ids)
 // comes first.
-import { MODEL_NAME_KEYS, type GrpoBatch, type PositionIdsMode } from '../io/batch.ts';
+import { MODEL_NAME_KEYS, type GrpoBatch } from '../io/batch.ts';
 import type { Tokenizer } from '../tokenize/tokenizer.ts';
 import { ABSOLUTE_POSITION_MODELS } from './rules/position-ids-shift.ts';
 import type { DoctorOptions } from './types.ts';
@@ -127,12 +127,14 @@ function stillInferred(batch: GrpoBatch, inferred: DoctorOptions['inferred'], ow
 }
 
 /**
- * The Doctor's options for `batch` with the model at hand (none: the batch alone). `position_ids`: what a step
- * scores the batch with (the page's update), where the batch records none. `inferred`: the ids the importer
- * inferred (ImportResult.inferred), so the CLI and the page downgrade the same findings: those that rest on an
- * inferred id are warnings naming the inference, unless the batch's own tokenizer confirms the id.
+ * The Doctor's options for `batch` with the model at hand (none: the batch alone). What a step scores the batch
+ * with (its position ids among it) is the batch's own config: the page judges an update's, or an import under
+ * edited settings, with those settings written into it (src/bridge/batch_settings.ts), as its Export writes them.
+ * `inferred`: the ids the importer inferred (ImportResult.inferred), so the CLI and the page downgrade the same
+ * findings: those that rest on an inferred id are warnings naming the inference, unless the batch's own tokenizer
+ * confirms the id.
  */
-export function doctorOptions(batch: GrpoBatch, known?: KnownModel, step: { position_ids?: PositionIdsMode } = {}, inferred?: DoctorOptions['inferred']): DoctorOptions {
+export function doctorOptions(batch: GrpoBatch, known?: KnownModel, inferred?: DoctorOptions['inferred']): DoctorOptions {
   const fit = known && tokenizerFit(batch, known);
   const own = fit?.sameModel ? known : undefined;
   return {
@@ -140,7 +142,7 @@ export function doctorOptions(batch: GrpoBatch, known?: KnownModel, step: { posi
     tokenizer: fit?.fits ? known!.tokenizer : undefined,
     tokenizer_unfit: fit && !fit.fits ? `${known!.label}${known!.tokenizer ? ' does not fit this batch' : ''}: ${fit.reasons.join('; ')}` : undefined,
     model_type: batch.config?.model_type ?? own?.config?.model_type,
-    position_ids: batch.config?.position_ids ?? step.position_ids,
+    position_ids: batch.config?.position_ids,
     vocab_size: own && (own.config?.vocab_size ?? own.tokenizer?.vocab_size),
     max_positions: own?.config?.max_positions,
   };

@@ -13,8 +13,11 @@ import { generationSplit, heldRanks, type GenerationSplit, type TrlRun } from '.
 import type { OpenrlhfRun } from './settings/openrlhf.ts';
 import { specOf } from './settings/table.ts';
 import { SCOPES, SettingsError, type TrainerId } from './settings/types.ts';
-import { trainerLossFromLogps } from './trainers/from_logps.ts';
-import { openrlhfKlInLoss } from './trainers/openrlhf.ts';
+import { lossTable, trainerLossFromLogps } from './trainers/from_logps.ts';
+import { openrlhfAggregation, openrlhfKl, openrlhfKlInLoss } from './trainers/openrlhf.ts';
+import { verlKl, verlStepRun } from './trainers/verl.ts';
+import type { PpoKl, PpoLossParams } from '../kernels/types.ts';
+import { AGGREGATIONS, type LossType } from '../kernels/types.ts';
 import type { ScoredLogps, TrainerInputs, TrainerLossOutputs } from './trainers/types.ts';
 
 /** A trainer and its settings: the objective a step's loss and gradient follow. */
@@ -190,7 +193,7 @@ export function trainerInputs(u: ScoredUpdate, o: TrainerObjective): PreparedObj
   const x: TrainerInputs = {
     trainer: o.trainer,
     config: o.config,
-    run: o.run,
+    run: o.trainer === 'verl' ? verlStepRun(o.config, o.run, B) : o.run,
     B,
     T,
     completion_ids: p.completion_ids,
@@ -229,10 +232,24 @@ export async function trainerObjective(gpu: Gpu, p: PreparedObjective): Promise<
   assertOneMicroBatch(p.x);
   const out = await trainerLossFromLogps(gpu, p.x, p.scored);
   if (!out.dlogp) throw new Error(`${p.x.trainer}: the objective formed no per-token gradient`);
-  // The trainer's own float32 outcome can be NaN / ±inf (OpenRLHF icepop over an overflowing IS ratio): the
-  // trainer would then step its weights to NaN. The studio shows that loss and refuses the step, pointing at
-  // the Doctor's trainer-nonfinite finding that names the tokens.
-  if (!Number.isFinite(out.loss)) throw new SettingsError(`${p.x.trainer}: the trainer's loss is ${out.loss} on this batch (its float32 code overflows: see the Doctor's trainer-nonfinite finding for the tokens); the step is not taken`);
+  // The trainer's own outcome can be NaN / ±inf: its float32 code overflowing (OpenRLHF icepop over an overflowing
+  // IS ratio), or its aggregation dividing 0 by 0 when its corrections remove every loss token (verl rollout_rs
+  // rejecting them all: agg_loss over an empty mask). The trainer would then step its weights to NaN; the studio
+  // shows that loss and refuses the step, naming which it is.
+  if (!Number.isFinite(out.loss)) {
+    const kept = out.effective_loss_mask ?? out.loss_mask;
+    const count = (m: ArrayLike<number>) => {
+      let n = 0;
+      for (let i = 0; i < m.length; i++) if (m[i]) n++;
+      return n;
+    };
+    const [tokens, left] = [count(p.x.completion_mask), count(kept)]; // the batch's loss tokens, and those the trainer keeps
+    throw new SettingsError(
+      tokens > 0 && left === 0
+        ? `${p.x.trainer}: the trainer's loss is ${out.loss} on this batch: its corrections remove all ${tokens} loss tokens (rejected or masked), and its aggregation divides 0 by 0, as the trainer's own does; the step is not taken`
+        : `${p.x.trainer}: the trainer's loss is ${out.loss} on this batch (its float32 code overflows: see the Doctor's trainer-nonfinite finding for the tokens); the step is not taken`,
+    );
+  }
   const dent = out.dentropy && out.dentropy.some((v) => v !== 0) ? out.dentropy : null;
   return {
     out,
@@ -241,4 +258,49 @@ export async function trainerObjective(gpu: Gpu, p: PreparedObjective): Promise<
       dentropy: dent ? gpu.upload('trainer_dentropy', Float32Array.from(dent)) : null,
     },
   };
+}
+
+/**
+ * The setting that names each trainer's aggregation (the row whose values are its loss types / agg modes), or null
+ * where the trainer has none: OpenRLHF's is fixed by actor.policy_loss_type (openrlhfAggregation).
+ */
+const AGGREGATION_SETTING: Record<TrainerId, string | null> = { trl: 'loss_type', verl: 'loss_agg_mode', openrlhf: null };
+
+const configValue = (o: Pick<TrainerObjective, 'trainer' | 'config'>, name: string): unknown => (name in o.config ? o.config[name] : specOf(TRAINER_TABLES[o.trainer].config, name).default);
+
+/** The name of the aggregation `o`'s loss is (TRL's loss_type, verl's loss_agg_mode, OpenRLHF's by its policy loss type). */
+export function trainerAggregation(o: Pick<TrainerObjective, 'trainer' | 'config'>): string {
+  const setting = AGGREGATION_SETTING[o.trainer];
+  return setting ? String(configValue(o, setting)) : openrlhfAggregation(configValue(o, 'actor.policy_loss_type'));
+}
+
+/**
+ * The loss under every aggregation the trainer has, the rest of its config and run as given: each a run of the
+ * trainer's own objective with its aggregation setting changed (TRL: every loss_type, so the run's scalings — gas,
+ * num_items_in_batch / num_processes — are TRL's own for each; verl: every loss_agg_mode; OpenRLHF: its one), the
+ * trainer's own one being `loss` itself. The studio's aggregation names the trainer does not have (verl's under TRL,
+ * TRL's under verl and OpenRLHF, …) are NaN: not the trainer's number. A setting the trainer refuses under a changed
+ * aggregation is NaN too.
+ */
+export async function trainerLosses(gpu: Gpu, p: PreparedObjective, loss: number): Promise<Record<LossType, number> & Record<string, number>> {
+  const o = p.x;
+  const chosen = trainerAggregation(o);
+  const setting = AGGREGATION_SETTING[o.trainer];
+  const names = setting ? ((specOf(TRAINER_TABLES[o.trainer].config, setting).values ?? []) as readonly string[]).filter((n) => n !== chosen) : [];
+  const out: Record<string, number> = Object.fromEntries(AGGREGATIONS.map((a) => [a, NaN]));
+  const cells = names.length ? await lossTable(gpu, o, p.scored, { columns: names.map((n) => ({ label: n, patch: { [setting!]: n }, formula: '' })) }) : [];
+  for (const c of cells) out[c.label] = c.loss ?? NaN;
+  out[chosen] = loss;
+  return out as Record<LossType, number> & Record<string, number>;
+}
+
+/**
+ * The KL estimator of a batch's trainer, with its clamps, where it is not the studio loss's kl_forward (TRL's k3,
+ * StepConfig.loss.kl_estimator): verl's kl_loss_type (verlKl), OpenRLHF's algo.kl.estimator (openrlhfKl). What the
+ * objective's KL term takes, for a verb that shows the KL without a loss (`grpo-studio score`).
+ */
+export function trainerKl(o: Pick<TrainerObjective, 'trainer' | 'config'>): Pick<PpoLossParams, 'kl' | 'kl_inner' | 'kl_outer'> | null {
+  if (o.trainer === 'verl') return verlKl(String(configValue(o, 'kl_loss_type')));
+  if (o.trainer === 'openrlhf') return openrlhfKl(configValue(o, 'algo.kl.estimator') as PpoKl);
+  return null;
 }

@@ -1,6 +1,7 @@
 // The GPU stages of one update: policy forward (per-token log-probs, entropy, saved activations) →
 // reference forward → loss (every aggregation; the configured one drives the gradient, or, under a trainer
-// preset (StepConfig.trainer), that trainer's objective: src/grpo/step_objective.ts) → backward → clip +
+// preset (StepConfig.trainer), that trainer's objective: src/grpo/step_objective.ts, whose per-token terms,
+// weights, KL and losses table are then what the loss stage, each pass and the re-evaluation show: trainerShown) → backward → clip +
 // optimizer step (and, with μ > 1, further passes over the same batch: step()) → re-evaluate the same
 // batch with the new weights.
 //
@@ -29,7 +30,9 @@ import { dropoutWith, type ModelConfig } from '../model/config.ts';
 import type { StepConfig } from './step_config.ts';
 import { SettingsError } from './settings/types.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
-import { readsReference, trainerInputs, trainerObjective, updateScope, type ScoredUpdate, type TrainerGrad } from './step_objective.ts';
+import { readsReference, trainerAggregation, trainerInputs, trainerLosses, trainerObjective, updateScope, type PreparedObjective, type ScoredUpdate, type TrainerGrad } from './step_objective.ts';
+import type { TrainerLossOutputs } from './trainers/types.ts';
+import { CLIP_HIGH, CLIP_LOW, DELTA_BINDS, type ClipCounts, type LossType } from '../kernels/types.ts';
 import { lossMaskOf } from './step_prepare.ts';
 import { need, referenceLabel, type PassData, type Skipped, type StageContext, type StageData, type StageOutput, type StepState } from './step_types.ts';
 import type { CausalLM } from '../model/model.ts';
@@ -122,8 +125,8 @@ export async function referenceForward(ctx: StageContext, state: StepState): Pro
     // TRL's sync_ref_model: the reference this stage uses must be the one TRL's has been synced to by now.
     const sync = opts.config.reference_sync?.[p.ref_per_token_logps ? 'batch' : 'studio'];
     if (sync) throw new SettingsError(sync);
-    if (p.ref_per_token_logps) {
-      const stored = p.ref_per_token_logps;
+    const stored = storedReference(p);
+    if (stored) {
       const source = opts.reference_source ?? { kind: 'model', name: 'reference' };
       const check = ref ? await referenceCheck(ctx, ref, p, referenceLabel(source)) : null;
       const label = `the batch's ref_per_token_logps${check ? ` (${check.model}: max |Δ| ${check.max_abs_diff.toPrecision(3)} over ${check.tokens} loss tokens)` : ''}`;
@@ -153,10 +156,24 @@ async function scoreReference(ctx: StageContext, ref: CausalLM, p: PaddedBatch) 
   return s;
 }
 
+/**
+ * The reference log-probs a batch carries itself (a trainer's dump: TRL's ref_per_token_logps, verl's ref_log_prob,
+ * OpenRLHF's base_action_log_probs), or null. They are the trainer's own reference: every verb reads them, whatever
+ * reference model is loaded (that one is only checked against them: referenceDiff) — the step's reference stage and
+ * `grpo-studio score`.
+ */
+export function storedReference(p: PaddedBatch): Float32Array | null {
+  return p.ref_per_token_logps ?? null;
+}
+
 /** A loaded reference model against the batch's ref_per_token_logps: its largest |Δ| over the loss tokens (B·C floats read back once). */
 async function referenceCheck(ctx: StageContext, ref: CausalLM, p: PaddedBatch, model: string): Promise<NonNullable<StageData['reference_forward']['reference_check']>> {
   const s = await scoreReference(ctx, ref, p);
-  const got = await ctx.gpu.readF32(s.per_token_logps, p.B * p.C);
+  return referenceDiff(await ctx.gpu.readF32(s.per_token_logps, p.B * p.C), p, model);
+}
+
+/** A reference model's log-probs `got` (B, C) against the batch's own ref_per_token_logps: the largest |Δ| over the loss tokens. */
+export function referenceDiff(got: ArrayLike<number>, p: PaddedBatch, model: string): NonNullable<StageData['reference_forward']['reference_check']> {
   const mask = lossMaskOf(p);
   let [max_abs_diff, tokens] = [0, 0];
   for (let i = 0; i < mask.length; i++) {
@@ -170,15 +187,73 @@ async function referenceCheck(ctx: StageContext, ref: CausalLM, p: PaddedBatch, 
 /** The per-token fields each pass reads back (what the loss stage and the pass selector show). */
 const PASS_FIELDS = ['importance_ratio', 'per_token_kl', 'per_token_loss', 'clip', 'token_weight'] as const;
 
-/** One pass's loss terms (the loss stage's, or a later pass's over the same batch): the studio loss's fields and the trainer objective's gradient. */
+/** The per-token fields and scalars a pass shows (the loss stage's StageData, a later pass's PassData). */
+type PassShown = Pick<StageData['loss'], 'importance_ratio' | 'per_token_kl' | 'per_token_loss' | 'token_weight' | 'clip' | 'clip_counts' | 'losses' | 'policy_term' | 'kl_term' | 'mean_kl' | 'aggregation'>;
+
+/** One pass's loss terms (the loss stage's, or a later pass's over the same batch): what it shows, the studio loss's buffers and the trainer objective's gradient. */
 interface PassTerms {
   result: Awaited<ReturnType<typeof grpo_loss>>;
-  r: Awaited<ReturnType<typeof readGrpoLossFields<(typeof PASS_FIELDS)[number]>>>;
   t: Awaited<ReturnType<typeof trainerObjective>> | null;
   objective_error: string | null;
   loss: number;
-  kl_term: number;
-  mean_kl: number;
+  shown: PassShown;
+  /** The studio loss's aggregations (StageData['loss'].studio_losses). */
+  studio_losses: Record<LossType, number>;
+}
+
+/** Clip counts over the tokens of `mask` (the studio loss's ClipCounts, from per-token flags). */
+function clipCounts(clip: Uint32Array, mask: ArrayLike<number>): ClipCounts {
+  const c = { low: 0, high: 0, region: 0, delta_binding: 0, tokens: 0 };
+  for (let i = 0; i < clip.length; i++) {
+    if (!mask[i]) continue;
+    c.tokens++;
+    if (clip[i] & CLIP_LOW) c.low++;
+    if (clip[i] & CLIP_HIGH) c.high++;
+    if (clip[i] & (CLIP_LOW | CLIP_HIGH)) c.region++;
+    if (clip[i] & DELTA_BINDS) c.delta_binding++;
+  }
+  return c;
+}
+
+/**
+ * What a pass shows under a trainer objective: the trainer's own per-token terms (TrainerLossOutputs) and the
+ * scalars from them, never the studio loss's. per_token_loss is the trainer's tensor as it forms it (TRL's after its
+ * IS weights; verl's pg_losses, which keep rejected and masked tokens unmasked — as `grpo-studio loss` writes it and
+ * the page's trainer view shows it), and token_weight (∂loss/∂per_token_loss) is 0 where its aggregation removes a
+ * token; NaN where the trainer forms none (verl geo_mean: one value per sequence). per_token_kl and mean_kl (over the
+ * trainer's loss_mask) are its KL estimator's (clamps included), null / NaN where its loss has no KL term. The ratio
+ * and clip flags are the trainer's where it exposes them (verl / OpenRLHF); TRL's are the studio loss's, which are
+ * TRL's coef_1 and is_low / is_high_clipped for the same old log-probs, ε and importance_sampling_level.
+ * `fallback`: the studio loss's fields, for TRL's ratio and clip flags.
+ */
+function trainerShown(o: TrainerLossOutputs, N: number, fallback: { importance_ratio: Float32Array; clip: Uint32Array; clip_counts: ClipCounts }, losses: PassShown['losses'], aggregation: string): PassShown {
+  const nan = () => new Float32Array(N).fill(NaN);
+  const w = o.token_weight ? Float32Array.from(o.token_weight) : nan();
+  const ptl = o.per_token_loss ? Float32Array.from(o.per_token_loss) : nan();
+  const kl = o.per_token_kl ? Float32Array.from(o.per_token_kl) : null;
+  let [klSum, tokens, kl_term, weighted] = [0, 0, 0, 0];
+  for (let i = 0; i < N; i++) {
+    if (w[i] !== 0) weighted += w[i] * ptl[i]; // a removed token adds nothing, whatever the trainer left there
+    if (kl && o.kl_weight) kl_term += o.kl_weight[i] * kl[i];
+    if (!o.loss_mask[i]) continue;
+    tokens++;
+    if (kl) klSum += kl[i];
+  }
+  const clip = o.clip ?? fallback.clip;
+  return {
+    importance_ratio: o.policy_ratio ? Float32Array.from(o.policy_ratio) : fallback.importance_ratio,
+    per_token_kl: kl,
+    per_token_loss: ptl,
+    token_weight: w,
+    clip,
+    clip_counts: o.clip ? clipCounts(clip, o.loss_mask) : fallback.clip_counts,
+    losses,
+    // TRL's per_token_loss holds β·KL: its policy term is the rest.
+    policy_term: o.per_token_loss_includes_kl ? weighted - kl_term : weighted,
+    kl_term,
+    mean_kl: kl ? klSum / Math.max(1, tokens) : NaN,
+    aggregation,
+  };
 }
 
 /**
@@ -186,39 +261,60 @@ interface PassTerms {
  * a later pass, fixed to the policy's before the first), and the gradient of the chosen one with respect to
  * the per-token log-probs (dlogp). The loss splits into its policy and β·KL terms with the backward's token
  * weights (∂loss/∂per_token_loss): kl_term = Σ weight·β·KL. Under a trainer preset its objective forms the
- * loss and the gradient; a setting it refuses is named (objective_error) and the backward then refuses.
+ * loss and the gradient, and every field shown is the trainer's (trainerShown); a setting it refuses is named
+ * (objective_error), the loss and per-token fields are NaN and the backward then refuses.
  */
 async function passTerms(ctx: StageContext, state: StepState, s: CompletionScores, old: GPUBuffer | null, pf: { per_token_logps: Float32Array; per_token_entropy: Float32Array }): Promise<PassTerms> {
   const { gpu, opts } = ctx;
   const p = need(state, 'assemble').data.padded;
+  const N = p.B * p.C;
   const rec = gpu.recorder('loss');
   const result = ctx.own(await grpo_loss(gpu, lossInputs(ctx, state, p, s, old), opts.config.loss, { rec, scoreMaskedRows: true }));
   await rec.finish();
   const r = await readGrpoLossFields(gpu, result, PASS_FIELDS);
-  const weight = r.token_weight!;
-  const beta = opts.config.loss.beta;
-  let kl_term = 0;
-  let klSum = 0;
-  let tokens = 0;
-  const mask = lossMaskOf(p);
-  for (let i = 0; i < p.B * p.C; i++) {
-    if (!mask[i]) continue;
-    tokens++;
-    klSum += r.per_token_kl?.[i] ?? 0;
-    if (beta !== 0) kl_term += weight[i] * beta * r.per_token_kl![i];
-  }
   const objective = opts.config.trainer ?? null;
+  if (!objective) {
+    const weight = r.token_weight!;
+    const beta = opts.config.loss.beta;
+    let kl_term = 0;
+    let klSum = 0;
+    let tokens = 0;
+    const mask = lossMaskOf(p);
+    for (let i = 0; i < N; i++) {
+      if (!mask[i]) continue;
+      tokens++;
+      klSum += r.per_token_kl?.[i] ?? 0;
+      if (beta !== 0) kl_term += weight[i] * beta * r.per_token_kl![i];
+    }
+    const shown: PassShown = {
+      importance_ratio: r.importance_ratio, per_token_kl: r.per_token_kl, per_token_loss: r.per_token_loss, token_weight: weight, clip: r.clip, clip_counts: r.clip_counts,
+      losses: r.losses, policy_term: r.loss - kl_term, kl_term, mean_kl: r.per_token_kl ? klSum / Math.max(1, tokens) : NaN, aggregation: opts.config.loss.loss_type,
+    };
+    return { result, t: null, objective_error: null, loss: r.loss, shown, studio_losses: r.losses };
+  }
   let t: PassTerms['t'] = null;
   let objective_error: string | null = null;
+  const prepared = () => trainerInputs(scoredUpdate(ctx, state, pf.per_token_logps, pf.per_token_entropy), objective);
+  let x: PreparedObjective | null = null;
   try {
-    if (objective) t = await trainerObjective(gpu, trainerInputs(scoredUpdate(ctx, state, pf.per_token_logps, pf.per_token_entropy), objective));
+    x = prepared();
+    t = await trainerObjective(gpu, x);
   } catch (e) {
     if (!(e instanceof SettingsError)) throw e;
     objective_error = e.message;
   }
-  if (t) ctx.own({ destroy: () => [t.grad.dlogp, t.grad.dentropy].forEach((b) => b?.destroy()) });
-  const loss = t ? t.out.loss : objective ? NaN : r.loss;
-  return { result, r, t, objective_error, loss, kl_term, mean_kl: r.per_token_kl ? klSum / Math.max(1, tokens) : NaN };
+  if (!t || !x) {
+    // No trainer numbers to show: NaN, with the objective's refusal (never the studio loss's terms in their place).
+    const nan = () => new Float32Array(N).fill(NaN);
+    const losses = Object.fromEntries(Object.keys(r.losses).map((k) => [k, NaN])) as PassShown['losses'];
+    const shown: PassShown = { importance_ratio: nan(), per_token_kl: null, per_token_loss: nan(), token_weight: nan(), clip: new Uint32Array(N), clip_counts: { low: 0, high: 0, region: 0, delta_binding: 0, tokens: 0 }, losses, policy_term: NaN, kl_term: NaN, mean_kl: NaN, aggregation: trainerAggregation(objective) };
+    return { result, t: null, objective_error, loss: NaN, shown, studio_losses: r.losses };
+  }
+  const tt = t;
+  ctx.own({ destroy: () => [tt.grad.dlogp, tt.grad.dentropy].forEach((b) => b?.destroy()) });
+  const losses = await trainerLosses(gpu, x, t.out.loss);
+  const shown = trainerShown(t.out, N, r, losses, trainerAggregation(objective));
+  return { result, t, objective_error, loss: t.out.loss, shown, studio_losses: r.losses };
 }
 
 /** The loss stage: pass 1's terms (its old log-probs: the batch's, or the policy's own, ratio 1). */
@@ -226,21 +322,12 @@ export async function loss(ctx: StageContext, state: StepState): Promise<StageOu
   const p = need(state, 'assemble').data.padded;
   const pf = need(state, 'policy_forward');
   const x = await passTerms(ctx, state, pf.device.scores, need(state, 'assemble').device.old_per_token_logps, pf.data);
-  const { r, t } = x;
   return {
     data: {
       old_per_token_logps: p.old_per_token_logps ?? pf.data.per_token_logps,
-      importance_ratio: r.importance_ratio,
-      per_token_kl: r.per_token_kl,
-      per_token_loss: r.per_token_loss,
-      token_weight: r.token_weight!,
-      clip: r.clip,
+      ...x.shown,
+      studio_losses: x.studio_losses,
       loss: x.loss,
-      losses: r.losses,
-      policy_term: t ? NaN : r.loss - x.kl_term,
-      kl_term: t ? NaN : x.kl_term,
-      mean_kl: x.mean_kl,
-      clip_counts: r.clip_counts,
       objective: ctx.opts.config.trainer ?? null,
       objective_error: x.objective_error,
     },
@@ -301,8 +388,8 @@ export async function step(ctx: StageContext, state: StepState): Promise<StageOu
     const x = await passTerms(ctx, state, s, old, { per_token_logps: new Float32Array(lp), per_token_entropy: new Float32Array(ent) });
     const b = await passBackward(ctx, state, s, { result: x.result, trainer: x.t?.grad ?? null }, x.objective_error);
     const v = await b.optimizer.step(opts.policy.trainableGrads!, opts.config.max_grad_norm);
-    const { r } = x;
-    passes.push({ pass, per_token_logps: new Float32Array(lp), importance_ratio: r.importance_ratio, per_token_kl: r.per_token_kl, per_token_loss: r.per_token_loss, clip: r.clip, clip_counts: r.clip_counts, loss: x.loss, mean_kl: x.mean_kl, grad_norm: b.data.grad_norm, clip_coef: v.clip_coef, update_norm: v.update_norm });
+    const { importance_ratio, per_token_kl, per_token_loss, token_weight, clip, clip_counts, mean_kl } = x.shown;
+    passes.push({ pass, per_token_logps: new Float32Array(lp), importance_ratio, per_token_kl, per_token_loss, token_weight, clip, clip_counts, loss: x.loss, mean_kl, grad_norm: b.data.grad_norm, clip_coef: v.clip_coef, update_norm: v.update_norm });
   }
   return { data: { optimizer: opts.config.optimizer, ...u, passes, scope: updateScope(opts.config.trainer ?? null, need(state, 'assemble').data.padded.B) } };
 }
@@ -320,22 +407,26 @@ export async function reEvaluate(ctx: StageContext, state: StepState): Promise<S
   await rec.finish();
   const r = await readGrpoLossFields(gpu, res, ['per_token_logps', 'per_token_kl', 'per_token_loss']);
   const pre = before.data.per_token_logps;
-  // Under a trainer preset the loss after the step is that trainer's objective too (old log-probs: the policy's before).
+  // Under a trainer preset the loss after the step, its per-token terms and its losses are that trainer's objective's
+  // too (old log-probs: the batch's, else the policy's before), as the loss stage's.
   const objective = opts.config.trainer;
-  let loss_after = r.loss;
+  let [loss_after, losses_after, post_kl, post_loss]: [number, StageData['re_evaluate']['losses_after'], Float32Array | null, Float32Array] = [r.loss, r.losses, r.per_token_kl, r.per_token_loss];
   if (objective) {
     const entropy = await gpu.readF32(s.per_token_entropy, p.B * p.C);
     const x = trainerInputs(scoredUpdate(ctx, state, r.per_token_logps, entropy), objective);
-    loss_after = (await trainerLossFromLogps(gpu, { ...x.x, old_per_token_logps: x.x.old_per_token_logps ?? Float32Array.from(pre) }, x.scored)).loss;
+    const prepared = { ...x, x: { ...x.x, old_per_token_logps: x.x.old_per_token_logps ?? Float32Array.from(pre) } };
+    const o = await trainerLossFromLogps(gpu, prepared.x, prepared.scored);
+    const shown = trainerShown(o, p.B * p.C, { importance_ratio: new Float32Array(0), clip: new Uint32Array(0), clip_counts: { low: 0, high: 0, region: 0, delta_binding: 0, tokens: 0 } }, {} as PassShown['losses'], trainerAggregation(objective));
+    [loss_after, losses_after, post_kl, post_loss] = [o.loss, await trainerLosses(gpu, prepared, o.loss), shown.per_token_kl, shown.per_token_loss];
   }
   return {
     data: {
       post_per_token_logps: r.per_token_logps,
       delta_per_token_logps: r.per_token_logps.map((x, i) => x - pre[i]),
-      post_per_token_kl: r.per_token_kl,
-      post_per_token_loss: r.per_token_loss,
+      post_per_token_kl: post_kl,
+      post_per_token_loss: post_loss,
       loss_after,
-      losses_after: r.losses,
+      losses_after,
     },
   };
 }

@@ -124,21 +124,55 @@ export interface StageData {
     /** With the batch's log-probs and a reference model loaded too: that model's log-probs against them over the loss tokens. */
     reference_check: { model: string; max_abs_diff: number; tokens: number } | null;
   };
+  /**
+   * The loss stage. Without a trainer objective every field is the studio loss's (TRL's clipped objective with
+   * GrpoLossConfig). Under one (`objective` set) every number is that trainer's (src/grpo/step_train.ts
+   * trainerShown): its per-token loss, KL, aggregation weights, ratio, clip flags, losses table and split; a
+   * field the trainer does not form is null / NaN, never the studio's in its place.
+   */
   loss: {
     old_per_token_logps: PerToken;
+    /** exp(logp − old) as the loss takes it (token, or sequence under importance_sampling_level / gspo); verl / OpenRLHF: their kernel's ratio (±20 clamp, rollout base in bypass mode). */
     importance_ratio: PerToken;
+    /** The KL estimator of the loss (TRL k3; verl kl_loss_type with its clamps; OpenRLHF compute_approx_kl ±10); null: the loss has no KL term. */
     per_token_kl: PerToken | null;
+    /**
+     * The per-token loss the aggregation sums: TRL's per_token_loss (IS weight, off-policy / entropy masks and β·KL
+     * in), verl's pg_losses (rollout IS weight in), OpenRLHF's loss matrix, as the trainer forms it: a token its
+     * aggregation does not count (a rejected or masked token) keeps its value with token_weight 0; NaN where the
+     * trainer forms none (verl geo_mean).
+     */
     per_token_loss: PerToken;
-    token_weight: PerToken; // ∂loss/∂per_token_loss under the chosen aggregation
+    /**
+     * ∂loss/∂per_token_loss: the token's weight in the loss's aggregation, the run's scalings in (TRL's gas,
+     * num_items_in_batch / num_processes; verl's micro-batch scale). Σ per_token_loss·token_weight = policy_term
+     * (+ kl_term under TRL, whose per_token_loss holds β·KL).
+     */
+    token_weight: PerToken;
     clip: Uint32Array; // CLIP_LOW | CLIP_HIGH | DELTA_BINDS bits
     loss: number;
-    losses: Record<LossType, number>;
-    policy_term: number; // the loss without β·KL
-    kl_term: number; // β·KL, same aggregation
-    mean_kl: number; // Σ M·KL / Σ M
-    /** The trainer objective that formed `loss` and the gradient (null: the studio loss, whose split policy_term / kl_term are; NaN under a trainer). */
+    /**
+     * The loss under every aggregation, keyed by the studio's AGGREGATIONS names. Under a trainer objective: the
+     * trainer's own loss with its aggregation setting changed (TRL: every loss_type, including those that are no
+     * studio aggregation, sapo / cispo / luspo / vespo; verl: every loss_agg_mode; OpenRLHF: its one), so
+     * losses[aggregation] === loss; a name the trainer has no aggregation for is NaN (step_objective.ts trainerLosses).
+     */
+    losses: Record<LossType, number> & Record<string, number>;
+    /**
+     * The studio loss's own aggregations (TRL's clipped objective with GrpoLossConfig, the studio's per-token loss):
+     * under a trainer objective a studio-only view, not the trainer's numbers (the worker's what-if self-check compares
+     * the studio loss with it); without one, `losses` itself.
+     */
+    studio_losses: Record<LossType, number>;
+    /** The name in `losses` whose value is `loss`: the studio's loss_type, or the trainer's (TRL loss_type, verl loss_agg_mode, OpenRLHF's by policy loss type). */
+    aggregation: string;
+    /** The loss without its KL term (and, under a trainer, without its entropy bonus: loss − policy_term − kl_term). */
+    policy_term: number;
+    kl_term: number; // the KL term: β·KL (verl kl_loss_coef, OpenRLHF kl coef), its aggregation
+    mean_kl: number; // Σ M·KL / Σ M over the loss's tokens (the trainer's loss_mask); NaN without a KL term
+    /** The trainer objective that formed `loss` and the gradient (null: the studio loss). */
     objective: TrainerObjective | null;
-    /** Why the objective could not be formed (a setting, named): the loss is NaN and the backward refuses with it. */
+    /** Why the objective could not be formed (a setting, named): the loss and per-token fields are NaN and the backward refuses with it. */
     objective_error: string | null;
     clip_counts: ClipCounts;
   };
@@ -157,10 +191,12 @@ export interface StageData {
   re_evaluate: {
     post_per_token_logps: PerToken;
     delta_per_token_logps: PerToken; // after − before
+    /** As the loss stage's per_token_kl / per_token_loss, after the step (the trainer's under a trainer objective). */
     post_per_token_kl: PerToken | null;
     post_per_token_loss: PerToken;
     loss_after: number;
-    losses_after: Record<LossType, number>;
+    /** As the loss stage's `losses`, after the step. */
+    losses_after: Record<LossType, number> & Record<string, number>;
   };
 }
 
@@ -171,10 +207,11 @@ export interface PassData {
   importance_ratio: PerToken; // exp(logp − old): ≠ 1 from pass 2 on
   per_token_kl: PerToken | null;
   per_token_loss: PerToken;
+  token_weight: PerToken; // as the loss stage's
   clip: Uint32Array; // CLIP_LOW | CLIP_HIGH | DELTA_BINDS bits
   clip_counts: ClipCounts;
   loss: number;
-  mean_kl: number; // Σ M·KL / Σ M
+  mean_kl: number; // Σ M·KL / Σ M (as the loss stage's: the trainer's KL and tokens under a trainer objective)
   grad_norm: number;
   clip_coef: number;
   update_norm: number;

@@ -6,6 +6,7 @@
 // are kept and not checked (exporters add their own); the importers list them.
 import { rowOf } from '../grpo/settings/effective.ts';
 import { checkSetting } from '../grpo/settings/table.ts';
+import { shown } from './shown.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 
 /** [field, one-line message] for every config / run value that cannot be used; [] for usable (or absent) ones. */
@@ -21,7 +22,7 @@ export function validateConfig(config: Record<string, unknown> | undefined, trai
       try {
         checkSetting(spec, v, where);
       } catch (e) {
-        out.push([`${where}.${key}`, `${where}.${key} = ${typeof v === 'number' && !Number.isFinite(v) ? String(v) : (JSON.stringify(v) ?? String(v))}: ${(e as Error).message.replace(/^[^:]*: /, '').replace(/, got .*$/s, '')}`]);
+        out.push([`${where}.${key}`, `${where}.${key} = ${shown(v)}: ${(e as Error).message.replace(/^[^:]*: /, '').replace(/, got .*$/s, '')}`]);
       }
     }
   }

@@ -62,9 +62,12 @@ export function linearModules(cfg: ModelConfig): LinearModule[] {
     });
 }
 
-/** PEFT check_target_module_exists for one module name. */
+/**
+ * PEFT check_target_module_exists for one module name; "all-linear" in any case, as PEFT compares
+ * target_modules.lower() (peft/tuners/tuners_utils.py _maybe_include_all_linear_layers).
+ */
 export function isTargeted(target: string[] | string, module: string): boolean {
-  if (typeof target === 'string') return target === 'all-linear' || new RegExp(`^(?:${target})$`).test(module);
+  if (typeof target === 'string') return target.toLowerCase() === 'all-linear' || new RegExp(`^(?:${target})$`).test(module);
   return target.some((t) => module === t || module.endsWith(`.${t}`));
 }
 

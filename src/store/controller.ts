@@ -1,7 +1,8 @@
 // The page's actions: start the worker, import / export batches, load a model and drive the stepper.
 // Components call these; they talk to the worker through the typed client and write results to the
 // store. Nothing here blocks the page: every heavy call is a worker request. It is part of the store
-// layer because it is the one place that talks to the worker (ui → store → worker).
+// layer because it is the one place that talks to the worker (ui → store → worker). It also keeps an imported
+// batch's Doctor report that of the settings its Export would record (watchImportDoctor).
 import { TASKS, taskModelPath, type TaskId } from '../grpo/tasks.ts';
 import type { RewardSample, RewardTable } from '../grpo/rewards.ts';
 import { groupLabel, serializeBatch, type GrpoBatch } from '../io/batch.ts';
@@ -17,7 +18,8 @@ import type { ReportInput } from '../report/html.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
 import type { CorrectionsState } from './session.ts';
 import { exportBase } from './export_name.ts';
-import { exportedBatch } from './export_batch.ts';
+import { exportedBatch, exportNote, importDoctorSettings } from './export_batch.ts';
+import type { StudioState } from './index.ts';
 
 let client: StudioClient | null = null;
 
@@ -111,11 +113,15 @@ export async function importBatchFiles(files: readonly File[]): Promise<void> {
     store().startFromBatch(trainerOfBatch(batch));
     // What the reader had to assume or could not read is shown with the batch, not hidden.
     store().setImported({ batch, name, importId, report, token_texts, inferred, notes: trainer === 'grpo-batch/v1' ? notes : [`read as ${trainer}`, ...notes] });
+    // The worker keeps the batch the page shows, and no other, for the requests that name it (a model's re-check, the explorer).
+    void worker().request({ type: 'hold-import', import: importId }).catch(fail);
     const after = effectiveOf(store());
     const changed = 'settings' in before && 'settings' in after ? settingsChanges(before.settings, after.settings) : 'error' in after ? [`settings: ${after.error}`] : [];
     if (changed.length) store().setImportedNotes([...(store().imported?.notes ?? []), `settings now (${changed.length} changed): ${changed.join('; ')}`]);
     // The batch is on screen; the tokenizer's checks (a decode → encode of every row) follow.
     if (tokenizer_checks !== null) recheckImport(tokenizer_checks, batch);
+    // From now on its report follows the settings its Export would record (edits, another trainer, Defaults, a what-if applied).
+    watchImportDoctor();
   } catch (e) {
     // A cancel is the user's choice, not an error: the batch on screen stays as it was.
     if (!(e instanceof Cancelled)) fail(e);
@@ -130,15 +136,113 @@ export async function importBatchFiles(files: readonly File[]): Promise<void> {
  * what `grpo-studio doctor --tokenizer` gives with that model's folder, whichever model the import found.
  */
 function recheckImport(importId: number, batch: GrpoBatch): void {
-  void worker().request({ type: 'tokenizer-checks', import: importId }).then((r) => r.report && store().setImportedReport(batch, r.report, r.token_texts), fail);
+  void worker().request({ type: 'tokenizer-checks', import: importId }).then((r) => store().setImportedReport(batch, r.report, r.token_texts), fail);
 }
 
-/** Downloads the batch on screen (with this step's results folded in: src/store/export_batch.ts) as grpo-batch/v1 JSON. */
+/** How long the settings must stay put before the imported batch is judged under them: typing a value asks once. */
+export const JUDGE_DEBOUNCE_MS = 150;
+
+/** Bumped whenever the settings the imported batch is judged under change: an answer asked before is dropped. */
+let judgeSeq = 0;
+/** The inputs of the last judgement (importDoctorSettings' and the model's): a store change that leaves them is nothing to do. */
+let judgeInputs: readonly unknown[] | null = null;
+/** The last judgement asked (its batch, model and settings): the same again (an update started with them) asks nothing. */
+let judgeLast: { batch: GrpoBatch; model: unknown; key: string } | null = null;
+let judgeTimer: ReturnType<typeof setTimeout> | null = null;
+/** One judgement in the worker at a time; a change meanwhile sends the latest settings once it answers. */
+let judging = false;
+let judgeAgain = false;
+let watchingImport = false;
+
+/**
+ * Keeps the imported batch's Doctor report on screen that of the settings its Export would record (src/store/
+ * export_batch.ts importDoctorSettings), as `grpo-studio doctor` on that file gives it: on every change of those
+ * settings (or of the model, whose tokenizer the Doctor reads) the report goes 'busy', and the worker judges the
+ * batch under them (tokenizer-checks with `settings`) once they stayed put JUDGE_DEBOUNCE_MS, one request at a
+ * time; an answer for settings that changed since is dropped. Back to the file's own settings: its own report at
+ * once; settings that cannot be formed: that error, and no findings. Subscribed once; the listener compares a few
+ * references on each store change and writes only when the judgement changes.
+ */
+function watchImportDoctor(): void {
+  if (watchingImport) return;
+  watchingImport = true;
+  studioStore().subscribe(onJudgeInputs);
+  onJudgeInputs(store());
+}
+
+function onJudgeInputs(s: StudioState): void {
+  const inputs = [s.imported, s.batch, s.batchOrigin, s.stepFrom, s.batchTrainer, s.batchEdits, s.runSettings, s.model];
+  if (judgeInputs?.every((x, i) => x === inputs[i])) return;
+  judgeInputs = inputs;
+  const target = importDoctorSettings(s);
+  // Not on screen (an update's batch, the prompt set): judged again when it is shown again.
+  if (!target) return;
+  const batch = s.imported!.batch;
+  const key = target.kind === 'edited' ? target.key : target.kind === 'error' ? `error: ${target.error}` : 'own';
+  if (judgeLast?.batch === batch && judgeLast.model === s.model && judgeLast.key === key && (key === 'own') === (s.judged === null)) return;
+  judgeLast = { batch, model: s.model, key };
+  judgeSeq++;
+  if (judgeTimer !== null) clearTimeout(judgeTimer);
+  judgeTimer = null;
+  if (target.kind === 'own') {
+    if (s.judged !== null) s.setJudged(null);
+    return;
+  }
+  if (target.kind === 'error') return s.setJudged({ batch, status: 'error', report: null, changes: [], error: target.error });
+  // The report shown meanwhile (an earlier edit's) stays, said to be for those settings.
+  const before = s.judged?.batch === batch && s.judged.status !== 'error' ? s.judged : null;
+  if (before?.status !== 'busy') s.setJudged({ batch, status: 'busy', report: before?.report ?? null, changes: before?.changes ?? [] });
+  judgeTimer = setTimeout(() => void judgeImport(), JUDGE_DEBOUNCE_MS);
+}
+
+/** Asks the worker for the imported batch's report under the settings now; a newer change meanwhile drops its answer. */
+async function judgeImport(): Promise<void> {
+  judgeTimer = null;
+  if (judging) {
+    judgeAgain = true;
+    return;
+  }
+  const s = store();
+  const target = importDoctorSettings(s);
+  const imported = s.imported;
+  if (target?.kind !== 'edited' || !imported) return;
+  const seq = judgeSeq;
+  const { batch } = imported;
+  judging = true;
+  try {
+    if (imported.importId === undefined) throw new StudioFailure('internal', 'the imported batch has no import id: the worker cannot judge it under the edited settings');
+    const r = await worker().request({ type: 'tokenizer-checks', import: imported.importId, settings: target.settings });
+    if (seq === judgeSeq) store().setJudged({ batch, status: 'ready', report: r.report, changes: target.changes });
+  } catch (e) {
+    if (seq === judgeSeq) {
+      store().setJudged({ batch, status: 'error', report: null, changes: target.changes, error: e instanceof Error ? e.message : String(e) });
+      fail(e);
+    }
+  } finally {
+    judging = false;
+    if (judgeAgain) {
+      judgeAgain = false;
+      void judgeImport();
+    }
+  }
+}
+
+/**
+ * Downloads the batch on screen (with this step's results and settings folded in: src/store/export_batch.ts) as
+ * grpo-batch/v1 JSON; what the file leaves out of the form (edits made after the update started) is said beside it.
+ */
 export function exportBatch(): void {
-  const out = exportedBatch(store());
+  let out;
+  try {
+    out = exportedBatch(store());
+  } catch (e) {
+    return fail(e);
+  }
   if (!out) return;
   // Strict JSON: a NaN reward (a reward function that did not apply) must not make the file unreadable to JSON.parse / jq.
   download(new Blob([serializeBatch(out, { strictJson: true })], { type: 'application/json' }), `${exportName()}.grpo-batch.json`);
+  const note = exportNote(store());
+  if (note) store().pushError({ kind: 'notice', message: `Export: ${note}` });
 }
 
 /**

@@ -4,7 +4,7 @@
 import type { GroupStats } from '../grpo/advantages.ts';
 import type { GrpoBatch } from '../io/batch.ts';
 import type { DoctorReport } from '../doctor/types.ts';
-import type { BatchSlice, CorrectionsState, MismatchState, RunResults } from './session.ts';
+import type { BatchSlice, CorrectionsState, JudgedImport, MismatchState, RunResults } from './session.ts';
 import type { StudioState } from './index.ts';
 import type { MismatchOf, StepSettings } from '../bridge/protocol.ts';
 import { diffBatches, type BatchDiff } from '../io/batch_diff.ts';
@@ -212,4 +212,22 @@ export function provenTurnsOf(s: Pick<StudioState, 'batch' | 'batchOrigin' | 'im
   if (s.batchOrigin === 'import') return s.imported?.batch === s.batch ? (s.imported?.report.turns ?? null) : null;
   const a = s.run.assemble;
   return s.batchOrigin === 'step' && a?.batch === s.batch ? (a.report.turns ?? null) : null;
+}
+
+/** The imported batch's judgement under edited settings when that batch is the one on screen (JudgedImport), else null. */
+export function judgedShown(s: Pick<StudioState, 'batch' | 'batchOrigin' | 'judged'>): JudgedImport | null {
+  return s.batchOrigin === 'import' && s.judged?.batch === s.batch ? s.judged : null;
+}
+
+/**
+ * What the Doctor's findings on an imported batch were judged under, in words, when not the file's own settings:
+ * the edited settings (those the Export writes, as `grpo-studio doctor` on it reads them), a re-check on its way,
+ * or why there is no report. Null: the file's own settings, its own report.
+ */
+export function judgedNote(j: JudgedImport | null): { status: JudgedImport['status']; text: string } | null {
+  if (!j) return null;
+  if (j.status === 'error') return { status: 'error', text: `not judged: the settings cannot be formed (${j.error}). Fix them, or press Defaults for the file's own settings` };
+  const under = (changes: string[]) => `the edited settings, not the file's (${changes.join('; ')})`;
+  if (j.status === 'ready') return { status: 'ready', text: `judged under ${under(j.changes)}, as its Export records them` };
+  return { status: 'busy', text: `re-checking under the edited settings… shown meanwhile: the findings under ${j.report ? under(j.changes) : "the file's own settings"}` };
 }

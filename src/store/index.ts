@@ -13,7 +13,21 @@ export type StudioState = SettingsSlice & SessionSlices & LayoutSlice;
 
 export const STORAGE_KEY = 'grpo-studio/settings';
 
+/**
+ * What a stored state of an older version held that this one does not read (version 1: a full loss form, a trainer
+ * preset object), in words for the user, or null. Those are values, defaults among them, not the edits this version
+ * keeps: read as edits they would pin old defaults over the current task's preset, so they are named, not carried over.
+ */
+function notCarriedOver(persisted: unknown, version: number): string | null {
+  if (version >= 2 || !persisted || typeof persisted !== 'object') return null;
+  const p = persisted as { loss?: unknown; trainer?: unknown };
+  const old = [p.loss && typeof p.loss === 'object' ? `loss ${JSON.stringify(p.loss)}` : '', p.trainer && typeof p.trainer === 'object' ? `trainer ${JSON.stringify(p.trainer)}` : ''].filter(Boolean);
+  return old.length ? `settings saved by an older version of the studio were not carried over (set them again in the settings panel): ${old.join('; ')}` : null;
+}
+
 export function createStudioStore(storage: StateStorage) {
+  /** Said once the stored state is read (notCarriedOver). */
+  let dropped: string | null = null;
   return createStore<StudioState>()(
     persist(
       (...a) => ({ ...createSettingsSlice(...a), ...createSessionSlices(...a), ...createLayoutSlice(...a) }),
@@ -21,9 +35,15 @@ export function createStudioStore(storage: StateStorage) {
         name: STORAGE_KEY,
         version: 2,
         storage: createJSONStorage(() => storage),
-        // An older version's prompts, sampling and rewards are the user's: merge keeps them and drops the rest
-        // (without a migrate, zustand would drop the whole stored state on the version change).
-        migrate: (persisted) => persisted as StudioState,
+        // An older version's prompts, sampling and rewards are the user's: merge keeps them and drops the rest, which
+        // the page then names (without a migrate, zustand would drop the whole stored state on the version change).
+        migrate: (persisted, version) => {
+          dropped = notCarriedOver(persisted, version);
+          return persisted as StudioState;
+        },
+        onRehydrateStorage: () => (state) => {
+          if (dropped) state?.pushError({ kind: 'notice', message: dropped });
+        },
         partialize: (s) => Object.fromEntries(PERSISTED_KEYS.map((k) => [k, s[k]])) as Pick<StudioState, (typeof PERSISTED_KEYS)[number]>,
         // A stored value from an older shape keeps the current defaults for keys it lacks.
         merge: (stored, current) => {
@@ -36,7 +56,7 @@ export function createStudioStore(storage: StateStorage) {
             // A task this version does not ship falls back to the default with its own prompt set's tools.
             task: s.task && s.task in TASKS ? s.task : current.task,
             tools: s.task && s.task in TASKS && s.tools !== undefined ? s.tools : current.tools,
-            // Older shapes (a full loss form, a preset object) are not edits: they are dropped, not reinterpreted.
+            // Older shapes (a full loss form, a preset object) are not edits: they are dropped (and named), not reinterpreted.
             trainer: TRAINERS.includes(s.trainer as TrainerId) ? (s.trainer as TrainerId) : current.trainer,
             edits: s.edits && typeof s.edits === 'object' ? { ...current.edits, ...s.edits } : current.edits,
             panels: storedPanels(s.panels),

@@ -1,5 +1,5 @@
 // The session slices (not persisted): GPU adapter and model, the imported batch, the batch on screen with
-// its Doctor findings, the stepper (what the update starts from, each stage's status, time and memory),
+// its Doctor findings (an import's under the user's edited settings: JudgedImport), the stepper (what the update starts from, each stage's status, time and memory),
 // what the token view shows, and the error messages. Each stage's data from the worker is kept by
 // reference under its stage id in `run` (typed arrays are never copied or mutated).
 import type { StateCreator } from 'zustand';
@@ -52,9 +52,36 @@ export interface ImportedBatch {
   inferred?: InferredIds;
 }
 
+/**
+ * The imported batch's Doctor report under settings other than the file's own: the next update's once the user
+ * edited them (a form edit, another trainer, a what-if applied), or the started update's; what the page's Export
+ * writes, so its report is `grpo-studio doctor`'s on that file (src/store/controller.ts asks the worker; which
+ * settings: src/store/export_batch.ts importDoctorSettings). While it exists for the imported batch it is what the
+ * Doctor shows for it instead of `imported.report`; null: the file's own settings, and its own report.
+ */
+export interface JudgedImport {
+  /** The imported batch it is for (another import makes it void). */
+  batch: GrpoBatch;
+  /**
+   * 'busy': a report for the settings now is on its way (the one shown, if any, is for earlier ones: `changes`);
+   * 'ready': `report` is for the settings now; 'error': there is none (the settings cannot be formed, or the worker
+   * failed): `error` says why, and no findings are shown.
+   */
+  status: 'busy' | 'ready' | 'error';
+  /** The report judged under the edited settings (kept while the next is on its way), or null: none yet. */
+  report: DoctorReport | null;
+  /** What `report`'s settings change against the file's own (src/grpo/settings/effective.ts settingsChanges). */
+  changes: string[];
+  error?: string;
+}
+
 export interface BatchSlice {
   /** The last imported batch (kept while steps from the prompt set replace the view). */
   imported: ImportedBatch | null;
+  /** The imported batch's Doctor under the edited settings (JudgedImport), or null: its own report stands. */
+  judged: JudgedImport | null;
+  /** Another judgement of the imported batch (or none: its own report again); the findings on screen follow while it is shown. */
+  setJudged(judged: JudgedImport | null): void;
   /** What the next update starts from: the prompt set, or the imported batch (render / sample / reward skipped). */
   stepFrom: 'prompts' | 'import';
   /** The batch on screen: the imported one, or the current update's assembled batch. */
@@ -206,10 +233,21 @@ const pendingStages = (): Record<StageId, StageState> => Object.fromEntries(STAG
 
 const freshRun = () => ({ run: {}, runSettings: null, whatIfSettings: null, whatIf: null, beforeAfter: null, stages: pendingStages(), cursor: 0, running: false, pass: 1 });
 
+const NO_FINDINGS = { findings: [] as Finding[], skipped: [] as DoctorReport['skipped'] };
+
+/**
+ * The Doctor's findings shown for an imported batch: under the edited settings where they are judged (none while
+ * they cannot be: never the file's report in their place), else the file's own report.
+ */
+export function importFindings(i: ImportedBatch, judged: JudgedImport | null): { findings: Finding[]; skipped: DoctorReport['skipped'] } {
+  const report = judged?.batch === i.batch ? (judged.status === 'error' ? NO_FINDINGS : (judged.report ?? i.report)) : i.report;
+  return { findings: report.findings, skipped: report.skipped };
+}
+
 /** The view of an imported batch, or of nothing. */
-const showing = (i: ImportedBatch | null) =>
+const showing = (i: ImportedBatch | null, judged: JudgedImport | null) =>
   i
-    ? { batch: i.batch, batchName: i.name, batchOrigin: 'import' as const, tokenTexts: i.token_texts ?? null, findings: i.report.findings, skipped: i.report.skipped }
+    ? { batch: i.batch, batchName: i.name, batchOrigin: 'import' as const, tokenTexts: i.token_texts ?? null, ...importFindings(i, judged) }
     : { batch: null, batchName: '', batchOrigin: null, tokenTexts: null, findings: [], skipped: [] };
 
 let nextErrorId = 1;
@@ -251,16 +289,24 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
   running: false,
   stageRequests: 0,
   trackStageRequest: (delta) => set((s) => ({ stageRequests: s.stageRequests + delta })),
-  setImported: (imported) => set(() => ({ imported, stepFrom: 'import', ...freshRun(), ...showing(imported), selected: null, focus: null })),
+  setImported: (imported) => set(() => ({ imported, judged: null, stepFrom: 'import', ...freshRun(), ...showing(imported, null), selected: null, focus: null })),
+  judged: null,
+  setJudged: (judged) =>
+    set((s) => {
+      const i = s.imported;
+      // The findings on screen change only while the imported batch is the one shown.
+      return i && s.batchOrigin === 'import' && s.batch === i.batch ? { judged, ...importFindings(i, judged) } : { judged };
+    }),
   setImportedNotes: (notes) => set((s) => (s.imported ? { imported: { ...s.imported, notes } } : {})),
   setImportedReport: (batch, report, token_texts) =>
     set((s) => {
       if (s.imported?.batch !== batch) return {};
       const imported = { ...s.imported, report, token_texts };
-      // The findings (and decoded tokens) on screen change only while the imported batch is the one shown.
-      return s.batchOrigin === 'import' && s.batch === batch ? { imported, findings: report.findings, skipped: report.skipped, tokenTexts: token_texts ?? null } : { imported };
+      // The findings (and decoded tokens) on screen change only while the imported batch is the one shown, and then
+      // only where the file's own settings are the ones judged (JudgedImport).
+      return s.batchOrigin === 'import' && s.batch === batch ? { imported, ...importFindings(imported, s.judged), tokenTexts: token_texts ?? null } : { imported };
     }),
-  setStepFrom: (stepFrom) => set((s) => ({ stepFrom, ...freshRun(), ...showing(stepFrom === 'import' ? s.imported : null) })),
+  setStepFrom: (stepFrom) => set((s) => ({ stepFrom, ...freshRun(), ...showing(stepFrom === 'import' ? s.imported : null, s.judged) })),
   // An update from the loaded weights restores them at its first stage; the step stage moves them one step on.
   stageStarted: (stage, settings) =>
     set((s) => ({ stages: { ...s.stages, [stage]: { status: 'running' } }, runSettings: settings ?? s.runSettings, policySteps: settings?.weights === 'loaded' ? 0 : s.policySteps })),
@@ -288,7 +334,7 @@ export const createSessionSlices: StateCreator<SessionSlices, [], [], SessionSli
     }),
   stageFailed: (stage) => set((s) => ({ stages: { ...s.stages, [stage]: { status: 'error' } }, running: false })),
   setRunning: (running) => set({ running }),
-  resetRun: () => set((s) => ({ ...freshRun(), ...(s.batchOrigin === 'step' ? showing(s.stepFrom === 'import' ? s.imported : null) : {}) })),
+  resetRun: () => set((s) => ({ ...freshRun(), ...(s.batchOrigin === 'step' ? showing(s.stepFrom === 'import' ? s.imported : null, s.judged) : {}) })),
 
   mismatchOpen: false,
   mismatch: null,

@@ -12,6 +12,8 @@ import type { RewardKind, RewardSpec } from '../grpo/rewards.ts';
 import type { PromptItem, SamplingSettings, ToolSettings } from '../bridge/protocol.ts';
 import { DEFAULT_SAMPLING, noEdits, samplerRows, samplerValue, type SettingsEdits } from '../bridge/settings.ts';
 import type { TrainerId } from '../grpo/settings/types.ts';
+import { trainerOfBatch } from '../grpo/settings/effective.ts';
+import type { BatchSlice } from './session.ts';
 
 export interface SettingsSlice {
   /** The embedded task the prompt set came from (src/grpo/tasks.ts): its model is the one loaded by default. */
@@ -46,6 +48,7 @@ export interface SettingsSlice {
   setReward(i: number, patch: Partial<RewardSpec>): void;
   addReward(kind: RewardKind): void;
   removeReward(i: number): void;
+  /** Defaults: the default task's prompt set and sampling, and no edits on either base (an imported batch's own trainer and settings again). */
   resetSettings(): void;
 }
 
@@ -134,7 +137,8 @@ export function withSamplerEdits(s: Pick<SettingsSlice, 'task' | 'trainer' | 'sa
   return { sampling, edits };
 }
 
-export const createSettingsSlice: StateCreator<SettingsSlice, [], [], SettingsSlice> = (set) => ({
+/** The settings slice reads the imported batch (the session's) for what Defaults restores: that batch's own trainer. */
+export const createSettingsSlice: StateCreator<SettingsSlice & Pick<BatchSlice, 'imported'>, [], [], SettingsSlice> = (set) => ({
   ...structuredClone(DEFAULT_SETTINGS),
   batchTrainer: 'trl',
   batchEdits: noEdits(),
@@ -165,6 +169,6 @@ export const createSettingsSlice: StateCreator<SettingsSlice, [], [], SettingsSl
   setReward: (i, patch) => set((s) => ({ rewards: s.rewards.map((r, j) => (j === i ? ({ ...r, ...patch } as RewardSpec) : r)) })),
   addReward: (kind) => set((s) => ({ rewards: [...s.rewards, newReward(kind)] })),
   removeReward: (i) => set((s) => ({ rewards: s.rewards.filter((_, j) => j !== i) })),
-  // Every edit goes, the imported batch's too (its own settings show through again); its trainer stays the batch's.
-  resetSettings: () => set({ ...structuredClone(DEFAULT_SETTINGS), batchEdits: noEdits() }),
+  // Every edit goes, the imported batch's too: its own trainer and settings show through again, as on import.
+  resetSettings: () => set((s) => ({ ...structuredClone(DEFAULT_SETTINGS), batchTrainer: s.imported ? trainerOfBatch(s.imported.batch) : 'trl', batchEdits: noEdits() })),
 });

@@ -12,6 +12,7 @@ import { doneStageTimes, groupStats } from '../store/derived.ts';
 import { AGGREGATIONS, STAGES, STAGE_LABELS, groupLabel, lossTypeOf } from '../store/vocabulary.ts';
 import { SERIES_COLORS } from '../view/chart_theme.ts';
 import { aggregationTitle } from './explain.ts';
+import type { LossType } from '../kernels/types.ts';
 import { heatAccessor } from './grid/heat.ts';
 import { SeriesChart, type Series, type Span } from './chart/SeriesChart.tsx';
 import { SummaryChart, type SummaryRow } from './chart/SummaryChart.tsx';
@@ -88,20 +89,28 @@ function TokenCurves() {
   return <SeriesChart title={`per-token along completion of sample ${sel}`} testId="chart-tokens" n={batch!.completion_ids[sel].length} xKey="t" xTitle="completion position t" series={series} />;
 }
 
-/** The loss under every aggregation, before the step and after it (re-evaluated on the same batch). */
+/**
+ * The loss under every aggregation, before the step and after it (re-evaluated on the same batch). Under a trainer
+ * objective the rows are that trainer's own aggregations (TRL's loss types, verl's loss_agg_mode, OpenRLHF's one:
+ * StageData['loss'].losses), the one the update ran with marked; a studio name the trainer has no aggregation for
+ * (NaN there) is not a row.
+ */
 function LossTable() {
   const loss = useStudio((s) => s.run.loss);
   const after = useStudio((s) => s.run.re_evaluate);
   // The aggregation the update ran with, not the form's: changing the form afterwards must not relabel these numbers.
   const lossType = useStudio(lossTypeOf);
+  const rows = useMemo(() => (loss?.objective ? Object.keys(loss.losses).filter((a) => !Number.isNaN(loss.losses[a])) : [...AGGREGATIONS]), [loss]);
   if (!loss) return null;
   const c = loss.clip_counts;
+  const chosen = loss.objective ? loss.aggregation : lossType;
+  const titleOf = (a: string) => ((AGGREGATIONS as readonly string[]).includes(a) && !loss.objective ? aggregationTitle(a as LossType) : `${loss.objective?.trainer ?? ''} ${a}`);
   return (
     <div className="loss-values" data-testid="loss-values">
-      <div className="chart-title" data-testid="loss-headline" title={aggregationTitle(lossType)}>
-        {/* Under a trainer preset the headline loss (and the gradient) is that trainer's objective; the table below stays the studio's aggregations. */}
+      <div className="chart-title" data-testid="loss-headline" title={titleOf(chosen)}>
+        {/* Under a trainer preset the loss, its split, the gradient and every row below are that trainer's objective's. */}
         {loss.objective
-          ? `loss (${loss.objective.trainer} objective) ${loss.objective_error ?? fmt(loss.loss)}`
+          ? `loss (${loss.objective.trainer} objective, ${chosen}) ${loss.objective_error ?? `${fmt(loss.loss)} = policy ${fmt(loss.policy_term)} + KL ${fmt(loss.kl_term)}`}`
           : `loss (${lossType}) ${fmt(loss.loss)} = policy ${fmt(loss.policy_term)} + β·KL ${fmt(loss.kl_term)}`}
       </div>
       <table className="dense">
@@ -114,11 +123,11 @@ function LossTable() {
           </tr>
         </thead>
         <tbody>
-          {AGGREGATIONS.map((a) => {
+          {rows.map((a) => {
             const v = loss.losses[a];
             const w = after?.losses_after[a];
             return (
-              <tr key={a} className={a === lossType ? 'chosen' : ''} data-agg={a} title={`${aggregationTitle(a)}${a === lossType ? '\n(drives the gradient in this update)' : ''}`}>
+              <tr key={a} className={a === chosen ? 'chosen' : ''} data-agg={a} title={`${titleOf(a)}${a === chosen ? '\n(drives the gradient in this update)' : ''}`}>
                 <td>{a}</td>
                 <td className="num" data-testid="loss-value">{fmt(v, 3)}</td>
                 <td className="num">{fmt(w, 3)}</td>

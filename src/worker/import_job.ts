@@ -61,7 +61,7 @@ export async function handleImportMessage(job: ImportJob, post: (r: ImportReply,
     const read = importBatch(files, {}, (_done, _total, name) => name && post({ progress: { label: `parsing ${name}`, loaded: 0, total: 0 } }));
     if (job.doctor) post({ progress: { label: 'Doctor checks', loaded: 0, total: 0 } });
     // No model here: the batch alone, as `grpo-studio doctor` without --tokenizer.
-    const report = job.doctor ? diagnose(read.batch, doctorOptions(read.batch, undefined, {}, read.inferred)) : null;
+    const report = job.doctor ? diagnose(read.batch, doctorOptions(read.batch, undefined, read.inferred)) : null;
     // Transferred, not cloned: cloning the nested arrays cost both workers about as long as the parse.
     const { value, parts, transfer } = packParts({ read, report }, rowPaths(read.batch, BATCH_ROW_FIELDS, ['read', 'batch']));
     post({ ok: true, ...value, parts }, transfer);

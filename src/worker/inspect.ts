@@ -29,7 +29,7 @@ export function loadedModel(tokenizer: Tokenizer | undefined, config: ModelConfi
  */
 export function inspectBatch(batch: GrpoBatch, model: KnownModel | null, opts: { deferTokenizerRules?: boolean; inferred?: DoctorOptions['inferred'] } = {}): { report: DoctorReport; token_texts?: TokenTexts; deferred?: boolean } {
   // `inferred`: the import's inferred ids (ImportResult.inferred), as import_job.ts and `grpo-studio doctor` pass them.
-  const options = doctorOptions(batch, model ?? undefined, {}, opts.inferred);
+  const options = doctorOptions(batch, model ?? undefined, opts.inferred);
   if (!options.tokenizer) return { report: diagnose(batch, options) };
   const defer = opts.deferTokenizerRules ? 'running after the import (decode → encode of every row)' : undefined;
   return { report: diagnose(batch, { ...options, defer_tokenizer_rules: defer }), token_texts: tokenTexts(options.tokenizer, batch), deferred: !!defer };

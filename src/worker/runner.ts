@@ -1,7 +1,8 @@
 // The studio worker's StepRunner (src/bridge/protocol.ts) over the step pipeline: loads a model and its
 // tokenizer from the page's ModelChoice (the embedded default, a Hub id or a dropped folder), turns the
 // page's settings into a StepConfig and the start of the update (the prompt set, or an imported batch),
-// runs the pipeline stage by stage and hands each stage's data through unchanged, adding what the page
+// runs the pipeline stage by stage and hands each stage's data through unchanged (the assembled batch with the
+// settings the update runs with as its config, as the page's Export writes it), adding what the page
 // needs besides: decoded token texts, the Doctor's report on the assembled batch and, at the loss stage, the
 // trainer preset's view of the same log-probs (src/worker/trainer_view.ts). The preset also picks the step's
 // objective (StepConfig.trainer): its loss and gradient are the trainer's. A run starts at
@@ -32,11 +33,13 @@ import type { AdapterChoice, AdapterReference, CreateStepRunner, InferredIds, Lo
 import type { EffectiveSettings } from '../grpo/settings/effective.ts';
 import { runJsReward, runJsTools } from './reward_sandbox.ts';
 import { promptConversation, samplerOf } from '../bridge/settings.ts';
+import { withSettings } from '../bridge/batch_settings.ts';
 import { trainerView, trainerWhatIf } from './trainer_view.ts';
 import type { JsRewardRunner } from '../grpo/rewards.ts';
 import { StepPipeline } from '../grpo/step.ts';
 import { stepConfigOf, type StepConfig } from '../grpo/step_config.ts';
 import { readsReference } from '../grpo/step_objective.ts';
+import { runAdapterNotes } from '../grpo/run_adapter.ts';
 import { Optimizer } from '../grpo/optimizer.ts';
 import type { PromptSource, StageData, StepPipelineOptions, StepSource } from '../grpo/step_types.ts';
 import { grpo_loss_from_logps, LossScratch, warmLossPipelines } from '../grpo/loss_from_logps.ts';
@@ -48,33 +51,44 @@ import type { LoraAdapter } from '../model/lora_adapter.ts';
 
 /**
  * A stage's data with the page's extras (src/bridge/protocol.ts StageExtras): token texts and the Doctor's report.
- * `inferred`: the ids the imported batch's reader inferred (none for the prompt set's own rollout).
+ * The assembled batch goes to the page with the settings the update runs with (`ran`, batchOf), so the batch on
+ * screen, the one its Doctor judges and the one its Export writes are one batch. `inferred`: the ids the imported
+ * batch's reader inferred (none for the prompt set's own rollout).
  */
-function withExtras(id: StageId, data: StageData[StageId] | null, model: KnownModel, pipe: StepPipeline, inferred: InferredIds | undefined): StagePayloads[StageId] | null {
-  // The Doctor's options as on import (the tokenizer only where it fits the batch, the reader's inferred ids), with
-  // this step's position ids where the batch records none.
-  const doctor = (batch: GrpoBatch) => diagnose(batch, doctorOptions(batch, model, { position_ids: pipe.config.position_ids }, inferred));
+function withExtras(id: StageId, data: StageData[StageId] | null, model: KnownModel, pipe: StepPipeline, ran: EffectiveSettings, inferred: InferredIds | undefined): StagePayloads[StageId] | null {
+  // The Doctor's options as `grpo-studio doctor` forms them on the exported file (the tokenizer only where it fits
+  // the batch, the reader's inferred ids): the batch holds the update's settings, its position ids among them.
+  const doctor = (batch: GrpoBatch) => diagnose(batch, doctorOptions(batch, model, inferred));
   if (id === 'assemble' && data) {
     const a = data as StageData['assemble'];
-    return { ...a, token_texts: model.tokenizer ? tokenTexts(model.tokenizer, a.batch) : null, report: doctor(a.batch) };
+    const batch = batchOf(a, ran);
+    return { ...a, batch, token_texts: model.tokenizer ? tokenTexts(model.tokenizer, batch) : null, report: doctor(batch) };
   }
   const assembled = pipe.data('assemble');
-  if (id === 'loss' && data && assembled && !assembled.batch.old_per_token_logps) return { ...(data as StageData['loss']), report: doctor(withTrainerSide(pipe)!) };
+  if (id === 'loss' && data && assembled && !assembled.batch.old_per_token_logps) return { ...(data as StageData['loss']), report: doctor(withTrainerSide(pipe, ran)!) };
   return data as StagePayloads[StageId] | null;
 }
 
 /**
- * The update's assembled batch with its trainer side: the batch's own old_per_token_logps, else the policy's log-probs
- * before the step (the loss stage's, ragged like the completions); null before the loss stage. The Doctor's
+ * The update's assembled batch with the settings it runs with as its trainer, config and run (src/bridge/batch_settings.ts,
+ * as the page's Export writes them): the prompt set's rollout keeps what its StepConfig says of the batch (model_type,
+ * position_ids) below them and adds its tokenizer's EOS; an imported batch came to the step with them already.
+ */
+const batchOf = (a: StageData['assemble'], ran: EffectiveSettings): GrpoBatch => withSettings(a.batch, ran, a.padded.tokenizer_eos_token_id);
+
+/**
+ * The update's assembled batch (batchOf) with its trainer side: the batch's own old_per_token_logps, else the policy's
+ * log-probs before the step (the loss stage's, ragged like the completions); null before the loss stage. The Doctor's
  * sampler-vs-trainer rule and the mismatch explorer read both sides from it.
  */
-function withTrainerSide(pipe: StepPipeline): GrpoBatch | null {
+function withTrainerSide(pipe: StepPipeline, ran: EffectiveSettings): GrpoBatch | null {
   const assembled = pipe.data('assemble');
   const l = pipe.data('loss');
   if (!assembled || !l) return null;
-  if (assembled.batch.old_per_token_logps) return assembled.batch;
+  const batch = batchOf(assembled, ran);
+  if (batch.old_per_token_logps) return batch;
   const C = assembled.padded.C;
-  return { ...assembled.batch, old_per_token_logps: assembled.batch.completion_ids.map((ids, b) => Array.from(l.old_per_token_logps.subarray(b * C, b * C + ids.length))) };
+  return { ...batch, old_per_token_logps: batch.completion_ids.map((ids, b) => Array.from(l.old_per_token_logps.subarray(b * C, b * C + ids.length))) };
 }
 
 class PipelineRunner implements StepRunner {
@@ -251,9 +265,11 @@ class PipelineRunner implements StepRunner {
       }
       // The sampler's temperature, budget and G are the settings' (one value: a trainer samples with what it scores with).
       const s = start.kind === 'prompts' ? samplerOf(settings.settings, settings.sampling) : settings.sampling;
+      // An imported batch steps with the settings the update runs with in place of its file's (the page's edits,
+      // another trainer): the advantages stage's checks read them, as the CLI's read them from the page's export.
       const source: StepSource =
         start.kind === 'batch'
-          ? { kind: 'batch', batch: start.batch }
+          ? { kind: 'batch', batch: withSettings(start.batch, settings.settings) }
           : {
               kind: 'prompts',
               prompts: settings.prompts.map((p) => ({ messages: promptConversation(p), answer: p.answer })),
@@ -275,6 +291,10 @@ class PipelineRunner implements StepRunner {
       // C: the batch's widest completion, as the CLI's; a prompt-set update's is known once sampled (the pipeline's
       // configForWidth), till then its sampling budget stands in (the optimizer, all that is read before, does not depend on it).
       const config = configFor(start.kind === 'batch' ? widestCompletion(start.batch) : settings.sampling.max_new_tokens);
+      // The run's own adapter, or none, as the CLI's step decides it (src/grpo/run_adapter.ts): a LoRA run stepped on
+      // every weight, or on another adapter, is refused before any stage. What it accepts but notes (an adapter made
+      // here, an adapter on a full-weight run) goes to the console: the adapter panel already names where it came from.
+      for (const n of runAdapterNotes(settings.settings, this.adapter?.adapter ?? null, policy.config, { created: this.adapter?.name.startsWith('new adapter') ?? false })) console.warn(n);
       // Changed optimizer settings start from fresh moments (step 1, shown by the step stage); the learning rate alone may move.
       const withoutLr = (c: StepConfig['optimizer'] | undefined) => JSON.stringify(c && { ...c, lr: 0 });
       if (withoutLr(this.optimizer?.config) !== withoutLr(config.optimizer)) this.dropOptimizer();
@@ -298,7 +318,7 @@ class PipelineRunner implements StepRunner {
     const pipe = this.pipe;
     if (pipe.nextStage !== stage) throw new Error(`stage "${stage}" cannot run now: the next stage is ${pipe.nextStage ? `"${pipe.nextStage}"` : 'none (reset first)'}`);
     const r = await pipe.next();
-    const data = withExtras(r.id, r.data, this.known()!, pipe, this.inferred);
+    const data = withExtras(r.id, r.data, this.known()!, pipe, this.ran!, this.inferred);
     if (r.id === 'loss' && data) {
       // The settings of this update are the ones sent with its first stage.
       this.view = await trainerView(this.gpu, pipe, this.ran!);
@@ -308,7 +328,7 @@ class PipelineRunner implements StepRunner {
   }
 
   updateBatch(): GrpoBatch | null {
-    return this.pipe ? withTrainerSide(this.pipe) : null;
+    return this.pipe ? withTrainerSide(this.pipe, this.ran!) : null;
   }
 
   async scoreSides(batch: GrpoBatch, settings: EffectiveSettings): Promise<{ trainer: number[][]; base: number[][] | null }> {
@@ -318,6 +338,8 @@ class PipelineRunner implements StepRunner {
     const config = stepConfigOf(settings, widestCompletion(batch), { refuse: false });
     const padded = padBatch(batch, { position_ids: config.position_ids });
     checkScorable(batch, padded, policy.config.vocab_size, 'policy');
+    // The trainer side is the run's policy: a LoRA run's through its adapter (refused without it), as `mismatch --model`.
+    runAdapterNotes(settings, this.adapter?.adapter ?? null, policy.config, { created: this.adapter?.name.startsWith('new adapter') ?? false });
     // Views of the policy's weights with a workspace of their own: an update between its forward and its backward
     // keeps its saved activations. The adapter's view scores the trainer side; the adapter-off view, the base.
     const score = async (adapter: LoraAdapter | null): Promise<number[][]> => {
@@ -423,7 +445,7 @@ class PipelineRunner implements StepRunner {
     // The self-check compares studio loss with studio loss (under a trainer preset the stage's `loss` is the trainer's).
     // The trainer side: the update's own terms only beside the same trainer's (a preset what-if has no current value).
     const own = this.ran?.trainer === settings.trainer ? (this.view?.terms ?? null) : null;
-    return { settings, current, whatif, check: Math.abs(current.terms.loss - l.losses[ran.loss.loss_type]), trainer: await trainerWhatIf(this.gpu, pipe, own, settings), notes, ms: performance.now() - t0 };
+    return { settings, current, whatif, check: Math.abs(current.terms.loss - l.studio_losses[ran.loss.loss_type]), trainer: await trainerWhatIf(this.gpu, pipe, own, settings), notes, ms: performance.now() - t0 };
   }
 
   async beforeAfter(): Promise<BeforeAfterResult> {

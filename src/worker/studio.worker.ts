@@ -3,7 +3,8 @@
 // requests of src/bridge/protocol.ts one message per request, and reports load progress and a lost device
 // as events.
 // An import is parsed in a worker of its own (import_job.ts) that a cancel terminates, and its batch goes
-// to the page in row slices (src/bridge/rows.ts) so the page's thread is never held for long.
+// to the page in row slices (src/bridge/rows.ts) so the page's thread is never held for long. The import it holds is
+// judged again on request: with another model's tokenizer, or under the page's edited settings (tokenizer-checks).
 import { browserGpu } from '../gpu/browser.ts';
 import { scoreRewards, type JsRewardRunner } from '../grpo/rewards.ts';
 import type { GrpoBatch } from '../io/batch.ts';
@@ -15,6 +16,7 @@ import { runJsReward } from './reward_sandbox.ts';
 import { BATCH_ROW_FIELDS, rowPaths, streamRows } from '../bridge/rows.ts';
 import { sandboxRenderer } from './template_sandbox.ts';
 import { mismatchOf, transferOf } from './mismatch.ts';
+import { withSettings } from '../bridge/batch_settings.ts';
 
 /** User JS rewards run in a sandbox worker started from this one, so a hang never blocks a stage. */
 const runJs: JsRewardRunner = (spec, samples) => runJsReward(spec, samples);
@@ -53,8 +55,20 @@ async function gpu() {
 /** Imports in flight, by request id: a cancel stops the parse (a later stage of a cancelled import is dropped by the page). */
 const imports = new Map<number, ParseRun>();
 
-/** The last imported batch, kept for its deferred tokenizer checks (a newer import replaces it). */
-let lastImport: { id: number; batch: GrpoBatch; inferred: ImportResult['inferred'] } | null = null;
+/**
+ * Imported batches by request id, kept for the requests that name them (deferred tokenizer checks, the mismatch
+ * explorer): the one the page holds (hold-import), and any answered after it that the page has not taken or
+ * dropped yet. A cancelled import is dropped even when its answer was already sent, so what the worker holds
+ * follows what the page shows: the page never shows one batch while the worker checks another.
+ */
+const held = new Map<number, { batch: GrpoBatch; inferred: ImportResult['inferred'] }>();
+
+/** The batch of import `id`, which the page names as the one it holds; an error (never an empty answer) when the worker does not hold it. */
+function heldImport(id: number): { batch: GrpoBatch; inferred: ImportResult['inferred'] } {
+  const h = held.get(id);
+  if (!h) throw new Error(`import ${id} is not the batch the studio worker holds (it was cancelled or replaced): import it again`);
+  return h;
+}
 
 async function importBatch(id: number, req: Extract<Request, { type: 'import-batch' }>): Promise<Responses['import-batch']> {
   const progress = (label: string, loaded = 0, total = 0) => post({ event: 'progress', id, progress: { label, loaded, total } });
@@ -74,7 +88,7 @@ async function importBatch(id: number, req: Extract<Request, { type: 'import-bat
   if (!parsed.report) progress('Doctor checks');
   // The ids the reader inferred travel with the batch: the Doctor's findings that rest on them are warnings, as in the CLI.
   const inferred = parsed.read.inferred;
-  lastImport = { id, batch, inferred };
+  held.set(id, { batch, inferred });
   const checked = parsed.report ? { report: parsed.report } : (await runner!).inspect(batch, { deferTokenizerRules: true, inferred });
   const result: Responses['import-batch'] = { import: id, ...read, report: checked.report, token_texts: checked.token_texts, tokenizer_checks: checked.deferred ? id : null, inferred };
   // token_texts (one string per distinct id) travels with the result.
@@ -90,10 +104,24 @@ async function handle(id: number, req: Request): Promise<Responses[Request['type
       return importBatch(id, req);
     case 'cancel':
       imports.get(req.target)?.cancel();
+      held.delete(req.target);
+      return {};
+    case 'hold-import':
+      for (const id of held.keys()) if (id < req.import) held.delete(id);
       return {};
     case 'tokenizer-checks': {
-      if (lastImport?.id !== req.import) return { report: null };
-      const { report, token_texts } = (await stepRunner()).inspect(lastImport.batch, { inferred: lastImport.inferred });
+      // Looked up before any wait: a hold-import that arrives meanwhile does not take the batch away.
+      const { batch, inferred } = heldImport(req.import);
+      if (!req.settings) {
+        const { report, token_texts } = (await stepRunner()).inspect(batch, { inferred });
+        return { report, token_texts };
+      }
+      // Under the page's edited settings: the batch its Export writes, judged with the options `grpo-studio doctor`
+      // forms on that file (the loaded model's tokenizer where it fits). A settings edit starts no GPU: without a
+      // step runner no model is loaded, and the batch alone is judged, as the import's own report was.
+      const judged = withSettings(batch, req.settings);
+      const r = runner ? await runner.catch(() => null) : null;
+      const { report, token_texts } = r ? r.inspect(judged, { inferred }) : (await import('./inspect.ts')).inspectBatch(judged, null, { inferred });
       return { report, token_texts };
     }
     case 'load-model': {
@@ -136,19 +164,19 @@ async function handle(id: number, req: Request): Promise<Responses[Request['type
   }
 }
 
-/** The batch a mismatch request names: the last import (by its request id), or the current update's with its trainer side. */
+/** The batch a mismatch request names: the import the page holds (by its request id), or the current update's with its trainer side. */
 async function mismatchBatch(of: MismatchOf): Promise<GrpoBatch> {
-  if (of.kind === 'import') {
-    if (lastImport?.id !== of.import) throw new Error('the mismatch explorer asked for a batch that is no longer the last import: import it again');
-    return lastImport.batch;
-  }
+  if (of.kind === 'import') return heldImport(of.import).batch;
   const batch = (await stepRunner()).updateBatch();
   if (!batch) throw new Error('the mismatch explorer needs the update to reach its loss stage (the trainer side is the policy before the step)');
   return batch;
 }
 
-/** The trainer side of the last analysis (the batch's, or recomputed), which the corrections weigh against the sampler. */
-let lastTrainerSide: { completion_ids: GrpoBatch['completion_ids']; logps: ArrayLike<number>[] } | null = null;
+/**
+ * The trainer side of the last analysis (the batch's, or recomputed), which the corrections weigh against the
+ * sampler, and with an adapter the base's without it (the reference a step takes when the batch has none).
+ */
+let lastTrainerSide: { completion_ids: GrpoBatch['completion_ids']; logps: ArrayLike<number>[]; base: number[][] | null } | null = null;
 
 /**
  * The mismatch explorer's analysis of the batch the request names, in this worker (never the page's thread: the
@@ -161,7 +189,7 @@ async function mismatch(req: Extract<Request, { type: 'mismatch' }>): Promise<Re
   const sides = req.recompute ? await r!.scoreSides(batch, req.recompute) : null;
   const result = mismatchOf(batch, { sides, tokenizer: r?.tokenizerFor(batch) ?? null });
   const logps = sides?.trainer ?? batch.old_per_token_logps;
-  lastTrainerSide = result.report && logps ? { completion_ids: batch.completion_ids, logps } : null;
+  lastTrainerSide = result.report && logps ? { completion_ids: batch.completion_ids, logps, base: sides?.base ?? null } : null;
   return result;
 }
 
@@ -174,7 +202,7 @@ async function corrections(req: Extract<Request, { type: 'mismatch-corrections' 
   // Loaded on first use, as the step pipeline: the trainers' objectives are not needed to import a batch.
   const { CORRECTIONS, correctionEffects } = await import('../grpo/mismatch/corrections.ts');
   const variants = req.variants === 'all' ? CORRECTIONS.map((c) => ({ id: c.id })) : req.variants;
-  const effects = await correctionEffects(await gpu(), batch, trainer.logps, variants);
+  const effects = await correctionEffects(await gpu(), batch, trainer.logps, variants, { reference: trainer.base ?? undefined });
   // The (B, T) weights and gradient factors stay here: the page shows the counts (two 21 MB arrays per correction on a big batch).
   return { table: CORRECTIONS, effects: effects.map(({ weights: _w, gradient_factor: _g, ...summary }) => summary), ms: performance.now() - t0 };
 }

@@ -75,6 +75,19 @@ describe('unknown settings', () => {
     }
     expect(JSON.parse(readFileSync(out, 'utf8')).unknown_settings).toEqual(['config.log_completions']);
   });
+
+  it('a TRL advantage case lists them too (args.to_dict() holds keys no row has)', async () => {
+    const f = caseWith(path.join(DIR, 'advantages', 'case_00.safetensors'), (_, m) => setConfig(m, { scale_reward: 'none' }));
+    const out = path.join(tmp, 'unknown_adv.json');
+    const err = vi.spyOn(console, 'error').mockImplementation(() => {});
+    try {
+      expect(await main(['advantages', f, '--out', out])).toBe(0);
+      expect(String(err.mock.calls[0][0])).toMatch(/does not know, not used: config\.scale_reward/);
+    } finally {
+      err.mockRestore();
+    }
+    expect(JSON.parse(readFileSync(out, 'utf8')).unknown_settings).toEqual(['config.scale_reward']);
+  });
 });
 
 describe('malformed trainer cases: one line naming the field, exit 2', () => {
@@ -93,6 +106,10 @@ describe('malformed trainer cases: one line naming the field, exit 2', () => {
     ['a list of ranks (a merged batch names no one slice)', 'advantages', adv00, (_, m) => (m.run = JSON.stringify({ num_processes: 2, rank: [0, 1] })), /run\.rank = \[0,1\]: an advantage case is one process's slice, give its rank/],
     ['unknown verl estimator', 'advantages', adv04, (_, m) => setConfig(m, { adv_estimator: 'gae' }), /config\.adv_estimator: expected one of grpo, rloo, reinforce_plus_plus/],
     ['verl estimator not given (verl defaults to gae)', 'advantages', adv04, (_, m) => (m.config = '{}'), /config\.adv_estimator: missing/],
+    // verl's norm_adv_by_std_in_grpo false given any other way than its leaf name left the std division in force.
+    ['verl setting nested as its config holds it', 'advantages', adv04, (_, m) => (m.config = JSON.stringify({ adv_estimator: 'grpo', algorithm: { norm_adv_by_std_in_grpo: false } })), /config\.algorithm: not a verl setting the studio knows \(a verl advantage case takes the leaf names/],
+    ['verl setting as a dotted path', 'advantages', adv04, (_, m) => setConfig(m, { 'algorithm.norm_adv_by_std_in_grpo': false }), /config\.algorithm\.norm_adv_by_std_in_grpo: not a verl setting the studio knows/],
+    ['verl setting misspelt', 'advantages', adv04, (_, m) => setConfig(m, { norm_adv_by_std: false }), /config\.norm_adv_by_std: not a verl setting the studio knows/],
     ['response_mask not 0/1', 'advantages', adv04, (t) => ((t.response_mask.data as Int32Array)[6] = 2), /response_mask at sample 1, position 1 is 2/],
   ];
   for (const [what, verb, file, edit, msg] of cases) {

@@ -252,6 +252,20 @@ describe('clean batches', () => {
   });
 });
 
+describe('logged-kl against the trainers\' clamped estimators', () => {
+  it("a KL logged under verl's low_var_kl / OpenRLHF's clamp (each token bounded to ±10) is named, not a mismatch", () => {
+    // Two tokens: old − ref = −15 (k3 ≈ 3.3e6, clamped to 10) and 0.5 (k3 = e^−0.5 − 0.5 ≈ 0.1065).
+    const d = [-15, 0.5];
+    const k3 = d.map((x) => Math.min(10, Math.expm1(-x) + x));
+    const batch = { ...load('clean'), old_per_token_logps: [[-1, -1, -1], [0, 0], [-1, -1, -1, -1], [0, 0]], ref_per_token_logps: [[14, -1.5, -1], [0, 0], [-1, -1, -1, -1], [0, 0]] };
+    batch.completion_mask = [[1, 1, 0], [0, 0], [0, 0, 0, 0], [0, 0]];
+    batch.metrics = { 'actor/kl_loss': (k3[0] + k3[1]) / 2 };
+    const fs = ofRule(diagnose(batch).findings, 'logged-kl');
+    expect(fs.map((f) => f.severity)).toEqual(['info']);
+    expect(fs[0].message).toMatch(/^logged actor\/kl_loss = 5\.05\d* is k3 clamped ±10 token mean/);
+  });
+});
+
 describe('seed 002 on the real Llama-3 tokenizer', () => {
   it('pad = <|eot_id|>, a response that starts with the chat header, a sampler that did not stop', async () => {
     const tok = await loadTokenizerDir(LLAMA3_DIR);

@@ -134,9 +134,9 @@ describe('the options come from the batch first', () => {
     expect(gpt2).toEqual({ model_type: 'gpt2', vocab_size: 50257, max_positions: 1024 });
     expect(doctorOptions(b, known(tiny, { config: gpt2 }))).toMatchObject({ model_type: undefined, vocab_size: undefined, max_positions: undefined });
     expect(doctorOptions(b, known(qwen, { config: gpt2 }))).toMatchObject({ model_type: 'gpt2', vocab_size: 50257, max_positions: 1024 });
-    // A step's position ids apply where the batch records none.
-    expect(doctorOptions(b, undefined, { position_ids: 'arange' }).position_ids).toBe('arange');
-    expect(doctorOptions({ ...b, config: { position_ids: 'from_attention_mask' } }, undefined, { position_ids: 'arange' }).position_ids).toBe('from_attention_mask');
+    // Position ids are the batch's own config's (a step's settings are written into the batch it judges), never the model's.
+    expect(doctorOptions(b, known(qwen, { config: gpt2 })).position_ids).toBe(b.config?.position_ids);
+    expect(doctorOptions({ ...b, config: { position_ids: 'from_attention_mask' } }).position_ids).toBe('from_attention_mask');
   });
 });
 

@@ -293,6 +293,7 @@ const CONTEXT: Record<TrainerId, Record<Key, Context>> = {
     'algo.advantage.is_correction_type': { config: { 'algo.advantage.is_correction_enable': true }, values: ['tis', 'icepop', 'seq-mask-tis'], why: 'with is_correction_enable' },
     'run.other_samples': { config: { 'actor.policy_loss_type': 'gspo' }, why: 'gspo aggregates per sample' },
     'run.loss_batch_info': { config: { 'actor.policy_loss_type': 'gspo' }, values: [null, { dp_size: 2, batch_num_tokens: 12, global_batch_size: 3 }], why: "an object: _optimizer_step_loss_norm's three normalisers (gspo reads global_batch_size too)" },
+    openrlhf_code: { run: { num_processes: 2 }, values: ['3c3be62', 'before-ed62d0e2'], why: 'the code before ed62d0e2 takes the micro-batch masked_mean: it differs from the window normaliser once dp_size > 1' },
   },
 };
 

@@ -172,6 +172,8 @@ const VERL_PATHS: Record<string, string> = {
   lr: `${ACT}.optim.lr`, betas: `${ACT}.optim.betas`, 'optim.weight_decay': `${ACT}.optim.weight_decay`, lr_warmup_steps: `${ACT}.optim.lr_warmup_steps`,
   lr_warmup_steps_ratio: `${ACT}.optim.lr_warmup_steps_ratio`, 'optim.lr_scheduler_type': `${ACT}.optim.lr_scheduler_type`, warmup_style: `${ACT}.optim.warmup_style`,
   min_lr_ratio: `${ACT}.optim.min_lr_ratio`, num_cycles: `${ACT}.optim.num_cycles`, total_training_steps: `${ACT}.optim.total_training_steps`, 'model.override_config': 'actor_rollout_ref.model.override_config', use_rollout_log_probs: `${ACT}.use_rollout_log_probs`, grad_clip: `${ACT}.grad_clip`, 'optim.clip_grad': `${ACT}.optim.clip_grad`,
+  // verl/trainer/config/_generated_ppo_trainer.yaml actor_rollout_ref.model (HFModelConfig): the actor's LoRA adapter.
+  lora_rank: 'actor_rollout_ref.model.lora_rank', lora_alpha: 'actor_rollout_ref.model.lora_alpha', target_modules: 'actor_rollout_ref.model.target_modules', exclude_modules: 'actor_rollout_ref.model.exclude_modules', lora_adapter_path: 'actor_rollout_ref.model.lora_adapter_path',
 };
 
 /**

@@ -35,6 +35,19 @@ describe('verl rollout correction', () => {
     expect(rs('token_k1', '1.2')).toEqual([0, 0, 1, 0, 1, 0]); // bare bound [1/1.2, 1.2]: −ℓ = −0.3, 0.5, −0.2 fall outside ±0.182
   });
 
+  it("thresholds as verl's float() reads them: inf, underscores between digits; what verl refuses is refused", () => {
+    const M = [1, 1, 1, 1, 1, 0];
+    const lr = [0.3, -0.5, 0.1, 0.2, 0.05, 9];
+    const rs = (rollout_rs: string, rollout_rs_threshold: string) => Array.from(rolloutCorrection(lr, M, 2, 3, { ...base, rollout_rs, rollout_rs_threshold }).mask);
+    // An infinite upper bound keeps every token below it: the same as any bound past the statistics.
+    expect(rs('token_k1', '0.8_inf')).toEqual(rs('token_k1', '0.8_1e30'));
+    expect(rs('token_k1', '0.8_inf')).toEqual([0, 1, 1, 1, 1, 0]); // −ℓ = −0.3 below log 0.8 = −0.223: rejected
+    expect(rs('token_k2', 'Infinity')).toEqual([1, 1, 1, 1, 1, 0]);
+    expect(rs('token_k1', '0.5_1_0')).toEqual(rs('token_k1', '0.5_10')); // split at the first _, then float('1_0') = 10
+    // A bare k1 bound u gives the lower 1/u: for inf that is 0, which verl's positivity check refuses; nan and hex are no thresholds.
+    for (const bad of ['inf', 'nan', '0x10', '']) expect(() => rs('token_k1', bad), bad).toThrow(/must be positive numbers|one threshold/);
+  });
+
   it('properties: weights in [0, threshold] and 0 on padding; the rejected mask is inside the response mask', () => {
     fc.assert(
       fc.property(

@@ -111,7 +111,7 @@ describe('a file clearly of one format is read by its reader, which names the br
 describe('prime-rl records with no trained token', () => {
   const records = text('prime-rl-short-loss-mask.jsonl').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
   const untrained = (r: { loss_mask: boolean[] }) => ({ ...r, loss_mask: r.loss_mask.map(() => false) });
-  const doctor = (r: ImportResult) => diagnose(r.batch, doctorOptions(r.batch, undefined, {}, r.inferred)).findings;
+  const doctor = (r: ImportResult) => diagnose(r.batch, doctorOptions(r.batch, undefined, r.inferred)).findings;
 
   it('every loss_mask false: no EOS "inferred from 0 of 0", and no error finding resting on a guess', () => {
     const r = readAnyBatch(enc(records.map((x) => JSON.stringify(untrained(x))).join('\n')), 'rank_0.jsonl');

@@ -59,7 +59,7 @@ function trlDict(meta: Record<string, unknown>, o: { completionMask?: number[][]
 }
 
 /** The Doctor as `grpo-studio doctor` and the page run it: the batch, doctorOptions with the reader's inferred ids. */
-const doctor = (r: ImportResult) => diagnose(r.batch, doctorOptions(r.batch, undefined, {}, r.inferred));
+const doctor = (r: ImportResult) => diagnose(r.batch, doctorOptions(r.batch, undefined, r.inferred));
 const errors = (r: ImportResult) => doctor(r).findings.filter((f) => f.severity === 'error').map((f) => `${f.rule}: ${f.message}`);
 
 describe('TRL: the ids in each carrier a dump may hold them in', () => {

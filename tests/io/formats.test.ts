@@ -209,10 +209,13 @@ describe('OpenRLHF Experience', () => {
     }));
     const r = readAnyBatch(json({ use_kl_loss: true, init_kl_coef: 0.05, advantage_estimator: 'openrlhf' }), 'b.json');
     // The loss reads today's names: before, init_kl_coef was an unknown key and the KL term took the default 0.01.
-    expect(r.batch.config).toEqual({ 'algo.kl.use_loss': true, 'algo.kl.init_coef': 0.05, advantage_estimator: 'openrlhf' });
+    // The old names are the code before ed62d0e2, kept as openrlhf_code (its loss differs: docs/trainers/openrlhf.md).
+    expect(r.batch.config).toEqual({ 'algo.kl.use_loss': true, 'algo.kl.init_coef': 0.05, advantage_estimator: 'openrlhf', openrlhf_code: 'before-ed62d0e2' });
     expect(r.notes).toEqual(["config: 2 setting(s) under their former names, read as today's (use_kl_loss → algo.kl.use_loss, init_kl_coef → algo.kl.init_coef)"]);
     expect(() => readAnyBatch(json({ init_kl_coef: 0.05, 'algo.kl.init_coef': 0.01 }), 'b.json')).toThrow(/^b\.json: config\.init_kl_coef = 0\.05 and config\.algo\.kl\.init_coef = 0\.01: one setting under its former name and today's, with different values$/);
-    expect(readAnyBatch(json({ init_kl_coef: 0.05, 'algo.kl.init_coef': 0.05 }), 'b.json').batch.config).toEqual({ 'algo.kl.init_coef': 0.05 });
+    // Both names, even agreeing: no one OpenRLHF wrote both, and which one did decides the loss — unless the config says.
+    expect(() => readAnyBatch(json({ init_kl_coef: 0.05, 'algo.kl.init_coef': 0.05 }), 'b.json')).toThrow(/^b\.json: config\.init_kl_coef is OpenRLHF's name before ed62d0e2 \(today's algo\.kl\.init_coef\) and config\.algo\.kl\.init_coef is today's name only: no one OpenRLHF wrote both/);
+    expect(readAnyBatch(json({ init_kl_coef: 0.05, 'algo.kl.init_coef': 0.05, openrlhf_code: 'before-ed62d0e2' }), 'b.json').batch.config).toEqual({ 'algo.kl.init_coef': 0.05, openrlhf_code: 'before-ed62d0e2' });
   });
   it('planted: action_mask aligned to sequences[:, :-1] → one token late, the Doctor sees the mask on padding', () => {
     const b = load('openrlhf-action-mask-off-by-one.safetensors').batch;

@@ -18,7 +18,7 @@ const R0 = new Uint8Array(readFileSync(path.resolve(import.meta.dirname, '..', '
 const B = 6;
 const ALL = 12;
 const read = (meta: Record<string, string | undefined>) => readAnyBatch(editSafetensors(R0, meta), 'trl.safetensors');
-const doctor = (r: ImportResult) => diagnose(r.batch, doctorOptions(r.batch, undefined, {}, r.inferred));
+const doctor = (r: ImportResult) => diagnose(r.batch, doctorOptions(r.batch, undefined, r.inferred));
 
 /** A value as Python's json.dumps writes it (float('nan') → NaN, float('inf') → Infinity), or as null for None. */
 const py = (x: number | null): string => (x === null ? 'null' : Number.isNaN(x) ? 'NaN' : x === Infinity ? 'Infinity' : x === -Infinity ? '-Infinity' : String(x));

@@ -19,7 +19,7 @@ const root = path.resolve(import.meta.dirname, '..', '..');
 const fixture = (name: string) => path.join(root, 'tests/fixtures/formats', name);
 const text = (name: string) => readFileSync(fixture(name), 'utf8');
 const imp = (body: string, name: string, opts: ImportOptions = {}) => readAnyBatch(new TextEncoder().encode(body), name, opts);
-const report = (r: ImportResult) => diagnose(r.batch, doctorOptions(r.batch, undefined, {}, r.inferred));
+const report = (r: ImportResult) => diagnose(r.batch, doctorOptions(r.batch, undefined, r.inferred));
 const errors = (r: ImportResult) => report(r).findings.filter((f) => f.severity === 'error');
 
 /** The NeMo-RL fixture's lines as objects, edited by `edit`, back to JSONL. */

@@ -59,7 +59,7 @@ function sameFields(r: ImportResult, d: Dumped): void {
 }
 
 function noErrors(r: ImportResult): void {
-  const report = diagnose(r.batch, doctorOptions(r.batch, undefined, {}, r.inferred));
+  const report = diagnose(r.batch, doctorOptions(r.batch, undefined, r.inferred));
   expect(report.findings.filter((f) => f.severity === 'error').map((f) => `${f.rule}: ${f.message}`)).toEqual([]);
   expect(report.skipped.map((s) => s.rule)).not.toContain('advantage-mismatch'); // checked against the rewards, and it matches
 }

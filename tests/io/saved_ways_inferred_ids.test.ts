@@ -15,7 +15,7 @@ const root = path.resolve(import.meta.dirname, '..', '..');
 // NeMo-RL carries no pad / EOS id: both are inferred, and row 0's mask covers a pad (mask-covers-padding).
 const SOURCE = path.join(root, 'tests/fixtures/formats/nemo-rl-mask-on-pad.jsonl');
 const read = (file: string, opts?: ImportOptions) => readAnyBatch(new Uint8Array(readFileSync(file)), path.basename(file), opts);
-const verdicts = (r: ImportResult) => diagnose(r.batch, doctorOptions(r.batch, undefined, {}, r.inferred)).findings.map((f) => `${f.rule} ${f.sample} ${f.severity}`).sort();
+const verdicts = (r: ImportResult) => diagnose(r.batch, doctorOptions(r.batch, undefined, r.inferred)).findings.map((f) => `${f.rule} ${f.sample} ${f.severity}`).sort();
 
 /** The source converted by `grpo-studio convert` (in process), and the path of the written file. */
 async function converted(): Promise<string> {

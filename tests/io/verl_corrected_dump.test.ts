@@ -119,6 +119,8 @@ describe("verl dump after the rollout correction: verl's weights and rejected ma
     expect(() => read(bypassed({ rollout_rs: null, loss_type: 'ppo_clip', loss_mode: 'gspo' }))).toThrow(/bypass_mode is true with loss_mode gspo: .* run their own loss_mode gspo against rollout_log_probs/);
     // ppo_clip against the rollout, vanilla, no rejection: the bypass loss is the workers' vanilla loss.
     expect(() => read(bypassed({ rollout_rs: null, rollout_is: 'token', loss_type: 'ppo_clip', loss_mode: 'vanilla' }))).not.toThrow();
+    // A config saved after apply_bypass_mode: its loss_mode is the driver's rewrite, the workers' own is gone.
+    expect(() => read(bypassed({ rollout_rs: null, rollout_is: 'token', loss_type: 'ppo_clip', loss_mode: 'bypass_mode' }))).toThrow(/^verl\.safetensors: config loss_mode = "bypass_mode" is what apply_bypass_mode writes into the driver's config .*set loss_mode in the dump's __metadata__ config to the run's actor\.policy_loss\.loss_mode \(vanilla by default\)$/);
   });
 
   it('weights without rollout_log_probs, or beside bypass_mode: one line; never a step without them', () => {

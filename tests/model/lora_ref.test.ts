@@ -54,6 +54,7 @@ describe('PEFT adapter config', () => {
     expect(isTargeted('.*\\.(q|v)_proj', 'model.layers.1.self_attn.v_proj')).toBe(true);
     expect(isTargeted('q_proj', 'model.layers.1.self_attn.q_proj')).toBe(false); // fullmatch, not search
     expect(isTargeted('all-linear', 'model.layers.1.mlp.down_proj')).toBe(true);
+    expect(isTargeted('ALL-LINEAR', 'model.layers.1.mlp.down_proj')).toBe(true); // PEFT lowers it
     const llama = linearModules(parseConfig(TINY_CONFIGS.llama)).map((m) => m.name);
     expect(llama).not.toContain('lm_head'); // all-linear leaves the output layer out, as PEFT
     expect(llama).toHaveLength(14);

@@ -12,7 +12,11 @@ import { serializeBatch } from '../../src/io/batch.ts';
 import { exportedBatch } from '../../src/store/export_batch.ts';
 import { effectiveSettings, fileLayer } from '../../src/grpo/settings/effective.ts';
 import type { GrpoBatch } from '../../src/io/batch.ts';
-import type { StudioState } from '../../src/store/index.ts';
+import { createStudioStore, type StudioState } from '../../src/store/index.ts';
+import { memoryStorage } from '../helpers/page_store.ts';
+
+/** A page's state (a fresh store's) with the given fields. */
+const page = (s: Partial<StudioState>): StudioState => ({ ...createStudioStore(memoryStorage()).getState(), ...s });
 
 const batch: GrpoBatch = {
   format: 'grpo-batch/v1', num_generations: 2, pad_token_id: 0, eos_token_ids: [2],
@@ -24,7 +28,7 @@ describe('export after an update under another trainer', () => {
   it("keeps the batch's own facts and writes the update's settings, not the file's TRL ones", () => {
     const settings = effectiveSettings('verl', [fileLayer(batch, 'b.json'), { origin: 'edited', config: { ppo_micro_batch_size_per_gpu: 2 } }]);
     const run = { loss: {} } as unknown as StudioState['run'];
-    const out = exportedBatch({ batch, run, runSettings: { settings } as unknown as StudioState['runSettings'], imported: null, batchOrigin: 'step', stepFrom: 'prompts' })!;
+    const out = exportedBatch(page({ batch, run, runSettings: { settings } as unknown as StudioState['runSettings'], imported: null, batchOrigin: 'step', stepFrom: 'prompts' }))!;
     expect(out.trainer).toBe('verl');
     expect(out.config).toMatchObject({ model_name_or_path: 'Qwen/Qwen3-0.6B', chat_template_kwargs: { enable_thinking: false }, model_type: 'qwen3', position_ids: 'arange', ppo_micro_batch_size_per_gpu: 2 });
     // TRL's loss_type, beta and temperature are not verl's (verl's temperature is a row of its loss): the update did
@@ -38,12 +42,12 @@ describe('export after an update under another trainer', () => {
 describe("export of a batch whose reader inferred its ids", () => {
   const file = 'tests/fixtures/formats/nemo-rl-mask-on-pad.jsonl';
   const read = readBatchFiles([file]);
-  const verdicts = (b: GrpoBatch, inferred: typeof read.inferred) => diagnose(b, doctorOptions(b, undefined, {}, inferred)).findings.map((f) => `${f.rule}/${f.severity}`).sort();
+  const verdicts = (b: GrpoBatch, inferred: typeof read.inferred) => diagnose(b, doctorOptions(b, undefined, inferred)).findings.map((f) => `${f.rule}/${f.severity}`).sort();
   const imported = { batch: read.batch, name: 'x.jsonl', report: { findings: [], skipped: [], counts: { error: 0, warning: 0, info: 0 } }, inferred: read.inferred };
 
   it("keeps them marked: read back, the file's Doctor says what the import's said (a warning, not an error)", () => {
     expect(read.inferred?.pad_token_id).toBeDefined();
-    const out = exportedBatch({ batch: read.batch, run: {}, runSettings: null, imported, batchOrigin: 'import', stepFrom: 'import' })!;
+    const out = exportedBatch(page({ batch: read.batch, run: {}, runSettings: null, imported, batchOrigin: 'import', stepFrom: 'import' }))!;
     expect(out.inferred_ids).toEqual(read.inferred);
     const path = join(mkdtempSync(join(tmpdir(), 'export-inferred-')), 'b.grpo-batch.json');
     writeFileSync(path, serializeBatch(out, { strictJson: true }));
@@ -54,6 +58,6 @@ describe("export of a batch whose reader inferred its ids", () => {
   });
 
   it('a prompt-set update on screen is not the file: nothing inferred goes with it', () => {
-    expect(exportedBatch({ batch: read.batch, run: {}, runSettings: null, imported, batchOrigin: 'step', stepFrom: 'prompts' })!.inferred_ids).toBeUndefined();
+    expect(exportedBatch(page({ batch: read.batch, run: {}, runSettings: null, imported, batchOrigin: 'step', stepFrom: 'prompts' }))!.inferred_ids).toBeUndefined();
   });
 });

@@ -12,6 +12,8 @@ import { diagnose, doctorOptions } from '../../src/doctor/index.ts';
 import { serializeBatch, widestCompletion } from '../../src/io/batch.ts';
 import { createStepRunner } from '../../src/worker/runner.ts';
 import { exportedBatch } from '../../src/store/export_batch.ts';
+import { createStudioStore } from '../../src/store/index.ts';
+import { memoryStorage } from '../helpers/page_store.ts';
 import { STAGES, type StagePayloads, type StepSettings, type StepStart } from '../../src/bridge/protocol.ts';
 import type { DoctorReport } from '../../src/doctor/types.ts';
 import { smallSettings } from '../helpers/small_settings.ts';
@@ -41,7 +43,7 @@ describe("the page's update and the CLI agree", () => {
     // Without the trainer's log-probs, so the loss stage checks the batch again with the policy's (StageExtras.loss).
     const batch = { ...read.batch, old_per_token_logps: undefined };
     // The CLI (`grpo-studio doctor`, no tokenizer): the mask over padding rests on the inferred pad id, a warning.
-    const cli = diagnose(batch, doctorOptions(batch, undefined, {}, inferred));
+    const cli = diagnose(batch, doctorOptions(batch, undefined, inferred));
     expect(verdicts(cli)).toContain('mask-covers-padding/warning');
     expect(cli.counts.error).toBe(0);
     // The page's import of it with the model loaded: the same verdict.
@@ -68,19 +70,20 @@ describe("the page's update and the CLI agree", () => {
     expect(C).toBeLessThan(settings.sampling.max_new_tokens);
 
     // The page's export, read back as the CLI reads a file.
-    const exported = exportedBatch({ batch: assembled.batch, run, runSettings: settings, imported: null, batchOrigin: 'step', stepFrom: 'prompts' })!;
+    const exported = exportedBatch({ ...createStudioStore(memoryStorage()).getState(), batch: assembled.batch, run, runSettings: settings, imported: null, batchOrigin: 'step', stepFrom: 'prompts' })!;
     const path = join(mkdtempSync(join(tmpdir(), 'page-cli-')), 'update.grpo-batch.json');
     writeFileSync(path, serializeBatch(exported, { strictJson: true }));
     const cli = stepSettingsOfFile(readBatchFiles([path]).batch, path).config;
-    // The StepConfig the page ran, as the assemble stage recorded it in the batch, against the CLI's.
-    expect(assembled.batch.config?.max_completion_length).toBe(cli.loss.max_completion_length);
+    // The batch on screen already holds the settings the update ran with: the export writes those, no others.
+    expect(exported.trainer).toBe(assembled.batch.trainer);
+    expect(exported.config).toEqual(assembled.batch.config);
     expect(cli.loss.max_completion_length).toBe(C);
     // dr_grpo's Σ L·M / (B · L_max) with the CLI's L_max, from the page's per-token loss: the page's number.
     const { B, C: T, completion_mask: M } = assembled.padded;
     let sum = 0;
     for (let i = 0; i < B * T; i++) sum += M[i] * run.loss!.per_token_loss[i];
     const want = sum / (B * cli.loss.max_completion_length);
-    expect(Math.abs(run.loss!.losses.dr_grpo - want)).toBeLessThanOrEqual(1e-6 * Math.max(1e-6, Math.abs(want)));
+    expect(Math.abs(run.loss!.studio_losses.dr_grpo - want)).toBeLessThanOrEqual(1e-6 * Math.max(1e-6, Math.abs(want)));
     runner.dispose();
   });
 });

@@ -85,7 +85,7 @@ describe('trainer view of the step', () => {
     // The what-if's self-check compares the studio loss with the stage's studio aggregation, not the trainer's loss.
     const wv = await runner.whatIf(verl.settings);
     const verlStudioType = stepConfigOf(verl.settings, C).loss.loss_type;
-    expect(wv.check).toBeLessThanOrEqual(1e-5 * Math.abs(v2.loss.losses[verlStudioType]) + 1e-7);
+    expect(wv.check).toBeLessThanOrEqual(1e-5 * Math.abs(v2.loss.studio_losses[verlStudioType]) + 1e-7);
     expect(wv.trainer.current!.loss).toBe(v2.loss.trainer!.terms!.loss);
     expect(wv.trainer.whatif!.loss).toBeCloseTo(v2.loss.trainer!.terms!.loss, 6);
     expect(await runner.runStage('backward', verl)).toMatchObject({ id: 'backward' });

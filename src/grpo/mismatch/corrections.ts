@@ -21,7 +21,7 @@ import { TRL_SETTINGS, type TrlConfig } from '../settings/trl.ts';
 import type { TrainerId } from '../settings/types.ts';
 import { VERL_SETTINGS } from '../settings/verl.ts';
 import { stepConfigOf, trainerObjectiveOf } from '../step_config.ts';
-import { trainerInputs, type PreparedObjective } from '../step_objective.ts';
+import { readsReference, trainerInputs, type PreparedObjective } from '../step_objective.ts';
 import { rewardAdvantages } from '../step_prepare.ts';
 import { trainerLossFromLogps } from '../trainers/from_logps.ts';
 import type { TrainerLossOutputs } from '../trainers/types.ts';
@@ -266,7 +266,16 @@ export async function correctionEffects(
   batch: GrpoBatch,
   trainerLogps: ArrayLike<number>[],
   variants: { id: string; edits?: Record<string, unknown> }[],
-  opts: { name?: string } = {},
+  opts: {
+    name?: string;
+    /**
+     * The reference a step takes when the batch holds no ref_per_token_logps (ragged like completion_ids): a frozen
+     * copy of the trainer's weights — the trainer side itself (the default), or with an adapter the base without it,
+     * as `grpo-studio step` without --ref-model (src/cli/step.ts). An objective that reads a reference then runs
+     * against it, and the effect's `assumed` says so.
+     */
+    reference?: readonly ArrayLike<number>[];
+  } = {},
 ): Promise<CorrectionEffect[]> {
   const name = opts.name ?? 'batch';
   const sampling = batch.sampling_per_token_logps;
@@ -281,11 +290,14 @@ export async function correctionEffects(
   const samp = padded64(sampling, B, T);
   const scoredLogps = Float32Array.from(old);
   const entropy = new Float32Array(B * T);
+  const frozen = padded.ref_per_token_logps ? null : Float32Array.from(opts.reference ? padded64(opts.reference, B, T) : old);
 
+  /** Whether `s`'s objective reads a reference the batch does not hold (the frozen copy stands in). */
+  const standsIn = (s: EffectiveSettings) => frozen !== null && readsReference(0, trainerObjectiveOf(s));
   const prepare = (s: EffectiveSettings): { p: PreparedObjective; adv: Advantages } => {
     const adv = advantagesOf(batch, s, B, T);
     const temperature = settingOf(s, 'config', s.trainer === 'openrlhf' ? 'rollout.temperature' : 'temperature').value as number;
-    const u = { padded, per_token_logps: scoredLogps, per_token_entropy: entropy, advantages: adv.rows, ref_per_token_logps: padded.ref_per_token_logps ?? null, old_per_token_logps: padded.old_per_token_logps!, temperature };
+    const u = { padded, per_token_logps: scoredLogps, per_token_entropy: entropy, advantages: adv.rows, ref_per_token_logps: padded.ref_per_token_logps ?? (standsIn(s) ? frozen : null), old_per_token_logps: padded.old_per_token_logps!, temperature };
     const p = trainerInputs(u, trainerObjectiveOf(s));
     if (adv.perToken) p.x.advantages = adv.perToken;
     return { p, adv };
@@ -308,7 +320,7 @@ export async function correctionEffects(
     try {
       const r = resolve(batch, name, c.trainer, [{ origin: 'edited', label: c.label, config: { ...c.settings } }, ...edits]);
       on = r.settings;
-      effect.assumed = r.assumed;
+      effect.assumed = standsIn(on) ? { ...r.assumed, reference: `a frozen copy of the ${opts.reference ? 'base without the adapter' : "trainer's weights"} (the batch holds no ref_per_token_logps), as grpo-studio step without --ref-model` } : r.assumed;
       off = resolve(batch, name, c.trainer, [...edits, { origin: 'edited', label: 'correction off', config: OFF[c.trainer] }]).settings;
       effect.settings = Object.fromEntries([...new Set([...Object.keys(c.settings), ...c.controls])].map((k) => [k, settingOf(on, 'config', k).value]));
       prepared = prepare(on);

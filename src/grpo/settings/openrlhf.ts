@@ -9,6 +9,7 @@ const LOSS = 'openrlhf/models/loss.py PolicyLoss';
 const STEP = 'openrlhf/trainer/ray/ppo_actor.py training_step';
 const NORM = 'openrlhf/utils/loss_utils.py _optimizer_step_loss_norm';
 const DS = 'openrlhf/utils/deepspeed/deepspeed.py DeepspeedStrategy';
+const ACTOR = `${CLI}; openrlhf/models/actor.py Actor.__init__`;
 
 /** The actor's schedules (transformers get_scheduler through DeepspeedStrategy.prepare) the studio reproduces. */
 export const OPENRLHF_LR_SCHEDULERS = ['cosine_with_min_lr', 'cosine', 'linear', 'constant_with_warmup', 'constant'] as const;
@@ -44,7 +45,23 @@ export const OPENRLHF_SETTINGS = [
   // Dynamic batching packs the replay buffer into micro-batches by tokens and takes each one's loss normalisers
   // (get_loss_batch_info(..., dynamic_batch=True): the buffer's dynamic_batch_num_tokens[step]) and optimizer steps
   // (dynamic_optimizer_step) from that packing, which one batch does not hold.
-  s({ name: 'train.dynamic_batch_enable', type: 'boolean', default: false, scope: 'loss', doc: 'micro-batches packed by tokens, each normalised by the packing\'s token counts: refused unless run.loss_batch_info gives this micro-batch\'s', source: `${CLI}; ${STEP}` }),
+  s({ name: 'train.dynamic_batch_enable', formerly: 'use_dynamic_batch', type: 'boolean', default: false, scope: 'loss', doc: 'micro-batches packed by tokens, each normalised by the packing\'s token counts: refused unless run.loss_batch_info gives this micro-batch\'s', source: `${CLI}; ${STEP}` }),
+  // Which OpenRLHF wrote the batch. The readers set before-ed62d0e2 where a dump's args carry the flat names of
+  // train_ppo_ray.py before ed62d0e2 (the rows' `formerly`), and convert writes it with today's names, so the fact
+  // survives the renaming: that code's PolicyLoss (ed62d0e2~1 openrlhf/models/loss.py) took exp(logp − old) without
+  // the ±20 clamp and divided gspo rows by action_mask.sum() unclamped, and every term of its training_step
+  // (openrlhf/trainer/ray/ppo_actor.py) was the micro-batch's masked_mean (no loss_batch_info, no dp_size). The
+  // objective (src/grpo/trainers/openrlhf.ts) computes that code's aggregation and refuses where the rest differs.
+  s({ name: 'openrlhf_code', type: 'enum', values: ['3c3be62', 'before-ed62d0e2'], default: '3c3be62', scope: 'loss', doc: 'the OpenRLHF code that wrote the batch: before-ed62d0e2 (set by the readers for args under the old flat names): every term the micro-batch\'s masked_mean; refused where its ppo log-ratio passes ±20 (no clamp then), a gspo row is empty, or with use_dynamic_batch', source: 'OpenRLHF/OpenRLHF ed62d0e2~1 openrlhf/models/loss.py PolicyLoss, openrlhf/trainer/ray/ppo_actor.py training_step' }),
+  // The actor's model: a LoRA adapter on a frozen base when ds.lora.rank > 0 (openrlhf/models/actor.py Actor.__init__:
+  // LoraConfig(r=lora_rank, lora_alpha, target_modules, lora_dropout, bias="none"), PEFT's use_rslora false), and a
+  // base quantized to 4-bit NF4 with ds.load_in_4bit (BitsAndBytesConfig). src/grpo/run_adapter.ts decides from these
+  // rows whether the adapter a step is given (or none) makes the step the run's update.
+  s({ name: 'ds.load_in_4bit', formerly: 'load_in_4bit', type: 'boolean', default: false, scope: 'forward', doc: 'the base weights quantized to 4-bit NF4 (bitsandbytes): refused (the studio steps the checkpoint\'s weights, not the run\'s quantized ones)', source: ACTOR }),
+  s({ name: 'ds.lora.rank', formerly: 'lora_rank', type: 'integer', default: 0, min: 0, scope: 'forward', doc: 'LoRA rank r; > 0: only an adapter on the frozen base trains, so the step needs the run\'s adapter (--adapter) with this r', source: ACTOR }),
+  s({ name: 'ds.lora.alpha', formerly: 'lora_alpha', type: 'integer', default: 16, scope: 'forward', doc: 'LoRA lora_alpha: scaling = alpha / r (no rslora); the step\'s adapter must have it', source: ACTOR }),
+  s({ name: 'ds.lora.target_modules', formerly: 'target_modules', type: 'string', list: true, default: 'all-linear', scope: 'forward', doc: 'the adapted modules (nargs="*": a list, or the string all-linear): the step\'s adapter must adapt exactly these', source: ACTOR }),
+  s({ name: 'ds.lora.dropout', formerly: 'lora_dropout', type: 'number', default: 0, min: 0, max: 1, scope: 'forward', doc: 'LoRA dropout on each adapted layer\'s input; > 0: random in the train-mode loss forward, refused (as a model\'s own dropout)', source: ACTOR }),
   // The actor's optimizer step (src/grpo/trainers/openrlhf_optimizer.ts): DeepSpeed's AdamW (FusedAdam, adam_w_mode)
   // over get_optimizer_grouped_parameters' two groups, the transformers schedule DeepSpeed steps after each update,
   // and DeepSpeed's gradient_clipping.

@@ -87,12 +87,15 @@ export function checkSetting(s: SettingSpec, v: unknown, where: string): Setting
       if (typeof v !== 'string' || !s.values!.includes(v)) throw bad(`one of ${s.values!.join(', ')}${s.nullable ? ' or null' : ''}`);
       return v;
     case 'string':
-      if (s.orNumber && typeof v === 'number' && Number.isFinite(v)) return String(v);
+      // A number is its text (Infinity too: verl's str(float) then float() reads "inf" as it reads "Infinity").
+      if (s.orNumber && typeof v === 'number' && !Number.isNaN(v)) return String(v);
       if (typeof v !== 'string') throw bad(s.orNumber ? 'a string or a number' : 'a string');
       return v;
     case 'number-list':
       const list = s.length === undefined ? 'a list of numbers' : `a list of ${s.length} numbers`;
-      if (!Array.isArray(v) || v.some((x) => typeof x !== 'number' || !Number.isFinite(x)) || (s.length !== undefined && v.length !== s.length)) throw bad(`${list}${s.nullable ? ' or null' : ''}`);
+      // A non-finite element (Python's json.dumps writes float('inf') as Infinity) is said to be one, not only shown.
+      const infinite = Array.isArray(v) && v.some((x) => typeof x === 'number' && !Number.isFinite(x));
+      if (!Array.isArray(v) || v.some((x) => typeof x !== 'number' || !Number.isFinite(x)) || (s.length !== undefined && v.length !== s.length)) throw bad(`${list}${s.nullable ? ' or null' : ''}${infinite ? ' (finite: the studio takes no Infinity or NaN here)' : ''}`);
       return v as number[];
     case 'object':
       if (typeof v !== 'object' || Array.isArray(v)) throw bad('an object');

@@ -23,7 +23,7 @@ export const SCOPES = {
 } as const satisfies Record<string, { title: string; objective: boolean }>;
 export type Scope = keyof typeof SCOPES;
 
-export type SettingValue = number | string | boolean | null | number[] | Record<string, unknown>;
+export type SettingValue = number | string | boolean | null | number[] | string[] | Record<string, unknown>;
 
 export interface SettingSpec {
   /** The trainer's own field name: TRL GRPOConfig field, verl leaf name (`loss_agg_mode`), OpenRLHF argument (`actor.eps_clip_low_high`). */
@@ -39,7 +39,7 @@ export interface SettingSpec {
    * `init_kl_coef` for `algo.kl.init_coef`): a dump's config under it is read as this row at the edge, with a note.
    */
   formerly?: string;
-  /** string: a finite number is taken too, as its decimal text (verl's rollout_rs_threshold: Optional[str | float]). */
+  /** string: a number (not NaN) is taken too, as its text (verl's rollout_rs_threshold: Optional[str | float]). */
   orNumber?: boolean;
   /** enum: the allowed values; string: the values the studio reproduces, offered by the form (others are read and refused where used). */
   values?: readonly string[];
@@ -63,7 +63,7 @@ export interface SettingSpec {
   source?: string;
   /** A studio-only setting (no trainer has it, e.g. kl_estimator), kept in the same table and marked. */
   studio?: boolean;
-  /** A list of such values is one too: a batch merged from several files holds each file's (TRL `rank`: the ranks it holds). */
+  /** A list of such values is one too: a batch merged from several files holds each file's (TRL `rank`: the ranks it holds), or the trainer takes one value or a list (OpenRLHF / verl LoRA target_modules: all-linear or module names). */
   list?: boolean;
   /** Shown in the page's "Loss & optimizer" panel (and the what-if form); every row is in the trainer form. */
   form?: 'loss';

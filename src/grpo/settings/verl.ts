@@ -16,6 +16,7 @@ const OPTIM = 'verl/workers/config/optimizer.py FSDPOptimizerConfig';
 const FSDPW = 'verl/workers/fsdp_workers.py ActorRolloutRefWorker._build_model_optimizer';
 const SCHED = 'verl/utils/torch_functional.py';
 const GEN = 'verl/trainer/config/_generated_ppo_trainer.yaml';
+const MODEL = 'verl/workers/config/model.py HFModelConfig';
 
 export const VERL_LOSS_MODES = ['vanilla', 'gspo', 'sapo', 'cispo', 'gpg', 'clip_cov', 'kl_cov', 'geo_mean'] as const;
 export const VERL_KL_TYPES = ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'] as const;
@@ -71,6 +72,15 @@ export const VERL_SETTINGS = [
   // optim.grad_clip override it: the reader maps that), not the actor's grad_clip.
   s({ name: 'optim.clip_grad', path: 'actor_rollout_ref.actor.optim.clip_grad', type: 'number', default: 1.0, min: 0, exclusive: true, scope: 'optimizer', doc: 'the engine worker\'s (use_legacy_worker_impl disable) clip_grad_norm_ max_norm; the legacy worker reads grad_clip', source: `${OPTIM}; verl/workers/engine/fsdp/transformer_impl.py optimizer_step` }),
   s({ name: 'model.override_config', path: 'actor_rollout_ref.model.override_config', type: 'object', default: null, nullable: true, scope: 'forward', doc: 'keys verl sets over config.json before building the actor (update_model_config): dropout probabilities are what the dropout check reads; attn_implementation / use_cache / token ids change no number; any other key is refused', source: 'verl/workers/fsdp_workers.py _build_model_optimizer' }),
+  // The actor's LoRA adapter (fsdp_workers.py _build_model_optimizer: _is_lora when lora_rank > 0 or lora_adapter_path
+  // is set; get_peft_model(LoraConfig(r=lora_rank, lora_alpha, target_modules, exclude_modules, bias="none")), PEFT's
+  // lora_dropout 0 and use_rslora false, or PeftModel.from_pretrained(lora_adapter_path)); src/grpo/run_adapter.ts
+  // decides from these rows whether the adapter a step is given (or none) makes the step the run's update.
+  s({ name: 'lora_rank', path: 'actor_rollout_ref.model.lora_rank', type: 'integer', default: 0, min: 0, scope: 'forward', doc: 'LoRA rank r; > 0: only an adapter on the frozen base trains, so the step needs the run\'s adapter (--adapter) with this r', source: `${MODEL}; ${FSDPW}` }),
+  s({ name: 'lora_alpha', path: 'actor_rollout_ref.model.lora_alpha', type: 'integer', default: 16, scope: 'forward', doc: 'LoRA lora_alpha: scaling = lora_alpha / r (no rslora); the step\'s adapter must have it', source: `${MODEL}; ${FSDPW}` }),
+  s({ name: 'target_modules', path: 'actor_rollout_ref.model.target_modules', type: 'string', list: true, default: 'all-linear', nullable: true, scope: 'forward', doc: 'the adapted modules (all-linear, a regex, or a list of names): the step\'s adapter must adapt exactly these', source: `${MODEL}; ${FSDPW}` }),
+  s({ name: 'exclude_modules', path: 'actor_rollout_ref.model.exclude_modules', type: 'string', list: true, default: null, nullable: true, scope: 'forward', doc: 'modules left out of target_modules (a regex or a list of names)', source: `${MODEL}; ${FSDPW}` }),
+  s({ name: 'lora_adapter_path', path: 'actor_rollout_ref.model.lora_adapter_path', type: 'string', default: null, nullable: true, scope: 'forward', doc: 'a saved PEFT adapter the run continued training (its own r, lora_alpha and modules; lora_rank is then not read): the step needs that adapter as it was at this step', source: `${MODEL}; ${FSDPW}` }),
   s({ name: 'use_legacy_worker_impl', path: 'trainer.use_legacy_worker_impl', type: 'enum', values: ['auto', 'enable', 'disable'], default: 'auto', scope: 'loss', doc: 'auto/enable: the dp_actor loop (local aggregation); disable: the engine worker ppo_loss (global batch aggregation)', source: `${DP}; ${LOSSES}` }),
   s({ name: 'rollout_is', path: 'algorithm.rollout_correction.rollout_is', type: 'enum', values: ['token', 'sequence'], default: null, nullable: true, scope: 'loss', doc: 'rollout IS weight: token exp(clamp(old − rollout, ±20)) or sequence exp(clamp(Σ, ±20)), truncated at rollout_is_threshold; null (the trainer config\'s default: no weights) — the RolloutCorrectionConfig dataclass says "sequence", but the driver reads the config, where algorithm/rollout_correction.yaml sets null', source: `${RC} compute_rollout_correction_weights; verl/trainer/config/algorithm/rollout_correction.yaml` }),
   s({ name: 'rollout_is_threshold', path: 'algorithm.rollout_correction.rollout_is_threshold', type: 'number', default: 2.0, min: 0, exclusive: true, scope: 'loss', doc: 'upper truncation of the rollout IS weights', source: ALGO }),

@@ -63,6 +63,19 @@ function isWeights(lr: ArrayLike<number>, M: ArrayLike<number>, B: number, T: nu
   return { w, raw: raws };
 }
 
+/**
+ * A threshold's text as Python's float() reads it (verl's _parse_rollout_rs_thresholds calls float on each part):
+ * surrounding spaces, a sign, inf / infinity / nan in any case, underscores between digits; undefined for text
+ * float() refuses (JavaScript's Number would also take "0x10" and "", and not "inf").
+ */
+function pythonFloat(text: string): number | undefined {
+  const t = text.trim();
+  const named = /^([+-]?)(inf|infinity|nan)$/i.exec(t);
+  if (named) return named[2].toLowerCase() === 'nan' ? NaN : named[1] === '-' ? -Infinity : Infinity;
+  const plain = t.replace(/(\d)_(?=\d)/g, '$1');
+  return /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(plain) ? Number(plain) : undefined;
+}
+
 /** Parses rollout_rs / rollout_rs_threshold as verl's _parse_rollout_rs_thresholds does. */
 function rsThresholds(rs: string, spec: string | null): Array<{ option: string; lower: number | null; upper: number }> {
   const options = [...new Set(rs.split(',').map((o) => o.trim()).filter(Boolean))];
@@ -75,12 +88,13 @@ function rsThresholds(rs: string, spec: string | null): Array<{ option: string; 
   return options.map((option, k) => {
     const sp = specs[k];
     const num = (x: string): number => {
-      const v = Number(x);
-      if (!(Number.isFinite(v) && v > 0)) throw new SettingsError(`config.rollout_rs_threshold: '${sp}' for ${option} must be positive numbers`);
+      const v = pythonFloat(x);
+      if (v === undefined || !(v > 0)) throw new SettingsError(`config.rollout_rs_threshold: '${sp}' for ${option} must be positive numbers${v !== undefined && Number.isNaN(v) ? ' (verl takes nan, and every comparison with it rejects the token: not reproduced)' : ''}`);
       return v;
     };
     if (option.endsWith('k1')) {
-      const [lo, hi] = sp.includes('_') ? [num(sp.slice(0, sp.indexOf('_'))), num(sp.slice(sp.indexOf('_') + 1))] : [1 / num(sp), num(sp)];
+      // One bound u gives the lower 1/u, which verl checks too: 'inf' alone makes it 0, refused as verl refuses it.
+      const [lo, hi] = sp.includes('_') ? [num(sp.slice(0, sp.indexOf('_'))), num(sp.slice(sp.indexOf('_') + 1))] : [num(String(1 / num(sp))), num(sp)];
       return { option, lower: Math.log(lo), upper: Math.log(hi) };
     }
     if (sp.includes('_')) throw new SettingsError(`config.rollout_rs_threshold: ${option} takes one upper bound, got '${sp}'`);

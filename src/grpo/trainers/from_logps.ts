@@ -30,7 +30,7 @@ export function trainerLossFromLogps(gpu: Gpu, c: TrainerInputs, scored: ScoredL
 /** One column of the loss table: a loss type of the trainer, as the config fields it sets, with its formula. */
 export interface LossColumn {
   label: string;
-  patch: Record<string, string>;
+  patch: Record<string, unknown>;
   formula: string;
 }
 
@@ -74,7 +74,7 @@ export function lossColumns(trainer: TrainerId): LossColumn[] {
 /** A column's loss, or why the trainer cannot form it on this batch (its SettingsError, one line). */
 export interface LossCell {
   label: string;
-  patch: Record<string, string>;
+  patch: Record<string, unknown>;
   formula: string;
   loss: number | null;
   error: string | null;
@@ -96,8 +96,8 @@ const GROUP_BYTES = 64 * 2 ** 20;
  * one after another. In a group the columns run concurrently up to their reads, and a column the trainer
  * refuses releases its seat with its reason.
  */
-export async function lossTable(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, opts: { groupBytes?: number /* tests only */ } = {}): Promise<LossCell[]> {
-  const columns = lossColumns(c.trainer);
+export async function lossTable(gpu: Gpu, c: TrainerInputs, scored: ScoredLogps, opts: { groupBytes?: number /* tests only */; columns?: LossColumn[] } = {}): Promise<LossCell[]> {
+  const columns = opts.columns ?? lossColumns(c.trainer);
   const perGroup = Math.max(1, Math.floor((opts.groupBytes ?? GROUP_BYTES) / (COLUMN_BYTES_PER_TOKEN * Math.max(1, c.B * c.T))));
   const cells: LossCell[] = [];
   for (let first = 0; first < columns.length; first += perGroup) {

@@ -9,7 +9,7 @@ import type { Gpu } from '../../gpu/context.ts';
 import { SubmitGroup, type Seat } from '../../gpu/submit_group.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../../kernels/logprob_gather.ts';
 import { ppo_loss_forward } from '../../kernels/ppo_loss.ts';
-import { PPO_INPUTS, type PpoLossParams } from '../../kernels/types.ts';
+import { CLIP_HIGH, CLIP_LOW, PPO_INPUTS, type PpoLossParams } from '../../kernels/types.ts';
 import { SettingsError } from '../settings/types.ts';
 import { checkScored, fieldOf, type ScoredLogps, type TrainerInputs, type TrainerLossCase, type TrainerLossOutputs } from './types.ts';
 
@@ -29,7 +29,7 @@ export interface PpoBackend {
   /** Log-probs at `temperature` (0 where completion_mask = 0) and entropies at `entropyTemperature`, (B, T). */
   logprobs(temperature: number, entropyTemperature: number): Promise<{ logp: Floats; entropy: Floats }>;
   /** ppo_loss_forward on the last log-probs; with `backward`, dlogits through logprob_gather_backward. */
-  objective(plan: PpoPlan, backward: boolean): Promise<{ out: { loss: Floats; kl: Floats; contrib: Floats }; dlogits: Floats | null; grad?: PerTokenGrad | null }>;
+  objective(plan: PpoPlan, backward: boolean): Promise<{ out: { loss: Floats; kl: Floats; contrib: Floats; ratio?: Floats }; dlogits: Floats | null; grad?: PerTokenGrad | null }>;
 }
 
 /** ∂loss/∂per_token_logps and ∂loss/∂per_token_entropy, (B, T): what the gather backward turns into dlogits. */
@@ -43,6 +43,10 @@ export interface PpoRun {
   entropy: Floats; // (B, T)
   loss: Floats; // (B, T) policy term
   kl: Floats; // (B, T)
+  /** The ratio the policy term used per token (the kernel's: token, sequence or GMPO ratio); null where the backend gives none. */
+  ratio: Floats | null;
+  /** The plan the objective ran (its aggregation weights and parameters: ppoOutputs' token weights and clip flags). */
+  plan: PpoPlan;
   value: number; // the loss: Σ of the per-token shares, summed in float64
   dlogits: Floats | null; // (B, T, V)
   grad: PerTokenGrad | null; // read back by the scored backend only
@@ -59,11 +63,25 @@ export async function runPpo(
   const { out, dlogits, grad } = await be.objective(plan, o.backward);
   let value = 0;
   for (const v of out.contrib) value += v;
-  return { logp, entropy, loss: out.loss, kl: out.kl, value, dlogits, grad: grad ?? null };
+  return { logp, entropy, loss: out.loss, kl: out.kl, ratio: out.ratio ?? null, plan, value, dlogits, grad: grad ?? null };
 }
 
-/** What a PPO-family trainer reports of a run: the terms it forms (null where it forms none) and the run's loss and gradients. */
-export function ppoOutputs(r: PpoRun, shown: { entropy: boolean; kl: boolean; loss: boolean; importance_sampling_ratio: Floats | null; loss_mask: Floats }): TrainerLossOutputs {
+/**
+ * What a PPO-family trainer reports of a run: the terms it forms (null where it forms none) and the run's loss and
+ * gradients, with the aggregation the kernel applied (ppo_loss_forward: contrib = w_pg·L + kl_coef·w_aux·KL −
+ * ent_coef·w_aux·H): token_weight = ∂loss/∂L (w_pg; geo_mean's row value counts once, at t = 0), kl_weight =
+ * ∂loss/∂KL (kl_coef·w_aux) where the KL is in the loss, the kernel's ratio and the clip flags it took.
+ */
+export function ppoOutputs(r: PpoRun, shown: { T: number; entropy: boolean; kl: boolean; loss: boolean; importance_sampling_ratio: Floats | null; loss_mask: Floats }): TrainerLossOutputs {
+  const { params, inputs } = r.plan;
+  const K = PPO_INPUTS.length;
+  const N = r.logp.length;
+  const col = (name: (typeof PPO_INPUTS)[number]) => PPO_INPUTS.indexOf(name);
+  const [iW, iA, iM] = [col('w_pg'), col('advantages'), col('mask')];
+  const rowStart = params.mode === 'geo_mean' ? Uint8Array.from({ length: N }, (_, i) => (i % shown.T === 0 ? 1 : 0)) : null;
+  const token_weight = Float64Array.from({ length: N }, (_, i) => (rowStart && !rowStart[i] ? 0 : inputs[K * i + iW]));
+  const kl_weight = shown.kl && params.kl_coef !== 0 ? Float64Array.from({ length: N }, (_, i) => params.kl_coef * inputs[K * i + col('w_aux')]) : null;
+  const clip = r.ratio ? ppoClipFlags(r.ratio, (i) => inputs[K * i + iA], (i) => inputs[K * i + iM], params) : null;
   return {
     per_token_logps: r.logp,
     per_token_entropy: shown.entropy ? r.entropy : null,
@@ -77,7 +95,26 @@ export function ppoOutputs(r: PpoRun, shown: { entropy: boolean; kl: boolean; lo
     dlogits: r.dlogits,
     dlogp: r.grad?.dlogp ?? null,
     dentropy: r.grad?.dentropy ?? null,
+    token_weight,
+    kl_weight,
+    per_token_loss_includes_kl: false,
+    policy_ratio: r.ratio,
+    clip,
   };
+}
+
+/**
+ * The clip flags of a PPO-family policy term (CLIP_LOW | CLIP_HIGH, as the studio loss's): a masked token whose
+ * ratio left [1 − ε_low, 1 + ε_high] on the side the clip binds (A < 0 below, A > 0 above), for the policy modes
+ * that clip the ratio (clip, gspo_token, gspo_seq, cispo's weight); 0 for the others (pg, sapo, kl_cov, geo_mean).
+ */
+function ppoClipFlags(ratio: Floats, A: (i: number) => number, M: (i: number) => number, p: PpoLossParams): Uint32Array {
+  const clips = p.mode === 'clip' || p.mode === 'gspo_token' || p.mode === 'gspo_seq' || p.mode === 'cispo';
+  return Uint32Array.from({ length: ratio.length }, (_, i) => {
+    if (!clips || M(i) === 0) return 0;
+    const a = A(i);
+    return (ratio[i] < 1 - p.eps_low && a < 0 ? CLIP_LOW : 0) | (ratio[i] > 1 + p.eps_high && a > 0 ? CLIP_HIGH : 0);
+  });
 }
 
 /** Runs `f` with a GPU backend for case `c`; its buffers are freed afterwards. */
@@ -167,9 +204,9 @@ export async function withScoredBackend<R>(gpu: Gpu, c: TrainerInputs, scored: S
   }
 }
 
-/** ppo_loss_forward's out, (B, T, 4) interleaved, as its per-token policy term, KL and loss share. */
-function splitOut(res: Float32Array): { loss: Float32Array; kl: Float32Array; contrib: Float32Array } {
-  return { loss: fieldOf(res, 4, 0), kl: fieldOf(res, 4, 1), contrib: fieldOf(res, 4, 2) };
+/** ppo_loss_forward's out, (B, T, 4) interleaved, as its per-token policy term, KL, loss share and ratio. */
+function splitOut(res: Float32Array): { loss: Float32Array; kl: Float32Array; contrib: Float32Array; ratio: Float32Array } {
+  return { loss: fieldOf(res, 4, 0), kl: fieldOf(res, 4, 1), contrib: fieldOf(res, 4, 2), ratio: fieldOf(res, 4, 3) };
 }
 
 /** Sequences' token counts n_b under a (B, T) mask. */
@@ -240,4 +277,28 @@ export function packInputs(N: number, cols: Record<(typeof PPO_INPUTS)[number], 
     for (let i = 0; i < N; i++) out[K * i + k] = col ? col[i] : f;
   });
   return out;
+}
+
+/**
+ * A trainer's KL estimator alone on (logp, ref), (B, T): ppo_loss_forward's KL column with nothing weighed (the
+ * objective's own kernel and clamps: verlKl, openrlhfKl), for what shows the KL outside a loss (`grpo-studio score`).
+ */
+export async function ppoKl(gpu: Gpu, logp: Float32Array, ref: Float32Array, mask: ArrayLike<number>, B: number, T: number, kl: Pick<PpoLossParams, 'kl' | 'kl_inner' | 'kl_outer'>): Promise<Float32Array> {
+  const N = B * T;
+  const bufs: GPUBuffer[] = [];
+  const keep = (b: GPUBuffer): GPUBuffer => (bufs.push(b), b);
+  try {
+    const params: PpoLossParams = { mode: 'clip', ...kl, eps_low: 0.2, eps_high: 0.2, dual_clip: 0, ratio_clamp: 0, kl_coef: 0, ent_coef: 0, tau_pos: 1, tau_neg: 1, kl_cov_coef: 0, geo_seq_is: false };
+    const inputs = packInputs(N, { old: logp, ref, advantages: null, isw: null, sel: null, mask, w_pg: null, w_aux: null }, { isw: 1, sel: 1 });
+    const out = keep(gpu.createBuffer('ppo_out', 16 * N));
+    const seat = SubmitGroup.single(gpu, 'trainer kl');
+    ppo_loss_forward(seat.recorder, {
+      logp: keep(gpu.upload('logp', logp)), entropy: keep(gpu.upload('entropy', new Float32Array(N))), inputs: keep(gpu.upload('ppo_inputs', inputs)),
+      out, dlogp: keep(gpu.createBuffer('dlogp', 4 * N)), dentropy: keep(gpu.createBuffer('dentropy', 4 * N)), B, T, params,
+    });
+    const [res] = await seat.read([{ buf: out, byteSize: 16 * N }]);
+    return fieldOf(new Float32Array(res), 4, 1);
+  } finally {
+    for (const b of bufs) gpu.retire(b);
+  }
 }

@@ -7,7 +7,8 @@
 import type { Gpu } from '../../gpu/context.ts';
 import { SubmitGroup, type Seat } from '../../gpu/submit_group.ts';
 import { logprob_gather_backward, logprob_gather_forward } from '../../kernels/logprob_gather.ts';
-import { TRL_ROW_STATS, trl_loss_backward, trl_loss_forward, trl_loss_value } from '../../kernels/trl_loss.ts';
+import { TRL_ROW_STATS, trlAggregation, trl_loss_backward, trl_loss_forward, trl_loss_value } from '../../kernels/trl_loss.ts';
+import type { TrlLossParams } from '../../kernels/types.ts';
 import { parseTrlConfig, parseTrlRun } from '../settings/trl.ts';
 import { SettingsError } from '../settings/types.ts';
 import { resolveTrlParams } from './trl_params.ts';
@@ -42,6 +43,47 @@ function checkShapes(c: TrainerInputs, g: { logits: Float32Array; V: number } | 
   ];
   for (const [name, a] of per) if (a && a.length !== N) throw new SettingsError(`${name}: expected ${N} values (B·T), got ${a.length}`);
   if (g && g.logits.length !== N * g.V) throw new SettingsError(`logits: expected ${N * g.V} values (B·T·V), got ${g.logits.length}`);
+}
+
+/**
+ * ∂loss/∂per_token_loss of TRL's _compute_loss for p.loss_type, the run's scalings in (trl_loss_value: the ranks'
+ * mean, gradient_accumulation_steps, num_items_in_batch / num_processes): grpo / sapo M / max(1, n_b) / B / gas; bnpo
+ * M / max(1, N of the rank) / ranks / gas; luspo n_b / (B·T·gas) at every position (its mean runs over padding);
+ * dr_grpo, dapo, cispo, vespo M / their divisor (trlAggregation). The entropy bonus is a separate term. `rows` are the
+ * forward's per-row sums (n_b at TRL_ROW_STATS·b + 1), `mask` TRL's `mask` (completion_mask × tool_mask).
+ */
+export function trlTokenWeights(rows: ArrayLike<number>, mask: ArrayLike<number>, p: TrlLossParams): Float64Array {
+  const { B, T, ranks } = p;
+  const gas = p.gradient_accumulation_steps;
+  const n = (b: number) => rows[b * TRL_ROW_STATS + 1];
+  const Br = B / ranks;
+  const rankTokens = Array.from({ length: ranks }, (_, k) => {
+    let s = 0;
+    for (let b = k * Br; b < (k + 1) * Br; b++) s += n(b);
+    return s;
+  });
+  const { divisor } = trlAggregation(p);
+  const w = new Float64Array(B * T);
+  for (let b = 0; b < B; b++) {
+    for (let t = 0; t < T; t++) {
+      const i = b * T + t;
+      switch (p.loss_type) {
+        case 'grpo':
+        case 'sapo':
+          w[i] = mask[i] / Math.max(1, n(b)) / B / gas;
+          break;
+        case 'bnpo':
+          w[i] = mask[i] / Math.max(1, rankTokens[Math.floor(b / Br)]) / ranks / gas;
+          break;
+        case 'luspo':
+          w[i] = n(b) / (B * T) / gas;
+          break;
+        default:
+          w[i] = mask[i] / divisor;
+      }
+    }
+  }
+  return w;
 }
 
 export const trlLoss: TrainerLoss = (gpu, c, opts) => trlObjective(gpu, c, { logits: c.logits, V: c.V }, opts);
@@ -162,6 +204,9 @@ async function trlObjective(gpu: Gpu, c: TrainerInputs, src: { logits: Float32Ar
       off_policy_mask: opsm,
       effective_loss_mask: effective,
       loss: trl_loss_value(rs, p),
+      token_weight: trlTokenWeights(rs, mask, p),
+      kl_weight: p.beta !== 0 ? trlTokenWeights(rs, mask, p).map((w) => p.beta * w) : null,
+      per_token_loss_includes_kl: true,
       dlogits: dl,
       dlogp,
       dentropy,

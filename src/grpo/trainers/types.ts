@@ -88,6 +88,21 @@ export interface TrainerLossOutputs {
   /** From scored log-probs (no logits): ∂loss/∂per_token_logps and ∂loss/∂per_token_entropy, (B, T). */
   dlogp?: Float32Array | Float64Array | null;
   dentropy?: Float32Array | Float64Array | null;
+  /**
+   * ∂loss/∂per_token_loss: each token's weight in the trainer's aggregation of per_token_loss (its loss type / agg
+   * mode with the run's scalings: gradient accumulation, processes, micro-batches). With kl_weight and the entropy
+   * term the loss is Σ token_weight·per_token_loss (+ Σ kl_weight·per_token_kl unless per_token_loss_includes_kl)
+   * − the entropy bonus. Absent where the trainer module does not form it.
+   */
+  token_weight?: Float64Array | Float32Array | null;
+  /** ∂loss/∂per_token_kl: the KL coefficient × its aggregation weight; null where the loss has no KL term. */
+  kl_weight?: Float64Array | Float32Array | null;
+  /** per_token_loss already holds the KL term (TRL: per_token_loss + β·per_token_kl), so kl_weight is through it. */
+  per_token_loss_includes_kl?: boolean;
+  /** The policy ratio the objective's policy term used (verl / OpenRLHF: the kernel's token, sequence or GMPO ratio); absent: not exposed. */
+  policy_ratio?: Float64Array | Float32Array | null;
+  /** CLIP_LOW | CLIP_HIGH per token (src/kernels/types.ts) as the trainer's clip binds them; absent: not exposed. */
+  clip?: Uint32Array | null;
   /** config / run keys the trainer's settings table does not know (listed, never silently dropped). */
   unknown_settings?: string[];
 }

@@ -18,6 +18,16 @@ import type { TrainerLoss, TrainerInputs, TrainerLossOutputs } from './types.ts'
 const MODES: Record<string, PpoMode> = { vanilla: 'clip', gspo: 'gspo_token', sapo: 'sapo', cispo: 'cispo', gpg: 'pg', clip_cov: 'clip', kl_cov: 'kl_cov', geo_mean: 'geo_mean' };
 const KLS: Record<string, PpoKl> = { kl: 'k1', k1: 'k1', abs: 'abs', mse: 'k2', k2: 'k2', low_var_kl: 'k3', k3: 'k3' };
 
+/**
+ * verl's kl_penalty for a kl_loss_type (core_algos.py kl_penalty_forward): the estimator, low_var_kl / k3's inner
+ * clamp of ref − logp to ±20 and its result clamped to ±10; the others unclamped. The objective's KL term and
+ * `grpo-studio score`'s KL of a verl batch.
+ */
+export const verlKl = (klLossType: string): Pick<PpoLossParams, 'kl' | 'kl_inner' | 'kl_outer'> => {
+  const kl: PpoKl = KLS[klLossType] ?? 'none'; // a "+" variant: verl_rules.ts refuses it where it is used
+  return { kl, kl_inner: 20, kl_outer: kl === 'k3' ? 10 : Infinity };
+};
+
 function need(a: Float32Array | null, name: string, why: string): Float32Array {
   if (!a) throw new SettingsError(`${name}: required (${why})`);
   return a;
@@ -97,6 +107,19 @@ function klCovSelection(c: TrainerInputs, logp: ArrayLike<number>, M: ArrayLike<
   return sel;
 }
 
+/**
+ * The run context of a step on a batch under verl's engine worker (use_legacy_worker_impl disable): verl's driver
+ * always hands ppo_loss the mini-batch's row count as global_batch_size (ray_trainer.py _update_actor:
+ * ppo_mini_batch_size × rollout.n, empty rows included), never None, and the batch a step runs on is that one
+ * mini-batch (verlObjective refuses more rows). None — ppo_loss's own fallback, the micro-batch's non-empty rows —
+ * is a loss case's, calling ppo_loss alone. The tokens stay the batch's own (batch_num_tokens null: all its trained
+ * tokens, its rows taken as one rank).
+ */
+export function verlStepRun(config: Record<string, unknown>, run: Record<string, unknown>, B: number): Record<string, unknown> {
+  const engine = config.use_legacy_worker_impl === 'disable';
+  return engine && (run.global_batch_size === undefined || run.global_batch_size === null) ? { ...run, global_batch_size: B } : run;
+}
+
 /** The objective on any backend (GPU kernels, or their float64 twins in the tests). */
 export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { backward: boolean }): Promise<TrainerLossOutputs> {
   const cfg = resolveSettings<VerlConfig>(VERL_SETTINGS, c.config, 'config');
@@ -147,6 +170,29 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
     const micro = cfg.ppo_micro_batch_size_per_gpu;
     if (cfg.use_dynamic_bsz) parts = dynamicParts(c, ranges, cfg);
     else if (micro !== null) parts = ranges.map(([a, b]) => consecutiveParts(b - a, micro));
+  }
+  if (!legacy) {
+    // The engine worker (engine_workers.py train_mini_batch): an optimizer step per mini-batch of ppo_mini_batch_size
+    // × rollout.n rows over all ranks (ray_trainer.py _update_actor), each rank's share in micro-batches of
+    // ppo_micro_batch_size_per_gpu or packed by tokens under use_dynamic_bsz (engine/utils.py prepare_micro_batches,
+    // the legacy loop's packing: dynamicParts). Its losses are normalised by the mini-batch's global counts, so the
+    // split leaves them alone — but not a selection over a micro-batch's tokens.
+    const dp = run.data_parallel_size ?? 1;
+    if (B % dp !== 0) throw new SettingsError(`run.data_parallel_size: ${dp} ranks, but the batch's ${B} rows do not chunk evenly over them (DataProto.chunk)`);
+    const perRank = B / dp;
+    if (perRank > mini) throw new SettingsError(`config.ppo_mini_batch_size: ${mini} rows per optimizer step (the actor's: × rollout.n ÷ data-parallel size), but ${dp > 1 ? `each rank's ${perRank} rows (${B} over data_parallel_size ${dp})` : `the batch's ${B} rows`} hold ${Math.ceil(perRank / mini)} mini-batches: verl's engine worker takes that many optimizer steps (engine_workers.py train_mini_batch), the studio one; import one mini-batch's rows, or set ppo_mini_batch_size to at least ${perRank}`);
+    const rankRanges = Array.from({ length: dp }, (_, r): [number, number] => [r * perRank, (r + 1) * perRank]);
+    const micro = cfg.ppo_micro_batch_size_per_gpu;
+    // Packed by tokens, the micro-batches are known from the rows' lengths (and verl's budget checked on them); a
+    // case without its prompts gives none.
+    const packed = cfg.use_dynamic_bsz && c.sequence_lengths ? dynamicParts(c, rankRanges, cfg) : null;
+    const splitBy = cfg.use_dynamic_bsz
+      ? !packed
+        ? `config.use_dynamic_bsz: the engine packs each rank's rows into micro-batches of ppo_max_token_len_per_gpu ${cfg.ppo_max_token_len_per_gpu} tokens, and the rows' lengths (sequence_lengths) are not given`
+        : packed.some((p) => p.length > 1) ? `config.ppo_max_token_len_per_gpu: ${cfg.ppo_max_token_len_per_gpu} tokens per dynamic micro-batch, and use_dynamic_bsz packs each rank's rows into ${packed[0].length}` : null
+      : micro !== null && perRank > micro ? `config.ppo_micro_batch_size_per_gpu: ${micro} rows per micro-batch, of each rank's ${perRank}` : null;
+    const acrossEngine = lossMode === 'clip_cov' || lossMode === 'kl_cov' ? `loss_mode ${lossMode} (its token selection)` : bypass && cfg.rollout_is_batch_normalize ? 'bypass_mode with rollout_is_batch_normalize (its normalisation)' : null;
+    if (acrossEngine && splitBy) throw new SettingsError(`${splitBy}, and ${acrossEngine} spans each micro-batch's rows; the studio reproduces it on a batch of one micro-batch: import that micro-batch's rows alone`);
   }
   const rankParts = parts ?? ranges.map(([a, b]) => consecutiveParts(b - a, b - a));
   const stepRows = ranges.reduce((n, [a, b]) => n + b - a, 0);
@@ -228,7 +274,8 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
       // geo_mean: the mean over its micro-batch's rows.
       const wPg = mode === 'geo_mean' ? geoWeights() : weights(lossMask, pgMode);
       const wAux = weights(auxMask, cfg.loss_agg_mode);
-      const kl: PpoKl = cfg.use_kl_loss ? KLS[cfg.kl_loss_type] : 'none';
+      const klParams = verlKl(cfg.kl_loss_type);
+      const kl: PpoKl = cfg.use_kl_loss ? klParams.kl : 'none';
       const params: PpoLossParams = {
         mode,
         kl,
@@ -236,8 +283,8 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
         eps_high: epsHigh,
         dual_clip: lossMode === 'vanilla' && mode === 'clip' ? cfg.clip_ratio_c : 0,
         ratio_clamp: lossMode === 'clip_cov' || lossMode === 'kl_cov' ? 0 : 20,
-        kl_inner: 20,
-        kl_outer: kl === 'k3' ? 10 : Infinity,
+        kl_inner: klParams.kl_inner,
+        kl_outer: kl === 'none' ? Infinity : klParams.kl_outer,
         kl_coef: cfg.use_kl_loss ? cfg.kl_loss_coef : 0,
         ent_coef: cfg.entropy_coeff,
         tau_pos: cfg.tau_pos,
@@ -255,7 +302,7 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
   });
   // The loss mask shown: the step's tokens (the other rows are in the batch, not in this optimizer step).
   const shown = stepRows === B ? lossMask : lossMask.map((x, i) => (rangeOf(Math.floor(i / T)) ? x : 0));
-  return ppoOutputs(r, { entropy: entropyShown, kl: cfg.use_kl_loss, loss: lossMode !== 'geo_mean', importance_sampling_ratio: isShown, loss_mask: shown });
+  return ppoOutputs(r, { T, entropy: entropyShown, kl: cfg.use_kl_loss, loss: lossMode !== 'geo_mean', importance_sampling_ratio: isShown, loss_mask: shown });
 }
 
 export const verlLoss: TrainerLoss = (gpu, c, opts) => withGpuBackend(gpu, c, (be) => verlObjective(be, c, opts));

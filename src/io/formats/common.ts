@@ -204,21 +204,24 @@ export function rows(t: Tensor2D<Int32Array | Float32Array | Float64Array>): num
 }
 
 /**
- * A trainer's single loss mask over a completion → TRL's pair. A mask with no zero between its first and
- * last 1 is the completion_mask as is. One with interior zeros (tool / environment tokens of a multi-turn
- * rollout) becomes completion_mask = 1 through its last 1 and tool_mask = the mask there (1 after, as TRL
- * pads it), so completion_mask · tool_mask is the trainer's mask exactly and tool tokens are not mistaken
- * for tokens after the EOS. Lengths are kept, so a mask longer or shorter than its ids stays so.
+ * A trainer's single loss mask over a completion → TRL's pair, from what the trainer's forward attends:
+ * `attended(t)` (verl's and OpenRLHF's attention_mask over the response; every token of an unpadded row — prime-rl,
+ * NeMo-RL within input_lengths, slime). completion_mask is 1 on attended tokens (the mask's own value where it
+ * trains), tool_mask 0 on attended tokens it does not train (tool / environment output, also a tool result that
+ * ends the row: the rollout stopped after it) and 1 elsewhere, as TRL pads it. So completion_mask · tool_mask is the
+ * trainer's mask exactly and an attended, untrained token is never mistaken for text after the EOS. Without an
+ * attention record, `attended` is "up to the last trained token" (the interior zeros only). A trained token outside
+ * `attended` stays in completion_mask (the caller refuses it where the format says it cannot be). No attended,
+ * untrained token, or no trained token at all: the mask as is, no tool_mask. Lengths are the mask's, so a mask longer or shorter than its ids
+ * stays so.
  */
-export function splitLossMask(mask: number[]): { completion_mask: number[]; tool_mask?: number[] } {
-  const first = mask.indexOf(1);
-  const last = mask.lastIndexOf(1);
-  let interior = false;
-  for (let t = first + 1; t < last && !interior; t++) interior = mask[t] === 0;
-  if (!interior) return { completion_mask: mask };
-  const completion_mask = mask.map((_, t) => (t <= last ? 1 : 0));
-  const tool_mask = mask.map((m, t) => (t <= last ? m : 1));
-  return { completion_mask, tool_mask };
+export function splitLossMask(mask: number[], attended: (t: number) => boolean = (t) => t <= mask.lastIndexOf(1)): { completion_mask: number[]; tool_mask?: number[] } {
+  // A row that trains nothing has no assistant turn for a tool result to follow: kept as is, completion_mask 0, as
+  // TRL writes a row it drops whole (mask_truncated_completions) and slime's remove_sample zeroes it.
+  if (!mask.some((m) => m !== 0)) return { completion_mask: mask };
+  const tool = mask.map((m, t) => (m === 0 && attended(t) ? 0 : 1));
+  if (!tool.includes(0)) return { completion_mask: mask };
+  return { completion_mask: mask.map((m, t) => (m !== 0 ? m : tool[t] === 0 ? 1 : 0)), tool_mask: tool };
 }
 
 /** Per-row tool masks where some rows have none: rows without tool tokens get all 1. */
@@ -230,10 +233,13 @@ export function toolMasks(split: { completion_mask: number[]; tool_mask?: number
 /**
  * The rows of an unpadded prompt + completion dump (prime-rl, slime, NeMo-RL): row b's first `P[b]` tokens are its
  * prompt, the rest its completion, and `loss[b]` (the trainer's loss mask over that completion) is split into
- * completion_mask and tool_mask by splitLossMask.
+ * completion_mask and tool_mask by splitLossMask over the tokens the trainer's forward sees: all of them, or the
+ * first `real[b]` of the row where the dump records a real length (NeMo-RL's input_lengths; the rest is pad). A
+ * mask whose length is not its completion's is split by its interior zeros only: which of its positions the
+ * trainer attends is unknown, and the Doctor names the length (mask-length-mismatch).
  */
-export function completionRows(tokens: readonly number[][], P: readonly number[], loss: readonly number[][]): { prompt_ids: number[][]; completion_ids: number[][]; completion_mask: number[][]; tool_mask: number[][] | undefined } {
-  const split = loss.map(splitLossMask);
+export function completionRows(tokens: readonly number[][], P: readonly number[], loss: readonly number[][], real?: readonly number[]): { prompt_ids: number[][]; completion_ids: number[][]; completion_mask: number[][]; tool_mask: number[][] | undefined } {
+  const split = loss.map((m, b) => (m.length === tokens[b].length - P[b] ? splitLossMask(m, (t) => P[b] + t < (real?.[b] ?? tokens[b].length)) : splitLossMask(m)));
   return {
     prompt_ids: tokens.map((ids, b) => ids.slice(0, P[b])),
     completion_ids: tokens.map((ids, b) => ids.slice(P[b])),

@@ -197,6 +197,10 @@ function currentNames(batch: GrpoBatch, name: string, notes: string[]): GrpoBatc
   }
   if (r.renamed.length === 0) return batch;
   notes.push(`config: ${r.renamed.length} setting(s) under their former names, read as today's (${r.renamed.map(([was, now]) => `${was} → ${now}`).join(', ')})`);
+  // OpenRLHF's former names are its code before ed62d0e2, whose loss differs in places: kept as openrlhf_code.
+  if (trainerOfBatch(batch) === 'openrlhf') {
+    return { ...batch, config: openrlhf.markedFormerNames(r.values, batch.config, r.renamed, (m) => { throw new BatchFormatError(`${name}: ${m}`); }) };
+  }
   return { ...batch, config: r.values };
 }
 

@@ -2,11 +2,34 @@
 // are integers in [0, 2^31), mask values int32 (true / false as 1 / 0, a bool tensor's .tolist()), floats are
 // numbers (null, NaN, ±Infinity as Python's json writes them, kept as NaN / ±Infinity). A boolean or a string
 // among ids, a fraction, an id out of range: one line naming the file, record, key, position and value — an id is
-// never rounded, wrapped or read from text.
+// never rounded, wrapped or read from text. Also the records of a JSON Lines dump (NeMo-RL, prime-rl), one parse.
+import { BatchFormatError, parsePythonJson } from '../batch.ts';
 import { INT32_RANGE, TOKEN_ID_RANGE } from '../safetensors.ts';
 import { shown } from '../shown.ts';
 
 export type Fail = (message: string) => never;
+
+/**
+ * The JSON objects of a JSON Lines dump, each with its 1-based line number (blank lines skipped), parsed as
+ * Python's json writes them (NaN, Infinity). A line that is no JSON object, or no line at all: a refusal naming
+ * the line.
+ */
+export function jsonLines(text: string, file: string, fail: Fail): { line: number; r: Record<string, unknown> }[] {
+  const records: { line: number; r: Record<string, unknown> }[] = [];
+  text.split('\n').forEach((line, i) => {
+    if (line.trim() === '') return;
+    let r: unknown;
+    try {
+      r = parsePythonJson(line, `${file}: line ${i + 1}`);
+    } catch (e) {
+      if (e instanceof BatchFormatError) throw e;
+      fail(`line ${i + 1} is not JSON (${(e as Error).message.split('\n')[0]})`);
+    }
+    if (r === null || typeof r !== 'object' || Array.isArray(r)) fail(`line ${i + 1} is not a JSON object`);
+    records.push({ line: i + 1, r: r as Record<string, unknown> });
+  });
+  return records.length ? records : fail('no records');
+}
 
 /** `v` as a list, or a refusal naming where it sits. */
 export function listAt(fail: Fail, v: unknown, at: string): unknown[] {

@@ -24,7 +24,7 @@
 // so in notes / inferred).
 import { BatchFormatError, parsePythonJson, type BatchConfig, type GrpoBatch } from '../batch.ts';
 import { completionRows, labelsFromKeys, largestGroup, noLossSettings, scalarAdvantages, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
-import { floatList, intList, numberAt, type Fail } from './json_rows.ts';
+import { floatList, intList, jsonLines, numberAt, type Fail } from './json_rows.ts';
 
 const PER_TOKEN = ['token_ids', 'token_loss_mask', 'advantages', 'generation_logprobs', 'prev_logprobs'];
 const PER_SAMPLE = ['rewards', 'filtered_rewards', 'input_lengths', 'sample_loss_mask', 'content', 'agent_ref'];
@@ -45,26 +45,11 @@ export function detect(text: string): boolean {
   }
 }
 
-type Rec = Record<string, unknown>;
-
 export function read(text: string, file: string, opts: ImportOptions): ImportResult {
   const fail: Fail = (msg) => {
     throw new BatchFormatError(`${file}: ${msg}`);
   };
-  const records: { line: number; r: Rec }[] = [];
-  text.split('\n').forEach((line, i) => {
-    if (line.trim() === '') return;
-    let r: unknown;
-    try {
-      r = parsePythonJson(line, `${file}: line ${i + 1}`);
-    } catch (e) {
-      if (e instanceof BatchFormatError) throw e;
-      fail(`line ${i + 1} is not JSON (${(e as Error).message.split('\n')[0]})`);
-    }
-    if (r === null || typeof r !== 'object' || Array.isArray(r)) fail(`line ${i + 1} is not a JSON object`);
-    records.push({ line: i + 1, r: r as Rec });
-  });
-  if (records.length === 0) fail('no records');
+  const records = jsonLines(text, file, fail);
   const notes: string[] = [];
   // log_batched_dict_as_jsonl slices the batch one row at a time: each key holds a one-element list.
   const wrapped = Array.isArray((records[0].r.token_ids as unknown[])[0]);
@@ -91,7 +76,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
 
   const P = promptEnds(tokens, loss, lengths, (b) => `${at(b, 'token_loss_mask')} (sample ${b})`, fail, notes);
   const completionMasks = loss.map((m, b) => m.slice(P[b]));
-  const rows = completionRows(tokens, P, completionMasks);
+  const rows = completionRows(tokens, P, completionMasks, lengths);
   const ends: number[] = [];
   rows.completion_ids.forEach((ids, b) => turnEnds(ids, completionMasks[b], ends));
   const padIds: number[] = [];

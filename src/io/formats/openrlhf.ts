@@ -16,8 +16,10 @@
 // inverse) and the table's rows carried; other nested args are counted in notes. n_samples_per_prompt is the
 // metadata's, else args.rollout.n_samples_per_prompt (nested or flat), else the older flat name. A value given
 // at two of these places with different values is an error naming both. `run` (OPENRLHF_RUN) is carried as
-// written, as the TRL reader does.
+// written, as the TRL reader does. Args under the names before ed62d0e2 also set the row openrlhf_code to
+// before-ed62d0e2 (that code's loss differs: src/grpo/trainers/openrlhf.ts), so a converted batch keeps the fact.
 import type { GrpoBatch } from '../batch.ts';
+import { shown } from '../shown.ts';
 import { groupFormulaOf } from '../../grpo/settings/group_formula.ts';
 import { configTable, runTable } from '../../grpo/settings/effective.ts';
 import { withCurrentNames } from '../../grpo/settings/table.ts';
@@ -63,7 +65,9 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   });
   const empty = first.filter((j) => j === A).length;
   if (empty) notes.push(`${empty} row(s) have no action token: empty completions`);
-  const split = first.map((j, b) => splitLossMask(row(action, b, j)));
+  // Tokens the actor attends but does not train (an agent's environment feedback, also one that ends the row) are
+  // tool tokens: attention_mask over the same sequence positions says which are real; without it, the interior zeros.
+  const split = first.map((j, b) => splitLossMask(row(action, b, j), attention && ((t) => attention.data[b * T + offset + 1 + j + t] !== 0)));
   const completion_ids = first.map((j, b) => row(seq, b, offset + 1 + j));
   const ends: number[] = [];
   first.forEach((j, b) => turnEnds(completion_ids[b], row(action, b, j), ends));
@@ -150,10 +154,49 @@ export function openrlhfSettings(d: Dump, cfg: Record<string, unknown>, notes: s
       else if (!GROUP_KEYS.has(p)) unread.push(p);
     }
   }
+  // The code that wrote these names computed some terms otherwise (src/grpo/settings/openrlhf.ts openrlhf_code): kept
+  // as a row, so a converted batch, written with today's names, still says which code wrote it.
+  const nestedToday = [...leaves.values.keys()].filter((k) => !formerOf.has(k) && todaysNames({ [k]: true }).length > 0);
+  const code = codeOfNames(flat.renamed, [...new Set([...todaysNames(cfg), ...nestedToday])], cfg.openrlhf_code, (m) => d.fail(`__metadata__ ${m}`));
+  if (code && cfg.openrlhf_code === undefined) leaves.set('openrlhf_code', `${flatKey(flat.renamed[0][0])} (a name before OpenRLHF ed62d0e2)`, code);
   if (unread.length) notes.push(`config: ${unread.length} nested arg(s) the studio does not read, not carried (${unread.slice(0, 4).join(', ')}${unread.length > 4 ? ', …' : ''})`);
-  if (flat.renamed.length) notes.push(`config: ${flat.renamed.length} arg(s) under OpenRLHF's names before ed62d0e2, read as today's (${flat.renamed.map(([was, now]) => `${was} → ${now}`).join(', ')})`);
+  if (flat.renamed.length) notes.push(`config: ${flat.renamed.length} arg(s) under OpenRLHF's names before ed62d0e2, read as today's (${flat.renamed.map(([was, now]) => `${was} → ${now}`).join(', ')}); openrlhf_code before-ed62d0e2: that code's loss (every term the micro-batch's masked_mean, no ±20 ratio clamp)`);
   if (unknownFlat.length) notes.push(`config: ${unknownFlat.length} flat arg(s) no row of the studio's OpenRLHF table reads, kept as written (${unknownFlat.slice(0, 6).join(', ')}${unknownFlat.length > 6 ? ', …' : ''})`);
   return leaves.object();
+}
+
+/** The code a config under OpenRLHF's flat names before ed62d0e2 was written by (the table's openrlhf_code row). */
+export const BEFORE_ED62D0E2 = 'before-ed62d0e2';
+
+/**
+ * The code that wrote an OpenRLHF config, read from its names (a dump's args: openrlhfSettings; a grpo-batch/v1
+ * config: markedFormerNames): `renamed`, the args under their names before ed62d0e2 ([former, today's]);
+ * `todays`, args of a renamed row under today's name (a name that code did not have). Former names only: that
+ * code (openrlhf_code before-ed62d0e2). Both kinds: no one code wrote them, and the two codes' losses differ, so
+ * refused (`fail`) unless the config's own openrlhf_code says which; a given openrlhf_code that former names
+ * contradict is refused too. Undefined where the names say nothing.
+ */
+export function codeOfNames(renamed: readonly [string, string][], todays: readonly string[], given: unknown, fail: (message: string) => never): string | undefined {
+  if (renamed.length === 0) return undefined;
+  const [former, now] = renamed[0];
+  if (given !== undefined) {
+    if (given !== BEFORE_ED62D0E2) fail(`config.openrlhf_code = ${shown(given)} and config.${former} (OpenRLHF's name before ed62d0e2) disagree on the code that wrote the batch`);
+    return BEFORE_ED62D0E2;
+  }
+  if (todays.length) fail(`config.${former} is OpenRLHF's name before ed62d0e2 (today's ${now}) and config.${todays[0]} is today's name only: no one OpenRLHF wrote both, and their losses differ (openrlhf_code: ${BEFORE_ED62D0E2} takes every term's micro-batch masked_mean and no ±20 ratio clamp); give the args under one code's names, or config.openrlhf_code`);
+  return BEFORE_ED62D0E2;
+}
+
+/** Args of `config` (flat keys) that are a renamed row under today's name: names OpenRLHF before ed62d0e2 did not have. */
+export const todaysNames = (config: Record<string, unknown>): string[] => Object.keys(config).filter((k) => OWN_ROWS.some((r) => r.formerly !== undefined && r.name === k));
+
+/**
+ * A grpo-batch/v1 config whose former names were read as today's (`renamed`; `original`, the config as written):
+ * marked with the code its names say (codeOfNames), as a dump's is (openrlhfSettings).
+ */
+export function markedFormerNames(config: Record<string, unknown>, original: Record<string, unknown>, renamed: readonly [string, string][], fail: (message: string) => never): Record<string, unknown> {
+  const code = codeOfNames(renamed, todaysNames(original), original.openrlhf_code, fail);
+  return code ? { ...config, openrlhf_code: code } : config;
 }
 
 /** n_samples_per_prompt: the metadata's, args.rollout.n_samples_per_prompt (nested or flat), or the older flat name; all given must agree (LeafValues.groupSize). */

@@ -11,7 +11,7 @@
 //   and pad / EOS come from a tokenizer when given, else are inferred (said so in notes).
 import { BatchFormatError, parsePythonJson, type GrpoBatch } from '../batch.ts';
 import { completionRows, noLossSettings, scalarAdvantages, tokenIds, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
-import { intList, listAt } from './json_rows.ts';
+import { intList, jsonLines, listAt } from './json_rows.ts';
 
 /** Record keys of schema_version 1: mapped, or read and listed as not carried. */
 const MAPPED = { trainer_logprobs: 'old_per_token_logps', inference_logprobs: 'sampling_per_token_logps', advantages: 'per_token_advantages' } as const;
@@ -41,20 +41,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   const fail = (msg: string): never => {
     throw new BatchFormatError(`${file}: ${msg}`);
   };
-  const records: Record_[] = [];
-  text.split('\n').forEach((line, i) => {
-    if (line.trim() === '') return;
-    let r: unknown;
-    try {
-      r = parsePythonJson(line, `${file}: line ${i + 1}`);
-    } catch (e) {
-      if (e instanceof BatchFormatError) throw e;
-      fail(`line ${i + 1} is not JSON (${(e as Error).message.split('\n')[0]})`);
-    }
-    if (r === null || typeof r !== 'object' || Array.isArray(r)) fail(`line ${i + 1} is not a JSON object`);
-    records.push(r as Record_);
-  });
-  if (records.length === 0) fail('no records');
+  const records = jsonLines(text, file, fail).map(({ r }) => r);
   const notes: string[] = [];
   const list = (r: Record_, key: string, b: number): unknown[] => listAt(fail, r[key], `record ${b}: ${key}`);
   // Whole numbers, exactly: token ids in [0, 2^31), loss_mask values in int32. loss_mask may be true / false (the

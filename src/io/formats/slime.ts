@@ -113,7 +113,7 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
   }
   notes.push('no advantages in the dump: slime computes them at train time, (r − group mean) / (std + 1e-6) by default (recomputed here with verl\'s ε)');
   batch.config = { advantage_estimator: 'verl', scale_rewards: 'group', ...(typeof dump.rollout_id === 'number' ? { step: dump.rollout_id } : {}) };
-  notes.push(noLossSettings('slime without --calculate-per-token-loss averages each sample\'s tokens, then over samples (TRL loss_type grpo is that mean)'));
+  notes.push(noLossSettings(slimeLossNote(recs, loss)));
   const read = KNOWN_UNMAPPED.filter((k) => recs.some((r) => r[k] !== undefined && r[k] !== null));
   if (read.length) notes.push(`${read.slice(0, 8).join(', ')}${read.length > 8 ? `, … (${read.length})` : ''}: read, not part of grpo-batch/v1`);
   const unknownKeys = [
@@ -121,6 +121,27 @@ export function read(text: string, file: string, opts: ImportOptions): ImportRes
     ...new Set(recs.flatMap((r) => Object.keys(r)).filter((k) => !MAPPED.includes(k) && !KNOWN_UNMAPPED.includes(k)).map((k) => `samples[].${k}`)),
   ];
   return { batch, format: 'slime', trainer: 'slime (rollout dump)', unknownKeys, notes, inferred };
+}
+
+/**
+ * What slime's loss reducer divides by (slime/backends/megatron_utils/loss.py loss_function, cp_utils.py
+ * get_sum_of_sample_mean; slime/ray/rollout.py _convert_samples_to_train_data rollout_mask_sums), said beside the
+ * studio's TRL default: without --calculate-per-token-loss each sample's masked token sum over its rollout's trained
+ * tokens (every sample of a rollout_id together), summed and divided by the step's sample count — TRL's loss_type
+ * grpo when each rollout is one sample, no TRL loss type when a rollout is split into several; with it, the token sum
+ * over Σ max(trained tokens, 1) per sample — TRL's dapo unless a sample trains nothing (slime still counts it once).
+ */
+function slimeLossNote(recs: Rec[], loss: number[][]): string {
+  const ids = recs.map((r) => r.rollout_id).filter((x) => x !== null && x !== undefined).map((x) => JSON.stringify(x));
+  const split = new Set(ids).size < ids.length;
+  const empty = loss.filter((m) => !m.some((v) => v !== 0)).length;
+  const perSample = split
+    ? "slime without --calculate-per-token-loss divides each sample's tokens by its whole rollout's trained tokens (a rollout here is split into samples sharing its rollout_id), then by the sample count: no TRL loss_type is that mean"
+    : "slime without --calculate-per-token-loss averages each sample's tokens, then over samples (TRL loss_type grpo is that mean)";
+  const perToken = empty
+    ? `with it, the token sum over Σ max(trained tokens, 1) per sample: TRL's dapo counts no token for the ${empty} sample(s) that train none, slime counts 1 each`
+    : "with it, the token sum over all trained tokens (TRL loss_type dapo)";
+  return `${perSample}; ${perToken}`;
 }
 
 /**

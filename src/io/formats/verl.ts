@@ -78,8 +78,7 @@ export function detect(d: Dump): boolean {
 function attendedSplit(d: Dump, loss: number[], attended: number[], b: number): { completion_mask: number[]; tool_mask?: number[] } {
   const t = loss.findIndex((m, k) => m !== 0 && attended[k] === 0);
   if (t >= 0) d.fail(`response_mask trains sample ${b}, response position ${t}, where attention_mask is 0: verl's forward does not attend it, and a grpo-batch/v1 completion_mask cannot say both`);
-  // Values as read (a mask that is not 0/1 is the validator's and the Doctor's to name); where the attention is 1 their product is response_mask.
-  return attended.some((a, k) => a !== loss[k]) ? { completion_mask: attended, tool_mask: attended.map((a, k) => (a ? loss[k] : 1)) } : { completion_mask: attended };
+  return splitLossMask(loss, (k) => attended[k] !== 0);
 }
 
 export function read(d: Dump, opts: ImportOptions): ImportResult {
@@ -102,7 +101,7 @@ export function read(d: Dump, opts: ImportOptions): ImportResult {
   if (attention && attention.cols !== P + R) d.fail(`attention_mask has ${attention.cols} columns, prompts + responses have ${P} + ${R} = ${P + R}`);
   const lossMask = d.has('response_mask') ? rows(d.ints('response_mask')) : attention ? Array.from({ length: B }, (_, b) => row(attention, b, P, P + R)) : d.fail('needs response_mask or attention_mask');
   if (!d.has('response_mask')) notes.push('no response_mask: using attention_mask[:, P:], as verl compute_response_mask does');
-  const split = attention ? lossMask.map((m, b) => attendedSplit(d, m, row(attention, b, P, P + R), b)) : lossMask.map(splitLossMask);
+  const split = attention ? lossMask.map((m, b) => attendedSplit(d, m, row(attention, b, P, P + R), b)) : lossMask.map((m) => splitLossMask(m));
   const completion_ids = rows(responses);
   const ends: number[] = [];
   completion_ids.forEach((r, b) => turnEnds(r, lossMask[b], ends));
@@ -281,6 +280,9 @@ function actorBatchSizes(d: Dump, nested: Map<string, unknown>, leaves: LeafValu
 function rolloutCorrectionOfDump(d: Dump, cfg: Record<string, unknown>, lossMask: number[][], B: number, R: number): void {
   const weights = d.has('rollout_is_weights') ? d.floats('rollout_is_weights') : null;
   if (weights && weights.cols !== R) d.fail(`rollout_is_weights has ${weights.cols} columns, responses has ${R}`);
+  // apply_bypass_mode writes loss_mode "bypass_mode" into the driver's policy_loss config (rollout_corr_helper.py), so
+  // a config saved after it has lost the loss_mode the actor workers were started with and ran (below).
+  if (cfg.loss_mode === 'bypass_mode') d.fail(`config loss_mode = "bypass_mode" is what apply_bypass_mode writes into the driver's config (rollout_corr_helper.py, in ray_trainer.py fit after init_workers); the actor workers ran the loss_mode they were started with (verl issue #4912), which this config no longer holds: set loss_mode in the dump's __metadata__ config to the run's actor.policy_loss.loss_mode (vanilla by default)`);
   let rc: RolloutCorrectionSettings & { bypass_mode: boolean; loss_mode: string; loss_type: string };
   try {
     rc = parseSettings<typeof rc>(VERL_SETTINGS, rowsIn(VERL_SETTINGS, cfg), 'config').values;

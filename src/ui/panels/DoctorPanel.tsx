@@ -1,8 +1,10 @@
 // The Doctor's report on the batch on screen (imported, or the current update's assembled batch): a
 // summary line, the findings grouped by rule with their rule ids — a click selects the sample and
-// highlights the token span in the grid (the grid scrolls to it) — and the rules that could not run.
+// highlights the token span in the grid (the grid scrolls to it) — and the rules that could not run. An imported
+// batch whose settings the user changed is judged under them (as its Export), and the panel says so, or why not.
 import { useMemo, useState } from 'react';
 import { useStudio } from '../../store/index.ts';
+import { judgedNote, judgedShown } from '../../store/derived.ts';
 import type { Finding } from '../../bridge/protocol.ts';
 import { Section } from '../fields.tsx';
 import { countOf } from './count.ts';
@@ -35,6 +37,8 @@ export function DoctorPanel() {
   const setFocus = useStudio((s) => s.setFocus);
   const imported = useStudio((s) => s.imported);
   const batchOrigin = useStudio((s) => s.batchOrigin);
+  // Changes only with the judgement's status (not per keystroke): what the findings of an imported batch were judged under.
+  const judged = judgedNote(useStudio(judgedShown));
   const counts = { error: 0, warning: 0, info: 0 };
   for (const f of findings) counts[f.severity]++;
   const open = (f: Finding) => setFocus({ sample: f.sample, field: f.field, span: f.span, rule: f.rule });
@@ -61,6 +65,11 @@ export function DoctorPanel() {
           <b>{batchName}</b>: {batch.completion_ids.length} samples,{' '}
           {findings.length === 0 ? <span className="ok">no findings</span> : `${countOf(counts.error, 'error')}, ${countOf(counts.warning, 'warning')}, ${countOf(counts.info, 'note')}`}
           {skipped.length > 0 ? ` · ${countOf(skipped.length, 'rule')} skipped` : ''}
+        </div>
+      )}
+      {judged && (
+        <div className={`doctor-judged small ${judged.status}`} data-testid="doctor-judged" role="status">
+          {judged.text}
         </div>
       )}
       {batchOrigin === 'import' && imported?.notes?.length ? (

@@ -11,6 +11,7 @@ const TITLES: Record<ErrorKind, string> = {
   gpu: 'GPU error',
   reward: 'Reward error',
   settings: 'Invalid settings',
+  notice: 'Note',
   internal: 'Error',
 };
 
