@@ -10,6 +10,7 @@
 // clamps; TRL's kl_estimator, k3), as the step's loss takes it.
 import { nodeGpu } from '../gpu/node.ts';
 import { raggedFromPadded } from '../grpo/batch.ts';
+import { runAdapterNotes } from '../grpo/run_adapter.ts';
 import { kl_forward } from '../kernels/kl.ts';
 import { trainerKl } from '../grpo/step_objective.ts';
 import { referenceDiff, storedReference } from '../grpo/step_train.ts';
@@ -17,7 +18,7 @@ import { ppoKl } from '../grpo/trainers/ppo_run.ts';
 import { CausalLM } from '../model/model.ts';
 import { score_completions } from '../model/score.ts';
 import { openModelSource } from '../model/source_node.ts';
-import { checkBatchForModel, checkScorableFile, checkSameVocabulary, modelBatchArgs, modelOfFlag, padBatchOf, readBatchFor, stepSettingsOfFile, warnUnused, writeResult } from './args.ts';
+import { checkBatchForModel, checkScorableFile, checkSameVocabulary, CliError, modelBatchArgs, modelOfFlag, padBatchOf, readBatchFor, stepSettingsOfFile, warnUnused, writeResult } from './args.ts';
 
 export interface ScoreResult {
   per_token_logps: number[][];
@@ -47,6 +48,15 @@ export async function run(argv: string[]): Promise<number> {
   warnUnused('score', modelPath, policy.info);
   checkBatchForModel(batch, policy.config, batchPath, 'score', 'policy');
   checkScorableFile(batch, padded, policy.config, batchPath);
+  // A run that trained a LoRA adapter scores through it (src/grpo/run_adapter.ts): `score` takes no adapter, so the
+  // base alone would be another policy's log-probs; refused naming the batch's setting (`mismatch --adapter` scores it).
+  try {
+    runAdapterNotes(settings, null, policy.config);
+  } catch (e) {
+    policy.destroy();
+    if ((e as Error).name === 'SettingsError') throw new CliError(`${batchPath}: ${(e as Error).message}`);
+    throw e;
+  }
   const ref = refPath ? await modelOfFlag('ref-model', refPath, () => CausalLM.from_pretrained(openModelSource(refPath), gpu, { storage: 'checkpoint' })) : null;
   if (ref) warnUnused('score', refPath!, ref.info);
   if (ref) checkSameVocabulary(policy.config, modelPath, ref.config, refPath!);

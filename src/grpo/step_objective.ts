@@ -11,6 +11,7 @@ import { TRAINER_TABLES } from './settings/trainers.ts';
 import { resolveSettings } from './settings/resolve.ts';
 import { generationSplit, heldRanks, type GenerationSplit, type TrlRun } from './settings/trl.ts';
 import type { OpenrlhfRun } from './settings/openrlhf.ts';
+import type { VerlConfig } from './settings/verl.ts';
 import { specOf } from './settings/table.ts';
 import { SCOPES, SettingsError, type TrainerId } from './settings/types.ts';
 import { lossTable, trainerLossFromLogps } from './trainers/from_logps.ts';
@@ -243,12 +244,15 @@ export async function trainerObjective(gpu: Gpu, p: PreparedObjective): Promise<
       for (let i = 0; i < m.length; i++) if (m[i]) n++;
       return n;
     };
-    const [tokens, left] = [count(p.x.completion_mask), count(kept)]; // the batch's loss tokens, and those the trainer keeps
-    throw new SettingsError(
-      tokens > 0 && left === 0
-        ? `${p.x.trainer}: the trainer's loss is ${out.loss} on this batch: its corrections remove all ${tokens} loss tokens (rejected or masked), and its aggregation divides 0 by 0, as the trainer's own does; the step is not taken`
-        : `${p.x.trainer}: the trainer's loss is ${out.loss} on this batch (its float32 code overflows: see the Doctor's trainer-nonfinite finding for the tokens); the step is not taken`,
-    );
+    // The batch's loss tokens (TRL's tool_mask too), and those the trainer keeps.
+    const tokens = count(p.x.tool_mask ? Float32Array.from(p.x.completion_mask, (m, i) => m * p.x.tool_mask![i]) : p.x.completion_mask);
+    const left = count(kept);
+    const why =
+      tokens === 0 ? 'the batch has no loss token, and its aggregation divides 0 by 0, as the trainer\'s own does'
+      : left === 0 ? `its corrections remove all ${tokens} loss tokens (rejected or masked), and its aggregation divides 0 by 0, as the trainer's own does`
+      : p.x.trainer === 'openrlhf' ? "its float32 code overflows: see the Doctor's trainer-nonfinite finding for the tokens"
+      : 'its float32 arithmetic is not finite on this batch (an overflowing ratio or weight, or a non-finite input)';
+    throw new SettingsError(`${p.x.trainer}: the trainer's loss is ${out.loss} on this batch: ${why}; the step is not taken`);
   }
   const dent = out.dentropy && out.dentropy.some((v) => v !== 0) ? out.dentropy : null;
   return {
@@ -300,7 +304,7 @@ export async function trainerLosses(gpu: Gpu, p: PreparedObjective, loss: number
  * objective's KL term takes, for a verb that shows the KL without a loss (`grpo-studio score`).
  */
 export function trainerKl(o: Pick<TrainerObjective, 'trainer' | 'config'>): Pick<PpoLossParams, 'kl' | 'kl_inner' | 'kl_outer'> | null {
-  if (o.trainer === 'verl') return verlKl(String(configValue(o, 'kl_loss_type')));
+  if (o.trainer === 'verl') return verlKl(configValue(o, 'kl_loss_type') as VerlConfig['kl_loss_type']);
   if (o.trainer === 'openrlhf') return openrlhfKl(configValue(o, 'algo.kl.estimator') as PpoKl);
   return null;
 }

@@ -227,14 +227,12 @@ function clipCounts(clip: Uint32Array, mask: ArrayLike<number>): ClipCounts {
  * `fallback`: the studio loss's fields, for TRL's ratio and clip flags.
  */
 function trainerShown(o: TrainerLossOutputs, N: number, fallback: { importance_ratio: Float32Array; clip: Uint32Array; clip_counts: ClipCounts }, losses: PassShown['losses'], aggregation: string): PassShown {
-  const nan = () => new Float32Array(N).fill(NaN);
-  const w = o.token_weight ? Float32Array.from(o.token_weight) : nan();
-  const ptl = o.per_token_loss ? Float32Array.from(o.per_token_loss) : nan();
-  const kl = o.per_token_kl ? Float32Array.from(o.per_token_kl) : null;
+  const w = o.token_weight ? Float32Array.from(o.token_weight) : new Float32Array(N).fill(NaN);
+  const { per_token_loss: ptl, per_token_kl: kl } = trainerTensors(o, N);
   let [klSum, tokens, kl_term, weighted] = [0, 0, 0, 0];
   for (let i = 0; i < N; i++) {
     if (w[i] !== 0) weighted += w[i] * ptl[i]; // a removed token adds nothing, whatever the trainer left there
-    if (kl && o.kl_weight) kl_term += o.kl_weight[i] * kl[i];
+    if (kl && o.kl_weight && o.kl_weight[i] !== 0) kl_term += o.kl_weight[i] * kl[i]; // as the loss: a removed token adds nothing
     if (!o.loss_mask[i]) continue;
     tokens++;
     if (kl) klSum += kl[i];
@@ -254,6 +252,11 @@ function trainerShown(o: TrainerLossOutputs, N: number, fallback: { importance_r
     mean_kl: kl ? klSum / Math.max(1, tokens) : NaN,
     aggregation,
   };
+}
+
+/** The trainer's per-token loss (NaN where it forms none: verl geo_mean) and KL (null: no KL term), as shown. */
+function trainerTensors(o: TrainerLossOutputs, N: number): { per_token_loss: Float32Array; per_token_kl: Float32Array | null } {
+  return { per_token_loss: o.per_token_loss ? Float32Array.from(o.per_token_loss) : new Float32Array(N).fill(NaN), per_token_kl: o.per_token_kl ? Float32Array.from(o.per_token_kl) : null };
 }
 
 /**
@@ -416,7 +419,7 @@ export async function reEvaluate(ctx: StageContext, state: StepState): Promise<S
     const x = trainerInputs(scoredUpdate(ctx, state, r.per_token_logps, entropy), objective);
     const prepared = { ...x, x: { ...x.x, old_per_token_logps: x.x.old_per_token_logps ?? Float32Array.from(pre) } };
     const o = await trainerLossFromLogps(gpu, prepared.x, prepared.scored);
-    const shown = trainerShown(o, p.B * p.C, { importance_ratio: new Float32Array(0), clip: new Uint32Array(0), clip_counts: { low: 0, high: 0, region: 0, delta_binding: 0, tokens: 0 } }, {} as PassShown['losses'], trainerAggregation(objective));
+    const shown = trainerTensors(o, p.B * p.C);
     [loss_after, losses_after, post_kl, post_loss] = [o.loss, await trainerLosses(gpu, prepared, o.loss), shown.per_token_kl, shown.per_token_loss];
   }
   return {

@@ -140,7 +140,7 @@ function recheckImport(importId: number, batch: GrpoBatch): void {
 }
 
 /** How long the settings must stay put before the imported batch is judged under them: typing a value asks once. */
-export const JUDGE_DEBOUNCE_MS = 150;
+const JUDGE_DEBOUNCE_MS = 150;
 
 /** Bumped whenever the settings the imported batch is judged under change: an answer asked before is dropped. */
 let judgeSeq = 0;

@@ -184,15 +184,15 @@ export function correctionsShown(s: Pick<StudioState, 'batch' | 'batchOrigin' | 
 
 /**
  * The run as pass `pass` of the update saw it (μ > 1 passes over one batch): the loss stage's ratio, KL,
- * per-token loss, clip bits, loss and mean KL replaced by that pass's (the step stage's `passes`); pass 1,
- * or a pass the update did not run, is the run itself. Token weights and a trainer preset's terms stay the
- * first pass's.
+ * per-token loss, token weights (a trainer's masks can drop other tokens on a later pass), clip bits, loss and mean
+ * KL replaced by that pass's (the step stage's `passes`); pass 1, or a pass the update did not run, is the run
+ * itself. A trainer preset's view (its terms table) stays the first pass's.
  */
 export function runAtPass(run: RunResults, pass: number): RunResults {
   const p = run.step?.passes?.find((x) => x.pass === pass);
   if (!p || !run.loss) return run;
-  const { importance_ratio, per_token_kl, per_token_loss, clip, clip_counts, loss, mean_kl } = p;
-  return { ...run, loss: { ...run.loss, importance_ratio, per_token_kl, per_token_loss, clip, clip_counts, loss, mean_kl } };
+  const { importance_ratio, per_token_kl, per_token_loss, token_weight, clip, clip_counts, loss, mean_kl } = p;
+  return { ...run, loss: { ...run.loss, importance_ratio, per_token_kl, per_token_loss, token_weight, clip, clip_counts, loss, mean_kl } };
 }
 
 let lastPass: { run: RunResults; pass: number; out: RunResults } | null = null;

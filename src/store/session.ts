@@ -239,7 +239,7 @@ const NO_FINDINGS = { findings: [] as Finding[], skipped: [] as DoctorReport['sk
  * The Doctor's findings shown for an imported batch: under the edited settings where they are judged (none while
  * they cannot be: never the file's report in their place), else the file's own report.
  */
-export function importFindings(i: ImportedBatch, judged: JudgedImport | null): { findings: Finding[]; skipped: DoctorReport['skipped'] } {
+function importFindings(i: ImportedBatch, judged: JudgedImport | null): { findings: Finding[]; skipped: DoctorReport['skipped'] } {
   const report = judged?.batch === i.batch ? (judged.status === 'error' ? NO_FINDINGS : (judged.report ?? i.report)) : i.report;
   return { findings: report.findings, skipped: report.skipped };
 }

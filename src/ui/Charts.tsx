@@ -89,6 +89,9 @@ function TokenCurves() {
   return <SeriesChart title={`per-token along completion of sample ${sel}`} testId="chart-tokens" n={batch!.completion_ids[sel].length} xKey="t" xTitle="completion position t" series={series} />;
 }
 
+/** The rest of a trainer's loss beyond its policy and KL terms (its entropy term), shown where it is more than float32 rounding of the loss. */
+const entropyPart = (rest: number, loss: number) => (Math.abs(rest) > 1e-6 * Math.abs(loss) + 1e-9 ? ` + entropy ${fmt(rest)}` : '');
+
 /**
  * The loss under every aggregation, before the step and after it (re-evaluated on the same batch). Under a trainer
  * objective the rows are that trainer's own aggregations (TRL's loss types, verl's loss_agg_mode, OpenRLHF's one:
@@ -110,7 +113,7 @@ function LossTable() {
       <div className="chart-title" data-testid="loss-headline" title={titleOf(chosen)}>
         {/* Under a trainer preset the loss, its split, the gradient and every row below are that trainer's objective's. */}
         {loss.objective
-          ? `loss (${loss.objective.trainer} objective, ${chosen}) ${loss.objective_error ?? `${fmt(loss.loss)} = policy ${fmt(loss.policy_term)} + KL ${fmt(loss.kl_term)}`}`
+          ? `loss (${loss.objective.trainer} objective, ${chosen}) ${loss.objective_error ?? `${fmt(loss.loss)} = policy ${fmt(loss.policy_term)} + KL ${fmt(loss.kl_term)}${entropyPart(loss.loss - loss.policy_term - loss.kl_term, loss.loss)}`}`
           : `loss (${lossType}) ${fmt(loss.loss)} = policy ${fmt(loss.policy_term)} + β·KL ${fmt(loss.kl_term)}`}
       </div>
       <table className="dense">

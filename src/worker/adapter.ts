@@ -40,6 +40,8 @@ export class AdapterSlot {
     private readonly loaded: LoraWeights,
     readonly adapter: LoraAdapter,
     private reference: AdapterReference,
+    /** Made here from a seed ("create"), not read from a folder: never a run's own adapter (src/grpo/run_adapter.ts). */
+    readonly created: boolean,
   ) {}
 
   /** Reads or creates the adapter for `policy` (loaded from `model`); throws ModelLoadError naming the file and key that do not fit. */
@@ -54,7 +56,7 @@ export class AdapterSlot {
       weights = initLoraWeights(policy.config, choice.options, modelId(model));
       name = `new adapter (r = ${weights.config.r})`;
     }
-    return new AdapterSlot(gpu, name, weights, LoraAdapter.fromWeights(gpu, weights), 'base-without-adapter');
+    return new AdapterSlot(gpu, name, weights, LoraAdapter.fromWeights(gpu, weights), 'base-without-adapter', choice.kind !== 'local');
   }
 
   /** The reference model of an update with β > 0 and what the reference stage calls it. */

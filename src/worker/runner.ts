@@ -294,7 +294,7 @@ class PipelineRunner implements StepRunner {
       // The run's own adapter, or none, as the CLI's step decides it (src/grpo/run_adapter.ts): a LoRA run stepped on
       // every weight, or on another adapter, is refused before any stage. What it accepts but notes (an adapter made
       // here, an adapter on a full-weight run) goes to the console: the adapter panel already names where it came from.
-      for (const n of runAdapterNotes(settings.settings, this.adapter?.adapter ?? null, policy.config, { created: this.adapter?.name.startsWith('new adapter') ?? false })) console.warn(n);
+      for (const n of runAdapterNotes(settings.settings, this.adapter?.adapter ?? null, policy.config, { created: this.adapter?.created ?? false })) console.warn(n);
       // Changed optimizer settings start from fresh moments (step 1, shown by the step stage); the learning rate alone may move.
       const withoutLr = (c: StepConfig['optimizer'] | undefined) => JSON.stringify(c && { ...c, lr: 0 });
       if (withoutLr(this.optimizer?.config) !== withoutLr(config.optimizer)) this.dropOptimizer();
@@ -339,7 +339,7 @@ class PipelineRunner implements StepRunner {
     const padded = padBatch(batch, { position_ids: config.position_ids });
     checkScorable(batch, padded, policy.config.vocab_size, 'policy');
     // The trainer side is the run's policy: a LoRA run's through its adapter (refused without it), as `mismatch --model`.
-    runAdapterNotes(settings, this.adapter?.adapter ?? null, policy.config, { created: this.adapter?.name.startsWith('new adapter') ?? false });
+    runAdapterNotes(settings, this.adapter?.adapter ?? null, policy.config, { created: this.adapter?.created ?? false });
     // Views of the policy's weights with a workspace of their own: an update between its forward and its backward
     // keeps its saved activations. The adapter's view scores the trainer side; the adapter-off view, the base.
     const score = async (adapter: LoraAdapter | null): Promise<number[][]> => {

@@ -48,11 +48,13 @@ describe('mismatch corrections without the batch’s reference log-probs', () =>
   }, 120_000);
 });
 
-describe("mismatch --model on a run that trained a LoRA adapter", () => {
+describe("mismatch --model and score on a run that trained a LoRA adapter", () => {
   it('refuses to recompute the trainer side without the adapter, as the step does (src/grpo/run_adapter.ts)', async () => {
     const { old_per_token_logps: old, config: _trl, ...rest } = golden;
     const path = join(dir, 'lora_run.json');
     writeFileSync(path, JSON.stringify({ ...rest, trainer: 'openrlhf', sampling_per_token_logps: old, config: { 'algo.advantage.estimator': 'group_norm', 'ds.lora.rank': 3, 'ds.lora.alpha': 6 } }));
     await expectRefusal(['mismatch', path, '--model', MODEL], /lora_run\.json: config\.ds\.lora\.rank: 3: the run trained a LoRA adapter on a frozen base/);
+    // `score` takes no adapter: the base's log-probs would be another policy's.
+    await expectRefusal(['score', '--model', MODEL, '--batch', path], /lora_run\.json: config\.ds\.lora\.rank: 3: the run trained a LoRA adapter on a frozen base/);
   }, 120_000);
 });

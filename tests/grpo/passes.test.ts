@@ -120,13 +120,14 @@ describe('runAtPass (what the heat and inspector show for a chosen pass)', () =>
   const f = (x: number) => Float32Array.of(x, x);
   const run = {
     loss: { importance_ratio: f(1), per_token_kl: f(0), per_token_loss: f(-1), clip: Uint32Array.of(0, 0), loss: -1, mean_kl: 0, token_weight: f(0.5), clip_counts: { low: 0, high: 0, delta_binding: 0, tokens: 2 } },
-    step: { passes: [{ pass: 2, importance_ratio: f(1.3), per_token_kl: f(0.02), per_token_loss: f(-1.2), clip: Uint32Array.of(2, 2), loss: -1.2, mean_kl: 0.02, clip_counts: { low: 0, high: 2, delta_binding: 0, tokens: 2 } }] },
+    step: { passes: [{ pass: 2, importance_ratio: f(1.3), per_token_kl: f(0.02), per_token_loss: f(-1.2), token_weight: f(0.25), clip: Uint32Array.of(2, 2), loss: -1.2, mean_kl: 0.02, clip_counts: { low: 0, high: 2, delta_binding: 0, tokens: 2 } }] },
   } as unknown as RunResults;
 
-  it("puts pass 2's ratio, KL, loss and clip bits where the loss stage's were; keeps the token weights", () => {
+  it("puts pass 2's ratio, KL, loss, token weights and clip bits where the loss stage's were", () => {
     const r = runAtPass(run, 2).loss!;
     expect([r.importance_ratio[0], r.per_token_kl![0], r.per_token_loss[0], r.clip[0], r.loss, r.mean_kl, r.clip_counts.high]).toEqual([Math.fround(1.3), Math.fround(0.02), Math.fround(-1.2), 2, -1.2, 0.02, 2]);
-    expect(r.token_weight[0]).toBe(0.5);
+    // A trainer's masks can drop other tokens on pass 2 (off-policy, rejection): its own weights, not pass 1's.
+    expect(r.token_weight[0]).toBe(0.25);
     expect(run.loss!.importance_ratio[0]).toBe(1); // the run itself is left alone
   });
 

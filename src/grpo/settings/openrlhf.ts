@@ -16,6 +16,9 @@ export const OPENRLHF_LR_SCHEDULERS = ['cosine_with_min_lr', 'cosine', 'linear',
 
 const s = rowBuilder('openrlhf');
 
+/** openrlhf_code's value for a batch OpenRLHF wrote before ed62d0e2 (its flat argparse names): one spelling for the readers, rules and objective. */
+export const BEFORE_ED62D0E2 = 'before-ed62d0e2';
+
 export const OPENRLHF_SETTINGS = [
   s({ name: 'actor.policy_loss_type', formerly: 'policy_loss_type', type: 'enum', values: ['ppo', 'gspo'], default: 'ppo', scope: 'loss', doc: 'ppo: token ratio exp(clamp(logp − old, ±20)); gspo: exp(mean_b(logp − old))·M, per-sample mean aggregation', source: LOSS }),
   s({ name: 'actor.eps_clip', formerly: 'eps_clip', type: 'number', default: 0.2, min: 0, scope: 'loss', doc: 'ε when eps_clip_low_high is null', source: CLI }),
@@ -52,7 +55,7 @@ export const OPENRLHF_SETTINGS = [
   // the ±20 clamp and divided gspo rows by action_mask.sum() unclamped, and every term of its training_step
   // (openrlhf/trainer/ray/ppo_actor.py) was the micro-batch's masked_mean (no loss_batch_info, no dp_size). The
   // objective (src/grpo/trainers/openrlhf.ts) computes that code's aggregation and refuses where the rest differs.
-  s({ name: 'openrlhf_code', type: 'enum', values: ['3c3be62', 'before-ed62d0e2'], default: '3c3be62', scope: 'loss', doc: 'the OpenRLHF code that wrote the batch: before-ed62d0e2 (set by the readers for args under the old flat names): every term the micro-batch\'s masked_mean; refused where its ppo log-ratio passes ±20 (no clamp then), a gspo row is empty, or with use_dynamic_batch', source: 'OpenRLHF/OpenRLHF ed62d0e2~1 openrlhf/models/loss.py PolicyLoss, openrlhf/trainer/ray/ppo_actor.py training_step' }),
+  s({ name: 'openrlhf_code', type: 'enum', values: ['3c3be62', BEFORE_ED62D0E2], default: '3c3be62', scope: 'loss', doc: 'the OpenRLHF code that wrote the batch: before-ed62d0e2 (set by the readers for args under the old flat names): every term the micro-batch\'s masked_mean; refused where its ppo log-ratio passes ±20 (no clamp then), a gspo row is empty, or with use_dynamic_batch', source: 'OpenRLHF/OpenRLHF ed62d0e2~1 openrlhf/models/loss.py PolicyLoss, openrlhf/trainer/ray/ppo_actor.py training_step' }),
   // The actor's model: a LoRA adapter on a frozen base when ds.lora.rank > 0 (openrlhf/models/actor.py Actor.__init__:
   // LoraConfig(r=lora_rank, lora_alpha, target_modules, lora_dropout, bias="none"), PEFT's use_rslora false), and a
   // base quantized to 4-bit NF4 with ds.load_in_4bit (BitsAndBytesConfig). src/grpo/run_adapter.ts decides from these

@@ -5,7 +5,7 @@
 // cannot reproduce from a batch alone (the adaptive KL controller, dynamic batching's normalisers, and what
 // OpenRLHF before ed62d0e2 computed otherwise: openrlhf_code; its data-dependent differences are the objective's,
 // src/grpo/trainers/openrlhf.ts).
-import type { OpenrlhfConfig, OpenrlhfRun } from './openrlhf.ts';
+import { BEFORE_ED62D0E2, type OpenrlhfConfig, type OpenrlhfRun } from './openrlhf.ts';
 import type { TrainerRule } from './trainer_rules.ts';
 
 export const OPENRLHF_RULES: readonly TrainerRule<OpenrlhfConfig, OpenrlhfRun>[] = [
@@ -39,7 +39,7 @@ export const OPENRLHF_RULES: readonly TrainerRule<OpenrlhfConfig, OpenrlhfRun>[]
     // Before ed62d0e2 (use_dynamic_batch) the packing scaled each micro-batch's loss by its own factor; no
     // loss_batch_info existed, so the rule below cannot be satisfied for such a batch.
     check: (c) =>
-      c['train.dynamic_batch_enable'] && c.openrlhf_code === 'before-ed62d0e2'
+      c['train.dynamic_batch_enable'] && c.openrlhf_code === BEFORE_ED62D0E2
         ? "true (use_dynamic_batch) in a batch OpenRLHF before ed62d0e2 wrote (openrlhf_code before-ed62d0e2): that code multiplies each micro-batch's loss by the replay buffer's dynamic_loss_scale[step], which one batch does not hold"
         : null,
   },
@@ -50,7 +50,7 @@ export const OPENRLHF_RULES: readonly TrainerRule<OpenrlhfConfig, OpenrlhfRun>[]
     // That code's terms are each the micro-batch's masked_mean (src/grpo/trainers/openrlhf.ts lossBatchInfo): a
     // window normaliser given for it is 3c3be62's, which it never read.
     check: (c, r) =>
-      r.loss_batch_info !== null && c.openrlhf_code === 'before-ed62d0e2'
+      r.loss_batch_info !== null && c.openrlhf_code === BEFORE_ED62D0E2
         ? "given for a batch OpenRLHF before ed62d0e2 wrote (openrlhf_code before-ed62d0e2): that code has no loss_batch_info (PolicyLoss, the KL and the entropy term are each the micro-batch's masked_mean); leave it out"
         : null,
   },

@@ -13,7 +13,7 @@
 import { SettingsError } from '../settings/types.ts';
 import { resolveSettings } from '../settings/resolve.ts';
 import { trainerRefusal } from '../settings/rules.ts';
-import { OPENRLHF_RUN, OPENRLHF_SETTINGS, type OpenrlhfConfig, type OpenrlhfRun } from '../settings/openrlhf.ts';
+import { BEFORE_ED62D0E2, OPENRLHF_RUN, OPENRLHF_SETTINGS, type OpenrlhfConfig, type OpenrlhfRun } from '../settings/openrlhf.ts';
 import type { PpoKl, PpoLossParams } from '../../kernels/types.ts';
 import { aggregationWeights, packInputs, rowCounts, ppoOutputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
 import type { TrainerLoss, TrainerInputs, TrainerLossOutputs } from './types.ts';
@@ -134,7 +134,6 @@ export async function openrlhfObjective(be: PpoBackend, c: TrainerInputs, opts: 
   return overflow.length ? withOverflow(out, overflow, c.advantages, wPg, T) : out;
 }
 
-const BEFORE_ED62D0E2 = 'before-ed62d0e2';
 const OLD_CODE = 'OpenRLHF before ed62d0e2 (OpenRLHF/OpenRLHF ed62d0e2~1, whose flat arg names the batch carries)';
 
 /**

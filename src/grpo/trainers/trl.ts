@@ -52,7 +52,7 @@ function checkShapes(c: TrainerInputs, g: { logits: Float32Array; V: number } | 
  * dr_grpo, dapo, cispo, vespo M / their divisor (trlAggregation). The entropy bonus is a separate term. `rows` are the
  * forward's per-row sums (n_b at TRL_ROW_STATS·b + 1), `mask` TRL's `mask` (completion_mask × tool_mask).
  */
-export function trlTokenWeights(rows: ArrayLike<number>, mask: ArrayLike<number>, p: TrlLossParams): Float64Array {
+function trlTokenWeights(rows: ArrayLike<number>, mask: ArrayLike<number>, p: TrlLossParams): Float64Array {
   const { B, T, ranks } = p;
   const gas = p.gradient_accumulation_steps;
   const n = (b: number) => rows[b * TRL_ROW_STATS + 1];

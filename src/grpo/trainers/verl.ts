@@ -8,7 +8,7 @@
 import { SettingsError } from '../settings/types.ts';
 import { resolveSettings } from '../settings/resolve.ts';
 import { trainerRefusal } from '../settings/rules.ts';
-import { VERL_RUN, VERL_SETTINGS, type VerlConfig, type VerlRun } from '../settings/verl.ts';
+import { VERL_RUN, VERL_SETTINGS, type VERL_KL_TYPES, type VerlConfig, type VerlRun } from '../settings/verl.ts';
 import type { PpoKl, PpoLossParams, PpoMode } from '../../kernels/types.ts';
 import { aggregationWeights, consecutiveParts, microBatchWeights, packInputs, ppoOutputs, runPpo, withGpuBackend, type Aggregation, type PpoBackend } from './ppo_run.ts';
 import { rolloutCorrection, type RolloutCorrectionSettings } from '../settings/verl_rollout.ts';
@@ -16,17 +16,20 @@ import { verlDynamicMicroBatches } from './verl_dynamic.ts';
 import type { TrainerLoss, TrainerInputs, TrainerLossOutputs } from './types.ts';
 
 const MODES: Record<string, PpoMode> = { vanilla: 'clip', gspo: 'gspo_token', sapo: 'sapo', cispo: 'cispo', gpg: 'pg', clip_cov: 'clip', kl_cov: 'kl_cov', geo_mean: 'geo_mean' };
-const KLS: Record<string, PpoKl> = { kl: 'k1', k1: 'k1', abs: 'abs', mse: 'k2', k2: 'k2', low_var_kl: 'k3', k3: 'k3' };
+const KLS: Record<(typeof VERL_KL_TYPES)[number], PpoKl> = { kl: 'k1', k1: 'k1', abs: 'abs', mse: 'k2', k2: 'k2', low_var_kl: 'k3', k3: 'k3' };
 
 /**
  * verl's kl_penalty for a kl_loss_type (core_algos.py kl_penalty_forward): the estimator, low_var_kl / k3's inner
  * clamp of ref − logp to ±20 and its result clamped to ±10; the others unclamped. The objective's KL term and
  * `grpo-studio score`'s KL of a verl batch.
  */
-export const verlKl = (klLossType: string): Pick<PpoLossParams, 'kl' | 'kl_inner' | 'kl_outer'> => {
-  const kl: PpoKl = KLS[klLossType] ?? 'none'; // a "+" variant: verl_rules.ts refuses it where it is used
+export const verlKl = (klLossType: (typeof VERL_KL_TYPES)[number]): Pick<PpoLossParams, 'kl' | 'kl_inner' | 'kl_outer'> => {
+  const kl = KLS[klLossType]; // the table's enum: "+" variants never reach here (refused as values)
   return { kl, kl_inner: 20, kl_outer: kl === 'k3' ? 10 : Infinity };
 };
+
+/** DataProto.chunk's refusal: rows that do not split evenly over the ranks (the legacy loop and the engine alike). */
+const unevenChunks = (dp: number, B: number) => new SettingsError(`run.data_parallel_size: ${dp} ranks, but the batch's ${B} rows do not chunk evenly over them (DataProto.chunk)`);
 
 function need(a: Float32Array | null, name: string, why: string): Float32Array {
   if (!a) throw new SettingsError(`${name}: required (${why})`);
@@ -159,7 +162,7 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
       // would take the first rows of the whole dump for a multi-GPU run's step.
       if (dp === null) throw new SettingsError(`run.data_parallel_size: needed with run.mini_batch_index (the ranks the dump's rows are chunked over: trainer.nnodes × n_gpus_per_node ÷ ulysses_sequence_parallel_size, which the verl reader writes when the config has them)`);
       const k = run.mini_batch_index ?? 0;
-      if (B % dp !== 0) throw new SettingsError(`run.data_parallel_size: ${dp} ranks, but the batch's ${B} rows do not chunk evenly over them (DataProto.chunk)`);
+      if (B % dp !== 0) throw unevenChunks(dp, B);
       const per = B / dp;
       if (run.mini_batch_index === null && per > mini) throw new SettingsError(`config.ppo_mini_batch_size: ${mini} rows per optimizer step (the actor's: × rollout.n ÷ data-parallel size), but each rank's ${per} rows (${B} over data_parallel_size ${dp}) hold ${Math.ceil(per / mini)} mini-batches: verl takes that many optimizer steps (dp_actor.py update_policy), the studio one; set run.mini_batch_index to 0 (the batch file's "run", or the page's trainer settings) to take verl's first, or set ppo_mini_batch_size to at least ${per}`);
       if (k * mini >= per) throw new SettingsError(`run.mini_batch_index: ${k}, but each rank's ${per} rows (${B} over data_parallel_size ${dp}) hold ${Math.ceil(per / mini)} mini-batch(es) of ppo_mini_batch_size ${mini} (0 … ${Math.ceil(per / mini) - 1})`);
@@ -178,7 +181,7 @@ export async function verlObjective(be: PpoBackend, c: TrainerInputs, opts: { ba
     // the legacy loop's packing: dynamicParts). Its losses are normalised by the mini-batch's global counts, so the
     // split leaves them alone — but not a selection over a micro-batch's tokens.
     const dp = run.data_parallel_size ?? 1;
-    if (B % dp !== 0) throw new SettingsError(`run.data_parallel_size: ${dp} ranks, but the batch's ${B} rows do not chunk evenly over them (DataProto.chunk)`);
+    if (B % dp !== 0) throw unevenChunks(dp, B);
     const perRank = B / dp;
     if (perRank > mini) throw new SettingsError(`config.ppo_mini_batch_size: ${mini} rows per optimizer step (the actor's: × rollout.n ÷ data-parallel size), but ${dp > 1 ? `each rank's ${perRank} rows (${B} over data_parallel_size ${dp})` : `the batch's ${B} rows`} hold ${Math.ceil(perRank / mini)} mini-batches: verl's engine worker takes that many optimizer steps (engine_workers.py train_mini_batch), the studio one; import one mini-batch's rows, or set ppo_mini_batch_size to at least ${perRank}`);
     const rankRanges = Array.from({ length: dp }, (_, r): [number, number] => [r * perRank, (r + 1) * perRank]);

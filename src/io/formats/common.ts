@@ -215,7 +215,7 @@ export function rows(t: Tensor2D<Int32Array | Float32Array | Float64Array>): num
  * untrained token, or no trained token at all: the mask as is, no tool_mask. Lengths are the mask's, so a mask longer or shorter than its ids
  * stays so.
  */
-export function splitLossMask(mask: number[], attended: (t: number) => boolean = (t) => t <= mask.lastIndexOf(1)): { completion_mask: number[]; tool_mask?: number[] } {
+export function splitLossMask(mask: number[], attended: (t: number) => boolean = (t) => t >= mask.indexOf(1) && t <= mask.lastIndexOf(1)): { completion_mask: number[]; tool_mask?: number[] } {
   // A row that trains nothing has no assistant turn for a tool result to follow: kept as is, completion_mask 0, as
   // TRL writes a row it drops whole (mask_truncated_completions) and slime's remove_sample zeroes it.
   if (!mask.some((m) => m !== 0)) return { completion_mask: mask };

@@ -24,6 +24,7 @@ import { groupFormulaOf } from '../../grpo/settings/group_formula.ts';
 import { configTable, runTable } from '../../grpo/settings/effective.ts';
 import { withCurrentNames } from '../../grpo/settings/table.ts';
 import { TRAINER_TABLES } from '../../grpo/settings/trainers.ts';
+import { BEFORE_ED62D0E2 } from '../../grpo/settings/openrlhf.ts';
 import { configLeaves, Dump, flatKey, intOf, isPlainObject, LeafValues, row, splitLossMask, tokenIds, toolMasks, scalarAdvantages, turnEnds, type ImportOptions, type ImportResult } from './common.ts';
 
 const MAPPED = ['sequences', 'attention_mask', 'action_mask', 'action_log_probs', 'base_action_log_probs', 'rollout_log_probs', 'advantages', 'rewards'];
@@ -165,8 +166,6 @@ export function openrlhfSettings(d: Dump, cfg: Record<string, unknown>, notes: s
   return leaves.object();
 }
 
-/** The code a config under OpenRLHF's flat names before ed62d0e2 was written by (the table's openrlhf_code row). */
-export const BEFORE_ED62D0E2 = 'before-ed62d0e2';
 
 /**
  * The code that wrote an OpenRLHF config, read from its names (a dump's args: openrlhfSettings; a grpo-batch/v1
@@ -188,7 +187,7 @@ export function codeOfNames(renamed: readonly [string, string][], todays: readon
 }
 
 /** Args of `config` (flat keys) that are a renamed row under today's name: names OpenRLHF before ed62d0e2 did not have. */
-export const todaysNames = (config: Record<string, unknown>): string[] => Object.keys(config).filter((k) => OWN_ROWS.some((r) => r.formerly !== undefined && r.name === k));
+const todaysNames = (config: Record<string, unknown>): string[] => Object.keys(config).filter((k) => OWN_ROWS.some((r) => r.formerly !== undefined && r.name === k));
 
 /**
  * A grpo-batch/v1 config whose former names were read as today's (`renamed`; `original`, the config as written):
