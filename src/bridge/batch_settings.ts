@@ -24,12 +24,15 @@ const batchFacts = (config: GrpoBatch['config']): Record<string, unknown> =>
 
 /**
  * `batch` with `settings` as its trainer, config and run. `tokenizer_eos_token_id`: the studio's own rollout's
- * tokenizer EOS (PaddedBatch.tokenizer_eos_token_id), which TRL's truncation counted, so a reader counts the same
- * one. Idempotent: a batch that already holds these settings comes back with the same ones.
+ * tokenizer EOS (PaddedBatch.tokenizer_eos_token_id), which TRL's truncation counted (under
+ * mask_truncated_completions), so a reader counts the same one. Idempotent: a batch that already holds these settings comes back with the same ones.
  */
 export function withSettings(batch: GrpoBatch, settings: EffectiveSettings, tokenizer_eos_token_id?: number): GrpoBatch {
   const out: GrpoBatch = { ...batch, trainer: settings.trainer === 'trl' ? undefined : settings.trainer, config: { ...batchFacts(batch.config), ...settings.config } };
   const run = Object.keys(settings.run).length ? { ...settings.run } : undefined;
-  out.run = settings.trainer === 'trl' && tokenizer_eos_token_id !== undefined && run?.eos_token_id === undefined ? { ...run, eos_token_id: tokenizer_eos_token_id } : run;
+  // Only where a setting reads it (TRL's mask_truncated_completions): an id no row uses would make the file's run
+  // context differ from the default and the replay take TRL's objective where the update took the studio loss.
+  const counted = settings.trainer === 'trl' && settings.config.mask_truncated_completions === true && tokenizer_eos_token_id !== undefined && run?.eos_token_id === undefined;
+  out.run = counted ? { ...run, eos_token_id: tokenizer_eos_token_id } : run;
   return out;
 }
