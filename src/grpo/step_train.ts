@@ -29,6 +29,8 @@ import type { TrainingDropout } from './settings/dropout.ts';
 import { dropoutWith, type ModelConfig } from '../model/config.ts';
 import type { StepConfig } from './step_config.ts';
 import { SettingsError } from './settings/types.ts';
+import { specOf } from './settings/table.ts';
+import { TRL_SETTINGS } from './settings/trl.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
 import { readsReference, trainerAggregation, trainerInputs, trainerLosses, trainerObjective, updateScope, type PreparedObjective, type ScoredUpdate, type TrainerGrad } from './step_objective.ts';
 import type { TrainerLossOutputs } from './trainers/types.ts';
@@ -201,6 +203,26 @@ interface PassTerms {
   studio_losses: Record<LossType, number>;
 }
 
+/** TRL's loss types whose clip metrics are the PPO clip's is_low / is_high_clipped (grpo_trainer.py _compute_loss). */
+const TRL_PPO_CLIPPED = new Set(['grpo', 'bnpo', 'dr_grpo', 'dapo', 'luspo']);
+
+/**
+ * TRL's clip flags as its _compute_loss counts them (huggingface/trl trl/trainer/grpo_trainer.py, its clip
+ * metrics): grpo / bnpo / dr_grpo / dapo / luspo the PPO clip's is_low / is_high_clipped — the studio loss's flags
+ * for the same ratio, ε and advantages (`studio`); cispo coef_1 > epsilon_high with A > 0 (cispo_clip_ratio),
+ * flagged high; sapo and vespo none. `ratio`: coef_1 (the studio loss's ratio, at TRL's importance_sampling_level).
+ */
+function trlClip(x: PreparedObjective['x'], ratio: Float32Array, studio: Uint32Array): Uint32Array {
+  const lossType = trainerAggregation(x);
+  if (TRL_PPO_CLIPPED.has(lossType)) return studio;
+  const clip = new Uint32Array(ratio.length);
+  if (lossType !== 'cispo') return clip;
+  const c = x.config;
+  const eps = (c.epsilon_high ?? c.epsilon ?? specOf(TRL_SETTINGS, 'epsilon').default) as number;
+  for (let i = 0; i < ratio.length; i++) if (ratio[i] > eps && x.advantages[Math.floor(i / x.T)] > 0) clip[i] = CLIP_HIGH;
+  return clip;
+}
+
 /** Clip counts over the tokens of `mask` (the studio loss's ClipCounts, from per-token flags). */
 function clipCounts(clip: Uint32Array, mask: ArrayLike<number>): ClipCounts {
   const c = { low: 0, high: 0, region: 0, delta_binding: 0, tokens: 0 };
@@ -222,9 +244,9 @@ function clipCounts(clip: Uint32Array, mask: ArrayLike<number>): ClipCounts {
  * the page's trainer view shows it), and token_weight (∂loss/∂per_token_loss) is 0 where its aggregation removes a
  * token; NaN where the trainer forms none (verl geo_mean: one value per sequence). per_token_kl and mean_kl (over the
  * trainer's loss_mask) are its KL estimator's (clamps included), null / NaN where its loss has no KL term. The ratio
- * and clip flags are the trainer's where it exposes them (verl / OpenRLHF); TRL's are the studio loss's, which are
- * TRL's coef_1 and is_low / is_high_clipped for the same old log-probs, ε and importance_sampling_level.
- * `fallback`: the studio loss's fields, for TRL's ratio and clip flags.
+ * and clip flags are the trainer's where it exposes them (verl / OpenRLHF); TRL's ratio is the studio loss's (TRL's
+ * coef_1 for the same old log-probs and importance_sampling_level) and its flags the ones TRL's metrics count for its
+ * loss type (trlClip). `fallback`: those, for TRL.
  */
 function trainerShown(o: TrainerLossOutputs, N: number, fallback: { importance_ratio: Float32Array; clip: Uint32Array; clip_counts: ClipCounts }, losses: PassShown['losses'], aggregation: string): PassShown {
   const w = o.token_weight ? Float32Array.from(o.token_weight) : new Float32Array(N).fill(NaN);
@@ -316,7 +338,9 @@ async function passTerms(ctx: StageContext, state: StepState, s: CompletionScore
   const tt = t;
   ctx.own({ destroy: () => [tt.grad.dlogp, tt.grad.dentropy].forEach((b) => b?.destroy()) });
   const losses = await trainerLosses(gpu, x, t.out.loss);
-  const shown = trainerShown(t.out, N, r, losses, trainerAggregation(objective));
+  // TRL's objective forms no clip flags of its own: the ones its metrics count for its loss type.
+  const flags = objective.trainer === 'trl' ? trlClip(x.x, r.importance_ratio, r.clip) : r.clip;
+  const shown = trainerShown(t.out, N, { importance_ratio: r.importance_ratio, clip: flags, clip_counts: flags === r.clip ? r.clip_counts : clipCounts(flags, t.out.loss_mask) }, losses, trainerAggregation(objective));
   return { result, t, objective_error, loss: t.out.loss, shown, studio_losses: r.losses };
 }
 

@@ -151,3 +151,44 @@ describe(`${M}: the loss stage's per-token terms are the trainer objective's`, (
     }, 300_000);
   }
 });
+
+describe(`${M}: TRL's clip flags are the ones its metrics count for the loss type (grpo_trainer.py _compute_loss)`, () => {
+  const run = async (config: Record<string, unknown>) => {
+    const batch = parseBatch(readFileSync(join(GOLDEN, M, 'batch.json'), 'utf8'));
+    // Old log-probs ±0.2 nats off the policy's: ratios e^±0.2 either side of every ε below.
+    batch.old_per_token_logps = batch.old_per_token_logps!.map((row, b) => row.map((x, t) => x + 0.2 * (((b + t) % 3) - 1)));
+    const C = Math.max(...batch.completion_ids.map((r) => r.length));
+    const gpu = await testGpu();
+    const policy = await CausalLM.from_pretrained(new FolderSource(join(GOLDEN, M)), gpu);
+    const o: TrainerObjective = { trainer: 'trl', config: { beta: 0, steps_per_generation: 1, ...config }, run: {} };
+    const pipe = new StepPipeline(gpu, { policy, reference: null, config: { ...stepConfigFromBatch(batch.config, C), trainer: o }, source: { kind: 'batch', batch } });
+    while (pipe.nextStage !== 'backward') await pipe.next();
+    const l = pipe.data('loss') as StageData['loss'];
+    expect(l.objective_error).toBeNull();
+    const p = (pipe.data('assemble') as StageData['assemble']).padded;
+    const adv = (pipe.data('advantages') as StageData['advantages']).advantages;
+    return { l, p, adv };
+  };
+
+  it('sapo and vespo clip nothing: no flag, no count', async () => {
+    for (const loss_type of ['sapo', 'vespo']) {
+      const { l } = await run({ loss_type });
+      expect(l.clip.every((x) => x === 0), loss_type).toBe(true);
+      expect([l.clip_counts.low, l.clip_counts.high, l.clip_counts.region], loss_type).toEqual([0, 0, 0]);
+    }
+  }, 120_000);
+
+  it('cispo flags coef_1 > epsilon_high with A > 0, and only those', async () => {
+    const { l, p, adv } = await run({ loss_type: 'cispo', epsilon_high: 1.1 });
+    let flagged = 0;
+    for (let i = 0; i < p.B * p.C; i++) {
+      if (!p.completion_mask[i]) continue;
+      const want = l.importance_ratio[i] > 1.1 && adv[Math.floor(i / p.C)] > 0;
+      expect(l.clip[i] === 2, `token ${i}: ratio ${l.importance_ratio[i]}, A ${adv[Math.floor(i / p.C)]}`).toBe(want);
+      flagged += want ? 1 : 0;
+    }
+    expect(flagged).toBeGreaterThan(0);
+    expect(l.clip_counts.high).toBe(flagged);
+    expect(l.clip_counts.low).toBe(0);
+  }, 120_000);
+});
