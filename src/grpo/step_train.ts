@@ -30,7 +30,7 @@ import { dropoutWith, type ModelConfig } from '../model/config.ts';
 import type { StepConfig } from './step_config.ts';
 import { SettingsError } from './settings/types.ts';
 import { specOf } from './settings/table.ts';
-import { TRL_SETTINGS } from './settings/trl.ts';
+import { TRL_SETTINGS, type TrlConfig } from './settings/trl.ts';
 import { trainerLossFromLogps } from './trainers/from_logps.ts';
 import { readsReference, trainerAggregation, trainerInputs, trainerLosses, trainerObjective, updateScope, type PreparedObjective, type ScoredUpdate, type TrainerGrad } from './step_objective.ts';
 import type { TrainerLossOutputs } from './trainers/types.ts';
@@ -203,8 +203,11 @@ interface PassTerms {
   studio_losses: Record<LossType, number>;
 }
 
-/** TRL's loss types whose clip metrics are the PPO clip's is_low / is_high_clipped (grpo_trainer.py _compute_loss). */
-const TRL_PPO_CLIPPED = new Set(['grpo', 'bnpo', 'dr_grpo', 'dapo', 'luspo']);
+/**
+ * The clip TRL's metrics count for each of its loss types (grpo_trainer.py _compute_loss): the PPO clip's is_low /
+ * is_high_clipped, cispo's cap, or none. Keyed by the loss_type row's values, so a type the table gains must be named.
+ */
+const TRL_CLIP_METRIC: Record<TrlConfig['loss_type'], 'ppo' | 'cispo' | null> = { grpo: 'ppo', bnpo: 'ppo', dr_grpo: 'ppo', dapo: 'ppo', luspo: 'ppo', cispo: 'cispo', sapo: null, vespo: null };
 
 /**
  * TRL's clip flags as its _compute_loss counts them (huggingface/trl trl/trainer/grpo_trainer.py, its clip
@@ -213,10 +216,10 @@ const TRL_PPO_CLIPPED = new Set(['grpo', 'bnpo', 'dr_grpo', 'dapo', 'luspo']);
  * flagged high; sapo and vespo none. `ratio`: coef_1 (the studio loss's ratio, at TRL's importance_sampling_level).
  */
 function trlClip(x: PreparedObjective['x'], ratio: Float32Array, studio: Uint32Array): Uint32Array {
-  const lossType = trainerAggregation(x);
-  if (TRL_PPO_CLIPPED.has(lossType)) return studio;
+  const metric = TRL_CLIP_METRIC[trainerAggregation(x) as TrlConfig['loss_type']];
+  if (metric === 'ppo') return studio;
   const clip = new Uint32Array(ratio.length);
-  if (lossType !== 'cispo') return clip;
+  if (metric !== 'cispo') return clip;
   const c = x.config;
   const eps = (c.epsilon_high ?? c.epsilon ?? specOf(TRL_SETTINGS, 'epsilon').default) as number;
   for (let i = 0; i < ratio.length; i++) if (ratio[i] > eps && x.advantages[Math.floor(i / x.T)] > 0) clip[i] = CLIP_HIGH;
